@@ -1,0 +1,198 @@
+"""Decisions: everything ``core.controller.step`` asks the shell to do, in order.
+
+* :class:`ZkWrite` — one ZooKeeper operation with Kafka's exact path and JSON and the expected znode
+  version. The ZooKeeper sink runs them in order, in fenced multi-ops (each transaction starts with
+  ``check(/controller_epoch, epoch_zk_version)``).
+* :class:`BrokerRequest` — one request to one broker with Kafka's field names (camelCase, as in
+  Kafka's JSON request schemas). ``step`` emits them already batched: one per broker per API per step,
+  in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica; requests to brokers that are not live are
+  dropped. Controller answers to broker requests (``ControlledShutdownResponse``,
+  ``AlterPartitionResponse``) travel the same way.
+* :class:`AdminResult` — the outcome of an admin command, with Kafka's error names.
+* :class:`StateChangeFailure` — a per-item failure (invalid transition, no eligible leader, ...), as
+  Kafka's state-change log reports them. Never an exception.
+
+Every decision has a stable, versioned JSON form (``{"version": 1, "type": ..., ...}``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any, ClassVar
+
+from core import jsonform as jf
+from core.errors import FormatError
+
+DECISION_VERSION = 1
+
+
+class ZkOp(Enum):
+    CREATE = "create"
+    SET = "set"
+    DELETE = "delete"
+    #: delete a znode and all its children (Kafka's ``deleteRecursive``)
+    DELETE_TREE = "delete_tree"
+
+
+#: ``expected_version`` meaning "any version" (ZooKeeper's -1)
+ANY_VERSION = -1
+
+
+class Decision:
+    TYPE: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class ZkWrite(Decision):
+    """One ZooKeeper write. ``data`` is the znode's JSON text (Kafka's format) or ``None``.
+
+    For ``SET``/``DELETE`` ``expected_version`` is the compare-and-set version (``-1`` = any). For
+    ``CREATE`` it is ignored; ``make_parents`` creates missing parents (persistent, empty)."""
+
+    TYPE: ClassVar[str] = "zk_write"
+    op: ZkOp
+    path: str
+    data: str | None = None
+    expected_version: int = ANY_VERSION
+    make_parents: bool = False
+
+
+class RequestApi(Enum):
+    LEADER_AND_ISR = "LeaderAndIsr"
+    UPDATE_METADATA = "UpdateMetadata"
+    STOP_REPLICA = "StopReplica"
+    CONTROLLED_SHUTDOWN_RESPONSE = "ControlledShutdownResponse"
+    ALTER_PARTITION_RESPONSE = "AlterPartitionResponse"
+
+
+#: Kafka's send order within one batch per broker
+REQUEST_ORDER: dict[RequestApi, int] = {
+    RequestApi.LEADER_AND_ISR: 0,
+    RequestApi.UPDATE_METADATA: 1,
+    RequestApi.STOP_REPLICA: 2,
+    RequestApi.CONTROLLED_SHUTDOWN_RESPONSE: 3,
+    RequestApi.ALTER_PARTITION_RESPONSE: 4,
+}
+
+
+@dataclass(frozen=True)
+class BrokerRequest(Decision):
+    """One request to ``broker_id``. ``body`` is the JSON object of the request with Kafka's field
+    names, e.g. for LeaderAndIsr ``{"controllerId", "controllerEpoch", "brokerEpoch", "type",
+    "topicStates": [{"topicName", "partitionStates": [{"partitionIndex", "controllerEpoch", "leader",
+    "leaderEpoch", "isr", "partitionEpoch", "replicas", "addingReplicas", "removingReplicas", "isNew",
+    "leaderRecoveryState"}]}], "liveLeaders": [{"brokerId", "hostName", "port"}]}``."""
+
+    TYPE: ClassVar[str] = "broker_request"
+    broker_id: int
+    api: RequestApi
+    body: str  # JSON text, so that the dataclass stays hashable and frozen
+
+    def body_json(self) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self.body)
+        return result
+
+
+class AdminStatus(Enum):
+    OK = "ok"
+    ERROR = "error"
+    #: accepted; long-running work (reassignment, deletion) goes on and a later result says "ok"
+    IN_PROGRESS = "in_progress"
+
+
+@dataclass(frozen=True)
+class AdminResult(Decision):
+    """Outcome of an admin command. ``error`` is Kafka's error name (``TOPIC_ALREADY_EXISTS``,
+    ``UNKNOWN_TOPIC_OR_PARTITION``, ``INVALID_REPLICATION_FACTOR``, ``INVALID_PARTITIONS``,
+    ``INVALID_REPLICA_ASSIGNMENT``, ``BROKER_NOT_AVAILABLE``, ``NO_REASSIGNMENT_IN_PROGRESS``,
+    ``ELECTION_NOT_NEEDED``, ``ELIGIBLE_LEADERS_NOT_AVAILABLE``, ``PREFERRED_LEADER_NOT_AVAILABLE``,
+    ``TOPIC_DELETION_DISABLED``, ``INVALID_CONFIG``, ...) or ``None``. ``details`` is a JSON object text
+    (per-partition outcomes, progress)."""
+
+    TYPE: ClassVar[str] = "admin_result"
+    request_id: str
+    command: str
+    status: AdminStatus
+    error: str | None = None
+    message: str = ""
+    details: str = "{}"
+
+
+@dataclass(frozen=True)
+class StateChangeFailure(Decision):
+    """A per-item failure, e.g. an invalid transition ``OnlinePartition -> NewPartition``."""
+
+    TYPE: ClassVar[str] = "state_change_failure"
+    item: str
+    from_state: str
+    to_state: str
+    reason: str
+
+
+DECISION_TYPES: dict[str, type[Decision]] = {
+    c.TYPE: c for c in (ZkWrite, BrokerRequest, AdminResult, StateChangeFailure)
+}
+
+
+def encode_decision(d: Decision) -> dict[str, Any]:
+    body: dict[str, Any] = {"version": DECISION_VERSION, "type": d.TYPE}
+    for name in (f.name for f in fields(d)):  # type: ignore[arg-type]
+        v = getattr(d, name)
+        body[name] = v.value if isinstance(v, Enum) else v
+    return body
+
+
+def decision_to_json(d: Decision) -> str:
+    return json.dumps(encode_decision(d), separators=(",", ":"), sort_keys=True)
+
+
+def decode_decision(raw: Any) -> Decision:
+    o = jf.obj(raw, "$")
+    jf.version(o, DECISION_VERSION)
+    t = jf.string(o, "type")
+    if t == ZkWrite.TYPE:
+        try:
+            op = ZkOp(jf.string(o, "op"))
+        except ValueError:
+            raise FormatError("op", f"unknown ZooKeeper op {o.get('op')!r}") from None
+        return ZkWrite(
+            op,
+            jf.string(o, "path"),
+            jf.opt_string(o, "data"),
+            jf.opt_integer(o, "expected_version", ANY_VERSION),
+            jf.boolean(o, "make_parents", False),
+        )
+    if t == BrokerRequest.TYPE:
+        try:
+            api = RequestApi(jf.string(o, "api"))
+        except ValueError:
+            raise FormatError("api", f"unknown request api {o.get('api')!r}") from None
+        return BrokerRequest(jf.integer(o, "broker_id"), api, jf.string(o, "body"))
+    if t == AdminResult.TYPE:
+        try:
+            status = AdminStatus(jf.string(o, "status"))
+        except ValueError:
+            raise FormatError("status", f"unknown status {o.get('status')!r}") from None
+        return AdminResult(
+            jf.string(o, "request_id"),
+            jf.string(o, "command"),
+            status,
+            jf.opt_string(o, "error"),
+            jf.opt_string(o, "message") or "",
+            jf.opt_string(o, "details") or "{}",
+        )
+    if t == StateChangeFailure.TYPE:
+        return StateChangeFailure(
+            jf.string(o, "item"), jf.string(o, "from_state"), jf.string(o, "to_state"), jf.string(o, "reason")
+        )
+    raise FormatError("type", f"unknown decision type '{t}'")
+
+
+def decision_from_json(text: str | bytes) -> Decision:
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise FormatError("$", f"not valid JSON: {e}") from None
+    return decode_decision(raw)

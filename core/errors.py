@@ -1,0 +1,25 @@
+"""The one exception root of ``core``.
+
+Only malformed *input* (an event or decision that cannot be decoded) raises. Controller
+operations never raise per item: an invalid transition or an impossible command comes back as a
+per-item failure or an admin result with a Kafka error name.
+"""
+
+from __future__ import annotations
+
+
+class CoreError(Exception):
+    """Root of every exception raised by ``core``."""
+
+
+class FormatError(CoreError, ValueError):
+    """A JSON form could not be decoded.
+
+    ``field`` names the offending field (dotted for nested ones) and ``reason`` says what is wrong,
+    so that a rejected admin command can carry both to ``livectl.rejected``.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")

@@ -1,0 +1,757 @@
+"""Events: everything that reaches ``core.controller.step``.
+
+Three families, all frozen dataclasses with a stable, versioned JSON form
+(``{"version": 1, "type": <TYPE>, ...fields}``):
+
+* **admin commands** (topic ``livectl.admin``), each with a ``request_id`` that its
+  :class:`core.decisions.AdminResult` echoes;
+* **broker events** (topic ``livectl.broker-events``): registrations appearing and vanishing
+  (published by the driver's liveness bridge), AlterPartition, LeaderAndIsr / StopReplica
+  responses, ControlledShutdown requests, log-dir failures;
+* **internal events** made by the driver: controller failover (with a ZooKeeper snapshot) and the
+  auto leader rebalance tick.
+
+``decode_event`` / ``encode_event`` convert between the JSON form and the dataclasses. Decoding is
+strict and raises :class:`core.errors.FormatError` naming the field and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any, ClassVar
+
+from core import jsonform as jf
+from core.errors import FormatError
+
+EVENT_VERSION = 1
+
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_LENGTH = 249
+
+
+def validate_topic_name(name: str, fieldname: str = "topic") -> str:
+    """Kafka's topic name rules (``org.apache.kafka.common.internals.Topic.validate``)."""
+    if name in (".", ".."):
+        raise FormatError(fieldname, f"topic name cannot be '{name}'")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise FormatError(fieldname, f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
+    if not _TOPIC_RE.match(name):
+        raise FormatError(
+            fieldname, f"topic name '{name}' is illegal: only ASCII alphanumerics, '.', '_' and '-' are allowed"
+        )
+    return name
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, order=True)
+class PartitionReplica:
+    """A replica of a partition on one broker (Kafka's ``PartitionAndReplica``)."""
+
+    topic: str
+    partition: int
+    replica: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+class ElectionType(Enum):
+    PREFERRED = "PREFERRED"
+    UNCLEAN = "UNCLEAN"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One listener of a broker registration (``/brokers/ids/<id>`` ``endpoints``)."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+class Event:
+    """Base of every event. ``TYPE`` is the JSON ``type``; ``scope`` tells routing what it touches."""
+
+    TYPE: ClassVar[str] = ""
+    #: "topic" events go to the bucket of ``self.topic`` (or the topics of ``self.topics()``);
+    #: "cluster" events are copied to every bucket.
+    SCOPE: ClassVar[str] = "topic"
+
+    def topics(self) -> tuple[str, ...]:
+        """The topics this event touches (for routing); empty for cluster-scoped events."""
+        return ()
+
+
+# --------------------------------------------------------------------------- admin commands
+
+
+class AdminCommand(Event):
+    request_id: str
+
+
+@dataclass(frozen=True)
+class CreateTopic(AdminCommand):
+    """Create ``topic`` with ``partitions`` × ``replication_factor`` placed by Kafka's default
+    placement, or with the explicit ``replica_assignment`` (partition -> broker ids)."""
+
+    TYPE: ClassVar[str] = "create_topic"
+    request_id: str
+    topic: str
+    partitions: int = 0
+    replication_factor: int = 0
+    replica_assignment: tuple[tuple[int, ...], ...] = ()
+    configs: tuple[tuple[str, str], ...] = ()
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
+
+
+@dataclass(frozen=True)
+class DeleteTopic(AdminCommand):
+    TYPE: ClassVar[str] = "delete_topic"
+    request_id: str
+    topic: str
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
+
+
+@dataclass(frozen=True)
+class CreatePartitions(AdminCommand):
+    """Grow ``topic`` to ``total_count`` partitions (``kafka-topics --alter --partitions``)."""
+
+    TYPE: ClassVar[str] = "create_partitions"
+    request_id: str
+    topic: str
+    total_count: int
+    replica_assignment: tuple[tuple[int, ...], ...] = ()
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
+
+
+@dataclass(frozen=True)
+class PartitionTarget:
+    """One entry of Kafka's reassignment JSON. ``replicas`` empty means cancel."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ReassignPartitions(AdminCommand):
+    """Kafka's reassignment JSON ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``.
+
+    Routing splits a multi-topic command into one per topic (same ``request_id``).
+    """
+
+    TYPE: ClassVar[str] = "reassign_partitions"
+    request_id: str
+    partitions: tuple[PartitionTarget, ...]
+
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({p.topic for p in self.partitions}))
+
+
+@dataclass(frozen=True)
+class CancelReassignment(AdminCommand):
+    """Cancel the listed reassignments (KIP-455: reassign back to the origin replicas)."""
+
+    TYPE: ClassVar[str] = "cancel_reassignment"
+    request_id: str
+    partitions: tuple[TopicPartition, ...]
+
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({p.topic for p in self.partitions}))
+
+
+@dataclass(frozen=True)
+class ElectLeaders(AdminCommand):
+    """``kafka-leader-election``: ``partitions`` empty means all partitions (cluster-scoped)."""
+
+    TYPE: ClassVar[str] = "elect_leaders"
+    request_id: str
+    election_type: ElectionType
+    partitions: tuple[TopicPartition, ...] = ()
+
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({p.topic for p in self.partitions}))
+
+
+@dataclass(frozen=True)
+class AlterTopicConfig(AdminCommand):
+    """Set topic configs; livectl acts on ``unclean.leader.election.enable``."""
+
+    TYPE: ClassVar[str] = "alter_topic_config"
+    request_id: str
+    topic: str
+    configs: tuple[tuple[str, str], ...]
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
+
+
+# --------------------------------------------------------------------------- broker events
+
+
+@dataclass(frozen=True)
+class BrokerStartup(Event):
+    """A registration appeared under ``/brokers/ids`` (epoch = the znode's czxid).
+
+    A startup for a broker already live with an older epoch is a bounce (Kafka handles it as failure
+    followed by startup)."""
+
+    TYPE: ClassVar[str] = "broker_startup"
+    SCOPE: ClassVar[str] = "cluster"
+    broker_id: int
+    broker_epoch: int
+    rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class BrokerFailure(Event):
+    """A registration vanished from ``/brokers/ids``."""
+
+    TYPE: ClassVar[str] = "broker_failure"
+    SCOPE: ClassVar[str] = "cluster"
+    broker_id: int
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class AlterPartition(Event):
+    """A leader asks to change the ISR of one partition (Kafka's AlterPartition request)."""
+
+    TYPE: ClassVar[str] = "alter_partition"
+    broker_id: int
+    broker_epoch: int
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    leader_recovery_state: int = 0
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
+
+
+@dataclass(frozen=True)
+class PartitionError:
+    topic: str
+    partition: int
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrResponse(Event):
+    """A broker's answer to a LeaderAndIsr request; ``KAFKA_STORAGE_ERROR`` (56) marks the replica
+    offline. Routed to each topic it names."""
+
+    TYPE: ClassVar[str] = "leader_and_isr_response"
+    broker_id: int
+    partitions: tuple[PartitionError, ...]
+    error_code: int = 0
+
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({p.topic for p in self.partitions}))
+
+
+@dataclass(frozen=True)
+class StopReplicaResponse(Event):
+    """A broker's answer to StopReplica with ``delete_partition`` (drives topic deletion)."""
+
+    TYPE: ClassVar[str] = "stop_replica_response"
+    broker_id: int
+    partitions: tuple[PartitionError, ...]
+    error_code: int = 0
+
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({p.topic for p in self.partitions}))
+
+
+@dataclass(frozen=True)
+class ControlledShutdown(Event):
+    """A broker asks to shut down cleanly (Kafka's ControlledShutdown request)."""
+
+    TYPE: ClassVar[str] = "controlled_shutdown"
+    SCOPE: ClassVar[str] = "cluster"
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class LogDirFailure(Event):
+    """A broker's log directory failed (``/log_dir_event_notification``)."""
+
+    TYPE: ClassVar[str] = "log_dir_failure"
+    SCOPE: ClassVar[str] = "cluster"
+    broker_id: int
+
+
+# --------------------------------------------------------------------------- internal events
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    broker_epoch: int
+    rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class PartitionStateZnode:
+    """``/brokers/topics/<t>/partitions/<p>/state`` as read, with its znode version."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True)
+class TopicZnode:
+    """``/brokers/topics/<t>`` as read: assignment plus KIP-455 adding / removing replicas."""
+
+    topic: str
+    partitions: tuple[tuple[int, tuple[int, ...]], ...]
+    adding_replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    removing_replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    topic_id: str | None = None
+    zk_version: int = 0
+
+
+@dataclass(frozen=True)
+class ZkSnapshot:
+    """What a new controller reads from ZooKeeper on failover (Kafka's ``initializeControllerContext``)."""
+
+    controller_epoch: int
+    controller_epoch_zk_version: int
+    brokers: tuple[BrokerInfo, ...]
+    topics: tuple[TopicZnode, ...]
+    partition_states: tuple[tuple[TopicPartition, PartitionStateZnode], ...]
+    #: ``/admin/reassign_partitions`` (legacy path) contents
+    pending_reassignments: tuple[PartitionTarget, ...] = ()
+    #: children of ``/admin/delete_topics``
+    topics_to_delete: tuple[str, ...] = ()
+    #: ``/admin/preferred_replica_election`` contents
+    pending_preferred_elections: tuple[TopicPartition, ...] = ()
+    #: per-topic configs from ``/config/topics/<t>``
+    topic_configs: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class ControllerFailover(Event):
+    """This controller was elected: rebuild the context from ``snapshot`` and resume pending work.
+
+    The driver restricts the snapshot to each bucket's topics before routing it."""
+
+    TYPE: ClassVar[str] = "controller_failover"
+    SCOPE: ClassVar[str] = "cluster"
+    controller_id: int
+    snapshot: ZkSnapshot
+
+
+@dataclass(frozen=True)
+class AutoRebalanceTick(Event):
+    """Periodic check (``leader.imbalance.check.interval.seconds``); ``brokers`` lists the brokers whose
+    cluster-wide imbalance ratio (summed by the driver) is above the threshold."""
+
+    TYPE: ClassVar[str] = "auto_rebalance_tick"
+    SCOPE: ClassVar[str] = "cluster"
+    brokers: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Tick(Event):
+    """Time passes: retry topic deletions that were waiting and similar periodic work."""
+
+    TYPE: ClassVar[str] = "tick"
+    SCOPE: ClassVar[str] = "cluster"
+    now_ms: int = 0
+
+
+# --------------------------------------------------------------------------- JSON form
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    c.TYPE: c
+    for c in (
+        CreateTopic,
+        DeleteTopic,
+        CreatePartitions,
+        ReassignPartitions,
+        CancelReassignment,
+        ElectLeaders,
+        AlterTopicConfig,
+        BrokerStartup,
+        BrokerFailure,
+        AlterPartition,
+        LeaderAndIsrResponse,
+        StopReplicaResponse,
+        ControlledShutdown,
+        LogDirFailure,
+        ControllerFailover,
+        AutoRebalanceTick,
+        Tick,
+    )
+}
+ADMIN_TYPES = frozenset(
+    c.TYPE
+    for c in (
+        CreateTopic,
+        DeleteTopic,
+        CreatePartitions,
+        ReassignPartitions,
+        CancelReassignment,
+        ElectLeaders,
+        AlterTopicConfig,
+    )
+)
+
+
+def _to_jsonable(v: Any) -> Any:
+    if isinstance(v, Enum):
+        return v.value
+    if hasattr(v, "__dataclass_fields__"):
+        return {f.name: _to_jsonable(getattr(v, f.name)) for f in fields(v)}
+    if isinstance(v, tuple | list):
+        return [_to_jsonable(x) for x in v]
+    return v
+
+
+def encode_event(event: Event) -> dict[str, Any]:
+    """The versioned JSON object of ``event``. Config pairs and per-partition assignments become
+    JSON objects keyed by name / partition, like Kafka's own JSON."""
+    body: dict[str, Any] = {"version": EVENT_VERSION, "type": event.TYPE}
+    for name in (f.name for f in fields(event)):  # type: ignore[arg-type]
+        value = getattr(event, name)
+        if name == "configs":
+            body[name] = dict(value)
+        elif name == "replica_assignment":
+            body[name] = {str(i): list(r) for i, r in enumerate(value)}
+        else:
+            body[name] = _to_jsonable(value)
+    return body
+
+
+def event_to_json(event: Event) -> str:
+    return json.dumps(encode_event(event), separators=(",", ":"), sort_keys=True)
+
+
+def event_from_json(text: str | bytes) -> Event:
+    try:
+        raw = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise FormatError("$", f"not valid JSON: {e}") from None
+    return decode_event(raw)
+
+
+def decode_event(raw: Any) -> Event:
+    """Decode and validate one event; raises :class:`FormatError` naming the field and reason."""
+    o = jf.obj(raw, "$")
+    jf.version(o, EVENT_VERSION)
+    t = jf.string(o, "type")
+    decoder = _DECODERS.get(t)
+    if decoder is None:
+        raise FormatError("type", f"unknown event type '{t}'; known: {', '.join(sorted(EVENT_TYPES))}")
+    return decoder(o)
+
+
+def _assignment(o: Mapping[str, Any], field_: str) -> tuple[tuple[int, ...], ...]:
+    v = o.get(field_)
+    if v is None:
+        return ()
+    m = jf.obj(v, field_)
+    parts: dict[int, tuple[int, ...]] = {}
+    for k, reps in m.items():
+        try:
+            p = int(k)
+        except ValueError:
+            raise FormatError(f"{field_}.{k}", "partition ids must be integers") from None
+        parts[p] = jf.int_seq(reps, f"{field_}.{k}", minimum=0, distinct=True)
+        if not parts[p]:
+            raise FormatError(f"{field_}.{k}", "must list at least one broker")
+    if sorted(parts) != list(range(len(parts))):
+        raise FormatError(field_, f"partitions must be numbered 0..{len(parts) - 1}, got {sorted(parts)}")
+    rfs = {len(r) for r in parts.values()}
+    if len(rfs) > 1:
+        raise FormatError(field_, "all partitions must have the same replication factor")
+    return tuple(parts[i] for i in range(len(parts)))
+
+
+def _configs(o: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(jf.str_map(o, "configs").items()))
+
+
+def _tp_list(o: Mapping[str, Any], field_: str, *, required: bool) -> tuple[TopicPartition, ...]:
+    if o.get(field_) is None and not required:
+        return ()
+    out = []
+    for i, e in enumerate(jf.obj_list(o, field_)):
+        pre = f"{field_}[{i}]."
+        out.append(
+            TopicPartition(
+                validate_topic_name(jf.string(e, "topic", pre), pre + "topic"),
+                jf.integer(e, "partition", pre, minimum=0),
+            )
+        )
+    return tuple(out)
+
+
+def _partition_errors(o: Mapping[str, Any]) -> tuple[PartitionError, ...]:
+    out = []
+    for i, e in enumerate(jf.obj_list(o, "partitions")):
+        pre = f"partitions[{i}]."
+        out.append(
+            PartitionError(
+                jf.string(e, "topic", pre),
+                jf.integer(e, "partition", pre, minimum=0),
+                jf.opt_integer(e, "error_code", 0, pre),
+            )
+        )
+    return tuple(out)
+
+
+def _endpoints(o: Mapping[str, Any], prefix: str = "") -> tuple[Endpoint, ...]:
+    if o.get("endpoints") is None:
+        return ()
+    out = []
+    for i, e in enumerate(jf.obj_list(o, "endpoints", prefix)):
+        pre = f"{prefix}endpoints[{i}]."
+        out.append(
+            Endpoint(
+                jf.string(e, "listener", pre),
+                jf.string(e, "host", pre),
+                jf.integer(e, "port", pre, minimum=0),
+                jf.opt_string(e, "security_protocol", pre) or "PLAINTEXT",
+            )
+        )
+    return tuple(out)
+
+
+def _request_id(o: Mapping[str, Any]) -> str:
+    return jf.string(o, "request_id")
+
+
+def _topic(o: Mapping[str, Any]) -> str:
+    return validate_topic_name(jf.string(o, "topic"))
+
+
+def _create_topic(o: Mapping[str, Any]) -> Event:
+    assignment = _assignment(o, "replica_assignment")
+    if assignment:
+        parts = jf.opt_integer(o, "partitions", len(assignment))
+        rf = jf.opt_integer(o, "replication_factor", len(assignment[0]))
+        if parts != len(assignment):
+            raise FormatError("partitions", f"is {parts} but replica_assignment lists {len(assignment)}")
+        if rf != len(assignment[0]):
+            raise FormatError("replication_factor", f"is {rf} but replica_assignment has {len(assignment[0])}")
+    else:
+        parts = jf.integer(o, "partitions", minimum=1)
+        rf = jf.integer(o, "replication_factor", minimum=1)
+    return CreateTopic(_request_id(o), _topic(o), parts, rf, assignment, _configs(o))
+
+
+def _create_partitions(o: Mapping[str, Any]) -> Event:
+    return CreatePartitions(
+        _request_id(o), _topic(o), jf.integer(o, "total_count", minimum=1), _assignment(o, "replica_assignment")
+    )
+
+
+def _reassign(o: Mapping[str, Any]) -> Event:
+    targets = []
+    seen: set[TopicPartition] = set()
+    for i, e in enumerate(jf.obj_list(o, "partitions")):
+        pre = f"partitions[{i}]."
+        tp = TopicPartition(
+            validate_topic_name(jf.string(e, "topic", pre), pre + "topic"), jf.integer(e, "partition", pre, minimum=0)
+        )
+        if tp in seen:
+            raise FormatError(pre + "partition", f"{tp} is listed twice")
+        seen.add(tp)
+        reps = jf.int_list(e, "replicas", pre, minimum=0, distinct=True)
+        if not reps:
+            raise FormatError(pre + "replicas", "must list at least one broker (use cancel to cancel)")
+        targets.append(PartitionTarget(tp.topic, tp.partition, reps))
+    if not targets:
+        raise FormatError("partitions", "must list at least one partition")
+    return ReassignPartitions(_request_id(o), tuple(targets))
+
+
+def _cancel(o: Mapping[str, Any]) -> Event:
+    tps = _tp_list(o, "partitions", required=True)
+    if not tps:
+        raise FormatError("partitions", "must list at least one partition")
+    return CancelReassignment(_request_id(o), tps)
+
+
+def _elect(o: Mapping[str, Any]) -> Event:
+    et = jf.string(o, "election_type").upper()
+    try:
+        etype = ElectionType(et)
+    except ValueError:
+        raise FormatError("election_type", f"must be PREFERRED or UNCLEAN, got '{et}'") from None
+    return ElectLeaders(_request_id(o), etype, _tp_list(o, "partitions", required=False))
+
+
+def _alter_config(o: Mapping[str, Any]) -> Event:
+    configs = _configs(o)
+    if not configs:
+        raise FormatError("configs", "must set at least one config")
+    return AlterTopicConfig(_request_id(o), _topic(o), configs)
+
+
+def _broker_startup(o: Mapping[str, Any]) -> Event:
+    return BrokerStartup(
+        jf.integer(o, "broker_id", minimum=0),
+        jf.integer(o, "broker_epoch", minimum=0),
+        jf.opt_string(o, "rack"),
+        _endpoints(o),
+    )
+
+
+def _broker_failure(o: Mapping[str, Any]) -> Event:
+    return BrokerFailure(jf.integer(o, "broker_id", minimum=0), jf.opt_integer(o, "broker_epoch", -1))
+
+
+def _alter_partition(o: Mapping[str, Any]) -> Event:
+    return AlterPartition(
+        jf.integer(o, "broker_id", minimum=0),
+        jf.integer(o, "broker_epoch", minimum=-1),
+        _topic(o),
+        jf.integer(o, "partition", minimum=0),
+        jf.integer(o, "leader_epoch", minimum=0),
+        jf.integer(o, "partition_epoch", minimum=0),
+        jf.int_list(o, "new_isr", minimum=0, distinct=True),
+        jf.opt_integer(o, "leader_recovery_state", 0, minimum=0),
+    )
+
+
+def _lisr_response(o: Mapping[str, Any]) -> Event:
+    return LeaderAndIsrResponse(
+        jf.integer(o, "broker_id", minimum=0), _partition_errors(o), jf.opt_integer(o, "error_code", 0)
+    )
+
+
+def _stop_replica_response(o: Mapping[str, Any]) -> Event:
+    return StopReplicaResponse(
+        jf.integer(o, "broker_id", minimum=0), _partition_errors(o), jf.opt_integer(o, "error_code", 0)
+    )
+
+
+def _controlled_shutdown(o: Mapping[str, Any]) -> Event:
+    return ControlledShutdown(jf.integer(o, "broker_id", minimum=0), jf.integer(o, "broker_epoch", minimum=-1))
+
+
+def _log_dir_failure(o: Mapping[str, Any]) -> Event:
+    return LogDirFailure(jf.integer(o, "broker_id", minimum=0))
+
+
+def _snapshot(raw: Any) -> ZkSnapshot:
+    o = jf.obj(raw, "snapshot")
+    p = "snapshot."
+    brokers = tuple(
+        BrokerInfo(
+            jf.integer(b, "broker_id", p), jf.integer(b, "broker_epoch", p), jf.opt_string(b, "rack"), _endpoints(b, p)
+        )
+        for b in jf.obj_list(o, "brokers", p)
+    )
+
+    def pairs(x: Any, name: str) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        return tuple((int(k), jf.int_seq(v, name)) for k, v in x)
+
+    topics = tuple(
+        TopicZnode(
+            jf.string(t, "topic", p),
+            pairs(jf.req(t, "partitions", p), p + "partitions"),
+            pairs(t.get("adding_replicas") or (), p + "adding_replicas"),
+            pairs(t.get("removing_replicas") or (), p + "removing_replicas"),
+            jf.opt_string(t, "topic_id"),
+            jf.opt_integer(t, "zk_version", 0),
+        )
+        for t in jf.obj_list(o, "topics", p)
+    )
+    states = []
+    for entry in jf.req(o, "partition_states", p):
+        tp_raw, st = entry
+        tp = TopicPartition(jf.string(tp_raw, "topic", p), jf.integer(tp_raw, "partition", p))
+        states.append(
+            (
+                tp,
+                PartitionStateZnode(
+                    jf.integer(st, "leader", p),
+                    jf.integer(st, "leader_epoch", p),
+                    jf.int_list(st, "isr", p),
+                    jf.integer(st, "controller_epoch", p),
+                    jf.integer(st, "zk_version", p),
+                    jf.opt_integer(st, "leader_recovery_state", 0, p),
+                ),
+            )
+        )
+    pending = tuple(
+        PartitionTarget(jf.string(e, "topic", p), jf.integer(e, "partition", p), jf.int_list(e, "replicas", p))
+        for e in (o.get("pending_reassignments") or ())
+    )
+    return ZkSnapshot(
+        jf.integer(o, "controller_epoch", p),
+        jf.integer(o, "controller_epoch_zk_version", p),
+        brokers,
+        topics,
+        tuple(states),
+        pending,
+        tuple(o.get("topics_to_delete") or ()),
+        _tp_list(o, "pending_preferred_elections", required=False),
+        tuple((str(t), tuple((str(k), str(v)) for k, v in cfg)) for t, cfg in (o.get("topic_configs") or ())),
+    )
+
+
+def _failover(o: Mapping[str, Any]) -> Event:
+    return ControllerFailover(jf.integer(o, "controller_id", minimum=0), _snapshot(jf.req(o, "snapshot")))
+
+
+def _rebalance(o: Mapping[str, Any]) -> Event:
+    return AutoRebalanceTick(jf.int_seq(o.get("brokers") or [], "brokers", minimum=0))
+
+
+def _tick(o: Mapping[str, Any]) -> Event:
+    return Tick(jf.opt_integer(o, "now_ms", 0, minimum=0))
+
+
+_DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
+    CreateTopic.TYPE: _create_topic,
+    DeleteTopic.TYPE: lambda o: DeleteTopic(_request_id(o), _topic(o)),
+    CreatePartitions.TYPE: _create_partitions,
+    ReassignPartitions.TYPE: _reassign,
+    CancelReassignment.TYPE: _cancel,
+    ElectLeaders.TYPE: _elect,
+    AlterTopicConfig.TYPE: _alter_config,
+    BrokerStartup.TYPE: _broker_startup,
+    BrokerFailure.TYPE: _broker_failure,
+    AlterPartition.TYPE: _alter_partition,
+    LeaderAndIsrResponse.TYPE: _lisr_response,
+    StopReplicaResponse.TYPE: _stop_replica_response,
+    ControlledShutdown.TYPE: _controlled_shutdown,
+    LogDirFailure.TYPE: _log_dir_failure,
+    ControllerFailover.TYPE: _failover,
+    AutoRebalanceTick.TYPE: _rebalance,
+    Tick.TYPE: _tick,
+}
