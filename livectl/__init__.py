@@ -1,1 +1,1 @@
-"""livectl."""
+"""The livectl command line and local services."""

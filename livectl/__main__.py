@@ -1,0 +1,5 @@
+import sys
+
+from livectl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,99 @@
+"""The ``livectl`` command line.
+
+``livectl local up|down|status`` manages the real local services; the admin commands (topics, reassign,
+elect-leaders, brokers, broker, controller) come from :mod:`admin.cli`; ``livectl run`` and
+``livectl demo`` start the controller job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from livectl import local
+
+DEFAULT_RUN_DIR = Path("run") / "local"
+
+
+def _local_up(args: argparse.Namespace) -> int:
+    services = local.LocalServices.load(args.run_dir)
+    try:
+        services.up(zk_port=args.zookeeper_port, broker_port=args.broker_port)
+    except local.LocalServiceError as e:
+        print(f"livectl local up: {e}", file=sys.stderr)
+        return 1
+    zk, broker = services.zookeeper, services.broker
+    assert zk is not None and broker is not None
+    print(f"ZooKeeper   {zk.address}  (pid {zk.pid}, log {zk.log})")
+    print(f"Kafka       {broker.address}  (tansu, pid {broker.pid}, log {broker.log})")
+    print(f"state       {args.run_dir / local.STATE_FILE}")
+    print(f"use:        --zookeeper {zk.address} --bootstrap-server {broker.address}")
+    print("stop with:  livectl local down")
+    return 0
+
+
+def _local_down(args: argparse.Namespace) -> int:
+    services = local.LocalServices.load(args.run_dir)
+    stopped = services.down()
+    print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    return 0
+
+
+def _local_status(args: argparse.Namespace) -> int:
+    services = local.LocalServices.load(args.run_dir)
+    status = services.status()
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        for name, st in status.items():
+            detail = "" if "pid" not in st else f"  {st['address']}  pid {st['pid']}"
+            print(f"{name:<10} {st['state']}{detail}")
+    return 0 if all(s["state"] == "running" for s in status.values()) else 3
+
+
+def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("local", help="start, stop and inspect the real local services (ZooKeeper, broker)")
+    lsub = p.add_subparsers(dest="local_cmd", required=True)
+    for name, fn, helptext in (
+        ("up", _local_up, "start ZooKeeper and the tansu broker on loopback"),
+        ("down", _local_down, "stop the services started by `up`, by PID"),
+        ("status", _local_status, "show what runs and whether it answers"),
+    ):
+        sp = lsub.add_parser(name, help=helptext)
+        sp.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR, help="run folder (default: %(default)s)")
+        if name == "up":
+            sp.add_argument("--zookeeper-port", type=int, default=0, help="default: a free port")
+            sp.add_argument("--broker-port", type=int, default=0, help="default: a free port")
+        if name == "status":
+            sp.add_argument("--json", action="store_true", help="print JSON")
+        sp.set_defaults(func=fn)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="livectl", description="A Kafka-style cluster controller that runs as a Spark Structured Streaming job"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_local(sub)
+    for module_name in ("admin.cli", "streaming.entry"):
+        # each package adds its own subcommands through a `register(subparsers)` function
+        module = importlib.import_module(module_name) if importlib.util.find_spec(module_name) else None
+        if module is not None and hasattr(module, "register"):
+            module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())
