@@ -1,0 +1,153 @@
+"""Settings of the whole controller job, built once at the entry point and passed down.
+
+:class:`Settings` is a frozen dataclass. The entry point builds it with :meth:`Settings.load` from
+``conf/livectl-defaults.json`` (a flat JSON object whose keys are the field names below) and the
+command line's ``--set key=value`` overrides, applied in order (the last one wins). Nothing below the
+entry point reads ``os.environ`` or files for configuration.
+
+Values from ``--set`` are text and are converted to the field's type (``int``, ``float``, ``bool``
+accepts ``true/false/1/0/yes/no``, ``str``). An unknown key, a value of the wrong type or a value out of
+range raises :class:`SettingsError` naming the key and the reason.
+
+``StreamingError`` is the root of every exception raised by ``streaming``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+#: ``conf/livectl-defaults.json`` of the repository
+DEFAULTS_PATH = Path(__file__).resolve().parent.parent / "conf" / "livectl-defaults.json"
+
+
+class StreamingError(Exception):
+    """Root of every exception raised by ``streaming``."""
+
+
+class SettingsError(StreamingError, ValueError):
+    """A setting is unknown, of the wrong type or out of range. ``key`` names it."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        super().__init__(f"setting '{key}': {reason}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the job needs to know; see ``conf/livectl-defaults.json`` for the shipped defaults."""
+
+    #: ZooKeeper connect string, ``host:port[,host:port…][/chroot]``
+    zookeeper_connect: str = "127.0.0.1:2181"
+    #: ZooKeeper session timeout; the lease and the liveness bridge use it
+    zookeeper_session_timeout_ms: int = 18000
+    #: Kafka bootstrap servers, ``host:port[,host:port…]``
+    bootstrap_servers: str = "127.0.0.1:9092"
+    admin_topic: str = "livectl.admin"
+    broker_events_topic: str = "livectl.broker-events"
+    requests_topic: str = "livectl.requests"
+    admin_results_topic: str = "livectl.admin-results"
+    rejected_topic: str = "livectl.rejected"
+    #: the id this controller writes into ``/controller`` (``brokerid``)
+    controller_id: int = 1000
+    #: number of state buckets; keep ``spark.sql.shuffle.partitions`` equal to it (DESIGN.md, 1)
+    num_buckets: int = 8
+    checkpoint_dir: str = "checkpoints/livectl"
+    #: Spark processing-time trigger, e.g. ``"1 second"``
+    trigger_interval: str = "1 second"
+    #: the streaming query's name; also names the ZooKeeper sink's progress znode
+    query_name: str = "livectl"
+    #: where a query without a checkpoint starts reading its input topics: earliest or latest
+    starting_offsets: str = "earliest"
+    #: most input records read per micro-batch (all topics together)
+    max_records_per_batch: int = 10000
+    #: ZooKeeper operations per fenced multi-op (DESIGN.md, 4: 100 ≈ 20k writes/s)
+    zk_ops_per_transaction: int = 100
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            expected = _FIELD_TYPES[f.name]
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                continue
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise SettingsError(f.name, f"must be {expected.__name__}, got {type(value).__name__} {value!r}")
+            if expected is str and not value.strip():
+                raise SettingsError(f.name, "must not be empty")
+        for name in ("zookeeper_session_timeout_ms", "num_buckets", "max_records_per_batch", "zk_ops_per_transaction"):
+            if getattr(self, name) < 1:
+                raise SettingsError(name, f"must be at least 1, got {getattr(self, name)}")
+        if self.controller_id < 0:
+            raise SettingsError("controller_id", f"must be at least 0, got {self.controller_id}")
+        if self.starting_offsets not in ("earliest", "latest"):
+            raise SettingsError("starting_offsets", f"must be 'earliest' or 'latest', got {self.starting_offsets!r}")
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> Settings:
+        """Settings from a JSON-like mapping of field names; missing keys keep the dataclass defaults."""
+        unknown = sorted(set(values) - set(_FIELD_TYPES))
+        if unknown:
+            raise SettingsError(unknown[0], f"unknown setting; known: {', '.join(sorted(_FIELD_TYPES))}")
+        return cls(**dict(values))
+
+    @classmethod
+    def load(cls, defaults_path: Path | None = DEFAULTS_PATH, overrides: Iterable[str] = ()) -> Settings:
+        """The defaults file (``None``: the dataclass defaults) then each ``key=value`` override in order."""
+        base: dict[str, Any] = {}
+        if defaults_path is not None:
+            try:
+                raw = json.loads(defaults_path.read_text())
+            except OSError as e:
+                raise SettingsError("defaults", f"cannot read {defaults_path}: {e}") from None
+            except ValueError as e:
+                raise SettingsError("defaults", f"{defaults_path} is not valid JSON: {e}") from None
+            if not isinstance(raw, dict):
+                raise SettingsError("defaults", f"{defaults_path} must hold a JSON object")
+            base.update(raw)
+        settings = cls.from_mapping(base)
+        return settings.with_overrides(overrides)
+
+    def with_overrides(self, overrides: Iterable[str]) -> Settings:
+        """A copy with ``key=value`` texts applied in order (as given to ``--set``)."""
+        changes: dict[str, Any] = {}
+        for item in overrides:
+            key, sep, text = item.partition("=")
+            key = key.strip()
+            if not sep:
+                raise SettingsError(key or item, f"override {item!r} must look like key=value")
+            changes[key] = parse_value(key, text.strip())
+        return replace(self, **changes) if changes else self
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_value(key: str, text: str) -> Any:
+    """Convert the text of a ``--set`` override to the type of setting ``key``."""
+    expected = _FIELD_TYPES.get(key)
+    if expected is None:
+        raise SettingsError(key, f"unknown setting; known: {', '.join(sorted(_FIELD_TYPES))}")
+    if expected is str:
+        return text
+    if expected is bool:
+        low = text.lower()
+        if low in ("true", "1", "yes"):
+            return True
+        if low in ("false", "0", "no"):
+            return False
+        raise SettingsError(key, f"must be true or false, got {text!r}")
+    try:
+        return expected(text)
+    except ValueError:
+        raise SettingsError(key, f"must be {expected.__name__}, got {text!r}") from None
+
+
+_FIELD_TYPES: dict[str, type] = {
+    f.name: {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)] for f in fields(Settings)
+}
