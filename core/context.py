@@ -1,0 +1,421 @@
+"""The controller's view of the cluster (Kafka's ``ControllerContext``).
+
+A :class:`ControllerContext` is a plain, mutable container that the state machines and controller
+operations update in place. ``core.controller.step`` copies it once per step (:meth:`copy`) and
+mutates only the copy, so a caller's context never changes under it. The public machine entry points
+(``core.partition_machine.handle_state_changes`` and ``core.replica_machine.handle_state_changes``)
+do the same.
+
+It holds, for the topics of one bucket (or all topics):
+
+* live brokers (id, epoch, rack, endpoints) and shutting-down broker ids — always the whole cluster;
+* topic -> partition -> :class:`ReplicaAssignment` (``partition_assignments`` plus an index of partitions
+  by topic and by broker, kept in step by :meth:`set_assignment` / :meth:`remove_topic`);
+* leadership per partition as :class:`LeaderIsrAndControllerEpoch`;
+* partition states and replica states;
+* controller id, epoch and the ``/controller_epoch`` znode version;
+* topics queued for deletion, ineligible for deletion and with deletion started; partitions being
+  reassigned; replicas on offline log dirs; per-topic ``unclean.leader.election.enable``.
+
+Absent partition / replica states read as ``NonExistentPartition`` / ``NonExistentReplica``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from core.assignment import ReplicaAssignment
+from core.events import Endpoint, PartitionReplica, TopicPartition
+from core.states import PartitionState, ReplicaState
+
+#: Kafka's ``LeaderAndIsr.NoLeader``
+NO_LEADER = -1
+#: Kafka's ``LeaderAndIsr.LeaderDuringDelete`` (UpdateMetadata for topics being deleted)
+LEADER_DURING_DELETE = -2
+#: Kafka's ``LeaderAndIsr.NoEpoch``
+NO_EPOCH = -1
+#: Kafka's ``LeaderAndIsr.EpochDuringDelete``
+EPOCH_DURING_DELETE = -2
+#: ``LeaderRecoveryState``
+RECOVERED = 0
+RECOVERING = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBroker:
+    """A registered broker (``/brokers/ids/<id>``); ``epoch`` is the registration's czxid."""
+
+    id: int
+    epoch: int
+    rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    """The content of ``/brokers/topics/<t>/partitions/<p>/state``; ``partition_epoch`` is that
+    znode's version (what compare-and-set writes expect)."""
+
+    leader: int
+    isr: tuple[int, ...]
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    leader_recovery_state: int = RECOVERED
+
+    def new_leader_and_isr(self, leader: int, isr: tuple[int, ...]) -> LeaderAndIsr:
+        """Kafka's ``newLeaderAndIsr``: leader and ISR set, leader epoch + 1, recovery state kept."""
+        return replace(self, leader=leader, isr=isr, leader_epoch=self.leader_epoch + 1)
+
+    def new_recovering_leader_and_isr(self, leader: int, isr: tuple[int, ...]) -> LeaderAndIsr:
+        """After an unclean election: like :meth:`new_leader_and_isr` but ``RECOVERING`` (KIP-704)."""
+        return LeaderAndIsr(leader, isr, self.leader_epoch + 1, self.partition_epoch, RECOVERING)
+
+    def new_leader(self, leader: int) -> LeaderAndIsr:
+        return self.new_leader_and_isr(leader, self.isr)
+
+    def new_epoch(self) -> LeaderAndIsr:
+        """Kafka's ``newEpoch``: same leader and ISR, leader epoch + 1 (e.g. a new replica set)."""
+        return replace(self, leader_epoch=self.leader_epoch + 1)
+
+    def with_partition_epoch(self, partition_epoch: int) -> LeaderAndIsr:
+        return replace(self, partition_epoch=partition_epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIsrAndControllerEpoch:
+    leader_and_isr: LeaderAndIsr
+    controller_epoch: int
+
+
+@dataclass
+class ControllerContext:
+    """See the module docstring. Mutable; copy with :meth:`copy` before mutating a shared one."""
+
+    controller_id: int = -1
+    epoch: int = 0
+    epoch_zk_version: int = 0
+    live_brokers: dict[int, LiveBroker] = field(default_factory=dict)
+    shutting_down_broker_ids: set[int] = field(default_factory=set)
+    partition_assignments: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
+    #: topic -> partition ids
+    topic_partitions: dict[str, set[int]] = field(default_factory=dict)
+    #: broker -> partitions whose full replica set (RS) names the broker
+    partitions_by_broker: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    partition_leadership: dict[TopicPartition, LeaderIsrAndControllerEpoch] = field(default_factory=dict)
+    partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    #: partitions in NewPartition or OfflinePartition (what ``triggerOnlinePartitionStateChange`` visits)
+    offline_or_new_partitions: set[TopicPartition] = field(default_factory=set)
+    replica_states: dict[PartitionReplica, ReplicaState] = field(default_factory=dict)
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    topics_to_be_deleted: set[str] = field(default_factory=set)
+    topics_ineligible_for_deletion: set[str] = field(default_factory=set)
+    topics_with_deletion_started: set[str] = field(default_factory=set)
+    partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
+    #: per-topic ``unclean.leader.election.enable`` (absent = the cluster default)
+    unclean_leader_election: dict[str, bool] = field(default_factory=dict)
+    #: per-topic configs as written to ``/config/topics/<t>``
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ copy
+
+    def copy(self) -> ControllerContext:
+        """A copy sharing only immutable values (one pass over each container)."""
+        return ControllerContext(
+            controller_id=self.controller_id,
+            epoch=self.epoch,
+            epoch_zk_version=self.epoch_zk_version,
+            live_brokers=dict(self.live_brokers),
+            shutting_down_broker_ids=set(self.shutting_down_broker_ids),
+            partition_assignments=dict(self.partition_assignments),
+            topic_partitions={t: set(ps) for t, ps in self.topic_partitions.items()},
+            partitions_by_broker={b: set(ps) for b, ps in self.partitions_by_broker.items()},
+            topic_ids=dict(self.topic_ids),
+            partition_leadership=dict(self.partition_leadership),
+            partition_states=dict(self.partition_states),
+            offline_or_new_partitions=set(self.offline_or_new_partitions),
+            replica_states=dict(self.replica_states),
+            replicas_on_offline_dirs={b: set(ps) for b, ps in self.replicas_on_offline_dirs.items()},
+            topics_to_be_deleted=set(self.topics_to_be_deleted),
+            topics_ineligible_for_deletion=set(self.topics_ineligible_for_deletion),
+            topics_with_deletion_started=set(self.topics_with_deletion_started),
+            partitions_being_reassigned=set(self.partitions_being_reassigned),
+            unclean_leader_election=dict(self.unclean_leader_election),
+            topic_configs={t: dict(c) for t, c in self.topic_configs.items()},
+        )
+
+    # ------------------------------------------------------------------ brokers
+
+    @property
+    def live_or_shutting_down_broker_ids(self) -> set[int]:
+        return set(self.live_brokers)
+
+    @property
+    def live_broker_ids(self) -> set[int]:
+        """Live brokers that are not shutting down (eligible leaders)."""
+        return set(self.live_brokers) - self.shutting_down_broker_ids
+
+    def add_live_broker(self, broker: LiveBroker) -> None:
+        self.live_brokers[broker.id] = broker
+
+    def remove_live_broker(self, broker_id: int) -> None:
+        self.live_brokers.pop(broker_id, None)
+        self.shutting_down_broker_ids.discard(broker_id)
+
+    def is_replica_online(self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False) -> bool:
+        """Kafka's ``isReplicaOnline``: the broker is live (and not shutting down unless asked) and the
+        replica's log dir is not offline."""
+        if broker_id not in self.live_brokers:
+            return False
+        if not include_shutting_down and broker_id in self.shutting_down_broker_ids:
+            return False
+        offline = self.replicas_on_offline_dirs.get(broker_id)
+        return offline is None or tp not in offline
+
+    # ------------------------------------------------------------------ topics and assignments
+
+    @property
+    def all_topics(self) -> set[str]:
+        return set(self.topic_partitions)
+
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for p in sorted(self.topic_partitions.get(topic, ()))]
+
+    def all_partitions(self) -> Iterator[TopicPartition]:
+        return iter(self.partition_assignments)
+
+    def assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        """Kafka's ``partitionFullReplicaAssignment`` (empty when unknown)."""
+        return self.partition_assignments.get(tp) or ReplicaAssignment(())
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        """Kafka's ``partitionReplicaAssignment``: the full replica set RS."""
+        ra = self.partition_assignments.get(tp)
+        return ra.replicas if ra is not None else ()
+
+    def set_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        """Kafka's ``updatePartitionFullReplicaAssignment``, keeping the broker index in step."""
+        old = self.partition_assignments.get(tp)
+        old_replicas = old.replicas if old is not None else ()
+        for b in old_replicas:
+            if b not in assignment.replicas:
+                s = self.partitions_by_broker.get(b)
+                if s is not None:
+                    s.discard(tp)
+        for b in assignment.replicas:
+            if b not in old_replicas:
+                self.partitions_by_broker.setdefault(b, set()).add(tp)
+        self.partition_assignments[tp] = assignment
+        self.topic_partitions.setdefault(tp.topic, set()).add(tp.partition)
+
+    def partitions_on_broker(self, broker_id: int) -> set[TopicPartition]:
+        return self.partitions_by_broker.get(broker_id, set())
+
+    def replicas_on_brokers(self, broker_ids: Iterable[int]) -> list[PartitionReplica]:
+        out: list[PartitionReplica] = []
+        for b in sorted(set(broker_ids)):
+            out.extend(PartitionReplica(tp.topic, tp.partition, b) for tp in sorted(self.partitions_on_broker(b)))
+        return out
+
+    def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
+        out: list[PartitionReplica] = []
+        for tp in self.partitions_for_topic(topic):
+            out.extend(PartitionReplica(topic, tp.partition, r) for r in self.replicas(tp))
+        return out
+
+    def replicas_for_partitions(self, tps: Iterable[TopicPartition]) -> list[PartitionReplica]:
+        return [PartitionReplica(tp.topic, tp.partition, r) for tp in tps for r in self.replicas(tp)]
+
+    def remove_topic(self, topic: str) -> None:
+        """Forget everything about ``topic`` (Kafka's ``removeTopic``)."""
+        for tp in self.partitions_for_topic(topic):
+            ra = self.partition_assignments.pop(tp, None)
+            if ra is not None:
+                for b in ra.replicas:
+                    s = self.partitions_by_broker.get(b)
+                    if s is not None:
+                        s.discard(tp)
+                for r in ra.replicas:
+                    self.replica_states.pop(PartitionReplica(topic, tp.partition, r), None)
+            self.partition_leadership.pop(tp, None)
+            self.partition_states.pop(tp, None)
+            self.offline_or_new_partitions.discard(tp)
+            self.partitions_being_reassigned.discard(tp)
+            for s in self.replicas_on_offline_dirs.values():
+                s.discard(tp)
+        # replica states kept for replicas that left the assignment (rare; public machine API only)
+        for pr in [pr for pr in self.replica_states if pr.topic == topic]:
+            del self.replica_states[pr]
+        self.topic_partitions.pop(topic, None)
+        self.topic_ids.pop(topic, None)
+        self.topics_to_be_deleted.discard(topic)
+        self.topics_ineligible_for_deletion.discard(topic)
+        self.topics_with_deletion_started.discard(topic)
+        self.unclean_leader_election.pop(topic, None)
+        self.topic_configs.pop(topic, None)
+
+    # ------------------------------------------------------------------ leadership
+
+    def leadership(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
+        return self.partition_leadership.get(tp)
+
+    def leader_and_isr(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        li = self.partition_leadership.get(tp)
+        return li.leader_and_isr if li is not None else None
+
+    def put_leadership(self, tp: TopicPartition, leader_and_isr: LeaderAndIsr, controller_epoch: int) -> None:
+        self.partition_leadership[tp] = LeaderIsrAndControllerEpoch(leader_and_isr, controller_epoch)
+
+    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
+        """Kafka's ``partitionLeadersOnBroker`` (assignment order of the broker index, sorted)."""
+        out = []
+        for tp in self.partitions_on_broker(broker_id):
+            li = self.partition_leadership.get(tp)
+            if li is not None and li.leader_and_isr.leader == broker_id:
+                out.append(tp)
+        return sorted(out)
+
+    # ------------------------------------------------------------------ states
+
+    def partition_state(self, tp: TopicPartition) -> PartitionState:
+        return self.partition_states.get(tp, PartitionState.NON_EXISTENT)
+
+    def put_partition_state(self, tp: TopicPartition, state: PartitionState) -> None:
+        if state is PartitionState.NON_EXISTENT:
+            self.partition_states.pop(tp, None)
+        else:
+            self.partition_states[tp] = state
+        if state is PartitionState.OFFLINE or state is PartitionState.NEW:
+            self.offline_or_new_partitions.add(tp)
+        else:
+            self.offline_or_new_partitions.discard(tp)
+
+    def replica_state(self, pr: PartitionReplica) -> ReplicaState:
+        return self.replica_states.get(pr, ReplicaState.NON_EXISTENT)
+
+    def put_replica_state(self, pr: PartitionReplica, state: ReplicaState) -> None:
+        if state is ReplicaState.NON_EXISTENT:
+            self.replica_states.pop(pr, None)
+        else:
+            self.replica_states[pr] = state
+
+    def replicas_in_state(self, topic: str, state: ReplicaState) -> list[PartitionReplica]:
+        return [pr for pr in self.replicas_for_topic(topic) if self.replica_state(pr) is state]
+
+    def is_any_replica_in_state(self, topic: str, state: ReplicaState) -> bool:
+        return any(self.replica_state(pr) is state for pr in self.replicas_for_topic(topic))
+
+    def are_all_replicas_in_state(self, topic: str, state: ReplicaState) -> bool:
+        return all(self.replica_state(pr) is state for pr in self.replicas_for_topic(topic))
+
+    # ------------------------------------------------------------------ deletion, configs
+
+    def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
+        return topic in self.topics_to_be_deleted
+
+    def unclean_enabled(self, topic: str, default: bool = False) -> bool:
+        return self.unclean_leader_election.get(topic, default)
+
+    # ------------------------------------------------------------------ serialisation
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (see :func:`context_from_dict`); compact, per topic."""
+        topics: dict[str, Any] = {}
+        for topic in sorted(self.topic_partitions):
+            parts: dict[str, Any] = {}
+            for tp in self.partitions_for_topic(topic):
+                ra = self.assignment(tp)
+                li = self.partition_leadership.get(tp)
+                lead: list[Any] | None = None
+                if li is not None:
+                    l_ = li.leader_and_isr
+                    lead = [
+                        l_.leader,
+                        list(l_.isr),
+                        l_.leader_epoch,
+                        l_.partition_epoch,
+                        l_.leader_recovery_state,
+                        li.controller_epoch,
+                    ]
+                rstates = {
+                    str(r): self.replica_states[pr].value
+                    for r in ra.replicas
+                    if (pr := PartitionReplica(topic, tp.partition, r)) in self.replica_states
+                }
+                parts[str(tp.partition)] = [
+                    list(ra.replicas),
+                    list(ra.adding_replicas),
+                    list(ra.removing_replicas),
+                    lead,
+                    self.partition_state(tp).value,
+                    rstates,
+                ]
+            topics[topic] = parts
+        stray = [
+            [pr.topic, pr.partition, pr.replica, st.value]
+            for pr, st in self.replica_states.items()
+            if pr.replica not in self.replicas(pr.topic_partition)
+        ]
+        return {
+            "controller_id": self.controller_id,
+            "epoch": self.epoch,
+            "epoch_zk_version": self.epoch_zk_version,
+            "live_brokers": [
+                [
+                    b.id,
+                    b.epoch,
+                    b.rack,
+                    [[e.listener, e.host, e.port, e.security_protocol] for e in b.endpoints],
+                ]
+                for b in sorted(self.live_brokers.values(), key=lambda b: b.id)
+            ],
+            "shutting_down": sorted(self.shutting_down_broker_ids),
+            "topics": topics,
+            "stray_replica_states": stray,
+            "topic_ids": dict(sorted(self.topic_ids.items())),
+            "offline_dirs": {
+                str(b): [[tp.topic, tp.partition] for tp in sorted(s)] for b, s in self.replicas_on_offline_dirs.items()
+            },
+            "to_delete": sorted(self.topics_to_be_deleted),
+            "ineligible": sorted(self.topics_ineligible_for_deletion),
+            "deletion_started": sorted(self.topics_with_deletion_started),
+            "reassigning": [[tp.topic, tp.partition] for tp in sorted(self.partitions_being_reassigned)],
+            "unclean": dict(sorted(self.unclean_leader_election.items())),
+            "configs": {t: dict(sorted(c.items())) for t, c in sorted(self.topic_configs.items())},
+        }
+
+
+def context_from_dict(d: dict[str, Any]) -> ControllerContext:
+    """Inverse of :meth:`ControllerContext.to_dict`."""
+    ctx = ControllerContext(
+        controller_id=int(d["controller_id"]), epoch=int(d["epoch"]), epoch_zk_version=int(d["epoch_zk_version"])
+    )
+    for bid, bepoch, rack, eps in d["live_brokers"]:
+        ctx.live_brokers[bid] = LiveBroker(bid, bepoch, rack, tuple(Endpoint(l_, h, p, s) for l_, h, p, s in eps))
+    ctx.shutting_down_broker_ids = set(d["shutting_down"])
+    for topic, parts in d["topics"].items():
+        ctx.topic_partitions[topic] = set()
+        for p_str, (reps, adding, removing, lead, pstate, rstates) in parts.items():
+            tp = TopicPartition(topic, int(p_str))
+            ctx.set_assignment(tp, ReplicaAssignment(tuple(reps), tuple(adding), tuple(removing)))
+            if lead is not None:
+                leader, isr, le, pe, lrs, ce = lead
+                ctx.put_leadership(tp, LeaderAndIsr(leader, tuple(isr), le, pe, lrs), ce)
+            ctx.put_partition_state(tp, PartitionState(pstate))
+            for r, st in rstates.items():
+                ctx.replica_states[PartitionReplica(topic, tp.partition, int(r))] = ReplicaState(st)
+    for topic, p, r, st in d["stray_replica_states"]:
+        ctx.replica_states[PartitionReplica(topic, p, r)] = ReplicaState(st)
+    ctx.topic_ids = dict(d["topic_ids"])
+    ctx.replicas_on_offline_dirs = {
+        int(b): {TopicPartition(t, p) for t, p in tps} for b, tps in d["offline_dirs"].items()
+    }
+    ctx.topics_to_be_deleted = set(d["to_delete"])
+    ctx.topics_ineligible_for_deletion = set(d["ineligible"])
+    ctx.topics_with_deletion_started = set(d["deletion_started"])
+    ctx.partitions_being_reassigned = {TopicPartition(t, p) for t, p in d["reassigning"]}
+    ctx.unclean_leader_election = {t: bool(v) for t, v in d["unclean"].items()}
+    ctx.topic_configs = {t: dict(c) for t, c in d["configs"].items()}
+    return ctx
