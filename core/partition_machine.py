@@ -1,0 +1,176 @@
+"""The partition state machine (Kafka's ``ZkPartitionStateMachine``).
+
+:func:`handle_state_changes` moves partitions to a target state. Valid previous states are in
+:mod:`core.states`; an invalid transition leaves the state unchanged and comes back as a failure.
+Side effects, in order, per target state:
+
+* ``NewPartition``: state only (the assignment is already in the context).
+* ``OnlinePartition`` from ``NewPartition``: leader = first live replica, ISR = live replicas, leader
+  epoch 0; ``CREATE /brokers/topics/<t>/partitions/<p>/state``; LeaderAndIsr (``isNew``) to the ISR;
+  UpdateMetadata to every broker. No live replica: failure, state unchanged.
+* ``OnlinePartition`` from ``OnlinePartition`` / ``OfflinePartition``: elect with ``strategy``
+  (:mod:`core.election`); compare-and-set ``SET`` of the state znode at the partition epoch (which then
+  rises by one); LeaderAndIsr to the strategy's recipients; UpdateMetadata to every broker. No leader:
+  failure, state unchanged, nothing written. Leadership written by a newer controller epoch: failure.
+* ``OfflinePartition`` / ``NonExistentPartition``: state only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from core.context import ControllerContext
+from core.decisions import ANY_VERSION, ZkOp, ZkWrite
+from core.election import (
+    ElectionResult,
+    ElectionStrategy,
+    elect_controlled_shutdown,
+    elect_offline,
+    elect_preferred,
+    elect_reassign,
+    initial_leader_and_isr,
+)
+from core.events import TopicPartition
+from core.machine_result import StateChangeResult
+from core.requests import Effects
+from core.states import PARTITION_VALID_PREVIOUS, PartitionState
+from core.zkdata import encode_partition_state, partition_state_path
+
+__all__ = ["ElectionStrategy", "apply", "handle_state_changes"]
+
+
+def handle_state_changes(
+    ctx: ControllerContext,
+    partitions: Iterable[TopicPartition],
+    target_state: PartitionState,
+    strategy: ElectionStrategy | None = None,
+    *,
+    default_unclean: bool = False,
+) -> StateChangeResult:
+    """Move ``partitions`` to ``target_state``; returns ``(new context, decisions, failures)``.
+
+    ``strategy`` is needed for elections (``OnlinePartition`` from Online/Offline); ``None`` means the
+    offline strategy with the topic's ``unclean.leader.election.enable`` (default ``default_unclean``)."""
+    new = ctx.copy()
+    fx = Effects()
+    apply(new, fx, partitions, target_state, strategy, default_unclean=default_unclean)
+    failures = list(fx.failures)
+    fx.failures = []
+    return StateChangeResult(new, fx.decisions(new), failures)
+
+
+def apply(
+    ctx: ControllerContext,
+    fx: Effects,
+    partitions: Iterable[TopicPartition],
+    target: PartitionState,
+    strategy: ElectionStrategy | None = None,
+    *,
+    default_unclean: bool = False,
+) -> dict[TopicPartition, str]:
+    """In place: mutate ``ctx``, append to ``fx``; returns the failed partitions with the reason."""
+    failed: dict[TopicPartition, str] = {}
+    valid_prev = PARTITION_VALID_PREVIOUS[target]
+    valid: list[TopicPartition] = []
+    for tp in partitions:
+        cur = ctx.partition_state(tp)
+        if cur in valid_prev:
+            valid.append(tp)
+        else:
+            reason = f"Invalid state transition for partition {tp} from {cur} to {target}"
+            failed[tp] = reason
+            fx.fail(tp, cur, target, reason)
+    if target is PartitionState.ONLINE:
+        to_elect: list[TopicPartition] = []
+        for tp in valid:
+            if ctx.partition_state(tp) is PartitionState.NEW:
+                init_failure = _initialize(ctx, fx, tp)
+                if init_failure is not None:
+                    failed[tp] = init_failure
+                    fx.fail(tp, PartitionState.NEW, target, init_failure)
+            else:
+                to_elect.append(tp)
+        for tp in to_elect:
+            cur = ctx.partition_state(tp)
+            elect_failure = _elect(ctx, fx, tp, strategy or ElectionStrategy.OFFLINE, default_unclean)
+            if elect_failure is not None:
+                failed[tp] = elect_failure
+                fx.fail(tp, cur, target, elect_failure)
+    else:
+        for tp in valid:
+            ctx.put_partition_state(tp, target)
+    return failed
+
+
+def _initialize(ctx: ControllerContext, fx: Effects, tp: TopicPartition) -> str | None:
+    replicas = ctx.replicas(tp)
+    live = [r for r in replicas if ctx.is_replica_online(r, tp)]
+    lai = initial_leader_and_isr(replicas, live)
+    if lai is None:
+        return (
+            f"Controller {ctx.controller_id} epoch {ctx.epoch} encountered error during state change of partition "
+            f"{tp} from New to Online, assigned replicas are [{','.join(map(str, replicas))}], live brokers are "
+            f"[{','.join(map(str, sorted(ctx.live_broker_ids)))}]. No assigned replica is alive."
+        )
+    if tp in ctx.partition_leadership:
+        return f"Failed to create the state znode of partition {tp}: it already exists"
+    fx.zk.append(
+        ZkWrite(
+            ZkOp.CREATE,
+            partition_state_path(tp.topic, tp.partition),
+            encode_partition_state(lai, ctx.epoch),
+            ANY_VERSION,
+            make_parents=True,
+        )
+    )
+    ctx.put_leadership(tp, lai, ctx.epoch)
+    li = ctx.partition_leadership[tp]
+    fx.batch.add_leader_and_isr(ctx, lai.isr, tp, li, ctx.assignment(tp), is_new=True)
+    ctx.put_partition_state(tp, PartitionState.ONLINE)
+    return None
+
+
+def _elect(
+    ctx: ControllerContext, fx: Effects, tp: TopicPartition, strategy: ElectionStrategy, default_unclean: bool
+) -> str | None:
+    li = ctx.partition_leadership.get(tp)
+    if li is None:
+        return f"LeaderAndIsr information doesn't exist for partition {tp} in {ctx.partition_state(tp)} state"
+    if li.controller_epoch > ctx.epoch:
+        return (
+            f"Leader and isr path written by another controller. This probably means the current controller with "
+            f"epoch {ctx.epoch} went through a soft failure and another controller was elected with epoch "
+            f"{li.controller_epoch}. Aborting state change by this controller"
+        )
+    cur = li.leader_and_isr
+    ra = ctx.assignment(tp)
+    replicas = ra.replicas
+    result: ElectionResult
+    if strategy is ElectionStrategy.CONTROLLED_SHUTDOWN:
+        live_sd = {r for r in replicas if ctx.is_replica_online(r, tp, include_shutting_down=True)}
+        result = elect_controlled_shutdown(replicas, cur, live_sd, ctx.shutting_down_broker_ids)
+    else:
+        live = {r for r in replicas if ctx.is_replica_online(r, tp)}
+        if strategy is ElectionStrategy.OFFLINE:
+            result = elect_offline(replicas, cur, live, ctx.unclean_enabled(tp.topic, default_unclean))
+        elif strategy is ElectionStrategy.OFFLINE_UNCLEAN:
+            result = elect_offline(replicas, cur, live, True)
+        elif strategy is ElectionStrategy.REASSIGN:
+            result = elect_reassign(ra.target_replicas, cur, live)
+        else:
+            result = elect_preferred(replicas, cur, live)
+    new = result.leader_and_isr
+    if new is None:
+        return f"Failed to elect leader for partition {tp} under strategy {strategy.value}"
+    fx.zk.append(
+        ZkWrite(
+            ZkOp.SET,
+            partition_state_path(tp.topic, tp.partition),
+            encode_partition_state(new, ctx.epoch),
+            cur.partition_epoch,
+        )
+    )
+    ctx.put_leadership(tp, new.with_partition_epoch(cur.partition_epoch + 1), ctx.epoch)
+    fx.batch.add_leader_and_isr(ctx, result.recipients, tp, ctx.partition_leadership[tp], ra, is_new=False)
+    ctx.put_partition_state(tp, PartitionState.ONLINE)
+    return None
