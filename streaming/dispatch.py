@@ -1,0 +1,211 @@
+"""``foreachBatch``: carry out one micro-batch of decisions, exactly once, in Kafka's order.
+
+For micro-batch ``B`` (rows of :data:`streaming.stateful.OUTPUT_SCHEMA`, sorted by bucket and sequence):
+
+1. ZooKeeper writes through the ZooKeeper sink — fenced multi-ops, compare-and-set, idempotent by ``B``.
+   A fencing failure (another controller was elected) marks this controller fenced and raises: the query
+   stops without writing anything more;
+2. broker requests through the request sink to ``livectl.requests`` (one message per broker per request
+   type, LeaderAndIsr, UpdateMetadata, StopReplica, then controller responses);
+3. admin results to ``livectl.admin-results`` — one per request id and batch: a command that was split
+   over several buckets gets one merged answer; then rejected input to ``livectl.rejected`` (and, for a
+   rejected admin command with a ``request_id``, an ``INVALID_REQUEST`` admin result so ``--wait`` ends).
+
+Spark only commits ``B`` after this returns; a crash anywhere in it replays ``B`` with the same rows, and
+both sinks skip what the first attempt already wrote.
+
+The driver keeps every bucket's latest metrics row; :attr:`Dispatcher.metrics` is the cluster-wide sum.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from core import decisions as dc
+from sinks.errors import ControllerFencedError
+from sinks.ports import Rejected, RequestSinkPort, ZkSinkPort
+from streaming.stateful import (
+    KIND_ADMIN_RESULT,
+    KIND_FAILURE,
+    KIND_METRICS,
+    KIND_REQUEST,
+    KIND_ZK,
+    METRIC_COLUMNS,
+)
+
+log = logging.getLogger("livectl.dispatch")
+
+_STATUS_RANK = {dc.AdminStatus.ERROR: 2, dc.AdminStatus.IN_PROGRESS: 1, dc.AdminStatus.OK: 0}
+
+
+def merge_admin_results(results: Sequence[dc.AdminResult]) -> list[dc.AdminResult]:
+    """One result per request id: the worst status wins (error > in_progress > ok); messages and details
+    of the parts are kept (``details.parts``) in bucket order."""
+    by_id: dict[str, list[dc.AdminResult]] = {}
+    for r in results:
+        by_id.setdefault(r.request_id, []).append(r)
+    merged = []
+    for rid, parts in by_id.items():
+        if len(parts) == 1:
+            merged.append(parts[0])
+            continue
+        worst = max(parts, key=lambda r: _STATUS_RANK[r.status])
+        errors = [p.error for p in parts if p.error]
+        messages = [p.message for p in parts if p.message]
+        details: dict[str, Any] = {}
+        for p in parts:
+            d = json.loads(p.details or "{}")
+            for k, v in d.items():
+                if isinstance(v, list) and isinstance(details.get(k), list):
+                    details[k] = details[k] + v
+                elif isinstance(v, dict) and isinstance(details.get(k), dict):
+                    details[k] = {**details[k], **v}
+                elif isinstance(v, int | float) and isinstance(details.get(k), int | float):
+                    details[k] = details[k] + v
+                else:
+                    details.setdefault(k, v)
+        merged.append(
+            dc.AdminResult(
+                rid,
+                worst.command,
+                worst.status,
+                errors[0] if errors else None,
+                "; ".join(dict.fromkeys(messages)),
+                json.dumps(details, sort_keys=True),
+            )
+        )
+    return merged
+
+
+@dataclass
+class BatchReport:
+    batch_id: int
+    zk_applied: int = 0
+    zk_skipped: int = 0
+    zk_failed: int = 0
+    requests: int = 0
+    admin_results: int = 0
+    rejected: int = 0
+    failures: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Dispatcher:
+    """Callable given to ``foreachBatch``. Holds the sinks of the current controller lease."""
+
+    zk_sink: ZkSinkPort
+    request_sink: RequestSinkPort
+    on_fenced: Callable[[ControllerFencedError], None] | None = None
+    fenced: bool = False
+    bucket_metrics: dict[int, dict[str, int]] = field(default_factory=dict)
+    last_report: BatchReport | None = None
+
+    @property
+    def metrics(self) -> dict[str, int]:
+        total = dict.fromkeys(METRIC_COLUMNS, 0)
+        for m in self.bucket_metrics.values():
+            for k in METRIC_COLUMNS:
+                total[k] += int(m.get(k, 0))
+        total["ActiveControllerCount"] = 0 if self.fenced else 1
+        return total
+
+    def __call__(self, batch_df: Any, batch_id: int) -> None:
+        frame: pd.DataFrame = batch_df.toPandas()
+        self.dispatch(frame, int(batch_id))
+
+    def dispatch(self, frame: pd.DataFrame, batch_id: int) -> BatchReport:
+        if self.fenced:
+            raise ControllerFencedError("/controller_epoch", -1, "this controller was fenced earlier")
+        started = time.monotonic()
+        report = BatchReport(batch_id)
+        frame = frame.sort_values(["bucket", "seq"], kind="stable") if not frame.empty else frame
+        zk_writes: list[dc.ZkWrite] = []
+        requests: list[dc.BrokerRequest] = []
+        results: list[dc.AdminResult] = []
+        rejected: list[Rejected] = []
+        for bucket, kind, payload in zip(
+            frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
+        ):
+            if kind == KIND_ZK:
+                d = dc.decision_from_json(payload)
+                assert isinstance(d, dc.ZkWrite)
+                zk_writes.append(d)
+            elif kind == KIND_REQUEST:
+                d = dc.decision_from_json(payload)
+                assert isinstance(d, dc.BrokerRequest)
+                requests.append(d)
+            elif kind == KIND_ADMIN_RESULT:
+                d = dc.decision_from_json(payload)
+                assert isinstance(d, dc.AdminResult)
+                results.append(d)
+            elif kind == KIND_FAILURE:
+                report.failures += 1
+                log.info("state change failure (bucket %s): %s", bucket, payload)
+            elif kind == KIND_METRICS:
+                self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in json.loads(payload).items()}
+            elif kind == "rejected":
+                r = json.loads(payload)
+                reasons = tuple(f"{n}: {why}" for n, why in zip(r["expectations"], r["reasons"], strict=True))
+                rejected.append(
+                    Rejected(
+                        r["source_topic"], int(r["source_partition"]), int(r["source_offset"]), r["payload"], reasons
+                    )
+                )
+                rid = _request_id_of(r["payload"])
+                if rid is not None:
+                    results.append(
+                        dc.AdminResult(
+                            rid, _type_of(r["payload"]), dc.AdminStatus.ERROR, "INVALID_REQUEST", "; ".join(reasons)
+                        )
+                    )
+
+        try:
+            zk = self.zk_sink.write_batch(batch_id, zk_writes)
+        except ControllerFencedError as e:
+            self.fenced = True
+            log.error("controller fenced in batch %d: %s; stopping", batch_id, e)
+            if self.on_fenced is not None:
+                self.on_fenced(e)
+            raise
+        report.zk_applied, report.zk_skipped, report.zk_failed = zk.applied, zk.skipped, len(zk.failed)
+        for f in zk.failed:
+            log.warning(
+                "ZooKeeper refused %s %s (expected version %d): %s",
+                f.write.op.value,
+                f.write.path,
+                f.write.expected_version,
+                f.error,
+            )
+        report.requests = self.request_sink.write_requests(batch_id, requests).written
+        merged = merge_admin_results(results)
+        report.admin_results = self.request_sink.write_admin_results(batch_id, merged).written
+        report.rejected = self.request_sink.write_rejected(batch_id, rejected).written
+        report.seconds = time.monotonic() - started
+        self.last_report = report
+        return report
+
+
+def _request_id_of(payload: str) -> str | None:
+    try:
+        o = json.loads(payload)
+    except ValueError:
+        return None
+    rid = o.get("request_id") if isinstance(o, dict) else None
+    return rid if isinstance(rid, str) and rid else None
+
+
+def _type_of(payload: str) -> str:
+    try:
+        o = json.loads(payload)
+    except ValueError:
+        return "unknown"
+    t = o.get("type") if isinstance(o, dict) else None
+    return t if isinstance(t, str) else "unknown"

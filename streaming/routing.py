@@ -1,0 +1,148 @@
+"""Routing input records to state buckets (DESIGN.md, decision 1).
+
+A **bucket** is a stable hash of the *topic* name modulo the bucket count, so all of a topic's
+partitions, its znode and its deletion or reassignment live in one bucket's state. Topic-scoped events go
+to their topic's bucket; an event naming several topics (a reassignment file, a LeaderAndIsr response)
+is split into one event per topic, same ``request_id``. Cluster-scoped events (broker startup and
+failure, controlled shutdown, log-dir failure, failover, "all partitions" elections, ticks) are copied to
+every bucket. Rejected records go to :data:`REJECTED_BUCKET`, which holds no state.
+
+:func:`prepare` is the first step of the query (``mapInPandas``): Kafka records in, routed rows out, in
+the order of :data:`ROUTED_SCHEMA`. Each micro-batch also gets one :class:`core.events.Tick` per bucket so
+that every bucket runs, reports its metrics and retries pending deletions once per batch.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from core import events as ev
+
+REJECTED_BUCKET = -1
+
+#: Spark DDL of the rows :func:`prepare` yields
+ROUTED_SCHEMA = "bucket int, ts long, src string, offset long, sub int, kind string, payload string"
+
+KIND_EVENT = "event"
+KIND_FAILOVER_REF = "failover_ref"
+KIND_REJECTED = "rejected"
+KIND_TICK = "tick"
+
+
+def bucket_of(topic: str, num_buckets: int) -> int:
+    """Stable across processes and Python versions (CRC-32, not ``hash()``)."""
+    return zlib.crc32(topic.encode("utf-8")) % num_buckets
+
+
+def split_by_topic(event: ev.Event) -> list[tuple[str, ev.Event]]:
+    """One ``(topic, event)`` per topic the event names; ``[]`` for cluster-scoped events."""
+    topics = event.topics()
+    if event.SCOPE == "cluster" or not topics:
+        return []
+    if len(topics) == 1:
+        return [(topics[0], event)]
+    out: list[tuple[str, ev.Event]] = []
+    for t in topics:
+        if (
+            isinstance(event, ev.ReassignPartitions)
+            or isinstance(event, ev.CancelReassignment | ev.ElectLeaders)
+            or isinstance(event, ev.LeaderAndIsrResponse | ev.StopReplicaResponse)
+        ):
+            out.append((t, replace(event, partitions=tuple(p for p in event.partitions if p.topic == t))))
+        else:  # pragma: no cover - every multi-topic event type is listed above
+            raise TypeError(f"cannot split {type(event).__name__} by topic")
+    return out
+
+
+def route(event: ev.Event, num_buckets: int) -> list[tuple[int, ev.Event]]:
+    """``(bucket, event)`` pairs for one decoded event."""
+    parts = split_by_topic(event)
+    if not parts:
+        return [(b, event) for b in range(num_buckets)]
+    return [(bucket_of(t, num_buckets), e) for t, e in parts]
+
+
+def prepare_frame(frame: pd.DataFrame, num_buckets: int, admin_topic: str, validator: Any) -> pd.DataFrame:
+    """Validate and route one pandas batch of Kafka records (columns ``topic, partition, offset,
+    timestamp, value``)."""
+    rows: list[tuple[int, int, str, int, int, str, str]] = []
+    if frame.empty:
+        return pd.DataFrame([], columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+    values = [v if v is None or isinstance(v, str) else bytes(v).decode("utf-8", "replace") for v in frame["value"]]
+    sources = ["admin" if t == admin_topic else "broker-events" for t in frame["topic"]]
+    checked = validator.check(values, sources)
+    for i, outcome in enumerate(checked):
+        topic = str(frame["topic"].iat[i])
+        partition = int(frame["partition"].iat[i])
+        offset = int(frame["offset"].iat[i])
+        ts = _millis(frame["timestamp"].iat[i])
+        src = f"{topic}/{partition}"
+        if isinstance(outcome, dict):  # the driver's failover reference: every bucket
+            text = json.dumps(outcome, separators=(",", ":"), sort_keys=True)
+            rows.extend((b, ts, src, offset, 0, KIND_FAILOVER_REF, text) for b in range(num_buckets))
+        elif isinstance(outcome, ev.Event):
+            for sub, (b, e) in enumerate(route(outcome, num_buckets)):
+                rows.append((b, ts, src, offset, sub, KIND_EVENT, ev.event_to_json(e)))
+        else:
+            rejected = {
+                "source_topic": topic,
+                "source_partition": partition,
+                "source_offset": offset,
+                "payload": values[i] or "",
+                "expectations": list(outcome.expectations),
+                "reasons": list(outcome.reasons),
+            }
+            rows.append((REJECTED_BUCKET, ts, src, offset, 0, KIND_REJECTED, json.dumps(rejected)))
+    return pd.DataFrame(rows, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+
+
+def tick_rows(now_ms: int, num_buckets: int) -> pd.DataFrame:
+    text = ev.event_to_json(ev.Tick(now_ms))
+    rows = [(b, now_ms, "~tick", 0, 0, KIND_TICK, text) for b in range(num_buckets)]
+    return pd.DataFrame(rows, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+
+
+def _millis(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, pd.Timestamp):
+        return int(value.value // 1_000_000)
+    if hasattr(value, "timestamp"):
+        return int(value.timestamp() * 1000)
+    return int(value)
+
+
+_VALIDATOR: Any = None
+
+
+def shared_validator() -> Any:
+    """One great-expectations context per Python worker (its import costs seconds)."""
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        from streaming.validation import InputValidator
+
+        _VALIDATOR = InputValidator()
+    return _VALIDATOR
+
+
+def make_prepare(num_buckets: int, admin_topic: str) -> Any:
+    """The ``mapInPandas`` function of the query's first step."""
+
+    def prepare(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        validator = shared_validator()
+        latest = 0
+        for frame in batches:
+            out = prepare_frame(frame, num_buckets, admin_topic, validator)
+            if not out.empty:
+                latest = max(latest, int(out["ts"].max()))
+                yield out
+        # ticks carry the batch's newest record time, so a replay makes the same ticks
+        yield tick_rows(latest, num_buckets)
+
+    return prepare
