@@ -14,6 +14,7 @@ that every bucket runs, reports its metrics and retries pending deletions once p
 
 from __future__ import annotations
 
+import functools
 import json
 import zlib
 from collections.abc import Iterable, Iterator
@@ -47,16 +48,19 @@ def split_by_topic(event: ev.Event) -> list[tuple[str, ev.Event]]:
         return []
     if len(topics) == 1:
         return [(topics[0], event)]
+    splittable = (
+        ev.ReassignPartitions,
+        ev.CancelReassignment,
+        ev.ElectLeaders,
+        ev.LeaderAndIsrResponse,
+        ev.StopReplicaResponse,
+    )
+    if not isinstance(event, splittable):  # pragma: no cover - every multi-topic event type is listed
+        raise TypeError(f"cannot split {type(event).__name__} by topic")
     out: list[tuple[str, ev.Event]] = []
     for t in topics:
-        if (
-            isinstance(event, ev.ReassignPartitions)
-            or isinstance(event, ev.CancelReassignment | ev.ElectLeaders)
-            or isinstance(event, ev.LeaderAndIsrResponse | ev.StopReplicaResponse)
-        ):
-            out.append((t, replace(event, partitions=tuple(p for p in event.partitions if p.topic == t))))
-        else:  # pragma: no cover - every multi-topic event type is listed above
-            raise TypeError(f"cannot split {type(event).__name__} by topic")
+        parts = tuple(p for p in event.partitions if p.topic == t)
+        out.append((t, replace(event, partitions=parts)))  # type: ignore[arg-type]
     return out
 
 
@@ -118,17 +122,12 @@ def _millis(value: Any) -> int:
     return int(value)
 
 
-_VALIDATOR: Any = None
-
-
+@functools.cache
 def shared_validator() -> Any:
     """One great-expectations context per Python worker (its import costs seconds)."""
-    global _VALIDATOR
-    if _VALIDATOR is None:
-        from streaming.validation import InputValidator
+    from streaming.validation import InputValidator
 
-        _VALIDATOR = InputValidator()
-    return _VALIDATOR
+    return InputValidator()
 
 
 def make_prepare(num_buckets: int, admin_topic: str) -> Any:
