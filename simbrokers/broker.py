@@ -1,0 +1,408 @@
+"""A simulated Kafka broker, pure: fed decoded requests, fetches and a clock value; returns core events.
+
+What it checks and answers, as Kafka's ``ReplicaManager`` / ``KafkaApis`` do:
+
+* **broker epoch**: a request carrying a broker epoch older than this registration's (``brokerEpoch`` !=
+  -1 and < ours) is refused with ``STALE_BROKER_EPOCH``;
+* **controller epoch**: LeaderAndIsr / StopReplica from an older controller epoch are refused with
+  ``STALE_CONTROLLER_EPOCH`` (every partition carries the error); UpdateMetadata from one is ignored;
+* **LeaderAndIsr**, per partition: log directory failed -> ``KAFKA_STORAGE_ERROR``; leader epoch newer
+  than ours and this broker among the replicas -> become leader / follower; newer but not among the
+  replicas -> ``UNKNOWN_TOPIC_OR_PARTITION``; not newer -> ``STALE_CONTROLLER_EPOCH`` and nothing
+  changes. Answer: a :class:`core.events.LeaderAndIsrResponse`;
+* **StopReplica**, per partition: epoch -2 (deleting), -1 (none) or newer than ours -> stop (and delete
+  the replica when ``deletePartition``); older -> ``FENCED_LEADER_EPOCH``; equal -> ``STALE_CONTROLLER_EPOCH``;
+  failed log directory -> ``KAFKA_STORAGE_ERROR``. Answer (only for ``deletePartition`` partitions, which
+  drive topic deletion): a :class:`core.events.StopReplicaResponse`;
+* **UpdateMetadata**: kept in a metadata cache (live brokers and their endpoints, partition states);
+* **AlterPartitionResponse**: commits or drops the pending ISR change of each partition;
+* **ControlledShutdownResponse**: fed to :class:`simbrokers.shutdown.ControlledShutdownProcess`.
+
+Duplicate requests (same :attr:`simbrokers.requests.Envelope.dedupe_key`) are dropped.
+
+Faults: a *slow* follower fetches at a longer interval and/or fewer records per fetch; a *stuck* follower
+stops fetching; a *disk failure* takes every replica offline (no serving, no fetching, storage errors
+on requests) and reports a :class:`core.events.LogDirFailure` once; it lasts until the broker restarts.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+from core.events import (
+    AlterPartition,
+    ControlledShutdown,
+    Event,
+    LeaderAndIsrResponse,
+    LogDirFailure,
+    PartitionError,
+    StopReplicaResponse,
+    TopicPartition,
+)
+from simbrokers import codes
+from simbrokers.partition import FetchPartitionRequest, FetchPartitionResponse, Role, SimPartition
+from simbrokers.requests import (
+    EPOCH_DURING_DELETE,
+    NO_EPOCH,
+    AlterPartitionResponse,
+    BrokerAddress,
+    ControlledShutdownResponse,
+    Envelope,
+    LeaderAndIsrRequest,
+    MetadataPartitionState,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from simbrokers.shutdown import ControlledShutdownProcess, ShutdownPhase
+
+_DEDUPE_CAPACITY = 100_000
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Kafka's broker settings that matter here (Kafka's names in the comments), plus the simulation's own."""
+
+    #: replica.lag.time.max.ms
+    replica_lag_time_max_ms: int = 30_000
+    #: min.insync.replicas (acks=all producers)
+    min_insync_replicas: int = 1
+    #: records per second appended to each partition this broker leads
+    produce_rate: float = 10.0
+    #: how often a follower fetches (replica.fetch.backoff.ms-like pacing)
+    fetch_interval_ms: int = 100
+    #: records per fetch and partition (replica.fetch.max.bytes, counted in records)
+    fetch_max_records: int = 10_000
+    #: resend an unanswered AlterPartition after this long
+    alter_partition_retry_ms: int = 5_000
+    #: back off after a top-level AlterPartition error
+    alter_partition_backoff_ms: int = 500
+    #: controlled.shutdown.max.retries
+    controlled_shutdown_max_retries: int = 3
+    #: controlled.shutdown.retry.backoff.ms
+    controlled_shutdown_retry_backoff_ms: int = 5_000
+    #: request.timeout.ms for the ControlledShutdown request
+    controlled_shutdown_timeout_ms: int = 30_000
+    #: how long to wait for more messages of one controller batch answering a ControlledShutdown
+    controlled_shutdown_settle_ms: int = 500
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Injected faults. ``None`` means "as configured"."""
+
+    slow_fetch_interval_ms: int | None = None
+    slow_fetch_max_records: int | None = None
+    stuck: bool = False
+    disk_failed: bool = False
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    replica_id: int
+    partitions: tuple[FetchPartitionRequest, ...]
+    #: records per partition the follower accepts (a slow follower asks for fewer)
+    max_records: int = 10_000
+
+
+@dataclass(frozen=True)
+class FetchResponse:
+    partitions: tuple[FetchPartitionResponse, ...]
+
+
+@dataclass
+class MetadataCache:
+    brokers: dict[int, BrokerAddress] = field(default_factory=dict)
+    partitions: dict[TopicPartition, MetadataPartitionState] = field(default_factory=dict)
+
+
+class SimBroker:
+    """One broker. Not thread-safe: the shell serialises calls (one lock per broker)."""
+
+    def __init__(self, broker_id: int, config: BrokerConfig | None = None, *, broker_epoch: int = -1) -> None:
+        self.broker_id = broker_id
+        self.config = config or BrokerConfig()
+        self.broker_epoch = broker_epoch
+        self.controller_epoch = -1
+        self.partitions: dict[TopicPartition, SimPartition] = {}
+        self.metadata = MetadataCache()
+        #: endpoints of leaders from LeaderAndIsr ``liveLeaders`` (UpdateMetadata's live brokers complete it)
+        self.leader_addresses: dict[int, BrokerAddress] = {}
+        self.faults = Faults()
+        self.shutdown = ControlledShutdownProcess(
+            max_retries=self.config.controlled_shutdown_max_retries,
+            backoff_ms=self.config.controlled_shutdown_retry_backoff_ms,
+            timeout_ms=self.config.controlled_shutdown_timeout_ms,
+            settle_ms=self.config.controlled_shutdown_settle_ms,
+        )
+        self.truncated_records = 0
+        self._applied: OrderedDict[tuple[int, int, str, str], None] = OrderedDict()
+        self._log_dir_failure_reported = False
+        self._pending_events: list[Event] = []
+
+    # ------------------------------------------------------------------ requests from the controller
+
+    def handle(self, env: Envelope, now_ms: int) -> list[Event]:
+        """Apply one request addressed to this broker; returns the events to publish."""
+        if env.broker_id != self.broker_id:
+            return []
+        key = env.dedupe_key
+        if key in self._applied:
+            return []
+        self._applied[key] = None
+        if len(self._applied) > _DEDUPE_CAPACITY:
+            self._applied.popitem(last=False)
+        body = env.body
+        if isinstance(body, LeaderAndIsrRequest):
+            return [self._leader_and_isr(body, now_ms)]
+        if isinstance(body, UpdateMetadataRequest):
+            self._update_metadata(body)
+            return []
+        if isinstance(body, StopReplicaRequest):
+            resp = self._stop_replica(body)
+            return [resp] if resp is not None else []
+        if isinstance(body, ControlledShutdownResponse):
+            send = self.shutdown.on_response(
+                (env.controller_epoch, env.batch_id), body.error_code, body.remaining, now_ms
+            )
+            return [self._controlled_shutdown_request()] if send else []
+        if isinstance(body, AlterPartitionResponse):
+            self._alter_partition_response(body, now_ms)
+            return []
+        raise AssertionError(f"unhandled request {env.api}")
+
+    def _stale_broker_epoch(self, request_epoch: int) -> bool:
+        return request_epoch != -1 and request_epoch < self.broker_epoch
+
+    def _leader_and_isr(self, req: LeaderAndIsrRequest, now_ms: int) -> LeaderAndIsrResponse:
+        def everyone(code: int) -> LeaderAndIsrResponse:
+            return LeaderAndIsrResponse(
+                self.broker_id, tuple(PartitionError(s.topic, s.partition, code) for s in req.partitions), code
+            )
+
+        if self._stale_broker_epoch(req.broker_epoch):
+            return everyone(codes.STALE_BROKER_EPOCH)
+        if req.controller_epoch < self.controller_epoch:
+            return everyone(codes.STALE_CONTROLLER_EPOCH)
+        self.controller_epoch = req.controller_epoch
+        for addr in req.live_leaders:
+            self.leader_addresses[addr.broker_id] = addr
+        errors: list[PartitionError] = []
+        for st in req.partitions:
+            tp = st.tp
+            if self.faults.disk_failed:
+                errors.append(PartitionError(tp.topic, tp.partition, codes.KAFKA_STORAGE_ERROR))
+                continue
+            part = self.partitions.get(tp)
+            current_epoch = part.leader_epoch if part is not None else -1
+            if st.leader_epoch > current_epoch:
+                if self.broker_id not in st.replicas:
+                    errors.append(PartitionError(tp.topic, tp.partition, codes.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                if part is None:
+                    part = self.partitions[tp] = SimPartition(tp, self.broker_id)
+                if st.leader == self.broker_id:
+                    part.make_leader(st, now_ms)
+                else:
+                    part.make_follower(st, now_ms)
+                errors.append(PartitionError(tp.topic, tp.partition, codes.NONE))
+            else:
+                # Kafka answers both "older" and "same" leader epochs this way and changes nothing
+                errors.append(PartitionError(tp.topic, tp.partition, codes.STALE_CONTROLLER_EPOCH))
+        return LeaderAndIsrResponse(self.broker_id, tuple(errors), codes.NONE)
+
+    def _update_metadata(self, req: UpdateMetadataRequest) -> None:
+        if self._stale_broker_epoch(req.broker_epoch) or req.controller_epoch < self.controller_epoch:
+            return
+        self.controller_epoch = req.controller_epoch
+        self.metadata.brokers = {b.broker_id: b for b in req.live_brokers}
+        for st in req.partitions:
+            self.metadata.partitions[TopicPartition(st.topic, st.partition)] = st
+
+    def _stop_replica(self, req: StopReplicaRequest) -> StopReplicaResponse | None:
+        deleting = [p for p in req.partitions if p.delete_partition]
+
+        def everyone(code: int) -> StopReplicaResponse | None:
+            if not deleting:
+                return None
+            return StopReplicaResponse(
+                self.broker_id, tuple(PartitionError(p.topic, p.partition, code) for p in deleting), code
+            )
+
+        if self._stale_broker_epoch(req.broker_epoch):
+            return everyone(codes.STALE_BROKER_EPOCH)
+        if req.controller_epoch < self.controller_epoch:
+            return everyone(codes.STALE_CONTROLLER_EPOCH)
+        self.controller_epoch = req.controller_epoch
+        errors: list[PartitionError] = []
+        for sp in req.partitions:
+            tp = sp.tp
+            part = self.partitions.get(tp)
+            if self.faults.disk_failed:
+                code = codes.KAFKA_STORAGE_ERROR
+            elif part is None:
+                code = codes.NONE  # nothing hosted: a delete of a stray replica succeeds
+            elif sp.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or sp.leader_epoch > part.leader_epoch:
+                code = codes.NONE
+                if sp.delete_partition:
+                    del self.partitions[tp]
+                else:
+                    part.stop()
+            elif sp.leader_epoch < part.leader_epoch:
+                code = codes.FENCED_LEADER_EPOCH
+            else:
+                code = codes.STALE_CONTROLLER_EPOCH
+            if sp.delete_partition:
+                errors.append(PartitionError(tp.topic, tp.partition, code))
+        if not errors:
+            return None
+        return StopReplicaResponse(self.broker_id, tuple(errors), codes.NONE)
+
+    def _alter_partition_response(self, resp: AlterPartitionResponse, now_ms: int) -> None:
+        if resp.error_code != codes.NONE:
+            # NOT_CONTROLLER, STALE_BROKER_EPOCH, ...: Kafka's AlterPartitionManager retries the whole request
+            for part in self.partitions.values():
+                if part.pending is not None:
+                    part.pending.send_at_ms = now_ms + self.config.alter_partition_backoff_ms
+            return
+        for res in resp.partitions:
+            target = self.partitions.get(res.tp)
+            if target is not None:
+                target.apply_alter_result(res, now_ms)
+
+    # ------------------------------------------------------------------ time passes
+
+    def tick(self, now_ms: int) -> list[Event]:
+        """Produce on led partitions, check the ISR, (re)send ISR proposals, drive controlled shutdown."""
+        events, self._pending_events = self._pending_events, []
+        if not self.faults.disk_failed:
+            for part in self.partitions.values():
+                if part.role is not Role.LEADER:
+                    continue
+                part.produce(now_ms, self.config.produce_rate, self.config.min_insync_replicas)
+                part.maybe_shrink_isr(now_ms, self.config.replica_lag_time_max_ms)
+                pending = part.pending
+                if pending is not None and now_ms >= pending.send_at_ms:
+                    pending.send_at_ms = now_ms + self.config.alter_partition_retry_ms
+                    pending.sent += 1
+                    events.append(
+                        AlterPartition(
+                            self.broker_id,
+                            self.broker_epoch,
+                            part.tp.topic,
+                            part.tp.partition,
+                            part.leader_epoch,
+                            part.partition_epoch,
+                            pending.isr,
+                        )
+                    )
+        if self.shutdown.poll(now_ms):
+            events.append(self._controlled_shutdown_request())
+        return events
+
+    # ------------------------------------------------------------------ replication
+
+    def fetch_interval_ms(self) -> int:
+        return self.faults.slow_fetch_interval_ms or self.config.fetch_interval_ms
+
+    def fetch_requests(self, now_ms: int) -> dict[int, FetchRequest]:
+        """The fetches due now, one request per leader (Kafka's fetcher threads, one per source broker)."""
+        if self.faults.stuck or self.faults.disk_failed:
+            return {}
+        by_leader: dict[int, list[FetchPartitionRequest]] = {}
+        for part in self.partitions.values():
+            if part.role is Role.FOLLOWER and part.leader >= 0 and now_ms >= part.next_fetch_ms:
+                part.next_fetch_ms = now_ms + self.fetch_interval_ms()
+                by_leader.setdefault(part.leader, []).append(part.fetch_request())
+        limit = self.fetch_max_records()
+        return {leader: FetchRequest(self.broker_id, tuple(reqs), limit) for leader, reqs in by_leader.items()}
+
+    def handle_fetch(self, req: FetchRequest, now_ms: int) -> FetchResponse:
+        """Serve a follower's fetch as leader."""
+        limit = min(req.max_records, self.config.fetch_max_records)
+        out = []
+        for p in req.partitions:
+            tp = TopicPartition(p.topic, p.partition)
+            part = self.partitions.get(tp)
+            if self.faults.disk_failed:
+                out.append(FetchPartitionResponse(p.topic, p.partition, codes.KAFKA_STORAGE_ERROR))
+            elif part is None:
+                out.append(FetchPartitionResponse(p.topic, p.partition, codes.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                out.append(part.handle_fetch(req.replica_id, p, now_ms, limit))
+        return FetchResponse(tuple(out))
+
+    def fetch_max_records(self) -> int:
+        return self.faults.slow_fetch_max_records or self.config.fetch_max_records
+
+    def on_fetch_response(self, leader_id: int, resp: FetchResponse, now_ms: int) -> None:
+        """Apply a leader's answer to our fetch."""
+        if self.faults.disk_failed:
+            return
+        for p in resp.partitions:
+            part = self.partitions.get(TopicPartition(p.topic, p.partition))
+            if part is not None and part.role is Role.FOLLOWER and part.leader == leader_id:
+                self.truncated_records += part.apply_fetch(p)
+                if (p.records or p.diverging is not None) and self.faults.slow_fetch_interval_ms is None:
+                    # Kafka's fetcher sends the next fetch as soon as a response brought data
+                    part.next_fetch_ms = now_ms
+
+    def leader_address(self, leader_id: int) -> BrokerAddress | None:
+        return self.leader_addresses.get(leader_id) or self.metadata.brokers.get(leader_id)
+
+    # ------------------------------------------------------------------ faults and shutdown
+
+    def inject(self, faults: Faults) -> list[Event]:
+        """Replace the injected faults. A disk failure sticks until restart and is reported once."""
+        if self.faults.disk_failed and not faults.disk_failed:
+            faults = replace(faults, disk_failed=True)
+        self.faults = faults
+        if faults.disk_failed and not self._log_dir_failure_reported:
+            self._log_dir_failure_reported = True
+            for part in self.partitions.values():
+                part.stop()
+            return [LogDirFailure(self.broker_id)]
+        return []
+
+    def start_controlled_shutdown(self, now_ms: int) -> list[Event]:
+        """SIGTERM: ask the controller to move leadership away (idempotent)."""
+        return [self._controlled_shutdown_request()] if self.shutdown.start(now_ms) else []
+
+    def _controlled_shutdown_request(self) -> ControlledShutdown:
+        return ControlledShutdown(self.broker_id, self.broker_epoch)
+
+    @property
+    def shutdown_phase(self) -> ShutdownPhase:
+        return self.shutdown.phase
+
+    # ------------------------------------------------------------------ views for tests and status
+
+    def leader_partitions(self) -> list[TopicPartition]:
+        return sorted(tp for tp, p in self.partitions.items() if p.role is Role.LEADER)
+
+    def status(self) -> dict[str, object]:
+        """A JSON-able summary (for the shell's status log and tests)."""
+        return {
+            "broker_id": self.broker_id,
+            "broker_epoch": self.broker_epoch,
+            "controller_epoch": self.controller_epoch,
+            "faults": {
+                "slow_fetch_interval_ms": self.faults.slow_fetch_interval_ms,
+                "slow_fetch_max_records": self.faults.slow_fetch_max_records,
+                "stuck": self.faults.stuck,
+                "disk_failed": self.faults.disk_failed,
+            },
+            "shutdown": self.shutdown.phase.value,
+            "partitions": {
+                str(tp): {
+                    "role": p.role.value,
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "isr": list(p.isr),
+                    "leo": p.log.log_end_offset,
+                    "hw": p.log.high_watermark,
+                    "acked": len(p.acked),
+                }
+                for tp, p in sorted(self.partitions.items())
+            },
+        }
