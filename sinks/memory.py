@@ -1,0 +1,197 @@
+"""In-memory fakes of the sinks, with the same interface and contracts, for tests of the layers above.
+
+* :class:`MemoryZooKeeper` — a znode tree (data + version) with ZooKeeper's create / set / delete rules.
+* :class:`MemoryZkSink` — :class:`sinks.ports.ZkSinkPort` over a :class:`MemoryZooKeeper`: fenced by the
+  version of ``/controller_epoch``, compare-and-set, ``make_parents``, ``DELETE_TREE``, failures
+  returned, idempotent replay by batch id through the same progress znode as
+  :class:`sinks.zookeeper.ZooKeeperSink`. Each write is its own transaction here (``transactions``
+  counts writes). ``crash_after`` makes the next ``write_batch`` stop with
+  :class:`SinkUnavailableError` after that many writes, to test replay.
+* :class:`MemoryRequestSink` — :class:`sinks.ports.RequestSinkPort` that records the messages it
+  would send (same merging, ordering, message JSON and replay rule as :class:`sinks.requests.RequestSink`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from core.decisions import AdminResult, BrokerRequest, ZkOp, ZkWrite
+from sinks.errors import ControllerFencedError, SinkUnavailableError
+from sinks.ports import CONTROLLER_EPOCH_PATH, FailedWrite, Fence, Rejected, RequestBatchResult, ZkBatchResult
+from sinks.requests import (
+    OutboundMessage,
+    admin_result_messages,
+    rejected_messages,
+    request_messages,
+)
+from sinks.zookeeper import PROGRESS_VERSION, progress_path
+
+
+class ZkRefusedError(Exception):
+    """A refused operation of :class:`MemoryZooKeeper`; ``code`` is ZooKeeper's name for it."""
+
+    def __init__(self, code: str, path: str) -> None:
+        self.code = code
+        self.path = path
+        super().__init__(f"{code}: {path}")
+
+
+@dataclass
+class MemoryZooKeeper:
+    """Znodes as ``path -> (data, version)``; the root ``/`` always exists."""
+
+    nodes: dict[str, tuple[bytes, int]] = field(default_factory=lambda: {"/": (b"", 0)})
+
+    @staticmethod
+    def _parent(path: str) -> str:
+        return path.rsplit("/", 1)[0] or "/"
+
+    def exists(self, path: str) -> bool:
+        return path in self.nodes
+
+    def get(self, path: str) -> tuple[bytes, int]:
+        if path not in self.nodes:
+            raise ZkRefusedError("NoNode", path)
+        return self.nodes[path]
+
+    def children(self, path: str) -> list[str]:
+        if path not in self.nodes:
+            raise ZkRefusedError("NoNode", path)
+        prefix = path.rstrip("/") + "/"
+        return sorted(p[len(prefix) :] for p in self.nodes if p.startswith(prefix) and "/" not in p[len(prefix) :])
+
+    def create(self, path: str, data: bytes = b"", make_parents: bool = False) -> None:
+        if path in self.nodes:
+            raise ZkRefusedError("NodeExists", path)
+        parent = self._parent(path)
+        if parent not in self.nodes:
+            if not make_parents:
+                raise ZkRefusedError("NoNode", parent)
+            self.create(parent, b"", make_parents=True)
+        self.nodes[path] = (data, 0)
+
+    def set(self, path: str, data: bytes, version: int = -1) -> int:
+        if path not in self.nodes:
+            raise ZkRefusedError("NoNode", path)
+        old = self.nodes[path][1]
+        if version not in (-1, old):
+            raise ZkRefusedError("BadVersion", path)
+        self.nodes[path] = (data, old + 1)
+        return old + 1
+
+    def delete(self, path: str, version: int = -1) -> None:
+        if path not in self.nodes:
+            raise ZkRefusedError("NoNode", path)
+        if version not in (-1, self.nodes[path][1]):
+            raise ZkRefusedError("BadVersion", path)
+        if self.children(path):
+            raise ZkRefusedError("NotEmpty", path)
+        del self.nodes[path]
+
+    def delete_tree(self, path: str, version: int = -1) -> None:
+        if path not in self.nodes:
+            return
+        if version not in (-1, self.nodes[path][1]):
+            raise ZkRefusedError("BadVersion", path)
+        prefix = path.rstrip("/") + "/"
+        for p in [p for p in self.nodes if p.startswith(prefix)]:
+            del self.nodes[p]
+        del self.nodes[path]
+
+    def snapshot(self, exclude_prefix: str = "/livectl") -> dict[str, tuple[bytes, int]]:
+        """A copy of the tree without the sink's own bookkeeping (for comparing with a clean run)."""
+        return {p: v for p, v in self.nodes.items() if not p.startswith(exclude_prefix)}
+
+
+class MemoryZkSink:
+    """:class:`sinks.ports.ZkSinkPort` over a :class:`MemoryZooKeeper` (see the module docstring)."""
+
+    def __init__(self, zk: MemoryZooKeeper, fence: Fence, query_name: str, *, crash_after: int | None = None) -> None:
+        self.zk = zk
+        self.fence = fence
+        self.crash_after = crash_after
+        self._progress_path = progress_path(query_name)
+
+    def write_batch(self, batch_id: int, writes: Sequence[ZkWrite]) -> ZkBatchResult:
+        n = len(writes)
+        if n == 0:
+            return ZkBatchResult(batch_id, 0, 0, (), 0)
+        start = 0
+        if self.zk.exists(self._progress_path):
+            raw = json.loads(self.zk.get(self._progress_path)[0])
+            if raw["batch_id"] > batch_id:
+                return ZkBatchResult(batch_id, 0, n, (), 0)
+            if raw["batch_id"] == batch_id:
+                start = min(int(raw["next"]), n)
+        failed: list[FailedWrite] = []
+        done = 0
+        for i in range(start, n):
+            self._check_fence()
+            if self.crash_after is not None and done >= self.crash_after:
+                self.crash_after = None
+                raise SinkUnavailableError(f"simulated crash after {done} writes of batch {batch_id}")
+            try:
+                self._apply(writes[i])
+            except ZkRefusedError as e:
+                failed.append(FailedWrite(i, writes[i], e.code))
+            self._record(batch_id, i + 1)
+            done += 1
+        return ZkBatchResult(batch_id, n - start - len(failed), start, tuple(failed), done)
+
+    def _check_fence(self) -> None:
+        version = self.zk.nodes.get(CONTROLLER_EPOCH_PATH, (b"", None))[1]
+        if version != self.fence.epoch_zk_version:
+            reason = "NoNode" if version is None else "BadVersion"
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version, reason)
+
+    def _apply(self, w: ZkWrite) -> None:
+        data = (w.data or "").encode()
+        if w.op is ZkOp.CREATE:
+            self.zk.create(w.path, data, w.make_parents)
+        elif w.op is ZkOp.SET:
+            self.zk.set(w.path, data, w.expected_version)
+        elif w.op is ZkOp.DELETE:
+            self.zk.delete(w.path, w.expected_version)
+        else:
+            self.zk.delete_tree(w.path, w.expected_version)
+
+    def _record(self, batch_id: int, nxt: int) -> None:
+        body = {
+            "version": PROGRESS_VERSION,
+            "batch_id": batch_id,
+            "next": nxt,
+            "controller_epoch": self.fence.controller_epoch,
+        }
+        data = json.dumps(body, separators=(",", ":")).encode()
+        if self.zk.exists(self._progress_path):
+            self.zk.set(self._progress_path, data)
+        else:
+            self.zk.create(self._progress_path, data, make_parents=True)
+
+
+@dataclass
+class MemoryRequestSink:
+    """:class:`sinks.ports.RequestSinkPort` that appends to ``messages`` instead of sending."""
+
+    fence: Fence
+    requests_topic: str = "livectl.requests"
+    admin_results_topic: str = "livectl.admin-results"
+    rejected_topic: str = "livectl.rejected"
+    messages: list[OutboundMessage] = field(default_factory=list)
+
+    def _send(self, batch_id: int, out: list[OutboundMessage]) -> RequestBatchResult:
+        seen = {m.identity for m in self.messages}
+        new = [m for m in out if m.identity not in seen]
+        self.messages.extend(new)
+        return RequestBatchResult(batch_id, len(new), len(out) - len(new))
+
+    def write_requests(self, batch_id: int, requests: Sequence[BrokerRequest]) -> RequestBatchResult:
+        return self._send(batch_id, request_messages(self.requests_topic, self.fence, batch_id, requests))
+
+    def write_admin_results(self, batch_id: int, results: Sequence[AdminResult]) -> RequestBatchResult:
+        return self._send(batch_id, admin_result_messages(self.admin_results_topic, self.fence, batch_id, results))
+
+    def write_rejected(self, batch_id: int, rejected: Sequence[Rejected]) -> RequestBatchResult:
+        return self._send(batch_id, rejected_messages(self.rejected_topic, self.fence, batch_id, rejected))

@@ -1,0 +1,93 @@
+"""What the sinks accept and return: the fencing token, per-batch results and the sink protocols.
+
+The real sinks (:mod:`sinks.zookeeper`, :mod:`sinks.requests`) and the fakes (:mod:`sinks.memory`)
+implement the same :class:`ZkSinkPort` / :class:`RequestSinkPort`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from core.decisions import AdminResult, BrokerRequest, ZkWrite
+
+#: Kafka's ``ControllerEpochZNode.path``
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+#: Kafka's ``ControllerZNode.path``
+CONTROLLER_PATH = "/controller"
+#: parent of the ZooKeeper sink's progress znodes, one per query name
+SINK_PROGRESS_ROOT = "/livectl/sink"
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The fencing token granted with the controller lease: the epoch this controller writes into
+    requests and the ``/controller_epoch`` znode version every ZooKeeper transaction checks."""
+
+    controller_epoch: int
+    epoch_zk_version: int
+
+
+@dataclass(frozen=True)
+class FailedWrite:
+    """A write that ZooKeeper refused without fencing: ``index`` is its position in the batch's list,
+    ``error`` ZooKeeper's code name (``BadVersion``, ``NoNode``, ``NodeExists``, ``NotEmpty``)."""
+
+    index: int
+    write: ZkWrite
+    error: str
+
+
+@dataclass(frozen=True)
+class ZkBatchResult:
+    """Outcome of one micro-batch of ZooKeeper writes.
+
+    ``applied`` + ``skipped`` + ``len(failed)`` = the number of writes given. ``skipped`` counts the
+    writes an earlier attempt at the same batch id had already committed (replay after a crash)."""
+
+    batch_id: int
+    applied: int
+    skipped: int
+    failed: tuple[FailedWrite, ...]
+    transactions: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An input record that failed parsing or validation, for ``livectl.rejected``."""
+
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    payload: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RequestBatchResult:
+    """Outcome of one micro-batch of messages: ``written`` sent and acknowledged now, ``skipped``
+    already on the topic from an earlier attempt at the same batch id."""
+
+    batch_id: int
+    written: int
+    skipped: int
+
+
+class ZkSinkPort(Protocol):
+    def write_batch(self, batch_id: int, writes: Sequence[ZkWrite]) -> ZkBatchResult:
+        """Apply ``writes`` in order, fenced; idempotent per ``batch_id``. Raises only
+        ``ControllerFencedError`` or ``SinkUnavailableError``/``SinkStateError``."""
+        ...
+
+
+class RequestSinkPort(Protocol):
+    def write_requests(self, batch_id: int, requests: Sequence[BrokerRequest]) -> RequestBatchResult: ...
+
+    def write_admin_results(self, batch_id: int, results: Sequence[AdminResult]) -> RequestBatchResult: ...
+
+    def write_rejected(self, batch_id: int, rejected: Sequence[Rejected]) -> RequestBatchResult: ...

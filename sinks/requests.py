@@ -1,0 +1,443 @@
+"""The request-topic sink: broker requests, admin results and rejected input, to Kafka (``acks=all``).
+
+**Requests** (:meth:`RequestSink.write_requests`) go to ``livectl.requests``, key = the broker id as
+text, one message per broker per API per micro-batch: bodies of the same broker and API (from several
+buckets) are merged by :func:`merge_bodies` (``topicStates`` concatenated, entries of the same
+``topicName`` joined; ``liveBrokers`` / ``liveLeaders`` de-duplicated by broker id; other lists
+concatenated without duplicates; differing scalars: the larger, and a non-zero ``errorCode`` wins).
+Per broker the messages are sent in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica, then the
+controller's responses; one key means one partition, so a broker reads them in that order. The value is
+
+``{"version":1,"api":"LeaderAndIsr","controllerEpoch":E,"batchId":B,"brokerId":b,"body":{…}}``
+
+and the headers carry ``api``, ``batch_id`` and ``controller_epoch`` (UTF-8 text).
+
+**Admin results** go to ``livectl.admin-results`` keyed by ``request_id``: the decision's JSON
+(:func:`core.decisions.encode_decision`) plus ``batch_id`` and ``controller_epoch``. **Rejected input**
+goes to ``livectl.rejected`` keyed by ``<topic>/<partition>/<offset>`` of the source record:
+``{"version":1,"source":{"topic","partition","offset"},"payload":…,"reasons":[…],"batch_id","controller_epoch"}``.
+
+**Idempotent replay by batch id.** Every message has an identity (controller epoch, batch id, and
+broker+API / request id+occurrence / source position). Before the first write of a sink instance, and
+again after any failed write, the sink reads the tail of the topic and collects the identities already
+written for the batch being written; those are not sent again. Afterwards it remembers what it wrote,
+so replaying a batch it completed (or an older one) sends nothing. Consumers get a second line of
+defence: **simulated brokers keep the highest (controllerEpoch, batchId) applied per request type and
+drop any message at or below it**, as Kafka brokers drop requests from an older controller epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
+
+from core.decisions import REQUEST_ORDER, AdminResult, BrokerRequest, RequestApi, encode_decision
+from sinks.errors import SinkUnavailableError
+from sinks.ports import Fence, Rejected, RequestBatchResult
+
+MESSAGE_VERSION = 1
+#: keys that identify one entry of a list, for de-duplication when merging bodies
+_ENTRY_IDS = ("brokerId", "id")
+
+
+@dataclass(frozen=True)
+class OutboundMessage:
+    """One message as sent; ``identity`` = (controller epoch, batch id, id within the batch)."""
+
+    topic: str
+    key: bytes
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+    identity: tuple[int, int, str]
+
+    def value_json(self) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self.value)
+        return result
+
+
+# ---------------------------------------------------------------------------- pure: merging, messages
+
+
+def _merge_scalar(key: str, a: Any, b: Any) -> Any:
+    if a == b or b is None:
+        return a
+    if a is None:
+        return b
+    if key == "errorCode":
+        return a if a != 0 else b
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return max(a, b)
+    return a
+
+
+def _entry_id(entry: Any) -> Any:
+    if isinstance(entry, dict):
+        for k in _ENTRY_IDS:
+            if k in entry:
+                return (k, entry[k])
+    return ("=", json.dumps(entry, sort_keys=True))
+
+
+def _merge_lists(a: list[Any], b: list[Any]) -> list[Any]:
+    out = list(a)
+    by_topic = {e["topicName"]: i for i, e in enumerate(out) if isinstance(e, dict) and "topicName" in e}
+    seen = {_entry_id(e) for e in out}
+    for e in b:
+        if isinstance(e, dict) and "topicName" in e:
+            if e["topicName"] in by_topic:
+                i = by_topic[e["topicName"]]
+                out[i] = merge_bodies([out[i], e])
+            else:
+                by_topic[e["topicName"]] = len(out)
+                out.append(e)
+            continue
+        ident = _entry_id(e)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(e)
+    return out
+
+
+def merge_bodies(bodies: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Merge request bodies of one broker and API (rules in the module docstring); order is kept."""
+    merged: dict[str, Any] = {}
+    for body in bodies:
+        for key, value in body.items():
+            if key not in merged:
+                merged[key] = value
+            elif isinstance(merged[key], list) and isinstance(value, list):
+                merged[key] = _merge_lists(merged[key], value)
+            elif isinstance(merged[key], dict) and isinstance(value, dict):
+                merged[key] = merge_bodies([merged[key], value])
+            else:
+                merged[key] = _merge_scalar(key, merged[key], value)
+    return merged
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _headers(batch_id: int, fence: Fence, **extra: str) -> tuple[tuple[str, bytes], ...]:
+    items = {**extra, "batch_id": str(batch_id), "controller_epoch": str(fence.controller_epoch)}
+    return tuple((k, v.encode()) for k, v in items.items())
+
+
+def request_messages(
+    topic: str, fence: Fence, batch_id: int, requests: Sequence[BrokerRequest]
+) -> list[OutboundMessage]:
+    """One message per (broker, API), per broker in Kafka's order (see the module docstring)."""
+    groups: dict[tuple[int, RequestApi], list[dict[str, Any]]] = {}
+    for r in requests:
+        groups.setdefault((r.broker_id, r.api), []).append(r.body_json())
+    out = []
+    for broker, api in sorted(groups, key=lambda g: (g[0], REQUEST_ORDER[g[1]])):
+        value = {
+            "version": MESSAGE_VERSION,
+            "api": api.value,
+            "controllerEpoch": fence.controller_epoch,
+            "batchId": batch_id,
+            "brokerId": broker,
+            "body": merge_bodies(groups[(broker, api)]),
+        }
+        out.append(
+            OutboundMessage(
+                topic,
+                str(broker).encode(),
+                _dumps(value),
+                _headers(batch_id, fence, api=api.value),
+                (fence.controller_epoch, batch_id, f"{broker}/{api.value}"),
+            )
+        )
+    return out
+
+
+def admin_result_messages(
+    topic: str, fence: Fence, batch_id: int, results: Sequence[AdminResult]
+) -> list[OutboundMessage]:
+    """One message per result, keyed by ``request_id``, in the order given."""
+    out = []
+    occurrences: dict[str, int] = {}
+    for r in results:
+        k = occurrences[r.request_id] = occurrences.get(r.request_id, -1) + 1
+        value = {**encode_decision(r), "batch_id": batch_id, "controller_epoch": fence.controller_epoch}
+        out.append(
+            OutboundMessage(
+                topic,
+                r.request_id.encode(),
+                _dumps(value),
+                _headers(batch_id, fence, command=r.command, status=r.status.value),
+                (fence.controller_epoch, batch_id, f"{r.request_id}#{k}"),
+            )
+        )
+    return out
+
+
+def rejected_messages(topic: str, fence: Fence, batch_id: int, rejected: Sequence[Rejected]) -> list[OutboundMessage]:
+    """One message per rejected record, keyed by its source position."""
+    out = []
+    for r in rejected:
+        key = f"{r.source_topic}/{r.source_partition}/{r.source_offset}"
+        value = {
+            "version": MESSAGE_VERSION,
+            "source": {"topic": r.source_topic, "partition": r.source_partition, "offset": r.source_offset},
+            "payload": r.payload,
+            "reasons": list(r.reasons),
+            "batch_id": batch_id,
+            "controller_epoch": fence.controller_epoch,
+        }
+        out.append(
+            OutboundMessage(
+                topic, key.encode(), _dumps(value), _headers(batch_id, fence), (fence.controller_epoch, batch_id, key)
+            )
+        )
+    return out
+
+
+def _identity_of(topic: str, value: bytes) -> tuple[int, int, str] | None:
+    """The identity of a message read back from one of the sink's topics (None if not ours)."""
+    try:
+        v = json.loads(value)
+        if "api" in v and "batchId" in v:
+            return (int(v["controllerEpoch"]), int(v["batchId"]), f"{v['brokerId']}/{v['api']}")
+        if v.get("type") == "admin_result":
+            return None  # occurrence numbers are rebuilt by the caller, see _admin_identities
+        if "source" in v:
+            s = v["source"]
+            return (int(v["controller_epoch"]), int(v["batch_id"]), f"{s['topic']}/{s['partition']}/{s['offset']}")
+    except (ValueError, KeyError, TypeError):
+        return None
+    return None
+
+
+# ---------------------------------------------------------------------------- the Kafka sink
+
+
+class RequestSink:
+    """:class:`sinks.ports.RequestSinkPort` on Kafka (kafka-python, ``acks=all``, in order).
+
+    The topics must exist. ``fence`` supplies the controller epoch written into every message."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        fence: Fence,
+        *,
+        requests_topic: str = "livectl.requests",
+        admin_results_topic: str = "livectl.admin-results",
+        rejected_topic: str = "livectl.rejected",
+        timeout_s: float = 30.0,
+        tail_window: int = 1000,
+    ) -> None:
+        self.fence = fence
+        self.requests_topic = requests_topic
+        self.admin_results_topic = admin_results_topic
+        self.rejected_topic = rejected_topic
+        self._bootstrap = bootstrap_servers
+        self._timeout = timeout_s
+        self._tail_window = tail_window
+        self._producer: KafkaProducer | None = None
+        #: per topic: (latest batch id written by this instance, identities written for it); absent
+        #: means "unknown, read the topic's tail first"
+        self._written: dict[str, tuple[int, set[tuple[int, int, str]]]] = {}
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.close(timeout=self._timeout)
+            self._producer = None
+
+    def __enter__(self) -> RequestSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def write_requests(self, batch_id: int, requests: Sequence[BrokerRequest]) -> RequestBatchResult:
+        return self._send(batch_id, request_messages(self.requests_topic, self.fence, batch_id, requests))
+
+    def write_admin_results(self, batch_id: int, results: Sequence[AdminResult]) -> RequestBatchResult:
+        msgs = admin_result_messages(self.admin_results_topic, self.fence, batch_id, results)
+        return self._send(batch_id, msgs)
+
+    def write_rejected(self, batch_id: int, rejected: Sequence[Rejected]) -> RequestBatchResult:
+        return self._send(batch_id, rejected_messages(self.rejected_topic, self.fence, batch_id, rejected))
+
+    # ------------------------------------------------------------------ internals
+
+    def _send(self, batch_id: int, msgs: list[OutboundMessage]) -> RequestBatchResult:
+        if not msgs:
+            return RequestBatchResult(batch_id, 0, 0)
+        topic = msgs[0].topic
+        known = self._written.get(topic)
+        if known is not None and known[0] > batch_id:
+            return RequestBatchResult(batch_id, 0, len(msgs))
+        if known is not None and known[0] == batch_id:
+            done = known[1]
+        elif known is not None:
+            done = set()
+        else:
+            done = self._tail_identities(topic, batch_id)
+        todo = [m for m in msgs if m.identity not in done]
+        self._written.pop(topic, None)  # unknown until this send is confirmed
+        try:
+            producer = self._get_producer()
+            futures = [producer.send(m.topic, key=m.key, value=m.value, headers=list(m.headers)) for m in todo]
+            producer.flush(timeout=self._timeout)
+            for f in futures:
+                f.get(timeout=self._timeout)
+        except (KafkaError, OSError) as e:
+            raise SinkUnavailableError(f"could not write batch {batch_id} to {topic}: {e!r}") from e
+        self._written[topic] = (batch_id, done | {m.identity for m in todo})
+        return RequestBatchResult(batch_id, len(todo), len(msgs) - len(todo))
+
+    def _get_producer(self) -> KafkaProducer:
+        if self._producer is None:
+            self._producer = KafkaProducer(
+                bootstrap_servers=self._bootstrap,
+                acks="all",
+                retries=5,
+                # one request in flight per connection: retries cannot reorder a broker's messages
+                max_in_flight_requests_per_connection=1,
+                linger_ms=2,
+                request_timeout_ms=int(self._timeout * 1000),
+            )
+        return self._producer
+
+    def _tail_identities(self, topic: str, batch_id: int) -> set[tuple[int, int, str]]:
+        """Identities of batch ``batch_id`` (this epoch) already on ``topic``, read from its tail."""
+        try:
+            return read_tail_identities(
+                self._bootstrap,
+                topic,
+                controller_epoch=self.fence.controller_epoch,
+                batch_id=batch_id,
+                window=self._tail_window,
+                timeout_s=self._timeout,
+            )
+        except (KafkaError, OSError) as e:
+            raise SinkUnavailableError(f"could not read the tail of {topic} to check batch {batch_id}: {e!r}") from e
+
+
+def read_tail_identities(
+    bootstrap_servers: str, topic: str, *, controller_epoch: int, batch_id: int, window: int, timeout_s: float = 30.0
+) -> set[tuple[int, int, str]]:
+    """Scan back from the end of each partition of ``topic`` while messages belong to ``batch_id`` or a
+    later batch, and return the identities of ``batch_id`` with ``controller_epoch``."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers, enable_auto_commit=False, request_timeout_ms=int(timeout_s * 1000)
+    )
+    try:
+        parts = consumer.partitions_for_topic(topic)
+        if not parts:
+            raise SinkUnavailableError(f"topic {topic} does not exist or has no partitions")
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        begins = consumer.beginning_offsets(tps)
+        ends = consumer.end_offsets(tps)
+        found: set[tuple[int, int, str]] = set()
+        for tp in tps:
+            found |= _scan_partition(
+                consumer,
+                tp,
+                begin=begins[tp],
+                end=ends[tp],
+                controller_epoch=controller_epoch,
+                batch_id=batch_id,
+                window=window,
+                timeout_s=timeout_s,
+            )
+        return found
+    finally:
+        consumer.close()
+
+
+def _read_range(consumer: KafkaConsumer, tp: TopicPartition, start: int, timeout_s: float) -> list[Any]:
+    """Every record of ``tp`` from ``start`` to the end as it is now."""
+    consumer.seek(tp, start)
+    records: list[Any] = []
+    while True:
+        got = consumer.poll(timeout_ms=int(min(timeout_s, 0.5) * 1000), max_records=2000)
+        batch = got.get(tp, [])
+        if not batch:
+            return records
+        records.extend(batch)
+
+
+def _scan_partition(
+    consumer: KafkaConsumer,
+    tp: TopicPartition,
+    *,
+    begin: int,
+    end: int,
+    controller_epoch: int,
+    batch_id: int,
+    window: int,
+    timeout_s: float,
+) -> set[tuple[int, int, str]]:
+    start = max(begin, end - window)
+    while True:
+        records = _read_range(consumer, tp, start, timeout_s)
+        batches = [_batch_of(r.value) for r in records]
+        # the window reached back far enough when its first message is from an earlier batch
+        if start <= begin or not records or batches[0] is None or batches[0] < batch_id:
+            break
+        start = max(begin, start - window * 2)
+        window *= 2
+    found: set[tuple[int, int, str]] = set()
+    occurrences: dict[str, int] = {}
+    for r in records:
+        ident = _identity_of(tp.topic, r.value)
+        if ident is None:
+            ident = _admin_identity(r.value, occurrences, controller_epoch, batch_id)
+        if ident is not None and ident[0] == controller_epoch and ident[1] == batch_id:
+            found.add(ident)
+    return found
+
+
+def _admin_identity(
+    value: bytes, occurrences: dict[str, int], controller_epoch: int, batch_id: int
+) -> tuple[int, int, str] | None:
+    # admin results are keyed by request id, so all results of one request id share a partition and
+    # their occurrence numbers can be recounted in partition order
+    try:
+        v = json.loads(value)
+        if v.get("type") != "admin_result":
+            return None
+        if int(v["controller_epoch"]) != controller_epoch or int(v["batch_id"]) != batch_id:
+            return None
+        rid = str(v["request_id"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    k = occurrences[rid] = occurrences.get(rid, -1) + 1
+    return (controller_epoch, batch_id, f"{rid}#{k}")
+
+
+def _batch_of(value: bytes) -> int | None:
+    try:
+        v = json.loads(value)
+        return int(v["batchId"] if "batchId" in v else v["batch_id"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def ensure_topics(bootstrap_servers: str, topics: Iterable[str], partitions: int = 1, replication: int = 1) -> None:
+    """Create whichever of ``topics`` do not exist (tansu needs topics created explicitly)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        existing = set(admin.list_topics())
+        missing = [NewTopic(t, partitions, replication) for t in topics if t not in existing]
+        if missing:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                admin.create_topics(missing)
+    finally:
+        admin.close()
