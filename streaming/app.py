@@ -1,0 +1,204 @@
+"""The controller process: lease, failover hand-off, liveness bridge, the query, and a clean stop.
+
+:meth:`ControllerApp.run` does, in order:
+
+1. connects to ZooKeeper and takes the controller lease (Kafka's election: ephemeral ``/controller`` and
+   ``/controller_epoch`` + 1 in one multi-op). A second instance waits here as a standby until the
+   active one's session ends;
+2. makes sure the livectl topics exist;
+3. on a cold start (no committed micro-batch in the checkpoint) clears the ZooKeeper sink's progress
+   znode, so batch ids restarting at 0 are not mistaken for replays;
+4. reads the ZooKeeper tree (Kafka's layout) and hands it to every bucket as a failover reference on
+   ``livectl.broker-events`` (:mod:`streaming.failover`);
+5. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events);
+6. starts the query with the fenced sinks and waits. It stops the query when the lease is lost (the
+   ZooKeeper session expired) or a write is fenced, on SIGTERM/SIGINT, or when ``stop()`` is called.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streaming import failover
+from streaming.dispatch import Dispatcher
+from streaming.listener import MetricsListener
+from streaming.settings import Settings, StreamingError
+
+log = logging.getLogger("livectl.app")
+
+
+class ControllerStopped(StreamingError):
+    """The controller stopped because it lost its lease or was fenced (exit code 3)."""
+
+
+def livectl_topics(settings: Settings) -> list[str]:
+    return [
+        settings.admin_topic,
+        settings.broker_events_topic,
+        settings.requests_topic,
+        settings.admin_results_topic,
+        settings.rejected_topic,
+    ]
+
+
+def ensure_topics(bootstrap: str, topics: list[str], partitions: int = 1) -> None:
+    """Create the livectl topics that do not exist yet (one partition keeps each stream in order)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        existing = set(admin.list_topics())
+        missing = [t for t in topics if t not in existing]
+        if missing:
+            try:
+                admin.create_topics([NewTopic(t, partitions, 1) for t in missing])
+            except TopicAlreadyExistsError:
+                pass
+            log.info("created topics %s", ", ".join(missing))
+    finally:
+        admin.close()
+
+
+def has_committed_batch(checkpoint_dir: str) -> bool:
+    commits = Path(checkpoint_dir) / "commits"
+    return commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir())
+
+
+def spark_session(settings: Settings, master: str | None = None, ui: bool = True) -> Any:
+    """The job's SparkSession: ``conf/spark-defaults.conf``, then the bucket count as shuffle partitions.
+    Under ``spark-submit`` the master and submitted confs win."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(f"livectl-{settings.query_name}")
+    if master:
+        builder = builder.master(master)
+    defaults = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
+    if defaults.exists():
+        for line in defaults.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                key, _, value = line.partition(" ")
+                if key != "spark.app.name":
+                    builder = builder.config(key, value.strip())
+    builder = builder.config("spark.sql.shuffle.partitions", str(settings.num_buckets))
+    if not ui:
+        builder = builder.config("spark.ui.enabled", "false")
+    return builder.getOrCreate()
+
+
+@dataclass
+class ControllerApp:
+    settings: Settings
+    spark: Any = None
+    master: str | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    query: Any = None
+    dispatcher: Dispatcher | None = None
+    fence: Any = None
+    lost_reason: str | None = None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, ready: threading.Event | None = None) -> None:
+        """Blocks until stopped; raises :class:`ControllerStopped` when the lease was lost or fenced."""
+        from kafka import KafkaProducer
+        from kazoo.client import KazooClient
+
+        from sinks.requests import RequestTopicSink
+        from sinks.zookeeper import ZooKeeperSink, progress_path
+        from streaming.lease import ControllerLease
+        from streaming.liveness import LivenessBridge
+        from streaming.zk_snapshot import read_snapshot
+
+        s = self.settings
+        zk = KazooClient(hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000)
+        zk.start(timeout=30)
+        lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost)
+        bridge = None
+        producer = None
+        request_sink = None
+        try:
+            log.info("controller %d: waiting for the controller lease", s.controller_id)
+            fence = lease.acquire(stop=self._stop)
+            if fence is None:
+                return
+            self.fence = fence
+            log.info(
+                "controller %d elected: controller epoch %d (znode version %d)",
+                s.controller_id,
+                fence.controller_epoch,
+                fence.epoch_zk_version,
+            )
+
+            ensure_topics(s.bootstrap_servers, livectl_topics(s))
+            if not has_committed_batch(s.checkpoint_dir) and zk.exists(progress_path(s.query_name)):
+                zk.delete(progress_path(s.query_name))
+
+            started = time.monotonic()
+            snapshot = read_snapshot(zk)
+            ref = failover.write_snapshot(s.checkpoint_dir, s.controller_id, snapshot, s.num_buckets)
+            producer = KafkaProducer(bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
+            producer.send(s.broker_events_topic, key=b"controller", value=failover.ref_to_json(ref).encode())
+            producer.flush()
+            log.info(
+                "failover snapshot: %d brokers, %d topics, %d partitions in %.1f s",
+                len(snapshot.brokers),
+                len(snapshot.topics),
+                len(snapshot.partition_states),
+                time.monotonic() - started,
+            )
+
+            bridge = LivenessBridge(zk, producer, s.broker_events_topic)
+            bridge.start()
+
+            zk_sink = ZooKeeperSink(zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction)
+            request_sink = RequestTopicSink(s.bootstrap_servers, fence, s)
+            self.dispatcher = Dispatcher(zk_sink, request_sink)
+            if self.spark is None:
+                self.spark = spark_session(s, self.master)
+            self.spark.streams.addListener(MetricsListener())
+            from streaming.query import start_query
+
+            self.query = start_query(self.spark, s, self.dispatcher)
+            if ready is not None:
+                ready.set()
+            while not self._stop.is_set():
+                if self.lost_reason is not None or self.dispatcher.fenced:
+                    break
+                if not self.query.isActive:
+                    break
+                self._stop.wait(0.5)
+            self._stop_query()
+            if self.dispatcher.fenced or self.lost_reason is not None:
+                raise ControllerStopped(self.lost_reason or "fenced: another controller was elected")
+            exc = self.query.exception()
+            if exc is not None and not self._stop.is_set():
+                raise StreamingError(f"the controller query failed: {exc}")
+        finally:
+            self._stop_query()
+            if bridge is not None:
+                bridge.stop()
+            if request_sink is not None:
+                request_sink.close()
+            if producer is not None:
+                producer.close()
+            lease.release()
+            zk.stop()
+            zk.close()
+
+    def _stop_query(self) -> None:
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+
+    def _on_lease_lost(self, reason: str) -> None:
+        log.error("controller lease lost: %s; stopping the query", reason)
+        self.lost_reason = reason
+        self._stop.set()

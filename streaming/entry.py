@@ -1,0 +1,106 @@
+"""Entry points of the controller job: ``livectl run``, ``python -m streaming`` and ``spark-submit``.
+
+All three build :class:`streaming.settings.Settings` once, from ``conf/livectl-defaults.json`` and the
+command line, and pass it down::
+
+    livectl run --zookeeper 127.0.0.1:2181 --bootstrap-server 127.0.0.1:9092 [--set key=value ...]
+    spark-submit --master local[2] streaming/main.py --zookeeper ... --bootstrap-server ...
+
+Exit codes: 0 stopped on request (Ctrl-C / SIGTERM), 1 bad configuration or a failed query, 3 the
+controller lost its lease or was fenced by a newer controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from streaming.settings import Settings, SettingsError, StreamingError
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--zookeeper", help="ZooKeeper connect string (setting zookeeper_connect)")
+    p.add_argument("--bootstrap-server", help="Kafka bootstrap servers (setting bootstrap_servers)")
+    p.add_argument("--controller-id", type=int, help="id written into /controller (setting controller_id)")
+    p.add_argument("--buckets", type=int, help="number of state buckets (setting num_buckets)")
+    p.add_argument("--checkpoint-dir", help="Spark checkpoint folder (setting checkpoint_dir)")
+    p.add_argument("--master", default=None, help="Spark master when not under spark-submit (default local[*])")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any setting of conf/livectl-defaults.json; repeatable",
+    )
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    overrides = list(args.overrides)
+    for flag, key in (
+        ("zookeeper", "zookeeper_connect"),
+        ("bootstrap_server", "bootstrap_servers"),
+        ("controller_id", "controller_id"),
+        ("buckets", "num_buckets"),
+        ("checkpoint_dir", "checkpoint_dir"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides.append(f"{key}={value}")
+    return Settings.load(overrides=overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    from streaming.app import ControllerApp, ControllerStopped
+
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        settings = settings_from_args(args)
+    except SettingsError as e:
+        print(f"livectl run: {e}", file=sys.stderr)
+        return 1
+    master = args.master or ("local[*]" if not _under_spark_submit() else None)
+    app = ControllerApp(settings, master=master)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        logging.getLogger("livectl").info("signal %d: stopping", signum)
+        app.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        app.run()
+    except ControllerStopped as e:
+        print(f"livectl run: controller stopped: {e}", file=sys.stderr)
+        return 3
+    except StreamingError as e:
+        print(f"livectl run: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _under_spark_submit() -> bool:
+    import os
+
+    # spark-submit starts Python with the gateway already set up
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run the controller job (Spark Structured Streaming)")
+    add_run_arguments(p)
+    p.set_defaults(func=run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="livectl-controller", description="the livectl controller job")
+    add_run_arguments(parser)
+    return run(parser.parse_args(argv))
