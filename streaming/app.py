@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -32,7 +33,7 @@ from streaming.settings import Settings, StreamingError
 log = logging.getLogger("livectl.app")
 
 
-class ControllerStopped(StreamingError):
+class ControllerStoppedError(StreamingError):
     """The controller stopped because it lost its lease or was fenced (exit code 3)."""
 
 
@@ -57,10 +58,8 @@ def ensure_topics(bootstrap: str, topics: list[str], partitions: int = 1) -> Non
         existing = set(admin.list_topics())
         missing = [t for t in topics if t not in existing]
         if missing:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # another instance was quicker
                 admin.create_topics([NewTopic(t, partitions, 1) for t in missing])
-            except TopicAlreadyExistsError:
-                pass
             log.info("created topics %s", ", ".join(missing))
     finally:
         admin.close()
@@ -81,8 +80,8 @@ def spark_session(settings: Settings, master: str | None = None, ui: bool = True
         builder = builder.master(master)
     defaults = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
     if defaults.exists():
-        for line in defaults.read_text().splitlines():
-            line = line.strip()
+        for raw in defaults.read_text().splitlines():
+            line = raw.strip()
             if line and not line.startswith("#"):
                 key, _, value = line.partition(" ")
                 if key != "spark.app.name":
@@ -108,7 +107,7 @@ class ControllerApp:
         self._stop.set()
 
     def run(self, ready: threading.Event | None = None) -> None:
-        """Blocks until stopped; raises :class:`ControllerStopped` when the lease was lost or fenced."""
+        """Blocks until stopped; raises :class:`ControllerStoppedError` when the lease was lost or fenced."""
         from kafka import KafkaProducer
         from kazoo.client import KazooClient
 
@@ -178,7 +177,7 @@ class ControllerApp:
                 self._stop.wait(0.5)
             self._stop_query()
             if self.dispatcher.fenced or self.lost_reason is not None:
-                raise ControllerStopped(self.lost_reason or "fenced: another controller was elected")
+                raise ControllerStoppedError(self.lost_reason or "fenced: another controller was elected")
             exc = self.query.exception()
             if exc is not None and not self._stop.is_set():
                 raise StreamingError(f"the controller query failed: {exc}")

@@ -56,7 +56,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streaming.app import ControllerApp, ControllerStopped
+    from streaming.app import ControllerApp, ControllerStoppedError
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         app.run()
-    except ControllerStopped as e:
+    except ControllerStoppedError as e:
         print(f"livectl run: controller stopped: {e}", file=sys.stderr)
         return 3
     except StreamingError as e:
