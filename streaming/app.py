@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -45,24 +44,6 @@ def livectl_topics(settings: Settings) -> list[str]:
         settings.admin_results_topic,
         settings.rejected_topic,
     ]
-
-
-def ensure_topics(bootstrap: str, topics: list[str], partitions: int = 1) -> None:
-    """Create the livectl topics that do not exist yet (one partition keeps each stream in order)."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
-    try:
-        existing = set(admin.list_topics())
-        missing = [t for t in topics if t not in existing]
-        if missing:
-            with contextlib.suppress(TopicAlreadyExistsError):  # another instance was quicker
-                admin.create_topics([NewTopic(t, partitions, 1) for t in missing])
-            log.info("created topics %s", ", ".join(missing))
-    finally:
-        admin.close()
 
 
 def has_committed_batch(checkpoint_dir: str) -> bool:
@@ -111,7 +92,7 @@ class ControllerApp:
         from kafka import KafkaProducer
         from kazoo.client import KazooClient
 
-        from sinks.requests import RequestTopicSink
+        from sinks.requests import RequestSink, ensure_topics
         from sinks.zookeeper import ZooKeeperSink, progress_path
         from streaming.lease import ControllerLease
         from streaming.liveness import LivenessBridge
@@ -159,7 +140,13 @@ class ControllerApp:
             bridge.start()
 
             zk_sink = ZooKeeperSink(zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction)
-            request_sink = RequestTopicSink(s.bootstrap_servers, fence, s)
+            request_sink = RequestSink(
+                s.bootstrap_servers,
+                fence,
+                requests_topic=s.requests_topic,
+                admin_results_topic=s.admin_results_topic,
+                rejected_topic=s.rejected_topic,
+            )
             self.dispatcher = Dispatcher(zk_sink, request_sink)
             if self.spark is None:
                 self.spark = spark_session(s, self.master)
