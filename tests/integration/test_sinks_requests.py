@@ -1,0 +1,183 @@
+"""The request-topic sink against the real tansu broker: merging, Kafka's order, headers, replay."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from core.decisions import AdminResult, AdminStatus, BrokerRequest, RequestApi
+from sinks.memory import MemoryRequestSink
+from sinks.ports import Fence, Rejected
+from sinks.requests import RequestSink, ensure_topics, merge_bodies
+
+pytestmark = pytest.mark.integration
+
+FENCE = Fence(controller_epoch=3, epoch_zk_version=2)
+
+
+@pytest.fixture
+def topics(kafka_broker: Any) -> dict[str, str]:
+    suffix = uuid.uuid4().hex[:8]
+    names = {
+        "requests_topic": f"req-{suffix}",
+        "admin_results_topic": f"res-{suffix}",
+        "rejected_topic": f"rej-{suffix}",
+    }
+    ensure_topics(kafka_broker.bootstrap, names.values(), partitions=3)
+    return names
+
+
+def _read_all(bootstrap: str, topic: str) -> list[Any]:
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic))]
+    c.assign(tps)
+    for tp in tps:
+        c.seek(tp, 0)
+    out: list[Any] = []
+    while True:
+        got = c.poll(timeout_ms=500, max_records=1000)
+        if not got:
+            break
+        for records in got.values():
+            out.extend(records)
+    c.close()
+    return sorted(out, key=lambda r: (r.partition, r.offset))
+
+
+def _lisr(broker: int, topic: str, parts: list[int]) -> BrokerRequest:
+    body = {
+        "controllerId": 1000,
+        "controllerEpoch": 3,
+        "brokerEpoch": 17,
+        "type": 0,
+        "topicStates": [
+            {
+                "topicName": topic,
+                "partitionStates": [{"partitionIndex": p, "leader": broker, "leaderEpoch": 1} for p in parts],
+            }
+        ],
+        "liveLeaders": [{"brokerId": broker, "hostName": "h", "port": 1}],
+    }
+    return BrokerRequest(broker, RequestApi.LEADER_AND_ISR, json.dumps(body))
+
+
+def _um(broker: int, topic: str, live: list[int]) -> BrokerRequest:
+    body = {
+        "controllerId": 1000,
+        "controllerEpoch": 3,
+        "topicStates": [{"topicName": topic, "partitionStates": [{"partitionIndex": 0, "leader": 1}]}],
+        "liveBrokers": [{"id": b, "endpoints": [{"host": "h", "port": 9000 + b}]} for b in live],
+    }
+    return BrokerRequest(broker, RequestApi.UPDATE_METADATA, json.dumps(body))
+
+
+def _batch() -> list[BrokerRequest]:
+    # two buckets' worth of requests, deliberately out of Kafka's order
+    return [
+        BrokerRequest(1, RequestApi.STOP_REPLICA, json.dumps({"topicStates": [{"topicName": "x"}]})),
+        _um(1, "a", [1, 2]),
+        _lisr(1, "a", [0, 1]),
+        _lisr(2, "a", [2]),
+        _um(2, "a", [1, 2]),
+        _lisr(1, "b", [0]),
+        _um(1, "b", [2, 3]),
+        BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, json.dumps({"errorCode": 0})),
+        BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, json.dumps({"errorCode": 0})),
+    ]
+
+
+def test_merge_bodies_joins_topic_states_and_dedupes_live_brokers() -> None:
+    merged = merge_bodies([json.loads(_um(1, "a", [1, 2]).body), json.loads(_um(1, "b", [2, 3]).body)])
+    assert [t["topicName"] for t in merged["topicStates"]] == ["a", "b"]
+    assert [b["id"] for b in merged["liveBrokers"]] == [1, 2, 3]
+    same_topic = merge_bodies([json.loads(_lisr(1, "a", [0]).body), json.loads(_lisr(1, "a", [1]).body)])
+    assert [p["partitionIndex"] for p in same_topic["topicStates"][0]["partitionStates"]] == [0, 1]
+    assert merge_bodies([{"errorCode": 0}, {"errorCode": 7}, {"errorCode": 0}])["errorCode"] == 7
+
+
+def test_requests_are_merged_per_broker_and_api_in_kafka_order(kafka_broker: Any, topics: dict[str, str]) -> None:
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
+        result = sink.write_requests(5, _batch())
+    assert (result.written, result.skipped) == (6, 0)
+    records = _read_all(kafka_broker.bootstrap, topics["requests_topic"])
+    per_broker: dict[int, list[str]] = {}
+    for r in records:
+        v = json.loads(r.value)
+        assert r.key == str(v["brokerId"]).encode()
+        assert (v["controllerEpoch"], v["batchId"], v["version"]) == (3, 5, 1)
+        headers = dict(r.headers)
+        assert headers == {"api": v["api"].encode(), "batch_id": b"5", "controller_epoch": b"3"}
+        per_broker.setdefault(v["brokerId"], []).append(v["api"])
+        if (v["brokerId"], v["api"]) == (1, "LeaderAndIsr"):
+            assert [t["topicName"] for t in v["body"]["topicStates"]] == ["a", "b"]
+        if (v["brokerId"], v["api"]) == (1, "UpdateMetadata"):
+            assert [b["id"] for b in v["body"]["liveBrokers"]] == [1, 2, 3]
+    assert per_broker == {
+        1: ["LeaderAndIsr", "UpdateMetadata", "StopReplica"],
+        2: ["LeaderAndIsr", "UpdateMetadata", "ControlledShutdownResponse"],
+    }
+
+
+def test_replay_after_a_partial_write_sends_only_what_is_missing(kafka_broker: Any, topics: dict[str, str]) -> None:
+    batch = _batch()
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as first:
+        first.write_requests(6, [r for r in batch if r.broker_id == 2])  # "crashed" after broker 2's messages
+        first.write_requests(7, [])  # nothing to send: no traffic
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as restarted:
+        replay = restarted.write_requests(6, batch)
+        assert (replay.written, replay.skipped) == (3, 3)
+        # the same instance replaying again knows it is done, and an older batch is skipped too
+        assert restarted.write_requests(6, batch).written == 0
+        assert restarted.write_requests(5, batch).written == 0
+        assert restarted.write_requests(7, batch).written == 6
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as third:
+        assert third.write_requests(7, batch).written == 0
+    # a new controller epoch replaying the batch does send: brokers order by (epoch, batch)
+    with RequestSink(kafka_broker.bootstrap, Fence(4, 3), **topics) as newer:
+        assert newer.write_requests(7, batch).written == 6
+    records = _read_all(kafka_broker.bootstrap, topics["requests_topic"])
+    idents = [
+        (v["controllerEpoch"], v["batchId"], v["brokerId"], v["api"])
+        for v in map(json.loads, (r.value for r in records))
+    ]
+    assert len(idents) == len(set(idents)) == 18
+
+
+def test_admin_results_and_rejected_records(kafka_broker: Any, topics: dict[str, str]) -> None:
+    results = [
+        AdminResult("r-1", "create_topic", AdminStatus.OK),
+        AdminResult("r-2", "reassign_partitions", AdminStatus.IN_PROGRESS, details='{"pending":3}'),
+        AdminResult("r-2", "reassign_partitions", AdminStatus.OK),
+    ]
+    rejected = [Rejected("livectl.admin", 0, 41, '{"type":"nope"}', ("type: unknown event type 'nope'",))]
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
+        assert sink.write_admin_results(9, results[:2]).written == 2  # then "crash"
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
+        r = sink.write_admin_results(9, results)
+        assert (r.written, r.skipped) == (1, 2)
+        assert sink.write_rejected(9, rejected).written == 1
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
+        assert sink.write_rejected(9, rejected).skipped == 1
+    got = _read_all(kafka_broker.bootstrap, topics["admin_results_topic"])
+    values = sorted((r.key, json.loads(r.value)["status"]) for r in got)
+    assert values == [(b"r-1", "ok"), (b"r-2", "in_progress"), (b"r-2", "ok")]
+    first = json.loads(got[0].value)
+    assert first["batch_id"] == 9 and first["controller_epoch"] == 3 and first["type"] == "admin_result"
+    [rej] = _read_all(kafka_broker.bootstrap, topics["rejected_topic"])
+    assert rej.key == b"livectl.admin/0/41"
+    assert json.loads(rej.value)["reasons"] == ["type: unknown event type 'nope'"]
+    assert json.loads(rej.value)["payload"] == '{"type":"nope"}'
+
+
+def test_the_memory_fake_sends_the_same_messages(kafka_broker: Any, topics: dict[str, str]) -> None:
+    fake = MemoryRequestSink(FENCE, **topics)
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
+        sink.write_requests(1, _batch())
+    fake.write_requests(1, _batch())
+    assert fake.write_requests(1, _batch()).skipped == 6
+    real = {(r.key, r.value) for r in _read_all(kafka_broker.bootstrap, topics["requests_topic"])}
+    assert real == {(m.key, m.value) for m in fake.messages}
