@@ -1,0 +1,125 @@
+"""The live controller query against real ZooKeeper, the real broker and Spark in local mode."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from core import events as ev
+
+from .conftest import Cluster, start_controller, wait_for
+
+pytestmark = pytest.mark.spark
+
+
+def lisr_entries(cluster: Cluster, topic: str) -> list[tuple[int, int, dict[str, Any]]]:
+    """(broker the message went to, partition, partition state) of every LeaderAndIsr entry for ``topic``."""
+    out = []
+    for m in cluster.requests("LeaderAndIsr"):
+        for ts in m["body"]["topicStates"]:
+            if ts["topicName"] == topic:
+                out.extend((int(m["brokerId"]), ps["partitionIndex"], ps) for ps in ts["partitionStates"])
+    return out
+
+
+def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluster) -> None:
+    epochs = {b: cluster.register_broker(b) for b in (1, 2, 3)}
+    controller = start_controller(spark, cluster.settings)
+    try:
+        # a bad command and a good one, in the same micro-batch
+        cluster.send_admin('{"version":1,"type":"create_topic","request_id":"bad","topic":"x","partitions":0,'
+                           '"replication_factor":1}')
+        cluster.send_admin(ev.CreateTopic("good", "orders", 2, 3, replica_assignment=((1, 2, 3), (2, 3, 1))))
+
+        wait_for("orders online", lambda: all(cluster.state("orders", p) for p in (0, 1)))
+        topic = cluster.znode("/brokers/topics/orders")
+        assert topic is not None
+        assert topic["partitions"] == {"0": [1, 2, 3], "1": [2, 3, 1]}
+        assert topic["adding_replicas"] == {} and topic["removing_replicas"] == {}
+        controller_epoch = int(cluster.zk.get("/controller_epoch")[0])
+        assert cluster.state("orders", 0) == {
+            "version": 1, "leader": 1, "leader_epoch": 0, "controller_epoch": controller_epoch, "isr": [1, 2, 3]
+        }
+        assert cluster.state("orders", 1) == {
+            "version": 1, "leader": 2, "leader_epoch": 0, "controller_epoch": controller_epoch, "isr": [2, 3, 1]
+        }
+        controller_znode = cluster.znode("/controller")
+        assert controller_znode is not None and controller_znode["brokerid"] == cluster.settings.controller_id
+
+        entries = wait_for("LeaderAndIsr for every replica", lambda: (e := lisr_entries(cluster, "orders"))
+                           and len(e) >= 6 and e)
+        assert sorted((b, p) for b, p, _ in entries) == sorted(
+            [(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1)]
+        ), "one LeaderAndIsr per replica"
+        for b, _p, ps in entries:
+            assert ps["leaderEpoch"] == 0 and ps["isNew"] is True
+        lisr_msgs = cluster.requests("LeaderAndIsr")
+        assert {m["brokerId"] for m in lisr_msgs} == {1, 2, 3}
+        assert all(m["body"]["brokerEpoch"] == epochs[m["brokerId"]] for m in lisr_msgs)
+
+        rejected = wait_for("the bad command rejected", cluster.rejected)
+        assert len(rejected) == 1
+        assert rejected[0]["source"]["topic"] == cluster.settings.admin_topic
+        assert any("partitions_positive" in r for r in rejected[0]["reasons"])
+        results = wait_for("two admin results", lambda: len(r := cluster.admin_results()) >= 2 and r)
+        by_id = {r["request_id"]: r for r in results}
+        assert by_id["good"]["status"] == "ok"
+        assert by_id["bad"]["status"] == "error" and by_id["bad"]["error"] == "INVALID_REQUEST"
+
+        # broker 1 dies: partition 0 moves to broker 2, both ISRs lose broker 1
+        cluster.kill_broker(1)
+        wait_for("partition 0 re-elected", lambda: (s := cluster.state("orders", 0)) and s["leader"] == 2)
+        s0, s1 = cluster.state("orders", 0), cluster.state("orders", 1)
+        assert s0 is not None and s1 is not None
+        assert s0["isr"] == [2, 3] and s0["leader_epoch"] == 1
+        assert s1["leader"] == 2 and s1["isr"] == [2, 3] and s1["leader_epoch"] == 1
+        progress = controller.app.query.lastProgress
+        metrics = progress["observedMetrics"]["livectl"]
+        assert metrics["ActiveControllerCount"] == 1
+        assert metrics["GlobalTopicCount"] == 1 and metrics["GlobalPartitionCount"] == 2
+        assert metrics["OfflinePartitionsCount"] == 0
+    finally:
+        controller.stop()
+    assert not controller.error
+
+
+def test_reassignment_walks_its_steps_and_survives_a_crash(spark: Any, cluster: Cluster) -> None:
+    for b in (1, 2, 3, 4, 5, 6):
+        cluster.register_broker(b)
+    controller = start_controller(spark, cluster.settings)
+    try:
+        cluster.send_admin(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),)))
+        wait_for("moving online", lambda: cluster.state("moving", 0))
+        cluster.send_admin(ev.ReassignPartitions("r1", (ev.PartitionTarget("moving", 0, (4, 5, 6)),)))
+        # RS = distinct(target ++ origin) is written first
+        topic = wait_for("RS written", lambda: (t := cluster.znode("/brokers/topics/moving"))
+                         and t["partitions"]["0"] == [4, 5, 6, 1, 2, 3] and t)
+        assert topic["adding_replicas"] == {"0": [4, 5, 6]}
+        assert topic["removing_replicas"] == {"0": [1, 2, 3]}
+    finally:
+        controller.stop()
+
+    # the controller is gone in the middle of the reassignment; the new replicas catch up meanwhile
+    state = cluster.state("moving", 0)
+    assert state is not None
+    controller = start_controller(spark, cluster.settings)
+    try:
+        _, stat = cluster.zk.get("/brokers/topics/moving/partitions/0/state")
+        cluster.send_broker_event(
+            ev.AlterPartition(
+                state["leader"], cluster.epochs[state["leader"]],
+                "moving", 0, state["leader_epoch"], stat.version, (1, 2, 3, 4, 5, 6),
+            )
+        )
+        final = wait_for("reassignment complete", lambda: (t := cluster.znode("/brokers/topics/moving"))
+                         and t["partitions"]["0"] == [4, 5, 6] and t)
+        assert final["adding_replicas"] == {} and final["removing_replicas"] == {}
+        s = cluster.state("moving", 0)
+        assert s is not None and s["leader"] == 4 and s["isr"] == [4, 5, 6]
+        stops = [m for m in cluster.requests("StopReplica") if m["brokerId"] in (1, 2, 3)]
+        assert {m["brokerId"] for m in stops} == {1, 2, 3}
+    finally:
+        controller.stop()
+    assert json.dumps(controller.error) == "[]"
