@@ -1,0 +1,351 @@
+"""The I/O shell: N simulated brokers in one process, talking to the controller only through ZooKeeper and
+the topics.
+
+Per broker: its own kazoo session holding ``/brokers/ids/<id>``, and a fetch listener on the endpoint it
+registers. Per process: one consumer assigned to every partition of ``livectl.requests`` and of the
+control topic (messages filtered by key = broker id), one producer for ``livectl.broker-events``.
+
+Start-up order matters: the consumer's positions are taken at the end of the topics *before* the
+brokers register, so no request sent after registration is missed and none for an earlier incarnation
+is applied.
+
+Loop (every ``tick_ms``): apply requests and control commands, tick every broker (produce, ISR checks,
+AlterPartition, controlled shutdown), run due fetches (in-process through :class:`LocalFabric`, across
+processes over TCP), publish the events, flush.
+
+Signals: SIGTERM / SIGINT start a controlled shutdown of every broker of the process; each deregisters
+(closes its session) when its shutdown succeeded or ran out of retries; the process exits when none is
+left. A second SIGINT exits at once. SIGKILL needs no handling: sessions expire.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
+from kazoo.client import KazooClient, KazooState
+
+from core.errors import FormatError
+from core.events import Event, event_to_json
+from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
+from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
+from simbrokers.fabric import LocalFabric, acknowledged_lost
+from simbrokers.fetchnet import FetchClient, FetchServer
+from simbrokers.registration import register
+from simbrokers.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
+
+log = logging.getLogger("simbrokers")
+
+
+class SimBrokersError(RuntimeError):
+    """The process cannot run (a topic is missing, ZooKeeper unreachable, id taken)."""
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    broker_ids: tuple[int, ...]
+    zookeeper: str
+    bootstrap_server: str
+    host: str = "127.0.0.1"
+    #: first fetch-listener port (broker i gets base + index); 0 = any free port
+    base_port: int = 0
+    rack: str | None = None
+    config: BrokerConfig = field(default_factory=BrokerConfig)
+    session_timeout_ms: int = 6000
+    tick_ms: int = 50
+    requests_topic: str = REQUESTS_TOPIC
+    events_topic: str = BROKER_EVENTS_TOPIC
+    control_topic: str = CONTROL_TOPIC
+    #: wait this long for the controller's topics to exist
+    topic_wait_s: float = 60.0
+    #: write a JSON status of every broker here once a second
+    status_file: Path | None = None
+
+
+@dataclass
+class _Member:
+    broker: SimBroker
+    zk: KazooClient
+    server: FetchServer
+    session_lost: threading.Event = field(default_factory=threading.Event)
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class SimBrokersProcess:
+    def __init__(self, settings: ProcessSettings) -> None:
+        self.settings = settings
+        self.fetch_client = FetchClient()
+        self.fabric = LocalFabric(remote=self._remote_fetch)
+        self.members: dict[int, _Member] = {}
+        self.stopping = threading.Event()
+        self.hard_stop = threading.Event()
+        self._consumer: KafkaConsumer | None = None
+        self._producer: KafkaProducer | None = None
+        self._last_status_ms = 0
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        s = self.settings
+        self._ensure_control_topic()
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=s.bootstrap_server, enable_auto_commit=False, group_id=None, consumer_timeout_ms=1000
+        )
+        assigned = [tp for topic in (s.requests_topic, s.control_topic) for tp in self._partitions(topic)]
+        self._consumer.assign(assigned)
+        self._consumer.seek_to_end(*assigned)
+        for tp in assigned:
+            self._consumer.position(tp)  # resolve the end offsets now, before registering
+        self._producer = KafkaProducer(bootstrap_servers=s.bootstrap_server, linger_ms=5, acks="all")
+        for i, bid in enumerate(s.broker_ids):
+            self._start_broker(bid, s.base_port + i if s.base_port else 0)
+
+    def _ensure_control_topic(self) -> None:
+        admin = KafkaAdminClient(bootstrap_servers=self.settings.bootstrap_server)
+        try:
+            if self.settings.control_topic not in admin.list_topics():
+                admin.create_topics([NewTopic(self.settings.control_topic, 1, 1)])
+        except TopicAlreadyExistsError:
+            pass
+        finally:
+            admin.close()
+
+    def _partitions(self, topic: str) -> list[KafkaTopicPartition]:
+        assert self._consumer is not None
+        deadline = time.monotonic() + self.settings.topic_wait_s
+        warned = False
+        while True:
+            parts = self._consumer.partitions_for_topic(topic)
+            if parts:
+                return [KafkaTopicPartition(topic, p) for p in sorted(parts)]
+            if time.monotonic() >= deadline:
+                raise SimBrokersError(
+                    f"topic {topic} does not exist on {self.settings.bootstrap_server}; start the controller "
+                    "(or create the livectl topics) first"
+                )
+            if not warned:
+                log.warning("waiting for topic %s to exist", topic)
+                warned = True
+            time.sleep(0.5)
+
+    def _start_broker(self, broker_id: int, port: int) -> None:
+        s = self.settings
+        broker = SimBroker(broker_id, s.config)
+        server = FetchServer(s.host, port, self._serve)
+        server.start()
+        zk = KazooClient(hosts=s.zookeeper, timeout=s.session_timeout_ms / 1000.0)
+        zk.start(timeout=15)
+        member = _Member(broker, zk, server)
+
+        def on_state(state: str) -> None:
+            if state == KazooState.LOST:
+                member.session_lost.set()
+
+        zk.add_listener(on_state)
+        broker.broker_epoch = register(
+            zk, broker_id, s.host, server.port, s.rack, wait_s=2 * s.session_timeout_ms / 1000.0
+        )
+        self.members[broker_id] = member
+        self.fabric.add(broker)
+        log.info("broker %s registered at %s:%s, epoch %s", broker_id, s.host, server.port, broker.broker_epoch)
+
+    # ------------------------------------------------------------------ fetch routing
+
+    def _serve(self, leader_id: int, req: FetchRequest) -> FetchResponse | None:
+        return self.fabric.serve(leader_id, req, now_ms())
+
+    def _remote_fetch(self, leader_id: int, req: FetchRequest) -> FetchResponse | None:
+        follower = self.fabric.brokers.get(req.replica_id)
+        addr = follower.leader_address(leader_id) if follower is not None else None
+        if addr is None:
+            return None
+        return self.fetch_client.fetch(addr.host, addr.port, leader_id, req)
+
+    # ------------------------------------------------------------------ loop
+
+    def install_signal_handlers(self) -> None:
+        def on_term(signum: int, frame: FrameType | None) -> None:
+            del frame
+            if signum == signal.SIGINT and self.stopping.is_set():
+                self.hard_stop.set()
+            self.stopping.set()
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+
+    def run(self) -> int:
+        """Run until every broker has shut down; returns the exit code."""
+        assert self._consumer is not None and self._producer is not None
+        shutdown_started = False
+        try:
+            while self.members and not self.hard_stop.is_set():
+                if self.stopping.is_set() and not shutdown_started:
+                    shutdown_started = True
+                    for bid in list(self.members):
+                        self._controlled_shutdown(bid)
+                self._poll_once()
+                t = now_ms()
+                for bid, m in list(self.members.items()):
+                    if m.session_lost.is_set():
+                        self._reregister(bid)
+                    with self.fabric.locks[bid]:
+                        events = m.broker.tick(t)
+                    self._publish(bid, events)
+                    if m.broker.shutdown.done:
+                        log.info("broker %s controlled shutdown %s", bid, m.broker.shutdown_phase.value)
+                        self._deregister(bid)
+                self.fabric.step(now_ms())
+                self._producer.flush()
+                self._write_status()
+        finally:
+            for bid in list(self.members):
+                self._deregister(bid)
+            self.fetch_client.close()
+            self._producer.flush()
+            self._producer.close()
+            self._consumer.close()
+        return 0
+
+    def _poll_once(self) -> None:
+        assert self._consumer is not None
+        batches = self._consumer.poll(timeout_ms=self.settings.tick_ms, max_records=2000)
+        for tp, records in batches.items():
+            for rec in records:
+                if tp.topic == self.settings.control_topic:
+                    self._on_control(rec.key, rec.value)
+                else:
+                    self._on_request(rec.key, rec.value)
+
+    def _on_request(self, key: bytes | None, value: bytes) -> None:
+        try:
+            if key is None or int(key) not in self.members:
+                return
+        except ValueError:
+            pass
+        try:
+            env = parse_request(key, value)
+        except FormatError as e:
+            log.error("skipping malformed request (%s): %s", e, value[:200])
+            return
+        m = self.members.get(env.broker_id)
+        if m is None:
+            return
+        with self.fabric.locks[env.broker_id]:
+            events = m.broker.handle(env, now_ms())
+        self._publish(env.broker_id, events)
+
+    def _on_control(self, key: bytes | None, value: bytes) -> None:
+        try:
+            cmd = parse_control(key, value)
+        except FormatError as e:
+            log.error("skipping malformed control command (%s)", e)
+            return
+        if cmd.broker_id in self.members:
+            self.apply_control(cmd)
+
+    def apply_control(self, cmd: ControlCommand) -> None:
+        bid = cmd.broker_id
+        m = self.members[bid]
+        log.info("broker %s: control command %s", bid, cmd.to_json())
+        b = m.broker
+        with self.fabric.locks[bid]:
+            events: list[Event] = []
+            if cmd.command == "slow-follower":
+                slow = replace(b.faults, slow_fetch_interval_ms=cmd.fetch_interval_ms)
+                events = b.inject(replace(slow, slow_fetch_max_records=cmd.max_records))
+            elif cmd.command == "stuck-follower":
+                events = b.inject(replace(b.faults, stuck=True))
+            elif cmd.command == "disk-failure":
+                events = b.inject(replace(b.faults, disk_failed=True))
+            elif cmd.command == "clear":
+                events = b.inject(Faults())
+            elif cmd.command == "produce-rate" and cmd.rate is not None:
+                b.config = replace(b.config, produce_rate=cmd.rate)
+        self._publish(bid, events)
+        if cmd.command == "shutdown":
+            self._controlled_shutdown(bid)
+        elif cmd.command == "kill":
+            log.warning("broker %s killed: closing its session without controlled shutdown", bid)
+            self._deregister(bid)
+
+    def _controlled_shutdown(self, bid: int) -> None:
+        m = self.members.get(bid)
+        if m is None:
+            return
+        with self.fabric.locks[bid]:
+            events = m.broker.start_controlled_shutdown(now_ms())
+        if events:
+            log.info("broker %s: controlled shutdown requested", bid)
+        self._publish(bid, events)
+
+    def _publish(self, broker_id: int, events: list[Event]) -> None:
+        assert self._producer is not None
+        for ev in events:
+            self._producer.send(
+                self.settings.events_topic, key=str(broker_id).encode(), value=event_to_json(ev).encode()
+            )
+
+    def _deregister(self, bid: int) -> None:
+        m = self.members.pop(bid, None)
+        if m is None:
+            return
+        self.fabric.remove(bid)
+        try:
+            m.zk.stop()
+            m.zk.close()
+        finally:
+            m.server.stop()
+        log.info("broker %s deregistered", bid)
+
+    def _reregister(self, bid: int) -> None:
+        """The session expired (Kafka re-registers with a new broker epoch)."""
+        m = self.members[bid]
+        m.session_lost.clear()
+        try:
+            m.zk.restart()
+            epoch = register(m.zk, bid, self.settings.host, m.server.port, self.settings.rack)
+        except Exception as e:
+            log.error("broker %s could not re-register: %s", bid, e)
+            m.session_lost.set()
+            return
+        with self.fabric.locks[bid]:
+            m.broker.broker_epoch = epoch
+        log.warning("broker %s re-registered after session loss, epoch %s", bid, epoch)
+
+    def _write_status(self) -> None:
+        path = self.settings.status_file
+        t = now_ms()
+        if path is None or t - self._last_status_ms < 1000:
+            return
+        self._last_status_ms = t
+        status: dict[str, Any] = {"brokers": {}, "time_ms": int(time.time() * 1000)}
+        brokers = sorted(self.fabric.brokers.values(), key=lambda b: b.broker_id)
+        with contextlib.ExitStack() as stack:
+            for b in brokers:  # fetch-server threads mutate leaders' state: hold every lock, in id order
+                stack.enter_context(self.fabric.locks[b.broker_id])
+            for b in brokers:
+                status["brokers"][str(b.broker_id)] = b.status()
+            tps = sorted({tp for b in brokers for tp in b.partitions})
+            status["loss"] = {
+                str(tp): {"acknowledged": r.acknowledged, "lost": len(r.lost), "leader": r.leader}
+                for tp in tps
+                for r in [acknowledged_lost(brokers, tp)]
+            }
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(status, indent=1))
+        tmp.replace(path)

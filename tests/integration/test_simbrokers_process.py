@@ -1,0 +1,247 @@
+"""Simulated broker processes against the real ZooKeeper and the real Kafka-protocol broker.
+
+Each test uses its own ZooKeeper chroot and its own topic names, and plays the controller by writing
+requests in the sink's shape to the requests topic and reading the brokers' events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kazoo.client import KazooClient
+
+from core.decisions import RequestApi
+from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse, event_from_json
+from simbrokers.control import ControlCommand
+from simbrokers.requests import encode_request
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Env:
+    zk_connect: str
+    bootstrap: str
+    requests: str
+    events: str
+    control_topic: str
+    zk: KazooClient
+    producer: KafkaProducer
+    consumer: KafkaConsumer
+    procs: list[subprocess.Popen[bytes]]
+    tmp: Path
+
+    def start(self, brokers: str, *extra: str) -> subprocess.Popen[bytes]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "simbrokers",
+            "--brokers",
+            brokers,
+            "--zookeeper",
+            self.zk_connect,
+            "--bootstrap-server",
+            self.bootstrap,
+            "--requests-topic",
+            self.requests,
+            "--events-topic",
+            self.events,
+            "--control-topic",
+            self.control_topic,
+            "--session-timeout-ms",
+            "4000",
+            *extra,
+        ]
+        log = (self.tmp / f"simbrokers-{brokers}.log").open("wb")
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def send(self, broker: int, api: RequestApi, body: dict[str, Any], *, batch: int, epoch: int = 1) -> None:
+        key, value = encode_request(broker, api, epoch, batch, body)
+        self.producer.send(self.requests, key=key, value=value)
+        self.producer.flush()
+
+    def control(self, cmd: ControlCommand) -> None:
+        self.producer.send(self.control_topic, key=str(cmd.broker_id).encode(), value=cmd.to_json().encode())
+        self.producer.flush()
+
+    def wait_events(self, pred: Callable[[Event], bool], count: int = 1, timeout: float = 20.0) -> list[Event]:
+        got: list[Event] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and len(got) < count:
+            for recs in self.consumer.poll(timeout_ms=200).values():
+                for r in recs:
+                    ev = event_from_json(r.value)
+                    if pred(ev):
+                        got.append(ev)
+        assert len(got) >= count, f"expected {count} events, got {got}"
+        return got
+
+    def wait_for(self, cond: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cond():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; logs: {self.logs()}")
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text()[-3000:] for p in self.tmp.glob("simbrokers-*.log"))
+
+
+@pytest.fixture()
+def env(zookeeper: Any, kafka_broker: Any, tmp_path: Path) -> Iterator[Env]:
+    run = uuid.uuid4().hex[:8]
+    root = KazooClient(hosts=zookeeper.connect, timeout=10)
+    root.start(timeout=10)
+    root.ensure_path(f"/sim-{run}")
+    root.stop()
+    root.close()
+    zk_connect = f"{zookeeper.connect}/sim-{run}"
+    zk = KazooClient(hosts=zk_connect, timeout=10)
+    zk.start(timeout=10)
+    names = (f"sim-{run}.requests", f"sim-{run}.events", f"sim-{run}.control")
+    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    admin.create_topics([NewTopic(names[0], 3, 1), NewTopic(names[1], 1, 1), NewTopic(names[2], 1, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False, group_id=None)
+    tp = TopicPartition(names[1], 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    e = Env(zk_connect, kafka_broker.bootstrap, *names, zk, producer, consumer, [], tmp_path)
+    try:
+        yield e
+    finally:
+        for p in e.procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait(10)
+        producer.close()
+        consumer.close()
+        zk.stop()
+        zk.close()
+
+
+def lisr(leader: int, epoch: int, isr: list[int], replicas: list[int], live: list[tuple[int, int]]) -> dict[str, Any]:
+    return {
+        "controllerId": 0,
+        "controllerEpoch": 1,
+        "brokerEpoch": -1,
+        "type": 0,
+        "topicStates": [
+            {
+                "topicName": "orders",
+                "topicId": "AAAAAAAAAAAAAAAAAAAAAA",
+                "partitionStates": [
+                    {
+                        "partitionIndex": 0,
+                        "controllerEpoch": 1,
+                        "leader": leader,
+                        "leaderEpoch": epoch,
+                        "isr": isr,
+                        "partitionEpoch": 0,
+                        "replicas": replicas,
+                        "addingReplicas": [],
+                        "removingReplicas": [],
+                        "isNew": True,
+                        "leaderRecoveryState": 0,
+                    }
+                ],
+            }
+        ],
+        "liveLeaders": [{"brokerId": b, "hostName": "127.0.0.1", "port": port} for b, port in live],
+    }
+
+
+def registration(env: Env, broker: int) -> tuple[dict[str, Any], Any]:
+    data, stat = env.zk.get(f"/brokers/ids/{broker}")
+    return json.loads(data), stat
+
+
+def test_brokers_register_answer_leader_and_isr_and_shut_down_on_sigterm(env: Env) -> None:
+    proc = env.start("1,2,3")
+    env.wait_for(
+        lambda: len(env.zk.get_children("/brokers/ids") if env.zk.exists("/brokers/ids") else []) == 3,
+        what="3 registrations",
+    )
+    reg, stat = registration(env, 1)
+    assert stat.ephemeralOwner != 0
+    assert reg["version"] == 5 and reg["jmx_port"] == -1 and reg["features"] == {}
+    assert reg["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
+    assert reg["endpoints"] == [f"PLAINTEXT://127.0.0.1:{reg['port']}"] and reg["host"] == "127.0.0.1"
+    assert reg["timestamp"].isdigit() and reg["rack"] is None
+    leader_port = reg["port"]
+
+    for b in (1, 2, 3):
+        env.send(b, RequestApi.LEADER_AND_ISR, lisr(1, 0, [1, 2, 3], [1, 2, 3], [(1, leader_port)]), batch=1)
+    answers = env.wait_events(lambda e: isinstance(e, LeaderAndIsrResponse), count=3)
+    assert sorted(e.broker_id for e in answers if isinstance(e, LeaderAndIsrResponse)) == [1, 2, 3]
+    assert all(p.error_code == 0 for e in answers if isinstance(e, LeaderAndIsrResponse) for p in e.partitions)
+
+    # a hard kill of one broker: its session closes and the registration vanishes at once
+    env.control(ControlCommand(3, "kill"))
+    env.wait_for(lambda: env.zk.exists("/brokers/ids/3") is None, what="broker 3 to vanish")
+
+    proc.send_signal(signal.SIGTERM)
+    asks = env.wait_events(lambda e: isinstance(e, ControlledShutdown), count=2)
+    epochs = {e.broker_id: e.broker_epoch for e in asks if isinstance(e, ControlledShutdown)}
+    assert epochs[1] == registration(env, 1)[1].czxid
+    # the controller answers broker 1 from two buckets in one batch: one still lists a partition
+    env.send(1, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, {"errorCode": 0, "remainingPartitions": []}, batch=7)
+    env.send(
+        1,
+        RequestApi.CONTROLLED_SHUTDOWN_RESPONSE,
+        {"errorCode": 0, "remainingPartitions": [{"topicName": "orders", "partitionIndex": 0}]},
+        batch=7,
+    )
+    env.send(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, {"errorCode": 0, "remainingPartitions": []}, batch=7)
+    env.wait_for(lambda: env.zk.exists("/brokers/ids/2") is None, what="broker 2 to deregister")
+    assert env.zk.exists("/brokers/ids/1") is not None  # not done: it retries
+    retry = env.wait_events(lambda e: isinstance(e, ControlledShutdown) and e.broker_id == 1, timeout=10)
+    assert retry
+    env.send(1, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, {"errorCode": 0, "remainingPartitions": []}, batch=8)
+    assert proc.wait(20) == 0
+    assert env.zk.exists("/brokers/ids/1") is None
+
+
+def test_followers_in_another_process_fetch_over_tcp_and_a_stuck_one_leaves_the_isr(env: Env) -> None:
+    status = env.tmp / "b.json"
+    env.start("1", "--replica-lag-time-max-ms", "1500", "--produce-rate", "50")
+    env.start("2", "--status-file", str(status))
+    env.wait_for(lambda: env.zk.exists("/brokers/ids/1") and env.zk.exists("/brokers/ids/2"), what="registrations")
+    leader_port = registration(env, 1)[0]["port"]
+    for b in (1, 2):
+        env.send(b, RequestApi.LEADER_AND_ISR, lisr(1, 0, [1, 2], [1, 2], [(1, leader_port)]), batch=1)
+    env.wait_events(lambda e: isinstance(e, LeaderAndIsrResponse), count=2)
+
+    def follower() -> dict[str, Any]:
+        if not status.exists():
+            return {}
+        return dict(json.loads(status.read_text())["brokers"]["2"]["partitions"].get("orders-0", {}))
+
+    env.wait_for(lambda: follower().get("hw", 0) > 20, what="the follower to replicate and learn the HW")
+    assert follower()["role"] == "follower"
+
+    env.control(ControlCommand(2, "stuck-follower"))
+    [shrink] = env.wait_events(lambda e: isinstance(e, AlterPartition), timeout=15)
+    assert isinstance(shrink, AlterPartition)
+    assert (shrink.broker_id, shrink.topic, shrink.partition, shrink.new_isr) == (1, "orders", 0, (1,))
+    assert shrink.broker_epoch == registration(env, 1)[1].czxid
+    assert (shrink.leader_epoch, shrink.partition_epoch) == (0, 0)
