@@ -18,7 +18,8 @@ What it checks and answers, as Kafka's ``ReplicaManager`` / ``KafkaApis`` do:
 * **AlterPartitionResponse**: commits or drops the pending ISR change of each partition;
 * **ControlledShutdownResponse**: fed to :class:`simbrokers.shutdown.ControlledShutdownProcess`.
 
-Duplicate requests (same :attr:`simbrokers.requests.Envelope.dedupe_key`) are dropped.
+Duplicates are dropped: per API, a message older than the highest ``(controllerEpoch, batchId)`` applied,
+or one already applied (same :attr:`simbrokers.requests.Envelope.dedupe_key`).
 
 Faults: a *slow* follower fetches at a longer interval and/or fewer records per fetch; a *stuck* follower
 stops fetching; a *disk failure* takes every replica offline (no serving, no fetching, storage errors
@@ -30,6 +31,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
+from core.decisions import RequestApi
 from core.events import (
     AlterPartition,
     ControlledShutdown,
@@ -137,6 +139,7 @@ class SimBroker:
         )
         self.truncated_records = 0
         self._applied: OrderedDict[tuple[int, int, str, str], None] = OrderedDict()
+        self._applied_high: dict[RequestApi, tuple[int, int]] = {}
         self._log_dir_failure_reported = False
         self._pending_events: list[Event] = []
 
@@ -146,12 +149,8 @@ class SimBroker:
         """Apply one request addressed to this broker; returns the events to publish."""
         if env.broker_id != self.broker_id:
             return []
-        key = env.dedupe_key
-        if key in self._applied:
+        if not self._first_application(env):
             return []
-        self._applied[key] = None
-        if len(self._applied) > _DEDUPE_CAPACITY:
-            self._applied.popitem(last=False)
         body = env.body
         if isinstance(body, LeaderAndIsrRequest):
             return [self._leader_and_isr(body, now_ms)]
@@ -170,6 +169,22 @@ class SimBroker:
             self._alter_partition_response(body, now_ms)
             return []
         raise AssertionError(f"unhandled request {env.api}")
+
+    def _first_application(self, env: Envelope) -> bool:
+        """Per API, the highest ``(controllerEpoch, batchId)`` applied so far: older messages are dropped (a
+        replayed or out-of-date batch); messages of that same batch apply once each (by body digest)."""
+        mark = (env.controller_epoch, env.batch_id)
+        high = self._applied_high.get(env.api)
+        if high is not None and mark < high:
+            return False
+        key = env.dedupe_key
+        if key in self._applied:
+            return False
+        self._applied_high[env.api] = mark
+        self._applied[key] = None
+        if len(self._applied) > _DEDUPE_CAPACITY:
+            self._applied.popitem(last=False)
+        return True
 
     def _stale_broker_epoch(self, request_epoch: int) -> bool:
         return request_epoch != -1 and request_epoch < self.broker_epoch

@@ -13,9 +13,13 @@ Parsing is strict: a malformed message raises :class:`core.errors.FormatError` n
 reason; the shell logs it and skips the message. Bodies become frozen dataclasses so that the broker
 logic never touches raw JSON.
 
-Deduplication key: ``(controllerEpoch, batchId, api, digest of body)``. A replayed micro-batch writes
-the same messages again and is dropped; several messages of one batch that differ in body (one per
-controller bucket) are all applied.
+The sink (``sinks/requests.py``) also writes ``"version": 1`` and ``"brokerId"`` in the value; they are
+checked when present (``brokerId`` must equal the key).
+
+Deduplication (applied by :class:`simbrokers.broker.SimBroker`): per API, a message whose
+``(controllerEpoch, batchId)`` is below the highest one applied is dropped, and so is a repeat of
+``(controllerEpoch, batchId, api, digest of body)``. The sink sends one merged message per broker, API and
+batch; should a batch ever carry several messages of one API (one per bucket), each still applies once.
 """
 
 from __future__ import annotations
@@ -193,6 +197,10 @@ def parse_request(key: bytes | str | None, value: bytes | str) -> Envelope:
     except ValueError:
         known = ", ".join(a.value for a in RequestApi)
         raise FormatError("api", f"unknown api '{api_text}'; known: {known}") from None
+    if o.get("version") is not None and jf.integer(o, "version") != 1:
+        raise FormatError("version", f"unsupported version {o.get('version')}; this simbrokers reads version 1")
+    if o.get("brokerId") is not None and jf.integer(o, "brokerId") != broker_id:
+        raise FormatError("brokerId", f"is {o.get('brokerId')} but the message key says broker {broker_id}")
     controller_epoch = jf.integer(o, "controllerEpoch", minimum=0)
     batch_id = jf.integer(o, "batchId")
     body_raw = jf.req(o, "body")
@@ -371,5 +379,12 @@ def encode_request(
     """The (key, value) of one ``livectl.requests`` message, as the sink is expected to write it.
 
     Used by tests and tools that play the controller's part."""
-    value = {"api": api.value, "controllerEpoch": controller_epoch, "batchId": batch_id, "body": dict(body)}
+    value = {
+        "version": 1,
+        "api": api.value,
+        "controllerEpoch": controller_epoch,
+        "batchId": batch_id,
+        "brokerId": broker_id,
+        "body": dict(body),
+    }
     return str(broker_id).encode(), json.dumps(value, separators=(",", ":"), sort_keys=True).encode()

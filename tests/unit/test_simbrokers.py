@@ -272,6 +272,10 @@ def test_replayed_request_is_dropped_but_other_bucket_messages_apply() -> None:
     other = lisr_body(leader=1, leader_epoch=0, isr=[1], replicas=[1])
     other["topicStates"][0]["topicName"] = "other"
     assert len(b.handle(envelope(1, RequestApi.LEADER_AND_ISR, other, batch=9), 0)) == 1
+    older = lisr_body(leader=1, leader_epoch=5, isr=[1], replicas=[1])
+    assert b.handle(envelope(1, RequestApi.LEADER_AND_ISR, older, batch=8), 0) == []  # an older batch
+    assert part(b).leader_epoch == 0
+    assert len(b.handle(envelope(1, RequestApi.LEADER_AND_ISR, older, batch=1, epoch=2), 0)) == 1  # newer controller
 
 
 def test_request_for_another_broker_is_ignored() -> None:
