@@ -76,7 +76,7 @@ class Settings:
                 continue
             if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise SettingsError(f.name, f"must be {expected.__name__}, got {type(value).__name__} {value!r}")
-            if expected is str and not value.strip():
+            if isinstance(value, str) and not value.strip():
                 raise SettingsError(f.name, "must not be empty")
         for name in ("zookeeper_session_timeout_ms", "num_buckets", "max_records_per_batch", "zk_ops_per_transaction"):
             if getattr(self, name) < 1:

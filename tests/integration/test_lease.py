@@ -1,0 +1,133 @@
+"""The controller lease against a real ZooKeeper: Kafka's election, standby, takeover, fencing."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from core.decisions import ZkOp, ZkWrite
+from sinks.errors import ControllerFencedError
+from sinks.ports import Fence
+from sinks.zookeeper import ZooKeeperSink
+from streaming.lease import ControllerLease, LeaseTimeoutError, read_controller_id
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def zk_connect(zookeeper: Any) -> str:
+    root = f"/lease-{uuid.uuid4().hex[:12]}"
+    base = KazooClient(hosts=zookeeper.connect)
+    base.start(timeout=15)
+    base.ensure_path(root)
+    base.stop()
+    base.close()
+    return f"{zookeeper.connect}{root}"
+
+
+@pytest.fixture
+def clients(zk_connect: str) -> Iterator[list[KazooClient]]:
+    made: list[KazooClient] = []
+
+    def make() -> KazooClient:
+        c = KazooClient(hosts=zk_connect, timeout=6)
+        c.start(timeout=15)
+        made.append(c)
+        return c
+
+    yield [make(), make(), make()]
+    for c in made:
+        c.stop()
+        c.close()
+
+
+def test_first_election_follows_kafka(clients: list[KazooClient]) -> None:
+    a, _, observer = clients
+    fence = ControllerLease(a, 7, clock_ms=lambda: 1234).acquire(timeout=5)
+    assert fence == Fence(1, 1)  # /controller_epoch created with "0", then bumped to 1 in the multi-op
+    data, stat = observer.get("/controller")
+    assert json.loads(data) == {"version": 1, "brokerid": 7, "timestamp": "1234"}
+    assert stat.ephemeralOwner == a.client_id[0]
+    assert observer.get("/controller_epoch")[0] == b"1"
+
+
+def test_epoch_continues_from_what_zookeeper_holds(clients: list[KazooClient]) -> None:
+    a, _, observer = clients
+    observer.create("/controller_epoch", b"7")
+    observer.set("/controller_epoch", b"7")
+    assert ControllerLease(a, 1).acquire(timeout=5) == Fence(8, 2)
+
+
+def test_standby_takes_over_with_the_next_epoch_and_fences_the_old_controller(clients: list[KazooClient]) -> None:
+    a, b, observer = clients
+    lost: list[str] = []
+    first = ControllerLease(a, 1, on_lost=lost.append)
+    fence1 = first.acquire(timeout=5)
+    ZooKeeperSink(observer, fence1, "q").write_batch(0, [ZkWrite(ZkOp.CREATE, "/brokers/ids", None, make_parents=True)])
+
+    second = ControllerLease(b, 2)
+    assert second.try_acquire() is None
+    with pytest.raises(LeaseTimeoutError):
+        second.acquire(timeout=0.5)
+    won: list[Fence] = []
+    waiter = threading.Thread(target=lambda: won.append(second.acquire(timeout=30)))
+    waiter.start()
+    waiter.join(1.0)
+    assert waiter.is_alive() and not won  # standby while the first one lives
+
+    a.stop()  # the first controller's session ends: /controller vanishes
+    waiter.join(20)
+    assert won == [Fence(fence1.controller_epoch + 1, fence1.epoch_zk_version + 1)]
+    assert read_controller_id(observer) == 2
+    assert first.lost and lost and "session" in lost[0]
+
+    # a zombie still writing with the first fence (on any live session) is refused
+    zombie = ZooKeeperSink(observer, fence1, "q")
+    with pytest.raises(ControllerFencedError):
+        zombie.write_batch(1, [ZkWrite(ZkOp.CREATE, "/brokers/ids/zombie", "{}")])
+    assert observer.exists("/brokers/ids/zombie") is None
+    # the new controller's sink writes fine
+    assert ZooKeeperSink(observer, won[0], "q").write_batch(1, [ZkWrite(ZkOp.CREATE, "/brokers/ids/new", "{}")]).ok
+
+
+def test_holder_is_told_when_its_controller_znode_goes_away(clients: list[KazooClient]) -> None:
+    a, b, observer = clients
+    lost = threading.Event()
+    reasons: list[str] = []
+    lease = ControllerLease(a, 1, on_lost=lambda r: (reasons.append(r), lost.set()))
+    lease.acquire(timeout=5)
+    observer.delete("/controller")  # e.g. an operator forcing a re-election, as with Kafka
+    assert lost.wait(10) and lease.lost
+    assert reasons == ["/controller was deleted"]
+    assert ControllerLease(b, 2).acquire(timeout=5).controller_epoch == 2
+
+
+def test_resign_lets_a_standby_in(clients: list[KazooClient]) -> None:
+    a, b, _ = clients
+    first = ControllerLease(a, 1)
+    first.acquire(timeout=5)
+    second = ControllerLease(b, 2)
+    won: list[Fence] = []
+    waiter = threading.Thread(target=lambda: won.append(second.acquire(timeout=30)))
+    waiter.start()
+    first.release()
+    waiter.join(10)
+    assert won and won[0].controller_epoch == 2 and first.lost_reason == "resigned"
+
+
+def test_a_standby_can_be_told_to_stop_waiting(clients: list[KazooClient]) -> None:
+    a, b, _ = clients
+    ControllerLease(a, 1).acquire(timeout=5)
+    stop = threading.Event()
+    result: list[Fence | None] = [Fence(0, 0)]
+    waiter = threading.Thread(target=lambda: result.__setitem__(0, ControllerLease(b, 2).acquire(stop=stop)))
+    waiter.start()
+    stop.set()
+    waiter.join(5)
+    assert not waiter.is_alive() and result == [None]
