@@ -69,6 +69,7 @@ from core.context import (
     LeaderAndIsr,
     LiveBroker,
     context_from_dict,
+    sort_tps,
 )
 from core.decisions import (
     ANY_VERSION,
@@ -259,7 +260,7 @@ class _Controller:
         """New and Offline partitions (not queued for deletion) -> Online with the offline strategy;
         returns the failures."""
         ctx = self.ctx
-        tps = sorted(
+        tps = sort_tps(
             tp
             for tp in ctx.offline_or_new_partitions
             if tp.topic not in ctx.topics_to_be_deleted and (topic is None or tp.topic == topic)
@@ -306,7 +307,7 @@ class _Controller:
                 ctx.topics_to_be_deleted
             ):
                 with_offline_leader.append(tp)
-        with_offline_leader.sort()
+        with_offline_leader.sort(key=lambda tp: (tp.topic, tp.partition))
         self._partition_states(with_offline_leader, PartitionState.OFFLINE)
         n_candidates = sum(1 for tp in ctx.offline_or_new_partitions if tp.topic not in ctx.topics_to_be_deleted)
         failures = self.trigger_online_partition_state_change()
@@ -346,7 +347,7 @@ class _Controller:
             self._shutdown_response(ev.broker_id, ERROR_CODES["STALE_BROKER_EPOCH"], [])
             return
         ctx.shutting_down_broker_ids.add(ev.broker_id)
-        act_on = sorted(
+        act_on = sort_tps(
             tp
             for tp in ctx.partitions_on_broker(ev.broker_id)
             if len(ctx.replicas(tp)) > 1 and tp in ctx.partition_leadership and tp.topic not in ctx.topics_to_be_deleted

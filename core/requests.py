@@ -224,8 +224,8 @@ class RequestBatch:
         if tp.topic in ctx.topics_to_be_deleted:
             epoch = EPOCH_DURING_DELETE
         else:
-            lai = ctx.leader_and_isr(tp)
-            epoch = lai.leader_epoch if lai is not None else NO_EPOCH
+            li = ctx.partition_leadership.get(tp)
+            epoch = li.leader_and_isr.leader_epoch if li is not None else NO_EPOCH
         for b in broker_ids:
             if b < 0:
                 continue

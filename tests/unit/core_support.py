@@ -1,0 +1,159 @@
+"""Test helpers: a fake ZooKeeper that applies ZkWrites, a cluster driver and invariant checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from core.controller import ControllerConfig, ControllerState, initial_state, step
+from core.decisions import BrokerRequest, Decision, RequestApi, ZkOp, ZkWrite
+from core.events import (
+    AlterPartition,
+    BrokerInfo,
+    BrokerStartup,
+    ControllerFailover,
+    Endpoint,
+    Event,
+    PartitionError,
+    StopReplicaResponse,
+    TopicPartition,
+)
+from core.zkdata import snapshot_from_znodes
+
+
+class ZkConflict(AssertionError):
+    pass
+
+
+@dataclass
+class FakeZk:
+    """path -> (data, version); applies ZkWrites with ZooKeeper's version rules."""
+
+    nodes: dict[str, tuple[str | None, int]] = field(default_factory=dict)
+    history: list[ZkWrite] = field(default_factory=list)
+
+    def apply(self, writes: Iterable[Decision]) -> None:
+        for w in writes:
+            if not isinstance(w, ZkWrite):
+                continue
+            self.history.append(w)
+            if w.op is ZkOp.CREATE:
+                if w.path in self.nodes:
+                    raise ZkConflict(f"NodeExists {w.path}")
+                if w.make_parents:
+                    parts = w.path.split("/")
+                    for i in range(2, len(parts)):
+                        self.nodes.setdefault("/".join(parts[:i]), (None, 0))
+                self.nodes[w.path] = (w.data, 0)
+            elif w.op is ZkOp.SET:
+                cur = self.nodes.get(w.path)
+                if cur is None:
+                    raise ZkConflict(f"NoNode {w.path}")
+                if w.expected_version not in (-1, cur[1]):
+                    raise ZkConflict(f"BadVersion {w.path}: expected {w.expected_version}, is {cur[1]}")
+                self.nodes[w.path] = (w.data, cur[1] + 1)
+            elif w.op is ZkOp.DELETE:
+                self.nodes.pop(w.path, None)
+            else:
+                for p in [p for p in self.nodes if p == w.path or p.startswith(w.path + "/")]:
+                    del self.nodes[p]
+
+    def get(self, path: str) -> str | None:
+        n = self.nodes.get(path)
+        return n[0] if n else None
+
+
+def endpoint(b: int) -> tuple[Endpoint, ...]:
+    return (Endpoint("PLAINTEXT", f"broker{b}", 9092 + b),)
+
+
+def startup(b: int, epoch: int = 100, rack: str | None = None) -> BrokerStartup:
+    return BrokerStartup(b, epoch + b, rack, endpoint(b))
+
+
+@dataclass
+class Cluster:
+    """Drives one controller state with a fake ZooKeeper and simple simulated brokers."""
+
+    state: ControllerState
+    zk: FakeZk = field(default_factory=FakeZk)
+    decisions: list[Decision] = field(default_factory=list)
+    controller_epoch: int = 1
+
+    @staticmethod
+    def start(
+        brokers: Sequence[int], config: ControllerConfig | None = None, racks: dict[int, str] | None = None
+    ) -> Cluster:
+        c = Cluster(initial_state(config))
+        snap = snapshot_from_znodes(
+            {}, [BrokerInfo(b, 100 + b, (racks or {}).get(b), endpoint(b)) for b in brokers], 1, 0
+        )
+        c.run(ControllerFailover(0, snap))
+        return c
+
+    def run(self, *events: Event) -> list[Decision]:
+        self.state, ds = step(self.state, events)
+        self.zk.apply(ds)
+        self.decisions = ds
+        return ds
+
+    @property
+    def ctx(self):  # type: ignore[no-untyped-def]
+        return self.state.context
+
+    def requests(self, api: RequestApi | None = None, broker: int | None = None) -> list[BrokerRequest]:
+        return [
+            d
+            for d in self.decisions
+            if isinstance(d, BrokerRequest)
+            and (api is None or d.api is api)
+            and (broker is None or d.broker_id == broker)
+        ]
+
+    def failover(self, controller_id: int = 0) -> list[Decision]:
+        """A new controller: epoch + 1, context rebuilt from the fake ZooKeeper."""
+        self.controller_epoch += 1
+        brokers = [
+            BrokerInfo(b.id, b.epoch, b.rack, b.endpoints)
+            for b in sorted(self.ctx.live_brokers.values(), key=lambda b: b.id)
+        ]
+        snap = snapshot_from_znodes(self.zk.nodes, brokers, self.controller_epoch, self.controller_epoch - 1)
+        fresh = ControllerState(config=self.state.config)
+        self.state = fresh
+        return self.run(ControllerFailover(controller_id, snap))
+
+    def catch_up(self, tp: TopicPartition) -> list[Decision]:
+        """The leader adds every live replica of RS to the ISR (one AlterPartition)."""
+        li = self.ctx.leadership(tp)
+        assert li is not None
+        lai = li.leader_and_isr
+        live = self.ctx.live_broker_ids
+        new_isr = tuple(r for r in self.ctx.replicas(tp) if r in live and (r in lai.isr or r != lai.leader))
+        leader = lai.leader
+        if leader not in new_isr:
+            new_isr = (leader, *new_isr)
+        ev = AlterPartition(
+            leader,
+            self.ctx.live_brokers[leader].epoch,
+            tp.topic,
+            tp.partition,
+            lai.leader_epoch,
+            lai.partition_epoch,
+            new_isr,
+        )
+        return self.run(ev)
+
+    def ack_stop_replicas(self) -> list[Decision]:
+        """Every broker answers the StopReplica (delete) requests of the last step with success."""
+        events: list[Event] = []
+        for r in self.requests(RequestApi.STOP_REPLICA):
+            body = r.body_json()
+            parts = tuple(
+                PartitionError(ts["topicName"], ps["partitionIndex"], 0)
+                for ts in body["topicStates"]
+                for ps in ts["partitionStates"]
+                if ps["deletePartition"]
+            )
+            if parts:
+                events.append(StopReplicaResponse(r.broker_id, parts))
+        return self.run(*events)
