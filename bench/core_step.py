@@ -68,7 +68,8 @@ def main() -> None:
     t0 = time.perf_counter()
     state = build_state(args.brokers, args.partitions, args.rf, 100)
     print(
-        f"built {args.partitions} partitions on {args.brokers} brokers (rf {args.rf}) in {time.perf_counter() - t0:.1f} s"
+        f"built {args.partitions} partitions on {args.brokers} brokers (rf {args.rf}) "
+        f"in {time.perf_counter() - t0:.1f} s"
     )
     best_step = float("inf")
     best_base = float("inf")

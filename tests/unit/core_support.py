@@ -21,7 +21,7 @@ from core.events import (
 from core.zkdata import snapshot_from_znodes
 
 
-class ZkConflict(AssertionError):
+class ZkConflictError(AssertionError):
     pass
 
 
@@ -39,7 +39,7 @@ class FakeZk:
             self.history.append(w)
             if w.op is ZkOp.CREATE:
                 if w.path in self.nodes:
-                    raise ZkConflict(f"NodeExists {w.path}")
+                    raise ZkConflictError(f"NodeExists {w.path}")
                 if w.make_parents:
                     parts = w.path.split("/")
                     for i in range(2, len(parts)):
@@ -48,9 +48,9 @@ class FakeZk:
             elif w.op is ZkOp.SET:
                 cur = self.nodes.get(w.path)
                 if cur is None:
-                    raise ZkConflict(f"NoNode {w.path}")
+                    raise ZkConflictError(f"NoNode {w.path}")
                 if w.expected_version not in (-1, cur[1]):
-                    raise ZkConflict(f"BadVersion {w.path}: expected {w.expected_version}, is {cur[1]}")
+                    raise ZkConflictError(f"BadVersion {w.path}: expected {w.expected_version}, is {cur[1]}")
                 self.nodes[w.path] = (w.data, cur[1] + 1)
             elif w.op is ZkOp.DELETE:
                 self.nodes.pop(w.path, None)
