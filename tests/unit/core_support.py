@@ -128,10 +128,8 @@ class Cluster:
         assert li is not None
         lai = li.leader_and_isr
         live = self.ctx.live_broker_ids
-        new_isr = tuple(r for r in self.ctx.replicas(tp) if r in live and (r in lai.isr or r != lai.leader))
         leader = lai.leader
-        if leader not in new_isr:
-            new_isr = (leader, *new_isr)
+        new_isr = lai.isr + tuple(r for r in self.ctx.replicas(tp) if r in live and r not in lai.isr)
         ev = AlterPartition(
             leader,
             self.ctx.live_brokers[leader].epoch,
