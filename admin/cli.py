@@ -1,0 +1,816 @@
+"""The admin commands of ``livectl`` (and ``python -m admin``), with the habits of Kafka's tools.
+
+=====================  ==========================================================================
+``topics``             ``--create/--delete/--describe/--list/--alter`` (``kafka-topics``)
+``reassign``           ``--generate/--execute/--verify/--cancel`` (``kafka-reassign-partitions``)
+``elect-leaders``      ``--election-type PREFERRED|UNCLEAN`` (``kafka-leader-election``)
+``brokers list``       registrations under ``/brokers/ids``
+``broker shutdown N``  ask simulated broker N for a controlled shutdown (control topic)
+``broker kill N``      make simulated broker N vanish (session closed, no controlled shutdown)
+``broker fault N ...`` inject ``slow-follower``, ``stuck-follower``, ``disk-failure``, ``clear``, ``produce-rate``
+``controller status``  ``/controller`` and ``/controller_epoch``
+=====================  ==========================================================================
+
+Writes are :mod:`core.events` admin commands published to ``livectl.admin`` with a fresh request id;
+``--wait`` follows the :class:`core.decisions.AdminResult` on ``livectl.admin-results``. Reads come
+straight from ZooKeeper. Input is validated locally with core's decoders first.
+
+Exit codes: 0 success; 1 the operation failed (controller error, topic exists, ...); 2 invalid input
+(usage, field and reason named); 3 not finished (``--wait`` timed out, ``--verify`` still in progress);
+4 ZooKeeper or Kafka unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from admin import files
+from admin.publish import (
+    ADMIN_RESULTS_TOPIC,
+    ADMIN_TOPIC,
+    KafkaUnavailableError,
+    Progress,
+    ResultFollower,
+    WaitTimeoutError,
+    new_request_id,
+    publish,
+    publish_command,
+)
+from admin.zkread import ZkReader, ZkUnavailableError, connect
+from core.decisions import AdminResult, AdminStatus
+from core.errors import FormatError
+from core.events import (
+    AdminCommand,
+    AlterTopicConfig,
+    CreatePartitions,
+    CreateTopic,
+    DeleteTopic,
+    ElectionType,
+    ElectLeaders,
+    ReassignPartitions,
+    TopicPartition,
+    decode_event,
+    encode_event,
+)
+from simbrokers.control import CONTROL_TOPIC, ControlCommand
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_PENDING = 3
+EXIT_UNAVAILABLE = 4
+
+#: core event field -> the option that sets it (for error messages)
+_OPTION_OF = {
+    "topic": "--topic",
+    "partitions": "--partitions",
+    "replication_factor": "--replication-factor",
+    "replica_assignment": "--replica-assignment",
+    "configs": "--config",
+    "total_count": "--partitions",
+    "election_type": "--election-type",
+}
+
+
+class AdminError(Exception):
+    """Root of the admin CLI's own exceptions."""
+
+
+class UsageError(AdminError):
+    """Invalid input: ``field`` (an option or file field) and ``reason``."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class OperationFailedError(AdminError):
+    """The operation was refused or failed; the message says why."""
+
+
+class NotFinishedError(AdminError):
+    """The operation has not finished (yet)."""
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+# ----------------------------------------------------------------------------- defaults
+
+
+def _local_services_address(name: str) -> str | None:
+    """Address of a service started by ``livectl local up`` in ./run/local, if any."""
+    state = Path("run") / "local" / "services.json"
+    try:
+        raw = json.loads(state.read_text())
+        address = raw[name]["address"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return str(address)
+
+
+def default_bootstrap() -> str:
+    return os.environ.get("LIVECTL_BOOTSTRAP_SERVER") or _local_services_address("broker") or "127.0.0.1:9092"
+
+
+def default_zookeeper() -> str:
+    return os.environ.get("LIVECTL_ZOOKEEPER") or _local_services_address("zookeeper") or "127.0.0.1:2181"
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def _common(write: bool) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("connection")
+    g.add_argument(
+        "--bootstrap-server",
+        default=None,
+        help="Kafka bootstrap server (default: $LIVECTL_BOOTSTRAP_SERVER, `livectl local up`, or 127.0.0.1:9092)",
+    )
+    g.add_argument(
+        "--zookeeper",
+        default=None,
+        help="ZooKeeper connect string (default: $LIVECTL_ZOOKEEPER, `livectl local up`, or 127.0.0.1:2181)",
+    )
+    if write:
+        g.add_argument("--admin-topic", default=ADMIN_TOPIC, help="commands topic (default: %(default)s)")
+        g.add_argument(
+            "--admin-results-topic", default=ADMIN_RESULTS_TOPIC, help="results topic (default: %(default)s)"
+        )
+        w = p.add_argument_group("waiting")
+        w.add_argument("--wait", action="store_true", help="follow the controller's result until ok or error")
+        w.add_argument("--timeout", type=float, default=120.0, help="seconds to --wait (default: %(default)s)")
+    return p
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the admin subcommands to the top-level ``livectl`` parser."""
+    write, read = _common(True), _common(False)
+    _add_topics(subparsers, write)
+    _add_reassign(subparsers, write)
+    _add_elect(subparsers, write)
+    _add_brokers(subparsers, read)
+    _add_broker(subparsers, write)
+    _add_controller(subparsers, read)
+
+
+def _add_topics(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "topics",
+        parents=[common],
+        help="create, delete, describe, list and alter topics (kafka-topics)",
+        description="Create, delete, describe, list and alter topics, like kafka-topics.",
+    )
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--create", action="store_true", help="create a topic")
+    action.add_argument("--delete", action="store_true", help="delete a topic")
+    action.add_argument("--describe", action="store_true", help="describe topics (from ZooKeeper)")
+    action.add_argument("--list", action="store_true", help="list topics (from ZooKeeper)")
+    action.add_argument("--alter", action="store_true", help="add partitions (--partitions) or set --config")
+    p.add_argument("--topic", help="topic name (a regular expression for --describe / --list)")
+    p.add_argument("--partitions", type=int, help="number of partitions (--create), new total (--alter)")
+    p.add_argument("--replication-factor", type=int, help="replication factor (--create)")
+    p.add_argument(
+        "--replica-assignment",
+        help="explicit assignment: partitions separated by ',', replicas by ':', e.g. 1:2,2:3,3:1",
+    )
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config (repeatable)")
+    p.add_argument("--if-not-exists", action="store_true", help="--create: do nothing if the topic exists")
+    p.add_argument("--if-exists", action="store_true", help="--delete/--alter: do nothing if the topic is missing")
+    p.add_argument(
+        "--under-replicated-partitions", action="store_true", help="--describe: only partitions with ISR < replicas"
+    )
+    p.add_argument(
+        "--unavailable-partitions", action="store_true", help="--describe: only partitions without a live leader"
+    )
+    p.set_defaults(func=cmd_topics)
+
+
+def _add_reassign(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "reassign",
+        parents=[common],
+        help="move partition replicas between brokers (kafka-reassign-partitions)",
+        description="Generate, execute, verify and cancel partition reassignments, like kafka-reassign-partitions. "
+        'Files use Kafka\'s format {"version":1,"partitions":[{"topic","partition","replicas"}]}.',
+    )
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--generate", action="store_true", help="propose an assignment for --topics-to-move-json-file")
+    action.add_argument("--execute", action="store_true", help="start the reassignment in --reassignment-json-file")
+    action.add_argument("--verify", action="store_true", help="check the reassignment in --reassignment-json-file")
+    action.add_argument("--cancel", action="store_true", help="cancel the reassignments in --reassignment-json-file")
+    p.add_argument("--reassignment-json-file", type=Path, help="Kafka's reassignment JSON")
+    p.add_argument("--topics-to-move-json-file", type=Path, help='{"version":1,"topics":[{"topic":"foo"}]}')
+    p.add_argument("--broker-list", help="brokers to place replicas on, e.g. 1,2,3 (--generate)")
+    p.add_argument("--disable-rack-aware", action="store_true", help="ignore broker racks (--generate)")
+    p.set_defaults(func=cmd_reassign)
+
+
+def _add_elect(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "elect-leaders",
+        parents=[common],
+        help="run a preferred or unclean leader election (kafka-leader-election)",
+        description="Run a leader election, like kafka-leader-election.",
+    )
+    p.add_argument("--election-type", required=True, type=str.upper, choices=["PREFERRED", "UNCLEAN"])
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--all-topic-partitions", action="store_true", help="every partition")
+    scope.add_argument("--topic", help="one partition's topic (with --partition)")
+    scope.add_argument("--path-to-json-file", type=Path, help='{"partitions":[{"topic":"foo","partition":1}]}')
+    p.add_argument("--partition", type=int, help="partition id (with --topic)")
+    p.set_defaults(func=cmd_elect)
+
+
+def _add_brokers(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("brokers", help="list registered brokers", description="Brokers registered in ZooKeeper.")
+    bsub = p.add_subparsers(dest="brokers_cmd", required=True, metavar="COMMAND")
+    lp = bsub.add_parser("list", parents=[common], help="list /brokers/ids", description="List /brokers/ids.")
+    lp.add_argument("--json", action="store_true", help="print JSON")
+    lp.set_defaults(func=cmd_brokers_list)
+
+
+def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "broker",
+        help="control a simulated broker (shutdown, kill, faults)",
+        description="Commands for simulated brokers, published on the control topic they obey.",
+    )
+    bsub = p.add_subparsers(dest="broker_cmd", required=True, metavar="COMMAND")
+
+    def add(name: str, helptext: str) -> argparse.ArgumentParser:
+        sp = bsub.add_parser(name, parents=[common], help=helptext, description=helptext)
+        sp.add_argument("broker_id", type=int, metavar="BROKER_ID")
+        sp.add_argument("--control-topic", default=CONTROL_TOPIC, help="default: %(default)s")
+        return sp
+
+    add("shutdown", "controlled shutdown of a simulated broker, then deregistration").set_defaults(
+        func=cmd_broker, broker_command="shutdown"
+    )
+    add("kill", "make a simulated broker vanish (no controlled shutdown)").set_defaults(
+        func=cmd_broker, broker_command="kill"
+    )
+    fp = add("fault", "inject a fault into a simulated broker")
+    fp.add_argument("fault", choices=["slow-follower", "stuck-follower", "disk-failure", "clear", "produce-rate"])
+    fp.add_argument("--fetch-interval-ms", type=int, help="slow-follower: fetch only this often")
+    fp.add_argument("--max-records", type=int, help="slow-follower: records per fetch and partition")
+    fp.add_argument("--rate", type=float, help="produce-rate: records/s per led partition")
+    fp.set_defaults(func=cmd_broker, broker_command=None)
+
+
+def _add_controller(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("controller", help="the active controller", description="The active controller.")
+    csub = p.add_subparsers(dest="controller_cmd", required=True, metavar="COMMAND")
+    sp = csub.add_parser(
+        "status", parents=[common], help="show /controller and /controller_epoch", description="Controller status."
+    )
+    sp.add_argument("--json", action="store_true", help="print JSON")
+    sp.set_defaults(func=cmd_controller_status)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m admin", description="livectl admin commands")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.func
+    return handler(args)
+
+
+# ----------------------------------------------------------------------------- plumbing
+
+
+def _run(args: argparse.Namespace, body: Handler) -> int:
+    """Map this module's exceptions to messages on stderr and exit codes."""
+    prog = f"livectl {args.command}"
+    try:
+        return body(args)
+    except UsageError as e:
+        print(f"{prog}: error: {e.field}: {e.reason}", file=sys.stderr)
+        return EXIT_USAGE
+    except FormatError as e:
+        print(f"{prog}: error: {_OPTION_OF.get(e.field, e.field)}: {e.reason}", file=sys.stderr)
+        return EXIT_USAGE
+    except OperationFailedError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except NotFinishedError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return EXIT_PENDING
+    except (ZkUnavailableError, KafkaUnavailableError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+
+
+def _zk(args: argparse.Namespace) -> str:
+    return str(args.zookeeper or default_zookeeper())
+
+
+def _kafka(args: argparse.Namespace) -> str:
+    return str(args.bootstrap_server or default_bootstrap())
+
+
+def _validated(command: AdminCommand) -> AdminCommand:
+    """Round-trip through core's strict decoder: what the controller will accept, or a FormatError."""
+    decoded = decode_event(encode_event(command))
+    assert isinstance(decoded, AdminCommand)
+    return decoded
+
+
+@dataclass(frozen=True)
+class Submitted:
+    request_id: str
+    result: AdminResult | None
+
+
+def submit(args: argparse.Namespace, command: AdminCommand, label: str) -> Submitted:
+    """Publish ``command``; with ``--wait``, follow its result (errors raise :class:`OperationFailedError`)."""
+    command = _validated(command)
+    bootstrap = _kafka(args)
+    follower = ResultFollower.open(bootstrap, args.admin_results_topic) if args.wait else None
+    try:
+        publish_command(bootstrap, args.admin_topic, command, command.request_id)
+        print(f"Submitted {command.TYPE} (request {command.request_id}).", file=sys.stderr)
+        if follower is None:
+            return Submitted(command.request_id, None)
+        try:
+            result = follower.wait(command.request_id, args.timeout, Progress(label))
+        except WaitTimeoutError as e:
+            raise NotFinishedError(str(e)) from None
+    finally:
+        if follower is not None:
+            follower.close()
+    if result.status is AdminStatus.ERROR:
+        detail = f": {result.message}" if result.message else ""
+        raise OperationFailedError(f"{result.error or 'ERROR'}{detail}")
+    return Submitted(command.request_id, result)
+
+
+def _configs(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    out: dict[str, str] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError("--config", f"expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return tuple(sorted(out.items()))
+
+
+def parse_replica_assignment(text: str) -> tuple[tuple[int, ...], ...]:
+    """Kafka's ``--replica-assignment`` syntax: ``1:2,2:3`` = partition 0 on 1,2 and partition 1 on 2,3."""
+    out = []
+    for i, group in enumerate(text.split(",")):
+        reps = []
+        for item in group.split(":"):
+            try:
+                reps.append(int(item.strip()))
+            except ValueError:
+                reason = f"partition {i}: {item.strip()!r} is not a broker id"
+                raise UsageError("--replica-assignment", reason) from None
+        out.append(tuple(reps))
+    return tuple(out)
+
+
+def _broker_ids(text: str, option: str) -> tuple[int, ...]:
+    try:
+        ids = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(option, f"expected comma-separated broker ids, got {text!r}") from None
+    if not ids:
+        raise UsageError(option, "must list at least one broker id")
+    return ids
+
+
+def _require(args: argparse.Namespace, name: str, why: str) -> Any:
+    value = getattr(args, name.lstrip("-").replace("-", "_"))
+    if value is None:
+        raise UsageError(name, f"is required {why}")
+    return value
+
+
+def _forbid(args: argparse.Namespace, names: Sequence[str], why: str) -> None:
+    for name in names:
+        value = getattr(args, name.lstrip("-").replace("-", "_"))
+        if value not in (None, False, []):
+            raise UsageError(name, f"can't be used {why}")
+
+
+# ----------------------------------------------------------------------------- topics
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    return _run(args, _topics)
+
+
+def _topics(args: argparse.Namespace) -> int:
+    if args.list:
+        return _topics_list(args)
+    if args.describe:
+        return _topics_describe(args)
+    topic = _require(args, "--topic", "with --create, --delete and --alter")
+    if args.create:
+        return _topics_create(args, topic)
+    if args.delete:
+        _forbid(args, ["--partitions", "--replication-factor", "--replica-assignment", "--config"], "with --delete")
+        return _topics_delete(args, topic)
+    return _topics_alter(args, topic)
+
+
+def _topics_create(args: argparse.Namespace, topic: str) -> int:
+    configs = _configs(args.config)
+    if args.replica_assignment is not None:
+        _forbid(args, ["--partitions", "--replication-factor"], "with --replica-assignment")
+        assignment = parse_replica_assignment(args.replica_assignment)
+        command = CreateTopic(new_request_id(), topic, len(assignment), len(assignment[0]), assignment, configs)
+    else:
+        partitions = _require(args, "--partitions", "with --create (or give --replica-assignment)")
+        rf = _require(args, "--replication-factor", "with --create (or give --replica-assignment)")
+        command = CreateTopic(new_request_id(), topic, partitions, rf, (), configs)
+    _validated(command)
+    with connect(_zk(args)) as zk:
+        if zk.topic(topic) is not None:
+            if args.if_not_exists:
+                return EXIT_OK
+            raise OperationFailedError(f"Topic '{topic}' already exists.")
+    done = submit(args, command, f"create {topic}")
+    print(f"Created topic {topic}." if done.result else f"Creation of topic {topic} submitted.")
+    return EXIT_OK
+
+
+def _topics_delete(args: argparse.Namespace, topic: str) -> int:
+    with connect(_zk(args)) as zk:
+        if zk.topic(topic) is None:
+            if args.if_exists:
+                return EXIT_OK
+            raise OperationFailedError(f"Topic '{topic}' does not exist as expected")
+    done = submit(args, DeleteTopic(new_request_id(), topic), f"delete {topic}")
+    print(f"Topic {topic} deleted." if done.result else f"Topic {topic} is marked for deletion.")
+    return EXIT_OK
+
+
+def _topics_alter(args: argparse.Namespace, topic: str) -> int:
+    if args.partitions is None and not args.config:
+        raise UsageError("--alter", "needs --partitions and/or --config")
+    _forbid(args, ["--replication-factor"], "with --alter (use reassign to change replicas)")
+    with connect(_zk(args)) as zk:
+        current = zk.topic(topic)
+    if current is None:
+        if args.if_exists:
+            return EXIT_OK
+        raise OperationFailedError(f"Topic '{topic}' does not exist as expected")
+    commands: list[tuple[AdminCommand, str]] = []
+    if args.partitions is not None:
+        have = len(current.partitions)
+        if args.partitions <= have:
+            raise UsageError(
+                "--partitions",
+                f"the number of partitions for a topic can only be increased. Topic {topic} currently has {have} "
+                f"partitions, {args.partitions} would not be an increase.",
+            )
+        assignment: tuple[tuple[int, ...], ...] = ()
+        if args.replica_assignment is not None:
+            assignment = parse_replica_assignment(args.replica_assignment)
+            if len(assignment) != args.partitions - have:
+                raise UsageError(
+                    "--replica-assignment",
+                    f"lists {len(assignment)} partitions but {args.partitions - have} are being added",
+                )
+        commands.append((CreatePartitions(new_request_id(), topic, args.partitions, assignment), "add partitions"))
+    if args.config:
+        commands.append((AlterTopicConfig(new_request_id(), topic, _configs(args.config)), "alter config"))
+    for command, _ in commands:
+        _validated(command)
+    for command, label in commands:
+        submit(args, command, f"{label} {topic}")
+    if args.partitions is not None:
+        print(f"Partitions of topic {topic}: {len(current.partitions)} -> {args.partitions}.")
+    if args.config:
+        print(f"Configs of topic {topic} updated: {', '.join(f'{k}={v}' for k, v in _configs(args.config))}.")
+    return EXIT_OK
+
+
+def _matcher(pattern: str | None) -> Callable[[str], bool]:
+    if pattern is None:
+        return lambda _: True
+    try:
+        rx = re.compile(pattern)
+    except re.error as e:
+        raise UsageError("--topic", f"not a valid regular expression: {e}") from None
+    return lambda name: rx.fullmatch(name) is not None
+
+
+def _topics_list(args: argparse.Namespace) -> int:
+    match = _matcher(args.topic)
+    with connect(_zk(args)) as zk:
+        deleting = zk.marked_for_deletion()
+        for t in zk.topics():
+            if match(t):
+                print(f"{t} - marked for deletion" if t in deleting else t)
+    return EXIT_OK
+
+
+def _ints(xs: Sequence[int]) -> str:
+    return ",".join(map(str, xs))
+
+
+def _topics_describe(args: argparse.Namespace) -> int:
+    match = _matcher(args.topic)
+    with connect(_zk(args)) as zk:
+        names = [t for t in zk.topics() if match(t)]
+        if args.topic is not None and not names and not re.search(r"[\\^$.|?*+()\[\]{}]", args.topic):
+            raise OperationFailedError(f"Topic '{args.topic}' does not exist as expected")
+        live = set(zk.brokers())
+        deleting = zk.marked_for_deletion()
+        only_partitions = args.under_replicated_partitions or args.unavailable_partitions
+        for name in names:
+            znode = zk.topic(name)
+            if znode is None:
+                continue
+            configs = zk.topic_config(name)
+            adding = dict(znode.adding_replicas)
+            removing = dict(znode.removing_replicas)
+            if not only_partitions:
+                rf = len(znode.partitions[0][1]) if znode.partitions else 0
+                cfg = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
+                head = (
+                    f"Topic: {name}\tTopicId: {znode.topic_id or 'none'}\tPartitionCount: {len(znode.partitions)}\t"
+                    f"ReplicationFactor: {rf}\tConfigs: {cfg}"
+                )
+                print(head + ("\tMarkedForDeletion: true" if name in deleting else ""))
+            for p, replicas in znode.partitions:
+                st = zk.partition_state(name, p)
+                leader = st.leader if st is not None else -1
+                isr = st.isr if st is not None else ()
+                if args.under_replicated_partitions and len(isr) >= len(replicas):
+                    continue
+                if args.unavailable_partitions and leader >= 0 and leader in live:
+                    continue
+                line = (
+                    f"\tTopic: {name}\tPartition: {p}\tLeader: {leader if leader >= 0 else 'none'}\t"
+                    f"Replicas: {_ints(replicas)}\tIsr: {_ints(isr)}"
+                )
+                if p in adding:
+                    line += f"\tAdding Replicas: {_ints(adding[p])}"
+                if p in removing:
+                    line += f"\tRemoving Replicas: {_ints(removing[p])}"
+                offline = [r for r in replicas if r not in live]
+                if offline:
+                    line += f"\tOffline: {_ints(offline)}"
+                print(line)
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- reassign
+
+
+def cmd_reassign(args: argparse.Namespace) -> int:
+    return _run(args, _reassign)
+
+
+def _reassign(args: argparse.Namespace) -> int:
+    if args.generate:
+        path = _require(args, "--topics-to-move-json-file", "with --generate")
+        brokers = _broker_ids(_require(args, "--broker-list", "with --generate"), "--broker-list")
+        return _reassign_generate(args, path, brokers)
+    path = _require(args, "--reassignment-json-file", "with --execute, --verify and --cancel")
+    if args.execute:
+        return _reassign_execute(args, path)
+    if args.verify:
+        return _reassign_verify(args, path)
+    command = files.cancel_command(path, new_request_id())
+    submit(args, command, "cancel reassignment")
+    print("Successfully cancelled partition reassignments for: " + ",".join(str(tp) for tp in command.partitions))
+    return EXIT_OK
+
+
+def _current_assignment(zk: ZkReader, topics: Sequence[str]) -> dict[TopicPartition, tuple[int, ...]]:
+    out: dict[TopicPartition, tuple[int, ...]] = {}
+    for t in topics:
+        znode = zk.topic(t)
+        if znode is None:
+            raise OperationFailedError(f"Topic '{t}' does not exist")
+        for p, reps in znode.partitions:
+            out[TopicPartition(t, p)] = reps
+    return out
+
+
+def _reassign_generate(args: argparse.Namespace, path: Path, broker_list: tuple[int, ...]) -> int:
+    from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index
+
+    topics = files.read_topics_to_move(path)
+    with connect(_zk(args)) as zk:
+        registered = zk.brokers()
+        current = _current_assignment(zk, topics)
+    unknown = sorted(set(broker_list) - set(registered))
+    if unknown:
+        known = _ints(sorted(registered))
+        raise UsageError("--broker-list", f"unknown broker(s) {_ints(unknown)}; registered: {known}")
+    racks = [BrokerRack(b, None if args.disable_rack_aware else registered[b].rack) for b in sorted(set(broker_list))]
+    proposed: dict[TopicPartition, tuple[int, ...]] = {}
+    for t in topics:
+        parts = sorted(tp for tp in current if tp.topic == t)
+        rf = len(current[parts[0]]) if parts else 0
+        try:
+            placed = assign_replicas(racks, len(parts), rf, start_index=stable_start_index(t, len(racks)))
+        except PlacementError as e:
+            raise OperationFailedError(f"{e.error}: {e}") from None
+        for tp in parts:
+            proposed[tp] = placed[tp.partition]
+    print("Current partition replica assignment")
+    print(files.reassignment_json(current))
+    print()
+    print("Proposed partition reassignment configuration")
+    print(files.reassignment_json(proposed))
+    return EXIT_OK
+
+
+def _reassign_execute(args: argparse.Namespace, path: Path) -> int:
+    request_id = new_request_id()
+    targets = files.read_reassignment(path, request_id)
+    with connect(_zk(args)) as zk:
+        registered = set(zk.brokers())
+        topics = sorted({t.topic for t in targets})
+        current = _current_assignment(zk, topics)
+    for i, t in enumerate(targets):
+        tp = TopicPartition(t.topic, t.partition)
+        if tp not in current:
+            raise UsageError(f"{path}: partitions[{i}].partition", f"partition {tp} does not exist")
+        unknown = sorted(set(t.replicas) - registered)
+        if unknown:
+            raise UsageError(f"{path}: partitions[{i}].replicas", f"unknown broker(s) {_ints(unknown)}")
+    rollback = {TopicPartition(t.topic, t.partition): current[TopicPartition(t.topic, t.partition)] for t in targets}
+    print("Current partition replica assignment")
+    print()
+    print(files.reassignment_json(rollback))
+    print()
+    print("Save this to use as the --reassignment-json-file option during rollback")
+    submit(args, ReassignPartitions(request_id, targets), "reassign")
+    names = ",".join(f"{t.topic}-{t.partition}" for t in targets)
+    print(f"Successfully started partition reassignments for {names}")
+    return EXIT_OK
+
+
+def _reassign_verify(args: argparse.Namespace, path: Path) -> int:
+    targets = files.read_reassignment(path, "verify")
+    pending = False
+    mismatch = False
+    print("Status of partition reassignment:")
+    with connect(_zk(args)) as zk:
+        legacy = {TopicPartition(t.topic, t.partition) for t in zk.pending_reassignments()}
+        znodes = {t: zk.topic(t) for t in sorted({x.topic for x in targets})}
+    for t in targets:
+        tp = TopicPartition(t.topic, t.partition)
+        znode = znodes[t.topic]
+        replicas = dict(znode.partitions).get(t.partition) if znode is not None else None
+        moving = znode is not None and (
+            t.partition in dict(znode.adding_replicas) or t.partition in dict(znode.removing_replicas)
+        )
+        if replicas is None:
+            print(f"Partition {tp} does not exist.")
+            mismatch = True
+        elif moving or tp in legacy:
+            print(f"Reassignment of partition {tp} is still in progress.")
+            pending = True
+        elif replicas == t.replicas:
+            print(f"Reassignment of partition {tp} is completed.")
+        else:
+            print(
+                f"There is no active reassignment of partition {tp}, but replica set is {_ints(replicas)} rather "
+                f"than {_ints(t.replicas)}."
+            )
+            mismatch = True
+    if mismatch:
+        return EXIT_FAILED
+    return EXIT_PENDING if pending else EXIT_OK
+
+
+# ----------------------------------------------------------------------------- elect-leaders
+
+
+def cmd_elect(args: argparse.Namespace) -> int:
+    return _run(args, _elect)
+
+
+def _elect(args: argparse.Namespace) -> int:
+    etype = ElectionType(args.election_type)
+    request_id = new_request_id()
+    if args.path_to_json_file is not None:
+        _forbid(args, ["--partition"], "with --path-to-json-file")
+        command = files.read_election(args.path_to_json_file, request_id, etype)
+    elif args.topic is not None:
+        partition = _require(args, "--partition", "with --topic")
+        command = ElectLeaders(request_id, etype, (TopicPartition(args.topic, partition),))
+    else:
+        _forbid(args, ["--partition"], "with --all-topic-partitions")
+        command = ElectLeaders(request_id, etype, ())
+    done = submit(args, command, f"{etype.value.lower()} election")
+    scope = ",".join(str(tp) for tp in command.partitions) or "all partitions"
+    if done.result is None:
+        print(f"Leader election ({etype.value}) submitted for {scope}.")
+        return EXIT_OK
+    print(f"Successfully completed leader election ({etype.value}) for partitions {scope}")
+    if done.result.message:
+        print(done.result.message)
+    if done.result.details not in ("", "{}"):
+        print(done.result.details)
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- brokers, broker, controller
+
+
+def cmd_brokers_list(args: argparse.Namespace) -> int:
+    return _run(args, _brokers_list)
+
+
+def _brokers_list(args: argparse.Namespace) -> int:
+    with connect(_zk(args)) as zk:
+        brokers = zk.brokers()
+        controller = zk.controller().broker_id
+    if args.json:
+        print(json.dumps({str(b): r.raw | {"broker_epoch": r.epoch} for b, r in sorted(brokers.items())}, indent=2))
+        return EXIT_OK
+    if not brokers:
+        print("no brokers registered under /brokers/ids")
+        return EXIT_OK
+    print(f"{'ID':>4}  {'EPOCH':>12}  {'RACK':<8}  ENDPOINTS")
+    for b, r in sorted(brokers.items()):
+        mark = "  (controller)" if b == controller else ""
+        print(f"{b:>4}  {r.epoch:>12}  {r.rack or '-':<8}  {','.join(r.endpoints)}{mark}")
+    return EXIT_OK
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    return _run(args, _broker)
+
+
+def _broker(args: argparse.Namespace) -> int:
+    name = args.broker_command or args.fault
+    cmd = ControlCommand(
+        args.broker_id,
+        name,
+        getattr(args, "fetch_interval_ms", None),
+        getattr(args, "max_records", None),
+        getattr(args, "rate", None),
+    )
+    try:
+        from simbrokers.control import validate
+
+        validate(cmd)
+    except FormatError as e:
+        option = {"fetch_interval_ms": "--fetch-interval-ms", "rate": "--rate"}.get(e.field, e.field)
+        raise UsageError(option, e.reason) from None
+    path = f"/brokers/ids/{args.broker_id}"
+    with connect(_zk(args)) as zk:
+        if args.broker_id not in zk.brokers():
+            raise OperationFailedError(f"broker {args.broker_id} is not registered ({path} does not exist)")
+    publish(_kafka(args), args.control_topic, str(args.broker_id), cmd.to_json())
+    print(f"Sent {name} to broker {args.broker_id} on {args.control_topic}.")
+    if args.wait and name in ("shutdown", "kill"):
+        progress = Progress(f"broker {args.broker_id} {name}")
+        deadline = time.monotonic() + args.timeout
+        with connect(_zk(args)) as zk:
+            while args.broker_id in zk.brokers():
+                if time.monotonic() >= deadline:
+                    progress.done(None)
+                    raise NotFinishedError(f"broker {args.broker_id} still registered after {args.timeout:g}s")
+                progress.draw(None)
+                time.sleep(0.2)
+        progress.done(None)
+        print(f"Broker {args.broker_id} deregistered.")
+    return EXIT_OK
+
+
+def cmd_controller_status(args: argparse.Namespace) -> int:
+    return _run(args, _controller_status)
+
+
+def _controller_status(args: argparse.Namespace) -> int:
+    with connect(_zk(args)) as zk:
+        info = zk.controller()
+    if args.json:
+        print(json.dumps(info.__dict__, indent=2))
+    else:
+        active = "none" if info.broker_id is None else str(info.broker_id)
+        print(f"Active controller: {active}")
+        if info.timestamp is not None:
+            print(f"Elected at (ms):   {info.timestamp}")
+        epoch = "none" if info.epoch is None else f"{info.epoch} (zkVersion {info.epoch_zk_version})"
+        print(f"Controller epoch:  {epoch}")
+    return EXIT_OK if info.broker_id is not None else EXIT_FAILED

@@ -1,0 +1,184 @@
+"""Publishing admin commands to ``livectl.admin`` and following their results on ``livectl.admin-results``.
+
+A command is :func:`core.events.event_to_json` of a :class:`core.events.AdminCommand` with a fresh
+``request_id``, keyed by that id. Results are :class:`core.decisions.AdminResult` JSON (the sink adds
+``batch_id`` and ``controller_epoch``), keyed by the request id; ``in_progress`` results are followed until
+``ok`` or ``error``. The consumer's positions are taken at the end of the results topic *before* the
+command is sent, so the answer cannot be missed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
+
+from core.decisions import AdminResult, AdminStatus, decision_from_json
+from core.errors import FormatError
+from core.events import Event, event_to_json
+
+ADMIN_TOPIC = "livectl.admin"
+ADMIN_RESULTS_TOPIC = "livectl.admin-results"
+
+
+class KafkaUnavailableError(RuntimeError):
+    """The Kafka cluster (or a livectl topic on it) could not be reached."""
+
+
+class WaitTimeoutError(RuntimeError):
+    """No final result arrived in time; ``last`` is the last result seen, if any."""
+
+    def __init__(self, message: str, last: AdminResult | None) -> None:
+        self.last = last
+        super().__init__(message)
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class ResultFollower:
+    """Positions taken at the end of the results topic; :meth:`wait` reads from there."""
+
+    consumer: KafkaConsumer
+    topic: str
+
+    @classmethod
+    def open(cls, bootstrap: str, topic: str) -> ResultFollower:
+        try:
+            consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+        except KafkaError:
+            raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
+        parts = consumer.partitions_for_topic(topic)
+        if not parts:
+            consumer.close()
+            raise KafkaUnavailableError(f"topic {topic} does not exist on {bootstrap}; is the controller running?")
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        consumer.seek_to_end(*tps)
+        for tp in tps:
+            consumer.position(tp)
+        return cls(consumer, topic)
+
+    def wait(self, request_id: str, timeout_s: float, progress: Progress | None = None) -> AdminResult:
+        deadline = time.monotonic() + timeout_s
+        last: AdminResult | None = None
+        try:
+            while time.monotonic() < deadline:
+                if progress is not None:
+                    progress.draw(last)
+                for records in self.consumer.poll(timeout_ms=200).values():
+                    for rec in records:
+                        result = _decode_result(rec.value)
+                        if result is None or result.request_id != request_id:
+                            continue
+                        last = result
+                        if result.status is not AdminStatus.IN_PROGRESS:
+                            return result
+        finally:
+            if progress is not None:
+                progress.done(last)
+        status = last.status.value if last else "no result yet"
+        raise WaitTimeoutError(f"no final result for request {request_id} after {timeout_s:g}s ({status})", last)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def _decode_result(value: bytes) -> AdminResult | None:
+    try:
+        raw = json.loads(value)
+        if isinstance(raw, dict):
+            # the sink adds its own fields next to the decision's
+            raw = {k: v for k, v in raw.items() if k not in ("batch_id", "controller_epoch")}
+        decision = decision_from_json(json.dumps(raw))
+    except (ValueError, FormatError):
+        return None
+    return decision if isinstance(decision, AdminResult) else None
+
+
+def publish(bootstrap: str, topic: str, key: str, value: str) -> None:
+    """Send one message and wait for the broker's acknowledgement."""
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=3)
+    except KafkaError:
+        raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
+    try:
+        if not producer.partitions_for(topic):
+            raise KafkaUnavailableError(f"topic {topic} does not exist on {bootstrap}; is the controller running?")
+        producer.send(topic, key=key.encode(), value=value.encode()).get(timeout=30)
+    except KafkaError as e:
+        raise KafkaUnavailableError(f"could not publish to {topic} on {bootstrap}: {e}") from None
+    finally:
+        producer.close()
+
+
+def publish_command(bootstrap: str, topic: str, command: Event, request_id: str) -> None:
+    publish(bootstrap, topic, request_id, event_to_json(command))
+
+
+class Progress:
+    """A one-line progress display on stderr: elapsed time, status, and a bar when the result's details
+    carry progress counts (``done``/``total``, ``completed``/``total`` or ``remaining``/``total``)."""
+
+    SPIN = "|/-\\"
+
+    def __init__(self, label: str, stream: TextIO | None = None, width: int = 24) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.start = time.monotonic()
+        self.tick = 0
+        self.tty = self.stream.isatty()
+        self._last_line = ""
+
+    def _counts(self, result: AdminResult | None) -> tuple[int, int] | None:
+        if result is None:
+            return None
+        try:
+            d: dict[str, Any] = json.loads(result.details)
+        except ValueError:
+            return None
+        total = d.get("total")
+        if not isinstance(total, int) or total <= 0:
+            return None
+        for k in ("done", "completed"):
+            if isinstance(d.get(k), int):
+                return int(d[k]), total
+        if isinstance(d.get("remaining"), int):
+            return total - int(d["remaining"]), total
+        return None
+
+    def line(self, result: AdminResult | None) -> str:
+        elapsed = time.monotonic() - self.start
+        status = result.status.value if result else "waiting"
+        counts = self._counts(result)
+        if counts is not None:
+            done, total = counts
+            filled = round(self.width * min(done, total) / total)
+            bar = f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}"
+        else:
+            bar = f"[{self.SPIN[self.tick % len(self.SPIN)]}]"
+        return f"{self.label} {bar} {status} {elapsed:5.1f}s"
+
+    def draw(self, result: AdminResult | None) -> None:
+        self.tick += 1
+        text = self.line(result)
+        if self.tty:
+            self.stream.write("\r" + text.ljust(len(self._last_line)))
+            self.stream.flush()
+        elif result is not None and text.split()[-2:-1] != self._last_line.split()[-2:-1]:
+            self.stream.write(text + "\n")
+        self._last_line = text
+
+    def done(self, result: AdminResult | None) -> None:
+        if self.tty:
+            self.stream.write("\r" + self.line(result).ljust(len(self._last_line)) + "\n")
+            self.stream.flush()

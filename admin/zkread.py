@@ -1,0 +1,147 @@
+"""Read-only views of Kafka's ZooKeeper layout, for ``describe``, ``list``, ``verify`` and ``status``.
+
+Paths and JSON are Kafka's (``kafka.zk.ZkData``), decoded with :mod:`core.zkdata`:
+``/brokers/ids/<id>``, ``/brokers/topics/<t>``, ``/brokers/topics/<t>/partitions/<p>/state``,
+``/admin/reassign_partitions``, ``/admin/delete_topics/<t>``, ``/config/topics/<t>``, ``/controller``,
+``/controller_epoch``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from core import zkdata
+from core.events import PartitionStateZnode, PartitionTarget, TopicZnode
+
+
+class ZkUnavailableError(RuntimeError):
+    """ZooKeeper could not be reached."""
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    endpoints: tuple[str, ...]
+    rack: str | None
+    #: the broker epoch (the registration's czxid)
+    epoch: int
+    raw: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ControllerInfo:
+    broker_id: int | None
+    timestamp: str | None
+    epoch: int | None
+    epoch_zk_version: int | None
+
+
+@contextmanager
+def connect(hosts: str, timeout_s: float = 5.0) -> Iterator[ZkReader]:
+    # kazoo logs every refused connection attempt; the CLI reports the outcome once, itself
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    zk = KazooClient(hosts=hosts, timeout=timeout_s, read_only=True)
+    try:
+        zk.start(timeout=timeout_s)
+    except KazooTimeoutError:
+        zk.close()
+        raise ZkUnavailableError(f"cannot reach ZooKeeper at {hosts} (timed out after {timeout_s:g}s)") from None
+    try:
+        yield ZkReader(zk)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+class ZkReader:
+    def __init__(self, zk: KazooClient) -> None:
+        self.zk = zk
+
+    def _get(self, path: str) -> tuple[str, Any] | None:
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            return None
+        return (data or b"").decode(), stat
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return sorted(self.zk.get_children(path))
+        except NoNodeError:
+            return []
+
+    def brokers(self) -> dict[int, BrokerRegistration]:
+        out: dict[int, BrokerRegistration] = {}
+        for child in self._children("/brokers/ids"):
+            got = self._get(f"/brokers/ids/{child}")
+            if got is None or not child.isdigit():
+                continue
+            data, stat = got
+            try:
+                o = json.loads(data)
+            except ValueError:
+                continue
+            out[int(child)] = BrokerRegistration(
+                int(child),
+                str(o.get("host", "")),
+                int(o.get("port", -1)),
+                tuple(o.get("endpoints") or ()),
+                o.get("rack"),
+                int(stat.czxid),
+                o,
+            )
+        return out
+
+    def topics(self) -> list[str]:
+        return self._children(zkdata.BROKER_TOPICS)
+
+    def topic(self, name: str) -> TopicZnode | None:
+        got = self._get(zkdata.topic_path(name))
+        if got is None:
+            return None
+        return zkdata.decode_topic_znode(name, got[0], got[1].version)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionStateZnode | None:
+        got = self._get(zkdata.partition_state_path(topic, partition))
+        if got is None or not got[0]:
+            return None
+        return zkdata.decode_partition_state(got[0], got[1].version)
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        got = self._get(zkdata.topic_config_path(topic))
+        return zkdata.decode_topic_config(got[0]) if got and got[0] else {}
+
+    def marked_for_deletion(self) -> set[str]:
+        return set(self._children(zkdata.DELETE_TOPICS))
+
+    def pending_reassignments(self) -> tuple[PartitionTarget, ...]:
+        got = self._get(zkdata.REASSIGN_PARTITIONS)
+        return zkdata.decode_reassignment(got[0]) if got and got[0] else ()
+
+    def controller(self) -> ControllerInfo:
+        broker_id = timestamp = None
+        got = self._get("/controller")
+        if got is not None:
+            try:
+                o = json.loads(got[0])
+                broker_id = int(o["brokerid"])
+                timestamp = o.get("timestamp")
+            except (ValueError, KeyError, TypeError):
+                pass
+        epoch = version = None
+        got = self._get("/controller_epoch")
+        if got is not None:
+            with suppress(ValueError):
+                epoch, version = int(got[0].strip()), int(got[1].version)
+        return ControllerInfo(broker_id, timestamp, epoch, version)
