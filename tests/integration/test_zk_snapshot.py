@@ -1,0 +1,148 @@
+"""Reading Kafka's ZooKeeper layout into a ZkSnapshot, against a real ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from core.decisions import ZkOp, ZkWrite
+from core.events import BrokerInfo, Endpoint, PartitionStateZnode, PartitionTarget, TopicPartition
+from sinks.ports import Fence
+from sinks.zookeeper import ZooKeeperSink
+from streaming.zk_snapshot import SnapshotError, parse_broker_registration, read_snapshot
+
+pytestmark = pytest.mark.integration
+
+
+def registration(host: str, port: int, rack: str | None = None) -> bytes:
+    """Kafka's v5 ``/brokers/ids/<id>`` JSON."""
+    return json.dumps(
+        {
+            "features": {},
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL"},
+            "endpoints": [f"PLAINTEXT://{host}:{port}", f"INTERNAL://[::1]:{port + 1}"],
+            "jmx_port": -1,
+            "port": port,
+            "host": host,
+            "version": 5,
+            "timestamp": "1700000000000",
+            "rack": rack,
+        }
+    ).encode()
+
+
+@pytest.fixture
+def zk(zookeeper: Any) -> Iterator[KazooClient]:
+    root = f"/snap-{uuid.uuid4().hex[:12]}"
+    base = KazooClient(hosts=zookeeper.connect)
+    base.start(timeout=15)
+    base.ensure_path(root)
+    base.stop()
+    c = KazooClient(hosts=zookeeper.connect + root)
+    c.start(timeout=15)
+    yield c
+    c.stop()
+    c.close()
+
+
+def _state(leader: int, isr: list[int], epoch: int = 0) -> str:
+    return json.dumps({"version": 1, "leader": leader, "leader_epoch": epoch, "controller_epoch": 3, "isr": isr})
+
+
+def test_parse_broker_registration() -> None:
+    info = parse_broker_registration(5, registration("h1", 9092, "r1"), 77)
+    assert info == BrokerInfo(
+        5, 77, "r1", (Endpoint("PLAINTEXT", "h1", 9092, "PLAINTEXT"), Endpoint("INTERNAL", "::1", 9093, "SSL"))
+    )
+    old = parse_broker_registration(1, b'{"version":1,"host":"old","port":9092,"jmx_port":-1}', 3)
+    assert old.endpoints == (Endpoint("PLAINTEXT", "old", 9092, "PLAINTEXT"),) and old.rack is None
+    with pytest.raises(SnapshotError, match="/brokers/ids/2: endpoint 'nohostport'"):
+        parse_broker_registration(2, b'{"endpoints":["nohostport"]}', 1)
+
+
+def test_snapshot_reads_kafkas_layout(zk: KazooClient) -> None:
+    zk.create("/controller_epoch", b"3")
+    zk.set("/controller_epoch", b"3")
+    zk.create("/brokers/ids/1", registration("h1", 9001, "r1"), ephemeral=True, makepath=True)
+    zk.create("/brokers/ids/2", registration("h2", 9002), ephemeral=True)
+    topic = {
+        "version": 3,
+        "topic_id": "AAAAAAAAAAAAAAAAAAAAAA",
+        "partitions": {"0": [1, 2], "1": [2, 1, 3]},
+        "adding_replicas": {"1": [3]},
+        "removing_replicas": {},
+    }
+    zk.create("/brokers/topics/t", json.dumps(topic).encode(), makepath=True)
+    zk.set("/brokers/topics/t", json.dumps(topic).encode())
+    zk.create("/brokers/topics/t/partitions/0/state", _state(1, [1, 2]).encode(), makepath=True)
+    zk.create("/brokers/topics/t/partitions/1/state", _state(2, [2, 1], 4).encode(), makepath=True)
+    zk.set("/brokers/topics/t/partitions/1/state", _state(2, [2, 1], 5).encode())
+    zk.create("/brokers/topics/old", b'{"version":2,"partitions":{"0":[1]}}')  # its state znode is missing
+    reassign = {"version": 1, "partitions": [{"topic": "t", "partition": 1, "replicas": [2, 3]}]}
+    zk.create("/admin/reassign_partitions", json.dumps(reassign).encode(), makepath=True)
+    zk.create("/admin/delete_topics/old", b"", makepath=True)
+    zk.create("/admin/preferred_replica_election", b'{"version":1,"partitions":[{"topic":"t","partition":0}]}')
+    zk.create("/config/topics/t", b'{"version":1,"config":{"unclean.leader.election.enable":"true"}}', makepath=True)
+
+    snap = read_snapshot(zk)
+    assert (snap.controller_epoch, snap.controller_epoch_zk_version) == (3, 1)
+    czxid1 = zk.exists("/brokers/ids/1").czxid
+    assert [(b.broker_id, b.broker_epoch, b.rack) for b in snap.brokers] == [
+        (1, czxid1, "r1"),
+        (2, zk.exists("/brokers/ids/2").czxid, None),
+    ]
+    assert snap.brokers[0].endpoints[0] == Endpoint("PLAINTEXT", "h1", 9001, "PLAINTEXT")
+    by_topic = {t.topic: t for t in snap.topics}
+    assert by_topic["t"].partitions == ((0, (1, 2)), (1, (2, 1, 3)))
+    assert by_topic["t"].adding_replicas == ((1, (3,)),)
+    assert by_topic["t"].topic_id == "AAAAAAAAAAAAAAAAAAAAAA" and by_topic["t"].zk_version == 1
+    assert dict(snap.partition_states) == {
+        TopicPartition("t", 0): PartitionStateZnode(1, 0, (1, 2), 3, 0),
+        TopicPartition("t", 1): PartitionStateZnode(2, 5, (2, 1), 3, 1),
+    }
+    assert snap.pending_reassignments == (PartitionTarget("t", 1, (2, 3)),)
+    assert snap.topics_to_delete == ("old",)
+    assert snap.pending_preferred_elections == (TopicPartition("t", 0),)
+    assert snap.topic_configs == (("t", (("unclean.leader.election.enable", "true"),)),)
+
+
+def test_an_empty_zookeeper_gives_an_empty_snapshot(zk: KazooClient) -> None:
+    snap = read_snapshot(zk)
+    assert (snap.controller_epoch, snap.brokers, snap.topics, snap.partition_states) == (0, (), (), ())
+
+
+def test_snapshot_of_100k_partitions(zk: KazooClient, record_property: Any) -> None:
+    zk.create("/controller_epoch", b"1")
+    sink = ZooKeeperSink(zk, Fence(1, 0), "setup")
+    writes: list[ZkWrite] = []
+    topics, per_topic = 100, 1000
+    for t in range(topics):
+        assignment = {str(p): [1, 2, 3] for p in range(per_topic)}
+        writes.append(
+            ZkWrite(
+                ZkOp.CREATE,
+                f"/brokers/topics/t{t}",
+                json.dumps({"version": 2, "partitions": assignment}),
+                make_parents=True,
+            )
+        )
+        writes += [
+            ZkWrite(ZkOp.CREATE, f"/brokers/topics/t{t}/partitions/{p}/state", _state(1, [1, 2, 3]), make_parents=True)
+            for p in range(per_topic)
+        ]
+    t0 = time.perf_counter()
+    assert sink.write_batch(0, writes).ok
+    setup = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    snap = read_snapshot(zk)
+    elapsed = time.perf_counter() - t0
+    assert len(snap.topics) == topics and len(snap.partition_states) == topics * per_topic
+    record_property("snapshot_100k_s", round(elapsed, 2))
+    print(f"\n100k partitions: created in {setup:.1f} s (300k znodes), snapshot read in {elapsed:.1f} s")
+    assert elapsed < 60
