@@ -272,7 +272,8 @@ class RequestBatch:
             }
             body = f'{{{head},"brokerEpoch":{live[b].epoch},"topicStates":{_group_by_topic(ctx, sstates, False)}}}'
             out.append(BrokerRequest(b, RequestApi.STOP_REPLICA, body))
-        out.extend(r for r in self.responses if r.broker_id in live)
+        # answers to a broker's own request go out even if it has just been fenced
+        out.extend(self.responses)
         self.leader_and_isr = {}
         self.update_metadata_brokers = set()
         self.update_metadata_partitions = {}
