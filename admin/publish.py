@@ -138,6 +138,7 @@ class Progress:
         self.tick = 0
         self.tty = self.stream.isatty()
         self._last_line = ""
+        self._last_result: AdminResult | None = None
 
     def _counts(self, result: AdminResult | None) -> tuple[int, int] | None:
         if result is None:
@@ -174,11 +175,15 @@ class Progress:
         if self.tty:
             self.stream.write("\r" + text.ljust(len(self._last_line)))
             self.stream.flush()
-        elif result is not None and text.split()[-2:-1] != self._last_line.split()[-2:-1]:
+        elif result is not None and result is not self._last_result:
+            # not a terminal: one line per result received, no carriage returns
             self.stream.write(text + "\n")
         self._last_line = text
+        self._last_result = result
 
     def done(self, result: AdminResult | None) -> None:
         if self.tty:
             self.stream.write("\r" + self.line(result).ljust(len(self._last_line)) + "\n")
-            self.stream.flush()
+        elif result is not self._last_result:
+            self.stream.write(self.line(result) + "\n")
+        self.stream.flush()

@@ -1,0 +1,388 @@
+"""The admin CLI against the real ZooKeeper and the real Kafka-protocol broker.
+
+Each test has its own ZooKeeper chroot (a Kafka-layout tree written with kazoo) and its own topics.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kazoo.client import KazooClient
+
+from admin.cli import main
+from core.decisions import AdminResult, AdminStatus, encode_decision
+from core.events import (
+    AlterTopicConfig,
+    CreatePartitions,
+    CreateTopic,
+    DeleteTopic,
+    ElectionType,
+    ElectLeaders,
+    Event,
+    ReassignPartitions,
+    event_from_json,
+)
+from simbrokers.control import parse_control
+from simbrokers.registration import registration_json
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Env:
+    zk_connect: str
+    bootstrap: str
+    admin: str
+    results: str
+    control: str
+    zk: KazooClient
+    tmp: Path
+
+    def args(self, *argv: str, write: bool = True) -> list[str]:
+        out = [*argv, "--zookeeper", self.zk_connect, "--bootstrap-server", self.bootstrap]
+        if write:
+            out += ["--admin-topic", self.admin, "--admin-results-topic", self.results]
+        return out
+
+    def consumer(self, topic: str) -> KafkaConsumer:
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None)
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        return c
+
+    def read(self, topic: str, count: int, timeout: float = 10.0) -> list[tuple[bytes, bytes]]:
+        c = self.consumer(topic)
+        out: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and len(out) < count:
+            for recs in c.poll(timeout_ms=200).values():
+                out += [(r.key, r.value) for r in recs]
+        c.close()
+        return out
+
+    def commands(self, count: int = 1) -> list[tuple[str, Event]]:
+        return [(k.decode(), event_from_json(v)) for k, v in self.read(self.admin, count)]
+
+
+@pytest.fixture()
+def env(zookeeper: Any, kafka_broker: Any, tmp_path: Path) -> Iterator[Env]:
+    run = uuid.uuid4().hex[:8]
+    root = KazooClient(hosts=zookeeper.connect, timeout=10)
+    root.start(timeout=10)
+    root.ensure_path(f"/adm-{run}")
+    root.stop()
+    root.close()
+    zk = KazooClient(hosts=f"{zookeeper.connect}/adm-{run}", timeout=10)
+    zk.start(timeout=10)
+    names = (f"adm-{run}.admin", f"adm-{run}.results", f"adm-{run}.control")
+    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    admin.create_topics([NewTopic(n, 1, 1) for n in names])
+    admin.close()
+    try:
+        yield Env(f"{zookeeper.connect}/adm-{run}", kafka_broker.bootstrap, *names, zk, tmp_path)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def write_tree(zk: KazooClient) -> None:
+    """A small cluster in Kafka's layout: brokers 1-3, topic orders (3 partitions, one reassigning), topic
+    old marked for deletion, a controller."""
+    for b in (1, 2, 3):
+        zk.create(f"/brokers/ids/{b}", registration_json("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True)
+    zk.create(
+        "/brokers/topics/orders",
+        json.dumps(
+            {
+                "version": 3,
+                "topic_id": "q1w2e3r4t5y6u7i8o9p0aa",
+                "partitions": {"0": [1, 2], "1": [2, 3, 1], "2": [3, 4]},
+                "adding_replicas": {"1": [1]},
+                "removing_replicas": {},
+            }
+        ).encode(),
+        makepath=True,
+    )
+    states = {0: (1, [1, 2]), 1: (2, [2]), 2: (-1, [3])}
+    for p, (leader, isr) in states.items():
+        zk.create(
+            f"/brokers/topics/orders/partitions/{p}/state",
+            json.dumps({"version": 1, "leader": leader, "leader_epoch": 4, "controller_epoch": 2, "isr": isr}).encode(),
+            makepath=True,
+        )
+    zk.create(
+        "/brokers/topics/old",
+        json.dumps({"version": 2, "partitions": {"0": [1]}, "adding_replicas": {}, "removing_replicas": {}}).encode(),
+    )
+    zk.create("/admin/delete_topics/old", b"", makepath=True)
+    zk.create("/config/topics/orders", b'{"version":1,"config":{"cleanup.policy":"compact"}}', makepath=True)
+    zk.create("/controller", b'{"version":1,"brokerid":7,"timestamp":"1700000000000"}')
+    zk.create("/controller_epoch", b"5")
+
+
+# ----------------------------------------------------------------------------- publishing commands
+
+
+def test_create_publishes_core_json_with_a_fresh_request_id(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        env.args(
+            "topics", "--create", "--topic", "orders", "--partitions", "3", "--replication-factor", "2",
+            "--config", "cleanup.policy=compact", "--config", "unclean.leader.election.enable=true",
+        )
+    )  # fmt: skip
+    assert rc == 0
+    [(key, ev)] = env.commands()
+    assert isinstance(ev, CreateTopic)
+    assert key == ev.request_id and len(ev.request_id) == 32
+    assert (ev.topic, ev.partitions, ev.replication_factor, ev.replica_assignment) == ("orders", 3, 2, ())
+    assert dict(ev.configs) == {"cleanup.policy": "compact", "unclean.leader.election.enable": "true"}
+    assert ev.request_id in capsys.readouterr().err
+
+
+def test_create_with_replica_assignment_and_other_commands(env: Env) -> None:
+    write_tree(env.zk)
+    assert main(env.args("topics", "--create", "--topic", "pay", "--replica-assignment", "1:2,2:3")) == 0
+    assert main(env.args("topics", "--alter", "--topic", "orders", "--partitions", "5")) == 0
+    assert main(env.args("topics", "--alter", "--topic", "orders", "--config", "retention.ms=1000")) == 0
+    assert main(env.args("topics", "--delete", "--topic", "orders")) == 0
+    assert main(env.args("elect-leaders", "--election-type", "preferred", "--all-topic-partitions")) == 0
+    assert main(env.args("elect-leaders", "--election-type", "UNCLEAN", "--topic", "orders", "--partition", "2")) == 0
+    events = [ev for _, ev in env.commands(6)]
+    assert events[0] == CreateTopic(events[0].request_id, "pay", 2, 2, ((1, 2), (2, 3)))  # type: ignore[attr-defined]
+    assert isinstance(events[1], CreatePartitions) and events[1].total_count == 5
+    assert isinstance(events[2], AlterTopicConfig) and events[2].configs == (("retention.ms", "1000"),)
+    assert isinstance(events[3], DeleteTopic) and events[3].topic == "orders"
+    assert isinstance(events[4], ElectLeaders) and events[4].election_type is ElectionType.PREFERRED
+    assert events[4].partitions == ()
+    assert isinstance(events[5], ElectLeaders) and events[5].election_type is ElectionType.UNCLEAN
+    assert [str(tp) for tp in events[5].partitions] == ["orders-2"]
+
+
+def test_invalid_input_names_the_option_and_exits_2(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    cases = [
+        (["topics", "--create", "--topic", "x", "--partitions", "0", "--replication-factor", "1"], "--partitions"),
+        (["topics", "--create", "--topic", "bad name", "--partitions", "1", "--replication-factor", "1"], "--topic"),
+        (["topics", "--create", "--topic", "x", "--partitions", "1"], "--replication-factor: is required"),
+        (["topics", "--create", "--topic", "x", "--replica-assignment", "1:a"], "--replica-assignment"),
+        (["topics", "--alter", "--topic", "orders", "--partitions", "2"], "can only be increased"),
+        (["topics", "--create", "--topic", "x", "--partitions", "1", "--replication-factor", "1", "--config", "k"],
+         "--config: expected KEY=VALUE"),
+        (["elect-leaders", "--election-type", "preferred", "--topic", "orders"], "--partition: is required"),
+    ]  # fmt: skip
+    for argv, expected in cases:
+        assert main(env.args(*argv)) == 2, argv
+        assert expected in capsys.readouterr().err
+    assert env.read(env.admin, 1, timeout=1.0) == []  # nothing was published
+
+
+def test_existing_topic_is_refused_unless_if_not_exists(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    argv = ["topics", "--create", "--topic", "orders", "--partitions", "1", "--replication-factor", "1"]
+    assert main(env.args(*argv)) == 1
+    assert "Topic 'orders' already exists." in capsys.readouterr().err
+    assert main(env.args(*argv, "--if-not-exists")) == 0
+    assert main(env.args("topics", "--delete", "--topic", "nope")) == 1
+
+
+# ----------------------------------------------------------------------------- reading ZooKeeper
+
+
+def test_list_and_describe_read_kafkas_layout(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    assert main(env.args("topics", "--list", write=False)) == 0
+    assert capsys.readouterr().out.splitlines() == ["old - marked for deletion", "orders"]
+    assert main(env.args("topics", "--describe", "--topic", "orders", write=False)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        "Topic: orders\tTopicId: q1w2e3r4t5y6u7i8o9p0aa\tPartitionCount: 3\tReplicationFactor: 2\t"
+        "Configs: cleanup.policy=compact"
+    )
+    assert lines[1] == "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2"
+    assert lines[2] == "\tTopic: orders\tPartition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: 2\tAdding Replicas: 1"
+    assert lines[3] == "\tTopic: orders\tPartition: 2\tLeader: none\tReplicas: 3,4\tIsr: 3\tOffline: 4"
+    assert main(env.args("topics", "--describe", "--topic", "ord.*", "--under-replicated-partitions", write=False)) == 0
+    under = capsys.readouterr().out.splitlines()
+    assert [ln.split("\t")[2] for ln in under] == ["Partition: 1", "Partition: 2"]
+    assert main(env.args("topics", "--describe", "--topic", "orders", "--unavailable-partitions", write=False)) == 0
+    assert [ln.split("\t")[2] for ln in capsys.readouterr().out.splitlines()] == ["Partition: 2"]
+    assert main(env.args("topics", "--describe", "--topic", "missing", write=False)) == 1
+
+
+def test_brokers_list_and_controller_status(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(env.args("controller", "status", write=False)) == 1  # no controller yet
+    assert "Active controller: none" in capsys.readouterr().out
+    write_tree(env.zk)
+    assert main(env.args("brokers", "list", write=False)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["ID", "EPOCH", "RACK", "ENDPOINTS"]
+    assert [ln.split()[0] for ln in out[1:]] == ["1", "2", "3"]
+    assert "PLAINTEXT://127.0.0.1:9091" in out[1]
+    assert main(env.args("controller", "status", "--json", write=False)) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "broker_id": 7,
+        "timestamp": "1700000000000",
+        "epoch": 5,
+        "epoch_zk_version": 0,
+    }
+
+
+def test_reassign_generate_execute_verify(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    move = env.tmp / "move.json"
+    move.write_text('{"version":1,"topics":[{"topic":"orders"}]}')
+    assert (
+        main(env.args("reassign", "--generate", "--topics-to-move-json-file", str(move), "--broker-list", "1,2,3")) == 0
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Current partition replica assignment"
+    assert out[3] == "Proposed partition reassignment configuration"
+    proposed = json.loads(out[4])
+    assert [e["partition"] for e in proposed["partitions"]] == [0, 1, 2]
+    assert all(len(e["replicas"]) == 2 and set(e["replicas"]) <= {1, 2, 3} for e in proposed["partitions"])
+    assert proposed["partitions"][0]["log_dirs"] == ["any", "any"]
+
+    plan = env.tmp / "plan.json"
+    plan.write_text(out[4])
+    assert main(env.args("reassign", "--execute", "--reassignment-json-file", str(plan))) == 0
+    [(_, ev)] = env.commands()
+    assert isinstance(ev, ReassignPartitions)
+    assert [(t.topic, t.partition, list(t.replicas)) for t in ev.partitions] == [
+        (e["topic"], e["partition"], e["replicas"]) for e in proposed["partitions"]
+    ]
+    capsys.readouterr()
+
+    done = env.tmp / "verify.json"
+    done.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": "orders", "partition": 0, "replicas": [1, 2]},
+                    {"topic": "orders", "partition": 1, "replicas": [2, 3, 1]},
+                ],
+            }
+        )
+    )
+    assert main(env.args("reassign", "--verify", "--reassignment-json-file", str(done))) == 3
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "Reassignment of partition orders-0 is completed.",
+        "Reassignment of partition orders-1 is still in progress.",
+    ]
+
+
+def test_bad_reassignment_file_gives_a_clear_error_and_exit_code_2(env: Env) -> None:
+    write_tree(env.zk)
+    bad = env.tmp / "bad.json"
+    bad.write_text('{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[1,1]}]}')
+    proc = subprocess.run(
+        [sys.executable, "-m", "admin", *env.args("reassign", "--execute", "--reassignment-json-file", str(bad))],
+        cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert f"{bad}: partitions[0].replicas: must not repeat a broker id, got [1, 1]" in proc.stderr
+    unknown = env.tmp / "unknown.json"
+    unknown.write_text('{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[1,9]}]}')
+    assert main(env.args("reassign", "--execute", "--reassignment-json-file", str(unknown))) == 2
+    notjson = env.tmp / "notjson.json"
+    notjson.write_text("{")
+    assert main(env.args("reassign", "--cancel", "--reassignment-json-file", str(notjson))) == 2
+    assert env.read(env.admin, 1, timeout=1.0) == []
+
+
+# ----------------------------------------------------------------------------- --wait
+
+
+def answer(env: Env, statuses: list[tuple[AdminStatus, str | None, str]]) -> threading.Thread:
+    """Play the controller: read the next command and publish these results for its request id."""
+
+    def run() -> None:
+        c = env.consumer(env.admin)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            recs = [r for rs in c.poll(timeout_ms=200).values() for r in rs]
+            if recs:
+                ev = event_from_json(recs[0].value)
+                rid = ev.request_id  # type: ignore[attr-defined]
+                p = KafkaProducer(bootstrap_servers=env.bootstrap)
+                for i, (status, error, details) in enumerate(statuses):
+                    result = AdminResult(rid, ev.TYPE, status, error, f"step {i}", details)
+                    value = encode_decision(result) | {"batch_id": 10 + i, "controller_epoch": 3}
+                    p.send(env.results, key=rid.encode(), value=json.dumps(value).encode())
+                    p.flush()
+                    time.sleep(0.3)
+                p.close()
+                break
+        c.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_wait_follows_in_progress_until_ok(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    t = answer(
+        env,
+        [
+            (AdminStatus.IN_PROGRESS, None, '{"done":1,"total":3}'),
+            (AdminStatus.IN_PROGRESS, None, '{"done":2,"total":3}'),
+            (AdminStatus.OK, None, "{}"),
+        ],
+    )
+    argv = ["topics", "--create", "--topic", "pay", "--partitions", "3", "--replication-factor", "1", "--wait"]
+    assert main(env.args(*argv, "--timeout", "20")) == 0
+    t.join(5)
+    captured = capsys.readouterr()
+    assert "Created topic pay." in captured.out
+    assert "2/3" in captured.err and "ok" in captured.err
+
+
+def test_wait_reports_the_controllers_error(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    t = answer(env, [(AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", "{}")])
+    argv = ["topics", "--create", "--topic", "pay", "--partitions", "3", "--replication-factor", "9", "--wait"]
+    assert main(env.args(*argv, "--timeout", "20")) == 1
+    t.join(5)
+    assert "INVALID_REPLICATION_FACTOR: step 0" in capsys.readouterr().err
+
+
+def test_wait_times_out_with_exit_3(env: Env) -> None:
+    argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "--wait", "--timeout", "1"]
+    assert main(env.args(*argv)) == 3
+
+
+# ----------------------------------------------------------------------------- simulated broker control
+
+
+def test_broker_shutdown_publishes_a_control_message(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    assert main(env.args("broker", "shutdown", "2", "--control-topic", env.control)) == 0
+    argv = ["broker", "fault", "3", "slow-follower", "--fetch-interval-ms", "5000", "--control-topic", env.control]
+    assert main(env.args(*argv)) == 0
+    msgs = [parse_control(k, v) for k, v in env.read(env.control, 2)]
+    assert [(m.broker_id, m.command, m.fetch_interval_ms) for m in msgs] == [
+        (2, "shutdown", None),
+        (3, "slow-follower", 5000),
+    ]
+    assert main(env.args("broker", "kill", "9", "--control-topic", env.control)) == 1
+    assert "broker 9 is not registered" in capsys.readouterr().err
+    assert main(env.args("broker", "fault", "3", "slow-follower", "--control-topic", env.control)) == 2
