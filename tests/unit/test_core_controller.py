@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from core_support import Cluster, startup
 
 from core.controller import (
     ControllerConfig,
@@ -35,8 +36,6 @@ from core.events import (
     TopicPartition,
 )
 from core.states import PartitionState, ReplicaState
-
-from core_support import Cluster, startup
 
 pytestmark = pytest.mark.unit
 
@@ -244,7 +243,7 @@ def test_controlled_shutdown() -> None:
     (resp,) = c.requests(RequestApi.CONTROLLED_SHUTDOWN_RESPONSE)
     body = resp.body_json()
     assert body == {"errorCode": 0, "remainingPartitions": [{"topicName": "s", "partitionIndex": 0}]}
-    assert c.ctx.leader_and_isr(tp("t", 0)) .leader == 2  # type: ignore[union-attr]
+    assert c.ctx.leader_and_isr(tp("t", 0)).leader == 2  # type: ignore[union-attr]
     assert c.ctx.leader_and_isr(tp("t", 1)).isr == (2,)  # type: ignore[union-attr]
     assert 1 in c.ctx.shutting_down_broker_ids
     c.run(ControlledShutdown(1, 0))
@@ -400,7 +399,10 @@ def test_alter_partition_fenced_and_ineligible() -> None:
 def test_failover_initialises_states_and_elects() -> None:
     c = make()
     create(c, "t", ((1, 2), (2, 3)))
-    c.zk.nodes["/brokers/topics/u"] = ('{"version":2,"partitions":{"0":[3,1]},"adding_replicas":{},"removing_replicas":{}}', 0)
+    c.zk.nodes["/brokers/topics/u"] = (
+        '{"version":2,"partitions":{"0":[3,1]},"adding_replicas":{},"removing_replicas":{}}',
+        0,
+    )
     c.zk.nodes["/admin/preferred_replica_election"] = ('{"version":1,"partitions":[{"topic":"t","partition":0}]}', 0)
     c.zk.nodes["/admin/delete_topics/gone"] = (None, 0)
     c.zk.nodes["/config/topics/t"] = ('{"version":1,"config":{"unclean.leader.election.enable":"true"}}', 0)

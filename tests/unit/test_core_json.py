@@ -1,0 +1,226 @@
+"""Versioned JSON forms of events and decisions: round trips and strict decoding."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.decisions import (
+    AdminResult,
+    AdminStatus,
+    BrokerRequest,
+    RequestApi,
+    StateChangeFailure,
+    ZkOp,
+    ZkWrite,
+    decision_from_json,
+    decision_to_json,
+)
+from core.errors import FormatError
+from core.events import (
+    AlterPartition,
+    AlterTopicConfig,
+    AutoRebalanceTick,
+    BrokerFailure,
+    BrokerInfo,
+    BrokerStartup,
+    CancelReassignment,
+    ControlledShutdown,
+    ControllerFailover,
+    CreatePartitions,
+    CreateTopic,
+    DeleteTopic,
+    ElectionType,
+    ElectLeaders,
+    Endpoint,
+    Event,
+    LeaderAndIsrResponse,
+    LogDirFailure,
+    PartitionError,
+    PartitionStateZnode,
+    PartitionTarget,
+    ReassignPartitions,
+    StopReplicaResponse,
+    Tick,
+    TopicPartition,
+    TopicZnode,
+    ZkSnapshot,
+    event_from_json,
+    event_to_json,
+)
+from core.zkdata import (
+    decode_preferred_election,
+    decode_reassignment,
+    decode_topic_znode,
+    encode_preferred_election,
+    encode_reassignment,
+    encode_topic_znode,
+)
+
+pytestmark = pytest.mark.unit
+
+SNAP = ZkSnapshot(
+    3,
+    2,
+    (BrokerInfo(1, 10, "r1", (Endpoint("PLAINTEXT", "h", 9092),)),),
+    (TopicZnode("t", ((0, (1, 2)),), ((0, (2,)),), ((0, (1,)),), "id", 4),),
+    ((TopicPartition("t", 0), PartitionStateZnode(1, 2, (1, 2), 3, 4, 0)),),
+    (PartitionTarget("t", 0, (2,)),),
+    ("gone",),
+    (TopicPartition("t", 0),),
+    (("t", (("unclean.leader.election.enable", "true"),)),),
+)
+
+EVENTS: list[Event] = [
+    CreateTopic("r", "t", 2, 1, configs=(("a", "b"),)),
+    CreateTopic("r", "t", 2, 2, ((1, 2), (2, 1))),
+    DeleteTopic("r", "t"),
+    CreatePartitions("r", "t", 3, ((1,),)),
+    ReassignPartitions("r", (PartitionTarget("t", 0, (1, 2)),)),
+    CancelReassignment("r", (TopicPartition("t", 0),)),
+    ElectLeaders("r", ElectionType.PREFERRED, (TopicPartition("t", 0),)),
+    ElectLeaders("r", ElectionType.UNCLEAN),
+    AlterTopicConfig("r", "t", (("unclean.leader.election.enable", "true"),)),
+    BrokerStartup(1, 5, "rack", (Endpoint("PLAINTEXT", "h", 9092, "SSL"),)),
+    BrokerFailure(1, 5),
+    AlterPartition(1, 5, "t", 0, 1, 2, (1, 2), 0),
+    LeaderAndIsrResponse(1, (PartitionError("t", 0, 56),)),
+    StopReplicaResponse(1, (PartitionError("t", 0, 0),), 0),
+    ControlledShutdown(1, 5),
+    LogDirFailure(1),
+    ControllerFailover(0, SNAP),
+    AutoRebalanceTick((1, 2)),
+    Tick(5),
+]
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: e.TYPE)
+def test_event_round_trip(event: Event) -> None:
+    assert event_from_json(event_to_json(event)) == event
+    assert isinstance(event.topics(), tuple)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("nope", "$"),
+        ("[]", "$"),
+        ('{"version":2,"type":"tick"}', "version"),
+        ('{"version":1,"type":"what"}', "type"),
+        ('{"version":1,"type":"delete_topic","request_id":"r","topic":"a b"}', "topic"),
+        ('{"version":1,"type":"delete_topic","request_id":"r","topic":".."}', "topic"),
+        ('{"version":1,"type":"delete_topic","request_id":"r","topic":"' + "x" * 250 + '"}', "topic"),
+        ('{"version":1,"type":"delete_topic","request_id":"","topic":"t"}', "request_id"),
+        ('{"version":1,"type":"delete_topic","request_id":3,"topic":"t"}', "request_id"),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","partitions":0,"replication_factor":1}',
+            "partitions",
+        ),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","partitions":true,"replication_factor":1}',
+            "partitions",
+        ),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","replica_assignment":{"0":[1],"2":[1]}}',
+            "replica_assignment",
+        ),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","replica_assignment":{"0":[1],"1":[1,2]}}',
+            "replica_assignment",
+        ),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","replica_assignment":{"x":[1]}}',
+            "replica_assignment.x",
+        ),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","replica_assignment":{"0":[]}}',
+            "replica_assignment.0",
+        ),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","replica_assignment":{"0":[1,1]}}',
+            "replica_assignment.0",
+        ),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","replica_assignment":{"0":"x"}}',
+            "replica_assignment.0",
+        ),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","partitions":2,"replica_assignment":{"0":[1]}}',
+            "partitions",
+        ),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","replication_factor":2,"replica_assignment":{"0":[1]}}',
+            "replication_factor",
+        ),
+        (
+            '{"version":1,"type":"create_topic","request_id":"r","topic":"t","partitions":1,"replication_factor":1,"configs":{"a":1}}',
+            "configs.a",
+        ),
+        ('{"version":1,"type":"reassign_partitions","request_id":"r","partitions":[]}', "partitions"),
+        ('{"version":1,"type":"reassign_partitions","request_id":"r","partitions":{}}', "partitions"),
+        (
+            '{"version":1,"type":"reassign_partitions","request_id":"r","partitions":[{"topic":"t","partition":0,"replicas":[]}]}',
+            "partitions[0].replicas",
+        ),
+        (
+            '{"version":1,"type":"reassign_partitions","request_id":"r","partitions":[{"topic":"t","partition":0,"replicas":[1]},{"topic":"t","partition":0,"replicas":[1]}]}',
+            "partitions[1].partition",
+        ),
+        ('{"version":1,"type":"cancel_reassignment","request_id":"r","partitions":[]}', "partitions"),
+        ('{"version":1,"type":"elect_leaders","request_id":"r","election_type":"x"}', "election_type"),
+        ('{"version":1,"type":"alter_topic_config","request_id":"r","topic":"t","configs":{}}', "configs"),
+        ('{"version":1,"type":"broker_startup","broker_id":-1,"broker_epoch":1}', "broker_id"),
+        (
+            '{"version":1,"type":"alter_partition","broker_id":1,"broker_epoch":1,"topic":"t","partition":0,"leader_epoch":0,"partition_epoch":0,"new_isr":[1,1]}',
+            "new_isr",
+        ),
+        ('{"version":1,"type":"broker_failure","broker_id":1,"broker_epoch":"x"}', "broker_epoch"),
+        ('{"version":1,"type":"tick","now_ms":-1}', "now_ms"),
+    ],
+)
+def test_event_decoding_is_strict(text: str, field: str) -> None:
+    with pytest.raises(FormatError) as e:
+        event_from_json(text)
+    assert e.value.field == field
+
+
+DECISIONS = [
+    ZkWrite(ZkOp.SET, "/a", "{}", 3),
+    ZkWrite(ZkOp.CREATE, "/a", None, -1, make_parents=True),
+    BrokerRequest(1, RequestApi.LEADER_AND_ISR, "{}"),
+    AdminResult("r", "create_topic", AdminStatus.ERROR, "X", "m", '{"a":1}'),
+    StateChangeFailure("t-0", "NewPartition", "OnlinePartition", "why"),
+]
+
+
+@pytest.mark.parametrize("decision", DECISIONS, ids=lambda d: d.TYPE)
+def test_decision_round_trip(decision: object) -> None:
+    assert decision_from_json(decision_to_json(decision)) == decision  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "nope",
+        '{"version":1,"type":"zk_write","op":"x","path":"/a"}',
+        '{"version":1,"type":"broker_request","broker_id":1,"api":"x","body":"{}"}',
+        '{"version":1,"type":"admin_result","request_id":"r","command":"c","status":"x"}',
+        '{"version":1,"type":"x"}',
+        '{"version":1,"type":"zk_write","op":"set","path":"/a","make_parents":"yes"}',
+    ],
+)
+def test_decision_decoding_is_strict(text: str) -> None:
+    with pytest.raises(FormatError):
+        decision_from_json(text)
+
+
+def test_zk_codecs_round_trip() -> None:
+    from core.assignment import ReplicaAssignment
+
+    data = encode_topic_znode({0: ReplicaAssignment((1, 2, 3), (3,), (1,)), 1: ReplicaAssignment((2,))}, None)
+    z = decode_topic_znode("t", data)
+    assert z.partitions == ((0, (1, 2, 3)), (1, (2,))) and z.adding_replicas == ((0, (3,)),) and z.topic_id is None
+    assert '"version":2' in data
+    targets = (PartitionTarget("t", 0, (1, 2)),)
+    assert decode_reassignment(encode_reassignment(targets)) == targets
+    tps = (TopicPartition("t", 1),)
+    assert decode_preferred_election(encode_preferred_election(tps)) == tps
