@@ -1,1 +1,32 @@
-"""simbrokers."""
+"""Simulated Kafka brokers for livectl's demo, tests and benchmarks.
+
+They behave like ZooKeeper-era Kafka brokers toward the controller and talk to it only through
+ZooKeeper and the topics:
+
+* register ``/brokers/ids/<id>`` (ephemeral, Kafka's v5 JSON, own kazoo session each; broker epoch =
+  czxid) — :mod:`simbrokers.registration`;
+* read their requests from ``livectl.requests`` (key = broker id) — the wire contract lives in
+  :mod:`simbrokers.requests` alone;
+* answer on ``livectl.broker-events`` with :mod:`core.events` JSON: LeaderAndIsrResponse,
+  StopReplicaResponse, AlterPartition, ControlledShutdown, LogDirFailure.
+
+Pure logic, fed messages and a clock value (unit-tested without services):
+:mod:`simbrokers.broker` (Kafka's broker-side checks, metadata cache, faults),
+:mod:`simbrokers.partition` (leader/follower, HW, ISR shrink/expand, epoch-based truncation, acknowledged
+records), :mod:`simbrokers.log` (replica log + leader-epoch cache), :mod:`simbrokers.shutdown`
+(controlled shutdown with retries), :mod:`simbrokers.fabric` (in-process fetch routing and the
+acknowledged-loss audit).
+
+The log fabric: followers pull from leaders like Kafka's fetcher threads. Within one process a fetch is
+a direct call on the leader object (:class:`simbrokers.fabric.LocalFabric`); across processes it is one
+JSON line over TCP loopback to the endpoint the leader registered (:mod:`simbrokers.fetchnet`), found
+from LeaderAndIsr ``liveLeaders`` / UpdateMetadata ``liveBrokers`` — no ZooKeeper or topic involved.
+
+Run: ``python -m simbrokers --brokers 1,2,3 --zookeeper 127.0.0.1:2181 --bootstrap-server 127.0.0.1:9092``
+(several processes with different ids make a multi-process cluster). Faults and shutdowns on command
+through the control topic ``livectl.simbrokers.control`` (:mod:`simbrokers.control`), most easily with
+``livectl broker fault N slow-follower|stuck-follower|disk-failure|clear|produce-rate``,
+``livectl broker shutdown N`` and ``livectl broker kill N``. SIGTERM = controlled shutdown of every broker
+of the process; SIGKILL = they vanish and their sessions expire. ``--status-file`` writes every broker's
+partitions (role, leader epoch, ISR, LEO, HW, acknowledged) and the acknowledged-loss audit each second.
+"""
