@@ -136,7 +136,9 @@ class ControllerApp:
                 time.monotonic() - started,
             )
 
-            bridge = LivenessBridge(zk, producer, s.broker_events_topic)
+            # brokers already in the snapshot are known to every bucket: only changes are published
+            known = {b.broker_id: b.broker_epoch for b in snapshot.brokers}
+            bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
             bridge.start()
 
             zk_sink = ZooKeeperSink(zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction)

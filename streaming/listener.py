@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streaming.query import OBSERVATION_NAME
 
@@ -45,7 +45,7 @@ def format_metrics(metrics: dict[str, int]) -> str:
     return " ".join(f"{k}={metrics[k]}" for k in METRIC_ORDER if k in metrics)
 
 
-class MetricsListener(StreamingQueryListener):  # type: ignore[misc]
+class MetricsListener(StreamingQueryListener):
     """Logs one line per micro-batch; ``on_metrics`` (optional) receives the same figures."""
 
     def __init__(self, on_metrics: Callable[[int, dict[str, int]], None] | None = None) -> None:

@@ -81,10 +81,12 @@ def prepare_frame(frame: pd.DataFrame, num_buckets: int, admin_topic: str, valid
     values = [v if v is None or isinstance(v, str) else bytes(v).decode("utf-8", "replace") for v in frame["value"]]
     sources = ["admin" if t == admin_topic else "broker-events" for t in frame["topic"]]
     checked = validator.check(values, sources)
+    partitions = frame["partition"].astype("int64").tolist()
+    offsets = frame["offset"].astype("int64").tolist()
     for i, outcome in enumerate(checked):
         topic = str(frame["topic"].iat[i])
-        partition = int(frame["partition"].iat[i])
-        offset = int(frame["offset"].iat[i])
+        partition = int(partitions[i])
+        offset = int(offsets[i])
         ts = _millis(frame["timestamp"].iat[i])
         src = f"{topic}/{partition}"
         if isinstance(outcome, dict):  # the driver's failover reference: every bucket

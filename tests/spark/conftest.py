@@ -170,9 +170,7 @@ def start_controller(spark: Any, settings: Settings, **kwargs: Any) -> RunningCo
 
 
 @pytest.fixture()
-def cluster(
-    zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path
-) -> Iterator[Cluster]:
+def cluster(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Cluster]:
     name = f"t{uuid.uuid4().hex[:8]}"
     root = KazooClient(hosts=zookeeper.connect, timeout=10)
     root.start(timeout=10)
@@ -198,8 +196,13 @@ def cluster(
     )
     ensure_topics(
         kafka_broker.bootstrap,
-        [settings.admin_topic, settings.broker_events_topic, settings.requests_topic,
-         settings.admin_results_topic, settings.rejected_topic],
+        [
+            settings.admin_topic,
+            settings.broker_events_topic,
+            settings.requests_topic,
+            settings.admin_results_topic,
+            settings.rejected_topic,
+        ],
     )
     zk = KazooClient(hosts=connect, timeout=10)
     zk.start(timeout=10)

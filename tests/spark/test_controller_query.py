@@ -29,8 +29,9 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
     controller = start_controller(spark, cluster.settings)
     try:
         # a bad command and a good one, in the same micro-batch
-        cluster.send_admin('{"version":1,"type":"create_topic","request_id":"bad","topic":"x","partitions":0,'
-                           '"replication_factor":1}')
+        cluster.send_admin(
+            '{"version":1,"type":"create_topic","request_id":"bad","topic":"x","partitions":0,"replication_factor":1}'
+        )
         cluster.send_admin(ev.CreateTopic("good", "orders", 2, 3, replica_assignment=((1, 2, 3), (2, 3, 1))))
 
         wait_for("orders online", lambda: all(cluster.state("orders", p) for p in (0, 1)))
@@ -40,19 +41,28 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         assert topic["adding_replicas"] == {} and topic["removing_replicas"] == {}
         controller_epoch = int(cluster.zk.get("/controller_epoch")[0])
         assert cluster.state("orders", 0) == {
-            "version": 1, "leader": 1, "leader_epoch": 0, "controller_epoch": controller_epoch, "isr": [1, 2, 3]
+            "version": 1,
+            "leader": 1,
+            "leader_epoch": 0,
+            "controller_epoch": controller_epoch,
+            "isr": [1, 2, 3],
         }
         assert cluster.state("orders", 1) == {
-            "version": 1, "leader": 2, "leader_epoch": 0, "controller_epoch": controller_epoch, "isr": [2, 3, 1]
+            "version": 1,
+            "leader": 2,
+            "leader_epoch": 0,
+            "controller_epoch": controller_epoch,
+            "isr": [2, 3, 1],
         }
         controller_znode = cluster.znode("/controller")
         assert controller_znode is not None and controller_znode["brokerid"] == cluster.settings.controller_id
 
-        entries = wait_for("LeaderAndIsr for every replica", lambda: (e := lisr_entries(cluster, "orders"))
-                           and len(e) >= 6 and e)
-        assert sorted((b, p) for b, p, _ in entries) == sorted(
-            [(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1)]
-        ), "one LeaderAndIsr per replica"
+        entries = wait_for(
+            "LeaderAndIsr for every replica", lambda: (e := lisr_entries(cluster, "orders")) and len(e) >= 6 and e
+        )
+        assert sorted((b, p) for b, p, _ in entries) == sorted([(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1)]), (
+            "one LeaderAndIsr per replica"
+        )
         for b, _p, ps in entries:
             assert ps["leaderEpoch"] == 0 and ps["isNew"] is True
         lisr_msgs = cluster.requests("LeaderAndIsr")
@@ -94,8 +104,10 @@ def test_reassignment_walks_its_steps_and_survives_a_crash(spark: Any, cluster: 
         wait_for("moving online", lambda: cluster.state("moving", 0))
         cluster.send_admin(ev.ReassignPartitions("r1", (ev.PartitionTarget("moving", 0, (4, 5, 6)),)))
         # RS = distinct(target ++ origin) is written first
-        topic = wait_for("RS written", lambda: (t := cluster.znode("/brokers/topics/moving"))
-                         and t["partitions"]["0"] == [4, 5, 6, 1, 2, 3] and t)
+        topic = wait_for(
+            "RS written",
+            lambda: (t := cluster.znode("/brokers/topics/moving")) and t["partitions"]["0"] == [4, 5, 6, 1, 2, 3] and t,
+        )
         assert topic["adding_replicas"] == {"0": [4, 5, 6]}
         assert topic["removing_replicas"] == {"0": [1, 2, 3]}
     finally:
@@ -109,12 +121,19 @@ def test_reassignment_walks_its_steps_and_survives_a_crash(spark: Any, cluster: 
         _, stat = cluster.zk.get("/brokers/topics/moving/partitions/0/state")
         cluster.send_broker_event(
             ev.AlterPartition(
-                state["leader"], cluster.epochs[state["leader"]],
-                "moving", 0, state["leader_epoch"], stat.version, (1, 2, 3, 4, 5, 6),
+                state["leader"],
+                cluster.epochs[state["leader"]],
+                "moving",
+                0,
+                state["leader_epoch"],
+                stat.version,
+                (1, 2, 3, 4, 5, 6),
             )
         )
-        final = wait_for("reassignment complete", lambda: (t := cluster.znode("/brokers/topics/moving"))
-                         and t["partitions"]["0"] == [4, 5, 6] and t)
+        final = wait_for(
+            "reassignment complete",
+            lambda: (t := cluster.znode("/brokers/topics/moving")) and t["partitions"]["0"] == [4, 5, 6] and t,
+        )
         assert final["adding_replicas"] == {} and final["removing_replicas"] == {}
         s = cluster.state("moving", 0)
         assert s is not None and s["leader"] == 4 and s["isr"] == [4, 5, 6]
