@@ -51,10 +51,14 @@ def is_topic_deletion_in_progress(ctx: ControllerContext, topic: str) -> bool:
 
 
 def is_topic_eligible_for_deletion(ctx: ControllerContext, topic: str) -> bool:
+    """Queued, nothing in ReplicaDeletionStarted, not ineligible — and (livectl) no reassignment of
+    the topic in progress: Kafka lets a broker startup lift the ineligibility a reassignment set, which
+    could start deleting replicas of a partition that is still being reassigned."""
     return (
         topic in ctx.topics_to_be_deleted
         and not is_topic_deletion_in_progress(ctx, topic)
         and not is_topic_ineligible_for_deletion(ctx, topic)
+        and not any(tp.topic == topic for tp in ctx.partitions_being_reassigned)
     )
 
 
