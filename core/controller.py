@@ -756,6 +756,17 @@ class _Controller:
         ctx = self.ctx
         deletion.mark_topic_ineligible_for_deletion(ctx, [tp.topic])
         current = ctx.assignment(tp)
+        lai = ctx.leader_and_isr(tp)
+        unneeded_isr = [r for r in current.replicas if r not in reassignment.replicas and lai and r in lai.isr]
+        if lai is not None and unneeded_isr and set(lai.isr) <= set(unneeded_isr):
+            # livectl: Kafka would drop the whole ISR at once here (superseding or cancelling a
+            # reassignment) and leave an ISR of non-replicas; keep those replicas as removing ones
+            # until the target has caught up.
+            reassignment = ReplicaAssignment(
+                (*reassignment.replicas, *unneeded_isr),
+                reassignment.adding_replicas,
+                (*reassignment.removing_replicas, *unneeded_isr),
+            )
         if current != reassignment:
             ctx.set_assignment(tp, reassignment)
             self._write_topic_znode(tp.topic)
