@@ -57,7 +57,7 @@ def zk_writes(decisions: list[object]) -> list[ZkWrite]:
 
 
 def test_valid_previous_states_are_kafkas() -> None:
-    P, R = PartitionState, ReplicaState
+    P, R = PartitionState, ReplicaState  # noqa: N806
     assert {
         P.NEW: {P.NON_EXISTENT},
         P.ONLINE: {P.NEW, P.ONLINE, P.OFFLINE},
@@ -162,7 +162,7 @@ def test_new_to_online_when_state_znode_exists_fails() -> None:
         (ElectionStrategy.REASSIGN, (1, 2, 3), (3, 2), 2, (3, 2), {1, 2, 3}),
     ],
 )
-def test_online_election_strategies(
+def test_online_election_strategies(  # noqa: PLR0917
     strategy: ElectionStrategy,
     brokers: tuple[int, ...],
     isr: tuple[int, ...],

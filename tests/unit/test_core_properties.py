@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from core_support import Cluster, startup
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,12 +27,22 @@ from core.events import (
     TopicPartition,
 )
 
-from core_support import Cluster, startup
-
 pytestmark = pytest.mark.unit
 
-ACTIONS = ("fail", "start", "catch_up", "shutdown", "reassign", "cancel", "elect", "unclean", "delete", "ack",
-           "failover", "unclean_config")
+ACTIONS = (
+    "fail",
+    "start",
+    "catch_up",
+    "shutdown",
+    "reassign",
+    "cancel",
+    "elect",
+    "unclean",
+    "delete",
+    "ack",
+    "failover",
+    "unclean_config",
+)
 
 
 @st.composite
@@ -62,10 +73,7 @@ class Checker:
     def run(self, *events: Event, alter: bool = False, unclean_ok: set[str] | None = None) -> None:
         c = self.c
         before = dict(c.zk.nodes)
-        if alter:
-            ds = events and c.run(*events)
-        else:
-            ds = c.run(*events)
+        ds = events and c.run(*events) if alter else c.run(*events)
         self.check_step(before, [d for d in (ds or []) if isinstance(d, ZkWrite)], alter, unclean_ok or set())
 
     def check_step(self, before: dict[str, Any], writes: list[ZkWrite], alter: bool, unclean_ok: set[str]) -> None:
