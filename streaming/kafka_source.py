@@ -1,0 +1,327 @@
+"""A PySpark streaming data source over kafka-python, with Kafka offsets as the source offsets.
+
+PySpark's wheel has no Kafka connector (DESIGN.md, decision 3), so the controller reads its input topics
+through this Python data source, registered as ``livectl-kafka``::
+
+    spark.dataSource.register(KafkaDataSource)
+    spark.readStream.format("livectl-kafka")
+        .option("bootstrap_servers", "127.0.0.1:9092")
+        .option("topics", "livectl.admin,livectl.broker-events")
+        .option("starting_offsets", "earliest")          # or latest; only for a new checkpoint
+        .option("max_records_per_batch", "10000")
+        .load()
+
+Columns, like Spark's Kafka source: ``key string`` (UTF-8, nullable), ``value string`` (UTF-8,
+nullable), ``topic string``, ``partition int``, ``offset long``, ``timestamp timestamp``. Options are
+also accepted under Spark's Kafka source names (``kafka.bootstrap.servers``, ``subscribe``,
+``startingOffsets``, ``maxOffsetsPerTrigger``) and in camelCase.
+
+**Offsets.** A source offset is ``{topic: {partition: next_offset}}`` (partition ids as text, topics and
+partitions in sorted order so that equal offsets serialise equally). Spark writes the end offset of each
+micro-batch to the checkpoint's offset log before running it, so a query stopped and restarted from its
+checkpoint resumes at exactly that offset: no record is read twice and none is skipped; a batch that was
+planned but not committed is re-read with :meth:`KafkaStreamReader.readBetweenOffsets`, deterministically.
+End offsets are taken from the records actually read (the offset of the last one + 1), never from the
+broker's reported end, which the tansu broker under-reports. No consumer group is used (``assign`` +
+``seek``); nothing is committed to Kafka. Partitions that appear later start at their beginning.
+
+Reads run in Spark's Python streaming-source worker (``SimpleDataSourceStreamReader``, the quickest
+form here: DESIGN.md, decision 9). ``Trigger.AvailableNow`` is supported.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from streaming.settings import StreamingError
+
+SOURCE_NAME = "livectl-kafka"
+SCHEMA = "key string, value string, topic string, partition int, offset long, timestamp timestamp"
+
+#: a source offset: topic -> partition (as text) -> next offset to read
+Offsets = dict[str, dict[str, int]]
+
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "bootstrap_servers": ("bootstrap_servers", "bootstrapServers", "kafka.bootstrap.servers"),
+    "topics": ("topics", "subscribe"),
+    "starting_offsets": ("starting_offsets", "startingOffsets"),
+    "max_records_per_batch": ("max_records_per_batch", "maxRecordsPerBatch", "maxOffsetsPerTrigger"),
+    "poll_timeout_ms": ("poll_timeout_ms", "pollTimeoutMs"),
+    "replay_timeout_s": ("replay_timeout_s", "replayTimeoutS"),
+}
+
+
+class KafkaSourceError(StreamingError):
+    """A bad option, a missing topic, or records that cannot be re-read. ``option`` names the option or
+    the topic-partition concerned."""
+
+    def __init__(self, option: str, reason: str) -> None:
+        self.option = option
+        self.reason = reason
+        super().__init__(f"{SOURCE_NAME} {option}: {reason}")
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    starting_offsets: str = "earliest"
+    max_records_per_batch: int = 10000
+    #: how long one poll waits for more records before the batch is closed
+    poll_timeout_ms: int = 100
+    #: how long re-reading a planned batch may take before the source gives up
+    replay_timeout_s: float = 60.0
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        """From the reader's options (case-insensitive keys); errors name the option."""
+        lowered = {str(k).lower(): v for k, v in options.items()}
+
+        def get(name: str) -> str | None:
+            for alias in _ALIASES[name]:
+                if alias.lower() in lowered:
+                    return str(lowered[alias.lower()])
+            return None
+
+        servers = get("bootstrap_servers")
+        if not servers:
+            raise KafkaSourceError("bootstrap_servers", "is required (host:port[,host:port...])")
+        topics = tuple(t.strip() for t in (get("topics") or "").split(",") if t.strip())
+        if not topics:
+            raise KafkaSourceError("topics", "is required (comma-separated topic names)")
+        starting = (get("starting_offsets") or "earliest").strip().lower()
+        if starting not in ("earliest", "latest"):
+            raise KafkaSourceError("starting_offsets", f"must be earliest or latest, got {starting!r}")
+
+        def number(name: str, default: float, kind: type) -> Any:
+            text = get(name)
+            if text is None:
+                return default
+            try:
+                value = kind(text)
+            except ValueError:
+                raise KafkaSourceError(name, f"must be a number, got {text!r}") from None
+            if value < 1:
+                raise KafkaSourceError(name, f"must be at least 1, got {text!r}")
+            return value
+
+        return cls(
+            servers,
+            tuple(sorted(set(topics))),
+            starting,
+            number("max_records_per_batch", 10000, int),
+            number("poll_timeout_ms", 100, int),
+            number("replay_timeout_s", 60.0, float),
+        )
+
+
+def canonical(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
+    """Topics sorted, partitions sorted numerically, values as int (Spark compares offsets as JSON)."""
+    return {t: {p: int(offsets[t][p]) for p in sorted(offsets[t], key=int)} for t in sorted(offsets)}
+
+
+def _text(b: bytes | None) -> str | None:
+    return None if b is None else b.decode("utf-8", "replace")
+
+
+def _row(r: Any) -> tuple[Any, ...]:
+    ts = dt.datetime.fromtimestamp(r.timestamp / 1000, tz=dt.UTC) if r.timestamp is not None else None
+    return (_text(r.key), _text(r.value), r.topic, r.partition, r.offset, ts)
+
+
+class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads ``options.topics`` from ``start`` offsets (see the module docstring)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._consumer: Any = None
+        #: where the consumer stands per (topic, partition), to avoid needless seeks
+        self._positions: dict[tuple[str, int], int] = {}
+        self._target: Offsets | None = None
+
+    # ------------------------------------------------------------------ kafka plumbing
+
+    def _client(self) -> Any:
+        if self._consumer is None:
+            from kafka import KafkaConsumer
+
+            self._consumer = KafkaConsumer(
+                bootstrap_servers=self.options.bootstrap_servers,
+                enable_auto_commit=False,
+                group_id=None,
+                # an empty fetch at the end of the log should not hold a micro-batch back
+                fetch_max_wait_ms=min(self.options.poll_timeout_ms, 100),
+                max_poll_records=min(self.options.max_records_per_batch, 5000),
+                auto_offset_reset="earliest",
+            )
+        return self._consumer
+
+    def _partitions(self) -> list[Any]:
+        from kafka import TopicPartition
+
+        c = self._client()
+        out = []
+        for topic in self.options.topics:
+            parts = c.partitions_for_topic(topic)
+            if not parts:
+                # metadata may lag right after creation: ask once more
+                c.topics()
+                parts = c.partitions_for_topic(topic)
+            if not parts:
+                raise KafkaSourceError("topics", f"topic {topic!r} does not exist")
+            out += [TopicPartition(topic, p) for p in sorted(parts)]
+        return out
+
+    def _assign(self, tps: list[Any], starts: Mapping[tuple[str, int], int]) -> None:
+        c = self._client()
+        if set(c.assignment()) != set(tps):
+            c.assign(tps)
+            self._positions = {}
+        for tp in tps:
+            want = starts[(tp.topic, tp.partition)]
+            if self._positions.get((tp.topic, tp.partition)) != want:
+                c.seek(tp, want)
+                self._positions[(tp.topic, tp.partition)] = want
+
+    def _true_ends(self) -> Offsets:
+        """The next offset to be written per partition, read to the real end (tansu under-reports)."""
+        tps = self._partitions()
+        c = self._client()
+        reported = c.end_offsets(tps)
+        self._assign(tps, {(tp.topic, tp.partition): reported[tp] for tp in tps})
+        ends = {(tp.topic, tp.partition): reported[tp] for tp in tps}
+        while True:
+            got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
+            if not got:
+                break
+            for tp, records in got.items():
+                if records:
+                    ends[(tp.topic, tp.partition)] = max(ends[(tp.topic, tp.partition)], records[-1].offset + 1)
+                    self._positions[(tp.topic, tp.partition)] = records[-1].offset + 1
+        out: Offsets = {}
+        for (t, p), o in ends.items():
+            out.setdefault(t, {})[str(p)] = o
+        return canonical(out)
+
+    def _starts(self, start: Mapping[str, Mapping[str, int]], tps: list[Any]) -> dict[tuple[str, int], int]:
+        c = self._client()
+        missing = [tp for tp in tps if str(tp.partition) not in start.get(tp.topic, {})]
+        begins = c.beginning_offsets(missing) if missing else {}
+        return {
+            (tp.topic, tp.partition): int(start[tp.topic][str(tp.partition)]) if tp not in begins else begins[tp]
+            for tp in tps
+        }
+
+    # ------------------------------------------------------------------ Spark's interface
+
+    def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
+        if self.options.starting_offsets == "latest":
+            return self._true_ends()
+        tps = self._partitions()
+        begins = self._client().beginning_offsets(tps)
+        out: Offsets = {}
+        for tp in tps:
+            out.setdefault(tp.topic, {})[str(tp.partition)] = begins[tp]
+        return canonical(out)
+
+    def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
+        """Records from ``start`` up to ``max_records_per_batch``; the end offset follows the last record
+        read per partition (unchanged where nothing was read)."""
+        tps = self._partitions()
+        starts = self._starts(start, tps)
+        limit = self.options.max_records_per_batch
+        if self._target is not None:
+            # Trigger.AvailableNow: never beyond the offsets recorded when it started
+            caps = {(t, int(p)): o for t, parts in self._target.items() for p, o in parts.items()}
+            tps = [tp for tp in tps if starts[(tp.topic, tp.partition)] < caps.get((tp.topic, tp.partition), 0)]
+        else:
+            caps = {}
+        ends = dict(starts)
+        rows: list[tuple[Any, ...]] = []
+        if tps:
+            self._assign(tps, starts)
+            c = self._client()
+            while len(rows) < limit:
+                got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=limit - len(rows))
+                if not got:
+                    break
+                for tp, records in got.items():
+                    key = (tp.topic, tp.partition)
+                    for r in records:
+                        if r.offset < ends[key]:
+                            continue
+                        if len(rows) >= limit or (key in caps and r.offset >= caps[key]):
+                            break
+                        rows.append(_row(r))
+                        ends[key] = r.offset + 1
+                    if records:
+                        # where the consumer now stands; when we kept fewer, the next read seeks back
+                        self._positions[key] = records[-1].offset + 1
+        end: Offsets = {}
+        for (t, p), o in ends.items():
+            end.setdefault(t, {})[str(p)] = o
+        return iter(rows), canonical(end)
+
+    def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:  # noqa: N802 - Spark's name
+        """Exactly the records in ``[start, end)`` per partition (re-reading a planned batch)."""
+        tps = [tp for tp in self._partitions() if str(tp.partition) in end.get(tp.topic, {})]
+        starts = self._starts(start, tps)
+        stops = {(tp.topic, tp.partition): int(end[tp.topic][str(tp.partition)]) for tp in tps}
+        todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] < stops[(tp.topic, tp.partition)]]
+        rows: list[tuple[Any, ...]] = []
+        if not todo:
+            return iter(rows)
+        self._assign(todo, starts)
+        c = self._client()
+        reached = {(tp.topic, tp.partition): starts[(tp.topic, tp.partition)] for tp in todo}
+        deadline = time.monotonic() + self.options.replay_timeout_s
+        while any(reached[k] < stops[k] for k in reached):
+            if time.monotonic() > deadline:
+                behind = {f"{t}-{p}": (o, stops[(t, p)]) for (t, p), o in reached.items() if o < stops[(t, p)]}
+                reason = f"could not re-read the planned batch within {self.options.replay_timeout_s} s: {behind}"
+                raise KafkaSourceError("offsets", reason)
+            got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
+            for tp, records in got.items():
+                key = (tp.topic, tp.partition)
+                for r in records:
+                    if reached[key] <= r.offset < stops[key]:
+                        rows.append(_row(r))
+                        reached[key] = r.offset + 1
+                    elif r.offset >= stops[key]:
+                        reached[key] = stops[key]
+                if records:
+                    self._positions[key] = records[-1].offset + 1
+        return iter(rows)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
+        self._target = self._true_ends()
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+class KafkaDataSource(DataSource):
+    """The ``livectl-kafka`` streaming source (see the module docstring)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:  # noqa: N802 - Spark's name
+        return KafkaStreamReader(SourceOptions.parse(self.options))
