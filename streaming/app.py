@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -58,7 +59,8 @@ def spark_session(settings: Settings, master: str | None = None, ui: bool = True
 
     builder = SparkSession.builder.appName(f"livectl-{settings.query_name}")
     if master:
-        builder = builder.master(master)
+        # not under spark-submit: Python workers run this interpreter (it has livectl and its deps)
+        builder = builder.master(master).config("spark.pyspark.python", sys.executable)
     defaults = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
     if defaults.exists():
         for raw in defaults.read_text().splitlines():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,6 +54,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    # Python workers must run this venv's interpreter (the one that has pyspark, pandas, livectl)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
         SparkSession.builder.master("local[2]")
         .appName("livectl-tests")

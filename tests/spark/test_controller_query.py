@@ -6,10 +6,9 @@ import json
 from typing import Any
 
 import pytest
+from controller_harness import Cluster, start_controller, wait_for
 
 from core import events as ev
-
-from .conftest import Cluster, start_controller, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -63,7 +62,7 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         assert sorted((b, p) for b, p, _ in entries) == sorted([(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1)]), (
             "one LeaderAndIsr per replica"
         )
-        for b, _p, ps in entries:
+        for _b, _p, ps in entries:
             assert ps["leaderEpoch"] == 0 and ps["isNew"] is True
         lisr_msgs = cluster.requests("LeaderAndIsr")
         assert {m["brokerId"] for m in lisr_msgs} == {1, 2, 3}
