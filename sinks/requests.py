@@ -17,11 +17,15 @@ and the headers carry ``api``, ``batch_id`` and ``controller_epoch`` (UTF-8 text
 goes to ``livectl.rejected`` keyed by ``<topic>/<partition>/<offset>`` of the source record:
 ``{"version":1,"source":{"topic","partition","offset"},"payload":…,"reasons":[…],"batch_id","controller_epoch"}``.
 
-**Idempotent replay by batch id.** Every message has an identity (controller epoch, batch id, and
-broker+API / request id+occurrence / source position). Before the first write of a sink instance, and
-again after any failed write, the sink reads the tail of the topic and collects the identities already
-written for the batch being written; those are not sent again. Afterwards it remembers what it wrote,
-so replaying a batch it completed (or an older one) sends nothing. Consumers get a second line of
+**Idempotent replay by batch id.** Every message has an identity (batch id, and broker+API /
+request id+occurrence / source position). Before the first write of a sink instance, and again after
+any failed write, the sink reads the tail of each partition of the topic: the messages at the end whose
+batch id is at least the one being written. If they are all of that batch, their identities are not
+sent again, whichever controller epoch wrote them (Spark's replay of a batch id gives the same
+decisions; after a crash the replaying controller has a new epoch). If the tail holds a *later* batch
+id, it comes from an earlier run (a new checkpoint restarts batch ids at 0) and nothing is skipped.
+Afterwards the instance remembers what it wrote, so replaying a batch it completed (or an older one)
+sends nothing. Consumers get a second line of
 defence: **simulated brokers keep the highest (controllerEpoch, batchId) applied per request type and
 drop any message at or below it**, as Kafka brokers drop requests from an older controller epoch.
 """
@@ -48,13 +52,13 @@ _ENTRY_IDS = ("brokerId", "id")
 
 @dataclass(frozen=True)
 class OutboundMessage:
-    """One message as sent; ``identity`` = (controller epoch, batch id, id within the batch)."""
+    """One message as sent; ``identity`` = (batch id, id within the batch)."""
 
     topic: str
     key: bytes
     value: bytes
     headers: tuple[tuple[str, bytes], ...]
-    identity: tuple[int, int, str]
+    identity: tuple[int, str]
 
     def value_json(self) -> dict[str, Any]:
         result: dict[str, Any] = json.loads(self.value)
@@ -152,7 +156,7 @@ def request_messages(
                 str(broker).encode(),
                 _dumps(value),
                 _headers(batch_id, fence, api=api.value),
-                (fence.controller_epoch, batch_id, f"{broker}/{api.value}"),
+                (batch_id, f"{broker}/{api.value}"),
             )
         )
     return out
@@ -173,7 +177,7 @@ def admin_result_messages(
                 r.request_id.encode(),
                 _dumps(value),
                 _headers(batch_id, fence, command=r.command, status=r.status.value),
-                (fence.controller_epoch, batch_id, f"{r.request_id}#{k}"),
+                (batch_id, f"{r.request_id}#{k}"),
             )
         )
     return out
@@ -192,25 +196,21 @@ def rejected_messages(topic: str, fence: Fence, batch_id: int, rejected: Sequenc
             "batch_id": batch_id,
             "controller_epoch": fence.controller_epoch,
         }
-        out.append(
-            OutboundMessage(
-                topic, key.encode(), _dumps(value), _headers(batch_id, fence), (fence.controller_epoch, batch_id, key)
-            )
-        )
+        out.append(OutboundMessage(topic, key.encode(), _dumps(value), _headers(batch_id, fence), (batch_id, key)))
     return out
 
 
-def _identity_of(topic: str, value: bytes) -> tuple[int, int, str] | None:
+def _identity_of(value: bytes) -> tuple[int, str] | None:
     """The identity of a message read back from one of the sink's topics (None if not ours)."""
     try:
         v = json.loads(value)
         if "api" in v and "batchId" in v:
-            return (int(v["controllerEpoch"]), int(v["batchId"]), f"{v['brokerId']}/{v['api']}")
+            return (int(v["batchId"]), f"{v['brokerId']}/{v['api']}")
         if v.get("type") == "admin_result":
             return None  # occurrence numbers are rebuilt by the caller, see _admin_identities
         if "source" in v:
             s = v["source"]
-            return (int(v["controller_epoch"]), int(v["batch_id"]), f"{s['topic']}/{s['partition']}/{s['offset']}")
+            return (int(v["batch_id"]), f"{s['topic']}/{s['partition']}/{s['offset']}")
     except (ValueError, KeyError, TypeError):
         return None
     return None
@@ -245,7 +245,7 @@ class RequestSink:
         self._producer: KafkaProducer | None = None
         #: per topic: (latest batch id written by this instance, identities written for it); absent
         #: means "unknown, read the topic's tail first"
-        self._written: dict[str, tuple[int, set[tuple[int, int, str]]]] = {}
+        self._written: dict[str, tuple[int, set[tuple[int, str]]]] = {}
 
     def close(self) -> None:
         if self._producer is not None:
@@ -309,13 +309,12 @@ class RequestSink:
             )
         return self._producer
 
-    def _tail_identities(self, topic: str, batch_id: int) -> set[tuple[int, int, str]]:
-        """Identities of batch ``batch_id`` (this epoch) already on ``topic``, read from its tail."""
+    def _tail_identities(self, topic: str, batch_id: int) -> set[tuple[int, str]]:
+        """Identities of batch ``batch_id`` already on ``topic``, read from its tail."""
         try:
             return read_tail_identities(
                 self._bootstrap,
                 topic,
-                controller_epoch=self.fence.controller_epoch,
                 batch_id=batch_id,
                 window=self._tail_window,
                 timeout_s=self._timeout,
@@ -325,10 +324,11 @@ class RequestSink:
 
 
 def read_tail_identities(
-    bootstrap_servers: str, topic: str, *, controller_epoch: int, batch_id: int, window: int, timeout_s: float = 30.0
-) -> set[tuple[int, int, str]]:
-    """Scan back from the end of each partition of ``topic`` while messages belong to ``batch_id`` or a
-    later batch, and return the identities of ``batch_id`` with ``controller_epoch``."""
+    bootstrap_servers: str, topic: str, *, batch_id: int, window: int, timeout_s: float = 30.0
+) -> set[tuple[int, str]]:
+    """Per partition of ``topic``, the messages at the end with a batch id of at least ``batch_id``: their
+    identities if they are all of ``batch_id``; nothing at all if a later batch (an earlier run) is found
+    in any partition."""
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap_servers,
         enable_auto_commit=False,
@@ -343,21 +343,23 @@ def read_tail_identities(
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         begins = consumer.beginning_offsets(tps)
         ends = consumer.end_offsets(tps)
-        found: set[tuple[int, int, str]] = set()
+        found: set[tuple[int, str]] = set()
         for tp in tps:
             if ends[tp] <= begins[tp]:
                 continue  # empty (tansu may report an end below the true one, never 0 for a non-empty log)
             consumer.assign([tp])
-            found |= _scan_partition(
+            got = _scan_partition(
                 consumer,
                 tp,
                 begin=begins[tp],
                 end=ends[tp],
-                controller_epoch=controller_epoch,
                 batch_id=batch_id,
                 window=window,
                 timeout_s=timeout_s,
             )
+            if got is None:
+                return set()  # one controller writes batch ids in order: a later one means an earlier run
+            found |= got
         return found
     finally:
         consumer.close()
@@ -381,47 +383,45 @@ def _scan_partition(
     *,
     begin: int,
     end: int,
-    controller_epoch: int,
     batch_id: int,
     window: int,
     timeout_s: float,
-) -> set[tuple[int, int, str]]:
+) -> set[tuple[int, str]] | None:
+    """The identities of ``batch_id`` at the end of ``tp``, or None if a later batch is there."""
     start = max(begin, end - window)
     while True:
         records = _read_range(consumer, tp, start, timeout_s)
         batches = [_batch_of(r.value) for r in records]
+        if any(b is not None and b > batch_id for b in batches):
+            return None  # the tail is from an earlier run
         # the window reached back far enough when its first message is from an earlier batch
         if start <= begin or not records or batches[0] is None or batches[0] < batch_id:
             break
         start = max(begin, start - window * 2)
         window *= 2
-    found: set[tuple[int, int, str]] = set()
+    found: set[tuple[int, str]] = set()
     occurrences: dict[str, int] = {}
-    for r in records:
-        ident = _identity_of(tp.topic, r.value)
-        if ident is None:
-            ident = _admin_identity(r.value, occurrences, controller_epoch, batch_id)
-        if ident is not None and ident[0] == controller_epoch and ident[1] == batch_id:
+    for r, b in zip(records, batches, strict=True):
+        if b != batch_id:
+            continue
+        ident = _identity_of(r.value) or _admin_identity(r.value, occurrences, batch_id)
+        if ident is not None:
             found.add(ident)
     return found
 
 
-def _admin_identity(
-    value: bytes, occurrences: dict[str, int], controller_epoch: int, batch_id: int
-) -> tuple[int, int, str] | None:
+def _admin_identity(value: bytes, occurrences: dict[str, int], batch_id: int) -> tuple[int, str] | None:
     # admin results are keyed by request id, so all results of one request id share a partition and
     # their occurrence numbers can be recounted in partition order
     try:
         v = json.loads(value)
         if v.get("type") != "admin_result":
             return None
-        if int(v["controller_epoch"]) != controller_epoch or int(v["batch_id"]) != batch_id:
-            return None
         rid = str(v["request_id"])
     except (ValueError, KeyError, TypeError):
         return None
     k = occurrences[rid] = occurrences.get(rid, -1) + 1
-    return (controller_epoch, batch_id, f"{rid}#{k}")
+    return (batch_id, f"{rid}#{k}")
 
 
 def _batch_of(value: bytes) -> int | None:

@@ -28,10 +28,13 @@ Contract of :meth:`ZooKeeperSink.write_batch` ``(batch_id, writes)``:
   ``/livectl/sink/<query_name>`` = ``{"version":1,"batch_id":B,"next":N,"controller_epoch":E}``:
   after it commits, the first ``N`` writes of batch ``B`` are done (applied, refused, or nothing to
   do). ``write_batch(B, …)`` reads that znode first: if it names ``B``, the first ``N`` writes are
-  skipped (counted in ``skipped``); if it names a later batch, the whole batch is skipped. A crash
-  anywhere therefore leaves ZooKeeper, after the replay of ``B`` with the same writes, as a clean run
-  would have; the replay's result reports only what it did itself. When trailing writes were refused or
-  were no-ops, one last transaction records ``N = len(writes)``. An empty batch touches nothing.
+  skipped (counted in ``skipped``). Any other batch id starts at write 0: Spark only ever replays the
+  last batch of a run, so a progress znode naming a *later* batch comes from an earlier run (a new
+  checkpoint restarts batch ids at 0). A crash anywhere therefore leaves ZooKeeper, after the replay of
+  ``B``, as a clean run would have; the replay's result reports only what it did itself. This relies on
+  Spark's replay giving the same writes for the same batch id (same input offsets, same state version),
+  whichever controller epoch replays it. When trailing writes were refused or were no-ops, one last
+  transaction records ``N = len(writes)``. An empty batch touches nothing.
 
 Connection loss or a timeout raises :class:`sinks.errors.SinkUnavailableError`: the batch may be
 partly written; replaying it completes it. The progress znode's parents are created unfenced
@@ -174,11 +177,8 @@ class ZooKeeperSink:
             self._root_ready = True
         progress = self._read_progress()
         start = 0
-        if progress.zk_version is not None:
-            if progress.batch_id > batch_id:
-                return ZkBatchResult(batch_id, 0, n, (), 0)
-            if progress.batch_id == batch_id:
-                start = min(progress.next, n)
+        if progress.zk_version is not None and progress.batch_id == batch_id:
+            start = min(progress.next, n)
         if start >= n:
             return ZkBatchResult(batch_id, 0, n, (), 0)
 
