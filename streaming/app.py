@@ -21,10 +21,12 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming import failover
 from streaming.dispatch import Dispatcher
 from streaming.listener import MetricsListener
@@ -47,9 +49,21 @@ def livectl_topics(settings: Settings) -> list[str]:
     ]
 
 
+def _batch_ids(folder: Path) -> list[int]:
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+
 def has_committed_batch(checkpoint_dir: str) -> bool:
-    commits = Path(checkpoint_dir) / "commits"
-    return commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir())
+    return bool(_batch_ids(Path(checkpoint_dir) / "commits"))
+
+
+def uncommitted_batch(checkpoint_dir: str) -> int | None:
+    """The id of a micro-batch planned (in ``offsets/``) but not committed (in ``commits/``), if any."""
+    planned = _batch_ids(Path(checkpoint_dir) / "offsets")
+    committed = _batch_ids(Path(checkpoint_dir) / "commits")
+    if planned and (not committed or planned[-1] > committed[-1]):
+        return planned[-1]
+    return None
 
 
 def spark_session(settings: Settings, master: str | None = None, ui: bool = True) -> Any:
@@ -85,6 +99,8 @@ class ControllerApp:
     dispatcher: Dispatcher | None = None
     fence: Any = None
     lost_reason: str | None = None
+    #: wraps the sinks (fault injection in tests: crash inside a micro-batch)
+    wrap_sinks: Callable[[ZkSinkPort, RequestSinkPort], tuple[ZkSinkPort, RequestSinkPort]] | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -124,10 +140,34 @@ class ControllerApp:
             if not has_committed_batch(s.checkpoint_dir) and zk.exists(progress_path(s.query_name)):
                 zk.delete(progress_path(s.query_name))
 
+            producer = KafkaProducer(bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
+            zk_sink: ZkSinkPort = ZooKeeperSink(zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction)
+            request_sink = RequestSink(
+                s.bootstrap_servers,
+                fence,
+                requests_topic=s.requests_topic,
+                admin_results_topic=s.admin_results_topic,
+                rejected_topic=s.rejected_topic,
+            )
+            sinks: tuple[ZkSinkPort, RequestSinkPort] = (zk_sink, request_sink)
+            if self.wrap_sinks is not None:
+                sinks = self.wrap_sinks(*sinks)
+            self.dispatcher = Dispatcher(*sinks)
+            if self.spark is None:
+                self.spark = spark_session(s, self.master)
+            self.spark.streams.addListener(MetricsListener())
+            from streaming.query import start_query
+
+            replay = uncommitted_batch(s.checkpoint_dir)
+            self.query = start_query(self.spark, s, self.dispatcher)
+            if replay is not None:
+                # the micro-batch the previous controller planned but did not commit is replayed first;
+                # the snapshot must be read after it, or it would miss that batch's writes
+                self._wait_committed(replay)
+
             started = time.monotonic()
             snapshot = read_snapshot(zk)
             ref = failover.write_snapshot(s.checkpoint_dir, s.controller_id, snapshot, s.num_buckets)
-            producer = KafkaProducer(bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
             producer.send(s.broker_events_topic, key=b"controller", value=failover.ref_to_json(ref).encode())
             producer.flush()
             log.info(
@@ -142,22 +182,6 @@ class ControllerApp:
             known = {b.broker_id: b.broker_epoch for b in snapshot.brokers}
             bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
             bridge.start()
-
-            zk_sink = ZooKeeperSink(zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction)
-            request_sink = RequestSink(
-                s.bootstrap_servers,
-                fence,
-                requests_topic=s.requests_topic,
-                admin_results_topic=s.admin_results_topic,
-                rejected_topic=s.rejected_topic,
-            )
-            self.dispatcher = Dispatcher(zk_sink, request_sink)
-            if self.spark is None:
-                self.spark = spark_session(s, self.master)
-            self.spark.streams.addListener(MetricsListener())
-            from streaming.query import start_query
-
-            self.query = start_query(self.spark, s, self.dispatcher)
             if ready is not None:
                 ready.set()
             while not self._stop.is_set():
@@ -183,6 +207,15 @@ class ControllerApp:
             lease.release()
             zk.stop()
             zk.close()
+
+    def _wait_committed(self, batch_id: int, timeout: float = 300.0) -> None:
+        deadline = time.monotonic() + timeout
+        commits = Path(self.settings.checkpoint_dir) / "commits"
+        while batch_id not in _batch_ids(commits):
+            if not self.query.isActive or self._stop.is_set() or time.monotonic() > deadline:
+                raise StreamingError(f"the replay of micro-batch {batch_id} did not complete")
+            time.sleep(0.1)
+        log.info("micro-batch %d replayed", batch_id)
 
     def _stop_query(self) -> None:
         if self.query is not None and self.query.isActive:

@@ -83,6 +83,35 @@ def events_of(bucket: int, frame: pd.DataFrame) -> list[ev.Event]:
     return events
 
 
+def applicable_events(
+    state: controller.ControllerState, events: list[ev.Event]
+) -> tuple[list[ev.Event], list[dc.AdminResult]]:
+    """Events that precede this bucket's first controller failover are history the ZooKeeper snapshot
+    already reflects (a new Kafka controller reads ZooKeeper, it does not replay requests): they are not
+    applied. An admin command among them is answered ``NOT_CONTROLLER`` so that its sender can retry."""
+    if state.context.controller_id >= 0:
+        return events, []
+    for i, e in enumerate(events):
+        if isinstance(e, ev.ControllerFailover):
+            skipped = events[:i]
+            kept = events[i:]
+            break
+    else:
+        skipped, kept = events, []
+    refused = [
+        dc.AdminResult(
+            e.request_id,
+            e.TYPE,
+            dc.AdminStatus.ERROR,
+            "NOT_CONTROLLER",
+            "the controller had not loaded the cluster state yet; resubmit the command",
+        )
+        for e in skipped
+        if isinstance(e, ev.AdminCommand)
+    ]
+    return kept, refused
+
+
 def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for seq, d in enumerate(decisions):
@@ -107,9 +136,10 @@ def step_bucket(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any
         current = load_state(int(fmt), int(size), bytes(blob))
     else:
         current = controller.ControllerState()
-    new_state, decisions = controller.step(current, events_of(bucket, frame))
+    events, refused = applicable_events(current, events_of(bucket, frame))
+    new_state, decisions = controller.step(current, events)
     state.update(dump_state(new_state))
-    rows = decision_rows(bucket, decisions)
+    rows = decision_rows(bucket, [*refused, *decisions])
     m = controller.metrics(new_state)
     rows.append([bucket, len(rows), KIND_METRICS, json.dumps(m), *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)

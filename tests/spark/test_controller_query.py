@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -94,7 +93,28 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
     assert not controller.error
 
 
-def test_reassignment_walks_its_steps_and_survives_a_crash(spark: Any, cluster: Cluster) -> None:
+class CrashOnStopReplica:
+    """Wraps the real request sink: the first batch holding a StopReplica crashes after the ZooKeeper
+    writes of that batch and before any request is written, as a driver dying mid-batch would."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.crashed = False
+
+    def write_requests(self, batch_id: int, requests: Any) -> Any:
+        if not self.crashed and any(r.api.value == "StopReplica" for r in requests):
+            self.crashed = True
+            raise RuntimeError(f"injected crash in micro-batch {batch_id}")
+        return self.inner.write_requests(batch_id, requests)
+
+    def write_admin_results(self, batch_id: int, results: Any) -> Any:
+        return self.inner.write_admin_results(batch_id, results)
+
+    def write_rejected(self, batch_id: int, rejected: Any) -> Any:
+        return self.inner.write_rejected(batch_id, rejected)
+
+
+def test_reassignment_survives_restart_and_a_crash_inside_a_micro_batch(spark: Any, cluster: Cluster) -> None:
     for b in (1, 2, 3, 4, 5, 6):
         cluster.register_broker(b)
     controller = start_controller(spark, cluster.settings)
@@ -111,13 +131,28 @@ def test_reassignment_walks_its_steps_and_survives_a_crash(spark: Any, cluster: 
         assert topic["removing_replicas"] == {"0": [1, 2, 3]}
     finally:
         controller.stop()
+    assert not controller.error
 
-    # the controller is gone in the middle of the reassignment; the new replicas catch up meanwhile
-    state = cluster.state("moving", 0)
-    assert state is not None
-    controller = start_controller(spark, cluster.settings)
+    # a new controller takes over in the middle of the reassignment; it crashes inside the micro-batch
+    # that completes it, after that batch's ZooKeeper writes and before its requests
+    crash: list[CrashOnStopReplica] = []
+
+    def wrap(zk_sink: Any, request_sink: Any) -> tuple[Any, Any]:
+        crash.append(CrashOnStopReplica(request_sink))
+        return zk_sink, crash[0]
+
+    controller = start_controller(spark, cluster.settings, wrap_sinks=wrap)
+    epoch = int(cluster.zk.get("/controller_epoch")[0])
+    assert epoch == 2
     try:
+        # the leader acts on the newest LeaderAndIsr it received (the new controller resumes the move)
+        wait_for(
+            "the resumed reassignment's LeaderAndIsr",
+            lambda: any(m["controllerEpoch"] == epoch and m["brokerId"] == 1 for m in cluster.requests("LeaderAndIsr")),
+        )
+        state = cluster.state("moving", 0)
         _, stat = cluster.zk.get("/brokers/topics/moving/partitions/0/state")
+        assert state is not None
         cluster.send_broker_event(
             ev.AlterPartition(
                 state["leader"],
@@ -129,6 +164,15 @@ def test_reassignment_walks_its_steps_and_survives_a_crash(spark: Any, cluster: 
                 (1, 2, 3, 4, 5, 6),
             )
         )
+        wait_for("the injected crash", lambda: controller.error or not controller.thread.is_alive(), timeout=90)
+    finally:
+        controller.stop()
+    assert crash[0].crashed and controller.error, "the controller should have died inside the micro-batch"
+    written_before_replay = cluster.state("moving", 0)
+    assert written_before_replay is not None and written_before_replay["leader"] == 4
+
+    controller = start_controller(spark, cluster.settings)
+    try:
         final = wait_for(
             "reassignment complete",
             lambda: (t := cluster.znode("/brokers/topics/moving")) and t["partitions"]["0"] == [4, 5, 6] and t,
@@ -136,8 +180,20 @@ def test_reassignment_walks_its_steps_and_survives_a_crash(spark: Any, cluster: 
         assert final["adding_replicas"] == {} and final["removing_replicas"] == {}
         s = cluster.state("moving", 0)
         assert s is not None and s["leader"] == 4 and s["isr"] == [4, 5, 6]
-        stops = [m for m in cluster.requests("StopReplica") if m["brokerId"] in (1, 2, 3)]
-        assert {m["brokerId"] for m in stops} == {1, 2, 3}
+        # the replay wrote nothing twice in ZooKeeper: the state znode is where the crashed batch left it
+        assert s == written_before_replay
+
+        def deletes() -> list[int]:
+            out = []
+            for m in cluster.requests("StopReplica"):
+                for ts in m["body"]["topicStates"]:
+                    if ts["topicName"] == "moving":
+                        out.extend(m["brokerId"] for p in ts["partitionStates"] if p["deletePartition"])
+            return out
+
+        assert sorted(wait_for("StopReplica(delete) to the old replicas", deletes)) == [1, 2, 3]
+        identities = [(m["controllerEpoch"], m["batchId"], m["brokerId"], m["api"]) for m in cluster.requests()]
+        assert len(identities) == len(set(identities)), "a request was written twice"
     finally:
         controller.stop()
-    assert json.dumps(controller.error) == "[]"
+    assert not controller.error
