@@ -197,3 +197,49 @@ def test_reassignment_survives_restart_and_a_crash_inside_a_micro_batch(spark: A
     finally:
         controller.stop()
     assert not controller.error
+
+
+def test_zombie_is_fenced_and_a_cold_start_rebuilds_from_zookeeper(spark: Any, cluster: Cluster, tmp_path: Any) -> None:
+    for b in (1, 2, 3):
+        cluster.register_broker(b)
+    zombie = start_controller(spark, cluster.settings)
+    try:
+        cluster.send_admin(ev.CreateTopic("c1", "kept", 2, 2, replica_assignment=((1, 2), (2, 3))))
+        wait_for("kept online", lambda: all(cluster.state("kept", p) for p in (0, 1)))
+        # another controller is elected behind the zombie's back: /controller_epoch moves on
+        # while the zombie's own ZooKeeper session and /controller znode stay as they were
+        data, _ = cluster.zk.get("/controller_epoch")
+        cluster.zk.set("/controller_epoch", str(int(data) + 1).encode())
+        cluster.send_admin(ev.CreateTopic("c2", "refused", 1, 1))
+        wait_for("the zombie to stop", lambda: not zombie.thread.is_alive(), timeout=90)
+    finally:
+        zombie.stop()
+    from streaming.app import ControllerStoppedError
+
+    assert zombie.error and isinstance(zombie.error[0], ControllerStoppedError)
+    assert zombie.app.dispatcher is not None and zombie.app.dispatcher.fenced
+    assert cluster.znode("/brokers/topics/refused") is None, "a fenced controller's write got through"
+    assert not any(r["request_id"] == "c2" for r in cluster.admin_results())
+
+    # broker 1 dies while no controller runs: partition 0's leader is gone
+    cluster.kill_broker(1)
+    cold = cluster.settings.__class__.from_mapping(
+        {**cluster.settings.__dict__, "checkpoint_dir": str(tmp_path / "cold-checkpoint")}
+    )
+    controller = start_controller(spark, cold)
+    try:
+        # rebuilt from ZooKeeper: the partition led by the dead broker is elected again, the ISRs shrink
+        s0 = wait_for("kept-0 re-elected", lambda: (s := cluster.state("kept", 0)) and s["leader"] == 2 and s)
+        assert s0["isr"] == [2]
+        s1 = wait_for("kept-1 unchanged", lambda: cluster.state("kept", 1))
+        assert s1["leader"] == 2 and s1["isr"] == [2, 3]
+        # and it runs on: a command submitted now is carried out
+        cluster.send_admin(ev.CreateTopic("c3", "fresh", 1, 2))
+        wait_for("fresh online", lambda: cluster.state("fresh", 0))
+        metrics = wait_for(
+            "metrics", lambda: (p := controller.app.query.lastProgress) and p["observedMetrics"]["livectl"]
+        )
+        assert metrics["GlobalTopicCount"] == 2
+    finally:
+        controller.stop()
+    assert not controller.error
