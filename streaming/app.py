@@ -29,8 +29,9 @@ from typing import Any
 from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming import failover
 from streaming.dispatch import Dispatcher
+from streaming.errors import StreamingError
 from streaming.listener import MetricsListener
-from streaming.settings import Settings, StreamingError
+from streaming.settings import Settings
 
 log = logging.getLogger("livectl.app")
 

@@ -19,7 +19,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from streaming.settings import Settings, SettingsError, StreamingError
+from streaming.errors import StreamingError
+from streaming.settings import Settings, SettingsError
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:

@@ -41,7 +41,7 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from streaming.settings import StreamingError
+from streaming.errors import StreamingError
 
 SOURCE_NAME = "livectl-kafka"
 SCHEMA = "key string, value string, topic string, partition int, offset long, timestamp timestamp"

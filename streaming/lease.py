@@ -38,7 +38,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from sinks.ports import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, Fence
-from streaming.settings import StreamingError
+from streaming.errors import StreamingError
 
 log = logging.getLogger(__name__)
 

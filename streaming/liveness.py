@@ -30,7 +30,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from core.events import BrokerFailure, BrokerStartup, Event, event_to_json
-from streaming.settings import StreamingError
+from streaming.errors import StreamingError
 from streaming.zk_snapshot import BROKER_IDS, SnapshotError, parse_broker_registration
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ Values from ``--set`` are text and are converted to the field's type (``int``, `
 accepts ``true/false/1/0/yes/no``, ``str``). An unknown key, a value of the wrong type or a value out of
 range raises :class:`SettingsError` naming the key and the reason.
 
-``StreamingError`` is the root of every exception raised by ``streaming``.
+``StreamingError`` (:mod:`streaming.errors`) is the root of every exception raised by ``streaming``.
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from streaming.errors import StreamingError
+
 #: ``conf/livectl-defaults.json`` of the repository
 DEFAULTS_PATH = Path(__file__).resolve().parent.parent / "conf" / "livectl-defaults.json"
-
-
-class StreamingError(Exception):
-    """Root of every exception raised by ``streaming``."""
 
 
 class SettingsError(StreamingError, ValueError):

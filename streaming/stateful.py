@@ -43,6 +43,8 @@ METRIC_COLUMNS = (
 #: Spark DDL of the decision rows
 OUTPUT_SCHEMA = "bucket int, seq int, kind string, payload string, " + ", ".join(f"{m} long" for m in METRIC_COLUMNS)
 _OUTPUT_COLUMNS = ["bucket", "seq", "kind", "payload", *METRIC_COLUMNS]
+#: decision rows carry zeros in the metric columns: the observed sums then count metrics rows only
+_NO_METRICS = (0,) * len(METRIC_COLUMNS)
 
 KIND_METRICS = "metrics"
 KIND_ZK = dc.ZkWrite.TYPE
@@ -115,7 +117,7 @@ def applicable_events(
 def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for seq, d in enumerate(decisions):
-        rows.append([bucket, seq, d.TYPE, dc.decision_to_json(d), *([None] * len(METRIC_COLUMNS))])
+        rows.append([bucket, seq, d.TYPE, dc.decision_to_json(d), *_NO_METRICS])
     return rows
 
 
@@ -125,9 +127,7 @@ def step_bucket(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any
     frame = pd.concat(list(frames), ignore_index=True)
     if bucket == REJECTED_BUCKET:
         rejected = frame[frame["kind"] == KIND_REJECTED].sort_values(["ts", "src", "offset"], kind="stable")
-        rows = [
-            [bucket, i, KIND_REJECTED, p, *([None] * len(METRIC_COLUMNS))] for i, p in enumerate(rejected["payload"])
-        ]
+        rows = [[bucket, i, KIND_REJECTED, p, *_NO_METRICS] for i, p in enumerate(rejected["payload"])]
         yield pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
         return
 
@@ -144,5 +144,5 @@ def step_bucket(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any
     rows.append([bucket, len(rows), KIND_METRICS, json.dumps(m), *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
     for c in METRIC_COLUMNS:
-        out[c] = out[c].astype("Int64")
+        out[c] = out[c].astype("int64")
     yield out

@@ -27,7 +27,7 @@ from kazoo.exceptions import NoNodeError
 from core import zkdata
 from core.events import BrokerInfo, Endpoint, ZkSnapshot
 from sinks.ports import CONTROLLER_EPOCH_PATH
-from streaming.settings import StreamingError
+from streaming.errors import StreamingError
 
 BROKER_IDS = "/brokers/ids"
 

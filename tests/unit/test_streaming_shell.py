@@ -1,0 +1,248 @@
+"""The query's steps without Spark: prepare → per-bucket step (a fake GroupState) → dispatch to fakes.
+
+Spark runs exactly these functions; here they are driven by hand so that the shell's contracts are
+checked in milliseconds: order of effects, replay, fencing, failover hand-off, merged admin results.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from core import decisions as dc
+from core import events as ev
+from sinks.errors import ControllerFencedError
+from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
+from sinks.ports import Fence
+from streaming import failover, routing, stateful
+from streaming.dispatch import Dispatcher, merge_admin_results
+from streaming.settings import Settings, SettingsError
+from streaming.validation import InputValidator
+
+pytestmark = pytest.mark.unit
+
+BUCKETS = 4
+ADMIN = "livectl.admin"
+EVENTS = "livectl.broker-events"
+
+
+class FakeGroupState:
+    """What ``applyInPandasWithState`` hands the function: ``exists``, ``get``, ``update``."""
+
+    def __init__(self) -> None:
+        self.value: tuple[Any, ...] | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple[Any, ...]:
+        assert self.value is not None
+        return self.value
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+
+
+class Pipeline:
+    """One controller's query, batch by batch, on fakes."""
+
+    def __init__(self, tmp: Path, zk: MemoryZooKeeper, fence: Fence, validator: InputValidator) -> None:
+        self.tmp = tmp
+        self.zk = zk
+        self.fence = fence
+        self.validator = validator
+        self.states = {b: FakeGroupState() for b in range(-1, BUCKETS)}
+        self.requests = MemoryRequestSink(fence)
+        self.dispatcher = Dispatcher(MemoryZkSink(zk, fence, "q"), self.requests)
+        self.offsets = {ADMIN: 0, EVENTS: 0}
+        self.batch = 0
+        self.clock = 0
+
+    def records(self, items: list[tuple[str, str]]) -> pd.DataFrame:
+        rows = []
+        for topic, value in items:
+            # records of both topics are ordered by their timestamps, as produced
+            self.clock += 1
+            rows.append((topic, 0, self.offsets[topic], pd.Timestamp(1_700_000_000_000 + self.clock, unit="ms"), value))
+            self.offsets[topic] += 1
+        return pd.DataFrame(rows, columns=["topic", "partition", "offset", "timestamp", "value"])
+
+    def failover_ref(self, snapshot: ev.ZkSnapshot) -> str:
+        ref = failover.write_snapshot(str(self.tmp), 1000, snapshot, BUCKETS)
+        return failover.ref_to_json(ref)
+
+    def run_batch(self, items: list[tuple[str, str]]) -> pd.DataFrame:
+        routed = pd.concat(
+            [routing.prepare_frame(self.records(items), BUCKETS, ADMIN, self.validator), routing.tick_rows(1, BUCKETS)]
+        )
+        outputs = []
+        for bucket, frame in routed.groupby("bucket"):
+            outputs.extend(stateful.step_bucket((bucket,), iter([frame]), self.states[int(bucket)]))
+        out = pd.concat(outputs, ignore_index=True)
+        self.dispatcher.dispatch(out, self.batch)
+        self.batch += 1
+        return out
+
+
+@pytest.fixture(scope="module")
+def validator() -> InputValidator:
+    return InputValidator()
+
+
+def snapshot_of(brokers: tuple[int, ...], epoch: int = 1, epoch_version: int = 0) -> ev.ZkSnapshot:
+    return ev.ZkSnapshot(epoch, epoch_version, tuple(ev.BrokerInfo(b, 100 + b) for b in brokers), (), ())
+
+
+def epoch_znode(zk: MemoryZooKeeper) -> None:
+    zk.create("/controller_epoch", b"1")
+
+
+def test_create_topic_end_to_end_on_fakes(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    out = p.run_batch(
+        [
+            (ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 3, 2))),
+            (ADMIN, "not json"),
+        ]
+    )
+    # Kafka's znodes, created through the fenced sink
+    topic = json.loads(zk.get("/brokers/topics/orders")[0])
+    assert sorted(topic["partitions"]) == ["0", "1", "2"]
+    for part in range(3):
+        state = json.loads(zk.get(f"/brokers/topics/orders/partitions/{part}/state")[0])
+        assert state["leader"] == topic["partitions"][str(part)][0] and state["leader_epoch"] == 0
+    # requests: one LeaderAndIsr per broker, in Kafka's order per broker
+    msgs = [m.value_json() for m in p.requests.messages if m.topic == "livectl.requests"]
+    msgs = [m for m in msgs if m["batchId"] == 1]
+    per_broker: dict[int, list[str]] = {}
+    for m in msgs:
+        per_broker.setdefault(m["brokerId"], []).append(m["api"])
+    for apis in per_broker.values():
+        assert apis == sorted(apis, key=["LeaderAndIsr", "UpdateMetadata", "StopReplica"].index)
+        assert apis.count("LeaderAndIsr") == 1
+    results = [m.value_json() for m in p.requests.messages if m.topic == "livectl.admin-results"]
+    assert {(r["request_id"], r["status"]) for r in results} == {("r1", "ok")}
+    rejected = [m.value_json() for m in p.requests.messages if m.topic == "livectl.rejected"]
+    assert len(rejected) == 1 and rejected[0]["payload"] == "not json"
+    # one metrics row per bucket per batch; the dispatcher sums them
+    assert (out["kind"] == stateful.KIND_METRICS).sum() == BUCKETS
+    assert p.dispatcher.metrics["GlobalPartitionCount"] == 3
+    assert p.dispatcher.metrics["GlobalTopicCount"] == 1
+    assert p.dispatcher.metrics["ActiveControllerCount"] == 1
+
+
+def test_history_before_the_first_failover_is_not_applied(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch(
+        [
+            (ADMIN, ev.event_to_json(ev.CreateTopic("old", "history", 1, 1))),
+            (EVENTS, p.failover_ref(snapshot_of((1,)))),
+            (ADMIN, ev.event_to_json(ev.CreateTopic("new", "current", 1, 1))),
+        ]
+    )
+    assert not zk.exists("/brokers/topics/history")
+    assert zk.exists("/brokers/topics/current")
+    results = {
+        m.value_json()["request_id"]: m.value_json() for m in p.requests.messages if m.topic == "livectl.admin-results"
+    }
+    assert results["old"]["error"] == "NOT_CONTROLLER"
+    assert results["new"]["status"] == "ok"
+
+
+def test_a_fenced_dispatcher_writes_nothing_more(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2))))])
+    zk.set("/controller_epoch", b"2")  # another controller was elected
+    with pytest.raises(ControllerFencedError):
+        p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "late", 1, 1)))])
+    assert p.dispatcher.fenced and p.dispatcher.metrics["ActiveControllerCount"] == 0
+    assert not zk.exists("/brokers/topics/late")
+    assert not [m for m in p.requests.messages if m.topic == "livectl.admin-results"]
+    with pytest.raises(ControllerFencedError):
+        p.dispatcher.dispatch(pd.DataFrame(), 99)
+
+
+def test_replaying_a_micro_batch_writes_nothing_twice(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    saved = {b: s.value for b, s in p.states.items()}
+    out = p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 2, 3)))])
+    tree = zk.snapshot()
+    sent = list(p.requests.messages)
+    # Spark replays batch 1 from the same state with the same rows
+    for b, value in saved.items():
+        p.states[b].value = value
+    p.dispatcher.dispatch(out, 1)
+    assert zk.snapshot() == tree
+    assert p.requests.messages == sent
+
+
+def test_state_round_trips_through_its_pyarrow_blob(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
+    for s in p.states.values():
+        if s.value is None:
+            continue
+        fmt, size, blob = s.value
+        state = stateful.load_state(fmt, size, blob)
+        assert stateful.dump_state(state) == s.value
+        assert len(blob) < size  # compressed
+    with pytest.raises(ValueError, match="format 99"):
+        stateful.load_state(99, 0, b"")
+
+
+def test_snapshot_is_split_by_bucket(tmp_path: Path) -> None:
+    topics = tuple(ev.TopicZnode(f"t{i}", ((0, (1, 2)),)) for i in range(20))
+    states = tuple((ev.TopicPartition(f"t{i}", 0), ev.PartitionStateZnode(1, 0, (1, 2), 1, 0)) for i in range(20))
+    snap = ev.ZkSnapshot(3, 2, (ev.BrokerInfo(1, 7), ev.BrokerInfo(2, 8)), topics, states, topics_to_delete=("t3",))
+    parts = failover.split_snapshot(snap, BUCKETS)
+    assert sorted(t.topic for part in parts for t in part.topics) == sorted(t.topic for t in topics)
+    for b, part in enumerate(parts):
+        assert all(routing.bucket_of(t.topic, BUCKETS) == b for t in part.topics)
+        assert part.brokers == snap.brokers and part.controller_epoch == 3
+    ref = failover.write_snapshot(str(tmp_path), 7, snap, BUCKETS)
+    assert ref["type"] == "controller_failover_ref" and ref["controller_epoch"] == 3
+    for b in range(BUCKETS):
+        assert failover.load_bucket_failover(ref, b).snapshot == parts[b]
+
+
+def test_admin_results_of_a_split_command_are_merged() -> None:
+    ok = dc.AdminResult("r", "reassign_partitions", dc.AdminStatus.OK, details='{"partitions":{"a-0":"NONE"}}')
+    busy = dc.AdminResult(
+        "r", "reassign_partitions", dc.AdminStatus.IN_PROGRESS, details='{"partitions":{"b-0":"NONE"}}'
+    )
+    bad = dc.AdminResult("s", "elect_leaders", dc.AdminStatus.ERROR, "ELECTION_NOT_NEEDED", "x")
+    fine = dc.AdminResult("s", "elect_leaders", dc.AdminStatus.OK)
+    merged = {r.request_id: r for r in merge_admin_results([ok, busy, bad, fine])}
+    assert merged["r"].status is dc.AdminStatus.IN_PROGRESS
+    assert json.loads(merged["r"].details) == {"partitions": {"a-0": "NONE", "b-0": "NONE"}}
+    assert merged["s"].status is dc.AdminStatus.ERROR and merged["s"].error == "ELECTION_NOT_NEEDED"
+
+
+def test_settings_load_overrides_and_errors(tmp_path: Path) -> None:
+    s = Settings.load(overrides=["num_buckets=16", "zookeeper_connect=zk:2181/livectl"])
+    assert s.num_buckets == 16 and s.zookeeper_connect == "zk:2181/livectl"
+    with pytest.raises(SettingsError) as e:
+        Settings.load(overrides=["no_such_key=1"])
+    assert e.value.key == "no_such_key"
+    with pytest.raises(SettingsError) as e:
+        Settings.load(overrides=["num_buckets=many"])
+    assert e.value.key == "num_buckets"
