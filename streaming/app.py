@@ -17,12 +17,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from streaming import failover
 from streaming.dispatch import Dispatcher
 from streaming.errors import StreamingError
 from streaming.listener import MetricsListener
-from streaming.settings import Settings
+from streaming.settings import Settings, SettingsError
 
 log = logging.getLogger("livectl.app")
 
@@ -84,10 +85,35 @@ def spark_session(settings: Settings, master: str | None = None, ui: bool = True
                 key, _, value = line.partition(" ")
                 if key != "spark.app.name":
                     builder = builder.config(key, value.strip())
-    builder = builder.config("spark.sql.shuffle.partitions", str(settings.num_buckets))
+    if settings.num_buckets > 0:
+        builder = builder.config("spark.sql.shuffle.partitions", str(settings.num_buckets))
     if not ui:
         builder = builder.config("spark.ui.enabled", "false")
     return builder.getOrCreate()
+
+
+CHECKPOINT_META = "livectl.json"
+
+
+def resolve_buckets(spark: Any, settings: Settings) -> Settings:
+    """Fix the bucket count: the setting, else ``spark.sql.shuffle.partitions``; then make the shuffle
+    partitions equal to it and check it against the checkpoint, whose state is partitioned by it."""
+    buckets = settings.num_buckets or int(spark.conf.get("spark.sql.shuffle.partitions"))
+    meta_path = Path(settings.checkpoint_dir) / CHECKPOINT_META
+    if meta_path.exists():
+        recorded = int(json.loads(meta_path.read_text())["num_buckets"])
+        if settings.num_buckets and recorded != settings.num_buckets:
+            raise SettingsError(
+                "num_buckets",
+                f"is {settings.num_buckets} but the checkpoint {settings.checkpoint_dir} was made with {recorded}; "
+                "the bucket count is fixed for the life of a checkpoint (use a new checkpoint_dir to change it)",
+            )
+        buckets = recorded
+    else:
+        meta_path.parent.mkdir(parents=True, exist_ok=True)
+        meta_path.write_text(json.dumps({"version": 1, "num_buckets": buckets}))
+    spark.conf.set("spark.sql.shuffle.partitions", str(buckets))
+    return replace(settings, num_buckets=buckets)
 
 
 @dataclass
@@ -156,6 +182,7 @@ class ControllerApp:
             self.dispatcher = Dispatcher(*sinks)
             if self.spark is None:
                 self.spark = spark_session(s, self.master)
+            s = self.settings = resolve_buckets(self.spark, s)
             self.spark.streams.addListener(MetricsListener())
             from streaming.query import start_query
 

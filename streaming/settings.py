@@ -52,8 +52,9 @@ class Settings:
     rejected_topic: str = "livectl.rejected"
     #: the id this controller writes into ``/controller`` (``brokerid``)
     controller_id: int = 1000
-    #: number of state buckets; keep ``spark.sql.shuffle.partitions`` equal to it (DESIGN.md, 1)
-    num_buckets: int = 8
+    #: number of state buckets; 0 = ``spark.sql.shuffle.partitions``; the job sets shuffle partitions equal
+    #: to it (DESIGN.md, 1). Fixed for the life of a checkpoint.
+    num_buckets: int = 0
     checkpoint_dir: str = "checkpoints/livectl"
     #: Spark processing-time trigger, e.g. ``"1 second"``
     trigger_interval: str = "1 second"
@@ -76,7 +77,11 @@ class Settings:
                 raise SettingsError(f.name, f"must be {expected.__name__}, got {type(value).__name__} {value!r}")
             if isinstance(value, str) and not value.strip():
                 raise SettingsError(f.name, "must not be empty")
-        for name in ("zookeeper_session_timeout_ms", "num_buckets", "max_records_per_batch", "zk_ops_per_transaction"):
+        if self.num_buckets < 0:
+            raise SettingsError(
+                "num_buckets", f"must be at least 0 (0: spark.sql.shuffle.partitions), got {self.num_buckets}"
+            )
+        for name in ("zookeeper_session_timeout_ms", "max_records_per_batch", "zk_ops_per_transaction"):
             if getattr(self, name) < 1:
                 raise SettingsError(name, f"must be at least 1, got {getattr(self, name)}")
         if self.controller_id < 0:
