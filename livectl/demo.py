@@ -49,7 +49,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -917,7 +917,7 @@ class Demo:
             for label, cmd in (
                 (f"create_topic {ORDERS}", CreateTopic("", ORDERS, 6, 3)),
                 (f"create_topic {PAYMENTS}", CreateTopic("", PAYMENTS, 3, 3)),
-                (f"create_topic {AUDIT}", CreateTopic("", AUDIT, replica_assignment=((1, 2), (2, 1)))),
+                (f"create_topic {AUDIT}", CreateTopic("", AUDIT, 2, 2, replica_assignment=((1, 2), (2, 1)))),
             ):
                 rids[self._send(label, cmd)] = label
             return (
@@ -1193,8 +1193,11 @@ class Demo:
                 ours[pid] = f"Spark worker ({_cmdline(pid)[:60]})"
         if self.services is not None:
             for name, svc in self.services.services.items():
-                ours[svc.pid] = name
+                ours[svc.pid] = "ZooKeeper" if name == "zookeeper" else "tansu (Kafka)"
 
+        if self.observer is not None:
+            # what the controller does while everything shuts down is not part of the scenario
+            self.observer.stop()
         started = time.monotonic()
         running = [bp for bp in self.brokers.values() if bp.running()]
         grace = 30.0 if self.controller is not None and self.controller.alive() else 3.0
@@ -1221,8 +1224,6 @@ class Demo:
                 self.tl.line("FAIL", "the controller did not stop within 60 s")
             else:
                 self.report.stopped.append("controller query")
-        if self.observer is not None:
-            self.observer.stop()
         if self._owns_spark and self.spark is not None:
             self._stop_spark()
         if self.services is not None:
@@ -1239,10 +1240,7 @@ class Demo:
         if self.report.leftovers:
             self.tl.line("FAIL", "still running: " + "; ".join(self.report.leftovers))
         else:
-            self.tl.line(
-                "demo",
-                f"stopped {len(ours)} processes ({', '.join(sorted(set(ours.values())))[:200]}); none left running",
-            )
+            self.tl.line("demo", f"stopped {len(ours)} processes ({_kinds(ours.values())}); none left running")
 
     def _stop_spark(self) -> None:
         from pyspark import SparkContext
@@ -1291,6 +1289,15 @@ class Demo:
         self.tl.plain(f"  {outcome}; {r.total_seconds:.0f} s in all; logs in {self.run_dir}")
 
 
+def _kinds(names: Iterable[str]) -> str:
+    """``5 brokers, Spark JVM, 9 Spark workers, zookeeper, broker`` from process descriptions."""
+    counts: dict[str, int] = {}
+    for n in names:
+        kind = "broker" if n.startswith("broker ") else "Spark worker" if n.startswith("Spark worker") else n
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{c} {k}s" if c > 1 else k for k, c in counts.items())
+
+
 def run_demo(
     options: DemoOptions,
     out: TextIO | None = None,
@@ -1325,6 +1332,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     handler = logging.FileHandler(run_dir / "controller.log")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    # PySpark reports a query stopped in the middle of a batch with warnings: into the log, not the timeline
+    logging.captureWarnings(True)
     for noisy in ("kafka", "kazoo", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
