@@ -119,6 +119,9 @@ class DemoReport:
     stopped: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)
     total_seconds: float = 0.0
+    #: what the scenario chose at run time: ``killed`` and ``shut_down`` broker ids, ``payments_before`` and
+    #: ``payments_targets`` (partition -> replicas) of the reassignment
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -524,9 +527,11 @@ class Demo:
         self,
         options: DemoOptions,
         out: TextIO,
+        *,
         spark: Any = None,
         stop: threading.Event | None = None,
         hard_stop: threading.Event | None = None,
+        inspect: Callable[[DemoReport], None] | None = None,
     ) -> None:
         if options.brokers < 4:
             raise DemoError(
@@ -553,6 +558,7 @@ class Demo:
         self._jvm: subprocess.Popen[bytes] | None = None
         self.kill_id = 3
         self.shutdown_id = options.brokers
+        self.inspect = inspect
 
     # ------------------------------------------------------------------ top level
 
@@ -575,6 +581,11 @@ class Demo:
             log.exception("demo failed")
         finally:
             self._capture_final()
+            if self.inspect is not None and self.report.steps:
+                try:
+                    self.inspect(self.report)
+                except Exception as e:  # a failed inspection must not keep the processes running
+                    self.report.error = f"inspection before teardown failed: {type(e).__name__}: {e}"
             self._teardown()
             self.report.total_seconds = time.monotonic() - t0
             self._summary()
@@ -956,6 +967,7 @@ class Demo:
         def action() -> str:
             view, _ = self._snapshot()
             led.extend(n for n, pv in view.partitions().items() if pv.leader == k)
+            self.report.facts["killed"] = k
             bp = self.brokers[k]
             bp.signal(signal.SIGKILL)
             bp.proc.wait(10)
@@ -1011,6 +1023,8 @@ class Demo:
             view, _ = self._snapshot()
             current = {p: pv.replicas for p, pv in view.topics[PAYMENTS].items()}
             targets.update(sc.reassignment_targets(current, sorted(view.brokers)))
+            self.report.facts["payments_before"] = dict(current)
+            self.report.facts["payments_targets"] = dict(targets)
             cmd = ReassignPartitions("", tuple(PartitionTarget(PAYMENTS, p, t) for p, t in sorted(targets.items())))
             rids[self._send(f"reassign {PAYMENTS}", cmd)] = f"reassign {PAYMENTS}"
             moves = ", ".join(f"{PAYMENTS}-{p} {list(current[p])} -> {list(t)}" for p, t in sorted(targets.items()))
@@ -1082,6 +1096,7 @@ class Demo:
             view, _ = self._snapshot()
             led.extend(n for n, pv in view.partitions().items() if pv.leader == s_id)
             since[0] = time.monotonic()
+            self.report.facts["shut_down"] = s_id
             bp = self.brokers[s_id]
             bp.signal(signal.SIGTERM)
             leads = ", ".join(led) or "nothing"
@@ -1144,7 +1159,7 @@ class Demo:
                 hosted = [n for n in (st.get("partitions") or {}) if n.rsplit("-", 1)[0] == AUDIT]
                 if hosted:
                     problems.append(f"broker {b} still hosts {', '.join(hosted)}")
-            return problems
+            return problems + sc.brokers_disagree(view, status, skip_topics=[AUDIT])
 
         def done() -> str:
             return f"{AUDIT} gone from ZooKeeper (/admin/delete_topics empty) and from every broker"
@@ -1301,13 +1316,17 @@ def _kinds(names: Iterable[str]) -> str:
 def run_demo(
     options: DemoOptions,
     out: TextIO | None = None,
+    *,
     spark: Any = None,
     stop: threading.Event | None = None,
     hard_stop: threading.Event | None = None,
+    inspect: Callable[[DemoReport], None] | None = None,
 ) -> DemoReport:
     """Run the scenario (see the module docstring) and stop what was started; never raises for a failed
-    step. ``spark`` given = use that session and leave it running; ``stop`` set = behave as on Ctrl-C."""
-    return Demo(options, out or sys.stdout, spark=spark, stop=stop, hard_stop=hard_stop).run()
+    step. ``spark`` given = use that session and leave it running; ``stop`` set = behave as on Ctrl-C;
+    ``inspect`` is called after the scenario and before anything is stopped (tests read the live system
+    there; an exception in it is reported in :attr:`DemoReport.error`)."""
+    return Demo(options, out or sys.stdout, spark=spark, stop=stop, hard_stop=hard_stop, inspect=inspect).run()
 
 
 # ================================================================================================ CLI
