@@ -126,6 +126,8 @@ class ControllerApp:
     dispatcher: Dispatcher | None = None
     fence: Any = None
     lost_reason: str | None = None
+    #: this controller's ZooKeeper session (its lease); closing it is what a crash does
+    zk: Any = None
     #: wraps the sinks (fault injection in tests: crash inside a micro-batch)
     wrap_sinks: Callable[[ZkSinkPort, RequestSinkPort], tuple[ZkSinkPort, RequestSinkPort]] | None = None
 
@@ -144,7 +146,7 @@ class ControllerApp:
         from streaming.zk_snapshot import read_snapshot
 
         s = self.settings
-        zk = KazooClient(hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000)
+        zk = self.zk = KazooClient(hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000)
         zk.start(timeout=30)
         lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost)
         bridge = None
@@ -187,7 +189,7 @@ class ControllerApp:
             from streaming.query import start_query
 
             replay = uncommitted_batch(s.checkpoint_dir)
-            self.query = start_query(self.spark, s, self.dispatcher)
+            self.query = self._start_query(start_query)
             if replay is not None:
                 # the micro-batch the previous controller planned but did not commit is replayed first;
                 # the snapshot must be read after it, or it would miss that batch's writes
@@ -235,6 +237,19 @@ class ControllerApp:
             lease.release()
             zk.stop()
             zk.close()
+
+    def _start_query(self, start: Callable[[Any, Settings, Dispatcher], Any], timeout: float = 60.0) -> Any:
+        """Start the query; a previous controller in the same driver may still be stopping its query on
+        the shared checkpoint (Spark refuses two active runs of one query id), so wait for it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return start(self.spark, self.settings, self.dispatcher)  # type: ignore[arg-type]
+            except Exception as e:
+                if "already active" not in str(e) or time.monotonic() > deadline or self._stop.is_set():
+                    raise
+                log.info("the previous run of query %s is still stopping; waiting", self.settings.query_name)
+                time.sleep(0.5)
 
     def _wait_committed(self, batch_id: int, timeout: float = 300.0) -> None:
         deadline = time.monotonic() + timeout

@@ -14,19 +14,12 @@ from typing import Any
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streaming.query import OBSERVATION_NAME
+from streaming.stateful import METRIC_COLUMNS
 
 log = logging.getLogger("livectl.metrics")
 
-METRIC_ORDER = (
-    "ActiveControllerCount",
-    "OfflinePartitionsCount",
-    "PreferredReplicaImbalanceCount",
-    "GlobalTopicCount",
-    "GlobalPartitionCount",
-    "TopicsToDeleteCount",
-    "ReplicasToDeleteCount",
-    "ReplicasIneligibleToDeleteCount",
-)
+#: in log lines: Kafka's ActiveControllerCount first, then the per-bucket sums
+METRIC_ORDER = ("ActiveControllerCount", *METRIC_COLUMNS)
 
 
 def observed(progress: Any) -> dict[str, int]:

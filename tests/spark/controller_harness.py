@@ -18,24 +18,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kazoo.client import KazooClient
 
 from core import events as ev
+from simbrokers.registration import registration_json
 from streaming.app import ControllerApp
 from streaming.settings import Settings
-
-
-def registration(broker_id: int, port: int, rack: str | None = None) -> bytes:
-    return json.dumps(
-        {
-            "features": {},
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-            "endpoints": [f"PLAINTEXT://127.0.0.1:{port}"],
-            "jmx_port": -1,
-            "port": port,
-            "host": "127.0.0.1",
-            "version": 5,
-            "timestamp": str(int(time.time() * 1000)),
-            "rack": rack,
-        }
-    ).encode()
 
 
 @dataclass
@@ -55,7 +40,8 @@ class Cluster:
         client = KazooClient(hosts=self.zk_connect, timeout=10)
         client.start(timeout=10)
         client.ensure_path("/brokers/ids")
-        client.create(f"/brokers/ids/{broker_id}", registration(broker_id, 9000 + broker_id, rack), ephemeral=True)
+        data = registration_json("127.0.0.1", 9000 + broker_id, rack, int(time.time() * 1000))
+        client.create(f"/brokers/ids/{broker_id}", data.encode(), ephemeral=True)
         self.brokers[broker_id] = client
         _, stat = client.get(f"/brokers/ids/{broker_id}")
         self.epochs[broker_id] = int(stat.czxid)
