@@ -1,0 +1,390 @@
+"""Benchmark: controller failover with 100k partitions — standby takeover and cold start.
+
+On real local services (ZooKeeper + tansu, free ports, stopped by PID), a ZooKeeper chroot gets a
+cluster in Kafka's layout (default 100k partitions: 1,000 topics × 100, replication factor 3, 10
+brokers each holding its registration with its own kazoo session). Then:
+
+(b) **cold start** — a controller (:class:`streaming.app.ControllerApp`, shipped defaults: 8 buckets, 1 s
+    trigger) on an empty checkpoint, in this process, with the SparkSession already started: from
+    ``run()`` to the end of the first completed micro-batch carrying the failover reference (the one
+    that loads every bucket from the ZooKeeper snapshot: ``GlobalPartitionCount`` = all partitions).
+    Spark's own start-up is measured separately.
+
+(a) **standby takeover** — the active controller runs as its own process, the product's entry point
+    (``python -m streaming --master local[2] …``, its own Spark driver) on a shared checkpoint; once it
+    has loaded the cluster, a standby :class:`ControllerApp` starts in this process (SparkSession already
+    up) and waits for the lease. The active process is killed (SIGKILL to its process group); its
+    ZooKeeper session ends after the session timeout and ZooKeeper deletes ``/controller``. From that
+    moment (``t0``, stamped by an observer's watch; the session closing *is* the controller's death as
+    ZooKeeper sees it) to the end of the standby's first completed micro-batch carrying the failover
+    reference. The standby's log lines (elected, snapshot read) and Spark's ``durationMs`` of that batch
+    break it down; the ZooKeeper and request sinks are timed inside ``foreachBatch`` by a ``wrap_sinks``
+    wrapper.
+
+Run::
+
+    .venv/bin/python bench/failover.py                       # 100k partitions
+    .venv/bin/python bench/failover.py --partitions 1000     # quick (~3 min)
+
+Prints a table; writes ``bench/results/failover-<UTC stamp>.json`` (and ``…-latest.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    ROOT,
+    RunningController,
+    Services,
+    SinkClock,
+    batch_end,
+    close,
+    machine_info,
+    make_chroot,
+    plan_layout,
+    prepare_tree,
+    print_table,
+    progress_list,
+    register_brokers,
+    services,
+    settings_for,
+    spark_session,
+    start_controller,
+    wait_quiet,
+    write_results,
+    zk_client,
+)
+
+from sinks.ports import CONTROLLER_PATH
+from streaming.settings import Settings
+
+N_BROKERS = 10
+RF = 3
+
+
+class LogTimes(logging.Handler):
+    """Wall-clock times of the controller's log lines in this process."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((record.created, record.getMessage()))
+
+    def first(self, text: str, since: float = 0.0) -> tuple[float, str] | None:
+        return next(((t, m) for t, m in self.lines if t >= since and text in m), None)
+
+
+def failover_batch(rc: RunningController, n_partitions: int, since: float, timeout: float) -> dict[str, Any]:
+    """The first micro-batch of ``rc`` that started after ``since``, had input, and loaded every partition."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if rc.failed is not None:
+            raise RuntimeError(f"the controller failed: {rc.failed!r}")
+        for p in progress_list(rc.app.query):
+            m = (p.get("observedMetrics") or {}).get("livectl") or {}
+            if p.get("numInputRows", 0) > 0 and int(m.get("GlobalPartitionCount", -1)) == n_partitions:
+                return p
+        time.sleep(0.1)
+    raise TimeoutError(f"no micro-batch loaded {n_partitions} partitions within {timeout:.0f} s")
+
+
+def sink_times(clock: SinkClock, batch_id: int) -> dict[str, Any]:
+    zk = next((c for c in clock.zk if c.batch_id == batch_id), None)
+    rq = next((c for c in clock.requests if c.batch_id == batch_id), None)
+    return {
+        "zk_sink_s": None if zk is None else round(zk.end - zk.start, 3),
+        "zk_writes": None if zk is None else zk.n,
+        "zk_ok": None if zk is None else zk.ok,
+        "request_sink_s": None if rq is None else round(rq.end - rq.start, 3),
+        "requests": None if rq is None else rq.n,
+        "request_ok": None if rq is None else rq.ok,
+        "request_error": None if rq is None or rq.ok else rq.error,
+    }
+
+
+def cold_start(spark: Any, settings: Settings, n: int, logs: LogTimes, timeout: float) -> dict[str, Any]:
+    clock = SinkClock(track_paths=False)
+    t_run = time.time()
+    rc = start_controller(spark, settings, clock, wait_ready=None)
+    out: dict[str, Any] = {}
+    try:
+        p = failover_batch(rc, n, t_run, timeout)
+        end = batch_end(p)
+        out["cold_start_s"] = round(end - t_run, 3)
+        elected = logs.first("elected", t_run)
+        snap = logs.first("failover snapshot", t_run)
+        out["elected_s"] = None if elected is None else round(elected[0] - t_run, 3)
+        out["snapshot_logged_s"] = None if snap is None else round(snap[0] - t_run, 3)
+        out["snapshot_log"] = None if snap is None else snap[1]
+        out["ref_sent_s"] = None if rc.ready_at is None else round(rc.ready_at - t_run, 3)
+        out["batch_id"] = p["batchId"]
+        out["batch_trigger_s"] = round(end - p["durationMs"]["triggerExecution"] / 1000 - t_run, 3)
+        out["durationMs"] = p["durationMs"]
+        time.sleep(1.0)
+        out.update(sink_times(clock, p["batchId"]))
+    finally:
+        rc.stop()
+    if rc.failed is not None:
+        out["controller_error"] = repr(rc.failed)[:2000]
+    return out
+
+
+def start_active(svc: Services, settings: Settings, log: Path) -> subprocess.Popen[bytes]:
+    """The active controller: the product's entry point in its own process group (own Spark driver)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "streaming",
+        "--master",
+        "local[2]",
+        "--zookeeper",
+        settings.zookeeper_connect,
+        "--bootstrap-server",
+        settings.bootstrap_servers,
+        "--controller-id",
+        "1",
+        "--buckets",
+        str(settings.num_buckets),
+        "--checkpoint-dir",
+        settings.checkpoint_dir,
+    ]
+    for key in (
+        "admin_topic",
+        "broker_events_topic",
+        "requests_topic",
+        "admin_results_topic",
+        "rejected_topic",
+        "query_name",
+        "zookeeper_session_timeout_ms",
+        "trigger_interval",
+    ):
+        cmd += ["--set", f"{key}={getattr(settings, key)}"]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    with log.open("ab") as f:
+        return subprocess.Popen(
+            cmd,
+            cwd=str(ROOT),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group we created for ``proc`` (its Python and its Spark JVM)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(30)
+
+
+def wait_active_loaded(settings: Settings, log: Path, proc: subprocess.Popen[bytes], timeout: float) -> float:
+    """Until the active's log says the snapshot was sent and its checkpoint committed every planned batch
+    after it (the failover batch ran); returns seconds waited."""
+    started = time.monotonic()
+    offsets = Path(settings.checkpoint_dir) / "offsets"
+    commits = Path(settings.checkpoint_dir) / "commits"
+
+    def ids(d: Path) -> list[int]:
+        return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit()) if d.is_dir() else []
+
+    seen_snapshot_at: float | None = None
+    while time.monotonic() - started < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the active controller exited with {proc.returncode}; see {log}")
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if seen_snapshot_at is None and "failover snapshot" in text:
+            seen_snapshot_at = time.monotonic()
+        if seen_snapshot_at is not None and time.monotonic() - seen_snapshot_at > 2:
+            o, c = ids(offsets), ids(commits)
+            if o and c and o[-1] == c[-1]:
+                return time.monotonic() - started
+        time.sleep(0.5)
+    raise TimeoutError(f"the active controller did not load within {timeout:.0f} s; see {log}")
+
+
+def takeover(
+    spark: Any, svc: Services, settings: Settings, n: int, *, logs: LogTimes, work: Path, timeout: float
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    log = work / "active.log"
+    proc = start_active(svc, settings, log)
+    out["active_log"] = str(log)
+    rc: RunningController | None = None
+    observer = zk_client(settings.zookeeper_connect)
+    try:
+        out["active_load_s"] = round(wait_active_loaded(settings, log, proc, timeout), 1)
+        print(f"[takeover] active controller (pid {proc.pid}) loaded in {out['active_load_s']} s", flush=True)
+        time.sleep(3)  # idle
+        clock = SinkClock(track_paths=False)
+        rc = start_controller(spark, settings, clock, wait_ready=None)
+        time.sleep(3)  # the standby is waiting for the lease
+        if rc.failed is not None:
+            raise RuntimeError(f"the standby failed while waiting: {rc.failed!r}")
+        gone = threading.Event()
+        t0_box: list[float] = []
+
+        def watch(event: Any) -> None:
+            if event is not None and event.type == "DELETED":
+                t0_box.append(time.time())
+                gone.set()
+
+        if observer.exists(CONTROLLER_PATH, watch=watch) is None:
+            raise RuntimeError("no active controller before the kill")
+        t_kill = time.time()
+        kill_group(proc)
+        if not gone.wait(settings.zookeeper_session_timeout_ms / 1000 * 3 + 10):
+            raise RuntimeError("/controller was not deleted after the kill")
+        t0 = t0_box[0]
+        out["kill_to_session_end_s"] = round(t0 - t_kill, 3)
+        p = failover_batch(rc, n, t0, timeout)
+        end = batch_end(p)
+        out["takeover_s"] = round(end - t0, 3)
+        elected = logs.first("elected", t0 - 1)
+        snap = logs.first("failover snapshot", t0 - 1)
+        out["elected_s"] = None if elected is None else round(elected[0] - t0, 3)
+        out["snapshot_logged_s"] = None if snap is None else round(snap[0] - t0, 3)
+        out["snapshot_log"] = None if snap is None else snap[1]
+        out["ref_sent_s"] = None if rc.ready_at is None else round(rc.ready_at - t0, 3)
+        out["batch_id"] = p["batchId"]
+        out["batch_trigger_s"] = round(end - p["durationMs"]["triggerExecution"] / 1000 - t0, 3)
+        out["durationMs"] = p["durationMs"]
+        first = min((x for x in progress_list(rc.app.query)), key=lambda x: x["batchId"], default=None)
+        if first is not None:
+            out["first_standby_batch"] = {"batch_id": first["batchId"], "durationMs": first["durationMs"]}
+        time.sleep(1.0)
+        out.update(sink_times(clock, p["batchId"]))
+    finally:
+        kill_group(proc)
+        if rc is not None:
+            rc.stop()
+            if rc.failed is not None:
+                out["controller_error"] = repr(rc.failed)[:2000]
+        close(observer)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", type=int, default=100_000)
+    ap.add_argument("--buckets", type=int, default=8, help="state buckets = spark.sql.shuffle.partitions")
+    ap.add_argument(
+        "--session-timeout-ms", type=int, default=6000, help="ZooKeeper session timeout of both controllers"
+    )
+    ap.add_argument("--only", choices=["cold", "takeover"], default=None)
+    ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    args = ap.parse_args()
+    if not args.no_wait_quiet:
+        wait_quiet()
+    logs = LogTimes()
+    logging.getLogger("livectl").addHandler(logs)
+    logging.getLogger("livectl").setLevel(logging.INFO)
+
+    work = Path(tempfile.mkdtemp(prefix="livectl-bench-fo-"))
+    results: dict[str, Any] = {"benchmark": "failover", "partitions": args.partitions}
+    with services() as svc:
+        spark, spark_s = spark_session(args.buckets)
+        try:
+            results["machine"] = machine_info(svc.zookeeper.port, spark)
+            results["spark_startup_s"] = round(spark_s, 1)
+            name = f"fo{args.partitions}x{uuid.uuid4().hex[:6]}"
+            make_chroot(svc, name)
+            base = settings_for(
+                svc,
+                name,
+                work / "checkpoint-cold",
+                num_buckets=args.buckets,
+                zookeeper_session_timeout_ms=args.session_timeout_ms,
+            )
+            results["settings"] = {
+                k: base.to_dict()[k]
+                for k in ("num_buckets", "trigger_interval", "zk_ops_per_transaction", "zookeeper_session_timeout_ms")
+            }
+            admin = zk_client(base.zookeeper_connect)
+            layout = plan_layout(args.partitions, N_BROKERS, RF)
+            prep = prepare_tree(admin, layout)
+            brokers = register_brokers(base.zookeeper_connect, list(range(N_BROKERS)))
+            print(f"tree of {layout.partitions} partitions prepared in {prep:.1f} s", flush=True)
+            if args.only in (None, "cold"):
+                wait_quiet() if not args.no_wait_quiet else None
+                results["cold_start"] = cold_start(spark, base, layout.partitions, logs, args.timeout)
+                print(json.dumps(results["cold_start"]), flush=True)
+                write_results("failover", results)
+            if args.only in (None, "takeover"):
+                wait_quiet() if not args.no_wait_quiet else None
+                shared = Settings.from_mapping({**base.to_dict(), "checkpoint_dir": str(work / "checkpoint-shared")})
+                results["takeover"] = takeover(
+                    spark, svc, shared, layout.partitions, logs=logs, work=work, timeout=args.timeout
+                )
+                print(json.dumps(results["takeover"]), flush=True)
+                write_results("failover", results)
+            for c in brokers.values():
+                close(c)
+            close(admin)
+        finally:
+            spark.stop()
+    cs, tk = results.get("cold_start", {}), results.get("takeover", {})
+    print()
+    print_table(
+        [
+            "figure",
+            "partitions",
+            "total s",
+            "elected s",
+            "snapshot read s",
+            "ref sent s",
+            "batch s",
+            "zk sink s",
+            "req sink s",
+        ],
+        [
+            [
+                "(a) standby takeover",
+                args.partitions,
+                tk.get("takeover_s"),
+                tk.get("elected_s"),
+                tk.get("snapshot_logged_s"),
+                tk.get("ref_sent_s"),
+                (tk.get("durationMs") or {}).get("triggerExecution", 0) / 1000 if tk else None,
+                tk.get("zk_sink_s"),
+                tk.get("request_sink_s"),
+            ],
+            [
+                "(b) cold start",
+                args.partitions,
+                cs.get("cold_start_s"),
+                cs.get("elected_s"),
+                cs.get("snapshot_logged_s"),
+                cs.get("ref_sent_s"),
+                (cs.get("durationMs") or {}).get("triggerExecution", 0) / 1000 if cs else None,
+                cs.get("zk_sink_s"),
+                cs.get("request_sink_s"),
+            ],
+        ],
+    )
+    print(f"(Spark start-up, not included above: {results.get('spark_startup_s')} s)")
+    path = write_results("failover", results)
+    print(f"\nresults: {path}")
+
+
+if __name__ == "__main__":
+    main()
