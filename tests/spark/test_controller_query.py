@@ -236,10 +236,66 @@ def test_zombie_is_fenced_and_a_cold_start_rebuilds_from_zookeeper(spark: Any, c
         # and it runs on: a command submitted now is carried out
         cluster.send_admin(ev.CreateTopic("c3", "fresh", 1, 2))
         wait_for("fresh online", lambda: cluster.state("fresh", 0))
+        # lastProgress is published once the micro-batch's foreachBatch has returned
         metrics = wait_for(
-            "metrics", lambda: (p := controller.app.query.lastProgress) and p["observedMetrics"]["livectl"]
+            "metrics of both topics",
+            lambda: (
+                (p := controller.app.query.lastProgress)
+                and (m := p["observedMetrics"]["livectl"])["GlobalTopicCount"] == 2
+                and m
+            ),
         )
-        assert metrics["GlobalTopicCount"] == 2
+        assert metrics["ActiveControllerCount"] == 1 and metrics["GlobalPartitionCount"] == 3
     finally:
         controller.stop()
     assert not controller.error
+
+
+def test_standby_takes_over_from_the_shared_checkpoint(spark: Any, cluster: Cluster) -> None:
+    import threading
+
+    from streaming.app import ControllerApp
+
+    for b in (1, 2, 3):
+        cluster.register_broker(b)
+    active = start_controller(spark, cluster.settings)
+    standby_app = ControllerApp(cluster.settings, spark=spark)
+    standby_ready = threading.Event()
+    standby_errors: list[BaseException] = []
+
+    def run_standby() -> None:
+        try:
+            standby_app.run(ready=standby_ready)
+        except BaseException as e:
+            standby_errors.append(e)
+
+    standby = threading.Thread(target=run_standby, name="livectl-standby", daemon=True)
+    try:
+        cluster.send_admin(ev.CreateTopic("c1", "before", 1, 3))
+        wait_for("before online", lambda: cluster.state("before", 0))
+        standby.start()
+        # the standby waits for the lease while the active controller works
+        assert not standby_ready.wait(3)
+        epoch_before = int(cluster.zk.get("/controller_epoch")[0])
+
+        # the active controller's ZooKeeper session ends, as when its driver dies
+        active.app.zk.stop()
+        wait_for("the standby to take over", standby_ready.is_set, timeout=120)
+        assert int(cluster.zk.get("/controller_epoch")[0]) == epoch_before + 1
+        wait_for("the old controller to stop", lambda: not active.thread.is_alive(), timeout=60)
+
+        # the new controller resumed the shared checkpoint: it knows the topic and acts on new commands
+        cluster.send_admin(ev.CreatePartitions("p1", "before", 2))
+        wait_for("the new partition", lambda: cluster.state("before", 1))
+        cluster.kill_broker(1)
+        wait_for(
+            "broker 1 out of every ISR",
+            lambda: all((s := cluster.state("before", p)) and 1 not in s["isr"] for p in (0, 1)),
+        )
+        results = {r["request_id"]: r for r in cluster.admin_results()}
+        assert results["p1"]["status"] == "ok" and results["p1"]["controller_epoch"] == epoch_before + 1
+    finally:
+        standby_app.stop()
+        standby.join(60)
+        active.stop()
+    assert not standby_errors
