@@ -1,0 +1,253 @@
+"""Benchmark: admin latency — a create-topic command to all of its partitions Online in ZooKeeper.
+
+On real local services (ZooKeeper + tansu, free ports, stopped by PID): ten brokers registered (each
+with its own kazoo session), an optional background cluster in Kafka's layout (``--background``
+partitions), and the controller (:class:`streaming.app.ControllerApp`, shipped defaults: 8 buckets, 1 s
+trigger) on an empty checkpoint, in this process. Once it has loaded and is idle, ``--commands``
+create-topic commands (``--topic-partitions`` partitions, replication factor 3, Kafka's default
+placement) are sent one at a time to ``livectl.admin`` as the CLI sends them (keyed by request id,
+acknowledged by the broker). Each is timed from just before the send to the moment ZooKeeper holds every
+one of its ``/brokers/topics/<t>/partitions/<p>/state`` znodes (an ``exists`` watch per znode, set
+before the send, on an observer session): that is "all partitions Online" in ZooKeeper. Between commands
+the script waits a random fraction of the trigger interval, so commands arrive at every phase of the
+trigger; ``--warmup`` commands first are not counted (the Python workers' first use).
+
+Run::
+
+    .venv/bin/python bench/admin_latency.py                    # 200 commands
+    .venv/bin/python bench/admin_latency.py --commands 20      # quick (~2 min)
+
+Prints p50 / p90 / p99 / max; writes ``bench/results/admin_latency-<UTC stamp>.json`` (and ``…-latest.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    SinkClock,
+    close,
+    machine_info,
+    make_chroot,
+    percentile,
+    plan_layout,
+    prepare_tree,
+    print_table,
+    progress_list,
+    register_brokers,
+    services,
+    settings_for,
+    spark_session,
+    start_controller,
+    wait_quiet,
+    write_results,
+    zk_client,
+)
+from kafka import KafkaProducer
+from kazoo.client import KazooClient
+
+from core import events as ev
+from core import zkdata
+from streaming.settings import Settings
+
+N_BROKERS = 10
+RF = 3
+
+
+def trigger_seconds(text: str) -> float:
+    value, _, unit = text.strip().partition(" ")
+    scale = {"millisecond": 0.001, "milliseconds": 0.001, "second": 1.0, "seconds": 1.0, "minute": 60.0}
+    return float(value) * scale.get(unit.strip(), 1.0)
+
+
+def one_command(
+    producer: KafkaProducer, observer: KazooClient, settings: Settings, topic: str, *, partitions: int, timeout: float
+) -> tuple[float, float]:
+    """(seconds from send to every state znode present, seconds the send itself took)."""
+    paths = [zkdata.partition_state_path(topic, p) for p in range(partitions)]
+    left = set(paths)
+    lock = threading.Lock()
+    all_there = threading.Event()
+    done_at: list[float] = []
+
+    def seen(path: str) -> None:
+        with lock:
+            left.discard(path)
+            if not left and not all_there.is_set():
+                done_at.append(time.time())
+                all_there.set()
+
+    def make_watch(path: str) -> Any:
+        def watch(event: Any) -> None:
+            if event is not None and event.type == "CREATED":
+                seen(path)
+
+        return watch
+
+    for p in paths:
+        if observer.exists(p, watch=make_watch(p)) is not None:
+            seen(p)
+    rid = f"bench-{uuid.uuid4().hex[:12]}"
+    cmd = ev.CreateTopic(rid, topic, partitions, RF)
+    t_send = time.time()
+    producer.send(settings.admin_topic, key=rid.encode(), value=ev.event_to_json(cmd).encode()).get(timeout=30)
+    t_acked = time.time()
+    if not all_there.wait(timeout):
+        raise TimeoutError(f"{topic}: {len(left)} of {partitions} partitions not online after {timeout:.0f} s")
+    return done_at[0] - t_send, t_acked - t_send
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--commands", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--topic-partitions", type=int, default=10)
+    ap.add_argument("--background", type=int, default=1000, help="partitions already in the cluster")
+    ap.add_argument("--buckets", type=int, default=8, help="state buckets = spark.sql.shuffle.partitions")
+    ap.add_argument("--trigger", default=None, help="trigger interval (default: the shipped default)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="per command")
+    ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    args = ap.parse_args()
+    if args.trigger is None:
+        args.trigger = Settings.load().trigger_interval
+    if not args.no_wait_quiet:
+        wait_quiet()
+
+    work = Path(tempfile.mkdtemp(prefix="livectl-bench-admin-"))
+    results: dict[str, Any] = {"benchmark": "admin_latency"}
+    with services() as svc:
+        spark, spark_s = spark_session(args.buckets)
+        try:
+            results["machine"] = machine_info(svc.zookeeper.port, spark)
+            results["spark_startup_s"] = round(spark_s, 1)
+            name = f"adm{uuid.uuid4().hex[:6]}"
+            make_chroot(svc, name)
+            settings = settings_for(
+                svc, name, work / "checkpoint", num_buckets=args.buckets, trigger_interval=args.trigger
+            )
+            results["settings"] = {
+                k: settings.to_dict()[k] for k in ("num_buckets", "trigger_interval", "zk_ops_per_transaction")
+            }
+            results["workload"] = {
+                "commands": args.commands,
+                "warmup": args.warmup,
+                "topic_partitions": args.topic_partitions,
+                "replication_factor": RF,
+                "brokers": N_BROKERS,
+                "background_partitions": args.background,
+            }
+            admin = zk_client(settings.zookeeper_connect)
+            if args.background:
+                prepare_tree(admin, plan_layout(args.background, N_BROKERS, RF, prefix="bg"))
+            brokers = register_brokers(settings.zookeeper_connect, list(range(N_BROKERS)))
+            clock = SinkClock(track_paths=False)
+            rc = start_controller(spark, settings, clock)
+            observer = zk_client(settings.zookeeper_connect)
+            producer = KafkaProducer(bootstrap_servers=settings.bootstrap_servers, acks="all", linger_ms=0)
+            latencies: list[float] = []
+            sends: list[float] = []
+            try:
+                if rc.failed is not None:
+                    raise RuntimeError(f"the controller failed to start: {rc.failed!r}")
+                # until the failover batch has run
+                deadline = time.monotonic() + 600
+                while not any(p.get("numInputRows", 0) > 0 for p in progress_list(rc.app.query)):
+                    if time.monotonic() > deadline or rc.failed is not None:
+                        raise RuntimeError(f"the controller did not load: {rc.failed!r}")
+                    time.sleep(0.2)
+                time.sleep(2)
+                period = trigger_seconds(args.trigger)
+                rng = random.Random(42)
+                first_batch = max((p["batchId"] for p in progress_list(rc.app.query)), default=0)
+                for i in range(args.warmup + args.commands):
+                    time.sleep(rng.uniform(0, period))
+                    lat, send = one_command(
+                        producer,
+                        observer,
+                        settings,
+                        f"bench-{i:04d}",
+                        partitions=args.topic_partitions,
+                        timeout=args.timeout,
+                    )
+                    if i >= args.warmup:
+                        latencies.append(lat)
+                        sends.append(send)
+                    if (i + 1) % 20 == 0:
+                        print(f"{i + 1} commands; last {lat:.2f} s", flush=True)
+                    if rc.failed is not None:
+                        raise RuntimeError(f"the controller failed: {rc.failed!r}")
+                progress = [p for p in progress_list(rc.app.query) if p["batchId"] > first_batch]
+            finally:
+                producer.close()
+                close(observer)
+                rc.stop()
+                for c in brokers.values():
+                    close(c)
+                close(admin)
+        finally:
+            spark.stop()
+
+    busy = [p for p in progress if p.get("numInputRows", 0) > 0]
+    phases: dict[str, float] = {}
+    for key in ("triggerExecution", "addBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets"):
+        vals = [p["durationMs"].get(key, 0) for p in busy]
+        phases[key] = round(statistics.median(vals), 1) if vals else float("nan")
+    zk_calls = [c.end - c.start for c in clock.zk if c.n > 0]
+    rq_calls = [c.end - c.start for c in clock.requests if c.n > 0]
+    results["latency_s"] = {
+        "p50": round(percentile(latencies, 0.5), 3),
+        "p90": round(percentile(latencies, 0.9), 3),
+        "p99": round(percentile(latencies, 0.99), 3),
+        "max": round(max(latencies), 3),
+        "min": round(min(latencies), 3),
+        "mean": round(statistics.fmean(latencies), 3),
+    }
+    results["send_ack_s_p50"] = round(percentile(sends, 0.5), 4)
+    results["batches_with_input"] = len(busy)
+    results["batch_durationMs_median"] = phases
+    results["zk_sink_s_median"] = round(statistics.median(zk_calls), 4) if zk_calls else None
+    results["request_sink_s_median"] = round(statistics.median(rq_calls), 4) if rq_calls else None
+    results["latencies_s"] = [round(x, 4) for x in latencies]
+    print()
+    print_table(
+        [
+            "commands",
+            "partitions each",
+            "p50 s",
+            "p90 s",
+            "p99 s",
+            "max s",
+            "batch median s",
+            "zk sink s",
+            "req sink s",
+        ],
+        [
+            [
+                len(latencies),
+                args.topic_partitions,
+                results["latency_s"]["p50"],
+                results["latency_s"]["p90"],
+                results["latency_s"]["p99"],
+                results["latency_s"]["max"],
+                phases["triggerExecution"] / 1000,
+                results["zk_sink_s_median"],
+                results["request_sink_s_median"],
+            ]
+        ],
+    )
+    print(json.dumps(results["batch_durationMs_median"]))
+    path = write_results("admin_latency", results)
+    print(f"\nresults: {path}")
+
+
+if __name__ == "__main__":
+    main()
