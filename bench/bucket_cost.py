@@ -1,0 +1,128 @@
+"""Profile: the Python cost of one bucket's ``applyInPandasWithState`` call, without Spark.
+
+The controller query runs :func:`streaming.stateful.step_bucket` once per bucket per micro-batch. With
+the shipped 8 buckets, each holds 1/8 of the partitions (100k partitions: 12.5k per bucket), and local[2]
+runs two buckets at a time. This script builds one bucket's state as the query holds it (10 brokers,
+replication factor 3, Kafka's default placement, all online) and times, in this process, the parts of
+one call that handles a broker failure, plus the driver's side of ``foreachBatch``:
+
+* ``load_state`` — zstd-decompress + JSON parse + ``ControllerState.from_dict`` of the bucket's blob;
+* ``step`` — ``core.controller.step(state, [BrokerFailure(1)])``;
+* ``dump_state`` — ``to_dict`` + JSON + zstd of the new state (written back to the state store);
+* ``decision_rows`` — the decisions as JSON rows (the call's output);
+* ``dispatch decode`` — the driver decoding those rows again (``decision_from_json``) in ``Dispatcher``;
+* ``failover load`` — reading the bucket's failover snapshot file and stepping ``ControllerFailover`` (the
+  takeover / cold-start batch).
+
+The per-batch floor of the query is about ``buckets / 2`` times the per-bucket sum (2 cores).
+
+Run: ``.venv/bin/python bench/bucket_cost.py [--partitions 100000] [--buckets 8]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import RESULTS_DIR, machine_info, write_results
+from core_step import build_state
+
+from core import controller
+from core import decisions as dc
+from core import events as ev
+from core.zkdata import encode_partition_state, encode_topic_znode, snapshot_from_znodes
+from streaming import failover
+from streaming.stateful import decision_rows, dump_state, load_state
+
+
+def timed(fn: Any, *a: Any) -> tuple[Any, float]:
+    gc.collect()
+    t0 = time.perf_counter()
+    out = fn(*a)
+    return out, time.perf_counter() - t0
+
+
+def snapshot_for(state: controller.ControllerState) -> ev.ZkSnapshot:
+    """The ZooKeeper snapshot a new controller would read for this bucket's topics."""
+    ctx = state.context
+    znodes: dict[str, tuple[str | None, int]] = {}
+    by_topic: dict[str, dict[int, Any]] = {}
+    for tp, ra in ctx.partition_assignments.items():
+        by_topic.setdefault(tp.topic, {})[tp.partition] = ra
+    for topic, parts in by_topic.items():
+        znodes[f"/brokers/topics/{topic}"] = (encode_topic_znode(parts, None), 0)
+    for tp, li in ctx.partition_leadership.items():
+        znodes[f"/brokers/topics/{tp.topic}/partitions/{tp.partition}/state"] = (
+            encode_partition_state(li.leader_and_isr, 1),
+            0,
+        )
+    brokers = [ev.BrokerInfo(b.id, b.epoch, b.rack, b.endpoints) for b in ctx.live_brokers.values()]
+    return snapshot_from_znodes(znodes, brokers, 2, 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--partitions", type=int, default=100_000, help="cluster size")
+    ap.add_argument("--buckets", type=int, default=8)
+    args = ap.parse_args()
+    per_bucket = args.partitions // args.buckets
+    state = build_state(10, per_bucket, 3, 100)
+    fmt, size, blob = dump_state(state)
+    out: dict[str, Any] = {
+        "benchmark": "bucket_cost",
+        "machine": machine_info(),
+        "partitions": args.partitions,
+        "buckets": args.buckets,
+        "partitions_per_bucket": per_bucket,
+        "state_json_bytes": size,
+        "state_blob_bytes": len(blob),
+    }
+    loaded, out["load_state_s"] = timed(load_state, fmt, size, blob)
+    (new_state, decisions), out["step_s"] = timed(controller.step, loaded, [ev.BrokerFailure(1, 1001)])
+    _, out["dump_state_s"] = timed(dump_state, new_state)
+    rows, out["decision_rows_s"] = timed(decision_rows, 0, decisions)
+    payloads = [r[3] for r in rows]
+    _, out["dispatch_decode_s"] = timed(lambda: [dc.decision_from_json(p) for p in payloads])
+    out["decisions"] = len(decisions)
+    out["zk_writes"] = sum(isinstance(d, dc.ZkWrite) for d in decisions)
+    out["output_json_bytes"] = sum(len(p) for p in payloads)
+    per_call = out["load_state_s"] + out["step_s"] + out["dump_state_s"] + out["decision_rows_s"]
+    out["per_bucket_call_s"] = round(per_call, 3)
+    out["batch_floor_s_2_cores"] = round(per_call * args.buckets / 2, 3)
+
+    # the failover batch: read the bucket's snapshot file and step ControllerFailover on an empty state
+    with tempfile.TemporaryDirectory() as d:
+        snap = snapshot_for(state)
+        if snap.partition_states:
+            ref = failover.write_snapshot(d, 1000, snap, 1)
+            loaded_fo, t_file = timed(failover.load_bucket_failover, ref, 0)
+            (fo_state, fo_decisions), t_step = timed(controller.step, controller.ControllerState(), [loaded_fo])
+            _, t_dump = timed(dump_state, fo_state)
+            fo_rows, t_rows = timed(decision_rows, 0, fo_decisions)
+            out["failover_file_load_s"] = round(t_file, 3)
+            out["failover_step_s"] = round(t_step, 3)
+            out["failover_dump_state_s"] = round(t_dump, 3)
+            out["failover_decision_rows_s"] = round(t_rows, 3)
+            out["failover_decisions"] = len(fo_decisions)
+            out["failover_output_json_bytes"] = sum(len(r[3]) for r in fo_rows)
+            reqs = [d for d in fo_decisions if isinstance(d, dc.BrokerRequest)]
+            out["failover_largest_request_bytes"] = max((len(r.body) for r in reqs), default=0)
+    for k, v in list(out.items()):
+        if isinstance(v, float):
+            out[k] = round(v, 3)
+    print(json.dumps({k: v for k, v in out.items() if k != "machine"}, indent=2))
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    write_results("bucket_cost", out)
+
+
+if __name__ == "__main__":
+    main()
