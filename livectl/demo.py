@@ -1194,9 +1194,8 @@ class Demo:
         self.report.final_view, self.report.final_status = self._snapshot()
 
     def _teardown(self) -> None:
-        """Brokers (controlled shutdown while the controller still answers; SIGKILL after a grace period or
-        on a second Ctrl-C), the controller, the observer, Spark (its JVM ends when its stdin closes), then
-        ZooKeeper and the broker. Every PID is checked afterwards."""
+        """Brokers (asked to exit at once; SIGKILL after 10 s or on a second Ctrl-C), the controller, Spark
+        (its JVM ends when its stdin closes), then ZooKeeper and tansu. Every PID is checked afterwards."""
         self.tl.header("stopping everything this demo started")
         ours: dict[int, str] = {}
         for bid, bp in sorted(self.brokers.items()):
@@ -1215,12 +1214,16 @@ class Demo:
             self.observer.stop()
         started = time.monotonic()
         running = [bp for bp in self.brokers.values() if bp.running()]
-        grace = 30.0 if self.controller is not None and self.controller.alive() else 3.0
+        # SIGINT twice = the simulated brokers' "exit now": sessions closed, clients flushed, no controlled
+        # shutdown (the scenario showed one; with every broker leaving at once it would only retry for ~20 s)
         for bp in running:
-            bp.signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
+            bp.signal(signal.SIGINT)
+        time.sleep(0.3)
+        for bp in running:
+            bp.signal(signal.SIGINT)
+        deadline = time.monotonic() + 10.0
         while any(bp.running() for bp in running) and time.monotonic() < deadline and not self.hard_stop.is_set():
-            time.sleep(0.2)
+            time.sleep(0.1)
         for bp in running:
             if bp.running():
                 bp.signal(signal.SIGKILL)
