@@ -383,7 +383,12 @@ class SinkClock:
     #: when set, only record (don't decode) — cheap for idle runs
     track_paths: bool = True
 
+    #: applied before the timing wrappers (e.g. :func:`large_request_sinks`)
+    inner_wrap: Callable[[Any, Any], tuple[Any, Any]] | None = None
+
     def wrap(self, zk_sink: ZkSinkPort, request_sink: RequestSinkPort) -> tuple[ZkSinkPort, RequestSinkPort]:
+        if self.inner_wrap is not None:
+            zk_sink, request_sink = self.inner_wrap(zk_sink, request_sink)
         return _TimedZk(zk_sink, self), _TimedRequests(request_sink, self)
 
     def notify(self) -> None:
@@ -453,6 +458,47 @@ class _TimedRequests:
 
     def write_rejected(self, batch_id: int, rejected: Any) -> RequestBatchResult:
         return self.inner.write_rejected(batch_id, rejected)
+
+
+# ---------------------------------------------------------------------------- prototype: requests over 1 MB
+
+
+def large_request_sinks(max_bytes: int = 256 * 1024 * 1024) -> Callable[[Any, Any], tuple[Any, Any]]:
+    """A ``wrap_sinks`` step that swaps the product's request sink for the same class with a producer that
+    accepts messages up to ``max_bytes`` (kafka-python's default ``max_request_size`` is 1 MB, and a
+    LeaderAndIsr / UpdateMetadata for tens of thousands of partitions is larger). A measurement
+    prototype only: Apache Kafka's brokers refuse messages over ``message.max.bytes`` (1 MB by default),
+    so the product fix is to split such requests into several messages."""
+    from kafka import KafkaProducer
+
+    from sinks.requests import RequestSink
+
+    class LargeRequestSink(RequestSink):
+        def _get_producer(self) -> KafkaProducer:
+            if self._producer is None:
+                self._producer = KafkaProducer(
+                    bootstrap_servers=self._bootstrap,
+                    acks="all",
+                    retries=5,
+                    max_in_flight_requests_per_connection=1,
+                    linger_ms=2,
+                    request_timeout_ms=int(self._timeout * 1000),
+                    max_request_size=max_bytes,
+                    buffer_memory=2 * max_bytes,
+                )
+            return self._producer
+
+    def wrap(zk_sink: Any, request_sink: Any) -> tuple[Any, Any]:
+        big = LargeRequestSink(
+            request_sink._bootstrap,
+            request_sink.fence,
+            requests_topic=request_sink.requests_topic,
+            admin_results_topic=request_sink.admin_results_topic,
+            rejected_topic=request_sink.rejected_topic,
+        )
+        return zk_sink, big
+
+    return wrap
 
 
 # ---------------------------------------------------------------------------- the controller on a thread

@@ -49,6 +49,7 @@ from _common import (
     SinkClock,
     batch_end,
     close,
+    large_request_sinks,
     machine_info,
     make_chroot,
     plan_layout,
@@ -155,7 +156,9 @@ def covered_at(
     return None, batches
 
 
-def run_size(spark: Any, svc: Services, n_partitions: int, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+def run_size(
+    spark: Any, svc: Services, n_partitions: int, work: Path, args: argparse.Namespace, *, prototype: bool = False
+) -> dict[str, Any]:
     name = f"bf{n_partitions}x{uuid.uuid4().hex[:6]}"
     make_chroot(svc, name)
     settings = settings_for(
@@ -173,12 +176,22 @@ def run_size(spark: Any, svc: Services, n_partitions: int, work: Path, args: arg
 
     out: dict[str, Any] = {"partitions": layout.partitions, "brokers": N_BROKERS, "replication_factor": RF}
     out["settings"] = {k: settings.to_dict()[k] for k in ("num_buckets", "trigger_interval", "zk_ops_per_transaction")}
-    clock = SinkClock()
+    out["prototype_large_requests"] = prototype
+    clock = SinkClock(inner_wrap=large_request_sinks() if prototype else None)
     rc: RunningController | None = None
     try:
         t_run = time.time()
         rc = start_controller(spark, settings, clock)
-        loaded = wait_loaded(rc, layout.partitions, timeout=args.timeout)
+        try:
+            loaded = wait_loaded(rc, layout.partitions, timeout=args.timeout)
+        except (RuntimeError, TimeoutError) as e:
+            out["load_error"] = repr(e)[:3000]
+            out["sink_errors"] = [
+                {"batch_id": c.batch_id, "n": c.n, "error": c.error} for c in clock.requests + clock.zk if not c.ok
+            ]
+            print(f"[{n_partitions}] the controller did not load the tree: {e!r:.600}", flush=True)
+            close(admin)
+            return out
         out["cold_start_s"] = round(batch_end(loaded) - t_run, 3)
         out["cold_start_batch_ms"] = loaded["durationMs"]
         print(f"[{n_partitions}] controller loaded the tree: {out['cold_start_s']:.1f} s from run()", flush=True)
@@ -268,6 +281,8 @@ def run_size(spark: Any, svc: Services, n_partitions: int, work: Path, args: arg
             rc.stop()
             if rc.thread.is_alive():
                 print("warning: the controller thread did not stop", flush=True)
+        for c in brokers.values():
+            close(c)
     # ---- the limit: the same writes, on the same znodes, directly
     paths = sorted(zkdata.partition_state_path(t, p) for t, p in layout.hosted_by(VICTIM))
     data = {}
@@ -288,8 +303,6 @@ def run_size(spark: Any, svc: Services, n_partitions: int, work: Path, args: arg
     if out.get("zk_rewritten_s"):
         out["controller_writes_per_s"] = round(n / out["zk_rewritten_s"])
         out["ratio_to_raw"] = round(best / out["zk_rewritten_s"], 4)
-    for c in brokers.values():
-        close(c)
     close(admin)
     return out
 
@@ -306,6 +319,12 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=8, help="state buckets = spark.sql.shuffle.partitions")
     ap.add_argument("--trigger", default=None, help="trigger interval (default: the shipped default)")
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument(
+        "--prototype",
+        choices=["auto", "off", "on"],
+        default="auto",
+        help="bench-only request sink allowing messages over 1 MB: auto = only when the product fails on a size",
+    )
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -327,17 +346,23 @@ def main() -> None:
             results["spark_startup_s"] = round(spark_s, 1)
             for n in sizes:
                 wait_quiet() if not args.no_wait_quiet else None
-                r = run_size(spark, svc, n, work, args)
+                r = run_size(spark, svc, n, work, args, prototype=args.prototype == "on")
                 results["sizes"].append(r)
                 print(json.dumps(r, default=str), flush=True)
                 write_results("broker_failure", results)
+                if "load_error" in r and args.prototype == "auto":
+                    print(f"[{n}] again with the bench-only prototype: request messages over 1 MB allowed", flush=True)
+                    r = run_size(spark, svc, n, work, args, prototype=True)
+                    results["sizes"].append(r)
+                    print(json.dumps(r, default=str), flush=True)
+                    write_results("broker_failure", results)
         finally:
             spark.stop()
     rows = []
     for r in results["sizes"]:
         rows.append(
             [
-                r["partitions"],
+                f"{r['partitions']:,}" + (" (proto)" if r.get("prototype_large_requests") else ""),
                 r.get("affected_partitions"),
                 r.get("zk_rewritten_s"),
                 r.get("lisr_written_s"),
@@ -345,7 +370,7 @@ def main() -> None:
                 r.get("raw_multi_writes_per_s"),
                 r.get("raw_async_writes_per_s"),
                 r.get("ratio_to_raw"),
-                r.get("cold_start_s"),
+                r.get("cold_start_s") if "load_error" not in r else "FAILED",
             ]
         )
     print()
