@@ -89,7 +89,10 @@ def spark_session(settings: Settings, master: str | None = None, ui: bool = True
         builder = builder.config("spark.sql.shuffle.partitions", str(settings.num_buckets))
     if not ui:
         builder = builder.config("spark.ui.enabled", "false")
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    # Spark's INFO chatter buries the controller's own log lines (conf/log4j2.properties has the same)
+    session.sparkContext.setLogLevel("WARN")
+    return session
 
 
 CHECKPOINT_META = "livectl.json"
