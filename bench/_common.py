@@ -484,7 +484,6 @@ def large_request_sinks(max_bytes: int = 256 * 1024 * 1024) -> Callable[[Any, An
                     linger_ms=2,
                     request_timeout_ms=int(self._timeout * 1000),
                     max_request_size=max_bytes,
-                    buffer_memory=2 * max_bytes,
                 )
             return self._producer
 
