@@ -33,7 +33,11 @@ from kazoo.client import KazooClient
 from livectl import local
 from livectl.demo import DemoOptions, DemoReport, descendants, run_demo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    # the controller's query is stopped in the middle of a micro-batch at teardown; PySpark warns about it
+    pytest.mark.filterwarnings("ignore:toPandas attempted Arrow optimization:UserWarning"),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 
