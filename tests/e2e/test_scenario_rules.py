@@ -5,6 +5,8 @@ They live beside the end-to-end test that depends on them; the marker is ``unit`
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from livectl import scenario as sc
@@ -90,15 +92,21 @@ def test_describe_requests_one_line_per_batch_and_api() -> None:
 
 def test_brokers_disagree_compares_each_replica_with_zookeeper() -> None:
     v = view(t={0: sc.PartitionView((1, 2), leader=1, leader_epoch=3, isr=(1, 2))})
-    agree = {
+    agree: dict[int, dict[str, Any]] = {
         1: {"partitions": {"t-0": {"role": "leader", "leader": 1, "leader_epoch": 3}}},
         2: {"partitions": {"t-0": {"role": "follower", "leader": 1, "leader_epoch": 3}}},
         3: {"partitions": {}},
     }
     assert sc.brokers_disagree(v, agree) == []
-    stale = {**agree, 2: {"partitions": {"t-0": {"role": "follower", "leader": 1, "leader_epoch": 2}}}}
+    stale: dict[int, dict[str, Any]] = {
+        **agree,
+        2: {"partitions": {"t-0": {"role": "follower", "leader": 1, "leader_epoch": 2}}},
+    }
     assert len(sc.brokers_disagree(v, stale)) == 1
-    stray = {**agree, 3: {"partitions": {"t-0": {"role": "stopped", "leader": -1, "leader_epoch": 3}}}}
+    stray: dict[int, dict[str, Any]] = {
+        **agree,
+        3: {"partitions": {"t-0": {"role": "stopped", "leader": -1, "leader_epoch": 3}}},
+    }
     assert sc.brokers_disagree(v, stray) == ["broker 3 still hosts t-0, which is not assigned to it"]
     # a broker without status (not running) is not compared
     assert sc.brokers_disagree(v, {1: agree[1]}) == []
