@@ -621,6 +621,9 @@ class Demo:
         else:
             assert o.bootstrap is not None and o.zookeeper is not None
             self.zk_connect, self.bootstrap = o.zookeeper, o.bootstrap
+            # a checkpoint of an earlier run would make the query resume instead of starting cold
+            for sub in ("checkpoint", "brokers"):
+                shutil.rmtree(self.run_dir / sub, ignore_errors=True)
         self._check_stop()
 
         ns = o.namespace
