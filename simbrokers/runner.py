@@ -341,10 +341,12 @@ class SimBrokersProcess:
             for b in brokers:
                 status["brokers"][str(b.broker_id)] = b.status()
             tps = sorted({tp for b in brokers for tp in b.partitions})
+            # the audit needs the current leader's log: it can only speak of partitions led in this process
             status["loss"] = {
                 str(tp): {"acknowledged": r.acknowledged, "lost": len(r.lost), "leader": r.leader}
                 for tp in tps
                 for r in [acknowledged_lost(brokers, tp)]
+                if r.leader is not None
             }
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(status, indent=1))

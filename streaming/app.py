@@ -188,6 +188,8 @@ class ControllerApp:
             if self.spark is None:
                 self.spark = spark_session(s, self.master)
             s = self.settings = resolve_buckets(self.spark, s)
+            ui = self.spark.sparkContext.uiWebUrl
+            log.info("Spark UI: %s (query %s)", ui or "disabled", s.query_name)
             self.spark.streams.addListener(MetricsListener())
             from streaming.query import start_query
 
@@ -263,8 +265,15 @@ class ControllerApp:
             time.sleep(0.1)
         log.info("micro-batch %d replayed", batch_id)
 
-    def _stop_query(self) -> None:
-        if self.query is not None and self.query.isActive:
+    def _stop_query(self, grace_s: float = 10.0) -> None:
+        """Stop between micro-batches when one ends within ``grace_s`` (a stop inside a batch is safe, the
+        batch is replayed, but Spark then logs the cancelled job at length)."""
+        if self.query is None or not self.query.isActive:
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and self.query.isActive and self.query.status.get("isTriggerActive"):
+            time.sleep(0.05)
+        if self.query.isActive:
             self.query.stop()
 
     def _on_lease_lost(self, reason: str) -> None:
