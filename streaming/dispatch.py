@@ -118,8 +118,16 @@ class Dispatcher:
         return total
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
+        # the Spark UI's Jobs tab shows this on the micro-batch's job: the controller's figures as they
+        # stood when the batch began (its own are known only once it has run)
+        batch_df.sparkSession.sparkContext.setJobDescription(self.describe(int(batch_id)))
         frame: pd.DataFrame = batch_df.toPandas()
         self.dispatch(frame, int(batch_id))
+
+    def describe(self, batch_id: int) -> str:
+        m = self.metrics
+        figures = ", ".join(f"{k}={m[k]}" for k in ("ActiveControllerCount", *METRIC_COLUMNS))
+        return f"livectl micro-batch {batch_id} (controller before it: {figures})"
 
     def dispatch(self, frame: pd.DataFrame, batch_id: int) -> BatchReport:
         if self.fenced:
