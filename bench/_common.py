@@ -230,6 +230,18 @@ def settings_for(svc: Services, name: str, checkpoint_dir: Path, *, num_buckets:
     return Settings.from_mapping(values)
 
 
+def topic_settings(prefix: str) -> dict[str, str]:
+    """Topic names and query name of one run (a fresh prefix: no history of an earlier run in the topics)."""
+    return {
+        "admin_topic": f"{prefix}.admin",
+        "broker_events_topic": f"{prefix}.broker-events",
+        "requests_topic": f"{prefix}.requests",
+        "admin_results_topic": f"{prefix}.admin-results",
+        "rejected_topic": f"{prefix}.rejected",
+        "query_name": prefix,
+    }
+
+
 def make_chroot(svc: Services, name: str) -> None:
     root = KazooClient(hosts=svc.zookeeper.connect, timeout=10)
     root.start(timeout=10)

@@ -64,6 +64,7 @@ from _common import (
     settings_for,
     spark_session,
     start_controller,
+    topic_settings,
     wait_quiet,
     write_results,
     zk_client,
@@ -90,16 +91,27 @@ class LogTimes(logging.Handler):
         return next(((t, m) for t, m in self.lines if t >= since and text in m), None)
 
 
-def failover_batch(rc: RunningController, n_partitions: int, since: float, timeout: float) -> dict[str, Any]:
-    """The first micro-batch of ``rc`` that started after ``since``, had input, and loaded every partition."""
+def failover_batch(
+    rc: RunningController, n_partitions: int, since: float, timeout: float, logs: LogTimes
+) -> dict[str, Any]:
+    """The micro-batch of ``rc`` that carried its failover reference: the first one planned after the
+    reference was sent (the app logs "failover snapshot" right after the send is flushed) that had input
+    and loaded every partition."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if rc.failed is not None:
             raise RuntimeError(f"the controller failed: {rc.failed!r}")
-        for p in progress_list(rc.app.query):
-            m = (p.get("observedMetrics") or {}).get("livectl") or {}
-            if p.get("numInputRows", 0) > 0 and int(m.get("GlobalPartitionCount", -1)) == n_partitions:
-                return p
+        sent = logs.first("failover snapshot", since)
+        if sent is not None:
+            for p in sorted(progress_list(rc.app.query), key=lambda p: p["batchId"]):
+                m = (p.get("observedMetrics") or {}).get("livectl") or {}
+                planned = batch_end(p) - p["durationMs"].get("triggerExecution", 0) / 1000
+                if (
+                    planned >= sent[0] - 0.2
+                    and p.get("numInputRows", 0) > 0
+                    and int(m.get("GlobalPartitionCount", -1)) == n_partitions
+                ):
+                    return p
         time.sleep(0.1)
     raise TimeoutError(f"no micro-batch loaded {n_partitions} partitions within {timeout:.0f} s")
 
@@ -126,7 +138,7 @@ def cold_start(
     rc = start_controller(spark, settings, clock, wait_ready=None)
     out: dict[str, Any] = {"prototype_large_requests": prototype}
     try:
-        p = failover_batch(rc, n, t_run, timeout)
+        p = failover_batch(rc, n, t_run, timeout, logs)
         end = batch_end(p)
         out["cold_start_s"] = round(end - t_run, 3)
         elected = logs.first("elected", t_run)
@@ -254,7 +266,7 @@ def takeover(
             raise RuntimeError("/controller was not deleted after the kill")
         t0 = t0_box[0]
         out["kill_to_session_end_s"] = round(t0 - t_kill, 3)
-        p = failover_batch(rc, n, t0, timeout)
+        p = failover_batch(rc, n, t0 - 1, timeout, logs)
         end = batch_end(p)
         out["takeover_s"] = round(end - t0, 3)
         elected = logs.first("elected", t0 - 1)
@@ -346,7 +358,11 @@ def main() -> None:
                 for proto in modes:
                     wait_quiet() if not args.no_wait_quiet else None
                     cold = Settings.from_mapping(
-                        {**base.to_dict(), "checkpoint_dir": str(work / f"checkpoint-cold-{int(proto)}")}
+                        {
+                            **base.to_dict(),
+                            **topic_settings(f"{name}c{int(proto)}"),
+                            "checkpoint_dir": str(work / f"checkpoint-cold-{int(proto)}"),
+                        }
                     )
                     r = attempt(
                         cold_start, spark, cold, layout.partitions, logs=logs, timeout=args.timeout, prototype=proto
@@ -361,7 +377,11 @@ def main() -> None:
                 for proto in modes:
                     wait_quiet() if not args.no_wait_quiet else None
                     shared = Settings.from_mapping(
-                        {**base.to_dict(), "checkpoint_dir": str(work / f"checkpoint-shared-{int(proto)}")}
+                        {
+                            **base.to_dict(),
+                            **topic_settings(f"{name}t{int(proto)}"),
+                            "checkpoint_dir": str(work / f"checkpoint-shared-{int(proto)}"),
+                        }
                     )
                     r = attempt(
                         takeover,

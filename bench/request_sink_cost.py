@@ -1,0 +1,151 @@
+"""Profile: the driver's side of one micro-batch at scale — decoding the decision rows and building the
+request messages — without Spark, ZooKeeper or Kafka.
+
+``foreachBatch`` (:class:`streaming.dispatch.Dispatcher`) decodes every decision row
+(``decision_from_json``), then the request sink builds one message per (broker, API)
+(:func:`sinks.requests.request_messages`: ``merge_bodies`` of the buckets' bodies, then JSON) before it
+sends them. This script makes the decisions of a broker failure (and of a controller failover) for
+``--buckets`` buckets of ``--partitions / --buckets`` partitions each (every bucket with its own topics,
+as routing gives them), then times and profiles (cProfile) those two steps as the product runs them.
+
+``--prototype`` also times a bench-only variant of ``merge_bodies`` that computes the de-duplication
+identities (``_entry_id``) only for list entries that are not per-topic (``topicName``) entries — the
+product computes ``json.dumps(entry, sort_keys=True)`` of every accumulated topic entry at every merge,
+which is quadratic in the number of buckets and linear in the message size. Nothing in the product is
+changed: the prototype is a copy used here to measure the gain.
+
+Run: ``.venv/bin/python bench/request_sink_cost.py [--partitions 100000] [--buckets 8] [--prototype]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine_info, write_results
+from bucket_cost import snapshot_for
+from core_step import build_state
+
+from core import controller
+from core import decisions as dc
+from core import events as ev
+from sinks import requests as rq
+from sinks.ports import Fence
+from streaming.stateful import decision_rows
+
+
+def bucket_decisions(per_bucket: int, buckets: int, event: str) -> list[str]:
+    """Decision-row payloads of ``buckets`` buckets (topic names made distinct per bucket)."""
+    state = build_state(10, per_bucket, 3, 100)
+    if event == "failure":
+        _, decisions = controller.step(state, [ev.BrokerFailure(1, 1001)])
+    else:
+        _, decisions = controller.step(controller.ControllerState(), [ev.ControllerFailover(1000, snapshot_for(state))])
+    payloads = [r[3] for r in decision_rows(0, decisions)]
+    out: list[str] = []
+    for b in range(buckets):
+        out.extend(p.replace("topic-", f"b{b}-topic-") for p in payloads)
+    return out
+
+
+def _merge_lists_proto(a: list[Any], b: list[Any]) -> list[Any]:
+    """``sinks.requests._merge_lists`` with identities only for entries that are not per-topic."""
+    out = list(a)
+    by_topic = {e["topicName"]: i for i, e in enumerate(out) if isinstance(e, dict) and "topicName" in e}
+    seen = {rq._entry_id(e) for e in out if not (isinstance(e, dict) and "topicName" in e)}
+    for e in b:
+        if isinstance(e, dict) and "topicName" in e:
+            if e["topicName"] in by_topic:
+                i = by_topic[e["topicName"]]
+                out[i] = rq.merge_bodies([out[i], e])
+            else:
+                by_topic[e["topicName"]] = len(out)
+                out.append(e)
+            continue
+        ident = rq._entry_id(e)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(e)
+    return out
+
+
+def profiled(fn: Any, top: int = 12) -> tuple[Any, float, str]:
+    gc.collect()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    result = fn()
+    prof.disable()
+    elapsed = time.perf_counter() - t0
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(top)
+    return result, elapsed, buf.getvalue()
+
+
+def timed(fn: Any) -> tuple[Any, float]:
+    gc.collect()
+    t0 = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--partitions", type=int, default=100_000)
+    ap.add_argument("--buckets", type=int, default=8)
+    ap.add_argument("--event", choices=["failure", "failover", "both"], default="both")
+    ap.add_argument("--prototype", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="print cProfile's top functions")
+    args = ap.parse_args()
+    fence = Fence(2, 1)
+    results: dict[str, Any] = {
+        "benchmark": "request_sink_cost",
+        "machine": machine_info(),
+        "partitions": args.partitions,
+        "buckets": args.buckets,
+    }
+    events = ["failure", "failover"] if args.event == "both" else [args.event]
+    for event in events:
+        payloads = bucket_decisions(args.partitions // args.buckets, args.buckets, event)
+        r: dict[str, Any] = {"rows": len(payloads), "row_json_mb": round(sum(map(len, payloads)) / 1e6, 1)}
+        decoded, r["dispatch_decode_s"] = timed(lambda p=payloads: [dc.decision_from_json(x) for x in p])
+        reqs = [d for d in decoded if isinstance(d, dc.BrokerRequest)]
+        r["requests_in"] = len(reqs)
+        msgs, r["request_messages_s"], prof = profiled(lambda q=reqs: rq.request_messages("t", fence, 1, q))
+        r["messages"] = len(msgs)
+        r["largest_message_mb"] = round(max(len(m.value) for m in msgs) / 1e6, 2)
+        r["total_message_mb"] = round(sum(len(m.value) for m in msgs) / 1e6, 1)
+        if args.profile:
+            print(f"--- {event}: request_messages profile\n{prof}")
+        if args.prototype:
+            original = rq._merge_lists
+            rq._merge_lists = _merge_lists_proto
+            try:
+                proto_msgs, r["prototype_request_messages_s"] = timed(
+                    lambda q=reqs: rq.request_messages("t", fence, 1, q)
+                )
+            finally:
+                rq._merge_lists = original
+            same = [json.loads(m.value) for m in proto_msgs] == [json.loads(m.value) for m in msgs]
+            r["prototype_same_messages"] = same
+        for k, v in list(r.items()):
+            if isinstance(v, float):
+                r[k] = round(v, 3)
+        results[event] = r
+        print(event, json.dumps(r))
+    write_results("request_sink_cost", results)
+
+
+if __name__ == "__main__":
+    main()
