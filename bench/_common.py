@@ -62,7 +62,8 @@ def zookeeper_version(port: int | None = None) -> str:
             text = s.recv(4096).decode(errors="replace")
             for line in text.splitlines():
                 if line.startswith("Zookeeper version:"):
-                    return line.split(":", 1)[1].strip().split(",")[0]
+                    server = line.split(":", 1)[1].strip().split(",")[0].split("-")[0]
+                    return f"{server} (Debian package {_cmd(['dpkg-query', '-W', '-f', '${Version}', 'zookeeper'])})"
     return _cmd(["dpkg-query", "-W", "-f", "${Version}", "zookeeper"]) or "unknown"
 
 
@@ -110,9 +111,13 @@ def _pip_version(dist: str) -> str:
         return "unknown"
 
 
+#: one results file per run of a script (rewritten as the run goes)
+RUN_STAMP = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
 def write_results(name: str, payload: dict[str, Any]) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = RUN_STAMP
     path = RESULTS_DIR / f"{name}-{stamp}.json"
     text = json.dumps(payload, indent=2, sort_keys=False, default=str)
     path.write_text(text + "\n")
