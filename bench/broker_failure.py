@@ -43,12 +43,14 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
+    DISPATCH_CALLS,
     Layout,
     RunningController,
     Services,
     SinkClock,
     batch_end,
     close,
+    instrument_dispatch,
     large_request_sinks,
     machine_info,
     make_chroot,
@@ -256,11 +258,18 @@ def run_size(
         for b in batches:
             p = progress.get(b, {})
             zk_call = next((c for c in clock.zk if c.batch_id == b and c.ok), None)
+            dcall = next((c for c in DISPATCH_CALLS if c.batch_id == b and c.start >= t0 - 0.5), None)
             rq_call = next((c for c in clock.requests if c.batch_id == b and c.ok), None)
             out["batches"].append(
                 {
                     "batch_id": b,
                     "trigger_at_minus_t0_s": round(_ts(p["timestamp"]) - t0, 3) if p else None,
+                    "foreach_batch_at_minus_t0_s": round(dcall.start - t0, 3) if dcall else None,
+                    "to_pandas_s": round(dcall.to_pandas_end - dcall.start, 3) if dcall else None,
+                    "decode_before_zk_sink_s": round(zk_call.start - dcall.to_pandas_end, 3)
+                    if dcall and zk_call
+                    else None,
+                    "dispatch_s": round(dcall.end - dcall.to_pandas_end, 3) if dcall else None,
                     "durationMs": p.get("durationMs"),
                     "numInputRows": p.get("numInputRows"),
                     "zk_sink_s": round(zk_call.end - zk_call.start, 3) if zk_call else None,
@@ -337,6 +346,7 @@ def main() -> None:
 
     import tempfile
 
+    instrument_dispatch()
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-bf-"))
     results: dict[str, Any] = {"benchmark": "broker_failure", "sizes": []}
     with services() as svc:
