@@ -10,6 +10,9 @@ controller's responses; one key means one partition, so a broker reads them in t
 
 ``{"version":1,"api":"LeaderAndIsr","controllerEpoch":E,"batchId":B,"brokerId":b,"body":{…}}``
 
+(a request over :data:`MAX_MESSAGE_BYTES` is split at partition boundaries into complete requests of the
+same API sent one after the other, each with ``"part": k, "parts": n``; messages are gzip-compressed)
+
 and the headers carry ``api``, ``batch_id`` and ``controller_epoch`` (UTF-8 text).
 
 **Admin results** go to ``livectl.admin-results`` keyed by ``request_id``: the decision's JSON
@@ -133,33 +136,84 @@ def _headers(batch_id: int, fence: Fence, **extra: str) -> tuple[tuple[str, byte
     return tuple((k, v.encode()) for k, v in items.items())
 
 
+#: largest message value the sink writes (before compression): below Kafka's default 1 MB
+#: ``max.message.bytes`` / kafka-python's ``max_request_size``, whatever the compression
+MAX_MESSAGE_BYTES = 900_000
+
+
+def split_body(body: dict[str, Any], max_bytes: int) -> list[dict[str, Any]]:
+    """``body`` as one or more requests whose JSON each fits in ``max_bytes``, by splitting its
+    ``topicStates`` at partition boundaries. Every part is a complete request of the same API (other
+    fields, e.g. ``liveBrokers``, are repeated): a broker applies the parts in order as it would one
+    request, since LeaderAndIsr, UpdateMetadata and StopReplica act partition by partition."""
+    states = body.get("topicStates")
+    if not isinstance(states, list) or len(_dumps(body)) <= max_bytes:
+        return [body]
+    base = {k: v for k, v in body.items() if k != "topicStates"}
+    budget = max(max_bytes - len(_dumps({**base, "topicStates": []})), 1)
+    parts: list[list[dict[str, Any]]] = [[]]
+    used = 0
+    for ts in states:
+        header = {k: v for k, v in ts.items() if k != "partitionStates"}
+        # an entry's own bytes: its fields, the empty partitionStates list and the comma before it
+        entry_bytes = len(_dumps({**header, "partitionStates": []})) + 1
+        for ps in ts.get("partitionStates", []):
+            size = len(_dumps(ps)) + 1
+            current = parts[-1]
+            opens_entry = not current or current[-1].get("topicName") != ts.get("topicName")
+            if current and used + size + (entry_bytes if opens_entry else 0) > budget:
+                parts.append([])
+                current, used, opens_entry = parts[-1], 0, True
+            if opens_entry:
+                current.append({**header, "partitionStates": []})
+                used += entry_bytes
+            current[-1]["partitionStates"].append(ps)
+            used += size
+    return [{**base, "topicStates": chunk} for chunk in parts if chunk]
+
+
 def request_messages(
-    topic: str, fence: Fence, batch_id: int, requests: Sequence[BrokerRequest]
+    topic: str,
+    fence: Fence,
+    batch_id: int,
+    requests: Sequence[BrokerRequest],
+    max_bytes: int = MAX_MESSAGE_BYTES,
 ) -> list[OutboundMessage]:
-    """One message per (broker, API), per broker in Kafka's order (see the module docstring)."""
+    """One message per (broker, API), per broker in Kafka's order (see the module docstring). A request
+    too large for one message is split by :func:`split_body` into parts sent in order, each carrying
+    ``"part": k, "parts": n`` (1-based)."""
     groups: dict[tuple[int, RequestApi], list[dict[str, Any]]] = {}
     for r in requests:
         groups.setdefault((r.broker_id, r.api), []).append(r.body_json())
     out = []
     for broker, api in sorted(groups, key=lambda g: (g[0], REQUEST_ORDER[g[1]])):
-        value = {
-            "version": MESSAGE_VERSION,
-            "api": api.value,
-            "controllerEpoch": fence.controller_epoch,
-            "batchId": batch_id,
-            "brokerId": broker,
-            "body": merge_bodies(groups[(broker, api)]),
-        }
-        out.append(
-            OutboundMessage(
-                topic,
-                str(broker).encode(),
-                _dumps(value),
-                _headers(batch_id, fence, api=api.value),
-                (batch_id, f"{broker}/{api.value}"),
+        bodies = split_body(merge_bodies(groups[(broker, api)]), max_bytes)
+        for k, body in enumerate(bodies, start=1):
+            value: dict[str, Any] = {
+                "version": MESSAGE_VERSION,
+                "api": api.value,
+                "controllerEpoch": fence.controller_epoch,
+                "batchId": batch_id,
+                "brokerId": broker,
+                "body": body,
+            }
+            if len(bodies) > 1:
+                value["part"], value["parts"] = k, len(bodies)
+            out.append(
+                OutboundMessage(
+                    topic,
+                    str(broker).encode(),
+                    _dumps(value),
+                    _headers(batch_id, fence, api=api.value),
+                    (batch_id, _request_identity(value)),
+                )
             )
-        )
     return out
+
+
+def _request_identity(value: dict[str, Any]) -> str:
+    part = f"#{value['part']}" if "part" in value else ""
+    return f"{value['brokerId']}/{value['api']}{part}"
 
 
 def admin_result_messages(
@@ -205,7 +259,7 @@ def _identity_of(value: bytes) -> tuple[int, str] | None:
     try:
         v = json.loads(value)
         if "api" in v and "batchId" in v:
-            return (int(v["batchId"]), f"{v['brokerId']}/{v['api']}")
+            return (int(v["batchId"]), _request_identity(v))
         if v.get("type") == "admin_result":
             return None  # occurrence numbers are rebuilt by the caller, see _admin_identities
         if "source" in v:
@@ -305,6 +359,8 @@ class RequestSink:
                 # one request in flight per connection: retries cannot reorder a broker's messages
                 max_in_flight_requests_per_connection=1,
                 linger_ms=2,
+                # request bodies are repetitive JSON: gzip shrinks them about tenfold
+                compression_type="gzip",
                 request_timeout_ms=int(self._timeout * 1000),
             )
         return self._producer

@@ -277,3 +277,51 @@ def test_bucket_count_follows_spark_and_is_fixed_by_the_checkpoint(tmp_path: Pat
     with pytest.raises(SettingsError) as e:
         resolve_buckets(FakeSpark(6), Settings.from_mapping({"checkpoint_dir": str(tmp_path / "ck"), "num_buckets": 8}))
     assert e.value.key == "num_buckets" and "fixed for the life of a checkpoint" in e.value.reason
+
+
+def test_large_requests_are_split_into_complete_parts() -> None:
+    from sinks.requests import MAX_MESSAGE_BYTES, request_messages, split_body
+
+    states = [
+        {
+            "topicName": f"t{t}",
+            "topicId": "x",
+            "partitionStates": [
+                {"partitionIndex": p, "leader": 1, "leaderEpoch": 3, "isr": [1, 2, 3], "replicas": [1, 2, 3]}
+                for p in range(500)
+            ],
+        }
+        for t in range(40)
+    ]
+    body = {
+        "controllerId": 1,
+        "controllerEpoch": 2,
+        "brokerEpoch": 9,
+        "type": 0,
+        "topicStates": states,
+        "liveLeaders": [{"brokerId": 1, "hostName": "h", "port": 1}],
+    }
+    parts = split_body(body, 100_000)
+    assert len(parts) > 10
+    assert all(len(json.dumps(p, separators=(",", ":"), sort_keys=True)) <= 100_000 for p in parts)
+    assert all(p["liveLeaders"] == body["liveLeaders"] and p["brokerEpoch"] == 9 for p in parts)
+    rebuilt = [
+        (ts["topicName"], ps["partitionIndex"])
+        for p in parts
+        for ts in p["topicStates"]
+        for ps in ts["partitionStates"]
+    ]
+    assert rebuilt == [(f"t{t}", p) for t in range(40) for p in range(500)], "every partition once, in order"
+    assert split_body({"errorCode": 0, "remainingPartitions": []}, 10) == [{"errorCode": 0, "remainingPartitions": []}]
+
+    request = dc.BrokerRequest(1, dc.RequestApi.LEADER_AND_ISR, json.dumps(body))
+    msgs = request_messages("livectl.requests", Fence(2, 1), 7, [request], max_bytes=100_000)
+    values = [m.value_json() for m in msgs]
+    assert [(v["part"], v["parts"]) for v in values] == [(k, len(parts)) for k in range(1, len(parts) + 1)]
+    assert len({m.identity for m in msgs}) == len(msgs)
+    # a request that fits stays one message without part numbers
+    small = dc.BrokerRequest(1, dc.RequestApi.LEADER_AND_ISR, json.dumps({**body, "topicStates": states[:2]}))
+    (single,) = request_messages("livectl.requests", Fence(2, 1), 7, [small])
+    assert "part" not in single.value_json() and len(single.value) <= MAX_MESSAGE_BYTES
+    # at the default limit the 1.5 MB request becomes two messages
+    assert len(request_messages("livectl.requests", Fence(2, 1), 7, [request])) == 2
