@@ -1,0 +1,114 @@
+"""Profile: what a new controller's ZooKeeper read costs, part by part, before its first micro-batch.
+
+On a real local ZooKeeper (free port, stopped by PID) with a cluster in Kafka's layout (default 100k
+partitions, 10 brokers, replication factor 3), this times what :class:`streaming.app.ControllerApp` does
+between winning the lease and publishing the failover reference:
+
+* ``read_snapshot`` — :func:`streaming.zk_snapshot.read_snapshot` as the product runs it, and inside it:
+  the pipelined ``get_async`` of every znode (measured alone, same window) and the decoding
+  (:func:`core.zkdata.snapshot_from_znodes`);
+* ``write_snapshot`` — :func:`streaming.failover.write_snapshot`: split by bucket, JSON, files;
+* cProfile's top functions of ``read_snapshot`` with ``--profile``.
+
+Run: ``.venv/bin/python bench/snapshot_cost.py [--partitions 100000] [--buckets 8] [--profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import tempfile
+import time
+from typing import Any
+
+from _common import (
+    close,
+    machine_info,
+    plan_layout,
+    prepare_tree,
+    register_brokers,
+    write_results,
+    zk_client,
+)
+
+from core import zkdata
+from livectl import local
+from streaming import failover
+from streaming.zk_snapshot import read_brokers, read_snapshot
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--partitions", type=int, default=100_000)
+    ap.add_argument("--buckets", type=int, default=8)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    run_dir = tempfile.mkdtemp(prefix="livectl-bench-snap-")
+    from pathlib import Path
+
+    zk = local.start_zookeeper(Path(run_dir) / "zookeeper", local.free_port())
+    out: dict[str, Any] = {"benchmark": "snapshot_cost", "partitions": args.partitions, "buckets": args.buckets}
+    try:
+        out["machine"] = machine_info(zk.port)
+        client = zk_client(zk.connect)
+        layout = plan_layout(args.partitions, 10, 3)
+        prepare_tree(client, layout)
+        brokers = register_brokers(zk.connect, list(range(10)))
+        # warm-up, then the product's read
+        read_snapshot(client)
+        t0 = time.perf_counter()
+        snap = read_snapshot(client)
+        out["read_snapshot_s"] = round(time.perf_counter() - t0, 3)
+        # its parts: the pipelined gets alone (same window), then the decoding alone
+        t0 = time.perf_counter()
+        topics = client.get_children(zkdata.BROKER_TOPICS)
+        got: dict[str, tuple[str | None, int]] = {}
+        paths = [zkdata.topic_path(t) for t in topics]
+        for i in range(0, len(paths), 5000):
+            hs = [(p, client.get_async(p)) for p in paths[i : i + 5000]]
+            for p, h in hs:
+                d, st = h.get()
+                got[p] = (d.decode(), st.version)
+        state_paths = [
+            zkdata.partition_state_path(t, int(p))
+            for t in topics
+            for p in json.loads(got[zkdata.topic_path(t)][0] or "{}")["partitions"]
+        ]
+        for i in range(0, len(state_paths), 5000):
+            hs = [(p, client.get_async(p)) for p in state_paths[i : i + 5000]]
+            for p, h in hs:
+                d, st = h.get()
+                got[p] = (d.decode(), st.version)
+        out["gets_s"] = round(time.perf_counter() - t0, 3)
+        out["znodes_read"] = len(got)
+        out["gets_per_s"] = round(len(got) / out["gets_s"])
+        infos = read_brokers(client)
+        t0 = time.perf_counter()
+        zkdata.snapshot_from_znodes(got, infos, 1, 0)
+        out["decode_s"] = round(time.perf_counter() - t0, 3)
+        with tempfile.TemporaryDirectory() as d:
+            t0 = time.perf_counter()
+            failover.write_snapshot(d, 1000, snap, args.buckets)
+            out["write_snapshot_s"] = round(time.perf_counter() - t0, 3)
+        if args.profile:
+            prof = cProfile.Profile()
+            prof.enable()
+            read_snapshot(client)
+            prof.disable()
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
+            print(buf.getvalue())
+        for c in brokers.values():
+            close(c)
+        close(client)
+    finally:
+        local.stop_process(zk.pid, zk.marker)
+    print(json.dumps({k: v for k, v in out.items() if k != "machine"}, indent=2))
+    write_results("snapshot_cost", out)
+
+
+if __name__ == "__main__":
+    main()
