@@ -309,6 +309,10 @@ def run_size(
     out["raw_async_writes_per_s"] = round(n / out["raw_async_s"])
     best = min(out["raw_multi_s"], out["raw_async_s"])
     out["raw_best_s"] = best
+    sink_call = next((b for b in out.get("batches", []) if b.get("zk_writes")), None)
+    if sink_call and sink_call.get("zk_sink_s"):
+        out["zk_sink_writes_per_s"] = round(sink_call["zk_writes"] / sink_call["zk_sink_s"])
+        out["zk_sink_ratio_to_raw"] = round(best / sink_call["zk_sink_s"] * sink_call["zk_writes"] / n, 4)
     if out.get("zk_rewritten_s"):
         out["controller_writes_per_s"] = round(n / out["zk_rewritten_s"])
         out["ratio_to_raw"] = round(best / out["zk_rewritten_s"], 4)
@@ -380,6 +384,8 @@ def main() -> None:
                 r.get("raw_multi_writes_per_s"),
                 r.get("raw_async_writes_per_s"),
                 r.get("ratio_to_raw"),
+                r.get("zk_sink_writes_per_s"),
+                r.get("zk_sink_ratio_to_raw"),
                 r.get("cold_start_s") if "load_error" not in r else "FAILED",
             ]
         )
@@ -394,6 +400,8 @@ def main() -> None:
             "raw multi/s",
             "raw async/s",
             "ratio",
+            "sink writes/s",
+            "sink ratio",
             "cold start s",
         ],
         rows,
