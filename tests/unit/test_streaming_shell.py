@@ -325,3 +325,30 @@ def test_large_requests_are_split_into_complete_parts() -> None:
     assert "part" not in single.value_json() and len(single.value) <= MAX_MESSAGE_BYTES
     # at the default limit the 1.5 MB request becomes two messages
     assert len(request_messages("livectl.requests", Fence(2, 1), 7, [request])) == 2
+
+
+def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    saved = {b: s.value for b, s in p.states.items()}
+    records = [(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 3, 2)))]
+    routed = pd.concat(
+        [routing.prepare_frame(p.records(records), BUCKETS, ADMIN, validator), routing.tick_rows(1, BUCKETS)]
+    )
+
+    def run(cache_cleared: bool) -> list[str]:
+        if cache_cleared:
+            stateful._STATE_CACHE.clear()
+        out: list[str] = []
+        for bucket, frame in routed.groupby("bucket"):
+            gs = FakeGroupState()
+            gs.value = saved[int(bucket)]
+            for df in stateful.step_bucket((bucket,), iter([frame]), gs):
+                out.extend(df["payload"])
+        return out
+
+    warm = run(cache_cleared=False)  # the cache holds batch 0's states: hits
+    cold = run(cache_cleared=True)
+    assert warm == cold and any("LeaderAndIsr" in x for x in warm)
