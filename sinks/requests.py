@@ -94,7 +94,9 @@ def _entry_id(entry: Any) -> Any:
 def _merge_lists(a: list[Any], b: list[Any]) -> list[Any]:
     out = list(a)
     by_topic = {e["topicName"]: i for i, e in enumerate(out) if isinstance(e, dict) and "topicName" in e}
-    seen = {_entry_id(e) for e in out}
+    # topic entries merge by name; only the others (live brokers, ...) need an identity, and computing one
+    # for a topic entry would serialise all its partition states
+    seen = {_entry_id(e) for e in out if not (isinstance(e, dict) and "topicName" in e)}
     for e in b:
         if isinstance(e, dict) and "topicName" in e:
             if e["topicName"] in by_topic:
@@ -146,30 +148,44 @@ def split_body(body: dict[str, Any], max_bytes: int) -> list[dict[str, Any]]:
     ``topicStates`` at partition boundaries. Every part is a complete request of the same API (other
     fields, e.g. ``liveBrokers``, are repeated): a broker applies the parts in order as it would one
     request, since LeaderAndIsr, UpdateMetadata and StopReplica act partition by partition."""
+    return [part for part, _ in _split_dumped(body, max_bytes)]
+
+
+def _split_dumped(body: dict[str, Any], max_bytes: int) -> list[tuple[dict[str, Any], bytes]]:
+    """:func:`split_body` with each part's JSON (serialising tens of MB is the sink's main cost: once)."""
+    dumped = _dumps(body)
     states = body.get("topicStates")
-    if not isinstance(states, list) or len(_dumps(body)) <= max_bytes:
-        return [body]
-    base = {k: v for k, v in body.items() if k != "topicStates"}
-    budget = max(max_bytes - len(_dumps({**base, "topicStates": []})), 1)
-    parts: list[list[dict[str, Any]]] = [[]]
-    used = 0
-    for ts in states:
-        header = {k: v for k, v in ts.items() if k != "partitionStates"}
-        # an entry's own bytes: its fields, the empty partitionStates list and the comma before it
-        entry_bytes = len(_dumps({**header, "partitionStates": []})) + 1
-        for ps in ts.get("partitionStates", []):
-            size = len(_dumps(ps)) + 1
-            current = parts[-1]
-            opens_entry = not current or current[-1].get("topicName") != ts.get("topicName")
-            if current and used + size + (entry_bytes if opens_entry else 0) > budget:
-                parts.append([])
-                current, used, opens_entry = parts[-1], 0, True
-            if opens_entry:
-                current.append({**header, "partitionStates": []})
-                used += entry_bytes
-            current[-1]["partitionStates"].append(ps)
-            used += size
-    return [{**base, "topicStates": chunk} for chunk in parts if chunk]
+    if not isinstance(states, list) or len(dumped) <= max_bytes:
+        return [(body, dumped)]
+    flat = [
+        ({k: v for k, v in ts.items() if k != "partitionStates"}, ps)
+        for ts in states
+        for ps in ts.get("partitionStates", [])
+    ]
+    # partition states are much alike: cut into equal counts, then halve any part still too large
+    pieces = -(-len(dumped) // max_bytes)
+    step = max(1, -(-len(flat) // pieces))
+    return [p for start in range(0, len(flat), step) for p in _fit(body, flat[start : start + step], max_bytes)]
+
+
+def _part(body: dict[str, Any], flat: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
+    topic_states: list[dict[str, Any]] = []
+    for header, ps in flat:
+        if not topic_states or topic_states[-1].get("topicName") != header.get("topicName"):
+            topic_states.append({**header, "partitionStates": []})
+        topic_states[-1]["partitionStates"].append(ps)
+    return {**{k: v for k, v in body.items() if k != "topicStates"}, "topicStates": topic_states}
+
+
+def _fit(
+    body: dict[str, Any], flat: list[tuple[dict[str, Any], Any]], max_bytes: int
+) -> list[tuple[dict[str, Any], bytes]]:
+    part = _part(body, flat)
+    dumped = _dumps(part)
+    if len(flat) <= 1 or len(dumped) <= max_bytes:
+        return [(part, dumped)]
+    half = len(flat) // 2
+    return _fit(body, flat[:half], max_bytes) + _fit(body, flat[half:], max_bytes)
 
 
 def request_messages(
@@ -187,25 +203,26 @@ def request_messages(
         groups.setdefault((r.broker_id, r.api), []).append(r.body_json())
     out = []
     for broker, api in sorted(groups, key=lambda g: (g[0], REQUEST_ORDER[g[1]])):
-        bodies = split_body(merge_bodies(groups[(broker, api)]), max_bytes)
-        for k, body in enumerate(bodies, start=1):
-            value: dict[str, Any] = {
+        parts = _split_dumped(merge_bodies(groups[(broker, api)]), max_bytes)
+        for k, (_, body_bytes) in enumerate(parts, start=1):
+            envelope: dict[str, Any] = {
                 "version": MESSAGE_VERSION,
                 "api": api.value,
                 "controllerEpoch": fence.controller_epoch,
                 "batchId": batch_id,
                 "brokerId": broker,
-                "body": body,
             }
-            if len(bodies) > 1:
-                value["part"], value["parts"] = k, len(bodies)
+            if len(parts) > 1:
+                envelope["part"], envelope["parts"] = k, len(parts)
+            # the body's JSON is spliced in rather than serialised a second time
+            value = b'{"body":' + body_bytes + b"," + _dumps(envelope)[1:]
             out.append(
                 OutboundMessage(
                     topic,
                     str(broker).encode(),
-                    _dumps(value),
+                    value,
                     _headers(batch_id, fence, api=api.value),
-                    (batch_id, _request_identity(value)),
+                    (batch_id, _request_identity(envelope)),
                 )
             )
     return out
