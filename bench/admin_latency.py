@@ -115,6 +115,7 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=8, help="state buckets = spark.sql.shuffle.partitions")
     ap.add_argument("--trigger", default=None, help="trigger interval (default: the shipped default)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per command")
+    ap.add_argument("--tag", default="", help="suffix of the results file name (experiments)")
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
     args = ap.parse_args()
     if args.trigger is None:
@@ -245,7 +246,7 @@ def main() -> None:
         ],
     )
     print(json.dumps(results["batch_durationMs_median"]))
-    path = write_results("admin_latency", results)
+    path = write_results("admin_latency" + (f"-{args.tag}" if args.tag else ""), results)
     print(f"\nresults: {path}")
 
 
