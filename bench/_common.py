@@ -615,7 +615,7 @@ def progress_list(query: Any) -> list[dict[str, Any]]:
 def batch_end(progress: dict[str, Any]) -> float:
     """Wall-clock end of a micro-batch: its trigger timestamp + triggerExecution."""
     ts = dt.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
-    return ts + progress["durationMs"].get("triggerExecution", 0) / 1000.0
+    return ts + float(progress["durationMs"].get("triggerExecution", 0)) / 1000.0
 
 
 def percentile(values: Sequence[float], q: float) -> float:

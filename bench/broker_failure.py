@@ -244,8 +244,8 @@ def run_size(
         out["lisr_written_s"] = None if rq_t is None else round(rq_t - t0, 3)
         out["zk_batches"] = zk_batches
         out["request_batches"] = rq_batches
-        if rc.failed is not None:
-            out["controller_error"] = repr(rc.failed)[:2000]
+        if rc.errors:  # the controller may have failed while handling the failure
+            out["controller_error"] = repr(rc.errors[0])[:2000]
         failed_calls = [c for c in clock.zk + clock.requests if not c.ok and c.end >= t0 - 0.5]
         if failed_calls:
             out["sink_errors"] = [{"batch_id": c.batch_id, "n": c.n, "error": c.error} for c in failed_calls]
@@ -293,12 +293,12 @@ def run_size(
         for c in brokers.values():
             close(c)
     # ---- the limit: the same writes, on the same znodes, directly
-    paths = sorted(zkdata.partition_state_path(t, p) for t, p in layout.hosted_by(VICTIM))
+    paths = sorted(zkdata.partition_state_path(t, part) for t, part in layout.hosted_by(VICTIM))
     data = {}
-    for t, p in layout.hosted_by(VICTIM):
-        reps = layout.topics[t][p]
+    for t, part in layout.hosted_by(VICTIM):
+        reps = layout.topics[t][part]
         isr = tuple(r for r in reps if r != VICTIM)
-        data[zkdata.partition_state_path(t, p)] = (
+        data[zkdata.partition_state_path(t, part)] = (
             f'{{"version":1,"leader":{isr[0]},"leader_epoch":1,"controller_epoch":1,"isr":[{",".join(map(str, isr))}]}}'
         ).encode()
     raw_multi(admin, paths[: min(len(paths), 2000)], data)  # warm-up
