@@ -58,14 +58,15 @@ def multi_read_class() -> Any:
         write_string,
     )
 
-    class MultiRead(namedtuple("MultiRead", "paths")):  # type: ignore[misc]
+    class MultiRead(namedtuple("MultiRead", "paths")):
         type = 22
 
         def serialize(self) -> bytearray:
             b = bytearray()
             for path in self.paths:
                 b.extend(MultiHeader(4, False, -1).serialize() + write_string(path) + b"\x00")
-            return b + multiheader_struct.pack(-1, True, -1)
+            b.extend(multiheader_struct.pack(-1, True, -1))
+            return b
 
         @classmethod
         def deserialize(cls, data: bytes, offset: int) -> list[Any]:
