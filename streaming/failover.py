@@ -76,6 +76,19 @@ def write_snapshot(
     }
 
 
+def unusable_reason(ref: dict[str, Any], bucket: int, state_epoch: int, checkpoint_dir: str | None) -> str | None:
+    """Why a reference cannot be applied to ``bucket`` (whose state holds ``state_epoch``), or ``None``."""
+    epoch = int(ref.get("controller_epoch", -1))
+    if epoch <= state_epoch:
+        return f"stale: epoch {epoch} is not newer than the bucket's epoch {state_epoch}"
+    folder = Path(str(ref.get("path", "")))
+    if checkpoint_dir is not None and folder.parent.parent.resolve() != Path(checkpoint_dir).resolve():
+        return f"written for another checkpoint ({folder}), not {checkpoint_dir}"
+    if not (folder / f"bucket-{bucket}.json").is_file():
+        return f"its snapshot {folder / f'bucket-{bucket}.json'} is gone"
+    return None
+
+
 def load_bucket_failover(ref: dict[str, Any], bucket: int) -> ev.ControllerFailover:
     """The :class:`ControllerFailover` event for ``bucket`` named by a reference record."""
     path = Path(str(ref["path"])) / f"bucket-{bucket}.json"

@@ -4,7 +4,7 @@
 
     livectl-kafka source (livectl.admin + livectl.broker-events, Kafka offsets as source offsets)
       → mapInPandas(prepare): great-expectations suite, decode, route to buckets (+ one tick per bucket)
-      → groupBy(bucket).applyInPandasWithState(step_bucket)   — core.controller.step per bucket
+      → groupBy(bucket).applyInPandasWithState(make_step(checkpoint)) — core.controller.step per bucket
       → observe("livectl", Kafka's controller metrics)
       → foreachBatch(Dispatcher): ZooKeeper sink, then request sink, then admin results / rejected
 
@@ -19,7 +19,7 @@ from typing import Any
 from streaming.dispatch import Dispatcher
 from streaming.routing import ROUTED_SCHEMA, make_prepare
 from streaming.settings import Settings
-from streaming.stateful import METRIC_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, step_bucket
+from streaming.stateful import METRIC_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, make_step
 
 OBSERVATION_NAME = "livectl"
 
@@ -48,7 +48,7 @@ def controller_frame(spark: Any, settings: Settings) -> Any:
     )
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)
     decisions = routed.groupBy("bucket").applyInPandasWithState(
-        step_bucket, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+        make_step(settings.checkpoint_dir), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
     metrics = [F.coalesce(F.sum(F.col(m)), F.lit(0)).alias(m) for m in METRIC_COLUMNS]
     return decisions.observe(

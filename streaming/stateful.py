@@ -87,24 +87,58 @@ def _cached_load(bucket: int, fmt: int, size: int, blob: bytes) -> controller.Co
     return loaded
 
 
-def events_of(bucket: int, frame: pd.DataFrame) -> list[ev.Event]:
-    """The bucket's rows as core events, in stream order; at most one tick (the newest), last."""
+def events_of(
+    bucket: int, frame: pd.DataFrame, state_epoch: int = 0, checkpoint_dir: str | None = None
+) -> tuple[list[ev.Event], list[dc.StateChangeFailure]]:
+    """The bucket's rows as core events, in stream order; at most one tick (the newest), last.
+
+    Of the failover references only the newest one of the batch is used, and only if it is newer than the
+    controller epoch the bucket already holds, was written for this query's checkpoint folder, and its
+    snapshot file is there: a cold start that reads the topic from the beginning meets the references of
+    earlier runs, which are history. Skipped references come back as failures, for the log."""
     ordered = frame.sort_values(["ts", "src", "offset", "sub"], kind="stable")
-    events: list[ev.Event] = []
+    items: list[tuple[str, Any]] = []
+    refs: list[dict[str, Any]] = []
     tick: ev.Tick | None = None
     for kind, payload in zip(ordered["kind"], ordered["payload"], strict=True):
         if kind == KIND_EVENT:
-            events.append(ev.event_from_json(payload))
+            items.append((kind, ev.event_from_json(payload)))
         elif kind == KIND_FAILOVER_REF:
-            events.append(failover.load_bucket_failover(json.loads(payload), bucket))
+            ref = json.loads(payload)
+            refs.append(ref)
+            items.append((kind, ref))
         elif kind == KIND_TICK:
             t = ev.event_from_json(payload)
             assert isinstance(t, ev.Tick)
             if tick is None or t.now_ms > tick.now_ms:
                 tick = t
+    skipped: list[dc.StateChangeFailure] = []
+    usable: list[dict[str, Any]] = []
+    for ref in refs:
+        reason = failover.unusable_reason(ref, bucket, state_epoch, checkpoint_dir)
+        if reason is None:
+            usable.append(ref)
+        else:
+            skipped.append(_skipped_ref(ref, reason))
+    chosen = max(usable, key=lambda r: int(r["controller_epoch"])) if usable else None
+    for ref in usable:
+        if ref is not chosen and chosen is not None:
+            skipped.append(_skipped_ref(ref, f"superseded by epoch {chosen['controller_epoch']} in the same batch"))
+    events: list[ev.Event] = []
+    for kind, item in items:
+        if kind == KIND_EVENT:
+            events.append(item)
+        elif chosen is not None and item is chosen:
+            events.append(failover.load_bucket_failover(chosen, bucket))
     if tick is not None:
         events.append(tick)
-    return events
+    return events, skipped
+
+
+def _skipped_ref(ref: dict[str, Any], reason: str) -> dc.StateChangeFailure:
+    return dc.StateChangeFailure(
+        f"controller_failover_ref epoch {ref.get('controller_epoch')}", "-", "ControllerFailover", reason
+    )
 
 
 def applicable_events(
@@ -143,8 +177,20 @@ def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[An
     return rows
 
 
-def step_bucket(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-    """The function given to ``applyInPandasWithState`` (``GroupStateTimeout.NoTimeout``)."""
+def make_step(checkpoint_dir: str | None) -> Any:
+    """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``."""
+
+    def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        return step_bucket(key, frames, state, checkpoint_dir)
+
+    return step
+
+
+def step_bucket(
+    key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any, checkpoint_dir: str | None = None
+) -> Iterator[pd.DataFrame]:
+    """One bucket's micro-batch (``GroupStateTimeout.NoTimeout``); ``checkpoint_dir`` (when given) is where
+    this query's failover snapshots live."""
     bucket = int(key[0])
     frame = pd.concat(list(frames), ignore_index=True)
     if bucket == REJECTED_BUCKET:
@@ -158,12 +204,13 @@ def step_bucket(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any
         current = _cached_load(bucket, int(fmt), int(size), bytes(blob))
     else:
         current = controller.ControllerState()
-    events, refused = applicable_events(current, events_of(bucket, frame))
+    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir)
+    events, refused = applicable_events(current, events)
     new_state, decisions = controller.step(current, events)
     dumped = dump_state(new_state)
     state.update(dumped)
     _STATE_CACHE[bucket] = (_digest(dumped[2]), new_state)
-    rows = decision_rows(bucket, [*refused, *decisions])
+    rows = decision_rows(bucket, [*refused, *decisions, *skipped])
     m = controller.metrics(new_state)
     rows.append([bucket, len(rows), KIND_METRICS, json.dumps(m), *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)

@@ -352,3 +352,24 @@ def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator:
     warm = run(cache_cleared=False)  # the cache holds batch 0's states: hits
     cold = run(cache_cleared=True)
     assert warm == cold and any("LeaderAndIsr" in x for x in warm)
+
+
+def test_failover_references_of_other_runs_are_history(tmp_path: Path, validator: InputValidator) -> None:
+    import shutil
+
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    gone = p.failover_ref(snapshot_of((1, 2), epoch=1))
+    shutil.rmtree(json.loads(gone)["path"])  # an earlier run's checkpoint was deleted
+    out = p.run_batch([(EVENTS, gone)])
+    failures = [json.loads(x) for x in out[out["kind"] == stateful.KIND_FAILURE]["payload"]]
+    assert len(failures) == BUCKETS and all("is gone" in f["reason"] for f in failures)
+    current = p.failover_ref(snapshot_of((1, 2, 3), epoch=2))
+    p.run_batch([(EVENTS, current), (ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 1, 3)))])
+    assert zk.exists("/brokers/topics/t")
+    # the same reference met again (a replay of the topic) is stale now
+    out = p.run_batch([(EVENTS, current)])
+    failures = [json.loads(x) for x in out[out["kind"] == stateful.KIND_FAILURE]["payload"]]
+    assert failures and all("stale" in f["reason"] for f in failures)
+    assert p.dispatcher.metrics["GlobalTopicCount"] == 1
