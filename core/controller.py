@@ -499,6 +499,8 @@ class _Controller:
                 )
             else:
                 part.update(leaderId=-1, leaderEpoch=-1, isr=[], partitionEpoch=-1, leaderRecoveryState=0)
+            if ev.correlation_id >= 0:
+                part["correlationId"] = ev.correlation_id
             topics.append(
                 {
                     "topicName": ev.topic,

@@ -247,6 +247,9 @@ class AlterPartition(Event):
     partition_epoch: int
     new_isr: tuple[int, ...]
     leader_recovery_state: int = 0
+    #: the sender's id for this proposal, echoed as ``correlationId`` in the answer's partition entry (our
+    #: transport has no request header to carry Kafka's correlation id); -1 = none
+    correlation_id: int = -1
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
@@ -643,6 +646,7 @@ def _alter_partition(o: Mapping[str, Any]) -> Event:
         jf.integer(o, "partition_epoch", minimum=0),
         jf.int_list(o, "new_isr", minimum=0, distinct=True),
         jf.opt_integer(o, "leader_recovery_state", 0, minimum=0),
+        jf.opt_integer(o, "correlation_id", -1, minimum=-1),
     )
 
 

@@ -43,7 +43,11 @@ ControlledShutdownResponse — one per bucket; the driver merges by concatenatin
 AlterPartitionResponse::
 
     {"errorCode", "throttleTimeMs": 0, "topics": [{"topicName", "topicId", "partitions": [{"partitionIndex",
-        "errorCode", "leaderId", "leaderEpoch", "isr", "partitionEpoch", "leaderRecoveryState"}]}]}
+        "errorCode", "leaderId", "leaderEpoch", "isr", "partitionEpoch", "leaderRecoveryState",
+        "correlationId"}]}]}
+
+(``correlationId`` only when the AlterPartition carried one: it stands in for the request header's
+correlation id, which lets a leader tell the answer to its proposal in flight from a stale one.)
 """
 
 from __future__ import annotations

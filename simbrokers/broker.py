@@ -309,6 +309,7 @@ class SimBroker:
                             part.leader_epoch,
                             part.partition_epoch,
                             pending.isr,
+                            correlation_id=pending.correlation_id,
                         )
                     )
         if self.shutdown.poll(now_ms):

@@ -13,7 +13,9 @@ Leader side (``Partition.makeLeader``, ``updateFollowerFetchState``, ``maybeShri
   ``replica.lag.time.max.ms``, and joins again once its LEO reaches the HW and the start of the current
   leader epoch;
 * ISR changes are proposals (AlterPartition) until the controller's AlterPartitionResponse commits them;
-  one proposal at a time.
+  one proposal at a time. Each proposal has a correlation id that the controller echoes per partition; an
+  answer to anything but the proposal in flight (one a LeaderAndIsr overtook, a duplicate of one already
+  settled) is ignored, as Kafka's ``Partition`` ignores an AlterPartition answer once its state has moved on.
 
 Follower side (``ReplicaFetcherThread`` with KIP-320/KIP-595 fetch validation): fetch from the LEO with the
 latest epoch of the log; on a diverging epoch returned by the leader, truncate to the end of the common
@@ -22,6 +24,8 @@ epoch and fetch again; HW := min(leader HW, own LEO).
 
 from __future__ import annotations
 
+import itertools
+import random
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -73,6 +77,11 @@ class RemoteReplica:
     last_fetch_leader_leo: int = 0
 
 
+#: correlation ids of ISR proposals: unique in a process, and a random start keeps a restarted broker
+#: from taking an answer meant for its previous incarnation
+_CORRELATION_IDS = itertools.count(random.randrange(1 << 30))
+
+
 @dataclass
 class PendingIsr:
     """An ISR change proposed to the controller; (re)sent when the clock reaches ``send_at_ms``."""
@@ -80,6 +89,8 @@ class PendingIsr:
     isr: tuple[int, ...]
     send_at_ms: int = 0
     sent: int = 0
+    #: carried by every (re)send and echoed in the controller's answer
+    correlation_id: int = field(default_factory=lambda: next(_CORRELATION_IDS))
 
 
 @dataclass
@@ -266,8 +277,10 @@ class SimPartition:
 
     def apply_alter_result(self, res: AlterPartitionResult, now_ms: int) -> None:
         """Kafka's ``handleAlterPartitionUpdate`` / error handling for one partition."""
-        if self.role is not Role.LEADER:
-            return
+        if self.role is not Role.LEADER or self.pending is None:
+            return  # settled already (answered, or overtaken by a LeaderAndIsr): this answer is stale
+        if res.correlation_id >= 0 and res.correlation_id != self.pending.correlation_id:
+            return  # the answer to a proposal a LeaderAndIsr overtook, not to the one in flight
         if res.error_code != codes.NONE:
             self.pending = None
             if res.error_code in _WAIT_FOR_LEADER_AND_ISR:

@@ -139,6 +139,8 @@ class AlterPartitionResult:
     isr: tuple[int, ...]
     partition_epoch: int
     leader_recovery_state: int = 0
+    #: the proposal's :attr:`core.events.AlterPartition.correlation_id`; -1 when the controller gave none
+    correlation_id: int = -1
 
     @property
     def tp(self) -> TopicPartition:
@@ -359,6 +361,7 @@ def _alter_partition_response(o: Mapping[str, Any]) -> AlterPartitionResponse:
                     _ints(s, "isr", sp),
                     jf.opt_integer(s, "partitionEpoch", -1, sp),
                     jf.opt_integer(s, "leaderRecoveryState", 0, sp),
+                    jf.opt_integer(s, "correlationId", -1, sp),
                 )
             )
     return AlterPartitionResponse(jf.opt_integer(o, "errorCode", 0, p), tuple(results))

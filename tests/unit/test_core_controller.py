@@ -34,6 +34,8 @@ from core.events import (
     StopReplicaResponse,
     Tick,
     TopicPartition,
+    event_from_json,
+    event_to_json,
 )
 from core.states import PartitionState, ReplicaState
 
@@ -391,6 +393,19 @@ def test_alter_partition_fenced_and_ineligible() -> None:
     assert _alter(c, broker_id=1, broker_epoch=101, leader_epoch=lai.leader_epoch)["errorCode"] == 77
     body = _alter(c, leader_epoch=lai.leader_epoch - 1)
     assert _code(body) == 74
+
+
+def test_alter_partition_answer_echoes_the_correlation_id() -> None:
+    c = make()
+    create(c, "t", ((1, 2, 3),))
+    ok = _alter(c, new_isr=(1, 2), correlation_id=77)
+    fenced = _alter(c, new_isr=(1,), leader_epoch=5, correlation_id=78)
+    plain = _alter(c, new_isr=(1, 2))
+    assert [_code(b) for b in (ok, fenced, plain)] == [0, 41, 0]
+    entries = [b["topics"][0]["partitions"][0] for b in (ok, fenced, plain)]  # type: ignore[index]
+    assert [e.get("correlationId") for e in entries] == [77, 78, None]
+    ev = AlterPartition(1, 101, "t", 0, 0, 0, (1,), correlation_id=77)
+    assert event_from_json(event_to_json(ev)) == ev
 
 
 # --------------------------------------------------------------------------- failover, state

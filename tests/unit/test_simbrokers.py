@@ -132,6 +132,7 @@ class MiniController:
                             "isr": self.isr,
                             "partitionEpoch": self.partition_epoch,
                             "leaderRecoveryState": 0,
+                            "correlationId": ev.correlation_id,
                         }
                     ],
                 }
@@ -453,6 +454,29 @@ def test_one_isr_change_in_flight_and_fenced_answer_waits_for_leader_and_isr() -
     assert brokers[1].tick(20_000) == []
     ctl.elect(1, [1, 2, 3])
     assert [type(e) for e in brokers[1].tick(30_000)] == [AlterPartition]
+
+
+def test_answer_overtaken_by_leader_and_isr_is_ignored() -> None:
+    """The controller fences a shrink proposal because it has just elected anew; its LeaderAndIsr reaches the
+    leader first. The late FENCED answer belongs to the old proposal: the leader must not stop proposing."""
+    brokers, fabric = cluster(replica_lag_time_max_ms=100)
+    ctl = MiniController(brokers, [1, 2, 3])
+    ctl.elect(1, [1, 2, 3])
+    [old] = brokers[1].tick(500)
+    assert isinstance(old, AlterPartition) and old.new_isr == (1,)
+    ctl.elect(1, [1, 2], alive=[1, 2])  # broker 3 failed: a new leader epoch, ISR shrunk by the controller
+    assert part(brokers[1]).pending is None
+    [new] = brokers[1].tick(1000)  # broker 2 still does not fetch: a new proposal
+    assert new.new_isr == (1,) and new.correlation_id != old.correlation_id
+    ctl.alter_partition(old, accept=False)  # the stale answer arrives now
+    assert part(brokers[1]).pending is not None and not part(brokers[1]).await_leader_and_isr
+    ctl.alter_partition(new)
+    assert part(brokers[1]).isr == (1,) and ctl.isr == [1]
+    # a duplicate answer to a settled proposal changes nothing either
+    ctl.alter_partition(old, accept=False)
+    assert not part(brokers[1]).await_leader_and_isr
+    run(brokers, fabric, ctl, 1000, 1500)  # broker 2 catches up and is proposed back
+    assert part(brokers[1]).isr == (1, 2) and ctl.isr == [1, 2]
 
 
 def test_min_insync_replicas_refuses_produce() -> None:
