@@ -2,9 +2,9 @@
 
 :meth:`ControllerApp.run` does, in order:
 
-1. connects to ZooKeeper and takes the controller lease (Kafka's election: ephemeral ``/controller`` and
-   ``/controller_epoch`` + 1 in one multi-op). A second instance waits here as a standby until the
-   active one's session ends;
+1. connects to ZooKeeper, starts its SparkSession, and takes the controller lease (Kafka's election:
+   ephemeral ``/controller`` and ``/controller_epoch`` + 1 in one multi-op). A second instance waits here
+   as a standby, its SparkSession already up, until the active one's session ends;
 2. makes sure the livectl topics exist;
 3. on a cold start (no committed micro-batch in the checkpoint) clears the ZooKeeper sink's progress
    znode, so batch ids restarting at 0 are not mistaken for replays;
@@ -156,6 +156,10 @@ class ControllerApp:
         producer = None
         request_sink = None
         try:
+            if self.spark is None:
+                # before the lease, so that a standby pays Spark's start-up (seconds to tens of seconds) while
+                # it waits, not after the active controller has died
+                self.spark = spark_session(s, self.master)
             log.info("controller %d: waiting for the controller lease", s.controller_id)
             fence = lease.acquire(stop=self._stop)
             if fence is None:
@@ -185,8 +189,6 @@ class ControllerApp:
             if self.wrap_sinks is not None:
                 sinks = self.wrap_sinks(*sinks)
             self.dispatcher = Dispatcher(*sinks)
-            if self.spark is None:
-                self.spark = spark_session(s, self.master)
             s = self.settings = resolve_buckets(self.spark, s)
             ui = self.spark.sparkContext.uiWebUrl
             log.info("Spark UI: %s (query %s)", ui or "disabled", s.query_name)
