@@ -41,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
@@ -130,7 +131,9 @@ def merge_bodies(bodies: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+    # orjson: the request bodies of a large batch are tens to hundreds of MB of JSON, and the standard
+    # library's encoder and decoder were most of the sink's time (bench/request_sink_cost.py)
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
 def _headers(batch_id: int, fence: Fence, **extra: str) -> tuple[tuple[str, bytes], ...]:
@@ -157,11 +160,10 @@ def _split_dumped(body: dict[str, Any], max_bytes: int) -> list[tuple[dict[str, 
     states = body.get("topicStates")
     if not isinstance(states, list) or len(dumped) <= max_bytes:
         return [(body, dumped)]
-    flat = [
-        ({k: v for k, v in ts.items() if k != "partitionStates"}, ps)
-        for ts in states
-        for ps in ts.get("partitionStates", [])
-    ]
+    flat: list[tuple[dict[str, Any], Any]] = []
+    for ts in states:
+        header = {k: v for k, v in ts.items() if k != "partitionStates"}
+        flat.extend((header, ps) for ps in ts.get("partitionStates", []))
     # partition states are much alike: cut into equal counts, then halve any part still too large
     pieces = -(-len(dumped) // max_bytes)
     step = max(1, -(-len(flat) // pieces))
@@ -198,12 +200,20 @@ def request_messages(
     """One message per (broker, API), per broker in Kafka's order (see the module docstring). A request
     too large for one message is split by :func:`split_body` into parts sent in order, each carrying
     ``"part": k, "parts": n`` (1-based)."""
-    groups: dict[tuple[int, RequestApi], list[dict[str, Any]]] = {}
+    groups: dict[tuple[int, RequestApi], list[str]] = {}
     for r in requests:
-        groups.setdefault((r.broker_id, r.api), []).append(r.body_json())
+        groups.setdefault((r.broker_id, r.api), []).append(r.body)
+    # a bucket sends the same UpdateMetadata (and often the same LeaderAndIsr) to every broker: equal
+    # bodies are parsed once, and equal groups merged and split once (nothing below mutates a body)
+    parsed: dict[str, dict[str, Any]] = {}
+    split: dict[tuple[str, ...], list[tuple[dict[str, Any], bytes]]] = {}
     out = []
     for broker, api in sorted(groups, key=lambda g: (g[0], REQUEST_ORDER[g[1]])):
-        parts = _split_dumped(merge_bodies(groups[(broker, api)]), max_bytes)
+        texts = tuple(groups[(broker, api)])
+        parts = split.get(texts)
+        if parts is None:
+            bodies = [parsed.get(t) or parsed.setdefault(t, orjson.loads(t)) for t in texts]
+            parts = split[texts] = _split_dumped(merge_bodies(bodies), max_bytes)
         for k, (_, body_bytes) in enumerate(parts, start=1):
             envelope: dict[str, Any] = {
                 "version": MESSAGE_VERSION,
