@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import UnimplementedError
 
 from core.decisions import ZkOp, ZkWrite
 from core.events import BrokerInfo, Endpoint, PartitionStateZnode, PartitionTarget, TopicPartition
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
+from streaming import zk_snapshot
 from streaming.zk_snapshot import SnapshotError, parse_broker_registration, read_snapshot
 
 pytestmark = pytest.mark.integration
@@ -110,6 +112,33 @@ def test_snapshot_reads_kafkas_layout(zk: KazooClient) -> None:
     assert snap.topics_to_delete == ("old",)
     assert snap.pending_preferred_elections == (TopicPartition("t", 0),)
     assert snap.topic_configs == (("t", (("unclean.leader.election.enable", "true"),)),)
+
+
+def test_multi_read_answers_what_per_znode_gets_answer(zk: KazooClient) -> None:
+    # 250 znodes (three multiRead requests, the last one short), every 7th missing, one empty; behind a chroot
+    paths = [f"/mr/n{i}" for i in range(250)]
+    for i, p in enumerate(paths):
+        if i % 7:
+            zk.create(p, b"" if i == 1 else f"value {i}".encode(), makepath=True)
+    zk.set(paths[3], b"changed")
+    multi = zk_snapshot._multi_get_all(zk, paths, window=150)
+    single = zk_snapshot._get_all(zk, paths, window=5000)
+    assert len(multi) == 250 - len(range(0, 250, 7))
+    assert {p: (d, st.version, st.czxid) for p, (d, st) in multi.items()} == {
+        p: (d, st.version, st.czxid) for p, (d, st) in single.items()
+    }
+    assert multi[paths[3]][0] == b"changed" and multi[paths[3]][1].version == 1 and multi[paths[1]][0] == b""
+
+
+def test_a_server_without_multi_read_is_read_znode_by_znode(zk: KazooClient, monkeypatch: Any) -> None:
+    zk.create("/old/a", b"1", makepath=True)
+
+    def unimplemented(*_: Any) -> Any:
+        raise UnimplementedError()
+
+    monkeypatch.setattr(zk_snapshot, "_multi_get_all", unimplemented)
+    got = zk_snapshot._get_many(zk, ["/old/a", "/old/missing"], window=10)
+    assert list(got) == ["/old/a"] and got["/old/a"][0] == b"1"
 
 
 def test_an_empty_zookeeper_gives_an_empty_snapshot(zk: KazooClient) -> None:
