@@ -8,13 +8,10 @@ sends them. This script makes the decisions of a broker failure (and of a contro
 ``--buckets`` buckets of ``--partitions / --buckets`` partitions each (every bucket with its own topics,
 as routing gives them), then times and profiles (cProfile) those two steps as the product runs them.
 
-``--prototype`` also times a bench-only variant of ``merge_bodies`` that computes the de-duplication
-identities (``_entry_id``) only for list entries that are not per-topic (``topicName``) entries — the
-product computes ``json.dumps(entry, sort_keys=True)`` of every accumulated topic entry at every merge,
-which is quadratic in the number of buckets and linear in the message size. Nothing in the product is
-changed: the prototype is a copy used here to measure the gain.
+Baseline, in the same run: the same messages built with the standard library's ``json`` in place of
+orjson (what the sink used before), checked to be the same messages; the ratio is printed.
 
-Run: ``.venv/bin/python bench/request_sink_cost.py [--partitions 100000] [--buckets 8] [--prototype]``.
+Run: ``.venv/bin/python bench/request_sink_cost.py [--partitions 100000] [--buckets 8] [--profile]``.
 """
 
 from __future__ import annotations
@@ -28,7 +25,9 @@ import pstats
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,25 +58,14 @@ def bucket_decisions(per_bucket: int, buckets: int, event: str) -> list[str]:
     return out
 
 
-def _merge_lists_proto(a: list[Any], b: list[Any]) -> list[Any]:
-    """``sinks.requests._merge_lists`` with identities only for entries that are not per-topic."""
-    out = list(a)
-    by_topic = {e["topicName"]: i for i, e in enumerate(out) if isinstance(e, dict) and "topicName" in e}
-    seen = {rq._entry_id(e) for e in out if not (isinstance(e, dict) and "topicName" in e)}
-    for e in b:
-        if isinstance(e, dict) and "topicName" in e:
-            if e["topicName"] in by_topic:
-                i = by_topic[e["topicName"]]
-                out[i] = rq.merge_bodies([out[i], e])
-            else:
-                by_topic[e["topicName"]] = len(out)
-                out.append(e)
-            continue
-        ident = rq._entry_id(e)
-        if ident not in seen:
-            seen.add(ident)
-            out.append(e)
-    return out
+def _stdlib_dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+def stdlib_request_messages(reqs: list[dc.BrokerRequest], fence: Fence) -> list[Any]:
+    """The product's ``request_messages`` with the standard library's JSON in place of orjson."""
+    with patch.object(rq, "_dumps", _stdlib_dumps), patch.object(rq, "orjson", SimpleNamespace(loads=json.loads)):
+        return rq.request_messages("t", fence, 1, reqs)
 
 
 def profiled(fn: Any, top: int = 12) -> tuple[Any, float, str]:
@@ -105,7 +93,6 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=100_000)
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--event", choices=["failure", "failover", "both"], default="both")
-    ap.add_argument("--prototype", action="store_true")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions")
     args = ap.parse_args()
     fence = Fence(2, 1)
@@ -122,23 +109,16 @@ def main() -> None:
         decoded, r["dispatch_decode_s"] = timed(lambda p=payloads: [dc.decision_from_json(x) for x in p])
         reqs = [d for d in decoded if isinstance(d, dc.BrokerRequest)]
         r["requests_in"] = len(reqs)
-        msgs, r["request_messages_s"], prof = profiled(lambda q=reqs: rq.request_messages("t", fence, 1, q))
+        msgs, r["request_messages_s"] = timed(lambda q=reqs: rq.request_messages("t", fence, 1, q))
         r["messages"] = len(msgs)
         r["largest_message_mb"] = round(max(len(m.value) for m in msgs) / 1e6, 2)
         r["total_message_mb"] = round(sum(len(m.value) for m in msgs) / 1e6, 1)
+        base, r["baseline_stdlib_json_s"] = timed(lambda q=reqs: stdlib_request_messages(q, fence))
+        r["baseline_same_messages"] = [json.loads(m.value) for m in base] == [json.loads(m.value) for m in msgs]
+        r["baseline_over_product"] = round(r["baseline_stdlib_json_s"] / r["request_messages_s"], 2)
         if args.profile:
+            _, _, prof = profiled(lambda q=reqs: rq.request_messages("t", fence, 1, q))
             print(f"--- {event}: request_messages profile\n{prof}")
-        if args.prototype:
-            original = rq._merge_lists
-            rq._merge_lists = _merge_lists_proto
-            try:
-                proto_msgs, r["prototype_request_messages_s"] = timed(
-                    lambda q=reqs: rq.request_messages("t", fence, 1, q)
-                )
-            finally:
-                rq._merge_lists = original
-            same = [json.loads(m.value) for m in proto_msgs] == [json.loads(m.value) for m in msgs]
-            r["prototype_same_messages"] = same
         for k, v in list(r.items()):
             if isinstance(v, float):
                 r[k] = round(v, 3)
