@@ -284,7 +284,7 @@ def rejected_messages(topic: str, fence: Fence, batch_id: int, rejected: Sequenc
 def _identity_of(value: bytes) -> tuple[int, str] | None:
     """The identity of a message read back from one of the sink's topics (None if not ours)."""
     try:
-        v = json.loads(value)
+        v = orjson.loads(value)
         if "api" in v and "batchId" in v:
             return (int(v["batchId"]), _request_identity(v))
         if v.get("type") == "admin_result":
@@ -292,7 +292,7 @@ def _identity_of(value: bytes) -> tuple[int, str] | None:
         if "source" in v:
             s = v["source"]
             return (int(v["batch_id"]), f"{s['topic']}/{s['partition']}/{s['offset']}")
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
     return None
 
@@ -314,7 +314,7 @@ class RequestSink:
         admin_results_topic: str = "livectl.admin-results",
         rejected_topic: str = "livectl.rejected",
         timeout_s: float = 30.0,
-        tail_window: int = 1000,
+        tail_window: int = 128,
     ) -> None:
         self.fence = fence
         self.requests_topic = requests_topic
@@ -474,7 +474,7 @@ def _scan_partition(
     start = max(begin, end - window)
     while True:
         records = _read_range(consumer, tp, start, timeout_s)
-        batches = [_batch_of(r.value) for r in records]
+        batches = [_batch_of_record(r) for r in records]
         if any(b is not None and b > batch_id for b in batches):
             return None  # the tail is from an earlier run
         # the window reached back far enough when its first message is from an earlier batch
@@ -497,21 +497,31 @@ def _admin_identity(value: bytes, occurrences: dict[str, int], batch_id: int) ->
     # admin results are keyed by request id, so all results of one request id share a partition and
     # their occurrence numbers can be recounted in partition order
     try:
-        v = json.loads(value)
+        v = orjson.loads(value)
         if v.get("type") != "admin_result":
             return None
         rid = str(v["request_id"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
     k = occurrences[rid] = occurrences.get(rid, -1) + 1
     return (batch_id, f"{rid}#{k}")
 
 
+def _batch_of_record(record: Any) -> int | None:
+    # the sink's messages carry their batch id in a header: the tail after a failover can hold hundreds of
+    # MB of the previous controller's requests, which then need no decoding at all
+    for k, v in record.headers or ():
+        if k == "batch_id":
+            with contextlib.suppress(ValueError):
+                return int(v)
+    return _batch_of(record.value)
+
+
 def _batch_of(value: bytes) -> int | None:
     try:
-        v = json.loads(value)
+        v = orjson.loads(value)
         return int(v["batchId"] if "batchId" in v else v["batch_id"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

@@ -150,6 +150,20 @@ def test_replay_after_a_partial_write_sends_only_what_is_missing(kafka_broker: A
         assert new_run.write_requests(6, batch).written == 6
 
 
+def test_the_tail_read_reaches_back_past_a_small_window(kafka_broker: Any, topics: dict[str, str]) -> None:
+    # the tail is read from the end, window by doubling window, until it reaches a message of an earlier
+    # batch: with a window of 1 that takes several rounds over batch 4's messages
+    batch = _batch()
+    with RequestSink(kafka_broker.bootstrap, FENCE, tail_window=1, **topics) as first:
+        assert first.write_requests(3, batch).written == 6
+        first.write_requests(4, [r for r in batch if r.broker_id == 2])
+    with RequestSink(kafka_broker.bootstrap, Fence(4, 3), tail_window=1, **topics) as newer:
+        replay = newer.write_requests(4, batch)
+        assert (replay.written, replay.skipped) == (3, 3)
+    records = _read_all(kafka_broker.bootstrap, topics["requests_topic"])
+    assert all(dict(r.headers)["batch_id"] in (b"3", b"4") for r in records) and len(records) == 12
+
+
 def test_admin_results_and_rejected_records(kafka_broker: Any, topics: dict[str, str]) -> None:
     results = [
         AdminResult("r-1", "create_topic", AdminStatus.OK),
