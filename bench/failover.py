@@ -43,6 +43,7 @@ import tempfile
 import threading
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -208,8 +209,8 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def wait_active_loaded(settings: Settings, log: Path, proc: subprocess.Popen[bytes], timeout: float) -> float:
-    """Until the active's log says the snapshot was sent and its checkpoint committed every planned batch
-    after it (the failover batch ran); returns seconds waited."""
+    """Until the active's log says the snapshot was sent and its checkpoint committed a batch planned after
+    that (the failover batch ran) with none planned beyond it; returns seconds waited."""
     started = time.monotonic()
     offsets = Path(settings.checkpoint_dir) / "offsets"
     commits = Path(settings.checkpoint_dir) / "commits"
@@ -217,16 +218,21 @@ def wait_active_loaded(settings: Settings, log: Path, proc: subprocess.Popen[byt
     def ids(d: Path) -> list[int]:
         return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit()) if d.is_dir() else []
 
-    seen_snapshot_at: float | None = None
+    sent_at: float | None = None
     while time.monotonic() - started < timeout:
         if proc.poll() is not None:
             raise RuntimeError(f"the active controller exited with {proc.returncode}; see {log}")
         text = log.read_text(errors="replace") if log.exists() else ""
-        if seen_snapshot_at is None and "failover snapshot" in text:
-            seen_snapshot_at = time.monotonic()
-        if seen_snapshot_at is not None and time.monotonic() - seen_snapshot_at > 2:
+        line = next((x for x in text.splitlines() if "failover snapshot" in x), None)
+        if sent_at is None and line is not None:
+            # the reference is flushed just before this line: a batch planned (offsets file written) after
+            # the line's time carries it
+            sent_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if sent_at is not None:
+            # that batch has committed and nothing is in flight: the takeover starts from a loaded, idle
+            # controller, with no batch to replay
             o, c = ids(offsets), ids(commits)
-            if o and c and o[-1] == c[-1]:
+            if c and o[-1] == c[-1] and (offsets / str(c[-1])).stat().st_mtime >= sent_at:
                 return time.monotonic() - started
         time.sleep(0.5)
     raise TimeoutError(f"the active controller did not load within {timeout:.0f} s; see {log}")
