@@ -101,6 +101,7 @@ from core.events import (
     LeaderAndIsrResponse,
     LogDirFailure,
     PartitionReplica,
+    PartitionStatesRead,
     PartitionTarget,
     ReassignPartitions,
     StopReplicaResponse,
@@ -109,6 +110,7 @@ from core.events import (
     ZkSnapshot,
 )
 from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
+from core.replica_machine import remove_replica_from_isr
 from core.requests import ERROR_CODES, Effects
 from core.states import PartitionState, ReplicaState
 from core.zkdata import (
@@ -980,6 +982,56 @@ class _Controller:
     def tick(self, _ev: Tick) -> None:
         deletion.resume_deletions(self.ctx, self.fx)
 
+    def partition_states_read(self, ev: PartitionStatesRead) -> None:
+        """Kafka's retry after a ``BadVersion`` on a partition-state update: take the znode as read, then
+        redo what the partition still needs (see :class:`core.events.PartitionStatesRead`)."""
+        ctx = self.ctx
+        adopted: list[TopicPartition] = []
+        for partition, z in ev.states:
+            tp = TopicPartition(ev.topic, partition)
+            if tp not in ctx.partition_assignments:
+                continue  # deleted since
+            if z.controller_epoch > ctx.epoch:
+                # Kafka aborts here: a newer controller wrote it, and this one will find itself fenced
+                self.fx.fail(
+                    tp,
+                    ctx.partition_state(tp),
+                    ctx.partition_state(tp),
+                    f"the state znode was written by controller epoch {z.controller_epoch}, "
+                    f"newer than this controller's {ctx.epoch}",
+                )
+                continue
+            la = LeaderAndIsr(z.leader, z.isr, z.leader_epoch, z.zk_version, z.leader_recovery_state)
+            ctx.put_leadership(tp, la, z.controller_epoch)
+            adopted.append(tp)
+        if not adopted:
+            return
+        live = ctx.live_broker_ids
+        deleting = ctx.topics_to_be_deleted
+        offline_leader = [
+            tp
+            for tp in adopted
+            if ctx.partition_state(tp) in (PartitionState.ONLINE, PartitionState.OFFLINE)
+            and ctx.partition_leadership[tp].leader_and_isr.leader not in live
+            and tp.topic not in deleting
+        ]
+        self._partition_states(offline_leader, PartitionState.OFFLINE)
+        self.trigger_online_partition_state_change()
+        for tp in adopted:
+            la = ctx.partition_leadership[tp].leader_and_isr
+            dead = [r for r in la.isr if r not in live]
+            if la.leader not in live or not dead or tp.topic in deleting:
+                continue
+            for r in dead:
+                remove_replica_from_isr(ctx, self.fx, PartitionReplica(tp.topic, tp.partition, r))
+            recipients = [r for r in ctx.replicas(tp) if r in live]
+            self.fx.batch.add_leader_and_isr(
+                ctx, recipients, tp, ctx.partition_leadership[tp], ctx.assignment(tp), is_new=False
+            )
+        self._send_update_metadata(ctx.live_brokers.keys(), adopted)
+        again = set(adopted)
+        self.maybe_resume_reassignments(lambda tp, _ra: tp in again)
+
     def check_admin_completions(self) -> None:
         ctx = self.ctx
         self.zk_reassignments &= ctx.partitions_being_reassigned
@@ -1023,6 +1075,7 @@ _HANDLERS: dict[type[Event], Callable[[_Controller, Any], None]] = {
     ElectLeaders: _Controller.elect_leaders,
     AutoRebalanceTick: _Controller.auto_rebalance,
     ControllerFailover: _Controller.failover,
+    PartitionStatesRead: _Controller.partition_states_read,
     Tick: _Controller.tick,
 }
 

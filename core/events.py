@@ -375,6 +375,24 @@ class ControllerFailover(Event):
 
 
 @dataclass(frozen=True)
+class PartitionStatesRead(Event):
+    """Partition-state znodes of ``topic`` as the driver re-read them after ZooKeeper refused this
+    controller's compare-and-set on them (``BadVersion``: the znode changed under the version the
+    controller held). Kafka's controller re-reads such partitions and retries (the retry loops of
+    ``PartitionStateMachine.doElectLeaderForPartitions`` and ``ReplicaStateMachine.doRemoveReplicasFromIsr``):
+    the partition's leadership is taken from the znode and what it still needs is done again — a leader
+    that is not live is replaced, replicas that are not live leave the ISR, a reassignment resumes."""
+
+    TYPE: ClassVar[str] = "partition_states_read"
+    topic: str
+    #: (partition, the znode as read); a partition whose znode is gone is left out
+    states: tuple[tuple[int, PartitionStateZnode], ...]
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
+
+
+@dataclass(frozen=True)
 class AutoRebalanceTick(Event):
     """Periodic check (``leader.imbalance.check.interval.seconds``); ``brokers`` lists the brokers whose
     cluster-wide imbalance ratio (summed by the driver) is above the threshold."""
@@ -413,6 +431,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ControlledShutdown,
         LogDirFailure,
         ControllerFailover,
+        PartitionStatesRead,
         AutoRebalanceTick,
         Tick,
     )
@@ -650,6 +669,30 @@ def _alter_partition(o: Mapping[str, Any]) -> Event:
     )
 
 
+def _partition_state_znode(st: Any, p: str) -> PartitionStateZnode:
+    st = jf.obj(st, p.rstrip("."))
+    return PartitionStateZnode(
+        jf.integer(st, "leader", p, minimum=-1),
+        jf.integer(st, "leader_epoch", p, minimum=0),
+        jf.int_list(st, "isr", p, minimum=0, distinct=True),
+        jf.integer(st, "controller_epoch", p, minimum=0),
+        jf.integer(st, "zk_version", p, minimum=0),
+        jf.opt_integer(st, "leader_recovery_state", 0, p, minimum=0),
+    )
+
+
+def _partition_states_read(o: Mapping[str, Any]) -> Event:
+    raw = jf.req(o, "states")
+    if not isinstance(raw, list):
+        raise FormatError("states", f"must be a list, got {type(raw).__name__}")
+    states = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], int) or entry[0] < 0:
+            raise FormatError(f"states[{i}]", "must be [partition, partition-state znode]")
+        states.append((entry[0], _partition_state_znode(entry[1], f"states[{i}][1].")))
+    return PartitionStatesRead(_topic(o), tuple(states))
+
+
 def _lisr_response(o: Mapping[str, Any]) -> Event:
     return LeaderAndIsrResponse(
         jf.integer(o, "broker_id", minimum=0), _partition_errors(o), jf.opt_integer(o, "error_code", 0)
@@ -756,6 +799,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     ControlledShutdown.TYPE: _controlled_shutdown,
     LogDirFailure.TYPE: _log_dir_failure,
     ControllerFailover.TYPE: _failover,
+    PartitionStatesRead.TYPE: _partition_states_read,
     AutoRebalanceTick.TYPE: _rebalance,
     Tick.TYPE: _tick,
 }
