@@ -23,7 +23,8 @@ Contract of :meth:`ZooKeeperSink.write_batch` ``(batch_id, writes)``:
   reason (``BadVersion`` because the znode changed under us, ``NoNode``, ``NodeExists``,
   ``NotEmpty``), its transaction is rolled back; the sink records that write in
   :attr:`ZkBatchResult.failed`, re-plans from the last committed point without it and goes on. The
-  caller logs the failures and re-reads the znodes.
+  caller logs the failures; the controller's dispatcher re-reads refused partition states for their
+  buckets (:mod:`streaming.refresh`).
 * **Idempotent replay by batch id.** Each transaction also writes the progress znode
   ``/livectl/sink/<query_name>`` = ``{"version":1,"batch_id":B,"next":N,"controller_epoch":E}``:
   after it commits, the first ``N`` writes of batch ``B`` are done (applied, refused, or nothing to

@@ -146,6 +146,7 @@ class ControllerApp:
         from sinks.zookeeper import ZooKeeperSink, progress_path
         from streaming.lease import ControllerLease
         from streaming.liveness import LivenessBridge
+        from streaming.refresh import StatesRefresher
         from streaming.zk_snapshot import read_snapshot
 
         s = self.settings
@@ -188,7 +189,7 @@ class ControllerApp:
             sinks: tuple[ZkSinkPort, RequestSinkPort] = (zk_sink, request_sink)
             if self.wrap_sinks is not None:
                 sinks = self.wrap_sinks(*sinks)
-            self.dispatcher = Dispatcher(*sinks)
+            self.dispatcher = Dispatcher(*sinks, on_refused=StatesRefresher(zk, producer, s.broker_events_topic))
             s = self.settings = resolve_buckets(self.spark, s)
             ui = self.spark.sparkContext.uiWebUrl
             log.info("Spark UI: %s (query %s)", ui or "disabled", s.query_name)

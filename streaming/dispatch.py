@@ -30,7 +30,7 @@ import pandas as pd
 
 from core import decisions as dc
 from sinks.errors import ControllerFencedError
-from sinks.ports import Rejected, RequestSinkPort, ZkSinkPort
+from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
 from streaming.stateful import (
     KIND_ADMIN_RESULT,
     KIND_FAILURE,
@@ -104,6 +104,9 @@ class Dispatcher:
     zk_sink: ZkSinkPort
     request_sink: RequestSinkPort
     on_fenced: Callable[[ControllerFencedError], None] | None = None
+    #: called with the writes ZooKeeper refused (not fenced), after they are logged: the app re-reads the
+    #: refused partition states for their buckets (:mod:`streaming.refresh`)
+    on_refused: Callable[[Sequence[FailedWrite]], object] | None = None
     fenced: bool = False
     bucket_metrics: dict[int, dict[str, int]] = field(default_factory=dict)
     last_report: BatchReport | None = None
@@ -192,6 +195,8 @@ class Dispatcher:
                 f.write.expected_version,
                 f.error,
             )
+        if zk.failed and self.on_refused is not None:
+            self.on_refused(zk.failed)
         report.requests = self.request_sink.write_requests(batch_id, requests).written
         merged = merge_admin_results(results)
         report.admin_results = self.request_sink.write_admin_results(batch_id, merged).written

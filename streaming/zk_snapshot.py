@@ -185,6 +185,11 @@ def _get_many(client: KazooClient, paths: list[str], window: int) -> dict[str, t
         return _get_all(client, paths, window)
 
 
+def read_znodes(client: KazooClient, paths: list[str], window: int = 5000) -> dict[str, tuple[bytes, Any]]:
+    """``path -> (data, stat)`` for each of ``paths`` that exists (``multiRead`` where the server has it)."""
+    return _get_many(client, paths, window)
+
+
 def _children(client: KazooClient, path: str) -> list[str]:
     try:
         children: list[str] = client.get_children(path)

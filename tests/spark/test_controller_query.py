@@ -76,9 +76,20 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         assert by_id["good"]["status"] == "ok"
         assert by_id["bad"]["status"] == "error" and by_id["bad"]["error"] == "INVALID_REQUEST"
 
+        # partition 1's state znode changes under the controller (same content, a new version): its next
+        # compare-and-set there is refused (BadVersion); it re-reads the znode and makes the change again
+        path = "/brokers/topics/orders/partitions/1/state"
+        data, stat = cluster.zk.get(path)
+        cluster.zk.set(path, data, version=stat.version)
+
         # broker 1 dies: partition 0 moves to broker 2, both ISRs lose broker 1
         cluster.kill_broker(1)
         wait_for("partition 0 re-elected", lambda: (s := cluster.state("orders", 0)) and s["leader"] == 2)
+        wait_for(
+            "partition 1's ISR shrunk after the re-read",
+            lambda: (s := cluster.state("orders", 1)) and s["isr"] == [2, 3],
+        )
+        assert cluster.zk.get(path)[1].version == stat.version + 2  # the refused write, then the retry
         s0, s1 = cluster.state("orders", 0), cluster.state("orders", 1)
         assert s0 is not None and s1 is not None
         assert s0["isr"] == [2, 3] and s0["leader_epoch"] == 1

@@ -15,6 +15,7 @@ import pytest
 
 from core import decisions as dc
 from core import events as ev
+from core.zkdata import decode_partition_state
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
@@ -373,3 +374,27 @@ def test_failover_references_of_other_runs_are_history(tmp_path: Path, validator
     failures = [json.loads(x) for x in out[out["kind"] == stateful.KIND_FAILURE]["payload"]]
     assert failures and all("stale" in f["reason"] for f in failures)
     assert p.dispatcher.metrics["GlobalTopicCount"] == 1
+
+
+def test_a_refused_state_write_is_read_again_and_redone(tmp_path: Path, validator: InputValidator) -> None:
+    # the dispatcher hands refused writes to its hook; the app's hook re-reads the znodes and publishes
+    # them (streaming.refresh); here the same is done on the fakes and fed to the next batch
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    refused: list[Any] = []
+    p.dispatcher.on_refused = refused.extend
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "t", 1, 3, replica_assignment=((1, 2, 3),))))])
+    path = "/brokers/topics/t/partitions/0/state"
+    data, version = zk.get(path)
+    zk.set(path, data)  # changed under the controller: same content, a new version
+    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(1, 101)))])
+    assert [(f.write.path, f.error) for f in refused] == [(path, "BadVersion")]
+    assert json.loads(zk.get(path)[0])["leader"] == 1  # nothing written
+    data, version = zk.get(path)
+    read = ev.PartitionStatesRead("t", ((0, decode_partition_state(data.decode(), version)),))
+    p.run_batch([(EVENTS, ev.event_to_json(read))])
+    state = json.loads(zk.get(path)[0])
+    assert (state["leader"], state["isr"], state["leader_epoch"]) == (2, [2, 3], 1)
+    assert zk.get(path)[1] == version + 1

@@ -1,0 +1,78 @@
+"""Re-reading partition states ZooKeeper refused to update, for the buckets that hold them.
+
+When ZooKeeper refuses a compare-and-set on ``/brokers/topics/<t>/partitions/<p>/state`` with
+``BadVersion``, the znode changed under the version the controller holds (for example, written by a
+micro-batch applied between a takeover's snapshot and its failover reference). Kafka's controller then
+reads the partition state again and retries. Here the driver reads the refused znodes (pipelined) and
+publishes one :class:`core.events.PartitionStatesRead` per topic to the broker-events topic, keyed by
+topic; the topic's bucket takes the state as read and does again what the partition still needs.
+Other refusals (``NoNode`` of a deleted partition, writes to other paths) are only logged by the
+dispatcher.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from core import zkdata
+from core.events import PartitionStatesRead, event_to_json
+from sinks.ports import FailedWrite
+from streaming.zk_snapshot import read_znodes
+
+log = logging.getLogger("livectl.refresh")
+
+_STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")
+
+
+def refused_states(failed: Sequence[FailedWrite]) -> dict[str, list[int]]:
+    """Topic -> partitions whose state znode ZooKeeper refused with ``BadVersion`` (sorted, distinct)."""
+    out: dict[str, set[int]] = {}
+    for f in failed:
+        m = _STATE_PATH.match(f.write.path)
+        if m is not None and f.error == "BadVersion":
+            out.setdefault(m.group(1), set()).add(int(m.group(2)))
+    return {t: sorted(ps) for t, ps in sorted(out.items())}
+
+
+def read_states(zk: Any, refused: dict[str, list[int]]) -> list[PartitionStatesRead]:
+    """The refused znodes as they are now, one event per topic; znodes that are gone are left out."""
+    paths = [zkdata.partition_state_path(t, p) for t, ps in refused.items() for p in ps]
+    got = read_znodes(zk, paths)
+    events = []
+    for topic, partitions in refused.items():
+        states = []
+        for p in partitions:
+            path = zkdata.partition_state_path(topic, p)
+            if path in got:
+                data, stat = got[path]
+                states.append((p, zkdata.decode_partition_state(data.decode(), stat.version)))
+        if states:
+            events.append(PartitionStatesRead(topic, tuple(states)))
+    return events
+
+
+class StatesRefresher:
+    """The dispatcher's ``on_refused`` hook: read what was refused, publish it to ``topic``."""
+
+    def __init__(self, zk: Any, producer: Any, topic: str) -> None:
+        self.zk = zk
+        self.producer = producer
+        self.topic = topic
+
+    def __call__(self, failed: Sequence[FailedWrite]) -> list[PartitionStatesRead]:
+        refused = refused_states(failed)
+        if not refused:
+            return []
+        events = read_states(self.zk, refused)
+        for e in events:
+            self.producer.send(self.topic, key=e.topic.encode(), value=event_to_json(e).encode())
+        self.producer.flush()
+        log.info(
+            "re-read %d refused partition state(s) of %d topic(s) and sent them to their buckets",
+            sum(len(e.states) for e in events),
+            len(events),
+        )
+        return events
