@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,17 +20,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def zk(zookeeper: Any) -> Iterator[KazooClient]:
-    root = f"/refresh-{uuid.uuid4().hex[:12]}"
-    base = KazooClient(hosts=zookeeper.connect)
-    base.start(timeout=15)
-    base.ensure_path(root)
-    base.stop()
-    c = KazooClient(hosts=zookeeper.connect + root)
-    c.start(timeout=15)
-    yield c
-    c.stop()
-    c.close()
+def zk(zk_chrooted: KazooClient) -> KazooClient:
+    return zk_chrooted
 
 
 def _state(leader: int, isr: list[int], epoch: int) -> bytes:

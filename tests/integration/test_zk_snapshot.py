@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,17 +38,8 @@ def registration(host: str, port: int, rack: str | None = None) -> bytes:
 
 
 @pytest.fixture
-def zk(zookeeper: Any) -> Iterator[KazooClient]:
-    root = f"/snap-{uuid.uuid4().hex[:12]}"
-    base = KazooClient(hosts=zookeeper.connect)
-    base.start(timeout=15)
-    base.ensure_path(root)
-    base.stop()
-    c = KazooClient(hosts=zookeeper.connect + root)
-    c.start(timeout=15)
-    yield c
-    c.stop()
-    c.close()
+def zk(zk_chrooted: KazooClient) -> KazooClient:
+    return zk_chrooted
 
 
 def _state(leader: int, isr: list[int], epoch: int = 0) -> str:
