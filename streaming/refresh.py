@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core import zkdata
-from core.events import PartitionStatesRead, event_to_json
+from core.events import PartitionStatesRead, PartitionStateZnode, event_to_json
 from sinks.ports import FailedWrite
 from streaming.zk_snapshot import read_znodes
 
@@ -39,19 +39,14 @@ def refused_states(failed: Sequence[FailedWrite]) -> dict[str, list[int]]:
 
 def read_states(zk: Any, refused: dict[str, list[int]]) -> list[PartitionStatesRead]:
     """The refused znodes as they are now, one event per topic; znodes that are gone are left out."""
-    paths = [zkdata.partition_state_path(t, p) for t, ps in refused.items() for p in ps]
-    got = read_znodes(zk, paths)
-    events = []
-    for topic, partitions in refused.items():
-        states = []
-        for p in partitions:
-            path = zkdata.partition_state_path(topic, p)
-            if path in got:
-                data, stat = got[path]
-                states.append((p, zkdata.decode_partition_state(data.decode(), stat.version)))
-        if states:
-            events.append(PartitionStatesRead(topic, tuple(states)))
-    return events
+    wanted = [(t, p, zkdata.partition_state_path(t, p)) for t, ps in refused.items() for p in ps]
+    got = read_znodes(zk, [path for _, _, path in wanted])
+    by_topic: dict[str, list[tuple[int, PartitionStateZnode]]] = {}
+    for topic, p, path in wanted:
+        if path in got:
+            data, stat = got[path]
+            by_topic.setdefault(topic, []).append((p, zkdata.decode_partition_state(data.decode(), stat.version)))
+    return [PartitionStatesRead(topic, tuple(states)) for topic, states in by_topic.items()]
 
 
 class StatesRefresher:

@@ -177,17 +177,13 @@ def _multi_get_all(client: KazooClient, paths: list[str], window: int) -> dict[s
     return out
 
 
-def _get_many(client: KazooClient, paths: list[str], window: int) -> dict[str, tuple[bytes, Any]]:
-    """``multiRead`` where the server has it, one ``get_async`` per znode where it does not."""
+def read_znodes(client: KazooClient, paths: list[str], window: int = 5000) -> dict[str, tuple[bytes, Any]]:
+    """``path -> (data, stat)`` for each of ``paths`` that exists: ``multiRead`` where the server has it,
+    one ``get_async`` per znode where it does not."""
     try:
         return _multi_get_all(client, paths, window)
     except UnimplementedError:
         return _get_all(client, paths, window)
-
-
-def read_znodes(client: KazooClient, paths: list[str], window: int = 5000) -> dict[str, tuple[bytes, Any]]:
-    """``path -> (data, stat)`` for each of ``paths`` that exists (``multiRead`` where the server has it)."""
-    return _get_many(client, paths, window)
 
 
 def _children(client: KazooClient, path: str) -> list[str]:
@@ -235,7 +231,7 @@ def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
             state_paths.extend(zkdata.partition_state_path(topic, int(p)) for p in parts)
         except (ValueError, AttributeError, TypeError) as e:
             raise SnapshotError(path, f"topic znode is not Kafka's JSON: {e}") from None
-    keep(_get_many(client, state_paths, window))
+    keep(read_znodes(client, state_paths, window))
 
     admin = [zkdata.REASSIGN_PARTITIONS, zkdata.PREFERRED_REPLICA_ELECTION]
     admin += [zkdata.delete_topic_path(t) for t in _children(client, zkdata.DELETE_TOPICS)]

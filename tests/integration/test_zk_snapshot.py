@@ -126,7 +126,7 @@ def test_a_server_without_multi_read_is_read_znode_by_znode(zk: KazooClient, mon
         raise UnimplementedError()
 
     monkeypatch.setattr(zk_snapshot, "_multi_get_all", unimplemented)
-    got = zk_snapshot._get_many(zk, ["/old/a", "/old/missing"], window=10)
+    got = zk_snapshot.read_znodes(zk, ["/old/a", "/old/missing"], window=10)
     assert list(got) == ["/old/a"] and got["/old/a"][0] == b"1"
 
 
