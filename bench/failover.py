@@ -222,12 +222,13 @@ def wait_active_loaded(settings: Settings, log: Path, proc: subprocess.Popen[byt
     while time.monotonic() - started < timeout:
         if proc.poll() is not None:
             raise RuntimeError(f"the active controller exited with {proc.returncode}; see {log}")
-        text = log.read_text(errors="replace") if log.exists() else ""
-        line = next((x for x in text.splitlines() if "failover snapshot" in x), None)
-        if sent_at is None and line is not None:
-            # the reference is flushed just before this line: a batch planned (offsets file written) after
-            # the line's time carries it
-            sent_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if sent_at is None and log.exists():
+            text = log.read_text(errors="replace")
+            line = next((x for x in text.splitlines() if "failover snapshot" in x), None)
+            if line is not None:
+                # the reference is flushed just before this line: a batch planned (offsets file written)
+                # after the line's time carries it
+                sent_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
         if sent_at is not None:
             # that batch has committed and nothing is in flight: the takeover starts from a loaded, idle
             # controller, with no batch to replay
