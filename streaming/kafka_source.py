@@ -336,14 +336,15 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 return None
             for tp, records in got.items():
                 key = (tp.topic, tp.partition)
+                if records:
+                    # where the consumer now stands, before any early return: the barrier batch seeks back
+                    self._positions[key] = records[-1].offset + 1
                 for r in records:
                     if r.offset < positions[key]:
                         continue
                     if self._opens_barrier(r.value, least):
                         return (tp.topic, tp.partition, r.offset)
                     positions[key] = self._scanned[key] = r.offset + 1
-                if records:
-                    self._positions[key] = records[-1].offset + 1
 
     def _opens_barrier(self, value: bytes | None, least: int) -> bool:
         if value is None or _FAILOVER_REF_TYPE.encode() not in value:
