@@ -38,7 +38,14 @@ Contract of :meth:`ZooKeeperSink.write_batch` ``(batch_id, writes)``:
   transaction records ``N = len(writes)``. An empty batch touches nothing.
 
 Connection loss or a timeout raises :class:`sinks.errors.SinkUnavailableError`: the batch may be
-partly written; replaying it completes it. The progress znode's parents are created unfenced
+partly written; replaying it completes it.
+
+:meth:`ZooKeeperSink.check_fence` is the same fence without a write: a transaction holding only the
+``check``. The dispatcher runs it before each topic write of a batch, so that a controller that lost
+its election (a paused process resumed after a takeover) sends nothing to Kafka either, even in a batch
+without ZooKeeper writes. An expired session counts as fenced (the ephemeral ``/controller`` is gone).
+
+The progress znode's parents are created unfenced
 (``ensure_path``, empty znodes) on first use.
 """
 
@@ -56,6 +63,7 @@ from kazoo.exceptions import (
     NoNodeError,
     RolledBackError,
     RuntimeInconsistency,
+    SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -163,6 +171,22 @@ class ZooKeeperSink:
             return self._write_batch(batch_id, writes)
         except (KazooTimeoutError, KazooException) as e:
             raise SinkUnavailableError(f"ZooKeeper did not complete batch {batch_id}: {error_name(e)} {e}") from e
+
+    def check_fence(self) -> None:
+        """Raise :class:`ControllerFencedError` unless ``/controller_epoch`` is still at the fence's version
+        (checked by ZooKeeper itself, in a transaction of one ``check``) and this session is alive; raise
+        :class:`SinkUnavailableError` when ZooKeeper cannot say (connection lost, timeout)."""
+        try:
+            t = self._zk.transaction()
+            t.check(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version)
+            results = t.commit_async().get(timeout=self._timeout)
+        except SessionExpiredError as e:
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version, error_name(e)) from e
+        except (KazooTimeoutError, KazooException) as e:
+            raise SinkUnavailableError(f"ZooKeeper could not check the controller epoch: {error_name(e)} {e}") from e
+        bad = next((r for r in results if isinstance(r, Exception)), None)
+        if bad is not None:
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version, error_name(bad))
 
     def read_progress(self) -> tuple[int, int] | None:
         """``(batch_id, next)`` from the progress znode, or ``None`` if this query never wrote."""

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sinks.ports import RequestSinkPort, ZkSinkPort
+from sinks.errors import ControllerFencedError
+from sinks.ports import CONTROLLER_EPOCH_PATH, RequestSinkPort, ZkSinkPort
 from streaming import failover
 from streaming.dispatch import Dispatcher
 from streaming.errors import StreamingError
@@ -119,6 +120,18 @@ def resolve_buckets(spark: Any, settings: Settings) -> Settings:
     return replace(settings, num_buckets=buckets)
 
 
+def _fence_check(lease: Any, zk_sink: Any) -> Callable[[], None]:
+    """The dispatcher's check before each topic write: the lease still held (no ZooKeeper round trip
+    needed to know it is lost), then ``/controller_epoch`` still at the fence's version."""
+
+    def check() -> None:
+        if lease.lost:
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, zk_sink.fence.epoch_zk_version, str(lease.lost_reason))
+        zk_sink.check_fence()
+
+    return check
+
+
 @dataclass
 class ControllerApp:
     settings: Settings
@@ -178,7 +191,7 @@ class ControllerApp:
                 zk.delete(progress_path(s.query_name))
 
             producer = KafkaProducer(bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
-            zk_sink: ZkSinkPort = ZooKeeperSink(zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction)
+            zk_sink = ZooKeeperSink(zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction)
             request_sink = RequestSink(
                 s.bootstrap_servers,
                 fence,
@@ -189,7 +202,12 @@ class ControllerApp:
             sinks: tuple[ZkSinkPort, RequestSinkPort] = (zk_sink, request_sink)
             if self.wrap_sinks is not None:
                 sinks = self.wrap_sinks(*sinks)
-            self.dispatcher = Dispatcher(*sinks, on_refused=StatesRefresher(zk, producer, s.broker_events_topic))
+            self.dispatcher = Dispatcher(
+                *sinks,
+                on_refused=StatesRefresher(zk, producer, s.broker_events_topic),
+                fence_check=_fence_check(lease, zk_sink),
+                retry_timeout_s=s.sink_retry_timeout_ms / 1000,
+            )
             s = self.settings = resolve_buckets(self.spark, s)
             ui = self.spark.sparkContext.uiWebUrl
             log.info("Spark UI: %s (query %s)", ui or "disabled", s.query_name)

@@ -66,6 +66,9 @@ class Settings:
     max_records_per_batch: int = 10000
     #: ZooKeeper operations per fenced multi-op (DESIGN.md, 4: 100 ≈ 20k writes/s)
     zk_ops_per_transaction: int = 100
+    #: how long a micro-batch's writes are retried while ZooKeeper or Kafka is unavailable (a restart)
+    #: before the query fails; 0 = not retried
+    sink_retry_timeout_ms: int = 60000
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -84,6 +87,8 @@ class Settings:
         for name in ("zookeeper_session_timeout_ms", "max_records_per_batch", "zk_ops_per_transaction"):
             if getattr(self, name) < 1:
                 raise SettingsError(name, f"must be at least 1, got {getattr(self, name)}")
+        if self.sink_retry_timeout_ms < 0:
+            raise SettingsError("sink_retry_timeout_ms", f"must be at least 0, got {self.sink_retry_timeout_ms}")
         if self.controller_id < 0:
             raise SettingsError("controller_id", f"must be at least 0, got {self.controller_id}")
         if self.starting_offsets not in ("earliest", "latest"):
