@@ -146,6 +146,11 @@ class ControllerApp:
     zk: Any = None
     #: wraps the sinks (fault injection in tests: crash inside a micro-batch)
     wrap_sinks: Callable[[ZkSinkPort, RequestSinkPort], tuple[ZkSinkPort, RequestSinkPort]] | None = None
+    #: called once, first thing, when this controller learns it was fenced or lost its lease (from the
+    #: thread that learnt it; must not block): ``livectl run`` silences the Python, py4j and Spark logs
+    #: there, so that stopping a query in the middle of a batch prints nothing but its one line
+    on_fenced: Callable[[str], None] | None = None
+    _fenced_once: threading.Lock = field(default_factory=threading.Lock)
 
     def stop(self) -> None:
         self._stop.set()
@@ -205,6 +210,7 @@ class ControllerApp:
             self.dispatcher = Dispatcher(
                 *sinks,
                 on_refused=StatesRefresher(zk, producer, s.broker_events_topic),
+                on_fenced=lambda e: self._on_fenced(f"{e.path} moved past version {e.expected_version} ({e.reason})"),
                 fence_check=_fence_check(lease, zk_sink),
                 retry_timeout_s=s.sink_retry_timeout_ms / 1000,
             )
@@ -248,7 +254,10 @@ class ControllerApp:
                 self._stop.wait(0.5)
             self._stop_query()
             if self.dispatcher.fenced or self.lost_reason is not None:
-                raise ControllerStoppedError(self.lost_reason or "fenced: another controller was elected")
+                raise ControllerStoppedError(
+                    f"controller {s.controller_id} (epoch {fence.controller_epoch}) was fenced: "
+                    f"{self.lost_reason or 'another controller was elected'}; it wrote nothing more"
+                )
             exc = self.query.exception()
             if exc is not None and not self._stop.is_set():
                 raise StreamingError(f"the controller query failed: {exc}")
@@ -298,6 +307,15 @@ class ControllerApp:
             self.query.stop()
 
     def _on_lease_lost(self, reason: str) -> None:
-        log.error("controller lease lost: %s; stopping the query", reason)
+        self._on_fenced(f"lease lost, {reason}")
+
+    def _on_fenced(self, reason: str) -> None:
+        """Once: remember why, let the entry point quiet the logs, then ask the main loop to stop."""
+        if not self._fenced_once.acquire(blocking=False):
+            return
         self.lost_reason = reason
+        if self.on_fenced is not None:
+            self.on_fenced(reason)
+        # the entry point prints the one line that says so, as the process exits with code 3
+        log.debug("controller fenced: %s; stopping the query", reason)
         self._stop.set()

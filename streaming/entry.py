@@ -13,6 +13,7 @@ controller lost its lease or was fenced by a newer controller.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
@@ -70,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     master = args.master or ("local[*]" if not _under_spark_submit() else None)
     app = ControllerApp(settings, master=master)
+    app.on_fenced = lambda _reason: quiet_for_fenced_exit(app.spark)
 
     def on_signal(signum: int, _frame: Any) -> None:
         logging.getLogger("livectl").info("signal %d: stopping", signum)
@@ -80,12 +82,27 @@ def run(args: argparse.Namespace) -> int:
     try:
         app.run()
     except ControllerStoppedError as e:
-        print(f"livectl run: controller stopped: {e}", file=sys.stderr)
+        print(f"livectl run: {e}", file=sys.stderr, flush=True)
         return 3
     except StreamingError as e:
         print(f"livectl run: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def quiet_for_fenced_exit(spark: Any) -> None:
+    """A fenced controller stops its query wherever it is (often inside a micro-batch, whose job Spark
+    then reports as failed, and whose offset log the new controller may already have written): all of
+    that is expected, and the process says so in one line. Silence Python's logging (py4j and pyspark
+    included), uncaught exceptions in other threads, and Spark's log4j for the rest of the process."""
+    import threading
+
+    logging.disable(logging.CRITICAL)
+    threading.excepthook = lambda _args: None
+    if spark is not None:
+        # the JVM may be stopping already: nothing to silence then
+        with contextlib.suppress(Exception):
+            spark.sparkContext.setLogLevel("OFF")
 
 
 def _under_spark_submit() -> bool:

@@ -259,6 +259,7 @@ class ControllerLease:
             held = self._fence is not None
         self._changed.set()
         if held:
-            log.warning("controller %s lost its lease: %s", self.controller_id, reason)
+            # the process that owns the lease reports the loss (``livectl run``: one line, exit code 3)
+            log.info("controller %s lost its lease: %s", self.controller_id, reason)
             if notify and self._on_lost is not None:
                 self._on_lost(reason)
