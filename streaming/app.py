@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -118,6 +119,14 @@ def resolve_buckets(spark: Any, settings: Settings) -> Settings:
         meta_path.write_text(json.dumps({"version": 1, "num_buckets": buckets}))
     spark.conf.set("spark.sql.shuffle.partitions", str(buckets))
     return replace(settings, num_buckets=buckets)
+
+
+def query_failure_reason(text: str) -> str:
+    """The line that says why the query failed: a livectl error raised inside Spark (e.g. the source's
+    data-loss error) arrives wrapped in Spark's and Python's tracebacks; the last line naming it is the
+    reason. Anything else is returned as it is."""
+    found = re.findall(r"(?:KafkaSourceError|StreamingError|SinkError|\w+Error): (livectl-kafka .*)", text)
+    return found[-1].strip() if found else text
 
 
 def _fence_check(lease: Any, zk_sink: Any) -> Callable[[], None]:
@@ -260,7 +269,7 @@ class ControllerApp:
                 )
             exc = self.query.exception()
             if exc is not None and not self._stop.is_set():
-                raise StreamingError(f"the controller query failed: {exc}")
+                raise StreamingError(f"the controller query failed: {query_failure_reason(str(exc))}")
         finally:
             self._stop_query()
             if bridge is not None:

@@ -25,6 +25,14 @@ End offsets are taken from the records actually read (the offset of the last one
 broker's reported end, which the tansu broker under-reports. No consumer group is used (``assign`` +
 ``seek``); nothing is committed to Kafka. Partitions that appear later start at their beginning.
 
+**Data loss** (Spark's ``failOnDataLoss``). Before each read the source checks that every partition
+still holds the offset it is to read from: an offset below the log's beginning (records deleted) or
+beyond its true end (the log went backwards: a broker that keeps no data restarted, or the topic was
+deleted and created again) is data loss. With ``fail_on_data_loss=true`` (the default) the read raises
+:class:`KafkaSourceError` naming the topic-partition, both offsets and what to do; with ``false`` it logs a
+warning and reads that partition again from its earliest offset. A new log that has already grown past
+the checkpoint's offset cannot be told from the old one (Spark's source has the same blind spot).
+
 Reads run in Spark's Python streaming-source worker (``SimpleDataSourceStreamReader``, the quickest
 form here: DESIGN.md, decision 9). ``Trigger.AvailableNow`` is supported.
 """
@@ -32,6 +40,7 @@ form here: DESIGN.md, decision 9). ``Trigger.AvailableNow`` is supported.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -56,7 +65,10 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "max_records_per_batch": ("max_records_per_batch", "maxRecordsPerBatch", "maxOffsetsPerTrigger"),
     "poll_timeout_ms": ("poll_timeout_ms", "pollTimeoutMs"),
     "replay_timeout_s": ("replay_timeout_s", "replayTimeoutS"),
+    "fail_on_data_loss": ("fail_on_data_loss", "failOnDataLoss"),
 }
+
+log = logging.getLogger("livectl.kafka_source")
 
 
 class KafkaSourceError(StreamingError):
@@ -79,6 +91,8 @@ class SourceOptions:
     poll_timeout_ms: int = 100
     #: how long re-reading a planned batch may take before the source gives up
     replay_timeout_s: float = 60.0
+    #: offsets gone from the log (see "Data loss" in the module docstring): fail, or read from the earliest
+    fail_on_data_loss: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -113,6 +127,9 @@ class SourceOptions:
                 raise KafkaSourceError(name, f"must be at least 1, got {text!r}")
             return value
 
+        fail_text = (get("fail_on_data_loss") or "true").strip().lower()
+        if fail_text not in ("true", "false"):
+            raise KafkaSourceError("fail_on_data_loss", f"must be true or false, got {fail_text!r}")
         return cls(
             servers,
             tuple(sorted(set(topics))),
@@ -120,6 +137,7 @@ class SourceOptions:
             number("max_records_per_batch", 10000, int),
             number("poll_timeout_ms", 100, int),
             number("replay_timeout_s", 60.0, float),
+            fail_text == "true",
         )
 
 
@@ -220,6 +238,53 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             for tp in tps
         }
 
+    def _check_data_loss(self, tps: list[Any], starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """``starts`` with lost offsets handled (see "Data loss" in the module docstring)."""
+        # checked on every read, not remembered: a broker that restarts empty makes any offset lost again
+        c = self._client()
+        todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] > 0]
+        if not todo:
+            return starts
+        begins = c.beginning_offsets(todo)
+        reported = c.end_offsets(todo)
+        out = dict(starts)
+        for tp in todo:
+            key = (tp.topic, tp.partition)
+            start, begin = starts[key], begins[tp]
+            end = reported[tp]
+            if start > end and start > begin and self._holds(tp, start - 1):
+                # tansu under-reports the end; the record just before the start is there, so it is not lost
+                end = start
+            if begin <= start <= end:
+                continue
+            where = f"ends at offset {end}" if start > end else f"begins at offset {begin}"
+            what = (
+                f"{tp.topic}-{tp.partition}: the checkpoint reads from offset {start} but the log now {where}"
+                " (the broker lost data: restarted without storage, the topic was deleted and created again,"
+                " or records were deleted)"
+            )
+            if self.options.fail_on_data_loss:
+                raise KafkaSourceError(
+                    "fail_on_data_loss",
+                    f"data loss on {what}; set fail_on_data_loss=false to go on from the earliest offset"
+                    " (the records in between are lost), or start on a new checkpoint_dir",
+                )
+            log.warning("data loss on %s; fail_on_data_loss=false: reading it again from offset %d", what, begin)
+            out[key] = begin
+        return out
+
+    def _holds(self, tp: Any, offset: int) -> bool:
+        """Whether the partition has a record at ``offset`` (read from there: quick when it has)."""
+        c = self._client()
+        c.assign([tp])
+        self._positions = {}
+        c.seek(tp, offset)
+        for _ in range(3):
+            records = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=1).get(tp, [])
+            if records:
+                return any(r.offset >= offset for r in records)
+        return False
+
     # ------------------------------------------------------------------ Spark's interface
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
@@ -236,7 +301,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         """Records from ``start`` up to ``max_records_per_batch``; the end offset follows the last record
         read per partition (unchanged where nothing was read)."""
         tps = self._partitions()
-        starts = self._starts(start, tps)
+        starts = self._check_data_loss(tps, self._starts(start, tps))
         limit = self.options.max_records_per_batch
         if self._target is not None:
             # Trigger.AvailableNow: never beyond the offsets recorded when it started

@@ -44,6 +44,7 @@ def controller_frame(spark: Any, settings: Settings) -> Any:
         .option("topics", f"{settings.admin_topic},{settings.broker_events_topic}")
         .option("starting_offsets", settings.starting_offsets)
         .option("max_records_per_batch", str(settings.max_records_per_batch))
+        .option("fail_on_data_loss", str(settings.fail_on_data_loss).lower())
         .load()
     )
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)

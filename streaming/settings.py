@@ -69,6 +69,10 @@ class Settings:
     #: how long a micro-batch's writes are retried while ZooKeeper or Kafka is unavailable (a restart)
     #: before the query fails; 0 = not retried
     sink_retry_timeout_ms: int = 60000
+    #: input offsets gone from Kafka (a broker restarted without its data, a topic created again): fail
+    #: the query with a clear message (true, Spark's ``failOnDataLoss``) or go on from the earliest
+    #: offset with a logged warning (false)
+    fail_on_data_loss: bool = True
 
     def __post_init__(self) -> None:
         for f in fields(self):

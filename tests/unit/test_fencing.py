@@ -147,3 +147,19 @@ def test_a_fenced_controller_is_not_retried(tmp_path: Path, validator: InputVali
     with pytest.raises(ControllerFencedError):
         p.run_batch([(ADMIN, "not json")])
     assert calls == [1]
+
+
+def test_a_source_error_inside_sparks_traceback_is_reported_by_its_own_line() -> None:
+    from streaming.app import query_failure_reason
+
+    text = (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: ... Traceback (most recent call last):\n"
+        '  File "kafka_source.py", line 250, in read\n'
+        "streaming.kafka_source.KafkaSourceError: livectl-kafka fail_on_data_loss: data loss on livectl.admin-0: "
+        "the checkpoint reads from offset 57 but the log now ends at offset 3\n\tat org.apache.spark..."
+    )
+    assert query_failure_reason(text) == (
+        "livectl-kafka fail_on_data_loss: data loss on livectl.admin-0: "
+        "the checkpoint reads from offset 57 but the log now ends at offset 3"
+    )
+    assert query_failure_reason("something else") == "something else"
