@@ -45,7 +45,8 @@ partly written; replaying it completes it.
 its election (a paused process resumed after a takeover) sends nothing to Kafka either, even in a batch
 without ZooKeeper writes. An expired session counts as fenced (the ephemeral ``/controller`` is gone).
 
-The progress znode's parents are created unfenced
+With ``acl_for`` (Kafka's ``zookeeper.set.acl``, :mod:`sinks.security`) every znode the sink creates
+gets the ACL it gives for its path. The progress znode's parents are created unfenced
 (``ensure_path``, empty znodes) on first use.
 """
 
@@ -53,7 +54,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +146,7 @@ class ZooKeeperSink:
         max_transaction_bytes: int = 512 * 1024,
         max_in_flight: int = 8,
         timeout_s: float = 30.0,
+        acl_for: Callable[[str], Any] | None = None,
     ) -> None:
         if ops_per_transaction < 3:
             raise ValueError(
@@ -159,6 +161,8 @@ class ZooKeeperSink:
         self._max_in_flight = max(1, max_in_flight)
         self._timeout = timeout_s
         self._root_ready = False
+        #: the ACL of each znode created (Kafka's ``zookeeper.set.acl``: :mod:`sinks.security`); None: open
+        self._acl_for = acl_for or (lambda _path: None)
 
     # ------------------------------------------------------------------ public
 
@@ -198,7 +202,7 @@ class ZooKeeperSink:
     def _write_batch(self, batch_id: int, writes: Sequence[ZkWrite]) -> ZkBatchResult:
         n = len(writes)
         if not self._root_ready:
-            self._zk.ensure_path(SINK_PROGRESS_ROOT)
+            self._zk.ensure_path(SINK_PROGRESS_ROOT, acl=self._acl_for(SINK_PROGRESS_ROOT))
             self._root_ready = True
         progress = self._read_progress()
         start = 0
@@ -302,12 +306,12 @@ class ZooKeeperSink:
         t.check(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version)
         data = self._progress_data(batch_id, txn.next)
         if expected_progress_version is None:
-            t.create(self._progress_path, data)
+            t.create(self._progress_path, data, acl=self._acl_for(self._progress_path))
         else:
             t.set_data(self._progress_path, data, version=expected_progress_version)
         for op in txn.ops:
             if op.kind == "create":
-                t.create(op.path, op.data)
+                t.create(op.path, op.data, acl=self._acl_for(op.path))
             elif op.kind == "set":
                 t.set_data(op.path, op.data, version=op.version)
             else:

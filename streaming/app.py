@@ -177,9 +177,13 @@ class ControllerApp:
         from streaming.zk_snapshot import read_snapshot
 
         s = self.settings
-        zk = self.zk = KazooClient(hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000)
+        zk_security = s.zookeeper_security()
+        kafka_config = s.kafka_security().client_kwargs()
+        zk = self.zk = KazooClient(
+            hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000, **zk_security.client_kwargs()
+        )
         zk.start(timeout=30)
-        lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost)
+        lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost, acl_for=zk_security.acl_for)
         bridge = None
         producer = None
         request_sink = None
@@ -200,18 +204,21 @@ class ControllerApp:
                 fence.epoch_zk_version,
             )
 
-            ensure_topics(s.bootstrap_servers, livectl_topics(s))
+            ensure_topics(s.bootstrap_servers, livectl_topics(s), client_config=kafka_config)
             if not has_committed_batch(s.checkpoint_dir) and zk.exists(progress_path(s.query_name)):
                 zk.delete(progress_path(s.query_name))
 
-            producer = KafkaProducer(bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
-            zk_sink = ZooKeeperSink(zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction)
+            producer = KafkaProducer(**kafka_config, bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
+            zk_sink = ZooKeeperSink(
+                zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction, acl_for=zk_security.acl_for
+            )
             request_sink = RequestSink(
                 s.bootstrap_servers,
                 fence,
                 requests_topic=s.requests_topic,
                 admin_results_topic=s.admin_results_topic,
                 rejected_topic=s.rejected_topic,
+                client_config=kafka_config,
             )
             sinks: tuple[ZkSinkPort, RequestSinkPort] = (zk_sink, request_sink)
             if self.wrap_sinks is not None:

@@ -11,6 +11,9 @@ through this Python data source, registered as ``livectl-kafka``::
         .option("max_records_per_batch", "10000")
         .load()
 
+Kafka client security (``security.protocol``, SASL, SSL) is given as ``kafka.<property>`` options, as
+with Spark's Kafka source (:class:`sinks.security.KafkaSecurity` lists the properties).
+
 Columns, like Spark's Kafka source: ``key string`` (UTF-8, nullable), ``value string`` (UTF-8,
 nullable), ``topic string``, ``partition int``, ``offset long``, ``timestamp timestamp``. Options are
 also accepted under Spark's Kafka source names (``kafka.bootstrap.servers``, ``subscribe``,
@@ -50,6 +53,7 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from sinks.security import KafkaSecurity, SecurityConfigError
 from streaming.errors import StreamingError
 
 SOURCE_NAME = "livectl-kafka"
@@ -67,6 +71,9 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "replay_timeout_s": ("replay_timeout_s", "replayTimeoutS"),
     "fail_on_data_loss": ("fail_on_data_loss", "failOnDataLoss"),
 }
+
+#: option names (lower case) that are aliases, not Kafka client properties
+_ALIASED = frozenset(a.lower() for names in _ALIASES.values() for a in names)
 
 log = logging.getLogger("livectl.kafka_source")
 
@@ -93,6 +100,8 @@ class SourceOptions:
     replay_timeout_s: float = 60.0
     #: offsets gone from the log (see "Data loss" in the module docstring): fail, or read from the earliest
     fail_on_data_loss: bool = True
+    #: Kafka client security properties from the ``kafka.<name>`` options (``security.protocol``, SASL, SSL)
+    security: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -130,6 +139,13 @@ class SourceOptions:
         fail_text = (get("fail_on_data_loss") or "true").strip().lower()
         if fail_text not in ("true", "false"):
             raise KafkaSourceError("fail_on_data_loss", f"must be true or false, got {fail_text!r}")
+        props = {
+            k.removeprefix("kafka."): str(v) for k, v in lowered.items() if k.startswith("kafka.") and k not in _ALIASED
+        }
+        try:
+            security = KafkaSecurity.from_properties(props)
+        except SecurityConfigError as e:
+            raise KafkaSourceError(f"kafka.{e.key}", e.reason) from None
         return cls(
             servers,
             tuple(sorted(set(topics))),
@@ -138,6 +154,7 @@ class SourceOptions:
             number("poll_timeout_ms", 100, int),
             number("replay_timeout_s", 60.0, float),
             fail_text == "true",
+            security.items,
         )
 
 
@@ -172,6 +189,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             from kafka import KafkaConsumer
 
             self._consumer = KafkaConsumer(
+                **KafkaSecurity(self.options.security).client_kwargs(),
                 bootstrap_servers=self.options.bootstrap_servers,
                 enable_auto_commit=False,
                 group_id=None,

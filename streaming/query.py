@@ -45,8 +45,12 @@ def controller_frame(spark: Any, settings: Settings) -> Any:
         .option("starting_offsets", settings.starting_offsets)
         .option("max_records_per_batch", str(settings.max_records_per_batch))
         .option("fail_on_data_loss", str(settings.fail_on_data_loss).lower())
-        .load()
     )
+    # Kafka's security properties reach the source's consumer as ``kafka.<name>``, as with Spark's own
+    # Kafka source (Spark redacts options named like passwords in its plans and UI)
+    for name, value in settings.kafka_security().properties().items():
+        records = records.option(f"kafka.{name}", value)
+    records = records.load()
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)
     decisions = routed.groupBy("bucket").applyInPandasWithState(
         make_step(settings.checkpoint_dir), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity, is_secret
 from streaming.errors import StreamingError
 
 #: ``conf/livectl-defaults.json`` of the repository
@@ -73,6 +74,22 @@ class Settings:
     #: the query with a clear message (true, Spark's ``failOnDataLoss``) or go on from the earliest
     #: offset with a logged warning (false)
     fail_on_data_loss: bool = True
+    #: ZooKeeper authentication added to the controller's session: "" (none) or ``digest:USER:PASSWORD``
+    zookeeper_auth: str = ""
+    #: Kafka's ``zookeeper.set.acl``: znodes livectl creates get Kafka's ACLs (writable only with the
+    #: credential of ``zookeeper_auth``; world-readable except Kafka's sensitive paths)
+    zookeeper_set_acl: bool = False
+    #: Kafka client security, by Kafka's property names (``kafka_`` + the name with ``_`` for ``.``),
+    #: passed to every Kafka client of the job (source, sinks, producers); "" = unset
+    kafka_security_protocol: str = ""
+    kafka_sasl_mechanism: str = ""
+    kafka_sasl_jaas_config: str = ""
+    kafka_sasl_kerberos_service_name: str = ""
+    kafka_ssl_truststore_location: str = ""
+    kafka_ssl_keystore_location: str = ""
+    kafka_ssl_key_location: str = ""
+    kafka_ssl_key_password: str = ""
+    kafka_ssl_endpoint_identification_algorithm: str = ""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -82,7 +99,7 @@ class Settings:
                 continue
             if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise SettingsError(f.name, f"must be {expected.__name__}, got {type(value).__name__} {value!r}")
-            if isinstance(value, str) and not value.strip():
+            if isinstance(value, str) and not value.strip() and f.name not in _MAY_BE_EMPTY:
                 raise SettingsError(f.name, "must not be empty")
         if self.num_buckets < 0:
             raise SettingsError(
@@ -97,6 +114,29 @@ class Settings:
             raise SettingsError("controller_id", f"must be at least 0, got {self.controller_id}")
         if self.starting_offsets not in ("earliest", "latest"):
             raise SettingsError("starting_offsets", f"must be 'earliest' or 'latest', got {self.starting_offsets!r}")
+        try:
+            self.zookeeper_security()
+        except SecurityConfigError as e:
+            raise SettingsError(e.key, e.reason) from None
+        try:
+            self.kafka_security()
+        except SecurityConfigError as e:
+            raise SettingsError(_kafka_setting(e.key), e.reason) from None
+
+    # ------------------------------------------------------------------ security
+
+    def zookeeper_security(self) -> ZkSecurity:
+        """The ZooKeeper authentication and ACLs of the controller's session."""
+        return ZkSecurity.parse(self.zookeeper_auth, self.zookeeper_set_acl)
+
+    def kafka_security(self) -> KafkaSecurity:
+        """The Kafka client security properties (Kafka's names) of every Kafka client of the job."""
+        props = {
+            f.name.removeprefix("kafka_").replace("_", "."): getattr(self, f.name)
+            for f in fields(self)
+            if f.name.startswith("kafka_")
+        }
+        return KafkaSecurity.from_properties(props)
 
     # ------------------------------------------------------------------ building
 
@@ -139,6 +179,20 @@ class Settings:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def __repr__(self) -> str:
+        # settings get logged; secrets never are
+        shown = {k: ("***" if v and _is_secret(k) else v) for k, v in asdict(self).items()}
+        return f"Settings({shown})"
+
+
+def _is_secret(key: str) -> bool:
+    return key == "zookeeper_auth" or is_secret(key)
+
+
+def _kafka_setting(prop: str) -> str:
+    """The setting of a Kafka property named in an error (``sasl.mechanism`` -> ``kafka_sasl_mechanism``)."""
+    return "kafka_" + prop.replace(".", "_") if "." in prop else prop
+
 
 def parse_value(key: str, text: str) -> Any:
     """Convert the text of a ``--set`` override to the type of setting ``key``."""
@@ -159,6 +213,9 @@ def parse_value(key: str, text: str) -> Any:
     except ValueError:
         raise SettingsError(key, f"must be {expected.__name__}, got {text!r}") from None
 
+
+#: text settings whose empty value means "unset"
+_MAY_BE_EMPTY = frozenset({"zookeeper_auth"} | {f.name for f in fields(Settings) if f.name.startswith("kafka_")})
 
 _FIELD_TYPES: dict[str, type] = {
     f.name: {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)] for f in fields(Settings)
