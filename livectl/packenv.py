@@ -198,15 +198,17 @@ def build(o: PackOptions, log: Callable[[str], None] = lambda _m: None) -> PackR
 
 
 def spark_submit_flags(archive: Path) -> list[str]:
-    """The ``spark-submit`` options that give executors the packed environment (Spark's documented form);
-    the driver keeps its own interpreter (``spark.pyspark.driver.python``)."""
+    """The ``spark-submit`` options that give executors the packed environment (Spark's documented form).
+    In client mode the driver's working directory must hold the same environment unpacked as
+    ``environment`` (``tar -xzf <archive> -C environment``): the driver runs in it, and the driver's JVM
+    starts Python with ``spark.pyspark.python`` too (a Python data source is planned beside the driver)."""
     return [
         "--archives",
         f"{archive}#environment",
         "--conf",
         "spark.pyspark.python=./environment/bin/python",
         "--conf",
-        f"spark.pyspark.driver.python={sys.executable}",
+        "spark.pyspark.driver.python=./environment/bin/python",
     ]
 
 
@@ -229,7 +231,12 @@ def _cmd(args: argparse.Namespace) -> int:
         f"{result.archive}: {result.size_bytes / 1e6:.0f} MB, {result.wheel} on Python {result.python_version}, "
         f"built in {result.seconds:.0f} s"
     )
-    print("use with spark-submit: " + " ".join(spark_submit_flags(result.archive)))
+    print(f"on the driver machine: mkdir environment && tar -xzf {result.archive} -C environment")
+    print(
+        "then spark-submit "
+        + " ".join(spark_submit_flags(result.archive))
+        + " environment/lib/python*/site-packages/streaming/main.py …"
+    )
     return 0
 
 
