@@ -11,7 +11,6 @@ COPY sinks sinks
 COPY livectl livectl
 COPY simbrokers simbrokers
 COPY admin admin
-COPY conf conf
 RUN pip install --no-cache-dir .
 ENV PYSPARK_PYTHON=python3
 ENTRYPOINT ["livectl"]
