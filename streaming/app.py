@@ -34,6 +34,7 @@ from streaming import failover
 from streaming.dispatch import Dispatcher
 from streaming.errors import StreamingError
 from streaming.listener import MetricsListener
+from streaming.resources import SPARK_DEFAULTS, conf_file
 from streaming.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -74,16 +75,16 @@ def uncommitted_batch(checkpoint_dir: str) -> int | None:
 
 
 def spark_session(settings: Settings, master: str | None = None, ui: bool = True) -> Any:
-    """The job's SparkSession: ``conf/spark-defaults.conf``, then the bucket count as shuffle partitions.
-    Under ``spark-submit`` the master and submitted confs win."""
+    """The job's SparkSession: the shipped ``spark-defaults.conf`` (``streaming/conf/``), then the bucket
+    count as shuffle partitions. Under ``spark-submit`` the master and submitted confs win."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"livectl-{settings.query_name}")
     if master:
         # not under spark-submit: Python workers run this interpreter (it has livectl and its deps)
         builder = builder.master(master).config("spark.pyspark.python", sys.executable)
-    defaults = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
-    if defaults.exists():
+    defaults = conf_file(SPARK_DEFAULTS)
+    if defaults.is_file():
         for raw in defaults.read_text().splitlines():
             line = raw.strip()
             if line and not line.startswith("#"):
@@ -95,7 +96,7 @@ def spark_session(settings: Settings, master: str | None = None, ui: bool = True
     if not ui:
         builder = builder.config("spark.ui.enabled", "false")
     session = builder.getOrCreate()
-    # Spark's INFO chatter buries the controller's own log lines (conf/log4j2.properties has the same)
+    # Spark's INFO chatter buries the controller's own log lines (the shipped log4j2.properties has the same)
     session.sparkContext.setLogLevel("WARN")
     return session
 
