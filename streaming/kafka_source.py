@@ -11,6 +11,9 @@ through this Python data source, registered as ``livectl-kafka``::
         .option("max_records_per_batch", "10000")
         .load()
 
+Kafka client security (``security.protocol``, SASL, SSL) is given as ``kafka.<property>`` options, as
+with Spark's Kafka source (:class:`sinks.security.KafkaSecurity` lists the properties).
+
 Columns, like Spark's Kafka source: ``key string`` (UTF-8, nullable), ``value string`` (UTF-8,
 nullable), ``topic string``, ``partition int``, ``offset long``, ``timestamp timestamp``. Options are
 also accepted under Spark's Kafka source names (``kafka.bootstrap.servers``, ``subscribe``,
@@ -24,6 +27,14 @@ planned but not committed is re-read with :meth:`KafkaStreamReader.readBetweenOf
 End offsets are taken from the records actually read (the offset of the last one + 1), never from the
 broker's reported end, which the tansu broker under-reports. No consumer group is used (``assign`` +
 ``seek``); nothing is committed to Kafka. Partitions that appear later start at their beginning.
+
+**Data loss** (Spark's ``failOnDataLoss``). Before each read the source checks that every partition
+still holds the offset it is to read from: an offset below the log's beginning (records deleted) or
+beyond its true end (the log went backwards: a broker that keeps no data restarted, or the topic was
+deleted and created again) is data loss. With ``fail_on_data_loss=true`` (the default) the read raises
+:class:`KafkaSourceError` naming the topic-partition, both offsets and what to do; with ``false`` it logs a
+warning and reads that partition again from its earliest offset. A new log that has already grown past
+the checkpoint's offset cannot be told from the old one (Spark's source has the same blind spot).
 
 **Starting offsets** (a new checkpoint only): ``earliest``, ``latest`` (the true ends when the query
 plans its first batch), or a JSON object ``{"topic": {"partition": offset}}`` as Spark's Kafka source
@@ -47,6 +58,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -56,6 +68,7 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from sinks.security import KafkaSecurity, SecurityConfigError
 from streaming.errors import StreamingError
 
 SOURCE_NAME = "livectl-kafka"
@@ -71,10 +84,16 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "max_records_per_batch": ("max_records_per_batch", "maxRecordsPerBatch", "maxOffsetsPerTrigger"),
     "poll_timeout_ms": ("poll_timeout_ms", "pollTimeoutMs"),
     "replay_timeout_s": ("replay_timeout_s", "replayTimeoutS"),
+    "fail_on_data_loss": ("fail_on_data_loss", "failOnDataLoss"),
     "barrier_topic": ("barrier_topic", "barrierTopic"),
     "barrier_epoch": ("barrier_epoch", "barrierEpoch"),
     "barrier_path": ("barrier_path", "barrierPath"),
 }
+
+#: option names (lower case) that are aliases, not Kafka client properties
+_ALIASED = frozenset(a.lower() for names in _ALIASES.values() for a in names)
+
+log = logging.getLogger("livectl.kafka_source")
 
 #: the record type the barrier waits for (:data:`streaming.validation.FAILOVER_REF_TYPE`; not imported,
 #: the source does not depend on the controller's validation)
@@ -101,6 +120,10 @@ class SourceOptions:
     poll_timeout_ms: int = 100
     #: how long re-reading a planned batch may take before the source gives up
     replay_timeout_s: float = 60.0
+    #: offsets gone from the log (see "Data loss" in the module docstring): fail, or read from the earliest
+    fail_on_data_loss: bool = True
+    #: Kafka client security properties from the ``kafka.<name>`` options (``security.protocol``, SASL, SSL)
+    security: tuple[tuple[str, str], ...] = ()
     #: explicit starting offsets (``starting_offsets`` given as a JSON object), else ``None``
     starting_positions: tuple[tuple[str, int, int], ...] | None = None
     #: the failover barrier (see the module docstring): the topic of the reference, the least controller
@@ -150,6 +173,16 @@ class SourceOptions:
                 raise KafkaSourceError(name, f"must be at least 1, got {text!r}")
             return value
 
+        fail_text = (get("fail_on_data_loss") or "true").strip().lower()
+        if fail_text not in ("true", "false"):
+            raise KafkaSourceError("fail_on_data_loss", f"must be true or false, got {fail_text!r}")
+        props = {
+            k.removeprefix("kafka."): str(v) for k, v in lowered.items() if k.startswith("kafka.") and k not in _ALIASED
+        }
+        try:
+            security = KafkaSecurity.from_properties(props)
+        except SecurityConfigError as e:
+            raise KafkaSourceError(f"kafka.{e.key}", e.reason) from None
         barrier_topic = get("barrier_topic")
         barrier_epoch_text = get("barrier_epoch")
         if (barrier_topic is None) != (barrier_epoch_text is None):
@@ -169,6 +202,8 @@ class SourceOptions:
             number("max_records_per_batch", 10000, int),
             number("poll_timeout_ms", 100, int),
             number("replay_timeout_s", 60.0, float),
+            fail_text == "true",
+            security.items,
             positions,
             barrier_topic,
             barrier_epoch,
@@ -234,6 +269,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             from kafka import KafkaConsumer
 
             self._consumer = KafkaConsumer(
+                **KafkaSecurity(self.options.security).client_kwargs(),
                 bootstrap_servers=self.options.bootstrap_servers,
                 enable_auto_commit=False,
                 group_id=None,
@@ -300,6 +336,53 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             for tp in tps
         }
 
+    def _check_data_loss(self, tps: list[Any], starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """``starts`` with lost offsets handled (see "Data loss" in the module docstring)."""
+        # checked on every read, not remembered: a broker that restarts empty makes any offset lost again
+        c = self._client()
+        todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] > 0]
+        if not todo:
+            return starts
+        begins = c.beginning_offsets(todo)
+        reported = c.end_offsets(todo)
+        out = dict(starts)
+        for tp in todo:
+            key = (tp.topic, tp.partition)
+            start, begin = starts[key], begins[tp]
+            end = reported[tp]
+            if start > end and start > begin and self._holds(tp, start - 1):
+                # tansu under-reports the end; the record just before the start is there, so it is not lost
+                end = start
+            if begin <= start <= end:
+                continue
+            where = f"ends at offset {end}" if start > end else f"begins at offset {begin}"
+            what = (
+                f"{tp.topic}-{tp.partition}: the checkpoint reads from offset {start} but the log now {where}"
+                " (the broker lost data: restarted without storage, the topic was deleted and created again,"
+                " or records were deleted)"
+            )
+            if self.options.fail_on_data_loss:
+                raise KafkaSourceError(
+                    "fail_on_data_loss",
+                    f"data loss on {what}; set fail_on_data_loss=false to go on from the earliest offset"
+                    " (the records in between are lost), or start on a new checkpoint_dir",
+                )
+            log.warning("data loss on %s; fail_on_data_loss=false: reading it again from offset %d", what, begin)
+            out[key] = begin
+        return out
+
+    def _holds(self, tp: Any, offset: int) -> bool:
+        """Whether the partition has a record at ``offset`` (read from there: quick when it has)."""
+        c = self._client()
+        c.assign([tp])
+        self._positions = {}
+        c.seek(tp, offset)
+        for _ in range(3):
+            records = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=1).get(tp, [])
+            if records:
+                return any(r.offset >= offset for r in records)
+        return False
+
     # ------------------------------------------------------------------ Spark's interface
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
@@ -364,7 +447,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         read per partition (unchanged where nothing was read). Behind a failover barrier: nothing until
         the reference is there, then the reference's partition up to and including it."""
         tps = self._partitions()
-        starts = self._starts(start, tps)
+        starts = self._check_data_loss(tps, self._starts(start, tps))
         if self._held:
             found = self._find_barrier(starts)
             if found is None:

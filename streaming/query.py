@@ -58,7 +58,12 @@ def controller_frame(spark: Any, settings: Settings, start: SourceStart | None =
         .option("topics", f"{settings.admin_topic},{settings.broker_events_topic}")
         .option("starting_offsets", start.starting_offsets or settings.starting_offsets)
         .option("max_records_per_batch", str(settings.max_records_per_batch))
+        .option("fail_on_data_loss", str(settings.fail_on_data_loss).lower())
     )
+    # Kafka's security properties reach the source's consumer as ``kafka.<name>``, as with Spark's own
+    # Kafka source (Spark redacts options named like passwords in its plans and UI)
+    for name, value in settings.kafka_security().properties().items():
+        reader = reader.option(f"kafka.{name}", value)
     if start.barrier_epoch is not None:
         reader = reader.option("barrier_topic", settings.broker_events_topic).option(
             "barrier_epoch", str(start.barrier_epoch)
