@@ -316,15 +316,14 @@ class ControllerApp:
         if s.starting_offsets == "latest":
             from streaming.kafka_source import KafkaStreamReader, SourceOptions
 
-            reader = KafkaStreamReader(
-                SourceOptions.parse(
-                    {
-                        "bootstrap_servers": s.bootstrap_servers,
-                        "topics": f"{s.admin_topic},{s.broker_events_topic}",
-                        "starting_offsets": "latest",
-                    }
-                )
-            )
+            options = {
+                "bootstrap_servers": s.bootstrap_servers,
+                "topics": f"{s.admin_topic},{s.broker_events_topic}",
+                "starting_offsets": "latest",
+            }
+            # the same consumer settings as the query's source (streaming.query.controller_frame)
+            options.update({f"kafka.{k}": v for k, v in s.kafka_security().properties().items()})
+            reader = KafkaStreamReader(SourceOptions.parse(options))
             try:
                 ends = reader.initialOffset()
             finally:
