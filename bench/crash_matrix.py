@@ -668,8 +668,17 @@ class BrokerDown(Point):
         wait_until(f"broker {self.BROKER} unregistered", lambda: self.BROKER not in m._registered(), 60)
         m.start_broker(self.BROKER)
         wait_until(f"broker {self.BROKER} registered again", lambda: self.BROKER in m._registered(), 60)
-        # back in the ISRs before the next point (its absence is this point's business only)
-        _online(m, self.topic, self.ASSIGNMENT)
+        # back in the ISRs before the next point (its absence is this point's business only); leadership
+        # goes back to it only with the next preferred-replica election, so the leader is not checked
+
+        def back() -> bool:
+            for p in self.ASSIGNMENT:
+                state, _ = m.znode(f"/brokers/topics/{self.topic}/partitions/{p}/state")
+                if state is None or self.BROKER not in state["isr"]:
+                    return False
+            return True
+
+        wait_until(f"broker {self.BROKER} back in the ISRs of {self.topic}", back, 180, interval=1.0)
 
 
 def make_point(m: Matrix, name: str, tag: str) -> Point:
