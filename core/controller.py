@@ -1089,6 +1089,39 @@ def step(state: ControllerState, events: Iterable[Event]) -> tuple[ControllerSta
     return c.state(), decisions
 
 
+@dataclass(frozen=True)
+class Quarantined:
+    """An event :func:`step_isolating` left out because handling it raised: its index in the events
+    given, and the exception as text."""
+
+    index: int
+    error: str
+
+
+def step_isolating(
+    state: ControllerState, events: Iterable[Event]
+) -> tuple[ControllerState, list[Decision], list[Quarantined]]:
+    """:func:`step`, except that an event whose handling raises (a bug: bad input is refused before it
+    gets here) costs only itself. The step is run again from ``state`` without that event, so the result
+    is exactly that of a step over the other events — nothing the failing event half-did survives — and,
+    ``step`` being pure and deterministic, a replayed micro-batch leaves out the same events with the same
+    outcome. Returns the new state, the decisions and the events left out (in order)."""
+    todo = list(events)
+    errors: dict[int, str] = {}
+    while True:
+        c = _Controller(state)
+        current = -1
+        try:
+            for current, ev in enumerate(todo):
+                if current not in errors:
+                    c.handle(ev)
+        except Exception as exc:
+            errors[current] = f"{type(exc).__name__}: {exc}"[:2000]
+            continue
+        decisions = c.fx.decisions(c.ctx)
+        return c.state(), decisions, [Quarantined(i, errors[i]) for i in sorted(errors)]
+
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -1215,10 +1248,12 @@ __all__ = [
     "ControllerConfig",
     "ControllerState",
     "PartitionTarget",
+    "Quarantined",
     "auto_rebalance_candidates",
     "brokers_over_imbalance",
     "imbalance",
     "initial_state",
     "metrics",
     "step",
+    "step_isolating",
 ]

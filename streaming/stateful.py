@@ -87,31 +87,48 @@ def _cached_load(bucket: int, fmt: int, size: int, blob: bytes) -> controller.Co
     return loaded
 
 
+#: where an event of a bucket's batch came from: (source ``topic/partition``, offset, the row's payload)
+Origin = tuple[str, int, str]
+
+
 def events_of(
-    bucket: int, frame: pd.DataFrame, state_epoch: int = 0, checkpoint_dir: str | None = None
+    bucket: int,
+    frame: pd.DataFrame,
+    state_epoch: int = 0,
+    checkpoint_dir: str | None = None,
+    origins: list[Origin] | None = None,
 ) -> tuple[list[ev.Event], list[dc.StateChangeFailure]]:
     """The bucket's rows as core events, in stream order; at most one tick (the newest), last.
 
     Of the failover references only the newest one of the batch is used, and only if it is newer than the
     controller epoch the bucket already holds, was written for this query's checkpoint folder, and its
     snapshot file is there: a cold start that reads the topic from the beginning meets the references of
-    earlier runs, which are history. Skipped references come back as failures, for the log."""
+    earlier runs, which are history. Skipped references come back as failures, for the log.
+
+    ``origins``, when given, is filled with the origin of each returned event (same order)."""
     ordered = frame.sort_values(["ts", "src", "offset", "sub"], kind="stable")
     items: list[tuple[str, Any]] = []
+    item_origins: list[Origin] = []
     refs: list[dict[str, Any]] = []
     tick: ev.Tick | None = None
-    for kind, payload in zip(ordered["kind"], ordered["payload"], strict=True):
+    tick_origin: Origin = ("~tick", 0, "")
+    for kind, payload, src, offset in zip(
+        ordered["kind"], ordered["payload"], ordered["src"], ordered["offset"], strict=True
+    ):
         if kind == KIND_EVENT:
             items.append((kind, ev.event_from_json(payload)))
+            item_origins.append((str(src), int(offset), str(payload)))
         elif kind == KIND_FAILOVER_REF:
             ref = json.loads(payload)
             refs.append(ref)
             items.append((kind, ref))
+            item_origins.append((str(src), int(offset), str(payload)))
         elif kind == KIND_TICK:
             t = ev.event_from_json(payload)
             assert isinstance(t, ev.Tick)
             if tick is None or t.now_ms > tick.now_ms:
                 tick = t
+                tick_origin = (str(src), int(offset), str(payload))
     skipped: list[dc.StateChangeFailure] = []
     usable: list[dict[str, Any]] = []
     for ref in refs:
@@ -125,13 +142,22 @@ def events_of(
         if ref is not chosen and chosen is not None:
             skipped.append(_skipped_ref(ref, f"superseded by epoch {chosen['controller_epoch']} in the same batch"))
     events: list[ev.Event] = []
-    for kind, item in items:
+    kept: list[Origin] = []
+    for (kind, item), origin in zip(items, item_origins, strict=True):
         if kind == KIND_EVENT:
             events.append(item)
+            kept.append(origin)
         elif chosen is not None and item is chosen:
-            events.append(failover.load_bucket_failover(chosen, bucket))
+            try:
+                events.append(failover.load_bucket_failover(chosen, bucket))
+                kept.append(origin)
+            except Exception as e:  # a damaged snapshot file must not stop the query in a loop
+                skipped.append(_skipped_ref(chosen, f"its snapshot could not be read: {e!r}"[:2000]))
     if tick is not None:
         events.append(tick)
+        kept.append(tick_origin)
+    if origins is not None:
+        origins.extend(kept)
     return events, skipped
 
 
@@ -170,6 +196,28 @@ def applicable_events(
     return kept, refused
 
 
+def quarantine_row(bucket: int, origin: Origin, error: str) -> str:
+    """The ``rejected`` row of an event whose processing raised (:func:`core.controller.step_isolating`
+    left it out): the dispatcher sends it to ``livectl.rejected`` with the error, and answers an admin
+    command among them with Kafka's ``UNKNOWN_SERVER_ERROR``."""
+    src, offset, payload = origin
+    topic, _, partition = src.rpartition("/")
+    return json.dumps(
+        {
+            "source_topic": topic or src,
+            "source_partition": int(partition) if partition.isdigit() else -1,
+            "source_offset": offset,
+            "payload": payload,
+            "expectations": ["internal:step"],
+            "reasons": [
+                f"bucket {bucket}: processing the event raised {error}; it was left out and the bucket's state "
+                "is as it would be without it"
+            ],
+            "error": "UNKNOWN_SERVER_ERROR",
+        }
+    )
+
+
 def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for seq, d in enumerate(decisions):
@@ -204,13 +252,17 @@ def step_bucket(
         current = _cached_load(bucket, int(fmt), int(size), bytes(blob))
     else:
         current = controller.ControllerState()
-    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir)
-    events, refused = applicable_events(current, events)
-    new_state, decisions = controller.step(current, events)
+    origins: list[Origin] = []
+    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir, origins)
+    kept, refused = applicable_events(current, events)
+    origins = origins[len(events) - len(kept) :]
+    new_state, decisions, quarantined = controller.step_isolating(current, kept)
     dumped = dump_state(new_state)
     state.update(dumped)
     _STATE_CACHE[bucket] = (_digest(dumped[2]), new_state)
     rows = decision_rows(bucket, [*refused, *decisions, *skipped])
+    for q in quarantined:
+        rows.append([bucket, len(rows), KIND_REJECTED, quarantine_row(bucket, origins[q.index], q.error), *_NO_METRICS])
     m = controller.metrics(new_state)
     rows.append([bucket, len(rows), KIND_METRICS, json.dumps(m), *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
