@@ -96,6 +96,8 @@ def events_of(
     frame: pd.DataFrame,
     state_epoch: int = 0,
     checkpoint_dir: str | None = None,
+    loaded: bool = False,
+    *,
     origins: list[Origin] | None = None,
 ) -> tuple[list[ev.Event], list[dc.StateChangeFailure]]:
     """The bucket's rows as core events, in stream order; at most one tick (the newest), last.
@@ -104,6 +106,13 @@ def events_of(
     controller epoch the bucket already holds, was written for this query's checkpoint folder, and its
     snapshot file is there: a cold start that reads the topic from the beginning meets the references of
     earlier runs, which are history. Skipped references come back as failures, for the log.
+
+    When the bucket has already ``loaded`` a cluster (a restart or a takeover on a used checkpoint), the
+    chosen reference goes first and the batch's other events follow it in stream order: every record in
+    that batch comes after the checkpoint's last planned micro-batch, so none was handled by any
+    controller, and the new one handles them on the cluster it read from ZooKeeper (the source's failover
+    barrier makes this batch the new controller's first; :mod:`streaming.kafka_source`). Handled before
+    the snapshot, their writes could be missing from it and conflict with it afterwards.
 
     ``origins``, when given, is filled with the origin of each returned event (same order)."""
     ordered = frame.sort_values(["ts", "src", "offset", "sub"], kind="stable")
@@ -143,16 +152,23 @@ def events_of(
             skipped.append(_skipped_ref(ref, f"superseded by epoch {chosen['controller_epoch']} in the same batch"))
     events: list[ev.Event] = []
     kept: list[Origin] = []
+
+    def load(origin: Origin) -> None:
+        assert chosen is not None
+        try:
+            events.append(failover.load_bucket_failover(chosen, bucket))
+            kept.append(origin)
+        except Exception as e:  # a damaged snapshot file must not stop the query in a loop
+            skipped.append(_skipped_ref(chosen, f"its snapshot could not be read: {e!r}"[:2000]))
+
+    if loaded and chosen is not None:
+        load(next(o for (_, item), o in zip(items, item_origins, strict=True) if item is chosen))
     for (kind, item), origin in zip(items, item_origins, strict=True):
         if kind == KIND_EVENT:
             events.append(item)
             kept.append(origin)
-        elif chosen is not None and item is chosen:
-            try:
-                events.append(failover.load_bucket_failover(chosen, bucket))
-                kept.append(origin)
-            except Exception as e:  # a damaged snapshot file must not stop the query in a loop
-                skipped.append(_skipped_ref(chosen, f"its snapshot could not be read: {e!r}"[:2000]))
+        elif chosen is not None and item is chosen and not loaded:
+            load(origin)
     if tick is not None:
         events.append(tick)
         kept.append(tick_origin)
@@ -252,8 +268,9 @@ def step_bucket(
         current = _cached_load(bucket, int(fmt), int(size), bytes(blob))
     else:
         current = controller.ControllerState()
+    loaded = current.context.controller_id >= 0
     origins: list[Origin] = []
-    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir, origins)
+    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir, loaded, origins=origins)
     kept, refused = applicable_events(current, events)
     origins = origins[len(events) - len(kept) :]
     new_state, decisions, quarantined = controller.step_isolating(current, kept)

@@ -242,6 +242,28 @@ def test_brokers_list_and_controller_status(env: Env, capsys: pytest.CaptureFixt
     }
 
 
+def test_brokers_list_min_fails_below_the_count(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--min N`` is a healthcheck: exit 1 with the count on stderr below N, 0 at or above it."""
+    assert main(env.args("brokers", "list", "--min", "1", write=False)) == 1
+    captured = capsys.readouterr()
+    assert "no brokers registered" in captured.out
+    assert "0 broker(s) registered under /brokers/ids, fewer than --min 1" in captured.err
+    assert main(env.args("brokers", "list", "--min", "0", write=False)) == 0
+    capsys.readouterr()
+    write_tree(env.zk)  # brokers 1, 2, 3
+    assert main(env.args("brokers", "list", "--min", "3", write=False)) == 0
+    assert [ln.split()[0] for ln in capsys.readouterr().out.splitlines()[1:]] == ["1", "2", "3"]
+    assert main(env.args("brokers", "list", "--min", "4", "--json", write=False)) == 1
+    captured = capsys.readouterr()
+    assert sorted(json.loads(captured.out)) == ["1", "2", "3"]
+    assert "3 broker(s) registered under /brokers/ids, fewer than --min 4" in captured.err
+    env.zk.delete("/brokers/ids/3")
+    assert main(env.args("brokers", "list", "--min", "3", write=False)) == 1
+    assert "fewer than --min 3" in capsys.readouterr().err
+    assert main(env.args("brokers", "list", "--min", "-1", write=False)) == 2
+    assert "error: --min: must be 0 or more, got -1" in capsys.readouterr().err
+
+
 def test_reassign_generate_execute_verify(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     write_tree(env.zk)
     move = env.tmp / "move.json"
@@ -312,8 +334,11 @@ def test_bad_reassignment_file_gives_a_clear_error_and_exit_code_2(env: Env) -> 
 # ----------------------------------------------------------------------------- --wait
 
 
-def answer(env: Env, statuses: list[tuple[AdminStatus, str | None, str]]) -> threading.Thread:
-    """Play the controller: read the next command and publish these results for its request id."""
+def answer(
+    env: Env, statuses: list[tuple[AdminStatus, str | None, str]], epochs: list[int] | None = None
+) -> threading.Thread:
+    """Play the controller: read the next command and publish these results for its request id (stamped
+    with ``epochs``, one per result; controller epoch 3 by default)."""
 
     def run() -> None:
         c = env.consumer(env.admin)
@@ -326,7 +351,8 @@ def answer(env: Env, statuses: list[tuple[AdminStatus, str | None, str]]) -> thr
                 p = KafkaProducer(bootstrap_servers=env.bootstrap)
                 for i, (status, error, details) in enumerate(statuses):
                     result = AdminResult(rid, ev.TYPE, status, error, f"step {i}", details)
-                    value = encode_decision(result) | {"batch_id": 10 + i, "controller_epoch": 3}
+                    epoch = 3 if epochs is None else epochs[i]
+                    value = encode_decision(result) | {"batch_id": 10 + i, "controller_epoch": epoch}
                     p.send(env.results, key=rid.encode(), value=json.dumps(value).encode())
                     p.flush()
                     time.sleep(0.3)
@@ -363,6 +389,24 @@ def test_wait_reports_the_controllers_error(env: Env, capsys: pytest.CaptureFixt
     assert main(env.args(*argv, "--timeout", "20")) == 1
     t.join(5)
     assert "INVALID_REPLICATION_FACTOR: step 0" in capsys.readouterr().err
+
+
+def test_wait_ignores_results_of_a_controller_already_replaced(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """The new controller (epoch 4) answers first; a late "ok" from the fenced one (epoch 3) must not end
+    the wait; the new controller's final answer does."""
+    t = answer(
+        env,
+        [
+            (AdminStatus.IN_PROGRESS, None, '{"done":1,"total":3}'),
+            (AdminStatus.OK, None, "{}"),
+            (AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", "{}"),
+        ],
+        epochs=[4, 3, 4],
+    )
+    argv = ["topics", "--create", "--topic", "pay", "--partitions", "3", "--replication-factor", "9", "--wait"]
+    assert main(env.args(*argv, "--timeout", "20")) == 1
+    t.join(5)
+    assert "INVALID_REPLICATION_FACTOR: step 2" in capsys.readouterr().err
 
 
 def test_wait_times_out_with_exit_3(env: Env) -> None:
