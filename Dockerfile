@@ -1,17 +1,15 @@
-# The livectl image: the controller job (spark-submit client), the admin CLI and the simulated brokers.
+# The one livectl image: the controller and its standby (spark-submit clients), the Spark standalone master
+# and workers (the pyspark wheel's own spark-class), the admin CLI and the simulated brokers. Every Spark
+# process in it has the same Python, the same dependencies and livectl itself, so executors need no archive.
 FROM python:3.11.11-slim-bookworm
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
  && rm -rf /var/lib/apt/lists/*
+# the sources (.dockerignore keeps environments and run data out), installed as a wheel: not editable,
+# so livectl runs from site-packages with the data files it carries
+COPY . /tmp/livectl-src
+RUN pip install --no-cache-dir /tmp/livectl-src && rm -rf /tmp/livectl-src
+ENV SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \
+    PYSPARK_PYTHON=/usr/local/bin/python3
 WORKDIR /opt/livectl
-COPY pyproject.toml README.md ./
-COPY core core
-COPY streaming streaming
-COPY sinks sinks
-COPY livectl livectl
-COPY simbrokers simbrokers
-COPY admin admin
-COPY conf conf
-RUN pip install --no-cache-dir .
-ENV PYSPARK_PYTHON=python3
 ENTRYPOINT ["livectl"]

@@ -4,7 +4,7 @@
 ``topics``             ``--create/--delete/--describe/--list/--alter`` (``kafka-topics``)
 ``reassign``           ``--generate/--execute/--verify/--cancel`` (``kafka-reassign-partitions``)
 ``elect-leaders``      ``--election-type PREFERRED|UNCLEAN`` (``kafka-leader-election``)
-``brokers list``       registrations under ``/brokers/ids``
+``brokers list``       registrations under ``/brokers/ids`` (``--min N``: exit 1 below N, a healthcheck)
 ``broker shutdown N``  ask simulated broker N for a controlled shutdown (control topic)
 ``broker kill N``      make simulated broker N vanish (session closed, no controlled shutdown)
 ``broker fault N ...`` inject ``slow-follower``, ``stuck-follower``, ``disk-failure``, ``clear``, ``produce-rate``
@@ -246,6 +246,13 @@ def _add_brokers(sub: argparse._SubParsersAction[argparse.ArgumentParser], commo
     bsub = p.add_subparsers(dest="brokers_cmd", required=True, metavar="COMMAND")
     lp = bsub.add_parser("list", parents=[common], help="list /brokers/ids", description="List /brokers/ids.")
     lp.add_argument("--json", action="store_true", help="print JSON")
+    lp.add_argument(
+        "--min",
+        type=int,
+        default=None,
+        metavar="N",
+        help="exit 1 when fewer than N brokers are registered (a healthcheck that can fail)",
+    )
     lp.set_defaults(func=cmd_brokers_list)
 
 
@@ -764,19 +771,27 @@ def cmd_brokers_list(args: argparse.Namespace) -> int:
 
 
 def _brokers_list(args: argparse.Namespace) -> int:
+    """Print the registrations; with ``--min N`` the exit code is 1 when fewer than N are registered (the
+    listing is printed either way, so a failing healthcheck still shows who is there)."""
+    minimum: int | None = args.min
+    if minimum is not None and minimum < 0:
+        raise UsageError("--min", f"must be 0 or more, got {minimum}")
     with connect(_zk(args)) as zk:
         brokers = zk.brokers()
         controller = zk.controller().broker_id
     if args.json:
         print(json.dumps({str(b): r.raw | {"broker_epoch": r.epoch} for b, r in sorted(brokers.items())}, indent=2))
-        return EXIT_OK
-    if not brokers:
+    elif not brokers:
         print("no brokers registered under /brokers/ids")
-        return EXIT_OK
-    print(f"{'ID':>4}  {'EPOCH':>12}  {'RACK':<8}  ENDPOINTS")
-    for b, r in sorted(brokers.items()):
-        mark = "  (controller)" if b == controller else ""
-        print(f"{b:>4}  {r.epoch:>12}  {r.rack or '-':<8}  {','.join(r.endpoints)}{mark}")
+    else:
+        print(f"{'ID':>4}  {'EPOCH':>12}  {'RACK':<8}  ENDPOINTS")
+        for b, r in sorted(brokers.items()):
+            mark = "  (controller)" if b == controller else ""
+            print(f"{b:>4}  {r.epoch:>12}  {r.rack or '-':<8}  {','.join(r.endpoints)}{mark}")
+    if minimum is not None and len(brokers) < minimum:
+        raise OperationFailedError(
+            f"{len(brokers)} broker(s) registered under /brokers/ids, fewer than --min {minimum}"
+        )
     return EXIT_OK
 
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sinks.errors import ControllerFencedError
 from sinks.ports import CONTROLLER_EPOCH_PATH, RequestSinkPort, ZkSinkPort
@@ -34,7 +34,11 @@ from streaming import failover
 from streaming.dispatch import Dispatcher
 from streaming.errors import StreamingError
 from streaming.listener import MetricsListener
+from streaming.resources import SPARK_DEFAULTS, conf_file
 from streaming.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from streaming.query import SourceStart
 
 log = logging.getLogger("livectl.app")
 
@@ -71,16 +75,16 @@ def uncommitted_batch(checkpoint_dir: str) -> int | None:
 
 
 def spark_session(settings: Settings, master: str | None = None, ui: bool = True) -> Any:
-    """The job's SparkSession: ``conf/spark-defaults.conf``, then the bucket count as shuffle partitions.
-    Under ``spark-submit`` the master and submitted confs win."""
+    """The job's SparkSession: the shipped ``spark-defaults.conf`` (``streaming/conf/``), then the bucket
+    count as shuffle partitions. Under ``spark-submit`` the master and submitted confs win."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"livectl-{settings.query_name}")
     if master:
         # not under spark-submit: Python workers run this interpreter (it has livectl and its deps)
         builder = builder.master(master).config("spark.pyspark.python", sys.executable)
-    defaults = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
-    if defaults.exists():
+    defaults = conf_file(SPARK_DEFAULTS)
+    if defaults.is_file():
         for raw in defaults.read_text().splitlines():
             line = raw.strip()
             if line and not line.startswith("#"):
@@ -92,7 +96,7 @@ def spark_session(settings: Settings, master: str | None = None, ui: bool = True
     if not ui:
         builder = builder.config("spark.ui.enabled", "false")
     session = builder.getOrCreate()
-    # Spark's INFO chatter buries the controller's own log lines (conf/log4j2.properties has the same)
+    # Spark's INFO chatter buries the controller's own log lines (the shipped log4j2.properties has the same)
     session.sparkContext.setLogLevel("WARN")
     return session
 
@@ -237,7 +241,7 @@ class ControllerApp:
             from streaming.query import start_query
 
             replay = uncommitted_batch(s.checkpoint_dir)
-            self.query = self._start_query(start_query)
+            self.query = self._start_query(start_query, self._source_start(s, fence.controller_epoch))
             if replay is not None:
                 # the micro-batch the previous controller planned but did not commit is replayed first;
                 # the snapshot must be read after it, or it would miss that batch's writes
@@ -289,13 +293,55 @@ class ControllerApp:
             zk.stop()
             zk.close()
 
-    def _start_query(self, start: Callable[[Any, Settings, Dispatcher], Any], timeout: float = 60.0) -> Any:
+    @staticmethod
+    def _source_start(s: Settings, epoch: int) -> SourceStart:
+        """Where this run's query reads from, so that the failover reference it is about to publish is
+        the first thing it handles under ``epoch``.
+
+        On a checkpoint with planned micro-batches (a restart or a takeover) the source holds back every
+        record past the checkpoint until the reference of ``epoch`` is on the topic (the failover
+        barrier): the replayed batch, if any, runs first, then the snapshot is read, then the reference
+        opens the barrier. Without it, batches run on the checkpoint's bucket state between the query's
+        start and the reference would write what the snapshot then misses.
+
+        On a new checkpoint the buckets hold nothing, and events before the reference are history (they
+        are answered ``NOT_CONTROLLER``, :func:`streaming.stateful.applicable_events`); ``latest`` is
+        resolved to the topics' ends now, before the reference is published, or the query (which asks
+        for its first offsets only when it plans its first batch) could start past it and never load
+        the cluster."""
+        from streaming.query import SourceStart
+
+        if _batch_ids(Path(s.checkpoint_dir) / "offsets"):
+            return SourceStart(barrier_epoch=epoch, barrier_path=failover.failover_root(s.checkpoint_dir))
+        if s.starting_offsets == "latest":
+            from streaming.kafka_source import KafkaStreamReader, SourceOptions
+
+            reader = KafkaStreamReader(
+                SourceOptions.parse(
+                    {
+                        "bootstrap_servers": s.bootstrap_servers,
+                        "topics": f"{s.admin_topic},{s.broker_events_topic}",
+                        "starting_offsets": "latest",
+                    }
+                )
+            )
+            try:
+                ends = reader.initialOffset()
+            finally:
+                reader.stop()
+            log.info("starting_offsets latest: reading from %s", ends)
+            return SourceStart(starting_offsets=json.dumps(ends, sort_keys=True))
+        return SourceStart()
+
+    def _start_query(
+        self, start: Callable[[Any, Settings, Dispatcher, SourceStart], Any], where: SourceStart, timeout: float = 60.0
+    ) -> Any:
         """Start the query; a previous controller in the same driver may still be stopping its query on
         the shared checkpoint (Spark refuses two active runs of one query id), so wait for it."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return start(self.spark, self.settings, self.dispatcher)  # type: ignore[arg-type]
+                return start(self.spark, self.settings, self.dispatcher, where)  # type: ignore[arg-type]
             except Exception as e:
                 if "already active" not in str(e) or time.monotonic() > deadline or self._stop.is_set():
                     raise

@@ -1,7 +1,7 @@
 """Entry points of the controller job: ``livectl run``, ``python -m streaming`` and ``spark-submit``.
 
-All three build :class:`streaming.settings.Settings` once, from ``conf/livectl-defaults.json`` and the
-command line, and pass it down::
+All three build :class:`streaming.settings.Settings` once, from the shipped ``livectl-defaults.json``
+(``streaming/conf/``), the user's ``--config`` file and the command line, and pass it down::
 
     livectl run --zookeeper 127.0.0.1:2181 --bootstrap-server 127.0.0.1:9092 [--set key=value ...]
     spark-submit --master local[2] streaming/main.py --zookeeper ... --bootstrap-server ...
@@ -18,6 +18,7 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from streaming.errors import StreamingError
@@ -30,6 +31,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--controller-id", type=int, help="id written into /controller (setting controller_id)")
     p.add_argument("--buckets", type=int, help="number of state buckets (setting num_buckets)")
     p.add_argument("--checkpoint-dir", help="Spark checkpoint folder (setting checkpoint_dir)")
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a JSON object of settings applied over the shipped defaults (then --set and the flags win)",
+    )
     p.add_argument("--master", default=None, help="Spark master when not under spark-submit (default local[*])")
     p.add_argument(
         "--set",
@@ -37,7 +45,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override any setting of conf/livectl-defaults.json; repeatable",
+        help="override any setting (the shipped livectl-defaults.json, then --config); repeatable",
     )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
@@ -54,7 +62,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         value = getattr(args, flag, None)
         if value is not None:
             overrides.append(f"{key}={value}")
-    return Settings.load(overrides=overrides)
+    config = getattr(args, "config", None)
+    return Settings.load(overrides=overrides, config_path=config)
 
 
 def run(args: argparse.Namespace) -> int:

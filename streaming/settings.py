@@ -1,7 +1,8 @@
 """Settings of the whole controller job, built once at the entry point and passed down.
 
 :class:`Settings` is a frozen dataclass. The entry point builds it with :meth:`Settings.load` from
-``conf/livectl-defaults.json`` (a flat JSON object whose keys are the field names below) and the
+``livectl-defaults.json`` shipped in the package (``streaming/conf/``, a flat JSON object whose keys are
+the field names below), the user's ``--config`` file (the same form, any subset of the keys) and the
 command line's ``--set key=value`` overrides, applied in order (the last one wins). Nothing below the
 entry point reads ``os.environ`` or files for configuration.
 
@@ -17,14 +18,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity, is_secret
 from streaming.errors import StreamingError
+from streaming.resources import DEFAULTS, conf_file
 
-#: ``conf/livectl-defaults.json`` of the repository
-DEFAULTS_PATH = Path(__file__).resolve().parent.parent / "conf" / "livectl-defaults.json"
+#: the shipped defaults, ``streaming/conf/livectl-defaults.json`` inside the package
+DEFAULTS_PATH: Traversable = conf_file(DEFAULTS)
 
 
 class SettingsError(StreamingError, ValueError):
@@ -38,7 +40,7 @@ class SettingsError(StreamingError, ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the job needs to know; see ``conf/livectl-defaults.json`` for the shipped defaults."""
+    """Everything the job needs to know; see ``streaming/conf/livectl-defaults.json`` for the shipped defaults."""
 
     #: ZooKeeper connect string, ``host:port[,host:port…][/chroot]``
     zookeeper_connect: str = "127.0.0.1:2181"
@@ -149,19 +151,19 @@ class Settings:
         return cls(**dict(values))
 
     @classmethod
-    def load(cls, defaults_path: Path | None = DEFAULTS_PATH, overrides: Iterable[str] = ()) -> Settings:
-        """The defaults file (``None``: the dataclass defaults) then each ``key=value`` override in order."""
+    def load(
+        cls,
+        defaults_path: Traversable | None = DEFAULTS_PATH,
+        overrides: Iterable[str] = (),
+        config_path: Traversable | None = None,
+    ) -> Settings:
+        """The defaults file (``None``: the dataclass defaults), then the user's ``config_path`` (a JSON object
+        of some of the same keys, ``livectl run --config``), then each ``key=value`` override in order."""
         base: dict[str, Any] = {}
         if defaults_path is not None:
-            try:
-                raw = json.loads(defaults_path.read_text())
-            except OSError as e:
-                raise SettingsError("defaults", f"cannot read {defaults_path}: {e}") from None
-            except ValueError as e:
-                raise SettingsError("defaults", f"{defaults_path} is not valid JSON: {e}") from None
-            if not isinstance(raw, dict):
-                raise SettingsError("defaults", f"{defaults_path} must hold a JSON object")
-            base.update(raw)
+            base.update(_read_json_object("defaults", defaults_path))
+        if config_path is not None:
+            base.update(_read_json_object("config", config_path))
         settings = cls.from_mapping(base)
         return settings.with_overrides(overrides)
 
@@ -192,6 +194,19 @@ def _is_secret(key: str) -> bool:
 def _kafka_setting(prop: str) -> str:
     """The setting of a Kafka property named in an error (``sasl.mechanism`` -> ``kafka_sasl_mechanism``)."""
     return "kafka_" + prop.replace(".", "_") if "." in prop else prop
+
+
+def _read_json_object(key: str, path: Traversable) -> dict[str, Any]:
+    """A settings file's JSON object; ``key`` names the file in errors (``defaults`` or ``config``)."""
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as e:
+        raise SettingsError(key, f"cannot read {path}: {e}") from None
+    except ValueError as e:
+        raise SettingsError(key, f"{path} is not valid JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise SettingsError(key, f"{path} must hold a JSON object")
+    return raw
 
 
 def parse_value(key: str, text: str) -> Any:

@@ -242,6 +242,28 @@ def test_brokers_list_and_controller_status(env: Env, capsys: pytest.CaptureFixt
     }
 
 
+def test_brokers_list_min_fails_below_the_count(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--min N`` is a healthcheck: exit 1 with the count on stderr below N, 0 at or above it."""
+    assert main(env.args("brokers", "list", "--min", "1", write=False)) == 1
+    captured = capsys.readouterr()
+    assert "no brokers registered" in captured.out
+    assert "0 broker(s) registered under /brokers/ids, fewer than --min 1" in captured.err
+    assert main(env.args("brokers", "list", "--min", "0", write=False)) == 0
+    capsys.readouterr()
+    write_tree(env.zk)  # brokers 1, 2, 3
+    assert main(env.args("brokers", "list", "--min", "3", write=False)) == 0
+    assert [ln.split()[0] for ln in capsys.readouterr().out.splitlines()[1:]] == ["1", "2", "3"]
+    assert main(env.args("brokers", "list", "--min", "4", "--json", write=False)) == 1
+    captured = capsys.readouterr()
+    assert sorted(json.loads(captured.out)) == ["1", "2", "3"]
+    assert "3 broker(s) registered under /brokers/ids, fewer than --min 4" in captured.err
+    env.zk.delete("/brokers/ids/3")
+    assert main(env.args("brokers", "list", "--min", "3", write=False)) == 1
+    assert "fewer than --min 3" in capsys.readouterr().err
+    assert main(env.args("brokers", "list", "--min", "-1", write=False)) == 2
+    assert "error: --min: must be 0 or more, got -1" in capsys.readouterr().err
+
+
 def test_reassign_generate_execute_verify(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     write_tree(env.zk)
     move = env.tmp / "move.json"
