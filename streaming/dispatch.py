@@ -270,6 +270,10 @@ class Dispatcher:
         while True:
             attempt += 1
             try:
+                if attempt > 1 and self.fence_check is not None:
+                    # a retry after a lost connection: the session may have expired meanwhile (a paused
+                    # process); a controller that was replaced must not write again
+                    self.fence_check()
                 return run()
             except ControllerFencedError as e:
                 self.fenced = True
