@@ -93,6 +93,8 @@ def events_of(
     state_epoch: int = 0,
     checkpoint_dir: str | None = None,
     loaded: bool = False,
+    *,
+    snapshots: failover.SnapshotFiles | None = None,
 ) -> tuple[list[ev.Event], list[dc.StateChangeFailure]]:
     """The bucket's rows as core events, in stream order; at most one tick (the newest), last.
 
@@ -107,6 +109,7 @@ def events_of(
     controller, and the new one handles them on the cluster it read from ZooKeeper (the source's failover
     barrier makes this batch the new controller's first; :mod:`streaming.kafka_source`). Handled before
     the snapshot, their writes could be missing from it and conflict with it afterwards."""
+    files: failover.SnapshotFiles = snapshots if snapshots is not None else failover.ShippedSnapshots()
     ordered = frame.sort_values(["ts", "src", "offset", "sub"], kind="stable")
     items: list[tuple[str, Any]] = []
     refs: list[dict[str, Any]] = []
@@ -126,7 +129,7 @@ def events_of(
     skipped: list[dc.StateChangeFailure] = []
     usable: list[dict[str, Any]] = []
     for ref in refs:
-        reason = failover.unusable_reason(ref, bucket, state_epoch, checkpoint_dir)
+        reason = failover.unusable_reason(ref, bucket, state_epoch, checkpoint_dir, files)
         if reason is None:
             usable.append(ref)
         else:
@@ -137,12 +140,12 @@ def events_of(
             skipped.append(_skipped_ref(ref, f"superseded by epoch {chosen['controller_epoch']} in the same batch"))
     events: list[ev.Event] = []
     if loaded and chosen is not None:
-        events.append(failover.load_bucket_failover(chosen, bucket))
+        events.append(failover.load_bucket_failover(chosen, bucket, files))
     for kind, item in items:
         if kind == KIND_EVENT:
             events.append(item)
         elif chosen is not None and item is chosen and not loaded:
-            events.append(failover.load_bucket_failover(chosen, bucket))
+            events.append(failover.load_bucket_failover(chosen, bucket, files))
     if tick is not None:
         events.append(tick)
     return events, skipped
@@ -191,19 +194,26 @@ def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[An
 
 
 def make_step(checkpoint_dir: str | None) -> Any:
-    """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``."""
+    """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``
+    (its qualified URI). It runs in Python workers on the executors, which read failover snapshots from
+    the copies the driver shipped (:class:`streaming.failover.ShippedSnapshots`)."""
+    shipped = failover.ShippedSnapshots()
 
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        return step_bucket(key, frames, state, checkpoint_dir)
+        return step_bucket(key, frames, state, checkpoint_dir, shipped)
 
     return step
 
 
 def step_bucket(
-    key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any, checkpoint_dir: str | None = None
+    key: tuple[Any, ...],
+    frames: Iterator[pd.DataFrame],
+    state: Any,
+    checkpoint_dir: str | None = None,
+    snapshots: failover.SnapshotFiles | None = None,
 ) -> Iterator[pd.DataFrame]:
     """One bucket's micro-batch (``GroupStateTimeout.NoTimeout``); ``checkpoint_dir`` (when given) is where
-    this query's failover snapshots live."""
+    this query's failover snapshots live, ``snapshots`` how to read them (default: the shipped copies)."""
     bucket = int(key[0])
     frame = pd.concat(list(frames), ignore_index=True)
     if bucket == REJECTED_BUCKET:
@@ -218,7 +228,7 @@ def step_bucket(
     else:
         current = controller.ControllerState()
     loaded = current.context.controller_id >= 0
-    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir, loaded)
+    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir, loaded, snapshots=snapshots)
     events, refused = applicable_events(current, events)
     new_state, decisions = controller.step(current, events)
     dumped = dump_state(new_state)
