@@ -102,12 +102,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"livectl run: {e}", file=sys.stderr, flush=True)
         return 4
     master = args.master or ("local[*]" if not _under_spark_submit() else None)
-    app = ControllerApp(
-        settings,
-        master=master,
-        worker_python=worker_python(os.environ, spark_conf),
-        spark_conf=spark_conf,
-    )
+    workers = worker_python(os.environ, spark_conf)
+    if workers is not None:
+        os.environ["PYSPARK_PYTHON"] = workers
+    app = ControllerApp(settings, master=master, worker_python=workers, spark_conf=spark_conf)
     app.on_fenced = lambda _reason: quiet_for_fenced_exit(app.spark)
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -148,11 +146,10 @@ def worker_python(environ: Mapping[str, str], spark_conf: Mapping[str, str]) -> 
     which a ``python3`` found on the PATH may not (a venv that is not activated).
 
     Spark's Python side takes the workers' interpreter from ``PYSPARK_PYTHON`` (``spark-submit`` sets it
-    from ``spark.pyspark.python``), so the default goes into this process's environment too, here at the
-    entry point, before the SparkContext exists."""
+    from ``spark.pyspark.python``), so :func:`run` puts the default into its environment too, before the
+    SparkContext exists."""
     if environ.get("PYSPARK_PYTHON") or spark_conf.get("spark.pyspark.python"):
         return None
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     return sys.executable
 
 

@@ -70,7 +70,7 @@ def check_kafka(settings: Settings, timeout_s: float = 10.0) -> None:
     """A Kafka broker answers at ``bootstrap_servers`` (with the configured security) within
     ``timeout_s``; raises :class:`UnreachableError` otherwise."""
     from kafka import KafkaConsumer
-    from kafka.errors import KafkaError
+    from kafka.errors import KafkaError, KafkaTimeoutError
 
     address = settings.bootstrap_servers
     with _quiet("kafka"):
@@ -78,12 +78,13 @@ def check_kafka(settings: Settings, timeout_s: float = 10.0) -> None:
             consumer = KafkaConsumer(
                 **settings.kafka_security().client_kwargs(),
                 bootstrap_servers=address,
-                api_version_auto_timeout_ms=int(timeout_s * 1000),
-                request_timeout_ms=int(timeout_s * 1000) + 1000,
+                bootstrap_timeout_ms=int(timeout_s * 1000),
             )
-        except KafkaError as e:
-            # NoBrokersAvailable: no bootstrap server answered the version probe
-            raise UnreachableError("Kafka", address, f"no broker answered within {timeout_s:g} s ({e})") from None
+        except KafkaTimeoutError:
+            # no bootstrap server answered in time (kafka-python 3: "Unable to bootstrap from …")
+            raise UnreachableError("Kafka", address, f"no broker answered within {timeout_s:g} s") from None
+        except KafkaError as e:  # e.g. the security handshake failed
+            raise UnreachableError("Kafka", address, f"{type(e).__name__}: {e}") from None
         except (ValueError, OSError) as e:
             raise UnreachableError("Kafka", address, f"bad address: {e}") from None
         try:
