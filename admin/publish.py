@@ -5,6 +5,12 @@ A command is :func:`core.events.event_to_json` of a :class:`core.events.AdminCom
 ``batch_id`` and ``controller_epoch``), keyed by the request id; ``in_progress`` results are followed until
 ``ok`` or ``error``. The consumer's positions are taken at the end of the results topic *before* the
 command is sent, so the answer cannot be missed.
+
+Results of a controller that was already replaced are ignored: the follower keeps the highest
+``controller_epoch`` it has seen on the topic (in any result, for any request) and drops a result stamped
+with a lower one (:class:`EpochFilter`), as Kafka's brokers drop requests of an older controller epoch.
+A fenced controller sends nothing after it learns it was fenced, but a result it sent just before may
+still arrive after the new controller's.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import json
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -44,11 +50,30 @@ def new_request_id() -> str:
 
 
 @dataclass
+class EpochFilter:
+    """Admits a result only if its controller epoch is not older than the highest seen so far."""
+
+    highest: int = -1
+    #: results dropped because an older controller sent them
+    dropped: int = 0
+
+    def admit(self, epoch: int | None) -> bool:
+        if epoch is None:
+            return True  # not stamped (written by hand): nothing to compare
+        if epoch < self.highest:
+            self.dropped += 1
+            return False
+        self.highest = epoch
+        return True
+
+
+@dataclass
 class ResultFollower:
     """Positions taken at the end of the results topic; :meth:`wait` reads from there."""
 
     consumer: KafkaConsumer
     topic: str
+    epochs: EpochFilter = field(default_factory=EpochFilter)
 
     @classmethod
     def open(cls, bootstrap: str, topic: str) -> ResultFollower:
@@ -76,6 +101,8 @@ class ResultFollower:
                     progress.draw(last)
                 for records in self.consumer.poll(timeout_ms=200).values():
                     for rec in records:
+                        if not self.epochs.admit(_epoch_of(rec.value)):
+                            continue
                         result = _decode_result(rec.value)
                         if result is None or result.request_id != request_id:
                             continue
@@ -90,6 +117,16 @@ class ResultFollower:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def _epoch_of(value: bytes) -> int | None:
+    """The ``controller_epoch`` the sink stamped on a result, if any."""
+    try:
+        raw = json.loads(value)
+    except ValueError:
+        return None
+    epoch = raw.get("controller_epoch") if isinstance(raw, dict) else None
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
 
 
 def _decode_result(value: bytes) -> AdminResult | None:

@@ -38,6 +38,7 @@ from core.placement import BrokerRack, assign_replicas  # noqa: E402
 from livectl import local  # noqa: E402
 from sinks.ports import RequestBatchResult, RequestSinkPort, ZkBatchResult, ZkSinkPort  # noqa: E402
 from streaming.app import ControllerApp  # noqa: E402
+from streaming.resources import SPARK_DEFAULTS, conf_file  # noqa: E402
 from streaming.settings import Settings  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -189,14 +190,13 @@ def services(keep: bool = False) -> Iterator[Services]:
 
 
 def spark_session(num_buckets: int) -> tuple[Any, float]:
-    """A local[2] SparkSession configured like ``conf/spark-defaults.conf``; returns (session, start-up s)."""
+    """A local[2] SparkSession configured like the shipped ``spark-defaults.conf``; returns (session, start-up s)."""
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     started = time.monotonic()
     builder = SparkSession.builder.master("local[2]").appName("livectl-bench")
-    defaults = ROOT / "conf" / "spark-defaults.conf"
-    for raw in defaults.read_text().splitlines():
+    for raw in conf_file(SPARK_DEFAULTS).read_text().splitlines():
         line = raw.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition(" ")
@@ -214,7 +214,7 @@ def spark_session(num_buckets: int) -> tuple[Any, float]:
 
 
 def settings_for(svc: Services, name: str, checkpoint_dir: Path, *, num_buckets: int = 8, **overrides: Any) -> Settings:
-    """The shipped defaults (``conf/livectl-defaults.json``) with this run's chroot, topics and checkpoint."""
+    """The shipped defaults (``streaming/conf/livectl-defaults.json``) with this run's chroot, topics and checkpoint."""
     base = Settings.load()
     values = base.to_dict()
     values.update(

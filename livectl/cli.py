@@ -1,6 +1,7 @@
 """The ``livectl`` command line.
 
-``livectl local up|down|status`` manages the real local services; the admin commands (topics, reassign,
+``livectl local up|down|status`` manages the real local services; ``livectl conf path`` prints where the
+configuration shipped inside the package is; the admin commands (topics, reassign,
 elect-leaders, brokers, broker, controller) come from :mod:`admin.cli`; ``livectl run`` and
 ``livectl demo`` start the controller job.
 """
@@ -74,12 +75,41 @@ def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sp.set_defaults(func=fn)
 
 
+def _conf_path(args: argparse.Namespace) -> int:
+    from streaming import resources
+
+    if args.name is None:
+        print(resources.conf_path(resources.DEFAULTS).parent)
+        return 0
+    if args.name not in resources.SHIPPED:
+        print(
+            f"livectl conf path: name: {args.name!r} is not shipped; one of {', '.join(resources.SHIPPED)}",
+            file=sys.stderr,
+        )
+        return 2
+    print(resources.conf_path(args.name))
+    return 0
+
+
+def _add_conf(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("conf", help="where the configuration shipped inside the package is")
+    csub = p.add_subparsers(dest="conf_cmd", required=True)
+    sp = csub.add_parser(
+        "path",
+        help="print the folder of the shipped configuration, or the path of one file "
+        "(e.g. for spark-submit --properties-file)",
+    )
+    sp.add_argument("name", nargs="?", default=None, help="livectl-defaults.json, spark-defaults.conf, ...")
+    sp.set_defaults(func=_conf_path)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="livectl", description="A Kafka-style cluster controller that runs as a Spark Structured Streaming job"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_local(sub)
+    _add_conf(sub)
     for module_name in ("admin.cli", "streaming.entry", "livectl.demo", "livectl.packenv"):
         # each package adds its own subcommands through a `register(subparsers)` function
         module = importlib.import_module(module_name) if importlib.util.find_spec(module_name) else None

@@ -18,13 +18,13 @@ import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from string import Template
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 STATE_FILE = "services.json"
 
 
@@ -241,7 +241,7 @@ def start_zookeeper(run_dir: Path, port: int, timeout: float = 30.0) -> Service:
     data = run_dir / "data"
     data.mkdir(parents=True, exist_ok=True)
     cfg = run_dir / "zoo.cfg"
-    template = Template((CONF_DIR / "zoo.cfg.template").read_text())
+    template = Template((files("livectl") / "conf" / "zoo.cfg.template").read_text())
     cfg.write_text(template.substitute(data_dir=str(data), client_port=port))
     log = run_dir / "zookeeper.log"
     cmd = [

@@ -138,6 +138,10 @@ class MemoryZkSink:
             done += 1
         return ZkBatchResult(batch_id, n - start - len(failed), start, tuple(failed), done)
 
+    def check_fence(self) -> None:
+        """:meth:`sinks.zookeeper.ZooKeeperSink.check_fence`: raise unless the fence still holds."""
+        self._check_fence()
+
     def _check_fence(self) -> None:
         version = self.zk.nodes.get(CONTROLLER_EPOCH_PATH, (b"", None))[1]
         if version != self.fence.epoch_zk_version:

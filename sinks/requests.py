@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -315,8 +315,12 @@ class RequestSink:
         rejected_topic: str = "livectl.rejected",
         timeout_s: float = 30.0,
         tail_window: int = 128,
+        client_config: Mapping[str, Any] | None = None,
     ) -> None:
+        """``client_config``: extra kafka-python keyword arguments of every client of the sink (security:
+        :meth:`sinks.security.KafkaSecurity.client_kwargs`)."""
         self.fence = fence
+        self._client_config = dict(client_config or {})
         self.requests_topic = requests_topic
         self.admin_results_topic = admin_results_topic
         self.rejected_topic = rejected_topic
@@ -380,6 +384,7 @@ class RequestSink:
     def _get_producer(self) -> KafkaProducer:
         if self._producer is None:
             self._producer = KafkaProducer(
+                **self._client_config,
                 bootstrap_servers=self._bootstrap,
                 acks="all",
                 retries=5,
@@ -401,18 +406,26 @@ class RequestSink:
                 batch_id=batch_id,
                 window=self._tail_window,
                 timeout_s=self._timeout,
+                client_config=self._client_config,
             )
         except (KafkaError, OSError) as e:
             raise SinkUnavailableError(f"could not read the tail of {topic} to check batch {batch_id}: {e!r}") from e
 
 
 def read_tail_identities(
-    bootstrap_servers: str, topic: str, *, batch_id: int, window: int, timeout_s: float = 30.0
+    bootstrap_servers: str,
+    topic: str,
+    *,
+    batch_id: int,
+    window: int,
+    timeout_s: float = 30.0,
+    client_config: Mapping[str, Any] | None = None,
 ) -> set[tuple[int, str]]:
     """Per partition of ``topic``, the messages at the end with a batch id of at least ``batch_id``: their
     identities if they are all of ``batch_id``; nothing at all if a later batch (an earlier run) is found
     in any partition."""
     consumer = KafkaConsumer(
+        **dict(client_config or {}),
         bootstrap_servers=bootstrap_servers,
         enable_auto_commit=False,
         request_timeout_ms=int(timeout_s * 1000),
@@ -525,13 +538,19 @@ def _batch_of(value: bytes) -> int | None:
         return None
 
 
-def ensure_topics(bootstrap_servers: str, topics: Iterable[str], partitions: int = 1, replication: int = 1) -> None:
+def ensure_topics(
+    bootstrap_servers: str,
+    topics: Iterable[str],
+    partitions: int = 1,
+    replication: int = 1,
+    client_config: Mapping[str, Any] | None = None,
+) -> None:
     """Create whichever of ``topics`` do not exist (tansu needs topics created explicitly)."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    admin = KafkaAdminClient(**dict(client_config or {}), bootstrap_servers=bootstrap_servers)
     try:
         existing = set(admin.list_topics())
         missing = [NewTopic(t, partitions, replication) for t in topics if t not in existing]

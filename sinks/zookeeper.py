@@ -38,7 +38,15 @@ Contract of :meth:`ZooKeeperSink.write_batch` ``(batch_id, writes)``:
   transaction records ``N = len(writes)``. An empty batch touches nothing.
 
 Connection loss or a timeout raises :class:`sinks.errors.SinkUnavailableError`: the batch may be
-partly written; replaying it completes it. The progress znode's parents are created unfenced
+partly written; replaying it completes it.
+
+:meth:`ZooKeeperSink.check_fence` is the same fence without a write: a transaction holding only the
+``check``. The dispatcher runs it before each topic write of a batch, so that a controller that lost
+its election (a paused process resumed after a takeover) sends nothing to Kafka either, even in a batch
+without ZooKeeper writes. An expired session counts as fenced (the ephemeral ``/controller`` is gone).
+
+With ``acl_for`` (Kafka's ``zookeeper.set.acl``, :mod:`sinks.security`) every znode the sink creates
+gets the ACL it gives for its path. The progress znode's parents are created unfenced
 (``ensure_path``, empty znodes) on first use.
 """
 
@@ -46,7 +54,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +64,7 @@ from kazoo.exceptions import (
     NoNodeError,
     RolledBackError,
     RuntimeInconsistency,
+    SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -137,6 +146,7 @@ class ZooKeeperSink:
         max_transaction_bytes: int = 512 * 1024,
         max_in_flight: int = 8,
         timeout_s: float = 30.0,
+        acl_for: Callable[[str], Any] | None = None,
     ) -> None:
         if ops_per_transaction < 3:
             raise ValueError(
@@ -151,6 +161,8 @@ class ZooKeeperSink:
         self._max_in_flight = max(1, max_in_flight)
         self._timeout = timeout_s
         self._root_ready = False
+        #: the ACL of each znode created (Kafka's ``zookeeper.set.acl``: :mod:`sinks.security`); None: open
+        self._acl_for = acl_for or (lambda _path: None)
 
     # ------------------------------------------------------------------ public
 
@@ -164,6 +176,22 @@ class ZooKeeperSink:
         except (KazooTimeoutError, KazooException) as e:
             raise SinkUnavailableError(f"ZooKeeper did not complete batch {batch_id}: {error_name(e)} {e}") from e
 
+    def check_fence(self) -> None:
+        """Raise :class:`ControllerFencedError` unless ``/controller_epoch`` is still at the fence's version
+        (checked by ZooKeeper itself, in a transaction of one ``check``) and this session is alive; raise
+        :class:`SinkUnavailableError` when ZooKeeper cannot say (connection lost, timeout)."""
+        try:
+            t = self._zk.transaction()
+            t.check(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version)
+            results = t.commit_async().get(timeout=self._timeout)
+        except SessionExpiredError as e:
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version, error_name(e)) from e
+        except (KazooTimeoutError, KazooException) as e:
+            raise SinkUnavailableError(f"ZooKeeper could not check the controller epoch: {error_name(e)} {e}") from e
+        bad = next((r for r in results if isinstance(r, Exception)), None)
+        if bad is not None:
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version, error_name(bad))
+
     def read_progress(self) -> tuple[int, int] | None:
         """``(batch_id, next)`` from the progress znode, or ``None`` if this query never wrote."""
         p = self._read_progress()
@@ -174,7 +202,7 @@ class ZooKeeperSink:
     def _write_batch(self, batch_id: int, writes: Sequence[ZkWrite]) -> ZkBatchResult:
         n = len(writes)
         if not self._root_ready:
-            self._zk.ensure_path(SINK_PROGRESS_ROOT)
+            self._zk.ensure_path(SINK_PROGRESS_ROOT, acl=self._acl_for(SINK_PROGRESS_ROOT))
             self._root_ready = True
         progress = self._read_progress()
         start = 0
@@ -278,12 +306,12 @@ class ZooKeeperSink:
         t.check(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version)
         data = self._progress_data(batch_id, txn.next)
         if expected_progress_version is None:
-            t.create(self._progress_path, data)
+            t.create(self._progress_path, data, acl=self._acl_for(self._progress_path))
         else:
             t.set_data(self._progress_path, data, version=expected_progress_version)
         for op in txn.ops:
             if op.kind == "create":
-                t.create(op.path, op.data)
+                t.create(op.path, op.data, acl=self._acl_for(op.path))
             elif op.kind == "set":
                 t.set_data(op.path, op.data, version=op.version)
             else:

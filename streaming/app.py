@@ -19,20 +19,26 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sinks.ports import RequestSinkPort, ZkSinkPort
+from sinks.errors import ControllerFencedError
+from sinks.ports import CONTROLLER_EPOCH_PATH, RequestSinkPort, ZkSinkPort
 from streaming import failover
 from streaming.dispatch import Dispatcher
 from streaming.errors import StreamingError
 from streaming.listener import MetricsListener
+from streaming.resources import SPARK_DEFAULTS, conf_file
 from streaming.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from streaming.query import SourceStart
 
 log = logging.getLogger("livectl.app")
 
@@ -69,16 +75,16 @@ def uncommitted_batch(checkpoint_dir: str) -> int | None:
 
 
 def spark_session(settings: Settings, master: str | None = None, ui: bool = True) -> Any:
-    """The job's SparkSession: ``conf/spark-defaults.conf``, then the bucket count as shuffle partitions.
-    Under ``spark-submit`` the master and submitted confs win."""
+    """The job's SparkSession: the shipped ``spark-defaults.conf`` (``streaming/conf/``), then the bucket
+    count as shuffle partitions. Under ``spark-submit`` the master and submitted confs win."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"livectl-{settings.query_name}")
     if master:
         # not under spark-submit: Python workers run this interpreter (it has livectl and its deps)
         builder = builder.master(master).config("spark.pyspark.python", sys.executable)
-    defaults = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
-    if defaults.exists():
+    defaults = conf_file(SPARK_DEFAULTS)
+    if defaults.is_file():
         for raw in defaults.read_text().splitlines():
             line = raw.strip()
             if line and not line.startswith("#"):
@@ -90,7 +96,7 @@ def spark_session(settings: Settings, master: str | None = None, ui: bool = True
     if not ui:
         builder = builder.config("spark.ui.enabled", "false")
     session = builder.getOrCreate()
-    # Spark's INFO chatter buries the controller's own log lines (conf/log4j2.properties has the same)
+    # Spark's INFO chatter buries the controller's own log lines (the shipped log4j2.properties has the same)
     session.sparkContext.setLogLevel("WARN")
     return session
 
@@ -119,6 +125,26 @@ def resolve_buckets(spark: Any, settings: Settings) -> Settings:
     return replace(settings, num_buckets=buckets)
 
 
+def query_failure_reason(text: str) -> str:
+    """The line that says why the query failed: a livectl error raised inside Spark (e.g. the source's
+    data-loss error) arrives wrapped in Spark's and Python's tracebacks; the last line naming it is the
+    reason. Anything else is returned as it is."""
+    found = re.findall(r"(?:KafkaSourceError|StreamingError|SinkError|\w+Error): (livectl-kafka .*)", text)
+    return found[-1].strip() if found else text
+
+
+def _fence_check(lease: Any, zk_sink: Any) -> Callable[[], None]:
+    """The dispatcher's check before each topic write: the lease still held (no ZooKeeper round trip
+    needed to know it is lost), then ``/controller_epoch`` still at the fence's version."""
+
+    def check() -> None:
+        if lease.lost:
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, zk_sink.fence.epoch_zk_version, str(lease.lost_reason))
+        zk_sink.check_fence()
+
+    return check
+
+
 @dataclass
 class ControllerApp:
     settings: Settings
@@ -133,6 +159,11 @@ class ControllerApp:
     zk: Any = None
     #: wraps the sinks (fault injection in tests: crash inside a micro-batch)
     wrap_sinks: Callable[[ZkSinkPort, RequestSinkPort], tuple[ZkSinkPort, RequestSinkPort]] | None = None
+    #: called once, first thing, when this controller learns it was fenced or lost its lease (from the
+    #: thread that learnt it; must not block): ``livectl run`` silences the Python, py4j and Spark logs
+    #: there, so that stopping a query in the middle of a batch prints nothing but its one line
+    on_fenced: Callable[[str], None] | None = None
+    _fenced_once: threading.Lock = field(default_factory=threading.Lock)
 
     def stop(self) -> None:
         self._stop.set()
@@ -150,9 +181,13 @@ class ControllerApp:
         from streaming.zk_snapshot import read_snapshot
 
         s = self.settings
-        zk = self.zk = KazooClient(hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000)
+        zk_security = s.zookeeper_security()
+        kafka_config = s.kafka_security().client_kwargs()
+        zk = self.zk = KazooClient(
+            hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000, **zk_security.client_kwargs()
+        )
         zk.start(timeout=30)
-        lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost)
+        lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost, acl_for=zk_security.acl_for)
         bridge = None
         producer = None
         request_sink = None
@@ -173,23 +208,32 @@ class ControllerApp:
                 fence.epoch_zk_version,
             )
 
-            ensure_topics(s.bootstrap_servers, livectl_topics(s))
+            ensure_topics(s.bootstrap_servers, livectl_topics(s), client_config=kafka_config)
             if not has_committed_batch(s.checkpoint_dir) and zk.exists(progress_path(s.query_name)):
                 zk.delete(progress_path(s.query_name))
 
-            producer = KafkaProducer(bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
-            zk_sink: ZkSinkPort = ZooKeeperSink(zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction)
+            producer = KafkaProducer(**kafka_config, bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
+            zk_sink = ZooKeeperSink(
+                zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction, acl_for=zk_security.acl_for
+            )
             request_sink = RequestSink(
                 s.bootstrap_servers,
                 fence,
                 requests_topic=s.requests_topic,
                 admin_results_topic=s.admin_results_topic,
                 rejected_topic=s.rejected_topic,
+                client_config=kafka_config,
             )
             sinks: tuple[ZkSinkPort, RequestSinkPort] = (zk_sink, request_sink)
             if self.wrap_sinks is not None:
                 sinks = self.wrap_sinks(*sinks)
-            self.dispatcher = Dispatcher(*sinks, on_refused=StatesRefresher(zk, producer, s.broker_events_topic))
+            self.dispatcher = Dispatcher(
+                *sinks,
+                on_refused=StatesRefresher(zk, producer, s.broker_events_topic),
+                on_fenced=lambda e: self._on_fenced(f"{e.path} moved past version {e.expected_version} ({e.reason})"),
+                fence_check=_fence_check(lease, zk_sink),
+                retry_timeout_s=s.sink_retry_timeout_ms / 1000,
+            )
             s = self.settings = resolve_buckets(self.spark, s)
             ui = self.spark.sparkContext.uiWebUrl
             log.info("Spark UI: %s (query %s)", ui or "disabled", s.query_name)
@@ -197,7 +241,7 @@ class ControllerApp:
             from streaming.query import start_query
 
             replay = uncommitted_batch(s.checkpoint_dir)
-            self.query = self._start_query(start_query)
+            self.query = self._start_query(start_query, self._source_start(s, fence.controller_epoch))
             if replay is not None:
                 # the micro-batch the previous controller planned but did not commit is replayed first;
                 # the snapshot must be read after it, or it would miss that batch's writes
@@ -230,10 +274,13 @@ class ControllerApp:
                 self._stop.wait(0.5)
             self._stop_query()
             if self.dispatcher.fenced or self.lost_reason is not None:
-                raise ControllerStoppedError(self.lost_reason or "fenced: another controller was elected")
+                raise ControllerStoppedError(
+                    f"controller {s.controller_id} (epoch {fence.controller_epoch}) was fenced: "
+                    f"{self.lost_reason or 'another controller was elected'}; it wrote nothing more"
+                )
             exc = self.query.exception()
             if exc is not None and not self._stop.is_set():
-                raise StreamingError(f"the controller query failed: {exc}")
+                raise StreamingError(f"the controller query failed: {query_failure_reason(str(exc))}")
         finally:
             self._stop_query()
             if bridge is not None:
@@ -246,13 +293,55 @@ class ControllerApp:
             zk.stop()
             zk.close()
 
-    def _start_query(self, start: Callable[[Any, Settings, Dispatcher], Any], timeout: float = 60.0) -> Any:
+    @staticmethod
+    def _source_start(s: Settings, epoch: int) -> SourceStart:
+        """Where this run's query reads from, so that the failover reference it is about to publish is
+        the first thing it handles under ``epoch``.
+
+        On a checkpoint with planned micro-batches (a restart or a takeover) the source holds back every
+        record past the checkpoint until the reference of ``epoch`` is on the topic (the failover
+        barrier): the replayed batch, if any, runs first, then the snapshot is read, then the reference
+        opens the barrier. Without it, batches run on the checkpoint's bucket state between the query's
+        start and the reference would write what the snapshot then misses.
+
+        On a new checkpoint the buckets hold nothing, and events before the reference are history (they
+        are answered ``NOT_CONTROLLER``, :func:`streaming.stateful.applicable_events`); ``latest`` is
+        resolved to the topics' ends now, before the reference is published, or the query (which asks
+        for its first offsets only when it plans its first batch) could start past it and never load
+        the cluster."""
+        from streaming.query import SourceStart
+
+        if _batch_ids(Path(s.checkpoint_dir) / "offsets"):
+            return SourceStart(barrier_epoch=epoch, barrier_path=failover.failover_root(s.checkpoint_dir))
+        if s.starting_offsets == "latest":
+            from streaming.kafka_source import KafkaStreamReader, SourceOptions
+
+            reader = KafkaStreamReader(
+                SourceOptions.parse(
+                    {
+                        "bootstrap_servers": s.bootstrap_servers,
+                        "topics": f"{s.admin_topic},{s.broker_events_topic}",
+                        "starting_offsets": "latest",
+                    }
+                )
+            )
+            try:
+                ends = reader.initialOffset()
+            finally:
+                reader.stop()
+            log.info("starting_offsets latest: reading from %s", ends)
+            return SourceStart(starting_offsets=json.dumps(ends, sort_keys=True))
+        return SourceStart()
+
+    def _start_query(
+        self, start: Callable[[Any, Settings, Dispatcher, SourceStart], Any], where: SourceStart, timeout: float = 60.0
+    ) -> Any:
         """Start the query; a previous controller in the same driver may still be stopping its query on
         the shared checkpoint (Spark refuses two active runs of one query id), so wait for it."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return start(self.spark, self.settings, self.dispatcher)  # type: ignore[arg-type]
+                return start(self.spark, self.settings, self.dispatcher, where)  # type: ignore[arg-type]
             except Exception as e:
                 if "already active" not in str(e) or time.monotonic() > deadline or self._stop.is_set():
                     raise
@@ -280,6 +369,15 @@ class ControllerApp:
             self.query.stop()
 
     def _on_lease_lost(self, reason: str) -> None:
-        log.error("controller lease lost: %s; stopping the query", reason)
+        self._on_fenced(f"lease lost, {reason}")
+
+    def _on_fenced(self, reason: str) -> None:
+        """Once: remember why, let the entry point quiet the logs, then ask the main loop to stop."""
+        if not self._fenced_once.acquire(blocking=False):
+            return
         self.lost_reason = reason
+        if self.on_fenced is not None:
+            self.on_fenced(reason)
+        # the entry point prints the one line that says so, as the process exits with code 3
+        log.debug("controller fenced: %s; stopping the query", reason)
         self._stop.set()

@@ -14,6 +14,18 @@ For micro-batch ``B`` (rows of :data:`streaming.stateful.OUTPUT_SCHEMA`, sorted 
 Spark only commits ``B`` after this returns; a crash anywhere in it replays ``B`` with the same rows, and
 both sinks skip what the first attempt already wrote.
 
+**Fencing before every topic write.** ZooKeeper fences step 1 by itself, but a topic write has no
+fence of its own: a controller paused past its session and resumed after a takeover would otherwise
+still send its batch's requests, admin results and rejected records stamped with its old epoch. So
+before each non-empty topic write the dispatcher calls ``fence_check`` (the app wires the lease's state
+and :meth:`sinks.zookeeper.ZooKeeperSink.check_fence`); the first refusal marks the dispatcher fenced
+and raises :class:`ControllerFencedError` — nothing after it is sent.
+
+**Unavailable services.** A step that raises :class:`SinkUnavailableError` (ZooKeeper or Kafka
+restarting) is tried again, fence check first, every ``retry_backoff_s`` until ``retry_timeout_s`` has
+passed; each sink's replay by batch id makes the retry exactly-once. After that the error propagates
+and the query fails.
+
 The driver keeps every bucket's latest metrics row; :attr:`Dispatcher.metrics` is the cluster-wide sum.
 """
 
@@ -21,15 +33,16 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
 from core import decisions as dc
-from sinks.errors import ControllerFencedError
+from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
 from streaming.stateful import (
     KIND_ADMIN_RESULT,
@@ -41,6 +54,8 @@ from streaming.stateful import (
 )
 
 log = logging.getLogger("livectl.dispatch")
+
+_T = TypeVar("_T")
 
 _STATUS_RANK = {dc.AdminStatus.ERROR: 2, dc.AdminStatus.IN_PROGRESS: 1, dc.AdminStatus.OK: 0}
 
@@ -107,6 +122,12 @@ class Dispatcher:
     #: called with the writes ZooKeeper refused (not fenced), after they are logged: the app re-reads the
     #: refused partition states for their buckets (:mod:`streaming.refresh`)
     on_refused: Callable[[Sequence[FailedWrite]], object] | None = None
+    #: raises :class:`ControllerFencedError` when this controller no longer holds its epoch (or
+    #: :class:`SinkUnavailableError` when that cannot be known); called before each topic write
+    fence_check: Callable[[], None] | None = None
+    #: how long a step is retried while a service is unavailable (0: not retried)
+    retry_timeout_s: float = 0.0
+    retry_backoff_s: float = 0.5
     fenced: bool = False
     bucket_metrics: dict[int, dict[str, int]] = field(default_factory=dict)
     last_report: BatchReport | None = None
@@ -178,14 +199,7 @@ class Dispatcher:
                         )
                     )
 
-        try:
-            zk = self.zk_sink.write_batch(batch_id, zk_writes)
-        except ControllerFencedError as e:
-            self.fenced = True
-            log.error("controller fenced in batch %d: %s; stopping", batch_id, e)
-            if self.on_fenced is not None:
-                self.on_fenced(e)
-            raise
+        zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
         report.zk_applied, report.zk_skipped, report.zk_failed = zk.applied, zk.skipped, len(zk.failed)
         for f in zk.failed:
             log.warning(
@@ -197,13 +211,104 @@ class Dispatcher:
             )
         if zk.failed and self.on_refused is not None:
             self.on_refused(zk.failed)
-        report.requests = self.request_sink.write_requests(batch_id, requests).written
+        if zk.failed:
+            requests = withhold_refused(requests, zk.failed)
         merged = merge_admin_results(results)
-        report.admin_results = self.request_sink.write_admin_results(batch_id, merged).written
-        report.rejected = self.request_sink.write_rejected(batch_id, rejected).written
+        if requests:
+            report.requests = self._topic_step(
+                batch_id, "requests", lambda: self.request_sink.write_requests(batch_id, requests)
+            ).written
+        if merged:
+            report.admin_results = self._topic_step(
+                batch_id, "admin results", lambda: self.request_sink.write_admin_results(batch_id, merged)
+            ).written
+        if rejected:
+            report.rejected = self._topic_step(
+                batch_id, "rejected records", lambda: self.request_sink.write_rejected(batch_id, rejected)
+            ).written
         report.seconds = time.monotonic() - started
         self.last_report = report
         return report
+
+    def _topic_step(self, batch_id: int, what: str, write: Callable[[], _T]) -> _T:
+        """``write`` behind the fence check (see the module docstring)."""
+
+        def checked() -> _T:
+            if self.fence_check is not None:
+                self.fence_check()
+            return write()
+
+        return self._step(batch_id, what, checked)
+
+    def _step(self, batch_id: int, what: str, run: Callable[[], _T]) -> _T:
+        """``run``, retried while a service is unavailable; a fencing error marks this dispatcher fenced."""
+        deadline = time.monotonic() + self.retry_timeout_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return run()
+            except ControllerFencedError as e:
+                self.fenced = True
+                # said once, by the entry point, as the process exits (code 3)
+                log.debug("controller fenced before the %s of batch %d: %s", what, batch_id, e)
+                if self.on_fenced is not None:
+                    self.on_fenced(e)
+                raise
+            except SinkUnavailableError as e:
+                if time.monotonic() + self.retry_backoff_s > deadline:
+                    raise
+                log.warning("batch %d, %s (attempt %d): %s; trying again", batch_id, what, attempt, e)
+                time.sleep(self.retry_backoff_s)
+
+
+_STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")
+#: requests that carry partition states (Kafka's ``topicStates[].partitionStates[].partitionIndex``)
+_PARTITION_APIS = (dc.RequestApi.LEADER_AND_ISR, dc.RequestApi.UPDATE_METADATA)
+
+
+def withhold_refused(requests: Sequence[dc.BrokerRequest], failed: Sequence[FailedWrite]) -> list[dc.BrokerRequest]:
+    """``requests`` without the partition states whose state-znode write ZooKeeper refused.
+
+    Kafka's controller sends LeaderAndIsr (and the UpdateMetadata that goes with it) for a partition only
+    after its leader/ISR write succeeded: a refused write means the new leader epoch does not exist, and
+    a broker told of it would stand at an epoch ZooKeeper never held (and refuse the controller's later,
+    real one). The refused partitions are re-read and redone (:mod:`streaming.refresh`); their requests
+    go out then. A request left without partitions is dropped, unless it had none to begin with (an
+    UpdateMetadata that only announces the live brokers)."""
+    refused: set[tuple[str, int]] = set()
+    for f in failed:
+        m = _STATE_PATH.match(f.write.path)
+        if m is not None:
+            refused.add((m.group(1), int(m.group(2))))
+    if not refused:
+        return list(requests)
+    kept: list[dc.BrokerRequest] = []
+    for r in requests:
+        if r.api not in _PARTITION_APIS:
+            kept.append(r)
+            continue
+        body = r.body_json()
+        states = body.get("topicStates", [])
+        left = []
+        for ts in states:
+            parts = [p for p in ts["partitionStates"] if (ts["topicName"], int(p["partitionIndex"])) not in refused]
+            if parts:
+                left.append({**ts, "partitionStates": parts})
+        if states and not left:
+            log.info(
+                "withheld %s to broker %d: every partition in it was refused by ZooKeeper", r.api.value, r.broker_id
+            )
+            continue
+        if len(left) == len(states) and all(
+            len(a["partitionStates"]) == len(b["partitionStates"]) for a, b in zip(left, states, strict=True)
+        ):
+            kept.append(r)
+            continue
+        kept.append(
+            dc.BrokerRequest(r.broker_id, r.api, json.dumps({**body, "topicStates": left}, separators=(",", ":")))
+        )
+    return kept
 
 
 def _request_id_of(payload: str) -> str | None:

@@ -1,7 +1,7 @@
 """Entry points of the controller job: ``livectl run``, ``python -m streaming`` and ``spark-submit``.
 
-All three build :class:`streaming.settings.Settings` once, from ``conf/livectl-defaults.json`` and the
-command line, and pass it down::
+All three build :class:`streaming.settings.Settings` once, from the shipped ``livectl-defaults.json``
+(``streaming/conf/``), the user's ``--config`` file and the command line, and pass it down::
 
     livectl run --zookeeper 127.0.0.1:2181 --bootstrap-server 127.0.0.1:9092 [--set key=value ...]
     spark-submit --master local[2] streaming/main.py --zookeeper ... --bootstrap-server ...
@@ -13,10 +13,12 @@ controller lost its lease or was fenced by a newer controller.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from streaming.errors import StreamingError
@@ -29,6 +31,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--controller-id", type=int, help="id written into /controller (setting controller_id)")
     p.add_argument("--buckets", type=int, help="number of state buckets (setting num_buckets)")
     p.add_argument("--checkpoint-dir", help="Spark checkpoint folder (setting checkpoint_dir)")
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a JSON object of settings applied over the shipped defaults (then --set and the flags win)",
+    )
     p.add_argument("--master", default=None, help="Spark master when not under spark-submit (default local[*])")
     p.add_argument(
         "--set",
@@ -36,7 +45,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override any setting of conf/livectl-defaults.json; repeatable",
+        help="override any setting (the shipped livectl-defaults.json, then --config); repeatable",
     )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
@@ -53,7 +62,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         value = getattr(args, flag, None)
         if value is not None:
             overrides.append(f"{key}={value}")
-    return Settings.load(overrides=overrides)
+    config = getattr(args, "config", None)
+    return Settings.load(overrides=overrides, config_path=config)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     master = args.master or ("local[*]" if not _under_spark_submit() else None)
     app = ControllerApp(settings, master=master)
+    app.on_fenced = lambda _reason: quiet_for_fenced_exit(app.spark)
 
     def on_signal(signum: int, _frame: Any) -> None:
         logging.getLogger("livectl").info("signal %d: stopping", signum)
@@ -80,12 +91,27 @@ def run(args: argparse.Namespace) -> int:
     try:
         app.run()
     except ControllerStoppedError as e:
-        print(f"livectl run: controller stopped: {e}", file=sys.stderr)
+        print(f"livectl run: {e}", file=sys.stderr, flush=True)
         return 3
     except StreamingError as e:
         print(f"livectl run: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def quiet_for_fenced_exit(spark: Any) -> None:
+    """A fenced controller stops its query wherever it is (often inside a micro-batch, whose job Spark
+    then reports as failed, and whose offset log the new controller may already have written): all of
+    that is expected, and the process says so in one line. Silence Python's logging (py4j and pyspark
+    included), uncaught exceptions in other threads, and Spark's log4j for the rest of the process."""
+    import threading
+
+    logging.disable(logging.CRITICAL)
+    threading.excepthook = lambda _args: None
+    if spark is not None:
+        # the JVM may be stopping already: nothing to silence then
+        with contextlib.suppress(Exception):
+            spark.sparkContext.setLogLevel("OFF")
 
 
 def _under_spark_submit() -> bool:

@@ -52,11 +52,16 @@ def split_snapshot(snapshot: ev.ZkSnapshot, num_buckets: int) -> list[ev.ZkSnaps
     return out
 
 
+def failover_root(checkpoint_dir: str) -> str:
+    """The folder (absolute) under which every epoch's snapshot of this checkpoint goes."""
+    return str((Path(checkpoint_dir) / "failover").resolve())
+
+
 def write_snapshot(
     checkpoint_dir: str, controller_id: int, snapshot: ev.ZkSnapshot, num_buckets: int
 ) -> dict[str, Any]:
     """Write the per-bucket files (once per epoch) and return the reference record to publish."""
-    folder = Path(checkpoint_dir) / "failover" / f"epoch-{snapshot.controller_epoch}"
+    folder = Path(failover_root(checkpoint_dir)) / f"epoch-{snapshot.controller_epoch}"
     folder.mkdir(parents=True, exist_ok=True)
     for b, part in enumerate(split_snapshot(snapshot, num_buckets)):
         target = folder / f"bucket-{b}.json"
@@ -72,7 +77,7 @@ def write_snapshot(
         "controller_epoch": snapshot.controller_epoch,
         "epoch_zk_version": snapshot.controller_epoch_zk_version,
         "num_buckets": num_buckets,
-        "path": str(folder.resolve()),
+        "path": str(folder),
     }
 
 

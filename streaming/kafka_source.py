@@ -7,9 +7,12 @@ through this Python data source, registered as ``livectl-kafka``::
     spark.readStream.format("livectl-kafka")
         .option("bootstrap_servers", "127.0.0.1:9092")
         .option("topics", "livectl.admin,livectl.broker-events")
-        .option("starting_offsets", "earliest")          # or latest; only for a new checkpoint
+        .option("starting_offsets", "earliest")          # or latest, or {"topic":{"0":42}}; new checkpoints only
         .option("max_records_per_batch", "10000")
         .load()
+
+Kafka client security (``security.protocol``, SASL, SSL) is given as ``kafka.<property>`` options, as
+with Spark's Kafka source (:class:`sinks.security.KafkaSecurity` lists the properties).
 
 Columns, like Spark's Kafka source: ``key string`` (UTF-8, nullable), ``value string`` (UTF-8,
 nullable), ``topic string``, ``partition int``, ``offset long``, ``timestamp timestamp``. Options are
@@ -25,6 +28,28 @@ End offsets are taken from the records actually read (the offset of the last one
 broker's reported end, which the tansu broker under-reports. No consumer group is used (``assign`` +
 ``seek``); nothing is committed to Kafka. Partitions that appear later start at their beginning.
 
+**Data loss** (Spark's ``failOnDataLoss``). Before each read the source checks that every partition
+still holds the offset it is to read from: an offset below the log's beginning (records deleted) or
+beyond its true end (the log went backwards: a broker that keeps no data restarted, or the topic was
+deleted and created again) is data loss. With ``fail_on_data_loss=true`` (the default) the read raises
+:class:`KafkaSourceError` naming the topic-partition, both offsets and what to do; with ``false`` it logs a
+warning and reads that partition again from its earliest offset. A new log that has already grown past
+the checkpoint's offset cannot be told from the old one (Spark's source has the same blind spot).
+
+**Starting offsets** (a new checkpoint only): ``earliest``, ``latest`` (the true ends when the query
+plans its first batch), or a JSON object ``{"topic": {"partition": offset}}`` as Spark's Kafka source
+takes it (partitions it leaves out start at their beginning). The controller resolves ``latest`` itself
+before it publishes its failover reference, so that the reference is inside the stream it reads.
+
+**Failover barrier.** With ``barrier_topic`` and ``barrier_epoch`` set, the source hands out no record
+past the start of the run (the end of the checkpoint's last planned micro-batch, which Spark re-reads
+as usual) until a ``controller_failover_ref`` of controller epoch ``barrier_epoch`` or newer (and, when
+``barrier_path`` is set, naming a snapshot folder under that folder) has been published on ``barrier_topic``. Its first
+micro-batch then holds exactly the records of the reference's partition up to and including the
+reference (whatever ``max_records_per_batch`` says): nothing is processed under the new controller epoch
+before the buckets have its ZooKeeper snapshot (:mod:`streaming.failover`), and the records that waited
+are processed after it (:func:`streaming.stateful.events_of`).
+
 Reads run in Spark's Python streaming-source worker (``SimpleDataSourceStreamReader``, the quickest
 form here: DESIGN.md, decision 9). ``Trigger.AvailableNow`` is supported.
 """
@@ -32,6 +57,8 @@ form here: DESIGN.md, decision 9). ``Trigger.AvailableNow`` is supported.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -41,6 +68,7 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from sinks.security import KafkaSecurity, SecurityConfigError
 from streaming.errors import StreamingError
 
 SOURCE_NAME = "livectl-kafka"
@@ -56,7 +84,20 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "max_records_per_batch": ("max_records_per_batch", "maxRecordsPerBatch", "maxOffsetsPerTrigger"),
     "poll_timeout_ms": ("poll_timeout_ms", "pollTimeoutMs"),
     "replay_timeout_s": ("replay_timeout_s", "replayTimeoutS"),
+    "fail_on_data_loss": ("fail_on_data_loss", "failOnDataLoss"),
+    "barrier_topic": ("barrier_topic", "barrierTopic"),
+    "barrier_epoch": ("barrier_epoch", "barrierEpoch"),
+    "barrier_path": ("barrier_path", "barrierPath"),
 }
+
+#: option names (lower case) that are aliases, not Kafka client properties
+_ALIASED = frozenset(a.lower() for names in _ALIASES.values() for a in names)
+
+log = logging.getLogger("livectl.kafka_source")
+
+#: the record type the barrier waits for (:data:`streaming.validation.FAILOVER_REF_TYPE`; not imported,
+#: the source does not depend on the controller's validation)
+_FAILOVER_REF_TYPE = "controller_failover_ref"
 
 
 class KafkaSourceError(StreamingError):
@@ -79,6 +120,17 @@ class SourceOptions:
     poll_timeout_ms: int = 100
     #: how long re-reading a planned batch may take before the source gives up
     replay_timeout_s: float = 60.0
+    #: offsets gone from the log (see "Data loss" in the module docstring): fail, or read from the earliest
+    fail_on_data_loss: bool = True
+    #: Kafka client security properties from the ``kafka.<name>`` options (``security.protocol``, SASL, SSL)
+    security: tuple[tuple[str, str], ...] = ()
+    #: explicit starting offsets (``starting_offsets`` given as a JSON object), else ``None``
+    starting_positions: tuple[tuple[str, int, int], ...] | None = None
+    #: the failover barrier (see the module docstring): the topic of the reference, the least controller
+    #: epoch it must carry and, optionally, the folder its snapshot must be in
+    barrier_topic: str | None = None
+    barrier_epoch: int | None = None
+    barrier_path: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -97,9 +149,17 @@ class SourceOptions:
         topics = tuple(t.strip() for t in (get("topics") or "").split(",") if t.strip())
         if not topics:
             raise KafkaSourceError("topics", "is required (comma-separated topic names)")
-        starting = (get("starting_offsets") or "earliest").strip().lower()
-        if starting not in ("earliest", "latest"):
-            raise KafkaSourceError("starting_offsets", f"must be earliest or latest, got {starting!r}")
+        starting = (get("starting_offsets") or "earliest").strip()
+        positions = None
+        if starting.startswith("{"):
+            positions = _parse_positions(starting, topics)
+            starting = "explicit"
+        else:
+            starting = starting.lower()
+            if starting not in ("earliest", "latest"):
+                raise KafkaSourceError(
+                    "starting_offsets", f"must be earliest, latest or a JSON object of offsets, got {starting!r}"
+                )
 
         def number(name: str, default: float, kind: type) -> Any:
             text = get(name)
@@ -113,6 +173,28 @@ class SourceOptions:
                 raise KafkaSourceError(name, f"must be at least 1, got {text!r}")
             return value
 
+        fail_text = (get("fail_on_data_loss") or "true").strip().lower()
+        if fail_text not in ("true", "false"):
+            raise KafkaSourceError("fail_on_data_loss", f"must be true or false, got {fail_text!r}")
+        props = {
+            k.removeprefix("kafka."): str(v) for k, v in lowered.items() if k.startswith("kafka.") and k not in _ALIASED
+        }
+        try:
+            security = KafkaSecurity.from_properties(props)
+        except SecurityConfigError as e:
+            raise KafkaSourceError(f"kafka.{e.key}", e.reason) from None
+        barrier_topic = get("barrier_topic")
+        barrier_epoch_text = get("barrier_epoch")
+        if (barrier_topic is None) != (barrier_epoch_text is None):
+            raise KafkaSourceError("barrier_epoch", "barrier_topic and barrier_epoch go together")
+        barrier_epoch = None
+        if barrier_epoch_text is not None:
+            try:
+                barrier_epoch = int(barrier_epoch_text)
+            except ValueError:
+                raise KafkaSourceError("barrier_epoch", f"must be an integer, got {barrier_epoch_text!r}") from None
+            if barrier_topic not in topics:
+                raise KafkaSourceError("barrier_topic", f"{barrier_topic!r} is not one of the topics read")
         return cls(
             servers,
             tuple(sorted(set(topics))),
@@ -120,7 +202,37 @@ class SourceOptions:
             number("max_records_per_batch", 10000, int),
             number("poll_timeout_ms", 100, int),
             number("replay_timeout_s", 60.0, float),
+            fail_text == "true",
+            security.items,
+            positions,
+            barrier_topic,
+            barrier_epoch,
+            get("barrier_path"),
         )
+
+
+def _parse_positions(text: str, topics: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
+    """``{"topic": {"partition": offset}}`` as (topic, partition, offset) triples; errors name the field."""
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise KafkaSourceError("starting_offsets", f"is not valid JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise KafkaSourceError("starting_offsets", "must be a JSON object {topic: {partition: offset}}")
+    out = []
+    for topic, parts in raw.items():
+        if topic not in topics:
+            raise KafkaSourceError(f"starting_offsets.{topic}", "is not one of the topics read")
+        if not isinstance(parts, dict):
+            raise KafkaSourceError(f"starting_offsets.{topic}", "must be an object {partition: offset}")
+        for partition, offset in parts.items():
+            field = f"starting_offsets.{topic}.{partition}"
+            if not str(partition).isdigit():
+                raise KafkaSourceError(field, "the partition must be a non-negative integer")
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+                raise KafkaSourceError(field, f"the offset must be a non-negative integer, got {offset!r}")
+            out.append((topic, int(partition), offset))
+    return tuple(sorted(out))
 
 
 def canonical(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
@@ -146,6 +258,9 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         #: where the consumer stands per (topic, partition), to avoid needless seeks
         self._positions: dict[tuple[str, int], int] = {}
         self._target: Offsets | None = None
+        #: the failover barrier: not yet passed; where the scan for the reference stands
+        self._held = options.barrier_topic is not None
+        self._scanned: dict[tuple[str, int], int] = {}
 
     # ------------------------------------------------------------------ kafka plumbing
 
@@ -154,6 +269,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             from kafka import KafkaConsumer
 
             self._consumer = KafkaConsumer(
+                **KafkaSecurity(self.options.security).client_kwargs(),
                 bootstrap_servers=self.options.bootstrap_servers,
                 enable_auto_commit=False,
                 group_id=None,
@@ -220,6 +336,53 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             for tp in tps
         }
 
+    def _check_data_loss(self, tps: list[Any], starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """``starts`` with lost offsets handled (see "Data loss" in the module docstring)."""
+        # checked on every read, not remembered: a broker that restarts empty makes any offset lost again
+        c = self._client()
+        todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] > 0]
+        if not todo:
+            return starts
+        begins = c.beginning_offsets(todo)
+        reported = c.end_offsets(todo)
+        out = dict(starts)
+        for tp in todo:
+            key = (tp.topic, tp.partition)
+            start, begin = starts[key], begins[tp]
+            end = reported[tp]
+            if start > end and start > begin and self._holds(tp, start - 1):
+                # tansu under-reports the end; the record just before the start is there, so it is not lost
+                end = start
+            if begin <= start <= end:
+                continue
+            where = f"ends at offset {end}" if start > end else f"begins at offset {begin}"
+            what = (
+                f"{tp.topic}-{tp.partition}: the checkpoint reads from offset {start} but the log now {where}"
+                " (the broker lost data: restarted without storage, the topic was deleted and created again,"
+                " or records were deleted)"
+            )
+            if self.options.fail_on_data_loss:
+                raise KafkaSourceError(
+                    "fail_on_data_loss",
+                    f"data loss on {what}; set fail_on_data_loss=false to go on from the earliest offset"
+                    " (the records in between are lost), or start on a new checkpoint_dir",
+                )
+            log.warning("data loss on %s; fail_on_data_loss=false: reading it again from offset %d", what, begin)
+            out[key] = begin
+        return out
+
+    def _holds(self, tp: Any, offset: int) -> bool:
+        """Whether the partition has a record at ``offset`` (read from there: quick when it has)."""
+        c = self._client()
+        c.assign([tp])
+        self._positions = {}
+        c.seek(tp, offset)
+        for _ in range(3):
+            records = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=1).get(tp, [])
+            if records:
+                return any(r.offset >= offset for r in records)
+        return False
+
     # ------------------------------------------------------------------ Spark's interface
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
@@ -227,16 +390,78 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             return self._true_ends()
         tps = self._partitions()
         begins = self._client().beginning_offsets(tps)
+        given = {(t, p): o for t, p, o in self.options.starting_positions or ()}
         out: Offsets = {}
         for tp in tps:
-            out.setdefault(tp.topic, {})[str(tp.partition)] = begins[tp]
+            out.setdefault(tp.topic, {})[str(tp.partition)] = given.get((tp.topic, tp.partition), begins[tp])
         return canonical(out)
+
+    def _find_barrier(self, starts: Mapping[tuple[str, int], int]) -> tuple[str, int, int] | None:
+        """(topic, partition, offset) of the first failover reference that opens the barrier at or after
+        ``starts`` on the barrier topic, or ``None``. The scan goes on from where the previous one ended."""
+        from kafka import TopicPartition
+
+        topic = self.options.barrier_topic
+        least = self.options.barrier_epoch
+        assert topic is not None and least is not None
+        tps = [TopicPartition(t, p) for (t, p) in sorted(starts) if t == topic]
+        positions = {
+            (tp.topic, tp.partition): max(
+                starts[(tp.topic, tp.partition)], self._scanned.get((tp.topic, tp.partition), 0)
+            )
+            for tp in tps
+        }
+        self._assign(tps, positions)
+        c = self._client()
+        while True:
+            got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
+            if not got:
+                return None
+            for tp, records in got.items():
+                key = (tp.topic, tp.partition)
+                if records:
+                    # where the consumer now stands, before any early return: the barrier batch seeks back
+                    self._positions[key] = records[-1].offset + 1
+                for r in records:
+                    if r.offset < positions[key]:
+                        continue
+                    if self._opens_barrier(r.value, least):
+                        return (tp.topic, tp.partition, r.offset)
+                    positions[key] = self._scanned[key] = r.offset + 1
+
+    def _opens_barrier(self, value: bytes | None, least: int) -> bool:
+        if value is None or _FAILOVER_REF_TYPE.encode() not in value:
+            return False
+        try:
+            ref = json.loads(value)
+            epoch = int(ref["controller_epoch"])
+        except (ValueError, TypeError, KeyError, RecursionError):
+            return False  # not a reference the controller wrote; the validation rejects it downstream
+        if not isinstance(ref, dict) or ref.get("type") != _FAILOVER_REF_TYPE or epoch < least:
+            return False
+        folder = self.options.barrier_path
+        return folder is None or str(ref.get("path", "")).startswith(folder.rstrip("/") + "/")
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
         """Records from ``start`` up to ``max_records_per_batch``; the end offset follows the last record
-        read per partition (unchanged where nothing was read)."""
+        read per partition (unchanged where nothing was read). Behind a failover barrier: nothing until
+        the reference is there, then the reference's partition up to and including it."""
         tps = self._partitions()
-        starts = self._starts(start, tps)
+        starts = self._check_data_loss(tps, self._starts(start, tps))
+        if self._held:
+            found = self._find_barrier(starts)
+            if found is None:
+                held: Offsets = {}
+                for (t, p), o in starts.items():
+                    held.setdefault(t, {})[str(p)] = o
+                return iter([]), canonical(held)
+            self._held = False
+            topic, partition, offset = found
+            barrier: Offsets = {}
+            for (t, p), o in starts.items():
+                barrier.setdefault(t, {})[str(p)] = offset + 1 if (t, p) == (topic, partition) else o
+            barrier = canonical(barrier)
+            return iter(list(self.readBetweenOffsets(dict(start), dict(barrier)))), barrier
         limit = self.options.max_records_per_batch
         if self._target is not None:
             # Trigger.AvailableNow: never beyond the offsets recorded when it started

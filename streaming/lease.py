@@ -82,8 +82,11 @@ class ControllerLease:
         *,
         on_lost: Callable[[str], None] | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        acl_for: Callable[[str], Any] | None = None,
     ) -> None:
         self._zk = client
+        #: ACLs of the znodes the election creates (Kafka's ``zookeeper.set.acl``); None: open
+        self._acl_for = acl_for or (lambda _path: None)
         self.controller_id = controller_id
         self._on_lost = on_lost
         self._clock_ms = clock_ms
@@ -124,7 +127,12 @@ class ControllerLease:
         epoch, version = self._read_or_create_epoch()
         new_epoch = epoch + 1
         txn = self._zk.transaction()
-        txn.create(CONTROLLER_PATH, controller_znode(self.controller_id, self._clock_ms()), ephemeral=True)
+        txn.create(
+            CONTROLLER_PATH,
+            controller_znode(self.controller_id, self._clock_ms()),
+            acl=self._acl_for(CONTROLLER_PATH),
+            ephemeral=True,
+        )
         txn.set_data(CONTROLLER_EPOCH_PATH, str(new_epoch).encode(), version=version)
         results = txn.commit()
         failure = next((r for r in results if isinstance(r, NodeExistsError | BadVersionError)), None)
@@ -202,7 +210,11 @@ class ControllerLease:
             data, stat = self._zk.get(CONTROLLER_EPOCH_PATH)
         except NoNodeError:
             try:
-                self._zk.create(CONTROLLER_EPOCH_PATH, str(INITIAL_CONTROLLER_EPOCH).encode())
+                self._zk.create(
+                    CONTROLLER_EPOCH_PATH,
+                    str(INITIAL_CONTROLLER_EPOCH).encode(),
+                    acl=self._acl_for(CONTROLLER_EPOCH_PATH),
+                )
                 return INITIAL_CONTROLLER_EPOCH, 0
             except NodeExistsError:
                 data, stat = self._zk.get(CONTROLLER_EPOCH_PATH)
@@ -259,6 +271,7 @@ class ControllerLease:
             held = self._fence is not None
         self._changed.set()
         if held:
-            log.warning("controller %s lost its lease: %s", self.controller_id, reason)
+            # the process that owns the lease reports the loss (``livectl run``: one line, exit code 3)
+            log.info("controller %s lost its lease: %s", self.controller_id, reason)
             if notify and self._on_lost is not None:
                 self._on_lost(reason)

@@ -14,6 +14,7 @@ partition is a state store written on every micro-batch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from streaming.dispatch import Dispatcher
@@ -30,7 +31,19 @@ def register_source(spark: Any) -> None:
     spark.dataSource.register(KafkaDataSource)
 
 
-def controller_frame(spark: Any, settings: Settings) -> Any:
+@dataclass(frozen=True)
+class SourceStart:
+    """How this run of the query starts reading (:mod:`streaming.kafka_source`): ``starting_offsets``
+    for a new checkpoint (``earliest``, ``latest`` or a JSON object of offsets; ``None``: the setting),
+    and the failover barrier — no record past the checkpoint until the reference of controller epoch
+    ``barrier_epoch`` (or newer) whose snapshot is under ``barrier_path`` is on the broker-events topic."""
+
+    starting_offsets: str | None = None
+    barrier_epoch: int | None = None
+    barrier_path: str | None = None
+
+
+def controller_frame(spark: Any, settings: Settings, start: SourceStart | None = None) -> Any:
     """The streaming DataFrame of decision rows (before ``foreachBatch``), with observed metrics."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -38,14 +51,26 @@ def controller_frame(spark: Any, settings: Settings) -> Any:
     from streaming.kafka_source import SOURCE_NAME
 
     register_source(spark)
-    records = (
+    start = start or SourceStart()
+    reader = (
         spark.readStream.format(SOURCE_NAME)
         .option("bootstrap_servers", settings.bootstrap_servers)
         .option("topics", f"{settings.admin_topic},{settings.broker_events_topic}")
-        .option("starting_offsets", settings.starting_offsets)
+        .option("starting_offsets", start.starting_offsets or settings.starting_offsets)
         .option("max_records_per_batch", str(settings.max_records_per_batch))
-        .load()
+        .option("fail_on_data_loss", str(settings.fail_on_data_loss).lower())
     )
+    # Kafka's security properties reach the source's consumer as ``kafka.<name>``, as with Spark's own
+    # Kafka source (Spark redacts options named like passwords in its plans and UI)
+    for name, value in settings.kafka_security().properties().items():
+        reader = reader.option(f"kafka.{name}", value)
+    if start.barrier_epoch is not None:
+        reader = reader.option("barrier_topic", settings.broker_events_topic).option(
+            "barrier_epoch", str(start.barrier_epoch)
+        )
+        if start.barrier_path is not None:
+            reader = reader.option("barrier_path", start.barrier_path)
+    records = reader.load()
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)
     decisions = routed.groupBy("bucket").applyInPandasWithState(
         make_step(settings.checkpoint_dir), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
@@ -60,9 +85,9 @@ def controller_frame(spark: Any, settings: Settings) -> Any:
     )
 
 
-def start_query(spark: Any, settings: Settings, dispatcher: Dispatcher) -> Any:
+def start_query(spark: Any, settings: Settings, dispatcher: Dispatcher, start: SourceStart | None = None) -> Any:
     """Start the named query with its checkpoint; returns the ``StreamingQuery``."""
-    frame = controller_frame(spark, settings)
+    frame = controller_frame(spark, settings, start)
     return (
         frame.writeStream.queryName(settings.query_name)
         .outputMode("append")

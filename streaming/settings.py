@@ -1,7 +1,8 @@
 """Settings of the whole controller job, built once at the entry point and passed down.
 
 :class:`Settings` is a frozen dataclass. The entry point builds it with :meth:`Settings.load` from
-``conf/livectl-defaults.json`` (a flat JSON object whose keys are the field names below) and the
+``livectl-defaults.json`` shipped in the package (``streaming/conf/``, a flat JSON object whose keys are
+the field names below), the user's ``--config`` file (the same form, any subset of the keys) and the
 command line's ``--set key=value`` overrides, applied in order (the last one wins). Nothing below the
 entry point reads ``os.environ`` or files for configuration.
 
@@ -17,13 +18,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Any
 
+from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity, is_secret
 from streaming.errors import StreamingError
+from streaming.resources import DEFAULTS, conf_file
 
-#: ``conf/livectl-defaults.json`` of the repository
-DEFAULTS_PATH = Path(__file__).resolve().parent.parent / "conf" / "livectl-defaults.json"
+#: the shipped defaults, ``streaming/conf/livectl-defaults.json`` inside the package
+DEFAULTS_PATH: Traversable = conf_file(DEFAULTS)
 
 
 class SettingsError(StreamingError, ValueError):
@@ -37,7 +40,7 @@ class SettingsError(StreamingError, ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the job needs to know; see ``conf/livectl-defaults.json`` for the shipped defaults."""
+    """Everything the job needs to know; see ``streaming/conf/livectl-defaults.json`` for the shipped defaults."""
 
     #: ZooKeeper connect string, ``host:port[,host:port…][/chroot]``
     zookeeper_connect: str = "127.0.0.1:2181"
@@ -66,6 +69,29 @@ class Settings:
     max_records_per_batch: int = 10000
     #: ZooKeeper operations per fenced multi-op (DESIGN.md, 4: 100 ≈ 20k writes/s)
     zk_ops_per_transaction: int = 100
+    #: how long a micro-batch's writes are retried while ZooKeeper or Kafka is unavailable (a restart)
+    #: before the query fails; 0 = not retried
+    sink_retry_timeout_ms: int = 60000
+    #: input offsets gone from Kafka (a broker restarted without its data, a topic created again): fail
+    #: the query with a clear message (true, Spark's ``failOnDataLoss``) or go on from the earliest
+    #: offset with a logged warning (false)
+    fail_on_data_loss: bool = True
+    #: ZooKeeper authentication added to the controller's session: "" (none) or ``digest:USER:PASSWORD``
+    zookeeper_auth: str = ""
+    #: Kafka's ``zookeeper.set.acl``: znodes livectl creates get Kafka's ACLs (writable only with the
+    #: credential of ``zookeeper_auth``; world-readable except Kafka's sensitive paths)
+    zookeeper_set_acl: bool = False
+    #: Kafka client security, by Kafka's property names (``kafka_`` + the name with ``_`` for ``.``),
+    #: passed to every Kafka client of the job (source, sinks, producers); "" = unset
+    kafka_security_protocol: str = ""
+    kafka_sasl_mechanism: str = ""
+    kafka_sasl_jaas_config: str = ""
+    kafka_sasl_kerberos_service_name: str = ""
+    kafka_ssl_truststore_location: str = ""
+    kafka_ssl_keystore_location: str = ""
+    kafka_ssl_key_location: str = ""
+    kafka_ssl_key_password: str = ""
+    kafka_ssl_endpoint_identification_algorithm: str = ""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -75,7 +101,7 @@ class Settings:
                 continue
             if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise SettingsError(f.name, f"must be {expected.__name__}, got {type(value).__name__} {value!r}")
-            if isinstance(value, str) and not value.strip():
+            if isinstance(value, str) and not value.strip() and f.name not in _MAY_BE_EMPTY:
                 raise SettingsError(f.name, "must not be empty")
         if self.num_buckets < 0:
             raise SettingsError(
@@ -84,10 +110,35 @@ class Settings:
         for name in ("zookeeper_session_timeout_ms", "max_records_per_batch", "zk_ops_per_transaction"):
             if getattr(self, name) < 1:
                 raise SettingsError(name, f"must be at least 1, got {getattr(self, name)}")
+        if self.sink_retry_timeout_ms < 0:
+            raise SettingsError("sink_retry_timeout_ms", f"must be at least 0, got {self.sink_retry_timeout_ms}")
         if self.controller_id < 0:
             raise SettingsError("controller_id", f"must be at least 0, got {self.controller_id}")
         if self.starting_offsets not in ("earliest", "latest"):
             raise SettingsError("starting_offsets", f"must be 'earliest' or 'latest', got {self.starting_offsets!r}")
+        try:
+            self.zookeeper_security()
+        except SecurityConfigError as e:
+            raise SettingsError(e.key, e.reason) from None
+        try:
+            self.kafka_security()
+        except SecurityConfigError as e:
+            raise SettingsError(_kafka_setting(e.key), e.reason) from None
+
+    # ------------------------------------------------------------------ security
+
+    def zookeeper_security(self) -> ZkSecurity:
+        """The ZooKeeper authentication and ACLs of the controller's session."""
+        return ZkSecurity.parse(self.zookeeper_auth, self.zookeeper_set_acl)
+
+    def kafka_security(self) -> KafkaSecurity:
+        """The Kafka client security properties (Kafka's names) of every Kafka client of the job."""
+        props = {
+            f.name.removeprefix("kafka_").replace("_", "."): getattr(self, f.name)
+            for f in fields(self)
+            if f.name.startswith("kafka_")
+        }
+        return KafkaSecurity.from_properties(props)
 
     # ------------------------------------------------------------------ building
 
@@ -100,19 +151,19 @@ class Settings:
         return cls(**dict(values))
 
     @classmethod
-    def load(cls, defaults_path: Path | None = DEFAULTS_PATH, overrides: Iterable[str] = ()) -> Settings:
-        """The defaults file (``None``: the dataclass defaults) then each ``key=value`` override in order."""
+    def load(
+        cls,
+        defaults_path: Traversable | None = DEFAULTS_PATH,
+        overrides: Iterable[str] = (),
+        config_path: Traversable | None = None,
+    ) -> Settings:
+        """The defaults file (``None``: the dataclass defaults), then the user's ``config_path`` (a JSON object
+        of some of the same keys, ``livectl run --config``), then each ``key=value`` override in order."""
         base: dict[str, Any] = {}
         if defaults_path is not None:
-            try:
-                raw = json.loads(defaults_path.read_text())
-            except OSError as e:
-                raise SettingsError("defaults", f"cannot read {defaults_path}: {e}") from None
-            except ValueError as e:
-                raise SettingsError("defaults", f"{defaults_path} is not valid JSON: {e}") from None
-            if not isinstance(raw, dict):
-                raise SettingsError("defaults", f"{defaults_path} must hold a JSON object")
-            base.update(raw)
+            base.update(_read_json_object("defaults", defaults_path))
+        if config_path is not None:
+            base.update(_read_json_object("config", config_path))
         settings = cls.from_mapping(base)
         return settings.with_overrides(overrides)
 
@@ -129,6 +180,33 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def __repr__(self) -> str:
+        # settings get logged; secrets never are
+        shown = {k: ("***" if v and _is_secret(k) else v) for k, v in asdict(self).items()}
+        return f"Settings({shown})"
+
+
+def _is_secret(key: str) -> bool:
+    return key == "zookeeper_auth" or is_secret(key)
+
+
+def _kafka_setting(prop: str) -> str:
+    """The setting of a Kafka property named in an error (``sasl.mechanism`` -> ``kafka_sasl_mechanism``)."""
+    return "kafka_" + prop.replace(".", "_") if "." in prop else prop
+
+
+def _read_json_object(key: str, path: Traversable) -> dict[str, Any]:
+    """A settings file's JSON object; ``key`` names the file in errors (``defaults`` or ``config``)."""
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as e:
+        raise SettingsError(key, f"cannot read {path}: {e}") from None
+    except ValueError as e:
+        raise SettingsError(key, f"{path} is not valid JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise SettingsError(key, f"{path} must hold a JSON object")
+    return raw
 
 
 def parse_value(key: str, text: str) -> Any:
@@ -150,6 +228,9 @@ def parse_value(key: str, text: str) -> Any:
     except ValueError:
         raise SettingsError(key, f"must be {expected.__name__}, got {text!r}") from None
 
+
+#: text settings whose empty value means "unset"
+_MAY_BE_EMPTY = frozenset({"zookeeper_auth"} | {f.name for f in fields(Settings) if f.name.startswith("kafka_")})
 
 _FIELD_TYPES: dict[str, type] = {
     f.name: {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)] for f in fields(Settings)

@@ -88,14 +88,25 @@ def _cached_load(bucket: int, fmt: int, size: int, blob: bytes) -> controller.Co
 
 
 def events_of(
-    bucket: int, frame: pd.DataFrame, state_epoch: int = 0, checkpoint_dir: str | None = None
+    bucket: int,
+    frame: pd.DataFrame,
+    state_epoch: int = 0,
+    checkpoint_dir: str | None = None,
+    loaded: bool = False,
 ) -> tuple[list[ev.Event], list[dc.StateChangeFailure]]:
     """The bucket's rows as core events, in stream order; at most one tick (the newest), last.
 
     Of the failover references only the newest one of the batch is used, and only if it is newer than the
     controller epoch the bucket already holds, was written for this query's checkpoint folder, and its
     snapshot file is there: a cold start that reads the topic from the beginning meets the references of
-    earlier runs, which are history. Skipped references come back as failures, for the log."""
+    earlier runs, which are history. Skipped references come back as failures, for the log.
+
+    When the bucket has already ``loaded`` a cluster (a restart or a takeover on a used checkpoint), the
+    chosen reference goes first and the batch's other events follow it in stream order: every record in
+    that batch comes after the checkpoint's last planned micro-batch, so none was handled by any
+    controller, and the new one handles them on the cluster it read from ZooKeeper (the source's failover
+    barrier makes this batch the new controller's first; :mod:`streaming.kafka_source`). Handled before
+    the snapshot, their writes could be missing from it and conflict with it afterwards."""
     ordered = frame.sort_values(["ts", "src", "offset", "sub"], kind="stable")
     items: list[tuple[str, Any]] = []
     refs: list[dict[str, Any]] = []
@@ -125,10 +136,12 @@ def events_of(
         if ref is not chosen and chosen is not None:
             skipped.append(_skipped_ref(ref, f"superseded by epoch {chosen['controller_epoch']} in the same batch"))
     events: list[ev.Event] = []
+    if loaded and chosen is not None:
+        events.append(failover.load_bucket_failover(chosen, bucket))
     for kind, item in items:
         if kind == KIND_EVENT:
             events.append(item)
-        elif chosen is not None and item is chosen:
+        elif chosen is not None and item is chosen and not loaded:
             events.append(failover.load_bucket_failover(chosen, bucket))
     if tick is not None:
         events.append(tick)
@@ -204,7 +217,8 @@ def step_bucket(
         current = _cached_load(bucket, int(fmt), int(size), bytes(blob))
     else:
         current = controller.ControllerState()
-    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir)
+    loaded = current.context.controller_id >= 0
+    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir, loaded)
     events, refused = applicable_events(current, events)
     new_state, decisions = controller.step(current, events)
     dumped = dump_state(new_state)

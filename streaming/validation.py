@@ -4,7 +4,7 @@ Every input record (a Kafka record of ``livectl.admin`` or ``livectl.broker-even
 
 1. flattened by :func:`flatten` into one row of plain columns (``type``, ``version``, ``broker_id``,
    ``partitions``, ``replication_factor``, ``duplicate_replicas``, ...);
-2. checked by the suite in ``conf/expectations/livectl-input.json`` (great-expectations on pandas,
+2. checked by the suite in ``streaming/conf/expectations/livectl-input.json`` (great-expectations on pandas,
    ``result_format="COMPLETE"`` for the failing row indices). A row failing any expectation is rejected
    with the names of the failed expectations and their reasons;
 3. decoded by :func:`core.events.decode_event`, whose :class:`core.errors.FormatError` names the field and
@@ -21,15 +21,17 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import pandas as pd
 
 from core import events as ev
 from core.errors import FormatError
+from streaming.resources import INPUT_SUITE, conf_file
 
-SUITE_PATH = Path(__file__).resolve().parent.parent / "conf" / "expectations" / "livectl-input.json"
+#: the shipped suite, ``streaming/conf/expectations/livectl-input.json`` inside the package
+SUITE_PATH: Traversable = conf_file(INPUT_SUITE)
 
 #: the driver's reference to a ZooKeeper snapshot written under the checkpoint (see streaming.failover)
 FAILOVER_REF_TYPE = "controller_failover_ref"
@@ -58,7 +60,7 @@ class Rejection:
     reasons: tuple[str, ...]
 
 
-def load_suite(path: Path = SUITE_PATH) -> tuple[str, tuple[Expectation, ...]]:
+def load_suite(path: Traversable = SUITE_PATH) -> tuple[str, tuple[Expectation, ...]]:
     raw = json.loads(path.read_text())
     out = []
     for e in raw["expectations"]:
@@ -156,7 +158,7 @@ def flatten(values: Sequence[str | bytes | None], sources: Sequence[str]) -> pd.
 class InputValidator:
     """The suite, bound to an ephemeral great-expectations context (built once, reused per batch)."""
 
-    def __init__(self, suite_path: Path = SUITE_PATH) -> None:
+    def __init__(self, suite_path: Traversable = SUITE_PATH) -> None:
         os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # no network calls from workers
         import great_expectations as gx
         from great_expectations.data_context.types.base import ProgressBarsConfig

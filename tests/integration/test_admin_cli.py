@@ -334,8 +334,11 @@ def test_bad_reassignment_file_gives_a_clear_error_and_exit_code_2(env: Env) -> 
 # ----------------------------------------------------------------------------- --wait
 
 
-def answer(env: Env, statuses: list[tuple[AdminStatus, str | None, str]]) -> threading.Thread:
-    """Play the controller: read the next command and publish these results for its request id."""
+def answer(
+    env: Env, statuses: list[tuple[AdminStatus, str | None, str]], epochs: list[int] | None = None
+) -> threading.Thread:
+    """Play the controller: read the next command and publish these results for its request id (stamped
+    with ``epochs``, one per result; controller epoch 3 by default)."""
 
     def run() -> None:
         c = env.consumer(env.admin)
@@ -348,7 +351,8 @@ def answer(env: Env, statuses: list[tuple[AdminStatus, str | None, str]]) -> thr
                 p = KafkaProducer(bootstrap_servers=env.bootstrap)
                 for i, (status, error, details) in enumerate(statuses):
                     result = AdminResult(rid, ev.TYPE, status, error, f"step {i}", details)
-                    value = encode_decision(result) | {"batch_id": 10 + i, "controller_epoch": 3}
+                    epoch = 3 if epochs is None else epochs[i]
+                    value = encode_decision(result) | {"batch_id": 10 + i, "controller_epoch": epoch}
                     p.send(env.results, key=rid.encode(), value=json.dumps(value).encode())
                     p.flush()
                     time.sleep(0.3)
@@ -385,6 +389,24 @@ def test_wait_reports_the_controllers_error(env: Env, capsys: pytest.CaptureFixt
     assert main(env.args(*argv, "--timeout", "20")) == 1
     t.join(5)
     assert "INVALID_REPLICATION_FACTOR: step 0" in capsys.readouterr().err
+
+
+def test_wait_ignores_results_of_a_controller_already_replaced(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """The new controller (epoch 4) answers first; a late "ok" from the fenced one (epoch 3) must not end
+    the wait; the new controller's final answer does."""
+    t = answer(
+        env,
+        [
+            (AdminStatus.IN_PROGRESS, None, '{"done":1,"total":3}'),
+            (AdminStatus.OK, None, "{}"),
+            (AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", "{}"),
+        ],
+        epochs=[4, 3, 4],
+    )
+    argv = ["topics", "--create", "--topic", "pay", "--partitions", "3", "--replication-factor", "9", "--wait"]
+    assert main(env.args(*argv, "--timeout", "20")) == 1
+    t.join(5)
+    assert "INVALID_REPLICATION_FACTOR: step 2" in capsys.readouterr().err
 
 
 def test_wait_times_out_with_exit_3(env: Env) -> None:

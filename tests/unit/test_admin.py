@@ -10,7 +10,7 @@ import pytest
 
 from admin import files
 from admin.cli import UsageError, build_parser, parse_replica_assignment
-from admin.publish import Progress, _decode_result
+from admin.publish import EpochFilter, Progress, _decode_result
 from core.decisions import AdminResult, AdminStatus, encode_decision
 from core.errors import FormatError
 from core.events import ElectionType, TopicPartition
@@ -113,3 +113,9 @@ def test_control_commands_round_trip_and_are_checked() -> None:
     with pytest.raises(FormatError) as e:
         parse_control(b"3", '{"version":1,"command":"explode"}')
     assert e.value.field == "command"
+
+
+def test_epoch_filter_drops_results_of_an_older_controller() -> None:
+    f = EpochFilter()
+    assert [f.admit(e) for e in (2, 3, 2, None, 3, 1, 4)] == [True, True, False, True, True, False, True]
+    assert (f.highest, f.dropped) == (4, 2)

@@ -398,3 +398,133 @@ def test_a_refused_state_write_is_read_again_and_redone(tmp_path: Path, validato
     state = json.loads(zk.get(path)[0])
     assert (state["leader"], state["isr"], state["leader_epoch"]) == (2, [2, 3], 1)
     assert zk.get(path)[1] == version + 1
+
+
+def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ev.ZkSnapshot:
+    """What a controller elected now reads from the fake tree (as :func:`streaming.zk_snapshot.read_snapshot`)."""
+    from core.zkdata import snapshot_from_znodes
+
+    data, version = zk.get("/controller_epoch")
+    znodes = {path: (d.decode() or None, v) for path, (d, v) in zk.nodes.items()}
+    infos = tuple(ev.BrokerInfo(b, 100 + b) for b in brokers)
+    return snapshot_from_znodes(znodes, infos, int(data), version)
+
+
+def test_a_takeover_handles_the_records_that_waited_for_its_reference_after_it(
+    tmp_path: Path, validator: InputValidator
+) -> None:
+    # the first controller creates a topic, then dies; a reassignment arrives while nobody is controller
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    brokers = (1, 2, 3, 4, 5, 6)
+    first = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    first.run_batch([(EVENTS, first.failover_ref(snapshot_of(brokers)))])
+    first.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),))))])
+    # the second is elected, reads the tree, and publishes its reference after the waiting command; the
+    # source's barrier gives the bucket both in one micro-batch, on the checkpoint's state
+    zk.set("/controller_epoch", b"2")
+    second = Pipeline(tmp_path, zk, Fence(2, 1), validator)
+    second.states, second.offsets, second.batch, second.clock = first.states, first.offsets, first.batch, first.clock
+    ref = failover.ref_to_json(failover.write_snapshot(str(tmp_path), 1000, _snapshot_of_tree(zk, brokers), BUCKETS))
+    reassign = ev.ReassignPartitions("r1", (ev.PartitionTarget("moving", 0, (4, 5, 6)),))
+    second.run_batch([(ADMIN, ev.event_to_json(reassign)), (EVENTS, ref)])
+    topic = json.loads(zk.get("/brokers/topics/moving")[0])
+    assert topic["partitions"]["0"] == [4, 5, 6, 1, 2, 3]
+    # handled after the snapshot, the reassignment is in the bucket's state as in ZooKeeper: it goes on
+    # to the end (handled before it, the snapshot would have dropped it and the topic znode kept RS)
+    state = json.loads(zk.get("/brokers/topics/moving/partitions/0/state")[0])
+    version = zk.get("/brokers/topics/moving/partitions/0/state")[1]
+    caught_up = ev.AlterPartition(1, 101, "moving", 0, state["leader_epoch"], version, (1, 2, 3, 4, 5, 6))
+    second.run_batch([(EVENTS, ev.event_to_json(caught_up))])
+    topic = json.loads(zk.get("/brokers/topics/moving")[0])
+    assert topic["partitions"]["0"] == [4, 5, 6]
+    assert topic.get("adding_replicas", {}) == {} and topic.get("removing_replicas", {}) == {}
+    results = [m.value_json() for m in second.requests.messages if m.topic == "livectl.admin-results"]
+    assert [r["status"] for r in results if r["request_id"] == "r1"][-1] == "ok"
+
+
+def test_requests_of_a_refused_state_write_are_withheld(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    assignment = ((1, 2, 3), (2, 3, 1))
+    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "t", 2, 3, replica_assignment=assignment)))])
+    path = "/brokers/topics/t/partitions/0/state"
+    data, version = zk.get(path)
+    zk.set(path, data)  # changed under the controller: its leader-epoch bump there will be refused
+    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(1, 101)))])
+
+    def states_in(batch: int) -> list[tuple[str, int, int, int]]:
+        out = []
+        for m in p.requests.messages:
+            msg = m.value_json()
+            if m.topic != "livectl.requests" or msg["batchId"] != batch or msg["api"] not in _PARTITION_APIS:
+                continue
+            for ts in msg["body"]["topicStates"]:
+                out.extend(
+                    (msg["api"], msg["brokerId"], ps["partitionIndex"], ps["leaderEpoch"])
+                    for ps in ts["partitionStates"]
+                )
+        return out
+
+    sent = states_in(2)
+    assert sent, "partition 1's change went out"
+    assert all(p_ == 1 for _, _, p_, _ in sent), f"a request for the refused partition 0 went out: {sent}"
+    assert json.loads(zk.get(path)[0])["leader_epoch"] == 0
+    # re-read and redone: now its LeaderAndIsr goes out, at the epoch ZooKeeper holds
+    data, version = zk.get(path)
+    p.run_batch(
+        [
+            (
+                EVENTS,
+                ev.event_to_json(ev.PartitionStatesRead("t", ((0, decode_partition_state(data.decode(), version)),))),
+            )
+        ]
+    )
+    zk_epoch = json.loads(zk.get(path)[0])["leader_epoch"]
+    assert zk_epoch == 1
+    assert {e for api, _, p_, e in states_in(3) if api == "LeaderAndIsr" and p_ == 0} == {zk_epoch}
+
+
+_PARTITION_APIS = ("LeaderAndIsr", "UpdateMetadata")
+
+
+def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
+    from sinks.ports import FailedWrite
+    from streaming.dispatch import withhold_refused
+
+    def body(*parts: tuple[str, int]) -> str:
+        topics: dict[str, list[dict[str, int]]] = {}
+        for t, p in parts:
+            topics.setdefault(t, []).append({"partitionIndex": p, "leaderEpoch": 1})
+        states = [{"topicName": t, "partitionStates": ps} for t, ps in topics.items()]
+        return json.dumps({"controllerEpoch": 1, "topicStates": states})
+
+    lisr = dc.RequestApi.LEADER_AND_ISR
+    um = dc.RequestApi.UPDATE_METADATA
+    requests = [
+        dc.BrokerRequest(1, lisr, body(("a", 0), ("a", 1), ("b", 0))),
+        dc.BrokerRequest(2, lisr, body(("a", 0))),
+        dc.BrokerRequest(1, um, body(("a", 0), ("b", 0))),
+        dc.BrokerRequest(3, um, body()),  # announces the live brokers only
+        dc.BrokerRequest(1, dc.RequestApi.STOP_REPLICA, body(("a", 0))),
+    ]
+    refused = dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/a/partitions/0/state", "{}", 3)
+    other = dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/b", "{}", 3)
+    kept = withhold_refused(requests, [FailedWrite(0, refused, "BadVersion"), FailedWrite(1, other, "BadVersion")])
+    got = [
+        (
+            r.broker_id,
+            r.api,
+            [(t["topicName"], p["partitionIndex"]) for t in r.body_json()["topicStates"] for p in t["partitionStates"]],
+        )
+        for r in kept
+    ]
+    assert got == [
+        (1, lisr, [("a", 1), ("b", 0)]),
+        (1, um, [("b", 0)]),
+        (3, um, []),
+        (1, dc.RequestApi.STOP_REPLICA, [("a", 0)]),
+    ]
+    assert withhold_refused(requests, []) == requests
