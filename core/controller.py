@@ -261,14 +261,20 @@ class _Controller:
     def _replica_states(self, replicas: Sequence[PartitionReplica], target: ReplicaState) -> None:
         replica_machine.apply(self.ctx, self.fx, replicas, target)
 
+    def _needs_leader(self, tp: TopicPartition) -> bool:
+        """Whether a partition takes part in leader elections: not when its topic is queued for deletion
+        (Kafka's rule), except while the partition is being reassigned — the deletion waits for that
+        reassignment, which cannot finish without a leader to bring the new replicas into the ISR."""
+        return tp.topic not in self.ctx.topics_to_be_deleted or tp in self.ctx.partitions_being_reassigned
+
     def trigger_online_partition_state_change(self, topic: str | None = None) -> dict[TopicPartition, str]:
-        """New and Offline partitions (not queued for deletion) -> Online with the offline strategy;
-        returns the failures."""
+        """New and Offline partitions (not queued for deletion, see :meth:`_needs_leader`) -> Online with the
+        offline strategy; returns the failures."""
         ctx = self.ctx
         tps = sort_tps(
             tp
             for tp in ctx.offline_or_new_partitions
-            if tp.topic not in ctx.topics_to_be_deleted and (topic is None or tp.topic == topic)
+            if self._needs_leader(tp) and (topic is None or tp.topic == topic)
         )
         return self._partition_states(tps, PartitionState.ONLINE, ElectionStrategy.OFFLINE)
 
@@ -308,13 +314,11 @@ class _Controller:
         with_offline_leader = []
         for tp, li in ctx.partition_leadership.items():
             leader = li.leader_and_isr.leader
-            if (leader not in live or (leader in dirs and tp in dirs[leader])) and tp.topic not in (
-                ctx.topics_to_be_deleted
-            ):
+            if (leader not in live or (leader in dirs and tp in dirs[leader])) and self._needs_leader(tp):
                 with_offline_leader.append(tp)
         with_offline_leader.sort(key=lambda tp: (tp.topic, tp.partition))
         self._partition_states(with_offline_leader, PartitionState.OFFLINE)
-        n_candidates = sum(1 for tp in ctx.offline_or_new_partitions if tp.topic not in ctx.topics_to_be_deleted)
+        n_candidates = sum(1 for tp in ctx.offline_or_new_partitions if self._needs_leader(tp))
         failures = self.trigger_online_partition_state_change()
         self._replica_states(not_for_deletion, ReplicaState.OFFLINE)
         if for_deletion:
