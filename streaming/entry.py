@@ -82,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    # kazoo reports every dropped connection and expired session at WARNING; the controller says what
+    # they mean for it (retries, fencing) itself
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         settings = settings_from_args(args)

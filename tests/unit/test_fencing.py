@@ -224,3 +224,28 @@ def test_security_settings_reach_the_source_options_and_errors_name_the_setting(
     with pytest.raises(SettingsError) as se:
         Settings().with_overrides(["kafka_sasl_mechanism=MD5"])
     assert se.value.key == "kafka_sasl_mechanism"
+
+
+def test_an_outage_seen_by_a_replaced_controller_is_reported_as_fencing(
+    tmp_path: Path, validator: InputValidator
+) -> None:
+    """A paused process resumes with its deadline gone and a dead connection: the write fails as
+    "unavailable", but the fence check (after the client learnt its session expired) says "fenced"."""
+    p, zk = _fenced_pipeline(tmp_path, validator)
+    p.dispatcher.request_sink = FlakyRequestSink(p.fence, failures=5)
+    p.dispatcher.retry_timeout_s = 0.0
+    sink = p.dispatcher.zk_sink
+    assert isinstance(sink, MemoryZkSink)
+    answers = iter([SinkUnavailableError("reconnecting"), None])
+
+    def check() -> None:
+        problem = next(answers, None)
+        if problem is not None:
+            raise problem
+        zk.set("/controller_epoch", b"2")  # what the reconnected client finds: a new controller
+        sink.check_fence()
+
+    p.dispatcher.fence_check = check
+    with pytest.raises(ControllerFencedError):
+        p.dispatcher._step(7, "admin results", lambda: p.dispatcher.request_sink.write_admin_results(7, []))
+    assert p.dispatcher.fenced
