@@ -495,6 +495,10 @@ class Point:
     def after(self) -> None:
         """Bring the cluster back to every broker live for the next point."""
 
+    def at_kill(self) -> str:
+        """What the tree holds right after the kill (read before any successor is elected)."""
+        return ""
+
 
 class Reassign(Point):
     ORIGIN = (1, 2, 3)
@@ -584,6 +588,12 @@ class Create(Point):
 
     def fire(self) -> None:
         _create(self.m, f"{self.tag}-c", self.topic, self.assignment())
+
+    def at_kill(self) -> str:
+        assert self.m.zk is not None
+        path = f"/brokers/topics/{self.topic}/partitions"
+        written = sum(1 for p in self.assignment() if self.m.zk.exists(f"{path}/{p}/state"))
+        return f"; {written}/{len(self.assignment())} partition states written"
 
     def expect(self) -> Expect:
         return Expect({self.topic: self.assignment()}, request_id=f"{self.tag}-c")
@@ -728,7 +738,7 @@ def run_point(m: Matrix, name: str, mode: str, tag: str, *, converge_timeout: fl
             except MatrixError:
                 row.seen = "not reached"
         started = time.monotonic()
-        row.seen = row.seen or (hits[0] if hits else "-")
+        row.seen = row.seen or (hits[0] + point.at_kill() if hits else "-")
     if mode != "clean" and row.seen != "not reached":
         successor = standbys.pop(0) if standbys else m.start_controller()
         m.wait_loaded(successor)
