@@ -261,6 +261,8 @@ def test_the_installed_controller_runs_from_root_and_answers(
             assert json.loads(state)["leader"] == 1
             # the Python workers ran (the bucket step): none failed to start or import
             assert "Python worker failed" not in log and "No module named" not in log
+            # the driver's JVM took the shipped log4j2.properties (Spark at WARN from its first line on)
+            assert " INFO SparkContext" not in log
             os.kill(ctl.pid, signal.SIGTERM)
             assert ctl.wait(90) == 0, (tmp_path / "controller.log").read_text(errors="replace")[-3000:]
     finally:
