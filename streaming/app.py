@@ -8,11 +8,15 @@
 2. makes sure the livectl topics exist;
 3. on a cold start (no committed micro-batch in the checkpoint) clears the ZooKeeper sink's progress
    znode, so batch ids restarting at 0 are not mistaken for replays;
-4. reads the ZooKeeper tree (Kafka's layout) and hands it to every bucket as a failover reference on
-   ``livectl.broker-events`` (:mod:`streaming.failover`);
-5. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events);
-6. starts the query with the fenced sinks and waits. It stops the query when the lease is lost (the
-   ZooKeeper session expired) or a write is fenced, on SIGTERM/SIGINT, or when ``stop()`` is called.
+4. starts the query with the fenced sinks. On a used checkpoint its source holds back every record past
+   the checkpoint (the failover barrier, :meth:`ControllerApp._source_start`); the micro-batch the previous
+   controller planned but did not commit is replayed, and waited for;
+5. reads the ZooKeeper tree (Kafka's layout) and hands it to every bucket as a failover reference on
+   ``livectl.broker-events`` (:mod:`streaming.failover`): the reference opens the barrier, so the first
+   micro-batch under the new epoch loads the snapshot before anything else;
+6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events) and waits. It stops
+   the query when the lease is lost (the ZooKeeper session expired) or a write is fenced, on SIGTERM/SIGINT,
+   or when ``stop()`` is called.
 """
 
 from __future__ import annotations
@@ -382,15 +386,14 @@ class ControllerApp:
         if s.starting_offsets == "latest":
             from streaming.kafka_source import KafkaStreamReader, SourceOptions
 
-            reader = KafkaStreamReader(
-                SourceOptions.parse(
-                    {
-                        "bootstrap_servers": s.bootstrap_servers,
-                        "topics": f"{s.admin_topic},{s.broker_events_topic}",
-                        "starting_offsets": "latest",
-                    }
-                )
-            )
+            options = {
+                "bootstrap_servers": s.bootstrap_servers,
+                "topics": f"{s.admin_topic},{s.broker_events_topic}",
+                "starting_offsets": "latest",
+            }
+            # the same consumer settings as the query's source (streaming.query.controller_frame)
+            options.update({f"kafka.{k}": v for k, v in s.kafka_security().properties().items()})
+            reader = KafkaStreamReader(SourceOptions.parse(options))
             try:
                 ends = reader.initialOffset()
             finally:

@@ -13,8 +13,11 @@ The snapshot can be far too large for a Kafka record (100k partitions ≈ 10 MB)
    "controller_id":…,"controller_epoch":…,"epoch_zk_version":…,"path":"<folder URI>"}`` to
    ``livectl.broker-events``.
 
-The reference is routed to every bucket like any cluster-scoped event, at its place in the stream, so
-events before it are handled by the previous controller's state and events after it by the new one.
+The reference is routed to every bucket like any cluster-scoped event. On a used checkpoint nothing after
+the checkpoint is processed before it (the source's failover barrier, :mod:`streaming.kafka_source`), and
+the records that waited for it are handled after the snapshot is loaded
+(:func:`streaming.stateful.events_of`): every write under the new controller epoch starts from the tree
+the snapshot read. On a new checkpoint, events before it are history (:func:`streaming.stateful.applicable_events`).
 """
 
 from __future__ import annotations

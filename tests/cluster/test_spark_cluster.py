@@ -280,6 +280,16 @@ def test_controller_on_a_spark_cluster(
                 assert executor_dirs(w, app), f"{app} has no executor on {w.name}"
         wait_for("every broker registered", lambda: sorted(run.view().brokers) == list(BROKERS), timeout=60)
 
+        def first_batch_done() -> bool:
+            # the controller's first micro-batch hands it the cluster state (the failover reference) and tells
+            # every live broker so (UpdateMetadata); admin commands before it would be answered NOT_CONTROLLER
+            return any(
+                m.get("api") == "UpdateMetadata" and m.get("controllerEpoch") == first_epoch
+                for m in observer.requests_since(0.0)
+            )
+
+        wait_for("the active controller's first micro-batch", first_batch_done, timeout=600)
+
         # ------------------------------------------------------------------ create topics
         assert _admin(write, "topics", "--create", "--topic", "orders", "--partitions", "6",
                       "--replication-factor", "3", "--wait", "--timeout", "300") == 0  # fmt: skip
