@@ -2,18 +2,21 @@
 
 :meth:`ControllerApp.run` does, in order:
 
-1. connects to ZooKeeper, starts its SparkSession, and takes the controller lease (Kafka's election:
-   ephemeral ``/controller`` and ``/controller_epoch`` + 1 in one multi-op). A second instance waits here
-   as a standby, its SparkSession already up, until the active one's session ends;
+1. connects to ZooKeeper, starts its SparkSession, opens the checkpoint through Hadoop's FileSystem for its
+   URI (:mod:`streaming.checkpoint_fs`; a URI Spark cannot open is refused here, before the election),
+   and takes the controller lease (Kafka's election: ephemeral ``/controller`` and ``/controller_epoch``
+   + 1 in one multi-op). A second instance waits here as a standby, its SparkSession already up, until
+   the active one's session ends;
 2. makes sure the livectl topics exist;
 3. on a cold start (no committed micro-batch in the checkpoint) clears the ZooKeeper sink's progress
    znode, so batch ids restarting at 0 are not mistaken for replays;
-4. starts the query with the fenced sinks. On a used checkpoint its source holds back every record past
+4. ships the failover snapshots the checkpoint holds to the executors (``SparkContext.addFile``), then
+   starts the query with the fenced sinks. On a used checkpoint its source holds back every record past
    the checkpoint (the failover barrier, :meth:`ControllerApp._source_start`); the micro-batch the previous
    controller planned but did not commit is replayed, and waited for;
-5. reads the ZooKeeper tree (Kafka's layout) and hands it to every bucket as a failover reference on
-   ``livectl.broker-events`` (:mod:`streaming.failover`): the reference opens the barrier, so the first
-   micro-batch under the new epoch loads the snapshot before anything else;
+5. reads the ZooKeeper tree (Kafka's layout), writes and ships its snapshot, and hands it to every bucket
+   as a failover reference on ``livectl.broker-events`` (:mod:`streaming.failover`): the reference opens
+   the barrier, so the first micro-batch under the new epoch loads the snapshot before anything else;
 6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events) and waits. It stops
    the query when the lease is lost (the ZooKeeper session expired) or a write is fenced, on SIGTERM/SIGINT,
    or when ``stop()`` is called.
