@@ -262,7 +262,14 @@ class Dispatcher:
         while True:
             attempt += 1
             try:
-                return run()
+                try:
+                    return run()
+                except SinkUnavailableError:
+                    # first ask whether this controller is still the controller: a process paused past
+                    # its session (its clock ran on, so its deadline may be gone too) must learn that it
+                    # was replaced, not report an outage
+                    self._fence_still_held()
+                    raise
             except ControllerFencedError as e:
                 self.fenced = True
                 # said once, by the entry point, as the process exits (code 3)
@@ -275,6 +282,22 @@ class Dispatcher:
                     raise
                 log.warning("batch %d, %s (attempt %d): %s; trying again", batch_id, what, attempt, e)
                 time.sleep(self.retry_backoff_s)
+
+    def _fence_still_held(self, grace_s: float = 2.0) -> None:
+        """Raise :class:`ControllerFencedError` if the fence check says so within ``grace_s`` (a client
+        that was paused learns of its expired session on its first reconnection); return when it passes or
+        cannot tell."""
+        if self.fence_check is None:
+            return
+        until = time.monotonic() + grace_s
+        while True:
+            try:
+                self.fence_check()
+                return
+            except SinkUnavailableError:
+                if time.monotonic() >= until:
+                    return
+                time.sleep(0.1)
 
 
 _STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")

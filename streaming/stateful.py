@@ -96,9 +96,10 @@ def events_of(
     frame: pd.DataFrame,
     state_epoch: int = 0,
     checkpoint_dir: str | None = None,
-    loaded: bool = False,
     *,
+    loaded: bool = False,
     origins: list[Origin] | None = None,
+    snapshots: failover.SnapshotFiles | None = None,
 ) -> tuple[list[ev.Event], list[dc.StateChangeFailure]]:
     """The bucket's rows as core events, in stream order; at most one tick (the newest), last.
 
@@ -115,6 +116,7 @@ def events_of(
     the snapshot, their writes could be missing from it and conflict with it afterwards.
 
     ``origins``, when given, is filled with the origin of each returned event (same order)."""
+    files: failover.SnapshotFiles = snapshots if snapshots is not None else failover.ShippedSnapshots()
     ordered = frame.sort_values(["ts", "src", "offset", "sub"], kind="stable")
     items: list[tuple[str, Any]] = []
     item_origins: list[Origin] = []
@@ -141,7 +143,7 @@ def events_of(
     skipped: list[dc.StateChangeFailure] = []
     usable: list[dict[str, Any]] = []
     for ref in refs:
-        reason = failover.unusable_reason(ref, bucket, state_epoch, checkpoint_dir)
+        reason = failover.unusable_reason(ref, bucket, state_epoch, checkpoint_dir, files)
         if reason is None:
             usable.append(ref)
         else:
@@ -156,13 +158,13 @@ def events_of(
     def load(origin: Origin) -> None:
         assert chosen is not None
         try:
-            events.append(failover.load_bucket_failover(chosen, bucket))
+            events.append(failover.load_bucket_failover(chosen, bucket, files))
             kept.append(origin)
         except Exception as e:  # a damaged snapshot file must not stop the query in a loop
             skipped.append(_skipped_ref(chosen, f"its snapshot could not be read: {e!r}"[:2000]))
 
     if loaded and chosen is not None:
-        load(next(o for (_, item), o in zip(items, item_origins, strict=True) if item is chosen))
+        load(next(o for (_, i), o in zip(items, item_origins, strict=True) if i is chosen))
     for (kind, item), origin in zip(items, item_origins, strict=True):
         if kind == KIND_EVENT:
             events.append(item)
@@ -242,19 +244,26 @@ def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[An
 
 
 def make_step(checkpoint_dir: str | None) -> Any:
-    """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``."""
+    """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``
+    (its qualified URI). It runs in Python workers on the executors, which read failover snapshots from
+    the copies the driver shipped (:class:`streaming.failover.ShippedSnapshots`)."""
+    shipped = failover.ShippedSnapshots()
 
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        return step_bucket(key, frames, state, checkpoint_dir)
+        return step_bucket(key, frames, state, checkpoint_dir, shipped)
 
     return step
 
 
 def step_bucket(
-    key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any, checkpoint_dir: str | None = None
+    key: tuple[Any, ...],
+    frames: Iterator[pd.DataFrame],
+    state: Any,
+    checkpoint_dir: str | None = None,
+    snapshots: failover.SnapshotFiles | None = None,
 ) -> Iterator[pd.DataFrame]:
     """One bucket's micro-batch (``GroupStateTimeout.NoTimeout``); ``checkpoint_dir`` (when given) is where
-    this query's failover snapshots live."""
+    this query's failover snapshots live, ``snapshots`` how to read them (default: the shipped copies)."""
     bucket = int(key[0])
     frame = pd.concat(list(frames), ignore_index=True)
     if bucket == REJECTED_BUCKET:
@@ -270,7 +279,9 @@ def step_bucket(
         current = controller.ControllerState()
     loaded = current.context.controller_id >= 0
     origins: list[Origin] = []
-    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir, loaded, origins=origins)
+    events, skipped = events_of(
+        bucket, frame, current.context.epoch, checkpoint_dir, loaded=loaded, origins=origins, snapshots=snapshots
+    )
     kept, refused = applicable_events(current, events)
     origins = origins[len(events) - len(kept) :]
     new_state, decisions, quarantined = controller.step_isolating(current, kept)

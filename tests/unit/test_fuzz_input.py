@@ -32,6 +32,7 @@ from core.states import ReplicaState
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
 from streaming import failover, routing, stateful
+from streaming.checkpoint_fs import MemoryCheckpointStore
 from streaming.dispatch import Dispatcher
 from streaming.validation import InputValidator
 
@@ -73,6 +74,8 @@ class Query:
 
     def __init__(self, tmp: Path, validator: InputValidator) -> None:
         self.tmp = tmp
+        #: the checkpoint the failover snapshots go to and the bucket step reads them from
+        self.store = MemoryCheckpointStore(f"memory:{tmp}")
         self.validator = validator
         self.zk = MemoryZooKeeper()
         self.zk.create("/controller_epoch", b"1")
@@ -114,7 +117,15 @@ class Query:
     def step(self, routed: pd.DataFrame) -> pd.DataFrame:
         outputs = []
         for bucket, frame in routed.groupby("bucket"):
-            outputs.extend(stateful.step_bucket((bucket,), iter([frame]), self.states[int(bucket)], str(self.tmp)))
+            outputs.extend(
+                stateful.step_bucket(
+                    (bucket,),
+                    iter([frame]),
+                    self.states[int(bucket)],
+                    self.store.root,
+                    failover.StoreSnapshots(self.store),
+                )
+            )
         return pd.concat(outputs, ignore_index=True)
 
     def contexts(self) -> list[Any]:
@@ -360,7 +371,7 @@ def test_seeded_fuzz_every_record_is_rejected_answered_or_applied(tmp_path: Path
     rnd = random.Random(SEED)
     q = Query(tmp_path, InputValidator())
     snapshot = ev.ZkSnapshot(1, 0, tuple(ev.BrokerInfo(b, 100 + b) for b in BROKERS), (), ())
-    ref = failover.write_snapshot(str(tmp_path), 1000, snapshot, BUCKETS)
+    ref = failover.write_snapshot(q.store, 1000, snapshot, BUCKETS)
     q.run([(EVENTS, failover.ref_to_json(ref))])
 
     fz = Fuzzer(rnd)
