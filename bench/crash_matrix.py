@@ -236,7 +236,8 @@ class Matrix:
         assert self.zk is not None
         return [int(c) for c in self.zk.get_children("/brokers/ids")] if self.zk.exists("/brokers/ids") else []
 
-    def start_controller(self) -> ControllerProcess:
+    def start_controller(self, extra: dict[str, Any] | None = None) -> ControllerProcess:
+        """A ``livectl run`` process on this cluster; ``extra`` settings are added to its ``--set``s."""
         cid = self._next_id
         self._next_id += 1
         sets = {
@@ -255,6 +256,7 @@ class Matrix:
             "trigger_interval": "500 milliseconds",
             # small transactions: a large creation spans many of them, so a crash can fall between two
             "zk_ops_per_transaction": 20,
+            **(extra or {}),
         }
         cmd = [sys.executable, "-m", "livectl", "run", "--master", "local[2]"]
         for k, v in sets.items():

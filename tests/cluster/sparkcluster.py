@@ -78,6 +78,15 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _alive(pid: int) -> bool:
+    """Running and not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def group_members(pgid: int) -> list[int]:
     """Live processes of process group ``pgid`` (from ``/proc/*/stat``)."""
     out = []
@@ -114,29 +123,45 @@ class SparkProcess:
     def members(self) -> list[int]:
         return group_members(self.pid)
 
+    def tree(self) -> list[int]:
+        """This process, what it started (by parent PID: Spark's Python daemons lead process groups of their
+        own) and its process group."""
+        from livectl.demo import descendants
+
+        own = [self.pid] if self.running() else []
+        return sorted({*own, *descendants(self.pid), *self.members()})
+
     def kill_group(self) -> None:
-        """SIGKILL the process and everything in its group: a machine (or a driver) lost at once."""
+        """SIGKILL the process and everything it started: a machine (or a driver) lost at once."""
         if self.running() and self.marker not in _cmdline(self.pid):
             raise AssertionError(f"{self.name}: pid {self.pid} no longer runs {self.marker!r}; not signalling")
+        pids = self.tree()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGKILL)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
-        wait_for(f"{self.name}'s process group to be gone", lambda: not self.members(), timeout=30, interval=0.2)
+        wait_for(f"{self.name}'s processes to be gone", lambda: not any(_alive(p) for p in pids), timeout=30)
 
     def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM to the group, SIGKILL after ``timeout``; waits until no member is left."""
+        """SIGTERM to the group, then SIGKILL to whatever of its tree is left after ``timeout``."""
         if self.running() and self.marker not in _cmdline(self.pid):
             return
+        pids = self.tree()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and (self.running() or self.members()):
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
             time.sleep(0.2)
-        if self.running() or self.members():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, signal.SIGKILL)
+            self.proc.poll()
+        for pid in [*pids, *self.tree()]:
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
+        wait_for(f"{self.name}'s processes to be gone", lambda: not any(_alive(p) for p in pids), timeout=30)
 
     def tail(self, lines: int = 40) -> str:
         try:
@@ -305,10 +330,15 @@ def executors_of(driver: SparkProcess, app_id: str) -> list[dict[str, Any]]:
     return [e for e in doc or [] if e.get("id") != "driver"]
 
 
+def process_tree(worker: SparkProcess) -> dict[int, str]:
+    """Every live process under ``worker`` (by parent PID) or in its process group, with its command line."""
+    return {pid: _cmdline(pid) for pid in worker.tree()}
+
+
 def python_workers(worker: SparkProcess) -> list[tuple[int, str, str]]:
-    """``(pid, command line, working directory)`` of the Python processes in a worker's process group."""
+    """``(pid, command line, working directory)`` of the Python processes a worker's executors started."""
     out = []
-    for pid in worker.members():
+    for pid in process_tree(worker):
         cmd = _cmdline(pid)
         if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
             try:
