@@ -62,6 +62,7 @@ from core.events import (
     encode_event,
 )
 from simbrokers.control import CONTROL_TOPIC, ControlCommand
+from sinks.security import KafkaSecurity, SecurityConfigError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -142,6 +143,13 @@ def _common(write: bool) -> argparse.ArgumentParser:
         "--zookeeper",
         default=None,
         help="ZooKeeper connect string (default: $LIVECTL_ZOOKEEPER, `livectl local up`, or 127.0.0.1:2181)",
+    )
+    g.add_argument(
+        "--command-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="Kafka client security properties (security.protocol, sasl.*, ssl.*), as for Kafka's tools",
     )
     if write:
         g.add_argument("--admin-topic", default=ADMIN_TOPIC, help="commands topic (default: %(default)s)")
@@ -333,6 +341,21 @@ def _kafka(args: argparse.Namespace) -> str:
     return str(args.bootstrap_server or default_bootstrap())
 
 
+def _kafka_config(args: argparse.Namespace) -> dict[str, Any]:
+    """kafka-python keyword arguments from ``--command-config`` (Kafka's property names)."""
+    path: Path | None = getattr(args, "command_config", None)
+    if path is None:
+        return {}
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UsageError("--command-config", f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return KafkaSecurity.from_file_text(text, str(path)).client_kwargs()
+    except SecurityConfigError as e:
+        raise UsageError("--command-config", f"{path}: {e}") from None
+
+
 def _validated(command: AdminCommand) -> AdminCommand:
     """Round-trip through core's strict decoder: what the controller will accept, or a FormatError."""
     decoded = decode_event(encode_event(command))
@@ -350,9 +373,10 @@ def submit(args: argparse.Namespace, command: AdminCommand, label: str) -> Submi
     """Publish ``command``; with ``--wait``, follow its result (errors raise :class:`OperationFailedError`)."""
     command = _validated(command)
     bootstrap = _kafka(args)
-    follower = ResultFollower.open(bootstrap, args.admin_results_topic) if args.wait else None
+    config = _kafka_config(args)
+    follower = ResultFollower.open(bootstrap, args.admin_results_topic, config) if args.wait else None
     try:
-        publish_command(bootstrap, args.admin_topic, command, command.request_id)
+        publish_command(bootstrap, args.admin_topic, command, command.request_id, config)
         print(f"Submitted {command.TYPE} (request {command.request_id}).", file=sys.stderr)
         if follower is None:
             return Submitted(command.request_id, None)
@@ -795,7 +819,7 @@ def _broker(args: argparse.Namespace) -> int:
     with connect(_zk(args)) as zk:
         if args.broker_id not in zk.brokers():
             raise OperationFailedError(f"broker {args.broker_id} is not registered ({path} does not exist)")
-    publish(_kafka(args), args.control_topic, str(args.broker_id), cmd.to_json())
+    publish(_kafka(args), args.control_topic, str(args.broker_id), cmd.to_json(), _kafka_config(args))
     print(f"Sent {name} to broker {args.broker_id} on {args.control_topic}.")
     if args.wait and name in ("shutdown", "kill"):
         progress = Progress(f"broker {args.broker_id} {name}")

@@ -19,6 +19,7 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -76,9 +77,12 @@ class ResultFollower:
     epochs: EpochFilter = field(default_factory=EpochFilter)
 
     @classmethod
-    def open(cls, bootstrap: str, topic: str) -> ResultFollower:
+    def open(cls, bootstrap: str, topic: str, client_config: Mapping[str, Any] | None = None) -> ResultFollower:
+        """``client_config``: extra kafka-python keyword arguments (security, from ``--command-config``)."""
         try:
-            consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+            consumer = KafkaConsumer(
+                **dict(client_config or {}), bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None
+            )
         except KafkaError:
             raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
         parts = consumer.partitions_for_topic(topic)
@@ -141,10 +145,10 @@ def _decode_result(value: bytes) -> AdminResult | None:
     return decision if isinstance(decision, AdminResult) else None
 
 
-def publish(bootstrap: str, topic: str, key: str, value: str) -> None:
+def publish(bootstrap: str, topic: str, key: str, value: str, client_config: Mapping[str, Any] | None = None) -> None:
     """Send one message and wait for the broker's acknowledgement."""
     try:
-        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=3)
+        producer = KafkaProducer(**dict(client_config or {}), bootstrap_servers=bootstrap, acks="all", retries=3)
     except KafkaError:
         raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
     try:
@@ -157,8 +161,10 @@ def publish(bootstrap: str, topic: str, key: str, value: str) -> None:
         producer.close()
 
 
-def publish_command(bootstrap: str, topic: str, command: Event, request_id: str) -> None:
-    publish(bootstrap, topic, request_id, event_to_json(command))
+def publish_command(
+    bootstrap: str, topic: str, command: Event, request_id: str, client_config: Mapping[str, Any] | None = None
+) -> None:
+    publish(bootstrap, topic, request_id, event_to_json(command), client_config)
 
 
 class Progress:

@@ -25,7 +25,6 @@ import argparse
 import gc
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from core import decisions as dc
 from core import events as ev
 from core.zkdata import encode_partition_state, encode_topic_znode, snapshot_from_znodes
 from streaming import failover
+from streaming.checkpoint_fs import MemoryCheckpointStore
 from streaming.stateful import decision_rows, dump_state, load_state
 
 
@@ -100,22 +100,23 @@ def main() -> None:
     out["batch_floor_s_2_cores"] = round(per_call * args.buckets / 2, 3)
 
     # the failover batch: read the bucket's snapshot file and step ControllerFailover on an empty state
-    with tempfile.TemporaryDirectory() as d:
-        snap = snapshot_for(state)
-        if snap.partition_states:
-            ref = failover.write_snapshot(d, 1000, snap, 1)
-            loaded_fo, t_file = timed(failover.load_bucket_failover, ref, 0)
-            (fo_state, fo_decisions), t_step = timed(controller.step, controller.ControllerState(), [loaded_fo])
-            _, t_dump = timed(dump_state, fo_state)
-            fo_rows, t_rows = timed(decision_rows, 0, fo_decisions)
-            out["failover_file_load_s"] = round(t_file, 3)
-            out["failover_step_s"] = round(t_step, 3)
-            out["failover_dump_state_s"] = round(t_dump, 3)
-            out["failover_decision_rows_s"] = round(t_rows, 3)
-            out["failover_decisions"] = len(fo_decisions)
-            out["failover_output_json_bytes"] = sum(len(r[3]) for r in fo_rows)
-            reqs = [d for d in fo_decisions if isinstance(d, dc.BrokerRequest)]
-            out["failover_largest_request_bytes"] = max((len(r.body) for r in reqs), default=0)
+    # (the checkpoint in memory: on executors the slice is read from the copy the driver shipped)
+    snap = snapshot_for(state)
+    if snap.partition_states:
+        store = MemoryCheckpointStore()
+        ref = failover.write_snapshot(store, 1000, snap, 1)
+        loaded_fo, t_file = timed(failover.load_bucket_failover, ref, 0, failover.StoreSnapshots(store))
+        (fo_state, fo_decisions), t_step = timed(controller.step, controller.ControllerState(), [loaded_fo])
+        _, t_dump = timed(dump_state, fo_state)
+        fo_rows, t_rows = timed(decision_rows, 0, fo_decisions)
+        out["failover_file_load_s"] = round(t_file, 3)
+        out["failover_step_s"] = round(t_step, 3)
+        out["failover_dump_state_s"] = round(t_dump, 3)
+        out["failover_decision_rows_s"] = round(t_rows, 3)
+        out["failover_decisions"] = len(fo_decisions)
+        out["failover_output_json_bytes"] = sum(len(r[3]) for r in fo_rows)
+        reqs = [d for d in fo_decisions if isinstance(d, dc.BrokerRequest)]
+        out["failover_largest_request_bytes"] = max((len(r.body) for r in reqs), default=0)
     for k, v in list(out.items()):
         if isinstance(v, float):
             out[k] = round(v, 3)

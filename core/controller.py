@@ -60,6 +60,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from core import deletion, partition_machine, replica_machine
+from core import limits as lim
 from core.assignment import ReplicaAssignment
 from core.context import (
     NO_LEADER,
@@ -210,6 +211,8 @@ class _Controller:
         self.pending_deletions = {k: set(v) for k, v in state.pending_deletions.items()}
         self.zk_reassignments = set(state.zk_reassignments)
         self._had_zk_reassignments = bool(self.zk_reassignments)
+        #: request ids (of this step) whose reassignment of a partition was replaced by a newer one
+        self._superseded: set[str] = set()
         self.fx = Effects()
 
     def state(self) -> ControllerState:
@@ -258,14 +261,20 @@ class _Controller:
     def _replica_states(self, replicas: Sequence[PartitionReplica], target: ReplicaState) -> None:
         replica_machine.apply(self.ctx, self.fx, replicas, target)
 
+    def _needs_leader(self, tp: TopicPartition) -> bool:
+        """Whether a partition takes part in leader elections: not when its topic is queued for deletion
+        (Kafka's rule), except while the partition is being reassigned — the deletion waits for that
+        reassignment, which cannot finish without a leader to bring the new replicas into the ISR."""
+        return tp.topic not in self.ctx.topics_to_be_deleted or tp in self.ctx.partitions_being_reassigned
+
     def trigger_online_partition_state_change(self, topic: str | None = None) -> dict[TopicPartition, str]:
-        """New and Offline partitions (not queued for deletion) -> Online with the offline strategy;
-        returns the failures."""
+        """New and Offline partitions (not queued for deletion, see :meth:`_needs_leader`) -> Online with the
+        offline strategy; returns the failures."""
         ctx = self.ctx
         tps = sort_tps(
             tp
             for tp in ctx.offline_or_new_partitions
-            if tp.topic not in ctx.topics_to_be_deleted and (topic is None or tp.topic == topic)
+            if self._needs_leader(tp) and (topic is None or tp.topic == topic)
         )
         return self._partition_states(tps, PartitionState.ONLINE, ElectionStrategy.OFFLINE)
 
@@ -305,13 +314,11 @@ class _Controller:
         with_offline_leader = []
         for tp, li in ctx.partition_leadership.items():
             leader = li.leader_and_isr.leader
-            if (leader not in live or (leader in dirs and tp in dirs[leader])) and tp.topic not in (
-                ctx.topics_to_be_deleted
-            ):
+            if (leader not in live or (leader in dirs and tp in dirs[leader])) and self._needs_leader(tp):
                 with_offline_leader.append(tp)
         with_offline_leader.sort(key=lambda tp: (tp.topic, tp.partition))
         self._partition_states(with_offline_leader, PartitionState.OFFLINE)
-        n_candidates = sum(1 for tp in ctx.offline_or_new_partitions if tp.topic not in ctx.topics_to_be_deleted)
+        n_candidates = sum(1 for tp in ctx.offline_or_new_partitions if self._needs_leader(tp))
         failures = self.trigger_online_partition_state_change()
         self._replica_states(not_for_deletion, ReplicaState.OFFLINE)
         if for_deletion:
@@ -561,6 +568,10 @@ class _Controller:
                 self._admin(cmd, AdminStatus.ERROR, e.error, str(e))
                 return
         topic_id = _topic_id(cmd.topic, cmd.request_id)
+        too_big = _topic_znode_problem(cmd.topic, {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}, topic_id)
+        if too_big is not None:
+            self._admin(cmd, AdminStatus.ERROR, "INVALID_PARTITIONS", too_big)
+            return
         ctx.topic_ids[cmd.topic] = topic_id
         ctx.topic_configs[cmd.topic] = configs
         if UNCLEAN_CONFIG in configs:
@@ -595,6 +606,16 @@ class _Controller:
             self._admin(cmd, AdminStatus.ERROR, "INVALID_TOPIC_EXCEPTION", "The topic is queued for deletion.")
             return
         existing = ctx.partitions_for_topic(cmd.topic)
+        if any(tp in ctx.partitions_being_reassigned for tp in existing):
+            # Kafka refuses too (ReassignmentInProgressException): while a partition is being reassigned its
+            # replica list is target + origin, which is not the topic's replication factor
+            self._admin(
+                cmd,
+                AdminStatus.ERROR,
+                "REASSIGNMENT_IN_PROGRESS",
+                f"A partition reassignment is in progress for the topic '{cmd.topic}'.",
+            )
+            return
         n_existing = len(existing)
         to_add = cmd.total_count - n_existing
         if to_add <= 0:
@@ -629,6 +650,12 @@ class _Controller:
             except PlacementError as e:
                 self._admin(cmd, AdminStatus.ERROR, e.error, str(e))
                 return
+        grown = {tp.partition: ctx.assignment(tp) for tp in existing}
+        grown.update((p, ReplicaAssignment(tuple(r))) for p, r in placed.items())
+        too_big = _topic_znode_problem(cmd.topic, grown, ctx.topic_ids.get(cmd.topic))
+        if too_big is not None:
+            self._admin(cmd, AdminStatus.ERROR, "INVALID_PARTITIONS", too_big)
+            return
         tps = [TopicPartition(cmd.topic, p) for p in sorted(placed)]
         for tp in tps:
             ctx.set_assignment(tp, ReplicaAssignment(placed[tp.partition]))
@@ -711,8 +738,10 @@ class _Controller:
             reassignment = current.reassign_to(current.origin_replicas)
         else:
             return "NO_REASSIGNMENT_IN_PROGRESS", "No reassignment in progress."
-        for tps in self.pending_reassignments.values():
-            tps.discard(tp)
+        for rid, tps in self.pending_reassignments.items():
+            if tp in tps:
+                tps.discard(tp)
+                self._superseded.add(rid)
         self.on_partition_reassignment(tp, reassignment)
         return None
 
@@ -724,7 +753,11 @@ class _Controller:
             items = [(TopicPartition(t.topic, t.partition), t.replicas) for t in cmd.partitions]
         else:
             items = [(tp, None) for tp in cmd.partitions]
+        too_big = self._reassigned_znodes_too_big(items)
         for tp, target in items:
+            if tp.topic in too_big:
+                results[str(tp)] = {"error": "INVALID_REPLICA_ASSIGNMENT", "message": too_big[tp.topic]}
+                continue
             self.zk_reassignments.discard(tp)
             err = self._trigger_reassignment(tp, target)
             if err is None:
@@ -743,6 +776,26 @@ class _Controller:
         else:
             self._admin(cmd, AdminStatus.OK, details={"partitions": results})
         self._maybe_clear_zk_reassignment_path()
+
+    def _reassigned_znodes_too_big(
+        self, items: Sequence[tuple[TopicPartition, Sequence[int] | None]]
+    ) -> dict[str, str]:
+        """Topics whose znode, with every reassignment of ``items`` started (the replicas listed as target
+        + origin, adding and removing), would be over what ZooKeeper accepts: topic -> the reason."""
+        ctx = self.ctx
+        by_topic: dict[str, dict[int, ReplicaAssignment]] = {}
+        for tp, target in items:
+            if target is None or tp not in ctx.partition_assignments:
+                continue
+            by_topic.setdefault(tp.topic, {})[tp.partition] = ctx.assignment(tp).reassign_to(target)
+        out: dict[str, str] = {}
+        for topic, changed in by_topic.items():
+            prospective = {tp.partition: ctx.assignment(tp) for tp in ctx.partitions_for_topic(topic)}
+            prospective.update(changed)
+            problem = _topic_znode_problem(topic, prospective, ctx.topic_ids.get(topic))
+            if problem is not None:
+                out[topic] = problem
+        return out
 
     def is_reassignment_complete(self, tp: TopicPartition, ra: ReplicaAssignment) -> bool:
         if not ra.is_being_reassigned:
@@ -1041,9 +1094,10 @@ class _Controller:
             tps.intersection_update(ctx.partitions_being_reassigned)
             if not tps:
                 del self.pending_reassignments[rid]
-                self.fx.admin.append(
-                    AdminResult(rid, ReassignPartitions.TYPE, AdminStatus.OK, None, "Reassignment completed.")
-                )
+                message = "Reassignment completed."
+                if rid in self._superseded:
+                    message = "Reassignment completed or superseded by a newer reassignment or cancellation."
+                self.fx.admin.append(AdminResult(rid, ReassignPartitions.TYPE, AdminStatus.OK, None, message))
         for rid in sorted(self.pending_deletions):
             topics = self.pending_deletions[rid]
             topics.intersection_update(ctx.topic_partitions)
@@ -1089,6 +1143,39 @@ def step(state: ControllerState, events: Iterable[Event]) -> tuple[ControllerSta
     return c.state(), decisions
 
 
+@dataclass(frozen=True)
+class Quarantined:
+    """An event :func:`step_isolating` left out because handling it raised: its index in the events
+    given, and the exception as text."""
+
+    index: int
+    error: str
+
+
+def step_isolating(
+    state: ControllerState, events: Iterable[Event]
+) -> tuple[ControllerState, list[Decision], list[Quarantined]]:
+    """:func:`step`, except that an event whose handling raises (a bug: bad input is refused before it
+    gets here) costs only itself. The step is run again from ``state`` without that event, so the result
+    is exactly that of a step over the other events — nothing the failing event half-did survives — and,
+    ``step`` being pure and deterministic, a replayed micro-batch leaves out the same events with the same
+    outcome. Returns the new state, the decisions and the events left out (in order)."""
+    todo = list(events)
+    errors: dict[int, str] = {}
+    while True:
+        c = _Controller(state)
+        current = -1
+        try:
+            for current, ev in enumerate(todo):
+                if current not in errors:
+                    c.handle(ev)
+        except Exception as exc:
+            errors[current] = f"{type(exc).__name__}: {exc}"[:2000]
+            continue
+        decisions = c.fx.decisions(c.ctx)
+        return c.state(), decisions, [Quarantined(i, errors[i]) for i in sorted(errors)]
+
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -1097,6 +1184,18 @@ def _invalid_config(configs: dict[str, str]) -> str | None:
     if v is not None and v not in ("true", "false"):
         return f"Invalid value {v} for configuration {UNCLEAN_CONFIG}: Expected value to be either true or false"
     return None
+
+
+def _topic_znode_problem(topic: str, assignment: dict[int, ReplicaAssignment], topic_id: str | None) -> str | None:
+    """Why ``/brokers/topics/<topic>`` with ``assignment`` cannot be written (ZooKeeper refuses data over
+    its ``jute.maxbuffer``, and the controller could then never record the topic), or ``None``."""
+    size = len(encode_topic_znode(assignment, topic_id).encode())
+    if size <= lim.MAX_ZNODE_BYTES:
+        return None
+    return (
+        f"The znode of topic '{topic}' would be {size} bytes, over the {lim.MAX_ZNODE_BYTES} bytes one znode may "
+        f"hold (ZooKeeper's jute.maxbuffer is {lim.JUTE_MAXBUFFER} bytes)."
+    )
 
 
 def _topic_id(topic: str, request_id: str) -> str:
@@ -1215,10 +1314,12 @@ __all__ = [
     "ControllerConfig",
     "ControllerState",
     "PartitionTarget",
+    "Quarantined",
     "auto_rebalance_candidates",
     "brokers_over_imbalance",
     "imbalance",
     "initial_state",
     "metrics",
     "step",
+    "step_isolating",
 ]

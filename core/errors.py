@@ -16,10 +16,14 @@ class FormatError(CoreError, ValueError):
     """A JSON form could not be decoded.
 
     ``field`` names the offending field (dotted for nested ones) and ``reason`` says what is wrong,
-    so that a rejected admin command can carry both to ``livectl.rejected``.
+    so that a rejected admin command can carry both to ``livectl.rejected``. ``error`` is the Kafka
+    error name the command's result carries (``INVALID_TOPIC_EXCEPTION`` for an illegal topic name,
+    ``INVALID_PARTITIONS``, ``INVALID_REPLICATION_FACTOR``, ``INVALID_REPLICA_ASSIGNMENT``; by default
+    ``INVALID_REQUEST``).
     """
 
-    def __init__(self, field: str, reason: str) -> None:
+    def __init__(self, field: str, reason: str, error: str = "INVALID_REQUEST") -> None:
         self.field = field
         self.reason = reason
+        self.error = error
         super().__init__(f"{field}: {reason}")

@@ -25,25 +25,50 @@ from enum import Enum
 from typing import Any, ClassVar
 
 from core import jsonform as jf
+from core import limits as lim
 from core.errors import FormatError
+from core.limits import MAX_TOPIC_LENGTH
 
 EVENT_VERSION = 1
 
-_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_LENGTH = 249
+#: Kafka's ``Topic.LEGAL_CHARS``; matched against the whole name (``fullmatch``: a ``$`` would let a
+#: final newline through)
+_TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]+")
+#: the same rule as one regular expression, for the great-expectations suite
+TOPIC_NAME_REGEX = r"^(?!\.\.?\Z)[a-zA-Z0-9._-]{1,249}\Z"
+INVALID_TOPIC = "INVALID_TOPIC_EXCEPTION"
 
 
 def validate_topic_name(name: str, fieldname: str = "topic") -> str:
-    """Kafka's topic name rules (``org.apache.kafka.common.internals.Topic.validate``)."""
+    """Kafka's topic name rules (``org.apache.kafka.common.internals.Topic.validate``); the error is
+    Kafka's ``INVALID_TOPIC_EXCEPTION``."""
+    if not name:
+        raise FormatError(fieldname, "topic name is illegal, it can't be empty", INVALID_TOPIC)
     if name in (".", ".."):
-        raise FormatError(fieldname, f"topic name cannot be '{name}'")
+        raise FormatError(fieldname, 'topic name cannot be "." or ".."', INVALID_TOPIC)
     if len(name) > MAX_TOPIC_LENGTH:
-        raise FormatError(fieldname, f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
-    if not _TOPIC_RE.match(name):
         raise FormatError(
-            fieldname, f"topic name '{name}' is illegal: only ASCII alphanumerics, '.', '_' and '-' are allowed"
+            fieldname,
+            f"topic name is illegal, it can't be longer than {MAX_TOPIC_LENGTH} characters, "
+            f"got {len(name)}: {lim.show(name)}",
+            INVALID_TOPIC,
+        )
+    if not _TOPIC_RE.fullmatch(name):
+        raise FormatError(
+            fieldname,
+            f"topic name {lim.show(name)} is illegal, it contains a character other than ASCII alphanumerics, "
+            "'.', '_' and '-'",
+            INVALID_TOPIC,
         )
     return name
+
+
+def topic_field(o: Mapping[str, Any], field_: str = "topic", prefix: str = "") -> str:
+    """A topic name field, checked by Kafka's rules."""
+    v = jf.req(o, field_, prefix)
+    if not isinstance(v, str):
+        raise FormatError(prefix + field_, f"must be a string, got {type(v).__name__}", INVALID_TOPIC)
+    return validate_topic_name(v, prefix + field_)
 
 
 @dataclass(frozen=True, order=True)
@@ -484,6 +509,8 @@ def event_from_json(text: str | bytes) -> Event:
         raw = json.loads(text)
     except (ValueError, UnicodeDecodeError) as e:
         raise FormatError("$", f"not valid JSON: {e}") from None
+    except RecursionError:
+        raise FormatError("$", "not valid JSON: nested too deeply") from None
     return decode_event(raw)
 
 
@@ -491,10 +518,10 @@ def decode_event(raw: Any) -> Event:
     """Decode and validate one event; raises :class:`FormatError` naming the field and reason."""
     o = jf.obj(raw, "$")
     jf.version(o, EVENT_VERSION)
-    t = jf.string(o, "type")
+    t = jf.string(o, "type", max_length=lim.MAX_NAME_LENGTH)
     decoder = _DECODERS.get(t)
     if decoder is None:
-        raise FormatError("type", f"unknown event type '{t}'; known: {', '.join(sorted(EVENT_TYPES))}")
+        raise FormatError("type", f"unknown event type {lim.show(t)}; known: {', '.join(sorted(EVENT_TYPES))}")
     return decoder(o)
 
 
@@ -503,116 +530,198 @@ def _assignment(o: Mapping[str, Any], field_: str) -> tuple[tuple[int, ...], ...
     if v is None:
         return ()
     m = jf.obj(v, field_)
+    bad = "INVALID_REPLICA_ASSIGNMENT"
     parts: dict[int, tuple[int, ...]] = {}
     for k, reps in m.items():
+        name = f"{field_}.{k if len(k) <= 40 and k.isascii() and k.isprintable() else lim.show(k, 20)}"
+        if not (k.isascii() and k.isdigit() and len(k) <= 10 and int(k) <= lim.INT32_MAX):
+            raise FormatError(name, "partition ids must be integers from 0 to 2147483647", bad)
+        p = int(k)
         try:
-            p = int(k)
-        except ValueError:
-            raise FormatError(f"{field_}.{k}", "partition ids must be integers") from None
-        parts[p] = jf.int_seq(reps, f"{field_}.{k}", minimum=0, distinct=True)
+            parts[p] = jf.int_seq(
+                reps,
+                name,
+                minimum=0,
+                maximum=lim.MAX_BROKER_ID,
+                distinct=True,
+                what=f"partition {p}",
+                max_items=lim.MAX_REPLICATION_FACTOR,
+            )
+        except FormatError as e:
+            raise FormatError(e.field, e.reason, bad) from None
         if not parts[p]:
-            raise FormatError(f"{field_}.{k}", "must list at least one broker")
+            raise FormatError(name, f"partition {p} must list at least one broker", bad)
     if sorted(parts) != list(range(len(parts))):
-        raise FormatError(field_, f"partitions must be numbered 0..{len(parts) - 1}, got {sorted(parts)}")
+        raise FormatError(
+            field_, f"partitions must be numbered 0..{len(parts) - 1}, got {lim.show(sorted(parts))}", bad
+        )
     rfs = {len(r) for r in parts.values()}
     if len(rfs) > 1:
-        raise FormatError(field_, "all partitions must have the same replication factor")
+        raise FormatError(field_, "all partitions must have the same replication factor", bad)
     return tuple(parts[i] for i in range(len(parts)))
 
 
 def _configs(o: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(jf.str_map(o, "configs").items()))
+    configs = jf.str_map(o, "configs", max_key_length=lim.MAX_NAME_LENGTH, max_value_length=lim.MAX_CONFIG_VALUE_LENGTH)
+    # /config/topics/<t> holds them all: {"version":1,"config":{…}}
+    size = len(json.dumps({"version": 1, "config": configs}, separators=(",", ":")).encode())
+    if size > lim.MAX_ZNODE_BYTES:
+        raise FormatError(
+            "configs",
+            f"the topic's config znode would be {size} bytes, over the {lim.MAX_ZNODE_BYTES} bytes a znode may "
+            f"hold (ZooKeeper's jute.maxbuffer is {lim.JUTE_MAXBUFFER})",
+            "INVALID_CONFIG",
+        )
+    return tuple(sorted(configs.items()))
 
 
 def _tp_list(o: Mapping[str, Any], field_: str, *, required: bool) -> tuple[TopicPartition, ...]:
     if o.get(field_) is None and not required:
         return ()
     out = []
-    for i, e in enumerate(jf.obj_list(o, field_)):
+    for i, e in enumerate(jf.obj_list(o, field_, max_items=lim.MAX_LIST_ITEMS)):
         pre = f"{field_}[{i}]."
-        out.append(
-            TopicPartition(
-                validate_topic_name(jf.string(e, "topic", pre), pre + "topic"),
-                jf.integer(e, "partition", pre, minimum=0),
-            )
-        )
+        out.append(TopicPartition(topic_field(e, "topic", pre), _partition_id(e, pre)))
     return tuple(out)
+
+
+def _partition_id(o: Mapping[str, Any], prefix: str = "") -> int:
+    return jf.integer(o, "partition", prefix, minimum=0, maximum=lim.INT32_MAX)
+
+
+def _broker_id(o: Mapping[str, Any], field_: str = "broker_id", prefix: str = "") -> int:
+    return jf.integer(o, field_, prefix, minimum=0, maximum=lim.MAX_BROKER_ID)
+
+
+def _error_code(o: Mapping[str, Any], prefix: str = "") -> int:
+    return jf.opt_integer(o, "error_code", 0, prefix, minimum=-(2**15), maximum=lim.INT16_MAX)
 
 
 def _partition_errors(o: Mapping[str, Any]) -> tuple[PartitionError, ...]:
     out = []
-    for i, e in enumerate(jf.obj_list(o, "partitions")):
+    for i, e in enumerate(jf.obj_list(o, "partitions", max_items=lim.MAX_LIST_ITEMS)):
         pre = f"partitions[{i}]."
-        out.append(
-            PartitionError(
-                jf.string(e, "topic", pre),
-                jf.integer(e, "partition", pre, minimum=0),
-                jf.opt_integer(e, "error_code", 0, pre),
-            )
-        )
+        out.append(PartitionError(topic_field(e, "topic", pre), _partition_id(e, pre), _error_code(e, pre)))
     return tuple(out)
+
+
+def _name(o: Mapping[str, Any], field_: str, prefix: str = "") -> str:
+    return jf.string(o, field_, prefix, max_length=lim.MAX_NAME_LENGTH)
 
 
 def _endpoints(o: Mapping[str, Any], prefix: str = "") -> tuple[Endpoint, ...]:
     if o.get("endpoints") is None:
         return ()
     out = []
-    for i, e in enumerate(jf.obj_list(o, "endpoints", prefix)):
+    for i, e in enumerate(jf.obj_list(o, "endpoints", prefix, max_items=1000)):
         pre = f"{prefix}endpoints[{i}]."
         out.append(
             Endpoint(
-                jf.string(e, "listener", pre),
-                jf.string(e, "host", pre),
-                jf.integer(e, "port", pre, minimum=0),
-                jf.opt_string(e, "security_protocol", pre) or "PLAINTEXT",
+                _name(e, "listener", pre),
+                _name(e, "host", pre),
+                jf.integer(e, "port", pre, minimum=0, maximum=lim.MAX_PORT),
+                jf.opt_string(e, "security_protocol", pre, max_length=lim.MAX_NAME_LENGTH) or "PLAINTEXT",
             )
         )
     return tuple(out)
 
 
 def _request_id(o: Mapping[str, Any]) -> str:
-    return jf.string(o, "request_id")
+    return jf.string(o, "request_id", max_length=lim.MAX_REQUEST_ID_LENGTH)
 
 
 def _topic(o: Mapping[str, Any]) -> str:
-    return validate_topic_name(jf.string(o, "topic"))
+    return topic_field(o)
+
+
+def _fits_one_znode(partitions: int, rf: int, field_: str, error: str) -> None:
+    """Refuse a topic that could never be recorded: its ``/brokers/topics/<t>`` znode, even on the
+    smallest broker ids, would be over what ZooKeeper accepts (the core checks the exact size once the
+    replicas are placed)."""
+    need = lim.min_topic_znode_bytes(partitions, rf)
+    if need > lim.MAX_ZNODE_BYTES:
+        raise FormatError(
+            field_,
+            f"{partitions} partitions of {rf} replicas need at least {need} bytes in the topic's znode, over the "
+            f"{lim.MAX_ZNODE_BYTES} bytes one znode may hold (ZooKeeper's jute.maxbuffer is {lim.JUTE_MAXBUFFER})",
+            error,
+        )
+
+
+def _partitions_count(o: Mapping[str, Any], field_: str, default: int | None = None) -> int:
+    if default is not None:
+        return jf.opt_integer(o, field_, default, minimum=1, maximum=lim.MAX_PARTITIONS)
+    return jf.integer(o, field_, minimum=1, maximum=lim.MAX_PARTITIONS, error="INVALID_PARTITIONS")
+
+
+def _replication_factor(o: Mapping[str, Any], default: int | None = None) -> int:
+    field_ = "replication_factor"
+    if default is not None and o.get(field_) is None:
+        return default
+    return jf.integer(o, field_, minimum=1, maximum=lim.MAX_REPLICATION_FACTOR, error="INVALID_REPLICATION_FACTOR")
 
 
 def _create_topic(o: Mapping[str, Any]) -> Event:
+    request_id = _request_id(o)
+    topic = _topic(o)
     assignment = _assignment(o, "replica_assignment")
     if assignment:
-        parts = jf.opt_integer(o, "partitions", len(assignment))
-        rf = jf.opt_integer(o, "replication_factor", len(assignment[0]))
+        parts = _partitions_count(o, "partitions", len(assignment))
+        rf = _replication_factor(o, len(assignment[0]))
         if parts != len(assignment):
-            raise FormatError("partitions", f"is {parts} but replica_assignment lists {len(assignment)}")
+            raise FormatError(
+                "partitions", f"is {parts} but replica_assignment lists {len(assignment)}", "INVALID_PARTITIONS"
+            )
         if rf != len(assignment[0]):
-            raise FormatError("replication_factor", f"is {rf} but replica_assignment has {len(assignment[0])}")
+            raise FormatError(
+                "replication_factor",
+                f"is {rf} but replica_assignment has {len(assignment[0])}",
+                "INVALID_REPLICATION_FACTOR",
+            )
     else:
-        parts = jf.integer(o, "partitions", minimum=1)
-        rf = jf.integer(o, "replication_factor", minimum=1)
-    return CreateTopic(_request_id(o), _topic(o), parts, rf, assignment, _configs(o))
+        parts = _partitions_count(o, "partitions")
+        rf = _replication_factor(o)
+    _fits_one_znode(parts, rf, "partitions", "INVALID_PARTITIONS")
+    return CreateTopic(request_id, topic, parts, rf, assignment, _configs(o))
 
 
 def _create_partitions(o: Mapping[str, Any]) -> Event:
-    return CreatePartitions(
-        _request_id(o), _topic(o), jf.integer(o, "total_count", minimum=1), _assignment(o, "replica_assignment")
-    )
+    request_id = _request_id(o)
+    topic = _topic(o)
+    total = _partitions_count(o, "total_count")
+    assignment = _assignment(o, "replica_assignment")
+    _fits_one_znode(total, len(assignment[0]) if assignment else 1, "total_count", "INVALID_PARTITIONS")
+    return CreatePartitions(request_id, topic, total, assignment)
 
 
 def _reassign(o: Mapping[str, Any]) -> Event:
     targets = []
     seen: set[TopicPartition] = set()
-    for i, e in enumerate(jf.obj_list(o, "partitions")):
+    for i, e in enumerate(jf.obj_list(o, "partitions", max_items=lim.MAX_LIST_ITEMS)):
         pre = f"partitions[{i}]."
-        tp = TopicPartition(
-            validate_topic_name(jf.string(e, "topic", pre), pre + "topic"), jf.integer(e, "partition", pre, minimum=0)
-        )
+        tp = TopicPartition(topic_field(e, "topic", pre), _partition_id(e, pre))
         if tp in seen:
             raise FormatError(pre + "partition", f"{tp} is listed twice")
         seen.add(tp)
-        reps = jf.int_list(e, "replicas", pre, minimum=0, distinct=True)
+        try:
+            reps = jf.int_list(
+                e,
+                "replicas",
+                pre,
+                minimum=0,
+                maximum=lim.MAX_BROKER_ID,
+                distinct=True,
+                what=f"partition {tp}",
+                max_items=lim.MAX_REPLICATION_FACTOR,
+            )
+        except FormatError as err:
+            raise FormatError(err.field, err.reason, "INVALID_REPLICA_ASSIGNMENT") from None
         if not reps:
-            raise FormatError(pre + "replicas", "must list at least one broker (use cancel to cancel)")
+            raise FormatError(
+                pre + "replicas",
+                f"partition {tp} must list at least one broker (use cancel to cancel)",
+                "INVALID_REPLICA_ASSIGNMENT",
+            )
         targets.append(PartitionTarget(tp.topic, tp.partition, reps))
     if not targets:
         raise FormatError("partitions", "must list at least one partition")
@@ -627,11 +736,11 @@ def _cancel(o: Mapping[str, Any]) -> Event:
 
 
 def _elect(o: Mapping[str, Any]) -> Event:
-    et = jf.string(o, "election_type").upper()
+    et = jf.string(o, "election_type", max_length=lim.MAX_NAME_LENGTH).upper()
     try:
         etype = ElectionType(et)
     except ValueError:
-        raise FormatError("election_type", f"must be PREFERRED or UNCLEAN, got '{et}'") from None
+        raise FormatError("election_type", f"must be PREFERRED or UNCLEAN, got {lim.show(et)}") from None
     return ElectLeaders(_request_id(o), etype, _tp_list(o, "partitions", required=False))
 
 
@@ -644,73 +753,97 @@ def _alter_config(o: Mapping[str, Any]) -> Event:
 
 def _broker_startup(o: Mapping[str, Any]) -> Event:
     return BrokerStartup(
-        jf.integer(o, "broker_id", minimum=0),
+        _broker_id(o),
         jf.integer(o, "broker_epoch", minimum=0),
-        jf.opt_string(o, "rack"),
+        jf.opt_string(o, "rack", max_length=lim.MAX_NAME_LENGTH),
         _endpoints(o),
     )
 
 
 def _broker_failure(o: Mapping[str, Any]) -> Event:
-    return BrokerFailure(jf.integer(o, "broker_id", minimum=0), jf.opt_integer(o, "broker_epoch", -1))
+    return BrokerFailure(_broker_id(o), jf.opt_integer(o, "broker_epoch", -1, minimum=-1))
 
 
 def _alter_partition(o: Mapping[str, Any]) -> Event:
+    broker_id = _broker_id(o)
+    broker_epoch = jf.integer(o, "broker_epoch", minimum=-1)
+    topic = _topic(o)
+    partition = _partition_id(o)
     return AlterPartition(
-        jf.integer(o, "broker_id", minimum=0),
-        jf.integer(o, "broker_epoch", minimum=-1),
-        _topic(o),
-        jf.integer(o, "partition", minimum=0),
-        jf.integer(o, "leader_epoch", minimum=0),
-        jf.integer(o, "partition_epoch", minimum=0),
-        jf.int_list(o, "new_isr", minimum=0, distinct=True),
-        jf.opt_integer(o, "leader_recovery_state", 0, minimum=0),
-        jf.opt_integer(o, "correlation_id", -1, minimum=-1),
+        broker_id,
+        broker_epoch,
+        topic,
+        partition,
+        jf.integer(o, "leader_epoch", minimum=0, maximum=lim.INT32_MAX),
+        jf.integer(o, "partition_epoch", minimum=0, maximum=lim.INT32_MAX),
+        jf.int_list(
+            o,
+            "new_isr",
+            minimum=0,
+            maximum=lim.MAX_BROKER_ID,
+            distinct=True,
+            what=f"partition {topic}-{partition}",
+            max_items=lim.MAX_REPLICATION_FACTOR,
+        ),
+        jf.opt_integer(o, "leader_recovery_state", 0, minimum=0, maximum=1),
+        jf.opt_integer(o, "correlation_id", -1, minimum=-1, maximum=lim.INT32_MAX),
     )
 
 
-def _partition_state_znode(st: Any, p: str) -> PartitionStateZnode:
+def _partition_state_znode(st: Any, p: str, what: str = "") -> PartitionStateZnode:
     st = jf.obj(st, p.rstrip("."))
     return PartitionStateZnode(
-        jf.integer(st, "leader", p, minimum=-1),
-        jf.integer(st, "leader_epoch", p, minimum=0),
-        jf.int_list(st, "isr", p, minimum=0, distinct=True),
-        jf.integer(st, "controller_epoch", p, minimum=0),
-        jf.integer(st, "zk_version", p, minimum=0),
-        jf.opt_integer(st, "leader_recovery_state", 0, p, minimum=0),
+        jf.integer(st, "leader", p, minimum=-1, maximum=lim.MAX_BROKER_ID),
+        jf.integer(st, "leader_epoch", p, minimum=0, maximum=lim.INT32_MAX),
+        jf.int_list(
+            st,
+            "isr",
+            p,
+            minimum=0,
+            maximum=lim.MAX_BROKER_ID,
+            distinct=True,
+            what=what,
+            max_items=lim.MAX_REPLICATION_FACTOR,
+        ),
+        jf.integer(st, "controller_epoch", p, minimum=0, maximum=lim.INT32_MAX),
+        jf.integer(st, "zk_version", p, minimum=0, maximum=lim.INT32_MAX),
+        jf.opt_integer(st, "leader_recovery_state", 0, p, minimum=0, maximum=1),
     )
 
 
 def _partition_states_read(o: Mapping[str, Any]) -> Event:
+    topic = _topic(o)
     raw = jf.req(o, "states")
     if not isinstance(raw, list):
         raise FormatError("states", f"must be a list, got {type(raw).__name__}")
     states = []
     for i, entry in enumerate(raw):
-        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], int) or entry[0] < 0:
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or not isinstance(entry[0], int)
+            or isinstance(entry[0], bool)
+            or not 0 <= entry[0] <= lim.INT32_MAX
+        ):
             raise FormatError(f"states[{i}]", "must be [partition, partition-state znode]")
-        states.append((entry[0], _partition_state_znode(entry[1], f"states[{i}][1].")))
-    return PartitionStatesRead(_topic(o), tuple(states))
+        states.append((entry[0], _partition_state_znode(entry[1], f"states[{i}][1].", f"partition {topic}-{entry[0]}")))
+    return PartitionStatesRead(topic, tuple(states))
 
 
 def _lisr_response(o: Mapping[str, Any]) -> Event:
-    return LeaderAndIsrResponse(
-        jf.integer(o, "broker_id", minimum=0), _partition_errors(o), jf.opt_integer(o, "error_code", 0)
-    )
+    return LeaderAndIsrResponse(_broker_id(o), _partition_errors(o), _error_code(o))
 
 
 def _stop_replica_response(o: Mapping[str, Any]) -> Event:
-    return StopReplicaResponse(
-        jf.integer(o, "broker_id", minimum=0), _partition_errors(o), jf.opt_integer(o, "error_code", 0)
-    )
+    return StopReplicaResponse(_broker_id(o), _partition_errors(o), _error_code(o))
 
 
 def _controlled_shutdown(o: Mapping[str, Any]) -> Event:
-    return ControlledShutdown(jf.integer(o, "broker_id", minimum=0), jf.integer(o, "broker_epoch", minimum=-1))
+    return ControlledShutdown(_broker_id(o), jf.integer(o, "broker_epoch", minimum=-1))
 
 
 def _log_dir_failure(o: Mapping[str, Any]) -> Event:
-    return LogDirFailure(jf.integer(o, "broker_id", minimum=0))
+    return LogDirFailure(_broker_id(o))
 
 
 def _snapshot(raw: Any) -> ZkSnapshot:
@@ -776,7 +909,11 @@ def _failover(o: Mapping[str, Any]) -> Event:
 
 
 def _rebalance(o: Mapping[str, Any]) -> Event:
-    return AutoRebalanceTick(jf.int_seq(o.get("brokers") or [], "brokers", minimum=0))
+    return AutoRebalanceTick(
+        jf.int_seq(
+            o.get("brokers") or [], "brokers", minimum=0, maximum=lim.MAX_BROKER_ID, max_items=lim.MAX_LIST_ITEMS
+        )
+    )
 
 
 def _tick(o: Mapping[str, Any]) -> Event:

@@ -19,6 +19,7 @@ from simbrokers.control import CONTROL_TOPIC
 from simbrokers.registration import RegistrationError
 from simbrokers.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
 from simbrokers.runner import ProcessSettings, SimBrokersError, SimBrokersProcess
+from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity
 
 
 def broker_ids(text: str) -> tuple[int, ...]:
@@ -55,6 +56,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requests-topic", default=REQUESTS_TOPIC, help=f"default {REQUESTS_TOPIC}")
     p.add_argument("--events-topic", default=BROKER_EVENTS_TOPIC, help=f"default {BROKER_EVENTS_TOPIC}")
     p.add_argument("--control-topic", default=CONTROL_TOPIC, help=f"default {CONTROL_TOPIC}")
+    p.add_argument(
+        "--command-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="Kafka client security properties (security.protocol, sasl.*, ssl.*), as for Kafka's tools",
+    )
+    p.add_argument("--zookeeper-auth", default="", metavar="digest:USER:PASSWORD", help="ZooKeeper authentication")
+    p.add_argument(
+        "--zookeeper-set-acl",
+        action="store_true",
+        help="registrations get Kafka's ACLs (writable with --zookeeper-auth's credential only)",
+    )
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -73,6 +87,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         controlled_shutdown_retry_backoff_ms=args.controlled_shutdown_retry_backoff_ms,
         controlled_shutdown_timeout_ms=args.controlled_shutdown_timeout_ms,
     )
+    try:
+        kafka_security = (
+            KafkaSecurity.from_file_text(args.command_config.read_text(), str(args.command_config))
+            if args.command_config is not None
+            else KafkaSecurity()
+        )
+        zk_security = ZkSecurity.parse(args.zookeeper_auth, args.zookeeper_set_acl)
+    except OSError as e:
+        print(f"simbrokers: --command-config: cannot read {args.command_config}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except SecurityConfigError as e:
+        option = {"zookeeper_auth": "--zookeeper-auth", "zookeeper_set_acl": "--zookeeper-set-acl"}
+        print(f"simbrokers: {option.get(e.key, '--command-config')}: {e}", file=sys.stderr)
+        return 2
     settings = ProcessSettings(
         broker_ids=args.brokers,
         zookeeper=args.zookeeper,
@@ -87,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         requests_topic=args.requests_topic,
         events_topic=args.events_topic,
         control_topic=args.control_topic,
+        kafka_security=kafka_security,
+        zookeeper_security=zk_security,
     )
     proc = SimBrokersProcess(settings)
     proc.install_signal_handlers()

@@ -45,6 +45,10 @@ from simbrokers.fabric import LocalFabric, acknowledged_lost
 from simbrokers.fetchnet import FetchClient, FetchServer
 from simbrokers.registration import register
 from simbrokers.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
+from sinks.security import KafkaSecurity, ZkSecurity
+
+#: Kafka's ``BrokerIdsZNode.path``
+BROKER_IDS_PATH = "/brokers/ids"
 
 log = logging.getLogger("simbrokers")
 
@@ -72,6 +76,10 @@ class ProcessSettings:
     topic_wait_s: float = 60.0
     #: write a JSON status of every broker here once a second
     status_file: Path | None = None
+    #: Kafka client security properties by Kafka's names (``--command-config``), for every Kafka client
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    #: ZooKeeper authentication and ACLs of the registrations (``--zookeeper-auth``, ``--zookeeper-set-acl``)
+    zookeeper_security: ZkSecurity = field(default_factory=ZkSecurity)
 
 
 @dataclass
@@ -103,20 +111,27 @@ class SimBrokersProcess:
     def start(self) -> None:
         s = self.settings
         self._ensure_control_topic()
+        kafka = s.kafka_security.client_kwargs()
         self._consumer = KafkaConsumer(
-            bootstrap_servers=s.bootstrap_server, enable_auto_commit=False, group_id=None, consumer_timeout_ms=1000
+            **kafka,
+            bootstrap_servers=s.bootstrap_server,
+            enable_auto_commit=False,
+            group_id=None,
+            consumer_timeout_ms=1000,
         )
         assigned = [tp for topic in (s.requests_topic, s.control_topic) for tp in self._partitions(topic)]
         self._consumer.assign(assigned)
         self._consumer.seek_to_end(*assigned)
         for tp in assigned:
             self._consumer.position(tp)  # resolve the end offsets now, before registering
-        self._producer = KafkaProducer(bootstrap_servers=s.bootstrap_server, linger_ms=5, acks="all")
+        self._producer = KafkaProducer(**kafka, bootstrap_servers=s.bootstrap_server, linger_ms=5, acks="all")
         for i, bid in enumerate(s.broker_ids):
             self._start_broker(bid, s.base_port + i if s.base_port else 0)
 
     def _ensure_control_topic(self) -> None:
-        admin = KafkaAdminClient(bootstrap_servers=self.settings.bootstrap_server)
+        admin = KafkaAdminClient(
+            **self.settings.kafka_security.client_kwargs(), bootstrap_servers=self.settings.bootstrap_server
+        )
         try:
             if self.settings.control_topic not in admin.list_topics():
                 admin.create_topics([NewTopic(self.settings.control_topic, 1, 1)])
@@ -148,7 +163,13 @@ class SimBrokersProcess:
         broker = SimBroker(broker_id, s.config)
         server = FetchServer(s.host, port, self._serve)
         server.start()
-        zk = KazooClient(hosts=s.zookeeper, timeout=s.session_timeout_ms / 1000.0)
+        zk = KazooClient(
+            hosts=s.zookeeper,
+            timeout=s.session_timeout_ms / 1000.0,
+            # /brokers/ids and the registrations under it: Kafka's ACLs when asked (not a sensitive path)
+            default_acl=s.zookeeper_security.acl_for(BROKER_IDS_PATH),
+            **s.zookeeper_security.client_kwargs(),
+        )
         zk.start(timeout=15)
         member = _Member(broker, zk, server)
 

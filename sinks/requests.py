@@ -45,6 +45,7 @@ import orjson
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
+from core import limits
 from core.decisions import REQUEST_ORDER, AdminResult, BrokerRequest, RequestApi, encode_decision
 from sinks.errors import SinkUnavailableError
 from sinks.ports import Fence, Rejected, RequestBatchResult
@@ -133,7 +134,65 @@ def merge_bodies(bodies: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def _dumps(obj: Any) -> bytes:
     # orjson: the request bodies of a large batch are tens to hundreds of MB of JSON, and the standard
     # library's encoder and decoder were most of the sink's time (bench/request_sink_cost.py)
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        # orjson refuses what JSON allows but UTF-8 cannot carry (a lone surrogate) and integers beyond
+        # 64 bits; the standard encoder escapes both to ASCII, so the message can always be written
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _key(text: str) -> bytes:
+    return text.encode("utf-8", "backslashreplace")
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars] + f"… [truncated: {len(text)} characters in all]"
+
+
+def fit_admin_value(value: dict[str, Any], max_bytes: int) -> bytes:
+    """An admin result's message value within ``max_bytes``: when the whole one is larger (per-partition
+    details of a reassignment or election over tens of thousands of partitions), ``details`` becomes
+    ``{"truncated":true,"original_bytes":N}`` and the message is cut, and ``"truncated"`` names what was
+    cut — the status and error, what ``--wait`` acts on, are always kept."""
+    data = _dumps(value)
+    if len(data) <= max_bytes:
+        return data
+    cut = dict(value)
+    cut["details"] = json.dumps({"truncated": True, "original_bytes": len(str(value.get("details", "")))})
+    cut["truncated"] = {"fields": ["details"], "original_bytes": len(data)}
+    data = _dumps(cut)
+    chars = max_bytes // 8
+    while len(data) > max_bytes and chars > 16:
+        cut["message"] = _cut(str(value.get("message", "")), chars)
+        cut["truncated"] = {"fields": ["details", "message"], "original_bytes": len(data)}
+        data = _dumps(cut)
+        chars //= 2
+    return data
+
+
+def fit_rejected_value(value: dict[str, Any], max_bytes: int) -> bytes:
+    """A rejected record's message value within ``max_bytes``: the copy of the record (``payload``; its
+    JSON escaping can double a record's size) is cut to what fits and marked with
+    ``"payload_truncated": true`` and ``"payload_chars"`` (its full length); reasons likewise."""
+    data = _dumps(value)
+    if len(data) <= max_bytes:
+        return data
+    payload = str(value.get("payload", ""))
+    cut = {**value, "payload_truncated": True, "payload_chars": len(payload)}
+    chars = min(len(payload), max_bytes // 2)
+    while True:
+        cut["payload"] = payload[:chars]
+        data = _dumps(cut)
+        if len(data) <= max_bytes or chars == 0:
+            break
+        chars //= 2
+    reason_chars = max_bytes // 16
+    while len(data) > max_bytes and reason_chars > 16:
+        cut["reasons"] = [_cut(str(r), reason_chars) for r in value.get("reasons", [])][:16]
+        data = _dumps(cut)
+        reason_chars //= 2
+    return data
 
 
 def _headers(batch_id: int, fence: Fence, **extra: str) -> tuple[tuple[str, bytes], ...]:
@@ -143,7 +202,7 @@ def _headers(batch_id: int, fence: Fence, **extra: str) -> tuple[tuple[str, byte
 
 #: largest message value the sink writes (before compression): below Kafka's default 1 MB
 #: ``max.message.bytes`` / kafka-python's ``max_request_size``, whatever the compression
-MAX_MESSAGE_BYTES = 900_000
+MAX_MESSAGE_BYTES = limits.MAX_MESSAGE_BYTES
 
 
 def split_body(body: dict[str, Any], max_bytes: int) -> list[dict[str, Any]]:
@@ -244,9 +303,10 @@ def _request_identity(value: dict[str, Any]) -> str:
 
 
 def admin_result_messages(
-    topic: str, fence: Fence, batch_id: int, results: Sequence[AdminResult]
+    topic: str, fence: Fence, batch_id: int, results: Sequence[AdminResult], max_bytes: int = MAX_MESSAGE_BYTES
 ) -> list[OutboundMessage]:
-    """One message per result, keyed by ``request_id``, in the order given."""
+    """One message per result, keyed by ``request_id``, in the order given; each within ``max_bytes``
+    (:func:`fit_admin_value`)."""
     out = []
     occurrences: dict[str, int] = {}
     for r in results:
@@ -255,8 +315,8 @@ def admin_result_messages(
         out.append(
             OutboundMessage(
                 topic,
-                r.request_id.encode(),
-                _dumps(value),
+                _key(r.request_id),
+                fit_admin_value(value, max_bytes),
                 _headers(batch_id, fence, command=r.command, status=r.status.value),
                 (batch_id, f"{r.request_id}#{k}"),
             )
@@ -264,8 +324,11 @@ def admin_result_messages(
     return out
 
 
-def rejected_messages(topic: str, fence: Fence, batch_id: int, rejected: Sequence[Rejected]) -> list[OutboundMessage]:
-    """One message per rejected record, keyed by its source position."""
+def rejected_messages(
+    topic: str, fence: Fence, batch_id: int, rejected: Sequence[Rejected], max_bytes: int = MAX_MESSAGE_BYTES
+) -> list[OutboundMessage]:
+    """One message per rejected record, keyed by its source position; each within ``max_bytes``
+    (:func:`fit_rejected_value`)."""
     out = []
     for r in rejected:
         key = f"{r.source_topic}/{r.source_partition}/{r.source_offset}"
@@ -277,7 +340,11 @@ def rejected_messages(topic: str, fence: Fence, batch_id: int, rejected: Sequenc
             "batch_id": batch_id,
             "controller_epoch": fence.controller_epoch,
         }
-        out.append(OutboundMessage(topic, key.encode(), _dumps(value), _headers(batch_id, fence), (batch_id, key)))
+        out.append(
+            OutboundMessage(
+                topic, _key(key), fit_rejected_value(value, max_bytes), _headers(batch_id, fence), (batch_id, key)
+            )
+        )
     return out
 
 

@@ -4,7 +4,8 @@ Contract of :meth:`ZooKeeperSink.write_batch` ``(batch_id, writes)``:
 
 * **Fenced.** Every transaction starts with ``check(/controller_epoch, fence.epoch_zk_version)``. If
   that check fails, another controller was elected: nothing of that transaction is written and
-  :class:`sinks.errors.ControllerFencedError` is raised. This is the only ZooKeeper refusal that raises.
+  :class:`sinks.errors.ControllerFencedError` is raised; so is it when the session has expired. This is
+  the only ZooKeeper refusal that raises.
 * **In order.** Writes take effect in list order: the writes are cut, in order, into transactions of at
   most ``ops_per_transaction`` operations (check and progress included) and ``max_transaction_bytes``
   bytes; a write's operations stay in one transaction unless they alone exceed it (a big
@@ -173,6 +174,9 @@ class ZooKeeperSink:
             return ZkBatchResult(batch_id, 0, 0, (), 0)
         try:
             return self._write_batch(batch_id, writes)
+        except SessionExpiredError as e:
+            # the session that holds /controller is gone: another controller may be elected by now
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version, error_name(e)) from e
         except (KazooTimeoutError, KazooException) as e:
             raise SinkUnavailableError(f"ZooKeeper did not complete batch {batch_id}: {error_name(e)} {e}") from e
 

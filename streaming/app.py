@@ -2,17 +2,24 @@
 
 :meth:`ControllerApp.run` does, in order:
 
-1. connects to ZooKeeper, starts its SparkSession, and takes the controller lease (Kafka's election:
-   ephemeral ``/controller`` and ``/controller_epoch`` + 1 in one multi-op). A second instance waits here
-   as a standby, its SparkSession already up, until the active one's session ends;
+1. connects to ZooKeeper, starts its SparkSession, opens the checkpoint through Hadoop's FileSystem for its
+   URI (:mod:`streaming.checkpoint_fs`; a URI Spark cannot open is refused here, before the election),
+   and takes the controller lease (Kafka's election: ephemeral ``/controller`` and ``/controller_epoch``
+   + 1 in one multi-op). A second instance waits here as a standby, its SparkSession already up, until
+   the active one's session ends;
 2. makes sure the livectl topics exist;
 3. on a cold start (no committed micro-batch in the checkpoint) clears the ZooKeeper sink's progress
    znode, so batch ids restarting at 0 are not mistaken for replays;
-4. reads the ZooKeeper tree (Kafka's layout) and hands it to every bucket as a failover reference on
-   ``livectl.broker-events`` (:mod:`streaming.failover`);
-5. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events);
-6. starts the query with the fenced sinks and waits. It stops the query when the lease is lost (the
-   ZooKeeper session expired) or a write is fenced, on SIGTERM/SIGINT, or when ``stop()`` is called.
+4. ships the failover snapshots the checkpoint holds to the executors (``SparkContext.addFile``), then
+   starts the query with the fenced sinks. On a used checkpoint its source holds back every record past
+   the checkpoint (the failover barrier, :meth:`ControllerApp._source_start`); the micro-batch the previous
+   controller planned but did not commit is replayed, and waited for;
+5. reads the ZooKeeper tree (Kafka's layout), writes and ships its snapshot, and hands it to every bucket
+   as a failover reference on ``livectl.broker-events`` (:mod:`streaming.failover`): the reference opens
+   the barrier, so the first micro-batch under the new epoch loads the snapshot before anything else;
+6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events) and waits. It stops
+   the query when the lease is lost (the ZooKeeper session expired) or a write is fenced, on SIGTERM/SIGINT,
+   or when ``stop()`` is called.
 """
 
 from __future__ import annotations
@@ -20,21 +27,20 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sinks.errors import ControllerFencedError
 from sinks.ports import CONTROLLER_EPOCH_PATH, RequestSinkPort, ZkSinkPort
 from streaming import failover
+from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore, batch_ids, child
 from streaming.dispatch import Dispatcher
 from streaming.errors import StreamingError
 from streaming.listener import MetricsListener
-from streaming.resources import SPARK_DEFAULTS, conf_file
+from streaming.resources import LOG4J2, SPARK_DEFAULTS, conf_file, conf_path
 from streaming.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -57,70 +63,123 @@ def livectl_topics(settings: Settings) -> list[str]:
     ]
 
 
-def _batch_ids(folder: Path) -> list[int]:
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+def has_committed_batch(store: CheckpointStore) -> bool:
+    return bool(batch_ids(store, child(store.root, "commits")))
 
 
-def has_committed_batch(checkpoint_dir: str) -> bool:
-    return bool(_batch_ids(Path(checkpoint_dir) / "commits"))
-
-
-def uncommitted_batch(checkpoint_dir: str) -> int | None:
+def uncommitted_batch(store: CheckpointStore) -> int | None:
     """The id of a micro-batch planned (in ``offsets/``) but not committed (in ``commits/``), if any."""
-    planned = _batch_ids(Path(checkpoint_dir) / "offsets")
-    committed = _batch_ids(Path(checkpoint_dir) / "commits")
+    planned = batch_ids(store, child(store.root, "offsets"))
+    committed = batch_ids(store, child(store.root, "commits"))
     if planned and (not committed or planned[-1] > committed[-1]):
         return planned[-1]
     return None
 
 
-def spark_session(settings: Settings, master: str | None = None, ui: bool = True) -> Any:
-    """The job's SparkSession: the shipped ``spark-defaults.conf`` (``streaming/conf/``), then the bucket
-    count as shuffle partitions. Under ``spark-submit`` the master and submitted confs win."""
+def spark_session(
+    settings: Settings,
+    master: str | None = None,
+    ui: bool = True,
+    *,
+    worker_python: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+) -> Any:
+    """The job's SparkSession.
+
+    Spark properties, the first that sets a key wins: ``spark_conf`` (``livectl run --conf``), what was
+    submitted (``spark-submit --conf`` / ``--properties-file``, read from the running JVM), the bucket count
+    as ``spark.sql.shuffle.partitions``, then the shipped ``spark-defaults.conf`` (``streaming/conf/``).
+    ``worker_python`` (the entry point passes the driver's own interpreter unless the user chose one) is
+    set as ``spark.pyspark.python``, unless that is set. Without ``master`` the process runs under
+    ``spark-submit`` and Spark's master is the submitted one; with it (``livectl run``), the driver's JVM
+    is started here and takes the shipped ``log4j2.properties`` unless driver Java options are set."""
+    from pyspark import SparkConf
+    from pyspark.core.context import SparkContext
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(f"livectl-{settings.query_name}")
+    if master is None:
+        # under spark-submit the gateway is up: the SparkConf below then starts from the submitted properties
+        SparkContext._ensure_initialized()
+    conf = SparkConf()
+    for key, value in (spark_conf or {}).items():
+        conf.set(key, value)
     if master:
-        # not under spark-submit: Python workers run this interpreter (it has livectl and its deps)
-        builder = builder.master(master).config("spark.pyspark.python", sys.executable)
-    defaults = conf_file(SPARK_DEFAULTS)
-    if defaults.is_file():
-        for raw in defaults.read_text().splitlines():
-            line = raw.strip()
-            if line and not line.startswith("#"):
-                key, _, value = line.partition(" ")
-                if key != "spark.app.name":
-                    builder = builder.config(key, value.strip())
+        conf.setMaster(master)
+    conf.setIfMissing("spark.app.name", f"livectl-{settings.query_name}")
     if settings.num_buckets > 0:
-        builder = builder.config("spark.sql.shuffle.partitions", str(settings.num_buckets))
+        conf.setIfMissing("spark.sql.shuffle.partitions", str(settings.num_buckets))
+    if worker_python:
+        conf.setIfMissing("spark.pyspark.python", worker_python)
+    if master:
+        log4j = conf_path(LOG4J2).as_uri()
+        conf.setIfMissing("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={log4j}")
+    for key, value in spark_defaults().items():
+        conf.setIfMissing(key, value)
     if not ui:
-        builder = builder.config("spark.ui.enabled", "false")
-    session = builder.getOrCreate()
+        conf.set("spark.ui.enabled", "false")
+    session = SparkSession.builder.config(conf=conf).getOrCreate()
     # Spark's INFO chatter buries the controller's own log lines (the shipped log4j2.properties has the same)
     session.sparkContext.setLogLevel("WARN")
     return session
 
 
+def spark_defaults() -> dict[str, str]:
+    """The shipped ``spark-defaults.conf`` as properties (Spark's properties-file form: ``key value``)."""
+    out: dict[str, str] = {}
+    for raw in conf_file(SPARK_DEFAULTS).read_text().splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition(" ")
+            out[key] = value.strip()
+    return out
+
+
+def spark_ui_address(spark: Any) -> str | None:
+    """The Spark UI's address as a user can open it, or ``None`` when the UI is off.
+
+    Spark reports ``http://<spark.driver.host>:<port>`` (or ``SPARK_PUBLIC_DNS``), while its UI listens on
+    ``SPARK_LOCAL_IP`` when that is set and on every interface otherwise. So: ``SPARK_PUBLIC_DNS`` set —
+    Spark's address as it is; ``SPARK_LOCAL_IP`` set to one address — that address, the only one the UI
+    answers on (loopback when Spark binds to loopback); else ``spark.driver.host`` (set by the user or
+    chosen by Spark), on which the UI answers. The environment is read from the driver's JVM: what Spark
+    itself saw."""
+    url = spark.sparkContext.uiWebUrl
+    if not url:
+        return None
+    port = url.rsplit(":", 1)[1]
+    jvm = spark.sparkContext._jvm
+    if jvm.System.getenv("SPARK_PUBLIC_DNS"):
+        return str(url)
+    local_ip = jvm.System.getenv("SPARK_LOCAL_IP")
+    if local_ip and local_ip not in ("0.0.0.0", "::"):
+        host = str(local_ip)
+    else:
+        host = str(spark.sparkContext.getConf().get("spark.driver.host") or url.split("//", 1)[1].rsplit(":", 1)[0])
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 literal
+    return f"http://{host}:{port}"
+
+
 CHECKPOINT_META = "livectl.json"
 
 
-def resolve_buckets(spark: Any, settings: Settings) -> Settings:
+def resolve_buckets(spark: Any, settings: Settings, store: CheckpointStore) -> Settings:
     """Fix the bucket count: the setting, else ``spark.sql.shuffle.partitions``; then make the shuffle
-    partitions equal to it and check it against the checkpoint, whose state is partitioned by it."""
+    partitions equal to it and check it against the checkpoint (``livectl.json`` in it, through the
+    checkpoint's file system), whose state is partitioned by it."""
     buckets = settings.num_buckets or int(spark.conf.get("spark.sql.shuffle.partitions"))
-    meta_path = Path(settings.checkpoint_dir) / CHECKPOINT_META
-    if meta_path.exists():
-        recorded = int(json.loads(meta_path.read_text())["num_buckets"])
+    meta = child(store.root, CHECKPOINT_META)
+    if store.exists(meta):
+        recorded = int(json.loads(store.read_text(meta))["num_buckets"])
         if settings.num_buckets and recorded != settings.num_buckets:
             raise SettingsError(
                 "num_buckets",
-                f"is {settings.num_buckets} but the checkpoint {settings.checkpoint_dir} was made with {recorded}; "
+                f"is {settings.num_buckets} but the checkpoint {store.root} was made with {recorded}; "
                 "the bucket count is fixed for the life of a checkpoint (use a new checkpoint_dir to change it)",
             )
         buckets = recorded
     else:
-        meta_path.parent.mkdir(parents=True, exist_ok=True)
-        meta_path.write_text(json.dumps({"version": 1, "num_buckets": buckets}))
+        store.write_text(meta, json.dumps({"version": 1, "num_buckets": buckets}))
     spark.conf.set("spark.sql.shuffle.partitions", str(buckets))
     return replace(settings, num_buckets=buckets)
 
@@ -164,6 +223,13 @@ class ControllerApp:
     #: there, so that stopping a query in the middle of a batch prints nothing but its one line
     on_fenced: Callable[[str], None] | None = None
     _fenced_once: threading.Lock = field(default_factory=threading.Lock)
+    _fence_handled: threading.Event = field(default_factory=threading.Event)
+    #: the Python workers' interpreter when the user chose none (``livectl run``: the driver's own)
+    worker_python: str | None = None
+    #: Spark properties given on the command line (``livectl run --conf``); they win over every other
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    #: the checkpoint's file system, opened at start
+    checkpoint: CheckpointStore | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -195,7 +261,11 @@ class ControllerApp:
             if self.spark is None:
                 # before the lease, so that a standby pays Spark's start-up (seconds to tens of seconds) while
                 # it waits, not after the active controller has died
-                self.spark = spark_session(s, self.master)
+                self.spark = spark_session(s, self.master, worker_python=self.worker_python, spark_conf=self.spark_conf)
+            # refused here, before the lease, when Spark cannot open the checkpoint's URI; from now on the
+            # checkpoint is named by its qualified URI (the same string on the driver, source and executors)
+            store = self.checkpoint = HadoopCheckpointStore(self.spark, s.checkpoint_dir)
+            s = self.settings = replace(s, checkpoint_dir=store.root)
             log.info("controller %d: waiting for the controller lease", s.controller_id)
             fence = lease.acquire(stop=self._stop)
             if fence is None:
@@ -209,7 +279,7 @@ class ControllerApp:
             )
 
             ensure_topics(s.bootstrap_servers, livectl_topics(s), client_config=kafka_config)
-            if not has_committed_batch(s.checkpoint_dir) and zk.exists(progress_path(s.query_name)):
+            if not has_committed_batch(store) and zk.exists(progress_path(s.query_name)):
                 zk.delete(progress_path(s.query_name))
 
             producer = KafkaProducer(**kafka_config, bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
@@ -234,14 +304,16 @@ class ControllerApp:
                 fence_check=_fence_check(lease, zk_sink),
                 retry_timeout_s=s.sink_retry_timeout_ms / 1000,
             )
-            s = self.settings = resolve_buckets(self.spark, s)
-            ui = self.spark.sparkContext.uiWebUrl
+            s = self.settings = resolve_buckets(self.spark, s, store)
+            ui = spark_ui_address(self.spark)
             log.info("Spark UI: %s (query %s)", ui or "disabled", s.query_name)
             self.spark.streams.addListener(MetricsListener())
             from streaming.query import start_query
 
-            replay = uncommitted_batch(s.checkpoint_dir)
-            self.query = self._start_query(start_query, self._source_start(s, fence.controller_epoch))
+            replay = uncommitted_batch(store)
+            # the snapshots of earlier controllers, for references a replayed batch may still meet
+            failover.ship_snapshots(self.spark, store)
+            self.query = self._start_query(start_query, self._source_start(s, store, fence.controller_epoch))
             if replay is not None:
                 # the micro-batch the previous controller planned but did not commit is replayed first;
                 # the snapshot must be read after it, or it would miss that batch's writes
@@ -249,7 +321,9 @@ class ControllerApp:
 
             started = time.monotonic()
             snapshot = read_snapshot(zk)
-            ref = failover.write_snapshot(s.checkpoint_dir, s.controller_id, snapshot, s.num_buckets)
+            ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets)
+            # the executors get the files before the reference that names them can reach a task
+            failover.ship_snapshots(self.spark, store, str(ref["path"]))
             producer.send(s.broker_events_topic, key=b"controller", value=failover.ref_to_json(ref).encode())
             producer.flush()
             log.info(
@@ -273,6 +347,10 @@ class ControllerApp:
                     break
                 self._stop.wait(0.5)
             self._stop_query()
+            if self.query.exception() is not None and self.lost_reason is None and not self.dispatcher.fenced:
+                # the query may fail *because* this controller was replaced (a paused process that resumed:
+                # its next micro-batch meets the new controller's offset log in the shared checkpoint)
+                self._fenced_if_replaced(lease, zk_sink)
             if self.dispatcher.fenced or self.lost_reason is not None:
                 raise ControllerStoppedError(
                     f"controller {s.controller_id} (epoch {fence.controller_epoch}) was fenced: "
@@ -294,7 +372,7 @@ class ControllerApp:
             zk.close()
 
     @staticmethod
-    def _source_start(s: Settings, epoch: int) -> SourceStart:
+    def _source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart:
         """Where this run's query reads from, so that the failover reference it is about to publish is
         the first thing it handles under ``epoch``.
 
@@ -311,20 +389,19 @@ class ControllerApp:
         the cluster."""
         from streaming.query import SourceStart
 
-        if _batch_ids(Path(s.checkpoint_dir) / "offsets"):
+        if batch_ids(store, child(store.root, "offsets")):
             return SourceStart(barrier_epoch=epoch, barrier_path=failover.failover_root(s.checkpoint_dir))
         if s.starting_offsets == "latest":
             from streaming.kafka_source import KafkaStreamReader, SourceOptions
 
-            reader = KafkaStreamReader(
-                SourceOptions.parse(
-                    {
-                        "bootstrap_servers": s.bootstrap_servers,
-                        "topics": f"{s.admin_topic},{s.broker_events_topic}",
-                        "starting_offsets": "latest",
-                    }
-                )
-            )
+            options = {
+                "bootstrap_servers": s.bootstrap_servers,
+                "topics": f"{s.admin_topic},{s.broker_events_topic}",
+                "starting_offsets": "latest",
+            }
+            # the same consumer settings as the query's source (streaming.query.controller_frame)
+            options.update({f"kafka.{k}": v for k, v in s.kafka_security().properties().items()})
+            reader = KafkaStreamReader(SourceOptions.parse(options))
             try:
                 ends = reader.initialOffset()
             finally:
@@ -350,8 +427,9 @@ class ControllerApp:
 
     def _wait_committed(self, batch_id: int, timeout: float = 300.0) -> None:
         deadline = time.monotonic() + timeout
-        commits = Path(self.settings.checkpoint_dir) / "commits"
-        while batch_id not in _batch_ids(commits):
+        assert self.checkpoint is not None
+        commits = child(self.checkpoint.root, "commits")
+        while batch_id not in batch_ids(self.checkpoint, commits):
             if not self.query.isActive or self._stop.is_set() or time.monotonic() > deadline:
                 raise StreamingError(f"the replay of micro-batch {batch_id} did not complete")
             time.sleep(0.1)
@@ -368,16 +446,41 @@ class ControllerApp:
         if self.query.isActive:
             self.query.stop()
 
+    def _fenced_if_replaced(self, lease: Any, zk_sink: Any, grace_s: float = 5.0) -> None:
+        """After the query failed: if the fence check says this controller was replaced (given a few
+        seconds for a resumed client to learn its session expired), treat the failure as fencing."""
+        from sinks.errors import SinkUnavailableError
+
+        check = _fence_check(lease, zk_sink)
+        until = time.monotonic() + grace_s
+        while True:
+            try:
+                check()
+                return
+            except ControllerFencedError as e:
+                self._on_fenced(f"{e.path} moved past version {e.expected_version} ({e.reason})")
+                return
+            except SinkUnavailableError:
+                if time.monotonic() >= until:
+                    return
+                time.sleep(0.2)
+
     def _on_lease_lost(self, reason: str) -> None:
         self._on_fenced(f"lease lost, {reason}")
 
     def _on_fenced(self, reason: str) -> None:
         """Once: remember why, let the entry point quiet the logs, then ask the main loop to stop."""
         if not self._fenced_once.acquire(blocking=False):
+            # another thread is handling it: return only once the logs are quiet (the caller is about to
+            # raise out of a micro-batch, which Spark would report)
+            self._fence_handled.wait(10)
             return
         self.lost_reason = reason
-        if self.on_fenced is not None:
-            self.on_fenced(reason)
+        try:
+            if self.on_fenced is not None:
+                self.on_fenced(reason)
+        finally:
+            self._fence_handled.set()
         # the entry point prints the one line that says so, as the process exits with code 3
         log.debug("controller fenced: %s; stopping the query", reason)
         self._stop.set()

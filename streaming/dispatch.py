@@ -42,6 +42,8 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from core import decisions as dc
+from core import jsonform as jf
+from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
 from streaming.stateful import (
@@ -60,12 +62,24 @@ _T = TypeVar("_T")
 _STATUS_RANK = {dc.AdminStatus.ERROR: 2, dc.AdminStatus.IN_PROGRESS: 1, dc.AdminStatus.OK: 0}
 
 
-def merge_admin_results(results: Sequence[dc.AdminResult]) -> list[dc.AdminResult]:
-    """One result per request id: the worst status wins (error > in_progress > ok); messages and details
-    of the parts are kept (``details.parts``) in bucket order."""
+def merge_admin_results(
+    results: Sequence[dc.AdminResult], buckets: Sequence[int] | None = None
+) -> list[dc.AdminResult]:
+    """One result per request id. ``buckets`` (when given) names the bucket of each result: a bucket's
+    results for one request id in one micro-batch are successive answers (``in_progress`` when a
+    reassignment or deletion starts, then ``ok`` when it completes in the same batch, or a superseded
+    reassignment's final answer), so only its last one counts; without ``buckets`` every result is a
+    part. Then the parts merge: the worst status wins (error > in_progress > ok); messages and details
+    of the parts are kept in bucket order."""
     by_id: dict[str, list[dc.AdminResult]] = {}
-    for r in results:
-        by_id.setdefault(r.request_id, []).append(r)
+    if buckets is None:
+        for r in results:
+            by_id.setdefault(r.request_id, []).append(r)
+    else:
+        latest: dict[str, dict[int, dc.AdminResult]] = {}
+        for r, b in zip(results, buckets, strict=True):
+            latest.setdefault(r.request_id, {})[b] = r
+        by_id = {rid: list(per_bucket.values()) for rid, per_bucket in latest.items()}
     merged = []
     for rid, parts in by_id.items():
         if len(parts) == 1:
@@ -162,7 +176,8 @@ class Dispatcher:
         zk_writes: list[dc.ZkWrite] = []
         requests: list[dc.BrokerRequest] = []
         results: list[dc.AdminResult] = []
-        rejected: list[Rejected] = []
+        result_buckets: list[int] = []
+        rejected_by_source: dict[tuple[str, int, int], Rejected] = {}
         for bucket, kind, payload in zip(
             frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
         ):
@@ -178,6 +193,7 @@ class Dispatcher:
                 d = dc.decision_from_json(payload)
                 assert isinstance(d, dc.AdminResult)
                 results.append(d)
+                result_buckets.append(int(bucket))
             elif kind == KIND_FAILURE:
                 report.failures += 1
                 log.info("state change failure (bucket %s): %s", bucket, payload)
@@ -186,18 +202,16 @@ class Dispatcher:
             elif kind == "rejected":
                 r = json.loads(payload)
                 reasons = tuple(f"{n}: {why}" for n, why in zip(r["expectations"], r["reasons"], strict=True))
-                rejected.append(
-                    Rejected(
-                        r["source_topic"], int(r["source_partition"]), int(r["source_offset"]), r["payload"], reasons
-                    )
-                )
+                source = (str(r["source_topic"]), int(r["source_partition"]), int(r["source_offset"]))
+                seen = rejected_by_source.get(source)
+                if seen is not None:
+                    # a cluster-wide event left out by several buckets: one rejected message, every reason
+                    reasons = tuple(dict.fromkeys((*seen.reasons, *reasons)))
+                rejected_by_source[source] = Rejected(*source, r["payload"], reasons)
                 rid = _request_id_of(r["payload"])
                 if rid is not None:
-                    results.append(
-                        dc.AdminResult(
-                            rid, _type_of(r["payload"]), dc.AdminStatus.ERROR, "INVALID_REQUEST", "; ".join(reasons)
-                        )
-                    )
+                    results.append(_rejected_result(rid, r, reasons))
+                    result_buckets.append(int(bucket))
 
         zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
         report.zk_applied, report.zk_skipped, report.zk_failed = zk.applied, zk.skipped, len(zk.failed)
@@ -213,7 +227,8 @@ class Dispatcher:
             self.on_refused(zk.failed)
         if zk.failed:
             requests = withhold_refused(requests, zk.failed)
-        merged = merge_admin_results(results)
+        merged = merge_admin_results(results, result_buckets)
+        rejected = list(rejected_by_source.values())
         if requests:
             report.requests = self._topic_step(
                 batch_id, "requests", lambda: self.request_sink.write_requests(batch_id, requests)
@@ -247,7 +262,14 @@ class Dispatcher:
         while True:
             attempt += 1
             try:
-                return run()
+                try:
+                    return run()
+                except SinkUnavailableError:
+                    # first ask whether this controller is still the controller: a process paused past
+                    # its session (its clock ran on, so its deadline may be gone too) must learn that it
+                    # was replaced, not report an outage
+                    self._fence_still_held()
+                    raise
             except ControllerFencedError as e:
                 self.fenced = True
                 # said once, by the entry point, as the process exits (code 3)
@@ -260,6 +282,22 @@ class Dispatcher:
                     raise
                 log.warning("batch %d, %s (attempt %d): %s; trying again", batch_id, what, attempt, e)
                 time.sleep(self.retry_backoff_s)
+
+    def _fence_still_held(self, grace_s: float = 2.0) -> None:
+        """Raise :class:`ControllerFencedError` if the fence check says so within ``grace_s`` (a client
+        that was paused learns of its expired session on its first reconnection); return when it passes or
+        cannot tell."""
+        if self.fence_check is None:
+            return
+        until = time.monotonic() + grace_s
+        while True:
+            try:
+                self.fence_check()
+                return
+            except SinkUnavailableError:
+                if time.monotonic() >= until:
+                    return
+                time.sleep(0.1)
 
 
 _STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")
@@ -311,19 +349,34 @@ def withhold_refused(requests: Sequence[dc.BrokerRequest], failed: Sequence[Fail
     return kept
 
 
+def _rejected_result(rid: str, row: dict[str, Any], reasons: Sequence[str]) -> dc.AdminResult:
+    """The answer to a rejected command. Input refused at the edge is ``INVALID_REQUEST`` (what
+    ``--wait`` and scripts test for), with the limit's own Kafka error name (``INVALID_TOPIC_EXCEPTION``,
+    ``INVALID_PARTITIONS``, ``INVALID_REPLICATION_FACTOR``, …) leading the message and in
+    ``details.kafka_error``; a command whose processing raised is ``UNKNOWN_SERVER_ERROR``."""
+    kafka_error = str(row.get("error") or "INVALID_REQUEST")
+    internal = any(str(e).startswith("internal:") for e in row.get("expectations", ()))
+    error = kafka_error if internal else "INVALID_REQUEST"
+    message = "; ".join(reasons)
+    if kafka_error != error:
+        message = f"{kafka_error}: {message}"
+    details = json.dumps({"kafka_error": kafka_error}, separators=(",", ":"))
+    return dc.AdminResult(rid, _type_of(row["payload"]), dc.AdminStatus.ERROR, error, message, details)
+
+
 def _request_id_of(payload: str) -> str | None:
+    """The ``request_id`` of a rejected record, when it is one a result can carry (valid UTF-8, within
+    :data:`core.limits.MAX_REQUEST_ID_LENGTH`); a record without one gets no admin result."""
     try:
         o = json.loads(payload)
-    except ValueError:
+        return jf.string(o, "request_id", max_length=MAX_REQUEST_ID_LENGTH)
+    except (ValueError, RecursionError, AttributeError, TypeError):
         return None
-    rid = o.get("request_id") if isinstance(o, dict) else None
-    return rid if isinstance(rid, str) and rid else None
 
 
 def _type_of(payload: str) -> str:
     try:
         o = json.loads(payload)
-    except ValueError:
+        return jf.string(o, "type", max_length=MAX_NAME_LENGTH)
+    except (ValueError, RecursionError, AttributeError, TypeError):
         return "unknown"
-    t = o.get("type") if isinstance(o, dict) else None
-    return t if isinstance(t, str) else "unknown"

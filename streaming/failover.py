@@ -4,26 +4,36 @@ When the driver wins the controller lease (a cold start with an empty checkpoint
 taking over) it does what Kafka's ``onControllerFailover`` does first: read the cluster from ZooKeeper.
 The snapshot can be far too large for a Kafka record (100k partitions ≈ 10 MB), so the driver
 
-1. splits it by bucket and writes ``<checkpoint>/failover/epoch-<N>/bucket-<b>.json`` (each file the
-   versioned JSON of a :class:`core.events.ControllerFailover` restricted to that bucket's topics;
-   write-once: a replayed micro-batch reads exactly what the first attempt read), then
-2. publishes a small reference record ``{"version":1,"type":"controller_failover_ref",
-   "controller_id":…,"controller_epoch":…,"epoch_zk_version":…,"path":"<dir>"}`` to
+1. splits it by bucket and writes ``<checkpoint>/failover/epoch-<N>/bucket-<b>.json`` through Hadoop's
+   FileSystem for the checkpoint's URI (:mod:`streaming.checkpoint_fs`; each file the versioned JSON of
+   a :class:`core.events.ControllerFailover` restricted to that bucket's topics; write-once: a replayed
+   micro-batch reads exactly what the first attempt read), then
+2. ships the files to the executors (``SparkContext.addFile``, :func:`ship_snapshots`), then
+3. publishes a small reference record ``{"version":1,"type":"controller_failover_ref",
+   "controller_id":…,"controller_epoch":…,"epoch_zk_version":…,"path":"<folder URI>"}`` to
    ``livectl.broker-events``.
 
-The reference is routed to every bucket like any cluster-scoped event, at its place in the stream, so
-events before it are handled by the previous controller's state and events after it by the new one.
+The reference is routed to every bucket like any cluster-scoped event. On a used checkpoint nothing after
+the checkpoint is processed before it (the source's failover barrier, :mod:`streaming.kafka_source`), and
+the records that waited for it are handled after the snapshot is loaded
+(:func:`streaming.stateful.events_of`): every write under the new controller epoch starts from the tree
+the snapshot read. On a new checkpoint, events before it are history (:func:`streaming.stateful.applicable_events`).
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import json
 import os
+import re
+import shutil
+import tempfile
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from core import events as ev
+from streaming.checkpoint_fs import CheckpointStore, child, parent
 from streaming.routing import bucket_of
 from streaming.validation import FAILOVER_REF_TYPE
 
@@ -53,23 +63,28 @@ def split_snapshot(snapshot: ev.ZkSnapshot, num_buckets: int) -> list[ev.ZkSnaps
 
 
 def failover_root(checkpoint_dir: str) -> str:
-    """The folder (absolute) under which every epoch's snapshot of this checkpoint goes."""
-    return str((Path(checkpoint_dir) / "failover").resolve())
+    """The folder under which every epoch's snapshot of this checkpoint goes. ``checkpoint_dir`` is the
+    checkpoint's qualified URI (:attr:`streaming.checkpoint_fs.CheckpointStore.root`), so references and
+    this folder compare as strings on the driver, in the source and on the executors alike."""
+    return child(checkpoint_dir, "failover")
+
+
+def bucket_file(folder: str, bucket: int) -> str:
+    return child(folder, f"bucket-{bucket}.json")
 
 
 def write_snapshot(
-    checkpoint_dir: str, controller_id: int, snapshot: ev.ZkSnapshot, num_buckets: int
+    store: CheckpointStore, controller_id: int, snapshot: ev.ZkSnapshot, num_buckets: int
 ) -> dict[str, Any]:
-    """Write the per-bucket files (once per epoch) and return the reference record to publish."""
-    folder = Path(failover_root(checkpoint_dir)) / f"epoch-{snapshot.controller_epoch}"
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write the per-bucket files through the checkpoint's file system (once per epoch) and return the
+    reference record to publish. Executors cannot read the checkpoint themselves: :func:`ship_snapshots`
+    must hand them the files before the reference is published."""
+    folder = child(failover_root(store.root), f"epoch-{snapshot.controller_epoch}")
     for b, part in enumerate(split_snapshot(snapshot, num_buckets)):
-        target = folder / f"bucket-{b}.json"
-        if target.exists():  # write-once: a restarted driver with the same epoch keeps the first snapshot
+        target = bucket_file(folder, b)
+        if store.exists(target):  # write-once: a restarted driver with the same epoch keeps the first snapshot
             continue
-        tmp = folder / f".bucket-{b}.json.tmp"
-        tmp.write_text(ev.event_to_json(ev.ControllerFailover(controller_id, part)))
-        os.replace(tmp, target)
+        store.write_text(target, ev.event_to_json(ev.ControllerFailover(controller_id, part)))
     return {
         "version": 1,
         "type": FAILOVER_REF_TYPE,
@@ -77,29 +92,141 @@ def write_snapshot(
         "controller_epoch": snapshot.controller_epoch,
         "epoch_zk_version": snapshot.controller_epoch_zk_version,
         "num_buckets": num_buckets,
-        "path": str(folder),
+        "path": folder,
     }
 
 
-def unusable_reason(ref: dict[str, Any], bucket: int, state_epoch: int, checkpoint_dir: str | None) -> str | None:
+class SnapshotFiles(Protocol):
+    """Where the bucket step finds the snapshot slice a reference names: ``None`` when it is not there."""
+
+    def exists(self, folder: str, bucket: int) -> bool: ...
+
+    def read(self, folder: str, bucket: int) -> str | None: ...
+
+
+class StoreSnapshots:
+    """Reads the slices straight from the checkpoint's store: for code that runs where the store is (the
+    driver, tests and benchmarks that drive :func:`streaming.stateful.step_bucket` by hand)."""
+
+    def __init__(self, store: CheckpointStore) -> None:
+        self.store = store
+
+    def exists(self, folder: str, bucket: int) -> bool:
+        return self.store.exists(bucket_file(folder, bucket))
+
+    def read(self, folder: str, bucket: int) -> str | None:
+        path = bucket_file(folder, bucket)
+        return self.store.read_text(path) if self.store.exists(path) else None
+
+
+def shipped_name(folder: str, bucket: int) -> str:
+    """The name under which the driver ships one slice with ``SparkContext.addFile``: Spark keys added
+    files by file name, so the name carries a digest of the folder's URI (checkpoint and epoch)."""
+    digest = hashlib.sha256(folder.encode()).hexdigest()[:20]
+    return f"livectl-failover-{digest}-bucket-{bucket}.json"
+
+
+class ShippedSnapshots:
+    """The executors' way to the snapshot: the copies the driver shipped with ``SparkContext.addFile``,
+    found with ``SparkFiles.get`` in the Python worker.
+
+    Why this way: the bucket step runs in a Python worker on an executor, possibly on another machine,
+    with no JVM gateway, so it cannot call Hadoop's FileSystem; and a Python client per scheme (HDFS,
+    S3, …) would need its own libraries and credentials on every executor. The driver reads the
+    checkpoint through Hadoop and adds each slice to the SparkContext; Spark's own file distribution
+    (the driver's file server) hands every added file to every executor before its next task runs, and
+    to executors that join later (a restarted worker) before their first. The reference is published
+    only after its files are added, so the task that meets it has them. Stateless: the step's closure
+    carries it to the workers as is."""
+
+    @staticmethod
+    def _local(folder: str, bucket: int) -> str | None:
+        from pyspark import SparkFiles
+
+        try:
+            local = SparkFiles.get(shipped_name(folder, bucket))
+        except Exception:  # no SparkContext nor worker: nothing was shipped here
+            return None
+        return local if os.path.isfile(local) else None
+
+    def exists(self, folder: str, bucket: int) -> bool:
+        return self._local(folder, bucket) is not None
+
+    def read(self, folder: str, bucket: int) -> str | None:
+        local = self._local(folder, bucket)
+        if local is None:
+            return None
+        # a local copy in the executor's work folder, not a checkpoint path
+        with open(local, encoding="utf-8") as f:
+            return f.read()
+
+
+#: application id -> the driver's local folder of staged copies (Spark refuses one name from two paths)
+_STAGING: dict[str, str] = {}
+
+
+def ship_snapshots(spark: Any, store: CheckpointStore, folder: str | None = None) -> int:
+    """Driver: add the slices of snapshot ``folder`` (``None``: of every epoch under the checkpoint's
+    ``failover/``) to the SparkContext, as :class:`ShippedSnapshots` finds them. Each slice is read
+    through the checkpoint's file system and staged in a local folder of the driver's, from which
+    Spark's file server serves it whatever the checkpoint's scheme. A slice already shipped by this
+    SparkContext is not shipped again (they are write-once). Returns how many files were added.
+
+    At start the driver ships every epoch the checkpoint holds: a replayed or not yet processed batch may
+    meet the reference of an earlier controller, which the buckets must be able to load as the previous
+    driver's executors could."""
+    sc = spark.sparkContext
+    staging = _STAGING.get(sc.applicationId)
+    if staging is None:
+        staging = _STAGING[sc.applicationId] = tempfile.mkdtemp(prefix="livectl-shipped-")
+        atexit.register(shutil.rmtree, staging, True)
+    if folder is None:
+        root = failover_root(store.root)
+        folders = [child(root, name) for name in store.list_names(root) if name.startswith("epoch-")]
+    else:
+        folders = [folder]
+    added = 0
+    for f in folders:
+        for name in store.list_names(f):
+            m = re.fullmatch(r"bucket-(\d+)\.json", name)
+            if m is None:
+                continue
+            local = os.path.join(staging, shipped_name(f, int(m.group(1))))
+            if os.path.exists(local):
+                continue
+            text = store.read_text(child(f, name))
+            with open(local + ".tmp", "w", encoding="utf-8") as out:  # the driver's staging copy
+                out.write(text)
+            os.replace(local + ".tmp", local)
+            sc.addFile(local)
+            added += 1
+    return added
+
+
+def unusable_reason(
+    ref: dict[str, Any], bucket: int, state_epoch: int, checkpoint_dir: str | None, snapshots: SnapshotFiles
+) -> str | None:
     """Why a reference cannot be applied to ``bucket`` (whose state holds ``state_epoch``), or ``None``."""
     epoch = int(ref.get("controller_epoch", -1))
     if epoch <= state_epoch:
         return f"stale: epoch {epoch} is not newer than the bucket's epoch {state_epoch}"
-    folder = Path(str(ref.get("path", "")))
-    if checkpoint_dir is not None and folder.parent.parent.resolve() != Path(checkpoint_dir).resolve():
+    folder = str(ref.get("path", ""))
+    if checkpoint_dir is not None and parent(parent(folder)) != checkpoint_dir.rstrip("/"):
         return f"written for another checkpoint ({folder}), not {checkpoint_dir}"
-    if not (folder / f"bucket-{bucket}.json").is_file():
-        return f"its snapshot {folder / f'bucket-{bucket}.json'} is gone"
+    if not snapshots.exists(folder, bucket):
+        return f"its snapshot {bucket_file(folder, bucket)} is gone"
     return None
 
 
-def load_bucket_failover(ref: dict[str, Any], bucket: int) -> ev.ControllerFailover:
+def load_bucket_failover(ref: dict[str, Any], bucket: int, snapshots: SnapshotFiles) -> ev.ControllerFailover:
     """The :class:`ControllerFailover` event for ``bucket`` named by a reference record."""
-    path = Path(str(ref["path"])) / f"bucket-{bucket}.json"
-    event = ev.event_from_json(path.read_text())
+    folder = str(ref["path"])
+    text = snapshots.read(folder, bucket)
+    if text is None:
+        raise FileNotFoundError(f"the failover snapshot {bucket_file(folder, bucket)} is gone")
+    event = ev.event_from_json(text)
     if not isinstance(event, ev.ControllerFailover):  # pragma: no cover - written by write_snapshot only
-        raise TypeError(f"{path} holds a {type(event).__name__}, not a controller_failover")
+        raise TypeError(f"{bucket_file(folder, bucket)} holds a {type(event).__name__}, not a controller_failover")
     return event
 
 

@@ -80,7 +80,7 @@ def prepare_frame(frame: pd.DataFrame, num_buckets: int, admin_topic: str, valid
         return pd.DataFrame([], columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
     values = [v if v is None or isinstance(v, str) else bytes(v).decode("utf-8", "replace") for v in frame["value"]]
     sources = ["admin" if t == admin_topic else "broker-events" for t in frame["topic"]]
-    checked = validator.check(values, sources)
+    checked = _check(validator, values, sources)
     partitions = frame["partition"].astype("int64").tolist()
     offsets = frame["offset"].astype("int64").tolist()
     for i, outcome in enumerate(checked):
@@ -92,20 +92,67 @@ def prepare_frame(frame: pd.DataFrame, num_buckets: int, admin_topic: str, valid
         if isinstance(outcome, dict):  # the driver's failover reference: every bucket
             text = json.dumps(outcome, separators=(",", ":"), sort_keys=True)
             rows.extend((b, ts, src, offset, 0, KIND_FAILOVER_REF, text) for b in range(num_buckets))
-        elif isinstance(outcome, ev.Event):
-            for sub, (b, e) in enumerate(route(outcome, num_buckets)):
-                rows.append((b, ts, src, offset, sub, KIND_EVENT, ev.event_to_json(e)))
-        else:
-            rejected = {
-                "source_topic": topic,
-                "source_partition": partition,
-                "source_offset": offset,
-                "payload": values[i] or "",
-                "expectations": list(outcome.expectations),
-                "reasons": list(outcome.reasons),
-            }
-            rows.append((REJECTED_BUCKET, ts, src, offset, 0, KIND_REJECTED, json.dumps(rejected)))
+            continue
+        rejection = outcome
+        if isinstance(outcome, ev.Event):
+            try:
+                routed = [(b, ev.event_to_json(e)) for b, e in route(outcome, num_buckets)]
+            except Exception as e:  # a bug must cost this record only, never the query
+                rejection = _internal_rejection("route", e)
+            else:
+                rows.extend((b, ts, src, offset, sub, KIND_EVENT, text) for sub, (b, text) in enumerate(routed))
+                continue
+        rows.append(
+            (
+                REJECTED_BUCKET,
+                ts,
+                src,
+                offset,
+                0,
+                KIND_REJECTED,
+                rejected_row(topic, partition, offset, values[i], rejection),
+            )
+        )
     return pd.DataFrame(rows, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+
+
+def rejected_row(topic: str, partition: int, offset: int, payload: str | None, rejection: Any) -> str:
+    """The ``rejected`` row's payload (read by :mod:`streaming.dispatch`): the source position, the
+    record as received, the expectation names, reasons and Kafka error name of ``rejection`` (a
+    :class:`streaming.validation.Rejection`)."""
+    rejected = {
+        "source_topic": topic,
+        "source_partition": partition,
+        "source_offset": offset,
+        "payload": payload or "",
+        "expectations": list(rejection.expectations),
+        "reasons": list(rejection.reasons),
+        "error": rejection.error,
+    }
+    return json.dumps(rejected)
+
+
+def _internal_rejection(stage: str, error: BaseException) -> Any:
+    from streaming.validation import Rejection
+
+    return Rejection(
+        (f"internal:{stage}",), (f"processing the record raised {error!r}"[:2000],), "UNKNOWN_SERVER_ERROR"
+    )
+
+
+def _check(validator: Any, values: list[str | None], sources: list[str]) -> list[Any]:
+    """``validator.check`` over the batch; should it raise (a bug, not bad input: bad input is rejected),
+    each record is checked alone and only the records that still raise are rejected with the error."""
+    try:
+        return list(validator.check(values, sources))
+    except Exception:
+        out: list[Any] = []
+        for v, s in zip(values, sources, strict=True):
+            try:
+                out.extend(validator.check([v], [s]))
+            except Exception as e:
+                out.append(_internal_rejection("validate", e))
+        return out
 
 
 def tick_rows(now_ms: int, num_buckets: int) -> pd.DataFrame:

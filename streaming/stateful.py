@@ -87,12 +87,19 @@ def _cached_load(bucket: int, fmt: int, size: int, blob: bytes) -> controller.Co
     return loaded
 
 
+#: where an event of a bucket's batch came from: (source ``topic/partition``, offset, the row's payload)
+Origin = tuple[str, int, str]
+
+
 def events_of(
     bucket: int,
     frame: pd.DataFrame,
     state_epoch: int = 0,
     checkpoint_dir: str | None = None,
+    *,
     loaded: bool = False,
+    origins: list[Origin] | None = None,
+    snapshots: failover.SnapshotFiles | None = None,
 ) -> tuple[list[ev.Event], list[dc.StateChangeFailure]]:
     """The bucket's rows as core events, in stream order; at most one tick (the newest), last.
 
@@ -106,27 +113,37 @@ def events_of(
     that batch comes after the checkpoint's last planned micro-batch, so none was handled by any
     controller, and the new one handles them on the cluster it read from ZooKeeper (the source's failover
     barrier makes this batch the new controller's first; :mod:`streaming.kafka_source`). Handled before
-    the snapshot, their writes could be missing from it and conflict with it afterwards."""
+    the snapshot, their writes could be missing from it and conflict with it afterwards.
+
+    ``origins``, when given, is filled with the origin of each returned event (same order)."""
+    files: failover.SnapshotFiles = snapshots if snapshots is not None else failover.ShippedSnapshots()
     ordered = frame.sort_values(["ts", "src", "offset", "sub"], kind="stable")
     items: list[tuple[str, Any]] = []
+    item_origins: list[Origin] = []
     refs: list[dict[str, Any]] = []
     tick: ev.Tick | None = None
-    for kind, payload in zip(ordered["kind"], ordered["payload"], strict=True):
+    tick_origin: Origin = ("~tick", 0, "")
+    for kind, payload, src, offset in zip(
+        ordered["kind"], ordered["payload"], ordered["src"], ordered["offset"], strict=True
+    ):
         if kind == KIND_EVENT:
             items.append((kind, ev.event_from_json(payload)))
+            item_origins.append((str(src), int(offset), str(payload)))
         elif kind == KIND_FAILOVER_REF:
             ref = json.loads(payload)
             refs.append(ref)
             items.append((kind, ref))
+            item_origins.append((str(src), int(offset), str(payload)))
         elif kind == KIND_TICK:
             t = ev.event_from_json(payload)
             assert isinstance(t, ev.Tick)
             if tick is None or t.now_ms > tick.now_ms:
                 tick = t
+                tick_origin = (str(src), int(offset), str(payload))
     skipped: list[dc.StateChangeFailure] = []
     usable: list[dict[str, Any]] = []
     for ref in refs:
-        reason = failover.unusable_reason(ref, bucket, state_epoch, checkpoint_dir)
+        reason = failover.unusable_reason(ref, bucket, state_epoch, checkpoint_dir, files)
         if reason is None:
             usable.append(ref)
         else:
@@ -136,15 +153,29 @@ def events_of(
         if ref is not chosen and chosen is not None:
             skipped.append(_skipped_ref(ref, f"superseded by epoch {chosen['controller_epoch']} in the same batch"))
     events: list[ev.Event] = []
+    kept: list[Origin] = []
+
+    def load(origin: Origin) -> None:
+        assert chosen is not None
+        try:
+            events.append(failover.load_bucket_failover(chosen, bucket, files))
+            kept.append(origin)
+        except Exception as e:  # a damaged snapshot file must not stop the query in a loop
+            skipped.append(_skipped_ref(chosen, f"its snapshot could not be read: {e!r}"[:2000]))
+
     if loaded and chosen is not None:
-        events.append(failover.load_bucket_failover(chosen, bucket))
-    for kind, item in items:
+        load(next(o for (_, i), o in zip(items, item_origins, strict=True) if i is chosen))
+    for (kind, item), origin in zip(items, item_origins, strict=True):
         if kind == KIND_EVENT:
             events.append(item)
+            kept.append(origin)
         elif chosen is not None and item is chosen and not loaded:
-            events.append(failover.load_bucket_failover(chosen, bucket))
+            load(origin)
     if tick is not None:
         events.append(tick)
+        kept.append(tick_origin)
+    if origins is not None:
+        origins.extend(kept)
     return events, skipped
 
 
@@ -183,6 +214,28 @@ def applicable_events(
     return kept, refused
 
 
+def quarantine_row(bucket: int, origin: Origin, error: str) -> str:
+    """The ``rejected`` row of an event whose processing raised (:func:`core.controller.step_isolating`
+    left it out): the dispatcher sends it to ``livectl.rejected`` with the error, and answers an admin
+    command among them with Kafka's ``UNKNOWN_SERVER_ERROR``."""
+    src, offset, payload = origin
+    topic, _, partition = src.rpartition("/")
+    return json.dumps(
+        {
+            "source_topic": topic or src,
+            "source_partition": int(partition) if partition.isdigit() else -1,
+            "source_offset": offset,
+            "payload": payload,
+            "expectations": ["internal:step"],
+            "reasons": [
+                f"bucket {bucket}: processing the event raised {error}; it was left out and the bucket's state "
+                "is as it would be without it"
+            ],
+            "error": "UNKNOWN_SERVER_ERROR",
+        }
+    )
+
+
 def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for seq, d in enumerate(decisions):
@@ -191,19 +244,26 @@ def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[An
 
 
 def make_step(checkpoint_dir: str | None) -> Any:
-    """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``."""
+    """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``
+    (its qualified URI). It runs in Python workers on the executors, which read failover snapshots from
+    the copies the driver shipped (:class:`streaming.failover.ShippedSnapshots`)."""
+    shipped = failover.ShippedSnapshots()
 
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        return step_bucket(key, frames, state, checkpoint_dir)
+        return step_bucket(key, frames, state, checkpoint_dir, shipped)
 
     return step
 
 
 def step_bucket(
-    key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any, checkpoint_dir: str | None = None
+    key: tuple[Any, ...],
+    frames: Iterator[pd.DataFrame],
+    state: Any,
+    checkpoint_dir: str | None = None,
+    snapshots: failover.SnapshotFiles | None = None,
 ) -> Iterator[pd.DataFrame]:
     """One bucket's micro-batch (``GroupStateTimeout.NoTimeout``); ``checkpoint_dir`` (when given) is where
-    this query's failover snapshots live."""
+    this query's failover snapshots live, ``snapshots`` how to read them (default: the shipped copies)."""
     bucket = int(key[0])
     frame = pd.concat(list(frames), ignore_index=True)
     if bucket == REJECTED_BUCKET:
@@ -218,13 +278,19 @@ def step_bucket(
     else:
         current = controller.ControllerState()
     loaded = current.context.controller_id >= 0
-    events, skipped = events_of(bucket, frame, current.context.epoch, checkpoint_dir, loaded)
-    events, refused = applicable_events(current, events)
-    new_state, decisions = controller.step(current, events)
+    origins: list[Origin] = []
+    events, skipped = events_of(
+        bucket, frame, current.context.epoch, checkpoint_dir, loaded=loaded, origins=origins, snapshots=snapshots
+    )
+    kept, refused = applicable_events(current, events)
+    origins = origins[len(events) - len(kept) :]
+    new_state, decisions, quarantined = controller.step_isolating(current, kept)
     dumped = dump_state(new_state)
     state.update(dumped)
     _STATE_CACHE[bucket] = (_digest(dumped[2]), new_state)
     rows = decision_rows(bucket, [*refused, *decisions, *skipped])
+    for q in quarantined:
+        rows.append([bucket, len(rows), KIND_REJECTED, quarantine_row(bucket, origins[q.index], q.error), *_NO_METRICS])
     m = controller.metrics(new_state)
     rows.append([bucket, len(rows), KIND_METRICS, json.dumps(m), *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)

@@ -31,11 +31,10 @@ def test_crash_points_converge(zookeeper: local.Service, kafka_broker: local.Ser
     finally:
         sys.path.remove(str(BENCH))
 
-    lines: list[str] = []
+    # each point's line is printed as it ends (pytest shows them when the test fails)
     rows = crash_matrix.run_matrix(
-        zookeeper.connect, kafka_broker.bootstrap, tmp_path / "matrix", crash_matrix.CI_POINTS, log=lines.append
+        zookeeper.connect, kafka_broker.bootstrap, tmp_path / "matrix", crash_matrix.CI_POINTS
     )
-    print("\n".join(lines))  # shown when the test fails
     assert [(r.point, r.mode) for r in rows] == list(crash_matrix.CI_POINTS)
     for r in rows:
         assert r.seen != "not reached", f"{r.point} ({r.mode}): the watch never saw the point"

@@ -430,3 +430,29 @@ def test_broker_shutdown_publishes_a_control_message(env: Env, capsys: pytest.Ca
     assert main(env.args("broker", "kill", "9", "--control-topic", env.control)) == 1
     assert "broker 9 is not registered" in capsys.readouterr().err
     assert main(env.args("broker", "fault", "3", "slow-follower", "--control-topic", env.control)) == 2
+
+
+# ----------------------------------------------------------------------------- Kafka client security
+
+
+def test_command_config_reaches_the_kafka_clients(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kafka's --command-config: the properties go to the producer and the result follower. The local
+    broker speaks PLAINTEXT only (no SASL/SSL broker can be had here), so the file names that protocol;
+    a malformed file is refused with exit 2 before anything is sent."""
+    good = env.tmp / "client.properties"
+    good.write_text("# the local broker\nsecurity.protocol=PLAINTEXT\nssl.endpoint.identification.algorithm=\n")
+    t = answer(env, [(AdminStatus.OK, None, "{}")])
+    argv = ["topics", "--create", "--topic", "sec", "--partitions", "1", "--replication-factor", "1"]
+    assert main(env.args(*argv, "--command-config", str(good), "--wait", "--timeout", "20")) == 0
+    t.join(5)
+    [(_key, ev)] = env.commands()
+    assert isinstance(ev, CreateTopic) and ev.topic == "sec"
+
+    bad = env.tmp / "bad.properties"
+    bad.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n")
+    capsys.readouterr()
+    assert main(env.args(*argv, "--command-config", str(bad))) == 2
+    err = capsys.readouterr().err
+    assert "--command-config" in err and "sasl.jaas.config" in err
+    assert main(env.args(*argv, "--command-config", str(env.tmp / "missing.properties"))) == 2
+    assert len(env.read(env.admin, 2, timeout=1.0)) == 1, "nothing more was published"

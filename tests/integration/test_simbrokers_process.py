@@ -245,3 +245,26 @@ def test_followers_in_another_process_fetch_over_tcp_and_a_stuck_one_leaves_the_
     assert (shrink.broker_id, shrink.topic, shrink.partition, shrink.new_isr) == (1, "orders", 0, (1,))
     assert shrink.broker_epoch == registration(env, 1)[1].czxid
     assert (shrink.leader_epoch, shrink.partition_epoch) == (0, 0)
+
+
+def test_security_options_reach_registrations_and_kafka_clients(env: Env) -> None:
+    """--zookeeper-auth / --zookeeper-set-acl: the registration gets Kafka's ACLs (another client cannot
+    remove it); --command-config: the Kafka clients take the properties (PLAINTEXT here: the local broker
+    has no SASL/SSL), and a malformed file is refused with exit 2."""
+    from kazoo.exceptions import NoAuthError
+    from kazoo.security import Permissions
+
+    props = env.tmp / "client.properties"
+    props.write_text("security.protocol=PLAINTEXT\n")
+    env.start("7", "--zookeeper-auth", "digest:brokers:pw", "--zookeeper-set-acl", "--command-config", str(props))
+    env.wait_for(lambda: env.zk.exists("/brokers/ids/7") is not None, what="broker 7 registered")
+    acls, _ = env.zk.get_acls("/brokers/ids/7")
+    assert {(a.id.scheme, a.perms) for a in acls} == {("digest", Permissions.ALL), ("world", Permissions.READ)}
+    with pytest.raises(NoAuthError):
+        env.zk.set("/brokers/ids/7", b"{}")
+
+    bad = env.tmp / "bad.properties"
+    bad.write_text("security.protocol=SASL_SSL\n")
+    proc = env.start("8", "--command-config", str(bad))
+    assert proc.wait(30) == 2
+    assert "--command-config" in env.logs() and "sasl.mechanism" in env.logs()

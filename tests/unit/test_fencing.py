@@ -163,3 +163,89 @@ def test_a_source_error_inside_sparks_traceback_is_reported_by_its_own_line() ->
         "the checkpoint reads from offset 57 but the log now ends at offset 3"
     )
     assert query_failure_reason("something else") == "something else"
+
+
+# ---------------------------------------------------------------------------- Kafka client security
+
+
+def test_kafka_security_properties_map_to_kafka_python() -> None:
+    from sinks.security import KafkaSecurity, SecurityConfigError
+
+    text = """# like a Kafka tool's --command-config
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="ctl" password="p=w";
+ssl.truststore.type=PEM
+ssl.truststore.location=/etc/livectl/ca.pem
+ssl.endpoint.identification.algorithm=
+"""
+    sec = KafkaSecurity.from_file_text(text)
+    assert sec.client_kwargs() == {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "ctl",
+        "sasl_plain_password": "p=w",
+        "ssl_cafile": "/etc/livectl/ca.pem",
+    }
+    assert "p=w" not in repr(sec)
+    for bad, key in (
+        ("security.protocol=SASL_PLAIN\n", "security.protocol"),
+        ("security.protocol=SASL_SSL\n", "sasl.mechanism"),
+        ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "sasl.jaas.config"),
+        ("ssl.truststore.type=JKS\n", "ssl.truststore.type"),
+        ("bootstrap.servers=x\n", "bootstrap.servers"),
+        ("no equals sign\n", "command config line 1"),
+    ):
+        with pytest.raises(SecurityConfigError) as e:
+            KafkaSecurity.from_file_text(bad).client_kwargs()
+        assert e.value.key == key
+
+
+def test_security_settings_reach_the_source_options_and_errors_name_the_setting() -> None:
+    from streaming.kafka_source import KafkaSourceError, SourceOptions
+    from streaming.settings import Settings, SettingsError
+
+    s = Settings().with_overrides(
+        [
+            "kafka_security_protocol=SASL_PLAINTEXT",
+            "kafka_sasl_mechanism=PLAIN",
+            'kafka_sasl_jaas_config=x username="u" password="pw"',
+        ]
+    )
+    props = s.kafka_security().properties()
+    assert props["security.protocol"] == "SASL_PLAINTEXT" and "pw" not in repr(s)
+    # what streaming.query gives the source: kafka.<name> options
+    options = {"bootstrap_servers": "h:1", "topics": "a", **{f"kafka.{k}": v for k, v in props.items()}}
+    parsed = SourceOptions.parse(options)
+    assert dict(parsed.security) == props
+    with pytest.raises(KafkaSourceError) as e:
+        SourceOptions.parse({"bootstrap_servers": "h:1", "topics": "a", "kafka.security.protocol": "TLS"})
+    assert e.value.option == "kafka.security.protocol"
+    with pytest.raises(SettingsError) as se:
+        Settings().with_overrides(["kafka_sasl_mechanism=MD5"])
+    assert se.value.key == "kafka_sasl_mechanism"
+
+
+def test_an_outage_seen_by_a_replaced_controller_is_reported_as_fencing(
+    tmp_path: Path, validator: InputValidator
+) -> None:
+    """A paused process resumes with its deadline gone and a dead connection: the write fails as
+    "unavailable", but the fence check (after the client learnt its session expired) says "fenced"."""
+    p, zk = _fenced_pipeline(tmp_path, validator)
+    p.dispatcher.request_sink = FlakyRequestSink(p.fence, failures=5)
+    p.dispatcher.retry_timeout_s = 0.0
+    sink = p.dispatcher.zk_sink
+    assert isinstance(sink, MemoryZkSink)
+    answers = iter([SinkUnavailableError("reconnecting"), None])
+
+    def check() -> None:
+        problem = next(answers, None)
+        if problem is not None:
+            raise problem
+        zk.set("/controller_epoch", b"2")  # what the reconnected client finds: a new controller
+        sink.check_fence()
+
+    p.dispatcher.fence_check = check
+    with pytest.raises(ControllerFencedError):
+        p.dispatcher._step(7, "admin results", lambda: p.dispatcher.request_sink.write_admin_results(7, []))
+    assert p.dispatcher.fenced

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,11 @@ def test_the_broker_binary_comes_from_the_installed_wheel() -> None:
 
 def test_stop_signals_only_the_process_we_started() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # livectl-test-marker"])
+    # right after the fork the child's /proc cmdline can still be empty: wait until it shows the command
+    deadline = time.monotonic() + 10
+    while b"livectl-test-marker" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the child never showed its command line"
+        time.sleep(0.01)
     try:
         # a PID whose command line does not carry the marker is left alone
         assert not local.stop_process(proc.pid, "some-other-command")

@@ -20,7 +20,9 @@ from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
 from streaming import failover, routing, stateful
+from streaming.checkpoint_fs import MemoryCheckpointStore
 from streaming.dispatch import Dispatcher, merge_admin_results
+from streaming.failover import StoreSnapshots
 from streaming.settings import Settings, SettingsError
 from streaming.validation import InputValidator
 
@@ -50,6 +52,14 @@ class FakeGroupState:
         self.value = value
 
 
+_STORES: dict[Path, MemoryCheckpointStore] = {}
+
+
+def store_at(tmp: Path) -> MemoryCheckpointStore:
+    """The in-memory checkpoint named after ``tmp``: pipelines given the same folder share one checkpoint."""
+    return _STORES.setdefault(tmp, MemoryCheckpointStore(f"memory:{tmp}"))
+
+
 class Pipeline:
     """One controller's query, batch by batch, on fakes."""
 
@@ -75,7 +85,7 @@ class Pipeline:
         return pd.DataFrame(rows, columns=["topic", "partition", "offset", "timestamp", "value"])
 
     def failover_ref(self, snapshot: ev.ZkSnapshot) -> str:
-        ref = failover.write_snapshot(str(self.tmp), 1000, snapshot, BUCKETS)
+        ref = failover.write_snapshot(store_at(self.tmp), 1000, snapshot, BUCKETS)
         return failover.ref_to_json(ref)
 
     def run_batch(self, items: list[tuple[str, str]]) -> pd.DataFrame:
@@ -84,7 +94,11 @@ class Pipeline:
         )
         outputs = []
         for bucket, frame in routed.groupby("bucket"):
-            outputs.extend(stateful.step_bucket((bucket,), iter([frame]), self.states[int(bucket)]))
+            outputs.extend(
+                stateful.step_bucket(
+                    (bucket,), iter([frame]), self.states[int(bucket)], snapshots=StoreSnapshots(store_at(self.tmp))
+                )
+            )
         out = pd.concat(outputs, ignore_index=True)
         self.dispatcher.dispatch(out, self.batch)
         self.batch += 1
@@ -219,10 +233,10 @@ def test_snapshot_is_split_by_bucket(tmp_path: Path) -> None:
     for b, part in enumerate(parts):
         assert all(routing.bucket_of(t.topic, BUCKETS) == b for t in part.topics)
         assert part.brokers == snap.brokers and part.controller_epoch == 3
-    ref = failover.write_snapshot(str(tmp_path), 7, snap, BUCKETS)
+    ref = failover.write_snapshot(store_at(tmp_path), 7, snap, BUCKETS)
     assert ref["type"] == "controller_failover_ref" and ref["controller_epoch"] == 3
     for b in range(BUCKETS):
-        assert failover.load_bucket_failover(ref, b).snapshot == parts[b]
+        assert failover.load_bucket_failover(ref, b, StoreSnapshots(store_at(tmp_path))).snapshot == parts[b]
 
 
 def test_admin_results_of_a_split_command_are_merged() -> None:
@@ -270,13 +284,16 @@ def test_bucket_count_follows_spark_and_is_fixed_by_the_checkpoint(tmp_path: Pat
 
     base = Settings.from_mapping({"checkpoint_dir": str(tmp_path / "ck"), "num_buckets": 0})
     spark = FakeSpark(6)
-    assert resolve_buckets(spark, base).num_buckets == 6
+    store = store_at(tmp_path / "ck")
+    assert resolve_buckets(spark, base, store).num_buckets == 6
     # later starts keep the checkpoint's count, and set Spark's shuffle partitions to it
     spark = FakeSpark(200)
-    assert resolve_buckets(spark, base).num_buckets == 6
+    assert resolve_buckets(spark, base, store).num_buckets == 6
     assert spark.conf.values["spark.sql.shuffle.partitions"] == "6"
     with pytest.raises(SettingsError) as e:
-        resolve_buckets(FakeSpark(6), Settings.from_mapping({"checkpoint_dir": str(tmp_path / "ck"), "num_buckets": 8}))
+        resolve_buckets(
+            FakeSpark(6), Settings.from_mapping({"checkpoint_dir": str(tmp_path / "ck"), "num_buckets": 8}), store
+        )
     assert e.value.key == "num_buckets" and "fixed for the life of a checkpoint" in e.value.reason
 
 
@@ -346,7 +363,7 @@ def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator:
         for bucket, frame in routed.groupby("bucket"):
             gs = FakeGroupState()
             gs.value = saved[int(bucket)]
-            for df in stateful.step_bucket((bucket,), iter([frame]), gs):
+            for df in stateful.step_bucket((bucket,), iter([frame]), gs, snapshots=StoreSnapshots(store_at(tmp_path))):
                 out.extend(df["payload"])
         return out
 
@@ -356,13 +373,12 @@ def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator:
 
 
 def test_failover_references_of_other_runs_are_history(tmp_path: Path, validator: InputValidator) -> None:
-    import shutil
 
     zk = MemoryZooKeeper()
     epoch_znode(zk)
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     gone = p.failover_ref(snapshot_of((1, 2), epoch=1))
-    shutil.rmtree(json.loads(gone)["path"])  # an earlier run's checkpoint was deleted
+    store_at(tmp_path).remove(json.loads(gone)["path"])  # an earlier run's checkpoint was deleted
     out = p.run_batch([(EVENTS, gone)])
     failures = [json.loads(x) for x in out[out["kind"] == stateful.KIND_FAILURE]["payload"]]
     assert len(failures) == BUCKETS and all("is gone" in f["reason"] for f in failures)
@@ -425,7 +441,8 @@ def test_a_takeover_handles_the_records_that_waited_for_its_reference_after_it(
     zk.set("/controller_epoch", b"2")
     second = Pipeline(tmp_path, zk, Fence(2, 1), validator)
     second.states, second.offsets, second.batch, second.clock = first.states, first.offsets, first.batch, first.clock
-    ref = failover.ref_to_json(failover.write_snapshot(str(tmp_path), 1000, _snapshot_of_tree(zk, brokers), BUCKETS))
+    snapshot = _snapshot_of_tree(zk, brokers)
+    ref = failover.ref_to_json(failover.write_snapshot(store_at(tmp_path), 1000, snapshot, BUCKETS))
     reassign = ev.ReassignPartitions("r1", (ev.PartitionTarget("moving", 0, (4, 5, 6)),))
     second.run_batch([(ADMIN, ev.event_to_json(reassign)), (EVENTS, ref)])
     topic = json.loads(zk.get("/brokers/topics/moving")[0])
@@ -528,3 +545,19 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
         (1, dc.RequestApi.STOP_REPLICA, [("a", 0)]),
     ]
     assert withhold_refused(requests, []) == requests
+
+
+def test_a_used_checkpoint_starts_behind_the_failover_barrier(tmp_path: Path) -> None:
+    from streaming.app import ControllerApp
+    from streaming.query import SourceStart
+
+    settings = Settings.from_mapping({"checkpoint_dir": str(tmp_path / "cp")})
+    # a new checkpoint: no barrier (its buckets hold nothing); earliest is the setting's
+    assert ControllerApp._source_start(settings, 3) == SourceStart()
+    # a checkpoint with a planned micro-batch (committed or not): hold back until epoch 3's reference
+    (tmp_path / "cp" / "offsets").mkdir(parents=True)
+    (tmp_path / "cp" / "offsets" / "0").write_text("v1")
+    got = ControllerApp._source_start(settings, 3)
+    assert got == SourceStart(barrier_epoch=3, barrier_path=str((tmp_path / "cp" / "failover").resolve()))
+    ref = failover.write_snapshot(str(tmp_path / "cp"), 1000, snapshot_of((1,), epoch=3), BUCKETS)
+    assert got.barrier_path is not None and ref["path"].startswith(got.barrier_path + "/")

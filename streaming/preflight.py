@@ -1,0 +1,95 @@
+"""Before Spark starts: are ZooKeeper and Kafka there at all?
+
+``livectl run`` checks both before it pays Spark's start-up, so that a wrong address or a service that is
+down is one clear line (exit code 4, like the admin commands) instead of a timeout deep inside the
+controller's start. :class:`UnreachableError` names the service, the address as configured and what
+failed. Only reachability is checked here; everything else (the lease, topics, ACLs) is the controller's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from streaming.errors import StreamingError
+from streaming.settings import Settings
+
+
+class UnreachableError(StreamingError):
+    """``service`` (ZooKeeper or Kafka) at ``address`` could not be reached; ``reason`` says what failed."""
+
+    def __init__(self, service: str, address: str, reason: str) -> None:
+        self.service = service
+        self.address = address
+        self.reason = reason
+        super().__init__(f"{service} at {address} is unreachable: {reason}")
+
+
+@contextmanager
+def _quiet(*names: str) -> Iterator[None]:
+    """Client libraries log every refused connection attempt; the outcome is reported once, by the caller."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def check_zookeeper(settings: Settings, timeout_s: float = 10.0) -> None:
+    """A ZooKeeper session can be opened at ``zookeeper_connect`` (with the configured authentication)
+    within ``timeout_s``; raises :class:`UnreachableError` otherwise."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import KazooException
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    address = settings.zookeeper_connect
+    with _quiet("kazoo"):
+        try:
+            zk = KazooClient(
+                hosts=address, timeout=timeout_s, **settings.zookeeper_security().client_kwargs(), read_only=True
+            )
+        except (ValueError, KazooException) as e:  # e.g. a port that is not a number
+            raise UnreachableError("ZooKeeper", address, f"bad address: {e}") from None
+        try:
+            zk.start(timeout=timeout_s)
+        except KazooTimeoutError:
+            raise UnreachableError("ZooKeeper", address, f"no session within {timeout_s:g} s") from None
+        except KazooException as e:
+            raise UnreachableError("ZooKeeper", address, f"{type(e).__name__}: {e}") from None
+        finally:
+            zk.stop()
+            zk.close()
+
+
+def check_kafka(settings: Settings, timeout_s: float = 10.0) -> None:
+    """A Kafka broker answers at ``bootstrap_servers`` (with the configured security) within
+    ``timeout_s``; raises :class:`UnreachableError` otherwise."""
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError, KafkaTimeoutError
+
+    address = settings.bootstrap_servers
+    with _quiet("kafka"):
+        try:
+            consumer = KafkaConsumer(
+                **settings.kafka_security().client_kwargs(),
+                bootstrap_servers=address,
+                bootstrap_timeout_ms=int(timeout_s * 1000),
+            )
+        except KafkaTimeoutError:
+            # no bootstrap server answered in time (kafka-python 3: "Unable to bootstrap from …")
+            raise UnreachableError("Kafka", address, f"no broker answered within {timeout_s:g} s") from None
+        except KafkaError as e:  # e.g. the security handshake failed
+            raise UnreachableError("Kafka", address, f"{type(e).__name__}: {e}") from None
+        except (ValueError, OSError) as e:
+            raise UnreachableError("Kafka", address, f"bad address: {e}") from None
+        try:
+            consumer.topics()
+        except KafkaError as e:
+            raise UnreachableError("Kafka", address, f"metadata request failed: {e}") from None
+        finally:
+            consumer.close()

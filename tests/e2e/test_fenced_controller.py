@@ -1,0 +1,155 @@
+"""A controller paused past its ZooKeeper session and resumed after a takeover writes nothing anywhere.
+
+Real processes: ZooKeeper and the broker of the session, five simulated brokers, two ``livectl run``
+processes (the harness of ``bench/crash_matrix.py``). Controller A is stopped with SIGSTOP (its whole
+process group: Python, its Spark JVM and workers) in the middle of a micro-batch — right after the first
+partition state of a large creation reached ZooKeeper, with that batch's other transactions, requests,
+admin results and rejected records still to go. Its session expires, the standby B is elected and
+finishes the work; then A gets SIGCONT. A must write nothing more: no znode (everything written after
+B's election carries B's epoch), no message stamped with A's epoch after B's first one on the requests,
+admin-results or rejected topics; and it must exit with code 3 and one line saying it was fenced, without
+Spark's or py4j's tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from core import events as ev
+from livectl import local
+
+pytestmark = pytest.mark.e2e
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+PARTITIONS = 150
+
+
+def _crash_matrix() -> Any:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import crash_matrix
+    finally:
+        sys.path.remove(str(BENCH))
+    return crash_matrix
+
+
+def _messages(bootstrap: str, topic: str) -> dict[int, list[dict[str, Any]]]:
+    """Every message of ``topic``, per partition in offset order, as JSON."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        out: dict[int, list[dict[str, Any]]] = {tp.partition: [] for tp in tps}
+        quiet_polls = 0
+        while quiet_polls < 5:
+            got = consumer.poll(timeout_ms=300)
+            quiet_polls = 0 if got else quiet_polls + 1
+            for tp, records in got.items():
+                out[tp.partition].extend(json.loads(r.value) for r in records)
+        return out
+    finally:
+        consumer.close()
+
+
+def _epoch_of(message: dict[str, Any]) -> int:
+    return int(message["controllerEpoch"] if "controllerEpoch" in message else message["controller_epoch"])
+
+
+def _old_epoch_after_new(per_partition: dict[int, list[dict[str, Any]]], old: int, new: int) -> list[dict[str, Any]]:
+    """Messages stamped ``old`` that come after the first message stamped ``new`` in their partition."""
+    late = []
+    for messages in per_partition.values():
+        first_new = next((i for i, m in enumerate(messages) if _epoch_of(m) >= new), len(messages))
+        late += [m for m in messages[first_new:] if _epoch_of(m) == old]
+    return late
+
+
+def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
+    zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path
+) -> None:
+    cm = _crash_matrix()
+    m = cm.Matrix(zookeeper.connect, kafka_broker.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
+    a: Any = None
+    paused = threading.Event()
+    try:
+        m.open()
+        assert m.zk is not None and m.producer is not None
+        a = m.start_controller()
+        m.wait_loaded(a)
+        b = m.start_controller()
+        m.wait_waiting(b)
+        epoch_a = int(m.zk.get("/controller_epoch")[0])
+
+        topic = f"{m.name}-large"
+        first_state = f"/brokers/topics/{topic}/partitions/0/state"
+
+        def pause_on_first_state(data: bytes | None, stat: Any) -> bool:
+            if data is None or paused.is_set():
+                return not paused.is_set()
+            os.killpg(a.proc.pid, signal.SIGSTOP)
+            paused.set()
+            return False
+
+        m.zk.DataWatch(first_state, pause_on_first_state)
+        assignment = {p: (cm.BROKERS[p % 5], cm.BROKERS[(p + 1) % 5]) for p in range(PARTITIONS)}
+        create = ev.CreateTopic(
+            "large", topic, PARTITIONS, 2, replica_assignment=tuple(assignment[p] for p in range(PARTITIONS))
+        )
+        invalid = '{"version":1,"type":"delete_topic","request_id":"bad-1","topic":""}'
+        # one micro-batch (or the creation first): ZooKeeper writes, requests, an admin result, rejected input
+        for value in (ev.event_to_json(create), invalid, "not json at all"):
+            m.producer.send(m.topics["admin"], key=b"fencing", value=value.encode())
+        m.producer.flush()
+        assert paused.wait(120), "controller A never wrote the first partition state"
+        paused_at = time.monotonic()
+
+        m.wait_loaded(b)  # A's session expired; B was elected and published its failover reference
+        _, epoch_stat = m.zk.get("/controller_epoch")
+        epoch_b = int(m.zk.get("/controller_epoch")[0])
+        assert epoch_b == epoch_a + 1
+        assert time.monotonic() - paused_at >= 6.0 * 0.5  # A really was paused past (most of) its session
+        cm.wait_until("B finishes the creation", lambda: [r for r in m.results("large") if r["status"] == "ok"], 180)
+        cm.wait_until("B answers the invalid command", lambda: m.results("bad-1"), 60)
+
+        mark = len(a.text())
+        os.killpg(a.proc.pid, signal.SIGCONT)
+        rc = a.proc.wait(120)
+        resumed = a.text()[mark:]
+        assert rc == 3, resumed
+        fenced_lines = [line for line in resumed.splitlines() if "fenced" in line]
+        assert len(fenced_lines) == 1, resumed
+        for noise in ("Traceback", "CONCURRENT_STREAM_LOG_UPDATE", "py4j", "Py4J"):
+            assert noise not in resumed, resumed
+
+        # ZooKeeper: whatever changed after B's election was written by B
+        election_zxid = epoch_stat.mzxid
+        for p in range(PARTITIONS):
+            data, stat = m.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")
+            if stat.mzxid > election_zxid:
+                assert json.loads(data)["controller_epoch"] == epoch_b, p
+        progress, pstat = m.zk.get(f"/livectl/sink/{m.name}")
+        if pstat.mzxid > election_zxid:
+            assert json.loads(progress)["controller_epoch"] == epoch_b
+
+        # the topics: nothing of A's epoch after B's first message, on any of them
+        for name in ("requests", "results", "rejected"):
+            per_partition = _messages(kafka_broker.bootstrap, m.topics[name])
+            assert any(_epoch_of(x) == epoch_b for msgs in per_partition.values() for x in msgs), name
+            assert _old_epoch_after_new(per_partition, epoch_a, epoch_b) == [], name
+        bad = m.results("bad-1")
+        assert [r["controller_epoch"] for r in bad] == [epoch_b], "the invalid command is answered once, by B"
+    finally:
+        if a is not None and paused.is_set() and a.alive():
+            os.killpg(a.proc.pid, signal.SIGCONT)
+        m.close()

@@ -1,0 +1,276 @@
+"""The package carries itself: a wheel built from the repository, installed into a fresh virtual
+environment, runs the controller from ``/`` against the real ZooKeeper and broker until it answers a
+command.
+
+The wheel is built with ``pip wheel --no-deps`` from a copy of the sources the Dockerfile copies (so the
+build leaves nothing in the work tree) and installed with ``--no-deps --no-index`` into a new venv. The
+dependencies (PySpark alone is ~400 MB) are not installed again: a ``.pth`` file in the new venv lists the
+test interpreter's site-packages *folder*. That folder's own ``.pth`` files — among them the editable
+install's finder that maps ``streaming`` etc. to this work tree — are not processed from there (Python
+handles ``.pth`` files only in site folders), so livectl itself can come only from the wheel; the test
+checks that. The controller runs with an environment of its own: no ``PYSPARK_PYTHON``, no venv on the
+``PATH`` (so a ``python3`` found there may lack pyarrow: the Python workers must run the driver's
+interpreter), ``SPARK_LOCAL_IP=127.0.0.1`` (so the Spark UI address it prints must be the loopback one,
+and must answer), and a ``file://`` checkpoint URI, written through Hadoop's FileSystem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from livectl import local
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+#: what the wheel is built from (the Dockerfile copies the same)
+SOURCES = ("pyproject.toml", "README.md", "core", "streaming", "sinks", "livectl", "simbrokers", "admin")
+
+
+def _fresh_env(tmp: Path) -> dict[str, str]:
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p != venv_bin)
+    env = {"PATH": path, "HOME": os.environ.get("HOME", str(tmp)), "TMPDIR": str(tmp), "SPARK_LOCAL_IP": "127.0.0.1"}
+    if "JAVA_HOME" in os.environ:
+        env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with livectl installed from a wheel built here; returns its ``bin`` folder."""
+    work = tmp_path_factory.mktemp("wheel")
+    src = work / "src"
+    src.mkdir()
+    for name in SOURCES:
+        item = REPO / name
+        if item.is_dir():
+            shutil.copytree(item, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(item, src / name)
+    dist = work / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = dist.glob("livectl-*.whl")
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        timeout=300,
+    )
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # the dependencies: this interpreter's site-packages folder, after the venv's own
+    (Path(purelib) / "zz-livectl-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv / "bin"
+
+
+def test_the_wheel_carries_its_configuration(installed: Path) -> None:
+    probe = (
+        "import json, streaming, livectl, streaming.resources as r, streaming.settings as s;"
+        "print(json.dumps([streaming.__file__, livectl.__file__, str(r.conf_path(r.SPARK_DEFAULTS)),"
+        " str(r.conf_path(r.INPUT_SUITE)), s.Settings.load().query_name]))"
+    )
+    out = subprocess.run(
+        [str(installed / "python"), "-c", probe],
+        cwd="/",
+        env=_fresh_env(installed.parent),
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    streaming_file, livectl_file, spark_defaults, suite, query = json.loads(out)
+    venv = str(installed.parent)
+    for path in (streaming_file, livectl_file, spark_defaults, suite):
+        assert path.startswith(venv), f"{path} is not from the wheel's install in {venv}"
+    assert query == "livectl"
+    conf = subprocess.run(
+        [str(installed / "livectl"), "conf", "path", "log4j2.properties"],
+        cwd="/",
+        env=_fresh_env(installed.parent),
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+    assert conf.startswith(venv) and Path(conf).is_file()
+
+
+@contextlib.contextmanager
+def _process(
+    cmd: list[str], log: Path, env: dict[str, str], stop: signal.Signals = signal.SIGTERM
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Started from ``/`` in a session of its own (its JVM and Python workers in its process group);
+    ``stop`` at the end, then SIGKILL of the group if anything is left."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd="/", env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, stop)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(60)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+
+
+def _wait_log(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: float) -> re.Match[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(pattern, log.read_text(errors="replace"))
+        if found:
+            return found
+        if proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    raise AssertionError(f"{pattern!r} not in {log} (exit {proc.poll()}):\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def test_the_installed_controller_runs_from_root_and_answers(
+    installed: Path, zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path
+) -> None:
+    name = f"w{uuid.uuid4().hex[:8]}"
+    root = KazooClient(hosts=zookeeper.connect, timeout=10)
+    root.start(timeout=10)
+    root.ensure_path(f"/{name}")
+    zk = f"{zookeeper.connect}/{name}"
+    topics = {
+        "admin_topic": f"{name}.admin",
+        "broker_events_topic": f"{name}.broker-events",
+        "requests_topic": f"{name}.requests",
+        "admin_results_topic": f"{name}.admin-results",
+        "rejected_topic": f"{name}.rejected",
+    }
+    checkpoint = tmp_path / "checkpoint"
+    env = _fresh_env(tmp_path)
+    controller = [
+        str(installed / "livectl"),
+        "run",
+        "--zookeeper",
+        zk,
+        "--bootstrap-server",
+        kafka_broker.bootstrap,
+        "--checkpoint-dir",
+        checkpoint.as_uri(),
+        "--buckets",
+        "2",
+        "--master",
+        "local[2]",
+        "--set",
+        f"query_name={name}",
+        "--set",
+        "trigger_interval=500 milliseconds",
+        "--set",
+        "zookeeper_session_timeout_ms=6000",
+        *[a for key, topic in topics.items() for a in ("--set", f"{key}={topic}")],
+    ]
+    brokers = [
+        str(installed / "python"),
+        "-m",
+        "simbrokers",
+        "--brokers",
+        "1",
+        "--zookeeper",
+        zk,
+        "--bootstrap-server",
+        kafka_broker.bootstrap,
+        "--requests-topic",
+        topics["requests_topic"],
+        "--events-topic",
+        topics["broker_events_topic"],
+        "--control-topic",
+        f"{name}.control",
+        "--topic-wait-s",
+        "180",
+    ]
+    try:
+        with (
+            _process(controller, tmp_path / "controller.log", env) as ctl,
+            # killed at the end, first: a controlled shutdown would wait for the stopped controller
+            _process(brokers, tmp_path / "brokers.log", env, stop=signal.SIGKILL),
+        ):
+            ui = _wait_log(tmp_path / "controller.log", r"Spark UI: (http://\S+)", ctl, 180).group(1)
+            # the address printed is the one the UI answers on: loopback, as Spark was bound to it
+            assert ui.startswith("http://127.0.0.1:"), ui
+            with urllib.request.urlopen(ui, timeout=30) as page:
+                assert page.status == 200
+            _wait_log(tmp_path / "controller.log", r"failover snapshot:", ctl, 120)
+            create = subprocess.run(
+                [
+                    str(installed / "livectl"),
+                    "topics",
+                    "--create",
+                    "--topic",
+                    "orders",
+                    "--partitions",
+                    "2",
+                    "--replication-factor",
+                    "1",
+                    "--zookeeper",
+                    zk,
+                    "--bootstrap-server",
+                    kafka_broker.bootstrap,
+                    "--admin-topic",
+                    topics["admin_topic"],
+                    "--admin-results-topic",
+                    topics["admin_results_topic"],
+                    "--wait",
+                    "--timeout",
+                    "120",
+                ],
+                cwd="/",
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+                check=False,
+            )
+            log = (tmp_path / "controller.log").read_text(errors="replace")
+            assert create.returncode == 0, f"{create.stdout}\n{create.stderr}\n--- controller:\n{log[-4000:]}"
+            state, _ = root.get(f"/{name}/brokers/topics/orders/partitions/0/state")
+            assert json.loads(state)["leader"] == 1
+            # the Python workers ran (the bucket step): none failed to start or import
+            assert "Python worker failed" not in log and "No module named" not in log
+            # the driver's JVM took the shipped log4j2.properties (Spark at WARN from its first line on)
+            assert " INFO SparkContext" not in log
+            os.kill(ctl.pid, signal.SIGTERM)
+            assert ctl.wait(90) == 0, (tmp_path / "controller.log").read_text(errors="replace")[-3000:]
+    finally:
+        root.stop()
+        root.close()
+    # the checkpoint URI was written through Hadoop's FileSystem, where the URI says
+    assert json.loads((checkpoint / "livectl.json").read_text())["num_buckets"] == 2
+    assert sorted(p.name for p in (checkpoint / "failover").glob("epoch-*/bucket-*.json")) == [
+        "bucket-0.json",
+        "bucket-1.json",
+    ]
