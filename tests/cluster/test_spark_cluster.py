@@ -238,7 +238,7 @@ def test_controller_on_a_spark_cluster(
         "--zookeeper", zk_connect,
         "--bootstrap-server", bootstrap,
         "--buckets", str(BUCKETS),
-        "--checkpoint-dir", str(checkpoint),
+        "--checkpoint-dir", checkpoint.as_uri(),
         "--set", f"zookeeper_session_timeout_ms={SESSION_MS}",
         "--set", "trigger_interval=500 milliseconds",
         "--set", f"admin_topic={topics['admin']}",
