@@ -210,15 +210,7 @@ class Dispatcher:
                 rejected_by_source[source] = Rejected(*source, r["payload"], reasons)
                 rid = _request_id_of(r["payload"])
                 if rid is not None:
-                    results.append(
-                        dc.AdminResult(
-                            rid,
-                            _type_of(r["payload"]),
-                            dc.AdminStatus.ERROR,
-                            str(r.get("error") or "INVALID_REQUEST"),
-                            "; ".join(reasons),
-                        )
-                    )
+                    results.append(_rejected_result(rid, r, reasons))
                     result_buckets.append(int(bucket))
 
         zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
@@ -355,6 +347,21 @@ def withhold_refused(requests: Sequence[dc.BrokerRequest], failed: Sequence[Fail
             dc.BrokerRequest(r.broker_id, r.api, json.dumps({**body, "topicStates": left}, separators=(",", ":")))
         )
     return kept
+
+
+def _rejected_result(rid: str, row: dict[str, Any], reasons: Sequence[str]) -> dc.AdminResult:
+    """The answer to a rejected command. Input refused at the edge is ``INVALID_REQUEST`` (what
+    ``--wait`` and scripts test for), with the limit's own Kafka error name (``INVALID_TOPIC_EXCEPTION``,
+    ``INVALID_PARTITIONS``, ``INVALID_REPLICATION_FACTOR``, …) leading the message and in
+    ``details.kafka_error``; a command whose processing raised is ``UNKNOWN_SERVER_ERROR``."""
+    kafka_error = str(row.get("error") or "INVALID_REQUEST")
+    internal = any(str(e).startswith("internal:") for e in row.get("expectations", ()))
+    error = kafka_error if internal else "INVALID_REQUEST"
+    message = "; ".join(reasons)
+    if kafka_error != error:
+        message = f"{kafka_error}: {message}"
+    details = json.dumps({"kafka_error": kafka_error}, separators=(",", ":"))
+    return dc.AdminResult(rid, _type_of(row["payload"]), dc.AdminStatus.ERROR, error, message, details)
 
 
 def _request_id_of(payload: str) -> str | None:
