@@ -223,6 +223,7 @@ class ControllerApp:
     #: there, so that stopping a query in the middle of a batch prints nothing but its one line
     on_fenced: Callable[[str], None] | None = None
     _fenced_once: threading.Lock = field(default_factory=threading.Lock)
+    _fence_handled: threading.Event = field(default_factory=threading.Event)
     #: the Python workers' interpreter when the user chose none (``livectl run``: the driver's own)
     worker_python: str | None = None
     #: Spark properties given on the command line (``livectl run --conf``); they win over every other
@@ -346,6 +347,10 @@ class ControllerApp:
                     break
                 self._stop.wait(0.5)
             self._stop_query()
+            if self.query.exception() is not None and self.lost_reason is None and not self.dispatcher.fenced:
+                # the query may fail *because* this controller was replaced (a paused process that resumed:
+                # its next micro-batch meets the new controller's offset log in the shared checkpoint)
+                self._fenced_if_replaced(lease, zk_sink)
             if self.dispatcher.fenced or self.lost_reason is not None:
                 raise ControllerStoppedError(
                     f"controller {s.controller_id} (epoch {fence.controller_epoch}) was fenced: "
@@ -441,16 +446,41 @@ class ControllerApp:
         if self.query.isActive:
             self.query.stop()
 
+    def _fenced_if_replaced(self, lease: Any, zk_sink: Any, grace_s: float = 5.0) -> None:
+        """After the query failed: if the fence check says this controller was replaced (given a few
+        seconds for a resumed client to learn its session expired), treat the failure as fencing."""
+        from sinks.errors import SinkUnavailableError
+
+        check = _fence_check(lease, zk_sink)
+        until = time.monotonic() + grace_s
+        while True:
+            try:
+                check()
+                return
+            except ControllerFencedError as e:
+                self._on_fenced(f"{e.path} moved past version {e.expected_version} ({e.reason})")
+                return
+            except SinkUnavailableError:
+                if time.monotonic() >= until:
+                    return
+                time.sleep(0.2)
+
     def _on_lease_lost(self, reason: str) -> None:
         self._on_fenced(f"lease lost, {reason}")
 
     def _on_fenced(self, reason: str) -> None:
         """Once: remember why, let the entry point quiet the logs, then ask the main loop to stop."""
         if not self._fenced_once.acquire(blocking=False):
+            # another thread is handling it: return only once the logs are quiet (the caller is about to
+            # raise out of a micro-batch, which Spark would report)
+            self._fence_handled.wait(10)
             return
         self.lost_reason = reason
-        if self.on_fenced is not None:
-            self.on_fenced(reason)
+        try:
+            if self.on_fenced is not None:
+                self.on_fenced(reason)
+        finally:
+            self._fence_handled.set()
         # the entry point prints the one line that says so, as the process exits with code 3
         log.debug("controller fenced: %s; stopping the query", reason)
         self._stop.set()

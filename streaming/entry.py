@@ -168,6 +168,12 @@ def quiet_for_fenced_exit(spark: Any) -> None:
         # the JVM may be stopping already: nothing to silence then
         with contextlib.suppress(Exception):
             spark.sparkContext.setLogLevel("OFF")
+        with contextlib.suppress(Exception):
+            # setLogLevel sets the root logger only; the shipped log4j2.properties gives Spark's streaming
+            # loggers levels of their own, which would still report the stopped micro-batch
+            jvm = spark.sparkContext._jvm
+            log4j = jvm.org.apache.logging.log4j
+            log4j.core.config.Configurator.setAllLevels(log4j.LogManager.ROOT_LOGGER_NAME, log4j.Level.OFF)
 
 
 def _under_spark_submit() -> bool:

@@ -461,7 +461,11 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             for (t, p), o in starts.items():
                 barrier.setdefault(t, {})[str(p)] = offset + 1 if (t, p) == (topic, partition) else o
             barrier = canonical(barrier)
-            return iter(list(self.readBetweenOffsets(dict(start), dict(barrier)))), barrier
+            # from ``starts``, not ``start``: a partition found lost above starts again at its beginning
+            begun: Offsets = {}
+            for (t, p), o in starts.items():
+                begun.setdefault(t, {})[str(p)] = o
+            return iter(list(self.readBetweenOffsets(dict(begun), dict(barrier)))), barrier
         limit = self.options.max_records_per_batch
         if self._target is not None:
             # Trigger.AvailableNow: never beyond the offsets recorded when it started
