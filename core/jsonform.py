@@ -146,7 +146,9 @@ def int_seq(
                 break
             seen.add(x)
         of = f" of {what}" if what else ""
-        raise FormatError(name, f"the replica list{of} names broker {dup} more than once: {show(list(out))}")
+        raise FormatError(
+            name, f"must not repeat a broker id, got {show(list(out))}: the replica list{of} names broker {dup} twice"
+        )
     return out
 
 

@@ -198,7 +198,11 @@ def ship_snapshots(spark: Any, store: CheckpointStore, folder: str | None = None
             with open(local + ".tmp", "w", encoding="utf-8") as out:  # the driver's staging copy
                 out.write(text)
             os.replace(local + ".tmp", local)
-            sc.addFile(local)
+            try:
+                sc.addFile(local)
+            except Exception:
+                os.remove(local)  # not shipped: the next call must try again
+                raise
             added += 1
     return added
 

@@ -300,3 +300,51 @@ def test_superseded_reassignment_in_the_same_step_is_answered_finally() -> None:
     merged = {r.request_id: r for r in merge_admin_results(admin(c), [0] * len(admin(c)))}
     assert merged["first"].status is AdminStatus.OK
     assert merged["second"].status is AdminStatus.IN_PROGRESS
+
+
+# --------------------------------------------------------------------------- suite and decoder agree
+
+
+def test_the_suite_and_the_decoder_agree_at_every_bound() -> None:
+    from streaming.validation import SUITE_CONSTANTS, InputValidator, Rejection, flatten, load_suite
+
+    _, expectations = load_suite()
+    for e in expectations:  # every placeholder was filled in from core.limits
+        assert not any(isinstance(v, str) and v.startswith("$") for v in e.kwargs.values()), e
+        assert "$" not in e.reason, e
+    regex = next(e.kwargs["regex"] for e in expectations if e.name == "topic_name_legal")
+    assert regex == SUITE_CONSTANTS["$TOPIC_NAME_REGEX"] == ev.TOPIC_NAME_REGEX
+
+    def create(**kw: Any) -> str:
+        return json.dumps({"version": 1, "type": "create_topic", "request_id": "r", "topic": "t", **kw})
+
+    cases = [
+        (create(partitions=1, replication_factor=1), True),
+        (create(partitions=lim.MAX_PARTITIONS + 1, replication_factor=1), False),
+        (create(partitions=0, replication_factor=1), False),
+        (create(partitions=1, replication_factor=lim.MAX_REPLICATION_FACTOR + 1), False),
+        (create(partitions=1, replication_factor=0), False),
+        (json.dumps({"version": 1, "type": "delete_topic", "request_id": "r" * 256, "topic": "t"}), True),
+        (json.dumps({"version": 1, "type": "delete_topic", "request_id": "r" * 257, "topic": "t"}), False),
+        (json.dumps({"version": 1, "type": "delete_topic", "request_id": "", "topic": "t"}), False),
+        (json.dumps({"version": 1, "type": "delete_topic", "request_id": "r", "topic": "a" * 249}), True),
+        (json.dumps({"version": 1, "type": "delete_topic", "request_id": "r", "topic": "a" * 250}), False),
+        (json.dumps({"version": 1, "type": "delete_topic", "request_id": "r", "topic": "x\n"}), False),
+        (json.dumps({"version": 1, "type": "delete_topic", "request_id": "r", "topic": ".."}), False),
+        (json.dumps({"version": 1, "type": "broker_failure", "broker_id": lim.MAX_BROKER_ID}), True),
+        (json.dumps({"version": 1, "type": "broker_failure", "broker_id": lim.MAX_BROKER_ID + 1}), False),
+        ('{"version":1,"type":"delete_topic","request_id":"\\ud800","topic":"t"}', False),
+    ]
+    validator = InputValidator()
+    values = [text for text, _ in cases]
+    sources = ["broker-events" if "broker_failure" in text else "admin" for text in values]
+    failed = validator.failed_rows(flatten(values, sources))
+    for i, (text, ok) in enumerate(cases):
+        try:
+            ev.event_from_json(text)
+            decoded = True
+        except FormatError:
+            decoded = False
+        assert (i not in failed) == ok and decoded == ok, (text[:80], i in failed, decoded)
+    outcomes = validator.check(values, sources)
+    assert [not isinstance(o, Rejection) for o in outcomes] == [ok for _, ok in cases]
