@@ -6,6 +6,12 @@ bucket's slice of a failover snapshot for a ``failover_ref`` row, keeping one ti
 yields the decisions as rows of :data:`OUTPUT_SCHEMA`, followed by one ``metrics`` row with the bucket's
 Kafka controller metrics. Rejected records (bucket -1) pass straight through; that group holds no state.
 
+The step is :func:`core.controller.step_isolating`: an event whose handling raises (a bug; bad input is
+refused before it gets here) is left out — the step runs again from the bucket's state without it, so the
+new state is exactly that of a step over the other events, and a replay of the micro-batch leaves out the
+same event — and comes out as a ``rejected`` row (:func:`quarantine_row`) with the exception, for
+``livectl.rejected``. One record never stops the query in a loop.
+
 The bucket's state is one binary blob: the controller state's JSON form compressed with pyarrow's zstd
 codec (a 12.5k-partition bucket is ~100–200 kB), plus the format version and the decompressed size.
 """

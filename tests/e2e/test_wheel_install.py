@@ -11,7 +11,9 @@ handles ``.pth`` files only in site folders), so livectl itself can come only fr
 checks that. The controller runs with an environment of its own: no ``PYSPARK_PYTHON``, no venv on the
 ``PATH`` (so a ``python3`` found there may lack pyarrow: the Python workers must run the driver's
 interpreter), ``SPARK_LOCAL_IP=127.0.0.1`` (so the Spark UI address it prints must be the loopback one,
-and must answer), and a ``file://`` checkpoint URI, written through Hadoop's FileSystem.
+and must answer), and a ``file://`` checkpoint URI, written through Hadoop's FileSystem. A checkpoint URI
+whose scheme Spark cannot open stops the installed ``livectl run`` with exit code 1 and one line naming
+the URI and Spark's reason.
 """
 
 from __future__ import annotations
@@ -274,3 +276,37 @@ def test_the_installed_controller_runs_from_root_and_answers(
         "bucket-0.json",
         "bucket-1.json",
     ]
+
+
+def test_a_checkpoint_uri_spark_cannot_open_is_refused_at_start(
+    installed: Path, zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [
+            str(installed / "livectl"),
+            "run",
+            "--zookeeper",
+            zookeeper.connect,
+            "--bootstrap-server",
+            kafka_broker.bootstrap,
+            "--checkpoint-dir",
+            "nosuch://bucket/livectl",
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+        ],
+        cwd="/",
+        env=_fresh_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    expected = (
+        "livectl run: checkpoint nosuch://bucket/livectl: Spark cannot open it: "
+        'org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "nosuch"'
+    )
+    assert done.stderr.strip().splitlines()[-1] == expected, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr

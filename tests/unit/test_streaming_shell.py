@@ -551,13 +551,13 @@ def test_a_used_checkpoint_starts_behind_the_failover_barrier(tmp_path: Path) ->
     from streaming.app import ControllerApp
     from streaming.query import SourceStart
 
-    settings = Settings.from_mapping({"checkpoint_dir": str(tmp_path / "cp")})
+    store = MemoryCheckpointStore(f"memory:{tmp_path}/cp")
+    settings = Settings.from_mapping({"checkpoint_dir": store.root})
     # a new checkpoint: no barrier (its buckets hold nothing); earliest is the setting's
-    assert ControllerApp._source_start(settings, 3) == SourceStart()
+    assert ControllerApp._source_start(settings, store, 3) == SourceStart()
     # a checkpoint with a planned micro-batch (committed or not): hold back until epoch 3's reference
-    (tmp_path / "cp" / "offsets").mkdir(parents=True)
-    (tmp_path / "cp" / "offsets" / "0").write_text("v1")
-    got = ControllerApp._source_start(settings, 3)
-    assert got == SourceStart(barrier_epoch=3, barrier_path=str((tmp_path / "cp" / "failover").resolve()))
-    ref = failover.write_snapshot(str(tmp_path / "cp"), 1000, snapshot_of((1,), epoch=3), BUCKETS)
+    store.write_text(f"{store.root}/offsets/0", "v1")
+    got = ControllerApp._source_start(settings, store, 3)
+    assert got == SourceStart(barrier_epoch=3, barrier_path=f"{store.root}/failover")
+    ref = failover.write_snapshot(store, 1000, snapshot_of((1,), epoch=3), BUCKETS)
     assert got.barrier_path is not None and ref["path"].startswith(got.barrier_path + "/")
