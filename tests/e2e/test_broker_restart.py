@@ -71,7 +71,7 @@ def test_broker_restarted_without_its_data(zookeeper: local.Service, tmp_path: P
         final = cm.wait_until(
             "the command sent after the restart answered",
             lambda: [r for r in m.results("kb-after") if r["status"] != "in_progress"],
-            240,
+            420,
         )
         assert [r["status"] for r in final] == ["ok"], final
         assert "data loss on" in b.text()
