@@ -726,7 +726,8 @@ def run_point(m: Matrix, name: str, mode: str, tag: str, *, converge_timeout: fl
         if legacy:
             # a clean stop: the successor reads /admin/reassign_partitions when it is elected
             old = m.active
-            successor = standbys.pop(0) if standbys else m.start_controller()
+            # either waiting standby may win the lease: the kill takes whichever holds /controller
+            successor = standbys[0] if standbys else m.start_controller()
             old.stop()
             if mode == "clean":
                 m.wait_loaded(successor)
@@ -740,7 +741,10 @@ def run_point(m: Matrix, name: str, mode: str, tag: str, *, converge_timeout: fl
         started = time.monotonic()
         row.seen = row.seen or (hits[0] + point.at_kill() if hits else "-")
     if mode != "clean" and row.seen != "not reached":
-        successor = standbys.pop(0) if standbys else m.start_controller()
+        alive = [s for s in standbys if s.alive()]
+        successor = alive[0] if alive else m.start_controller()
+        if successor in standbys:
+            standbys.remove(successor)
         m.wait_loaded(successor)
     expect = point.expect()
     try:
