@@ -303,14 +303,18 @@ def merge(summaries: Iterable[BucketSummary], limit: int = LIST_LIMIT) -> Bucket
         return tuple(sorted(items, key=lambda p: (p.topic, p.partition))[:limit])
 
     return BucketSummary(
-        dict(sorted(by_state.items())),
-        dict(sorted(leaders.items())),
-        {b: (c[0], c[1]) for b, c in sorted(preferred.items())},
-        *totals[:4],
-        first(urp),
-        first(offline),
-        first(moving),
-        *totals[4:],
+        partitions_by_state=dict(sorted(by_state.items())),
+        leaders_by_broker=dict(sorted(leaders.items())),
+        preferred_by_broker={b: (c[0], c[1]) for b, c in sorted(preferred.items())},
+        under_replicated_count=totals[0],
+        under_min_isr_count=totals[1],
+        offline_count=totals[2],
+        reassigning_count=totals[3],
+        under_replicated=first(urp),
+        offline=first(offline),
+        reassignments=first(moving),
+        leader_elections=totals[4],
+        unclean_leader_elections=totals[5],
     )
 
 

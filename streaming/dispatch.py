@@ -46,6 +46,7 @@ from core import jsonform as jf
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
+from streaming import observability
 from streaming.stateful import (
     KIND_ADMIN_RESULT,
     KIND_FAILURE,
@@ -145,6 +146,10 @@ class Dispatcher:
     fenced: bool = False
     bucket_metrics: dict[int, dict[str, int]] = field(default_factory=dict)
     last_report: BatchReport | None = None
+    #: called after every micro-batch with what operators watch (the metrics endpoint and status page)
+    observer: Callable[[observability.BatchObservation], None] | None = None
+    #: the Spark job's share of the current micro-batch (``toPandas``), for the observer
+    _spark_s: float = 0.0
 
     @property
     def metrics(self) -> dict[str, int]:
@@ -159,7 +164,9 @@ class Dispatcher:
         # the Spark UI's Jobs tab shows this on the micro-batch's job: the controller's figures as they
         # stood when the batch began (its own are known only once it has run)
         batch_df.sparkSession.sparkContext.setJobDescription(self.describe(int(batch_id)))
+        started = time.monotonic()
         frame: pd.DataFrame = batch_df.toPandas()
+        self._spark_s = time.monotonic() - started
         self.dispatch(frame, int(batch_id))
 
     def describe(self, batch_id: int) -> str:
@@ -178,6 +185,8 @@ class Dispatcher:
         results: list[dc.AdminResult] = []
         result_buckets: list[int] = []
         rejected_by_source: dict[tuple[str, int, int], Rejected] = {}
+        summaries: dict[int, str] = {}
+        failures: list[dc.Decision] = []
         for bucket, kind, payload in zip(
             frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
         ):
@@ -197,6 +206,10 @@ class Dispatcher:
             elif kind == KIND_FAILURE:
                 report.failures += 1
                 log.info("state change failure (bucket %s): %s", bucket, payload)
+                if self.observer is not None:
+                    failures.append(dc.decision_from_json(payload))
+            elif kind == observability.KIND_SUMMARY:
+                summaries[int(bucket)] = payload
             elif kind == KIND_METRICS:
                 self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in json.loads(payload).items()}
             elif kind == "rejected":
@@ -213,7 +226,9 @@ class Dispatcher:
                     results.append(_rejected_result(rid, r, reasons))
                     result_buckets.append(int(bucket))
 
+        zk_started = time.monotonic()
         zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
+        zk_s = time.monotonic() - zk_started
         report.zk_applied, report.zk_skipped, report.zk_failed = zk.applied, zk.skipped, len(zk.failed)
         for f in zk.failed:
             log.warning(
@@ -229,6 +244,7 @@ class Dispatcher:
             requests = withhold_refused(requests, zk.failed)
         merged = merge_admin_results(results, result_buckets)
         rejected = list(rejected_by_source.values())
+        topics_started = time.monotonic()
         if requests:
             report.requests = self._topic_step(
                 batch_id, "requests", lambda: self.request_sink.write_requests(batch_id, requests)
@@ -243,7 +259,29 @@ class Dispatcher:
             ).written
         report.seconds = time.monotonic() - started
         self.last_report = report
+        if self.observer is not None:
+            seconds = {"spark_job": self._spark_s, "zookeeper_sink": zk_s}
+            seconds["request_sink"] = time.monotonic() - topics_started
+            self.observer(
+                observability.observation(
+                    batch_id,
+                    self.metrics_with_all(),
+                    summaries,
+                    rejected=len(rejected),
+                    decisions=[*zk_writes, *requests, *merged, *failures],
+                    seconds=seconds,
+                )
+            )
         return report
+
+    def metrics_with_all(self) -> dict[str, int]:
+        """:attr:`metrics` plus every other gauge the buckets report (``TopicsIneligibleToDeleteCount``)."""
+        total = self.metrics
+        for m in self.bucket_metrics.values():
+            for k, v in m.items():
+                if k not in METRIC_COLUMNS:
+                    total[k] = total.get(k, 0) + int(v)
+        return total
 
     def _topic_step(self, batch_id: int, what: str, write: Callable[[], _T]) -> _T:
         """``write`` behind the fence check (see the module docstring)."""

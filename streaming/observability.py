@@ -110,6 +110,8 @@ class BatchObservation:
     rejected: int
     decisions: Sequence[dc.Decision]
     seconds: Mapping[str, float] = field(default_factory=dict)
+    #: the live brokers as the buckets see them (``None``: not reported)
+    live_brokers: tuple[int, ...] | None = None
 
 
 def describe_decision(d: dc.Decision) -> tuple[str, str]:
@@ -240,6 +242,8 @@ class Observatory:
             lines.append(DecisionLine(now, batch.batch_id, "more", f"… and {more} more decisions in this micro-batch"))
         with self._lock:
             self._kafka = dict(batch.kafka_metrics)
+            if batch.live_brokers is not None:
+                self._live = batch.live_brokers
             self._summaries.update(batch.summaries)
             self._last_batch = batch.batch_id
             self._last_batch_time = now
@@ -323,7 +327,9 @@ class ControllerCollector:
 
         s = self.observatory.snapshot()
         for name in KAFKA_GAUGES:
-            yield GaugeMetricFamily(_jmx("kafkacontroller", name), f"Kafka's KafkaController {name}", s.kafka_metrics[name])
+            yield GaugeMetricFamily(
+                _jmx("kafkacontroller", name), f"Kafka's KafkaController {name}", s.kafka_metrics[name]
+            )
         yield CounterMetricFamily(
             _jmx("controllerstats", "UncleanLeaderElections"),
             "unclean leader elections (Kafka's ControllerStats UncleanLeaderElectionsPerSec)",
@@ -343,16 +349,22 @@ class ControllerCollector:
 
         labels = ["controller_id"]
         cid = [str(s.controller_id)]
-        epoch = GaugeMetricFamily("livectl_controller_epoch", "the controller epoch this process holds (0: none)", labels=labels)
+        epoch = GaugeMetricFamily(
+            "livectl_controller_epoch", "the controller epoch this process holds (0: none)", labels=labels
+        )
         epoch.add_metric(cid, s.controller_epoch)
         yield epoch
-        role = GaugeMetricFamily("livectl_controller_role", "1 for this process's role", labels=["controller_id", "role"])
+        role = GaugeMetricFamily(
+            "livectl_controller_role", "1 for this process's role", labels=["controller_id", "role"]
+        )
         for r in Role:
             role.add_metric([cid[0], r.value], 1 if r is s.role else 0)
         yield role
         yield GaugeMetricFamily("livectl_last_batch_id", "the last micro-batch carried out (-1: none)", s.last_batch_id)
         yield GaugeMetricFamily(
-            "livectl_last_batch_timestamp_seconds", "when the last micro-batch was carried out (Unix time)", s.last_batch_time_s
+            "livectl_last_batch_timestamp_seconds",
+            "when the last micro-batch was carried out (Unix time)",
+            s.last_batch_time_s,
         )
         parts = GaugeMetricFamily(
             "livectl_last_batch_duration_seconds",
@@ -372,7 +384,9 @@ class ControllerCollector:
         for t, n in sorted(s.input_by_type.items()):
             inputs.add_metric([t], n)
         yield inputs
-        yield CounterMetricFamily("livectl_rejected_records", "input records rejected (sent to the rejected topic)", s.rejected)
+        yield CounterMetricFamily(
+            "livectl_rejected_records", "input records rejected (sent to the rejected topic)", s.rejected
+        )
         decisions = CounterMetricFamily("livectl_decisions", "decisions carried out, by kind", labels=["kind"])
         for k in ("zookeeper", "request", "admin", "failure"):
             decisions.add_metric([k], s.decisions_by_kind.get(k, 0))
@@ -381,11 +395,21 @@ class ControllerCollector:
         for api in dc.RequestApi:
             requests.add_metric([api.value], s.requests_by_api.get(api.value, 0))
         yield requests
-        yield CounterMetricFamily("livectl_leader_elections", "partitions whose leader the controller changed", s.leader_elections)
+        yield CounterMetricFamily(
+            "livectl_leader_elections", "partitions whose leader the controller changed", s.leader_elections
+        )
         c = s.cluster
         yield GaugeMetricFamily("livectl_reassignments_in_progress", "partitions being reassigned", c.reassigning_count)
-        yield GaugeMetricFamily("livectl_under_replicated_partitions", "partitions with an ISR below their replication factor", c.under_replicated_count)
-        yield GaugeMetricFamily("livectl_under_min_isr_partitions", "partitions with an ISR below min.insync.replicas", c.under_min_isr_count)
+        yield GaugeMetricFamily(
+            "livectl_under_replicated_partitions",
+            "partitions with an ISR below their replication factor",
+            c.under_replicated_count,
+        )
+        yield GaugeMetricFamily(
+            "livectl_under_min_isr_partitions",
+            "partitions with an ISR below min.insync.replicas",
+            c.under_min_isr_count,
+        )
         yield GaugeMetricFamily("livectl_offline_partitions", "partitions without a live leader", c.offline_count)
         states = GaugeMetricFamily("livectl_partitions", "partitions by state", labels=["state"])
         for st in ("NewPartition", "OnlinePartition", "OfflinePartition", "NonExistentPartition"):
@@ -417,5 +441,75 @@ def registry_for(observatory: Observatory) -> Any:
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ControllerCollector(observatory))  # type: ignore[arg-type]
+    registry.register(ControllerCollector(observatory))
     return registry
+
+
+# ---------------------------------------------------------------------- the buckets' side (executors)
+
+#: the decision row a bucket adds after its metrics row when the endpoint is on
+KIND_SUMMARY = "summary"
+
+
+def input_counts(frame: Any, bucket: int) -> dict[str, int]:
+    """Input records by event type in one bucket's routed rows, each record counted once across buckets: a
+    record routed to several buckets (a cluster-wide event, a command split by topic) has split index
+    (``sub``) 0 in exactly one of them; a failover reference (every bucket, ``sub`` 0) counts in bucket 0."""
+    import json
+
+    out: dict[str, int] = {}
+    if frame.empty:
+        return out
+    firsts = frame[(frame["kind"] == "event") & (frame["sub"] == 0)]
+    for payload in firsts["payload"]:
+        t = str(json.loads(payload).get("type", "unknown"))
+        out[t] = out.get(t, 0) + 1
+    if bucket == 0:
+        refs = int((frame["kind"] == "failover_ref").sum())
+        if refs:
+            out["controller_failover"] = out.get("controller_failover", 0) + refs
+    return out
+
+
+def summary_payload(before: Any, after: Any, frame: Any, bucket: int) -> str:
+    """The ``summary`` row of a bucket's step: :func:`core.observe.bucket_summary` of the step, the live
+    brokers, and the step's input records by type."""
+    import json
+
+    d = observe.bucket_summary(before, after).to_dict()
+    d["live_brokers"] = sorted(after.live_brokers)
+    d["input_by_type"] = input_counts(frame, bucket)
+    return json.dumps(d, separators=(",", ":"))
+
+
+def observation(
+    batch_id: int,
+    kafka_metrics: Mapping[str, int],
+    summary_rows: Mapping[int, str],
+    *,
+    rejected: int,
+    decisions: Sequence[dc.Decision],
+    seconds: Mapping[str, float],
+) -> BatchObservation:
+    """A :class:`BatchObservation` from the dispatcher's figures and the buckets' ``summary`` rows."""
+    import json
+
+    summaries: dict[int, observe.BucketSummary] = {}
+    inputs: dict[str, int] = {}
+    live: set[int] | None = None
+    for bucket, payload in summary_rows.items():
+        d = json.loads(payload)
+        summaries[bucket] = observe.BucketSummary.from_dict(d)
+        for t, n in d.get("input_by_type", {}).items():
+            inputs[t] = inputs.get(t, 0) + int(n)
+        live = set(d.get("live_brokers", ())) if live is None else live
+    return BatchObservation(
+        batch_id,
+        kafka_metrics,
+        summaries,
+        inputs,
+        rejected,
+        decisions,
+        seconds,
+        tuple(sorted(live)) if live is not None else None,
+    )

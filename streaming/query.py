@@ -73,7 +73,11 @@ def controller_frame(spark: Any, settings: Settings, start: SourceStart | None =
     records = reader.load()
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)
     decisions = routed.groupBy("bucket").applyInPandasWithState(
-        make_step(settings.checkpoint_dir), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+        make_step(settings.checkpoint_dir, summaries=settings.metrics_port > 0),
+        OUTPUT_SCHEMA,
+        STATE_SCHEMA,
+        "append",
+        GroupStateTimeout.NoTimeout,
     )
     metrics = [F.coalesce(F.sum(F.col(m)), F.lit(0)).alias(m) for m in METRIC_COLUMNS]
     return decisions.observe(

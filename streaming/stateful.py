@@ -29,7 +29,7 @@ import pyarrow as pa
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from streaming import failover
+from streaming import failover, observability
 from streaming.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK, REJECTED_BUCKET
 
 STATE_FORMAT = 1
@@ -249,14 +249,15 @@ def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[An
     return rows
 
 
-def make_step(checkpoint_dir: str | None) -> Any:
+def make_step(checkpoint_dir: str | None, summaries: bool = False) -> Any:
     """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``
     (its qualified URI). It runs in Python workers on the executors, which read failover snapshots from
-    the copies the driver shipped (:class:`streaming.failover.ShippedSnapshots`)."""
+    the copies the driver shipped (:class:`streaming.failover.ShippedSnapshots`). With ``summaries`` each
+    bucket also reports its ``summary`` row (the metrics endpoint and status page are on)."""
     shipped = failover.ShippedSnapshots()
 
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        return step_bucket(key, frames, state, checkpoint_dir, shipped)
+        return step_bucket(key, frames, state, checkpoint_dir, shipped, summaries=summaries)
 
     return step
 
@@ -267,6 +268,8 @@ def step_bucket(
     state: Any,
     checkpoint_dir: str | None = None,
     snapshots: failover.SnapshotFiles | None = None,
+    *,
+    summaries: bool = False,
 ) -> Iterator[pd.DataFrame]:
     """One bucket's micro-batch (``GroupStateTimeout.NoTimeout``); ``checkpoint_dir`` (when given) is where
     this query's failover snapshots live, ``snapshots`` how to read them (default: the shipped copies)."""
@@ -299,6 +302,9 @@ def step_bucket(
         rows.append([bucket, len(rows), KIND_REJECTED, quarantine_row(bucket, origins[q.index], q.error), *_NO_METRICS])
     m = controller.metrics(new_state)
     rows.append([bucket, len(rows), KIND_METRICS, json.dumps(m), *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
+    if summaries:
+        summary = observability.summary_payload(current.context, new_state.context, frame, bucket)
+        rows.append([bucket, len(rows), observability.KIND_SUMMARY, summary, *_NO_METRICS])
     out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
     for c in METRIC_COLUMNS:
         out[c] = out[c].astype("int64")
