@@ -119,8 +119,8 @@ def test_prometheus_and_status_page_after_a_broker_failure(
     standby_thread = threading.Thread(target=standby.run, name="livectl-standby", daemon=True)
     standby_thread.start()
     try:
-        cluster.send_admin(ev.CreateTopic("c1", "orders", replica_assignment=((1, 2, 3), (2, 3, 1), (3, 1, 2))))
-        cluster.send_admin(ev.CreateTopic("c2", "solo", replica_assignment=((3,),)))
+        cluster.send_admin(ev.CreateTopic("c1", "orders", 3, 3, replica_assignment=((1, 2, 3), (2, 3, 1), (3, 1, 2))))
+        cluster.send_admin(ev.CreateTopic("c2", "solo", 1, 1, replica_assignment=((3,),)))
         wait_for("topics online", lambda: cluster.state("orders", 2) and cluster.state("solo", 0), timeout=240)
 
         cluster.kill_broker(3)

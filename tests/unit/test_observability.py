@@ -6,6 +6,7 @@ import json
 import socket
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -210,3 +211,62 @@ def test_endpoint_serves_metrics_page_and_health_standby_first() -> None:
             MetricsServer(o, port).start()
     finally:
         server.stop()
+
+
+def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> None:
+    """prepare → step_bucket(summaries=True) → dispatch, on the shell tests' fakes: the observatory sees
+    the buckets' summaries, the input by type and the decisions after a broker failure."""
+    from test_streaming_shell import ADMIN, EVENTS, Pipeline, StoreSnapshots, epoch_znode, snapshot_of, store_at
+
+    from core import events as ev
+    from sinks.memory import MemoryZooKeeper
+    from sinks.ports import Fence
+    from streaming import routing, stateful
+    from streaming.validation import InputValidator
+
+    class Observed(Pipeline):
+        def run_batch(self, items: list[tuple[str, str]]) -> pd.DataFrame:
+            routed = pd.concat(
+                [routing.prepare_frame(self.records(items), 4, ADMIN, self.validator), routing.tick_rows(1, 4)]
+            )
+            outputs = []
+            for bucket, frame in routed.groupby("bucket"):
+                outputs.extend(
+                    stateful.step_bucket(
+                        (bucket,),
+                        iter([frame]),
+                        self.states[int(bucket)],
+                        snapshots=StoreSnapshots(store_at(self.tmp)),
+                        summaries=True,
+                    )
+                )
+            out = pd.concat(outputs, ignore_index=True)
+            self.dispatcher.dispatch(out, self.batch)
+            self.batch += 1
+            return out
+
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Observed(tmp_path, zk, Fence(1, 0), InputValidator())
+    o = ob.Observatory(1000)
+    o.set_role(ob.Role.ACTIVE, 1)
+    p.dispatcher.observer = o.record_batch
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p.run_batch(
+        [
+            (ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 2, 2, replica_assignment=((1, 2), (2, 3))))),
+            (ADMIN, ev.event_to_json(ev.CreateTopic("r2", "solo", 1, 1, replica_assignment=((3,),)))),
+            (ADMIN, "not json"),
+        ]
+    )
+    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(3, 103)))])
+    s = o.snapshot()
+    assert s.kafka_metrics["OfflinePartitionsCount"] == 1 and s.kafka_metrics["GlobalPartitionCount"] == 3
+    assert s.cluster.offline_count == 1 and [x.topic for x in s.cluster.offline] == ["solo"]
+    assert s.cluster.under_replicated_count == 1  # orders-1: ISR [2]
+    assert s.live_brokers == (1, 2)
+    assert s.input_by_type == {"controller_failover": 1, "create_topic": 2, "broker_failure": 1}
+    assert s.rejected == 1
+    assert s.leader_elections == 3  # the three first leaders; broker 3 led nothing it shared
+    assert any(d.kind == "zookeeper" and "/brokers/topics/solo/partitions/0/state" in d.text for d in s.recent)
+    assert s.last_batch_id == 2 and set(s.last_batch_seconds) == {"spark_job", "zookeeper_sink", "request_sink"}
