@@ -24,7 +24,7 @@ from test_observability import batch
 
 from streaming import observability as ob
 from streaming.app import spark_defaults
-from streaming.resources import conf_path
+from streaming.resources import GRAFANA_DASHBOARD, PROMETHEUS, conf_path
 
 pytestmark = pytest.mark.unit
 
@@ -109,7 +109,7 @@ def test_dashboard_queries_name_only_exposed_metrics_and_cover_the_status_page()
     ):
         assert wanted in titles, wanted
     # the dashboard ships inside the package, where docker-compose.yml mounts it from
-    assert conf_path("grafana").is_dir()
+    assert conf_path(GRAFANA_DASHBOARD).is_file() and conf_path(PROMETHEUS).is_file()
 
 
 def test_spark_metrics_the_spark_way_in_the_shipped_defaults() -> None:
