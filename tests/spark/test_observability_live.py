@@ -155,10 +155,17 @@ def test_prometheus_and_status_page_after_a_broker_failure(
         wait_for(
             "5 leader elections", lambda: scraped('livectl_leader_elections_total{controller="active"}', {"active": 5})
         )
-        elections = query(
-            prom, 'kafka_controller_controllerstats_leaderelectionrateandtimems_count{controller="active"}'
+        # Kafka's BrokerChange timer: the failure's micro-batch, once Spark reported its duration (the
+        # progress event comes after the batch's writes, so it may trail them by a scrape or two)
+        wait_for(
+            "the broker-change timer",
+            lambda: (
+                query(
+                    prom, 'kafka_controller_controllerstats_leaderelectionrateandtimems_count{controller="active"}'
+                ).get("active", 0)
+                >= 1
+            ),
         )
-        assert elections["active"] >= 2  # the startups' micro-batch and the failure's
         assert query(prom, 'livectl_input_records_total{controller="active",type="broker_failure"}') == {"active": 1}
         assert query(prom, 'livectl_input_records_total{controller="active",type="create_topic"}') == {"active": 2}
         assert query(prom, 'livectl_broker_leader_partitions{controller="active",broker="1"}') == {"active": 2}
@@ -166,7 +173,10 @@ def test_prometheus_and_status_page_after_a_broker_failure(
         epoch = int(cluster.zk.get("/controller_epoch")[0])
         assert query(prom, 'livectl_controller_epoch{controller="active"}') == {"active": epoch}
         durations = query(prom, 'livectl_last_batch_duration_seconds{controller="active",part="micro_batch"}')
-        assert 0 < durations["active"] < 60
+        assert 0 < durations["active"] < 300
+        assert query(prom, 'kafka_controller_controllerstats_topicchangerateandtimems_count{controller="active"}') == {
+            "active": 1
+        }
 
         # idle: no new input, the values stay as they were (the scrape is computed, not cached)
         time.sleep(2)
