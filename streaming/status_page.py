@@ -43,7 +43,7 @@ def leaders_chart(cluster: observe.BucketSummary, live: tuple[int, ...]) -> str:
     if not brokers:
         return "<p>No partitions yet.</p>"
     top = max([1, *cluster.leaders_by_broker.values(), *(t for _, t in cluster.preferred_by_broker.values())])
-    bar_w, gap, height = 46, 18, 160
+    bar_w, gap, height = 56, 44, 160
     width = len(brokers) * (bar_w + gap) + gap
     parts = [
         f'<svg id="leaders-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 60}" '
@@ -68,7 +68,7 @@ def leaders_chart(cluster: observe.BucketSummary, live: tuple[int, ...]) -> str:
         )
         parts.append(
             f'<text x="{x + bar_w / 2}" y="{14 + height - max(h_led, h_pref)}" font-size="11" '
-            f'text-anchor="middle">{led}/{total}</text>'
+            f'text-anchor="middle">{led} led / {total} pref</text>'
         )
         label = f"broker {b}" + (" (down)" if dead else "")
         parts.append(

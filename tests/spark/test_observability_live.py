@@ -174,9 +174,11 @@ def test_prometheus_and_status_page_after_a_broker_failure(
         assert query(prom, 'livectl_controller_epoch{controller="active"}') == {"active": epoch}
         durations = query(prom, 'livectl_last_batch_duration_seconds{controller="active",part="micro_batch"}')
         assert 0 < durations["active"] < 300
-        assert query(prom, 'kafka_controller_controllerstats_topicchangerateandtimems_count{controller="active"}') == {
-            "active": 1
-        }
+        # the two create commands: one micro-batch, or two
+        topic_changes = query(
+            prom, 'kafka_controller_controllerstats_topicchangerateandtimems_count{controller="active"}'
+        )
+        assert topic_changes["active"] in (1, 2)
 
         # idle: no new input, the values stay as they were (the scrape is computed, not cached)
         time.sleep(2)
