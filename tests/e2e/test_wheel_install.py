@@ -274,7 +274,8 @@ def test_the_installed_controller_runs_from_root_and_answers(
             with urllib.request.urlopen(f"{ui}/metrics/prometheus/", timeout=30) as r:
                 spark_text = r.read().decode()
             assert "_driver_DAGScheduler_job_allJobs" in spark_text, spark_text[:2000]
-            assert f"_spark_streaming_{name}_" in spark_text or "_spark_streaming_" in spark_text, spark_text[:3000]
+            # the query's Structured Streaming figures (spark.sql.streaming.metricsEnabled)
+            assert f"_driver_spark_streaming_{name}_inputRate_total_Value" in spark_text, spark_text[:3000]
             with urllib.request.urlopen(f"{ui}/metrics/executors/prometheus/", timeout=30) as r:
                 assert "metrics_executor_" in r.read().decode()
             # the Python workers ran (the bucket step): none failed to start or import
