@@ -105,6 +105,7 @@ class BatchObservation:
 
     batch_id: int
     kafka_metrics: Mapping[str, int]
+    #: the buckets whose summary changed in this micro-batch (the others keep their last one)
     summaries: Mapping[int, observe.BucketSummary]
     input_by_type: Mapping[str, int]
     rejected: int
@@ -471,11 +472,20 @@ def input_counts(frame: Any, bucket: int) -> dict[str, int]:
     return out
 
 
-def summary_payload(before: Any, after: Any, frame: Any, bucket: int) -> str:
+def summary_payload(before: Any, after: Any, frame: Any, bucket: int, *, changed: bool = True) -> str:
     """The ``summary`` row of a bucket's step: :func:`core.observe.bucket_summary` of the step, the live
-    brokers, and the step's input records by type."""
+    brokers, and the step's input records by type.
+
+    A step that decided nothing (``changed`` false: no ZooKeeper write, request, result or failure) changed
+    nothing the summary shows — every partition-state, leader, ISR, assignment or live-broker change is
+    written to ZooKeeper or announced to brokers — so its row carries only the input counts and
+    ``"unchanged": true``, and the driver keeps the bucket's previous summary. Most buckets of most
+    micro-batches are like that (one command touches one bucket), so the summary's pass over the
+    partitions is paid only where something changed."""
     import json
 
+    if not changed:
+        return json.dumps({"unchanged": True, "input_by_type": input_counts(frame, bucket)}, separators=(",", ":"))
     d = observe.bucket_summary(before, after).to_dict()
     d["live_brokers"] = sorted(after.live_brokers)
     d["input_by_type"] = input_counts(frame, bucket)
@@ -499,9 +509,11 @@ def observation(
     live: set[int] | None = None
     for bucket, payload in summary_rows.items():
         d = json.loads(payload)
-        summaries[bucket] = observe.BucketSummary.from_dict(d)
         for t, n in d.get("input_by_type", {}).items():
             inputs[t] = inputs.get(t, 0) + int(n)
+        if d.get("unchanged"):
+            continue
+        summaries[bucket] = observe.BucketSummary.from_dict(d)
         live = set(d.get("live_brokers", ())) if live is None else live
     return BatchObservation(
         batch_id,

@@ -303,7 +303,8 @@ def step_bucket(
     m = controller.metrics(new_state)
     rows.append([bucket, len(rows), KIND_METRICS, json.dumps(m), *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     if summaries:
-        summary = observability.summary_payload(current.context, new_state.context, frame, bucket)
+        changed = len(rows) > 1  # anything besides the metrics row: see summary_payload
+        summary = observability.summary_payload(current.context, new_state.context, frame, bucket, changed=changed)
         rows.append([bucket, len(rows), observability.KIND_SUMMARY, summary, *_NO_METRICS])
     out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
     for c in METRIC_COLUMNS:
