@@ -96,6 +96,7 @@ def test_reassignment_progress() -> None:
     # during a reassignment the replication factor is the origin's: an ISR of the 3 origin replicas is full
     assert s.under_replicated_count == 0
     assert observe.ReassignmentInfo("t", 0, (), (), (), ()).progress == 1.0
+    assert observe.BucketSummary.from_dict(s.to_dict()) == s
 
 
 def test_deleting_topic_is_not_offline_nor_imbalanced() -> None:
@@ -115,6 +116,15 @@ def test_lists_are_capped_and_round_trip() -> None:
     assert s.under_replicated_count == 5 and len(s.under_replicated) == 2
     assert observe.BucketSummary.from_dict(s.to_dict()) == s
     assert observe.BucketSummary.from_dict({}) == observe.BucketSummary()
+
+
+def test_partition_without_leadership_counts_as_leaderless() -> None:
+    c = make()
+    create(c, "t", ((1, 2),))
+    ctx = c.ctx
+    del ctx.partition_leadership[next(iter(ctx.partition_leadership))]
+    s = observe.summarize(ctx)
+    assert s.leaders_by_broker == {} and s.preferred_by_broker == {1: (1, 1)}
 
 
 def test_bad_min_isr_config_reads_as_the_default() -> None:
