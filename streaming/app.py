@@ -258,7 +258,12 @@ class ControllerApp:
         zk = self.zk = KazooClient(
             hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000, **zk_security.client_kwargs()
         )
-        zk.start(timeout=30)
+        try:
+            zk.start(timeout=30)
+        except BaseException:
+            if metrics_server is not None:
+                metrics_server.stop()
+            raise
         lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost, acl_for=zk_security.acl_for)
         bridge = None
         producer = None
