@@ -213,10 +213,9 @@ def audit_rows(batch: AuditBatch, controller_id: int, epoch: int, when: dt.datet
         cols["path"].append(path)
         cols["detail"].append(detail)
 
-    refused = {id(f.write): f for f in batch.zk_refused}
-    refused_by_value = {f.write: f for f in batch.zk_refused}
-    for w in batch.zk_writes:
-        f = refused.get(id(w)) or refused_by_value.get(w)
+    refused = {f.index: f for f in batch.zk_refused}
+    for i, w in enumerate(batch.zk_writes):
+        f = refused.get(i)
         topic, partition = topic_partition_of_path(w.path)
         add(
             KIND_ZK,
@@ -281,9 +280,9 @@ def log_state_changes(batch: AuditBatch, controller_id: int, epoch: int, logger:
     lg = logger or state_change_log
     prefix = f"[Controller id={controller_id} epoch={epoch}] "
     debug = lg.isEnabledFor(logging.DEBUG)
-    refused = {f.write: f for f in batch.zk_refused}
-    for w in batch.zk_writes:
-        f = refused.get(w)
+    refused = {f.index: f for f in batch.zk_refused}
+    for i, w in enumerate(batch.zk_writes):
+        f = refused.get(i)
         if f is not None:
             lg.error(
                 "%sZooKeeper refused %s %s (expected version %d) in micro-batch %d: %s",
