@@ -24,7 +24,7 @@ from admin import audit as cli
 from core import decisions as dc
 from core import events as ev
 from sinks.memory import MemoryZooKeeper
-from sinks.ports import Fence, FailedWrite
+from sinks.ports import FailedWrite, Fence
 from streaming import spark_ui
 from streaming.audit_log import (
     AUDIT_SCHEMA,
