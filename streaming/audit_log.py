@@ -9,8 +9,10 @@ read it when something went wrong. livectl does both:
   at INFO, refused ZooKeeper writes and state-change failures at ERROR; each znode write and each partition
   state sent at DEBUG (Kafka logs those at TRACE; 10k partitions make 10k lines);
 * **a Parquet table** (:data:`AUDIT_SCHEMA`), one row per decision: each ZooKeeper write (with its outcome,
-  ``written`` or ``refused``), each partition of each broker request (the brokers that were sent the same
-  partition state are one row), each admin result, each state-change failure — with the micro-batch id, the
+  ``written`` or ``refused``), each partition of each LeaderAndIsr / StopReplica / response (the brokers
+  that were sent the same partition state are one row; an UpdateMetadata, which carries the same states
+  to every live broker, is one row per broker with its partition count), each admin result, each
+  state-change failure — with the micro-batch id, the
   controller's id and epoch and the batch's time. Files are partitioned by date (``date=YYYY-MM-DD/``) in
   Hive's layout, so Spark SQL (``spark.read.parquet(dir)``) and pyarrow read it as one table with a
   ``date`` column.
@@ -183,16 +185,51 @@ def _admin_topic(details: str) -> str | None:
     return None
 
 
-def audit_rows(batch: AuditBatch, controller_id: int, epoch: int, when: dt.datetime) -> pa.Table:
+#: requests whose partitions each get a row; an UpdateMetadata (the same partition states, to every live
+#: broker) gets one row per broker with its partition count
+_PER_PARTITION = frozenset(api for api in dc.RequestApi if api is not dc.RequestApi.UPDATE_METADATA)
+
+
+@dataclass(frozen=True)
+class RequestDigest:
+    """One request as the log needs it: its partitions' entries (``None`` for an UpdateMetadata, whose
+    body is not parsed: only its partitions are counted)."""
+
+    request: dc.BrokerRequest
+    entries: list[tuple[str | None, int | None, dict[str, Any]]] | None
+    partitions: int
+
+
+def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]:
+    """The requests in Kafka's send order (LeaderAndIsr, UpdateMetadata, StopReplica, responses), each
+    parsed once for both the rows and the log lines."""
+    out = []
+    for r in sorted(requests, key=lambda r: dc.REQUEST_ORDER[r.api]):
+        if r.api in _PER_PARTITION:
+            entries = _partition_entries(orjson.loads(r.body))
+            out.append(RequestDigest(r, entries, sum(1 for _t, p, _s in entries if p is not None)))
+        else:
+            out.append(RequestDigest(r, None, r.body.count('"partitionIndex"')))
+    return out
+
+
+def audit_rows(
+    batch: AuditBatch,
+    controller_id: int,
+    epoch: int,
+    when: dt.datetime,
+    digests: Sequence[RequestDigest] | None = None,
+) -> pa.Table:
     """The batch's rows of :data:`AUDIT_SCHEMA`, in the order the dispatcher carried them out: ZooKeeper
-    writes, requests (by API, then broker order of first appearance), admin results, failures."""
+    writes, requests (Kafka's send order), admin results, failures. A partition's entry of a request is one
+    row naming every broker that was sent the same state; an UpdateMetadata is one row per broker with its
+    partition count (its states are the LeaderAndIsr ones, sent to every live broker)."""
     cols: dict[str, list[Any]] = {name: [] for name in COLUMNS}
 
-    def add(
+    def add(  # noqa: PLR0917 (one row's columns, positional for speed at 10k rows)
         kind: str,
         action: str,
         outcome: str,
-        *,
         topic: str | None = None,
         partition: int | None = None,
         brokers: list[int] | None = None,
@@ -201,7 +238,6 @@ def audit_rows(batch: AuditBatch, controller_id: int, epoch: int, when: dt.datet
         path: str | None = None,
         detail: str | None = None,
     ) -> None:
-        cols["seq"].append(len(cols["seq"]))
         cols["kind"].append(kind)
         cols["action"].append(action)
         cols["outcome"].append(outcome)
@@ -214,44 +250,42 @@ def audit_rows(batch: AuditBatch, controller_id: int, epoch: int, when: dt.datet
         cols["detail"].append(detail)
 
     refused = {f.index: f for f in batch.zk_refused}
+    dumps = orjson.dumps
     for i, w in enumerate(batch.zk_writes):
         f = refused.get(i)
         topic, partition = topic_partition_of_path(w.path)
         add(
             KIND_ZK,
             w.op.value,
-            "refused" if f is not None else "written",
-            topic=topic,
-            partition=partition,
-            error=f.error if f is not None else None,
-            path=w.path,
-            detail=orjson.dumps({"data": w.data, "expected_version": w.expected_version}).decode(),
+            "written" if f is None else "refused",
+            topic,
+            partition,
+            None,
+            None,
+            None if f is None else f.error,
+            w.path,
+            dumps({"data": w.data, "expected_version": w.expected_version}).decode(),
         )
-    # one row per (API, partition, state): the brokers sent the same state share it
     grouped: dict[tuple[str, str | None, int | None, bytes], list[int]] = {}
-    for r in sorted(batch.requests, key=lambda r: dc.REQUEST_ORDER[r.api]):
-        for topic, partition, state in _partition_entries(orjson.loads(r.body)):
-            key = (r.api.value, topic, partition, orjson.dumps(state, option=orjson.OPT_SORT_KEYS))
-            grouped.setdefault(key, []).append(r.broker_id)
+    for d in digests if digests is not None else digest_requests(batch.requests):
+        api = d.request.api.value
+        if d.entries is None:
+            add(KIND_REQUEST, api, "sent", brokers=[d.request.broker_id], detail=f'{{"partitions":{d.partitions}}}')
+            continue
+        for topic, partition, state in d.entries:
+            key = (api, topic, partition, dumps(state, option=orjson.OPT_SORT_KEYS))
+            grouped.setdefault(key, []).append(d.request.broker_id)
     for (api, topic, partition, state_json), brokers in grouped.items():
-        add(
-            KIND_REQUEST,
-            api,
-            "sent",
-            topic=topic,
-            partition=partition,
-            brokers=brokers,
-            detail=state_json.decode(),
-        )
+        add(KIND_REQUEST, api, "sent", topic, partition, brokers, detail=state_json.decode())
     for a in batch.admin_results:
         add(
             KIND_ADMIN,
             a.command,
             a.status.value,
-            topic=_admin_topic(a.details),
+            _admin_topic(a.details),
             request_id=a.request_id,
             error=a.error,
-            detail=orjson.dumps({"message": a.message, "details": orjson.loads(a.details or "{}")}).decode(),
+            detail=dumps({"message": a.message, "details": orjson.loads(a.details or "{}")}).decode(),
         )
     for fail in batch.failures:
         topic, partition = topic_partition_of_item(fail.item)
@@ -259,12 +293,13 @@ def audit_rows(batch: AuditBatch, controller_id: int, epoch: int, when: dt.datet
             KIND_FAILURE,
             f"{fail.from_state} -> {fail.to_state}",
             "failed",
-            topic=topic,
-            partition=partition,
+            topic,
+            partition,
             error=fail.reason,
             path=fail.item,
         )
-    n = len(cols["seq"])
+    n = len(cols["kind"])
+    cols["seq"] = list(range(n))
     cols["time"] = [when] * n
     cols["batch_id"] = [batch.batch_id] * n
     cols["controller_id"] = [controller_id] * n
@@ -275,7 +310,13 @@ def audit_rows(batch: AuditBatch, controller_id: int, epoch: int, when: dt.datet
 # ---------------------------------------------------------------------------------------------- log lines
 
 
-def log_state_changes(batch: AuditBatch, controller_id: int, epoch: int, logger: logging.Logger | None = None) -> None:
+def log_state_changes(
+    batch: AuditBatch,
+    controller_id: int,
+    epoch: int,
+    logger: logging.Logger | None = None,
+    digests: Sequence[RequestDigest] | None = None,
+) -> None:
     """Kafka-style ``state.change.logger`` lines for the batch (see the module docstring for the levels)."""
     lg = logger or state_change_log
     prefix = f"[Controller id={controller_id} epoch={epoch}] "
@@ -295,31 +336,34 @@ def log_state_changes(batch: AuditBatch, controller_id: int, epoch: int, logger:
             )
         elif debug:
             lg.debug("%sWrote %s %s in micro-batch %d: %s", prefix, w.op.value, w.path, batch.batch_id, w.data)
-    for r in sorted(batch.requests, key=lambda r: dc.REQUEST_ORDER[r.api]):
-        entries = _partition_entries(orjson.loads(r.body)) if debug or r.api in _SUMMARISED else []
+    if not lg.isEnabledFor(logging.INFO):
+        digests = []
+    for d in digests if digests is not None else digest_requests(batch.requests):
+        r = d.request
         if r.api is dc.RequestApi.LEADER_AND_ISR:
-            leaders = sum(1 for _t, _p, s in entries if s.get("leader") == r.broker_id)
+            leaders = sum(1 for _t, _p, s in d.entries or () if s.get("leader") == r.broker_id)
             lg.info(
                 "%sSending LeaderAndIsr request to broker %d with %d become-leader and %d become-follower "
                 "partitions (micro-batch %d)",
                 prefix,
                 r.broker_id,
                 leaders,
-                len(entries) - leaders,
+                d.partitions - leaders,
                 batch.batch_id,
             )
-        elif r.api in _SUMMARISED:
+        elif r.api in (dc.RequestApi.UPDATE_METADATA, dc.RequestApi.STOP_REPLICA):
             lg.info(
                 "%sSending %s request to broker %d for %d partitions (micro-batch %d)",
                 prefix,
                 r.api.value,
                 r.broker_id,
-                sum(1 for _t, p, _s in entries if p is not None),
+                d.partitions,
                 batch.batch_id,
             )
         else:
             lg.info("%sSending %s to broker %d (micro-batch %d)", prefix, r.api.value, r.broker_id, batch.batch_id)
         if debug:
+            entries = d.entries if d.entries is not None else _partition_entries(orjson.loads(r.body))
             for topic, partition, state in entries:
                 if partition is not None:
                     lg.debug(
@@ -352,9 +396,6 @@ def log_state_changes(batch: AuditBatch, controller_id: int, epoch: int, logger:
             fail.to_state,
             fail.reason,
         )
-
-
-_SUMMARISED = (dc.RequestApi.LEADER_AND_ISR, dc.RequestApi.UPDATE_METADATA, dc.RequestApi.STOP_REPLICA)
 
 
 # ---------------------------------------------------------------------------------------------- the table
@@ -455,8 +496,9 @@ class AuditLog:
             # a replay of a batch whose rows are in the table already (its log lines were said then too)
             self.last = "skipped"
             return
+        digests = digest_requests(batch.requests)
         if self.log_lines:
-            log_state_changes(batch, self.controller_id, self.controller_epoch)
+            log_state_changes(batch, self.controller_id, self.controller_epoch, digests=digests)
         if batch.empty:
             self.last = "empty"
             return
@@ -473,7 +515,7 @@ class AuditLog:
             )
             progress["pending"] = {"batch": batch.batch_id, "time": when.isoformat(), "file": uri}
             self.checkpoint.write_text(self.progress_uri, json.dumps(progress, sort_keys=True))
-        table = audit_rows(batch, self.controller_id, self.controller_epoch, when)
+        table = audit_rows(batch, self.controller_id, self.controller_epoch, when, digests)
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="zstd")
         self.files.write_bytes(uri, sink.getvalue())
