@@ -158,7 +158,7 @@ def main() -> None:
                                     "audit_ms": round(timed.seconds.get(bid, 0.0) * 1000, 1) if audit_on else None,
                                 }
                             )
-                        times = ", ".join(f"batch {p['batchId']} {p['durationMs']['triggerExecution']} ms" for p in batches)
+                        times = ", ".join(f"{p['batchId']}: {p['durationMs']['triggerExecution']} ms" for p in batches)
                         side = "audit" if audit_on else "no audit"
                         print(f"round {i} ({side}): broker {victim} {what}: {times}", flush=True)
                 if rc.failed is not None:
