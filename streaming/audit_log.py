@@ -213,6 +213,18 @@ def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]
     return out
 
 
+def per_broker(digests: Sequence[RequestDigest]) -> dict[tuple[dc.RequestApi, int], tuple[int, int]]:
+    """``(API, broker) -> (partitions, partitions it leads)``: the buckets' parts of one request summed, as
+    the request sink merges them into one message per broker and API (Kafka's send order kept)."""
+    out: dict[tuple[dc.RequestApi, int], tuple[int, int]] = {}
+    for d in digests:
+        r = d.request
+        leaders = sum(1 for _t, _p, st in d.entries or () if st.get("leader") == r.broker_id)
+        n, led = out.get((r.api, r.broker_id), (0, 0))
+        out[(r.api, r.broker_id)] = (n + d.partitions, led + leaders)
+    return out
+
+
 def audit_rows(
     batch: AuditBatch,
     controller_id: int,
@@ -251,6 +263,7 @@ def audit_rows(
 
     refused = {f.index: f for f in batch.zk_refused}
     dumps = orjson.dumps
+    digests = digests if digests is not None else digest_requests(batch.requests)
     for i, w in enumerate(batch.zk_writes):
         f = refused.get(i)
         topic, partition = topic_partition_of_path(w.path)
@@ -267,16 +280,20 @@ def audit_rows(
             dumps({"data": w.data, "expected_version": w.expected_version}).decode(),
         )
     grouped: dict[tuple[str, str | None, int | None, bytes], list[int]] = {}
-    for d in digests if digests is not None else digest_requests(batch.requests):
+    for d in digests:
         api = d.request.api.value
         if d.entries is None:
-            add(KIND_REQUEST, api, "sent", brokers=[d.request.broker_id], detail=f'{{"partitions":{d.partitions}}}')
             continue
         for topic, partition, state in d.entries:
             key = (api, topic, partition, dumps(state, option=orjson.OPT_SORT_KEYS))
-            grouped.setdefault(key, []).append(d.request.broker_id)
+            brokers = grouped.setdefault(key, [])
+            if d.request.broker_id not in brokers:
+                brokers.append(d.request.broker_id)
     for (api, topic, partition, state_json), brokers in grouped.items():
         add(KIND_REQUEST, api, "sent", topic, partition, brokers, detail=state_json.decode())
+    for (request_api, broker), (partitions, _leaders) in per_broker(digests).items():
+        if request_api is dc.RequestApi.UPDATE_METADATA:
+            add(KIND_REQUEST, request_api.value, "sent", brokers=[broker], detail=f'{{"partitions":{partitions}}}')
     for a in batch.admin_results:
         add(
             KIND_ADMIN,
@@ -336,45 +353,45 @@ def log_state_changes(
             )
         elif debug:
             lg.debug("%sWrote %s %s in micro-batch %d: %s", prefix, w.op.value, w.path, batch.batch_id, w.data)
-    if not lg.isEnabledFor(logging.INFO):
-        digests = []
-    for d in digests if digests is not None else digest_requests(batch.requests):
-        r = d.request
-        if r.api is dc.RequestApi.LEADER_AND_ISR:
-            leaders = sum(1 for _t, _p, s in d.entries or () if s.get("leader") == r.broker_id)
-            lg.info(
-                "%sSending LeaderAndIsr request to broker %d with %d become-leader and %d become-follower "
-                "partitions (micro-batch %d)",
-                prefix,
-                r.broker_id,
-                leaders,
-                d.partitions - leaders,
-                batch.batch_id,
-            )
-        elif r.api in (dc.RequestApi.UPDATE_METADATA, dc.RequestApi.STOP_REPLICA):
-            lg.info(
-                "%sSending %s request to broker %d for %d partitions (micro-batch %d)",
-                prefix,
-                r.api.value,
-                r.broker_id,
-                d.partitions,
-                batch.batch_id,
-            )
-        else:
-            lg.info("%sSending %s to broker %d (micro-batch %d)", prefix, r.api.value, r.broker_id, batch.batch_id)
+    if lg.isEnabledFor(logging.INFO):
+        digests = digests if digests is not None else digest_requests(batch.requests)
+        for (api, broker), (partitions, leaders) in per_broker(digests).items():
+            if api is dc.RequestApi.LEADER_AND_ISR:
+                lg.info(
+                    "%sSending LeaderAndIsr request to broker %d with %d become-leader and %d become-follower "
+                    "partitions (micro-batch %d)",
+                    prefix,
+                    broker,
+                    leaders,
+                    partitions - leaders,
+                    batch.batch_id,
+                )
+            elif api in (dc.RequestApi.UPDATE_METADATA, dc.RequestApi.STOP_REPLICA):
+                lg.info(
+                    "%sSending %s request to broker %d for %d partitions (micro-batch %d)",
+                    prefix,
+                    api.value,
+                    broker,
+                    partitions,
+                    batch.batch_id,
+                )
+            else:
+                lg.info("%sSending %s to broker %d (micro-batch %d)", prefix, api.value, broker, batch.batch_id)
         if debug:
-            entries = d.entries if d.entries is not None else _partition_entries(orjson.loads(r.body))
-            for topic, partition, state in entries:
-                if partition is not None:
-                    lg.debug(
-                        "%sSending %s request %s to broker %d for partition %s-%d",
-                        prefix,
-                        r.api.value,
-                        orjson.dumps(state).decode(),
-                        r.broker_id,
-                        topic,
-                        partition,
-                    )
+            for d in digests:
+                r = d.request
+                entries = d.entries if d.entries is not None else _partition_entries(orjson.loads(r.body))
+                for topic, partition, state in entries:
+                    if partition is not None:
+                        lg.debug(
+                            "%sSending %s request %s to broker %d for partition %s-%d",
+                            prefix,
+                            r.api.value,
+                            orjson.dumps(state).decode(),
+                            r.broker_id,
+                            topic,
+                            partition,
+                        )
     for a in batch.admin_results:
         lg.info(
             "%sAdmin request %s (%s): %s%s%s",

@@ -106,7 +106,9 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         # both ISRs: two partitions under-replicated), the election was announced
         cid = cluster.settings.controller_id
         descriptions = job_descriptions(spark.sparkContext, limit=500)
-        summary = next(d for d in descriptions if d.startswith(f"livectl c{cid} e{controller_epoch} batch "))
+        summary = next(
+            d for d in descriptions if d.startswith(f"livectl c{cid} e{controller_epoch} batch ") and ": offline" in d
+        )
         assert ": offline 0, URP 2, reassigning 0; imbalanced 1, topics 1, partitions 2" in summary, summary
         assert f"livectl c{cid} e{controller_epoch} active: elected controller" in descriptions
     finally:
