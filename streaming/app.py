@@ -293,7 +293,7 @@ class ControllerApp:
             s = self.settings = replace(s, checkpoint_dir=store.root)
             log.info("controller %d: waiting for the controller lease", s.controller_id)
             holder = _other_controller(zk)
-            if holder is not None and holder != s.controller_id:
+            if holder is not None:
                 spark_ui.announce(
                     self.spark.sparkContext,
                     f"livectl c{s.controller_id} standby: waiting for the controller lease (held by c{holder})",

@@ -339,6 +339,13 @@ def test_standby_takes_over_from_the_shared_checkpoint(spark: Any, cluster: Clus
         )
         results = {r["request_id"]: r for r in cluster.admin_results()}
         assert results["p1"]["status"] == "ok" and results["p1"]["controller_epoch"] == epoch_before + 1
+        # the Spark UI said it: the standby waiting, then elected under the next epoch
+        cid = cluster.settings.controller_id
+        descriptions = job_descriptions(spark.sparkContext, limit=1000)
+        waited = f"livectl c{cid} standby: waiting for the controller lease (held by c{cid})"
+        elected = f"livectl c{cid} e{epoch_before + 1} active: elected controller"
+        assert waited in descriptions and elected in descriptions
+        assert descriptions.index(elected) < descriptions.index(waited)  # newest first
     finally:
         standby_app.stop()
         standby.join(60)
