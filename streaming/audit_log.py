@@ -496,16 +496,25 @@ class AuditLog:
     log_lines: bool = True
     #: what the last call did: "written", "skipped" (replay of a written batch) or "empty"
     last: str = ""
+    _known: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def progress_uri(self) -> str:
         return child(self.checkpoint.root, PROGRESS_FILE)
 
     def _progress(self) -> dict[str, Any]:
-        if not self.checkpoint.exists(self.progress_uri):
-            return {"committed": -1}
-        loaded: dict[str, Any] = json.loads(self.checkpoint.read_text(self.progress_uri))
-        return loaded
+        # read once per controller: while it holds the lease, this object is the file's only writer (a
+        # successor makes its own AuditLog and reads what this one left)
+        if self._known is None:
+            if self.checkpoint.exists(self.progress_uri):
+                self._known = json.loads(self.checkpoint.read_text(self.progress_uri))
+            else:
+                self._known = {"committed": -1}
+        return dict(self._known)
+
+    def _save(self, progress: dict[str, Any]) -> None:
+        self.checkpoint.write_text(self.progress_uri, json.dumps(progress, sort_keys=True))
+        self._known = progress
 
     def __call__(self, batch: AuditBatch) -> None:
         progress = self._progress()
@@ -531,12 +540,10 @@ class AuditLog:
                 self.files.root, f"date={when.date().isoformat()}", f"part-b{batch.batch_id:012d}-{stamp}.parquet"
             )
             progress["pending"] = {"batch": batch.batch_id, "time": when.isoformat(), "file": uri}
-            self.checkpoint.write_text(self.progress_uri, json.dumps(progress, sort_keys=True))
+            self._save(progress)
         table = audit_rows(batch, self.controller_id, self.controller_epoch, when, digests)
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="zstd")
         self.files.write_bytes(uri, sink.getvalue())
-        self.checkpoint.write_text(
-            self.progress_uri, json.dumps({"committed": batch.batch_id, "last_file": uri}, sort_keys=True)
-        )
+        self._save({"committed": batch.batch_id, "last_file": uri})
         self.last = "written"
