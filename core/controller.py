@@ -83,6 +83,7 @@ from core.decisions import (
     ZkWrite,
 )
 from core.election import ElectionStrategy, preferred_leader
+from core.error_codes import KafkaError
 from core.events import (
     AdminCommand,
     AlterPartition,
@@ -128,7 +129,7 @@ from core.zkdata import (
 
 STATE_VERSION = 1
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
-KAFKA_STORAGE_ERROR = 56
+KAFKA_STORAGE_ERROR = int(KafkaError.KAFKA_STORAGE_ERROR)
 
 
 @dataclass(frozen=True)

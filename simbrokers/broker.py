@@ -257,16 +257,16 @@ class SimBroker:
                 code = codes.KAFKA_STORAGE_ERROR
             elif part is None:
                 code = codes.NONE  # nothing hosted: a delete of a stray replica succeeds
-            elif sp.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or sp.leader_epoch > part.leader_epoch:
+            elif sp.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or sp.leader_epoch >= part.leader_epoch:
+                # Kafka's ReplicaManager.stopReplicas: the current leader epoch applies too; only an older
+                # one is fenced
                 code = codes.NONE
                 if sp.delete_partition:
                     del self.partitions[tp]
                 else:
                     part.stop()
-            elif sp.leader_epoch < part.leader_epoch:
-                code = codes.FENCED_LEADER_EPOCH
             else:
-                code = codes.STALE_CONTROLLER_EPOCH
+                code = codes.FENCED_LEADER_EPOCH
             if sp.delete_partition:
                 errors.append(PartitionError(tp.topic, tp.partition, code))
         if not errors:
