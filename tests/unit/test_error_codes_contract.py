@@ -43,12 +43,12 @@ pytestmark = pytest.mark.unit
 
 def test_codes_are_kafkas() -> None:
     # org.apache.kafka.common.protocol.Errors
-    assert KafkaError.INVALID_UPDATE_VERSION == 95
-    assert KafkaError.UNKNOWN_TOPIC_ID == 100
-    assert KafkaError.INELIGIBLE_REPLICA == 107
-    assert KafkaError.NEW_LEADER_ELECTED == 108
-    assert KafkaError.UNKNOWN_SERVER_ERROR == -1
-    assert KafkaError.STALE_BROKER_EPOCH == 77
+    assert int(KafkaError.INVALID_UPDATE_VERSION) == 95
+    assert int(KafkaError.UNKNOWN_TOPIC_ID) == 100
+    assert int(KafkaError.INELIGIBLE_REPLICA) == 107
+    assert int(KafkaError.NEW_LEADER_ELECTED) == 108
+    assert int(KafkaError.UNKNOWN_SERVER_ERROR) == -1
+    assert int(KafkaError.STALE_BROKER_EPOCH) == 77
     assert error_name(95) == "INVALID_UPDATE_VERSION"
     assert error_name(9999) == "ERROR_9999"
 
@@ -88,6 +88,8 @@ def _scenario() -> list[BrokerRequest]:
 
 def _check(req: BrokerRequest, parsed: Any) -> None:
     body = req.body_json()
+    sent: list[tuple[Any, ...]]
+    got: list[tuple[Any, ...]]
     if req.api is RequestApi.LEADER_AND_ISR:
         assert isinstance(parsed, LeaderAndIsrRequest)
         assert (parsed.controller_id, parsed.controller_epoch, parsed.broker_epoch, parsed.type) == (
