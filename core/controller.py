@@ -411,11 +411,15 @@ class _Controller:
             self.on_replicas_become_offline(prs)
 
     def stop_replica_response(self, ev: StopReplicaResponse) -> None:
+        """Kafka's ``TopicDeletionStopReplicaResponseReceived``. Kafka's request batch passes on only the
+        entries of topics whose deletion has *started* (``isTopicDeletionInProgress``): an answer about a
+        topic merely queued for deletion (or not queued at all, or forgotten) is no replica-deletion
+        outcome and changes nothing."""
         ctx = self.ctx
         entries = [
             (TopicPartition(pe.topic, pe.partition), pe.error_code)
             for pe in ev.partitions
-            if pe.topic in ctx.topic_partitions
+            if pe.topic in ctx.topic_partitions and pe.topic in ctx.topics_with_deletion_started
         ]
         in_error = [tp for tp, code in entries if ev.error_code != 0 or code != 0]
         ok = [tp for tp, code in entries if not (ev.error_code != 0 or code != 0)]
