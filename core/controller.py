@@ -553,9 +553,9 @@ class _Controller:
             self._admin(cmd, AdminStatus.ERROR, "INVALID_CONFIG", bad)
             return
         if cmd.replica_assignment:
-            problem = validate_manual_assignment(
-                cmd.replica_assignment, set(ctx.live_brokers), len(cmd.replica_assignment[0])
-            )
+            # Kafka's CreateTopics does not check that the brokers named are registered (ZkAdminManager:
+            # "unlike in add-partitions case"); a partition none of whose brokers is up stays New
+            problem = validate_manual_assignment(cmd.replica_assignment, None, len(cmd.replica_assignment[0]))
             if problem is not None:
                 self._admin(cmd, AdminStatus.ERROR, "INVALID_REPLICA_ASSIGNMENT", problem)
                 return

@@ -4,11 +4,12 @@ started, topic creation on unregistered brokers, AlterPartition validation."""
 from __future__ import annotations
 
 import pytest
-from core_support import Cluster
+from core_support import Cluster, startup
 
 from core.controller import ControllerConfig
 from core.decisions import AdminResult, StateChangeFailure
 from core.events import (
+    CreatePartitions,
     CreateTopic,
     DeleteTopic,
     PartitionError,
@@ -18,7 +19,7 @@ from core.events import (
     StopReplicaResponse,
     TopicPartition,
 )
-from core.states import ReplicaState
+from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit
 
@@ -66,3 +67,38 @@ def test_stop_replica_answer_for_a_topic_not_queued_changes_nothing() -> None:
     ds = c.run(StopReplicaResponse(1, (PartitionError("u", 0, 56),)))
     assert not [d for d in ds if isinstance(d, StateChangeFailure)]
     assert c.ctx.replica_state(PartitionReplica("u", 0, 1)) is ReplicaState.ONLINE
+
+
+# ---------------------------------------------------------------- item 6: creation on unregistered brokers
+
+
+def test_create_topic_names_unregistered_brokers_as_kafka_allows() -> None:
+    """Kafka's CreateTopics accepts an explicit assignment naming brokers that are not registered: the
+    partition gets a leader among the live replicas, or stays New until one registers."""
+    c = make((1, 2))
+    (res,) = create(c, "t", ((1, 5), (5, 6)))
+    assert (res.status.value, res.error) == ("ok", None)
+    assert c.ctx.replicas(TopicPartition("t", 0)) == (1, 5)
+    lai = c.ctx.leadership(TopicPartition("t", 0)).leader_and_isr
+    assert (lai.leader, lai.isr) == (1, (1,))
+    assert "/brokers/topics/t/partitions/0/state" in c.zk.nodes
+    # no live replica: no state znode, no leader, no request for it
+    assert c.ctx.partition_state(TopicPartition("t", 1)) is PartitionState.NEW
+    assert "/brokers/topics/t/partitions/1/state" not in c.zk.nodes
+    assert c.ctx.leadership(TopicPartition("t", 1)) is None
+    # broker 5 registers: Kafka's onBrokerStartup brings New partitions online
+    c.run(startup(5))
+    lai = c.ctx.leadership(TopicPartition("t", 1)).leader_and_isr
+    assert (lai.leader, lai.isr) == (5, (5,))
+    assert c.ctx.partition_state(TopicPartition("t", 1)) is PartitionState.ONLINE
+    assert "/brokers/topics/t/partitions/1/state" in c.zk.nodes
+
+
+def test_create_partitions_still_refuses_unregistered_brokers() -> None:
+    """Kafka's AdminZkClient.createPartitions checks the brokers are registered."""
+    c = make((1, 2))
+    create(c, "t", ((1, 2),))
+    ds = c.run(CreatePartitions("p", "t", 2, ((1, 7),)))
+    (res,) = [d for d in ds if isinstance(d, AdminResult)]
+    assert res.error == "INVALID_REPLICA_ASSIGNMENT"
+    assert "Unknown broker(s) in replica assignment: 7." in res.message
