@@ -435,25 +435,56 @@ class _Controller:
     # ------------------------------------------------------------------ AlterPartition
 
     def alter_partition(self, ev: AlterPartition) -> None:
+        """Kafka's ``processAlterPartition`` (ZooKeeper mode), for one partition, checks in Kafka's order:
+
+        1. the sender must be registered at exactly ``broker_epoch`` (-1 included: Kafka compares for
+           equality) -> else ``STALE_BROKER_EPOCH`` for the whole request;
+        2. a proposal by topic id (``topic_id`` set: AlterPartition v2+) names the topic this controller
+           holds under that id -> else ``UNKNOWN_TOPIC_ID``;
+        3. ``leader_recovery_state`` is RECOVERED (0) or RECOVERING (1) -> else Kafka's
+           ``LeaderRecoveryState.of`` throws and the whole request is answered ``UNKNOWN_SERVER_ERROR``;
+        4. the partition has a leader and ISR -> else ``UNKNOWN_TOPIC_OR_PARTITION``;
+        5. :meth:`_validate_alter` (epochs, idempotent repeat, recovery transitions, eligibility).
+
+        Nothing invalid is ever written. Like Kafka, every partition that got past 1–3 is sent in an
+        UpdateMetadata to every registered broker, whatever its answer."""
         ctx = self.ctx
         tp = TopicPartition(ev.topic, ev.partition)
         broker = ctx.live_brokers.get(ev.broker_id)
-        if broker is None or (ev.broker_epoch >= 0 and ev.broker_epoch != broker.epoch):
+        if broker is None or ev.broker_epoch != broker.epoch:
             self._alter_response(ev, ERROR_CODES["STALE_BROKER_EPOCH"], None, None)
             return
+        if ev.topic_id is not None and ctx.topic_ids.get(ev.topic) != ev.topic_id:
+            self._alter_response(ev, 0, ERROR_CODES["UNKNOWN_TOPIC_ID"], None)
+            return
+        if ev.leader_recovery_state not in (RECOVERED, RECOVERING):
+            self._alter_response(ev, ERROR_CODES["UNKNOWN_SERVER_ERROR"], None, None)
+            return
+        self._alter_one(ev, tp)
+        self._send_update_metadata(ctx.live_brokers.keys(), (tp,))
+
+    def _alter_one(self, ev: AlterPartition, tp: TopicPartition) -> None:
+        ctx = self.ctx
         li = ctx.partition_leadership.get(tp)
         if li is None or tp not in ctx.partition_assignments:
             self._alter_response(ev, 0, ERROR_CODES["UNKNOWN_TOPIC_OR_PARTITION"], None)
             return
         cur = li.leader_and_isr
         proposed = LeaderAndIsr(ev.broker_id, ev.new_isr, ev.leader_epoch, ev.partition_epoch, ev.leader_recovery_state)
-        error = self._validate_alter(tp, cur, proposed)
-        if error == "SAME":
-            self._alter_response(ev, 0, 0, cur)
-            return
-        if error is not None:
+        error = self._validate_alter(tp, cur, proposed, by_topic_id=ev.topic_id is not None)
+        if error is not None and error != "SAME":
             self._alter_response(ev, 0, ERROR_CODES[error], None)
             return
+        if error == "SAME":
+            self._alter_response(ev, 0, 0, cur)
+        else:
+            self._write_alter(ev, tp, cur)
+        # Kafka checks every answered-with-a-state partition for a reassignment it may complete
+        if tp in ctx.partitions_being_reassigned:
+            self.maybe_complete_reassignment(tp)
+
+    def _write_alter(self, ev: AlterPartition, tp: TopicPartition, cur: LeaderAndIsr) -> None:
+        ctx = self.ctx
         new = LeaderAndIsr(cur.leader, ev.new_isr, cur.leader_epoch, cur.partition_epoch, ev.leader_recovery_state)
         self.fx.zk.append(
             ZkWrite(
@@ -465,17 +496,19 @@ class _Controller:
         )
         ctx.put_leadership(tp, new.with_partition_epoch(cur.partition_epoch + 1), ctx.epoch)
         self._alter_response(ev, 0, 0, ctx.partition_leadership[tp].leader_and_isr)
-        self._send_update_metadata(ctx.live_brokers.keys(), (tp,))
-        if tp in ctx.partitions_being_reassigned:
-            self.maybe_complete_reassignment(tp)
 
-    def _validate_alter(self, tp: TopicPartition, cur: LeaderAndIsr, new: LeaderAndIsr) -> str | None:
+    def _validate_alter(
+        self, tp: TopicPartition, cur: LeaderAndIsr, new: LeaderAndIsr, *, by_topic_id: bool = False
+    ) -> str | None:
+        """Kafka's checks in Kafka's order; then livectl's own (the sender must be the leader, the ISR
+        must hold the leader and only distinct replicas: KRaft's rules, see the README), then Kafka's
+        KIP-841 eligibility (``INELIGIBLE_REPLICA`` from v2, the topic-id versions; before that
+        ``OPERATION_NOT_ATTEMPTED``). ``"SAME"``: already in the proposed state (Kafka's
+        ``equalsAllowStalePartitionEpoch``), answered with the current state."""
         if new.partition_epoch > cur.partition_epoch or new.leader_epoch > cur.leader_epoch:
             return "NOT_CONTROLLER"
         if new.leader_epoch < cur.leader_epoch:
             return "FENCED_LEADER_EPOCH"
-        if new.leader != cur.leader:
-            return "NOT_LEADER_OR_FOLLOWER"
         if (
             new.leader == cur.leader
             and new.leader_epoch == cur.leader_epoch
@@ -489,12 +522,14 @@ class _Controller:
             return "INVALID_REQUEST"
         if cur.leader_recovery_state == RECOVERED and new.leader_recovery_state == RECOVERING:
             return "INVALID_REQUEST"
+        if new.leader != cur.leader:
+            return "NOT_LEADER_OR_FOLLOWER"
         replicas = self.ctx.replicas(tp)
-        if new.leader not in new.isr or any(r not in replicas for r in new.isr):
+        if new.leader not in new.isr or len(set(new.isr)) != len(new.isr) or any(r not in replicas for r in new.isr):
             return "INVALID_REQUEST"
         live = self.ctx.live_broker_ids
         if any(r not in live for r in new.isr):
-            return "INELIGIBLE_REPLICA"
+            return "INELIGIBLE_REPLICA" if by_topic_id else "OPERATION_NOT_ATTEMPTED"
         return None
 
     def _alter_response(
@@ -518,7 +553,7 @@ class _Controller:
             topics.append(
                 {
                     "topicName": ev.topic,
-                    "topicId": self.ctx.topic_ids.get(ev.topic, "AAAAAAAAAAAAAAAAAAAAAA"),
+                    "topicId": ev.topic_id or self.ctx.topic_ids.get(ev.topic, "AAAAAAAAAAAAAAAAAAAAAA"),
                     "partitions": [part],
                 }
             )

@@ -36,6 +36,8 @@ EVENT_VERSION = 1
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]+")
 #: the same rule as one regular expression, for the great-expectations suite
 TOPIC_NAME_REGEX = r"^(?!\.\.?\Z)[a-zA-Z0-9._-]{1,249}\Z"
+#: Kafka's ``Uuid.toString()``: 16 bytes, base64url without padding
+TOPIC_ID_REGEX = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")
 INVALID_TOPIC = "INVALID_TOPIC_EXCEPTION"
 
 
@@ -275,6 +277,9 @@ class AlterPartition(Event):
     #: the sender's id for this proposal, echoed as ``correlationId`` in the answer's partition entry (our
     #: transport has no request header to carry Kafka's correlation id); -1 = none
     correlation_id: int = -1
+    #: Kafka's topic id (base64) when the proposal names its topic by id, as AlterPartition v2+ does
+    #: (Kafka >= 2.8 brokers); ``topic`` still routes it to its bucket. None: by name (v0/v1)
+    topic_id: str | None = None
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
@@ -766,7 +771,7 @@ def _broker_failure(o: Mapping[str, Any]) -> Event:
 
 def _alter_partition(o: Mapping[str, Any]) -> Event:
     broker_id = _broker_id(o)
-    broker_epoch = jf.integer(o, "broker_epoch", minimum=-1)
+    broker_epoch = jf.integer(o, "broker_epoch", minimum=lim.INT64_MIN, maximum=lim.INT64_MAX)
     topic = _topic(o)
     partition = _partition_id(o)
     return AlterPartition(
@@ -774,20 +779,30 @@ def _alter_partition(o: Mapping[str, Any]) -> Event:
         broker_epoch,
         topic,
         partition,
-        jf.integer(o, "leader_epoch", minimum=0, maximum=lim.INT32_MAX),
-        jf.integer(o, "partition_epoch", minimum=0, maximum=lim.INT32_MAX),
+        # the wire's ranges only (int32 epochs and ids, int8 recovery state): whatever Kafka's controller
+        # would answer is answered by the core, with Kafka's error codes, not refused as malformed
+        jf.integer(o, "leader_epoch", minimum=lim.INT32_MIN, maximum=lim.INT32_MAX),
+        jf.integer(o, "partition_epoch", minimum=lim.INT32_MIN, maximum=lim.INT32_MAX),
         jf.int_list(
             o,
             "new_isr",
-            minimum=0,
-            maximum=lim.MAX_BROKER_ID,
-            distinct=True,
+            minimum=lim.INT32_MIN,
+            maximum=lim.INT32_MAX,
             what=f"partition {topic}-{partition}",
             max_items=lim.MAX_REPLICATION_FACTOR,
         ),
-        jf.opt_integer(o, "leader_recovery_state", 0, minimum=0, maximum=1),
+        jf.opt_integer(o, "leader_recovery_state", 0, minimum=lim.INT8_MIN, maximum=lim.INT8_MAX),
         jf.opt_integer(o, "correlation_id", -1, minimum=-1, maximum=lim.INT32_MAX),
+        _topic_id(o),
     )
+
+
+def _topic_id(o: Mapping[str, Any]) -> str | None:
+    """Kafka's ``Uuid`` in its base64 text form (22 characters, URL-safe alphabet), or None."""
+    v = jf.opt_string(o, "topic_id", max_length=lim.MAX_NAME_LENGTH)
+    if v is not None and not TOPIC_ID_REGEX.fullmatch(v):
+        raise FormatError("topic_id", f"must be a Kafka topic id (22 base64url characters), got {lim.show(v)}")
+    return v
 
 
 def _partition_state_znode(st: Any, p: str, what: str = "") -> PartitionStateZnode:

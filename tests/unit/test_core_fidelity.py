@@ -3,12 +3,19 @@ started, topic creation on unregistered brokers, AlterPartition validation."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 from core_support import Cluster, startup
 
 from core.controller import ControllerConfig
-from core.decisions import AdminResult, StateChangeFailure
+from core.decisions import AdminResult, BrokerRequest, Decision, RequestApi, StateChangeFailure, ZkWrite
+from core.error_codes import KafkaError
+from core.errors import FormatError
 from core.events import (
+    AlterPartition,
+    BrokerFailure,
     CreatePartitions,
     CreateTopic,
     DeleteTopic,
@@ -18,6 +25,8 @@ from core.events import (
     ReassignPartitions,
     StopReplicaResponse,
     TopicPartition,
+    event_from_json,
+    event_to_json,
 )
 from core.states import PartitionState, ReplicaState
 
@@ -102,3 +111,164 @@ def test_create_partitions_still_refuses_unregistered_brokers() -> None:
     (res,) = [d for d in ds if isinstance(d, AdminResult)]
     assert res.error == "INVALID_REPLICA_ASSIGNMENT"
     assert "Unknown broker(s) in replica assignment: 7." in res.message
+
+
+# ---------------------------------------------------------------- item 4: AlterPartition as Kafka validates it
+
+
+def _cluster_with_t() -> Cluster:
+    c = make()
+    create(c, "t", ((1, 2, 3),))
+    return c
+
+
+def _propose(c: Cluster, **kw: object) -> tuple[dict[str, Any], list[Decision]]:
+    """One AlterPartition for t-0 from its leader (fields overridable); its answer and the decisions."""
+    lai = c.ctx.leadership(TopicPartition("t", 0)).leader_and_isr
+    args: dict[str, Any] = {
+        "broker_id": lai.leader,
+        "broker_epoch": c.ctx.live_brokers[lai.leader].epoch,
+        "topic": "t",
+        "partition": 0,
+        "leader_epoch": lai.leader_epoch,
+        "partition_epoch": lai.partition_epoch,
+        "new_isr": (1, 2),
+    }
+    args.update(kw)
+    ds = c.run(AlterPartition(**args))
+    (answer,) = [d for d in ds if isinstance(d, BrokerRequest) and d.api is RequestApi.ALTER_PARTITION_RESPONSE]
+    return answer.body_json(), ds
+
+
+def _partition_code(body: dict[str, Any]) -> int:
+    return int(body["topics"][0]["partitions"][0]["errorCode"])
+
+
+def _state_writes(ds: list[Decision]) -> list[ZkWrite]:
+    return [d for d in ds if isinstance(d, ZkWrite) and d.path.endswith("/state")]
+
+
+@pytest.mark.parametrize("lrs", [25, 2, -1, 127, -128])
+def test_unknown_leader_recovery_state_is_unknown_server_error_and_never_written(lrs: int) -> None:
+    """Kafka's ``LeaderRecoveryState.of`` throws for anything but 0 and 1: the whole AlterPartition is
+    answered UNKNOWN_SERVER_ERROR and nothing is written."""
+    c = _cluster_with_t()
+    before = c.ctx.leadership(TopicPartition("t", 0))
+    body, ds = _propose(c, leader_recovery_state=lrs)
+    assert body["errorCode"] == KafkaError.UNKNOWN_SERVER_ERROR == -1
+    assert body["topics"] == []
+    assert _state_writes(ds) == []
+    assert c.ctx.leadership(TopicPartition("t", 0)) == before
+    assert f'"leader_recovery_state":{lrs}' not in str(c.zk.nodes)
+
+
+def test_broker_epoch_minus_one_is_stale_as_in_kafka() -> None:
+    """Kafka compares the request's broker epoch with the registered one for equality: -1 is stale."""
+    c = _cluster_with_t()
+    body, ds = _propose(c, broker_epoch=-1)
+    assert (body["errorCode"], body["topics"]) == (KafkaError.STALE_BROKER_EPOCH, [])
+    assert _state_writes(ds) == []
+    body, _ = _propose(c, broker_epoch=c.ctx.live_brokers[1].epoch + 1)
+    assert body["errorCode"] == KafkaError.STALE_BROKER_EPOCH
+
+
+@pytest.mark.parametrize(
+    ("overrides", "code"),
+    [
+        ({"leader_epoch": -1}, KafkaError.FENCED_LEADER_EPOCH),
+        ({"partition_epoch": -1}, KafkaError.INVALID_UPDATE_VERSION),
+        ({"leader_epoch": 1}, KafkaError.NOT_CONTROLLER),
+        ({"leader_recovery_state": 1}, KafkaError.INVALID_REQUEST),  # RECOVERING with an ISR of two
+        ({"leader_recovery_state": 1, "new_isr": (1,)}, KafkaError.INVALID_REQUEST),  # RECOVERED -> RECOVERING
+        ({"new_isr": (1, 2, 2)}, KafkaError.INVALID_REQUEST),  # duplicate (KRaft's rule)
+        ({"new_isr": (1, -1)}, KafkaError.INVALID_REQUEST),  # not a replica
+        ({"new_isr": ()}, KafkaError.INVALID_REQUEST),  # without the leader
+    ],
+    ids=["old-leader-epoch", "old-partition-epoch", "future-epoch", "recovering-isr", "to-recovering", "dup",
+         "negative", "empty"],
+)  # fmt: skip
+def test_out_of_range_proposals_get_kafkas_answer_and_no_write(overrides: dict[str, Any], code: int) -> None:
+    c = _cluster_with_t()
+    before = c.ctx.leadership(TopicPartition("t", 0))
+    body, ds = _propose(c, **overrides)
+    assert (body["errorCode"], _partition_code(body)) == (0, code)
+    assert _state_writes(ds) == []
+    assert c.ctx.leadership(TopicPartition("t", 0)) == before
+    # Kafka sends UpdateMetadata for every partition it looked at, whatever the answer
+    um = [d for d in ds if isinstance(d, BrokerRequest) and d.api is RequestApi.UPDATE_METADATA]
+    assert sorted(d.broker_id for d in um) == [1, 2, 3]
+
+
+def test_alter_partition_by_topic_id() -> None:
+    """AlterPartition v2+ names the topic by id: an id this controller does not hold under that topic is
+    UNKNOWN_TOPIC_ID (echoed in the answer); the right id is accepted; ineligible replicas are then
+    INELIGIBLE_REPLICA (v0/v1, by name: OPERATION_NOT_ATTEMPTED)."""
+    c = _cluster_with_t()
+    tid = c.ctx.topic_ids["t"]
+    other = "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert other != tid
+    body, ds = _propose(c, topic_id=other)
+    assert _partition_code(body) == KafkaError.UNKNOWN_TOPIC_ID
+    assert body["topics"][0]["topicId"] == other
+    assert _state_writes(ds) == []
+    body, ds = _propose(c, topic_id=tid)
+    assert _partition_code(body) == KafkaError.NONE
+    assert body["topics"][0]["partitions"][0]["isr"] == [1, 2]
+    assert len(_state_writes(ds)) == 1
+    c.run(BrokerFailure(3))
+    body, _ = _propose(c, topic_id=tid, new_isr=(1, 2, 3))
+    assert _partition_code(body) == KafkaError.INELIGIBLE_REPLICA
+    body, _ = _propose(c, new_isr=(1, 2, 3))
+    assert _partition_code(body) == KafkaError.OPERATION_NOT_ATTEMPTED
+
+
+def _alter_record(**kw: Any) -> str:
+    o = {
+        "version": 1,
+        "type": "alter_partition",
+        "broker_id": 1,
+        "broker_epoch": -1,
+        "topic": "t",
+        "partition": 0,
+        "leader_epoch": -1,
+        "partition_epoch": -1,
+        "new_isr": [1, 1, -1],
+        "leader_recovery_state": 25,
+    }
+    o.update(kw)
+    return json.dumps(o)
+
+
+def test_decoder_accepts_what_kafka_answers_and_names_what_the_wire_cannot_carry() -> None:
+    e = event_from_json(_alter_record())
+    assert isinstance(e, AlterPartition)
+    assert (e.broker_epoch, e.leader_epoch, e.partition_epoch, e.new_isr, e.leader_recovery_state) == (
+        -1,
+        -1,
+        -1,
+        (1, 1, -1),
+        25,
+    )
+    assert event_from_json(event_to_json(e)) == e
+    for field_, value in [
+        ("leader_recovery_state", 128),
+        ("leader_epoch", 2**31),
+        ("new_isr", [2**31]),
+        ("topic_id", "not-a-topic-id"),
+    ]:
+        with pytest.raises(FormatError) as err:
+            event_from_json(_alter_record(**{field_: value}))
+        assert err.value.field.startswith(field_), err.value
+
+
+def test_the_input_suite_agrees_with_the_decoder_on_alter_partition() -> None:
+    """great-expectations must not reject as malformed what the core answers (negative epochs, an ISR
+    with duplicates or negative ids, an unknown recovery state)."""
+    from streaming.validation import InputValidator, Rejection
+
+    records = [_alter_record(), _alter_record(new_isr=[-5], leader_recovery_state=0, topic_id="AAAAAAAAAAAAAAAAAAAAAA")]
+    out = InputValidator().check(records, ["broker-events"] * len(records))
+    assert not [o for o in out if isinstance(o, Rejection)], out
+    assert [type(o) for o in out] == [AlterPartition, AlterPartition]
+    (bad,) = InputValidator().check([_alter_record(leader_recovery_state=300)], ["broker-events"])
+    assert isinstance(bad, Rejection)
