@@ -620,7 +620,8 @@ class _Controller:
         for tp in tps:
             ctx.set_assignment(tp, ReplicaAssignment(tuple(placed[tp.partition])))
         self.fx.zk.append(
-            ZkWrite(ZkOp.CREATE, topic_config_path(cmd.topic), encode_topic_config(configs), make_parents=True)
+            # Kafka writes topic configs with setOrCreate: a config left by an earlier topic is overwritten
+            ZkWrite(ZkOp.UPSERT, topic_config_path(cmd.topic), encode_topic_config(configs), make_parents=True)
         )
         self.fx.zk.append(
             ZkWrite(
@@ -736,7 +737,9 @@ class _Controller:
             self._admin(cmd, AdminStatus.ERROR, "INVALID_CONFIG", bad)
             return
         ctx.topic_configs[cmd.topic] = configs
-        self.fx.zk.append(ZkWrite(ZkOp.SET, topic_config_path(cmd.topic), encode_topic_config(configs)))
+        self.fx.zk.append(
+            ZkWrite(ZkOp.UPSERT, topic_config_path(cmd.topic), encode_topic_config(configs), make_parents=True)
+        )
         if UNCLEAN_CONFIG in configs:
             enabled = configs[UNCLEAN_CONFIG] == "true"
             ctx.unclean_leader_election[cmd.topic] = enabled
@@ -1242,6 +1245,10 @@ def _topic_id(topic: str, request_id: str) -> str:
     """A deterministic Kafka-style topic id (base64url of 16 bytes, no padding)."""
     digest = hashlib.sha256(f"livectl-topic-id\0{topic}\0{request_id}".encode()).digest()[:16]
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+#: the topic id a ``create_topic`` command gives its topic (the shell matches a refused creation to it)
+topic_id_for = _topic_id
 
 
 def _context_from_snapshot(controller_id: int, snap: ZkSnapshot) -> ControllerContext:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from core import jsonform as jf
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
+from streaming.refusals import answer_existing_topics, classify, withhold
 from streaming.stateful import (
     KIND_ADMIN_RESULT,
     KIND_FAILURE,
@@ -225,9 +225,11 @@ class Dispatcher:
             )
         if zk.failed and self.on_refused is not None:
             self.on_refused(zk.failed)
-        if zk.failed:
-            requests = withhold_refused(requests, zk.failed)
         merged = merge_admin_results(results, result_buckets)
+        if zk.failed:
+            refusals = classify(zk.failed)
+            requests = withhold(requests, refusals)
+            merged = answer_existing_topics(merged, refusals)
         rejected = list(rejected_by_source.values())
         if requests:
             report.requests = self._topic_step(
@@ -300,53 +302,11 @@ class Dispatcher:
                 time.sleep(0.1)
 
 
-_STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")
-#: requests that carry partition states (Kafka's ``topicStates[].partitionStates[].partitionIndex``)
-_PARTITION_APIS = (dc.RequestApi.LEADER_AND_ISR, dc.RequestApi.UPDATE_METADATA)
-
-
 def withhold_refused(requests: Sequence[dc.BrokerRequest], failed: Sequence[FailedWrite]) -> list[dc.BrokerRequest]:
-    """``requests`` without the partition states whose state-znode write ZooKeeper refused.
-
-    Kafka's controller sends LeaderAndIsr (and the UpdateMetadata that goes with it) for a partition only
-    after its leader/ISR write succeeded: a refused write means the new leader epoch does not exist, and
-    a broker told of it would stand at an epoch ZooKeeper never held (and refuse the controller's later,
-    real one). The refused partitions are re-read and redone (:mod:`streaming.refresh`); their requests
-    go out then. A request left without partitions is dropped, unless it had none to begin with (an
-    UpdateMetadata that only announces the live brokers)."""
-    refused: set[tuple[str, int]] = set()
-    for f in failed:
-        m = _STATE_PATH.match(f.write.path)
-        if m is not None:
-            refused.add((m.group(1), int(m.group(2))))
-    if not refused:
-        return list(requests)
-    kept: list[dc.BrokerRequest] = []
-    for r in requests:
-        if r.api not in _PARTITION_APIS:
-            kept.append(r)
-            continue
-        body = r.body_json()
-        states = body.get("topicStates", [])
-        left = []
-        for ts in states:
-            parts = [p for p in ts["partitionStates"] if (ts["topicName"], int(p["partitionIndex"])) not in refused]
-            if parts:
-                left.append({**ts, "partitionStates": parts})
-        if states and not left:
-            log.info(
-                "withheld %s to broker %d: every partition in it was refused by ZooKeeper", r.api.value, r.broker_id
-            )
-            continue
-        if len(left) == len(states) and all(
-            len(a["partitionStates"]) == len(b["partitionStates"]) for a, b in zip(left, states, strict=True)
-        ):
-            kept.append(r)
-            continue
-        kept.append(
-            dc.BrokerRequest(r.broker_id, r.api, json.dumps({**body, "topicStates": left}, separators=(",", ":")))
-        )
-    return kept
+    """``requests`` without the partition states built on writes ZooKeeper refused
+    (:mod:`streaming.refusals`: Kafka sends LeaderAndIsr and UpdateMetadata only for writes that
+    succeeded)."""
+    return withhold(requests, classify(failed))
 
 
 def _rejected_result(rid: str, row: dict[str, Any], reasons: Sequence[str]) -> dc.AdminResult:

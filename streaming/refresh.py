@@ -2,12 +2,14 @@
 
 When ZooKeeper refuses a compare-and-set on ``/brokers/topics/<t>/partitions/<p>/state`` with
 ``BadVersion``, the znode changed under the version the controller holds (for example, written by a
-micro-batch applied between a takeover's snapshot and its failover reference). Kafka's controller then
+micro-batch applied between a takeover's snapshot and its failover reference); when it refuses the
+creation of a new partition's state with ``NodeExists``, someone else initialised the partition (Kafka
+then leaves the partition to be elected from the state it reads). Kafka's controller then
 reads the partition state again and retries. Here the driver reads the refused znodes (pipelined) and
 publishes one :class:`core.events.PartitionStatesRead` per topic to the broker-events topic, keyed by
 topic; the topic's bucket takes the state as read and does again what the partition still needs.
-Other refusals (``NoNode`` of a deleted partition, writes to other paths) are only logged by the
-dispatcher.
+Other refusals (``NoNode`` of a deleted partition, writes to other paths) are handled by the
+dispatcher (:mod:`streaming.refusals`).
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ _STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")
 
 
 def refused_states(failed: Sequence[FailedWrite]) -> dict[str, list[int]]:
-    """Topic -> partitions whose state znode ZooKeeper refused with ``BadVersion`` (sorted, distinct)."""
+    """Topic -> partitions whose state znode ZooKeeper refused because it holds something else: a
+    compare-and-set answered ``BadVersion`` or a creation answered ``NodeExists`` (sorted, distinct)."""
     out: dict[str, set[int]] = {}
     for f in failed:
         m = _STATE_PATH.match(f.write.path)
-        if m is not None and f.error == "BadVersion":
+        if m is not None and f.error in ("BadVersion", "NodeExists"):
             out.setdefault(m.group(1), set()).add(int(m.group(2)))
     return {t: sorted(ps) for t, ps in sorted(out.items())}
 
