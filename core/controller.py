@@ -108,6 +108,7 @@ from core.events import (
     ReassignPartitions,
     StopReplicaResponse,
     Tick,
+    TopicCreationRefused,
     TopicPartition,
     ZkSnapshot,
 )
@@ -1128,6 +1129,58 @@ class _Controller:
         again = set(adopted)
         self.maybe_resume_reassignments(lambda tp, _ra: tp in again)
 
+    def topic_creation_refused(self, ev: TopicCreationRefused) -> None:
+        """Take the topic someone else created in place of this controller's refused creation (see
+        :class:`core.events.TopicCreationRefused`). Only while the bucket still holds its own creation
+        (same topic id): a topic deleted or created again since is left as it is."""
+        ctx = self.ctx
+        if ctx.topic_ids.get(ev.topic) != ev.refused_topic_id:
+            return
+        ctx.remove_topic(ev.topic)
+        ctx.topic_configs.pop(ev.topic, None)
+        ctx.unclean_leader_election.pop(ev.topic, None)
+        z = ev.znode
+        if z is None:
+            return
+        adding, removing = dict(z.adding_replicas), dict(z.removing_replicas)
+        ctx.topic_partitions.setdefault(ev.topic, set())
+        if z.topic_id:
+            ctx.topic_ids[ev.topic] = z.topic_id
+        if ev.configs:
+            ctx.topic_configs[ev.topic] = dict(ev.configs)
+            if UNCLEAN_CONFIG in ctx.topic_configs[ev.topic]:
+                ctx.unclean_leader_election[ev.topic] = ctx.topic_configs[ev.topic][UNCLEAN_CONFIG] == "true"
+        tps = []
+        for p, reps in z.partitions:
+            tp = TopicPartition(ev.topic, p)
+            ra = ReplicaAssignment(tuple(reps), tuple(adding.get(p, ())), tuple(removing.get(p, ())))
+            ctx.set_assignment(tp, ra)
+            tps.append(tp)
+        states = dict(ev.states)
+        fresh = [tp for tp in tps if tp.partition not in states]
+        for tp in tps:
+            st = states.get(tp.partition)
+            if st is None:
+                continue
+            lai = LeaderAndIsr(st.leader, st.isr, st.leader_epoch, st.zk_version, st.leader_recovery_state)
+            ctx.put_leadership(tp, lai, st.controller_epoch)
+            ctx.put_partition_state(
+                tp, PartitionState.ONLINE if ctx.is_replica_online(st.leader, tp) else PartitionState.OFFLINE
+            )
+        # partitions without a state znode are created as Kafka's onNewPartitionCreation does
+        self.on_new_partition_creation(fresh)
+        adopted = [tp for tp in tps if tp.partition in states]
+        online = [PartitionReplica(tp.topic, tp.partition, r) for tp in adopted for r in ctx.replicas(tp)]
+        for pr in online:
+            live = ctx.is_replica_online(pr.replica, TopicPartition(pr.topic, pr.partition))
+            ctx.put_replica_state(pr, ReplicaState.ONLINE if live else ReplicaState.DELETION_INELIGIBLE)
+        self._replica_states([pr for pr in online if ctx.replica_state(pr) is ReplicaState.ONLINE], ReplicaState.ONLINE)
+        self._replica_states(
+            [pr for pr in online if ctx.replica_state(pr) is ReplicaState.DELETION_INELIGIBLE], ReplicaState.OFFLINE
+        )
+        self.trigger_online_partition_state_change(ev.topic)
+        self._send_update_metadata(ctx.live_brokers.keys(), adopted)
+
     def check_admin_completions(self) -> None:
         ctx = self.ctx
         self.zk_reassignments &= ctx.partitions_being_reassigned
@@ -1173,6 +1226,7 @@ _HANDLERS: dict[type[Event], Callable[[_Controller, Any], None]] = {
     AutoRebalanceTick: _Controller.auto_rebalance,
     ControllerFailover: _Controller.failover,
     PartitionStatesRead: _Controller.partition_states_read,
+    TopicCreationRefused: _Controller.topic_creation_refused,
     Tick: _Controller.tick,
 }
 

@@ -423,6 +423,26 @@ class PartitionStatesRead(Event):
 
 
 @dataclass(frozen=True)
+class TopicCreationRefused(Event):
+    """ZooKeeper refused this controller's creation of ``/brokers/topics/<topic>`` with ``NodeExists``:
+    someone else (an ``AdminZkClient``-style tool) had created the topic. ``refused_topic_id`` is the id
+    the refused creation carried; ``znode``, ``states`` and ``configs`` are the topic as the driver read
+    it afterwards (``znode`` None: gone again). The bucket forgets what it made of its own creation and
+    takes the topic ZooKeeper holds, as Kafka's controller takes a topic a tool created: partitions with
+    a state znode keep it, the others get one (New -> Online)."""
+
+    TYPE: ClassVar[str] = "topic_creation_refused"
+    topic: str
+    refused_topic_id: str
+    znode: TopicZnode | None
+    states: tuple[tuple[int, PartitionStateZnode], ...] = ()
+    configs: tuple[tuple[str, str], ...] = ()
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
+
+
+@dataclass(frozen=True)
 class AutoRebalanceTick(Event):
     """Periodic check (``leader.imbalance.check.interval.seconds``); ``brokers`` lists the brokers whose
     cluster-wide imbalance ratio (summed by the driver) is above the threshold."""
@@ -828,7 +848,37 @@ def _partition_state_znode(st: Any, p: str, what: str = "") -> PartitionStateZno
 
 def _partition_states_read(o: Mapping[str, Any]) -> Event:
     topic = _topic(o)
-    raw = jf.req(o, "states")
+    return PartitionStatesRead(topic, _states(o, topic))
+
+
+def _topic_creation_refused(o: Mapping[str, Any]) -> Event:
+    topic = _topic(o)
+    refused = jf.string(o, "refused_topic_id", max_length=lim.MAX_NAME_LENGTH)
+    raw = o.get("znode")
+    znode = None
+    if raw is not None:
+        z = jf.obj(raw, "znode")
+        p = "znode."
+
+        def pairs(x: Any, name: str) -> tuple[tuple[int, tuple[int, ...]], ...]:
+            if not isinstance(x, list) or not all(isinstance(e, list) and len(e) == 2 for e in x):
+                raise FormatError(name, "must be a list of [partition, replicas]")
+            return tuple((jf.integer({"p": k}, "p", name + ".", minimum=0), jf.int_seq(v, name)) for k, v in x)
+
+        znode = TopicZnode(
+            topic,
+            pairs(jf.req(z, "partitions", p), p + "partitions"),
+            pairs(z.get("adding_replicas") or [], p + "adding_replicas"),
+            pairs(z.get("removing_replicas") or [], p + "removing_replicas"),
+            jf.opt_string(z, "topic_id", p),
+            jf.opt_integer(z, "zk_version", 0, p),
+        )
+    configs = tuple(sorted(_configs(o))) if o.get("configs") else ()
+    return TopicCreationRefused(topic, refused, znode, _states(o, topic, required=False), configs)
+
+
+def _states(o: Mapping[str, Any], topic: str, required: bool = True) -> tuple[tuple[int, PartitionStateZnode], ...]:
+    raw = jf.req(o, "states") if required else (o.get("states") or [])
     if not isinstance(raw, list):
         raise FormatError("states", f"must be a list, got {type(raw).__name__}")
     states = []
@@ -842,7 +892,7 @@ def _partition_states_read(o: Mapping[str, Any]) -> Event:
         ):
             raise FormatError(f"states[{i}]", "must be [partition, partition-state znode]")
         states.append((entry[0], _partition_state_znode(entry[1], f"states[{i}][1].", f"partition {topic}-{entry[0]}")))
-    return PartitionStatesRead(topic, tuple(states))
+    return tuple(states)
 
 
 def _lisr_response(o: Mapping[str, Any]) -> Event:
@@ -952,6 +1002,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     LogDirFailure.TYPE: _log_dir_failure,
     ControllerFailover.TYPE: _failover,
     PartitionStatesRead.TYPE: _partition_states_read,
+    TopicCreationRefused.TYPE: _topic_creation_refused,
     AutoRebalanceTick.TYPE: _rebalance,
     Tick.TYPE: _tick,
 }

@@ -33,6 +33,7 @@ from core.events import (
     PartitionTarget,
     ReassignPartitions,
     StopReplicaResponse,
+    TopicCreationRefused,
     TopicPartition,
     event_from_json,
 )
@@ -203,6 +204,19 @@ def test_topic_create_refused_answers_topic_already_exists_and_writes_nothing_be
     assert json.loads(h.zk.get("/brokers/topics/t")[0]) == tool
     assert not h.zk.exists("/brokers/topics/t/partitions")
     assert out["report"].zk_failed == 3  # the topic znode, and both partition states beneath it
+    # the driver read the tool's topic; its bucket drops its own creation and takes that one
+    (read,) = out["reads"]
+    assert isinstance(read, TopicCreationRefused) and read.znode is not None
+    assert (read.topic, read.znode.partitions, read.states) == ("t", ((0, (3, 1)),), ())
+    adopted = h.run(read)
+    assert h.ctx.replicas(TopicPartition("t", 0)) == (3, 1)
+    assert h.ctx.topic_ids["t"] == "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert TopicPartition("t", 1) not in h.ctx.partition_assignments
+    st = zk_state(h.zk, "t", 0)
+    assert (st["leader"], st["isr"]) == (3, [3, 1])
+    assert lisr_leaders(adopted["requests"]) == {("t", 0): (3, 0)}
+    assert {(b, "t", 0) for b in BROKERS} <= partitions_in(adopted["requests"], "UpdateMetadata")
+    assert json.loads(h.zk.get("/brokers/topics/t")[0]) == tool
 
 
 def test_topic_znode_gone_under_a_reassignment_withholds_the_topic(h: Harness) -> None:

@@ -10,7 +10,7 @@ import pytest
 from core_support import Cluster, startup
 
 from core.controller import ControllerConfig
-from core.decisions import AdminResult, BrokerRequest, Decision, RequestApi, StateChangeFailure, ZkWrite
+from core.decisions import AdminResult, BrokerRequest, Decision, RequestApi, StateChangeFailure, ZkOp, ZkWrite
 from core.error_codes import KafkaError
 from core.errors import FormatError
 from core.events import (
@@ -21,10 +21,13 @@ from core.events import (
     DeleteTopic,
     PartitionError,
     PartitionReplica,
+    PartitionStateZnode,
     PartitionTarget,
     ReassignPartitions,
     StopReplicaResponse,
+    TopicCreationRefused,
     TopicPartition,
+    TopicZnode,
     event_from_json,
     event_to_json,
 )
@@ -267,8 +270,75 @@ def test_the_input_suite_agrees_with_the_decoder_on_alter_partition() -> None:
     from streaming.validation import InputValidator, Rejection
 
     records = [_alter_record(), _alter_record(new_isr=[-5], leader_recovery_state=0, topic_id="AAAAAAAAAAAAAAAAAAAAAA")]
-    out = InputValidator().check(records, ["broker-events"] * len(records))
+    validator = InputValidator()
+    out = validator.check(records, ["broker-events"] * len(records))
     assert not [o for o in out if isinstance(o, Rejection)], out
     assert [type(o) for o in out] == [AlterPartition, AlterPartition]
-    (bad,) = InputValidator().check([_alter_record(leader_recovery_state=300)], ["broker-events"])
+    (bad,) = validator.check([_alter_record(leader_recovery_state=300)], ["broker-events"])
     assert isinstance(bad, Rejection)
+
+
+# ---------------------------------------------------------------- item 3: a topic someone else created
+
+
+def _refused(c: Cluster, topic: str, znode: TopicZnode | None, states: Any = (), configs: Any = ()) -> list[Decision]:
+    """ZooKeeper as it is after the refusal: the bucket's own creation never reached it, theirs did."""
+    for path in [p for p in c.zk.nodes if p == f"/brokers/topics/{topic}" or p.startswith(f"/brokers/topics/{topic}/")]:
+        del c.zk.nodes[path]
+    if znode is not None:
+        c.zk.nodes[f"/brokers/topics/{topic}"] = ("{}", 0)
+        for p, st in states:
+            c.zk.nodes[f"/brokers/topics/{topic}/partitions/{p}/state"] = ("{}", st.zk_version)
+    return c.run(TopicCreationRefused(topic, c.ctx.topic_ids[topic], znode, tuple(states), tuple(configs)))
+
+
+def test_topic_created_by_someone_else_replaces_the_buckets_own_creation() -> None:
+    c = make()
+    create(c, "t", ((1, 2), (2, 3)))
+    theirs = TopicZnode("t", ((0, (3, 1)), (1, (2, 1)), (2, (1, 3))), topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+    # their partition 1 already has a state (leader 2, epoch 5); 0 and 2 have none yet
+    state = PartitionStateZnode(2, 5, (2, 1), 1, 0)
+    ds = _refused(c, "t", theirs, [(1, state)], [("unclean.leader.election.enable", "true")])
+    assert [c.ctx.replicas(TopicPartition("t", p)) for p in range(3)] == [(3, 1), (2, 1), (1, 3)]
+    assert c.ctx.topic_ids["t"] == "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert c.ctx.unclean_leader_election["t"] is True
+    lai = c.ctx.leadership(TopicPartition("t", 1)).leader_and_isr
+    assert (lai.leader, lai.leader_epoch, lai.isr, lai.partition_epoch) == (2, 5, (2, 1), 0)
+    creates = sorted(d.path for d in ds if isinstance(d, ZkWrite) and d.op is ZkOp.CREATE)
+    assert creates == ["/brokers/topics/t/partitions/0/state", "/brokers/topics/t/partitions/2/state"]
+    assert not [d for d in ds if isinstance(d, ZkWrite) and d.path == "/brokers/topics/t"]
+    lisr = {
+        (r.broker_id, p["partitionIndex"], p["leader"], p["leaderEpoch"])
+        for r in ds
+        if isinstance(r, BrokerRequest) and r.api is RequestApi.LEADER_AND_ISR
+        for t in r.body_json()["topicStates"]
+        for p in t["partitionStates"]
+    }
+    assert {(2, 1, 2, 5), (1, 1, 2, 5), (3, 0, 3, 0), (1, 0, 3, 0), (1, 2, 1, 0), (3, 2, 1, 0)} <= lisr
+    assert all(rs is ReplicaState.ONLINE for pr, rs in c.ctx.replica_states.items() if pr.topic == "t")
+
+
+def test_topic_creation_refused_is_ignored_once_the_bucket_moved_on_and_drops_a_vanished_topic() -> None:
+    c = make()
+    create(c, "t", ((1, 2),))
+    own = c.ctx.leadership(TopicPartition("t", 0))
+    ds = c.run(TopicCreationRefused("t", "AAAAAAAAAAAAAAAAAAAAAQ", TopicZnode("t", ((0, (3,)),))))
+    assert ds == [] and c.ctx.leadership(TopicPartition("t", 0)) == own
+    _refused(c, "t", None)
+    assert "t" not in c.ctx.topic_partitions and "t" not in c.ctx.topic_ids
+
+
+def test_topic_creation_refused_round_trips_as_json() -> None:
+    ev = TopicCreationRefused(
+        "t",
+        "AAAAAAAAAAAAAAAAAAAAAQ",
+        TopicZnode("t", ((0, (3, 1)),), ((0, (3,)),), (), "AAAAAAAAAAAAAAAAAAAAAA", 4),
+        ((0, PartitionStateZnode(3, 2, (3, 1), 1, 7)),),
+        (("cleanup.policy", "compact"),),
+    )
+    assert event_from_json(event_to_json(ev)) == ev
+    gone = TopicCreationRefused("t", "AAAAAAAAAAAAAAAAAAAAAQ", None)
+    assert event_from_json(event_to_json(gone)) == gone
+    with pytest.raises(FormatError) as err:
+        event_from_json(event_to_json(ev).replace('"partitions":[[0,[3,1]]]', '"partitions":[[0]]'))
+    assert err.value.field.startswith("znode.partitions")
