@@ -482,6 +482,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         LogDirFailure,
         ControllerFailover,
         PartitionStatesRead,
+        TopicCreationRefused,
         AutoRebalanceTick,
         Tick,
     )

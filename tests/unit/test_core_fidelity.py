@@ -276,6 +276,14 @@ def test_the_input_suite_agrees_with_the_decoder_on_alter_partition() -> None:
     assert [type(o) for o in out] == [AlterPartition, AlterPartition]
     (bad,) = validator.check([_alter_record(leader_recovery_state=300)], ["broker-events"])
     assert isinstance(bad, Rejection)
+    # the driver's re-read of a topic someone else created passes the suite too
+    read = TopicCreationRefused(
+        "t",
+        "AAAAAAAAAAAAAAAAAAAAAQ",
+        TopicZnode("t", ((0, (3, 1)),), topic_id="AAAAAAAAAAAAAAAAAAAAAA"),
+        ((0, PartitionStateZnode(3, 2, (3, 1), 1, 7)),),
+    )
+    assert validator.check([event_to_json(read)], ["broker-events"]) == [read]
 
 
 # ---------------------------------------------------------------- item 3: a topic someone else created
