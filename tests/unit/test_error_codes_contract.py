@@ -26,6 +26,7 @@ from core.events import (
 from core.requests import ERROR_CODES
 from simbrokers import codes
 from simbrokers.broker import SimBroker
+from simbrokers.partition import PendingIsr
 from simbrokers.requests import (
     AlterPartitionResponse,
     ControlledShutdownResponse,
@@ -228,3 +229,31 @@ def test_stop_replica_follows_kafkas_epoch_rule(stop_epoch: int, expected: int, 
     assert answer.error_code == codes.NONE
     assert [(p.topic, p.partition, p.error_code) for p in answer.partitions] == [("t", 0, expected)]
     assert (tp in b.partitions) is hosted_after
+
+
+def test_the_simulated_leader_waits_for_leader_and_isr_after_the_cores_invalid_update_version() -> None:
+    """The core answers a proposal made at an old partition epoch with Kafka's INVALID_UPDATE_VERSION (95);
+    the simulated leader, reading the same table, stops proposing until a LeaderAndIsr comes (Kafka's
+    ``Partition.handleAlterPartitionError``)."""
+    c = Cluster.start([1, 2, 3])
+    c.run(CreateTopic("r1", "t", replica_assignment=((1, 2, 3),)))
+    fence = Fence(1, 0)
+    broker = SimBroker(1, broker_epoch=c.ctx.live_brokers[1].epoch)
+    for msg in request_messages("livectl.requests", fence, 1, c.requests(broker=1)):
+        broker.handle(parse_request(msg.key, msg.value), 0)
+    tp = TopicPartition("t", 0)
+    part = broker.partitions[tp]
+    assert (part.leader_epoch, part.partition_epoch) == (0, 0)
+    # the ISR moved on at the controller (partition epoch 1) without this broker hearing of it
+    c.run(AlterPartition(1, c.ctx.live_brokers[1].epoch, "t", 0, 0, 0, (1, 2), 0, 1))
+    assert c.ctx.leadership(tp).leader_and_isr.partition_epoch == 1
+    part.pending = PendingIsr((1,))
+    (proposal,) = [e for e in broker.tick(10) if isinstance(e, AlterPartition)]
+    assert proposal.partition_epoch == 0
+    c.run(proposal)
+    (answer,) = c.requests(RequestApi.ALTER_PARTITION_RESPONSE)
+    assert answer.body_json()["topics"][0]["partitions"][0]["errorCode"] == codes.INVALID_UPDATE_VERSION == 95
+    (msg,) = request_messages("livectl.requests", fence, 2, [answer])
+    broker.handle(parse_request(msg.key, msg.value), 20)
+    assert part.pending is None and part.await_leader_and_isr
+    assert not [e for e in broker.tick(10_000) if isinstance(e, AlterPartition)]
