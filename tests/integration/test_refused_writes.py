@@ -279,3 +279,44 @@ def test_not_attempted_writes_are_reported_as_such(h: Harness) -> None:
     assert [(f.index, f.error) for f in res.failed] == [(0, "NodeExists"), (1, NOT_ATTEMPTED)]
     assert res.applied == 1 and h.zk.exists("/brokers/topics/tt")
     assert not h.zk.exists("/brokers/topics/t/partitions")
+
+
+class RacingSink(ZooKeeperSink):
+    """The real sink, with another party changing the tree right after the first plan of each batch (the
+    window between what the planner read and what ZooKeeper applies)."""
+
+    def __init__(self, *args: Any, races: list[Any], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.races = races
+        self.plans = 0
+
+    def _plan(self, *args: Any, **kw: Any) -> Any:
+        txns = super()._plan(*args, **kw)
+        self.plans += 1
+        if self.plans == 1 and self.races:
+            self.races.pop(0)()
+        return txns
+
+    def write_batch(self, batch_id: int, writes: Any) -> Any:
+        self.plans = 0
+        return super().write_batch(batch_id, writes)
+
+
+def test_stale_plans_are_read_again_and_redone(zk_chrooted: KazooClient) -> None:
+    """An upsert planned as a create meets a znode created meanwhile; a tree deletion meets a child
+    added meanwhile (Kafka's deleteRecursive retries): both are re-read and redone, not refused."""
+    zk = zk_chrooted
+    zk.create("/controller_epoch", b"1")
+    zk.create("/brokers/topics/gone/partitions/0/state", b"{}", makepath=True)
+    races = [
+        lambda: zk.create("/config/topics/t", b'{"version":1,"config":{"a":"1"}}', makepath=True),
+        lambda: zk.create("/brokers/topics/gone/partitions/1", b"", makepath=True),
+    ]
+    sink = RacingSink(zk, Fence(1, 0), "q", races=races)
+    upsert = dc.ZkWrite(dc.ZkOp.UPSERT, "/config/topics/t", '{"version":1,"config":{"b":"2"}}', make_parents=True)
+    res = sink.write_batch(0, [upsert])
+    assert (res.failed, res.applied, sink.plans) == ((), 1, 2)
+    assert json.loads(zk.get("/config/topics/t")[0]) == {"version": 1, "config": {"b": "2"}}
+    res = sink.write_batch(1, [dc.ZkWrite(dc.ZkOp.DELETE_TREE, "/brokers/topics/gone", None)])
+    assert (res.failed, res.applied, sink.plans) == ((), 1, 2)
+    assert not zk.exists("/brokers/topics/gone")
