@@ -75,6 +75,71 @@ def _old_epoch_after_new(per_partition: dict[int, list[dict[str, Any]]], old: in
     return late
 
 
+def _tree(zk: Any, path: str = "/") -> dict[str, tuple[int, int]]:
+    """Every znode under ``path`` (the cluster's chroot) with its data and children change ids."""
+    out: dict[str, tuple[int, int]] = {}
+    for child in zk.get_children(path):
+        full = f"{path.rstrip('/')}/{child}"
+        stat = zk.exists(full)
+        if stat is None:
+            continue
+        out[full] = (stat.mzxid, stat.pzxid)
+        out.update(_tree(zk, full))
+    return out
+
+
+def _writes_not_by(zk: Any, before: dict[str, tuple[int, int]], epoch: int) -> list[str]:
+    """Znodes created, changed or deleted since ``before`` whose data does not carry ``epoch`` (every sink
+    transaction also sets the progress znode with the writer's epoch; states carry their writer's)."""
+    after = _tree(zk)
+    out = [f"deleted {path}" for path in sorted(set(before) - set(after))]
+    for path, ids in sorted(after.items()):
+        if before.get(path) == ids:
+            continue
+        if before.get(path, (None,))[0] == ids[0]:
+            out.append(f"children of {path} changed")
+            continue
+        data = zk.get(path)[0]
+        try:
+            stamped = json.loads(data).get("controller_epoch") if data else None
+        except ValueError:
+            stamped = None
+        if stamped != epoch:
+            out.append(f"{path} written (controller_epoch {stamped})")
+    return out
+
+
+def _batch_ids(folder: Path) -> set[int]:
+    return {int(f.name) for f in folder.glob("*") if f.name.isdigit()} if folder.is_dir() else set()
+
+
+def _between_batches(checkpoint: Path) -> bool:
+    """No micro-batch in flight: the last one planned (``offsets/N``) is committed (``commits/N``)."""
+    planned = _batch_ids(checkpoint / "offsets")
+    return bool(planned) and max(planned) in _batch_ids(checkpoint / "commits")
+
+
+def _check_fenced_exit(a: Any, mark: int) -> None:
+    """``a`` (resumed at log offset ``mark``) exits with code 3 and one line saying it was fenced: nothing
+    else on its stdout and stderr (the harness sends both to one file), no Spark or py4j traceback."""
+    rc = a.proc.wait(120)
+    resumed = a.text()[mark:]
+    assert rc == 3, resumed
+    for noise in ("Traceback", "CONCURRENT_STREAM_LOG_UPDATE", "py4j", "Py4J"):
+        assert noise not in resumed, resumed
+    lines = [line for line in resumed.splitlines() if line.strip()]
+    assert len(lines) == 1, resumed
+    assert lines[0].startswith("livectl run: controller ") and "was fenced" in lines[0], resumed
+
+
+def _epoch_counts(bootstrap: str, topics: dict[str, str], epoch: int) -> dict[str, int]:
+    """How many messages stamped ``epoch`` each output topic holds."""
+    return {
+        name: sum(1 for msgs in _messages(bootstrap, topics[name]).values() for x in msgs if _epoch_of(x) == epoch)
+        for name in ("requests", "results", "rejected")
+    }
+
+
 def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
     zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path
 ) -> None:
@@ -128,15 +193,11 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
         progress_path = f"/livectl/sink/{m.name}"
         before = {path: m.zk.get(path)[1].mzxid for path in [*states, progress_path]}
 
+        old_epoch_before = _epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a)
         mark = len(a.text())
         os.killpg(a.proc.pid, signal.SIGCONT)
-        rc = a.proc.wait(120)
-        resumed = a.text()[mark:]
-        assert rc == 3, resumed
-        fenced_lines = [line for line in resumed.splitlines() if "fenced" in line]
-        assert len(fenced_lines) == 1, resumed
-        for noise in ("Traceback", "CONCURRENT_STREAM_LOG_UPDATE", "py4j", "Py4J"):
-            assert noise not in resumed, resumed
+        _check_fenced_exit(a, mark)
+        assert _epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a) == old_epoch_before, "A wrote after resuming"
 
         # ZooKeeper: whatever changed after A resumed was written by B (every sink transaction also sets
         # the progress znode with the writer's epoch; new partition states carry the new epoch)
@@ -155,5 +216,71 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
         assert [r["controller_epoch"] for r in bad] == [epoch_b], "the invalid command is answered once, by B"
     finally:
         if a is not None and paused.is_set() and a.alive():
+            os.killpg(a.proc.pid, signal.SIGCONT)
+        m.close()
+
+
+def test_a_controller_paused_between_batches_resumed_after_a_takeover_writes_nothing(
+    zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path
+) -> None:
+    """The idle case: A is stopped while no micro-batch runs. While it is paused, B takes over and handles
+    new input (a creation: ZooKeeper writes and requests; an invalid command and a record that is not
+    JSON: an admin result and rejected records), so when A resumes its source has records it never saw
+    and the checkpoint has batches it did not write. A must not run them: no znode changes, no message
+    stamped with its epoch, exit code 3 and its one line."""
+    cm = _crash_matrix()
+    m = cm.Matrix(zookeeper.connect, kafka_broker.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
+    a: Any = None
+    paused = False
+    try:
+        m.open()
+        assert m.zk is not None and m.producer is not None
+        a = m.start_controller()
+        b = m.start_controller()
+        m.wait_loaded(a)
+        epoch_a = int(m.zk.get("/controller_epoch")[0])
+        first = {0: (1, 2, 3), 1: (2, 3, 4)}
+        cm._create(m, "idle-1", f"{m.name}-first", first)
+        cm.wait_converged(
+            m, "A creates the first topic", cm.Expect({f"{m.name}-first": first}, request_id="idle-1"), 120
+        )
+        m.wait_waiting(b)
+        cm.wait_until("A between micro-batches", lambda: _between_batches(m.checkpoint), 30, interval=0.2)
+
+        os.killpg(a.proc.pid, signal.SIGSTOP)
+        paused = True
+        m.wait_loaded(b)  # A's session expired; B was elected and published its failover reference
+        epoch_b = int(m.zk.get("/controller_epoch")[0])
+        assert epoch_b == epoch_a + 1
+        second = {0: (3, 4, 5)}
+        cm._create(m, "idle-2", f"{m.name}-second", second)
+        for value in ('{"version":1,"type":"delete_topic","request_id":"idle-bad","topic":""}', "not json at all"):
+            m.producer.send(m.topics["admin"], key=b"fencing", value=value.encode())
+        m.producer.flush()
+        expect = cm.Expect({f"{m.name}-first": first, f"{m.name}-second": second}, request_id="idle-2")
+        cm.wait_converged(m, "B creates the second topic", expect, 180)
+        cm.wait_until("B answers the invalid command", lambda: m.results("idle-bad"), 60)
+        cm.wait_until("B between micro-batches", lambda: _between_batches(m.checkpoint), 30, interval=0.2)
+
+        tree = _tree(m.zk)
+        old_epoch_before = _epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a)
+        mark = len(a.text())
+        os.killpg(a.proc.pid, signal.SIGCONT)
+        paused = False
+        _check_fenced_exit(a, mark)
+
+        assert _writes_not_by(m.zk, tree, epoch_b) == []
+        assert _epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a) == old_epoch_before, "A wrote after resuming"
+        for name in ("requests", "results", "rejected"):
+            per_partition = _messages(kafka_broker.bootstrap, m.topics[name])
+            assert _old_epoch_after_new(per_partition, epoch_a, epoch_b) == [], name
+        assert [r["controller_epoch"] for r in m.results("idle-bad")] == [epoch_b]
+        # B is still the controller and still answers
+        assert b.alive()
+        third = {0: (5, 1)}
+        cm._create(m, "idle-3", f"{m.name}-third", third)
+        cm.wait_converged(m, "B creates a third topic", cm.Expect({f"{m.name}-third": third}, request_id="idle-3"), 120)
+    finally:
+        if a is not None and paused and a.alive():
             os.killpg(a.proc.pid, signal.SIGCONT)
         m.close()
