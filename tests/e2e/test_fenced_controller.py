@@ -1,14 +1,17 @@
 """A controller paused past its ZooKeeper session and resumed after a takeover writes nothing anywhere.
 
-Real processes: ZooKeeper and the broker of the session, five simulated brokers, two ``livectl run``
-processes (the harness of ``bench/crash_matrix.py``). Controller A is stopped with SIGSTOP (its whole
+Real processes: ZooKeeper and the broker of the session, five simulated brokers, three ``livectl run``
+processes on one checkpoint (the harness of ``bench/crash_matrix.py``). Controller A is stopped with SIGSTOP (its whole
 process group: Python, its Spark JVM and workers) in the middle of a micro-batch — right after the first
 partition state of a large creation reached ZooKeeper, with that batch's other transactions, requests,
 admin results and rejected records still to go. Its session expires, the standby B is elected and
 finishes the work; then A gets SIGCONT. A must write nothing more: no znode (whatever changes after A
 resumes carries B's epoch), no message stamped with A's epoch after B's first one on the requests,
-admin-results or rejected topics; and it must exit with code 3 and one line saying it was fenced, without
-Spark's or py4j's tracebacks.
+admin-results or rejected topics, and none of its epoch at all once resumed; and it must exit with code 3
+and one line saying it was fenced — nothing else on stdout or stderr, no Spark or py4j traceback.
+
+Then the idle case, on the same cluster: B is stopped between micro-batches, the standby C takes over and
+handles new input while B is paused (:func:`_paused_between_batches`); B resumed must do the same.
 """
 
 from __future__ import annotations
@@ -147,6 +150,7 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
     m = cm.Matrix(zookeeper.connect, kafka_broker.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
     a: Any = None
     paused = threading.Event()
+    still_paused: list[Any] = []
     try:
         m.open()
         assert m.zk is not None and m.producer is not None
@@ -180,6 +184,7 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
         paused_at = time.monotonic()
 
         m.wait_loaded(b)  # A's session expired; B was elected and published its failover reference
+        c = m.start_controller()  # the next standby, for the idle case
         _, epoch_stat = m.zk.get("/controller_epoch")
         epoch_b = int(m.zk.get("/controller_epoch")[0])
         assert epoch_b == epoch_a + 1
@@ -214,73 +219,59 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
             assert _old_epoch_after_new(per_partition, epoch_a, epoch_b) == [], name
         bad = m.results("bad-1")
         assert [r["controller_epoch"] for r in bad] == [epoch_b], "the invalid command is answered once, by B"
+
+        # then B, paused between micro-batches, and C
+        _paused_between_batches(cm, m, b, c, bootstrap=kafka_broker.bootstrap, paused=still_paused)
     finally:
         if a is not None and paused.is_set() and a.alive():
             os.killpg(a.proc.pid, signal.SIGCONT)
+        for x in still_paused:
+            if x.alive():
+                os.killpg(x.proc.pid, signal.SIGCONT)
         m.close()
 
 
-def test_a_controller_paused_between_batches_resumed_after_a_takeover_writes_nothing(
-    zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path
-) -> None:
-    """The idle case: A is stopped while no micro-batch runs. While it is paused, B takes over and handles
-    new input (a creation: ZooKeeper writes and requests; an invalid command and a record that is not
-    JSON: an admin result and rejected records), so when A resumes its source has records it never saw
-    and the checkpoint has batches it did not write. A must not run them: no znode changes, no message
-    stamped with its epoch, exit code 3 and its one line."""
-    cm = _crash_matrix()
-    m = cm.Matrix(zookeeper.connect, kafka_broker.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
-    a: Any = None
-    paused = False
-    try:
-        m.open()
-        assert m.zk is not None and m.producer is not None
-        a = m.start_controller()
-        b = m.start_controller()
-        m.wait_loaded(a)
-        epoch_a = int(m.zk.get("/controller_epoch")[0])
-        first = {0: (1, 2, 3), 1: (2, 3, 4)}
-        cm._create(m, "idle-1", f"{m.name}-first", first)
-        cm.wait_converged(
-            m, "A creates the first topic", cm.Expect({f"{m.name}-first": first}, request_id="idle-1"), 120
-        )
-        m.wait_waiting(b)
-        cm.wait_until("A between micro-batches", lambda: _between_batches(m.checkpoint), 30, interval=0.2)
+def _paused_between_batches(cm: Any, m: Any, active: Any, standby: Any, *, bootstrap: str, paused: list[Any]) -> None:
+    """The idle case: ``active`` is stopped while no micro-batch runs. While it is paused, ``standby`` takes
+    over and handles new input (a creation: ZooKeeper writes and requests; an invalid command and a record
+    that is not JSON: an admin result and rejected records), so when ``active`` resumes its source has
+    records it never saw and the checkpoint has batches it did not write. It must not run them: no znode
+    changes, no message stamped with its epoch, exit code 3 and its one line; and the new controller,
+    whose checkpoint the resumed one shares, goes on answering."""
+    epoch_old = int(m.zk.get("/controller_epoch")[0])
+    m.wait_waiting(standby)
+    cm.wait_until("the controller between micro-batches", lambda: _between_batches(m.checkpoint), 60, interval=0.2)
+    os.killpg(active.proc.pid, signal.SIGSTOP)
+    paused.append(active)
+    m.wait_loaded(standby)  # the session expired; the standby was elected and published its failover reference
+    epoch_new = int(m.zk.get("/controller_epoch")[0])
+    assert epoch_new == epoch_old + 1
 
-        os.killpg(a.proc.pid, signal.SIGSTOP)
-        paused = True
-        m.wait_loaded(b)  # A's session expired; B was elected and published its failover reference
-        epoch_b = int(m.zk.get("/controller_epoch")[0])
-        assert epoch_b == epoch_a + 1
-        second = {0: (3, 4, 5)}
-        cm._create(m, "idle-2", f"{m.name}-second", second)
-        for value in ('{"version":1,"type":"delete_topic","request_id":"idle-bad","topic":""}', "not json at all"):
-            m.producer.send(m.topics["admin"], key=b"fencing", value=value.encode())
-        m.producer.flush()
-        expect = cm.Expect({f"{m.name}-first": first, f"{m.name}-second": second}, request_id="idle-2")
-        cm.wait_converged(m, "B creates the second topic", expect, 180)
-        cm.wait_until("B answers the invalid command", lambda: m.results("idle-bad"), 60)
-        cm.wait_until("B between micro-batches", lambda: _between_batches(m.checkpoint), 30, interval=0.2)
+    second = {0: (3, 4, 5)}
+    cm._create(m, "idle-2", f"{m.name}-second", second)
+    for value in ('{"version":1,"type":"delete_topic","request_id":"idle-bad","topic":""}', "not json at all"):
+        m.producer.send(m.topics["admin"], key=b"fencing", value=value.encode())
+    m.producer.flush()
+    expect = cm.Expect({f"{m.name}-second": second}, request_id="idle-2")
+    cm.wait_converged(m, "the new controller creates a topic", expect, 180)
+    cm.wait_until("the new controller answers the invalid command", lambda: m.results("idle-bad"), 60)
+    cm.wait_until("the new controller between micro-batches", lambda: _between_batches(m.checkpoint), 60)
 
-        tree = _tree(m.zk)
-        old_epoch_before = _epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a)
-        mark = len(a.text())
-        os.killpg(a.proc.pid, signal.SIGCONT)
-        paused = False
-        _check_fenced_exit(a, mark)
+    tree = _tree(m.zk)
+    old_epoch_before = _epoch_counts(bootstrap, m.topics, epoch_old)
+    mark = len(active.text())
+    os.killpg(active.proc.pid, signal.SIGCONT)
+    paused.remove(active)
+    _check_fenced_exit(active, mark)
 
-        assert _writes_not_by(m.zk, tree, epoch_b) == []
-        assert _epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a) == old_epoch_before, "A wrote after resuming"
-        for name in ("requests", "results", "rejected"):
-            per_partition = _messages(kafka_broker.bootstrap, m.topics[name])
-            assert _old_epoch_after_new(per_partition, epoch_a, epoch_b) == [], name
-        assert [r["controller_epoch"] for r in m.results("idle-bad")] == [epoch_b]
-        # B is still the controller and still answers
-        assert b.alive()
-        third = {0: (5, 1)}
-        cm._create(m, "idle-3", f"{m.name}-third", third)
-        cm.wait_converged(m, "B creates a third topic", cm.Expect({f"{m.name}-third": third}, request_id="idle-3"), 120)
-    finally:
-        if a is not None and paused and a.alive():
-            os.killpg(a.proc.pid, signal.SIGCONT)
-        m.close()
+    assert _writes_not_by(m.zk, tree, epoch_new) == []
+    assert _epoch_counts(bootstrap, m.topics, epoch_old) == old_epoch_before, "the resumed controller wrote"
+    for name in ("requests", "results", "rejected"):
+        per_partition = _messages(bootstrap, m.topics[name])
+        assert _old_epoch_after_new(per_partition, epoch_old, epoch_new) == [], name
+    assert [r["controller_epoch"] for r in m.results("idle-bad")] == [epoch_new]
+    assert standby.alive()
+    third = {0: (5, 1)}
+    cm._create(m, "idle-3", f"{m.name}-third", third)
+    expect = cm.Expect({f"{m.name}-third": third}, request_id="idle-3")
+    cm.wait_converged(m, "the new controller still answers", expect, 120)

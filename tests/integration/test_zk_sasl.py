@@ -161,3 +161,9 @@ def test_sasl_settings_are_checked() -> None:
     assert e.value.key == "zookeeper_auth" and "digest, sasl" in str(e.value)
     kwargs = ZkSecurity.parse("sasl:livectl:pw").client_kwargs()
     assert kwargs == {"sasl_options": {"mechanism": "DIGEST-MD5", "username": "livectl", "password": "pw"}}
+
+
+def test_sasl_users_that_cannot_go_into_a_jaas_file_are_refused(tmp_path: Path) -> None:
+    for users in ({"bad user": "pw"}, {"livectl": 'has"quote'}):
+        with pytest.raises(local.LocalServiceError, match="JAAS"):
+            local.start_zookeeper(tmp_path, local.free_port(), sasl_users=users)
