@@ -114,6 +114,7 @@ from core.placement import BrokerRack, PlacementError, assign_replicas, stable_s
 from core.replica_machine import remove_replica_from_isr
 from core.requests import ERROR_CODES, Effects
 from core.states import PartitionState, ReplicaState
+from core.topic_configs import topic_configs_problem
 from core.zkdata import (
     PREFERRED_REPLICA_ELECTION,
     REASSIGN_PARTITIONS,
@@ -691,14 +692,18 @@ class _Controller:
             return
         configs = dict(ctx.topic_configs.get(cmd.topic, {}))
         configs.update(cmd.configs)
+        for name in cmd.delete_configs:
+            configs.pop(name, None)
         bad = _invalid_config(configs)
         if bad is not None:
             self._admin(cmd, AdminStatus.ERROR, "INVALID_CONFIG", bad)
             return
         ctx.topic_configs[cmd.topic] = configs
         self.fx.zk.append(ZkWrite(ZkOp.SET, topic_config_path(cmd.topic), encode_topic_config(configs)))
+        if UNCLEAN_CONFIG not in configs:
+            ctx.unclean_leader_election.pop(cmd.topic, None)
         if UNCLEAN_CONFIG in configs:
-            enabled = configs[UNCLEAN_CONFIG] == "true"
+            enabled = configs[UNCLEAN_CONFIG].strip().lower() == "true"
             ctx.unclean_leader_election[cmd.topic] = enabled
             if enabled:
                 self.trigger_online_partition_state_change(cmd.topic)
@@ -1180,10 +1185,8 @@ def step_isolating(
 
 
 def _invalid_config(configs: dict[str, str]) -> str | None:
-    v = configs.get(UNCLEAN_CONFIG)
-    if v is not None and v not in ("true", "false"):
-        return f"Invalid value {v} for configuration {UNCLEAN_CONFIG}: Expected value to be either true or false"
-    return None
+    """Kafka's ``LogConfig.validate``: unknown names, bad values (``INVALID_CONFIG``)."""
+    return topic_configs_problem(configs)
 
 
 def _topic_znode_problem(topic: str, assignment: dict[int, ReplicaAssignment], topic_id: str | None) -> str | None:
