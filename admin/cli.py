@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from admin import files
+from admin import configs, files
 from admin.publish import (
     ADMIN_RESULTS_TOPIC,
     ADMIN_TOPIC,
@@ -50,7 +50,6 @@ from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
 from core.events import (
     AdminCommand,
-    AlterTopicConfig,
     CreatePartitions,
     CreateTopic,
     DeleteTopic,
@@ -61,6 +60,7 @@ from core.events import (
     decode_event,
     encode_event,
 )
+from core.topic_configs import topic_configs_problem
 from simbrokers.control import CONTROL_TOPIC, ControlCommand
 from sinks.security import KafkaSecurity, SecurityConfigError
 
@@ -171,6 +171,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_brokers(subparsers, read)
     _add_broker(subparsers, write)
     _add_controller(subparsers, read)
+    configs.add_parser(subparsers, write)
 
 
 def _add_topics(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -194,6 +195,9 @@ def _add_topics(sub: argparse._SubParsersAction[argparse.ArgumentParser], common
         help="explicit assignment: partitions separated by ',', replicas by ':', e.g. 1:2,2:3,3:1",
     )
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config (repeatable)")
+    p.add_argument(
+        "--delete-config", action="append", default=[], metavar="KEY", help="--alter: remove a config override"
+    )
     p.add_argument("--if-not-exists", action="store_true", help="--create: do nothing if the topic exists")
     p.add_argument("--if-exists", action="store_true", help="--delete/--alter: do nothing if the topic is missing")
     p.add_argument(
@@ -458,21 +462,33 @@ def _topics(args: argparse.Namespace) -> int:
     if args.create:
         return _topics_create(args, topic)
     if args.delete:
-        _forbid(args, ["--partitions", "--replication-factor", "--replica-assignment", "--config"], "with --delete")
+        _forbid(
+            args,
+            ["--partitions", "--replication-factor", "--replica-assignment", "--config", "--delete-config"],
+            "with --delete",
+        )
         return _topics_delete(args, topic)
     return _topics_alter(args, topic)
 
 
 def _topics_create(args: argparse.Namespace, topic: str) -> int:
-    configs = _configs(args.config)
+    _forbid(args, ["--delete-config"], "with --create")
+    topic_configs = _configs(args.config)
+    for key, value in topic_configs:
+        problem = topic_configs_problem({key: value})
+        if problem is not None:
+            raise UsageError(key, problem)
+    problem = topic_configs_problem(dict(topic_configs))
+    if problem is not None:
+        raise UsageError("--config", problem)
     if args.replica_assignment is not None:
         _forbid(args, ["--partitions", "--replication-factor"], "with --replica-assignment")
         assignment = parse_replica_assignment(args.replica_assignment)
-        command = CreateTopic(new_request_id(), topic, len(assignment), len(assignment[0]), assignment, configs)
+        command = CreateTopic(new_request_id(), topic, len(assignment), len(assignment[0]), assignment, topic_configs)
     else:
         partitions = _require(args, "--partitions", "with --create (or give --replica-assignment)")
         rf = _require(args, "--replication-factor", "with --create (or give --replica-assignment)")
-        command = CreateTopic(new_request_id(), topic, partitions, rf, (), configs)
+        command = CreateTopic(new_request_id(), topic, partitions, rf, (), topic_configs)
     _validated(command)
     with connect(_zk(args)) as zk:
         if zk.topic(topic) is not None:
@@ -496,8 +512,8 @@ def _topics_delete(args: argparse.Namespace, topic: str) -> int:
 
 
 def _topics_alter(args: argparse.Namespace, topic: str) -> int:
-    if args.partitions is None and not args.config:
-        raise UsageError("--alter", "needs --partitions and/or --config")
+    if args.partitions is None and not args.config and not args.delete_config:
+        raise UsageError("--alter", "needs --partitions, --config and/or --delete-config")
     _forbid(args, ["--replication-factor"], "with --alter (use reassign to change replicas)")
     with connect(_zk(args)) as zk:
         current = zk.topic(topic)
@@ -523,16 +539,19 @@ def _topics_alter(args: argparse.Namespace, topic: str) -> int:
                     f"lists {len(assignment)} partitions but {args.partitions - have} are being added",
                 )
         commands.append((CreatePartitions(new_request_id(), topic, args.partitions, assignment), "add partitions"))
-    if args.config:
-        commands.append((AlterTopicConfig(new_request_id(), topic, _configs(args.config)), "alter config"))
+    add = dict(_configs(args.config))
+    delete = configs.parse_delete_config(args.delete_config)
     for command, _ in commands:
         _validated(command)
     for command, label in commands:
         submit(args, command, f"{label} {topic}")
     if args.partitions is not None:
         print(f"Partitions of topic {topic}: {len(current.partitions)} -> {args.partitions}.")
-    if args.config:
-        print(f"Configs of topic {topic} updated: {', '.join(f'{k}={v}' for k, v in _configs(args.config))}.")
+    if add or delete:
+        # config changes wait for the controller's answer, as kafka-configs does (see admin.configs)
+        configs.alter_topic_configs(args, topic, add, delete)
+        changes = [f"{k}={v}" for k, v in sorted(add.items())] + [f"-{k}" for k in delete]
+        print(f"Configs of topic {topic} updated: {', '.join(changes)}.")
     return EXIT_OK
 
 
