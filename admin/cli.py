@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from admin import configs, files
+from admin import configs, files, topics_read
 from admin.publish import (
     ADMIN_RESULTS_TOPIC,
     ADMIN_TOPIC,
@@ -206,6 +206,7 @@ def _add_topics(sub: argparse._SubParsersAction[argparse.ArgumentParser], common
     p.add_argument(
         "--unavailable-partitions", action="store_true", help="--describe: only partitions without a live leader"
     )
+    topics_read.add_options(p)
     p.set_defaults(func=cmd_topics)
 
 
@@ -249,7 +250,8 @@ def _add_brokers(sub: argparse._SubParsersAction[argparse.ArgumentParser], commo
     p = sub.add_parser("brokers", help="list registered brokers", description="Brokers registered in ZooKeeper.")
     bsub = p.add_subparsers(dest="brokers_cmd", required=True, metavar="COMMAND")
     lp = bsub.add_parser("list", parents=[common], help="list /brokers/ids", description="List /brokers/ids.")
-    lp.add_argument("--json", action="store_true", help="print JSON")
+    lp.add_argument("--json", action="store_true", help="print JSON (same as --output json)")
+    lp.add_argument("--output", choices=["text", "json"], default="text", help="text or json")
     lp.add_argument(
         "--min",
         type=int,
@@ -294,7 +296,8 @@ def _add_controller(sub: argparse._SubParsersAction[argparse.ArgumentParser], co
     sp = csub.add_parser(
         "status", parents=[common], help="show /controller and /controller_epoch", description="Controller status."
     )
-    sp.add_argument("--json", action="store_true", help="print JSON")
+    sp.add_argument("--json", action="store_true", help="print JSON (same as --output json)")
+    sp.add_argument("--output", choices=["text", "json"], default="text", help="text or json")
     sp.set_defaults(func=cmd_controller_status)
 
 
@@ -566,12 +569,7 @@ def _matcher(pattern: str | None) -> Callable[[str], bool]:
 
 
 def _topics_list(args: argparse.Namespace) -> int:
-    match = _matcher(args.topic)
-    with connect(_zk(args)) as zk:
-        deleting = zk.marked_for_deletion()
-        for t in zk.topics():
-            if match(t):
-                print(f"{t} - marked for deletion" if t in deleting else t)
+    topics_read.list_topics(args, _zk(args), _matcher(args.topic))
     return EXIT_OK
 
 
@@ -580,49 +578,11 @@ def _ints(xs: Sequence[int]) -> str:
 
 
 def _topics_describe(args: argparse.Namespace) -> int:
-    match = _matcher(args.topic)
-    with connect(_zk(args)) as zk:
-        names = [t for t in zk.topics() if match(t)]
-        if args.topic is not None and not names and not re.search(r"[\\^$.|?*+()\[\]{}]", args.topic):
+    def missing() -> None:
+        if args.topic is not None and topics_read.looks_literal(args.topic):
             raise OperationFailedError(f"Topic '{args.topic}' does not exist as expected")
-        live = set(zk.brokers())
-        deleting = zk.marked_for_deletion()
-        only_partitions = args.under_replicated_partitions or args.unavailable_partitions
-        for name in names:
-            znode = zk.topic(name)
-            if znode is None:
-                continue
-            configs = zk.topic_config(name)
-            adding = dict(znode.adding_replicas)
-            removing = dict(znode.removing_replicas)
-            if not only_partitions:
-                rf = len(znode.partitions[0][1]) if znode.partitions else 0
-                cfg = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
-                head = (
-                    f"Topic: {name}\tTopicId: {znode.topic_id or 'none'}\tPartitionCount: {len(znode.partitions)}\t"
-                    f"ReplicationFactor: {rf}\tConfigs: {cfg}"
-                )
-                print(head + ("\tMarkedForDeletion: true" if name in deleting else ""))
-            for p, replicas in znode.partitions:
-                st = zk.partition_state(name, p)
-                leader = st.leader if st is not None else -1
-                isr = st.isr if st is not None else ()
-                if args.under_replicated_partitions and len(isr) >= len(replicas):
-                    continue
-                if args.unavailable_partitions and leader >= 0 and leader in live:
-                    continue
-                line = (
-                    f"\tTopic: {name}\tPartition: {p}\tLeader: {leader if leader >= 0 else 'none'}\t"
-                    f"Replicas: {_ints(replicas)}\tIsr: {_ints(isr)}"
-                )
-                if p in adding:
-                    line += f"\tAdding Replicas: {_ints(adding[p])}"
-                if p in removing:
-                    line += f"\tRemoving Replicas: {_ints(removing[p])}"
-                offline = [r for r in replicas if r not in live]
-                if offline:
-                    line += f"\tOffline: {_ints(offline)}"
-                print(line)
+
+    topics_read.describe(args, _zk(args), _matcher(args.topic), missing)
     return EXIT_OK
 
 
@@ -798,7 +758,7 @@ def _brokers_list(args: argparse.Namespace) -> int:
     with connect(_zk(args)) as zk:
         brokers = zk.brokers()
         controller = zk.controller().broker_id
-    if args.json:
+    if args.json or args.output == "json":
         print(json.dumps({str(b): r.raw | {"broker_epoch": r.epoch} for b, r in sorted(brokers.items())}, indent=2))
     elif not brokers:
         print("no brokers registered under /brokers/ids")
@@ -862,7 +822,7 @@ def cmd_controller_status(args: argparse.Namespace) -> int:
 def _controller_status(args: argparse.Namespace) -> int:
     with connect(_zk(args)) as zk:
         info = zk.controller()
-    if args.json:
+    if args.json or args.output == "json":
         print(json.dumps(info.__dict__, indent=2))
     else:
         active = "none" if info.broker_id is None else str(info.broker_id)
