@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from admin import configs, files, topics_read
+from admin import configs, files, reassign_cmd, topics_read
 from admin.publish import (
     ADMIN_RESULTS_TOPIC,
     ADMIN_TOPIC,
@@ -55,7 +55,6 @@ from core.events import (
     DeleteTopic,
     ElectionType,
     ElectLeaders,
-    ReassignPartitions,
     TopicPartition,
     decode_event,
     encode_event,
@@ -227,6 +226,7 @@ def _add_reassign(sub: argparse._SubParsersAction[argparse.ArgumentParser], comm
     p.add_argument("--topics-to-move-json-file", type=Path, help='{"version":1,"topics":[{"topic":"foo"}]}')
     p.add_argument("--broker-list", help="brokers to place replicas on, e.g. 1,2,3 (--generate)")
     p.add_argument("--disable-rack-aware", action="store_true", help="ignore broker racks (--generate)")
+    reassign_cmd.add_options(p, action)
     p.set_defaults(func=cmd_reassign)
 
 
@@ -598,15 +598,16 @@ def _reassign(args: argparse.Namespace) -> int:
         path = _require(args, "--topics-to-move-json-file", "with --generate")
         brokers = _broker_ids(_require(args, "--broker-list", "with --generate"), "--broker-list")
         return _reassign_generate(args, path, brokers)
+    if args.list or args.describe:
+        return reassign_cmd.list_reassignments(args)
     path = _require(args, "--reassignment-json-file", "with --execute, --verify and --cancel")
+    if not args.execute:
+        _forbid(args, ["--throttle", "--replica-alter-log-dirs-throttle", "--additional"], "without --execute")
     if args.execute:
-        return _reassign_execute(args, path)
+        return reassign_cmd.execute(args, path)
     if args.verify:
-        return _reassign_verify(args, path)
-    command = files.cancel_command(path, new_request_id())
-    submit(args, command, "cancel reassignment")
-    print("Successfully cancelled partition reassignments for: " + ",".join(str(tp) for tp in command.partitions))
-    return EXIT_OK
+        return reassign_cmd.verify(args, path)
+    return reassign_cmd.cancel(args, path)
 
 
 def _current_assignment(zk: ZkReader, topics: Sequence[str]) -> dict[TopicPartition, tuple[int, ...]]:
@@ -648,66 +649,6 @@ def _reassign_generate(args: argparse.Namespace, path: Path, broker_list: tuple[
     print("Proposed partition reassignment configuration")
     print(files.reassignment_json(proposed))
     return EXIT_OK
-
-
-def _reassign_execute(args: argparse.Namespace, path: Path) -> int:
-    request_id = new_request_id()
-    targets = files.read_reassignment(path, request_id)
-    with connect(_zk(args)) as zk:
-        registered = set(zk.brokers())
-        topics = sorted({t.topic for t in targets})
-        current = _current_assignment(zk, topics)
-    for i, t in enumerate(targets):
-        tp = TopicPartition(t.topic, t.partition)
-        if tp not in current:
-            raise UsageError(f"{path}: partitions[{i}].partition", f"partition {tp} does not exist")
-        unknown = sorted(set(t.replicas) - registered)
-        if unknown:
-            raise UsageError(f"{path}: partitions[{i}].replicas", f"unknown broker(s) {_ints(unknown)}")
-    rollback = {TopicPartition(t.topic, t.partition): current[TopicPartition(t.topic, t.partition)] for t in targets}
-    print("Current partition replica assignment")
-    print()
-    print(files.reassignment_json(rollback))
-    print()
-    print("Save this to use as the --reassignment-json-file option during rollback")
-    submit(args, ReassignPartitions(request_id, targets), "reassign")
-    names = ",".join(f"{t.topic}-{t.partition}" for t in targets)
-    print(f"Successfully started partition reassignments for {names}")
-    return EXIT_OK
-
-
-def _reassign_verify(args: argparse.Namespace, path: Path) -> int:
-    targets = files.read_reassignment(path, "verify")
-    pending = False
-    mismatch = False
-    print("Status of partition reassignment:")
-    with connect(_zk(args)) as zk:
-        legacy = {TopicPartition(t.topic, t.partition) for t in zk.pending_reassignments()}
-        znodes = {t: zk.topic(t) for t in sorted({x.topic for x in targets})}
-    for t in targets:
-        tp = TopicPartition(t.topic, t.partition)
-        znode = znodes[t.topic]
-        replicas = dict(znode.partitions).get(t.partition) if znode is not None else None
-        moving = znode is not None and (
-            t.partition in dict(znode.adding_replicas) or t.partition in dict(znode.removing_replicas)
-        )
-        if replicas is None:
-            print(f"Partition {tp} does not exist.")
-            mismatch = True
-        elif moving or tp in legacy:
-            print(f"Reassignment of partition {tp} is still in progress.")
-            pending = True
-        elif replicas == t.replicas:
-            print(f"Reassignment of partition {tp} is completed.")
-        else:
-            print(
-                f"There is no active reassignment of partition {tp}, but replica set is {_ints(replicas)} rather "
-                f"than {_ints(t.replicas)}."
-            )
-            mismatch = True
-    if mismatch:
-        return EXIT_FAILED
-    return EXIT_PENDING if pending else EXIT_OK
 
 
 # ----------------------------------------------------------------------------- elect-leaders

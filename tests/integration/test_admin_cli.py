@@ -279,7 +279,13 @@ def test_reassign_generate_execute_verify(env: Env, capsys: pytest.CaptureFixtur
 
     plan = env.tmp / "plan.json"
     plan.write_text(out[4])
-    assert main(env.args("reassign", "--execute", "--reassignment-json-file", str(plan))) == 0
+    # orders-1 is being reassigned already: Kafka's tool refuses unless --additional
+    assert main(env.args("reassign", "--execute", "--reassignment-json-file", str(plan))) == 1
+    assert "Cannot execute because there is an existing partition assignment" in capsys.readouterr().err
+    t = answer(env, [(AdminStatus.IN_PROGRESS, None, '{"partitions":{"orders-0":{"error":"NONE"}}}')])
+    argv = ["reassign", "--execute", "--additional", "--reassignment-json-file", str(plan), "--timeout", "20"]
+    assert main(env.args(*argv)) == 0
+    t.join(5)
     [(_, ev)] = env.commands()
     assert isinstance(ev, ReassignPartitions)
     assert [(t.topic, t.partition, list(t.replicas)) for t in ev.partitions] == [
