@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from admin import configs, files, reassign_cmd, topics_read
+from admin import broker_shutdown, configs, files, reassign_cmd, topics_read
 from admin.publish import (
     ADMIN_RESULTS_TOPIC,
     ADMIN_TOPIC,
@@ -61,6 +61,7 @@ from core.events import (
 )
 from core.topic_configs import topic_configs_problem
 from simbrokers.control import CONTROL_TOPIC, ControlCommand
+from simbrokers.requests import REQUESTS_TOPIC
 from sinks.security import KafkaSecurity, SecurityConfigError
 
 EXIT_OK = 0
@@ -274,6 +275,9 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser], common
         sp = bsub.add_parser(name, parents=[common], help=helptext, description=helptext)
         sp.add_argument("broker_id", type=int, metavar="BROKER_ID")
         sp.add_argument("--control-topic", default=CONTROL_TOPIC, help="default: %(default)s")
+        sp.add_argument(
+            "--requests-topic", default=REQUESTS_TOPIC, help="controller requests, for --wait (default: %(default)s)"
+        )
         return sp
 
     add("shutdown", "controlled shutdown of a simulated broker, then deregistration").set_defaults(
@@ -739,9 +743,26 @@ def _broker(args: argparse.Namespace) -> int:
     with connect(_zk(args)) as zk:
         if args.broker_id not in zk.brokers():
             raise OperationFailedError(f"broker {args.broker_id} is not registered ({path} does not exist)")
+    answers = None
+    if args.wait and name == "shutdown":
+        answers = broker_shutdown.open_consumer(_kafka(args), args.requests_topic, _kafka_config(args))
     publish(_kafka(args), args.control_topic, str(args.broker_id), cmd.to_json(), _kafka_config(args))
     print(f"Sent {name} to broker {args.broker_id} on {args.control_topic}.")
-    if args.wait and name in ("shutdown", "kill"):
+    if answers is not None:
+        try:
+            with connect(_zk(args)) as zk:
+                ok, message = broker_shutdown.follow(
+                    lambda: args.broker_id in zk.brokers(), answers, args.broker_id, args.timeout
+                )
+        except TimeoutError as e:
+            raise NotFinishedError(str(e)) from None
+        finally:
+            answers.close()
+        if not ok:
+            raise OperationFailedError(message)
+        print(message)
+        return EXIT_OK
+    if args.wait and name == "kill":
         progress = Progress(f"broker {args.broker_id} {name}")
         deadline = time.monotonic() + args.timeout
         with connect(_zk(args)) as zk:
