@@ -247,8 +247,16 @@ def clear_throttles(args: argparse.Namespace, topics: Sequence[str]) -> None:
 
 def cancel(args: argparse.Namespace, path: Path) -> int:
     command = files.cancel_command(path, new_request_id())
+    follower = _open_follower(args)
+    try:
+        return _cancel(args, command, follower)
+    finally:
+        follower.close()
+
+
+def _cancel(args: argparse.Namespace, command: CancelReassignment, follower: ResultFollower) -> int:
     partitions = command.partitions
-    answer = _submit(args, command)
+    answer = _submit(args, command, follower)
     failed = _failed_partitions(answer)
     if failed:
         lines = [f"{tp}: {error}: {message}" if message else f"{tp}: {error}" for tp, error, message in failed]
@@ -263,7 +271,7 @@ def cancel(args: argparse.Namespace, path: Path) -> int:
     if not args.preserve_throttles:
         clear_throttles(args, command.topics())
     if args.wait and answer.status is AdminStatus.IN_PROGRESS:
-        return _follow(args, command, [(tp, None) for tp in partitions])
+        return _follow(args, command, [(tp, None) for tp in partitions], follower)
     return 0
 
 
@@ -376,25 +384,28 @@ class _stdout_to:  # noqa: N801 - used as a context manager, like contextlib's r
 # ----------------------------------------------------------------------------- answers and progress
 
 
-def _submit(args: argparse.Namespace, command: AdminCommand) -> AdminResult:
-    """Publish ``command`` and wait (up to ``--timeout``) for the controller's first answer."""
+def _open_follower(args: argparse.Namespace) -> ResultFollower:
+    from admin import cli
+
+    return ResultFollower.open(cli._kafka(args), args.admin_results_topic, cli._kafka_config(args))
+
+
+def _submit(args: argparse.Namespace, command: AdminCommand, follower: ResultFollower) -> AdminResult:
+    """Publish ``command`` and wait (up to ``--timeout``) for the controller's first answer, read with
+    ``follower`` (opened before, so that no answer is missed; kept open for :func:`_follow`)."""
     from admin import cli
 
     command = cli._validated(command)
     bootstrap, config = cli._kafka(args), cli._kafka_config(args)
-    follower = ResultFollower.open(bootstrap, args.admin_results_topic, config)
-    try:
-        publish_command(bootstrap, args.admin_topic, command, command.request_id, config)
-        print(f"Submitted {command.TYPE} (request {command.request_id}).", file=sys.stderr)
-        deadline = time.monotonic() + args.timeout
-        while time.monotonic() < deadline:
-            got = follower.poll(command.request_id)
-            if got is not None:
-                if got.status is AdminStatus.ERROR and not _failed_partitions(got):
-                    raise cli.OperationFailedError(f"{got.error or 'ERROR'}: {got.message}")
-                return got
-    finally:
-        follower.close()
+    publish_command(bootstrap, args.admin_topic, command, command.request_id, config)
+    print(f"Submitted {command.TYPE} (request {command.request_id}).", file=sys.stderr)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        got = follower.poll(command.request_id)
+        if got is not None:
+            if got.status is AdminStatus.ERROR and not _failed_partitions(got):
+                raise cli.OperationFailedError(f"{got.error or 'ERROR'}: {got.message}")
+            return got
     raise cli.NotFinishedError(f"no answer from the controller to request {command.request_id} after "
                                f"{args.timeout:g}s; is it running?")  # fmt: skip
 
@@ -420,16 +431,21 @@ def _submit_and_follow(
 ) -> int:
     from admin import cli
 
-    answer = _submit(args, command)
-    failed = _failed_partitions(answer)
-    if failed:
-        lines = [f"{tp}: {error}: {message}" if message else f"{tp}: {error}" for tp, error, message in failed]
-        raise cli.OperationFailedError("Error reassigning partition(s):\n" + "\n".join(lines))
-    names = ",".join(f"{t.topic}-{t.partition}" for t in targets)
-    print(f"Successfully started partition reassignments for {names}")
-    if not args.wait or answer.status is AdminStatus.OK:
-        return 0
-    return _follow(args, command, [(TopicPartition(t.topic, t.partition), t.replicas) for t in targets])
+    follower = _open_follower(args)
+    try:
+        answer = _submit(args, command, follower)
+        failed = _failed_partitions(answer)
+        if failed:
+            lines = [f"{tp}: {error}: {message}" if message else f"{tp}: {error}" for tp, error, message in failed]
+            raise cli.OperationFailedError("Error reassigning partition(s):\n" + "\n".join(lines))
+        names = ",".join(f"{t.topic}-{t.partition}" for t in targets)
+        print(f"Successfully started partition reassignments for {names}")
+        if not args.wait or answer.status is AdminStatus.OK:
+            return 0
+        wanted = [(TopicPartition(t.topic, t.partition), t.replicas) for t in targets]
+        return _follow(args, command, wanted, follower)
+    finally:
+        follower.close()
 
 
 @dataclass(frozen=True)
@@ -438,6 +454,8 @@ class PartitionProgress:
     done: bool
     #: adding replicas not yet in the ISR
     waiting: tuple[int, ...]
+    #: the partition's znode shows the reassignment (or its end)
+    started: bool = True
 
 
 def read_progress(
@@ -453,7 +471,7 @@ def read_progress(
         m = moving.get(tp)
         if m is None:
             done = target is None or tuple(assignment[tp.topic].get(tp.partition, ())) == tuple(target)
-            out.append(PartitionProgress(tp, done, ()))
+            out.append(PartitionProgress(tp, done, (), started=done))
             continue
         st = zk.partition_state(tp.topic, tp.partition)
         isr = set(st.isr) if st is not None else set()
@@ -465,7 +483,9 @@ def progress_lines(progress: Sequence[PartitionProgress]) -> list[str]:
     done = sum(p.done for p in progress)
     lines = [f"{done}/{len(progress)} partitions done"]
     for p in progress:
-        if not p.done:
+        if not p.started:
+            lines.append(f"  {p.tp}: not started yet")
+        elif not p.done:
             waiting = ",".join(map(str, p.waiting)) or "none (finishing)"
             lines.append(f"  {p.tp}: adding replicas not yet in the ISR: {waiting}")
     return lines
@@ -483,7 +503,10 @@ def progress_bar(progress: Sequence[PartitionProgress], elapsed: float, width: i
 
 
 def _follow(
-    args: argparse.Namespace, command: AdminCommand, wanted: Sequence[tuple[TopicPartition, tuple[int, ...] | None]]
+    args: argparse.Namespace,
+    command: AdminCommand,
+    wanted: Sequence[tuple[TopicPartition, tuple[int, ...] | None]],
+    follower: ResultFollower,
 ) -> int:
     """Follow the request to its final answer, drawing the progress read from ZooKeeper."""
     from admin import cli
@@ -494,7 +517,6 @@ def _follow(
     deadline = start + args.timeout
     last: list[str] = []
     final: AdminResult | None = None
-    follower = ResultFollower.open(cli._kafka(args), args.admin_results_topic, cli._kafka_config(args))
     try:
         with connect(cli._zk(args)) as zk:
             while time.monotonic() < deadline:
@@ -513,7 +535,6 @@ def _follow(
                     final = got
                     break
     finally:
-        follower.close()
         if tty:
             out.write("\n")
     if final is None:
