@@ -517,6 +517,7 @@ def _follow(
     deadline = start + args.timeout
     last: list[str] = []
     final: AdminResult | None = None
+    progress: list[PartitionProgress] = []
     try:
         with connect(cli._zk(args)) as zk:
             while time.monotonic() < deadline:
@@ -533,11 +534,14 @@ def _follow(
                 got = follower.poll(command.request_id, 300)
                 if got is not None and got.status is not AdminStatus.IN_PROGRESS:
                     final = got
+                if final is not None and (final.status is AdminStatus.ERROR or all(p.done for p in progress)):
+                    # the buckets of a request spanning several topics answer each for its own topics:
+                    # an ok is final once ZooKeeper shows every partition done
                     break
     finally:
         if tty:
             out.write("\n")
-    if final is None:
+    if final is None or (final.status is AdminStatus.OK and not all(p.done for p in progress)):
         raise cli.NotFinishedError(f"reassignment not finished after {args.timeout:g}s")
     if final is not None and final.status is AdminStatus.ERROR:
         failed = _failed_partitions(final)
