@@ -2,10 +2,13 @@
 
 =====================  ==========================================================================
 ``topics``             ``--create/--delete/--describe/--list/--alter`` (``kafka-topics``)
-``reassign``           ``--generate/--execute/--verify/--cancel`` (``kafka-reassign-partitions``)
+``reassign``           ``--generate/--execute/--verify/--cancel/--list`` (``kafka-reassign-partitions``;
+                       :mod:`admin.reassign_cmd`)
+``configs``            topic, broker and ``<default>`` configs (``kafka-configs``; :mod:`admin.configs`)
 ``elect-leaders``      ``--election-type PREFERRED|UNCLEAN`` (``kafka-leader-election``)
 ``brokers list``       registrations under ``/brokers/ids`` (``--min N``: exit 1 below N, a healthcheck)
-``broker shutdown N``  ask simulated broker N for a controlled shutdown (control topic)
+``broker shutdown N``  ask simulated broker N for a controlled shutdown (control topic); ``--wait`` reports
+                       its outcome (:mod:`admin.broker_shutdown`)
 ``broker kill N``      make simulated broker N vanish (session closed, no controlled shutdown)
 ``broker fault N ...`` inject ``slow-follower``, ``stuck-follower``, ``disk-failure``, ``clear``, ``produce-rate``
 ``controller status``  ``/controller`` and ``/controller_epoch``
