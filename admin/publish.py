@@ -81,7 +81,12 @@ class ResultFollower:
         """``client_config``: extra kafka-python keyword arguments (security, from ``--command-config``)."""
         try:
             consumer = KafkaConsumer(
-                **dict(client_config or {}), bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None
+                **dict(client_config or {}),
+                bootstrap_servers=bootstrap,
+                enable_auto_commit=False,
+                group_id=None,
+                # the controller writes results in transactions: an aborted one was never answered
+                isolation_level="read_committed",
             )
         except KafkaError:
             raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None

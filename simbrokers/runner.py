@@ -122,6 +122,8 @@ class SimBrokersProcess:
             enable_auto_commit=False,
             group_id=None,
             consumer_timeout_ms=1000,
+            # the controller writes each batch as one transaction: never act on an aborted one
+            isolation_level="read_committed",
         )
         assigned = [tp for topic in (s.requests_topic, s.control_topic) for tp in self._partitions(topic)]
         self._consumer.assign(assigned)

@@ -293,6 +293,8 @@ class ControllerApp:
                 admin_results_topic=s.admin_results_topic,
                 rejected_topic=s.rejected_topic,
                 client_config=kafka_config,
+                # one id for every controller of this cluster: a successor's first write fences the rest
+                transactional_id=f"livectl-{s.query_name}",
             )
             sinks: tuple[ZkSinkPort, RequestSinkPort] = (zk_sink, request_sink)
             if self.wrap_sinks is not None:
@@ -300,7 +302,7 @@ class ControllerApp:
             self.dispatcher = Dispatcher(
                 *sinks,
                 on_refused=StatesRefresher(zk, producer, s.broker_events_topic),
-                on_fenced=lambda e: self._on_fenced(f"{e.path} moved past version {e.expected_version} ({e.reason})"),
+                on_fenced=lambda e: self._on_fenced(_fenced_reason(e)),
                 fence_check=_fence_check(lease, zk_sink),
                 retry_timeout_s=s.sink_retry_timeout_ms / 1000,
             )
@@ -458,7 +460,7 @@ class ControllerApp:
                 check()
                 return
             except ControllerFencedError as e:
-                self._on_fenced(f"{e.path} moved past version {e.expected_version} ({e.reason})")
+                self._on_fenced(_fenced_reason(e))
                 return
             except SinkUnavailableError:
                 if time.monotonic() >= until:
@@ -484,3 +486,10 @@ class ControllerApp:
         # the entry point prints the one line that says so, as the process exits with code 3
         log.debug("controller fenced: %s; stopping the query", reason)
         self._stop.set()
+
+
+def _fenced_reason(e: ControllerFencedError) -> str:
+    """One line for the exit message: a znode that moved on, or the producer a successor took over."""
+    if e.expected_version < 0:
+        return f"{e.path}: {e.reason}"
+    return f"{e.path} moved past version {e.expected_version} ({e.reason})"
