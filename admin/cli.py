@@ -99,7 +99,11 @@ class UsageError(AdminError):
 
 
 class OperationFailedError(AdminError):
-    """The operation was refused or failed; the message says why."""
+    """The operation was refused or failed; the message says why (``result``: the controller's answer)."""
+
+    def __init__(self, message: str, result: AdminResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class NotFinishedError(AdminError):
@@ -403,7 +407,7 @@ def submit(args: argparse.Namespace, command: AdminCommand, label: str) -> Submi
             follower.close()
     if result.status is AdminStatus.ERROR:
         detail = f": {result.message}" if result.message else ""
-        raise OperationFailedError(f"{result.error or 'ERROR'}{detail}")
+        raise OperationFailedError(f"{result.error or 'ERROR'}{detail}", result)
     return Submitted(command.request_id, result)
 
 
@@ -677,17 +681,43 @@ def _elect(args: argparse.Namespace) -> int:
     else:
         _forbid(args, ["--partition"], "with --all-topic-partitions")
         command = ElectLeaders(request_id, etype, ())
-    done = submit(args, command, f"{etype.value.lower()} election")
+    try:
+        done = submit(args, command, f"{etype.value.lower()} election")
+    except OperationFailedError as e:
+        if e.result is None or not _election_report(etype, e.result):
+            raise
+        raise OperationFailedError(_election_failures(etype, e.result), e.result) from None
     scope = ",".join(str(tp) for tp in command.partitions) or "all partitions"
     if done.result is None:
         print(f"Leader election ({etype.value}) submitted for {scope}.")
         return EXIT_OK
-    print(f"Successfully completed leader election ({etype.value}) for partitions {scope}")
-    if done.result.message:
-        print(done.result.message)
-    if done.result.details not in ("", "{}"):
-        print(done.result.details)
+    if not _election_report(etype, done.result):
+        print(f"Successfully completed leader election ({etype.value}) for partitions {scope}")
+        if done.result.message:
+            print(done.result.message)
     return EXIT_OK
+
+
+def _election_report(etype: ElectionType, result: AdminResult) -> bool:
+    """Kafka's ``kafka-leader-election`` lines for the partitions elected and those that needed no election;
+    False when the answer carries no per-partition outcomes."""
+    outcomes = reassign_cmd.partition_outcomes(result)
+    if not outcomes:
+        return False
+    elected = [tp for tp, error, _ in outcomes if error == "NONE"]
+    noop = [tp for tp, error, _ in outcomes if error == "ELECTION_NOT_NEEDED"]
+    if elected:
+        print(f"Successfully completed leader election ({etype.value}) for partitions {', '.join(elected)}")
+    if noop:
+        print(f"Valid replica already elected for partitions {', '.join(noop)}")
+    return True
+
+
+def _election_failures(etype: ElectionType, result: AdminResult) -> str:
+    failed = [o for o in reassign_cmd.partition_outcomes(result) if o[1] not in ("NONE", "ELECTION_NOT_NEEDED")]
+    lines = [f"Error completing leader election ({etype.value}) for partition: {tp}: {error}: {message}"
+             for tp, error, message in failed]  # fmt: skip
+    return f"{len(failed)} replica(s) could not be elected:\n" + "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- brokers, broker, controller

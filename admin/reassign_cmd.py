@@ -410,8 +410,8 @@ def _submit(args: argparse.Namespace, command: AdminCommand, follower: ResultFol
                                f"{args.timeout:g}s; is it running?")  # fmt: skip
 
 
-def _failed_partitions(result: AdminResult) -> list[tuple[str, str, str]]:
-    """``(partition, error, message)`` of every partition the answer reports as failed."""
+def partition_outcomes(result: AdminResult) -> list[tuple[str, str, str]]:
+    """``(partition, error or "NONE", message)`` of every partition in the answer's details."""
     try:
         details = json.loads(result.details or "{}")
     except ValueError:
@@ -421,9 +421,14 @@ def _failed_partitions(result: AdminResult) -> list[tuple[str, str, str]]:
         return []
     out = []
     for tp, r in sorted(parts.items()):
-        if isinstance(r, dict) and r.get("error") not in (None, "NONE"):
-            out.append((str(tp), str(r["error"]), str(r.get("message", ""))))
+        if isinstance(r, dict):
+            out.append((str(tp), str(r.get("error") or "NONE"), str(r.get("message", ""))))
     return out
+
+
+def _failed_partitions(result: AdminResult) -> list[tuple[str, str, str]]:
+    """``(partition, error, message)`` of every partition the answer reports as failed."""
+    return [o for o in partition_outcomes(result) if o[1] != "NONE"]
 
 
 def _submit_and_follow(

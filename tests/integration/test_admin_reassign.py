@@ -252,3 +252,25 @@ def test_wait_follows_progress_until_zookeeper_shows_every_partition_done(
     assert "Reassignment of 1 partition(s) completed." in out
     assert "  orders-0: adding replicas not yet in the ISR: 3" in err  # no state znode: 3 is not in an ISR
     assert err.rstrip().endswith("1/1 partitions done")
+
+
+def test_elect_leaders_reports_each_partition_as_kafkas_tool_does(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    parts = {
+        "orders-0": {"error": "NONE"},
+        "orders-1": {"error": "ELECTION_NOT_NEEDED", "message": "Leader election not needed"},
+        "orders-2": {"error": "PREFERRED_LEADER_NOT_AVAILABLE", "message": "Failed to elect leader for partition"},
+    }
+    ctl = FakeController(
+        env, lambda ev: [(AdminStatus.ERROR, "PREFERRED_LEADER_NOT_AVAILABLE", "x", {"partitions": parts})]
+    )
+    try:
+        argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "--wait", "--timeout", "20"]
+        assert main(env.args(*argv)) == 1
+    finally:
+        ctl.close()
+    out, err = capsys.readouterr()
+    assert "Successfully completed leader election (PREFERRED) for partitions orders-0" in out
+    assert "Valid replica already elected for partitions orders-1" in out
+    assert "1 replica(s) could not be elected:" in err
+    assert "Error completing leader election (PREFERRED) for partition: orders-2: PREFERRED_LEADER_NOT_AVAILABLE" in err
