@@ -22,7 +22,7 @@ def cli(cluster: Cluster, *argv: str) -> int:
         [
             *argv,
             "--zookeeper", cluster.zk_connect, "--bootstrap-server", cluster.bootstrap,
-            "--admin-topic", s.admin_topic, "--admin-results-topic", s.admin_results_topic, "--timeout", "60",
+            "--admin-topic", s.admin_topic, "--admin-results-topic", s.admin_results_topic, "--timeout", "120",
         ]
     )  # fmt: skip
 
@@ -85,7 +85,7 @@ def test_tools_against_the_real_controller(
         results = wait_for(
             "the reassignment's final answer",
             lambda: [
-                r for r in cluster.admin_results() if r["type"] == "reassign_partitions" and r["status"] == "error"
+                r for r in cluster.admin_results() if r["command"] == "reassign_partitions" and r["status"] == "error"
             ],
         )
         assert results[0]["error"] == "REASSIGNMENT_CANCELLED"
