@@ -555,6 +555,8 @@ def _topics_alter(args: argparse.Namespace, topic: str) -> int:
         commands.append((CreatePartitions(new_request_id(), topic, args.partitions, assignment), "add partitions"))
     add = dict(_configs(args.config))
     delete = configs.parse_delete_config(args.delete_config)
+    if add or delete:
+        configs.check_topic_change(args, topic, add, delete)
     for command, _ in commands:
         _validated(command)
     for command, label in commands:

@@ -169,6 +169,19 @@ def alter_topic_configs(args: argparse.Namespace, topic: str, add: Mapping[str, 
     its error, 3 when none came), then create the ``/config/changes`` notification."""
     from admin import cli
 
+    check_topic_change(args, topic, add, delete)
+    command = AlterTopicConfig(new_request_id(), topic, tuple(sorted(add.items())), tuple(sorted(set(delete))))
+    waiting = argparse.Namespace(**{**vars(args), "wait": True})
+    cli.submit(waiting, command, f"alter config {topic}")
+    with writer(cli._zk(args)) as zk:
+        notify(zk, "topics", topic)
+
+
+def check_topic_change(args: argparse.Namespace, topic: str, add: Mapping[str, str], delete: Sequence[str]) -> None:
+    """The topic exists (exit 1 if not), the names and values are Kafka's and the deleted configs are set
+    (exit 2 naming the key if not)."""
+    from admin import cli
+
     with connect(cli._zk(args)) as zk:
         if zk.topic(topic) is None:
             raise cli.OperationFailedError(f"Topic '{topic}' does not exist as expected")
@@ -184,11 +197,6 @@ def alter_topic_configs(args: argparse.Namespace, topic: str, add: Mapping[str, 
     problem = topic_configs_problem(merged)
     if problem is not None:
         raise cli.UsageError("--add-config", problem)
-    command = AlterTopicConfig(new_request_id(), topic, tuple(sorted(add.items())), tuple(sorted(set(delete))))
-    waiting = argparse.Namespace(**{**vars(args), "wait": True})
-    cli.submit(waiting, command, f"alter config {topic}")
-    with writer(cli._zk(args)) as zk:
-        notify(zk, "topics", topic)
 
 
 # ----------------------------------------------------------------------------- the command
