@@ -49,19 +49,6 @@ def notification_json(entity_type: str, name: str) -> bytes:
     return json.dumps({"version": 2, "entity_path": f"{entity_type}/{name}"}, separators=(",", ":")).encode()
 
 
-def parse_notification(data: bytes) -> tuple[str, str] | None:
-    """``(entity type, entity name)`` of a ``config_change_`` znode, or ``None`` if it is not Kafka's v2 form."""
-    try:
-        o = json.loads(data)
-    except ValueError:
-        return None
-    path = o.get("entity_path") if isinstance(o, dict) and o.get("version") == 2 else None
-    if not isinstance(path, str) or "/" not in path:
-        return None
-    kind, _, name = path.partition("/")
-    return kind, name
-
-
 # ----------------------------------------------------------------------------- ZooKeeper writes
 
 
