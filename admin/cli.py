@@ -222,7 +222,8 @@ def _add_reassign(sub: argparse._SubParsersAction[argparse.ArgumentParser], comm
         "reassign",
         parents=[common],
         help="move partition replicas between brokers (kafka-reassign-partitions)",
-        description="Generate, execute, verify and cancel partition reassignments, like kafka-reassign-partitions. "
+        description="Generate, execute, verify, cancel and list partition reassignments, like "
+        "kafka-reassign-partitions. "
         'Files use Kafka\'s format {"version":1,"partitions":[{"topic","partition","replicas"}]}.',
     )
     action = p.add_mutually_exclusive_group(required=True)
