@@ -116,6 +116,7 @@ from core.placement import BrokerRack, PlacementError, assign_replicas, stable_s
 from core.replica_machine import remove_replica_from_isr
 from core.requests import ERROR_CODES, Effects
 from core.states import PartitionState, ReplicaState
+from core.topic_configs import topic_configs_problem
 from core.zkdata import (
     PREFERRED_REPLICA_ELECTION,
     REASSIGN_PARTITIONS,
@@ -160,6 +161,9 @@ class ControllerState:
     pending_deletions: dict[str, frozenset[str]] = field(default_factory=dict)
     #: partitions started from the legacy ``/admin/reassign_partitions`` path and not finished
     zk_reassignments: frozenset[TopicPartition] = frozenset()
+    #: request id -> its partitions whose reassignment a later request replaced: partition -> "superseded"
+    #: or "cancelled" (its final answer says so instead of "completed")
+    interrupted_reassignments: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,6 +175,9 @@ class ControllerState:
             },
             "pending_deletions": {rid: sorted(ts) for rid, ts in self.pending_deletions.items()},
             "zk_reassignments": [[tp.topic, tp.partition] for tp in sorted(self.zk_reassignments)],
+            "interrupted_reassignments": {
+                rid: dict(sorted(v.items())) for rid, v in sorted(self.interrupted_reassignments.items())
+            },
         }
 
     @staticmethod
@@ -185,6 +192,7 @@ class ControllerState:
             {rid: frozenset(TopicPartition(t, p) for t, p in tps) for rid, tps in d["pending_reassignments"].items()},
             {rid: frozenset(ts) for rid, ts in d["pending_deletions"].items()},
             frozenset(TopicPartition(t, p) for t, p in d["zk_reassignments"]),
+            {rid: dict(v) for rid, v in d.get("interrupted_reassignments", {}).items()},
         )
 
     def to_bytes(self) -> bytes:
@@ -213,8 +221,7 @@ class _Controller:
         self.pending_deletions = {k: set(v) for k, v in state.pending_deletions.items()}
         self.zk_reassignments = set(state.zk_reassignments)
         self._had_zk_reassignments = bool(self.zk_reassignments)
-        #: request ids (of this step) whose reassignment of a partition was replaced by a newer one
-        self._superseded: set[str] = set()
+        self.interrupted = {k: dict(v) for k, v in state.interrupted_reassignments.items()}
         self.fx = Effects()
 
     def state(self) -> ControllerState:
@@ -224,6 +231,7 @@ class _Controller:
             {k: frozenset(v) for k, v in self.pending_reassignments.items()},
             {k: frozenset(v) for k, v in self.pending_deletions.items()},
             frozenset(self.zk_reassignments),
+            {k: dict(v) for k, v in self.interrupted.items()},
         )
 
     # ------------------------------------------------------------------ helpers
@@ -733,6 +741,8 @@ class _Controller:
             return
         configs = dict(ctx.topic_configs.get(cmd.topic, {}))
         configs.update(cmd.configs)
+        for name in cmd.delete_configs:
+            configs.pop(name, None)
         bad = _invalid_config(configs)
         if bad is not None:
             self._admin(cmd, AdminStatus.ERROR, "INVALID_CONFIG", bad)
@@ -741,8 +751,10 @@ class _Controller:
         self.fx.zk.append(
             ZkWrite(ZkOp.UPSERT, topic_config_path(cmd.topic), encode_topic_config(configs), make_parents=True)
         )
+        if UNCLEAN_CONFIG not in configs:
+            ctx.unclean_leader_election.pop(cmd.topic, None)
         if UNCLEAN_CONFIG in configs:
-            enabled = configs[UNCLEAN_CONFIG] == "true"
+            enabled = configs[UNCLEAN_CONFIG].strip().lower() == "true"
             ctx.unclean_leader_election[cmd.topic] = enabled
             if enabled:
                 self.trigger_online_partition_state_change(cmd.topic)
@@ -785,7 +797,7 @@ class _Controller:
         for rid, tps in self.pending_reassignments.items():
             if tp in tps:
                 tps.discard(tp)
-                self._superseded.add(rid)
+                self.interrupted.setdefault(rid, {})[str(tp)] = "superseded" if target is not None else "cancelled"
         self.on_partition_reassignment(tp, reassignment)
         return None
 
@@ -1190,10 +1202,7 @@ class _Controller:
             tps.intersection_update(ctx.partitions_being_reassigned)
             if not tps:
                 del self.pending_reassignments[rid]
-                message = "Reassignment completed."
-                if rid in self._superseded:
-                    message = "Reassignment completed or superseded by a newer reassignment or cancellation."
-                self.fx.admin.append(AdminResult(rid, ReassignPartitions.TYPE, AdminStatus.OK, None, message))
+                self.fx.admin.append(_reassignment_outcome(rid, self.interrupted.pop(rid, {})))
         for rid in sorted(self.pending_deletions):
             topics = self.pending_deletions[rid]
             topics.intersection_update(ctx.topic_partitions)
@@ -1276,11 +1285,27 @@ def step_isolating(
 # --------------------------------------------------------------------------- helpers
 
 
+def _reassignment_outcome(request_id: str, interrupted: dict[str, str]) -> AdminResult:
+    """The final answer of a reassignment request: ``ok`` when every partition reached its target;
+    ``error`` ``REASSIGNMENT_CANCELLED`` / ``REASSIGNMENT_SUPERSEDED`` (one entry per such partition in
+    the details) when a later cancellation or reassignment replaced some of them — never "completed"."""
+    if not interrupted:
+        return AdminResult(request_id, ReassignPartitions.TYPE, AdminStatus.OK, None, "Reassignment completed.")
+    words = {"cancelled": "cancelled", "superseded": "superseded by a newer reassignment"}
+    partitions = {
+        tp: {"error": f"REASSIGNMENT_{how.upper()}", "message": f"The reassignment of {tp} was {words[how]}."}
+        for tp, how in sorted(interrupted.items())
+    }
+    kinds = sorted(set(interrupted.values()))
+    error = "REASSIGNMENT_CANCELLED" if kinds == ["cancelled"] else "REASSIGNMENT_SUPERSEDED"
+    message = "; ".join(p["message"] for p in partitions.values())
+    details = json.dumps({"partitions": partitions}, separators=(",", ":"), sort_keys=True)
+    return AdminResult(request_id, ReassignPartitions.TYPE, AdminStatus.ERROR, error, message, details)
+
+
 def _invalid_config(configs: dict[str, str]) -> str | None:
-    v = configs.get(UNCLEAN_CONFIG)
-    if v is not None and v not in ("true", "false"):
-        return f"Invalid value {v} for configuration {UNCLEAN_CONFIG}: Expected value to be either true or false"
-    return None
+    """Kafka's ``LogConfig.validate``: unknown names, bad values (``INVALID_CONFIG``)."""
+    return topic_configs_problem(configs)
 
 
 def _topic_znode_problem(topic: str, assignment: dict[int, ReplicaAssignment], topic_id: str | None) -> str | None:

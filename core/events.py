@@ -222,12 +222,14 @@ class ElectLeaders(AdminCommand):
 
 @dataclass(frozen=True)
 class AlterTopicConfig(AdminCommand):
-    """Set topic configs; livectl acts on ``unclean.leader.election.enable``."""
+    """Set topic configs and remove overrides (``delete_configs``, names), as ``kafka-configs --alter
+    --add-config/--delete-config``; livectl acts on ``unclean.leader.election.enable``."""
 
     TYPE: ClassVar[str] = "alter_topic_config"
     request_id: str
     topic: str
     configs: tuple[tuple[str, str], ...]
+    delete_configs: tuple[str, ...] = ()
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
@@ -772,9 +774,19 @@ def _elect(o: Mapping[str, Any]) -> Event:
 
 def _alter_config(o: Mapping[str, Any]) -> Event:
     configs = _configs(o)
-    if not configs:
-        raise FormatError("configs", "must set at least one config")
-    return AlterTopicConfig(_request_id(o), _topic(o), configs)
+    deletes: list[str] = []
+    raw = o.get("delete_configs")
+    if raw is not None:
+        if not isinstance(raw, list):
+            raise FormatError("delete_configs", f"must be a list of config names, got {lim.show(raw)}")
+        for i, name in enumerate(raw):
+            deletes.append(jf.text(name, f"delete_configs[{i}]", max_length=lim.MAX_NAME_LENGTH))
+    if not configs and not deletes:
+        raise FormatError("configs", "must set or delete at least one config")
+    both = sorted(set(dict(configs)) & set(deletes))
+    if both:
+        raise FormatError("delete_configs", f"{both[0]} is both set and deleted")
+    return AlterTopicConfig(_request_id(o), _topic(o), configs, tuple(sorted(set(deletes))))
 
 
 def _broker_startup(o: Mapping[str, Any]) -> Event:
