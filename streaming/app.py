@@ -241,7 +241,6 @@ class ControllerApp:
         from kafka import KafkaProducer
         from kazoo.client import KazooClient
 
-        from core.cluster_config import controller_fields
         from sinks.requests import RequestSink, ensure_topics
         from sinks.zookeeper import ZooKeeperSink, progress_path
         from streaming.admin_watch import AdminPathWatcher
@@ -300,7 +299,7 @@ class ControllerApp:
                 s.controller_id,
                 static_configs=s.controller_configs(),
             )
-            s = self.settings = replace(s, **controller_fields(watcher.read_configs()))
+            s = self.settings = s.with_controller_configs(watcher.read_configs())
             zk_sink = ZooKeeperSink(
                 zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction, acl_for=zk_security.acl_for
             )

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from importlib.resources.abc import Traversable
 from typing import Any
 
-from core.cluster_config import CONTROLLER_CONFIGS, KAFKA_NAMES, parse_config
+from core.cluster_config import CONTROLLER_CONFIGS, KAFKA_NAMES, controller_fields, parse_config
 from core.controller import ControllerConfig
 from core.errors import FormatError
 from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity, is_secret
@@ -166,6 +166,14 @@ class Settings:
     def controller_config(self) -> ControllerConfig:
         """What the buckets run with from the controller's failover on (:class:`core.controller.ControllerConfig`)."""
         return ControllerConfig(**{name: getattr(self, name) for name in KAFKA_NAMES})
+
+    def with_controller_configs(self, configs: Iterable[tuple[str, str]]) -> Settings:
+        """A copy with the controller configs given by Kafka's names (e.g. the effective dynamic ones)."""
+        try:
+            changes: dict[str, Any] = dict(controller_fields(configs))
+        except FormatError as e:
+            raise SettingsError(_setting_name(e.field), e.reason) from None
+        return replace(self, **changes)
 
     # ------------------------------------------------------------------ building
 
