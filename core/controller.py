@@ -56,12 +56,13 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from core import deletion, partition_machine, replica_machine
 from core import limits as lim
 from core.assignment import ReplicaAssignment
+from core.cluster_config import controller_fields
 from core.context import (
     NO_LEADER,
     RECOVERED,
@@ -92,6 +93,7 @@ from core.events import (
     BrokerFailure,
     BrokerStartup,
     CancelReassignment,
+    ClusterConfigChanged,
     ControlledShutdown,
     ControllerFailover,
     CreatePartitions,
@@ -110,7 +112,12 @@ from core.events import (
     Tick,
     TopicCreationRefused,
     TopicPartition,
+    ZkLogDirEvents,
+    ZkPreferredElection,
+    ZkReassignment,
     ZkSnapshot,
+    ZkTopicChange,
+    ZkTopicDeletion,
 )
 from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
 from core.replica_machine import remove_replica_from_isr
@@ -118,6 +125,7 @@ from core.requests import ERROR_CODES, Effects
 from core.states import PartitionState, ReplicaState
 from core.topic_configs import topic_configs_problem
 from core.zkdata import (
+    LOG_DIR_EVENT_NOTIFICATION,
     PREFERRED_REPLICA_ELECTION,
     REASSIGN_PARTITIONS,
     delete_topic_path,
@@ -146,6 +154,8 @@ class ControllerConfig:
     auto_leader_rebalance_enable: bool = True
     #: ``leader.imbalance.per.broker.percentage``
     leader_imbalance_per_broker_percentage: int = 10
+    #: ``leader.imbalance.check.interval.seconds`` (the driver's schedule of :class:`AutoRebalanceTick`)
+    leader_imbalance_check_interval_seconds: int = 300
 
 
 @dataclass(frozen=True)
@@ -762,7 +772,7 @@ class _Controller:
 
     # ------------------------------------------------------------------ reassignment
 
-    def _validate_replicas(self, tp: TopicPartition, replicas: Sequence[int]) -> str | None:
+    def _validate_replicas(self, tp: TopicPartition, replicas: Sequence[int], check_live: bool = True) -> str | None:
         if not replicas:
             return "Empty replica list specified in partition reassignment."
         if len(set(replicas)) != len(replicas):
@@ -771,22 +781,25 @@ class _Controller:
             return f"Invalid broker id in replica list: {list(replicas)}"
         adding = self.ctx.assignment(tp).reassign_to(replicas).adding_replicas
         live = self.ctx.live_broker_ids
-        if not set(adding) <= live:
+        if check_live and not set(adding) <= live:
             return (
                 f"Replica assignment has brokers that are not alive. Replica list: {list(adding)}, "
                 f"live broker list: {sorted(live)}"
             )
         return None
 
-    def _trigger_reassignment(self, tp: TopicPartition, target: Sequence[int] | None) -> tuple[str, str] | None:
+    def _trigger_reassignment(
+        self, tp: TopicPartition, target: Sequence[int] | None, check_live: bool = True
+    ) -> tuple[str, str] | None:
         """Validate and start (or cancel, ``target`` None) one reassignment; an error name and message,
-        or ``None`` when accepted."""
+        or ``None`` when accepted. ``check_live`` False (the ZooKeeper path, as Kafka's
+        ``maybeTriggerPartitionReassignment``): target brokers that are down are waited for."""
         ctx = self.ctx
         if tp not in ctx.partition_assignments or tp.topic in ctx.topics_to_be_deleted:
             return "UNKNOWN_TOPIC_OR_PARTITION", "The partition does not exist."
         current = ctx.assignment(tp)
         if target is not None:
-            problem = self._validate_replicas(tp, target)
+            problem = self._validate_replicas(tp, target, check_live)
             if problem is not None:
                 return "INVALID_REPLICA_ASSIGNMENT", problem
             reassignment = current.reassign_to(target)
@@ -1067,7 +1080,7 @@ class _Controller:
             tp = TopicPartition(target.topic, target.partition)
             legacy.add(tp)
             self.zk_reassignments.add(tp)
-            if self._trigger_reassignment(tp, target.replicas) is not None:
+            if self._trigger_reassignment(tp, target.replicas, check_live=False) is not None:
                 self.zk_reassignments.discard(tp)
         self.zk_reassignments &= ctx.partitions_being_reassigned
         self._had_zk_reassignments = bool(snap.pending_reassignments)
@@ -1085,6 +1098,117 @@ class _Controller:
         self._partition_states(sorted(set(pending)), PartitionState.ONLINE, ElectionStrategy.PREFERRED)
         if snap.pending_preferred_elections:
             fx.zk.append(ZkWrite(ZkOp.DELETE, PREFERRED_REPLICA_ELECTION, None, ANY_VERSION))
+
+    # ------------------------------------------------------------------ ZooKeeper admin paths, live
+
+    def _read_under_this_epoch(self, controller_epoch: int) -> bool:
+        """Whether a watcher event was read by this controller (see :class:`core.events.ZkReassignment`):
+        one read under an earlier epoch is covered by the failover snapshot this controller loaded."""
+        return self.ctx.controller_id >= 0 and controller_epoch == self.ctx.epoch
+
+    def zk_reassignment(self, ev: ZkReassignment) -> None:
+        """Kafka's ``processZkPartitionReassignment``: each entry is started as by the API, except that
+        target brokers that are down are not refused (the reassignment waits for them); entries that
+        cannot be started (unknown partition, topic being deleted, znode too big) are dropped. The path
+        is deleted once this bucket's entries are done (see the module docstring)."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        self._had_zk_reassignments = True
+        items = [(TopicPartition(t.topic, t.partition), t.replicas) for t in ev.partitions]
+        too_big = self._reassigned_znodes_too_big(items)
+        for tp, target in items:
+            if tp.topic in too_big:
+                continue
+            self.zk_reassignments.add(tp)
+            if self._trigger_reassignment(tp, target, check_live=False) is not None:
+                self.zk_reassignments.discard(tp)
+        self.zk_reassignments &= self.ctx.partitions_being_reassigned
+        self._maybe_clear_zk_reassignment_path()
+
+    def zk_preferred_election(self, ev: ZkPreferredElection) -> None:
+        """Kafka's ``processReplicaLeaderElection`` for the ZooKeeper trigger: partitions that exist, are
+        not being deleted and are not led by their preferred replica get a preferred election (one that
+        cannot happen is reported as a failed transition), then the path is deleted."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        ctx = self.ctx
+        electable = {
+            tp
+            for tp in ev.partitions
+            if tp in ctx.partition_assignments
+            and tp.topic not in ctx.topics_to_be_deleted
+            and self._election_needed(tp, ElectionType.PREFERRED)
+        }
+        self._partition_states(sorted(electable), PartitionState.ONLINE, ElectionStrategy.PREFERRED)
+        self.fx.zk.append(ZkWrite(ZkOp.DELETE, PREFERRED_REPLICA_ELECTION, None, ANY_VERSION))
+
+    def zk_topic_deletion(self, ev: ZkTopicDeletion) -> None:
+        """Kafka's ``processTopicDeletion`` for one child of ``/admin/delete_topics``: an unknown topic's
+        znode is deleted; with ``delete.topic.enable`` false the znode is deleted and nothing else; else
+        the topic is queued (ineligible while a partition of it is being reassigned) and deletion
+        resumes. A topic already queued is left as it is."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        ctx = self.ctx
+        if ev.topic not in ctx.topic_partitions or not self.config.delete_topic_enable:
+            self.fx.zk.append(ZkWrite(ZkOp.DELETE, delete_topic_path(ev.topic), None, ANY_VERSION))
+            return
+        if ev.topic in ctx.topics_to_be_deleted:
+            return
+        ctx.topics_to_be_deleted.add(ev.topic)
+        if any(tp.topic == ev.topic for tp in ctx.partitions_being_reassigned):
+            deletion.mark_topic_ineligible_for_deletion(ctx, [ev.topic])
+        deletion.resume_deletions(ctx, self.fx)
+
+    def zk_topic_change(self, ev: ZkTopicChange) -> None:
+        """Kafka's ``processTopicChange`` / ``processPartitionModifications``: partitions of the znode the
+        controller does not know are created (``onNewPartitionCreation``; a partition none of whose
+        replicas is live stays New until one is). For a topic queued for deletion they are not created
+        and the znode is restored to the controller's assignment."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        ctx = self.ctx
+        new = [(TopicPartition(ev.topic, p), reps) for p, reps in ev.partitions]
+        new = [(tp, reps) for tp, reps in new if tp not in ctx.partition_assignments]
+        if not new:
+            return
+        if ev.topic in ctx.topics_to_be_deleted:
+            self._write_topic_znode(ev.topic)
+            return
+        if ev.topic not in ctx.topic_partitions:
+            ctx.topic_partitions.setdefault(ev.topic, set())
+            if ev.topic_id:
+                ctx.topic_ids[ev.topic] = ev.topic_id
+            configs = dict(ev.configs)
+            ctx.topic_configs[ev.topic] = configs
+            if configs.get(UNCLEAN_CONFIG) in ("true", "false"):
+                ctx.unclean_leader_election[ev.topic] = configs[UNCLEAN_CONFIG] == "true"
+        tps = sorted(tp for tp, _ in new)
+        for tp, reps in new:
+            ctx.set_assignment(tp, ReplicaAssignment(tuple(reps)))
+        self.on_new_partition_creation(tps)
+
+    def zk_log_dir_events(self, ev: ZkLogDirEvents) -> None:
+        """Kafka's ``processLogDirEventNotification``: ``onBrokerLogDirFailure`` for the brokers named,
+        then the notification znodes are deleted."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        for broker in sorted({b for _, b in ev.notifications}):
+            self.log_dir_failure(LogDirFailure(broker))
+        for name, _ in ev.notifications:
+            self.fx.zk.append(ZkWrite(ZkOp.DELETE, f"{LOG_DIR_EVENT_NOTIFICATION}/{name}", None, ANY_VERSION))
+
+    def cluster_config_changed(self, ev: ClusterConfigChanged) -> None:
+        """The controller configs changed (:mod:`core.cluster_config`). Unclean leader election turned on
+        for the cluster elects the offline partitions it now allows (Kafka's
+        ``processUncleanLeaderElectionEnable``)."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        was_unclean = self.config.unclean_leader_election_enable
+        changes: dict[str, Any] = dict(controller_fields(ev.configs))
+        self.config = replace(self.config, **changes)
+        if self.config.unclean_leader_election_enable and not was_unclean:
+            self.trigger_online_partition_state_change()
 
     # ------------------------------------------------------------------ admin completion
 
@@ -1237,6 +1361,12 @@ _HANDLERS: dict[type[Event], Callable[[_Controller, Any], None]] = {
     PartitionStatesRead: _Controller.partition_states_read,
     TopicCreationRefused: _Controller.topic_creation_refused,
     Tick: _Controller.tick,
+    ZkReassignment: _Controller.zk_reassignment,
+    ZkPreferredElection: _Controller.zk_preferred_election,
+    ZkTopicDeletion: _Controller.zk_topic_deletion,
+    ZkTopicChange: _Controller.zk_topic_change,
+    ZkLogDirEvents: _Controller.zk_log_dir_events,
+    ClusterConfigChanged: _Controller.cluster_config_changed,
 }
 
 

@@ -17,7 +17,9 @@
 5. reads the ZooKeeper tree (Kafka's layout), writes and ships its snapshot, and hands it to every bucket
    as a failover reference on ``livectl.broker-events`` (:mod:`streaming.failover`): the reference opens
    the barrier, so the first micro-batch under the new epoch loads the snapshot before anything else;
-6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events) and waits. It stops
+6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events), the admin-path watcher
+   (:mod:`streaming.admin_watch`, primed with the snapshot before its reference is published) and the auto
+   leader rebalance schedule (:mod:`streaming.auto_rebalance`), and waits. It stops
    the query when the lease is lost (the ZooKeeper session expired) or a write is fenced, on SIGTERM/SIGINT,
    or when ``stop()`` is called.
 """
@@ -241,6 +243,8 @@ class ControllerApp:
 
         from sinks.requests import RequestSink, ensure_topics
         from sinks.zookeeper import ZooKeeperSink, progress_path
+        from streaming.admin_watch import AdminPathWatcher
+        from streaming.auto_rebalance import AutoRebalanceScheduler
         from streaming.lease import ControllerLease
         from streaming.liveness import LivenessBridge
         from streaming.refresh import StatesRefresher
@@ -255,6 +259,8 @@ class ControllerApp:
         zk.start(timeout=30)
         lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost, acl_for=zk_security.acl_for)
         bridge = None
+        watcher = None
+        rebalancer = None
         producer = None
         request_sink = None
         try:
@@ -283,6 +289,17 @@ class ControllerApp:
                 zk.delete(progress_path(s.query_name))
 
             producer = KafkaProducer(**kafka_config, bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
+            # the admin paths of ZooKeeper-era tools (:mod:`streaming.admin_watch`); the controller configs of
+            # /config/brokers/<default> and /<controller_id> as they stand now go into the query's buckets
+            watcher = AdminPathWatcher(
+                zk,
+                producer,
+                s.broker_events_topic,
+                fence.controller_epoch,
+                s.controller_id,
+                static_configs=s.controller_configs(),
+            )
+            s = self.settings = s.with_controller_configs(watcher.read_configs())
             zk_sink = ZooKeeperSink(
                 zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction, acl_for=zk_security.acl_for
             )
@@ -323,6 +340,7 @@ class ControllerApp:
 
             started = time.monotonic()
             snapshot = read_snapshot(zk)
+            watcher.prime(snapshot)
             ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets)
             # the executors get the files before the reference that names them can reach a task
             failover.ship_snapshots(self.spark, store, str(ref["path"]))
@@ -340,6 +358,12 @@ class ControllerApp:
             known = {b.broker_id: b.broker_epoch for b in snapshot.brokers}
             bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
             bridge.start()
+            rebalancer = AutoRebalanceScheduler(
+                producer, s.broker_events_topic, self.dispatcher.imbalance, watcher.configs
+            )
+            watcher.on_configs = rebalancer.update
+            watcher.start()
+            rebalancer.start()
             if ready is not None:
                 ready.set()
             while not self._stop.is_set():
@@ -365,6 +389,10 @@ class ControllerApp:
             self._stop_query()
             if bridge is not None:
                 bridge.stop()
+            if watcher is not None:
+                watcher.stop()
+            if rebalancer is not None:
+                rebalancer.stop()
             if request_sink is not None:
                 request_sink.close()
             if producer is not None:

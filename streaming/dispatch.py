@@ -47,6 +47,7 @@ from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
 from streaming.refusals import answer_existing_topics, classify, withhold
 from streaming.stateful import (
+    IMBALANCE_KEY,
     KIND_ADMIN_RESULT,
     KIND_FAILURE,
     KIND_METRICS,
@@ -144,6 +145,8 @@ class Dispatcher:
     retry_backoff_s: float = 0.5
     fenced: bool = False
     bucket_metrics: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: per bucket, its latest per-broker leader imbalance counts (not led by, preferred by)
+    bucket_imbalance: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
     last_report: BatchReport | None = None
 
     @property
@@ -154,6 +157,16 @@ class Dispatcher:
                 total[k] += int(m.get(k, 0))
         total["ActiveControllerCount"] = 0 if self.fenced else 1
         return total
+
+    def imbalance(self) -> dict[int, tuple[int, int]]:
+        """Per preferred broker, the buckets' counts summed (Kafka's auto leader rebalance inputs)."""
+        total: dict[int, list[int]] = {}
+        for counts in list(self.bucket_imbalance.values()):
+            for b, (bad, all_) in counts.items():
+                t = total.setdefault(b, [0, 0])
+                t[0] += bad
+                t[1] += all_
+        return {b: (t[0], t[1]) for b, t in sorted(total.items())}
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         # the Spark UI's Jobs tab shows this on the micro-batch's job: the controller's figures as they
@@ -198,7 +211,10 @@ class Dispatcher:
                 report.failures += 1
                 log.info("state change failure (bucket %s): %s", bucket, payload)
             elif kind == KIND_METRICS:
-                self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in json.loads(payload).items()}
+                m = json.loads(payload)
+                counts = m.pop(IMBALANCE_KEY, {})
+                self.bucket_imbalance[int(bucket)] = {int(b): (int(c[0]), int(c[1])) for b, c in counts.items()}
+                self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in m.items()}
             elif kind == "rejected":
                 r = json.loads(payload)
                 reasons = tuple(f"{n}: {why}" for n, why in zip(r["expectations"], r["reasons"], strict=True))
