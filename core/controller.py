@@ -1545,6 +1545,13 @@ def metrics(state: ControllerState) -> dict[str, int]:
         target = ctx.assignment(tp).target_replicas
         if target and li.leader_and_isr.leader != target[0]:
             imbalanced += 1
+    # Kafka's broker-side UnderReplicatedPartitions, seen from the controller: ISR smaller than the
+    # partition's full replica set (during a reassignment that set includes the adding replicas)
+    under_replicated = sum(
+        1
+        for tp, li in ctx.partition_leadership.items()
+        if tp.topic not in ctx.topics_to_be_deleted and len(li.leader_and_isr.isr) < len(ctx.assignment(tp).replicas)
+    )
     to_delete = 0
     ineligible = 0
     for topic in ctx.topics_to_be_deleted:
@@ -1563,6 +1570,8 @@ def metrics(state: ControllerState) -> dict[str, int]:
         "ReplicasToDeleteCount": to_delete,
         "TopicsIneligibleToDeleteCount": len(ctx.topics_ineligible_for_deletion),
         "ReplicasIneligibleToDeleteCount": ineligible,
+        "UnderReplicatedPartitions": under_replicated,
+        "ReassigningPartitions": len(ctx.partitions_being_reassigned),
     }
 
 

@@ -36,8 +36,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sinks.errors import ControllerFencedError
-from sinks.ports import CONTROLLER_EPOCH_PATH, RequestSinkPort, ZkSinkPort
-from streaming import failover
+from sinks.ports import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, RequestSinkPort, ZkSinkPort
+from streaming import failover, spark_ui
+from streaming.audit_log import AuditLog, HadoopAuditFiles, default_audit_dir
 from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore, batch_ids, child
 from streaming.dispatch import Dispatcher
 from streaming.errors import StreamingError
@@ -85,6 +86,7 @@ def spark_session(
     *,
     worker_python: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
+    app_name: str | None = None,
 ) -> Any:
     """The job's SparkSession.
 
@@ -107,7 +109,8 @@ def spark_session(
         conf.set(key, value)
     if master:
         conf.setMaster(master)
-    conf.setIfMissing("spark.app.name", f"livectl-{settings.query_name}")
+    # app_name: controller id and role (streaming.spark_ui.app_name); a name the user gave wins
+    conf.setIfMissing("spark.app.name", app_name or f"livectl-{settings.query_name}")
     if settings.num_buckets > 0:
         conf.setIfMissing("spark.sql.shuffle.partitions", str(settings.num_buckets))
     if worker_python:
@@ -194,6 +197,20 @@ def query_failure_reason(text: str) -> str:
     return found[-1].strip() if found else text
 
 
+def _other_controller(zk: Any) -> int | None:
+    """The ``brokerid`` in ``/controller`` (Kafka's JSON), or ``None`` when no controller is elected."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        data, _stat = zk.get(CONTROLLER_PATH)
+    except NoNodeError:
+        return None
+    try:
+        return int(json.loads(data)["brokerid"])
+    except (ValueError, KeyError, TypeError):  # not Kafka's JSON: no controller known
+        return None
+
+
 def _fence_check(lease: Any, zk_sink: Any) -> Callable[[], None]:
     """The dispatcher's check before each topic write: the lease still held (no ZooKeeper round trip
     needed to know it is lost), then ``/controller_epoch`` still at the fence's version."""
@@ -267,16 +284,34 @@ class ControllerApp:
             if self.spark is None:
                 # before the lease, so that a standby pays Spark's start-up (seconds to tens of seconds) while
                 # it waits, not after the active controller has died
-                self.spark = spark_session(s, self.master, worker_python=self.worker_python, spark_conf=self.spark_conf)
+                self.spark = spark_session(
+                    s,
+                    self.master,
+                    worker_python=self.worker_python,
+                    spark_conf=self.spark_conf,
+                    app_name=spark_ui.app_name(
+                        s.query_name, s.controller_id, standby=_other_controller(zk) is not None
+                    ),
+                )
             # refused here, before the lease, when Spark cannot open the checkpoint's URI; from now on the
             # checkpoint is named by its qualified URI (the same string on the driver, source and executors)
             store = self.checkpoint = HadoopCheckpointStore(self.spark, s.checkpoint_dir)
             s = self.settings = replace(s, checkpoint_dir=store.root)
             log.info("controller %d: waiting for the controller lease", s.controller_id)
+            holder = _other_controller(zk)
+            if holder is not None:
+                spark_ui.announce(
+                    self.spark.sparkContext,
+                    f"livectl c{s.controller_id} standby: waiting for the controller lease (held by c{holder})",
+                )
             fence = lease.acquire(stop=self._stop)
             if fence is None:
                 return
             self.fence = fence
+            spark_ui.announce(
+                self.spark.sparkContext,
+                f"livectl c{s.controller_id} e{fence.controller_epoch} active: elected controller",
+            )
             log.info(
                 "controller %d elected: controller epoch %d (znode version %d)",
                 s.controller_id,
@@ -322,6 +357,9 @@ class ControllerApp:
                 on_fenced=lambda e: self._on_fenced(_fenced_reason(e)),
                 fence_check=_fence_check(lease, zk_sink),
                 retry_timeout_s=s.sink_retry_timeout_ms / 1000,
+                audit=self._audit_log(s, store, fence.controller_epoch),
+                controller_id=s.controller_id,
+                controller_epoch=fence.controller_epoch,
             )
             s = self.settings = resolve_buckets(self.spark, s, store)
             ui = spark_ui_address(self.spark)
@@ -400,6 +438,15 @@ class ControllerApp:
             lease.release()
             zk.stop()
             zk.close()
+
+    def _audit_log(self, s: Settings, store: CheckpointStore, epoch: int) -> AuditLog | None:
+        """The state-change log of this controller's batches (``audit_log`` setting), in ``audit_dir`` or
+        beside the checkpoint, through Hadoop's FileSystem for its URI."""
+        if not s.audit_log:
+            return None
+        files = HadoopAuditFiles(self.spark, s.audit_dir or default_audit_dir(store.root))
+        log.info("state-change log: %s", files.root)
+        return AuditLog(files, store, s.controller_id, epoch)
 
     @staticmethod
     def _source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart:

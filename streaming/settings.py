@@ -79,6 +79,11 @@ class Settings:
     #: the query with a clear message (true, Spark's ``failOnDataLoss``) or go on from the earliest
     #: offset with a logged warning (false)
     fail_on_data_loss: bool = True
+    #: the state-change log (:mod:`streaming.audit_log`): every decision appended to a Parquet table
+    audit_log: bool = True
+    #: the state-change log's folder (any Hadoop file system URI); "" = beside the checkpoint,
+    #: ``<checkpoint_dir>-audit``
+    audit_dir: str = ""
     #: ZooKeeper authentication added to the controller's session: "" (none) or ``digest:USER:PASSWORD``
     zookeeper_auth: str = ""
     #: Kafka's ``zookeeper.set.acl``: znodes livectl creates get Kafka's ACLs (writable only with the
@@ -271,7 +276,9 @@ def parse_value(key: str, text: str) -> Any:
 
 
 #: text settings whose empty value means "unset"
-_MAY_BE_EMPTY = frozenset({"zookeeper_auth"} | {f.name for f in fields(Settings) if f.name.startswith("kafka_")})
+_MAY_BE_EMPTY = frozenset(
+    {"zookeeper_auth", "audit_dir"} | {f.name for f in fields(Settings) if f.name.startswith("kafka_")}
+)
 
 _FIELD_TYPES: dict[str, type] = {
     f.name: {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)] for f in fields(Settings)
