@@ -249,6 +249,8 @@ class ControllerApp:
     spark_conf: dict[str, str] = field(default_factory=dict)
     #: the checkpoint's file system, opened at start
     checkpoint: CheckpointStore | None = None
+    #: what the metrics endpoint and status page show (``None`` while ``metrics_port`` is 0)
+    observatory: Any = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -264,16 +266,25 @@ class ControllerApp:
         from streaming.auto_rebalance import AutoRebalanceScheduler
         from streaming.lease import ControllerLease
         from streaming.liveness import LivenessBridge
+        from streaming.metrics_http import progress_listener, start_endpoint
+        from streaming.observability import Role
         from streaming.refresh import StatesRefresher
         from streaming.zk_snapshot import read_snapshot
 
         s = self.settings
+        # first, so that a standby serves it while it waits (ActiveControllerCount 0)
+        self.observatory, metrics_server = start_endpoint(s.controller_id, s.metrics_port, s.metrics_bind_address)
         zk_security = s.zookeeper_security()
         kafka_config = s.kafka_security().client_kwargs()
         zk = self.zk = KazooClient(
             hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000, **zk_security.client_kwargs()
         )
-        zk.start(timeout=30)
+        try:
+            zk.start(timeout=30)
+        except BaseException:
+            if metrics_server is not None:
+                metrics_server.stop()
+            raise
         lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost, acl_for=zk_security.acl_for)
         bridge = None
         watcher = None
@@ -298,6 +309,7 @@ class ControllerApp:
             store = self.checkpoint = HadoopCheckpointStore(self.spark, s.checkpoint_dir)
             s = self.settings = replace(s, checkpoint_dir=store.root)
             log.info("controller %d: waiting for the controller lease", s.controller_id)
+            self._set_role(Role.STANDBY)
             holder = _other_controller(zk)
             if holder is not None:
                 spark_ui.announce(
@@ -312,6 +324,7 @@ class ControllerApp:
                 self.spark.sparkContext,
                 f"livectl c{s.controller_id} e{fence.controller_epoch} active: elected controller",
             )
+            self._set_role(Role.ACTIVE, fence.controller_epoch)
             log.info(
                 "controller %d elected: controller epoch %d (znode version %d)",
                 s.controller_id,
@@ -365,6 +378,9 @@ class ControllerApp:
             ui = spark_ui_address(self.spark)
             log.info("Spark UI: %s (query %s)", ui or "disabled", s.query_name)
             self.spark.streams.addListener(MetricsListener())
+            if self.observatory is not None:
+                self.dispatcher.observer = self.observatory.record_batch
+                self.spark.streams.addListener(progress_listener(self.observatory))
             from streaming.query import start_query
 
             replay = uncommitted_batch(store)
@@ -438,6 +454,14 @@ class ControllerApp:
             lease.release()
             zk.stop()
             zk.close()
+            if self.observatory is not None and self.observatory.role is not Role.FENCED:
+                self._set_role(Role.STOPPED)
+            if metrics_server is not None:
+                metrics_server.stop()
+
+    def _set_role(self, role: Any, controller_epoch: int | None = None) -> None:
+        if self.observatory is not None:
+            self.observatory.set_role(role, controller_epoch)
 
     def _audit_log(self, s: Settings, store: CheckpointStore, epoch: int) -> AuditLog | None:
         """The state-change log of this controller's batches (``audit_log`` setting), in ``audit_dir`` or
@@ -553,6 +577,9 @@ class ControllerApp:
             self._fence_handled.wait(10)
             return
         self.lost_reason = reason
+        from streaming.observability import Role
+
+        self._set_role(Role.FENCED)
         try:
             if self.on_fenced is not None:
                 self.on_fenced(reason)

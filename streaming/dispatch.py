@@ -51,6 +51,7 @@ from core import jsonform as jf
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
+from streaming import observability
 from streaming.audit_log import AuditBatch
 from streaming.refusals import answer_existing_topics, classify, withhold
 from streaming.spark_ui import announce, batch_head, batch_summary
@@ -161,6 +162,10 @@ class Dispatcher:
     #: per bucket, its latest per-broker leader imbalance counts (not led by, preferred by)
     bucket_imbalance: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
     last_report: BatchReport | None = None
+    #: called after every micro-batch with what operators watch (the metrics endpoint and status page)
+    observer: Callable[[observability.BatchObservation], None] | None = None
+    #: the Spark job's share of the current micro-batch (``toPandas``), for the observer
+    _spark_s: float = 0.0
 
     @property
     def metrics(self) -> dict[str, int]:
@@ -188,7 +193,9 @@ class Dispatcher:
         # the batch's own job runs the buckets' step: its figures are known only once it has run, so the
         # Jobs tab gets them from the job of no task announced after it (streaming.spark_ui)
         sc.setJobDescription(f"{batch_head(self.controller_id, self.controller_epoch, int(batch_id))}: deciding")
+        started = time.monotonic()
         frame: pd.DataFrame = batch_df.toPandas()
+        self._spark_s = time.monotonic() - started
         self.dispatch(frame, int(batch_id))
         announce(sc, self.describe(int(batch_id)))
 
@@ -208,6 +215,7 @@ class Dispatcher:
         result_buckets: list[int] = []
         rejected_by_source: dict[tuple[str, int, int], Rejected] = {}
         failures: list[dc.StateChangeFailure] = []
+        summaries: dict[int, str] = {}
         for bucket, kind, payload in zip(
             frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
         ):
@@ -230,6 +238,8 @@ class Dispatcher:
                 d = dc.decision_from_json(payload)
                 assert isinstance(d, dc.StateChangeFailure)
                 failures.append(d)
+            elif kind == observability.KIND_SUMMARY:
+                summaries[int(bucket)] = payload
             elif kind == KIND_METRICS:
                 m = json.loads(payload)
                 counts = m.pop(IMBALANCE_KEY, {})
@@ -249,7 +259,9 @@ class Dispatcher:
                     results.append(_rejected_result(rid, r, reasons))
                     result_buckets.append(int(bucket))
 
+        zk_started = time.monotonic()
         zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
+        zk_s = time.monotonic() - zk_started
         report.zk_applied, report.zk_skipped, report.zk_failed = zk.applied, zk.skipped, len(zk.failed)
         for f in zk.failed:
             log.warning(
@@ -267,6 +279,7 @@ class Dispatcher:
             requests = withhold(requests, refusals)
             merged = answer_existing_topics(merged, refusals)
         rejected = list(rejected_by_source.values())
+        topics_started = time.monotonic()
         if requests:
             report.requests = self._topic_step(
                 batch_id, "requests", lambda: self.request_sink.write_requests(batch_id, requests)
@@ -283,7 +296,29 @@ class Dispatcher:
             self.audit(AuditBatch(batch_id, zk_writes, zk.failed, requests, merged, failures))
         report.seconds = time.monotonic() - started
         self.last_report = report
+        if self.observer is not None:
+            seconds = {"spark_job": self._spark_s, "zookeeper_sink": zk_s}
+            seconds["request_sink"] = time.monotonic() - topics_started
+            self.observer(
+                observability.observation(
+                    batch_id,
+                    self.metrics_with_all(),
+                    summaries,
+                    rejected=len(rejected),
+                    decisions=[*zk_writes, *requests, *merged, *failures],
+                    seconds=seconds,
+                )
+            )
         return report
+
+    def metrics_with_all(self) -> dict[str, int]:
+        """:attr:`metrics` plus every other gauge the buckets report (``TopicsIneligibleToDeleteCount``)."""
+        total = self.metrics
+        for m in self.bucket_metrics.values():
+            for k, v in m.items():
+                if k not in METRIC_COLUMNS:
+                    total[k] = total.get(k, 0) + int(v)
+        return total
 
     def _topic_step(self, batch_id: int, what: str, write: Callable[[], _T]) -> _T:
         """``write`` behind the fence check (see the module docstring)."""

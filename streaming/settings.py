@@ -109,6 +109,10 @@ class Settings:
     kafka_ssl_key_location: str = ""
     kafka_ssl_key_password: str = ""
     kafka_ssl_endpoint_identification_algorithm: str = ""
+    #: the driver's Prometheus endpoint and status page (``/metrics``, ``/``); 0 = off
+    metrics_port: int = 0
+    #: the address it listens on (loopback by default; ``0.0.0.0`` for every interface)
+    metrics_bind_address: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -136,6 +140,8 @@ class Settings:
                 parse_config(kafka, str(getattr(self, name)).lower())
             except FormatError as e:
                 raise SettingsError(name, e.reason) from None
+        if not 0 <= self.metrics_port <= 65535:
+            raise SettingsError("metrics_port", f"must be a TCP port 1…65535, or 0 for off, got {self.metrics_port}")
         if self.starting_offsets not in ("earliest", "latest"):
             raise SettingsError("starting_offsets", f"must be 'earliest' or 'latest', got {self.starting_offsets!r}")
         try:
