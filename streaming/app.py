@@ -17,7 +17,9 @@
 5. reads the ZooKeeper tree (Kafka's layout), writes and ships its snapshot, and hands it to every bucket
    as a failover reference on ``livectl.broker-events`` (:mod:`streaming.failover`): the reference opens
    the barrier, so the first micro-batch under the new epoch loads the snapshot before anything else;
-6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events) and waits. It stops
+6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events), the admin-path watcher
+   (:mod:`streaming.admin_watch`, primed with the snapshot before its reference is published) and the auto
+   leader rebalance schedule (:mod:`streaming.auto_rebalance`), and waits. It stops
    the query when the lease is lost (the ZooKeeper session expired) or a write is fenced, on SIGTERM/SIGINT,
    or when ``stop()`` is called.
 """
@@ -247,6 +249,8 @@ class ControllerApp:
     spark_conf: dict[str, str] = field(default_factory=dict)
     #: the checkpoint's file system, opened at start
     checkpoint: CheckpointStore | None = None
+    #: what the metrics endpoint and status page show (``None`` while ``metrics_port`` is 0)
+    observatory: Any = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -258,20 +262,33 @@ class ControllerApp:
 
         from sinks.requests import RequestSink, ensure_topics
         from sinks.zookeeper import ZooKeeperSink, progress_path
+        from streaming.admin_watch import AdminPathWatcher
+        from streaming.auto_rebalance import AutoRebalanceScheduler
         from streaming.lease import ControllerLease
         from streaming.liveness import LivenessBridge
+        from streaming.metrics_http import progress_listener, start_endpoint
+        from streaming.observability import Role
         from streaming.refresh import StatesRefresher
         from streaming.zk_snapshot import read_snapshot
 
         s = self.settings
+        # first, so that a standby serves it while it waits (ActiveControllerCount 0)
+        self.observatory, metrics_server = start_endpoint(s.controller_id, s.metrics_port, s.metrics_bind_address)
         zk_security = s.zookeeper_security()
         kafka_config = s.kafka_security().client_kwargs()
         zk = self.zk = KazooClient(
             hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000, **zk_security.client_kwargs()
         )
-        zk.start(timeout=30)
+        try:
+            zk.start(timeout=30)
+        except BaseException:
+            if metrics_server is not None:
+                metrics_server.stop()
+            raise
         lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost, acl_for=zk_security.acl_for)
         bridge = None
+        watcher = None
+        rebalancer = None
         producer = None
         request_sink = None
         try:
@@ -292,6 +309,7 @@ class ControllerApp:
             store = self.checkpoint = HadoopCheckpointStore(self.spark, s.checkpoint_dir)
             s = self.settings = replace(s, checkpoint_dir=store.root)
             log.info("controller %d: waiting for the controller lease", s.controller_id)
+            self._set_role(Role.STANDBY)
             holder = _other_controller(zk)
             if holder is not None:
                 spark_ui.announce(
@@ -306,6 +324,7 @@ class ControllerApp:
                 self.spark.sparkContext,
                 f"livectl c{s.controller_id} e{fence.controller_epoch} active: elected controller",
             )
+            self._set_role(Role.ACTIVE, fence.controller_epoch)
             log.info(
                 "controller %d elected: controller epoch %d (znode version %d)",
                 s.controller_id,
@@ -318,6 +337,17 @@ class ControllerApp:
                 zk.delete(progress_path(s.query_name))
 
             producer = KafkaProducer(**kafka_config, bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
+            # the admin paths of ZooKeeper-era tools (:mod:`streaming.admin_watch`); the controller configs of
+            # /config/brokers/<default> and /<controller_id> as they stand now go into the query's buckets
+            watcher = AdminPathWatcher(
+                zk,
+                producer,
+                s.broker_events_topic,
+                fence.controller_epoch,
+                s.controller_id,
+                static_configs=s.controller_configs(),
+            )
+            s = self.settings = s.with_controller_configs(watcher.read_configs())
             zk_sink = ZooKeeperSink(
                 zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction, acl_for=zk_security.acl_for
             )
@@ -348,6 +378,9 @@ class ControllerApp:
             ui = spark_ui_address(self.spark)
             log.info("Spark UI: %s (query %s)", ui or "disabled", s.query_name)
             self.spark.streams.addListener(MetricsListener())
+            if self.observatory is not None:
+                self.dispatcher.observer = self.observatory.record_batch
+                self.spark.streams.addListener(progress_listener(self.observatory))
             from streaming.query import start_query
 
             replay = uncommitted_batch(store)
@@ -361,6 +394,7 @@ class ControllerApp:
 
             started = time.monotonic()
             snapshot = read_snapshot(zk)
+            watcher.prime(snapshot)
             ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets)
             # the executors get the files before the reference that names them can reach a task
             failover.ship_snapshots(self.spark, store, str(ref["path"]))
@@ -378,6 +412,12 @@ class ControllerApp:
             known = {b.broker_id: b.broker_epoch for b in snapshot.brokers}
             bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
             bridge.start()
+            rebalancer = AutoRebalanceScheduler(
+                producer, s.broker_events_topic, self.dispatcher.imbalance, watcher.configs
+            )
+            watcher.on_configs = rebalancer.update
+            watcher.start()
+            rebalancer.start()
             if ready is not None:
                 ready.set()
             while not self._stop.is_set():
@@ -403,6 +443,10 @@ class ControllerApp:
             self._stop_query()
             if bridge is not None:
                 bridge.stop()
+            if watcher is not None:
+                watcher.stop()
+            if rebalancer is not None:
+                rebalancer.stop()
             if request_sink is not None:
                 request_sink.close()
             if producer is not None:
@@ -410,6 +454,14 @@ class ControllerApp:
             lease.release()
             zk.stop()
             zk.close()
+            if self.observatory is not None and self.observatory.role is not Role.FENCED:
+                self._set_role(Role.STOPPED)
+            if metrics_server is not None:
+                metrics_server.stop()
+
+    def _set_role(self, role: Any, controller_epoch: int | None = None) -> None:
+        if self.observatory is not None:
+            self.observatory.set_role(role, controller_epoch)
 
     def _audit_log(self, s: Settings, store: CheckpointStore, epoch: int) -> AuditLog | None:
         """The state-change log of this controller's batches (``audit_log`` setting), in ``audit_dir`` or
@@ -525,6 +577,9 @@ class ControllerApp:
             self._fence_handled.wait(10)
             return
         self.lost_reason = reason
+        from streaming.observability import Role
+
+        self._set_role(Role.FENCED)
         try:
             if self.on_fenced is not None:
                 self.on_fenced(reason)
