@@ -292,13 +292,18 @@ class Dispatcher:
             report.rejected = self._topic_step(
                 batch_id, "rejected records", lambda: self.request_sink.write_rejected(batch_id, rejected)
             ).written
+        topics_s = time.monotonic() - topics_started
+        audit_s = 0.0
         if self.audit is not None:
+            audit_started = time.monotonic()
             self.audit(AuditBatch(batch_id, zk_writes, zk.failed, requests, merged, failures))
+            audit_s = time.monotonic() - audit_started
         report.seconds = time.monotonic() - started
         self.last_report = report
         if self.observer is not None:
-            seconds = {"spark_job": self._spark_s, "zookeeper_sink": zk_s}
-            seconds["request_sink"] = time.monotonic() - topics_started
+            seconds = {"spark_job": self._spark_s, "zookeeper_sink": zk_s, "request_sink": topics_s}
+            if self.audit is not None:
+                seconds["audit_log"] = audit_s
             self.observer(
                 observability.observation(
                     batch_id,
