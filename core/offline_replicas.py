@@ -89,7 +89,9 @@ def decode(data: str | bytes) -> dict[int, tuple[int, ...]]:
     return out
 
 
-def writes(before: OfflineRecord, after: OfflineRecord, reset: bool) -> list[ZkWrite]:
+def writes(
+    before: Mapping[str, Mapping[int, tuple[int, ...]]], after: Mapping[str, Mapping[int, tuple[int, ...]]], reset: bool
+) -> list[ZkWrite]:
     """The ZooKeeper writes that take the recorded znodes from ``before`` to ``after``; with ``reset``
     (a failover: what ZooKeeper holds is not known) the whole tree is deleted and ``after`` written anew."""
     out: list[ZkWrite] = []
