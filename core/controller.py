@@ -234,7 +234,8 @@ class _Controller:
         self.interrupted = {k: dict(v) for k, v in state.interrupted_reassignments.items()}
         self.fx = Effects()
         self._offline_before = offline_replicas.record(self.ctx)
-        self._offline_reset = False
+        #: on failover, the topics ZooKeeper holds a record of (the new context knows no failed dir)
+        self._offline_reset: frozenset[str] | None = None
 
     def decisions(self) -> list[Decision]:
         """The step's decisions, with the writes that keep ``/livectl/offline_replicas`` in step with the
@@ -1043,7 +1044,7 @@ class _Controller:
     def failover(self, ev: ControllerFailover) -> None:
         snap = ev.snapshot
         self.ctx = ctx = _context_from_snapshot(ev.controller_id, snap)
-        self._offline_reset = True
+        self._offline_reset = frozenset(snap.offline_replica_topics)
         fx = self.fx
         to_delete = set(snap.topics_to_delete)
         if self.config.delete_topic_enable:

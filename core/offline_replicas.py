@@ -15,7 +15,8 @@ exactly-once): :func:`writes` compares the record before and after a step. A dea
 are forgotten (its replicas are offline because the broker is, which ZooKeeper shows by itself); a
 restarted broker re-registers with its dirs online; a reassignment that removes the replica drops it;
 a deleted topic loses its znode. A new controller knows no offline dirs until brokers answer its
-LeaderAndIsr requests, so failover clears the whole tree first.
+LeaderAndIsr requests, so on failover it deletes the records the snapshot lists (its own topics' only:
+the streaming job's buckets each own their topics) and writes what it learns afresh.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from typing import Any
 from core.context import ControllerContext
 from core.decisions import ZkOp, ZkWrite
 from core.errors import FormatError
+from core.zkdata import OFFLINE_REPLICAS
 
-OFFLINE_REPLICAS = "/livectl/offline_replicas"
+__all__ = ["OFFLINE_REPLICAS", "OfflineRecord", "decode", "encode", "offline_replicas_path", "record", "writes"]
 OFFLINE_REPLICAS_VERSION = 1
 
 #: topic -> partition -> brokers (sorted) whose replica is on a failed log dir
@@ -90,17 +92,25 @@ def decode(data: str | bytes) -> dict[int, tuple[int, ...]]:
 
 
 def writes(
-    before: Mapping[str, Mapping[int, tuple[int, ...]]], after: Mapping[str, Mapping[int, tuple[int, ...]]], reset: bool
+    before: Mapping[str, Mapping[int, tuple[int, ...]]],
+    after: Mapping[str, Mapping[int, tuple[int, ...]]],
+    reset: frozenset[str] | None = None,
 ) -> list[ZkWrite]:
-    """The ZooKeeper writes that take the recorded znodes from ``before`` to ``after``; with ``reset``
-    (a failover: what ZooKeeper holds is not known) the whole tree is deleted and ``after`` written anew."""
+    """The ZooKeeper writes that take the recorded znodes from ``before`` to ``after``.
+
+    With ``reset`` (a failover: the topics ZooKeeper holds a record of, whatever the old controller
+    wrote) ``before`` is not trusted: those records not in ``after`` are deleted and every one in
+    ``after`` is written. Only per-topic znodes are touched, never the parent, so that the buckets of
+    the streaming job (each owning its topics, each running the failover) cannot undo each other."""
     out: list[ZkWrite] = []
-    if reset:
-        out.append(ZkWrite(ZkOp.DELETE_TREE, OFFLINE_REPLICAS))
-        before = {}
-    for topic in sorted(before.keys() - after.keys()):
+    if reset is not None:
+        gone = sorted(reset - after.keys())
+        changed = sorted(after)
+    else:
+        gone = sorted(before.keys() - after.keys())
+        changed = sorted(t for t in after if before.get(t) != after[t])
+    for topic in gone:
         out.append(ZkWrite(ZkOp.DELETE_TREE, offline_replicas_path(topic)))
-    for topic in sorted(after):
-        if before.get(topic) != after[topic]:
-            out.append(ZkWrite(ZkOp.UPSERT, offline_replicas_path(topic), encode(after[topic]), make_parents=True))
+    for topic in changed:
+        out.append(ZkWrite(ZkOp.UPSERT, offline_replicas_path(topic), encode(after[topic]), make_parents=True))
     return out

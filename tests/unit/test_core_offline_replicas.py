@@ -9,11 +9,13 @@ import pytest
 from core_support import Cluster, startup
 
 from core import offline_replicas as orr
-from core.controller import ControllerConfig
+from core.controller import ControllerConfig, ControllerState
 from core.decisions import ZkOp, ZkWrite
 from core.errors import FormatError
 from core.events import (
     BrokerFailure,
+    BrokerInfo,
+    ControllerFailover,
     CreateTopic,
     DeleteTopic,
     LeaderAndIsrResponse,
@@ -23,6 +25,7 @@ from core.events import (
     ReassignPartitions,
     TopicPartition,
 )
+from core.zkdata import snapshot_from_znodes
 
 STORAGE = 56  # KAFKA_STORAGE_ERROR
 PATH = "/livectl/offline_replicas/t"
@@ -139,35 +142,70 @@ def test_removed_topic_leaves_the_record() -> None:
     assert orr.record(ctx) == {"t": {0: (1,)}}
     ctx.remove_topic("t")
     assert orr.record(ctx) == {}
-    assert orr.writes({"t": {0: (1,)}}, {}, reset=False) == [ZkWrite(ZkOp.DELETE_TREE, PATH)]
+    assert orr.writes(
+        {"t": {0: (1,)}},
+        {},
+    ) == [ZkWrite(ZkOp.DELETE_TREE, PATH)]
 
 
-def test_failover_clears_the_tree_a_new_controller_cannot_vouch_for() -> None:
+def test_failover_deletes_the_records_a_new_controller_cannot_vouch_for() -> None:
     c = make()
     create(c, ((1, 2),))
+    create(c, ((2, 3),), topic="u")
     fail_dir(c, 1, ("t", 0))
     c.failover()
-    assert offline_writes(c)[0] == ZkWrite(ZkOp.DELETE_TREE, orr.OFFLINE_REPLICAS)
+    # the snapshot lists the records ZooKeeper holds; the new context knows no failed dir
+    assert offline_writes(c) == [ZkWrite(ZkOp.DELETE_TREE, PATH)]
     assert znode(c) is None
     # the new controller learns it again from the broker's answer
     c.run(LeaderAndIsrResponse(1, (PartitionError("t", 0, STORAGE),)))
     assert znode(c) == {"version": 1, "partitions": {"0": [1]}}
+    c.zk.nodes["/livectl/offline_replicas/gone"] = ('{"version":1,"partitions":{"0":[1]}}', 0)  # topic deleted
+    c.failover()
+    assert [w.path for w in offline_writes(c)] == ["/livectl/offline_replicas/gone", PATH]
+    assert not any(p.startswith("/livectl/offline_replicas/") for p in c.zk.nodes)
+
+
+def test_failover_learning_in_the_same_step_rewrites_the_record() -> None:
+    c = make()
+    create(c, ((1, 2), (2, 1)))
+    fail_dir(c, 1, ("t", 0), ("t", 1))
+    c.run(LeaderAndIsrResponse(1, (PartitionError("t", 1, 0),)))
+    assert znode(c) == {"version": 1, "partitions": {"0": [1]}}
+    # ... a failover whose micro-batch also carries a broker's storage error for t-1
+    c.controller_epoch += 1
+    brokers = [BrokerInfo(b.id, b.epoch, b.rack, b.endpoints) for b in c.ctx.live_brokers.values()]
+    snap = snapshot_from_znodes(c.zk.nodes, brokers, c.controller_epoch, c.controller_epoch - 1)
+    c.state = ControllerState(config=c.state.config)
+    c.run(ControllerFailover(0, snap), LeaderAndIsrResponse(1, (PartitionError("t", 1, STORAGE),)))
+    assert offline_writes(c) == [ZkWrite(ZkOp.UPSERT, PATH, orr.encode({1: (1,)}), make_parents=True)]
+    assert znode(c) == {"version": 1, "partitions": {"1": [1]}}
 
 
 def test_writes_diff_is_minimal_and_ordered() -> None:
     before: orr.OfflineRecord = {"a": {0: (1,)}, "b": {0: (2,)}, "c": {1: (3,)}}
     after: orr.OfflineRecord = {"a": {0: (1,)}, "c": {1: (1, 3)}, "d": {2: (4,)}}
-    assert orr.writes(before, after, reset=False) == [
+    assert orr.writes(
+        before,
+        after,
+    ) == [
         ZkWrite(ZkOp.DELETE_TREE, "/livectl/offline_replicas/b"),
         ZkWrite(
             ZkOp.UPSERT, "/livectl/offline_replicas/c", '{"version":1,"partitions":{"1":[1,3]}}', make_parents=True
         ),
         ZkWrite(ZkOp.UPSERT, "/livectl/offline_replicas/d", '{"version":1,"partitions":{"2":[4]}}', make_parents=True),
     ]
-    assert orr.writes(before, before, reset=False) == []
-    assert [w.path for w in orr.writes(before, {"a": {0: (1,)}}, reset=True)] == [
-        "/livectl/offline_replicas",
-        "/livectl/offline_replicas/a",
+    assert (
+        orr.writes(
+            before,
+            before,
+        )
+        == []
+    )
+    # failover: before is not trusted; the listed records go unless still true, all of after is written
+    assert [(w.op, w.path) for w in orr.writes(before, {"a": {0: (1,)}}, reset=frozenset({"a", "b"}))] == [
+        (ZkOp.DELETE_TREE, "/livectl/offline_replicas/b"),
+        (ZkOp.UPSERT, "/livectl/offline_replicas/a"),
     ]
 
 
