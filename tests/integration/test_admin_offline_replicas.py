@@ -28,6 +28,7 @@ from core.zkdata import snapshot_from_znodes
 from simbrokers.registration import registration_json
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
+from streaming.zk_snapshot import read_snapshot
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]
@@ -79,6 +80,8 @@ def test_offline_is_dead_brokers_plus_failed_log_dirs(env: Env, capsys: pytest.C
         "version": 1,
         "partitions": {"0": [1], "1": [1]},
     }
+    # what a new controller reads lists the record (streaming.zk_snapshot, the real reader)
+    assert read_snapshot(env.zk).offline_replica_topics == ("t",)
     env.zk.delete("/brokers/ids/3")
     c.run(BrokerFailure(3))
 

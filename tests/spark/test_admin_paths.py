@@ -142,15 +142,6 @@ def test_zookeeper_admin_paths_drive_the_running_controller(spark: Any, cluster:
             lambda: len([m for m in cluster.requests("LeaderAndIsr") if m["brokerId"] == 2]) > before,
         )
         wait_for("the notification deleted", lambda: zk.get_children("/log_dir_event_notification") == [])
-        # broker 2 answers that its replica of zt-0 is on the failed dir (KAFKA_STORAGE_ERROR): the
-        # controller records it for `topics --describe` (Offline:) and forgets it on a clean answer
-        cluster.send_broker_event(ev.LeaderAndIsrResponse(2, (ev.PartitionError("zt", 0, 56),)))
-        wait_for(
-            "the replica on the failed dir recorded",
-            lambda: cluster.znode("/livectl/offline_replicas/zt") == {"version": 1, "partitions": {"0": [2]}},
-        )
-        cluster.send_broker_event(ev.LeaderAndIsrResponse(2, (ev.PartitionError("zt", 0, 0),)))
-        wait_for("the record gone with the clean answer", lambda: zk.exists("/livectl/offline_replicas/zt") is None)
 
         # kafka-topics --delete --zookeeper: /admin/delete_topics/<t>, no data
         zk.create("/admin/delete_topics/zt", b"", makepath=True)
