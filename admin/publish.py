@@ -81,7 +81,12 @@ class ResultFollower:
         """``client_config``: extra kafka-python keyword arguments (security, from ``--command-config``)."""
         try:
             consumer = KafkaConsumer(
-                **dict(client_config or {}), bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None
+                **dict(client_config or {}),
+                bootstrap_servers=bootstrap,
+                enable_auto_commit=False,
+                group_id=None,
+                # the controller writes results in transactions: an aborted one was never answered
+                isolation_level="read_committed",
             )
         except KafkaError:
             raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
@@ -118,6 +123,19 @@ class ResultFollower:
                 progress.done(last)
         status = last.status.value if last else "no result yet"
         raise WaitTimeoutError(f"no final result for request {request_id} after {timeout_s:g}s ({status})", last)
+
+    def poll(self, request_id: str, timeout_ms: int = 200) -> AdminResult | None:
+        """The latest result for ``request_id`` among the records one poll brings (``in_progress`` ones
+        included), or ``None``."""
+        latest: AdminResult | None = None
+        for records in self.consumer.poll(timeout_ms=timeout_ms).values():
+            for rec in records:
+                if not self.epochs.admit(_epoch_of(rec.value)):
+                    continue
+                result = _decode_result(rec.value)
+                if result is not None and result.request_id == request_id:
+                    latest = result
+        return latest
 
     def close(self) -> None:
         self.consumer.close()

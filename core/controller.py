@@ -84,6 +84,7 @@ from core.decisions import (
     ZkWrite,
 )
 from core.election import ElectionStrategy, preferred_leader
+from core.error_codes import KafkaError
 from core.events import (
     AdminCommand,
     AlterPartition,
@@ -109,6 +110,7 @@ from core.events import (
     ReassignPartitions,
     StopReplicaResponse,
     Tick,
+    TopicCreationRefused,
     TopicPartition,
     ZkLogDirEvents,
     ZkPreferredElection,
@@ -121,6 +123,7 @@ from core.placement import BrokerRack, PlacementError, assign_replicas, stable_s
 from core.replica_machine import remove_replica_from_isr
 from core.requests import ERROR_CODES, Effects
 from core.states import PartitionState, ReplicaState
+from core.topic_configs import topic_configs_problem
 from core.zkdata import (
     LOG_DIR_EVENT_NOTIFICATION,
     PREFERRED_REPLICA_ELECTION,
@@ -136,7 +139,7 @@ from core.zkdata import (
 
 STATE_VERSION = 1
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
-KAFKA_STORAGE_ERROR = 56
+KAFKA_STORAGE_ERROR = int(KafkaError.KAFKA_STORAGE_ERROR)
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,9 @@ class ControllerState:
     pending_deletions: dict[str, frozenset[str]] = field(default_factory=dict)
     #: partitions started from the legacy ``/admin/reassign_partitions`` path and not finished
     zk_reassignments: frozenset[TopicPartition] = frozenset()
+    #: request id -> its partitions whose reassignment a later request replaced: partition -> "superseded"
+    #: or "cancelled" (its final answer says so instead of "completed")
+    interrupted_reassignments: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,6 +185,9 @@ class ControllerState:
             },
             "pending_deletions": {rid: sorted(ts) for rid, ts in self.pending_deletions.items()},
             "zk_reassignments": [[tp.topic, tp.partition] for tp in sorted(self.zk_reassignments)],
+            "interrupted_reassignments": {
+                rid: dict(sorted(v.items())) for rid, v in sorted(self.interrupted_reassignments.items())
+            },
         }
 
     @staticmethod
@@ -193,6 +202,7 @@ class ControllerState:
             {rid: frozenset(TopicPartition(t, p) for t, p in tps) for rid, tps in d["pending_reassignments"].items()},
             {rid: frozenset(ts) for rid, ts in d["pending_deletions"].items()},
             frozenset(TopicPartition(t, p) for t, p in d["zk_reassignments"]),
+            {rid: dict(v) for rid, v in d.get("interrupted_reassignments", {}).items()},
         )
 
     def to_bytes(self) -> bytes:
@@ -221,8 +231,7 @@ class _Controller:
         self.pending_deletions = {k: set(v) for k, v in state.pending_deletions.items()}
         self.zk_reassignments = set(state.zk_reassignments)
         self._had_zk_reassignments = bool(self.zk_reassignments)
-        #: request ids (of this step) whose reassignment of a partition was replaced by a newer one
-        self._superseded: set[str] = set()
+        self.interrupted = {k: dict(v) for k, v in state.interrupted_reassignments.items()}
         self.fx = Effects()
 
     def state(self) -> ControllerState:
@@ -232,6 +241,7 @@ class _Controller:
             {k: frozenset(v) for k, v in self.pending_reassignments.items()},
             {k: frozenset(v) for k, v in self.pending_deletions.items()},
             frozenset(self.zk_reassignments),
+            {k: dict(v) for k, v in self.interrupted.items()},
         )
 
     # ------------------------------------------------------------------ helpers
@@ -420,11 +430,15 @@ class _Controller:
             self.on_replicas_become_offline(prs)
 
     def stop_replica_response(self, ev: StopReplicaResponse) -> None:
+        """Kafka's ``TopicDeletionStopReplicaResponseReceived``. Kafka's request batch passes on only the
+        entries of topics whose deletion has *started* (``isTopicDeletionInProgress``): an answer about a
+        topic merely queued for deletion (or not queued at all, or forgotten) is no replica-deletion
+        outcome and changes nothing."""
         ctx = self.ctx
         entries = [
             (TopicPartition(pe.topic, pe.partition), pe.error_code)
             for pe in ev.partitions
-            if pe.topic in ctx.topic_partitions
+            if pe.topic in ctx.topic_partitions and pe.topic in ctx.topics_with_deletion_started
         ]
         in_error = [tp for tp, code in entries if ev.error_code != 0 or code != 0]
         ok = [tp for tp, code in entries if not (ev.error_code != 0 or code != 0)]
@@ -440,25 +454,56 @@ class _Controller:
     # ------------------------------------------------------------------ AlterPartition
 
     def alter_partition(self, ev: AlterPartition) -> None:
+        """Kafka's ``processAlterPartition`` (ZooKeeper mode), for one partition, checks in Kafka's order:
+
+        1. the sender must be registered at exactly ``broker_epoch`` (-1 included: Kafka compares for
+           equality) -> else ``STALE_BROKER_EPOCH`` for the whole request;
+        2. a proposal by topic id (``topic_id`` set: AlterPartition v2+) names the topic this controller
+           holds under that id -> else ``UNKNOWN_TOPIC_ID``;
+        3. ``leader_recovery_state`` is RECOVERED (0) or RECOVERING (1) -> else Kafka's
+           ``LeaderRecoveryState.of`` throws and the whole request is answered ``UNKNOWN_SERVER_ERROR``;
+        4. the partition has a leader and ISR -> else ``UNKNOWN_TOPIC_OR_PARTITION``;
+        5. :meth:`_validate_alter` (epochs, idempotent repeat, recovery transitions, eligibility).
+
+        Nothing invalid is ever written. Like Kafka, every partition that got past 1–3 is sent in an
+        UpdateMetadata to every registered broker, whatever its answer."""
         ctx = self.ctx
         tp = TopicPartition(ev.topic, ev.partition)
         broker = ctx.live_brokers.get(ev.broker_id)
-        if broker is None or (ev.broker_epoch >= 0 and ev.broker_epoch != broker.epoch):
+        if broker is None or ev.broker_epoch != broker.epoch:
             self._alter_response(ev, ERROR_CODES["STALE_BROKER_EPOCH"], None, None)
             return
+        if ev.topic_id is not None and ctx.topic_ids.get(ev.topic) != ev.topic_id:
+            self._alter_response(ev, 0, ERROR_CODES["UNKNOWN_TOPIC_ID"], None)
+            return
+        if ev.leader_recovery_state not in (RECOVERED, RECOVERING):
+            self._alter_response(ev, ERROR_CODES["UNKNOWN_SERVER_ERROR"], None, None)
+            return
+        self._alter_one(ev, tp)
+        self._send_update_metadata(ctx.live_brokers.keys(), (tp,))
+
+    def _alter_one(self, ev: AlterPartition, tp: TopicPartition) -> None:
+        ctx = self.ctx
         li = ctx.partition_leadership.get(tp)
         if li is None or tp not in ctx.partition_assignments:
             self._alter_response(ev, 0, ERROR_CODES["UNKNOWN_TOPIC_OR_PARTITION"], None)
             return
         cur = li.leader_and_isr
         proposed = LeaderAndIsr(ev.broker_id, ev.new_isr, ev.leader_epoch, ev.partition_epoch, ev.leader_recovery_state)
-        error = self._validate_alter(tp, cur, proposed)
-        if error == "SAME":
-            self._alter_response(ev, 0, 0, cur)
-            return
-        if error is not None:
+        error = self._validate_alter(tp, cur, proposed, by_topic_id=ev.topic_id is not None)
+        if error is not None and error != "SAME":
             self._alter_response(ev, 0, ERROR_CODES[error], None)
             return
+        if error == "SAME":
+            self._alter_response(ev, 0, 0, cur)
+        else:
+            self._write_alter(ev, tp, cur)
+        # Kafka checks every answered-with-a-state partition for a reassignment it may complete
+        if tp in ctx.partitions_being_reassigned:
+            self.maybe_complete_reassignment(tp)
+
+    def _write_alter(self, ev: AlterPartition, tp: TopicPartition, cur: LeaderAndIsr) -> None:
+        ctx = self.ctx
         new = LeaderAndIsr(cur.leader, ev.new_isr, cur.leader_epoch, cur.partition_epoch, ev.leader_recovery_state)
         self.fx.zk.append(
             ZkWrite(
@@ -470,17 +515,19 @@ class _Controller:
         )
         ctx.put_leadership(tp, new.with_partition_epoch(cur.partition_epoch + 1), ctx.epoch)
         self._alter_response(ev, 0, 0, ctx.partition_leadership[tp].leader_and_isr)
-        self._send_update_metadata(ctx.live_brokers.keys(), (tp,))
-        if tp in ctx.partitions_being_reassigned:
-            self.maybe_complete_reassignment(tp)
 
-    def _validate_alter(self, tp: TopicPartition, cur: LeaderAndIsr, new: LeaderAndIsr) -> str | None:
+    def _validate_alter(
+        self, tp: TopicPartition, cur: LeaderAndIsr, new: LeaderAndIsr, *, by_topic_id: bool = False
+    ) -> str | None:
+        """Kafka's checks in Kafka's order; then livectl's own (the sender must be the leader, the ISR
+        must hold the leader and only distinct replicas: KRaft's rules, see the README), then Kafka's
+        KIP-841 eligibility (``INELIGIBLE_REPLICA`` from v2, the topic-id versions; before that
+        ``OPERATION_NOT_ATTEMPTED``). ``"SAME"``: already in the proposed state (Kafka's
+        ``equalsAllowStalePartitionEpoch``), answered with the current state."""
         if new.partition_epoch > cur.partition_epoch or new.leader_epoch > cur.leader_epoch:
             return "NOT_CONTROLLER"
         if new.leader_epoch < cur.leader_epoch:
             return "FENCED_LEADER_EPOCH"
-        if new.leader != cur.leader:
-            return "NOT_LEADER_OR_FOLLOWER"
         if (
             new.leader == cur.leader
             and new.leader_epoch == cur.leader_epoch
@@ -494,12 +541,14 @@ class _Controller:
             return "INVALID_REQUEST"
         if cur.leader_recovery_state == RECOVERED and new.leader_recovery_state == RECOVERING:
             return "INVALID_REQUEST"
+        if new.leader != cur.leader:
+            return "NOT_LEADER_OR_FOLLOWER"
         replicas = self.ctx.replicas(tp)
-        if new.leader not in new.isr or any(r not in replicas for r in new.isr):
+        if new.leader not in new.isr or len(set(new.isr)) != len(new.isr) or any(r not in replicas for r in new.isr):
             return "INVALID_REQUEST"
         live = self.ctx.live_broker_ids
         if any(r not in live for r in new.isr):
-            return "INELIGIBLE_REPLICA"
+            return "INELIGIBLE_REPLICA" if by_topic_id else "OPERATION_NOT_ATTEMPTED"
         return None
 
     def _alter_response(
@@ -523,7 +572,7 @@ class _Controller:
             topics.append(
                 {
                     "topicName": ev.topic,
-                    "topicId": self.ctx.topic_ids.get(ev.topic, "AAAAAAAAAAAAAAAAAAAAAA"),
+                    "topicId": ev.topic_id or self.ctx.topic_ids.get(ev.topic, "AAAAAAAAAAAAAAAAAAAAAA"),
                     "partitions": [part],
                 }
             )
@@ -558,9 +607,9 @@ class _Controller:
             self._admin(cmd, AdminStatus.ERROR, "INVALID_CONFIG", bad)
             return
         if cmd.replica_assignment:
-            problem = validate_manual_assignment(
-                cmd.replica_assignment, set(ctx.live_brokers), len(cmd.replica_assignment[0])
-            )
+            # Kafka's CreateTopics does not check that the brokers named are registered (ZkAdminManager:
+            # "unlike in add-partitions case"); a partition none of whose brokers is up stays New
+            problem = validate_manual_assignment(cmd.replica_assignment, None, len(cmd.replica_assignment[0]))
             if problem is not None:
                 self._admin(cmd, AdminStatus.ERROR, "INVALID_REPLICA_ASSIGNMENT", problem)
                 return
@@ -590,7 +639,8 @@ class _Controller:
         for tp in tps:
             ctx.set_assignment(tp, ReplicaAssignment(tuple(placed[tp.partition])))
         self.fx.zk.append(
-            ZkWrite(ZkOp.CREATE, topic_config_path(cmd.topic), encode_topic_config(configs), make_parents=True)
+            # Kafka writes topic configs with setOrCreate: a config left by an earlier topic is overwritten
+            ZkWrite(ZkOp.UPSERT, topic_config_path(cmd.topic), encode_topic_config(configs), make_parents=True)
         )
         self.fx.zk.append(
             ZkWrite(
@@ -701,14 +751,20 @@ class _Controller:
             return
         configs = dict(ctx.topic_configs.get(cmd.topic, {}))
         configs.update(cmd.configs)
+        for name in cmd.delete_configs:
+            configs.pop(name, None)
         bad = _invalid_config(configs)
         if bad is not None:
             self._admin(cmd, AdminStatus.ERROR, "INVALID_CONFIG", bad)
             return
         ctx.topic_configs[cmd.topic] = configs
-        self.fx.zk.append(ZkWrite(ZkOp.SET, topic_config_path(cmd.topic), encode_topic_config(configs)))
+        self.fx.zk.append(
+            ZkWrite(ZkOp.UPSERT, topic_config_path(cmd.topic), encode_topic_config(configs), make_parents=True)
+        )
+        if UNCLEAN_CONFIG not in configs:
+            ctx.unclean_leader_election.pop(cmd.topic, None)
         if UNCLEAN_CONFIG in configs:
-            enabled = configs[UNCLEAN_CONFIG] == "true"
+            enabled = configs[UNCLEAN_CONFIG].strip().lower() == "true"
             ctx.unclean_leader_election[cmd.topic] = enabled
             if enabled:
                 self.trigger_online_partition_state_change(cmd.topic)
@@ -754,7 +810,7 @@ class _Controller:
         for rid, tps in self.pending_reassignments.items():
             if tp in tps:
                 tps.discard(tp)
-                self._superseded.add(rid)
+                self.interrupted.setdefault(rid, {})[str(tp)] = "superseded" if target is not None else "cancelled"
         self.on_partition_reassignment(tp, reassignment)
         return None
 
@@ -1209,6 +1265,58 @@ class _Controller:
         again = set(adopted)
         self.maybe_resume_reassignments(lambda tp, _ra: tp in again)
 
+    def topic_creation_refused(self, ev: TopicCreationRefused) -> None:
+        """Take the topic someone else created in place of this controller's refused creation (see
+        :class:`core.events.TopicCreationRefused`). Only while the bucket still holds its own creation
+        (same topic id): a topic deleted or created again since is left as it is."""
+        ctx = self.ctx
+        if ctx.topic_ids.get(ev.topic) != ev.refused_topic_id:
+            return
+        ctx.remove_topic(ev.topic)
+        ctx.topic_configs.pop(ev.topic, None)
+        ctx.unclean_leader_election.pop(ev.topic, None)
+        z = ev.znode
+        if z is None:
+            return
+        adding, removing = dict(z.adding_replicas), dict(z.removing_replicas)
+        ctx.topic_partitions.setdefault(ev.topic, set())
+        if z.topic_id:
+            ctx.topic_ids[ev.topic] = z.topic_id
+        if ev.configs:
+            ctx.topic_configs[ev.topic] = dict(ev.configs)
+            if UNCLEAN_CONFIG in ctx.topic_configs[ev.topic]:
+                ctx.unclean_leader_election[ev.topic] = ctx.topic_configs[ev.topic][UNCLEAN_CONFIG] == "true"
+        tps = []
+        for p, reps in z.partitions:
+            tp = TopicPartition(ev.topic, p)
+            ra = ReplicaAssignment(tuple(reps), tuple(adding.get(p, ())), tuple(removing.get(p, ())))
+            ctx.set_assignment(tp, ra)
+            tps.append(tp)
+        states = dict(ev.states)
+        fresh = [tp for tp in tps if tp.partition not in states]
+        for tp in tps:
+            st = states.get(tp.partition)
+            if st is None:
+                continue
+            lai = LeaderAndIsr(st.leader, st.isr, st.leader_epoch, st.zk_version, st.leader_recovery_state)
+            ctx.put_leadership(tp, lai, st.controller_epoch)
+            ctx.put_partition_state(
+                tp, PartitionState.ONLINE if ctx.is_replica_online(st.leader, tp) else PartitionState.OFFLINE
+            )
+        # partitions without a state znode are created as Kafka's onNewPartitionCreation does
+        self.on_new_partition_creation(fresh)
+        adopted = [tp for tp in tps if tp.partition in states]
+        online = [PartitionReplica(tp.topic, tp.partition, r) for tp in adopted for r in ctx.replicas(tp)]
+        for pr in online:
+            live = ctx.is_replica_online(pr.replica, TopicPartition(pr.topic, pr.partition))
+            ctx.put_replica_state(pr, ReplicaState.ONLINE if live else ReplicaState.DELETION_INELIGIBLE)
+        self._replica_states([pr for pr in online if ctx.replica_state(pr) is ReplicaState.ONLINE], ReplicaState.ONLINE)
+        self._replica_states(
+            [pr for pr in online if ctx.replica_state(pr) is ReplicaState.DELETION_INELIGIBLE], ReplicaState.OFFLINE
+        )
+        self.trigger_online_partition_state_change(ev.topic)
+        self._send_update_metadata(ctx.live_brokers.keys(), adopted)
+
     def check_admin_completions(self) -> None:
         ctx = self.ctx
         self.zk_reassignments &= ctx.partitions_being_reassigned
@@ -1218,10 +1326,7 @@ class _Controller:
             tps.intersection_update(ctx.partitions_being_reassigned)
             if not tps:
                 del self.pending_reassignments[rid]
-                message = "Reassignment completed."
-                if rid in self._superseded:
-                    message = "Reassignment completed or superseded by a newer reassignment or cancellation."
-                self.fx.admin.append(AdminResult(rid, ReassignPartitions.TYPE, AdminStatus.OK, None, message))
+                self.fx.admin.append(_reassignment_outcome(rid, self.interrupted.pop(rid, {})))
         for rid in sorted(self.pending_deletions):
             topics = self.pending_deletions[rid]
             topics.intersection_update(ctx.topic_partitions)
@@ -1254,6 +1359,7 @@ _HANDLERS: dict[type[Event], Callable[[_Controller, Any], None]] = {
     AutoRebalanceTick: _Controller.auto_rebalance,
     ControllerFailover: _Controller.failover,
     PartitionStatesRead: _Controller.partition_states_read,
+    TopicCreationRefused: _Controller.topic_creation_refused,
     Tick: _Controller.tick,
     ZkReassignment: _Controller.zk_reassignment,
     ZkPreferredElection: _Controller.zk_preferred_election,
@@ -1309,11 +1415,27 @@ def step_isolating(
 # --------------------------------------------------------------------------- helpers
 
 
+def _reassignment_outcome(request_id: str, interrupted: dict[str, str]) -> AdminResult:
+    """The final answer of a reassignment request: ``ok`` when every partition reached its target;
+    ``error`` ``REASSIGNMENT_CANCELLED`` / ``REASSIGNMENT_SUPERSEDED`` (one entry per such partition in
+    the details) when a later cancellation or reassignment replaced some of them — never "completed"."""
+    if not interrupted:
+        return AdminResult(request_id, ReassignPartitions.TYPE, AdminStatus.OK, None, "Reassignment completed.")
+    words = {"cancelled": "cancelled", "superseded": "superseded by a newer reassignment"}
+    partitions = {
+        tp: {"error": f"REASSIGNMENT_{how.upper()}", "message": f"The reassignment of {tp} was {words[how]}."}
+        for tp, how in sorted(interrupted.items())
+    }
+    kinds = sorted(set(interrupted.values()))
+    error = "REASSIGNMENT_CANCELLED" if kinds == ["cancelled"] else "REASSIGNMENT_SUPERSEDED"
+    message = "; ".join(p["message"] for p in partitions.values())
+    details = json.dumps({"partitions": partitions}, separators=(",", ":"), sort_keys=True)
+    return AdminResult(request_id, ReassignPartitions.TYPE, AdminStatus.ERROR, error, message, details)
+
+
 def _invalid_config(configs: dict[str, str]) -> str | None:
-    v = configs.get(UNCLEAN_CONFIG)
-    if v is not None and v not in ("true", "false"):
-        return f"Invalid value {v} for configuration {UNCLEAN_CONFIG}: Expected value to be either true or false"
-    return None
+    """Kafka's ``LogConfig.validate``: unknown names, bad values (``INVALID_CONFIG``)."""
+    return topic_configs_problem(configs)
 
 
 def _topic_znode_problem(topic: str, assignment: dict[int, ReplicaAssignment], topic_id: str | None) -> str | None:
@@ -1332,6 +1454,10 @@ def _topic_id(topic: str, request_id: str) -> str:
     """A deterministic Kafka-style topic id (base64url of 16 bytes, no padding)."""
     digest = hashlib.sha256(f"livectl-topic-id\0{topic}\0{request_id}".encode()).digest()[:16]
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+#: the topic id a ``create_topic`` command gives its topic (the shell matches a refused creation to it)
+topic_id_for = _topic_id
 
 
 def _context_from_snapshot(controller_id: int, snap: ZkSnapshot) -> ControllerContext:
@@ -1419,6 +1545,13 @@ def metrics(state: ControllerState) -> dict[str, int]:
         target = ctx.assignment(tp).target_replicas
         if target and li.leader_and_isr.leader != target[0]:
             imbalanced += 1
+    # Kafka's broker-side UnderReplicatedPartitions, seen from the controller: ISR smaller than the
+    # partition's full replica set (during a reassignment that set includes the adding replicas)
+    under_replicated = sum(
+        1
+        for tp, li in ctx.partition_leadership.items()
+        if tp.topic not in ctx.topics_to_be_deleted and len(li.leader_and_isr.isr) < len(ctx.assignment(tp).replicas)
+    )
     to_delete = 0
     ineligible = 0
     for topic in ctx.topics_to_be_deleted:
@@ -1437,6 +1570,8 @@ def metrics(state: ControllerState) -> dict[str, int]:
         "ReplicasToDeleteCount": to_delete,
         "TopicsIneligibleToDeleteCount": len(ctx.topics_ineligible_for_deletion),
         "ReplicasIneligibleToDeleteCount": ineligible,
+        "UnderReplicatedPartitions": under_replicated,
+        "ReassigningPartitions": len(ctx.partitions_being_reassigned),
     }
 
 

@@ -34,6 +34,8 @@ class ZkOp(Enum):
     DELETE = "delete"
     #: delete a znode and all its children (Kafka's ``deleteRecursive``)
     DELETE_TREE = "delete_tree"
+    #: set the znode's data (any version) or create it when missing (Kafka's ``setOrCreateEntityConfigs``)
+    UPSERT = "upsert"
 
 
 #: ``expected_version`` meaning "any version" (ZooKeeper's -1)
@@ -49,7 +51,7 @@ class ZkWrite(Decision):
     """One ZooKeeper write. ``data`` is the znode's JSON text (Kafka's format) or ``None``.
 
     For ``SET``/``DELETE`` ``expected_version`` is the compare-and-set version (``-1`` = any). For
-    ``CREATE`` it is ignored; ``make_parents`` creates missing parents (persistent, empty)."""
+    ``CREATE`` and ``UPSERT`` it is ignored; ``make_parents`` creates missing parents (persistent, empty)."""
 
     TYPE: ClassVar[str] = "zk_write"
     op: ZkOp

@@ -37,6 +37,8 @@ EVENT_VERSION = 1
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]+")
 #: the same rule as one regular expression, for the great-expectations suite
 TOPIC_NAME_REGEX = r"^(?!\.\.?\Z)[a-zA-Z0-9._-]{1,249}\Z"
+#: Kafka's ``Uuid.toString()``: 16 bytes, base64url without padding
+TOPIC_ID_REGEX = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")
 INVALID_TOPIC = "INVALID_TOPIC_EXCEPTION"
 
 
@@ -221,12 +223,14 @@ class ElectLeaders(AdminCommand):
 
 @dataclass(frozen=True)
 class AlterTopicConfig(AdminCommand):
-    """Set topic configs; livectl acts on ``unclean.leader.election.enable``."""
+    """Set topic configs and remove overrides (``delete_configs``, names), as ``kafka-configs --alter
+    --add-config/--delete-config``; livectl acts on ``unclean.leader.election.enable``."""
 
     TYPE: ClassVar[str] = "alter_topic_config"
     request_id: str
     topic: str
     configs: tuple[tuple[str, str], ...]
+    delete_configs: tuple[str, ...] = ()
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
@@ -276,6 +280,9 @@ class AlterPartition(Event):
     #: the sender's id for this proposal, echoed as ``correlationId`` in the answer's partition entry (our
     #: transport has no request header to carry Kafka's correlation id); -1 = none
     correlation_id: int = -1
+    #: Kafka's topic id (base64) when the proposal names its topic by id, as AlterPartition v2+ does
+    #: (Kafka >= 2.8 brokers); ``topic`` still routes it to its bucket. None: by name (v0/v1)
+    topic_id: str | None = None
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
@@ -419,6 +426,26 @@ class PartitionStatesRead(Event):
 
 
 @dataclass(frozen=True)
+class TopicCreationRefused(Event):
+    """ZooKeeper refused this controller's creation of ``/brokers/topics/<topic>`` with ``NodeExists``:
+    someone else (an ``AdminZkClient``-style tool) had created the topic. ``refused_topic_id`` is the id
+    the refused creation carried; ``znode``, ``states`` and ``configs`` are the topic as the driver read
+    it afterwards (``znode`` None: gone again). The bucket forgets what it made of its own creation and
+    takes the topic ZooKeeper holds, as Kafka's controller takes a topic a tool created: partitions with
+    a state znode keep it, the others get one (New -> Online)."""
+
+    TYPE: ClassVar[str] = "topic_creation_refused"
+    topic: str
+    refused_topic_id: str
+    znode: TopicZnode | None
+    states: tuple[tuple[int, PartitionStateZnode], ...] = ()
+    configs: tuple[tuple[str, str], ...] = ()
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
+
+
+@dataclass(frozen=True)
 class AutoRebalanceTick(Event):
     """Periodic check (``leader.imbalance.check.interval.seconds``); ``brokers`` lists the brokers whose
     cluster-wide imbalance ratio (summed by the driver) is above the threshold."""
@@ -544,6 +571,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         LogDirFailure,
         ControllerFailover,
         PartitionStatesRead,
+        TopicCreationRefused,
         AutoRebalanceTick,
         Tick,
         ZkReassignment,
@@ -839,9 +867,19 @@ def _elect(o: Mapping[str, Any]) -> Event:
 
 def _alter_config(o: Mapping[str, Any]) -> Event:
     configs = _configs(o)
-    if not configs:
-        raise FormatError("configs", "must set at least one config")
-    return AlterTopicConfig(_request_id(o), _topic(o), configs)
+    deletes: list[str] = []
+    raw = o.get("delete_configs")
+    if raw is not None:
+        if not isinstance(raw, list):
+            raise FormatError("delete_configs", f"must be a list of config names, got {lim.show(raw)}")
+        for i, name in enumerate(raw):
+            deletes.append(jf.text(name, f"delete_configs[{i}]", max_length=lim.MAX_NAME_LENGTH))
+    if not configs and not deletes:
+        raise FormatError("configs", "must set or delete at least one config")
+    both = sorted(set(dict(configs)) & set(deletes))
+    if both:
+        raise FormatError("delete_configs", f"{both[0]} is both set and deleted")
+    return AlterTopicConfig(_request_id(o), _topic(o), configs, tuple(sorted(set(deletes))))
 
 
 def _broker_startup(o: Mapping[str, Any]) -> Event:
@@ -859,7 +897,7 @@ def _broker_failure(o: Mapping[str, Any]) -> Event:
 
 def _alter_partition(o: Mapping[str, Any]) -> Event:
     broker_id = _broker_id(o)
-    broker_epoch = jf.integer(o, "broker_epoch", minimum=-1)
+    broker_epoch = jf.integer(o, "broker_epoch", minimum=lim.INT64_MIN, maximum=lim.INT64_MAX)
     topic = _topic(o)
     partition = _partition_id(o)
     return AlterPartition(
@@ -867,20 +905,30 @@ def _alter_partition(o: Mapping[str, Any]) -> Event:
         broker_epoch,
         topic,
         partition,
-        jf.integer(o, "leader_epoch", minimum=0, maximum=lim.INT32_MAX),
-        jf.integer(o, "partition_epoch", minimum=0, maximum=lim.INT32_MAX),
+        # the wire's ranges only (int32 epochs and ids, int8 recovery state): whatever Kafka's controller
+        # would answer is answered by the core, with Kafka's error codes, not refused as malformed
+        jf.integer(o, "leader_epoch", minimum=lim.INT32_MIN, maximum=lim.INT32_MAX),
+        jf.integer(o, "partition_epoch", minimum=lim.INT32_MIN, maximum=lim.INT32_MAX),
         jf.int_list(
             o,
             "new_isr",
-            minimum=0,
-            maximum=lim.MAX_BROKER_ID,
-            distinct=True,
+            minimum=lim.INT32_MIN,
+            maximum=lim.INT32_MAX,
             what=f"partition {topic}-{partition}",
             max_items=lim.MAX_REPLICATION_FACTOR,
         ),
-        jf.opt_integer(o, "leader_recovery_state", 0, minimum=0, maximum=1),
+        jf.opt_integer(o, "leader_recovery_state", 0, minimum=lim.INT8_MIN, maximum=lim.INT8_MAX),
         jf.opt_integer(o, "correlation_id", -1, minimum=-1, maximum=lim.INT32_MAX),
+        _topic_id(o),
     )
+
+
+def _topic_id(o: Mapping[str, Any]) -> str | None:
+    """Kafka's ``Uuid`` in its base64 text form (22 characters, URL-safe alphabet), or None."""
+    v = jf.opt_string(o, "topic_id", max_length=lim.MAX_NAME_LENGTH)
+    if v is not None and not TOPIC_ID_REGEX.fullmatch(v):
+        raise FormatError("topic_id", f"must be a Kafka topic id (22 base64url characters), got {lim.show(v)}")
+    return v
 
 
 def _partition_state_znode(st: Any, p: str, what: str = "") -> PartitionStateZnode:
@@ -906,7 +954,37 @@ def _partition_state_znode(st: Any, p: str, what: str = "") -> PartitionStateZno
 
 def _partition_states_read(o: Mapping[str, Any]) -> Event:
     topic = _topic(o)
-    raw = jf.req(o, "states")
+    return PartitionStatesRead(topic, _states(o, topic))
+
+
+def _topic_creation_refused(o: Mapping[str, Any]) -> Event:
+    topic = _topic(o)
+    refused = jf.string(o, "refused_topic_id", max_length=lim.MAX_NAME_LENGTH)
+    raw = o.get("znode")
+    znode = None
+    if raw is not None:
+        z = jf.obj(raw, "znode")
+        p = "znode."
+
+        def pairs(x: Any, name: str) -> tuple[tuple[int, tuple[int, ...]], ...]:
+            if not isinstance(x, list) or not all(isinstance(e, list) and len(e) == 2 for e in x):
+                raise FormatError(name, "must be a list of [partition, replicas]")
+            return tuple((jf.integer({"p": k}, "p", name + ".", minimum=0), jf.int_seq(v, name)) for k, v in x)
+
+        znode = TopicZnode(
+            topic,
+            pairs(jf.req(z, "partitions", p), p + "partitions"),
+            pairs(z.get("adding_replicas") or [], p + "adding_replicas"),
+            pairs(z.get("removing_replicas") or [], p + "removing_replicas"),
+            jf.opt_string(z, "topic_id", p),
+            jf.opt_integer(z, "zk_version", 0, p),
+        )
+    configs = tuple(sorted(_configs(o))) if o.get("configs") else ()
+    return TopicCreationRefused(topic, refused, znode, _states(o, topic, required=False), configs)
+
+
+def _states(o: Mapping[str, Any], topic: str, required: bool = True) -> tuple[tuple[int, PartitionStateZnode], ...]:
+    raw = jf.req(o, "states") if required else (o.get("states") or [])
     if not isinstance(raw, list):
         raise FormatError("states", f"must be a list, got {type(raw).__name__}")
     states = []
@@ -920,7 +998,7 @@ def _partition_states_read(o: Mapping[str, Any]) -> Event:
         ):
             raise FormatError(f"states[{i}]", "must be [partition, partition-state znode]")
         states.append((entry[0], _partition_state_znode(entry[1], f"states[{i}][1].", f"partition {topic}-{entry[0]}")))
-    return PartitionStatesRead(topic, tuple(states))
+    return tuple(states)
 
 
 def _lisr_response(o: Mapping[str, Any]) -> Event:
@@ -1096,6 +1174,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     LogDirFailure.TYPE: _log_dir_failure,
     ControllerFailover.TYPE: _failover,
     PartitionStatesRead.TYPE: _partition_states_read,
+    TopicCreationRefused.TYPE: _topic_creation_refused,
     AutoRebalanceTick.TYPE: _rebalance,
     Tick.TYPE: _tick,
     ZkReassignment.TYPE: _zk_reassignment,

@@ -16,7 +16,10 @@ One place for every bound, so that the decoder (:mod:`core.events`), the great-e
 
 from __future__ import annotations
 
+INT8_MIN = -(2**7)
+INT8_MAX = 2**7 - 1
 INT16_MAX = 2**15 - 1
+INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)

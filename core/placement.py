@@ -148,10 +148,11 @@ def _rack_aware(
 
 
 def validate_manual_assignment(
-    assignment: Sequence[Sequence[int]], live_brokers: set[int], expected_rf: int | None = None
+    assignment: Sequence[Sequence[int]], live_brokers: set[int] | None, expected_rf: int | None = None
 ) -> str | None:
     """Kafka's checks on an explicit assignment; the message of an ``INVALID_REPLICA_ASSIGNMENT`` or
-    ``None`` when it is fine."""
+    ``None`` when it is fine. ``live_brokers`` None skips the check that every broker is registered
+    (Kafka's CreateTopics makes none; its CreatePartitions does)."""
     for i, reps in enumerate(assignment):
         if not reps:
             return f"Partition {i} has an empty replica list."
@@ -163,7 +164,7 @@ def validate_manual_assignment(
                 f"Inconsistent replication factor between partitions, partition 0 has {expected_rf} "
                 f"while partition {i} has replication factor {len(reps)}."
             )
-        unknown = sorted(set(reps) - live_brokers)
+        unknown = [] if live_brokers is None else sorted(set(reps) - live_brokers)
         if unknown:
             return f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
     return None

@@ -67,6 +67,7 @@ from core.context import (
     LiveBroker,
 )
 from core.decisions import AdminResult, BrokerRequest, Decision, RequestApi, StateChangeFailure, ZkWrite
+from core.error_codes import CODES
 from core.events import TopicPartition
 
 #: Kafka's ``Uuid.ZERO_UUID`` in base64
@@ -74,22 +75,8 @@ ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
-#: Kafka error codes used in bodies
-ERROR_CODES = {
-    "NONE": 0,
-    "UNKNOWN_TOPIC_OR_PARTITION": 3,
-    "NOT_LEADER_OR_FOLLOWER": 6,
-    "BROKER_NOT_AVAILABLE": 8,
-    "STALE_CONTROLLER_EPOCH": 11,
-    "NOT_CONTROLLER": 41,
-    "INVALID_REQUEST": 42,
-    "OPERATION_NOT_ATTEMPTED": 55,
-    "KAFKA_STORAGE_ERROR": 56,
-    "FENCED_LEADER_EPOCH": 74,
-    "STALE_BROKER_EPOCH": 77,
-    "INVALID_UPDATE_VERSION": 95,
-    "INELIGIBLE_REPLICA": 107,
-}
+#: Kafka error codes by name (the one table: :mod:`core.error_codes`)
+ERROR_CODES = CODES
 
 
 def _ints(xs: Iterable[int]) -> str:

@@ -1,30 +1,31 @@
-"""Kafka's protocol error codes used by the simulated brokers (``org.apache.kafka.common.protocol.Errors``)."""
+"""Kafka's protocol error codes as the simulated brokers use them: the names of
+:class:`core.error_codes.KafkaError` (the one table shared with the controller), as plain ints."""
 
 from __future__ import annotations
 
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-STALE_CONTROLLER_EPOCH = 11
-NOT_ENOUGH_REPLICAS = 19
-NOT_CONTROLLER = 41
-INVALID_REQUEST = 42
-OPERATION_NOT_ATTEMPTED = 55
-KAFKA_STORAGE_ERROR = 56
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-STALE_BROKER_EPOCH = 77
-INELIGIBLE_REPLICA = 107
-INVALID_UPDATE_VERSION = 108
-NEW_LEADER_ELECTED = 109
+from core.error_codes import KafkaError, error_name
 
-NAMES: dict[int, str] = {
-    v: k for k, v in globals().items() if k.isupper() and isinstance(v, int) and not k.startswith("_")
-}
+UNKNOWN_SERVER_ERROR = int(KafkaError.UNKNOWN_SERVER_ERROR)
+NONE = int(KafkaError.NONE)
+OFFSET_OUT_OF_RANGE = int(KafkaError.OFFSET_OUT_OF_RANGE)
+UNKNOWN_TOPIC_OR_PARTITION = int(KafkaError.UNKNOWN_TOPIC_OR_PARTITION)
+NOT_LEADER_OR_FOLLOWER = int(KafkaError.NOT_LEADER_OR_FOLLOWER)
+REQUEST_TIMED_OUT = int(KafkaError.REQUEST_TIMED_OUT)
+STALE_CONTROLLER_EPOCH = int(KafkaError.STALE_CONTROLLER_EPOCH)
+NOT_ENOUGH_REPLICAS = int(KafkaError.NOT_ENOUGH_REPLICAS)
+NOT_CONTROLLER = int(KafkaError.NOT_CONTROLLER)
+INVALID_REQUEST = int(KafkaError.INVALID_REQUEST)
+OPERATION_NOT_ATTEMPTED = int(KafkaError.OPERATION_NOT_ATTEMPTED)
+KAFKA_STORAGE_ERROR = int(KafkaError.KAFKA_STORAGE_ERROR)
+FENCED_LEADER_EPOCH = int(KafkaError.FENCED_LEADER_EPOCH)
+UNKNOWN_LEADER_EPOCH = int(KafkaError.UNKNOWN_LEADER_EPOCH)
+STALE_BROKER_EPOCH = int(KafkaError.STALE_BROKER_EPOCH)
+INVALID_UPDATE_VERSION = int(KafkaError.INVALID_UPDATE_VERSION)
+UNKNOWN_TOPIC_ID = int(KafkaError.UNKNOWN_TOPIC_ID)
+INELIGIBLE_REPLICA = int(KafkaError.INELIGIBLE_REPLICA)
+NEW_LEADER_ELECTED = int(KafkaError.NEW_LEADER_ELECTED)
 
 
 def name(code: int) -> str:
-    """Kafka's name for ``code`` (``UNKNOWN_SERVER_ERROR(<n>)`` style for codes we do not list)."""
-    return NAMES.get(code, f"ERROR_{code}")
+    """Kafka's name for ``code`` (``ERROR_<n>`` for a code not in the table)."""
+    return error_name(code)

@@ -34,9 +34,18 @@ from simbrokers import codes
 from simbrokers.log import UNDEFINED_EPOCH, UNDEFINED_OFFSET, EpochEndOffset, Record, ReplicaLog
 from simbrokers.requests import AlterPartitionResult, LisrPartitionState
 
-#: AlterPartition errors after which only a new LeaderAndIsr can help
+#: AlterPartition errors after which only a new LeaderAndIsr can help (Kafka's ``Partition``
+#: ``handleAlterPartitionError``: no retry, the proposal stays pending until metadata overrides it);
+#: OPERATION_NOT_ATTEMPTED and INELIGIBLE_REPLICA reset to the committed ISR, anything else is retried
 _WAIT_FOR_LEADER_AND_ISR = frozenset(
-    {codes.FENCED_LEADER_EPOCH, codes.INVALID_UPDATE_VERSION, codes.UNKNOWN_TOPIC_OR_PARTITION}
+    {
+        codes.UNKNOWN_TOPIC_OR_PARTITION,
+        codes.UNKNOWN_TOPIC_ID,
+        codes.FENCED_LEADER_EPOCH,
+        codes.INVALID_UPDATE_VERSION,
+        codes.INVALID_REQUEST,
+        codes.NEW_LEADER_ELECTED,
+    }
 )
 
 

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 
 from core.decisions import AdminResult, BrokerRequest, ZkOp, ZkWrite
 from sinks.errors import ControllerFencedError, SinkUnavailableError
-from sinks.ports import CONTROLLER_EPOCH_PATH, FailedWrite, Fence, Rejected, RequestBatchResult, ZkBatchResult
+from sinks.ports import (
+    CONTROLLER_EPOCH_PATH,
+    NOT_ATTEMPTED,
+    FailedWrite,
+    Fence,
+    Rejected,
+    RequestBatchResult,
+    ZkBatchResult,
+)
 from sinks.requests import (
     OutboundMessage,
     admin_result_messages,
@@ -124,16 +132,24 @@ class MemoryZkSink:
             if raw["batch_id"] == batch_id:
                 start = min(int(raw["next"]), n)
         failed: list[FailedWrite] = []
+        refused_creates: list[str] = []
         done = 0
         for i in range(start, n):
             self._check_fence()
             if self.crash_after is not None and done >= self.crash_after:
                 self.crash_after = None
                 raise SinkUnavailableError(f"simulated crash after {done} writes of batch {batch_id}")
+            if any(writes[i].path.startswith(p) for p in refused_creates):
+                failed.append(FailedWrite(i, writes[i], NOT_ATTEMPTED))
+                self._record(batch_id, i + 1)
+                done += 1
+                continue
             try:
                 self._apply(writes[i])
             except ZkRefusedError as e:
                 failed.append(FailedWrite(i, writes[i], e.code))
+                if writes[i].op is ZkOp.CREATE and e.code == "NodeExists":
+                    refused_creates.append(writes[i].path.rstrip("/") + "/")
             self._record(batch_id, i + 1)
             done += 1
         return ZkBatchResult(batch_id, n - start - len(failed), start, tuple(failed), done)
@@ -156,6 +172,11 @@ class MemoryZkSink:
             self.zk.set(w.path, data, w.expected_version)
         elif w.op is ZkOp.DELETE:
             self.zk.delete(w.path, w.expected_version)
+        elif w.op is ZkOp.UPSERT:
+            if self.zk.exists(w.path):
+                self.zk.set(w.path, data, -1)
+            else:
+                self.zk.create(w.path, data, w.make_parents)
         else:
             self.zk.delete_tree(w.path, w.expected_version)
 

@@ -29,10 +29,16 @@ class Fence:
     epoch_zk_version: int
 
 
+#: :attr:`FailedWrite.error` of a write the sink did not attempt (see :class:`FailedWrite`)
+NOT_ATTEMPTED = "NotAttempted"
+
+
 @dataclass(frozen=True)
 class FailedWrite:
     """A write that ZooKeeper refused without fencing: ``index`` is its position in the batch's list,
-    ``error`` ZooKeeper's code name (``BadVersion``, ``NoNode``, ``NodeExists``, ``NotEmpty``)."""
+    ``error`` ZooKeeper's code name (``BadVersion``, ``NoNode``, ``NodeExists``, ``NotEmpty``), or
+    :data:`NOT_ATTEMPTED` for a write beneath a znode whose creation ZooKeeper refused earlier in the
+    batch (the znode belongs to someone else: nothing is written into it)."""
 
     index: int
     write: ZkWrite

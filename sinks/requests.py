@@ -43,11 +43,11 @@ from typing import Any
 
 import orjson
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import InvalidProducerEpochError, KafkaError, ProducerFencedError
 
 from core import limits
 from core.decisions import REQUEST_ORDER, AdminResult, BrokerRequest, RequestApi, encode_decision
-from sinks.errors import SinkUnavailableError
+from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence, Rejected, RequestBatchResult
 
 MESSAGE_VERSION = 1
@@ -383,10 +383,21 @@ class RequestSink:
         timeout_s: float = 30.0,
         tail_window: int = 128,
         client_config: Mapping[str, Any] | None = None,
+        transactional_id: str | None = None,
     ) -> None:
         """``client_config``: extra kafka-python keyword arguments of every client of the sink (security:
-        :meth:`sinks.security.KafkaSecurity.client_kwargs`)."""
+        :meth:`sinks.security.KafkaSecurity.client_kwargs`).
+
+        ``transactional_id``: every write is one Kafka transaction of a producer with this id, shared by
+        every controller of the cluster. A controller's first write initialises it, which fences the
+        producer of any earlier controller at the broker (Kafka's zombie fencing): a controller paused
+        between its ZooKeeper fence check and its send, and resumed after a takeover, gets
+        ``PRODUCER_FENCED`` (raised as :class:`ControllerFencedError`) instead of writing after its
+        successor. ``None``: a plain idempotent-free producer (tests, brokers without transactions)."""
         self.fence = fence
+        self._transactional_id = transactional_id
+        #: set once a successor fenced this sink's producer: never start another (it would fence the successor)
+        self._fenced: ControllerFencedError | None = None
         self._client_config = dict(client_config or {})
         self.requests_topic = requests_topic
         self.admin_results_topic = admin_results_topic
@@ -425,6 +436,8 @@ class RequestSink:
     def _send(self, batch_id: int, msgs: list[OutboundMessage]) -> RequestBatchResult:
         if not msgs:
             return RequestBatchResult(batch_id, 0, 0)
+        if self._fenced is not None:
+            raise self._fenced
         topic = msgs[0].topic
         known = self._written.get(topic)
         if known is not None and known[0] > batch_id:
@@ -437,21 +450,41 @@ class RequestSink:
             done = self._tail_identities(topic, batch_id)
         todo = [m for m in msgs if m.identity not in done]
         self._written.pop(topic, None)  # unknown until this send is confirmed
+        producer: KafkaProducer | None = None
         try:
             producer = self._get_producer()
+            if self._transactional_id is not None:
+                producer.begin_transaction()
             futures = [producer.send(m.topic, key=m.key, value=m.value, headers=list(m.headers)) for m in todo]
             producer.flush(timeout=self._timeout)
             for f in futures:
                 f.get(timeout=self._timeout)
+            if self._transactional_id is not None:
+                producer.commit_transaction()
         except (KafkaError, OSError) as e:
+            fenced = self._transactional_id is not None and _producer_fenced(producer, e)
+            # a transactional producer in an error state cannot be used again: the retry starts a new one,
+            # whose init aborts the open transaction (abort_transaction here could wait without a bound)
+            self._drop_producer()
+            if fenced:
+                self._fenced = ControllerFencedError(
+                    f"transactional.id {self._transactional_id}",
+                    -1,
+                    f"a newer controller's producer took over the output topics ({e})",
+                )
+                raise self._fenced from e
             raise SinkUnavailableError(f"could not write batch {batch_id} to {topic}: {e!r}") from e
         self._written[topic] = (batch_id, done | {m.identity for m in todo})
         return RequestBatchResult(batch_id, len(todo), len(msgs) - len(todo))
 
     def _get_producer(self) -> KafkaProducer:
         if self._producer is None:
-            self._producer = KafkaProducer(
+            extra: dict[str, Any] = {}
+            if self._transactional_id is not None:
+                extra = {"transactional_id": self._transactional_id, "max_block_ms": int(self._timeout * 1000)}
+            producer = KafkaProducer(
                 **self._client_config,
+                **extra,
                 bootstrap_servers=self._bootstrap,
                 acks="all",
                 retries=5,
@@ -462,7 +495,20 @@ class RequestSink:
                 compression_type="gzip",
                 request_timeout_ms=int(self._timeout * 1000),
             )
+            if self._transactional_id is not None:
+                try:
+                    producer.init_transactions()  # fences every earlier producer with this id
+                except BaseException:
+                    producer.close(timeout=0)
+                    raise
+            self._producer = producer
         return self._producer
+
+    def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(KafkaError, OSError):
+                producer.close(timeout=0)
 
     def _tail_identities(self, topic: str, batch_id: int) -> set[tuple[int, str]]:
         """Identities of batch ``batch_id`` already on ``topic``, read from its tail."""
@@ -477,6 +523,19 @@ class RequestSink:
             )
         except (KafkaError, OSError) as e:
             raise SinkUnavailableError(f"could not read the tail of {topic} to check batch {batch_id}: {e!r}") from e
+
+
+def _producer_fenced(producer: KafkaProducer | None, error: BaseException) -> bool:
+    """Whether ``error`` (or the transactional state it left) says a newer producer took the id."""
+    fencing = (ProducerFencedError, InvalidProducerEpochError)
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, fencing):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    # kafka-python reports later calls as a plain KafkaError naming the state's cause: ask the state
+    manager = getattr(producer, "_transaction_manager", None)
+    return isinstance(getattr(manager, "last_error", None), fencing)
 
 
 def read_tail_identities(
@@ -495,6 +554,8 @@ def read_tail_identities(
         **dict(client_config or {}),
         bootstrap_servers=bootstrap_servers,
         enable_auto_commit=False,
+        # an aborted transaction (a controller fenced or killed mid-write) was not written
+        isolation_level="read_committed",
         request_timeout_ms=int(timeout_s * 1000),
         # an empty fetch at the end of a partition should not wait long
         fetch_max_wait_ms=50,

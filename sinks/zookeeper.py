@@ -15,6 +15,7 @@ Contract of :meth:`ZooKeeperSink.write_batch` ``(batch_id, writes)``:
   and nothing after *k* is applied before *k*'s remainder: order holds across transactions, whatever
   the paths (a reassignment's "RS first, RS = target last" included).
 * **Operations.** ``SET`` / ``DELETE`` use ``expected_version`` as compare-and-set (``-1`` = any).
+  ``UPSERT`` sets (any version) a znode that exists when the batch is planned and creates it otherwise.
   ``CREATE`` with ``make_parents`` first creates the missing ancestors (persistent, empty) in the same
   transaction. ``DELETE_TREE`` expands to deletes of all descendants, deepest first, then the znode
   itself at ``expected_version``; a missing tree is nothing to do (Kafka's ``deleteRecursive``).
@@ -23,9 +24,13 @@ Contract of :meth:`ZooKeeperSink.write_batch` ``(batch_id, writes)``:
 * **Compare-and-set failures are returned, not raised.** When ZooKeeper refuses a write for another
   reason (``BadVersion`` because the znode changed under us, ``NoNode``, ``NodeExists``,
   ``NotEmpty``), its transaction is rolled back; the sink records that write in
-  :attr:`ZkBatchResult.failed`, re-plans from the last committed point without it and goes on. The
-  caller logs the failures; the controller's dispatcher re-reads refused partition states for their
-  buckets (:mod:`streaming.refresh`).
+  :attr:`ZkBatchResult.failed`, re-plans from the last committed point without it and goes on. Two
+  refusals are re-read and redone first (up to ``_REDO_ATTEMPTS`` times), because what the planner read
+  was stale: an ``UPSERT`` (the znode appeared or vanished since) and a ``DELETE_TREE`` answered
+  ``NotEmpty`` (a child was added since; Kafka's ``deleteRecursive`` retries too). When the creation of
+  a znode is refused with ``NodeExists``, the later writes of the batch beneath it are not attempted
+  (:data:`sinks.ports.NOT_ATTEMPTED`): the znode is someone else's. The caller decides what a refusal
+  means for the requests built on it (:mod:`streaming.refusals`).
 * **Idempotent replay by batch id.** Each transaction also writes the progress znode
   ``/livectl/sink/<query_name>`` = ``{"version":1,"batch_id":B,"next":N,"controller_epoch":E}``:
   after it commits, the first ``N`` writes of batch ``B`` are done (applied, refused, or nothing to
@@ -71,11 +76,13 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from core.decisions import ZkOp, ZkWrite
 from sinks.errors import ControllerFencedError, SinkStateError, SinkUnavailableError
-from sinks.ports import CONTROLLER_EPOCH_PATH, SINK_PROGRESS_ROOT, FailedWrite, Fence, ZkBatchResult
+from sinks.ports import CONTROLLER_EPOCH_PATH, NOT_ATTEMPTED, SINK_PROGRESS_ROOT, FailedWrite, Fence, ZkBatchResult
 
 PROGRESS_VERSION = 1
 #: bytes counted per operation beyond path and data (request headers, ACL, version)
 _OP_OVERHEAD = 64
+#: how often one write refused on stale planning (UPSERT, DELETE_TREE ``NotEmpty``) is re-read and redone
+_REDO_ATTEMPTS = 3
 
 
 def progress_path(query_name: str) -> str:
@@ -119,6 +126,11 @@ class _Progress:
     next: int
     #: znode version; ``None`` while the znode does not exist
     zk_version: int | None
+
+
+def _redo(f: FailedWrite) -> bool:
+    """Refused because the plan read the tree before someone changed it: read again and redo."""
+    return f.write.op is ZkOp.UPSERT or (f.write.op is ZkOp.DELETE_TREE and f.error == "NotEmpty")
 
 
 def _ancestors(path: str) -> list[str]:
@@ -216,6 +228,7 @@ class ZooKeeperSink:
             return ZkBatchResult(batch_id, 0, n, (), 0)
 
         failed: dict[int, FailedWrite] = {}
+        redone: dict[int, int] = {}
         transactions = 0
         committed_next = start
         while committed_next < n:
@@ -226,7 +239,15 @@ class ZooKeeperSink:
             transactions += count
             if failure is None:
                 break
+            if _redo(failure) and redone.get(failure.index, 0) < _REDO_ATTEMPTS:
+                redone[failure.index] = redone.get(failure.index, 0) + 1
+                continue  # planned on what it read before; the next plan reads again
             failed[failure.index] = failure
+            if failure.write.op is ZkOp.CREATE and failure.error == "NodeExists":
+                below = failure.write.path.rstrip("/") + "/"
+                for j in range(failure.index + 1, n):
+                    if j not in failed and writes[j].path.startswith(below):
+                        failed[j] = FailedWrite(j, writes[j], NOT_ATTEMPTED)
         if (progress.batch_id, progress.next) != (batch_id, n) or progress.zk_version is None:
             self._run(batch_id, writes, [_Txn(next=n)], progress, committed_next)
             transactions += 1
@@ -327,9 +348,11 @@ class ZooKeeperSink:
     def _plan(self, writes: Sequence[ZkWrite], start: int, excluded: Collection[int]) -> list[_Txn]:
         """Cut writes[start:] (without ``excluded``) into transactions, reading what planning needs."""
         todo = [i for i in range(start, len(writes)) if i not in excluded]
-        creating = [writes[i].path for i in todo if writes[i].op is ZkOp.CREATE and writes[i].make_parents]
+        creating = [
+            writes[i].path for i in todo if writes[i].op in (ZkOp.CREATE, ZkOp.UPSERT) and writes[i].make_parents
+        ]
         parents = {a for path in creating for a in _ancestors(path)}
-        exists = self._read_exists(parents)
+        exists = self._read_exists(parents | {writes[i].path for i in todo if writes[i].op is ZkOp.UPSERT})
         trees = self._read_trees({writes[i].path for i in todo if writes[i].op is ZkOp.DELETE_TREE})
         created: set[str] = set()
         deleted: set[str] = set()
@@ -358,6 +381,18 @@ class ZooKeeperSink:
             data = (w.data or "").encode()
             ops: list[_Op] = []
             if w.op is ZkOp.CREATE:
+                if w.make_parents:
+                    for a in _ancestors(w.path):
+                        if not present(a):
+                            ops.append(_Op("create", a, b"", -1, i))
+                            created.add(a)
+                            deleted.discard(a)
+                ops.append(_Op("create", w.path, data, -1, i))
+                created.add(w.path)
+                deleted.discard(w.path)
+            elif w.op is ZkOp.UPSERT and present(w.path):
+                ops.append(_Op("set", w.path, data, -1, i))
+            elif w.op is ZkOp.UPSERT:
                 if w.make_parents:
                     for a in _ancestors(w.path):
                         if not present(a):

@@ -1,13 +1,18 @@
-"""Re-reading partition states ZooKeeper refused to update, for the buckets that hold them.
+"""Re-reading what ZooKeeper refused to update, for the buckets that hold it.
 
 When ZooKeeper refuses a compare-and-set on ``/brokers/topics/<t>/partitions/<p>/state`` with
 ``BadVersion``, the znode changed under the version the controller holds (for example, written by a
-micro-batch applied between a takeover's snapshot and its failover reference). Kafka's controller then
+micro-batch applied between a takeover's snapshot and its failover reference); when it refuses the
+creation of a new partition's state with ``NodeExists``, someone else initialised the partition (Kafka
+then leaves the partition to be elected from the state it reads). Kafka's controller then
 reads the partition state again and retries. Here the driver reads the refused znodes (pipelined) and
 publishes one :class:`core.events.PartitionStatesRead` per topic to the broker-events topic, keyed by
 topic; the topic's bucket takes the state as read and does again what the partition still needs.
-Other refusals (``NoNode`` of a deleted partition, writes to other paths) are only logged by the
-dispatcher.
+When it refuses the creation of ``/brokers/topics/<t>`` with ``NodeExists``, someone else created the
+topic: the driver reads the topic whole (znode, partition states, config) and publishes one
+:class:`core.events.TopicCreationRefused`; the bucket drops its own creation and takes that topic.
+Other refusals (``NoNode`` of a deleted partition, writes to other paths) are handled by the
+dispatcher (:mod:`streaming.refusals`).
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from core import zkdata
-from core.events import PartitionStatesRead, PartitionStateZnode, event_to_json
+from core.events import Event, PartitionStatesRead, PartitionStateZnode, TopicCreationRefused, event_to_json
 from sinks.ports import FailedWrite
+from streaming.refusals import classify
 from streaming.zk_snapshot import read_znodes
 
 log = logging.getLogger("livectl.refresh")
@@ -28,11 +34,12 @@ _STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")
 
 
 def refused_states(failed: Sequence[FailedWrite]) -> dict[str, list[int]]:
-    """Topic -> partitions whose state znode ZooKeeper refused with ``BadVersion`` (sorted, distinct)."""
+    """Topic -> partitions whose state znode ZooKeeper refused because it holds something else: a
+    compare-and-set answered ``BadVersion`` or a creation answered ``NodeExists`` (sorted, distinct)."""
     out: dict[str, set[int]] = {}
     for f in failed:
         m = _STATE_PATH.match(f.write.path)
-        if m is not None and f.error == "BadVersion":
+        if m is not None and f.error in ("BadVersion", "NodeExists"):
             out.setdefault(m.group(1), set()).add(int(m.group(2)))
     return {t: sorted(ps) for t, ps in sorted(out.items())}
 
@@ -49,6 +56,31 @@ def read_states(zk: Any, refused: dict[str, list[int]]) -> list[PartitionStatesR
     return [PartitionStatesRead(topic, tuple(states)) for topic, states in by_topic.items()]
 
 
+def read_topics(zk: Any, refused: dict[str, str]) -> list[TopicCreationRefused]:
+    """Topic -> the id of this controller's refused creation: each topic as ZooKeeper holds it now (its
+    znode, the state znodes of its partitions, its config), one event per topic."""
+    out = []
+    for topic in sorted(refused):
+        path = zkdata.topic_path(topic)
+        got = read_znodes(zk, [path, zkdata.topic_config_path(topic)])
+        if path not in got:
+            out.append(TopicCreationRefused(topic, refused[topic], None))
+            continue
+        data, stat = got[path]
+        znode = zkdata.decode_topic_znode(topic, data.decode(), stat.version)
+        state_paths = {p: zkdata.partition_state_path(topic, p) for p, _ in znode.partitions}
+        states_got = read_znodes(zk, list(state_paths.values()))
+        states = tuple(
+            (p, zkdata.decode_partition_state(states_got[sp][0].decode(), states_got[sp][1].version))
+            for p, sp in sorted(state_paths.items())
+            if sp in states_got
+        )
+        cfg_raw = got.get(zkdata.topic_config_path(topic))
+        configs = tuple(sorted(zkdata.decode_topic_config(cfg_raw[0].decode()).items())) if cfg_raw else ()
+        out.append(TopicCreationRefused(topic, refused[topic], znode, states, configs))
+    return out
+
+
 class StatesRefresher:
     """The dispatcher's ``on_refused`` hook: read what was refused, publish it to ``topic``."""
 
@@ -57,17 +89,22 @@ class StatesRefresher:
         self.producer = producer
         self.topic = topic
 
-    def __call__(self, failed: Sequence[FailedWrite]) -> list[PartitionStatesRead]:
+    def __call__(self, failed: Sequence[FailedWrite]) -> list[Event]:
         refused = refused_states(failed)
-        if not refused:
+        existing = {t: tid for t, tid in classify(failed).existing_topics.items() if tid is not None}
+        if not refused and not existing:
             return []
-        events = read_states(self.zk, refused)
+        # a topic someone else created is read whole; its partition states are part of that
+        states = read_states(self.zk, {t: ps for t, ps in refused.items() if t not in existing})
+        topics = read_topics(self.zk, existing)
+        events: list[Event] = [*states, *topics]
         for e in events:
-            self.producer.send(self.topic, key=e.topic.encode(), value=event_to_json(e).encode())
+            (topic,) = e.topics()
+            self.producer.send(self.topic, key=topic.encode(), value=event_to_json(e).encode())
         self.producer.flush()
         log.info(
-            "re-read %d refused partition state(s) of %d topic(s) and sent them to their buckets",
-            sum(len(e.states) for e in events),
-            len(events),
+            "re-read %d refused partition state(s) and %d topic(s) created by someone else, sent to their buckets",
+            sum(len(e.states) for e in states),
+            len(topics),
         )
         return events

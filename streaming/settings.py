@@ -79,6 +79,11 @@ class Settings:
     #: the query with a clear message (true, Spark's ``failOnDataLoss``) or go on from the earliest
     #: offset with a logged warning (false)
     fail_on_data_loss: bool = True
+    #: the state-change log (:mod:`streaming.audit_log`): every decision appended to a Parquet table
+    audit_log: bool = True
+    #: the state-change log's folder (any Hadoop file system URI); "" = beside the checkpoint,
+    #: ``<checkpoint_dir>-audit``
+    audit_dir: str = ""
     #: ZooKeeper authentication added to the controller's session: "" (none) or ``digest:USER:PASSWORD``
     zookeeper_auth: str = ""
     #: Kafka's ``zookeeper.set.acl``: znodes livectl creates get Kafka's ACLs (writable only with the
@@ -104,6 +109,10 @@ class Settings:
     kafka_ssl_key_location: str = ""
     kafka_ssl_key_password: str = ""
     kafka_ssl_endpoint_identification_algorithm: str = ""
+    #: the driver's Prometheus endpoint and status page (``/metrics``, ``/``); 0 = off
+    metrics_port: int = 0
+    #: the address it listens on (loopback by default; ``0.0.0.0`` for every interface)
+    metrics_bind_address: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -131,6 +140,8 @@ class Settings:
                 parse_config(kafka, str(getattr(self, name)).lower())
             except FormatError as e:
                 raise SettingsError(name, e.reason) from None
+        if not 0 <= self.metrics_port <= 65535:
+            raise SettingsError("metrics_port", f"must be a TCP port 1…65535, or 0 for off, got {self.metrics_port}")
         if self.starting_offsets not in ("earliest", "latest"):
             raise SettingsError("starting_offsets", f"must be 'earliest' or 'latest', got {self.starting_offsets!r}")
         try:
@@ -271,7 +282,9 @@ def parse_value(key: str, text: str) -> Any:
 
 
 #: text settings whose empty value means "unset"
-_MAY_BE_EMPTY = frozenset({"zookeeper_auth"} | {f.name for f in fields(Settings) if f.name.startswith("kafka_")})
+_MAY_BE_EMPTY = frozenset(
+    {"zookeeper_auth", "audit_dir"} | {f.name for f in fields(Settings) if f.name.startswith("kafka_")}
+)
 
 _FIELD_TYPES: dict[str, type] = {
     f.name: {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)] for f in fields(Settings)

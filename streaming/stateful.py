@@ -30,7 +30,7 @@ import pyarrow as pa
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from streaming import failover
+from streaming import failover, observability
 from streaming.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK, REJECTED_BUCKET
 
 STATE_FORMAT = 1
@@ -252,16 +252,19 @@ def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[An
     return rows
 
 
-def make_step(checkpoint_dir: str | None, config: controller.ControllerConfig | None = None) -> Any:
+def make_step(
+    checkpoint_dir: str | None, config: controller.ControllerConfig | None = None, summaries: bool = False
+) -> Any:
     """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``
     (its qualified URI). It runs in Python workers on the executors, which read failover snapshots from
     the copies the driver shipped (:class:`streaming.failover.ShippedSnapshots`). ``config`` (the settings'
     controller configs with ZooKeeper's dynamic ones, as read at the driver's start) is what a bucket runs
-    with from the controller failover of this run on."""
+    with from the controller failover of this run on. With ``summaries`` each bucket also reports its
+    ``summary`` row (the metrics endpoint and status page are on)."""
     shipped = failover.ShippedSnapshots()
 
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        return step_bucket(key, frames, state, checkpoint_dir, shipped, config=config)
+        return step_bucket(key, frames, state, checkpoint_dir, shipped, config=config, summaries=summaries)
 
     return step
 
@@ -274,6 +277,7 @@ def step_bucket(
     snapshots: failover.SnapshotFiles | None = None,
     *,
     config: controller.ControllerConfig | None = None,
+    summaries: bool = False,
 ) -> Iterator[pd.DataFrame]:
     """One bucket's micro-batch (``GroupStateTimeout.NoTimeout``); ``checkpoint_dir`` (when given) is where
     this query's failover snapshots live, ``snapshots`` how to read them (default: the shipped copies)."""
@@ -311,6 +315,10 @@ def step_bucket(
     imbalance = {str(b): list(c) for b, c in controller.imbalance(new_state).items()}
     payload = json.dumps({**m, IMBALANCE_KEY: imbalance})
     rows.append([bucket, len(rows), KIND_METRICS, payload, *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
+    if summaries:
+        changed = len(rows) > 1  # anything besides the metrics row: see summary_payload
+        summary = observability.summary_payload(current.context, new_state.context, frame, bucket, changed=changed)
+        rows.append([bucket, len(rows), observability.KIND_SUMMARY, summary, *_NO_METRICS])
     out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
     for c in METRIC_COLUMNS:
         out[c] = out[c].astype("int64")

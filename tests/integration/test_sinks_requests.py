@@ -10,6 +10,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from core.decisions import AdminResult, AdminStatus, BrokerRequest, RequestApi
+from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, Rejected
 from sinks.requests import RequestSink, ensure_topics, merge_bodies
@@ -198,3 +199,43 @@ def test_the_memory_fake_sends_the_same_messages(kafka_broker: Any, topics: dict
     assert fake.write_requests(1, _batch()).skipped == 6
     real = {(r.key, r.value) for r in _read_all(kafka_broker.bootstrap, topics["requests_topic"])}
     assert real == {(m.key, m.value) for m in fake.messages}
+
+
+def test_a_successors_first_write_fences_the_earlier_controllers_producer(
+    kafka_broker: Any, topics: dict[str, str]
+) -> None:
+    """Kafka's zombie fencing: the controllers of one cluster share a transactional id; the successor's
+    first write initialises it, and the earlier controller (paused past its ZooKeeper fence check, then
+    resumed) gets ``PRODUCER_FENCED`` as :class:`ControllerFencedError` and writes nothing more."""
+    tid = f"livectl-test-{uuid.uuid4().hex[:8]}"
+    batch = _batch()
+    old = RequestSink(kafka_broker.bootstrap, FENCE, transactional_id=tid, **topics)
+    new = RequestSink(kafka_broker.bootstrap, Fence(4, 3), transactional_id=tid, **topics)
+    try:
+        assert old.write_requests(6, batch).written == 6
+        assert new.write_requests(7, batch[:2]).written == 2
+        with pytest.raises(ControllerFencedError) as fenced:
+            old.write_requests(7, batch)
+        assert "newer controller" in fenced.value.reason
+        with pytest.raises(ControllerFencedError):
+            old.write_admin_results(7, [AdminResult("z", "create_topic", AdminStatus.OK)])
+        assert new.write_admin_results(8, [AdminResult("n", "create_topic", AdminStatus.OK)]).written == 1
+    finally:
+        old.close()
+        new.close()
+    values = [json.loads(r.value) for r in _read_all(kafka_broker.bootstrap, topics["requests_topic"])]
+    assert sorted((v["batchId"], v["controllerEpoch"]) for v in values) == [(6, 3)] * 6 + [(7, 4)] * 2
+    results = [json.loads(r.value) for r in _read_all(kafka_broker.bootstrap, topics["admin_results_topic"])]
+    assert [(r["request_id"], r["controller_epoch"]) for r in results] == [("n", 4)]
+
+
+def test_a_transactional_sink_replays_and_restarts_like_a_plain_one(kafka_broker: Any, topics: dict[str, str]) -> None:
+    tid = f"livectl-test-{uuid.uuid4().hex[:8]}"
+    batch = _batch()
+    with RequestSink(kafka_broker.bootstrap, FENCE, transactional_id=tid, **topics) as first:
+        first.write_requests(6, [r for r in batch if r.broker_id == 2])
+    # the same controller restarted (a crash): its new producer takes the id over and replays the batch
+    with RequestSink(kafka_broker.bootstrap, FENCE, transactional_id=tid, **topics) as restarted:
+        assert (restarted.write_requests(6, batch).written, restarted.write_requests(6, batch).written) == (3, 0)
+        assert restarted.write_requests(7, batch).written == 6
+    assert len(_read_all(kafka_broker.bootstrap, topics["requests_topic"])) == 12

@@ -52,6 +52,13 @@ class FakeZk:
                 if w.expected_version not in (-1, cur[1]):
                     raise ZkConflictError(f"BadVersion {w.path}: expected {w.expected_version}, is {cur[1]}")
                 self.nodes[w.path] = (w.data, cur[1] + 1)
+            elif w.op is ZkOp.UPSERT:
+                cur = self.nodes.get(w.path)
+                if cur is None and w.make_parents:
+                    parts = w.path.split("/")
+                    for i in range(2, len(parts)):
+                        self.nodes.setdefault("/".join(parts[:i]), (None, 0))
+                self.nodes[w.path] = (w.data, 0 if cur is None else cur[1] + 1)
             elif w.op is ZkOp.DELETE:
                 self.nodes.pop(w.path, None)
             else:

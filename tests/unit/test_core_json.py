@@ -170,8 +170,8 @@ def test_event_round_trip(event: Event) -> None:
         ('{"version":1,"type":"alter_topic_config","request_id":"r","topic":"t","configs":{}}', "configs"),
         ('{"version":1,"type":"broker_startup","broker_id":-1,"broker_epoch":1}', "broker_id"),
         (
-            '{"version":1,"type":"alter_partition","broker_id":1,"broker_epoch":1,"topic":"t","partition":0,"leader_epoch":0,"partition_epoch":0,"new_isr":[1,1]}',
-            "new_isr",
+            '{"version":1,"type":"alter_partition","broker_id":1,"broker_epoch":1,"topic":"t","partition":0,"leader_epoch":0,"partition_epoch":0,"new_isr":[1,2147483648]}',
+            "new_isr[1]",
         ),
         ('{"version":1,"type":"broker_failure","broker_id":1,"broker_epoch":"x"}', "broker_epoch"),
         ('{"version":1,"type":"tick","now_ms":-1}', "now_ms"),

@@ -1,0 +1,160 @@
+"""What a write ZooKeeper refused means for the rest of the micro-batch, znode kind by znode kind.
+
+Kafka's controller sends LeaderAndIsr / UpdateMetadata only for ZooKeeper writes that succeeded, and
+takes ZooKeeper's content again for the rest. The buckets decided a whole micro-batch at once, so the
+dispatcher holds back what was built on a refused write, and asks the buckets to redo what can be redone:
+
+* ``/brokers/topics/<t>/partitions/<p>/state`` (create, compare-and-set), any refusal: the LeaderAndIsr
+  and UpdateMetadata of ``t-p`` are withheld; on ``BadVersion`` or ``NodeExists`` the znode is re-read
+  and its bucket redoes the partition from ZooKeeper's content (:mod:`streaming.refresh`).
+* ``/brokers/topics/<t>`` (create) refused ``NodeExists``: someone else created the topic. Every request
+  of ``t`` is withheld, the sink writes nothing beneath it, and the command is answered as Kafka's
+  CreateTopics answers it, ``TOPIC_ALREADY_EXISTS``.
+* ``/brokers/topics/<t>`` (set: a reassignment, added partitions) refused ``NoNode``: the topic was
+  deleted underneath; every request of ``t`` is withheld (Kafka's write throws before its requests go).
+* ``/config/topics/<t>`` (upsert): Kafka's set-or-create, never refused for existing or missing; on a
+  race the sink re-reads and redoes it.
+* ``/admin/delete_topics/<t>`` (create) refused ``NodeExists``: already marked (a tool did): done.
+* any delete refused ``NoNode``: already gone: done.
+* ``/brokers/topics/<t>`` (delete tree) refused ``NotEmpty``: re-read and redone by the sink; if it still
+  fails, logged (no request depends on it).
+
+Writes the sink did not attempt (beneath a refused creation) count as refused for their znode kind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from core import decisions as dc
+from core.controller import topic_id_for
+from core.events import CreateTopic
+from sinks.ports import NOT_ATTEMPTED, FailedWrite
+
+log = logging.getLogger("livectl.refusals")
+
+STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")
+TOPIC_PATH = re.compile(r"^/brokers/topics/([^/]+)$")
+DELETE_MARKER_PATH = re.compile(r"^/admin/delete_topics/([^/]+)$")
+#: requests that carry partition states (Kafka's ``topicStates[].partitionStates[].partitionIndex``)
+PARTITION_APIS = (dc.RequestApi.LEADER_AND_ISR, dc.RequestApi.UPDATE_METADATA, dc.RequestApi.STOP_REPLICA)
+
+
+@dataclass
+class Refusals:
+    """The consequences of one micro-batch's refused writes (see the module docstring)."""
+
+    #: (topic, partition) whose requests are withheld
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    #: topics all of whose requests are withheld
+    topics: set[str] = field(default_factory=set)
+    #: topic -> the topic id the refused creation carried (someone else's topic exists)
+    existing_topics: dict[str, str | None] = field(default_factory=dict)
+    #: refusals whose intended effect holds anyway (already marked, already gone)
+    done: list[FailedWrite] = field(default_factory=list)
+    #: refusals nothing depends on that could not be redone
+    unresolved: list[FailedWrite] = field(default_factory=list)
+
+    def withholds(self, api: dc.RequestApi, topic: str, partition: int) -> bool:
+        """Whether the state of ``topic``-``partition`` in a request of ``api`` is held back: every request
+        of a topic-level refusal; LeaderAndIsr / UpdateMetadata of a refused partition state (a
+        StopReplica is sent before its partition's state write, in Kafka as here)."""
+        if topic in self.topics:
+            return True
+        return api is not dc.RequestApi.STOP_REPLICA and (topic, partition) in self.partitions
+
+
+def classify(failed: Sequence[FailedWrite]) -> Refusals:
+    """Sort each refused write by znode kind and error (the module docstring's table)."""
+    out = Refusals()
+    for f in failed:
+        w = f.write
+        state = STATE_PATH.match(w.path)
+        topic = TOPIC_PATH.match(w.path)
+        if state is not None:
+            out.partitions.add((state.group(1), int(state.group(2))))
+        elif topic is not None and w.op is dc.ZkOp.CREATE and f.error == "NodeExists":
+            out.topics.add(topic.group(1))
+            out.existing_topics[topic.group(1)] = _topic_id_of(w.data)
+        elif topic is not None and w.op is dc.ZkOp.SET:
+            out.topics.add(topic.group(1))
+        elif (w.op in (dc.ZkOp.DELETE, dc.ZkOp.DELETE_TREE) and f.error == "NoNode") or (
+            DELETE_MARKER_PATH.match(w.path) and w.op is dc.ZkOp.CREATE and f.error == "NodeExists"
+        ):
+            out.done.append(f)
+        elif f.error == NOT_ATTEMPTED and w.path.startswith("/brokers/topics/"):
+            out.topics.add(w.path.split("/")[3])
+        else:
+            out.unresolved.append(f)
+    return out
+
+
+def _topic_id_of(data: str | None) -> str | None:
+    try:
+        tid = json.loads(data or "{}").get("topic_id")
+    except ValueError:
+        return None
+    return tid if isinstance(tid, str) else None
+
+
+def withhold(requests: Sequence[dc.BrokerRequest], refusals: Refusals) -> list[dc.BrokerRequest]:
+    """``requests`` without the partition states built on refused writes. A request left without
+    partitions is dropped, unless it had none to begin with (an UpdateMetadata that only announces the
+    live brokers)."""
+    if not refusals.partitions and not refusals.topics:
+        return list(requests)
+    kept: list[dc.BrokerRequest] = []
+    for r in requests:
+        if r.api not in PARTITION_APIS:
+            kept.append(r)
+            continue
+        body = r.body_json()
+        states = body.get("topicStates", [])
+        left = []
+        for ts in states:
+            parts = [
+                p
+                for p in ts["partitionStates"]
+                if not refusals.withholds(r.api, ts["topicName"], int(p["partitionIndex"]))
+            ]
+            if parts:
+                left.append({**ts, "partitionStates": parts})
+        if states and not left:
+            log.info(
+                "withheld %s to broker %d: every partition in it was refused by ZooKeeper", r.api.value, r.broker_id
+            )
+            continue
+        if len(left) == len(states) and all(
+            len(a["partitionStates"]) == len(b["partitionStates"]) for a, b in zip(left, states, strict=True)
+        ):
+            kept.append(r)
+            continue
+        kept.append(
+            dc.BrokerRequest(r.broker_id, r.api, json.dumps({**body, "topicStates": left}, separators=(",", ":")))
+        )
+    return kept
+
+
+def answer_existing_topics(results: Sequence[dc.AdminResult], refusals: Refusals) -> list[dc.AdminResult]:
+    """A ``create_topic`` whose topic znode someone else had created is answered as Kafka's CreateTopics
+    answers it: ``TOPIC_ALREADY_EXISTS`` (matched by the topic id the command's creation carried)."""
+    if not refusals.existing_topics:
+        return list(results)
+    out = []
+    for r in results:
+        if r.command == CreateTopic.TYPE and r.status is dc.AdminStatus.OK:
+            topic = next(
+                (t for t, tid in refusals.existing_topics.items() if tid == topic_id_for(t, r.request_id)), None
+            )
+            if topic is not None:
+                message = f"Topic '{topic}' already exists."
+                out.append(
+                    dc.AdminResult(r.request_id, r.command, dc.AdminStatus.ERROR, "TOPIC_ALREADY_EXISTS", message)
+                )
+                continue
+        out.append(r)
+    return out

@@ -1,0 +1,259 @@
+"""One table of Kafka's error codes, and the contract from the core's requests to the simulated brokers.
+
+The core builds request bodies (:mod:`core.requests`), the request sink wraps them into
+``livectl.requests`` messages (:func:`sinks.requests.request_messages`), the simulated brokers parse them
+(:func:`simbrokers.requests.parse_request`). Every field the core sends must arrive as the core meant it,
+and every error code must be the one Kafka gives that name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from core_support import Cluster
+
+from core.decisions import BrokerRequest, RequestApi
+from core.error_codes import CODES, KafkaError, error_name
+from core.events import (
+    AlterPartition,
+    BrokerFailure,
+    ControlledShutdown,
+    CreateTopic,
+    DeleteTopic,
+    StopReplicaResponse,
+    TopicPartition,
+)
+from core.requests import ERROR_CODES
+from simbrokers import codes
+from simbrokers.broker import SimBroker
+from simbrokers.partition import PendingIsr
+from simbrokers.requests import (
+    AlterPartitionResponse,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    encode_request,
+    parse_request,
+)
+from sinks.ports import Fence
+from sinks.requests import request_messages
+
+pytestmark = pytest.mark.unit
+
+
+def test_codes_are_kafkas() -> None:
+    # org.apache.kafka.common.protocol.Errors
+    assert int(KafkaError.INVALID_UPDATE_VERSION) == 95
+    assert int(KafkaError.UNKNOWN_TOPIC_ID) == 100
+    assert int(KafkaError.INELIGIBLE_REPLICA) == 107
+    assert int(KafkaError.NEW_LEADER_ELECTED) == 108
+    assert int(KafkaError.UNKNOWN_SERVER_ERROR) == -1
+    assert int(KafkaError.STALE_BROKER_EPOCH) == 77
+    assert error_name(95) == "INVALID_UPDATE_VERSION"
+    assert error_name(9999) == "ERROR_9999"
+
+
+def test_simbrokers_and_core_share_the_table() -> None:
+    sim = {k: v for k, v in vars(codes).items() if k.isupper() and isinstance(v, int)}
+    assert sim, "simbrokers.codes lists no codes"
+    for name, value in sim.items():
+        assert CODES[name] == value, name
+    assert ERROR_CODES is CODES
+    assert codes.name(codes.INVALID_UPDATE_VERSION) == "INVALID_UPDATE_VERSION"
+
+
+def _scenario() -> list[BrokerRequest]:
+    """Requests of every API the core sends: creation, AlterPartition, failure, shutdown, deletion."""
+    c = Cluster.start([1, 2, 3])
+    out: list[BrokerRequest] = []
+    c.run(CreateTopic("r1", "t", 2, 3))
+    out += c.requests()
+    li = c.ctx.leadership(TopicPartition("t", 0))
+    lai = li.leader_and_isr
+    leader = lai.leader
+    shrink = tuple(r for r in lai.isr if r != 3) if leader != 3 else lai.isr[:2]
+    epoch = c.ctx.live_brokers[leader].epoch
+    c.run(AlterPartition(leader, epoch, "t", 0, lai.leader_epoch, lai.partition_epoch, shrink, 0, 7))
+    out += c.requests()
+    c.run(AlterPartition(leader, epoch, "t", 0, lai.leader_epoch + 5, lai.partition_epoch, shrink, 0, 8))
+    out += c.requests()
+    c.run(BrokerFailure(3, c.ctx.live_brokers[3].epoch))
+    out += c.requests()
+    c.run(ControlledShutdown(2, c.ctx.live_brokers[2].epoch))
+    out += c.requests()
+    c.run(DeleteTopic("r2", "t"))
+    out += c.requests()
+    return out
+
+
+def _check(req: BrokerRequest, parsed: Any) -> None:
+    body = req.body_json()
+    sent: list[tuple[Any, ...]]
+    got: list[tuple[Any, ...]]
+    if req.api is RequestApi.LEADER_AND_ISR:
+        assert isinstance(parsed, LeaderAndIsrRequest)
+        assert (parsed.controller_id, parsed.controller_epoch, parsed.broker_epoch, parsed.type) == (
+            body["controllerId"],
+            body["controllerEpoch"],
+            body["brokerEpoch"],
+            body["type"],
+        )
+        sent = [
+            (t["topicName"], s["partitionIndex"], s["controllerEpoch"], s["leader"], s["leaderEpoch"],
+             tuple(s["isr"]), s["partitionEpoch"], tuple(s["replicas"]), tuple(s["addingReplicas"]),
+             tuple(s["removingReplicas"]), s["isNew"], s["leaderRecoveryState"])
+            for t in body["topicStates"] for s in t["partitionStates"]
+        ]  # fmt: skip
+        got = [
+            (p.topic, p.partition, p.controller_epoch, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
+             p.replicas, p.adding_replicas, p.removing_replicas, p.is_new, p.leader_recovery_state)
+            for p in parsed.partitions
+        ]  # fmt: skip
+        assert got == sent
+        assert [(b.broker_id, b.host, b.port) for b in parsed.live_leaders] == [
+            (b["brokerId"], b["hostName"], b["port"]) for b in body["liveLeaders"]
+        ]
+    elif req.api is RequestApi.UPDATE_METADATA:
+        assert isinstance(parsed, UpdateMetadataRequest)
+        sent = [
+            (t["topicName"], s["partitionIndex"], s["controllerEpoch"], s["leader"], s["leaderEpoch"],
+             tuple(s["isr"]), s["zkVersion"], tuple(s["replicas"]), tuple(s["offlineReplicas"]))
+            for t in body["topicStates"] for s in t["partitionStates"]
+        ]  # fmt: skip
+        got = [
+            (p.topic, p.partition, p.controller_epoch, p.leader, p.leader_epoch, p.isr, p.zk_version,
+             p.replicas, p.offline_replicas)
+            for p in parsed.partitions
+        ]  # fmt: skip
+        assert got == sent
+        assert [b.broker_id for b in parsed.live_brokers] == [b["id"] for b in body["liveBrokers"]]
+        assert list(parsed.racks) == [(b["id"], b.get("rack")) for b in body["liveBrokers"]]
+    elif req.api is RequestApi.STOP_REPLICA:
+        assert isinstance(parsed, StopReplicaRequest)
+        sent = [
+            (t["topicName"], s["partitionIndex"], s["leaderEpoch"], s["deletePartition"])
+            for t in body["topicStates"]
+            for s in t["partitionStates"]
+        ]
+        assert [(p.topic, p.partition, p.leader_epoch, p.delete_partition) for p in parsed.partitions] == sent
+        assert parsed.broker_epoch == body["brokerEpoch"]
+    elif req.api is RequestApi.CONTROLLED_SHUTDOWN_RESPONSE:
+        assert isinstance(parsed, ControlledShutdownResponse)
+        assert parsed.error_code == body["errorCode"]
+        assert [(tp.topic, tp.partition) for tp in parsed.remaining] == [
+            (r["topicName"], r["partitionIndex"]) for r in body["remainingPartitions"]
+        ]
+    else:
+        assert isinstance(parsed, AlterPartitionResponse)
+        assert parsed.error_code == body["errorCode"]
+        sent = [
+            (t["topicName"], s["partitionIndex"], s["errorCode"], s["leaderId"], s["leaderEpoch"], tuple(s["isr"]),
+             s["partitionEpoch"], s["leaderRecoveryState"], s.get("correlationId", -1))
+            for t in body["topics"] for s in t["partitions"]
+        ]  # fmt: skip
+        got = [
+            (r.topic, r.partition, r.error_code, r.leader_id, r.leader_epoch, r.isr, r.partition_epoch,
+             r.leader_recovery_state, r.correlation_id)
+            for r in parsed.partitions
+        ]  # fmt: skip
+        assert got == sent
+
+
+def test_every_request_the_core_sends_reaches_the_simulated_brokers_intact() -> None:
+    requests = _scenario()
+    assert {r.api for r in requests} == set(RequestApi)
+    fence = Fence(4, 3)
+    for req in requests:
+        (msg,) = request_messages("livectl.requests", fence, 12, [req])
+        env = parse_request(msg.key, msg.value)
+        assert (env.broker_id, env.api, env.controller_epoch, env.batch_id) == (req.broker_id, req.api, 4, 12)
+        _check(req, env.body)
+    answers = [r for r in requests if r.api is RequestApi.ALTER_PARTITION_RESPONSE]
+    codes_sent = {p["errorCode"] for r in answers for t in r.body_json()["topics"] for p in t["partitions"]}
+    # the accepted proposal and the one from the future (Kafka: NOT_CONTROLLER), by Kafka's numbers
+    assert codes_sent == {codes.NONE, codes.NOT_CONTROLLER}
+
+
+def _lisr_body(epoch: int) -> dict[str, Any]:
+    return {
+        "controllerId": 0,
+        "controllerEpoch": 1,
+        "brokerEpoch": 101,
+        "type": 0,
+        "topicStates": [
+            {
+                "topicName": "t",
+                "topicId": "AAAAAAAAAAAAAAAAAAAAAA",
+                "partitionStates": [
+                    {"partitionIndex": 0, "controllerEpoch": 1, "leader": 1, "leaderEpoch": epoch, "isr": [1],
+                     "partitionEpoch": 0, "replicas": [1], "addingReplicas": [], "removingReplicas": [],
+                     "isNew": True, "leaderRecoveryState": 0}
+                ],
+            }
+        ],
+        "liveLeaders": [{"brokerId": 1, "hostName": "localhost", "port": 9093}],
+    }  # fmt: skip
+
+
+def _stop_body(epoch: int, delete: bool = True) -> dict[str, Any]:
+    return {
+        "controllerId": 0,
+        "controllerEpoch": 1,
+        "brokerEpoch": 101,
+        "topicStates": [
+            {
+                "topicName": "t",
+                "partitionStates": [{"partitionIndex": 0, "leaderEpoch": epoch, "deletePartition": delete}],
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("stop_epoch", "expected", "hosted_after"),
+    [(3, codes.NONE, False), (4, codes.NONE, False), (2, codes.FENCED_LEADER_EPOCH, True)],
+    ids=["equal-epoch-applied", "newer-epoch-applied", "older-epoch-fenced"],
+)
+def test_stop_replica_follows_kafkas_epoch_rule(stop_epoch: int, expected: int, hosted_after: bool) -> None:
+    """Kafka's ``ReplicaManager.stopReplicas``: a leader epoch equal to the replica's or newer is applied,
+    only an older one is fenced (and the -2 / -1 sentinels always apply)."""
+    b = SimBroker(1, broker_epoch=101)
+    key, value = encode_request(1, RequestApi.LEADER_AND_ISR, 1, 1, _lisr_body(3))
+    b.handle(parse_request(key, value), 0)
+    tp = TopicPartition("t", 0)
+    assert tp in b.partitions and b.partitions[tp].leader_epoch == 3
+    key, value = encode_request(1, RequestApi.STOP_REPLICA, 1, 2, _stop_body(stop_epoch))
+    (answer,) = b.handle(parse_request(key, value), 0)
+    assert isinstance(answer, StopReplicaResponse)
+    assert answer.error_code == codes.NONE
+    assert [(p.topic, p.partition, p.error_code) for p in answer.partitions] == [("t", 0, expected)]
+    assert (tp in b.partitions) is hosted_after
+
+
+def test_the_simulated_leader_waits_for_leader_and_isr_after_the_cores_invalid_update_version() -> None:
+    """The core answers a proposal made at an old partition epoch with Kafka's INVALID_UPDATE_VERSION (95);
+    the simulated leader, reading the same table, stops proposing until a LeaderAndIsr comes (Kafka's
+    ``Partition.handleAlterPartitionError``)."""
+    c = Cluster.start([1, 2, 3])
+    c.run(CreateTopic("r1", "t", replica_assignment=((1, 2, 3),)))
+    fence = Fence(1, 0)
+    broker = SimBroker(1, broker_epoch=c.ctx.live_brokers[1].epoch)
+    for msg in request_messages("livectl.requests", fence, 1, c.requests(broker=1)):
+        broker.handle(parse_request(msg.key, msg.value), 0)
+    tp = TopicPartition("t", 0)
+    part = broker.partitions[tp]
+    assert (part.leader_epoch, part.partition_epoch) == (0, 0)
+    # the ISR moved on at the controller (partition epoch 1) without this broker hearing of it
+    c.run(AlterPartition(1, c.ctx.live_brokers[1].epoch, "t", 0, 0, 0, (1, 2), 0, 1))
+    assert c.ctx.leadership(tp).leader_and_isr.partition_epoch == 1
+    part.pending = PendingIsr((1,))
+    (proposal,) = [e for e in broker.tick(10) if isinstance(e, AlterPartition)]
+    assert proposal.partition_epoch == 0
+    c.run(proposal)
+    (answer,) = c.requests(RequestApi.ALTER_PARTITION_RESPONSE)
+    assert answer.body_json()["topics"][0]["partitions"][0]["errorCode"] == codes.INVALID_UPDATE_VERSION == 95
+    (msg,) = request_messages("livectl.requests", fence, 2, [answer])
+    broker.handle(parse_request(msg.key, msg.value), 20)
+    assert part.pending is None and part.await_leader_and_isr
+    assert not [e for e in broker.tick(10_000) if isinstance(e, AlterPartition)]
