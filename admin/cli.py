@@ -2,10 +2,13 @@
 
 =====================  ==========================================================================
 ``topics``             ``--create/--delete/--describe/--list/--alter`` (``kafka-topics``)
-``reassign``           ``--generate/--execute/--verify/--cancel`` (``kafka-reassign-partitions``)
+``reassign``           ``--generate/--execute/--verify/--cancel/--list`` (``kafka-reassign-partitions``;
+                       :mod:`admin.reassign_cmd`)
+``configs``            topic, broker and ``<default>`` configs (``kafka-configs``; :mod:`admin.configs`)
 ``elect-leaders``      ``--election-type PREFERRED|UNCLEAN`` (``kafka-leader-election``)
 ``brokers list``       registrations under ``/brokers/ids`` (``--min N``: exit 1 below N, a healthcheck)
-``broker shutdown N``  ask simulated broker N for a controlled shutdown (control topic)
+``broker shutdown N``  ask simulated broker N for a controlled shutdown (control topic); ``--wait`` reports
+                       its outcome (:mod:`admin.broker_shutdown`)
 ``broker kill N``      make simulated broker N vanish (session closed, no controlled shutdown)
 ``broker fault N ...`` inject ``slow-follower``, ``stuck-follower``, ``disk-failure``, ``clear``, ``produce-rate``
 ``controller status``  ``/controller`` and ``/controller_epoch``
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from admin import files
+from admin import broker_shutdown, configs, files, reassign_cmd, topics_read
 from admin.publish import (
     ADMIN_RESULTS_TOPIC,
     ADMIN_TOPIC,
@@ -50,18 +53,18 @@ from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
 from core.events import (
     AdminCommand,
-    AlterTopicConfig,
     CreatePartitions,
     CreateTopic,
     DeleteTopic,
     ElectionType,
     ElectLeaders,
-    ReassignPartitions,
     TopicPartition,
     decode_event,
     encode_event,
 )
+from core.topic_configs import topic_configs_problem
 from simbrokers.control import CONTROL_TOPIC, ControlCommand
+from simbrokers.requests import REQUESTS_TOPIC
 from sinks.security import KafkaSecurity, SecurityConfigError
 
 EXIT_OK = 0
@@ -96,7 +99,11 @@ class UsageError(AdminError):
 
 
 class OperationFailedError(AdminError):
-    """The operation was refused or failed; the message says why."""
+    """The operation was refused or failed; the message says why (``result``: the controller's answer)."""
+
+    def __init__(self, message: str, result: AdminResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class NotFinishedError(AdminError):
@@ -171,6 +178,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_brokers(subparsers, read)
     _add_broker(subparsers, write)
     _add_controller(subparsers, read)
+    configs.add_parser(subparsers, write)
 
 
 def _add_topics(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -194,6 +202,9 @@ def _add_topics(sub: argparse._SubParsersAction[argparse.ArgumentParser], common
         help="explicit assignment: partitions separated by ',', replicas by ':', e.g. 1:2,2:3,3:1",
     )
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config (repeatable)")
+    p.add_argument(
+        "--delete-config", action="append", default=[], metavar="KEY", help="--alter: remove a config override"
+    )
     p.add_argument("--if-not-exists", action="store_true", help="--create: do nothing if the topic exists")
     p.add_argument("--if-exists", action="store_true", help="--delete/--alter: do nothing if the topic is missing")
     p.add_argument(
@@ -202,6 +213,7 @@ def _add_topics(sub: argparse._SubParsersAction[argparse.ArgumentParser], common
     p.add_argument(
         "--unavailable-partitions", action="store_true", help="--describe: only partitions without a live leader"
     )
+    topics_read.add_options(p)
     p.set_defaults(func=cmd_topics)
 
 
@@ -210,7 +222,8 @@ def _add_reassign(sub: argparse._SubParsersAction[argparse.ArgumentParser], comm
         "reassign",
         parents=[common],
         help="move partition replicas between brokers (kafka-reassign-partitions)",
-        description="Generate, execute, verify and cancel partition reassignments, like kafka-reassign-partitions. "
+        description="Generate, execute, verify, cancel and list partition reassignments, like "
+        "kafka-reassign-partitions. "
         'Files use Kafka\'s format {"version":1,"partitions":[{"topic","partition","replicas"}]}.',
     )
     action = p.add_mutually_exclusive_group(required=True)
@@ -222,6 +235,7 @@ def _add_reassign(sub: argparse._SubParsersAction[argparse.ArgumentParser], comm
     p.add_argument("--topics-to-move-json-file", type=Path, help='{"version":1,"topics":[{"topic":"foo"}]}')
     p.add_argument("--broker-list", help="brokers to place replicas on, e.g. 1,2,3 (--generate)")
     p.add_argument("--disable-rack-aware", action="store_true", help="ignore broker racks (--generate)")
+    reassign_cmd.add_options(p, action)
     p.set_defaults(func=cmd_reassign)
 
 
@@ -245,7 +259,8 @@ def _add_brokers(sub: argparse._SubParsersAction[argparse.ArgumentParser], commo
     p = sub.add_parser("brokers", help="list registered brokers", description="Brokers registered in ZooKeeper.")
     bsub = p.add_subparsers(dest="brokers_cmd", required=True, metavar="COMMAND")
     lp = bsub.add_parser("list", parents=[common], help="list /brokers/ids", description="List /brokers/ids.")
-    lp.add_argument("--json", action="store_true", help="print JSON")
+    lp.add_argument("--json", action="store_true", help="print JSON (same as --output json)")
+    lp.add_argument("--output", choices=["text", "json"], default="text", help="text or json")
     lp.add_argument(
         "--min",
         type=int,
@@ -268,6 +283,9 @@ def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser], common
         sp = bsub.add_parser(name, parents=[common], help=helptext, description=helptext)
         sp.add_argument("broker_id", type=int, metavar="BROKER_ID")
         sp.add_argument("--control-topic", default=CONTROL_TOPIC, help="default: %(default)s")
+        sp.add_argument(
+            "--requests-topic", default=REQUESTS_TOPIC, help="controller requests, for --wait (default: %(default)s)"
+        )
         return sp
 
     add("shutdown", "controlled shutdown of a simulated broker, then deregistration").set_defaults(
@@ -290,7 +308,8 @@ def _add_controller(sub: argparse._SubParsersAction[argparse.ArgumentParser], co
     sp = csub.add_parser(
         "status", parents=[common], help="show /controller and /controller_epoch", description="Controller status."
     )
-    sp.add_argument("--json", action="store_true", help="print JSON")
+    sp.add_argument("--json", action="store_true", help="print JSON (same as --output json)")
+    sp.add_argument("--output", choices=["text", "json"], default="text", help="text or json")
     sp.set_defaults(func=cmd_controller_status)
 
 
@@ -389,7 +408,7 @@ def submit(args: argparse.Namespace, command: AdminCommand, label: str) -> Submi
             follower.close()
     if result.status is AdminStatus.ERROR:
         detail = f": {result.message}" if result.message else ""
-        raise OperationFailedError(f"{result.error or 'ERROR'}{detail}")
+        raise OperationFailedError(f"{result.error or 'ERROR'}{detail}", result)
     return Submitted(command.request_id, result)
 
 
@@ -458,21 +477,33 @@ def _topics(args: argparse.Namespace) -> int:
     if args.create:
         return _topics_create(args, topic)
     if args.delete:
-        _forbid(args, ["--partitions", "--replication-factor", "--replica-assignment", "--config"], "with --delete")
+        _forbid(
+            args,
+            ["--partitions", "--replication-factor", "--replica-assignment", "--config", "--delete-config"],
+            "with --delete",
+        )
         return _topics_delete(args, topic)
     return _topics_alter(args, topic)
 
 
 def _topics_create(args: argparse.Namespace, topic: str) -> int:
-    configs = _configs(args.config)
+    _forbid(args, ["--delete-config"], "with --create")
+    topic_configs = _configs(args.config)
+    for key, value in topic_configs:
+        problem = topic_configs_problem({key: value})
+        if problem is not None:
+            raise UsageError(key, problem)
+    problem = topic_configs_problem(dict(topic_configs))
+    if problem is not None:
+        raise UsageError("--config", problem)
     if args.replica_assignment is not None:
         _forbid(args, ["--partitions", "--replication-factor"], "with --replica-assignment")
         assignment = parse_replica_assignment(args.replica_assignment)
-        command = CreateTopic(new_request_id(), topic, len(assignment), len(assignment[0]), assignment, configs)
+        command = CreateTopic(new_request_id(), topic, len(assignment), len(assignment[0]), assignment, topic_configs)
     else:
         partitions = _require(args, "--partitions", "with --create (or give --replica-assignment)")
         rf = _require(args, "--replication-factor", "with --create (or give --replica-assignment)")
-        command = CreateTopic(new_request_id(), topic, partitions, rf, (), configs)
+        command = CreateTopic(new_request_id(), topic, partitions, rf, (), topic_configs)
     _validated(command)
     with connect(_zk(args)) as zk:
         if zk.topic(topic) is not None:
@@ -496,8 +527,8 @@ def _topics_delete(args: argparse.Namespace, topic: str) -> int:
 
 
 def _topics_alter(args: argparse.Namespace, topic: str) -> int:
-    if args.partitions is None and not args.config:
-        raise UsageError("--alter", "needs --partitions and/or --config")
+    if args.partitions is None and not args.config and not args.delete_config:
+        raise UsageError("--alter", "needs --partitions, --config and/or --delete-config")
     _forbid(args, ["--replication-factor"], "with --alter (use reassign to change replicas)")
     with connect(_zk(args)) as zk:
         current = zk.topic(topic)
@@ -523,16 +554,21 @@ def _topics_alter(args: argparse.Namespace, topic: str) -> int:
                     f"lists {len(assignment)} partitions but {args.partitions - have} are being added",
                 )
         commands.append((CreatePartitions(new_request_id(), topic, args.partitions, assignment), "add partitions"))
-    if args.config:
-        commands.append((AlterTopicConfig(new_request_id(), topic, _configs(args.config)), "alter config"))
+    add = dict(_configs(args.config))
+    delete = configs.parse_delete_config(args.delete_config)
+    if add or delete:
+        configs.check_topic_change(args, topic, add, delete)
     for command, _ in commands:
         _validated(command)
     for command, label in commands:
         submit(args, command, f"{label} {topic}")
     if args.partitions is not None:
         print(f"Partitions of topic {topic}: {len(current.partitions)} -> {args.partitions}.")
-    if args.config:
-        print(f"Configs of topic {topic} updated: {', '.join(f'{k}={v}' for k, v in _configs(args.config))}.")
+    if add or delete:
+        # config changes wait for the controller's answer, as kafka-configs does (see admin.configs)
+        configs.alter_topic_configs(args, topic, add, delete)
+        changes = [f"{k}={v}" for k, v in sorted(add.items())] + [f"-{k}" for k in delete]
+        print(f"Configs of topic {topic} updated: {', '.join(changes)}.")
     return EXIT_OK
 
 
@@ -547,12 +583,7 @@ def _matcher(pattern: str | None) -> Callable[[str], bool]:
 
 
 def _topics_list(args: argparse.Namespace) -> int:
-    match = _matcher(args.topic)
-    with connect(_zk(args)) as zk:
-        deleting = zk.marked_for_deletion()
-        for t in zk.topics():
-            if match(t):
-                print(f"{t} - marked for deletion" if t in deleting else t)
+    topics_read.list_topics(args, _zk(args), _matcher(args.topic))
     return EXIT_OK
 
 
@@ -561,49 +592,11 @@ def _ints(xs: Sequence[int]) -> str:
 
 
 def _topics_describe(args: argparse.Namespace) -> int:
-    match = _matcher(args.topic)
-    with connect(_zk(args)) as zk:
-        names = [t for t in zk.topics() if match(t)]
-        if args.topic is not None and not names and not re.search(r"[\\^$.|?*+()\[\]{}]", args.topic):
+    def missing() -> None:
+        if args.topic is not None and topics_read.looks_literal(args.topic):
             raise OperationFailedError(f"Topic '{args.topic}' does not exist as expected")
-        live = set(zk.brokers())
-        deleting = zk.marked_for_deletion()
-        only_partitions = args.under_replicated_partitions or args.unavailable_partitions
-        for name in names:
-            znode = zk.topic(name)
-            if znode is None:
-                continue
-            configs = zk.topic_config(name)
-            adding = dict(znode.adding_replicas)
-            removing = dict(znode.removing_replicas)
-            if not only_partitions:
-                rf = len(znode.partitions[0][1]) if znode.partitions else 0
-                cfg = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
-                head = (
-                    f"Topic: {name}\tTopicId: {znode.topic_id or 'none'}\tPartitionCount: {len(znode.partitions)}\t"
-                    f"ReplicationFactor: {rf}\tConfigs: {cfg}"
-                )
-                print(head + ("\tMarkedForDeletion: true" if name in deleting else ""))
-            for p, replicas in znode.partitions:
-                st = zk.partition_state(name, p)
-                leader = st.leader if st is not None else -1
-                isr = st.isr if st is not None else ()
-                if args.under_replicated_partitions and len(isr) >= len(replicas):
-                    continue
-                if args.unavailable_partitions and leader >= 0 and leader in live:
-                    continue
-                line = (
-                    f"\tTopic: {name}\tPartition: {p}\tLeader: {leader if leader >= 0 else 'none'}\t"
-                    f"Replicas: {_ints(replicas)}\tIsr: {_ints(isr)}"
-                )
-                if p in adding:
-                    line += f"\tAdding Replicas: {_ints(adding[p])}"
-                if p in removing:
-                    line += f"\tRemoving Replicas: {_ints(removing[p])}"
-                offline = [r for r in replicas if r not in live]
-                if offline:
-                    line += f"\tOffline: {_ints(offline)}"
-                print(line)
+
+    topics_read.describe(args, _zk(args), _matcher(args.topic), missing)
     return EXIT_OK
 
 
@@ -619,15 +612,16 @@ def _reassign(args: argparse.Namespace) -> int:
         path = _require(args, "--topics-to-move-json-file", "with --generate")
         brokers = _broker_ids(_require(args, "--broker-list", "with --generate"), "--broker-list")
         return _reassign_generate(args, path, brokers)
+    if args.list or args.describe:
+        return reassign_cmd.list_reassignments(args)
     path = _require(args, "--reassignment-json-file", "with --execute, --verify and --cancel")
+    if not args.execute:
+        _forbid(args, ["--throttle", "--replica-alter-log-dirs-throttle", "--additional"], "without --execute")
     if args.execute:
-        return _reassign_execute(args, path)
+        return reassign_cmd.execute(args, path)
     if args.verify:
-        return _reassign_verify(args, path)
-    command = files.cancel_command(path, new_request_id())
-    submit(args, command, "cancel reassignment")
-    print("Successfully cancelled partition reassignments for: " + ",".join(str(tp) for tp in command.partitions))
-    return EXIT_OK
+        return reassign_cmd.verify(args, path)
+    return reassign_cmd.cancel(args, path)
 
 
 def _current_assignment(zk: ZkReader, topics: Sequence[str]) -> dict[TopicPartition, tuple[int, ...]]:
@@ -671,66 +665,6 @@ def _reassign_generate(args: argparse.Namespace, path: Path, broker_list: tuple[
     return EXIT_OK
 
 
-def _reassign_execute(args: argparse.Namespace, path: Path) -> int:
-    request_id = new_request_id()
-    targets = files.read_reassignment(path, request_id)
-    with connect(_zk(args)) as zk:
-        registered = set(zk.brokers())
-        topics = sorted({t.topic for t in targets})
-        current = _current_assignment(zk, topics)
-    for i, t in enumerate(targets):
-        tp = TopicPartition(t.topic, t.partition)
-        if tp not in current:
-            raise UsageError(f"{path}: partitions[{i}].partition", f"partition {tp} does not exist")
-        unknown = sorted(set(t.replicas) - registered)
-        if unknown:
-            raise UsageError(f"{path}: partitions[{i}].replicas", f"unknown broker(s) {_ints(unknown)}")
-    rollback = {TopicPartition(t.topic, t.partition): current[TopicPartition(t.topic, t.partition)] for t in targets}
-    print("Current partition replica assignment")
-    print()
-    print(files.reassignment_json(rollback))
-    print()
-    print("Save this to use as the --reassignment-json-file option during rollback")
-    submit(args, ReassignPartitions(request_id, targets), "reassign")
-    names = ",".join(f"{t.topic}-{t.partition}" for t in targets)
-    print(f"Successfully started partition reassignments for {names}")
-    return EXIT_OK
-
-
-def _reassign_verify(args: argparse.Namespace, path: Path) -> int:
-    targets = files.read_reassignment(path, "verify")
-    pending = False
-    mismatch = False
-    print("Status of partition reassignment:")
-    with connect(_zk(args)) as zk:
-        legacy = {TopicPartition(t.topic, t.partition) for t in zk.pending_reassignments()}
-        znodes = {t: zk.topic(t) for t in sorted({x.topic for x in targets})}
-    for t in targets:
-        tp = TopicPartition(t.topic, t.partition)
-        znode = znodes[t.topic]
-        replicas = dict(znode.partitions).get(t.partition) if znode is not None else None
-        moving = znode is not None and (
-            t.partition in dict(znode.adding_replicas) or t.partition in dict(znode.removing_replicas)
-        )
-        if replicas is None:
-            print(f"Partition {tp} does not exist.")
-            mismatch = True
-        elif moving or tp in legacy:
-            print(f"Reassignment of partition {tp} is still in progress.")
-            pending = True
-        elif replicas == t.replicas:
-            print(f"Reassignment of partition {tp} is completed.")
-        else:
-            print(
-                f"There is no active reassignment of partition {tp}, but replica set is {_ints(replicas)} rather "
-                f"than {_ints(t.replicas)}."
-            )
-            mismatch = True
-    if mismatch:
-        return EXIT_FAILED
-    return EXIT_PENDING if pending else EXIT_OK
-
-
 # ----------------------------------------------------------------------------- elect-leaders
 
 
@@ -750,17 +684,43 @@ def _elect(args: argparse.Namespace) -> int:
     else:
         _forbid(args, ["--partition"], "with --all-topic-partitions")
         command = ElectLeaders(request_id, etype, ())
-    done = submit(args, command, f"{etype.value.lower()} election")
+    try:
+        done = submit(args, command, f"{etype.value.lower()} election")
+    except OperationFailedError as e:
+        if e.result is None or not _election_report(etype, e.result):
+            raise
+        raise OperationFailedError(_election_failures(etype, e.result), e.result) from None
     scope = ",".join(str(tp) for tp in command.partitions) or "all partitions"
     if done.result is None:
         print(f"Leader election ({etype.value}) submitted for {scope}.")
         return EXIT_OK
-    print(f"Successfully completed leader election ({etype.value}) for partitions {scope}")
-    if done.result.message:
-        print(done.result.message)
-    if done.result.details not in ("", "{}"):
-        print(done.result.details)
+    if not _election_report(etype, done.result):
+        print(f"Successfully completed leader election ({etype.value}) for partitions {scope}")
+        if done.result.message:
+            print(done.result.message)
     return EXIT_OK
+
+
+def _election_report(etype: ElectionType, result: AdminResult) -> bool:
+    """Kafka's ``kafka-leader-election`` lines for the partitions elected and those that needed no election;
+    False when the answer carries no per-partition outcomes."""
+    outcomes = reassign_cmd.partition_outcomes(result)
+    if not outcomes:
+        return False
+    elected = [tp for tp, error, _ in outcomes if error == "NONE"]
+    noop = [tp for tp, error, _ in outcomes if error == "ELECTION_NOT_NEEDED"]
+    if elected:
+        print(f"Successfully completed leader election ({etype.value}) for partitions {', '.join(elected)}")
+    if noop:
+        print(f"Valid replica already elected for partitions {', '.join(noop)}")
+    return True
+
+
+def _election_failures(etype: ElectionType, result: AdminResult) -> str:
+    failed = [o for o in reassign_cmd.partition_outcomes(result) if o[1] not in ("NONE", "ELECTION_NOT_NEEDED")]
+    lines = [f"Error completing leader election ({etype.value}) for partition: {tp}: {error}: {message}"
+             for tp, error, message in failed]  # fmt: skip
+    return f"{len(failed)} replica(s) could not be elected:\n" + "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- brokers, broker, controller
@@ -779,7 +739,7 @@ def _brokers_list(args: argparse.Namespace) -> int:
     with connect(_zk(args)) as zk:
         brokers = zk.brokers()
         controller = zk.controller().broker_id
-    if args.json:
+    if args.json or args.output == "json":
         print(json.dumps({str(b): r.raw | {"broker_epoch": r.epoch} for b, r in sorted(brokers.items())}, indent=2))
     elif not brokers:
         print("no brokers registered under /brokers/ids")
@@ -819,9 +779,26 @@ def _broker(args: argparse.Namespace) -> int:
     with connect(_zk(args)) as zk:
         if args.broker_id not in zk.brokers():
             raise OperationFailedError(f"broker {args.broker_id} is not registered ({path} does not exist)")
+    answers = None
+    if args.wait and name == "shutdown":
+        answers = broker_shutdown.open_consumer(_kafka(args), args.requests_topic, _kafka_config(args))
     publish(_kafka(args), args.control_topic, str(args.broker_id), cmd.to_json(), _kafka_config(args))
     print(f"Sent {name} to broker {args.broker_id} on {args.control_topic}.")
-    if args.wait and name in ("shutdown", "kill"):
+    if answers is not None:
+        try:
+            with connect(_zk(args)) as zk:
+                ok, message = broker_shutdown.follow(
+                    lambda: args.broker_id in zk.brokers(), answers, args.broker_id, args.timeout
+                )
+        except TimeoutError as e:
+            raise NotFinishedError(str(e)) from None
+        finally:
+            answers.close()
+        if not ok:
+            raise OperationFailedError(message)
+        print(message)
+        return EXIT_OK
+    if args.wait and name == "kill":
         progress = Progress(f"broker {args.broker_id} {name}")
         deadline = time.monotonic() + args.timeout
         with connect(_zk(args)) as zk:
@@ -843,7 +820,7 @@ def cmd_controller_status(args: argparse.Namespace) -> int:
 def _controller_status(args: argparse.Namespace) -> int:
     with connect(_zk(args)) as zk:
         info = zk.controller()
-    if args.json:
+    if args.json or args.output == "json":
         print(json.dumps(info.__dict__, indent=2))
     else:
         active = "none" if info.broker_id is None else str(info.broker_id)

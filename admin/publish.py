@@ -124,6 +124,19 @@ class ResultFollower:
         status = last.status.value if last else "no result yet"
         raise WaitTimeoutError(f"no final result for request {request_id} after {timeout_s:g}s ({status})", last)
 
+    def poll(self, request_id: str, timeout_ms: int = 200) -> AdminResult | None:
+        """The latest result for ``request_id`` among the records one poll brings (``in_progress`` ones
+        included), or ``None``."""
+        latest: AdminResult | None = None
+        for records in self.consumer.poll(timeout_ms=timeout_ms).values():
+            for rec in records:
+                if not self.epochs.admit(_epoch_of(rec.value)):
+                    continue
+                result = _decode_result(rec.value)
+                if result is not None and result.request_id == request_id:
+                    latest = result
+        return latest
+
     def close(self) -> None:
         self.consumer.close()
 

@@ -122,6 +122,14 @@ class ZkReader:
         got = self._get(zkdata.topic_config_path(topic))
         return zkdata.decode_topic_config(got[0]) if got and got[0] else {}
 
+    def broker_config(self, broker: str) -> dict[str, str]:
+        """``/config/brokers/<broker>`` (``<default>`` for the cluster default): Kafka's dynamic broker configs."""
+        got = self._get(f"/config/brokers/{broker}")
+        return zkdata.decode_topic_config(got[0]) if got and got[0] else {}
+
+    def broker_default_config(self) -> dict[str, str]:
+        return self.broker_config("<default>")
+
     def marked_for_deletion(self) -> set[str]:
         return set(self._children(zkdata.DELETE_TOPICS))
 

@@ -90,6 +90,9 @@ CI_POINTS = (
     ("reassign:rs-written", "standby"),
     ("delete:marker-created", "restart"),
     ("failure:first-state-write", "standby"),
+    # a broker failed while no controller ran: the restarted controller's ISR writes meet leaders that
+    # shrank their ISRs meanwhile; the broker must rejoin with every view in agreement
+    ("failure:while-down", "restart"),
 )
 LARGE_PARTITIONS = 150
 
@@ -691,6 +694,39 @@ class BrokerDown(Point):
             return True
 
         wait_until(f"broker {self.BROKER} back in the ISRs of {self.topic}", back, 180, interval=1.0)
+        # and every replica, the returned one too, sees ZooKeeper's leader at ZooKeeper's leader epoch (the
+        # issue's finding: brokers at leader epoch 1 while ZooKeeper held 0, the broker never back)
+        last: list[str] = []
+
+        def agree() -> bool:
+            last[:] = view_problems(m, self.topic, self.ASSIGNMENT)
+            return not last
+
+        try:
+            wait_until(f"the brokers' views of {self.topic} agree with ZooKeeper", agree, 120, interval=1.0)
+        except MatrixError:
+            raise MatrixError(f"the brokers' views of {self.topic} never agreed with ZooKeeper: {last[:5]}") from None
+
+
+def view_problems(m: Matrix, topic: str, assignment: dict[int, tuple[int, ...]]) -> list[str]:
+    """Where a replica's own view of ``topic`` differs from ZooKeeper (leader, leader epoch; the leader's
+    ISR), for every replica in ZooKeeper's ISR."""
+    out: list[str] = []
+    views = m.views()
+    for p in sorted(assignment):
+        state, _ = m.znode(f"/brokers/topics/{topic}/partitions/{p}/state")
+        if state is None:
+            out.append(f"{topic}-{p}: no state znode")
+            continue
+        for b in state["isr"]:
+            v = views.get(b, {}).get("partitions", {}).get(f"{topic}-{p}")
+            if v is None or (v["leader"], v["leader_epoch"]) != (state["leader"], state["leader_epoch"]):
+                seen = None if v is None else (v["leader"], v["leader_epoch"])
+                zk = (state["leader"], state["leader_epoch"])
+                out.append(f"broker {b} sees {topic}-{p} at (leader, epoch) {seen}, ZooKeeper {zk}")
+            elif b == state["leader"] and set(v["isr"]) != set(state["isr"]):
+                out.append(f"leader {b} of {topic}-{p} has ISR {v['isr']}, ZooKeeper {state['isr']}")
+    return out
 
 
 def make_point(m: Matrix, name: str, tag: str) -> Point:

@@ -56,12 +56,13 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from core import deletion, partition_machine, replica_machine
 from core import limits as lim
 from core.assignment import ReplicaAssignment
+from core.cluster_config import controller_fields
 from core.context import (
     NO_LEADER,
     RECOVERED,
@@ -92,6 +93,7 @@ from core.events import (
     BrokerFailure,
     BrokerStartup,
     CancelReassignment,
+    ClusterConfigChanged,
     ControlledShutdown,
     ControllerFailover,
     CreatePartitions,
@@ -110,13 +112,20 @@ from core.events import (
     Tick,
     TopicCreationRefused,
     TopicPartition,
+    ZkLogDirEvents,
+    ZkPreferredElection,
+    ZkReassignment,
     ZkSnapshot,
+    ZkTopicChange,
+    ZkTopicDeletion,
 )
 from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
 from core.replica_machine import remove_replica_from_isr
 from core.requests import ERROR_CODES, Effects
 from core.states import PartitionState, ReplicaState
+from core.topic_configs import topic_configs_problem
 from core.zkdata import (
+    LOG_DIR_EVENT_NOTIFICATION,
     PREFERRED_REPLICA_ELECTION,
     REASSIGN_PARTITIONS,
     delete_topic_path,
@@ -145,6 +154,8 @@ class ControllerConfig:
     auto_leader_rebalance_enable: bool = True
     #: ``leader.imbalance.per.broker.percentage``
     leader_imbalance_per_broker_percentage: int = 10
+    #: ``leader.imbalance.check.interval.seconds`` (the driver's schedule of :class:`AutoRebalanceTick`)
+    leader_imbalance_check_interval_seconds: int = 300
 
 
 @dataclass(frozen=True)
@@ -160,6 +171,9 @@ class ControllerState:
     pending_deletions: dict[str, frozenset[str]] = field(default_factory=dict)
     #: partitions started from the legacy ``/admin/reassign_partitions`` path and not finished
     zk_reassignments: frozenset[TopicPartition] = frozenset()
+    #: request id -> its partitions whose reassignment a later request replaced: partition -> "superseded"
+    #: or "cancelled" (its final answer says so instead of "completed")
+    interrupted_reassignments: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,6 +185,9 @@ class ControllerState:
             },
             "pending_deletions": {rid: sorted(ts) for rid, ts in self.pending_deletions.items()},
             "zk_reassignments": [[tp.topic, tp.partition] for tp in sorted(self.zk_reassignments)],
+            "interrupted_reassignments": {
+                rid: dict(sorted(v.items())) for rid, v in sorted(self.interrupted_reassignments.items())
+            },
         }
 
     @staticmethod
@@ -185,6 +202,7 @@ class ControllerState:
             {rid: frozenset(TopicPartition(t, p) for t, p in tps) for rid, tps in d["pending_reassignments"].items()},
             {rid: frozenset(ts) for rid, ts in d["pending_deletions"].items()},
             frozenset(TopicPartition(t, p) for t, p in d["zk_reassignments"]),
+            {rid: dict(v) for rid, v in d.get("interrupted_reassignments", {}).items()},
         )
 
     def to_bytes(self) -> bytes:
@@ -213,8 +231,7 @@ class _Controller:
         self.pending_deletions = {k: set(v) for k, v in state.pending_deletions.items()}
         self.zk_reassignments = set(state.zk_reassignments)
         self._had_zk_reassignments = bool(self.zk_reassignments)
-        #: request ids (of this step) whose reassignment of a partition was replaced by a newer one
-        self._superseded: set[str] = set()
+        self.interrupted = {k: dict(v) for k, v in state.interrupted_reassignments.items()}
         self.fx = Effects()
 
     def state(self) -> ControllerState:
@@ -224,6 +241,7 @@ class _Controller:
             {k: frozenset(v) for k, v in self.pending_reassignments.items()},
             {k: frozenset(v) for k, v in self.pending_deletions.items()},
             frozenset(self.zk_reassignments),
+            {k: dict(v) for k, v in self.interrupted.items()},
         )
 
     # ------------------------------------------------------------------ helpers
@@ -733,6 +751,8 @@ class _Controller:
             return
         configs = dict(ctx.topic_configs.get(cmd.topic, {}))
         configs.update(cmd.configs)
+        for name in cmd.delete_configs:
+            configs.pop(name, None)
         bad = _invalid_config(configs)
         if bad is not None:
             self._admin(cmd, AdminStatus.ERROR, "INVALID_CONFIG", bad)
@@ -741,8 +761,10 @@ class _Controller:
         self.fx.zk.append(
             ZkWrite(ZkOp.UPSERT, topic_config_path(cmd.topic), encode_topic_config(configs), make_parents=True)
         )
+        if UNCLEAN_CONFIG not in configs:
+            ctx.unclean_leader_election.pop(cmd.topic, None)
         if UNCLEAN_CONFIG in configs:
-            enabled = configs[UNCLEAN_CONFIG] == "true"
+            enabled = configs[UNCLEAN_CONFIG].strip().lower() == "true"
             ctx.unclean_leader_election[cmd.topic] = enabled
             if enabled:
                 self.trigger_online_partition_state_change(cmd.topic)
@@ -750,7 +772,7 @@ class _Controller:
 
     # ------------------------------------------------------------------ reassignment
 
-    def _validate_replicas(self, tp: TopicPartition, replicas: Sequence[int]) -> str | None:
+    def _validate_replicas(self, tp: TopicPartition, replicas: Sequence[int], check_live: bool = True) -> str | None:
         if not replicas:
             return "Empty replica list specified in partition reassignment."
         if len(set(replicas)) != len(replicas):
@@ -759,22 +781,25 @@ class _Controller:
             return f"Invalid broker id in replica list: {list(replicas)}"
         adding = self.ctx.assignment(tp).reassign_to(replicas).adding_replicas
         live = self.ctx.live_broker_ids
-        if not set(adding) <= live:
+        if check_live and not set(adding) <= live:
             return (
                 f"Replica assignment has brokers that are not alive. Replica list: {list(adding)}, "
                 f"live broker list: {sorted(live)}"
             )
         return None
 
-    def _trigger_reassignment(self, tp: TopicPartition, target: Sequence[int] | None) -> tuple[str, str] | None:
+    def _trigger_reassignment(
+        self, tp: TopicPartition, target: Sequence[int] | None, check_live: bool = True
+    ) -> tuple[str, str] | None:
         """Validate and start (or cancel, ``target`` None) one reassignment; an error name and message,
-        or ``None`` when accepted."""
+        or ``None`` when accepted. ``check_live`` False (the ZooKeeper path, as Kafka's
+        ``maybeTriggerPartitionReassignment``): target brokers that are down are waited for."""
         ctx = self.ctx
         if tp not in ctx.partition_assignments or tp.topic in ctx.topics_to_be_deleted:
             return "UNKNOWN_TOPIC_OR_PARTITION", "The partition does not exist."
         current = ctx.assignment(tp)
         if target is not None:
-            problem = self._validate_replicas(tp, target)
+            problem = self._validate_replicas(tp, target, check_live)
             if problem is not None:
                 return "INVALID_REPLICA_ASSIGNMENT", problem
             reassignment = current.reassign_to(target)
@@ -785,7 +810,7 @@ class _Controller:
         for rid, tps in self.pending_reassignments.items():
             if tp in tps:
                 tps.discard(tp)
-                self._superseded.add(rid)
+                self.interrupted.setdefault(rid, {})[str(tp)] = "superseded" if target is not None else "cancelled"
         self.on_partition_reassignment(tp, reassignment)
         return None
 
@@ -1055,7 +1080,7 @@ class _Controller:
             tp = TopicPartition(target.topic, target.partition)
             legacy.add(tp)
             self.zk_reassignments.add(tp)
-            if self._trigger_reassignment(tp, target.replicas) is not None:
+            if self._trigger_reassignment(tp, target.replicas, check_live=False) is not None:
                 self.zk_reassignments.discard(tp)
         self.zk_reassignments &= ctx.partitions_being_reassigned
         self._had_zk_reassignments = bool(snap.pending_reassignments)
@@ -1073,6 +1098,117 @@ class _Controller:
         self._partition_states(sorted(set(pending)), PartitionState.ONLINE, ElectionStrategy.PREFERRED)
         if snap.pending_preferred_elections:
             fx.zk.append(ZkWrite(ZkOp.DELETE, PREFERRED_REPLICA_ELECTION, None, ANY_VERSION))
+
+    # ------------------------------------------------------------------ ZooKeeper admin paths, live
+
+    def _read_under_this_epoch(self, controller_epoch: int) -> bool:
+        """Whether a watcher event was read by this controller (see :class:`core.events.ZkReassignment`):
+        one read under an earlier epoch is covered by the failover snapshot this controller loaded."""
+        return self.ctx.controller_id >= 0 and controller_epoch == self.ctx.epoch
+
+    def zk_reassignment(self, ev: ZkReassignment) -> None:
+        """Kafka's ``processZkPartitionReassignment``: each entry is started as by the API, except that
+        target brokers that are down are not refused (the reassignment waits for them); entries that
+        cannot be started (unknown partition, topic being deleted, znode too big) are dropped. The path
+        is deleted once this bucket's entries are done (see the module docstring)."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        self._had_zk_reassignments = True
+        items = [(TopicPartition(t.topic, t.partition), t.replicas) for t in ev.partitions]
+        too_big = self._reassigned_znodes_too_big(items)
+        for tp, target in items:
+            if tp.topic in too_big:
+                continue
+            self.zk_reassignments.add(tp)
+            if self._trigger_reassignment(tp, target, check_live=False) is not None:
+                self.zk_reassignments.discard(tp)
+        self.zk_reassignments &= self.ctx.partitions_being_reassigned
+        self._maybe_clear_zk_reassignment_path()
+
+    def zk_preferred_election(self, ev: ZkPreferredElection) -> None:
+        """Kafka's ``processReplicaLeaderElection`` for the ZooKeeper trigger: partitions that exist, are
+        not being deleted and are not led by their preferred replica get a preferred election (one that
+        cannot happen is reported as a failed transition), then the path is deleted."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        ctx = self.ctx
+        electable = {
+            tp
+            for tp in ev.partitions
+            if tp in ctx.partition_assignments
+            and tp.topic not in ctx.topics_to_be_deleted
+            and self._election_needed(tp, ElectionType.PREFERRED)
+        }
+        self._partition_states(sorted(electable), PartitionState.ONLINE, ElectionStrategy.PREFERRED)
+        self.fx.zk.append(ZkWrite(ZkOp.DELETE, PREFERRED_REPLICA_ELECTION, None, ANY_VERSION))
+
+    def zk_topic_deletion(self, ev: ZkTopicDeletion) -> None:
+        """Kafka's ``processTopicDeletion`` for one child of ``/admin/delete_topics``: an unknown topic's
+        znode is deleted; with ``delete.topic.enable`` false the znode is deleted and nothing else; else
+        the topic is queued (ineligible while a partition of it is being reassigned) and deletion
+        resumes. A topic already queued is left as it is."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        ctx = self.ctx
+        if ev.topic not in ctx.topic_partitions or not self.config.delete_topic_enable:
+            self.fx.zk.append(ZkWrite(ZkOp.DELETE, delete_topic_path(ev.topic), None, ANY_VERSION))
+            return
+        if ev.topic in ctx.topics_to_be_deleted:
+            return
+        ctx.topics_to_be_deleted.add(ev.topic)
+        if any(tp.topic == ev.topic for tp in ctx.partitions_being_reassigned):
+            deletion.mark_topic_ineligible_for_deletion(ctx, [ev.topic])
+        deletion.resume_deletions(ctx, self.fx)
+
+    def zk_topic_change(self, ev: ZkTopicChange) -> None:
+        """Kafka's ``processTopicChange`` / ``processPartitionModifications``: partitions of the znode the
+        controller does not know are created (``onNewPartitionCreation``; a partition none of whose
+        replicas is live stays New until one is). For a topic queued for deletion they are not created
+        and the znode is restored to the controller's assignment."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        ctx = self.ctx
+        new = [(TopicPartition(ev.topic, p), reps) for p, reps in ev.partitions]
+        new = [(tp, reps) for tp, reps in new if tp not in ctx.partition_assignments]
+        if not new:
+            return
+        if ev.topic in ctx.topics_to_be_deleted:
+            self._write_topic_znode(ev.topic)
+            return
+        if ev.topic not in ctx.topic_partitions:
+            ctx.topic_partitions.setdefault(ev.topic, set())
+            if ev.topic_id:
+                ctx.topic_ids[ev.topic] = ev.topic_id
+            configs = dict(ev.configs)
+            ctx.topic_configs[ev.topic] = configs
+            if configs.get(UNCLEAN_CONFIG) in ("true", "false"):
+                ctx.unclean_leader_election[ev.topic] = configs[UNCLEAN_CONFIG] == "true"
+        tps = sorted(tp for tp, _ in new)
+        for tp, reps in new:
+            ctx.set_assignment(tp, ReplicaAssignment(tuple(reps)))
+        self.on_new_partition_creation(tps)
+
+    def zk_log_dir_events(self, ev: ZkLogDirEvents) -> None:
+        """Kafka's ``processLogDirEventNotification``: ``onBrokerLogDirFailure`` for the brokers named,
+        then the notification znodes are deleted."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        for broker in sorted({b for _, b in ev.notifications}):
+            self.log_dir_failure(LogDirFailure(broker))
+        for name, _ in ev.notifications:
+            self.fx.zk.append(ZkWrite(ZkOp.DELETE, f"{LOG_DIR_EVENT_NOTIFICATION}/{name}", None, ANY_VERSION))
+
+    def cluster_config_changed(self, ev: ClusterConfigChanged) -> None:
+        """The controller configs changed (:mod:`core.cluster_config`). Unclean leader election turned on
+        for the cluster elects the offline partitions it now allows (Kafka's
+        ``processUncleanLeaderElectionEnable``)."""
+        if not self._read_under_this_epoch(ev.controller_epoch):
+            return
+        was_unclean = self.config.unclean_leader_election_enable
+        changes: dict[str, Any] = dict(controller_fields(ev.configs))
+        self.config = replace(self.config, **changes)
+        if self.config.unclean_leader_election_enable and not was_unclean:
+            self.trigger_online_partition_state_change()
 
     # ------------------------------------------------------------------ admin completion
 
@@ -1190,10 +1326,7 @@ class _Controller:
             tps.intersection_update(ctx.partitions_being_reassigned)
             if not tps:
                 del self.pending_reassignments[rid]
-                message = "Reassignment completed."
-                if rid in self._superseded:
-                    message = "Reassignment completed or superseded by a newer reassignment or cancellation."
-                self.fx.admin.append(AdminResult(rid, ReassignPartitions.TYPE, AdminStatus.OK, None, message))
+                self.fx.admin.append(_reassignment_outcome(rid, self.interrupted.pop(rid, {})))
         for rid in sorted(self.pending_deletions):
             topics = self.pending_deletions[rid]
             topics.intersection_update(ctx.topic_partitions)
@@ -1228,6 +1361,12 @@ _HANDLERS: dict[type[Event], Callable[[_Controller, Any], None]] = {
     PartitionStatesRead: _Controller.partition_states_read,
     TopicCreationRefused: _Controller.topic_creation_refused,
     Tick: _Controller.tick,
+    ZkReassignment: _Controller.zk_reassignment,
+    ZkPreferredElection: _Controller.zk_preferred_election,
+    ZkTopicDeletion: _Controller.zk_topic_deletion,
+    ZkTopicChange: _Controller.zk_topic_change,
+    ZkLogDirEvents: _Controller.zk_log_dir_events,
+    ClusterConfigChanged: _Controller.cluster_config_changed,
 }
 
 
@@ -1276,11 +1415,27 @@ def step_isolating(
 # --------------------------------------------------------------------------- helpers
 
 
+def _reassignment_outcome(request_id: str, interrupted: dict[str, str]) -> AdminResult:
+    """The final answer of a reassignment request: ``ok`` when every partition reached its target;
+    ``error`` ``REASSIGNMENT_CANCELLED`` / ``REASSIGNMENT_SUPERSEDED`` (one entry per such partition in
+    the details) when a later cancellation or reassignment replaced some of them — never "completed"."""
+    if not interrupted:
+        return AdminResult(request_id, ReassignPartitions.TYPE, AdminStatus.OK, None, "Reassignment completed.")
+    words = {"cancelled": "cancelled", "superseded": "superseded by a newer reassignment"}
+    partitions = {
+        tp: {"error": f"REASSIGNMENT_{how.upper()}", "message": f"The reassignment of {tp} was {words[how]}."}
+        for tp, how in sorted(interrupted.items())
+    }
+    kinds = sorted(set(interrupted.values()))
+    error = "REASSIGNMENT_CANCELLED" if kinds == ["cancelled"] else "REASSIGNMENT_SUPERSEDED"
+    message = "; ".join(p["message"] for p in partitions.values())
+    details = json.dumps({"partitions": partitions}, separators=(",", ":"), sort_keys=True)
+    return AdminResult(request_id, ReassignPartitions.TYPE, AdminStatus.ERROR, error, message, details)
+
+
 def _invalid_config(configs: dict[str, str]) -> str | None:
-    v = configs.get(UNCLEAN_CONFIG)
-    if v is not None and v not in ("true", "false"):
-        return f"Invalid value {v} for configuration {UNCLEAN_CONFIG}: Expected value to be either true or false"
-    return None
+    """Kafka's ``LogConfig.validate``: unknown names, bad values (``INVALID_CONFIG``)."""
+    return topic_configs_problem(configs)
 
 
 def _topic_znode_problem(topic: str, assignment: dict[int, ReplicaAssignment], topic_id: str | None) -> str | None:
@@ -1390,6 +1545,13 @@ def metrics(state: ControllerState) -> dict[str, int]:
         target = ctx.assignment(tp).target_replicas
         if target and li.leader_and_isr.leader != target[0]:
             imbalanced += 1
+    # Kafka's broker-side UnderReplicatedPartitions, seen from the controller: ISR smaller than the
+    # partition's full replica set (during a reassignment that set includes the adding replicas)
+    under_replicated = sum(
+        1
+        for tp, li in ctx.partition_leadership.items()
+        if tp.topic not in ctx.topics_to_be_deleted and len(li.leader_and_isr.isr) < len(ctx.assignment(tp).replicas)
+    )
     to_delete = 0
     ineligible = 0
     for topic in ctx.topics_to_be_deleted:
@@ -1408,6 +1570,8 @@ def metrics(state: ControllerState) -> dict[str, int]:
         "ReplicasToDeleteCount": to_delete,
         "TopicsIneligibleToDeleteCount": len(ctx.topics_ineligible_for_deletion),
         "ReplicasIneligibleToDeleteCount": ineligible,
+        "UnderReplicatedPartitions": under_replicated,
+        "ReassigningPartitions": len(ctx.partitions_being_reassigned),
     }
 
 

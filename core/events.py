@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 from core import jsonform as jf
 from core import limits as lim
+from core.cluster_config import controller_fields
 from core.errors import FormatError
 from core.limits import MAX_TOPIC_LENGTH
 
@@ -222,12 +223,14 @@ class ElectLeaders(AdminCommand):
 
 @dataclass(frozen=True)
 class AlterTopicConfig(AdminCommand):
-    """Set topic configs; livectl acts on ``unclean.leader.election.enable``."""
+    """Set topic configs and remove overrides (``delete_configs``, names), as ``kafka-configs --alter
+    --add-config/--delete-config``; livectl acts on ``unclean.leader.election.enable``."""
 
     TYPE: ClassVar[str] = "alter_topic_config"
     request_id: str
     topic: str
     configs: tuple[tuple[str, str], ...]
+    delete_configs: tuple[str, ...] = ()
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
@@ -461,6 +464,92 @@ class Tick(Event):
     now_ms: int = 0
 
 
+# --------------------------------------------------------------------------- ZooKeeper admin paths
+#
+# Published by the driver's admin-path watcher (``streaming/admin_watch.py``) when a ZooKeeper-era tool
+# writes one of the paths Kafka's controller watches. Each carries the controller epoch it was read
+# under: a bucket applies it only under that epoch. After a takeover the new controller has read the
+# same znodes in its failover snapshot, so an event a previous controller published but did not get to
+# apply is not applied a second time.
+
+
+@dataclass(frozen=True)
+class ZkReassignment(Event):
+    """``/admin/reassign_partitions`` was created (Kafka's ``PartitionReassignmentHandler``): its
+    entries, as Kafka's ``ReassignPartitionsZNode`` JSON lists them."""
+
+    TYPE: ClassVar[str] = "zk_reassign_partitions"
+    controller_epoch: int
+    partitions: tuple[PartitionTarget, ...]
+
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({p.topic for p in self.partitions}))
+
+
+@dataclass(frozen=True)
+class ZkPreferredElection(Event):
+    """``/admin/preferred_replica_election`` was created (Kafka's ``PreferredReplicaElectionHandler``)."""
+
+    TYPE: ClassVar[str] = "zk_preferred_replica_election"
+    controller_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({p.topic for p in self.partitions}))
+
+
+@dataclass(frozen=True)
+class ZkTopicDeletion(Event):
+    """``/admin/delete_topics/<topic>`` appeared (Kafka's ``TopicDeletionHandler``)."""
+
+    TYPE: ClassVar[str] = "zk_delete_topic"
+    controller_epoch: int
+    topic: str
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
+
+
+@dataclass(frozen=True)
+class ZkTopicChange(Event):
+    """``/brokers/topics/<topic>`` appeared or changed (Kafka's ``TopicChangeHandler`` and
+    ``PartitionModificationsHandler``): the assignment as the znode holds it, with the topic id and the
+    configs of ``/config/topics/<topic>`` as read with it. Partitions the controller does not know are
+    created."""
+
+    TYPE: ClassVar[str] = "zk_topic_change"
+    controller_epoch: int
+    topic: str
+    partitions: tuple[tuple[int, tuple[int, ...]], ...]
+    topic_id: str | None = None
+    configs: tuple[tuple[str, str], ...] = ()
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
+
+
+@dataclass(frozen=True)
+class ZkLogDirEvents(Event):
+    """Children of ``/log_dir_event_notification`` (Kafka's ``LogDirEventNotificationHandler``):
+    ``(sequence znode name, broker id)`` per notification; handled, the znodes are deleted."""
+
+    TYPE: ClassVar[str] = "zk_log_dir_events"
+    SCOPE: ClassVar[str] = "cluster"
+    controller_epoch: int
+    notifications: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class ClusterConfigChanged(Event):
+    """The controller's configs by Kafka's names (settings, then ``/config/brokers/<default>``, then
+    ``/config/brokers/<controller id>``), as the driver read them; see :mod:`core.cluster_config`."""
+
+    TYPE: ClassVar[str] = "cluster_config"
+    SCOPE: ClassVar[str] = "cluster"
+    controller_epoch: int
+    configs: tuple[tuple[str, str], ...]
+
+
 # --------------------------------------------------------------------------- JSON form
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -485,6 +574,12 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TopicCreationRefused,
         AutoRebalanceTick,
         Tick,
+        ZkReassignment,
+        ZkPreferredElection,
+        ZkTopicDeletion,
+        ZkTopicChange,
+        ZkLogDirEvents,
+        ClusterConfigChanged,
     )
 }
 ADMIN_TYPES = frozenset(
@@ -772,9 +867,19 @@ def _elect(o: Mapping[str, Any]) -> Event:
 
 def _alter_config(o: Mapping[str, Any]) -> Event:
     configs = _configs(o)
-    if not configs:
-        raise FormatError("configs", "must set at least one config")
-    return AlterTopicConfig(_request_id(o), _topic(o), configs)
+    deletes: list[str] = []
+    raw = o.get("delete_configs")
+    if raw is not None:
+        if not isinstance(raw, list):
+            raise FormatError("delete_configs", f"must be a list of config names, got {lim.show(raw)}")
+        for i, name in enumerate(raw):
+            deletes.append(jf.text(name, f"delete_configs[{i}]", max_length=lim.MAX_NAME_LENGTH))
+    if not configs and not deletes:
+        raise FormatError("configs", "must set or delete at least one config")
+    both = sorted(set(dict(configs)) & set(deletes))
+    if both:
+        raise FormatError("delete_configs", f"{both[0]} is both set and deleted")
+    return AlterTopicConfig(_request_id(o), _topic(o), configs, tuple(sorted(set(deletes))))
 
 
 def _broker_startup(o: Mapping[str, Any]) -> Event:
@@ -986,6 +1091,72 @@ def _tick(o: Mapping[str, Any]) -> Event:
     return Tick(jf.opt_integer(o, "now_ms", 0, minimum=0))
 
 
+def _controller_epoch(o: Mapping[str, Any]) -> int:
+    return jf.integer(o, "controller_epoch", minimum=0, maximum=lim.INT32_MAX)
+
+
+def _zk_reassignment(o: Mapping[str, Any]) -> Event:
+    parsed = _reassign({**o, "request_id": "zk"})
+    assert isinstance(parsed, ReassignPartitions)
+    return ZkReassignment(_controller_epoch(o), parsed.partitions)
+
+
+def _zk_preferred(o: Mapping[str, Any]) -> Event:
+    return ZkPreferredElection(_controller_epoch(o), _tp_list(o, "partitions", required=True))
+
+
+def _zk_topic_change(o: Mapping[str, Any]) -> Event:
+    topic = _topic(o)
+    raw = jf.req(o, "partitions")
+    if not isinstance(raw, list) or len(raw) > lim.MAX_LIST_ITEMS:
+        raise FormatError("partitions", f"must be a list of at most {lim.MAX_LIST_ITEMS} [partition, replicas]")
+    parts: list[tuple[int, tuple[int, ...]]] = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, list) or len(entry) != 2:
+            raise FormatError(f"partitions[{i}]", "must be [partition, replicas]")
+        p = jf._int_value(entry[0], f"partitions[{i}][0]", 0, lim.INT32_MAX)
+        reps = jf.int_seq(
+            entry[1],
+            f"partitions[{i}][1]",
+            minimum=0,
+            maximum=lim.MAX_BROKER_ID,
+            distinct=True,
+            what=f"partition {topic}-{p}",
+            max_items=lim.MAX_REPLICATION_FACTOR,
+        )
+        if not reps:
+            raise FormatError(f"partitions[{i}][1]", f"partition {topic}-{p} must list at least one replica")
+        parts.append((p, reps))
+    return ZkTopicChange(
+        _controller_epoch(o),
+        topic,
+        tuple(parts),
+        jf.opt_string(o, "topic_id", max_length=lim.MAX_NAME_LENGTH),
+        _configs(o),
+    )
+
+
+def _zk_log_dir_events(o: Mapping[str, Any]) -> Event:
+    raw = jf.req(o, "notifications")
+    if not isinstance(raw, list) or len(raw) > lim.MAX_LIST_ITEMS:
+        raise FormatError("notifications", f"must be a list of at most {lim.MAX_LIST_ITEMS} [znode, broker]")
+    out: list[tuple[str, int]] = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, list) or len(entry) != 2:
+            raise FormatError(f"notifications[{i}]", "must be [sequence znode name, broker id]")
+        name = jf.text(entry[0], f"notifications[{i}][0]", max_length=lim.MAX_NAME_LENGTH)
+        if not re.fullmatch(r"log_dir_event_\d{10}", name):
+            raise FormatError(f"notifications[{i}][0]", f"must be log_dir_event_<10 digits>, got {lim.show(name)}")
+        out.append((name, jf._int_value(entry[1], f"notifications[{i}][1]", 0, lim.MAX_BROKER_ID)))
+    return ZkLogDirEvents(_controller_epoch(o), tuple(out))
+
+
+def _cluster_config(o: Mapping[str, Any]) -> Event:
+    configs = _configs(o)
+    controller_fields(configs)  # each value as Kafka parses it; FormatError names the config
+    return ClusterConfigChanged(_controller_epoch(o), configs)
+
+
 _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     CreateTopic.TYPE: _create_topic,
     DeleteTopic.TYPE: lambda o: DeleteTopic(_request_id(o), _topic(o)),
@@ -1006,4 +1177,10 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     TopicCreationRefused.TYPE: _topic_creation_refused,
     AutoRebalanceTick.TYPE: _rebalance,
     Tick.TYPE: _tick,
+    ZkReassignment.TYPE: _zk_reassignment,
+    ZkPreferredElection.TYPE: _zk_preferred,
+    ZkTopicDeletion.TYPE: lambda o: ZkTopicDeletion(_controller_epoch(o), _topic(o)),
+    ZkTopicChange.TYPE: _zk_topic_change,
+    ZkLogDirEvents.TYPE: _zk_log_dir_events,
+    ClusterConfigChanged.TYPE: _cluster_config,
 }

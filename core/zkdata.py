@@ -36,6 +36,12 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
+#: Kafka's ``LogDirEventNotificationZNode``; children ``log_dir_event_<10 digits>`` (sequential)
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+#: ``LogDirEventNotificationHandler.LogDirFailureEvent``
+LOG_DIR_FAILURE_EVENT = 1
 
 
 def topic_path(topic: str) -> str:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -234,20 +236,41 @@ def broker_ok(address: str, timeout: float = 1.0) -> bool:
         admin.close()
 
 
-def start_zookeeper(run_dir: Path, port: int, timeout: float = 30.0) -> Service:
-    """Start Debian's ZooKeeper standalone on 127.0.0.1:``port`` with data under ``run_dir``."""
+def start_zookeeper(
+    run_dir: Path, port: int, timeout: float = 30.0, *, sasl_users: Mapping[str, str] | None = None
+) -> Service:
+    """Start Debian's ZooKeeper standalone on 127.0.0.1:``port`` with data under ``run_dir``.
+
+    ``sasl_users`` (user -> password) turns on SASL authentication the way Kafka's ZooKeeper set-up does
+    it without Kerberos: a JAAS ``Server`` section with ZooKeeper's ``DigestLoginModule`` listing the users
+    (DIGEST-MD5) and ``authProvider.1`` = ZooKeeper's ``SASLAuthenticationProvider``, so that a client that
+    authenticated as ``user`` is ``sasl:user`` in ACLs. Clients without SASL may still connect."""
     java = find_java()
     check_zookeeper_installed()
     data = run_dir / "data"
     data.mkdir(parents=True, exist_ok=True)
     cfg = run_dir / "zoo.cfg"
     template = Template((files("livectl") / "conf" / "zoo.cfg.template").read_text())
-    cfg.write_text(template.substitute(data_dir=str(data), client_port=port))
+    text = template.substitute(data_dir=str(data), client_port=port)
+    jvm_options: list[str] = []
+    if sasl_users:
+        for user, password in sasl_users.items():
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", user) or '"' in password or "\\" in password:
+                raise LocalServiceError(f"sasl_users: {user!r} or its password cannot be written to a JAAS file")
+        jaas = run_dir / "zookeeper-jaas.conf"
+        entries = "\n".join(f'    user_{user}="{password}"' for user, password in sasl_users.items())
+        module = "org.apache.zookeeper.server.auth.DigestLoginModule"
+        jaas.write_text(f"Server {{\n    {module} required\n{entries};\n}};\n")
+        jaas.chmod(0o600)
+        text += "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
+        jvm_options.append(f"-Djava.security.auth.login.config={jaas}")
+    cfg.write_text(text)
     log = run_dir / "zookeeper.log"
     cmd = [
         java,
         "-Xms64m",
         "-Xmx512m",
+        *jvm_options,
         "-cp",
         f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
         ZOOKEEPER_MAIN,

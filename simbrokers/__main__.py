@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="Kafka client security properties (security.protocol, sasl.*, ssl.*), as for Kafka's tools",
     )
-    p.add_argument("--zookeeper-auth", default="", metavar="digest:USER:PASSWORD", help="ZooKeeper authentication")
+    p.add_argument("--zookeeper-auth", default="", metavar="digest|sasl:USER:PASSWORD", help="ZooKeeper authentication")
     p.add_argument(
         "--zookeeper-set-acl",
         action="store_true",

@@ -57,6 +57,7 @@ from simbrokers.requests import (
     UpdateMetadataRequest,
 )
 from simbrokers.shutdown import ControlledShutdownProcess, ShutdownPhase
+from simbrokers.throttle import Quota, ThrottleConfig
 
 _DEDUPE_CAPACITY = 100_000
 
@@ -87,6 +88,8 @@ class BrokerConfig:
     controlled_shutdown_timeout_ms: int = 30_000
     #: how long to wait for more messages of one controller batch answering a ControlledShutdown
     controlled_shutdown_settle_ms: int = 500
+    #: bytes one simulated record weighs for the replication quotas (``*.replication.throttled.rate``)
+    record_bytes: int = 1024
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,9 @@ class SimBroker:
         self._applied_high: dict[RequestApi, tuple[int, int]] = {}
         self._log_dir_failure_reported = False
         self._pending_events: list[Event] = []
+        self.throttle = ThrottleConfig()
+        self._leader_quota: Quota | None = None
+        self._follower_quota: Quota | None = None
 
     # ------------------------------------------------------------------ requests from the controller
 
@@ -333,8 +339,21 @@ class SimBroker:
         limit = self.fetch_max_records()
         return {leader: FetchRequest(self.broker_id, tuple(reqs), limit) for leader, reqs in by_leader.items()}
 
+    def set_throttle(self, throttle: ThrottleConfig) -> None:
+        """New replication quotas (from the dynamic configs); a changed rate starts a fresh bucket."""
+        self.throttle = throttle
+        if throttle.leader_rate is None:
+            self._leader_quota = None
+        elif self._leader_quota is None or self._leader_quota.rate != throttle.leader_rate:
+            self._leader_quota = Quota(throttle.leader_rate)
+        if throttle.follower_rate is None:
+            self._follower_quota = None
+        elif self._follower_quota is None or self._follower_quota.rate != throttle.follower_rate:
+            self._follower_quota = Quota(throttle.follower_rate)
+
     def handle_fetch(self, req: FetchRequest, now_ms: int) -> FetchResponse:
-        """Serve a follower's fetch as leader."""
+        """Serve a follower's fetch as leader (a follower outside the ISR of a throttled partition gets what
+        the leader quota has room for)."""
         limit = min(req.max_records, self.config.fetch_max_records)
         out = []
         for p in req.partitions:
@@ -345,7 +364,16 @@ class SimBroker:
             elif part is None:
                 out.append(FetchPartitionResponse(p.topic, p.partition, codes.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                out.append(part.handle_fetch(req.replica_id, p, now_ms, limit))
+                n = limit
+                quota = self._leader_quota
+                if (
+                    quota is not None
+                    and req.replica_id not in part.isr
+                    and self.throttle.leader_throttled(tp, self.broker_id)
+                ):
+                    available = max(0, part.log.log_end_offset - p.fetch_offset)
+                    n = quota.grant(now_ms, min(limit, available), self.config.record_bytes)
+                out.append(part.handle_fetch(req.replica_id, p, now_ms, n))
         return FetchResponse(tuple(out))
 
     def fetch_max_records(self) -> int:
@@ -356,10 +384,22 @@ class SimBroker:
         if self.faults.disk_failed:
             return
         for p in resp.partitions:
-            part = self.partitions.get(TopicPartition(p.topic, p.partition))
+            tp = TopicPartition(p.topic, p.partition)
+            part = self.partitions.get(tp)
             if part is not None and part.role is Role.FOLLOWER and part.leader == leader_id:
-                self.truncated_records += part.apply_fetch(p)
-                if (p.records or p.diverging is not None) and self.faults.slow_fetch_interval_ms is None:
+                taken = p
+                quota = self._follower_quota
+                if (
+                    quota is not None
+                    and p.records
+                    and self.broker_id not in part.isr
+                    and self.throttle.follower_throttled(tp, self.broker_id)
+                ):
+                    # the follower quota: take what it has room for, fetch the rest later
+                    granted = quota.grant(now_ms, len(p.records), self.config.record_bytes)
+                    taken = replace(p, records=p.records[:granted])
+                self.truncated_records += part.apply_fetch(taken)
+                if (taken.records or taken.diverging is not None) and self.faults.slow_fetch_interval_ms is None:
                     # Kafka's fetcher sends the next fetch as soon as a response brought data
                     part.next_fetch_ms = now_ms
 

@@ -26,6 +26,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
@@ -41,10 +42,12 @@ from core.errors import FormatError
 from core.events import Event, event_to_json
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
+from simbrokers.dynconfig import DynamicConfigWatcher
 from simbrokers.fabric import LocalFabric, acknowledged_lost
 from simbrokers.fetchnet import FetchClient, FetchServer
 from simbrokers.registration import register
 from simbrokers.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
+from simbrokers.throttle import throttle_config
 from sinks.security import KafkaSecurity, ZkSecurity
 
 #: Kafka's ``BrokerIdsZNode.path``
@@ -105,6 +108,7 @@ class SimBrokersProcess:
         self._consumer: KafkaConsumer | None = None
         self._producer: KafkaProducer | None = None
         self._last_status_ms = 0
+        self._config_zk: KazooClient | None = None
 
     # ------------------------------------------------------------------ start
 
@@ -129,6 +133,25 @@ class SimBrokersProcess:
         self._producer = KafkaProducer(**kafka, bootstrap_servers=s.bootstrap_server, linger_ms=5, acks="all")
         for i, bid in enumerate(s.broker_ids):
             self._start_broker(bid, s.base_port + i if s.base_port else 0)
+        self._start_config_watcher()
+
+    def _start_config_watcher(self) -> None:
+        """Replication quotas from Kafka's dynamic configs, reloaded on ``/config/changes`` notifications."""
+        s = self.settings
+        zk = KazooClient(
+            hosts=s.zookeeper, timeout=s.session_timeout_ms / 1000.0, **s.zookeeper_security.client_kwargs()
+        )
+        zk.start(timeout=15)
+        self._config_zk = zk
+        DynamicConfigWatcher(zk, self._apply_configs).start()
+
+    def _apply_configs(self, brokers: Mapping[str, Mapping[str, str]], topics: Mapping[str, Mapping[str, str]]) -> None:
+        for bid, m in list(self.members.items()):
+            throttle = throttle_config(bid, brokers, topics)
+            with self.fabric.locks[bid]:
+                if throttle != m.broker.throttle:
+                    log.info("broker %s: replication quotas %s", bid, throttle)
+                    m.broker.set_throttle(throttle)
 
     def _ensure_control_topic(self) -> None:
         admin = KafkaAdminClient(
@@ -239,6 +262,9 @@ class SimBrokersProcess:
             for bid in list(self.members):
                 self._deregister(bid)
             self.fetch_client.close()
+            if self._config_zk is not None:
+                self._config_zk.stop()
+                self._config_zk.close()
             self._producer.flush()
             self._producer.close()
             self._consumer.close()

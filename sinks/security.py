@@ -1,14 +1,17 @@
 """Security of livectl's clients, as Kafka configures its own: ZooKeeper ACLs and Kafka client settings.
 
 **ZooKeeper** (Kafka's ``zookeeper.set.acl``). :class:`ZkSecurity` holds the authentication a client
-adds to its session (``digest`` = ``user:password``, ZooKeeper's built-in scheme) and whether the znodes
-it creates get ACLs. With ``set_acl`` every znode livectl creates gets Kafka's ``ZkData.defaultAcls``
-(:func:`default_acls`): all rights for the creator's authenticated identity (ZooKeeper's
-``CREATOR_ALL_ACL``, i.e. whoever holds the same credential — the standby controller too), plus read for
-everyone, except under Kafka's sensitive roots (``/config/users``, ``/config/brokers``,
-``/delegation_token``), which are not world-readable; Kafka's old ``/consumers`` path stays open.
-A client without the credential can then read the tree but cannot change a partition state,
-``/controller_epoch`` or anything else livectl created.
+adds to its session — ``digest`` (``user:password``, ZooKeeper's built-in scheme, added with ``addauth``)
+or ``sasl`` (``user:password``, SASL DIGEST-MD5 when the session is set up, against a server whose JAAS
+``Server`` section lists the user and whose ``authProvider`` is ZooKeeper's
+``SASLAuthenticationProvider``: the identity is then ``sasl:<user>``, Kafka's usual non-Kerberos ZooKeeper
+set-up; kazoo does it with ``pure-sasl``) — and whether the znodes it creates get ACLs. With
+``set_acl`` every znode livectl creates gets Kafka's ``ZkData.defaultAcls`` (:func:`default_acls`): all
+rights for the creator's authenticated identity (ZooKeeper's ``CREATOR_ALL_ACL``, i.e. whoever holds the
+same credential — the standby controller too), plus read for everyone, except under Kafka's sensitive
+roots (``/config/users``, ``/config/brokers``, ``/delegation_token``), which are not world-readable;
+Kafka's old ``/consumers`` path stays open. A client without the credential can then read the tree but
+cannot change a partition state, ``/controller_epoch`` or anything else livectl created.
 
 **Kafka** (``security.protocol``, SASL and SSL). :class:`KafkaSecurity` takes Kafka's client property
 names, as in a Kafka tool's ``--command-config`` file, and gives the keyword arguments of kafka-python's
@@ -25,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
+from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl_credential
 
 from sinks.errors import SinkError
 
@@ -33,7 +36,9 @@ from sinks.errors import SinkError
 SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token")
 #: Kafka's old consumer path, left open for consumers to write under
 CONSUMERS_PATH = "/consumers"
-ZK_AUTH_SCHEMES = ("digest",)
+ZK_AUTH_SCHEMES = ("digest", "sasl")
+#: the SASL mechanism of the ``sasl`` scheme (ZooKeeper's ``DigestLoginModule``)
+ZK_SASL_MECHANISM = "DIGEST-MD5"
 
 
 class SecurityConfigError(SinkError, ValueError):
@@ -76,7 +81,9 @@ class ZkSecurity:
                 )
             user, sep, password = credential.partition(":")
             if not sep or not user or not password:
-                raise SecurityConfigError("zookeeper_auth", "must look like digest:USER:PASSWORD")
+                raise SecurityConfigError("zookeeper_auth", f"must look like {scheme}:USER:PASSWORD")
+        if sum(1 for scheme, _ in self.auth if scheme == "sasl") > 1:
+            raise SecurityConfigError("zookeeper_auth", "a session authenticates with SASL once: one sasl credential")
         if self.set_acl and not self.auth:
             raise SecurityConfigError(
                 "zookeeper_set_acl",
@@ -85,21 +92,44 @@ class ZkSecurity:
 
     @classmethod
     def parse(cls, auth: str, set_acl: bool = False) -> ZkSecurity:
-        """From the settings' text: ``""`` (none) or ``digest:USER:PASSWORD``."""
+        """From the settings' text: ``""`` (none), ``digest:USER:PASSWORD`` or ``sasl:USER:PASSWORD``."""
         if not auth:
             return cls((), set_acl)
         scheme, sep, credential = auth.partition(":")
         if not sep:
-            raise SecurityConfigError("zookeeper_auth", "must look like digest:USER:PASSWORD")
+            raise SecurityConfigError("zookeeper_auth", "must look like digest:USER:PASSWORD or sasl:USER:PASSWORD")
         return cls(((scheme, credential),), set_acl)
 
     def client_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``KazooClient`` for this authentication."""
-        return {"auth_data": list(self.auth)} if self.auth else {}
+        """Keyword arguments of ``KazooClient`` for this authentication: ``digest`` credentials as
+        ``auth_data`` (added after connecting), the ``sasl`` one as ``sasl_options`` (the handshake of every
+        connection, before any request)."""
+        out: dict[str, Any] = {}
+        digests = [(scheme, credential) for scheme, credential in self.auth if scheme == "digest"]
+        if digests:
+            out["auth_data"] = digests
+        for scheme, credential in self.auth:
+            if scheme == "sasl":
+                user, _, password = credential.partition(":")
+                out["sasl_options"] = {"mechanism": ZK_SASL_MECHANISM, "username": user, "password": password}
+        return out
+
+    def principals(self) -> list[tuple[str, str]]:
+        """The identities ZooKeeper gives a session with this authentication, as ACL ``(scheme, id)``:
+        what ``CREATOR_ALL_ACL`` becomes on the znodes it creates (``digest`` ids are hashed)."""
+        out = []
+        for scheme, credential in self.auth:
+            user, _, password = credential.partition(":")
+            out.append(("digest", make_digest_acl_credential(user, password)) if scheme == "digest" else ("sasl", user))
+        return out
 
     def acl_for(self, path: str) -> list[ACL] | None:
         """The ACL for a znode created at ``path``; ``None`` (kazoo's open default) without ``set_acl``."""
         return default_acls(True, path) if self.set_acl else None
+
+    def __repr__(self) -> str:
+        shown = [f"{scheme}:{credential.partition(':')[0]}:***" for scheme, credential in self.auth]
+        return f"ZkSecurity(auth={shown}, set_acl={self.set_acl})"
 
 
 # ---------------------------------------------------------------------------- Kafka clients

@@ -17,7 +17,9 @@
 5. reads the ZooKeeper tree (Kafka's layout), writes and ships its snapshot, and hands it to every bucket
    as a failover reference on ``livectl.broker-events`` (:mod:`streaming.failover`): the reference opens
    the barrier, so the first micro-batch under the new epoch loads the snapshot before anything else;
-6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events) and waits. It stops
+6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events), the admin-path watcher
+   (:mod:`streaming.admin_watch`, primed with the snapshot before its reference is published) and the auto
+   leader rebalance schedule (:mod:`streaming.auto_rebalance`), and waits. It stops
    the query when the lease is lost (the ZooKeeper session expired) or a write is fenced, on SIGTERM/SIGINT,
    or when ``stop()`` is called.
 """
@@ -34,8 +36,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sinks.errors import ControllerFencedError
-from sinks.ports import CONTROLLER_EPOCH_PATH, RequestSinkPort, ZkSinkPort
-from streaming import failover
+from sinks.ports import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, RequestSinkPort, ZkSinkPort
+from streaming import failover, spark_ui
+from streaming.audit_log import AuditLog, HadoopAuditFiles, default_audit_dir
 from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore, batch_ids, child
 from streaming.dispatch import Dispatcher
 from streaming.errors import StreamingError
@@ -83,6 +86,7 @@ def spark_session(
     *,
     worker_python: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
+    app_name: str | None = None,
 ) -> Any:
     """The job's SparkSession.
 
@@ -105,7 +109,8 @@ def spark_session(
         conf.set(key, value)
     if master:
         conf.setMaster(master)
-    conf.setIfMissing("spark.app.name", f"livectl-{settings.query_name}")
+    # app_name: controller id and role (streaming.spark_ui.app_name); a name the user gave wins
+    conf.setIfMissing("spark.app.name", app_name or f"livectl-{settings.query_name}")
     if settings.num_buckets > 0:
         conf.setIfMissing("spark.sql.shuffle.partitions", str(settings.num_buckets))
     if worker_python:
@@ -192,6 +197,20 @@ def query_failure_reason(text: str) -> str:
     return found[-1].strip() if found else text
 
 
+def _other_controller(zk: Any) -> int | None:
+    """The ``brokerid`` in ``/controller`` (Kafka's JSON), or ``None`` when no controller is elected."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        data, _stat = zk.get(CONTROLLER_PATH)
+    except NoNodeError:
+        return None
+    try:
+        return int(json.loads(data)["brokerid"])
+    except (ValueError, KeyError, TypeError):  # not Kafka's JSON: no controller known
+        return None
+
+
 def _fence_check(lease: Any, zk_sink: Any) -> Callable[[], None]:
     """The dispatcher's check before each topic write: the lease still held (no ZooKeeper round trip
     needed to know it is lost), then ``/controller_epoch`` still at the fence's version."""
@@ -230,6 +249,8 @@ class ControllerApp:
     spark_conf: dict[str, str] = field(default_factory=dict)
     #: the checkpoint's file system, opened at start
     checkpoint: CheckpointStore | None = None
+    #: what the metrics endpoint and status page show (``None`` while ``metrics_port`` is 0)
+    observatory: Any = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -241,36 +262,69 @@ class ControllerApp:
 
         from sinks.requests import RequestSink, ensure_topics
         from sinks.zookeeper import ZooKeeperSink, progress_path
+        from streaming.admin_watch import AdminPathWatcher
+        from streaming.auto_rebalance import AutoRebalanceScheduler
         from streaming.lease import ControllerLease
         from streaming.liveness import LivenessBridge
+        from streaming.metrics_http import progress_listener, start_endpoint
+        from streaming.observability import Role
         from streaming.refresh import StatesRefresher
         from streaming.zk_snapshot import read_snapshot
 
         s = self.settings
+        # first, so that a standby serves it while it waits (ActiveControllerCount 0)
+        self.observatory, metrics_server = start_endpoint(s.controller_id, s.metrics_port, s.metrics_bind_address)
         zk_security = s.zookeeper_security()
         kafka_config = s.kafka_security().client_kwargs()
         zk = self.zk = KazooClient(
             hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000, **zk_security.client_kwargs()
         )
-        zk.start(timeout=30)
+        try:
+            zk.start(timeout=30)
+        except BaseException:
+            if metrics_server is not None:
+                metrics_server.stop()
+            raise
         lease = ControllerLease(zk, s.controller_id, on_lost=self._on_lease_lost, acl_for=zk_security.acl_for)
         bridge = None
+        watcher = None
+        rebalancer = None
         producer = None
         request_sink = None
         try:
             if self.spark is None:
                 # before the lease, so that a standby pays Spark's start-up (seconds to tens of seconds) while
                 # it waits, not after the active controller has died
-                self.spark = spark_session(s, self.master, worker_python=self.worker_python, spark_conf=self.spark_conf)
+                self.spark = spark_session(
+                    s,
+                    self.master,
+                    worker_python=self.worker_python,
+                    spark_conf=self.spark_conf,
+                    app_name=spark_ui.app_name(
+                        s.query_name, s.controller_id, standby=_other_controller(zk) is not None
+                    ),
+                )
             # refused here, before the lease, when Spark cannot open the checkpoint's URI; from now on the
             # checkpoint is named by its qualified URI (the same string on the driver, source and executors)
             store = self.checkpoint = HadoopCheckpointStore(self.spark, s.checkpoint_dir)
             s = self.settings = replace(s, checkpoint_dir=store.root)
             log.info("controller %d: waiting for the controller lease", s.controller_id)
+            self._set_role(Role.STANDBY)
+            holder = _other_controller(zk)
+            if holder is not None:
+                spark_ui.announce(
+                    self.spark.sparkContext,
+                    f"livectl c{s.controller_id} standby: waiting for the controller lease (held by c{holder})",
+                )
             fence = lease.acquire(stop=self._stop)
             if fence is None:
                 return
             self.fence = fence
+            spark_ui.announce(
+                self.spark.sparkContext,
+                f"livectl c{s.controller_id} e{fence.controller_epoch} active: elected controller",
+            )
+            self._set_role(Role.ACTIVE, fence.controller_epoch)
             log.info(
                 "controller %d elected: controller epoch %d (znode version %d)",
                 s.controller_id,
@@ -283,6 +337,17 @@ class ControllerApp:
                 zk.delete(progress_path(s.query_name))
 
             producer = KafkaProducer(**kafka_config, bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
+            # the admin paths of ZooKeeper-era tools (:mod:`streaming.admin_watch`); the controller configs of
+            # /config/brokers/<default> and /<controller_id> as they stand now go into the query's buckets
+            watcher = AdminPathWatcher(
+                zk,
+                producer,
+                s.broker_events_topic,
+                fence.controller_epoch,
+                s.controller_id,
+                static_configs=s.controller_configs(),
+            )
+            s = self.settings = s.with_controller_configs(watcher.read_configs())
             zk_sink = ZooKeeperSink(
                 zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction, acl_for=zk_security.acl_for
             )
@@ -305,11 +370,17 @@ class ControllerApp:
                 on_fenced=lambda e: self._on_fenced(_fenced_reason(e)),
                 fence_check=_fence_check(lease, zk_sink),
                 retry_timeout_s=s.sink_retry_timeout_ms / 1000,
+                audit=self._audit_log(s, store, fence.controller_epoch),
+                controller_id=s.controller_id,
+                controller_epoch=fence.controller_epoch,
             )
             s = self.settings = resolve_buckets(self.spark, s, store)
             ui = spark_ui_address(self.spark)
             log.info("Spark UI: %s (query %s)", ui or "disabled", s.query_name)
             self.spark.streams.addListener(MetricsListener())
+            if self.observatory is not None:
+                self.dispatcher.observer = self.observatory.record_batch
+                self.spark.streams.addListener(progress_listener(self.observatory))
             from streaming.query import start_query
 
             replay = uncommitted_batch(store)
@@ -323,6 +394,7 @@ class ControllerApp:
 
             started = time.monotonic()
             snapshot = read_snapshot(zk)
+            watcher.prime(snapshot)
             ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets)
             # the executors get the files before the reference that names them can reach a task
             failover.ship_snapshots(self.spark, store, str(ref["path"]))
@@ -340,6 +412,12 @@ class ControllerApp:
             known = {b.broker_id: b.broker_epoch for b in snapshot.brokers}
             bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
             bridge.start()
+            rebalancer = AutoRebalanceScheduler(
+                producer, s.broker_events_topic, self.dispatcher.imbalance, watcher.configs
+            )
+            watcher.on_configs = rebalancer.update
+            watcher.start()
+            rebalancer.start()
             if ready is not None:
                 ready.set()
             while not self._stop.is_set():
@@ -365,6 +443,10 @@ class ControllerApp:
             self._stop_query()
             if bridge is not None:
                 bridge.stop()
+            if watcher is not None:
+                watcher.stop()
+            if rebalancer is not None:
+                rebalancer.stop()
             if request_sink is not None:
                 request_sink.close()
             if producer is not None:
@@ -372,6 +454,23 @@ class ControllerApp:
             lease.release()
             zk.stop()
             zk.close()
+            if self.observatory is not None and self.observatory.role is not Role.FENCED:
+                self._set_role(Role.STOPPED)
+            if metrics_server is not None:
+                metrics_server.stop()
+
+    def _set_role(self, role: Any, controller_epoch: int | None = None) -> None:
+        if self.observatory is not None:
+            self.observatory.set_role(role, controller_epoch)
+
+    def _audit_log(self, s: Settings, store: CheckpointStore, epoch: int) -> AuditLog | None:
+        """The state-change log of this controller's batches (``audit_log`` setting), in ``audit_dir`` or
+        beside the checkpoint, through Hadoop's FileSystem for its URI."""
+        if not s.audit_log:
+            return None
+        files = HadoopAuditFiles(self.spark, s.audit_dir or default_audit_dir(store.root))
+        log.info("state-change log: %s", files.root)
+        return AuditLog(files, store, s.controller_id, epoch)
 
     @staticmethod
     def _source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart:
@@ -478,6 +577,9 @@ class ControllerApp:
             self._fence_handled.wait(10)
             return
         self.lost_reason = reason
+        from streaming.observability import Role
+
+        self._set_role(Role.FENCED)
         try:
             if self.on_fenced is not None:
                 self.on_fenced(reason)

@@ -27,6 +27,12 @@ passed; each sink's replay by batch id makes the retry exactly-once. After that 
 and the query fails.
 
 The driver keeps every bucket's latest metrics row; :attr:`Dispatcher.metrics` is the cluster-wide sum.
+
+**The state-change log.** After the steps above, ``audit`` (when set, :class:`streaming.audit_log.AuditLog`)
+gets the batch's decisions and what became of them — before Spark commits the batch, so a replay finds the
+batch written and writes nothing twice. **The Spark UI** (:mod:`streaming.spark_ui`): the batch's job is
+described ``livectl c<id> e<epoch> batch <B>: deciding``; once the batch is carried out a job of no task
+says the figures after it.
 """
 
 from __future__ import annotations
@@ -45,8 +51,12 @@ from core import jsonform as jf
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
+from streaming import observability
+from streaming.audit_log import AuditBatch
 from streaming.refusals import answer_existing_topics, classify, withhold
+from streaming.spark_ui import announce, batch_head, batch_summary
 from streaming.stateful import (
+    IMBALANCE_KEY,
     KIND_ADMIN_RESULT,
     KIND_FAILURE,
     KIND_METRICS,
@@ -143,29 +153,55 @@ class Dispatcher:
     retry_timeout_s: float = 0.0
     retry_backoff_s: float = 0.5
     fenced: bool = False
+    #: the state-change log (:class:`streaming.audit_log.AuditLog`): called once the batch is carried out
+    audit: Callable[[AuditBatch], object] | None = None
+    #: who this controller is, for the Spark UI's job descriptions
+    controller_id: int = -1
+    controller_epoch: int = -1
     bucket_metrics: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: per bucket, its latest per-broker leader imbalance counts (not led by, preferred by)
+    bucket_imbalance: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
     last_report: BatchReport | None = None
+    #: called after every micro-batch with what operators watch (the metrics endpoint and status page)
+    observer: Callable[[observability.BatchObservation], None] | None = None
+    #: the Spark job's share of the current micro-batch (``toPandas``), for the observer
+    _spark_s: float = 0.0
 
     @property
     def metrics(self) -> dict[str, int]:
+        """Every bucket metric summed (Kafka's :data:`METRIC_COLUMNS` always present), with
+        ``ActiveControllerCount``."""
         total = dict.fromkeys(METRIC_COLUMNS, 0)
         for m in self.bucket_metrics.values():
-            for k in METRIC_COLUMNS:
-                total[k] += int(m.get(k, 0))
+            for k, v in m.items():
+                total[k] = total.get(k, 0) + int(v)
         total["ActiveControllerCount"] = 0 if self.fenced else 1
         return total
 
+    def imbalance(self) -> dict[int, tuple[int, int]]:
+        """Per preferred broker, the buckets' counts summed (Kafka's auto leader rebalance inputs)."""
+        total: dict[int, list[int]] = {}
+        for counts in list(self.bucket_imbalance.values()):
+            for b, (bad, all_) in counts.items():
+                t = total.setdefault(b, [0, 0])
+                t[0] += bad
+                t[1] += all_
+        return {b: (t[0], t[1]) for b, t in sorted(total.items())}
+
     def __call__(self, batch_df: Any, batch_id: int) -> None:
-        # the Spark UI's Jobs tab shows this on the micro-batch's job: the controller's figures as they
-        # stood when the batch began (its own are known only once it has run)
-        batch_df.sparkSession.sparkContext.setJobDescription(self.describe(int(batch_id)))
+        sc = batch_df.sparkSession.sparkContext
+        # the batch's own job runs the buckets' step: its figures are known only once it has run, so the
+        # Jobs tab gets them from the job of no task announced after it (streaming.spark_ui)
+        sc.setJobDescription(f"{batch_head(self.controller_id, self.controller_epoch, int(batch_id))}: deciding")
+        started = time.monotonic()
         frame: pd.DataFrame = batch_df.toPandas()
+        self._spark_s = time.monotonic() - started
         self.dispatch(frame, int(batch_id))
+        announce(sc, self.describe(int(batch_id)))
 
     def describe(self, batch_id: int) -> str:
-        m = self.metrics
-        figures = ", ".join(f"{k}={m[k]}" for k in ("ActiveControllerCount", *METRIC_COLUMNS))
-        return f"livectl micro-batch {batch_id} (controller before it: {figures})"
+        """The controller's figures after ``batch_id`` (:func:`streaming.spark_ui.batch_summary`)."""
+        return batch_summary(self.controller_id, self.controller_epoch, batch_id, self.metrics)
 
     def dispatch(self, frame: pd.DataFrame, batch_id: int) -> BatchReport:
         if self.fenced:
@@ -178,6 +214,8 @@ class Dispatcher:
         results: list[dc.AdminResult] = []
         result_buckets: list[int] = []
         rejected_by_source: dict[tuple[str, int, int], Rejected] = {}
+        failures: list[dc.StateChangeFailure] = []
+        summaries: dict[int, str] = {}
         for bucket, kind, payload in zip(
             frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
         ):
@@ -197,8 +235,16 @@ class Dispatcher:
             elif kind == KIND_FAILURE:
                 report.failures += 1
                 log.info("state change failure (bucket %s): %s", bucket, payload)
+                d = dc.decision_from_json(payload)
+                assert isinstance(d, dc.StateChangeFailure)
+                failures.append(d)
+            elif kind == observability.KIND_SUMMARY:
+                summaries[int(bucket)] = payload
             elif kind == KIND_METRICS:
-                self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in json.loads(payload).items()}
+                m = json.loads(payload)
+                counts = m.pop(IMBALANCE_KEY, {})
+                self.bucket_imbalance[int(bucket)] = {int(b): (int(c[0]), int(c[1])) for b, c in counts.items()}
+                self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in m.items()}
             elif kind == "rejected":
                 r = json.loads(payload)
                 reasons = tuple(f"{n}: {why}" for n, why in zip(r["expectations"], r["reasons"], strict=True))
@@ -213,7 +259,9 @@ class Dispatcher:
                     results.append(_rejected_result(rid, r, reasons))
                     result_buckets.append(int(bucket))
 
+        zk_started = time.monotonic()
         zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
+        zk_s = time.monotonic() - zk_started
         report.zk_applied, report.zk_skipped, report.zk_failed = zk.applied, zk.skipped, len(zk.failed)
         for f in zk.failed:
             log.warning(
@@ -231,6 +279,7 @@ class Dispatcher:
             requests = withhold(requests, refusals)
             merged = answer_existing_topics(merged, refusals)
         rejected = list(rejected_by_source.values())
+        topics_started = time.monotonic()
         if requests:
             report.requests = self._topic_step(
                 batch_id, "requests", lambda: self.request_sink.write_requests(batch_id, requests)
@@ -243,9 +292,33 @@ class Dispatcher:
             report.rejected = self._topic_step(
                 batch_id, "rejected records", lambda: self.request_sink.write_rejected(batch_id, rejected)
             ).written
+        if self.audit is not None:
+            self.audit(AuditBatch(batch_id, zk_writes, zk.failed, requests, merged, failures))
         report.seconds = time.monotonic() - started
         self.last_report = report
+        if self.observer is not None:
+            seconds = {"spark_job": self._spark_s, "zookeeper_sink": zk_s}
+            seconds["request_sink"] = time.monotonic() - topics_started
+            self.observer(
+                observability.observation(
+                    batch_id,
+                    self.metrics_with_all(),
+                    summaries,
+                    rejected=len(rejected),
+                    decisions=[*zk_writes, *requests, *merged, *failures],
+                    seconds=seconds,
+                )
+            )
         return report
+
+    def metrics_with_all(self) -> dict[str, int]:
+        """:attr:`metrics` plus every other gauge the buckets report (``TopicsIneligibleToDeleteCount``)."""
+        total = self.metrics
+        for m in self.bucket_metrics.values():
+            for k, v in m.items():
+                if k not in METRIC_COLUMNS:
+                    total[k] = total.get(k, 0) + int(v)
+        return total
 
     def _topic_step(self, batch_id: int, what: str, write: Callable[[], _T]) -> _T:
         """``write`` behind the fence check (see the module docstring)."""

@@ -271,7 +271,8 @@ class ControllerLease:
             held = self._fence is not None
         self._changed.set()
         if held:
-            # the process that owns the lease reports the loss (``livectl run``: one line, exit code 3)
-            log.info("controller %s lost its lease: %s", self.controller_id, reason)
+            # the process that owns the lease reports the loss (``livectl run``: one line, exit code 3), so
+            # it hears first: it quiets the logs before anything else is said (a resumed, paused process)
             if notify and self._on_lost is not None:
                 self._on_lost(reason)
+            log.info("controller %s lost its lease: %s", self.controller_id, reason)

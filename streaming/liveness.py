@@ -27,7 +27,13 @@ from typing import Any, Protocol
 
 from kafka.errors import KafkaError
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NoNodeError,
+    SessionExpiredError,
+)
 
 from core.events import BrokerFailure, BrokerStartup, Event, event_to_json
 from streaming.errors import StreamingError
@@ -140,7 +146,10 @@ class LivenessBridge:
             try:
                 self.sync()
             except (KazooException, LivenessError) as e:
-                log.warning("liveness bridge round failed, will retry: %s", e)
+                # a lost connection or session is the lease's to report (a session that ended is the end of
+                # this controller: it says so itself, in one line); anything else is this bridge's
+                quiet = isinstance(e, (ConnectionLoss, SessionExpiredError, ConnectionClosedError))
+                (log.debug if quiet else log.warning)("liveness bridge round failed, will retry: %r", e)
                 if self._on_error is not None:
                     self._on_error(e)
 

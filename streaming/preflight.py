@@ -44,7 +44,7 @@ def check_zookeeper(settings: Settings, timeout_s: float = 10.0) -> None:
     """A ZooKeeper session can be opened at ``zookeeper_connect`` (with the configured authentication)
     within ``timeout_s``; raises :class:`UnreachableError` otherwise."""
     from kazoo.client import KazooClient
-    from kazoo.exceptions import KazooException
+    from kazoo.exceptions import AuthFailedError, KazooException
     from kazoo.handlers.threading import KazooTimeoutError
 
     address = settings.zookeeper_connect
@@ -57,8 +57,15 @@ def check_zookeeper(settings: Settings, timeout_s: float = 10.0) -> None:
             raise UnreachableError("ZooKeeper", address, f"bad address: {e}") from None
         try:
             zk.start(timeout=timeout_s)
+            # a SASL handshake ends after the session is up: its refusal comes with the first request
+            zk.exists("/")
         except KazooTimeoutError:
             raise UnreachableError("ZooKeeper", address, f"no session within {timeout_s:g} s") from None
+        except AuthFailedError:
+            scheme = settings.zookeeper_auth.partition(":")[0] or "none"
+            raise UnreachableError(
+                "ZooKeeper", address, f"zookeeper_auth: the server refused the {scheme} credential"
+            ) from None
         except KazooException as e:
             raise UnreachableError("ZooKeeper", address, f"{type(e).__name__}: {e}") from None
         finally:

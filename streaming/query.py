@@ -72,8 +72,9 @@ def controller_frame(spark: Any, settings: Settings, start: SourceStart | None =
             reader = reader.option("barrier_path", start.barrier_path)
     records = reader.load()
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)
+    step = make_step(settings.checkpoint_dir, settings.controller_config(), summaries=settings.metrics_port > 0)
     decisions = routed.groupBy("bucket").applyInPandasWithState(
-        make_step(settings.checkpoint_dir), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+        step, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
     metrics = [F.coalesce(F.sum(F.col(m)), F.lit(0)).alias(m) for m in METRIC_COLUMNS]
     return decisions.observe(

@@ -7,7 +7,9 @@ them from any working directory:
 - ``spark-defaults.conf`` — Spark properties applied when the user has not set them
   (:func:`streaming.app.spark_session`);
 - ``log4j2.properties`` — the driver's log4j2 configuration under ``livectl run``;
-- ``expectations/livectl-input.json`` — the great-expectations input suite (:mod:`streaming.validation`).
+- ``expectations/livectl-input.json`` — the great-expectations input suite (:mod:`streaming.validation`);
+- ``prometheus/prometheus.yml``, ``grafana/`` — monitoring for ``docker-compose.yml`` (Prometheus' scrape
+  configuration, the Grafana dashboard ``grafana/dashboards/livectl-controller.json`` and its provisioning).
 
 ``livectl conf path [NAME]`` prints where they are, e.g. for ``spark-submit --properties-file``. Users
 override them with their own files (``livectl run --config``, ``--properties-file``), never by editing
@@ -27,7 +29,9 @@ DEFAULTS = "livectl-defaults.json"
 SPARK_DEFAULTS = "spark-defaults.conf"
 LOG4J2 = "log4j2.properties"
 INPUT_SUITE = "expectations/livectl-input.json"
-SHIPPED = (DEFAULTS, SPARK_DEFAULTS, LOG4J2, INPUT_SUITE)
+PROMETHEUS = "prometheus/prometheus.yml"
+GRAFANA_DASHBOARD = "grafana/dashboards/livectl-controller.json"
+SHIPPED = (DEFAULTS, SPARK_DEFAULTS, LOG4J2, INPUT_SUITE, PROMETHEUS, GRAFANA_DASHBOARD)
 
 _extracted = ExitStack()
 atexit.register(_extracted.close)

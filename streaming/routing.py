@@ -54,6 +54,8 @@ def split_by_topic(event: ev.Event) -> list[tuple[str, ev.Event]]:
         ev.ElectLeaders,
         ev.LeaderAndIsrResponse,
         ev.StopReplicaResponse,
+        ev.ZkReassignment,
+        ev.ZkPreferredElection,
     )
     if not isinstance(event, splittable):  # pragma: no cover - every multi-topic event type is listed
         raise TypeError(f"cannot split {type(event).__name__} by topic")

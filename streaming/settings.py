@@ -21,6 +21,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from importlib.resources.abc import Traversable
 from typing import Any
 
+from core.cluster_config import CONTROLLER_CONFIGS, KAFKA_NAMES, controller_fields, parse_config
+from core.controller import ControllerConfig
+from core.errors import FormatError
 from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity, is_secret
 from streaming.errors import StreamingError
 from streaming.resources import DEFAULTS, conf_file
@@ -76,6 +79,11 @@ class Settings:
     #: the query with a clear message (true, Spark's ``failOnDataLoss``) or go on from the earliest
     #: offset with a logged warning (false)
     fail_on_data_loss: bool = True
+    #: the state-change log (:mod:`streaming.audit_log`): every decision appended to a Parquet table
+    audit_log: bool = True
+    #: the state-change log's folder (any Hadoop file system URI); "" = beside the checkpoint,
+    #: ``<checkpoint_dir>-audit``
+    audit_dir: str = ""
     #: ZooKeeper authentication added to the controller's session: "" (none) or ``digest:USER:PASSWORD``
     zookeeper_auth: str = ""
     #: Kafka's ``zookeeper.set.acl``: znodes livectl creates get Kafka's ACLs (writable only with the
@@ -83,6 +91,15 @@ class Settings:
     zookeeper_set_acl: bool = False
     #: Kafka client security, by Kafka's property names (``kafka_`` + the name with ``_`` for ``.``),
     #: passed to every Kafka client of the job (source, sinks, producers); "" = unset
+    #: Kafka's controller configs, under Kafka's names as well (``--set auto.leader.rebalance.enable=false``)
+    #: and with Kafka's defaults; ``/config/brokers/<default>`` and ``/config/brokers/<controller_id>``
+    #: override them while the controller runs (:mod:`core.cluster_config`)
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_seconds: int = 300
+    #: the cluster default; a topic's own ``unclean.leader.election.enable`` wins
+    unclean_leader_election_enable: bool = False
+    delete_topic_enable: bool = True
     kafka_security_protocol: str = ""
     kafka_sasl_mechanism: str = ""
     kafka_sasl_jaas_config: str = ""
@@ -92,6 +109,10 @@ class Settings:
     kafka_ssl_key_location: str = ""
     kafka_ssl_key_password: str = ""
     kafka_ssl_endpoint_identification_algorithm: str = ""
+    #: the driver's Prometheus endpoint and status page (``/metrics``, ``/``); 0 = off
+    metrics_port: int = 0
+    #: the address it listens on (loopback by default; ``0.0.0.0`` for every interface)
+    metrics_bind_address: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -114,6 +135,13 @@ class Settings:
             raise SettingsError("sink_retry_timeout_ms", f"must be at least 0, got {self.sink_retry_timeout_ms}")
         if self.controller_id < 0:
             raise SettingsError("controller_id", f"must be at least 0, got {self.controller_id}")
+        for name, kafka in KAFKA_NAMES.items():
+            try:
+                parse_config(kafka, str(getattr(self, name)).lower())
+            except FormatError as e:
+                raise SettingsError(name, e.reason) from None
+        if not 0 <= self.metrics_port <= 65535:
+            raise SettingsError("metrics_port", f"must be a TCP port 1…65535, or 0 for off, got {self.metrics_port}")
         if self.starting_offsets not in ("earliest", "latest"):
             raise SettingsError("starting_offsets", f"must be 'earliest' or 'latest', got {self.starting_offsets!r}")
         try:
@@ -140,11 +168,30 @@ class Settings:
         }
         return KafkaSecurity.from_properties(props)
 
+    # ------------------------------------------------------------------ controller configs
+
+    def controller_configs(self) -> dict[str, str]:
+        """The controller configs of these settings by Kafka's names, as Kafka's text."""
+        return {kafka: str(getattr(self, name)).lower() for name, kafka in KAFKA_NAMES.items()}
+
+    def controller_config(self) -> ControllerConfig:
+        """What the buckets run with from the controller's failover on (:class:`core.controller.ControllerConfig`)."""
+        return ControllerConfig(**{name: getattr(self, name) for name in KAFKA_NAMES})
+
+    def with_controller_configs(self, configs: Iterable[tuple[str, str]]) -> Settings:
+        """A copy with the controller configs given by Kafka's names (e.g. the effective dynamic ones)."""
+        try:
+            changes: dict[str, Any] = dict(controller_fields(configs))
+        except FormatError as e:
+            raise SettingsError(_setting_name(e.field), e.reason) from None
+        return replace(self, **changes)
+
     # ------------------------------------------------------------------ building
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Settings:
         """Settings from a JSON-like mapping of field names; missing keys keep the dataclass defaults."""
+        values = {_setting_name(k): v for k, v in values.items()}
         unknown = sorted(set(values) - set(_FIELD_TYPES))
         if unknown:
             raise SettingsError(unknown[0], f"unknown setting; known: {', '.join(sorted(_FIELD_TYPES))}")
@@ -172,7 +219,7 @@ class Settings:
         changes: dict[str, Any] = {}
         for item in overrides:
             key, sep, text = item.partition("=")
-            key = key.strip()
+            key = _setting_name(key.strip())
             if not sep:
                 raise SettingsError(key or item, f"override {item!r} must look like key=value")
             changes[key] = parse_value(key, text.strip())
@@ -185,6 +232,11 @@ class Settings:
         # settings get logged; secrets never are
         shown = {k: ("***" if v and _is_secret(k) else v) for k, v in asdict(self).items()}
         return f"Settings({shown})"
+
+
+def _setting_name(key: str) -> str:
+    """The setting a key names: Kafka's name of a controller config (``delete.topic.enable``) names its field."""
+    return CONTROLLER_CONFIGS[key][0] if key in CONTROLLER_CONFIGS else key
 
 
 def _is_secret(key: str) -> bool:
@@ -230,7 +282,9 @@ def parse_value(key: str, text: str) -> Any:
 
 
 #: text settings whose empty value means "unset"
-_MAY_BE_EMPTY = frozenset({"zookeeper_auth"} | {f.name for f in fields(Settings) if f.name.startswith("kafka_")})
+_MAY_BE_EMPTY = frozenset(
+    {"zookeeper_auth", "audit_dir"} | {f.name for f in fields(Settings) if f.name.startswith("kafka_")}
+)
 
 _FIELD_TYPES: dict[str, type] = {
     f.name: {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)] for f in fields(Settings)

@@ -18,6 +18,7 @@ codec (a 12.5k-partition bucket is ~100–200 kB), plus the format version and t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
@@ -29,7 +30,7 @@ import pyarrow as pa
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from streaming import failover
+from streaming import failover, observability
 from streaming.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK, REJECTED_BUCKET
 
 STATE_FORMAT = 1
@@ -54,6 +55,8 @@ _OUTPUT_COLUMNS = ["bucket", "seq", "kind", "payload", *METRIC_COLUMNS]
 _NO_METRICS = (0,) * len(METRIC_COLUMNS)
 
 KIND_METRICS = "metrics"
+#: the metrics row's per-broker leader imbalance counts (:func:`core.controller.imbalance`)
+IMBALANCE_KEY = "imbalance"
 KIND_ZK = dc.ZkWrite.TYPE
 KIND_REQUEST = dc.BrokerRequest.TYPE
 KIND_ADMIN_RESULT = dc.AdminResult.TYPE
@@ -249,14 +252,19 @@ def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[An
     return rows
 
 
-def make_step(checkpoint_dir: str | None) -> Any:
+def make_step(
+    checkpoint_dir: str | None, config: controller.ControllerConfig | None = None, summaries: bool = False
+) -> Any:
     """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``
     (its qualified URI). It runs in Python workers on the executors, which read failover snapshots from
-    the copies the driver shipped (:class:`streaming.failover.ShippedSnapshots`)."""
+    the copies the driver shipped (:class:`streaming.failover.ShippedSnapshots`). ``config`` (the settings'
+    controller configs with ZooKeeper's dynamic ones, as read at the driver's start) is what a bucket runs
+    with from the controller failover of this run on. With ``summaries`` each bucket also reports its
+    ``summary`` row (the metrics endpoint and status page are on)."""
     shipped = failover.ShippedSnapshots()
 
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        return step_bucket(key, frames, state, checkpoint_dir, shipped)
+        return step_bucket(key, frames, state, checkpoint_dir, shipped, config=config, summaries=summaries)
 
     return step
 
@@ -267,6 +275,9 @@ def step_bucket(
     state: Any,
     checkpoint_dir: str | None = None,
     snapshots: failover.SnapshotFiles | None = None,
+    *,
+    config: controller.ControllerConfig | None = None,
+    summaries: bool = False,
 ) -> Iterator[pd.DataFrame]:
     """One bucket's micro-batch (``GroupStateTimeout.NoTimeout``); ``checkpoint_dir`` (when given) is where
     this query's failover snapshots live, ``snapshots`` how to read them (default: the shipped copies)."""
@@ -290,6 +301,8 @@ def step_bucket(
     )
     kept, refused = applicable_events(current, events)
     origins = origins[len(events) - len(kept) :]
+    if config is not None and any(isinstance(e, ev.ControllerFailover) for e in kept):
+        current = dataclasses.replace(current, config=config)
     new_state, decisions, quarantined = controller.step_isolating(current, kept)
     dumped = dump_state(new_state)
     state.update(dumped)
@@ -298,7 +311,14 @@ def step_bucket(
     for q in quarantined:
         rows.append([bucket, len(rows), KIND_REJECTED, quarantine_row(bucket, origins[q.index], q.error), *_NO_METRICS])
     m = controller.metrics(new_state)
-    rows.append([bucket, len(rows), KIND_METRICS, json.dumps(m), *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
+    # per preferred broker (not led by it, preferred by it): the driver sums them for auto leader rebalance
+    imbalance = {str(b): list(c) for b, c in controller.imbalance(new_state).items()}
+    payload = json.dumps({**m, IMBALANCE_KEY: imbalance})
+    rows.append([bucket, len(rows), KIND_METRICS, payload, *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
+    if summaries:
+        changed = len(rows) > 1  # anything besides the metrics row: see summary_payload
+        summary = observability.summary_payload(current.context, new_state.context, frame, bucket, changed=changed)
+        rows.append([bucket, len(rows), observability.KIND_SUMMARY, summary, *_NO_METRICS])
     out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
     for c in METRIC_COLUMNS:
         out[c] = out[c].astype("int64")

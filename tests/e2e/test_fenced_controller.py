@@ -1,14 +1,17 @@
 """A controller paused past its ZooKeeper session and resumed after a takeover writes nothing anywhere.
 
-Real processes: ZooKeeper and the broker of the session, five simulated brokers, two ``livectl run``
-processes (the harness of ``bench/crash_matrix.py``). Controller A is stopped with SIGSTOP (its whole
+Real processes: ZooKeeper and the broker of the session, five simulated brokers, three ``livectl run``
+processes on one checkpoint (the harness of ``bench/crash_matrix.py``). Controller A is stopped with SIGSTOP (its whole
 process group: Python, its Spark JVM and workers) in the middle of a micro-batch — right after the first
 partition state of a large creation reached ZooKeeper, with that batch's other transactions, requests,
 admin results and rejected records still to go. Its session expires, the standby B is elected and
 finishes the work; then A gets SIGCONT. A must write nothing more: no znode (whatever changes after A
 resumes carries B's epoch), no message stamped with A's epoch after B's first one on the requests,
-admin-results or rejected topics; and it must exit with code 3 and one line saying it was fenced, without
-Spark's or py4j's tracebacks.
+admin-results or rejected topics, and none of its epoch at all once resumed; and it must exit with code 3
+and one line saying it was fenced — nothing else on stdout or stderr, no Spark or py4j traceback.
+
+Then the idle case, on the same cluster: B is stopped between micro-batches, the standby C takes over and
+handles new input while B is paused (:func:`_paused_between_batches`); B resumed must do the same.
 """
 
 from __future__ import annotations
@@ -75,6 +78,71 @@ def _old_epoch_after_new(per_partition: dict[int, list[dict[str, Any]]], old: in
     return late
 
 
+def _tree(zk: Any, path: str = "/") -> dict[str, tuple[int, int]]:
+    """Every znode under ``path`` (the cluster's chroot) with its data and children change ids."""
+    out: dict[str, tuple[int, int]] = {}
+    for child in zk.get_children(path):
+        full = f"{path.rstrip('/')}/{child}"
+        stat = zk.exists(full)
+        if stat is None:
+            continue
+        out[full] = (stat.mzxid, stat.pzxid)
+        out.update(_tree(zk, full))
+    return out
+
+
+def _writes_not_by(zk: Any, before: dict[str, tuple[int, int]], epoch: int) -> list[str]:
+    """Znodes created, changed or deleted since ``before`` whose data does not carry ``epoch`` (every sink
+    transaction also sets the progress znode with the writer's epoch; states carry their writer's)."""
+    after = _tree(zk)
+    out = [f"deleted {path}" for path in sorted(set(before) - set(after))]
+    for path, ids in sorted(after.items()):
+        if before.get(path) == ids:
+            continue
+        if before.get(path, (None,))[0] == ids[0]:
+            out.append(f"children of {path} changed")
+            continue
+        data = zk.get(path)[0]
+        try:
+            stamped = json.loads(data).get("controller_epoch") if data else None
+        except ValueError:
+            stamped = None
+        if stamped != epoch:
+            out.append(f"{path} written (controller_epoch {stamped})")
+    return out
+
+
+def _batch_ids(folder: Path) -> set[int]:
+    return {int(f.name) for f in folder.glob("*") if f.name.isdigit()} if folder.is_dir() else set()
+
+
+def _between_batches(checkpoint: Path) -> bool:
+    """No micro-batch in flight: the last one planned (``offsets/N``) is committed (``commits/N``)."""
+    planned = _batch_ids(checkpoint / "offsets")
+    return bool(planned) and max(planned) in _batch_ids(checkpoint / "commits")
+
+
+def _check_fenced_exit(a: Any, mark: int) -> None:
+    """``a`` (resumed at log offset ``mark``) exits with code 3 and one line saying it was fenced: nothing
+    else on its stdout and stderr (the harness sends both to one file), no Spark or py4j traceback."""
+    rc = a.proc.wait(120)
+    resumed = a.text()[mark:]
+    assert rc == 3, resumed
+    for noise in ("Traceback", "CONCURRENT_STREAM_LOG_UPDATE", "py4j", "Py4J"):
+        assert noise not in resumed, resumed
+    lines = [line for line in resumed.splitlines() if line.strip()]
+    assert len(lines) == 1, resumed
+    assert lines[0].startswith("livectl run: controller ") and "was fenced" in lines[0], resumed
+
+
+def _epoch_counts(bootstrap: str, topics: dict[str, str], epoch: int) -> dict[str, int]:
+    """How many messages stamped ``epoch`` each output topic holds."""
+    return {
+        name: sum(1 for msgs in _messages(bootstrap, topics[name]).values() for x in msgs if _epoch_of(x) == epoch)
+        for name in ("requests", "results", "rejected")
+    }
+
+
 def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
     zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path
 ) -> None:
@@ -82,6 +150,7 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
     m = cm.Matrix(zookeeper.connect, kafka_broker.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
     a: Any = None
     paused = threading.Event()
+    still_paused: list[Any] = []
     try:
         m.open()
         assert m.zk is not None and m.producer is not None
@@ -115,6 +184,7 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
         paused_at = time.monotonic()
 
         m.wait_loaded(b)  # A's session expired; B was elected and published its failover reference
+        c = m.start_controller()  # the next standby, for the idle case
         _, epoch_stat = m.zk.get("/controller_epoch")
         epoch_b = int(m.zk.get("/controller_epoch")[0])
         assert epoch_b == epoch_a + 1
@@ -128,15 +198,11 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
         progress_path = f"/livectl/sink/{m.name}"
         before = {path: m.zk.get(path)[1].mzxid for path in [*states, progress_path]}
 
+        old_epoch_before = _epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a)
         mark = len(a.text())
         os.killpg(a.proc.pid, signal.SIGCONT)
-        rc = a.proc.wait(120)
-        resumed = a.text()[mark:]
-        assert rc == 3, resumed
-        fenced_lines = [line for line in resumed.splitlines() if "fenced" in line]
-        assert len(fenced_lines) == 1, resumed
-        for noise in ("Traceback", "CONCURRENT_STREAM_LOG_UPDATE", "py4j", "Py4J"):
-            assert noise not in resumed, resumed
+        _check_fenced_exit(a, mark)
+        assert _epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a) == old_epoch_before, "A wrote after resuming"
 
         # ZooKeeper: whatever changed after A resumed was written by B (every sink transaction also sets
         # the progress znode with the writer's epoch; new partition states carry the new epoch)
@@ -153,7 +219,59 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
             assert _old_epoch_after_new(per_partition, epoch_a, epoch_b) == [], name
         bad = m.results("bad-1")
         assert [r["controller_epoch"] for r in bad] == [epoch_b], "the invalid command is answered once, by B"
+
+        # then B, paused between micro-batches, and C
+        _paused_between_batches(cm, m, b, c, bootstrap=kafka_broker.bootstrap, paused=still_paused)
     finally:
         if a is not None and paused.is_set() and a.alive():
             os.killpg(a.proc.pid, signal.SIGCONT)
+        for x in still_paused:
+            if x.alive():
+                os.killpg(x.proc.pid, signal.SIGCONT)
         m.close()
+
+
+def _paused_between_batches(cm: Any, m: Any, active: Any, standby: Any, *, bootstrap: str, paused: list[Any]) -> None:
+    """The idle case: ``active`` is stopped while no micro-batch runs. While it is paused, ``standby`` takes
+    over and handles new input (a creation: ZooKeeper writes and requests; an invalid command and a record
+    that is not JSON: an admin result and rejected records), so when ``active`` resumes its source has
+    records it never saw and the checkpoint has batches it did not write. It must not run them: no znode
+    changes, no message stamped with its epoch, exit code 3 and its one line; and the new controller,
+    whose checkpoint the resumed one shares, goes on answering."""
+    epoch_old = int(m.zk.get("/controller_epoch")[0])
+    m.wait_waiting(standby)
+    cm.wait_until("the controller between micro-batches", lambda: _between_batches(m.checkpoint), 60, interval=0.2)
+    os.killpg(active.proc.pid, signal.SIGSTOP)
+    paused.append(active)
+    m.wait_loaded(standby)  # the session expired; the standby was elected and published its failover reference
+    epoch_new = int(m.zk.get("/controller_epoch")[0])
+    assert epoch_new == epoch_old + 1
+
+    second = {0: (3, 4, 5)}
+    cm._create(m, "idle-2", f"{m.name}-second", second)
+    for value in ('{"version":1,"type":"delete_topic","request_id":"idle-bad","topic":""}', "not json at all"):
+        m.producer.send(m.topics["admin"], key=b"fencing", value=value.encode())
+    m.producer.flush()
+    expect = cm.Expect({f"{m.name}-second": second}, request_id="idle-2")
+    cm.wait_converged(m, "the new controller creates a topic", expect, 180)
+    cm.wait_until("the new controller answers the invalid command", lambda: m.results("idle-bad"), 60)
+    cm.wait_until("the new controller between micro-batches", lambda: _between_batches(m.checkpoint), 60)
+
+    tree = _tree(m.zk)
+    old_epoch_before = _epoch_counts(bootstrap, m.topics, epoch_old)
+    mark = len(active.text())
+    os.killpg(active.proc.pid, signal.SIGCONT)
+    paused.remove(active)
+    _check_fenced_exit(active, mark)
+
+    assert _writes_not_by(m.zk, tree, epoch_new) == []
+    assert _epoch_counts(bootstrap, m.topics, epoch_old) == old_epoch_before, "the resumed controller wrote"
+    for name in ("requests", "results", "rejected"):
+        per_partition = _messages(bootstrap, m.topics[name])
+        assert _old_epoch_after_new(per_partition, epoch_old, epoch_new) == [], name
+    assert [r["controller_epoch"] for r in m.results("idle-bad")] == [epoch_new]
+    assert standby.alive()
+    third = {0: (5, 1)}
+    cm._create(m, "idle-3", f"{m.name}-third", third)
+    expect = cm.Expect({f"{m.name}-third": third}, request_id="idle-3")
+    cm.wait_converged(m, "the new controller still answers", expect, 120)

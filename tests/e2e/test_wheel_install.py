@@ -175,6 +175,7 @@ def test_the_installed_controller_runs_from_root_and_answers(
     }
     checkpoint = tmp_path / "checkpoint"
     env = _fresh_env(tmp_path)
+    metrics_port = local.free_port()
     controller = [
         str(installed / "livectl"),
         "run",
@@ -190,6 +191,8 @@ def test_the_installed_controller_runs_from_root_and_answers(
         "local[2]",
         "--set",
         f"query_name={name}",
+        "--set",
+        f"metrics_port={metrics_port}",
         "--set",
         "trigger_interval=500 milliseconds",
         "--set",
@@ -261,6 +264,18 @@ def test_the_installed_controller_runs_from_root_and_answers(
             assert create.returncode == 0, f"{create.stdout}\n{create.stderr}\n--- controller:\n{log[-4000:]}"
             state, _ = root.get(f"/{name}/brokers/topics/orders/partitions/0/state")
             assert json.loads(state)["leader"] == 1
+            # monitoring from the installed package: livectl's endpoint (prometheus_client is a dependency of
+            # the wheel) with the topic just created, and Spark's own metrics the Spark way (the shipped
+            # spark-defaults.conf: the PrometheusServlet sink on the driver), on the UI's port
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as r:
+                text = r.read().decode()
+            assert "kafka_controller_kafkacontroller_activecontrollercount 1.0" in text, text[:2000]
+            assert "kafka_controller_kafkacontroller_globaltopiccount 1.0" in text, text[:2000]
+            with urllib.request.urlopen(f"{ui}/metrics/prometheus/", timeout=30) as r:
+                spark_text = r.read().decode()
+            assert "_driver_DAGScheduler_job_allJobs" in spark_text, spark_text[:2000]
+            # the query's Structured Streaming figures (spark.sql.streaming.metricsEnabled)
+            assert f"_driver_spark_streaming_{name}_inputRate_total_Value" in spark_text, spark_text[:3000]
             # the Python workers ran (the bucket step): none failed to start or import
             assert "Python worker failed" not in log and "No module named" not in log
             # the driver's JVM took the shipped log4j2.properties (Spark at WARN from its first line on)

@@ -8,6 +8,8 @@ import pytest
 from controller_harness import Cluster, start_controller, wait_for
 
 from core import events as ev
+from streaming.audit_log import default_audit_dir
+from streaming.spark_ui import job_descriptions
 
 pytestmark = pytest.mark.spark
 
@@ -99,9 +101,41 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         assert metrics["ActiveControllerCount"] == 1
         assert metrics["GlobalTopicCount"] == 1 and metrics["GlobalPartitionCount"] == 2
         assert metrics["OfflinePartitionsCount"] == 0
+
+        # the Spark UI: the newest batch summary says the state after the failure (broker 1 gone from
+        # both ISRs: two partitions under-replicated), the election was announced
+        cid = cluster.settings.controller_id
+        descriptions = job_descriptions(spark.sparkContext, limit=500)
+        summary = next(
+            d for d in descriptions if d.startswith(f"livectl c{cid} e{controller_epoch} batch ") and ": offline" in d
+        )
+        assert ": offline 0, URP 2, reassigning 0; imbalanced 1, topics 1, partitions 2" in summary, summary
+        assert f"livectl c{cid} e{controller_epoch} active: elected controller" in descriptions
     finally:
         controller.stop()
     assert not controller.error
+
+    # the state-change log, read by Spark SQL: the refused compare-and-set and its retry, the leader
+    # moved to broker 2 by a LeaderAndIsr to brokers 2 and 3, the admin result — each once
+    audit_dir = default_audit_dir(controller.app.settings.checkpoint_dir)
+    spark.read.parquet(audit_dir).createOrReplaceTempView("state_changes")
+    rows = spark.sql(
+        "SELECT kind, action, outcome, error, brokers, detail, controller_epoch FROM state_changes "
+        "WHERE topic = 'orders' AND partition = 1 AND kind = 'zk_write' ORDER BY time, batch_id, seq"
+    ).collect()
+    assert [(r.outcome, r.error) for r in rows][-2:] == [("refused", "BadVersion"), ("written", None)]
+    assert {r.controller_epoch for r in rows} == {controller_epoch}
+    moved = spark.sql(
+        "SELECT brokers, detail FROM state_changes WHERE kind = 'request' AND action = 'LeaderAndIsr' "
+        "AND topic = 'orders' AND partition = 0 AND get_json_object(detail, '$.leader') = 2"
+    ).collect()
+    assert moved and all(sorted(r.brokers) == [2, 3] for r in moved)
+    dupes = spark.sql(
+        "SELECT batch_id, seq, count(*) AS n FROM state_changes GROUP BY batch_id, seq HAVING n > 1"
+    ).collect()
+    assert dupes == []
+    good = spark.sql("SELECT outcome, date FROM state_changes WHERE request_id = 'good'").collect()
+    assert [r.outcome for r in good] == ["ok"] and good[0].date is not None
 
 
 class CrashOnStopReplica:
@@ -305,6 +339,13 @@ def test_standby_takes_over_from_the_shared_checkpoint(spark: Any, cluster: Clus
         )
         results = {r["request_id"]: r for r in cluster.admin_results()}
         assert results["p1"]["status"] == "ok" and results["p1"]["controller_epoch"] == epoch_before + 1
+        # the Spark UI said it: the standby waiting, then elected under the next epoch
+        cid = cluster.settings.controller_id
+        descriptions = job_descriptions(spark.sparkContext, limit=1000)
+        waited = f"livectl c{cid} standby: waiting for the controller lease (held by c{cid})"
+        elected = f"livectl c{cid} e{epoch_before + 1} active: elected controller"
+        assert waited in descriptions and elected in descriptions
+        assert descriptions.index(elected) < descriptions.index(waited)  # newest first
     finally:
         standby_app.stop()
         standby.join(60)

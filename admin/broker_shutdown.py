@@ -1,0 +1,130 @@
+"""``livectl broker shutdown N --wait``: follow a simulated broker's controlled shutdown to its real outcome.
+
+The broker asks the controller (``ControlledShutdown`` on ``livectl.broker-events``) and retries while
+the answer lists partitions it still leads (Kafka's ``controlled.shutdown.max.retries``); then it
+deregisters either way — a failed controlled shutdown is an unclean one. The tool reads the controller's
+``ControlledShutdownResponse`` messages to that broker on ``livectl.requests`` (one answer may come as
+several messages of one controller batch: their union), and once the registration is gone judges by the
+last answer: no error and no remaining partition is success (exit 0); anything else, or no answer at all,
+is exit 1 naming the partitions the broker could not move.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import KafkaError
+
+from admin.publish import KafkaUnavailableError, Progress
+from core.decisions import RequestApi
+from core.errors import FormatError
+from simbrokers.codes import NONE
+from simbrokers.requests import ControlledShutdownResponse, parse_request
+
+#: Kafka's error names for the codes a ControlledShutdownResponse may carry
+_ERROR_NAMES = {7: "REQUEST_TIMED_OUT", 11: "STALE_CONTROLLER_EPOCH", 41: "NOT_CONTROLLER", 77: "STALE_BROKER_EPOCH"}
+
+
+@dataclass
+class ShutdownAnswers:
+    """The controller's answers to one broker's ControlledShutdown requests, merged per controller batch."""
+
+    broker_id: int
+    #: (controller epoch, batch id) -> (error code, remaining partitions)
+    answers: dict[tuple[int, int], tuple[int, set[str]]] = field(default_factory=dict)
+    order: list[tuple[int, int]] = field(default_factory=list)
+
+    def add(self, key: bytes | None, value: bytes) -> None:
+        try:
+            env = parse_request(key, value)
+        except FormatError:
+            return
+        if env.broker_id != self.broker_id or env.api is not RequestApi.CONTROLLED_SHUTDOWN_RESPONSE:
+            return
+        body = env.body
+        assert isinstance(body, ControlledShutdownResponse)
+        batch = (env.controller_epoch, env.batch_id)
+        if batch not in self.answers:
+            self.answers[batch] = (NONE, set())
+            self.order.append(batch)
+        error, remaining = self.answers[batch]
+        remaining |= {str(tp) for tp in body.remaining}
+        self.answers[batch] = (body.error_code if body.error_code != NONE else error, remaining)
+
+    def last(self) -> tuple[int, list[str]] | None:
+        """The last complete answer: (error code, sorted remaining partitions)."""
+        if not self.order:
+            return None
+        error, remaining = self.answers[self.order[-1]]
+        return error, sorted(remaining)
+
+
+def open_consumer(bootstrap: str, topic: str, client_config: dict[str, Any]) -> KafkaConsumer:
+    """A consumer positioned at the end of ``topic`` (taken before the command is sent)."""
+    try:
+        consumer = KafkaConsumer(**client_config, bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    except KafkaError:
+        raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
+    parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        consumer.close()
+        raise KafkaUnavailableError(f"topic {topic} does not exist on {bootstrap}; is the controller running?")
+    tps = [KafkaTopicPartition(topic, p) for p in sorted(parts)]
+    consumer.assign(tps)
+    consumer.seek_to_end(*tps)
+    for tp in tps:
+        consumer.position(tp)
+    return consumer
+
+
+def drain(consumer: KafkaConsumer, answers: ShutdownAnswers, quiet_ms: int = 1500) -> None:
+    """Read what is left on the topic (until a poll of ``quiet_ms`` brings nothing)."""
+    while True:
+        batches = consumer.poll(timeout_ms=quiet_ms)
+        if not batches:
+            return
+        for records in batches.values():
+            for rec in records:
+                answers.add(rec.key, rec.value)
+
+
+def follow(
+    zk_registered: Callable[[], bool],
+    consumer: KafkaConsumer,
+    broker_id: int,
+    timeout_s: float,
+) -> tuple[bool, str]:
+    """Wait until the broker deregisters; ``(succeeded, message)``. Raises ``TimeoutError``."""
+    answers = ShutdownAnswers(broker_id)
+    progress = Progress(f"broker {broker_id} shutdown")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while zk_registered():
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"broker {broker_id} still registered after {timeout_s:g}s")
+            progress.draw(None)
+            for records in consumer.poll(timeout_ms=200).values():
+                for rec in records:
+                    answers.add(rec.key, rec.value)
+        drain(consumer, answers)
+    finally:
+        progress.done(None)
+    last = answers.last()
+    if last is None:
+        return False, (
+            f"Controlled shutdown of broker {broker_id} failed: no answer from the controller; the broker shut "
+            "down uncleanly."
+        )
+    error, remaining = last
+    if error == NONE and not remaining:
+        return True, f"Broker {broker_id} completed its controlled shutdown and deregistered."
+    why = f" (error {_ERROR_NAMES.get(error, error)})" if error != NONE else ""
+    lines = [f"Controlled shutdown of broker {broker_id} failed{why}; it deregistered uncleanly."]
+    if remaining:
+        lines.append(f"Partitions it could not move leadership of: {','.join(remaining)}")
+    return False, "\n".join(lines)

@@ -1,0 +1,301 @@
+"""``livectl configs`` (``kafka-configs``) and the config writes other commands share.
+
+Entities, as Kafka keeps them in ZooKeeper (``kafka.zk.AdminZkClient``):
+
+* topics — ``/config/topics/<t>`` ``{"version":1,"config":{…}}``. The controller owns a topic's configs
+  (it validates them and writes the znode), so a change is an ``alter_topic_config`` command; the tool
+  waits for the controller's answer, as ``kafka-configs`` waits for its response;
+* brokers — ``/config/brokers/<id>`` and the cluster default ``/config/brokers/<default>``, written here
+  directly, as Kafka's ``AdminZkClient.changeBrokerConfig`` does.
+
+After every change a sequential ``/config/changes/config_change_NNNNNNNNNN`` notification is created with
+``{"version":2,"entity_path":"topics/<t>"}`` (or ``brokers/<id>``, ``brokers/<default>``): the znode
+Kafka's brokers (and the simulated ones) watch to reload an entity's configs.
+
+Names and values are checked against Kafka's definitions (:mod:`core.topic_configs`) before anything is
+written: an unknown name or a bad value is exit 2 naming the key and the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from admin.publish import new_request_id
+from admin.zkread import ZkUnavailableError, connect
+from core import zkdata
+from core.events import AlterTopicConfig
+from core.topic_configs import BROKER_CONFIGS, broker_configs_problem, topic_configs_problem
+
+DEFAULT_BROKER = "<default>"
+CONFIG_CHANGES = "/config/changes"
+CHANGE_PREFIX = "config_change_"
+
+
+def entity_config_path(entity_type: str, name: str) -> str:
+    return f"/config/{entity_type}/{name}"
+
+
+def notification_json(entity_type: str, name: str) -> bytes:
+    """Kafka's version-2 config change notification."""
+    return json.dumps({"version": 2, "entity_path": f"{entity_type}/{name}"}, separators=(",", ":")).encode()
+
+
+# ----------------------------------------------------------------------------- ZooKeeper writes
+
+
+@contextmanager
+def writer(hosts: str, timeout_s: float = 5.0) -> Iterator[KazooClient]:
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    zk = KazooClient(hosts=hosts, timeout=timeout_s)
+    try:
+        zk.start(timeout=timeout_s)
+    except KazooTimeoutError:
+        zk.close()
+        raise ZkUnavailableError(f"cannot reach ZooKeeper at {hosts} (timed out after {timeout_s:g}s)") from None
+    try:
+        yield zk
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def read_entity_configs(zk: KazooClient, entity_type: str, name: str) -> dict[str, str]:
+    try:
+        data, _ = zk.get(entity_config_path(entity_type, name))
+    except NoNodeError:
+        return {}
+    return zkdata.decode_topic_config(data.decode()) if data else {}
+
+
+def notify(zk: KazooClient, entity_type: str, name: str) -> str:
+    """Create the sequential change notification; returns its path."""
+    zk.ensure_path(CONFIG_CHANGES)
+    path: str = zk.create(f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", notification_json(entity_type, name), sequence=True)
+    return path
+
+
+def write_entity_configs(zk: KazooClient, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
+    """``/config/<type>/<name>`` := configs (created if missing), then the change notification."""
+    path = entity_config_path(entity_type, name)
+    data = zkdata.encode_topic_config(configs).encode()
+    try:
+        zk.set(path, data)
+    except NoNodeError:
+        try:
+            zk.create(path, data, makepath=True)
+        except NodeExistsError:
+            zk.set(path, data)
+    notify(zk, entity_type, name)
+
+
+def change_broker_configs(
+    zk: KazooClient, broker: str, add: Mapping[str, str], delete: Sequence[str] = ()
+) -> dict[str, str]:
+    """Merge ``add`` into, and remove ``delete`` from, the broker's (or ``<default>``'s) dynamic configs."""
+    configs = read_entity_configs(zk, "brokers", broker)
+    configs.update(add)
+    for key in delete:
+        configs.pop(key, None)
+    write_entity_configs(zk, "brokers", broker, configs)
+    return configs
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def parse_add_config(text: str, option: str = "--add-config") -> dict[str, str]:
+    """Kafka's ``--add-config`` syntax: ``k1=v1,k2=[v1,v2],k3=v3`` (square brackets keep a list value's commas)."""
+    from admin.cli import UsageError
+
+    out: dict[str, str] = {}
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(option, f"expected KEY=VALUE, got {item.strip()!r}")
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out[key.strip()] = value
+    if not out:
+        raise UsageError(option, "must name at least one KEY=VALUE")
+    return out
+
+
+def parse_delete_config(values: Sequence[str]) -> list[str]:
+    from admin.cli import UsageError
+
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    if values and not names:
+        raise UsageError("--delete-config", "must name at least one config")
+    return names
+
+
+def checked_delete(current: Mapping[str, str], delete: Sequence[str]) -> None:
+    """Kafka refuses to delete a config that is not set (``Invalid config(s): …``)."""
+    from admin.cli import UsageError
+
+    missing = [k for k in delete if k not in current]
+    if missing:
+        raise UsageError("--delete-config", f"Invalid config(s): {','.join(missing)} (not set)")
+
+
+# ----------------------------------------------------------------------------- topic config changes
+
+
+def alter_topic_configs(args: argparse.Namespace, topic: str, add: Mapping[str, str], delete: Sequence[str]) -> None:
+    """Validate locally (exit 2), send ``alter_topic_config`` and wait for the controller's answer (exit 1 on
+    its error, 3 when none came), then create the ``/config/changes`` notification."""
+    from admin import cli
+
+    check_topic_change(args, topic, add, delete)
+    command = AlterTopicConfig(new_request_id(), topic, tuple(sorted(add.items())), tuple(sorted(set(delete))))
+    waiting = argparse.Namespace(**{**vars(args), "wait": True})
+    cli.submit(waiting, command, f"alter config {topic}")
+    with writer(cli._zk(args)) as zk:
+        notify(zk, "topics", topic)
+
+
+def check_topic_change(args: argparse.Namespace, topic: str, add: Mapping[str, str], delete: Sequence[str]) -> None:
+    """The topic exists (exit 1 if not), the names and values are Kafka's and the deleted configs are set
+    (exit 2 naming the key if not)."""
+    from admin import cli
+
+    with connect(cli._zk(args)) as zk:
+        if zk.topic(topic) is None:
+            raise cli.OperationFailedError(f"Topic '{topic}' does not exist as expected")
+        current = zk.topic_config(topic)
+    checked_delete(current, delete)
+    merged = {**current, **add}
+    for key in delete:
+        merged.pop(key, None)
+    for key in sorted(add):
+        problem = topic_configs_problem({key: add[key]})
+        if problem is not None:
+            raise cli.UsageError(key, problem)
+    problem = topic_configs_problem(merged)
+    if problem is not None:
+        raise cli.UsageError("--add-config", problem)
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "configs",
+        parents=[common],
+        help="describe and alter topic and broker configs (kafka-configs)",
+        description="Describe and alter topic, broker and cluster-default broker configs, like kafka-configs. "
+        "Topic changes go through the controller; broker configs are written to /config/brokers/<id> or "
+        "/config/brokers/<default>; each change creates a /config/changes notification.",
+    )
+    p.add_argument("--entity-type", required=True, choices=["topics", "brokers"], help="topics or brokers")
+    p.add_argument("--entity-name", help="topic name or broker id (all entities of the type for --describe)")
+    p.add_argument("--entity-default", action="store_true", help="brokers: the cluster default (<default>)")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true", help="show the configs set on the entity")
+    action.add_argument("--alter", action="store_true", help="change configs (--add-config / --delete-config)")
+    p.add_argument("--add-config", help="k1=v1,k2=[v1,v2],k3=v3")
+    p.add_argument("--delete-config", action="append", default=[], metavar="K1,K2", help="config names to remove")
+    p.add_argument("--output", choices=["text", "json"], default="text", help="--describe: text or json")
+    p.set_defaults(func=cmd_configs)
+
+
+def cmd_configs(args: argparse.Namespace) -> int:
+    from admin import cli
+
+    return cli._run(args, _configs)
+
+
+def _entity(args: argparse.Namespace) -> str | None:
+    from admin.cli import UsageError
+
+    if args.entity_default:
+        if args.entity_type != "brokers":
+            raise UsageError("--entity-default", "only applies to --entity-type brokers")
+        if args.entity_name is not None:
+            raise UsageError("--entity-default", "can't be used with --entity-name")
+        return DEFAULT_BROKER
+    name: str | None = args.entity_name
+    if name is not None and args.entity_type == "brokers" and name != DEFAULT_BROKER and not name.isdigit():
+        raise UsageError("--entity-name", f"a broker id (an integer) or {DEFAULT_BROKER}, got {name!r}")
+    return name
+
+
+def _configs(args: argparse.Namespace) -> int:
+    from admin import cli
+
+    name = _entity(args)
+    if args.describe:
+        cli._forbid(args, ["--add-config", "--delete-config"], "with --describe")
+        return _describe(args, name)
+    if name is None:
+        raise cli.UsageError("--entity-name", "is required with --alter (or --entity-default for brokers)")
+    add = parse_add_config(args.add_config) if args.add_config is not None else {}
+    delete = parse_delete_config(args.delete_config)
+    if not add and not delete:
+        raise cli.UsageError("--alter", "needs --add-config and/or --delete-config")
+    both = sorted(set(add) & set(delete))
+    if both:
+        raise cli.UsageError("--delete-config", f"{both[0]} is both added and deleted")
+    if args.entity_type == "topics":
+        alter_topic_configs(args, name, add, delete)
+        print(f"Completed updating config for topic {name}.")
+        return cli.EXIT_OK
+    for key in sorted(add):
+        problem = broker_configs_problem({key: add[key]})
+        if problem is not None:
+            raise cli.UsageError(key, problem)
+    unknown = [k for k in delete if k not in BROKER_CONFIGS]
+    if unknown:
+        raise cli.UsageError(unknown[0], f"Unknown broker config name: {unknown[0]}")
+    with writer(cli._zk(args)) as zk:
+        checked_delete(read_entity_configs(zk, "brokers", name), delete)
+        change_broker_configs(zk, name, add, delete)
+    label = "default broker" if name == DEFAULT_BROKER else f"broker {name}"
+    print(f"Completed updating config for {label}.")
+    return cli.EXIT_OK
+
+
+def _describe(args: argparse.Namespace, name: str | None) -> int:
+    from admin import cli
+
+    kind = args.entity_type
+    out: dict[str, dict[str, str]] = {}
+    with writer(cli._zk(args)) as zk:
+        if name is not None:
+            names = [name]
+        else:
+            try:
+                names = sorted(zk.get_children(f"/config/{kind}"))
+            except NoNodeError:
+                names = []
+            if kind == "topics":
+                names = sorted(set(names) | set(_children(zk, zkdata.BROKER_TOPICS)))
+        if kind == "topics" and name is not None and not zk.exists(zkdata.topic_path(name)):
+            raise cli.OperationFailedError(f"Topic '{name}' does not exist as expected")
+        for n in names:
+            out[n] = read_entity_configs(zk, kind, n)
+    if args.output == "json":
+        print(json.dumps({"entity_type": kind, "entities": [{"name": n, "configs": c} for n, c in out.items()]}))
+        return cli.EXIT_OK
+    for n, c in out.items():
+        what = "default broker" if n == DEFAULT_BROKER else f"{kind[:-1]} '{n}'"
+        print(f"Configs for {what} are {','.join(f'{k}={v}' for k, v in sorted(c.items()))}")
+    return cli.EXIT_OK
+
+
+def _children(zk: KazooClient, path: str) -> list[str]:
+    try:
+        return list(zk.get_children(path))
+    except NoNodeError:
+        return []

@@ -1,0 +1,253 @@
+"""Benchmark: what an optional feature costs the micro-batch — with and without it, at 10k partitions.
+
+The issue's cost clause: the observability features (the metrics endpoint and status page; the audit table
+when it lands) must keep the micro-batch time within 5 % of the controller without them. For each
+configuration — the baseline (every feature off) and the chosen features on — interleaved ``--rounds``
+times on real local services (ZooKeeper + tansu, free ports, stopped by PID) and one SparkSession:
+
+1. a fresh ZooKeeper chroot gets ``--partitions`` partitions in Kafka's layout (10 brokers, replication
+   factor 3, 100 per topic) and ten broker registrations; the controller starts on an empty checkpoint
+   and loads them (its cold start is not measured);
+2. ``--commands`` small admin commands (create a one-partition topic), each waited for in ZooKeeper, so
+   each is one micro-batch of little input: there the feature's fixed cost per batch shows most;
+3. one broker hard-killed (its session closed): the micro-batch that re-elects and shrinks the ISR of
+   the 3k partitions it hosted.
+
+While a feature with an HTTP endpoint is on, a scraper reads its ``/metrics`` and ``/`` every second, as
+Prometheus and a browser would. Each micro-batch's time is Spark's ``triggerExecution`` from the query's
+progress. Prints, per configuration, the median small-batch time, the broker-failure batch time, and the
+ratio with / without.
+
+**Adding a feature**: one entry in :data:`FEATURES` — its settings overrides (given a free port) and the
+paths to scrape — then ``--features metrics,<yours>`` measures them together, ``--features <yours>``
+alone.
+
+Run::
+
+    .venv/bin/python bench/feature_cost.py                       # metrics, 10k partitions, 2 rounds
+    .venv/bin/python bench/feature_cost.py --partitions 1000 --commands 10 --rounds 1 --no-wait-quiet
+
+Writes ``bench/results/feature_cost-<UTC stamp>.json`` (and ``…-latest.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    Services,
+    close,
+    machine_info,
+    make_chroot,
+    plan_layout,
+    prepare_tree,
+    print_table,
+    progress_list,
+    register_brokers,
+    services,
+    settings_for,
+    spark_session,
+    start_controller,
+    wait_quiet,
+    write_results,
+    zk_client,
+)
+
+from core import events as ev
+from livectl.local import free_port
+
+N_BROKERS = 10
+RF = 3
+VICTIM = 1
+
+
+@dataclass(frozen=True)
+class Feature:
+    """``overrides(port)``: the settings that turn the feature on; ``scrape``: HTTP paths read every second."""
+
+    overrides: Callable[[int], dict[str, Any]]
+    scrape: tuple[str, ...] = ()
+
+
+FEATURES: dict[str, Feature] = {
+    "metrics": Feature(lambda port: {"metrics_port": port}, scrape=("/metrics", "/")),
+}
+
+
+class Scraper(threading.Thread):
+    def __init__(self, urls: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.urls = urls
+        self.stopped = threading.Event()
+        self.scrapes = 0
+        self.errors = 0
+
+    def run(self) -> None:
+        while not self.stopped.wait(1.0):
+            for u in self.urls:
+                try:
+                    with urllib.request.urlopen(u, timeout=5) as r:
+                        r.read()
+                    self.scrapes += 1
+                except OSError:
+                    self.errors += 1
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+
+
+def run_config(spark: Any, svc: Services, work: Path, features: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    name = f"fc{uuid.uuid4().hex[:8]}"
+    make_chroot(svc, name)
+    overrides: dict[str, Any] = {}
+    urls: list[str] = []
+    for f in features:
+        port = free_port()
+        overrides.update(FEATURES[f].overrides(port))
+        urls.extend(f"http://127.0.0.1:{port}{p}" for p in FEATURES[f].scrape)
+    settings = settings_for(svc, name, work / name / "checkpoint", num_buckets=args.buckets, **overrides)
+    connect = settings.zookeeper_connect
+    admin = zk_client(connect)
+    layout = plan_layout(args.partitions, N_BROKERS, RF)
+    prepare_tree(admin, layout)
+    brokers = register_brokers(connect, list(range(N_BROKERS)))
+    label = "+".join(features) or "baseline"
+    out: dict[str, Any] = {"config": label, "features": features, "partitions": layout.partitions}
+    rc = start_controller(spark, settings)
+    scraper = Scraper(urls)
+    try:
+        q = wait_for("the query", lambda: rc.app.query, args.timeout)
+        wait_for(
+            "the tree loaded",
+            lambda: any(
+                int(((p.get("observedMetrics") or {}).get("livectl") or {}).get("GlobalPartitionCount", -1))
+                == layout.partitions
+                for p in progress_list(q)
+            ),
+            args.timeout,
+        )
+        time.sleep(3)
+        scraper.start()
+        first = max((int(p["batchId"]) for p in progress_list(q)), default=-1)
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=svc.broker.bootstrap, acks="all", linger_ms=0)
+        try:
+            for i in range(args.commands):
+                topic = f"bench-{i}"
+                cmd = ev.CreateTopic(f"c{i}", topic, 1, 3, replica_assignment=((2, 3, 4),))
+                producer.send(settings.admin_topic, ev.event_to_json(cmd).encode()).get(timeout=30)
+                wait_for(topic, lambda t=topic: admin.exists(f"/brokers/topics/{t}/partitions/0/state"), args.timeout)
+        finally:
+            producer.close()
+        small_last = max(int(p["batchId"]) for p in progress_list(q))
+        time.sleep(2)
+        close(brokers.pop(VICTIM))
+        led = layout.led_by(VICTIM)
+        t, p = led[-1]
+        state_path = f"/brokers/topics/{t}/partitions/{p}/state"
+        wait_for("the failure handled", lambda: b'"leader":1,' not in admin.get(state_path)[0], args.timeout)
+        time.sleep(3)
+        progress = [x for x in progress_list(q) if int(x["batchId"]) > first]
+        small = [
+            float(x["durationMs"]["triggerExecution"])
+            for x in progress
+            if int(x["batchId"]) <= small_last and int(x.get("numInputRows", 0)) > 0
+        ]
+        failure = [
+            float(x["durationMs"]["triggerExecution"])
+            for x in progress
+            if int(x["batchId"]) > small_last and int(x.get("numInputRows", 0)) > 0
+        ]
+        out["small_batches_ms"] = small
+        out["failure_batches_ms"] = failure
+        out["small_median_ms"] = statistics.median(small) if small else None
+        out["failure_ms"] = max(failure) if failure else None
+        out["scrapes"] = scraper.scrapes
+        out["scrape_errors"] = scraper.errors
+    finally:
+        scraper.stopped.set()
+        rc.stop()
+        for c in brokers.values():
+            close(c)
+        close(admin)
+    print(
+        f"[{label}] small batches: median {out.get('small_median_ms')} ms over {len(out.get('small_batches_ms', []))}; "
+        f"broker failure batch {out.get('failure_ms')} ms; {out.get('scrapes', 0)} scrapes",
+        flush=True,
+    )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--features", default="metrics", help=f"comma-separated, of: {', '.join(FEATURES)}")
+    ap.add_argument("--partitions", type=int, default=10_000)
+    ap.add_argument("--commands", type=int, default=20, help="small micro-batches per configuration")
+    ap.add_argument("--rounds", type=int, default=2, help="baseline / features pairs, interleaved")
+    ap.add_argument("--buckets", type=int, default=8)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    args = ap.parse_args()
+    features = [f for f in args.features.split(",") if f]
+    unknown = [f for f in features if f not in FEATURES]
+    if unknown:
+        ap.error(f"--features: unknown {unknown[0]!r}; known: {', '.join(FEATURES)}")
+    work = Path(tempfile.mkdtemp(prefix="livectl-bench-fc-"))
+    results: dict[str, Any] = {"benchmark": "feature_cost", "features": features, "runs": []}
+    with services() as svc:
+        spark, _ = spark_session(args.buckets)
+        try:
+            results["machine"] = machine_info(svc.zookeeper.port, spark)
+            for _ in range(args.rounds):
+                for config in ([], features):
+                    if not args.no_wait_quiet:
+                        wait_quiet()
+                    results["runs"].append(run_config(spark, svc, work, config, args))
+                    write_results("feature_cost", results)
+        finally:
+            spark.stop()
+
+    def pooled(config: list[str], key: str) -> float | None:
+        values = [v for r in results["runs"] if r["features"] == config for v in r.get(key, [])]
+        return statistics.median(values) if values else None
+
+    base_small, feat_small = pooled([], "small_batches_ms"), pooled(features, "small_batches_ms")
+    base_fail, feat_fail = pooled([], "failure_batches_ms"), pooled(features, "failure_batches_ms")
+    results["summary"] = {
+        "small_median_ms": {"baseline": base_small, "features": feat_small},
+        "failure_median_ms": {"baseline": base_fail, "features": feat_fail},
+        "small_ratio": feat_small / base_small if base_small and feat_small else None,
+        "failure_ratio": feat_fail / base_fail if base_fail and feat_fail else None,
+    }
+    path = write_results("feature_cost", results)
+    s = results["summary"]
+    print_table(
+        ["micro-batch", "baseline ms", f"{'+'.join(features)} ms", "ratio"],
+        [
+            ["small (one command)", base_small, feat_small, s["small_ratio"]],
+            [f"broker failure ({args.partitions:,} partitions)", base_fail, feat_fail, s["failure_ratio"]],
+        ],
+    )
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,549 @@
+"""The state-change log: every decision of a micro-batch, as Parquet rows and as Kafka-style log lines.
+
+Kafka's controller writes what it decided to ``state-change.log`` (logger ``state.change.logger``); operators
+read it when something went wrong. livectl does both:
+
+* **log lines** under the logger :data:`STATE_CHANGE_LOGGER` (``state.change.logger``, Kafka's name), each
+  prefixed ``[Controller id=<id> epoch=<epoch>]`` as Kafka's ``StateChangeLogger`` prefixes them. Per broker
+  and request type one INFO line (Kafka's "Sending LeaderAndIsr request to broker …" summary), admin results
+  at INFO, refused ZooKeeper writes and state-change failures at ERROR; each znode write and each partition
+  state sent at DEBUG (Kafka logs those at TRACE; 10k partitions make 10k lines);
+* **a Parquet table** (:data:`AUDIT_SCHEMA`), one row per decision: each ZooKeeper write (with its outcome,
+  ``written`` or ``refused``), each partition of each LeaderAndIsr / StopReplica / response (the brokers
+  that were sent the same partition state are one row; an UpdateMetadata, which carries the same states
+  to every live broker, is one row per broker with its partition count), each admin result, each
+  state-change failure — with the micro-batch id, the
+  controller's id and epoch and the batch's time. Files are partitioned by date (``date=YYYY-MM-DD/``) in
+  Hive's layout, so Spark SQL (``spark.read.parquet(dir)``) and pyarrow read it as one table with a
+  ``date`` column.
+
+**Exactly once per micro-batch.** Spark replays a micro-batch whose ``foreachBatch`` did not return; the
+replay must not append its rows a second time. :class:`AuditLog` keeps a progress file in the checkpoint
+(``audit-progress.json``: the last micro-batch whose rows are in the table, and the one being written with
+the time and file name its first attempt chose):
+
+1. a batch at or below ``committed`` was written already: nothing is written;
+2. otherwise the progress file first names the batch, its time and its file (a replay reuses them, so the
+   replayed rows carry the first attempt's time and land in the same file, under the same date);
+3. the Parquet file is written under a hidden name and renamed into place (a reader never sees half of
+   it; a replay replaces it whole);
+4. the progress file records the batch as committed.
+
+The progress file lives in the checkpoint, so a new checkpoint (batch ids starting again at 0) starts a new
+sequence; file names carry the first attempt's time as well as the batch id, so the new files never
+replace the old ones. The table itself lives outside the checkpoint (by default beside it,
+``<checkpoint>-audit``), so deleting a checkpoint keeps the history.
+
+Every file goes through Hadoop's ``FileSystem`` for the table's URI (:class:`HadoopAuditFiles`), as the
+checkpoint does (:mod:`streaming.checkpoint_fs`): ``file://``, ``hdfs://``, ``s3a://``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from core import decisions as dc
+from sinks.ports import FailedWrite
+from streaming.checkpoint_fs import (
+    CheckpointError,
+    CheckpointStore,
+    HadoopCheckpointStore,
+    MemoryCheckpointStore,
+    child,
+    parent,
+)
+
+#: Kafka's state-change logger name
+STATE_CHANGE_LOGGER = "state.change.logger"
+state_change_log = logging.getLogger(STATE_CHANGE_LOGGER)
+
+#: the progress file, inside the checkpoint
+PROGRESS_FILE = "audit-progress.json"
+
+KIND_ZK = "zk_write"
+KIND_REQUEST = "request"
+KIND_ADMIN = "admin_result"
+KIND_FAILURE = "state_change_failure"
+
+#: one row per decision; the ``date`` partition column comes from the folder (``date=YYYY-MM-DD``)
+AUDIT_SCHEMA = pa.schema(
+    [
+        pa.field("time", pa.timestamp("ms", tz="UTC"), nullable=False),
+        pa.field("batch_id", pa.int64(), nullable=False),
+        pa.field("controller_id", pa.int32(), nullable=False),
+        pa.field("controller_epoch", pa.int32(), nullable=False),
+        #: the row's place in its micro-batch (the order things were decided and carried out)
+        pa.field("seq", pa.int32(), nullable=False),
+        #: zk_write | request | admin_result | state_change_failure
+        pa.field("kind", pa.string(), nullable=False),
+        #: zk_write: create / set / delete; request: the API (LeaderAndIsr, …); admin_result: the command;
+        #: state_change_failure: "<from> -> <to>"
+        pa.field("action", pa.string(), nullable=False),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        #: request: the brokers sent this partition state
+        pa.field("brokers", pa.list_(pa.int32())),
+        pa.field("request_id", pa.string()),
+        #: zk_write: written / refused; request: sent; admin_result: ok / error / in_progress;
+        #: state_change_failure: failed
+        pa.field("outcome", pa.string(), nullable=False),
+        #: ZooKeeper's refusal, Kafka's error name, the failure's reason
+        pa.field("error", pa.string()),
+        #: zk_write: the path; state_change_failure: the item
+        pa.field("path", pa.string()),
+        #: JSON: the znode data and expected version, the partition state sent, the admin message and details
+        pa.field("detail", pa.string()),
+    ]
+)
+COLUMNS = tuple(AUDIT_SCHEMA.names)
+
+
+@dataclass(frozen=True)
+class AuditBatch:
+    """What one micro-batch decided and what became of it (built by the dispatcher after its sinks ran)."""
+
+    batch_id: int
+    zk_writes: Sequence[dc.ZkWrite] = ()
+    zk_refused: Sequence[FailedWrite] = ()
+    #: the requests sent (after those of refused writes were withheld)
+    requests: Sequence[dc.BrokerRequest] = ()
+    admin_results: Sequence[dc.AdminResult] = ()
+    failures: Sequence[dc.StateChangeFailure] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.zk_writes or self.requests or self.admin_results or self.failures)
+
+
+_PARTITION_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)(?:/state)?$")
+_TOPIC_PATH = re.compile(r"^/(?:brokers/topics|admin/delete_topics|config/topics)/([^/]+)$")
+_ITEM = re.compile(r"^\[?(?:Topic=)?(.+?)[,-](?:Partition=)?(\d+)(?:,Replica=\d+)?\]?$")
+
+
+def topic_partition_of_path(path: str) -> tuple[str | None, int | None]:
+    """The topic (and partition) a znode path is about, when it is about one."""
+    m = _PARTITION_PATH.match(path)
+    if m is not None:
+        return m.group(1), int(m.group(2))
+    m = _TOPIC_PATH.match(path)
+    if m is not None:
+        return m.group(1), None
+    return None, None
+
+
+def topic_partition_of_item(item: str) -> tuple[str | None, int | None]:
+    """The topic and partition a state-change failure names (``t-0``, ``[Topic=t,Partition=0,Replica=1]``)."""
+    m = _ITEM.match(item.strip())
+    if m is None:
+        return None, None
+    return m.group(1), int(m.group(2))
+
+
+def _partition_entries(body: dict[str, Any]) -> list[tuple[str | None, int | None, dict[str, Any]]]:
+    """``(topic, partition, state)`` of each partition a request or response body names (Kafka's
+    ``topicStates[].partitionStates[]``, ``remainingPartitions[]``, ``topics[].partitions[]``); one entry
+    without a partition when it names none."""
+    out: list[tuple[str | None, int | None, dict[str, Any]]] = []
+    for ts in body.get("topicStates") or ():
+        for ps in ts.get("partitionStates") or ():
+            out.append((ts.get("topicName"), ps.get("partitionIndex"), ps))
+    for ps in body.get("remainingPartitions") or ():
+        out.append((ps.get("topicName"), ps.get("partitionIndex"), ps))
+    for ts in body.get("topics") or ():
+        for ps in ts.get("partitions") or ():
+            out.append((ts.get("topicName"), ps.get("partitionIndex"), ps))
+    if not out:
+        rest = {k: v for k, v in body.items() if k not in ("liveBrokers", "liveLeaders")}
+        out.append((None, None, rest))
+    return out
+
+
+def _admin_topic(details: str) -> str | None:
+    """The topic an admin result is about, when its details name exactly one."""
+    try:
+        d = json.loads(details or "{}")
+    except ValueError:
+        return None
+    if isinstance(d, dict):
+        topic = d.get("topic")
+        if isinstance(topic, str):
+            return topic
+        topics = d.get("topics")
+        if isinstance(topics, list) and len(topics) == 1 and isinstance(topics[0], str):
+            return topics[0]
+    return None
+
+
+#: requests whose partitions each get a row; an UpdateMetadata (the same partition states, to every live
+#: broker) gets one row per broker with its partition count
+_PER_PARTITION = frozenset(api for api in dc.RequestApi if api is not dc.RequestApi.UPDATE_METADATA)
+
+
+@dataclass(frozen=True)
+class RequestDigest:
+    """One request as the log needs it: its partitions' entries (``None`` for an UpdateMetadata, whose
+    body is not parsed: only its partitions are counted)."""
+
+    request: dc.BrokerRequest
+    entries: list[tuple[str | None, int | None, dict[str, Any]]] | None
+    partitions: int
+
+
+def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]:
+    """The requests in Kafka's send order (LeaderAndIsr, UpdateMetadata, StopReplica, responses), each
+    parsed once for both the rows and the log lines."""
+    out = []
+    for r in sorted(requests, key=lambda r: dc.REQUEST_ORDER[r.api]):
+        if r.api in _PER_PARTITION:
+            entries = _partition_entries(orjson.loads(r.body))
+            out.append(RequestDigest(r, entries, sum(1 for _t, p, _s in entries if p is not None)))
+        else:
+            out.append(RequestDigest(r, None, r.body.count('"partitionIndex"')))
+    return out
+
+
+def per_broker(digests: Sequence[RequestDigest]) -> dict[tuple[dc.RequestApi, int], tuple[int, int]]:
+    """``(API, broker) -> (partitions, partitions it leads)``: the buckets' parts of one request summed, as
+    the request sink merges them into one message per broker and API (Kafka's send order kept)."""
+    out: dict[tuple[dc.RequestApi, int], tuple[int, int]] = {}
+    for d in digests:
+        r = d.request
+        leaders = sum(1 for _t, _p, st in d.entries or () if st.get("leader") == r.broker_id)
+        n, led = out.get((r.api, r.broker_id), (0, 0))
+        out[(r.api, r.broker_id)] = (n + d.partitions, led + leaders)
+    return out
+
+
+def audit_rows(
+    batch: AuditBatch,
+    controller_id: int,
+    epoch: int,
+    when: dt.datetime,
+    digests: Sequence[RequestDigest] | None = None,
+) -> pa.Table:
+    """The batch's rows of :data:`AUDIT_SCHEMA`, in the order the dispatcher carried them out: ZooKeeper
+    writes, requests (Kafka's send order), admin results, failures. A partition's entry of a request is one
+    row naming every broker that was sent the same state; an UpdateMetadata is one row per broker with its
+    partition count (its states are the LeaderAndIsr ones, sent to every live broker)."""
+    cols: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+
+    def add(  # noqa: PLR0917 (one row's columns, positional for speed at 10k rows)
+        kind: str,
+        action: str,
+        outcome: str,
+        topic: str | None = None,
+        partition: int | None = None,
+        brokers: list[int] | None = None,
+        request_id: str | None = None,
+        error: str | None = None,
+        path: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        cols["kind"].append(kind)
+        cols["action"].append(action)
+        cols["outcome"].append(outcome)
+        cols["topic"].append(topic)
+        cols["partition"].append(partition)
+        cols["brokers"].append(brokers)
+        cols["request_id"].append(request_id)
+        cols["error"].append(error)
+        cols["path"].append(path)
+        cols["detail"].append(detail)
+
+    refused = {f.index: f for f in batch.zk_refused}
+    dumps = orjson.dumps
+    digests = digests if digests is not None else digest_requests(batch.requests)
+    for i, w in enumerate(batch.zk_writes):
+        f = refused.get(i)
+        topic, partition = topic_partition_of_path(w.path)
+        add(
+            KIND_ZK,
+            w.op.value,
+            "written" if f is None else "refused",
+            topic,
+            partition,
+            None,
+            None,
+            None if f is None else f.error,
+            w.path,
+            dumps({"data": w.data, "expected_version": w.expected_version}).decode(),
+        )
+    grouped: dict[tuple[str, str | None, int | None, bytes], list[int]] = {}
+    for d in digests:
+        api = d.request.api.value
+        if d.entries is None:
+            continue
+        for topic, partition, state in d.entries:
+            key = (api, topic, partition, dumps(state, option=orjson.OPT_SORT_KEYS))
+            brokers = grouped.setdefault(key, [])
+            if d.request.broker_id not in brokers:
+                brokers.append(d.request.broker_id)
+    for (api, topic, partition, state_json), brokers in grouped.items():
+        add(KIND_REQUEST, api, "sent", topic, partition, brokers, detail=state_json.decode())
+    for (request_api, broker), (partitions, _leaders) in per_broker(digests).items():
+        if request_api is dc.RequestApi.UPDATE_METADATA:
+            add(KIND_REQUEST, request_api.value, "sent", brokers=[broker], detail=f'{{"partitions":{partitions}}}')
+    for a in batch.admin_results:
+        add(
+            KIND_ADMIN,
+            a.command,
+            a.status.value,
+            _admin_topic(a.details),
+            request_id=a.request_id,
+            error=a.error,
+            detail=dumps({"message": a.message, "details": orjson.loads(a.details or "{}")}).decode(),
+        )
+    for fail in batch.failures:
+        topic, partition = topic_partition_of_item(fail.item)
+        add(
+            KIND_FAILURE,
+            f"{fail.from_state} -> {fail.to_state}",
+            "failed",
+            topic,
+            partition,
+            error=fail.reason,
+            path=fail.item,
+        )
+    n = len(cols["kind"])
+    cols["seq"] = list(range(n))
+    cols["time"] = [when] * n
+    cols["batch_id"] = [batch.batch_id] * n
+    cols["controller_id"] = [controller_id] * n
+    cols["controller_epoch"] = [epoch] * n
+    return pa.table(cols, schema=AUDIT_SCHEMA)
+
+
+# ---------------------------------------------------------------------------------------------- log lines
+
+
+def log_state_changes(
+    batch: AuditBatch,
+    controller_id: int,
+    epoch: int,
+    logger: logging.Logger | None = None,
+    digests: Sequence[RequestDigest] | None = None,
+) -> None:
+    """Kafka-style ``state.change.logger`` lines for the batch (see the module docstring for the levels)."""
+    lg = logger or state_change_log
+    prefix = f"[Controller id={controller_id} epoch={epoch}] "
+    debug = lg.isEnabledFor(logging.DEBUG)
+    refused = {f.index: f for f in batch.zk_refused}
+    for i, w in enumerate(batch.zk_writes):
+        f = refused.get(i)
+        if f is not None:
+            lg.error(
+                "%sZooKeeper refused %s %s (expected version %d) in micro-batch %d: %s",
+                prefix,
+                w.op.value,
+                w.path,
+                w.expected_version,
+                batch.batch_id,
+                f.error,
+            )
+        elif debug:
+            lg.debug("%sWrote %s %s in micro-batch %d: %s", prefix, w.op.value, w.path, batch.batch_id, w.data)
+    if lg.isEnabledFor(logging.INFO):
+        digests = digests if digests is not None else digest_requests(batch.requests)
+        for (api, broker), (partitions, leaders) in per_broker(digests).items():
+            if api is dc.RequestApi.LEADER_AND_ISR:
+                lg.info(
+                    "%sSending LeaderAndIsr request to broker %d with %d become-leader and %d become-follower "
+                    "partitions (micro-batch %d)",
+                    prefix,
+                    broker,
+                    leaders,
+                    partitions - leaders,
+                    batch.batch_id,
+                )
+            elif api in (dc.RequestApi.UPDATE_METADATA, dc.RequestApi.STOP_REPLICA):
+                lg.info(
+                    "%sSending %s request to broker %d for %d partitions (micro-batch %d)",
+                    prefix,
+                    api.value,
+                    broker,
+                    partitions,
+                    batch.batch_id,
+                )
+            else:
+                lg.info("%sSending %s to broker %d (micro-batch %d)", prefix, api.value, broker, batch.batch_id)
+        if debug:
+            for d in digests:
+                r = d.request
+                entries = d.entries if d.entries is not None else _partition_entries(orjson.loads(r.body))
+                for topic, partition, state in entries:
+                    if partition is not None:
+                        lg.debug(
+                            "%sSending %s request %s to broker %d for partition %s-%d",
+                            prefix,
+                            r.api.value,
+                            orjson.dumps(state).decode(),
+                            r.broker_id,
+                            topic,
+                            partition,
+                        )
+    for a in batch.admin_results:
+        lg.info(
+            "%sAdmin request %s (%s): %s%s%s",
+            prefix,
+            a.request_id,
+            a.command,
+            a.status.value,
+            f" {a.error}" if a.error else "",
+            f": {a.message}" if a.message else "",
+        )
+    for fail in batch.failures:
+        lg.error(
+            "%sController %d epoch %d failed to change state for %s from %s to %s: %s",
+            prefix,
+            controller_id,
+            epoch,
+            fail.item,
+            fail.from_state,
+            fail.to_state,
+            fail.reason,
+        )
+
+
+# ---------------------------------------------------------------------------------------------- the table
+
+
+class AuditFiles(CheckpointStore, Protocol):
+    """The table's file system: a :class:`CheckpointStore` that also writes bytes."""
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        """Write the whole file under a hidden temporary name, then rename it into place (replacing it)."""
+        ...
+
+
+class HadoopAuditFiles(HadoopCheckpointStore):
+    """The table's folder through Hadoop's ``FileSystem`` for its URI (the session's Hadoop configuration)."""
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        folder, name = parent(uri), uri.rstrip("/").rsplit("/", 1)[1]
+        tmp = child(folder, f".{name}.tmp")
+
+        def write() -> None:
+            self._fs.mkdirs(self._path(folder))
+            out = self._fs.create(self._path(tmp), True)
+            try:
+                out.write(bytearray(data))
+            finally:
+                out.close()
+            target = self._path(uri)
+            if not self._fs.rename(self._path(tmp), target):
+                # HDFS's rename refuses an existing target (a replayed batch's file): replace it
+                self._fs.delete(target, False)
+                if not self._fs.rename(self._path(tmp), target):
+                    raise CheckpointError(uri, f"cannot rename {tmp} into place")
+
+        self._call(uri, "write it", write)
+
+
+class MemoryAuditFiles(MemoryCheckpointStore):
+    """An in-memory table folder (unit tests, benchmarks); ``blobs`` holds the files written as bytes."""
+
+    def __init__(self, root: str = "memory:/audit") -> None:
+        super().__init__(root)
+        self.blobs: dict[str, bytes] = {}
+        self.writes = 0
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        self.writes += 1
+        self.blobs[uri] = data
+
+    def exists(self, uri: str) -> bool:
+        return uri in self.blobs or super().exists(uri)
+
+    def list_names(self, uri: str) -> list[str]:
+        prefix = uri.rstrip("/") + "/"
+        names = {k[len(prefix) :].split("/", 1)[0] for k in self.blobs if k.startswith(prefix)}
+        return sorted(names | set(super().list_names(uri)))
+
+
+def default_audit_dir(checkpoint_root: str) -> str:
+    """Beside the checkpoint: ``<checkpoint>-audit``."""
+    return checkpoint_root.rstrip("/") + "-audit"
+
+
+def _utc(when: dt.datetime) -> dt.datetime:
+    return when.astimezone(dt.UTC) if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+@dataclass
+class AuditLog:
+    """Appends each micro-batch's rows to the table exactly once (see the module docstring).
+
+    ``files`` is the table's folder, ``checkpoint`` the query's checkpoint (for the progress file),
+    ``clock`` the wall clock (UTC). Called by the dispatcher after its sinks ran, before the batch commits."""
+
+    files: AuditFiles
+    checkpoint: CheckpointStore
+    controller_id: int
+    controller_epoch: int
+    clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
+    #: Kafka-style log lines as well (``state.change.logger``)
+    log_lines: bool = True
+    #: what the last call did: "written", "skipped" (replay of a written batch) or "empty"
+    last: str = ""
+    _known: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def progress_uri(self) -> str:
+        return child(self.checkpoint.root, PROGRESS_FILE)
+
+    def _progress(self) -> dict[str, Any]:
+        # read once per controller: while it holds the lease, this object is the file's only writer (a
+        # successor makes its own AuditLog and reads what this one left)
+        if self._known is None:
+            if self.checkpoint.exists(self.progress_uri):
+                self._known = json.loads(self.checkpoint.read_text(self.progress_uri))
+            else:
+                self._known = {"committed": -1}
+        return dict(self._known)
+
+    def _save(self, progress: dict[str, Any]) -> None:
+        self.checkpoint.write_text(self.progress_uri, json.dumps(progress, sort_keys=True))
+        self._known = progress
+
+    def __call__(self, batch: AuditBatch) -> None:
+        progress = self._progress()
+        if batch.batch_id <= int(progress.get("committed", -1)):
+            # a replay of a batch whose rows are in the table already (its log lines were said then too)
+            self.last = "skipped"
+            return
+        digests = digest_requests(batch.requests)
+        if self.log_lines:
+            log_state_changes(batch, self.controller_id, self.controller_epoch, digests=digests)
+        if batch.empty:
+            self.last = "empty"
+            return
+        pending = progress.get("pending")
+        if isinstance(pending, dict) and int(pending["batch"]) == batch.batch_id:
+            when = dt.datetime.fromisoformat(str(pending["time"]))
+            uri = str(pending["file"])
+        else:
+            now = _utc(self.clock())
+            when = now.replace(microsecond=now.microsecond // 1000 * 1000)
+            stamp = when.strftime("%Y%m%dT%H%M%S") + f"{when.microsecond // 1000:03d}Z"
+            uri = child(
+                self.files.root, f"date={when.date().isoformat()}", f"part-b{batch.batch_id:012d}-{stamp}.parquet"
+            )
+            progress["pending"] = {"batch": batch.batch_id, "time": when.isoformat(), "file": uri}
+            self._save(progress)
+        table = audit_rows(batch, self.controller_id, self.controller_epoch, when, digests)
+        sink = io.BytesIO()
+        pq.write_table(table, sink, compression="zstd")
+        self.files.write_bytes(uri, sink.getvalue())
+        self._save({"committed": batch.batch_id, "last_file": uri})
+        self.last = "written"

@@ -1,0 +1,276 @@
+"""``livectl reassign`` as kafka-reassign-partitions behaves, with honest outcomes. The controller is played
+by :class:`FakeController` on the real admin topics; ZooKeeper and the broker are real."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kafka import KafkaProducer
+from test_admin_cli import Env, env, write_tree
+
+from admin.cli import main
+from admin.reassign_cmd import PartitionProgress, progress_lines, throttled_replicas
+from core.decisions import AdminResult, AdminStatus, encode_decision
+from core.events import AlterTopicConfig, CancelReassignment, Event, ReassignPartitions, TopicPartition, event_from_json
+
+pytestmark = pytest.mark.integration
+__all__ = ["env"]
+
+Answer = tuple[AdminStatus, str | None, str, dict[str, object]]
+
+
+class FakeController:
+    """Answers every command on the admin topic with ``handler(command)`` (a list of results, sent in turn);
+    applies topic config changes to ZooKeeper as the controller would."""
+
+    def __init__(self, env: Env, handler: Callable[[Event], list[Answer]]) -> None:
+        self.env = env
+        self.handler = handler
+        self.seen: list[Event] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        c = self.env.consumer(self.env.admin)
+        p = KafkaProducer(bootstrap_servers=self.env.bootstrap)
+        batch = 100
+        while not self.stop.is_set():
+            for rs in c.poll(timeout_ms=100).values():
+                for r in rs:
+                    ev = event_from_json(r.value)
+                    self.seen.append(ev)
+                    if isinstance(ev, AlterTopicConfig):
+                        self.apply_config(ev)
+                    for status, error, message, details in self.handler(ev):
+                        rid = ev.request_id  # type: ignore[attr-defined]
+                        res = AdminResult(rid, ev.TYPE, status, error, message, json.dumps(details))
+                        batch += 1
+                        value = encode_decision(res) | {"batch_id": batch, "controller_epoch": 3}
+                        p.send(self.env.results, key=rid.encode(), value=json.dumps(value).encode())
+                        p.flush()
+                        time.sleep(0.3)
+        c.close()
+        p.close()
+
+    def apply_config(self, ev: AlterTopicConfig) -> None:
+        path = f"/config/topics/{ev.topic}"
+        cur = json.loads(self.env.zk.get(path)[0])["config"] if self.env.zk.exists(path) else {}
+        cur.update(dict(ev.configs))
+        for k in ev.delete_configs:
+            cur.pop(k, None)
+        data = json.dumps({"version": 1, "config": cur}).encode()
+        if self.env.zk.exists(path):
+            self.env.zk.set(path, data)
+        else:
+            self.env.zk.create(path, data, makepath=True)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+
+
+def ok(_ev: Event) -> list[Answer]:
+    return [(AdminStatus.OK, None, "", {})]
+
+
+def plan(env: Env, name: str, parts: list[tuple[str, int, list[int]]]) -> Path:
+    path = env.tmp / name
+    entries = [{"topic": t, "partition": p, "replicas": r} for t, p, r in parts]
+    path.write_text(json.dumps({"version": 1, "partitions": entries}))
+    return path
+
+
+def clean_tree(env: Env) -> None:
+    """write_tree without the reassignment in progress on orders-1."""
+    write_tree(env.zk)
+    set_orders(env, {"0": [1, 2], "1": [2, 3], "2": [3, 1]})
+
+
+def set_orders(
+    env: Env,
+    partitions: dict[str, list[int]],
+    adding: dict[str, list[int]] | None = None,
+    removing: dict[str, list[int]] | None = None,
+) -> None:
+    znode = {
+        "version": 3,
+        "partitions": partitions,
+        "adding_replicas": adding or {},
+        "removing_replicas": removing or {},
+    }
+    env.zk.set("/brokers/topics/orders", json.dumps(znode).encode())
+
+
+def test_cancel_with_a_partition_not_in_progress_is_exit_1_per_partition(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_tree(env.zk)
+
+    def answer(ev: Event) -> list[Answer]:
+        assert isinstance(ev, CancelReassignment)
+        parts = {
+            "orders-1": {"error": "NONE"},
+            "orders-2": {"error": "NO_REASSIGNMENT_IN_PROGRESS", "message": "No reassignment in progress."},
+        }
+        return [(AdminStatus.IN_PROGRESS, None, "", {"partitions": parts})]
+
+    ctl = FakeController(env, answer)
+    try:
+        path = plan(env, "cancel.json", [("orders", 1, [2, 3, 1]), ("orders", 2, [3, 4])])
+        assert main(env.args("reassign", "--cancel", "--reassignment-json-file", str(path), "--timeout", "20")) == 1
+    finally:
+        ctl.close()
+    out, err = capsys.readouterr()
+    assert "Successfully cancelled partition reassignments for: orders-1" in out
+    assert "orders-2" not in out
+    assert "Error cancelling partition reassignment for:\norders-2: NO_REASSIGNMENT_IN_PROGRESS" in err
+
+
+def test_execute_with_throttle_writes_kafkas_configs_and_verify_clears_them(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_tree(env)
+    ctl = FakeController(
+        env, lambda ev: ok(ev) if not isinstance(ev, ReassignPartitions) else [(AdminStatus.IN_PROGRESS, None, "", {})]
+    )
+    try:
+        path = plan(env, "move.json", [("orders", 0, [2, 3]), ("orders", 1, [2, 3])])
+        argv = ["reassign", "--execute", "--reassignment-json-file", str(path), "--throttle", "50000"]
+        assert main(env.args(*argv, "--replica-alter-log-dirs-throttle", "70000", "--timeout", "20")) == 0
+        out = capsys.readouterr().out
+        assert "The inter-broker throttle limit was set to 50000 B/s" in out
+        assert "Successfully started partition reassignments for orders-0,orders-1" in out
+        cfg = json.loads(env.zk.get("/config/topics/orders")[0])["config"]
+        assert cfg["leader.replication.throttled.replicas"] == "0:1,0:2,1:2,1:3"
+        assert cfg["follower.replication.throttled.replicas"] == "0:3"
+        for b in (1, 2, 3):
+            assert json.loads(env.zk.get(f"/config/brokers/{b}")[0])["config"] == {
+                "follower.replication.throttled.rate": "50000",
+                "leader.replication.throttled.rate": "50000",
+                "replica.alter.log.dirs.io.max.bytes.per.second": "70000",
+            }
+        changes = [
+            json.loads(env.zk.get(f"/config/changes/{c}")[0]) for c in sorted(env.zk.get_children("/config/changes"))
+        ]
+        assert {c["entity_path"] for c in changes} == {"topics/orders", "brokers/1", "brokers/2", "brokers/3"}
+        types = [type(ev) for ev in ctl.seen]
+        assert types == [AlterTopicConfig, ReassignPartitions]  # the throttle first, as Kafka's tool does
+        # still moving: --verify keeps the throttles (exit 3)
+        set_orders(env, {"0": [2, 3, 1], "1": [2, 3], "2": [3, 1]}, {"0": [3]}, {"0": [1]})
+        assert main(env.args("reassign", "--verify", "--reassignment-json-file", str(path), "--timeout", "20")) == 3
+        assert env.zk.exists("/config/brokers/1") and "Clearing" not in capsys.readouterr().out
+        # done: --verify clears every throttle
+        set_orders(env, {"0": [2, 3], "1": [2, 3], "2": [3, 1]})
+        assert main(env.args("reassign", "--verify", "--reassignment-json-file", str(path), "--timeout", "20")) == 0
+        out = capsys.readouterr().out
+    finally:
+        ctl.close()
+    assert "Clearing broker-level throttles on brokers 1,2,3" in out
+    assert "Clearing topic-level throttles on topic orders" in out
+    assert json.loads(env.zk.get("/config/topics/orders")[0])["config"] == {"cleanup.policy": "compact"}
+    for b in (1, 2, 3):
+        assert json.loads(env.zk.get(f"/config/brokers/{b}")[0])["config"] == {}
+
+
+def test_list_shows_adding_and_removing(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    clean_tree(env)
+    assert main(env.args("reassign", "--list", write=False)) == 0
+    assert capsys.readouterr().out.strip() == "No partition reassignments found."
+    set_orders(env, {"0": [2, 3, 1], "1": [2, 3], "2": [3, 1]}, {"0": [3]}, {"0": [1]})
+    assert main(env.args("reassign", "--list", write=False)) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "Current partition reassignments:",
+        "orders-0: replicas: 2,3,1. adding: 3. removing: 1.",
+    ]
+    assert main(env.args("reassign", "--describe", "--output", "json", write=False)) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["reassignments"] == [
+        {"topic": "orders", "partition": 0, "replicas": [2, 3, 1], "adding_replicas": [3], "removing_replicas": [1]}
+    ]
+
+
+def test_wait_reports_a_superseded_reassignment_as_such(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    clean_tree(env)
+
+    def answer(ev: Event) -> list[Answer]:
+        message = "The reassignment of orders-0 was superseded by a newer reassignment."
+        parts = {"orders-0": {"error": "REASSIGNMENT_SUPERSEDED", "message": message}}
+        return [
+            (AdminStatus.IN_PROGRESS, None, "", {"partitions": {"orders-0": {"error": "NONE"}}}),
+            (AdminStatus.ERROR, "REASSIGNMENT_SUPERSEDED", "superseded", {"partitions": parts}),
+        ]
+
+    ctl = FakeController(env, answer)
+    try:
+        path = plan(env, "move.json", [("orders", 0, [2, 3])])
+        argv = ["reassign", "--execute", "--reassignment-json-file", str(path), "--wait", "--timeout", "20"]
+        assert main(env.args(*argv)) == 1
+    finally:
+        ctl.close()
+    out, err = capsys.readouterr()
+    assert "completed" not in out + err
+    assert "orders-0: REASSIGNMENT_SUPERSEDED: The reassignment of orders-0 was superseded" in err
+    assert "0/1 partitions done" in err and "orders-0: not started yet" in err
+
+
+def test_throttle_lists_and_progress_lines_are_kafkas() -> None:
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 10)
+    leader, follower, brokers = throttled_replicas({t0: (4, 5), t1: (1, 2)}, {t0: (1, 2), t1: (1, 3)}, {})
+    assert leader == {"t": "0:1,0:2,10:1,10:3"}  # sorted as text, like Kafka's TreeSet
+    assert follower == {"t": "0:4,0:5,10:2"}
+    assert brokers == {1, 2, 3, 4, 5}
+    lines = progress_lines([PartitionProgress(t0, True, ()), PartitionProgress(t1, False, (2,))])
+    assert lines == ["1/2 partitions done", "  t-10: adding replicas not yet in the ISR: 2"]
+
+
+def test_wait_follows_progress_until_zookeeper_shows_every_partition_done(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ok from one bucket is final only once every partition of the request is at its target."""
+    clean_tree(env)
+
+    def answer(ev: Event) -> list[Answer]:
+        set_orders(env, {"0": [2, 3, 1], "1": [2, 3], "2": [3, 1]}, {"0": [3]}, {"0": [1]})
+        threading.Timer(2.0, lambda: set_orders(env, {"0": [2, 3], "1": [2, 3], "2": [3, 1]})).start()
+        return [(AdminStatus.IN_PROGRESS, None, "", {"partitions": {"orders-0": {"error": "NONE"}}}),
+                (AdminStatus.OK, None, "Reassignment completed.", {})]  # fmt: skip
+
+    ctl = FakeController(env, answer)
+    try:
+        path = plan(env, "move.json", [("orders", 0, [2, 3])])
+        argv = ["reassign", "--execute", "--reassignment-json-file", str(path), "--wait", "--timeout", "20"]
+        assert main(env.args(*argv)) == 0
+    finally:
+        ctl.close()
+    out, err = capsys.readouterr()
+    assert "Reassignment of 1 partition(s) completed." in out
+    assert "  orders-0: adding replicas not yet in the ISR: 3" in err  # no state znode: 3 is not in an ISR
+    assert err.rstrip().endswith("1/1 partitions done")
+
+
+def test_elect_leaders_reports_each_partition_as_kafkas_tool_does(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    parts = {
+        "orders-0": {"error": "NONE"},
+        "orders-1": {"error": "ELECTION_NOT_NEEDED", "message": "Leader election not needed"},
+        "orders-2": {"error": "PREFERRED_LEADER_NOT_AVAILABLE", "message": "Failed to elect leader for partition"},
+    }
+    ctl = FakeController(
+        env, lambda ev: [(AdminStatus.ERROR, "PREFERRED_LEADER_NOT_AVAILABLE", "x", {"partitions": parts})]
+    )
+    try:
+        argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "--wait", "--timeout", "20"]
+        assert main(env.args(*argv)) == 1
+    finally:
+        ctl.close()
+    out, err = capsys.readouterr()
+    assert "Successfully completed leader election (PREFERRED) for partitions orders-0" in out
+    assert "Valid replica already elected for partitions orders-1" in out
+    assert "1 replica(s) could not be elected:" in err
+    assert "Error completing leader election (PREFERRED) for partition: orders-2: PREFERRED_LEADER_NOT_AVAILABLE" in err

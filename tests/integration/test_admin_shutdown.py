@@ -1,0 +1,101 @@
+"""``broker shutdown N --wait`` reports the controlled shutdown's real outcome: the controller's last answer
+to the broker (played here on a real requests topic) decides the exit code."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+from test_admin_cli import Env, env, write_tree
+
+from admin.cli import main
+from core.decisions import RequestApi
+from simbrokers.control import parse_control
+from simbrokers.requests import encode_request
+
+pytestmark = pytest.mark.integration
+__all__ = ["env"]
+
+
+def play_broker(env: Env, requests: str, answers: list[tuple[int, int, list[tuple[str, int]]]]) -> threading.Thread:
+    """Broker 2 receives the shutdown command, the controller answers (epoch, batch, remaining) in turn,
+    then the broker deregisters, as a simulated broker does whether its shutdown succeeded or not."""
+
+    def run() -> None:
+        c = env.consumer(env.control)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            recs = [r for rs in c.poll(timeout_ms=200).values() for r in rs]
+            if recs and parse_control(recs[0].key, recs[0].value).command == "shutdown":
+                break
+        c.close()
+        p = KafkaProducer(bootstrap_servers=env.bootstrap)
+        for batch, error, remaining in answers:
+            body: dict[str, Any] = {
+                "errorCode": error,
+                "remainingPartitions": [{"topicName": t, "partitionIndex": i} for t, i in remaining],
+            }
+            key, value = encode_request(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, 3, batch, body)
+            p.send(requests, key=key, value=value)
+            # an answer for another broker is not this one's
+            other_key, other_value = encode_request(
+                1, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, 3, batch, {"errorCode": 0}
+            )
+            p.send(requests, key=other_key, value=other_value)
+        p.flush()
+        p.close()
+        time.sleep(0.5)
+        env.zk.delete("/brokers/ids/2")
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.fixture()
+def requests_topic(env: Env) -> str:
+    name = env.admin.replace(".admin", ".requests")
+    admin = KafkaAdminClient(bootstrap_servers=env.bootstrap)
+    admin.create_topics([NewTopic(name, 1, 1)])
+    admin.close()
+    return name
+
+
+def shutdown(env: Env, requests: str) -> int:
+    argv = ["broker", "shutdown", "2", "--wait", "--timeout", "30"]
+    return main(env.args(*argv, "--control-topic", env.control, "--requests-topic", requests))
+
+
+def test_failed_controlled_shutdown_is_exit_1_with_the_partitions(
+    env: Env, requests_topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_tree(env.zk)
+    # two attempts; the last answer (batch 8, two messages of two buckets) still lists partitions
+    t = play_broker(env, requests_topic, [(7, 0, [("orders", 1)]), (8, 0, [("orders", 1)]), (8, 0, [("pay", 0)])])
+    assert shutdown(env, requests_topic) == 1
+    t.join(5)
+    err = capsys.readouterr().err
+    assert "Controlled shutdown of broker 2 failed; it deregistered uncleanly." in err
+    assert "Partitions it could not move leadership of: orders-1,pay-0" in err
+
+
+def test_successful_controlled_shutdown_after_a_retry_is_exit_0(
+    env: Env, requests_topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_tree(env.zk)
+    t = play_broker(env, requests_topic, [(7, 0, [("orders", 1)]), (9, 0, [])])
+    assert shutdown(env, requests_topic) == 0
+    t.join(5)
+    assert "Broker 2 completed its controlled shutdown and deregistered." in capsys.readouterr().out
+
+
+def test_no_answer_at_all_is_a_failure(env: Env, requests_topic: str, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    t = play_broker(env, requests_topic, [])
+    assert shutdown(env, requests_topic) == 1
+    t.join(5)
+    assert "no answer from the controller" in capsys.readouterr().err

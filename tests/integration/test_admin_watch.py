@@ -1,0 +1,188 @@
+"""The admin-path watcher against real ZooKeeper and the real broker: kazoo writes Kafka's ``ZkData`` JSON,
+the watcher publishes each change once, primed with the failover snapshot read from the same tree."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaPartition
+from kazoo.client import KazooClient
+
+from core.events import (
+    ClusterConfigChanged,
+    Event,
+    PartitionTarget,
+    TopicPartition,
+    ZkLogDirEvents,
+    ZkPreferredElection,
+    ZkReassignment,
+    ZkTopicChange,
+    ZkTopicDeletion,
+    event_from_json,
+)
+from sinks.requests import ensure_topics
+from streaming.admin_watch import AdminPathWatcher
+from streaming.zk_snapshot import read_snapshot
+
+pytestmark = pytest.mark.integration
+
+EPOCH = 7
+
+
+def _json(o: Any) -> bytes:
+    return json.dumps(o).encode()
+
+
+def _topic(partitions: dict[int, list[int]]) -> bytes:
+    """``TopicZNode.encode`` of Kafka 2.x (version 2: no topic id)."""
+    return _json(
+        {
+            "version": 2,
+            "partitions": {str(p): r for p, r in partitions.items()},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        }
+    )
+
+
+def _reassign(entries: list[tuple[str, int, list[int]]]) -> bytes:
+    return _json({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r} for t, p, r in entries]})
+
+
+@pytest.fixture
+def events_topic(kafka_broker: Any) -> Iterator[tuple[str, KafkaProducer]]:
+    topic = f"aw-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka_broker.bootstrap, [topic])
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all", linger_ms=0)
+    yield topic, producer
+    producer.close()
+
+
+def _read(bootstrap: str, topic: str) -> list[Event]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tp = KafkaPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    end = consumer.end_offsets([tp])[tp]
+    out: list[Event] = []
+    deadline = time.monotonic() + 10
+    while consumer.position(tp) < end and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=200).values():
+            out.extend(event_from_json(r.value) for r in records)
+    consumer.close()
+    return out
+
+
+def _until(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_each_path_is_published_once_after_the_snapshot(
+    zk_chrooted: KazooClient, kafka_broker: Any, events_topic: tuple[str, KafkaProducer]
+) -> None:
+    zk = zk_chrooted
+    topic, producer = events_topic
+    # the tree the new controller finds: a topic, a pending reassignment, a topic queued for deletion
+    zk.create("/brokers/topics/t", _topic({0: [1, 2]}), makepath=True)
+    zk.create("/admin/reassign_partitions", _reassign([("t", 0, [2, 3])]), makepath=True)
+    zk.create("/admin/delete_topics/old", b"", makepath=True)
+    snapshot = read_snapshot(zk)
+    # written after the snapshot was read and before the watcher was primed: not in the snapshot
+    zk.create("/admin/delete_topics/late", b"")
+    configs: list[tuple[tuple[str, str], ...]] = []
+    watcher = AdminPathWatcher(
+        zk,
+        producer,
+        topic,
+        EPOCH,
+        1000,
+        static_configs={"auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": "300"},
+        on_configs=configs.append,
+        resync_interval_s=60,
+    )
+    assert watcher.read_configs() == (
+        ("auto.leader.rebalance.enable", "true"),
+        ("leader.imbalance.check.interval.seconds", "300"),
+    )
+    watcher.prime(snapshot)
+    watcher.start()
+    try:
+        assert watcher.published == [ZkTopicDeletion(EPOCH, "late")], "the snapshot's own content is not published"
+
+        def wait(n: int) -> list[Event]:
+            return list(_until(f"{n} events", lambda: len(watcher.published) >= n and watcher.published))
+
+        # the reassignment znode's data changes (a tool or the controller rewriting it): not a creation
+        _, stat = zk.get("/admin/reassign_partitions")
+        zk.set("/admin/reassign_partitions", _reassign([("t", 0, [3, 1])]), version=stat.version)
+        # the controller's own rewrite of a topic znode that adds no partition: nothing
+        zk.set("/brokers/topics/t", _topic({0: [2, 1]}))
+        # a new reassignment znode: published once
+        zk.delete("/admin/reassign_partitions")
+        zk.create("/admin/reassign_partitions", _reassign([("t", 0, [1, 3]), ("u", 0, [1])]))
+        got = wait(2)
+        assert got[1] == ZkReassignment(EPOCH, (PartitionTarget("t", 0, (1, 3)), PartitionTarget("u", 0, (1,))))
+
+        # AdminZkClient.createTopic (config first) and addPartitions
+        zk.create(
+            "/config/topics/u",
+            _json({"version": 1, "config": {"unclean.leader.election.enable": "true"}}),
+            makepath=True,
+        )
+        zk.create("/brokers/topics/u", _topic({0: [1, 4]}))
+        got = wait(3)
+        assert got[2] == ZkTopicChange(EPOCH, "u", ((0, (1, 4)),), None, (("unclean.leader.election.enable", "true"),))
+        zk.set("/brokers/topics/t", _topic({0: [2, 1], 1: [1, 2]}))
+        got = wait(4)
+        assert got[3] == ZkTopicChange(EPOCH, "t", ((0, (2, 1)), (1, (1, 2))))
+
+        zk.create("/admin/delete_topics/u", b"")
+        assert wait(5)[4] == ZkTopicDeletion(EPOCH, "u")
+        zk.create(
+            "/admin/preferred_replica_election", _json({"version": 1, "partitions": [{"topic": "t", "partition": 1}]})
+        )
+        assert wait(6)[5] == ZkPreferredElection(EPOCH, (TopicPartition("t", 1),))
+        path = zk.create(
+            "/log_dir_event_notification/log_dir_event_",
+            _json({"version": 1, "broker": 2, "event": 1}),
+            sequence=True,
+            makepath=True,
+        )
+        assert wait(7)[6] == ZkLogDirEvents(EPOCH, ((path.rsplit("/", 1)[1], 2),))
+
+        # kafka-configs --entity-default: the dynamic value wins over the settings'
+        zk.create(
+            "/config/brokers/<default>",
+            _json({"version": 1, "config": {"auto.leader.rebalance.enable": "false", "log.retention.ms": "1"}}),
+            makepath=True,
+        )
+        expected = (("auto.leader.rebalance.enable", "false"), ("leader.imbalance.check.interval.seconds", "300"))
+        assert wait(8)[7] == ClusterConfigChanged(EPOCH, expected)
+        assert configs == [expected]
+        # the controller's own broker entity wins over <default>
+        zk.create(
+            "/config/brokers/1000", _json({"version": 1, "config": {"leader.imbalance.check.interval.seconds": "5"}})
+        )
+        assert wait(9)[8] == ClusterConfigChanged(
+            EPOCH, (("auto.leader.rebalance.enable", "false"), ("leader.imbalance.check.interval.seconds", "5"))
+        )
+
+        # a resync reads everything again and publishes nothing more
+        assert watcher.sync() == []
+        time.sleep(0.5)
+        assert len(watcher.published) == 9
+        assert _read(kafka_broker.bootstrap, topic) == watcher.published, "every event is on the topic, in order"
+    finally:
+        watcher.stop()

@@ -1,0 +1,211 @@
+"""ZooKeeper-era tools drive the running controller (issue 14): kazoo writes Kafka's own JSON (``ZkData``:
+``TopicZNode``, ``ReassignPartitionsZNode``, ``PreferredReplicaElectionZNode``, ``DeleteTopicsTopicZNode``,
+``LogDirEventNotificationSequenceZNode``, ``ConfigEntityZNode``) to real ZooKeeper while the real query runs;
+brokers are ZooKeeper registrations whose AlterPartition / StopReplica answers the test sends as a broker
+would. Also: preferred leaders come back by auto leader rebalance within one check interval."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from controller_harness import Cluster, start_controller, wait_for
+
+from core import events as ev
+
+pytestmark = pytest.mark.spark
+
+TOPIC_ID = "q2Pp0pA5TfS1mGJbsGv3Sg"
+
+
+def _json(o: Any) -> bytes:
+    return json.dumps(o).encode()
+
+
+def _topic_znode(partitions: dict[int, list[int]]) -> bytes:
+    """``TopicZNode.encode`` as Kafka 3.x writes it (version 3: with a topic id)."""
+    return _json(
+        {
+            "version": 3,
+            "topic_id": TOPIC_ID,
+            "partitions": {str(p): r for p, r in partitions.items()},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        }
+    )
+
+
+def _catch_up(cluster: Cluster, topic: str, partition: int, add: int) -> None:
+    """The partition's leader adds ``add`` to its ISR (an AlterPartition, as the leader sends it)."""
+    data, stat = cluster.zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+    state = json.loads(data)
+    leader = state["leader"]
+    cluster.send_broker_event(
+        ev.AlterPartition(
+            leader,
+            cluster.epochs[leader],
+            topic,
+            partition,
+            state["leader_epoch"],
+            stat.version,
+            (*state["isr"], add),
+        )
+    )
+    wait_for(
+        f"{add} in the ISR of {topic}-{partition}",
+        lambda: add in (cluster.state(topic, partition) or {}).get("isr", []),
+    )
+
+
+def _return(cluster: Cluster, broker: int) -> None:
+    """Register ``broker`` again and wait until the controller has seen it (its UpdateMetadata)."""
+    before = len([m for m in cluster.requests("UpdateMetadata") if m["brokerId"] == broker])
+    cluster.register_broker(broker)
+    wait_for(
+        f"broker {broker}'s startup handled",
+        lambda: len([m for m in cluster.requests("UpdateMetadata") if m["brokerId"] == broker]) > before,
+    )
+
+
+def _events(cluster: Cluster, kind: str) -> list[dict[str, Any]]:
+    return [e for e in cluster.read_topic(cluster.settings.broker_events_topic) if e.get("type") == kind]
+
+
+def test_zookeeper_admin_paths_drive_the_running_controller(spark: Any, cluster: Cluster) -> None:
+    for b in (1, 2, 3):
+        cluster.register_broker(b)
+    zk = cluster.zk
+    controller = start_controller(spark, cluster.settings)
+    try:
+        # AdminZkClient.createTopic: the topic's config, then its znode; broker 4 is down
+        zk.create("/config/topics/zt", _json({"version": 1, "config": {}}), makepath=True)
+        zk.create("/brokers/topics/zt", _topic_znode({0: [1, 2], 1: [4, 2]}), makepath=True)
+        # the first micro-batch pays the Python workers' start (tens of seconds on a busy machine)
+        s1 = wait_for("zt-1 created with its live replica leading", lambda: cluster.state("zt", 1), timeout=240)
+        assert s1["leader"] == 2 and s1["isr"] == [2]
+        assert (cluster.state("zt", 0) or {})["leader"] == 1
+
+        # AdminZkClient.addPartitions: the same znode with a partition more
+        zk.set("/brokers/topics/zt", _topic_znode({0: [1, 2], 1: [4, 2], 2: [3, 1]}))
+        s2 = wait_for("zt-2 added", lambda: cluster.state("zt", 2))
+        assert s2["leader"] == 3 and s2["isr"] == [3, 1]
+
+        # kafka-reassign-partitions --zookeeper: target broker 5 is down; the controller waits for it
+        zk.create(
+            "/admin/reassign_partitions",
+            _json({"version": 1, "partitions": [{"topic": "zt", "partition": 0, "replicas": [2, 5]}]}),
+        )
+        topic = wait_for(
+            "RS written", lambda: (t := cluster.znode("/brokers/topics/zt")) and t["adding_replicas"] and t
+        )
+        assert topic["partitions"]["0"] == [2, 5, 1] and topic["adding_replicas"] == {"0": [5]}
+        assert topic["topic_id"] == TOPIC_ID
+        # the watch fires again on a data change: Kafka reacts to the znode's creation only
+        data, stat = zk.get("/admin/reassign_partitions")
+        zk.set("/admin/reassign_partitions", data, version=stat.version)
+        cluster.register_broker(5)
+        wait_for(
+            "LeaderAndIsr to the returning target broker",
+            lambda: any(m["brokerId"] == 5 for m in cluster.requests("LeaderAndIsr")),
+        )
+        assert zk.exists("/admin/reassign_partitions") is not None, "in progress: the path stays"
+        _catch_up(cluster, "zt", 0, 5)
+        wait_for("the reassign path deleted", lambda: zk.exists("/admin/reassign_partitions") is None)
+        done = cluster.znode("/brokers/topics/zt")
+        assert done is not None and done["partitions"]["0"] == [2, 5] and done["adding_replicas"] == {}
+        assert len(_events(cluster, "zk_reassign_partitions")) == 1, "published once, however often the watch fired"
+
+        # preferred replica election (kafka-preferred-replica-election --zookeeper)
+        cluster.kill_broker(3)
+        wait_for("zt-2 led by 1", lambda: (cluster.state("zt", 2) or {}).get("leader") == 1)
+        _return(cluster, 3)
+        _catch_up(cluster, "zt", 2, 3)
+        zk.create(
+            "/admin/preferred_replica_election",
+            _json({"version": 1, "partitions": [{"topic": "zt", "partition": 2}]}),
+        )
+        wait_for("zt-2 back on its preferred replica", lambda: (cluster.state("zt", 2) or {}).get("leader") == 3)
+        wait_for("the election path deleted", lambda: zk.exists("/admin/preferred_replica_election") is None)
+
+        # a log dir failed on broker 2: LogDirEventNotificationSequenceZNode
+        before = len([m for m in cluster.requests("LeaderAndIsr") if m["brokerId"] == 2])
+        zk.create(
+            "/log_dir_event_notification/log_dir_event_",
+            _json({"version": 1, "broker": 2, "event": 1}),
+            sequence=True,
+            makepath=True,
+        )
+        wait_for(
+            "LeaderAndIsr to broker 2's replicas",
+            lambda: len([m for m in cluster.requests("LeaderAndIsr") if m["brokerId"] == 2]) > before,
+        )
+        wait_for("the notification deleted", lambda: zk.get_children("/log_dir_event_notification") == [])
+
+        # kafka-topics --delete --zookeeper: /admin/delete_topics/<t>, no data
+        zk.create("/admin/delete_topics/zt", b"", makepath=True)
+
+        def delete_requests() -> dict[int, list[ev.PartitionError]]:
+            out: dict[int, list[ev.PartitionError]] = {}
+            for m in cluster.requests("StopReplica"):
+                for ts in m["body"]["topicStates"]:
+                    for ps in ts["partitionStates"]:
+                        if ts["topicName"] == "zt" and ps["deletePartition"]:
+                            out.setdefault(m["brokerId"], []).append(ev.PartitionError("zt", ps["partitionIndex"]))
+            return out
+
+        asked = wait_for(
+            "StopReplica (delete) to every replica", lambda: (d := delete_requests()) and len(d) >= 4 and d
+        )
+        for broker, parts in sorted(asked.items()):
+            cluster.send_broker_event(ev.StopReplicaResponse(broker, tuple(parts)))
+        wait_for("zt deleted", lambda: zk.exists("/brokers/topics/zt") is None, timeout=90)
+        wait_for("its delete_topics child removed", lambda: zk.exists("/admin/delete_topics/zt") is None)
+        assert controller.error == []
+    finally:
+        controller.stop()
+    assert not controller.error
+
+
+def test_preferred_leaders_come_back_within_one_check_interval(spark: Any, cluster: Cluster) -> None:
+    """Auto leader rebalance, with ``auto.leader.rebalance.enable`` off in the settings and on in
+    ``/config/brokers/<default>`` (the dynamic config wins, as in Kafka)."""
+    interval = 4
+    settings = cluster.settings.with_overrides(
+        ["auto.leader.rebalance.enable=false", f"leader.imbalance.check.interval.seconds={interval}"]
+    )
+    cluster.zk.create(
+        "/config/brokers/<default>",
+        _json({"version": 1, "config": {"auto.leader.rebalance.enable": "true"}}),
+        makepath=True,
+    )
+    for b in (1, 2):
+        cluster.register_broker(b)
+    controller = start_controller(spark, settings)
+    try:
+        cluster.send_admin(ev.CreateTopic("c", "ar", 2, 2, replica_assignment=((1, 2), (1, 2))))
+        wait_for(
+            "ar online",
+            lambda: all((cluster.state("ar", p) or {}).get("leader") == 1 for p in (0, 1)),
+            timeout=240,
+        )
+        cluster.kill_broker(1)
+        wait_for("led by 2", lambda: all((cluster.state("ar", p) or {}).get("leader") == 2 for p in (0, 1)))
+        _return(cluster, 1)
+        for p in (0, 1):
+            _catch_up(cluster, "ar", p, 1)
+        caught_up = time.monotonic()
+        wait_for(
+            "the preferred leaders back",
+            lambda: all((cluster.state("ar", p) or {}).get("leader") == 1 for p in (0, 1)),
+            timeout=60,
+        )
+        took = time.monotonic() - caught_up
+        # one check interval, plus the micro-batch that applies the tick (trigger 0.5 s, ~1-2 s per batch)
+        assert took <= interval + 4, f"took {took:.1f} s"
+        ticks = _events(cluster, "auto_rebalance_tick")
+        assert ticks and ticks[-1]["brokers"] == [1]
+    finally:
+        controller.stop()
+    assert not controller.error

@@ -1,0 +1,210 @@
+"""The live controller watched as operators watch it: a real Prometheus (Debian's ``prometheus``) scrapes the
+active controller and a standby, and headless Chromium (Debian's ``chromium``) opens the status page, after
+a broker failure. The screenshot is kept as a test artifact: ``tests/artifacts/status-page.png`` (ignored by
+git) and the test's temporary folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_harness import Cluster, start_controller, wait_for
+
+from core import events as ev
+from livectl.local import free_port
+from streaming.app import ControllerApp
+
+pytestmark = pytest.mark.spark
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+
+@pytest.fixture()
+def prometheus(tmp_path: Path) -> Iterator[tuple[str, list[int]]]:
+    """A Prometheus server on a free loopback port scraping two targets (ports chosen here) every 0.5 s."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("Debian's prometheus package is missing: run scripts/setup")
+    targets = [free_port(), free_port()]
+    port = free_port()
+    config = {
+        "global": {"scrape_interval": "500ms", "scrape_timeout": "400ms", "evaluation_interval": "500ms"},
+        "scrape_configs": [
+            {
+                "job_name": "livectl",
+                "static_configs": [
+                    {"targets": [f"127.0.0.1:{targets[0]}"], "labels": {"controller": "active"}},
+                    {"targets": [f"127.0.0.1:{targets[1]}"], "labels": {"controller": "standby"}},
+                ],
+            }
+        ],
+    }
+    conf = tmp_path / "prometheus.yml"
+    conf.write_text(json.dumps(config))  # JSON is YAML
+    log = (tmp_path / "prometheus.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={conf}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for("Prometheus ready", lambda: _get(f"{url}/-/ready") is not None, timeout=30)
+        yield url, targets
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.close()
+
+
+def _get(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return bytes(r.read())
+    except OSError:
+        return None
+
+
+def query(prom: str, expr: str) -> dict[str, float]:
+    """Prometheus' HTTP query API: ``controller`` label -> value of each series of ``expr``."""
+    raw = _get(f"{prom}/api/v1/query?query={urllib.parse.quote(expr)}")
+    if raw is None:
+        return {}
+    body = json.loads(raw)
+    assert body["status"] == "success", body
+    return {r["metric"].get("controller", ""): float(r["value"][1]) for r in body["data"]["result"]}
+
+
+def chromium(*args: str) -> str:
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.fail("Debian's chromium package is missing: run scripts/setup")
+    done = subprocess.run(
+        [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", *args],
+        capture_output=True,
+        timeout=90,
+        check=True,
+    )
+    return done.stdout.decode()
+
+
+def test_prometheus_and_status_page_after_a_broker_failure(
+    spark: Any, cluster: Cluster, prometheus: tuple[str, list[int]], tmp_path: Path
+) -> None:
+    prom, (active_port, standby_port) = prometheus
+    for b in (1, 2, 3):
+        cluster.register_broker(b)
+    settings = replace(cluster.settings, metrics_port=active_port)
+    controller = start_controller(spark, settings)
+    standby = ControllerApp(replace(settings, controller_id=1001, metrics_port=standby_port), spark=spark)
+    standby_thread = threading.Thread(target=standby.run, name="livectl-standby", daemon=True)
+    standby_thread.start()
+    try:
+        cluster.send_admin(ev.CreateTopic("c1", "orders", 3, 3, replica_assignment=((1, 2, 3), (2, 3, 1), (3, 1, 2))))
+        cluster.send_admin(ev.CreateTopic("c2", "solo", 1, 1, replica_assignment=((3,),)))
+        wait_for("topics online", lambda: cluster.state("orders", 2) and cluster.state("solo", 0), timeout=240)
+
+        cluster.kill_broker(3)
+        wait_for("solo-0 offline in ZooKeeper", lambda: (s := cluster.state("solo", 0)) and s["leader"] == -1)
+        wait_for("orders-2 led by 1", lambda: (s := cluster.state("orders", 2)) and s["leader"] == 1)
+
+        # Prometheus' view, through its query API
+        def scraped(expr: str, want: dict[str, float]) -> bool:
+            return query(prom, expr) == want
+
+        wait_for(
+            "active 1 / standby 0",
+            lambda: scraped("kafka_controller_kafkacontroller_activecontrollercount", {"active": 1, "standby": 0}),
+        )
+        wait_for(
+            "offline partitions 1",
+            lambda: scraped(
+                'kafka_controller_kafkacontroller_offlinepartitionscount{controller="active"}', {"active": 1}
+            ),
+        )
+        wait_for(
+            "global partition count 4",
+            lambda: scraped(
+                'kafka_controller_kafkacontroller_globalpartitioncount{controller="active"}', {"active": 4}
+            ),
+        )
+        wait_for(
+            "3 under-replicated",
+            lambda: scraped('livectl_under_replicated_partitions{controller="active"}', {"active": 3}),
+        )
+        # orders-0/1/2 and solo-0 got their first leaders, then orders-2 moved from 3 to 1
+        wait_for(
+            "5 leader elections", lambda: scraped('livectl_leader_elections_total{controller="active"}', {"active": 5})
+        )
+        # Kafka's BrokerChange timer: the failure's micro-batch, once Spark reported its duration (the
+        # progress event comes after the batch's writes, so it may trail them by a scrape or two)
+        wait_for(
+            "the broker-change timer",
+            lambda: (
+                query(
+                    prom, 'kafka_controller_controllerstats_leaderelectionrateandtimems_count{controller="active"}'
+                ).get("active", 0)
+                >= 1
+            ),
+        )
+        assert query(prom, 'livectl_input_records_total{controller="active",type="broker_failure"}') == {"active": 1}
+        assert query(prom, 'livectl_input_records_total{controller="active",type="create_topic"}') == {"active": 2}
+        assert query(prom, 'livectl_broker_leader_partitions{controller="active",broker="1"}') == {"active": 2}
+        assert query(prom, 'livectl_controller_role{role="standby"}') == {"active": 0, "standby": 1}
+        epoch = int(cluster.zk.get("/controller_epoch")[0])
+        assert query(prom, 'livectl_controller_epoch{controller="active"}') == {"active": epoch}
+        durations = query(prom, 'livectl_last_batch_duration_seconds{controller="active",part="micro_batch"}')
+        assert 0 < durations["active"] < 300
+        # the two create commands: one micro-batch, or two
+        topic_changes = query(
+            prom, 'kafka_controller_controllerstats_topicchangerateandtimems_count{controller="active"}'
+        )
+        assert topic_changes["active"] in (1, 2)
+
+        # idle: no new input, the values stay as they were (the scrape is computed, not cached)
+        time.sleep(2)
+        assert query(prom, 'kafka_controller_kafkacontroller_offlinepartitionscount{controller="active"}') == {
+            "active": 1
+        }
+
+        # the status page in headless Chromium
+        url = f"http://127.0.0.1:{active_port}/"
+        dom = chromium("--dump-dom", url)
+        assert '<span id="role">active</span>' in dom
+        assert f"controller epoch {epoch}" in dom and "live brokers [1, 2]" in dom
+        assert "Offline partitions (1)" in dom and "<td>solo</td>" in dom
+        assert "Under-replicated partitions (3)" in dom and "<td>orders</td>" in dom
+        assert 'id="leaders-chart"' in dom and "broker 3 (down)" in dom
+        assert "LeaderAndIsr to broker 1" in dom and "/brokers/topics/solo/partitions/0/state" in dom
+        standby_dom = chromium("--dump-dom", f"http://127.0.0.1:{standby_port}/")
+        assert '<span id="role">standby</span>' in standby_dom
+
+        shot = tmp_path / "status-page.png"
+        chromium(f"--screenshot={shot}", "--window-size=1280,1500", "--hide-scrollbars", url)
+        assert shot.stat().st_size > 10_000
+        ARTIFACTS.mkdir(exist_ok=True)
+        shutil.copy(shot, ARTIFACTS / "status-page.png")
+    finally:
+        standby.stop()
+        standby_thread.join(60)
+        controller.stop()
+    assert not controller.error
