@@ -19,9 +19,9 @@ So:
   (:func:`batch_summary`: ``livectl c1000 e5 batch 68: offline 0, URP 3, reassigning 2`` then the rest).
   Jobs are listed newest first, so the top line of the Jobs tab is the controller's current state.
 
-The figures are also in the Stages tab of the batch's job: ``observe("livectl", …)`` registers Spark's
-named accumulator ``Collected metrics`` whose value is the row of observed metrics, in the order of
-:data:`streaming.listener.METRIC_ORDER`.
+Named accumulators (the Stages tab) are not used: PySpark's accumulators are unnamed in the UI, a named
+JVM accumulator is only updated by JVM code running in the tasks, and the accumulator behind
+``observe("livectl", …)`` is not listed (checked with Spark's status store, 4.3.0).
 """
 
 from __future__ import annotations

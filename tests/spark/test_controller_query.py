@@ -34,7 +34,8 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         )
         cluster.send_admin(ev.CreateTopic("good", "orders", 2, 3, replica_assignment=((1, 2, 3), (2, 3, 1))))
 
-        wait_for("orders online", lambda: all(cluster.state("orders", p) for p in (0, 1)))
+        # the first query of the session also starts the Python workers: slow on a loaded machine
+        wait_for("orders online", lambda: all(cluster.state("orders", p) for p in (0, 1)), timeout=180)
         topic = cluster.znode("/brokers/topics/orders")
         assert topic is not None
         assert topic["partitions"] == {"0": [1, 2, 3], "1": [2, 3, 1]}
