@@ -3,7 +3,9 @@
 * ReplicationFactor is the replica count the topic has once its reassignments end: the target replicas
   (replicas minus removing ones) of its first partition, not the replica set of the moment, which counts
   the adding replicas too.
-* ``Offline:`` lists the replicas on brokers that are not registered.
+* ``Offline:`` lists the replicas on brokers that are not registered and the replicas the controller
+  holds offline on a failed log dir (``/livectl/offline_replicas/<t>``, :mod:`core.offline_replicas`),
+  as Kafka's tool lists the Metadata ``offlineReplicas``: in replica order, each once.
 * ``--under-replicated-partitions`` (ISR smaller than the target replicas), ``--unavailable-partitions``
   (no live leader), ``--under-min-isr-partitions`` (ISR smaller than ``min.insync.replicas``),
   ``--at-min-isr-partitions`` (ISR exactly ``min.insync.replicas``) print only the partitions that match;
@@ -90,8 +92,10 @@ def read_topics(zk: ZkReader, names: Sequence[str]) -> list[TopicView]:
         configs = zk.topic_config(name)
         adding = dict(znode.adding_replicas)
         removing = dict(znode.removing_replicas)
+        on_failed_dirs = zk.offline_dir_replicas(name)
         parts = []
         for p, replicas in znode.partitions:
+            failed_dir = set(on_failed_dirs.get(p, ()))
             st = zk.partition_state(name, p)
             parts.append(
                 PartitionView(
@@ -101,7 +105,7 @@ def read_topics(zk: ZkReader, names: Sequence[str]) -> list[TopicView]:
                     tuple(st.isr) if st is not None else (),
                     tuple(adding.get(p, ())),
                     tuple(removing.get(p, ())),
-                    tuple(r for r in replicas if r not in live),
+                    tuple(r for r in replicas if r not in live or r in failed_dir),
                 )
             )
         rf = len(parts[0].target) if parts else 0

@@ -3,7 +3,7 @@
 Paths and JSON are Kafka's (``kafka.zk.ZkData``), decoded with :mod:`core.zkdata`:
 ``/brokers/ids/<id>``, ``/brokers/topics/<t>``, ``/brokers/topics/<t>/partitions/<p>/state``,
 ``/admin/reassign_partitions``, ``/admin/delete_topics/<t>``, ``/config/topics/<t>``, ``/controller``,
-``/controller_epoch``.
+``/controller_epoch``; and livectl's own ``/livectl/offline_replicas/<t>`` (:mod:`core.offline_replicas`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from core import zkdata
+from core import offline_replicas, zkdata
+from core.errors import FormatError
 from core.events import PartitionStateZnode, PartitionTarget, TopicZnode
 
 
@@ -129,6 +130,18 @@ class ZkReader:
 
     def broker_default_config(self) -> dict[str, str]:
         return self.broker_config("<default>")
+
+    def offline_dir_replicas(self, topic: str) -> dict[int, tuple[int, ...]]:
+        """``/livectl/offline_replicas/<topic>`` (:mod:`core.offline_replicas`): partition -> brokers whose
+        replica the controller holds offline on a failed log dir; empty when the znode is absent."""
+        path = offline_replicas.offline_replicas_path(topic)
+        got = self._get(path)
+        if got is None or not got[0]:
+            return {}
+        try:
+            return offline_replicas.decode(got[0])
+        except FormatError as e:
+            raise FormatError(f"{path}: {e.field}", e.reason) from None
 
     def marked_for_deletion(self) -> set[str]:
         return set(self._children(zkdata.DELETE_TOPICS))

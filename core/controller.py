@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from core import deletion, partition_machine, replica_machine
+from core import deletion, offline_replicas, partition_machine, replica_machine
 from core import limits as lim
 from core.assignment import ReplicaAssignment
 from core.cluster_config import controller_fields
@@ -233,6 +233,16 @@ class _Controller:
         self._had_zk_reassignments = bool(self.zk_reassignments)
         self.interrupted = {k: dict(v) for k, v in state.interrupted_reassignments.items()}
         self.fx = Effects()
+        self._offline_before = offline_replicas.record(self.ctx)
+        #: on failover, the topics ZooKeeper holds a record of (the new context knows no failed dir)
+        self._offline_reset: frozenset[str] | None = None
+
+    def decisions(self) -> list[Decision]:
+        """The step's decisions, with the writes that keep ``/livectl/offline_replicas`` in step with the
+        context (:mod:`core.offline_replicas`)."""
+        after = offline_replicas.record(self.ctx)
+        self.fx.zk.extend(offline_replicas.writes(self._offline_before, after, self._offline_reset))
+        return self.fx.decisions(self.ctx)
 
     def state(self) -> ControllerState:
         return ControllerState(
@@ -1034,6 +1044,7 @@ class _Controller:
     def failover(self, ev: ControllerFailover) -> None:
         snap = ev.snapshot
         self.ctx = ctx = _context_from_snapshot(ev.controller_id, snap)
+        self._offline_reset = frozenset(snap.offline_replica_topics)
         fx = self.fx
         to_delete = set(snap.topics_to_delete)
         if self.config.delete_topic_enable:
@@ -1375,7 +1386,7 @@ def step(state: ControllerState, events: Iterable[Event]) -> tuple[ControllerSta
     c = _Controller(state)
     for ev in events:
         c.handle(ev)
-    decisions = c.fx.decisions(c.ctx)
+    decisions = c.decisions()
     return c.state(), decisions
 
 
@@ -1408,7 +1419,7 @@ def step_isolating(
         except Exception as exc:
             errors[current] = f"{type(exc).__name__}: {exc}"[:2000]
             continue
-        decisions = c.fx.decisions(c.ctx)
+        decisions = c.decisions()
         return c.state(), decisions, [Quarantined(i, errors[i]) for i in sorted(errors)]
 
 

@@ -393,6 +393,9 @@ class ZkSnapshot:
     pending_preferred_elections: tuple[TopicPartition, ...] = ()
     #: per-topic configs from ``/config/topics/<t>``
     topic_configs: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    #: children of ``/livectl/offline_replicas`` (:mod:`core.offline_replicas`): the topics whose record a
+    #: new controller must rewrite or delete, since it knows no failed log dir yet
+    offline_replica_topics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1072,6 +1075,10 @@ def _snapshot(raw: Any) -> ZkSnapshot:
         tuple(o.get("topics_to_delete") or ()),
         _tp_list(o, "pending_preferred_elections", required=False),
         tuple((str(t), tuple((str(k), str(v)) for k, v in cfg)) for t, cfg in (o.get("topic_configs") or ())),
+        tuple(
+            jf.text(t, f"{p}offline_replica_topics", max_length=lim.MAX_NAME_LENGTH)
+            for t in (o.get("offline_replica_topics") or ())
+        ),
     )
 
 

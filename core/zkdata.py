@@ -32,6 +32,8 @@ from core.events import (
 )
 
 BROKER_TOPICS = "/brokers/topics"
+#: livectl's own record of replicas on failed log dirs (:mod:`core.offline_replicas` owns its format)
+OFFLINE_REPLICAS = "/livectl/offline_replicas"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
@@ -160,6 +162,7 @@ def snapshot_from_znodes(
     configs: list[tuple[str, tuple[tuple[str, str], ...]]] = []
     pending: tuple[PartitionTarget, ...] = ()
     preferred: tuple[TopicPartition, ...] = ()
+    offline_topics: list[str] = []
     prefix = BROKER_TOPICS + "/"
     for path, (data, version) in sorted(znodes.items()):
         if path.startswith(prefix):
@@ -176,6 +179,8 @@ def snapshot_from_znodes(
             pending = decode_reassignment(data)
         elif path == PREFERRED_REPLICA_ELECTION and data:
             preferred = decode_preferred_election(data)
+        elif path.startswith(OFFLINE_REPLICAS + "/"):
+            offline_topics.append(path[len(OFFLINE_REPLICAS) + 1 :])
     return ZkSnapshot(
         controller_epoch,
         controller_epoch_zk_version,
@@ -186,4 +191,5 @@ def snapshot_from_znodes(
         tuple(to_delete),
         preferred,
         tuple(configs),
+        tuple(offline_topics),
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from core.decisions import AdminResult, BrokerRequest, ZkOp, ZkWrite
 from sinks.errors import ControllerFencedError, SinkUnavailableError
@@ -127,12 +128,16 @@ class MemoryZkSink:
         if n == 0:
             return ZkBatchResult(batch_id, 0, 0, (), 0)
         start = 0
+        failed: list[FailedWrite] = []
         if self.zk.exists(self._progress_path):
             raw = json.loads(self.zk.get(self._progress_path)[0])
             if raw["batch_id"] == batch_id:
                 start = min(int(raw["next"]), n)
-        failed: list[FailedWrite] = []
-        refused_creates: list[str] = []
+                failed = [FailedWrite(i, writes[i], e) for i, e in raw.get("failed") or () if 0 <= i < n]
+        refused_creates = [
+            f.write.path.rstrip("/") + "/" for f in failed if f.write.op is ZkOp.CREATE and f.error == "NodeExists"
+        ]
+        restored = len(failed)
         done = 0
         for i in range(start, n):
             self._check_fence()
@@ -141,7 +146,7 @@ class MemoryZkSink:
                 raise SinkUnavailableError(f"simulated crash after {done} writes of batch {batch_id}")
             if any(writes[i].path.startswith(p) for p in refused_creates):
                 failed.append(FailedWrite(i, writes[i], NOT_ATTEMPTED))
-                self._record(batch_id, i + 1)
+                self._record(batch_id, i + 1, failed)
                 done += 1
                 continue
             try:
@@ -150,9 +155,10 @@ class MemoryZkSink:
                 failed.append(FailedWrite(i, writes[i], e.code))
                 if writes[i].op is ZkOp.CREATE and e.code == "NodeExists":
                     refused_creates.append(writes[i].path.rstrip("/") + "/")
-            self._record(batch_id, i + 1)
+            self._record(batch_id, i + 1, failed)
             done += 1
-        return ZkBatchResult(batch_id, n - start - len(failed), start, tuple(failed), done)
+        new = len(failed) - restored
+        return ZkBatchResult(batch_id, n - start - new, start, tuple(sorted(failed, key=lambda f: f.index)), done)
 
     def check_fence(self) -> None:
         """:meth:`sinks.zookeeper.ZooKeeperSink.check_fence`: raise unless the fence still holds."""
@@ -180,13 +186,15 @@ class MemoryZkSink:
         else:
             self.zk.delete_tree(w.path, w.expected_version)
 
-    def _record(self, batch_id: int, nxt: int) -> None:
-        body = {
+    def _record(self, batch_id: int, nxt: int, failed: Sequence[FailedWrite]) -> None:
+        body: dict[str, Any] = {
             "version": PROGRESS_VERSION,
             "batch_id": batch_id,
             "next": nxt,
             "controller_epoch": self.fence.controller_epoch,
         }
+        if failed:
+            body["failed"] = [[f.index, f.error] for f in failed]
         data = json.dumps(body, separators=(",", ":")).encode()
         if self.zk.exists(self._progress_path):
             self.zk.set(self._progress_path, data)

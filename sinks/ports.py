@@ -49,8 +49,9 @@ class FailedWrite:
 class ZkBatchResult:
     """Outcome of one micro-batch of ZooKeeper writes.
 
-    ``applied`` + ``skipped`` + ``len(failed)`` = the number of writes given. ``skipped`` counts the
-    writes an earlier attempt at the same batch id had already committed (replay after a crash)."""
+    ``skipped`` counts the writes an earlier attempt at the same batch id had already done (replay after
+    a crash); ``failed`` also repeats the refusals that attempt recorded among them. ``applied`` +
+    ``skipped`` + the failures at or after index ``skipped`` = the number of writes given."""
 
     batch_id: int
     applied: int

@@ -32,16 +32,19 @@ Contract of :meth:`ZooKeeperSink.write_batch` ``(batch_id, writes)``:
   (:data:`sinks.ports.NOT_ATTEMPTED`): the znode is someone else's. The caller decides what a refusal
   means for the requests built on it (:mod:`streaming.refusals`).
 * **Idempotent replay by batch id.** Each transaction also writes the progress znode
-  ``/livectl/sink/<query_name>`` = ``{"version":1,"batch_id":B,"next":N,"controller_epoch":E}``:
-  after it commits, the first ``N`` writes of batch ``B`` are done (applied, refused, or nothing to
-  do). ``write_batch(B, …)`` reads that znode first: if it names ``B``, the first ``N`` writes are
-  skipped (counted in ``skipped``). Any other batch id starts at write 0: Spark only ever replays the
-  last batch of a run, so a progress znode naming a *later* batch comes from an earlier run (a new
-  checkpoint restarts batch ids at 0). A crash anywhere therefore leaves ZooKeeper, after the replay of
-  ``B``, as a clean run would have; the replay's result reports only what it did itself. This relies on
-  Spark's replay giving the same writes for the same batch id (same input offsets, same state version),
-  whichever controller epoch replays it. When trailing writes were refused or were no-ops, one last
-  transaction records ``N = len(writes)``. An empty batch touches nothing.
+  ``/livectl/sink/<query_name>`` = ``{"version":1,"batch_id":B,"next":N,"controller_epoch":E,
+  "failed":[[index,error],…]}``: after it commits, the first ``N`` writes of batch ``B`` are done
+  (applied, refused, or nothing to do), and ``failed`` (left out when empty) lists the writes of ``B``
+  refused or not attempted so far. ``write_batch(B, …)`` reads that znode first: if it names ``B``, the
+  first ``N`` writes are skipped (counted in ``skipped``) and the recorded refusals are reported again (so
+  that a replay holds back the same requests as the first attempt would have). Any other batch id starts
+  at write 0: Spark only ever replays the last batch of a run, so a progress znode naming a *later* batch
+  comes from an earlier run (a new checkpoint restarts batch ids at 0). A crash anywhere therefore leaves
+  ZooKeeper, after the replay of ``B``, as a clean run would have; the replay's result reports what it did
+  itself (``applied``) besides the recorded refusals. This relies on Spark's replay giving the same writes
+  for the same batch id (same input offsets, same state version), whichever controller epoch replays it.
+  When trailing writes were refused or were no-ops, one last transaction records ``N = len(writes)``. An
+  empty batch touches nothing.
 
 Connection loss or a timeout raises :class:`sinks.errors.SinkUnavailableError`: the batch may be
 partly written; replaying it completes it.
@@ -126,6 +129,8 @@ class _Progress:
     next: int
     #: znode version; ``None`` while the znode does not exist
     zk_version: int | None
+    #: (index, error) of the writes of ``batch_id`` refused (or not attempted) so far
+    failed: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _redo(f: FailedWrite) -> bool:
@@ -174,6 +179,8 @@ class ZooKeeperSink:
         self._max_in_flight = max(1, max_in_flight)
         self._timeout = timeout_s
         self._root_ready = False
+        #: the refusals of the batch being written, recorded in the progress znode with each transaction
+        self._failed: dict[int, FailedWrite] = {}
         #: the ACL of each znode created (Kafka's ``zookeeper.set.acl``: :mod:`sinks.security`); None: open
         self._acl_for = acl_for or (lambda _path: None)
 
@@ -222,12 +229,14 @@ class ZooKeeperSink:
             self._root_ready = True
         progress = self._read_progress()
         start = 0
+        failed: dict[int, FailedWrite] = {}
         if progress.zk_version is not None and progress.batch_id == batch_id:
             start = min(progress.next, n)
+            # the refusals an earlier attempt recorded: reported again, and what they hold back stays held
+            failed = {i: FailedWrite(i, writes[i], e) for i, e in progress.failed if 0 <= i < n}
         if start >= n:
-            return ZkBatchResult(batch_id, 0, n, (), 0)
-
-        failed: dict[int, FailedWrite] = {}
+            return ZkBatchResult(batch_id, 0, n, tuple(failed[i] for i in sorted(failed)), 0)
+        self._failed = failed
         redone: dict[int, int] = {}
         transactions = 0
         committed_next = start
@@ -252,7 +261,8 @@ class ZooKeeperSink:
             self._run(batch_id, writes, [_Txn(next=n)], progress, committed_next)
             transactions += 1
         failures = tuple(failed[i] for i in sorted(failed))
-        return ZkBatchResult(batch_id, n - start - len(failures), start, failures, transactions)
+        applied = n - start - sum(1 for i in failed if i >= start)
+        return ZkBatchResult(batch_id, applied, start, failures, transactions)
 
     def _read_progress(self) -> _Progress:
         try:
@@ -261,21 +271,22 @@ class ZooKeeperSink:
             return _Progress(-1, 0, None)
         try:
             raw = json.loads(data)
-            return _Progress(int(raw["batch_id"]), int(raw["next"]), stat.version)
+            failed = [(int(i), str(e)) for i, e in raw.get("failed") or ()]
+            return _Progress(int(raw["batch_id"]), int(raw["next"]), stat.version, failed)
         except (ValueError, KeyError, TypeError) as e:
             reason = f"progress znode holds malformed JSON {data[:200]!r}: {e}"
             raise SinkStateError(self._progress_path, reason) from None
 
     def _progress_data(self, batch_id: int, nxt: int) -> bytes:
-        return json.dumps(
-            {
-                "version": PROGRESS_VERSION,
-                "batch_id": batch_id,
-                "next": nxt,
-                "controller_epoch": self.fence.controller_epoch,
-            },
-            separators=(",", ":"),
-        ).encode()
+        body: dict[str, Any] = {
+            "version": PROGRESS_VERSION,
+            "batch_id": batch_id,
+            "next": nxt,
+            "controller_epoch": self.fence.controller_epoch,
+        }
+        if self._failed:
+            body["failed"] = [[i, self._failed[i].error] for i in sorted(self._failed)]
+        return json.dumps(body, separators=(",", ":")).encode()
 
     def _run(
         self, batch_id: int, writes: Sequence[ZkWrite], txns: list[_Txn], progress: _Progress, committed_next: int

@@ -1,7 +1,7 @@
 """Kafka's auto leader rebalance task, on the driver.
 
-Kafka's controller schedules ``AutoPreferredReplicaLeaderElection`` ``leader.imbalance.check.interval.seconds``
-after it becomes active and again that long after each run; a run, when ``auto.leader.rebalance.enable``,
+Kafka's controller schedules ``AutoPreferredReplicaLeaderElection`` 5 seconds after it becomes active and
+``leader.imbalance.check.interval.seconds`` after each run; a run, when ``auto.leader.rebalance.enable``,
 computes per broker the share of the partitions it is the preferred replica of that another broker leads,
 and elects the preferred leaders of the brokers above ``leader.imbalance.per.broker.percentage``.
 
@@ -46,6 +46,7 @@ class AutoRebalanceScheduler:
         imbalance: Callable[[], dict[int, tuple[int, int]]],
         configs: tuple[tuple[str, str], ...],
         *,
+        first_delay_s: float = 5.0,
         flush_timeout_s: float = 30.0,
     ) -> None:
         self._producer = producer
@@ -53,6 +54,7 @@ class AutoRebalanceScheduler:
         self._imbalance = imbalance
         self._values = _fields(configs)
         self._flush_timeout = flush_timeout_s
+        self._first_delay = first_delay_s
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         #: every tick published, in order
@@ -91,7 +93,9 @@ class AutoRebalanceScheduler:
         return tick
 
     def _loop(self) -> None:
-        while not self._stopped.wait(self.interval_s):
+        delay = self._first_delay
+        while not self._stopped.wait(delay):
+            delay = self.interval_s
             try:
                 self.check()
             except (KafkaError, OSError) as e:

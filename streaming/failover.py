@@ -57,6 +57,7 @@ def split_snapshot(snapshot: ev.ZkSnapshot, num_buckets: int) -> list[ev.ZkSnaps
                     tp for tp in snapshot.pending_preferred_elections if mine(tp.topic, b)
                 ),
                 topic_configs=tuple(c for c in snapshot.topic_configs if mine(c[0], b)),
+                offline_replica_topics=tuple(t for t in snapshot.offline_replica_topics if mine(t, b)),
             )
         )
     return out

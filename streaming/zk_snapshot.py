@@ -236,6 +236,7 @@ def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
     admin = [zkdata.REASSIGN_PARTITIONS, zkdata.PREFERRED_REPLICA_ELECTION]
     admin += [zkdata.delete_topic_path(t) for t in _children(client, zkdata.DELETE_TOPICS)]
     admin += [zkdata.topic_config_path(t) for t in _children(client, zkdata.CONFIG_TOPICS)]
+    admin += [f"{zkdata.OFFLINE_REPLICAS}/{t}" for t in _children(client, zkdata.OFFLINE_REPLICAS)]
     keep(_get_all(client, admin, window))
     try:
         return zkdata.snapshot_from_znodes(znodes, brokers, epoch, epoch_version)

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 
 from core import decisions as dc
 from core.controller import ControllerState, initial_state, step
@@ -38,7 +39,8 @@ from core.events import (
     event_from_json,
 )
 from core.zkdata import snapshot_from_znodes
-from sinks.memory import MemoryRequestSink
+from sinks.errors import SinkUnavailableError
+from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import NOT_ATTEMPTED, Fence
 from sinks.zookeeper import ZooKeeperSink
 from streaming.dispatch import Dispatcher
@@ -320,3 +322,59 @@ def test_stale_plans_are_read_again_and_redone(zk_chrooted: KazooClient) -> None
     res = sink.write_batch(1, [dc.ZkWrite(dc.ZkOp.DELETE_TREE, "/brokers/topics/gone", None)])
     assert (res.failed, res.applied, sink.plans) == ((), 1, 2)
     assert not zk.exists("/brokers/topics/gone")
+
+
+class CrashingSink(ZooKeeperSink):
+    """The real sink, losing ZooKeeper (a timeout) when it submits its ``crash_at``-th transaction."""
+
+    def __init__(self, *args: Any, crash_at: int, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.crash_at = crash_at
+        self.submitted = 0
+
+    def _submit(self, *args: Any, **kw: Any) -> Any:
+        self.submitted += 1
+        if self.submitted == self.crash_at:
+            raise KazooTimeoutError("injected: ZooKeeper lost mid-batch")
+        return super()._submit(*args, **kw)
+
+
+def _refusing_batch() -> list[dc.ZkWrite]:
+    return [
+        dc.ZkWrite(dc.ZkOp.CREATE, "/brokers/topics/t", '{"version":2,"partitions":{"0":[2]}}', make_parents=True),
+        dc.ZkWrite(dc.ZkOp.CREATE, "/brokers/topics/t/partitions/0/state", "{}", make_parents=True),
+        dc.ZkWrite(dc.ZkOp.CREATE, "/x/a", "a"),
+        dc.ZkWrite(dc.ZkOp.CREATE, "/x/b", "b"),
+    ]
+
+
+def test_a_replay_reports_the_refusals_its_first_attempt_recorded(zk_chrooted: KazooClient) -> None:
+    """A crash after a refused creation: the replay skips what was done, reports the recorded refusal
+    again and still attempts nothing beneath it, so the dispatcher holds back the same requests. The
+    in-memory sink does the same."""
+    zk = zk_chrooted
+    zk.create("/controller_epoch", b"1")
+    zk.create("/brokers/topics/t", b'{"version":2,"partitions":{"0":[1]}}', makepath=True)
+    zk.create("/x")
+    writes = _refusing_batch()
+    first = CrashingSink(zk, Fence(1, 0), "q", ops_per_transaction=3, max_in_flight=1, crash_at=3)
+    with pytest.raises(SinkUnavailableError):
+        first.write_batch(5, writes)
+    assert zk.exists("/x/a") and not zk.exists("/x/b")
+    replay = ZooKeeperSink(zk, Fence(1, 0), "q").write_batch(5, writes)
+    expected = [(0, "NodeExists"), (1, NOT_ATTEMPTED)]
+    assert [(f.index, f.error) for f in replay.failed] == expected
+    assert (replay.skipped, replay.applied) == (3, 1)
+    assert zk.exists("/x/b") and not zk.exists("/brokers/topics/t/partitions")
+    again = ZooKeeperSink(zk, Fence(1, 0), "q").write_batch(5, writes)
+    assert [(f.index, f.error) for f in again.failed] == expected and again.applied == 0
+
+    mem = MemoryZooKeeper()
+    mem.create("/controller_epoch", b"1")
+    mem.create("/brokers/topics/t", b"{}", make_parents=True)
+    mem.create("/x")
+    with pytest.raises(SinkUnavailableError):
+        MemoryZkSink(mem, Fence(1, 0), "q", crash_after=3).write_batch(5, writes)
+    mem_replay = MemoryZkSink(mem, Fence(1, 0), "q").write_batch(5, writes)
+    assert [(f.index, f.error) for f in mem_replay.failed] == expected
+    assert (mem_replay.skipped, mem_replay.applied) == (3, 1)

@@ -292,6 +292,10 @@ def test_zk_events_round_trip(event: object) -> None:
             "delete.topic.enable",
         ),
         ({"type": "zk_reassign_partitions", "controller_epoch": 1, "partitions": []}, "partitions"),
+        ({"type": "zk_topic_change", "controller_epoch": 1, "topic": "t", "partitions": {"0": [1]}}, "partitions"),
+        ({"type": "zk_topic_change", "controller_epoch": 1, "topic": "t", "partitions": [[0]]}, "partitions[0]"),
+        ({"type": "zk_log_dir_events", "controller_epoch": 1, "notifications": "x"}, "notifications"),
+        ({"type": "zk_log_dir_events", "controller_epoch": 1, "notifications": [[1]]}, "notifications[0]"),
     ],
 )
 def test_zk_events_bad_input_names_the_field(body: dict[str, object], field: str) -> None:

@@ -63,8 +63,12 @@ def store_at(tmp: Path) -> MemoryCheckpointStore:
 class Pipeline:
     """One controller's query, batch by batch, on fakes."""
 
-    def __init__(self, tmp: Path, zk: MemoryZooKeeper, fence: Fence, validator: InputValidator) -> None:
+    def __init__(
+        self, tmp: Path, zk: MemoryZooKeeper, fence: Fence, validator: InputValidator, config: Any = None
+    ) -> None:
         self.tmp = tmp
+        #: the controller configs the buckets run with from a failover on (``make_step``'s)
+        self.config = config
         self.zk = zk
         self.fence = fence
         self.validator = validator
@@ -96,7 +100,11 @@ class Pipeline:
         for bucket, frame in routed.groupby("bucket"):
             outputs.extend(
                 stateful.step_bucket(
-                    (bucket,), iter([frame]), self.states[int(bucket)], snapshots=StoreSnapshots(store_at(self.tmp))
+                    (bucket,),
+                    iter([frame]),
+                    self.states[int(bucket)],
+                    snapshots=StoreSnapshots(store_at(self.tmp)),
+                    config=self.config,
                 )
             )
         out = pd.concat(outputs, ignore_index=True)

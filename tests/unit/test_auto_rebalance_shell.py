@@ -1,0 +1,69 @@
+"""The driver's side of auto leader rebalance and of the controller configs (issue 14, item 2), on fakes:
+the buckets' imbalance counts reach the dispatcher, the schedule publishes Kafka's tick, and a bucket runs
+with the configs it was started with from its failover on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_streaming_shell import BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of
+
+from core import events as ev
+from core.controller import ControllerConfig
+from sinks.memory import MemoryZooKeeper
+from sinks.ports import Fence
+from streaming import stateful
+from streaming.auto_rebalance import AutoRebalanceScheduler
+from streaming.validation import InputValidator
+
+pytestmark = pytest.mark.unit
+
+
+class RecordingProducer:
+    """What the scheduler needs of a producer, keeping what it was given."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes | None, bytes | None]] = []
+        self.flushes = 0
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None) -> Any:
+        self.sent.append((topic, key, value))
+        return None
+
+    def flush(self, timeout: float | None = None) -> None:
+        self.flushes += 1
+
+
+def test_schedule_publishes_the_brokers_above_the_threshold() -> None:
+    counts = {1: (1, 4), 2: (0, 3)}
+    producer = RecordingProducer()
+    s = AutoRebalanceScheduler(producer, "events", lambda: counts, ())
+    assert s.interval_s == 300, "Kafka's default leader.imbalance.check.interval.seconds"
+    assert s.check() == ev.AutoRebalanceTick((1,))
+    [(topic, key, value)] = producer.sent
+    assert topic == "events" and key == b"controller" and producer.flushes == 1
+    assert ev.event_from_json(value or b"") == ev.AutoRebalanceTick((1,))
+    s.update((("leader.imbalance.per.broker.percentage", "25"),))
+    assert s.check() is None, "25 % is not above 25 % (Kafka compares strictly)"
+    s.update((("auto.leader.rebalance.enable", "false"), ("leader.imbalance.check.interval.seconds", "7")))
+    assert s.check() is None and s.interval_s == 7
+    assert len(producer.sent) == 1
+
+
+def test_buckets_report_imbalance_and_run_with_the_started_configs(tmp_path: Path) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    config = ControllerConfig(delete_topic_enable=False, leader_imbalance_check_interval_seconds=9)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), InputValidator(), config)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2))))])
+    p.run_batch(
+        [("livectl.admin", ev.event_to_json(ev.CreateTopic("c", "t", 2, 2, replica_assignment=((1, 2), (2, 1)))))]
+    )
+    states = [stateful.load_state(*p.states[b].get) for b in range(BUCKETS)]
+    assert all(s.config == config for s in states), "the configs the query started with, from the failover on"
+    assert p.dispatcher.imbalance() == {1: (0, 1), 2: (0, 1)}
+    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(1, 101)))])
+    assert p.dispatcher.imbalance() == {1: (1, 1), 2: (0, 1)}
+    assert p.dispatcher.metrics["GlobalPartitionCount"] == 2
