@@ -33,13 +33,14 @@ Contract of :meth:`ZooKeeperSink.write_batch` ``(batch_id, writes)``:
   means for the requests built on it (:mod:`streaming.refusals`).
 * **Idempotent replay by batch id.** Each transaction also writes the progress znode
   ``/livectl/sink/<query_name>`` = ``{"version":1,"batch_id":B,"next":N,"controller_epoch":E,
-  "failed":[[index,error],…]}``: after it commits, the first ``N`` writes of batch ``B`` are done
+  "failed":[[index,error],…],"checkpoint":ID}``: after it commits, the first ``N`` writes of batch ``B`` are done
   (applied, refused, or nothing to do), and ``failed`` (left out when empty) lists the writes of ``B``
   refused or not attempted so far. ``write_batch(B, …)`` reads that znode first: if it names ``B``, the
   first ``N`` writes are skipped (counted in ``skipped``) and the recorded refusals are reported again (so
   that a replay holds back the same requests as the first attempt would have). Any other batch id starts
   at write 0: Spark only ever replays the last batch of a run, so a progress znode naming a *later* batch
-  comes from an earlier run (a new checkpoint restarts batch ids at 0). A crash anywhere therefore leaves
+  comes from an earlier run (a new checkpoint restarts batch ids at 0), and so does one whose
+  ``checkpoint`` is not this query's checkpoint identity (when the sink is given one). A crash anywhere therefore leaves
   ZooKeeper, after the replay of ``B``, as a clean run would have; the replay's result reports what it did
   itself (``applied``) besides the recorded refusals. This relies on Spark's replay giving the same writes
   for the same batch id (same input offsets, same state version), whichever controller epoch replays it.
@@ -165,7 +166,11 @@ class ZooKeeperSink:
         max_in_flight: int = 8,
         timeout_s: float = 30.0,
         acl_for: Callable[[str], Any] | None = None,
+        checkpoint_id: str | None = None,
     ) -> None:
+        """``checkpoint_id``: the identity of the query's checkpoint, recorded in the progress znode; a
+        progress znode recorded for another checkpoint (an earlier run's, whatever its batch id) is not
+        taken as this query's progress."""
         if ops_per_transaction < 3:
             raise ValueError(
                 f"ops_per_transaction must be at least 3 (check, progress, one write), got {ops_per_transaction}"
@@ -183,6 +188,7 @@ class ZooKeeperSink:
         self._failed: dict[int, FailedWrite] = {}
         #: the ACL of each znode created (Kafka's ``zookeeper.set.acl``: :mod:`sinks.security`); None: open
         self._acl_for = acl_for or (lambda _path: None)
+        self._checkpoint_id = checkpoint_id
 
     # ------------------------------------------------------------------ public
 
@@ -271,6 +277,8 @@ class ZooKeeperSink:
             return _Progress(-1, 0, None)
         try:
             raw = json.loads(data)
+            if self._checkpoint_id is not None and raw.get("checkpoint") != self._checkpoint_id:
+                return _Progress(-1, 0, stat.version)  # another checkpoint's: nothing of this query is done
             failed = [(int(i), str(e)) for i, e in raw.get("failed") or ()]
             return _Progress(int(raw["batch_id"]), int(raw["next"]), stat.version, failed)
         except (ValueError, KeyError, TypeError) as e:
@@ -284,6 +292,8 @@ class ZooKeeperSink:
             "next": nxt,
             "controller_epoch": self.fence.controller_epoch,
         }
+        if self._checkpoint_id is not None:
+            body["checkpoint"] = self._checkpoint_id
         if self._failed:
             body["failed"] = [[i, self._failed[i].error] for i in sorted(self._failed)]
         return json.dumps(body, separators=(",", ":")).encode()

@@ -44,7 +44,7 @@ from typing import Any
 
 from kafka.errors import KafkaError
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
 
 from core import zkdata
 from core.cluster_config import effective_configs
@@ -436,7 +436,10 @@ class AdminPathWatcher:
             try:
                 self.sync()
             except (KazooException, AdminWatchError) as e:
-                log.warning("admin-path watcher round failed, will retry: %s", e)
+                # a lost connection or session is the lease's to report (a controller whose session ended
+                # says so itself, in one line); anything else is this watcher's
+                quiet = isinstance(e, (ConnectionLoss, SessionExpiredError, ConnectionClosedError))
+                (log.debug if quiet else log.warning)("admin-path watcher round failed, will retry: %r", e)
 
     def _publish(self, events: list[Event]) -> None:
         try:

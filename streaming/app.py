@@ -31,6 +31,7 @@ import logging
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,18 @@ def livectl_topics(settings: Settings) -> list[str]:
 
 def has_committed_batch(store: CheckpointStore) -> bool:
     return bool(batch_ids(store, child(store.root, "commits")))
+
+
+def checkpoint_identity(store: CheckpointStore) -> str:
+    """This checkpoint's identity (``livectl-checkpoint-id`` in it, made at its first use): the ZooKeeper
+    sink records it in its progress znode, so that a micro-batch replayed on this checkpoint resumes
+    where it stopped and a progress znode left by another checkpoint's run is not taken for this one's."""
+    path = child(store.root, "livectl-checkpoint-id")
+    if store.exists(path):
+        return store.read_text(path).strip()
+    identity = uuid.uuid4().hex
+    store.write_text(path, identity)
+    return identity
 
 
 def uncommitted_batch(store: CheckpointStore) -> int | None:
@@ -261,7 +274,7 @@ class ControllerApp:
         from kazoo.client import KazooClient
 
         from sinks.requests import RequestSink, ensure_topics
-        from sinks.zookeeper import ZooKeeperSink, progress_path
+        from sinks.zookeeper import ZooKeeperSink
         from streaming.admin_watch import AdminPathWatcher
         from streaming.auto_rebalance import AutoRebalanceScheduler
         from streaming.lease import ControllerLease
@@ -333,9 +346,6 @@ class ControllerApp:
             )
 
             ensure_topics(s.bootstrap_servers, livectl_topics(s), client_config=kafka_config)
-            if not has_committed_batch(store) and zk.exists(progress_path(s.query_name)):
-                zk.delete(progress_path(s.query_name))
-
             producer = KafkaProducer(**kafka_config, bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=0)
             # the admin paths of ZooKeeper-era tools (:mod:`streaming.admin_watch`); the controller configs of
             # /config/brokers/<default> and /<controller_id> as they stand now go into the query's buckets
@@ -349,7 +359,12 @@ class ControllerApp:
             )
             s = self.settings = s.with_controller_configs(watcher.read_configs())
             zk_sink = ZooKeeperSink(
-                zk, fence, s.query_name, ops_per_transaction=s.zk_ops_per_transaction, acl_for=zk_security.acl_for
+                zk,
+                fence,
+                s.query_name,
+                ops_per_transaction=s.zk_ops_per_transaction,
+                acl_for=zk_security.acl_for,
+                checkpoint_id=checkpoint_identity(store),
             )
             request_sink = RequestSink(
                 s.bootstrap_servers,

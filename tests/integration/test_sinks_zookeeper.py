@@ -291,3 +291,24 @@ def test_throughput_of_fenced_multi_ops(zk: KazooClient, record_property: Any) -
     record_property("zk_sink_sets_per_s", round(rate))
     print(f"\nZooKeeper sink: {n} CAS set_data in {elapsed:.2f} s = {rate:,.0f} writes/s")
     assert rate > 2000
+
+
+def test_a_replay_resumes_only_the_progress_of_its_own_checkpoint(zk: KazooClient) -> None:
+    """Batch 0 of a new checkpoint cut after its first transaction: the restart on the same checkpoint
+    resumes after it (a topic znode is not created twice, which would read as someone else's topic); a
+    run on another checkpoint whose batch 0 meets that progress znode starts at write 0."""
+    fence = _elect(zk)
+    batch = _topic_writes("c", 30)
+    dying = ZooKeeperSink(_CrashingClient(zk, 1), fence, "q", ops_per_transaction=12, checkpoint_id="a")  # type: ignore[arg-type]
+    with pytest.raises(SinkUnavailableError):
+        dying.write_batch(0, batch)
+    time.sleep(0.2)
+    assert zk.exists("/brokers/topics/c") is not None
+    resumed = ZooKeeperSink(zk, fence, "q", ops_per_transaction=12, checkpoint_id="a").write_batch(0, batch)
+    assert resumed.ok, resumed.failed
+    assert resumed.skipped > 0 and resumed.skipped + resumed.applied == len(batch)
+    assert json.loads(zk.get(progress_path("q"))[0])["checkpoint"] == "a"
+    # another checkpoint's batch 0: the progress znode names batch 0 too, but it is not this run's
+    other = ZooKeeperSink(zk, fence, "q", checkpoint_id="b").write_batch(0, [ZkWrite(ZkOp.CREATE, "/other", "{}")])
+    assert (other.applied, other.skipped) == (1, 0) and other.ok
+    assert json.loads(zk.get(progress_path("q"))[0])["checkpoint"] == "b"
