@@ -267,8 +267,13 @@ def test_the_installed_controller_runs_from_root_and_answers(
             # monitoring from the installed package: livectl's endpoint (prometheus_client is a dependency of
             # the wheel) with the topic just created, and Spark's own metrics the Spark way (the shipped
             # spark-defaults.conf: the PrometheusServlet sink on the driver), on the UI's port
-            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as r:
-                text = r.read().decode()
+            # the figures are taken once the batch's writes are done: the answer can come a moment before
+            text = ""
+            deadline = time.monotonic() + 60
+            while "kafka_controller_kafkacontroller_globaltopiccount 1.0" not in text and time.monotonic() < deadline:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as r:
+                    text = r.read().decode()
+                time.sleep(0.5)
             assert "kafka_controller_kafkacontroller_activecontrollercount 1.0" in text, text[:2000]
             assert "kafka_controller_kafkacontroller_globaltopiccount 1.0" in text, text[:2000]
             with urllib.request.urlopen(f"{ui}/metrics/prometheus/", timeout=30) as r:
