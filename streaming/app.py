@@ -272,6 +272,7 @@ class ControllerApp:
         """Blocks until stopped; raises :class:`ControllerStoppedError` when the lease was lost or fenced."""
         from kafka import KafkaProducer
         from kazoo.client import KazooClient
+        from kazoo.retry import KazooRetry
 
         from sinks.requests import RequestSink, ensure_topics
         from sinks.zookeeper import ZooKeeperSink
@@ -290,7 +291,12 @@ class ControllerApp:
         zk_security = s.zookeeper_security()
         kafka_config = s.kafka_security().client_kwargs()
         zk = self.zk = KazooClient(
-            hosts=s.zookeeper_connect, timeout=s.zookeeper_session_timeout_ms / 1000, **zk_security.client_kwargs()
+            hosts=s.zookeeper_connect,
+            timeout=s.zookeeper_session_timeout_ms / 1000,
+            # reconnect at least every second: kazoo's default backoff grows to a minute, so a ZooKeeper
+            # restarted within the session timeout could be found only after the session expired
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
+            **zk_security.client_kwargs(),
         )
         try:
             zk.start(timeout=30)
