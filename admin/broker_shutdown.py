@@ -17,10 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaConsumer
-from kafka import TopicPartition as KafkaTopicPartition
-from kafka.errors import KafkaError
 
-from admin.publish import KafkaUnavailableError, Progress
+from admin.publish import Progress, consumer_at_end
 from core.decisions import RequestApi
 from core.errors import FormatError
 from simbrokers.codes import NONE
@@ -66,20 +64,7 @@ class ShutdownAnswers:
 
 def open_consumer(bootstrap: str, topic: str, client_config: dict[str, Any]) -> KafkaConsumer:
     """A consumer positioned at the end of ``topic`` (taken before the command is sent)."""
-    try:
-        consumer = KafkaConsumer(**client_config, bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    except KafkaError:
-        raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
-    parts = consumer.partitions_for_topic(topic)
-    if not parts:
-        consumer.close()
-        raise KafkaUnavailableError(f"topic {topic} does not exist on {bootstrap}; is the controller running?")
-    tps = [KafkaTopicPartition(topic, p) for p in sorted(parts)]
-    consumer.assign(tps)
-    consumer.seek_to_end(*tps)
-    for tp in tps:
-        consumer.position(tp)
-    return consumer
+    return consumer_at_end(bootstrap, topic, client_config)
 
 
 def drain(consumer: KafkaConsumer, answers: ShutdownAnswers, quiet_ms: int = 1500) -> None:

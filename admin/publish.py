@@ -68,6 +68,32 @@ class EpochFilter:
         return True
 
 
+def consumer_at_end(bootstrap: str, topic: str, client_config: Mapping[str, Any] | None = None) -> KafkaConsumer:
+    """A consumer of every partition of ``topic``, positioned at its end (taken before a command is sent),
+    reading committed transactions only: the controller writes its output topics in transactions, and an
+    aborted one (a fenced or killed controller) was never said."""
+    try:
+        consumer = KafkaConsumer(
+            **dict(client_config or {}),
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            group_id=None,
+            isolation_level="read_committed",
+        )
+    except KafkaError:
+        raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
+    parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        consumer.close()
+        raise KafkaUnavailableError(f"topic {topic} does not exist on {bootstrap}; is the controller running?")
+    tps = [TopicPartition(topic, p) for p in sorted(parts)]
+    consumer.assign(tps)
+    consumer.seek_to_end(*tps)
+    for tp in tps:
+        consumer.position(tp)  # resolve the end now: what is written after this is what the caller waits for
+    return consumer
+
+
 @dataclass
 class ResultFollower:
     """Positions taken at the end of the results topic; :meth:`wait` reads from there."""
@@ -79,27 +105,7 @@ class ResultFollower:
     @classmethod
     def open(cls, bootstrap: str, topic: str, client_config: Mapping[str, Any] | None = None) -> ResultFollower:
         """``client_config``: extra kafka-python keyword arguments (security, from ``--command-config``)."""
-        try:
-            consumer = KafkaConsumer(
-                **dict(client_config or {}),
-                bootstrap_servers=bootstrap,
-                enable_auto_commit=False,
-                group_id=None,
-                # the controller writes results in transactions: an aborted one was never answered
-                isolation_level="read_committed",
-            )
-        except KafkaError:
-            raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
-        parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            consumer.close()
-            raise KafkaUnavailableError(f"topic {topic} does not exist on {bootstrap}; is the controller running?")
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        consumer.assign(tps)
-        consumer.seek_to_end(*tps)
-        for tp in tps:
-            consumer.position(tp)
-        return cls(consumer, topic)
+        return cls(consumer_at_end(bootstrap, topic, client_config), topic)
 
     def wait(self, request_id: str, timeout_s: float, progress: Progress | None = None) -> AdminResult:
         deadline = time.monotonic() + timeout_s
