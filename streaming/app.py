@@ -459,6 +459,8 @@ class ControllerApp:
                 )
             exc = self.query.exception()
             if exc is not None and not self._stop.is_set():
+                # the shipped log4j2.properties leaves Spark's own "terminated with error" report to us
+                log.error("the controller query failed: %s\nJVM stack trace:\n%s", exc, _jvm_stack_trace(exc))
                 raise StreamingError(f"the controller query failed: {query_failure_reason(str(exc))}")
         finally:
             self._stop_query()
@@ -609,6 +611,12 @@ class ControllerApp:
         # the entry point prints the one line that says so, as the process exits with code 3
         log.debug("controller fenced: %s; stopping the query", reason)
         self._stop.set()
+
+
+def _jvm_stack_trace(exc: object) -> str:
+    """The JVM stack trace a failed query's exception carries (pyspark prints it only when
+    ``spark.sql.pyspark.jvmStacktrace.enabled`` is set)."""
+    return str(getattr(exc, "_stackTrace", None) or "(none)")
 
 
 def _fenced_reason(e: ControllerFencedError) -> str:
