@@ -17,7 +17,19 @@ from typing import Any
 
 import pytest
 
+# The test tree mirrors the source tree (tests/<tier>/core/, .../streaming/, ...), and pytest puts the folder of
+# each conftest.py on sys.path: with the editable install, a later ``import streaming`` could then resolve to a
+# namespace package made of test folders. Importing every product package here, in the first conftest pytest
+# loads, fixes each name to the real package before any test folder is on sys.path.
+import admin
+import core
+import livectl
+import simbrokers
+import sinks
+import streaming
 from livectl import local
+
+_PRODUCT_PACKAGES = (admin, core, livectl, simbrokers, sinks, streaming)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_streaming_shell import BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of
+from shell_pipeline import BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of
 
 from core import events as ev
 from core.controller import ControllerConfig

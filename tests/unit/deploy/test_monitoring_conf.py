@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from observations import batch
 from prometheus_client import generate_latest
 from test_compose_file import COMPOSE, controller_parts, services
-from test_observability import batch
 
 from streaming import observability as ob
 from streaming.app import spark_defaults
@@ -28,7 +28,7 @@ from streaming.resources import GRAFANA_DASHBOARD, PROMETHEUS, conf_path
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CONF = REPO / "streaming" / "conf"
 
 

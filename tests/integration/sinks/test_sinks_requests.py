@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
+from request_bodies import lisr_request, um_request
 
 from core.decisions import AdminResult, AdminStatus, BrokerRequest, RequestApi
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, Rejected
-from sinks.requests import RequestSink, ensure_topics, merge_bodies
+from sinks.requests import RequestSink, ensure_topics
 
 pytestmark = pytest.mark.integration
 
@@ -49,55 +50,19 @@ def _read_all(bootstrap: str, topic: str) -> list[Any]:
     return sorted(out, key=lambda r: (r.partition, r.offset))
 
 
-def _lisr(broker: int, topic: str, parts: list[int]) -> BrokerRequest:
-    body = {
-        "controllerId": 1000,
-        "controllerEpoch": 3,
-        "brokerEpoch": 17,
-        "type": 0,
-        "topicStates": [
-            {
-                "topicName": topic,
-                "partitionStates": [{"partitionIndex": p, "leader": broker, "leaderEpoch": 1} for p in parts],
-            }
-        ],
-        "liveLeaders": [{"brokerId": broker, "hostName": "h", "port": 1}],
-    }
-    return BrokerRequest(broker, RequestApi.LEADER_AND_ISR, json.dumps(body))
-
-
-def _um(broker: int, topic: str, live: list[int]) -> BrokerRequest:
-    body = {
-        "controllerId": 1000,
-        "controllerEpoch": 3,
-        "topicStates": [{"topicName": topic, "partitionStates": [{"partitionIndex": 0, "leader": 1}]}],
-        "liveBrokers": [{"id": b, "endpoints": [{"host": "h", "port": 9000 + b}]} for b in live],
-    }
-    return BrokerRequest(broker, RequestApi.UPDATE_METADATA, json.dumps(body))
-
-
 def _batch() -> list[BrokerRequest]:
     # two buckets' worth of requests, deliberately out of Kafka's order
     return [
         BrokerRequest(1, RequestApi.STOP_REPLICA, json.dumps({"topicStates": [{"topicName": "x"}]})),
-        _um(1, "a", [1, 2]),
-        _lisr(1, "a", [0, 1]),
-        _lisr(2, "a", [2]),
-        _um(2, "a", [1, 2]),
-        _lisr(1, "b", [0]),
-        _um(1, "b", [2, 3]),
+        um_request(1, "a", [1, 2]),
+        lisr_request(1, "a", [0, 1]),
+        lisr_request(2, "a", [2]),
+        um_request(2, "a", [1, 2]),
+        lisr_request(1, "b", [0]),
+        um_request(1, "b", [2, 3]),
         BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, json.dumps({"errorCode": 0})),
         BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, json.dumps({"errorCode": 0})),
     ]
-
-
-def test_merge_bodies_joins_topic_states_and_dedupes_live_brokers() -> None:
-    merged = merge_bodies([json.loads(_um(1, "a", [1, 2]).body), json.loads(_um(1, "b", [2, 3]).body)])
-    assert [t["topicName"] for t in merged["topicStates"]] == ["a", "b"]
-    assert [b["id"] for b in merged["liveBrokers"]] == [1, 2, 3]
-    same_topic = merge_bodies([json.loads(_lisr(1, "a", [0]).body), json.loads(_lisr(1, "a", [1]).body)])
-    assert [p["partitionIndex"] for p in same_topic["topicStates"][0]["partitionStates"]] == [0, 1]
-    assert merge_bodies([{"errorCode": 0}, {"errorCode": 7}, {"errorCode": 0}])["errorCode"] == 7
 
 
 def test_requests_are_merged_per_broker_and_api_in_kafka_order(kafka_broker: Any, topics: dict[str, str]) -> None:

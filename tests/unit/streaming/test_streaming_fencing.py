@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from test_streaming_shell import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
+from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
 
 from core import decisions as dc
 from core import events as ev

@@ -38,7 +38,7 @@ from simbrokers.registration import registration_json
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass

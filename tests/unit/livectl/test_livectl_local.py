@@ -66,3 +66,9 @@ def test_state_file_round_trip_and_status_of_nothing(tmp_path: Path) -> None:
 def test_free_ports_are_distinct_and_bindable() -> None:
     ports = {local.free_port() for _ in range(5)}
     assert len(ports) >= 4 and all(1024 < p < 65536 for p in ports)
+
+
+def test_sasl_users_that_cannot_go_into_a_jaas_file_are_refused(tmp_path: Path) -> None:
+    for users in ({"bad user": "pw"}, {"livectl": 'has"quote'}):
+        with pytest.raises(local.LocalServiceError, match="JAAS"):
+            local.start_zookeeper(tmp_path, local.free_port(), sasl_users=users)

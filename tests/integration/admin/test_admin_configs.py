@@ -9,7 +9,6 @@ import pytest
 from test_admin_cli import Env, answer, env, write_tree
 
 from admin.cli import main
-from admin.configs import parse_add_config
 from core.decisions import AdminStatus
 from core.events import AlterTopicConfig
 
@@ -144,7 +143,3 @@ def test_topic_config_refused_by_the_controller_is_exit_1_without_notification(
     [(_, ev)] = env.commands()
     assert isinstance(ev, AlterTopicConfig) and ev.delete_configs == ("cleanup.policy",) and ev.configs == ()
     assert notifications(env) == []
-
-
-def test_parse_add_config_keeps_bracketed_lists() -> None:
-    assert parse_add_config("a=1,b=[x,y],c=") == {"a": "1", "b": "x,y", "c": ""}

@@ -7,34 +7,18 @@ import time
 from typing import Any
 
 import pytest
+from broker_registration import registration
 from kazoo.client import KazooClient
 from kazoo.exceptions import UnimplementedError
 
 from core.decisions import ZkOp, ZkWrite
-from core.events import BrokerInfo, Endpoint, PartitionStateZnode, PartitionTarget, TopicPartition
+from core.events import Endpoint, PartitionStateZnode, PartitionTarget, TopicPartition
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
 from streaming import zk_snapshot
-from streaming.zk_snapshot import SnapshotError, parse_broker_registration, read_snapshot
+from streaming.zk_snapshot import read_snapshot
 
 pytestmark = pytest.mark.integration
-
-
-def registration(host: str, port: int, rack: str | None = None) -> bytes:
-    """Kafka's v5 ``/brokers/ids/<id>`` JSON."""
-    return json.dumps(
-        {
-            "features": {},
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL"},
-            "endpoints": [f"PLAINTEXT://{host}:{port}", f"INTERNAL://[::1]:{port + 1}"],
-            "jmx_port": -1,
-            "port": port,
-            "host": host,
-            "version": 5,
-            "timestamp": "1700000000000",
-            "rack": rack,
-        }
-    ).encode()
 
 
 @pytest.fixture
@@ -44,17 +28,6 @@ def zk(zk_chrooted: KazooClient) -> KazooClient:
 
 def _state(leader: int, isr: list[int], epoch: int = 0) -> str:
     return json.dumps({"version": 1, "leader": leader, "leader_epoch": epoch, "controller_epoch": 3, "isr": isr})
-
-
-def test_parse_broker_registration() -> None:
-    info = parse_broker_registration(5, registration("h1", 9092, "r1"), 77)
-    assert info == BrokerInfo(
-        5, 77, "r1", (Endpoint("PLAINTEXT", "h1", 9092, "PLAINTEXT"), Endpoint("INTERNAL", "::1", 9093, "SSL"))
-    )
-    old = parse_broker_registration(1, b'{"version":1,"host":"old","port":9092,"jmx_port":-1}', 3)
-    assert old.endpoints == (Endpoint("PLAINTEXT", "old", 9092, "PLAINTEXT"),) and old.rack is None
-    with pytest.raises(SnapshotError, match="/brokers/ids/2: endpoint 'nohostport'"):
-        parse_broker_registration(2, b'{"endpoints":["nohostport"]}', 1)
 
 
 def test_snapshot_reads_kafkas_layout(zk: KazooClient) -> None:

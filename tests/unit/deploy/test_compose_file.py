@@ -34,7 +34,7 @@ from streaming.entry import add_run_arguments
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 COMPOSE = REPO / "docker-compose.yml"
 IMAGE = "livectl:0.1.0"
 LIVECTL_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2", "controller", "controller-standby", "brokers"}

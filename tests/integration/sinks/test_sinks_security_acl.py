@@ -18,10 +18,10 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import Permissions, make_digest_acl_credential
 
 from core.decisions import ZkOp, ZkWrite
-from sinks.security import ZkSecurity, default_acls
+from sinks.security import ZkSecurity
 from sinks.zookeeper import ZooKeeperSink
 from streaming.lease import ControllerLease
-from streaming.settings import Settings, SettingsError
+from streaming.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -125,21 +125,3 @@ def test_every_znode_livectl_creates_gets_kafkas_acls(chroot: str, secured: tupl
     finally:
         standby_zk.stop()
         standby_zk.close()
-
-
-def test_sensitive_paths_are_not_world_readable_and_open_without_acls() -> None:
-    secure = {(a.id.scheme, a.perms) for a in default_acls(True, "/config/users/alice")}
-    assert secure == {("auth", Permissions.ALL)}
-    assert ("world", Permissions.READ) in {(a.id.scheme, a.perms) for a in default_acls(True, "/brokers/topics/t")}
-    assert {(a.id.scheme, a.perms) for a in default_acls(True, "/consumers")} == {("world", Permissions.ALL)}
-    assert ZkSecurity().acl_for("/brokers/topics/t") is None
-
-
-def test_acls_without_a_credential_are_refused_by_the_settings() -> None:
-    with pytest.raises(SettingsError) as e:
-        Settings(zookeeper_set_acl=True)
-    assert e.value.key == "zookeeper_set_acl"
-    with pytest.raises(SettingsError) as e:
-        Settings(zookeeper_auth="digest:nopassword")
-    assert e.value.key == "zookeeper_auth" and "nopassword" not in str(e.value)
-    assert "s3cret" not in repr(Settings(zookeeper_auth=f"digest:{SECRET}"))

@@ -26,7 +26,7 @@ from sinks.security import ZkSecurity
 from sinks.zookeeper import ZooKeeperSink
 from streaming.lease import ControllerLease
 from streaming.preflight import UnreachableError, check_zookeeper
-from streaming.settings import Settings, SettingsError
+from streaming.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -150,20 +150,3 @@ def test_a_wrong_sasl_password_is_refused_before_the_controller_starts(sasl_zook
     with pytest.raises(UnreachableError) as e:
         check_zookeeper(settings, timeout_s=5)
     assert "zookeeper_auth" in str(e.value) and "wrong" not in str(e.value)
-
-
-def test_sasl_settings_are_checked() -> None:
-    with pytest.raises(SettingsError) as e:
-        Settings(zookeeper_auth="sasl:nopassword")
-    assert e.value.key == "zookeeper_auth" and "sasl:USER:PASSWORD" in str(e.value)
-    with pytest.raises(SettingsError) as e:
-        Settings(zookeeper_auth="kerberos:a:b")
-    assert e.value.key == "zookeeper_auth" and "digest, sasl" in str(e.value)
-    kwargs = ZkSecurity.parse("sasl:livectl:pw").client_kwargs()
-    assert kwargs == {"sasl_options": {"mechanism": "DIGEST-MD5", "username": "livectl", "password": "pw"}}
-
-
-def test_sasl_users_that_cannot_go_into_a_jaas_file_are_refused(tmp_path: Path) -> None:
-    for users in ({"bad user": "pw"}, {"livectl": 'has"quote'}):
-        with pytest.raises(local.LocalServiceError, match="JAAS"):
-            local.start_zookeeper(tmp_path, local.free_port(), sasl_users=users)

@@ -14,9 +14,8 @@ from kafka import KafkaProducer
 from test_admin_cli import Env, env, write_tree
 
 from admin.cli import main
-from admin.reassign_cmd import PartitionProgress, progress_lines, throttled_replicas
 from core.decisions import AdminResult, AdminStatus, encode_decision
-from core.events import AlterTopicConfig, CancelReassignment, Event, ReassignPartitions, TopicPartition, event_from_json
+from core.events import AlterTopicConfig, CancelReassignment, Event, ReassignPartitions, event_from_json
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]
@@ -217,16 +216,6 @@ def test_wait_reports_a_superseded_reassignment_as_such(env: Env, capsys: pytest
     assert "completed" not in out + err
     assert "orders-0: REASSIGNMENT_SUPERSEDED: The reassignment of orders-0 was superseded" in err
     assert "0/1 partitions done" in err and "orders-0: not started yet" in err
-
-
-def test_throttle_lists_and_progress_lines_are_kafkas() -> None:
-    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 10)
-    leader, follower, brokers = throttled_replicas({t0: (4, 5), t1: (1, 2)}, {t0: (1, 2), t1: (1, 3)}, {})
-    assert leader == {"t": "0:1,0:2,10:1,10:3"}  # sorted as text, like Kafka's TreeSet
-    assert follower == {"t": "0:4,0:5,10:2"}
-    assert brokers == {1, 2, 3, 4, 5}
-    lines = progress_lines([PartitionProgress(t0, True, ()), PartitionProgress(t1, False, (2,))])
-    assert lines == ["1/2 partitions done", "  t-10: adding replicas not yet in the ISR: 2"]
 
 
 def test_wait_follows_progress_until_zookeeper_shows_every_partition_done(

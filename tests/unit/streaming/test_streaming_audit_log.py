@@ -1,7 +1,7 @@
 """The state-change log without Spark: the rows of a micro-batch, exactly once on replay, the Kafka-style
 log lines, the ``livectl audit`` filters, and the Spark UI's texts.
 
-The pipeline is the one :mod:`test_streaming_shell` drives by hand (prepare → bucket step → dispatcher on
+The pipeline is the one :mod:`shell_pipeline` drives by hand (prepare → bucket step → dispatcher on
 in-memory sinks); the table's files are real Parquet bytes written by :class:`streaming.audit_log.AuditLog`
 into an in-memory folder, copied to disk where the CLI reads them.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_streaming_shell import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
+from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
 
 from admin import audit as cli
 from core import decisions as dc

@@ -26,7 +26,7 @@ from streaming.app import ControllerApp
 
 pytestmark = pytest.mark.spark
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 
 @pytest.fixture()

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from observations import batch
 from prometheus_client.parser import text_string_to_metric_families
 
 from core import decisions as dc
-from core import observe
 from streaming import observability as ob
 from streaming.metrics_http import MetricsServer, MetricsServerError, start_endpoint
 from streaming.settings import Settings, SettingsError
@@ -26,51 +26,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def summary_row(**kw: object) -> str:
-    d = observe.BucketSummary(**kw).to_dict()  # type: ignore[arg-type]
-    d["live_brokers"] = [1, 2, 3]
-    d["input_by_type"] = {"broker_failure": 1}
-    return json.dumps(d)
-
-
-def batch(batch_id: int = 7) -> ob.BatchObservation:
-    urp = observe.PartitionInfo("orders", 0, (1, 2, 3), 2, (2, 3))
-    off = observe.PartitionInfo("solo", 0, (1,), -1, (1,))
-    moving = observe.ReassignmentInfo("moving", 0, (4, 5), (4, 5), (1,), (1, 4))
-    rows = {
-        0: summary_row(
-            partitions_by_state={"OnlinePartition": 3, "OfflinePartition": 1},
-            leaders_by_broker={2: 2, 3: 1},
-            preferred_by_broker={1: (2, 2), 2: (0, 1), 3: (0, 1)},
-            under_replicated_count=2,
-            under_min_isr_count=1,
-            offline_count=1,
-            reassigning_count=1,
-            under_replicated=(urp,),
-            offline=(off,),
-            reassignments=(moving,),
-            leader_elections=1,
-            unclean_leader_elections=0,
-        ),
-        1: summary_row(leader_elections=2, unclean_leader_elections=1),
-    }
-    decisions: list[dc.Decision] = [
-        dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/orders/partitions/0/state", '{"leader":2}', 3),
-        dc.BrokerRequest(2, dc.RequestApi.LEADER_AND_ISR, json.dumps({"topicStates": [{"partitionStates": [{}]}]})),
-        dc.AdminResult("r1", "create_topic", dc.AdminStatus.OK, None, "", "{}"),
-        dc.StateChangeFailure("orders-0", "OnlinePartition", "NewPartition", "invalid transition"),
-    ]
-    kafka = {"ActiveControllerCount": 1, "OfflinePartitionsCount": 1, "GlobalTopicCount": 3, "GlobalPartitionCount": 4}
-    return ob.observation(
-        batch_id,
-        kafka,
-        rows,
-        rejected=2,
-        decisions=decisions,
-        seconds={"spark_job": 0.2, "zookeeper_sink": 0.05, "request_sink": 0.01},
-    )
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -216,12 +171,13 @@ def test_endpoint_serves_metrics_page_and_health_standby_first() -> None:
 def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> None:
     """prepare → step_bucket(summaries=True) → dispatch, on the shell tests' fakes: the observatory sees
     the buckets' summaries, the input by type and the decisions after a broker failure."""
-    from test_streaming_shell import ADMIN, EVENTS, Pipeline, StoreSnapshots, epoch_znode, snapshot_of, store_at
+    from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of, store_at
 
     from core import events as ev
     from sinks.memory import MemoryZooKeeper
     from sinks.ports import Fence
     from streaming import routing, stateful
+    from streaming.failover import StoreSnapshots
     from streaming.validation import InputValidator
 
     class Observed(Pipeline):

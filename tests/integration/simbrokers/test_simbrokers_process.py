@@ -30,7 +30,7 @@ from simbrokers.requests import encode_request
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass

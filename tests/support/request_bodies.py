@@ -1,0 +1,35 @@
+"""Small request bodies as the core builds them (a LeaderAndIsr and an UpdateMetadata), for the request
+sink's tests."""
+
+from __future__ import annotations
+
+import json
+
+from core.decisions import BrokerRequest, RequestApi
+
+
+def lisr_request(broker: int, topic: str, parts: list[int]) -> BrokerRequest:
+    body = {
+        "controllerId": 1000,
+        "controllerEpoch": 3,
+        "brokerEpoch": 17,
+        "type": 0,
+        "topicStates": [
+            {
+                "topicName": topic,
+                "partitionStates": [{"partitionIndex": p, "leader": broker, "leaderEpoch": 1} for p in parts],
+            }
+        ],
+        "liveLeaders": [{"brokerId": broker, "hostName": "h", "port": 1}],
+    }
+    return BrokerRequest(broker, RequestApi.LEADER_AND_ISR, json.dumps(body))
+
+
+def um_request(broker: int, topic: str, live: list[int]) -> BrokerRequest:
+    body = {
+        "controllerId": 1000,
+        "controllerEpoch": 3,
+        "topicStates": [{"topicName": topic, "partitionStates": [{"partitionIndex": 0, "leader": 1}]}],
+        "liveBrokers": [{"id": b, "endpoints": [{"host": "h", "port": 9000 + b}]} for b in live],
+    }
+    return BrokerRequest(broker, RequestApi.UPDATE_METADATA, json.dumps(body))

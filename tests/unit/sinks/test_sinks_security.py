@@ -1,0 +1,43 @@
+"""ZooKeeper security settings without a server: Kafka's default ACLs per path, and the credentials the
+settings demand (digest and SASL)."""
+
+from __future__ import annotations
+
+import pytest
+from kazoo.security import Permissions
+
+from sinks.security import ZkSecurity, default_acls
+from streaming.settings import Settings, SettingsError
+
+SECRET = "livectl:s3cret"
+
+pytestmark = pytest.mark.unit
+
+
+def test_sensitive_paths_are_not_world_readable_and_open_without_acls() -> None:
+    secure = {(a.id.scheme, a.perms) for a in default_acls(True, "/config/users/alice")}
+    assert secure == {("auth", Permissions.ALL)}
+    assert ("world", Permissions.READ) in {(a.id.scheme, a.perms) for a in default_acls(True, "/brokers/topics/t")}
+    assert {(a.id.scheme, a.perms) for a in default_acls(True, "/consumers")} == {("world", Permissions.ALL)}
+    assert ZkSecurity().acl_for("/brokers/topics/t") is None
+
+
+def test_acls_without_a_credential_are_refused_by_the_settings() -> None:
+    with pytest.raises(SettingsError) as e:
+        Settings(zookeeper_set_acl=True)
+    assert e.value.key == "zookeeper_set_acl"
+    with pytest.raises(SettingsError) as e:
+        Settings(zookeeper_auth="digest:nopassword")
+    assert e.value.key == "zookeeper_auth" and "nopassword" not in str(e.value)
+    assert "s3cret" not in repr(Settings(zookeeper_auth=f"digest:{SECRET}"))
+
+
+def test_sasl_settings_are_checked() -> None:
+    with pytest.raises(SettingsError) as e:
+        Settings(zookeeper_auth="sasl:nopassword")
+    assert e.value.key == "zookeeper_auth" and "sasl:USER:PASSWORD" in str(e.value)
+    with pytest.raises(SettingsError) as e:
+        Settings(zookeeper_auth="kerberos:a:b")
+    assert e.value.key == "zookeeper_auth" and "digest, sasl" in str(e.value)
+    kwargs = ZkSecurity.parse("sasl:livectl:pw").client_kwargs()
+    assert kwargs == {"sasl_options": {"mechanism": "DIGEST-MD5", "username": "livectl", "password": "pw"}}

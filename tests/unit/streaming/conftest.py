@@ -1,0 +1,12 @@
+"""Fixtures of the streaming shell's unit tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.validation import InputValidator
+
+
+@pytest.fixture(scope="module")
+def validator() -> InputValidator:
+    return InputValidator()

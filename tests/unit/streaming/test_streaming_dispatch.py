@@ -1,0 +1,179 @@
+"""The dispatcher on the in-memory sinks: fencing, replay of a micro-batch, merged admin results, refused
+ZooKeeper writes (read again, redone, their requests withheld)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
+
+from core import decisions as dc
+from core import events as ev
+from core.zkdata import decode_partition_state
+from sinks.errors import ControllerFencedError
+from sinks.memory import MemoryZooKeeper
+from sinks.ports import Fence
+from streaming.dispatch import merge_admin_results
+from streaming.validation import InputValidator
+
+pytestmark = pytest.mark.unit
+
+_PARTITION_APIS = ("LeaderAndIsr", "UpdateMetadata")
+
+
+def test_a_fenced_dispatcher_writes_nothing_more(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2))))])
+    zk.set("/controller_epoch", b"2")  # another controller was elected
+    with pytest.raises(ControllerFencedError):
+        p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "late", 1, 1)))])
+    assert p.dispatcher.fenced and p.dispatcher.metrics["ActiveControllerCount"] == 0
+    assert not zk.exists("/brokers/topics/late")
+    assert not [m for m in p.requests.messages if m.topic == "livectl.admin-results"]
+    with pytest.raises(ControllerFencedError):
+        p.dispatcher.dispatch(pd.DataFrame(), 99)
+
+
+def test_replaying_a_micro_batch_writes_nothing_twice(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    saved = {b: s.value for b, s in p.states.items()}
+    out = p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 2, 3)))])
+    tree = zk.snapshot()
+    sent = list(p.requests.messages)
+    # Spark replays batch 1 from the same state with the same rows
+    for b, value in saved.items():
+        p.states[b].value = value
+    p.dispatcher.dispatch(out, 1)
+    assert zk.snapshot() == tree
+    assert p.requests.messages == sent
+
+
+def test_admin_results_of_a_split_command_are_merged() -> None:
+    ok = dc.AdminResult("r", "reassign_partitions", dc.AdminStatus.OK, details='{"partitions":{"a-0":"NONE"}}')
+    busy = dc.AdminResult(
+        "r", "reassign_partitions", dc.AdminStatus.IN_PROGRESS, details='{"partitions":{"b-0":"NONE"}}'
+    )
+    bad = dc.AdminResult("s", "elect_leaders", dc.AdminStatus.ERROR, "ELECTION_NOT_NEEDED", "x")
+    fine = dc.AdminResult("s", "elect_leaders", dc.AdminStatus.OK)
+    merged = {r.request_id: r for r in merge_admin_results([ok, busy, bad, fine])}
+    assert merged["r"].status is dc.AdminStatus.IN_PROGRESS
+    assert json.loads(merged["r"].details) == {"partitions": {"a-0": "NONE", "b-0": "NONE"}}
+    assert merged["s"].status is dc.AdminStatus.ERROR and merged["s"].error == "ELECTION_NOT_NEEDED"
+
+
+def test_a_refused_state_write_is_read_again_and_redone(tmp_path: Path, validator: InputValidator) -> None:
+    # the dispatcher hands refused writes to its hook; the app's hook re-reads the znodes and publishes
+    # them (streaming.refresh); here the same is done on the fakes and fed to the next batch
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    refused: list[Any] = []
+    p.dispatcher.on_refused = refused.extend
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "t", 1, 3, replica_assignment=((1, 2, 3),))))])
+    path = "/brokers/topics/t/partitions/0/state"
+    data, version = zk.get(path)
+    zk.set(path, data)  # changed under the controller: same content, a new version
+    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(1, 101)))])
+    assert [(f.write.path, f.error) for f in refused] == [(path, "BadVersion")]
+    assert json.loads(zk.get(path)[0])["leader"] == 1  # nothing written
+    data, version = zk.get(path)
+    read = ev.PartitionStatesRead("t", ((0, decode_partition_state(data.decode(), version)),))
+    p.run_batch([(EVENTS, ev.event_to_json(read))])
+    state = json.loads(zk.get(path)[0])
+    assert (state["leader"], state["isr"], state["leader_epoch"]) == (2, [2, 3], 1)
+    assert zk.get(path)[1] == version + 1
+
+
+def test_requests_of_a_refused_state_write_are_withheld(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    assignment = ((1, 2, 3), (2, 3, 1))
+    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "t", 2, 3, replica_assignment=assignment)))])
+    path = "/brokers/topics/t/partitions/0/state"
+    data, version = zk.get(path)
+    zk.set(path, data)  # changed under the controller: its leader-epoch bump there will be refused
+    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(1, 101)))])
+
+    def states_in(batch: int) -> list[tuple[str, int, int, int]]:
+        out = []
+        for m in p.requests.messages:
+            msg = m.value_json()
+            if m.topic != "livectl.requests" or msg["batchId"] != batch or msg["api"] not in _PARTITION_APIS:
+                continue
+            for ts in msg["body"]["topicStates"]:
+                out.extend(
+                    (msg["api"], msg["brokerId"], ps["partitionIndex"], ps["leaderEpoch"])
+                    for ps in ts["partitionStates"]
+                )
+        return out
+
+    sent = states_in(2)
+    assert sent, "partition 1's change went out"
+    assert all(p_ == 1 for _, _, p_, _ in sent), f"a request for the refused partition 0 went out: {sent}"
+    assert json.loads(zk.get(path)[0])["leader_epoch"] == 0
+    # re-read and redone: now its LeaderAndIsr goes out, at the epoch ZooKeeper holds
+    data, version = zk.get(path)
+    p.run_batch(
+        [
+            (
+                EVENTS,
+                ev.event_to_json(ev.PartitionStatesRead("t", ((0, decode_partition_state(data.decode(), version)),))),
+            )
+        ]
+    )
+    zk_epoch = json.loads(zk.get(path)[0])["leader_epoch"]
+    assert zk_epoch == 1
+    assert {e for api, _, p_, e in states_in(3) if api == "LeaderAndIsr" and p_ == 0} == {zk_epoch}
+
+
+def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
+    from sinks.ports import FailedWrite
+    from streaming.dispatch import withhold_refused
+
+    def body(*parts: tuple[str, int]) -> str:
+        topics: dict[str, list[dict[str, int]]] = {}
+        for t, p in parts:
+            topics.setdefault(t, []).append({"partitionIndex": p, "leaderEpoch": 1})
+        states = [{"topicName": t, "partitionStates": ps} for t, ps in topics.items()]
+        return json.dumps({"controllerEpoch": 1, "topicStates": states})
+
+    lisr = dc.RequestApi.LEADER_AND_ISR
+    um = dc.RequestApi.UPDATE_METADATA
+    requests = [
+        dc.BrokerRequest(1, lisr, body(("a", 0), ("a", 1), ("b", 0))),
+        dc.BrokerRequest(2, lisr, body(("a", 0))),
+        dc.BrokerRequest(1, um, body(("a", 0), ("b", 0))),
+        dc.BrokerRequest(3, um, body()),  # announces the live brokers only
+        dc.BrokerRequest(1, dc.RequestApi.STOP_REPLICA, body(("a", 0))),
+    ]
+    refused = dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/a/partitions/0/state", "{}", 3)
+    other = dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/b", "{}", 3)
+    kept = withhold_refused(requests, [FailedWrite(0, refused, "BadVersion"), FailedWrite(1, other, "BadVersion")])
+    got = [
+        (
+            r.broker_id,
+            r.api,
+            [(t["topicName"], p["partitionIndex"]) for t in r.body_json()["topicStates"] for p in t["partitionStates"]],
+        )
+        for r in kept
+    ]
+    # a refused partition state holds back that partition's LeaderAndIsr / UpdateMetadata; a refused
+    # topic znode every request of the topic (streaming.refusals)
+    assert got == [
+        (1, lisr, [("a", 1)]),
+        (3, um, []),
+        (1, dc.RequestApi.STOP_REPLICA, [("a", 0)]),
+    ]
+    assert withhold_refused(requests, []) == requests

@@ -1,0 +1,77 @@
+"""Failover snapshots split by bucket, and a takeover handling the records that waited for its reference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from shell_pipeline import ADMIN, BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of, store_at
+
+from core import events as ev
+from sinks.memory import MemoryZooKeeper
+from sinks.ports import Fence
+from streaming import failover, routing
+from streaming.failover import StoreSnapshots
+from streaming.validation import InputValidator
+
+pytestmark = pytest.mark.unit
+
+
+def test_snapshot_is_split_by_bucket(tmp_path: Path) -> None:
+    topics = tuple(ev.TopicZnode(f"t{i}", ((0, (1, 2)),)) for i in range(20))
+    states = tuple((ev.TopicPartition(f"t{i}", 0), ev.PartitionStateZnode(1, 0, (1, 2), 1, 0)) for i in range(20))
+    snap = ev.ZkSnapshot(3, 2, (ev.BrokerInfo(1, 7), ev.BrokerInfo(2, 8)), topics, states, topics_to_delete=("t3",))
+    parts = failover.split_snapshot(snap, BUCKETS)
+    assert sorted(t.topic for part in parts for t in part.topics) == sorted(t.topic for t in topics)
+    for b, part in enumerate(parts):
+        assert all(routing.bucket_of(t.topic, BUCKETS) == b for t in part.topics)
+        assert part.brokers == snap.brokers and part.controller_epoch == 3
+    ref = failover.write_snapshot(store_at(tmp_path), 7, snap, BUCKETS)
+    assert ref["type"] == "controller_failover_ref" and ref["controller_epoch"] == 3
+    for b in range(BUCKETS):
+        assert failover.load_bucket_failover(ref, b, StoreSnapshots(store_at(tmp_path))).snapshot == parts[b]
+
+
+def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ev.ZkSnapshot:
+    """What a controller elected now reads from the fake tree (as :func:`streaming.zk_snapshot.read_snapshot`)."""
+    from core.zkdata import snapshot_from_znodes
+
+    data, version = zk.get("/controller_epoch")
+    znodes = {path: (d.decode() or None, v) for path, (d, v) in zk.nodes.items()}
+    infos = tuple(ev.BrokerInfo(b, 100 + b) for b in brokers)
+    return snapshot_from_znodes(znodes, infos, int(data), version)
+
+
+def test_a_takeover_handles_the_records_that_waited_for_its_reference_after_it(
+    tmp_path: Path, validator: InputValidator
+) -> None:
+    # the first controller creates a topic, then dies; a reassignment arrives while nobody is controller
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    brokers = (1, 2, 3, 4, 5, 6)
+    first = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    first.run_batch([(EVENTS, first.failover_ref(snapshot_of(brokers)))])
+    first.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),))))])
+    # the second is elected, reads the tree, and publishes its reference after the waiting command; the
+    # source's barrier gives the bucket both in one micro-batch, on the checkpoint's state
+    zk.set("/controller_epoch", b"2")
+    second = Pipeline(tmp_path, zk, Fence(2, 1), validator)
+    second.states, second.offsets, second.batch, second.clock = first.states, first.offsets, first.batch, first.clock
+    snapshot = _snapshot_of_tree(zk, brokers)
+    ref = failover.ref_to_json(failover.write_snapshot(store_at(tmp_path), 1000, snapshot, BUCKETS))
+    reassign = ev.ReassignPartitions("r1", (ev.PartitionTarget("moving", 0, (4, 5, 6)),))
+    second.run_batch([(ADMIN, ev.event_to_json(reassign)), (EVENTS, ref)])
+    topic = json.loads(zk.get("/brokers/topics/moving")[0])
+    assert topic["partitions"]["0"] == [4, 5, 6, 1, 2, 3]
+    # handled after the snapshot, the reassignment is in the bucket's state as in ZooKeeper: it goes on
+    # to the end (handled before it, the snapshot would have dropped it and the topic znode kept RS)
+    state = json.loads(zk.get("/brokers/topics/moving/partitions/0/state")[0])
+    version = zk.get("/brokers/topics/moving/partitions/0/state")[1]
+    caught_up = ev.AlterPartition(1, 101, "moving", 0, state["leader_epoch"], version, (1, 2, 3, 4, 5, 6))
+    second.run_batch([(EVENTS, ev.event_to_json(caught_up))])
+    topic = json.loads(zk.get("/brokers/topics/moving")[0])
+    assert topic["partitions"]["0"] == [4, 5, 6]
+    assert topic.get("adding_replicas", {}) == {} and topic.get("removing_replicas", {}) == {}
+    results = [m.value_json() for m in second.requests.messages if m.topic == "livectl.admin-results"]
+    assert [r["status"] for r in results if r["request_id"] == "r1"][-1] == "ok"

@@ -1,0 +1,29 @@
+"""The Kafka source's options checked without a broker: each bad option is named with its reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.kafka_source import KafkaSourceError, SourceOptions
+
+pytestmark = pytest.mark.unit
+
+
+def test_bad_starting_offsets_and_barrier_options_name_the_field() -> None:
+    base = {"bootstrap_servers": "h:1", "topics": "a,b"}
+    with pytest.raises(KafkaSourceError, match=r"starting_offsets: is not valid JSON"):
+        SourceOptions.parse({**base, "starting_offsets": "{nope"})
+    with pytest.raises(KafkaSourceError, match=r"starting_offsets\.c: is not one of the topics read"):
+        SourceOptions.parse({**base, "starting_offsets": '{"c": {"0": 1}}'})
+    with pytest.raises(KafkaSourceError, match=r"starting_offsets\.a\.0: the offset must be a non-negative integer"):
+        SourceOptions.parse({**base, "starting_offsets": '{"a": {"0": -1}}'})
+    with pytest.raises(KafkaSourceError, match=r"starting_offsets\.a\.x: the partition"):
+        SourceOptions.parse({**base, "starting_offsets": '{"a": {"x": 1}}'})
+    with pytest.raises(KafkaSourceError, match="barrier_topic and barrier_epoch go together"):
+        SourceOptions.parse({**base, "barrier_topic": "a"})
+    with pytest.raises(KafkaSourceError, match="barrier_epoch: must be an integer"):
+        SourceOptions.parse({**base, "barrier_topic": "a", "barrier_epoch": "x"})
+    with pytest.raises(KafkaSourceError, match="barrier_topic: 'c' is not one of the topics read"):
+        SourceOptions.parse({**base, "barrier_topic": "c", "barrier_epoch": "1"})
+    opts = SourceOptions.parse({**base, "starting_offsets": '{"b": {"1": 5, "0": 3}}'})
+    assert opts.starting_offsets == "explicit" and opts.starting_positions == (("b", 0, 3), ("b", 1, 5))

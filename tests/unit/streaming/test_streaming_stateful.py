@@ -1,0 +1,144 @@
+"""The query's steps without Spark: prepare → per-bucket step (a fake GroupState) → dispatch to fakes.
+
+Spark runs exactly these functions; here they are driven by hand so that the shell's contracts are
+checked in milliseconds: order of effects, replay, fencing, failover hand-off, merged admin results.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from shell_pipeline import ADMIN, BUCKETS, EVENTS, FakeGroupState, Pipeline, epoch_znode, snapshot_of, store_at
+
+from core import events as ev
+from sinks.memory import MemoryZooKeeper
+from sinks.ports import Fence
+from streaming import routing, stateful
+from streaming.failover import StoreSnapshots
+from streaming.validation import InputValidator
+
+pytestmark = pytest.mark.unit
+
+
+def test_create_topic_end_to_end_on_fakes(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    out = p.run_batch(
+        [
+            (ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 3, 2))),
+            (ADMIN, "not json"),
+        ]
+    )
+    # Kafka's znodes, created through the fenced sink
+    topic = json.loads(zk.get("/brokers/topics/orders")[0])
+    assert sorted(topic["partitions"]) == ["0", "1", "2"]
+    for part in range(3):
+        state = json.loads(zk.get(f"/brokers/topics/orders/partitions/{part}/state")[0])
+        assert state["leader"] == topic["partitions"][str(part)][0] and state["leader_epoch"] == 0
+    # requests: one LeaderAndIsr per broker, in Kafka's order per broker
+    msgs = [m.value_json() for m in p.requests.messages if m.topic == "livectl.requests"]
+    msgs = [m for m in msgs if m["batchId"] == 1]
+    per_broker: dict[int, list[str]] = {}
+    for m in msgs:
+        per_broker.setdefault(m["brokerId"], []).append(m["api"])
+    for apis in per_broker.values():
+        assert apis == sorted(apis, key=["LeaderAndIsr", "UpdateMetadata", "StopReplica"].index)
+        assert apis.count("LeaderAndIsr") == 1
+    results = [m.value_json() for m in p.requests.messages if m.topic == "livectl.admin-results"]
+    assert {(r["request_id"], r["status"]) for r in results} == {("r1", "ok")}
+    rejected = [m.value_json() for m in p.requests.messages if m.topic == "livectl.rejected"]
+    assert len(rejected) == 1 and rejected[0]["payload"] == "not json"
+    # one metrics row per bucket per batch; the dispatcher sums them
+    assert (out["kind"] == stateful.KIND_METRICS).sum() == BUCKETS
+    assert p.dispatcher.metrics["GlobalPartitionCount"] == 3
+    assert p.dispatcher.metrics["GlobalTopicCount"] == 1
+    assert p.dispatcher.metrics["ActiveControllerCount"] == 1
+
+
+def test_history_before_the_first_failover_is_not_applied(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch(
+        [
+            (ADMIN, ev.event_to_json(ev.CreateTopic("old", "history", 1, 1))),
+            (EVENTS, p.failover_ref(snapshot_of((1,)))),
+            (ADMIN, ev.event_to_json(ev.CreateTopic("new", "current", 1, 1))),
+        ]
+    )
+    assert not zk.exists("/brokers/topics/history")
+    assert zk.exists("/brokers/topics/current")
+    results = {
+        m.value_json()["request_id"]: m.value_json() for m in p.requests.messages if m.topic == "livectl.admin-results"
+    }
+    assert results["old"]["error"] == "NOT_CONTROLLER"
+    assert results["new"]["status"] == "ok"
+
+
+def test_state_round_trips_through_its_pyarrow_blob(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
+    for s in p.states.values():
+        if s.value is None:
+            continue
+        fmt, size, blob = s.value
+        state = stateful.load_state(fmt, size, blob)
+        assert stateful.dump_state(state) == s.value
+        assert len(blob) < size  # compressed
+    with pytest.raises(ValueError, match="format 99"):
+        stateful.load_state(99, 0, b"")
+
+
+def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    saved = {b: s.value for b, s in p.states.items()}
+    records = [(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 3, 2)))]
+    routed = pd.concat(
+        [routing.prepare_frame(p.records(records), BUCKETS, ADMIN, validator), routing.tick_rows(1, BUCKETS)]
+    )
+
+    def run(cache_cleared: bool) -> list[str]:
+        if cache_cleared:
+            stateful._STATE_CACHE.clear()
+        out: list[str] = []
+        for bucket, frame in routed.groupby("bucket"):
+            gs = FakeGroupState()
+            gs.value = saved[int(bucket)]
+            for df in stateful.step_bucket((bucket,), iter([frame]), gs, snapshots=StoreSnapshots(store_at(tmp_path))):
+                out.extend(df["payload"])
+        return out
+
+    warm = run(cache_cleared=False)  # the cache holds batch 0's states: hits
+    cold = run(cache_cleared=True)
+    assert warm == cold and any("LeaderAndIsr" in x for x in warm)
+
+
+def test_failover_references_of_other_runs_are_history(tmp_path: Path, validator: InputValidator) -> None:
+
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    gone = p.failover_ref(snapshot_of((1, 2), epoch=1))
+    store_at(tmp_path).remove(json.loads(gone)["path"])  # an earlier run's checkpoint was deleted
+    out = p.run_batch([(EVENTS, gone)])
+    failures = [json.loads(x) for x in out[out["kind"] == stateful.KIND_FAILURE]["payload"]]
+    assert len(failures) == BUCKETS and all("is gone" in f["reason"] for f in failures)
+    current = p.failover_ref(snapshot_of((1, 2, 3), epoch=2))
+    p.run_batch([(EVENTS, current), (ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 1, 3)))])
+    assert zk.exists("/brokers/topics/t")
+    # the same reference met again (a replay of the topic) is stale now
+    out = p.run_batch([(EVENTS, current)])
+    failures = [json.loads(x) for x in out[out["kind"] == stateful.KIND_FAILURE]["payload"]]
+    assert failures and all("stale" in f["reason"] for f in failures)
+    assert p.dispatcher.metrics["GlobalTopicCount"] == 1
