@@ -20,6 +20,8 @@ from core.events import (
     ControlledShutdown,
     CreateTopic,
     DeleteTopic,
+    PartitionTarget,
+    ReassignPartitions,
     StopReplicaResponse,
     TopicPartition,
 )
@@ -173,6 +175,68 @@ def test_every_request_the_core_sends_reaches_the_simulated_brokers_intact() -> 
     codes_sent = {p["errorCode"] for r in answers for t in r.body_json()["topics"] for p in t["partitions"]}
     # the accepted proposal and the one from the future (Kafka: NOT_CONTROLLER), by Kafka's numbers
     assert codes_sent == {codes.NONE, codes.NOT_CONTROLLER}
+
+
+def _variants(req: BrokerRequest) -> set[str]:
+    """The shapes of one request that the brokers' parser must read differently."""
+    body = req.body_json()
+    if req.api is RequestApi.LEADER_AND_ISR:
+        states = [s for t in body["topicStates"] for s in t["partitionStates"]]
+        return (
+            {f"LeaderAndIsr isNew={s['isNew']}" for s in states}
+            | {"LeaderAndIsr addingReplicas" for s in states if s["addingReplicas"]}
+            | {"LeaderAndIsr removingReplicas" for s in states if s["removingReplicas"]}
+        )
+    if req.api is RequestApi.UPDATE_METADATA:
+        states = [s for t in body["topicStates"] for s in t["partitionStates"]]
+        return {"UpdateMetadata offlineReplicas" for s in states if s["offlineReplicas"]} | {"UpdateMetadata"}
+    if req.api is RequestApi.STOP_REPLICA:
+        return {
+            f"StopReplica deletePartition={s['deletePartition']}"
+            for t in body["topicStates"]
+            for s in t["partitionStates"]
+        }
+    if req.api is RequestApi.CONTROLLED_SHUTDOWN_RESPONSE:
+        return {f"ControlledShutdownResponse remaining={bool(body['remainingPartitions'])}"}
+    return {req.api.value}
+
+
+def test_every_variant_of_each_request_reaches_the_simulated_brokers_intact() -> None:
+    """Beyond one request per API: a reassignment in flight (adding and removing replicas), a dead broker
+    (offline replicas), a controlled shutdown that leaves a partition behind (its only replica), and a
+    deletion (StopReplica with and without deletePartition), each parsed by the simulated brokers as sent."""
+    c = Cluster.start([1, 2, 3, 4])
+    c.run(CreateTopic("r1", "t", replica_assignment=((1, 2), (2, 1))))
+    c.run(CreateTopic("r2", "solo", replica_assignment=((2,),)))
+    c.run(CreateTopic("r3", "gone", replica_assignment=((1, 3),)))
+    requests = c.requests()
+    c.run(ReassignPartitions("r4", (PartitionTarget("t", 0, (3, 4)),)))
+    requests += c.requests()
+    c.run(BrokerFailure(4, c.ctx.live_brokers[4].epoch))
+    requests += c.requests()
+    c.run(ControlledShutdown(2, c.ctx.live_brokers[2].epoch))
+    requests += c.requests()
+    c.run(DeleteTopic("r5", "gone"))
+    requests += c.requests()
+    seen: set[str] = set()
+    fence = Fence(2, 1)
+    for batch, req in enumerate(requests):
+        seen |= _variants(req)
+        (msg,) = request_messages("livectl.requests", fence, batch, [req])
+        env = parse_request(msg.key, msg.value)
+        assert (env.broker_id, env.api, env.controller_epoch, env.batch_id) == (req.broker_id, req.api, 2, batch)
+        _check(req, env.body)
+    assert seen >= {
+        "LeaderAndIsr isNew=True",
+        "LeaderAndIsr isNew=False",
+        "LeaderAndIsr addingReplicas",
+        "LeaderAndIsr removingReplicas",
+        "UpdateMetadata",
+        "UpdateMetadata offlineReplicas",
+        "StopReplica deletePartition=True",
+        "StopReplica deletePartition=False",
+        "ControlledShutdownResponse remaining=True",
+    }, seen
 
 
 def _lisr_body(epoch: int) -> dict[str, Any]:
