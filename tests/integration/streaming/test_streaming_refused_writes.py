@@ -4,7 +4,7 @@ sends (or withholds), what it answers, and how the buckets redo it from ZooKeepe
 Each test runs the real core (``core.controller.step``) through the real ZooKeeper sink and the dispatcher;
 a second kazoo client plays the other party (an ``AdminZkClient``-style tool or an operator) that changes a
 znode underneath, writing Kafka's JSON. The request topic is the in-memory request sink; the refresher's
-producer is a recorder (its Kafka path is covered by ``test_refresh.py``)."""
+producer is a recorder (its Kafka path is covered by ``test_streaming_refresh.py``)."""
 
 from __future__ import annotations
 

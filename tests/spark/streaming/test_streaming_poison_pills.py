@@ -1,7 +1,7 @@
 """The poison pills of issue 17 against the live query (real ZooKeeper, the real broker, Spark local):
 each is rejected with a reason naming the field, commands among them are answered, and the query stays
 up and answers the next command. The bulk of the input fuzzing runs without Spark
-(``tests/unit/test_fuzz_input.py``)."""
+(``tests/unit/streaming/test_streaming_fuzz_input.py``)."""
 
 from __future__ import annotations
 

@@ -27,6 +27,8 @@ from core.events import (
 )
 from core.zkdata import snapshot_from_znodes
 
+pytestmark = pytest.mark.unit
+
 STORAGE = 56  # KAFKA_STORAGE_ERROR
 PATH = "/livectl/offline_replicas/t"
 

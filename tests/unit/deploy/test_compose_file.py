@@ -14,7 +14,7 @@
   with arguments ``streaming.entry`` accepts, and ask for no more executor slots than the workers offer.
 
 Running the livectl healthchecks against a real ZooKeeper (they fail below the count, pass at it) is in
-``tests/integration/test_compose_healthchecks.py``.
+``tests/integration/deploy/test_compose_healthchecks.py``.
 """
 
 from __future__ import annotations

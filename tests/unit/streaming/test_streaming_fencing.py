@@ -1,6 +1,6 @@
 """Fencing of every output, and retries while a service restarts, on the dispatcher with the fakes.
 
-The real-service versions are in ``tests/integration/test_fencing_zk.py`` (the fence check on a real
+The real-service versions are in ``tests/integration/sinks/test_sinks_zookeeper_fence.py`` (the fence check on a real
 ZooKeeper) and ``tests/e2e/test_fenced_controller.py`` (a controller process paused and resumed).
 """
 

@@ -13,7 +13,7 @@ every outcome checked (issue 17, item 4):
 * replaying a micro-batch gives the same rows.
 
 Spark runs exactly these functions; the real query meets a handful of the pills in
-``tests/spark/test_poison_pills.py``.
+``tests/spark/streaming/test_streaming_poison_pills.py``.
 """
 
 from __future__ import annotations

@@ -3,9 +3,13 @@ bucket gets only its own topics' (so that buckets never delete each other's reco
 
 from __future__ import annotations
 
+import pytest
+
 from core import events as ev
 from core.zkdata import snapshot_from_znodes
 from streaming import failover, routing
+
+pytestmark = pytest.mark.unit
 
 BUCKETS = 4
 
