@@ -21,8 +21,8 @@ from kafka import KafkaConsumer
 from admin.publish import Progress, consumer_at_end
 from core.decisions import RequestApi
 from core.errors import FormatError
+from core.kafka.requests import ControlledShutdownResponse, parse_request
 from simbrokers.codes import NONE
-from simbrokers.requests import ControlledShutdownResponse, parse_request
 
 #: Kafka's error names for the codes a ControlledShutdownResponse may carry
 _ERROR_NAMES = {7: "REQUEST_TIMED_OUT", 11: "STALE_CONTROLLER_EPOCH", 41: "NOT_CONTROLLER", 77: "STALE_BROKER_EPOCH"}

@@ -1,6 +1,6 @@
 """Read-only views of Kafka's ZooKeeper layout, for ``describe``, ``list``, ``verify`` and ``status``.
 
-Paths and JSON are Kafka's (``kafka.zk.ZkData``), decoded with :mod:`core.zkdata`:
+Paths and JSON are Kafka's (``kafka.zk.ZkData``), decoded with :mod:`core.kafka.zkdata`:
 ``/brokers/ids/<id>``, ``/brokers/topics/<t>``, ``/brokers/topics/<t>/partitions/<p>/state``,
 ``/admin/reassign_partitions``, ``/admin/delete_topics/<t>``, ``/config/topics/<t>``, ``/controller``,
 ``/controller_epoch``; and livectl's own ``/livectl/offline_replicas/<t>`` (:mod:`core.offline_replicas`).
@@ -19,9 +19,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from core import offline_replicas, zkdata
+from core import offline_replicas
 from core.errors import FormatError
 from core.events import PartitionStateZnode, PartitionTarget, TopicZnode
+from core.kafka import zkdata
 
 
 class ZkUnavailableError(RuntimeError):

@@ -3,7 +3,7 @@
 Everything here is the benchmark's own scaffolding: it starts real services with :mod:`livectl.local`
 (free ports, stopped by PID), one local SparkSession, registers brokers with their own kazoo sessions
 (Kafka's ``/brokers/ids/<id>`` JSON), prepares a ZooKeeper tree in Kafka's layout with
-:mod:`core.zkdata`'s encoders, runs :class:`streaming.app.ControllerApp` on a thread, and times the
+:mod:`core.kafka.zkdata`'s encoders, runs :class:`streaming.app.ControllerApp` on a thread, and times the
 ZooKeeper sink and the request sink inside ``foreachBatch`` through the app's ``wrap_sinks`` hook.
 Nothing here changes product behaviour: the wrappers call the real sinks and only record times.
 """
@@ -30,10 +30,10 @@ sys.path.insert(0, str(ROOT))
 
 from kazoo.client import KazooClient  # noqa: E402
 
-from core import zkdata  # noqa: E402
 from core.assignment import ReplicaAssignment  # noqa: E402
 from core.context import LeaderAndIsr  # noqa: E402
 from core.decisions import BrokerRequest, RequestApi, ZkWrite  # noqa: E402
+from core.kafka import zkdata  # noqa: E402
 from core.placement import BrokerRack, assign_replicas  # noqa: E402
 from livectl import local  # noqa: E402
 from sinks.ports import RequestBatchResult, RequestSinkPort, ZkBatchResult, ZkSinkPort  # noqa: E402

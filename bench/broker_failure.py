@@ -70,7 +70,7 @@ from _common import (
 )
 from kazoo.client import KazooClient
 
-from core import zkdata
+from core.kafka import zkdata
 from sinks.ports import CONTROLLER_EPOCH_PATH
 
 N_BROKERS = 10

@@ -19,7 +19,7 @@ What it checks and answers, as Kafka's ``ReplicaManager`` / ``KafkaApis`` do:
 * **ControlledShutdownResponse**: fed to :class:`simbrokers.shutdown.ControlledShutdownProcess`.
 
 Duplicates are dropped: per API, a message older than the highest ``(controllerEpoch, batchId)`` applied,
-or one already applied (same :attr:`simbrokers.requests.Envelope.dedupe_key`).
+or one already applied (same :attr:`core.kafka.requests.Envelope.dedupe_key`).
 
 Faults: a *slow* follower fetches at a longer interval and/or fewer records per fetch; a *stuck* follower
 stops fetching; a *disk failure* takes every replica offline (no serving, no fetching, storage errors
@@ -42,9 +42,7 @@ from core.events import (
     StopReplicaResponse,
     TopicPartition,
 )
-from simbrokers import codes
-from simbrokers.partition import FetchPartitionRequest, FetchPartitionResponse, Role, SimPartition
-from simbrokers.requests import (
+from core.kafka.requests import (
     EPOCH_DURING_DELETE,
     NO_EPOCH,
     AlterPartitionResponse,
@@ -56,6 +54,8 @@ from simbrokers.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from simbrokers import codes
+from simbrokers.partition import FetchPartitionRequest, FetchPartitionResponse, Role, SimPartition
 from simbrokers.shutdown import ControlledShutdownProcess, ShutdownPhase
 from simbrokers.throttle import Quota, ThrottleConfig
 

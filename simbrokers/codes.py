@@ -1,9 +1,9 @@
 """Kafka's protocol error codes as the simulated brokers use them: the names of
-:class:`core.error_codes.KafkaError` (the one table shared with the controller), as plain ints."""
+:class:`core.kafka.error_codes.KafkaError` (the one table shared with the controller), as plain ints."""
 
 from __future__ import annotations
 
-from core.error_codes import KafkaError, error_name
+from core.kafka.error_codes import KafkaError, error_name
 
 UNKNOWN_SERVER_ERROR = int(KafkaError.UNKNOWN_SERVER_ERROR)
 NONE = int(KafkaError.NONE)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from core import zkdata
+from core.kafka import zkdata
 
 log = logging.getLogger("simbrokers.dynconfig")
 

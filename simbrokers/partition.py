@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from core.events import TopicPartition
+from core.kafka.requests import AlterPartitionResult, LisrPartitionState
 from simbrokers import codes
 from simbrokers.log import UNDEFINED_EPOCH, UNDEFINED_OFFSET, EpochEndOffset, Record, ReplicaLog
-from simbrokers.requests import AlterPartitionResult, LisrPartitionState
 
 #: AlterPartition errors after which only a new LeaderAndIsr can help (Kafka's ``Partition``
 #: ``handleAlterPartitionError``: no retry, the proposal stays pending until metadata overrides it);

@@ -40,13 +40,13 @@ from kazoo.client import KazooClient, KazooState
 
 from core.errors import FormatError
 from core.events import Event, event_to_json
+from core.kafka.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
 from simbrokers.dynconfig import DynamicConfigWatcher
 from simbrokers.fabric import LocalFabric, acknowledged_lost
 from simbrokers.fetchnet import FetchClient, FetchServer
 from simbrokers.registration import register
-from simbrokers.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
 from simbrokers.throttle import throttle_config
 from sinks.security import KafkaSecurity, ZkSecurity
 

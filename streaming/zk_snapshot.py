@@ -15,7 +15,7 @@ znodes, the bulk of a large cluster, are read with ZooKeeper's ``multiRead`` (op
 10-17 s of one request each (``bench/snapshot_cost.py``). A server without ``multiRead`` answers it as
 unimplemented and the read falls back to one ``get_async`` per znode. Znodes that vanish between listing and reading are
 skipped (the controller will hear of the change as an event). The JSON codecs are
-:mod:`core.zkdata`'s; the broker registration codec is :func:`parse_broker_registration` here.
+:mod:`core.kafka.zkdata`'s; the broker registration codec is :func:`parse_broker_registration` here.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from kazoo.protocol.serialization import (
     write_string,
 )
 
-from core import zkdata
 from core.events import BrokerInfo, Endpoint, ZkSnapshot
+from core.kafka import zkdata
 from sinks.ports import CONTROLLER_EPOCH_PATH
 from streaming.errors import StreamingError
 

@@ -24,7 +24,7 @@ from core.events import (
     LogDirFailure,
     PartitionError,
 )
-from core.zkdata import snapshot_from_znodes
+from core.kafka.zkdata import snapshot_from_znodes
 from simbrokers.registration import registration_json
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink

@@ -25,8 +25,8 @@ from kazoo.client import KazooClient
 
 from core.decisions import RequestApi
 from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse, event_from_json
+from core.kafka.requests import encode_request
 from simbrokers.control import ControlCommand
-from simbrokers.requests import encode_request
 
 pytestmark = pytest.mark.integration
 

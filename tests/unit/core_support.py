@@ -18,7 +18,7 @@ from core.events import (
     StopReplicaResponse,
     TopicPartition,
 )
-from core.zkdata import snapshot_from_znodes
+from core.kafka.zkdata import snapshot_from_znodes
 
 
 class ZkConflictError(AssertionError):

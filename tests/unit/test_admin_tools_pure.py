@@ -9,8 +9,8 @@ from admin.configs import notification_json, parse_add_config
 from admin.reassign_cmd import PartitionProgress, progress_bar, progress_lines
 from core.decisions import RequestApi
 from core.events import TopicPartition
+from core.kafka.requests import encode_request
 from simbrokers.dynconfig import entity_of, sequence_of
-from simbrokers.requests import encode_request
 
 pytestmark = pytest.mark.unit
 

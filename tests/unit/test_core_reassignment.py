@@ -18,8 +18,8 @@ from core.events import (
     ReassignPartitions,
     TopicPartition,
 )
+from core.kafka.zkdata import REASSIGN_PARTITIONS, encode_reassignment
 from core.states import ReplicaState
-from core.zkdata import REASSIGN_PARTITIONS, encode_reassignment
 
 pytestmark = pytest.mark.unit
 

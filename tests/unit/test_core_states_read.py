@@ -19,8 +19,8 @@ from core.events import (
     event_from_json,
     event_to_json,
 )
+from core.kafka.zkdata import decode_partition_state, partition_state_path
 from core.states import PartitionState
-from core.zkdata import decode_partition_state, partition_state_path
 
 pytestmark = pytest.mark.unit
 

@@ -28,8 +28,8 @@ from core.events import (
     event_from_json,
     event_to_json,
 )
+from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS, delete_topic_path
 from core.states import PartitionState
-from core.zkdata import PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS, delete_topic_path
 
 pytestmark = pytest.mark.unit
 

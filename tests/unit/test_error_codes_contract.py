@@ -2,7 +2,7 @@
 
 The core builds request bodies (:mod:`core.requests`), the request sink wraps them into
 ``livectl.requests`` messages (:func:`sinks.requests.request_messages`), the simulated brokers parse them
-(:func:`simbrokers.requests.parse_request`). Every field the core sends must arrive as the core meant it,
+(:func:`core.kafka.requests.parse_request`). Every field the core sends must arrive as the core meant it,
 and every error code must be the one Kafka gives that name."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import pytest
 from core_support import Cluster
 
 from core.decisions import BrokerRequest, RequestApi
-from core.error_codes import CODES, KafkaError, error_name
 from core.events import (
     AlterPartition,
     BrokerFailure,
@@ -23,11 +22,8 @@ from core.events import (
     StopReplicaResponse,
     TopicPartition,
 )
-from core.requests import ERROR_CODES
-from simbrokers import codes
-from simbrokers.broker import SimBroker
-from simbrokers.partition import PendingIsr
-from simbrokers.requests import (
+from core.kafka.error_codes import CODES, KafkaError, error_name
+from core.kafka.requests import (
     AlterPartitionResponse,
     ControlledShutdownResponse,
     LeaderAndIsrRequest,
@@ -36,6 +32,10 @@ from simbrokers.requests import (
     encode_request,
     parse_request,
 )
+from core.requests import ERROR_CODES
+from simbrokers import codes
+from simbrokers.broker import SimBroker
+from simbrokers.partition import PendingIsr
 from sinks.ports import Fence
 from sinks.requests import request_messages
 

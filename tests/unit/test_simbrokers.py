@@ -27,12 +27,12 @@ from core.events import (
     event_from_json,
     event_to_json,
 )
+from core.kafka.requests import Envelope, encode_request, parse_request
 from simbrokers import codes
 from simbrokers.broker import BrokerConfig, Faults, SimBroker
 from simbrokers.fabric import LocalFabric, acknowledged_lost
 from simbrokers.log import Record, ReplicaLog
 from simbrokers.partition import Role
-from simbrokers.requests import Envelope, encode_request, parse_request
 from simbrokers.shutdown import ShutdownPhase
 
 pytestmark = pytest.mark.unit

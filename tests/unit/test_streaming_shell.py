@@ -15,7 +15,7 @@ import pytest
 
 from core import decisions as dc
 from core import events as ev
-from core.zkdata import decode_partition_state
+from core.kafka.zkdata import decode_partition_state
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
@@ -426,7 +426,7 @@ def test_a_refused_state_write_is_read_again_and_redone(tmp_path: Path, validato
 
 def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ev.ZkSnapshot:
     """What a controller elected now reads from the fake tree (as :func:`streaming.zk_snapshot.read_snapshot`)."""
-    from core.zkdata import snapshot_from_znodes
+    from core.kafka.zkdata import snapshot_from_znodes
 
     data, version = zk.get("/controller_epoch")
     znodes = {path: (d.decode() or None, v) for path, (d, v) in zk.nodes.items()}
