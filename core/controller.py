@@ -118,6 +118,7 @@ from core.events import (
     ZkTopicChange,
     ZkTopicDeletion,
 )
+from core.kafka.error_codes import CODES as ERROR_CODES
 from core.kafka.error_codes import KafkaError
 from core.kafka.zkdata import (
     LOG_DIR_EVENT_NOTIFICATION,
@@ -133,7 +134,7 @@ from core.kafka.zkdata import (
 )
 from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
 from core.replica_machine import remove_replica_from_isr
-from core.requests import ERROR_CODES, Effects
+from core.requests import Effects
 from core.states import PartitionState, ReplicaState
 from core.topic_configs import topic_configs_problem
 

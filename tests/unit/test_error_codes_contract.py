@@ -32,8 +32,6 @@ from core.kafka.requests import (
     encode_request,
     parse_request,
 )
-from core.requests import ERROR_CODES
-from simbrokers import codes
 from simbrokers.broker import SimBroker
 from simbrokers.partition import PendingIsr
 from sinks.ports import Fence
@@ -54,13 +52,16 @@ def test_codes_are_kafkas() -> None:
     assert error_name(9999) == "ERROR_9999"
 
 
-def test_simbrokers_and_core_share_the_table() -> None:
-    sim = {k: v for k, v in vars(codes).items() if k.isupper() and isinstance(v, int)}
-    assert sim, "simbrokers.codes lists no codes"
-    for name, value in sim.items():
-        assert CODES[name] == value, name
-    assert ERROR_CODES is CODES
-    assert codes.name(codes.INVALID_UPDATE_VERSION) == "INVALID_UPDATE_VERSION"
+def test_simbrokers_admin_and_core_share_the_table() -> None:
+    from admin import broker_shutdown
+    from simbrokers import broker, partition, shutdown
+
+    for module in (broker, partition, shutdown, broker_shutdown):
+        assert module.KafkaError is KafkaError, module.__name__
+    assert CODES, "core.kafka.error_codes lists no codes"
+    for name, value in CODES.items():
+        assert KafkaError[name] == value, name
+    assert error_name(KafkaError.INVALID_UPDATE_VERSION) == "INVALID_UPDATE_VERSION"
 
 
 def _scenario() -> list[BrokerRequest]:
@@ -172,7 +173,7 @@ def test_every_request_the_core_sends_reaches_the_simulated_brokers_intact() -> 
     answers = [r for r in requests if r.api is RequestApi.ALTER_PARTITION_RESPONSE]
     codes_sent = {p["errorCode"] for r in answers for t in r.body_json()["topics"] for p in t["partitions"]}
     # the accepted proposal and the one from the future (Kafka: NOT_CONTROLLER), by Kafka's numbers
-    assert codes_sent == {codes.NONE, codes.NOT_CONTROLLER}
+    assert codes_sent == {KafkaError.NONE, KafkaError.NOT_CONTROLLER}
 
 
 def _lisr_body(epoch: int) -> dict[str, Any]:
@@ -212,7 +213,7 @@ def _stop_body(epoch: int, delete: bool = True) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("stop_epoch", "expected", "hosted_after"),
-    [(3, codes.NONE, False), (4, codes.NONE, False), (2, codes.FENCED_LEADER_EPOCH, True)],
+    [(3, KafkaError.NONE, False), (4, KafkaError.NONE, False), (2, KafkaError.FENCED_LEADER_EPOCH, True)],
     ids=["equal-epoch-applied", "newer-epoch-applied", "older-epoch-fenced"],
 )
 def test_stop_replica_follows_kafkas_epoch_rule(stop_epoch: int, expected: int, hosted_after: bool) -> None:
@@ -226,7 +227,7 @@ def test_stop_replica_follows_kafkas_epoch_rule(stop_epoch: int, expected: int, 
     key, value = encode_request(1, RequestApi.STOP_REPLICA, 1, 2, _stop_body(stop_epoch))
     (answer,) = b.handle(parse_request(key, value), 0)
     assert isinstance(answer, StopReplicaResponse)
-    assert answer.error_code == codes.NONE
+    assert answer.error_code == KafkaError.NONE
     assert [(p.topic, p.partition, p.error_code) for p in answer.partitions] == [("t", 0, expected)]
     assert (tp in b.partitions) is hosted_after
 
@@ -252,7 +253,7 @@ def test_the_simulated_leader_waits_for_leader_and_isr_after_the_cores_invalid_u
     assert proposal.partition_epoch == 0
     c.run(proposal)
     (answer,) = c.requests(RequestApi.ALTER_PARTITION_RESPONSE)
-    assert answer.body_json()["topics"][0]["partitions"][0]["errorCode"] == codes.INVALID_UPDATE_VERSION == 95
+    assert answer.body_json()["topics"][0]["partitions"][0]["errorCode"] == KafkaError.INVALID_UPDATE_VERSION == 95
     (msg,) = request_messages("livectl.requests", fence, 2, [answer])
     broker.handle(parse_request(msg.key, msg.value), 20)
     assert part.pending is None and part.await_leader_and_isr
