@@ -19,10 +19,9 @@ from typing import Any
 from kafka import KafkaConsumer
 
 from admin.publish import Progress, consumer_at_end
-from core.decisions import RequestApi
 from core.errors import FormatError
 from core.kafka.error_codes import KafkaError, error_name
-from core.kafka.requests import ControlledShutdownResponse, parse_request
+from core.kafka.requests import ControlledShutdownResponse, RequestApi, parse_request
 
 
 @dataclass

@@ -79,7 +79,6 @@ from core.decisions import (
     AdminStatus,
     BrokerRequest,
     Decision,
-    RequestApi,
     ZkOp,
     ZkWrite,
 )
@@ -120,6 +119,7 @@ from core.events import (
 )
 from core.kafka.error_codes import CODES as ERROR_CODES
 from core.kafka.error_codes import KafkaError
+from core.kafka.requests import RequestApi
 from core.kafka.zkdata import (
     LOG_DIR_EVENT_NOTIFICATION,
     PREFERRED_REPLICA_ELECTION,

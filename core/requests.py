@@ -66,8 +66,9 @@ from core.context import (
     LeaderIsrAndControllerEpoch,
     LiveBroker,
 )
-from core.decisions import AdminResult, BrokerRequest, Decision, RequestApi, StateChangeFailure, ZkWrite
+from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkWrite
 from core.events import TopicPartition
+from core.kafka.requests import RequestApi
 
 #: Kafka's ``Uuid.ZERO_UUID`` in base64
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"

@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
-from core.decisions import RequestApi
 from core.events import (
     AlterPartition,
     ControlledShutdown,
@@ -52,6 +51,7 @@ from core.kafka.requests import (
     Envelope,
     LeaderAndIsrRequest,
     MetadataPartitionState,
+    RequestApi,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )

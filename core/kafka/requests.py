@@ -28,12 +28,31 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from core import jsonform as jf
-from core.decisions import RequestApi
 from core.errors import FormatError
 from core.events import TopicPartition
+
+
+class RequestApi(Enum):
+    LEADER_AND_ISR = "LeaderAndIsr"
+    UPDATE_METADATA = "UpdateMetadata"
+    STOP_REPLICA = "StopReplica"
+    CONTROLLED_SHUTDOWN_RESPONSE = "ControlledShutdownResponse"
+    ALTER_PARTITION_RESPONSE = "AlterPartitionResponse"
+
+
+#: Kafka's send order within one batch per broker
+REQUEST_ORDER: dict[RequestApi, int] = {
+    RequestApi.LEADER_AND_ISR: 0,
+    RequestApi.UPDATE_METADATA: 1,
+    RequestApi.STOP_REPLICA: 2,
+    RequestApi.CONTROLLED_SHUTDOWN_RESPONSE: 3,
+    RequestApi.ALTER_PARTITION_RESPONSE: 4,
+}
+
 
 REQUESTS_TOPIC = "livectl.requests"
 BROKER_EVENTS_TOPIC = "livectl.broker-events"

@@ -7,9 +7,8 @@ import pytest
 from admin.broker_shutdown import ShutdownAnswers
 from admin.configs import notification_json, parse_add_config
 from admin.reassign_cmd import PartitionProgress, progress_bar, progress_lines
-from core.decisions import RequestApi
 from core.events import TopicPartition
-from core.kafka.requests import encode_request
+from core.kafka.requests import RequestApi, encode_request
 from simbrokers.dynconfig import entity_of, sequence_of
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from core_support import Cluster
 
-from core.decisions import BrokerRequest, RequestApi
+from core.decisions import BrokerRequest
 from core.events import (
     AlterPartition,
     BrokerFailure,
@@ -27,6 +27,7 @@ from core.kafka.requests import (
     AlterPartitionResponse,
     ControlledShutdownResponse,
     LeaderAndIsrRequest,
+    RequestApi,
     StopReplicaRequest,
     UpdateMetadataRequest,
     encode_request,

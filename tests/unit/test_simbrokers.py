@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.decisions import RequestApi
 from core.errors import FormatError
 from core.events import (
     AlterPartition,
@@ -28,7 +27,7 @@ from core.events import (
     event_to_json,
 )
 from core.kafka.error_codes import KafkaError
-from core.kafka.requests import Envelope, encode_request, parse_request
+from core.kafka.requests import Envelope, RequestApi, encode_request, parse_request
 from simbrokers.broker import BrokerConfig, Faults, SimBroker
 from simbrokers.fabric import LocalFabric, acknowledged_lost
 from simbrokers.log import Record, ReplicaLog
