@@ -274,19 +274,7 @@ def close(c: KazooClient) -> None:
 
 def registration(broker_id: int, port: int, rack: str | None = None) -> bytes:
     """Kafka's ``/brokers/ids/<id>`` v5 JSON."""
-    return json.dumps(
-        {
-            "features": {},
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-            "endpoints": [f"PLAINTEXT://127.0.0.1:{port}"],
-            "jmx_port": -1,
-            "port": port,
-            "host": "127.0.0.1",
-            "version": 5,
-            "timestamp": str(int(time.time() * 1000)),
-            "rack": rack,
-        }
-    ).encode()
+    return zkdata.encode_broker_registration("127.0.0.1", port, rack, int(time.time() * 1000)).encode()
 
 
 def register_brokers(connect: str, ids: Sequence[int]) -> dict[int, KazooClient]:
@@ -294,8 +282,8 @@ def register_brokers(connect: str, ids: Sequence[int]) -> dict[int, KazooClient]
     out: dict[int, KazooClient] = {}
     for b in ids:
         c = zk_client(connect)
-        c.ensure_path("/brokers/ids")
-        c.create(f"/brokers/ids/{b}", registration(b, 9000 + b), ephemeral=True)
+        c.ensure_path(zkdata.BROKER_IDS)
+        c.create(zkdata.broker_path(b), registration(b, 9000 + b), ephemeral=True)
         out[b] = c
     return out
 

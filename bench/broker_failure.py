@@ -71,7 +71,7 @@ from _common import (
 from kazoo.client import KazooClient
 
 from core.kafka import zkdata
-from sinks.ports import CONTROLLER_EPOCH_PATH
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 
 N_BROKERS = 10
 RF = 3
