@@ -395,18 +395,41 @@ _PARSERS: dict[RequestApi, Any] = {
 }
 
 
-def encode_request(
-    broker_id: int, api: RequestApi, controller_epoch: int, batch_id: int, body: Mapping[str, Any]
-) -> tuple[bytes, bytes]:
-    """The (key, value) of one ``livectl.requests`` message, as the sink is expected to write it.
+#: ``version`` of the envelope
+MESSAGE_VERSION = 1
 
-    Used by tests and tools that play the controller's part."""
-    value = {
-        "version": 1,
+
+def encode_envelope(
+    broker_id: int,
+    api: RequestApi,
+    controller_epoch: int,
+    batch_id: int,
+    body: bytes,
+    *,
+    part: tuple[int, int] | None = None,
+) -> tuple[bytes, bytes]:
+    """The (key, value) of one ``livectl.requests`` message: the one encoder of the envelope.
+
+    ``body`` is the request's JSON, already serialised: it is spliced in rather than serialised a second time
+    (the bodies of a large batch are tens of MB). ``part`` = ``(k, n)`` marks the k-th of n parts of a request
+    split at partition boundaries. The value is ``{"body":…,"api","batchId","brokerId","controllerEpoch",
+    ["part","parts",]"version"}``, the envelope's keys sorted."""
+    envelope: dict[str, Any] = {
+        "version": MESSAGE_VERSION,
         "api": api.value,
         "controllerEpoch": controller_epoch,
         "batchId": batch_id,
         "brokerId": broker_id,
-        "body": dict(body),
     }
-    return str(broker_id).encode(), json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+    if part is not None:
+        envelope["part"], envelope["parts"] = part
+    head = json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode()
+    return str(broker_id).encode(), b'{"body":' + body + b"," + head[1:]
+
+
+def encode_request(
+    broker_id: int, api: RequestApi, controller_epoch: int, batch_id: int, body: Mapping[str, Any]
+) -> tuple[bytes, bytes]:
+    """:func:`encode_envelope` of a body given as a JSON object, for tests and tools that play the controller."""
+    body_json = json.dumps(dict(body), sort_keys=True, separators=(",", ":")).encode()
+    return encode_envelope(broker_id, api, controller_epoch, batch_id, body_json)
