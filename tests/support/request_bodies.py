@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from core.decisions import BrokerRequest, RequestApi
+from core.decisions import BrokerRequest
+from core.kafka.requests import RequestApi
 
 
 def lisr_request(broker: int, topic: str, parts: list[int]) -> BrokerRequest:

@@ -10,7 +10,8 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from request_bodies import lisr_request, um_request
 
-from core.decisions import AdminResult, AdminStatus, BrokerRequest, RequestApi
+from core.decisions import AdminResult, AdminStatus, BrokerRequest
+from core.kafka.requests import RequestApi
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, Rejected

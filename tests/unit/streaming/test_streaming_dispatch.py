@@ -13,7 +13,8 @@ from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
 
 from core import decisions as dc
 from core import events as ev
-from core.zkdata import decode_partition_state
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import decode_partition_state
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
@@ -149,14 +150,14 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
         states = [{"topicName": t, "partitionStates": ps} for t, ps in topics.items()]
         return json.dumps({"controllerEpoch": 1, "topicStates": states})
 
-    lisr = dc.RequestApi.LEADER_AND_ISR
-    um = dc.RequestApi.UPDATE_METADATA
+    lisr = RequestApi.LEADER_AND_ISR
+    um = RequestApi.UPDATE_METADATA
     requests = [
         dc.BrokerRequest(1, lisr, body(("a", 0), ("a", 1), ("b", 0))),
         dc.BrokerRequest(2, lisr, body(("a", 0))),
         dc.BrokerRequest(1, um, body(("a", 0), ("b", 0))),
         dc.BrokerRequest(3, um, body()),  # announces the live brokers only
-        dc.BrokerRequest(1, dc.RequestApi.STOP_REPLICA, body(("a", 0))),
+        dc.BrokerRequest(1, RequestApi.STOP_REPLICA, body(("a", 0))),
     ]
     refused = dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/a/partitions/0/state", "{}", 3)
     other = dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/b", "{}", 3)
@@ -174,6 +175,6 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
     assert got == [
         (1, lisr, [("a", 1)]),
         (3, um, []),
-        (1, dc.RequestApi.STOP_REPLICA, [("a", 0)]),
+        (1, RequestApi.STOP_REPLICA, [("a", 0)]),
     ]
     assert withhold_refused(requests, []) == requests
