@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from shell_pipeline import FakeGroupState
 
 from core import events as ev
 from core import limits as lim
@@ -52,23 +53,6 @@ TOPICS = [f"t{i}" for i in range(12)]
 RF = {t: 1 + i % 3 for i, t in enumerate(TOPICS)}
 
 
-class GroupState:
-    def __init__(self) -> None:
-        self.value: tuple[Any, ...] | None = None
-
-    @property
-    def exists(self) -> bool:
-        return self.value is not None
-
-    @property
-    def get(self) -> tuple[Any, ...]:
-        assert self.value is not None
-        return self.value
-
-    def update(self, value: tuple[Any, ...]) -> None:
-        self.value = value
-
-
 class Query:
     """The query's functions over the in-memory sinks, batch by batch; remembers where each record went."""
 
@@ -82,7 +66,7 @@ class Query:
         self.fence = Fence(1, 0)
         self.sink = MemoryRequestSink(self.fence)
         self.dispatcher = Dispatcher(MemoryZkSink(self.zk, self.fence, "fuzz"), self.sink)
-        self.states = {b: GroupState() for b in range(-1, BUCKETS)}
+        self.states = {b: FakeGroupState() for b in range(-1, BUCKETS)}
         self.offsets = {ADMIN: 0, EVENTS: 0}
         self.batch = 0
         self.clock = 0
