@@ -8,9 +8,7 @@ without the credential or with another one, can read but cannot change a partiti
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -28,17 +26,6 @@ pytestmark = pytest.mark.integration
 SECRET = "livectl:s3cret"
 
 
-@pytest.fixture
-def chroot(zookeeper: Any) -> str:
-    root = f"/acl-{uuid.uuid4().hex[:12]}"
-    base = KazooClient(hosts=zookeeper.connect)
-    base.start(timeout=15)
-    base.ensure_path(root)
-    base.stop()
-    base.close()
-    return f"{zookeeper.connect}{root}"
-
-
 def _client(connect: str, security: ZkSecurity) -> KazooClient:
     c = KazooClient(hosts=connect, timeout=10, **security.client_kwargs())
     c.start(timeout=15)
@@ -46,9 +33,9 @@ def _client(connect: str, security: ZkSecurity) -> KazooClient:
 
 
 @pytest.fixture
-def secured(chroot: str) -> Iterator[tuple[KazooClient, ZkSecurity]]:
+def secured(zk_connect: str) -> Iterator[tuple[KazooClient, ZkSecurity]]:
     security = Settings(zookeeper_auth=f"digest:{SECRET}", zookeeper_set_acl=True).zookeeper_security()
-    c = _client(chroot, security)
+    c = _client(zk_connect, security)
     yield c, security
     c.stop()
     c.close()
@@ -67,7 +54,7 @@ def _tree(zk: KazooClient, path: str = "/") -> list[str]:
     return out
 
 
-def test_every_znode_livectl_creates_gets_kafkas_acls(chroot: str, secured: tuple[KazooClient, ZkSecurity]) -> None:
+def test_every_znode_livectl_creates_gets_kafkas_acls(zk_connect: str, secured: tuple[KazooClient, ZkSecurity]) -> None:
     zk, security = secured
     lease = ControllerLease(zk, 1000, acl_for=security.acl_for)
     fence = lease.acquire(timeout=10)
@@ -92,8 +79,8 @@ def test_every_znode_livectl_creates_gets_kafkas_acls(chroot: str, secured: tupl
         # the creator's digest identity may do everything; the world may only read
         assert got == {("digest", digest_id, Permissions.ALL), ("world", "anyone", Permissions.READ)}, path
 
-    stranger = _client(chroot, ZkSecurity())
-    other = _client(chroot, ZkSecurity.parse("digest:mallory:guess"))
+    stranger = _client(zk_connect, ZkSecurity())
+    other = _client(zk_connect, ZkSecurity.parse("digest:mallory:guess"))
     try:
         for c in (stranger, other):
             assert json.loads(c.get(state)[0])["leader"] == 1  # world-readable, like Kafka's
@@ -114,7 +101,7 @@ def test_every_znode_livectl_creates_gets_kafkas_acls(chroot: str, secured: tupl
 
     # the standby holds the same credential: after the takeover it writes where the first one did
     lease.release()
-    standby_zk = _client(chroot, security)
+    standby_zk = _client(zk_connect, security)
     try:
         standby = ControllerLease(standby_zk, 1001, acl_for=security.acl_for)
         new_fence = standby.acquire(timeout=10)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,18 +21,6 @@ from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink, progress_path
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def zk_connect(zookeeper: Any) -> str:
-    """A connect string with a fresh chroot."""
-    root = f"/test-{uuid.uuid4().hex[:12]}"
-    base = KazooClient(hosts=zookeeper.connect)
-    base.start(timeout=15)
-    base.ensure_path(root)
-    base.stop()
-    base.close()
-    return f"{zookeeper.connect}{root}"
 
 
 def _client(connect: str) -> KazooClient:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -18,17 +16,6 @@ from sinks.zookeeper import ZooKeeperSink
 from streaming.lease import ControllerLease, LeaseTimeoutError, read_controller_id
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def zk_connect(zookeeper: Any) -> str:
-    root = f"/lease-{uuid.uuid4().hex[:12]}"
-    base = KazooClient(hosts=zookeeper.connect)
-    base.start(timeout=15)
-    base.ensure_path(root)
-    base.stop()
-    base.close()
-    return f"{zookeeper.connect}{root}"
 
 
 @pytest.fixture

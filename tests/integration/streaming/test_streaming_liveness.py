@@ -37,17 +37,6 @@ def registration(host: str, port: int, rack: str | None = None) -> bytes:
 
 
 @pytest.fixture
-def zk_connect(zookeeper: Any) -> str:
-    root = f"/live-{uuid.uuid4().hex[:12]}"
-    base = KazooClient(hosts=zookeeper.connect)
-    base.start(timeout=15)
-    base.ensure_path(root)
-    base.stop()
-    base.close()
-    return f"{zookeeper.connect}{root}"
-
-
-@pytest.fixture
 def session(zk_connect: str) -> Iterator[Callable[[], KazooClient]]:
     made: list[KazooClient] = []
 
