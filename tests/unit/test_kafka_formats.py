@@ -10,14 +10,8 @@ import pytest
 from core.errors import FormatError
 from core.events import Endpoint
 from core.kafka import zkdata
-from core.kafka.requests import (
-    ControlledShutdownResponse,
-    RequestApi,
-    StopReplicaRequest,
-    encode_envelope,
-    encode_request,
-    parse_request,
-)
+from core.kafka.envelope import encode_envelope, encode_request, parse_request
+from core.kafka.requests import ControlledShutdownResponse, RequestApi, StopReplicaRequest
 
 pytestmark = pytest.mark.unit
 
