@@ -52,8 +52,10 @@ class Envelope:
         return (self.controller_epoch, self.batch_id, self.api.value, self.digest)
 
 
-def parse_request(key: bytes | str | None, value: bytes | str) -> Envelope:
-    """Decode one message of ``livectl.requests``; raises :class:`FormatError` naming the field."""
+def parse_broker_keyed(key: bytes | str | None, value: bytes | str) -> tuple[int, Mapping[str, Any]]:
+    """A message keyed by a broker id (decimal text) whose value is a JSON object, as ``livectl.requests`` and
+    the simulated brokers' control topic carry them: ``(broker id, object)``; :class:`FormatError` names the
+    field (``key`` or ``$``) and the reason."""
     if key is None:
         raise FormatError("key", "is required (the broker id)")
     key_text = key.decode() if isinstance(key, bytes) else key
@@ -65,7 +67,12 @@ def parse_request(key: bytes | str | None, value: bytes | str) -> Envelope:
         raw = json.loads(value)
     except (ValueError, UnicodeDecodeError) as e:
         raise FormatError("$", f"not valid JSON: {e}") from None
-    o = jf.obj(raw, "$")
+    return broker_id, jf.obj(raw, "$")
+
+
+def parse_request(key: bytes | str | None, value: bytes | str) -> Envelope:
+    """Decode one message of ``livectl.requests``; raises :class:`FormatError` naming the field."""
+    broker_id, o = parse_broker_keyed(key, value)
     api_text = jf.string(o, "api")
     try:
         api = RequestApi(api_text)
