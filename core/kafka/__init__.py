@@ -3,6 +3,7 @@
 
 * :mod:`core.kafka.error_codes` — Kafka's protocol error codes, one enum;
 * :mod:`core.kafka.zkdata` — every znode livectl reads or writes: its path and its JSON, both ways;
+* :mod:`core.kafka.zksnapshot` — those znodes read into the snapshot a new controller starts from;
 * :mod:`core.kafka.requests` — the typed controller requests and responses (LeaderAndIsr,
   UpdateMetadata, StopReplica, ControlledShutdown / AlterPartition responses), their API names and send
   order, and their parser;

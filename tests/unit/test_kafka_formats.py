@@ -105,6 +105,27 @@ def test_config_paths_and_change_notifications() -> None:
     assert zkdata.decode_config_change(zkdata.encode_config_change("brokers", "3")) == ("brokers", "3")
 
 
+def test_paths_are_read_back_to_what_they_name() -> None:
+    state = zkdata.partition_state_path("orders.v2", 12)
+    assert state == "/brokers/topics/orders.v2/partitions/12/state"
+    assert zkdata.partition_of_state_path(state) == ("orders.v2", 12)
+    assert zkdata.partition_of_state_path("/brokers/topics/t/partitions/1") is None
+    assert zkdata.partition_of_path("/brokers/topics/t/partitions/1") == ("t", 1)
+    assert zkdata.partition_of_path(state) == ("orders.v2", 12)
+    assert zkdata.topic_of_path(zkdata.topic_path("t")) == "t"
+    assert zkdata.topic_of_path(zkdata.delete_topic_path("t")) is None
+    assert zkdata.topic_of_path(zkdata.delete_topic_path("t"), zkdata.DELETE_TOPICS) == "t"
+    assert zkdata.topic_of_path(zkdata.topic_config_path("t"), zkdata.CONFIG_TOPICS) == "t"
+    assert zkdata.topic_of_path(state) is None
+
+
+def test_topic_id_of_a_topic_znode() -> None:
+    assert zkdata.topic_znode_id(zkdata.encode_topic_znode({}, "AbCdEfGhIjKlMnOpQrStUv")) == "AbCdEfGhIjKlMnOpQrStUv"
+    assert zkdata.topic_znode_id(zkdata.encode_topic_znode({}, None)) is None
+    assert zkdata.topic_znode_id("not json") is None and zkdata.topic_znode_id(None) is None
+    assert zkdata.topic_znode_id("[1]") is None
+
+
 def test_topic_znode_partitions_without_the_replica_lists() -> None:
     data = '{"version":2,"partitions":{"1":[1,2],"0":[2,3]},"adding_replicas":{},"removing_replicas":{}}'
     assert sorted(zkdata.topic_znode_partitions(data)) == [0, 1]
