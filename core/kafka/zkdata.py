@@ -61,6 +61,10 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 #: parent of the ZooKeeper sink's progress znodes, one per query name (livectl's own)
 SINK_PROGRESS_ROOT = "/livectl/sink"
+#: Kafka's ``ZkData.SensitiveRootPaths``: not world-readable even with ACLs on
+SENSITIVE_ROOT_PATHS = ("/config/users", CONFIG_BROKERS, "/delegation_token")
+#: Kafka's old consumer path (``ConsumerPathZNode``), left open for consumers to write under
+CONSUMERS_PATH = "/consumers"
 #: Kafka's ``LogDirEventNotificationZNode``; children ``log_dir_event_<10 digits>`` (sequential)
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"
