@@ -8,7 +8,7 @@ the field and the reason. The message around a body is :mod:`core.kafka.envelope
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -171,32 +171,44 @@ def _ints(o: Mapping[str, Any], field: str, prefix: str) -> tuple[int, ...]:
     return jf.int_list(o, field, prefix)
 
 
+def _opt_list(o: Mapping[str, Any], field: str, prefix: str) -> list[Mapping[str, Any]]:
+    return jf.obj_list(o, field, prefix) if o.get(field) else []
+
+
+def _per_partition(
+    o: Mapping[str, Any], *, topics: str = "topicStates", partitions: str = "partitionStates", required: bool = True
+) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+    """``(topic name, partition entry, its field prefix)`` of a body's per-topic lists, in order."""
+    p = "body."
+    for i, t in enumerate(jf.obj_list(o, topics, p) if required else _opt_list(o, topics, p)):
+        tp = f"{p}{topics}[{i}]."
+        topic = jf.string(t, "topicName", tp)
+        for j, s in enumerate(jf.obj_list(t, partitions, tp)):
+            yield topic, s, f"{tp}{partitions}[{j}]."
+
+
 def _lisr(o: Mapping[str, Any]) -> LeaderAndIsrRequest:
     p = "body."
     states: list[LisrPartitionState] = []
-    for i, t in enumerate(jf.obj_list(o, "topicStates", p)):
-        tp_ = f"{p}topicStates[{i}]."
-        topic = jf.string(t, "topicName", tp_)
-        for j, s in enumerate(jf.obj_list(t, "partitionStates", tp_)):
-            sp = f"{tp_}partitionStates[{j}]."
-            states.append(
-                LisrPartitionState(
-                    topic=topic,
-                    partition=jf.integer(s, "partitionIndex", sp, minimum=0),
-                    controller_epoch=jf.integer(s, "controllerEpoch", sp),
-                    leader=jf.integer(s, "leader", sp),
-                    leader_epoch=jf.integer(s, "leaderEpoch", sp),
-                    isr=jf.int_list(s, "isr", sp),
-                    partition_epoch=jf.opt_integer(s, "partitionEpoch", 0, sp),
-                    replicas=jf.int_list(s, "replicas", sp),
-                    adding_replicas=_ints(s, "addingReplicas", sp),
-                    removing_replicas=_ints(s, "removingReplicas", sp),
-                    is_new=jf.boolean(s, "isNew", False, sp),
-                    leader_recovery_state=jf.opt_integer(s, "leaderRecoveryState", 0, sp),
-                )
+    for topic, s, sp in _per_partition(o):
+        states.append(
+            LisrPartitionState(
+                topic=topic,
+                partition=jf.integer(s, "partitionIndex", sp, minimum=0),
+                controller_epoch=jf.integer(s, "controllerEpoch", sp),
+                leader=jf.integer(s, "leader", sp),
+                leader_epoch=jf.integer(s, "leaderEpoch", sp),
+                isr=jf.int_list(s, "isr", sp),
+                partition_epoch=jf.opt_integer(s, "partitionEpoch", 0, sp),
+                replicas=jf.int_list(s, "replicas", sp),
+                adding_replicas=_ints(s, "addingReplicas", sp),
+                removing_replicas=_ints(s, "removingReplicas", sp),
+                is_new=jf.boolean(s, "isNew", False, sp),
+                leader_recovery_state=jf.opt_integer(s, "leaderRecoveryState", 0, sp),
             )
+        )
     leaders = []
-    for i, b in enumerate((o.get("liveLeaders") and jf.obj_list(o, "liveLeaders", p)) or []):
+    for i, b in enumerate(_opt_list(o, "liveLeaders", p)):
         bp = f"{p}liveLeaders[{i}]."
         leaders.append(
             BrokerAddress(jf.integer(b, "brokerId", bp), jf.string(b, "hostName", bp), jf.integer(b, "port", bp))
@@ -214,27 +226,23 @@ def _lisr(o: Mapping[str, Any]) -> LeaderAndIsrRequest:
 def _update_metadata(o: Mapping[str, Any]) -> UpdateMetadataRequest:
     p = "body."
     states: list[MetadataPartitionState] = []
-    for i, t in enumerate((o.get("topicStates") and jf.obj_list(o, "topicStates", p)) or []):
-        tp_ = f"{p}topicStates[{i}]."
-        topic = jf.string(t, "topicName", tp_)
-        for j, s in enumerate(jf.obj_list(t, "partitionStates", tp_)):
-            sp = f"{tp_}partitionStates[{j}]."
-            states.append(
-                MetadataPartitionState(
-                    topic=topic,
-                    partition=jf.integer(s, "partitionIndex", sp, minimum=0),
-                    controller_epoch=jf.integer(s, "controllerEpoch", sp),
-                    leader=jf.integer(s, "leader", sp),
-                    leader_epoch=jf.integer(s, "leaderEpoch", sp),
-                    isr=jf.int_list(s, "isr", sp),
-                    zk_version=jf.opt_integer(s, "zkVersion", 0, sp),
-                    replicas=jf.int_list(s, "replicas", sp),
-                    offline_replicas=_ints(s, "offlineReplicas", sp),
-                )
+    for topic, s, sp in _per_partition(o, required=False):
+        states.append(
+            MetadataPartitionState(
+                topic=topic,
+                partition=jf.integer(s, "partitionIndex", sp, minimum=0),
+                controller_epoch=jf.integer(s, "controllerEpoch", sp),
+                leader=jf.integer(s, "leader", sp),
+                leader_epoch=jf.integer(s, "leaderEpoch", sp),
+                isr=jf.int_list(s, "isr", sp),
+                zk_version=jf.opt_integer(s, "zkVersion", 0, sp),
+                replicas=jf.int_list(s, "replicas", sp),
+                offline_replicas=_ints(s, "offlineReplicas", sp),
             )
+        )
     brokers: list[BrokerAddress] = []
     racks: list[tuple[int, str | None]] = []
-    for i, b in enumerate((o.get("liveBrokers") and jf.obj_list(o, "liveBrokers", p)) or []):
+    for i, b in enumerate(_opt_list(o, "liveBrokers", p)):
         bp = f"{p}liveBrokers[{i}]."
         bid = jf.integer(b, "id", bp)
         eps = jf.obj_list(b, "endpoints", bp) if b.get("endpoints") else []
@@ -256,19 +264,15 @@ def _update_metadata(o: Mapping[str, Any]) -> UpdateMetadataRequest:
 def _stop_replica(o: Mapping[str, Any]) -> StopReplicaRequest:
     p = "body."
     parts: list[StopReplicaPartition] = []
-    for i, t in enumerate(jf.obj_list(o, "topicStates", p)):
-        tp_ = f"{p}topicStates[{i}]."
-        topic = jf.string(t, "topicName", tp_)
-        for j, s in enumerate(jf.obj_list(t, "partitionStates", tp_)):
-            sp = f"{tp_}partitionStates[{j}]."
-            parts.append(
-                StopReplicaPartition(
-                    topic,
-                    jf.integer(s, "partitionIndex", sp, minimum=0),
-                    jf.opt_integer(s, "leaderEpoch", NO_EPOCH, sp),
-                    jf.boolean(s, "deletePartition", False, sp),
-                )
+    for topic, s, sp in _per_partition(o):
+        parts.append(
+            StopReplicaPartition(
+                topic,
+                jf.integer(s, "partitionIndex", sp, minimum=0),
+                jf.opt_integer(s, "leaderEpoch", NO_EPOCH, sp),
+                jf.boolean(s, "deletePartition", False, sp),
             )
+        )
     return StopReplicaRequest(
         jf.integer(o, "controllerId", p),
         jf.integer(o, "controllerEpoch", p),
@@ -280,7 +284,7 @@ def _stop_replica(o: Mapping[str, Any]) -> StopReplicaRequest:
 def _controlled_shutdown_response(o: Mapping[str, Any]) -> ControlledShutdownResponse:
     p = "body."
     remaining = []
-    for i, r in enumerate((o.get("remainingPartitions") and jf.obj_list(o, "remainingPartitions", p)) or []):
+    for i, r in enumerate(_opt_list(o, "remainingPartitions", p)):
         rp = f"{p}remainingPartitions[{i}]."
         remaining.append(TopicPartition(jf.string(r, "topicName", rp), jf.integer(r, "partitionIndex", rp)))
     return ControlledShutdownResponse(jf.opt_integer(o, "errorCode", 0, p), tuple(remaining))
@@ -289,24 +293,20 @@ def _controlled_shutdown_response(o: Mapping[str, Any]) -> ControlledShutdownRes
 def _alter_partition_response(o: Mapping[str, Any]) -> AlterPartitionResponse:
     p = "body."
     results: list[AlterPartitionResult] = []
-    for i, t in enumerate((o.get("topics") and jf.obj_list(o, "topics", p)) or []):
-        tp_ = f"{p}topics[{i}]."
-        topic = jf.string(t, "topicName", tp_)
-        for j, s in enumerate(jf.obj_list(t, "partitions", tp_)):
-            sp = f"{tp_}partitions[{j}]."
-            results.append(
-                AlterPartitionResult(
-                    topic,
-                    jf.integer(s, "partitionIndex", sp, minimum=0),
-                    jf.opt_integer(s, "errorCode", 0, sp),
-                    jf.opt_integer(s, "leaderId", -1, sp),
-                    jf.opt_integer(s, "leaderEpoch", -1, sp),
-                    _ints(s, "isr", sp),
-                    jf.opt_integer(s, "partitionEpoch", -1, sp),
-                    jf.opt_integer(s, "leaderRecoveryState", 0, sp),
-                    jf.opt_integer(s, "correlationId", -1, sp),
-                )
+    for topic, s, sp in _per_partition(o, topics="topics", partitions="partitions", required=False):
+        results.append(
+            AlterPartitionResult(
+                topic,
+                jf.integer(s, "partitionIndex", sp, minimum=0),
+                jf.opt_integer(s, "errorCode", 0, sp),
+                jf.opt_integer(s, "leaderId", -1, sp),
+                jf.opt_integer(s, "leaderEpoch", -1, sp),
+                _ints(s, "isr", sp),
+                jf.opt_integer(s, "partitionEpoch", -1, sp),
+                jf.opt_integer(s, "leaderRecoveryState", 0, sp),
+                jf.opt_integer(s, "correlationId", -1, sp),
             )
+        )
     return AlterPartitionResponse(jf.opt_integer(o, "errorCode", 0, p), tuple(results))
 
 
