@@ -187,6 +187,17 @@ def _per_partition(
             yield topic, s, f"{tp}{partitions}[{j}]."
 
 
+def _leadership(s: Mapping[str, Any], sp: str) -> dict[str, Any]:
+    """The fields LeaderAndIsr and UpdateMetadata partition states share (Kafka's two schemas agree on them)."""
+    return {
+        "partition": jf.integer(s, "partitionIndex", sp, minimum=0),
+        "controller_epoch": jf.integer(s, "controllerEpoch", sp),
+        "leader": jf.integer(s, "leader", sp),
+        "leader_epoch": jf.integer(s, "leaderEpoch", sp),
+        "isr": jf.int_list(s, "isr", sp),
+    }
+
+
 def _lisr(o: Mapping[str, Any]) -> LeaderAndIsrRequest:
     p = "body."
     states: list[LisrPartitionState] = []
@@ -194,11 +205,7 @@ def _lisr(o: Mapping[str, Any]) -> LeaderAndIsrRequest:
         states.append(
             LisrPartitionState(
                 topic=topic,
-                partition=jf.integer(s, "partitionIndex", sp, minimum=0),
-                controller_epoch=jf.integer(s, "controllerEpoch", sp),
-                leader=jf.integer(s, "leader", sp),
-                leader_epoch=jf.integer(s, "leaderEpoch", sp),
-                isr=jf.int_list(s, "isr", sp),
+                **_leadership(s, sp),
                 partition_epoch=jf.opt_integer(s, "partitionEpoch", 0, sp),
                 replicas=jf.int_list(s, "replicas", sp),
                 adding_replicas=_ints(s, "addingReplicas", sp),
@@ -230,11 +237,7 @@ def _update_metadata(o: Mapping[str, Any]) -> UpdateMetadataRequest:
         states.append(
             MetadataPartitionState(
                 topic=topic,
-                partition=jf.integer(s, "partitionIndex", sp, minimum=0),
-                controller_epoch=jf.integer(s, "controllerEpoch", sp),
-                leader=jf.integer(s, "leader", sp),
-                leader_epoch=jf.integer(s, "leaderEpoch", sp),
-                isr=jf.int_list(s, "isr", sp),
+                **_leadership(s, sp),
                 zk_version=jf.opt_integer(s, "zkVersion", 0, sp),
                 replicas=jf.int_list(s, "replicas", sp),
                 offline_replicas=_ints(s, "offlineReplicas", sp),
