@@ -31,6 +31,7 @@ from typing import Any
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl_credential
 
 from core.kafka import zkdata
+from core.kafka.requests import SECURITY_PROTOCOL_IDS
 from sinks.errors import SinkError
 
 ZK_AUTH_SCHEMES = ("digest", "sasl")
@@ -131,7 +132,7 @@ class ZkSecurity:
 
 # ---------------------------------------------------------------------------- Kafka clients
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SECURITY_PROTOCOLS = tuple(SECURITY_PROTOCOL_IDS)
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 
 #: Kafka client property -> kafka-python keyword (values passed as text)

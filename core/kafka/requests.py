@@ -35,6 +35,11 @@ REQUEST_ORDER: dict[RequestApi, int] = {
 }
 
 
+#: Kafka's ``Uuid.ZERO_UUID`` in base64: the topic id of a topic that has none
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+#: Kafka's ``SecurityProtocol`` ids, as UpdateMetadata's ``securityProtocol`` carries them
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
 #: StopReplica leader epoch sentinels (Kafka's ``LeaderAndIsr.EpochDuringDelete`` / ``NoEpoch``)
 EPOCH_DURING_DELETE = -2
 NO_EPOCH = -1
