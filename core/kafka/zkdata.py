@@ -1,5 +1,5 @@
 """Kafka's ZooKeeper layout (``kafka.zk.ZkData``): every znode livectl reads or writes, its path and its JSON
-codec both ways, plus a snapshot builder. Nothing else in livectl spells a znode path or its JSON.
+codec both ways. Nothing else in livectl spells a znode path or its JSON.
 
 * ``/controller`` — ``{"version":1,"brokerid":…,"timestamp":"<ms>"}`` (ephemeral; Kafka's ``ControllerZNode``);
 * ``/controller_epoch`` — the epoch as decimal text (``ControllerEpochZNode``);
