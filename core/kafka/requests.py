@@ -46,23 +46,30 @@ NO_EPOCH = -1
 
 
 @dataclass(frozen=True)
-class LisrPartitionState:
+class PartitionLeadership:
+    """What LeaderAndIsr and UpdateMetadata partition states share (Kafka's two schemas agree on these
+    fields, in this order)."""
+
     topic: str
     partition: int
     controller_epoch: int
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class LisrPartitionState(PartitionLeadership):
     partition_epoch: int
     replicas: tuple[int, ...]
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
     is_new: bool = False
     leader_recovery_state: int = 0
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
 
 @dataclass(frozen=True)
@@ -83,13 +90,7 @@ class LeaderAndIsrRequest:
 
 
 @dataclass(frozen=True)
-class MetadataPartitionState:
-    topic: str
-    partition: int
-    controller_epoch: int
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
+class MetadataPartitionState(PartitionLeadership):
     zk_version: int
     replicas: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
