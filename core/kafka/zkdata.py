@@ -331,11 +331,15 @@ def topic_znode_partitions(data: str | bytes) -> tuple[int, ...]:
     return tuple(int(p) for p in (o.get("partitions") or {}))
 
 
-def encode_reassignment(targets: Iterable[PartitionTarget]) -> str:
-    parts = [
-        {"topic": t.topic, "partition": t.partition, "replicas": list(t.replicas)}
-        for t in sorted(targets, key=lambda t: (t.topic, t.partition))
-    ]
+def encode_reassignment(targets: Iterable[PartitionTarget], *, log_dirs: bool = False) -> str:
+    """``/admin/reassign_partitions``'s JSON, which is also the file of ``kafka-reassign-partitions``; the file
+    form (``log_dirs``) gives every replica ``"any"`` log directory, as ``--generate`` prints it."""
+    parts: list[dict[str, Any]] = []
+    for t in sorted(targets, key=lambda t: (t.topic, t.partition)):
+        entry: dict[str, Any] = {"topic": t.topic, "partition": t.partition, "replicas": list(t.replicas)}
+        if log_dirs:
+            entry["log_dirs"] = ["any"] * len(t.replicas)
+        parts.append(entry)
     return json.dumps({"version": 1, "partitions": parts}, separators=(",", ":"))
 
 

@@ -167,3 +167,17 @@ def test_a_message_whose_broker_id_disagrees_with_its_key_is_refused() -> None:
     with pytest.raises(FormatError, match="the message key says broker 1") as e:
         parse_request(b"1", value)
     assert e.value.field == "brokerId"
+
+
+def test_the_reassignment_znode_and_file_are_one_format() -> None:
+    from core.events import PartitionTarget
+
+    targets = [PartitionTarget("t", 1, (2, 3)), PartitionTarget("t", 0, (1, 2))]
+    znode = zkdata.encode_reassignment(targets)
+    assert znode == '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]},' + (
+        '{"topic":"t","partition":1,"replicas":[2,3]}]}'
+    )
+    assert zkdata.decode_reassignment(znode) == tuple(sorted(targets, key=lambda t: t.partition))
+    file_form = json.loads(zkdata.encode_reassignment(targets, log_dirs=True))
+    assert [e["log_dirs"] for e in file_form["partitions"]] == [["any", "any"], ["any", "any"]]
+    assert zkdata.decode_reassignment(json.dumps(file_form)) == zkdata.decode_reassignment(znode)
