@@ -1,7 +1,7 @@
 """Benchmark: what an optional feature costs the micro-batch — with and without it, at 10k partitions.
 
-The issue's cost clause: the observability features (the metrics endpoint and status page; the audit table
-when it lands) must keep the micro-batch time within 5 % of the controller without them. For each
+The issue's cost clause: the observability features (the metrics endpoint and status page; the audit table,
+``--features audit``) must keep the micro-batch time within 5 % of the controller without them. For each
 configuration — the baseline (every feature off) and the chosen features on — interleaved ``--rounds``
 times on real local services (ZooKeeper + tansu, free ports, stopped by PID) and one SparkSession:
 
@@ -19,7 +19,7 @@ configuration in a session also pays warm-up. Per configuration:
 While a feature with an HTTP endpoint is on, a scraper reads its ``/metrics`` and ``/`` every second, as
 Prometheus and a browser would. Each micro-batch's time is Spark's ``triggerExecution`` from the query's
 progress. Prints, per configuration, the median small-batch time, the broker-failure batch time, and the
-ratio with / without.
+ratio with / without: pooled over the rounds, and each round's own ratio (median, min, max).
 
 **Adding a feature**: one entry in :data:`FEATURES` — its settings overrides (given a free port) and the
 paths to scrape — then ``--features metrics,<yours>`` measures them together, ``--features <yours>``
@@ -28,6 +28,7 @@ alone.
 Run::
 
     .venv/bin/python bench/feature_cost.py                       # metrics, 10k partitions, 2 rounds (ABBA)
+    .venv/bin/python bench/feature_cost.py --features metrics,audit --rounds 4   # the endpoint and the audit table
     .venv/bin/python bench/feature_cost.py --partitions 1000 --commands 10 --rounds 1 --no-wait-quiet
 
 Writes ``bench/results/feature_cost-<UTC stamp>.json`` (and ``…-latest.json``).
@@ -84,7 +85,10 @@ class Feature:
 
 FEATURES: dict[str, Feature] = {
     "metrics": Feature(lambda port: {"metrics_port": port}, scrape=("/metrics", "/")),
+    "audit": Feature(lambda _port: {"audit_log": True}),
 }
+#: the baseline: every feature off (the state-change log is on in the shipped defaults)
+BASELINE: dict[str, Any] = {"metrics_port": 0, "audit_log": False}
 
 
 class Scraper(threading.Thread):
@@ -119,7 +123,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
 def run_config(spark: Any, svc: Services, work: Path, features: list[str], args: argparse.Namespace) -> dict[str, Any]:
     name = f"fc{uuid.uuid4().hex[:8]}"
     make_chroot(svc, name)
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = dict(BASELINE)
     urls: list[str] = []
     for f in features:
         port = free_port()
@@ -234,6 +238,13 @@ def main() -> None:
         values = [v for r in results["runs"] if r["features"] == config for v in r.get(key, [])]
         return statistics.median(values) if values else None
 
+    def per_round(key: str) -> list[float]:
+        """Each round's ratio, features / baseline, of the two configurations' own medians (same round,
+        back to back): their spread says how far the pooled ratio can be trusted on a loaded machine."""
+        base = [r for r in results["runs"] if r["features"] == []]
+        feat = [r for r in results["runs"] if r["features"] == features]
+        return [f[key] / b[key] for b, f in zip(base, feat, strict=False) if b.get(key) and f.get(key)]
+
     base_small, feat_small = pooled([], "small_batches_ms"), pooled(features, "small_batches_ms")
     base_fail, feat_fail = pooled([], "failure_batches_ms"), pooled(features, "failure_batches_ms")
     results["summary"] = {
@@ -241,6 +252,8 @@ def main() -> None:
         "failure_median_ms": {"baseline": base_fail, "features": feat_fail},
         "small_ratio": feat_small / base_small if base_small and feat_small else None,
         "failure_ratio": feat_fail / base_fail if base_fail and feat_fail else None,
+        "small_round_ratios": per_round("small_median_ms"),
+        "failure_round_ratios": per_round("failure_ms"),
     }
     path = write_results("feature_cost", results)
     s = results["summary"]
@@ -251,6 +264,13 @@ def main() -> None:
             [f"broker failure ({args.partitions:,} partitions)", base_fail, feat_fail, s["failure_ratio"]],
         ],
     )
+    for key in ("small_round_ratios", "failure_round_ratios"):
+        ratios = s[key]
+        if ratios:
+            print(
+                f"{key}: median {statistics.median(ratios):.3f}, min {min(ratios):.3f}, max {max(ratios):.3f} "
+                f"over {len(ratios)} rounds"
+            )
     print(f"results: {path}")
 
 
