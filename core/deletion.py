@@ -33,8 +33,15 @@ from core.zkdata import delete_topic_path, topic_config_path, topic_path
 
 
 def enqueue_topics_for_deletion(ctx: ControllerContext, fx: Effects, topics: Iterable[str]) -> list[str]:
-    """Queue ``topics`` and try to make progress; returns topics whose deletion completed."""
-    ctx.topics_to_be_deleted.update(topics)
+    """Kafka's ``enqueueTopicsForDeletion``, as ``processTopicDeletion`` calls it: queue ``topics``, mark
+    those with a partition being reassigned ineligible (the deletion waits for the reassignment), then
+    try to make progress; returns the topics whose deletion completed. The caller has checked
+    ``delete.topic.enable`` and that the topics exist."""
+    queued = set(topics)
+    ctx.topics_to_be_deleted.update(queued)
+    reassigning = {tp.topic for tp in ctx.partitions_being_reassigned} & queued
+    if reassigning:
+        mark_topic_ineligible_for_deletion(ctx, reassigning)
     return resume_deletions(ctx, fx)
 
 
