@@ -32,6 +32,21 @@ from core.states import PartitionState, ReplicaState
 from core.zkdata import delete_topic_path, topic_config_path, topic_path
 
 
+def init(
+    ctx: ControllerContext, fx: Effects, to_delete: Iterable[str], ineligible: Iterable[str], *, enabled: bool
+) -> None:
+    """Kafka's ``TopicDeletionManager.init`` on controller failover: with ``delete.topic.enable`` the
+    topics of ``/admin/delete_topics`` are queued and those of ``ineligible`` among them marked so;
+    without it their znodes are deleted and nothing is queued."""
+    queued = set(to_delete)
+    if enabled:
+        ctx.topics_to_be_deleted = set(queued)
+        ctx.topics_ineligible_for_deletion = set(ineligible) & queued
+    else:
+        for t in sorted(queued):
+            fx.zk.append(ZkWrite(ZkOp.DELETE, delete_topic_path(t), None, ANY_VERSION))
+
+
 def enqueue_topics_for_deletion(ctx: ControllerContext, fx: Effects, topics: Iterable[str]) -> list[str]:
     """Kafka's ``enqueueTopicsForDeletion``, as ``processTopicDeletion`` calls it: queue ``topics``, mark
     those with a partition being reassigned ineligible (the deletion waits for the reassignment), then

@@ -11,7 +11,7 @@ from core.controller.reassignment import maybe_resume_reassignments, start_zk_re
 from core.controller.step_context import UNCLEAN_CONFIG, StepContext
 from core.decisions import ANY_VERSION, ZkOp, ZkWrite
 from core.events import ControllerFailover, TopicPartition, ZkSnapshot
-from core.zkdata import PREFERRED_REPLICA_ELECTION, delete_topic_path
+from core.zkdata import PREFERRED_REPLICA_ELECTION
 
 
 def failover(c: StepContext, ev: ControllerFailover) -> None:
@@ -23,19 +23,13 @@ def failover(c: StepContext, ev: ControllerFailover) -> None:
     c.ctx = ctx = _context_from_snapshot(ev.controller_id, snap)
     c.offline_reset = frozenset(snap.offline_replica_topics)
     fx = c.fx
-    to_delete = set(snap.topics_to_delete)
-    if c.config.delete_topic_enable:
-        offline_topics = {
-            tp.topic
-            for tp in ctx.partition_assignments
-            if any(not ctx.is_replica_online(r, tp) for r in ctx.replicas(tp))
-        }
-        reassigning_topics = {tp.topic for tp in ctx.partitions_being_reassigned}
-        ctx.topics_to_be_deleted = set(to_delete)
-        ctx.topics_ineligible_for_deletion = (offline_topics | reassigning_topics) & to_delete
-    else:
-        for t in sorted(to_delete):
-            fx.zk.append(ZkWrite(ZkOp.DELETE, delete_topic_path(t), None, ANY_VERSION))
+    # Kafka's fetchTopicDeletionsInProgress: a topic with a replica offline or a partition being
+    # reassigned cannot be deleted yet
+    offline_topics = {
+        tp.topic for tp in ctx.partition_assignments if any(not ctx.is_replica_online(r, tp) for r in ctx.replicas(tp))
+    }
+    ineligible = offline_topics | {tp.topic for tp in ctx.partitions_being_reassigned}
+    deletion.init(ctx, fx, snap.topics_to_delete, ineligible, enabled=c.config.delete_topic_enable)
     c.send_update_metadata(ctx.live_brokers.keys())
     replica_machine.startup(ctx, fx)
     partition_machine.startup(ctx, fx, default_unclean=c.config.unclean_leader_election_enable)
