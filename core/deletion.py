@@ -1,6 +1,8 @@
 """Topic deletion (Kafka's ``TopicDeletionManager``), in place on a context and an effect list.
 
-A topic queued for deletion (``/admin/delete_topics/<t>`` exists) goes through:
+A topic is queued by :func:`enqueue_topics_for_deletion` (the DeleteTopics API, a new child of
+``/admin/delete_topics``) or, on controller failover, by :func:`init`. A topic queued for deletion
+(``/admin/delete_topics/<t>`` exists) goes through:
 
 1. **start** (:func:`on_topic_deletion`, once per topic): partitions -> Offline -> NonExistent,
    UpdateMetadata with leader / leader epoch -2 to every broker; then
