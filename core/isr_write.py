@@ -12,8 +12,8 @@ from __future__ import annotations
 from core.context import ControllerContext, LeaderAndIsr, LeaderIsrAndControllerEpoch
 from core.decisions import ZkOp, ZkWrite
 from core.events import TopicPartition
+from core.kafka.zkdata import encode_partition_state, partition_state_path
 from core.requests import Effects
-from core.zkdata import encode_partition_state, partition_state_path
 
 __all__ = ["update_leader_and_isr"]
 

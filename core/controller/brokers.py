@@ -10,9 +10,8 @@ from core import deletion
 from core.context import LiveBroker, sort_tps
 from core.controller.reassignment import maybe_resume_reassignments
 from core.controller.step_context import StepContext
-from core.decisions import ANY_VERSION, BrokerRequest, RequestApi, ZkOp, ZkWrite
+from core.decisions import ANY_VERSION, BrokerRequest, ZkOp, ZkWrite
 from core.election import ElectionStrategy
-from core.error_codes import KafkaError
 from core.events import (
     BrokerFailure,
     BrokerStartup,
@@ -23,10 +22,12 @@ from core.events import (
     TopicPartition,
     ZkLogDirEvents,
 )
+from core.kafka.error_codes import CODES as ERROR_CODES
+from core.kafka.error_codes import KafkaError
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import LOG_DIR_EVENT_NOTIFICATION
 from core.partition_machine import needs_leader
-from core.requests import ERROR_CODES
 from core.states import PartitionState, ReplicaState
-from core.zkdata import LOG_DIR_EVENT_NOTIFICATION
 
 KAFKA_STORAGE_ERROR = int(KafkaError.KAFKA_STORAGE_ERROR)
 

@@ -23,8 +23,8 @@ from core.events import (
     TopicPartition,
     ZkPreferredElection,
 )
+from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
 from core.states import PartitionState
-from core.zkdata import PREFERRED_REPLICA_ELECTION
 
 
 def elect_leaders(c: StepContext, cmd: ElectLeaders) -> None:

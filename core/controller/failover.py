@@ -11,7 +11,7 @@ from core.controller.reassignment import maybe_resume_reassignments, start_zk_re
 from core.controller.step_context import UNCLEAN_CONFIG, StepContext
 from core.decisions import ANY_VERSION, ZkOp, ZkWrite
 from core.events import ControllerFailover, TopicPartition, ZkSnapshot
-from core.zkdata import PREFERRED_REPLICA_ELECTION
+from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
 
 
 def failover(c: StepContext, ev: ControllerFailover) -> None:

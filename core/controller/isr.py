@@ -10,11 +10,12 @@ from typing import Any
 from core.context import RECOVERED, RECOVERING, LeaderAndIsr
 from core.controller.reassignment import maybe_complete_reassignment, maybe_resume_reassignments
 from core.controller.step_context import StepContext
-from core.decisions import BrokerRequest, RequestApi
+from core.decisions import BrokerRequest
 from core.events import AlterPartition, PartitionReplica, PartitionStatesRead, TopicPartition
 from core.isr_write import update_leader_and_isr
+from core.kafka.error_codes import CODES as ERROR_CODES
+from core.kafka.requests import RequestApi
 from core.replica_machine import remove_replica_from_isr
-from core.requests import ERROR_CODES
 from core.states import PartitionState
 
 

@@ -17,9 +17,9 @@ from core.controller.state import ControllerState
 from core.decisions import ANY_VERSION, AdminResult, AdminStatus, Decision, ZkOp, ZkWrite
 from core.election import ElectionStrategy
 from core.events import AdminCommand, PartitionReplica, TopicPartition
+from core.kafka.zkdata import REASSIGN_PARTITIONS, encode_topic_znode, topic_path
 from core.requests import Effects
 from core.states import PartitionState, ReplicaState
-from core.zkdata import REASSIGN_PARTITIONS, encode_topic_znode, topic_path
 
 __all__ = ["UNCLEAN_CONFIG", "StepContext"]
 

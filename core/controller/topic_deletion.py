@@ -8,7 +8,7 @@ from core import deletion
 from core.controller.step_context import StepContext
 from core.decisions import ANY_VERSION, AdminResult, AdminStatus, ZkOp, ZkWrite
 from core.events import DeleteTopic, PartitionReplica, StopReplicaResponse, Tick, TopicPartition, ZkTopicDeletion
-from core.zkdata import delete_topic_path
+from core.kafka.zkdata import delete_topic_path
 
 
 def delete_topic(c: StepContext, cmd: DeleteTopic) -> None:

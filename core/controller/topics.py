@@ -24,10 +24,10 @@ from core.events import (
     TopicPartition,
     ZkTopicChange,
 )
+from core.kafka.zkdata import encode_topic_config, encode_topic_znode, topic_config_path, topic_path
 from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
 from core.states import PartitionState, ReplicaState
 from core.topic_configs import topic_configs_problem
-from core.zkdata import encode_topic_config, encode_topic_znode, topic_config_path, topic_path
 
 
 def on_new_partition_creation(c: StepContext, tps: list[TopicPartition]) -> None:
