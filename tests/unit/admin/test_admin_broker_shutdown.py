@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from admin.broker_shutdown import ShutdownAnswers
-from core.kafka.requests import RequestApi, encode_request
+from core.kafka.envelope import encode_request
+from core.kafka.requests import RequestApi
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The test tree mirrors the source tree: ``tests/<tier>/<package>[/<subpackage>]/test_<package>_….py``.
+"""The test tree mirrors the source tree: ``tests/<tier>/<package>[/<subpackage>]/test_<package>[_<subpackage>]_….py``.
 
 A reader finds the tests of ``sinks/zookeeper.py`` under ``tests/*/sinks/``; a test file's folder names its
 tier, and its marker (what ``scripts/test -m <tier>`` selects) agrees with that folder. pytest imports test
@@ -66,7 +66,8 @@ def test_folders_mirror_the_source_packages() -> None:
             continue
         source = REPO.joinpath(*folders)
         assert (source / "__init__.py").is_file(), f"{rel}: {'/'.join(folders)}/ is not a package of the source tree"
-        assert path.name.startswith(f"test_{folders[0]}"), f"{rel}: name it test_{folders[0]}_<module>.py"
+        prefix = "test_" + "_".join(folders)
+        assert path.name.startswith(prefix), f"{rel}: name it {prefix}_<module>.py"
 
 
 def test_a_package_folder_of_the_tests_does_not_shadow_the_package() -> None:

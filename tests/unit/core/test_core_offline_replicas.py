@@ -25,7 +25,7 @@ from core.events import (
     ReassignPartitions,
     TopicPartition,
 )
-from core.kafka.zkdata import snapshot_from_znodes
+from core.kafka.zksnapshot import snapshot_from_znodes
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core import events as ev
-from core.kafka.zkdata import snapshot_from_znodes
+from core.kafka.zksnapshot import snapshot_from_znodes
 from streaming import failover, routing
 
 pytestmark = pytest.mark.unit
