@@ -1,9 +1,11 @@
 """A controller batch's observation as the driver records it: two buckets' summaries and a few decisions
-(shared by the observatory's tests and the monitoring configuration's)."""
+(shared by the observatory's tests and the monitoring configuration's), and a reader of Prometheus' text format."""
 
 from __future__ import annotations
 
 import json
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from core import decisions as dc
 from core import observe
@@ -54,3 +56,11 @@ def batch(batch_id: int = 7) -> ob.BatchObservation:
         decisions=decisions,
         seconds={"spark_job": 0.2, "zookeeper_sink": 0.05, "request_sink": 0.01},
     )
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out

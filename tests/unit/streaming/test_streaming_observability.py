@@ -1,49 +1,20 @@
-"""The driver's observatory, its Prometheus collector, the status page and the HTTP endpoint (real sockets)."""
+"""The driver's observatory and its Prometheus collector (the page and the endpoint: ``test_streaming_status_page.py``,
+``test_streaming_metrics_http.py``)."""
 
 from __future__ import annotations
 
 import json
-import socket
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from observations import batch
-from prometheus_client.parser import text_string_to_metric_families
+from observations import batch, samples
 
 from core import decisions as dc
 from streaming import observability as ob
-from streaming.metrics_http import MetricsServer, MetricsServerError, start_endpoint
-from streaming.settings import Settings, SettingsError
-from streaming.status_page import render
+from streaming.metrics_http import MetricsServer
 
 pytestmark = pytest.mark.unit
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-def test_settings_of_the_endpoint() -> None:
-    s = Settings()
-    assert (s.metrics_port, s.metrics_bind_address) == (0, "127.0.0.1")
-    assert Settings().with_overrides(["metrics_port=9404"]).metrics_port == 9404
-    with pytest.raises(SettingsError, match="metrics_port"):
-        Settings(metrics_port=70000)
-    with pytest.raises(SettingsError, match="metrics_bind_address"):
-        Settings(metrics_bind_address=" ")
 
 
 def test_input_counts_each_record_once() -> None:
@@ -122,50 +93,6 @@ def test_ring_buffer_keeps_the_latest_decisions() -> None:
     # a replayed or unknown batch's progress without a dispatched batch: counted, no timer
     o.record_progress(99, 10.0)
     assert o.snapshot().batches == 1
-
-
-def test_status_page_content() -> None:
-    o = ob.Observatory(1000, clock=lambda: 2000.0)
-    o.set_role(ob.Role.ACTIVE, 5)
-    o.record_batch(batch())
-    page = render(o.snapshot())
-    assert '<span id="role">active</span>' in page
-    assert "controller epoch 5" in page and "live brokers [1, 2, 3]" in page
-    assert '<svg id="leaders-chart"' in page and "broker 1" in page and "imb 100%" in page
-    assert "<td>orders</td>" in page and "<td>solo</td>" in page
-    assert "50%" in page  # moving-0: 1 of its 2 target replicas in the ISR
-    assert "LeaderAndIsr to broker 2 (1 partitions)" in page
-    assert "r1 create_topic ok" in page
-    assert "orders-0: OnlinePartition -&gt; NewPartition: invalid transition" in page
-    empty = render(ob.Observatory(1).snapshot())
-    assert "No partitions yet." in empty and "never" in empty
-
-
-def test_endpoint_serves_metrics_page_and_health_standby_first() -> None:
-    assert start_endpoint(1, 0, "127.0.0.1") == (None, None)
-    port = free_port()
-    o, server = start_endpoint(1001, port, "127.0.0.1")
-    assert o is not None and server is not None
-    try:
-        o.set_role(ob.Role.STANDBY)
-        base = f"http://127.0.0.1:{port}"
-        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as r:
-            assert r.headers["Content-Type"].startswith("text/plain")
-            m = samples(r.read().decode())
-        assert m[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 0
-        assert m[("livectl_controller_role", (("controller_id", "1001"), ("role", "standby")))] == 1
-        with urllib.request.urlopen(f"{base}/", timeout=5) as r:
-            assert "standby" in r.read().decode()
-        with urllib.request.urlopen(f"{base}/healthz", timeout=5) as r:
-            assert r.read() == b"standby\n"
-        with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(f"{base}/nothing", timeout=5)
-        assert e.value.code == 404
-        # the port is taken: a clear error naming the settings
-        with pytest.raises(MetricsServerError, match="metrics_port"):
-            MetricsServer(o, port).start()
-    finally:
-        server.stop()
 
 
 def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> None:
