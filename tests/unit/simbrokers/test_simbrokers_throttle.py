@@ -4,7 +4,7 @@ measurably slower, in-sync replicas are never throttled, and the configs are rea
 from __future__ import annotations
 
 import pytest
-from test_simbrokers import TP, MiniController, cluster, part, run
+from simbrokers_support import TP, MiniController, cluster, part, run
 
 from core.events import TopicPartition
 from simbrokers.broker import SimBroker
