@@ -73,7 +73,9 @@ def test_folders_mirror_the_source_packages() -> None:
 def test_a_package_folder_of_the_tests_does_not_shadow_the_package() -> None:
     """The root conftest imports every product package first (see its comment): ``streaming`` is the
     package, not the test folder of the same name."""
-    import streaming
+    import importlib
 
-    assert streaming.__file__ is not None
-    assert Path(streaming.__file__).resolve() == REPO / "streaming" / "__init__.py"
+    for name in ("admin", "core", "livectl", "simbrokers", "sinks", "streaming"):
+        module = importlib.import_module(name)
+        assert module.__file__ is not None, f"{name} resolved to a namespace package: {list(module.__path__)}"
+        assert Path(module.__file__).resolve() == REPO / name / "__init__.py", name
