@@ -45,7 +45,7 @@ class Service:
     marker: str
 
     def running(self) -> bool:
-        return _pid_matches(self.pid, self.marker)
+        return pid_matches(self.pid, self.marker)
 
     @property
     def connect(self) -> str:
@@ -177,7 +177,7 @@ def tansu_binary() -> Path:
     return path
 
 
-def _pid_matches(pid: int, marker: str) -> bool:
+def pid_matches(pid: int, marker: str) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
@@ -304,7 +304,7 @@ def start_broker(run_dir: Path, port: int, timeout: float = 30.0) -> Service:
 
 def stop_process(pid: int, marker: str, timeout: float = 10.0) -> bool:
     """SIGTERM, then SIGKILL after ``timeout``; only if ``pid`` still runs a command containing ``marker``."""
-    if not _pid_matches(pid, marker):
+    if not pid_matches(pid, marker):
         _reap(pid)
         return False
     with contextlib.suppress(ProcessLookupError):
@@ -312,14 +312,14 @@ def stop_process(pid: int, marker: str, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _reap(pid)
-        if not _pid_matches(pid, marker):
+        if not pid_matches(pid, marker):
             return True
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     for _ in range(100):
         _reap(pid)
-        if not _pid_matches(pid, marker):
+        if not pid_matches(pid, marker):
             break
         time.sleep(0.05)
     return True
