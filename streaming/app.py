@@ -41,7 +41,7 @@ from sinks.ports import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, RequestSinkPort,
 from streaming import failover, spark_ui
 from streaming.audit_log import AuditLog, HadoopAuditFiles, default_audit_dir
 from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore, batch_ids, child
-from streaming.dispatch import Dispatcher
+from streaming.dispatch import BatchTiming, Dispatcher
 from streaming.errors import StreamingError
 from streaming.listener import MetricsListener
 from streaming.resources import LOG4J2, SPARK_DEFAULTS, conf_file, conf_path
