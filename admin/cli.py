@@ -7,12 +7,11 @@
 ``configs``            topic, broker and ``<default>`` configs (``kafka-configs``; :mod:`admin.configs`)
 ``elect-leaders``      ``--election-type PREFERRED|UNCLEAN`` (``kafka-leader-election``)
 ``brokers list``       registrations under ``/brokers/ids`` (``--min N``: exit 1 below N, a healthcheck)
-``broker shutdown N``  ask simulated broker N for a controlled shutdown (control topic); ``--wait`` reports
-                       its outcome (:mod:`admin.broker_shutdown`)
-``broker kill N``      make simulated broker N vanish (session closed, no controlled shutdown)
-``broker fault N ...`` inject ``slow-follower``, ``stuck-follower``, ``disk-failure``, ``clear``, ``produce-rate``
 ``controller status``  ``/controller`` and ``/controller_epoch``
 =====================  ==========================================================================
+
+Simulated brokers are stopped, killed and given faults by the simulator's own tool,
+``livectl-simbrokers`` (:mod:`simbrokers.ctl`); a Kafka operator stops a real broker instead.
 
 Writes are :mod:`core.events` admin commands published to ``livectl.admin`` with a fresh request id;
 ``--wait`` follows the :class:`core.decisions.AdminResult` on ``livectl.admin-results``. Reads come
@@ -30,13 +29,12 @@ import json
 import os
 import re
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from admin import broker_shutdown, configs, files, reassign_cmd, topics_read
+from admin import configs, files, reassign_cmd, topics_read
 from admin.publish import (
     ADMIN_RESULTS_TOPIC,
     ADMIN_TOPIC,
@@ -45,7 +43,6 @@ from admin.publish import (
     ResultFollower,
     WaitTimeoutError,
     new_request_id,
-    publish,
     publish_command,
 )
 from admin.zkread import ZkReader, ZkUnavailableError, connect
@@ -63,8 +60,7 @@ from core.events import (
     encode_event,
 )
 from core.topic_configs import topic_configs_problem
-from simbrokers.control import CONTROL_TOPIC, ControlCommand
-from simbrokers.requests import REQUESTS_TOPIC
+from livectl import local
 from sinks.security import KafkaSecurity, SecurityConfigError
 
 EXIT_OK = 0
@@ -116,23 +112,12 @@ Handler = Callable[[argparse.Namespace], int]
 # ----------------------------------------------------------------------------- defaults
 
 
-def _local_services_address(name: str) -> str | None:
-    """Address of a service started by ``livectl local up`` in ./run/local, if any."""
-    state = Path("run") / "local" / "services.json"
-    try:
-        raw = json.loads(state.read_text())
-        address = raw[name]["address"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return str(address)
-
-
 def default_bootstrap() -> str:
-    return os.environ.get("LIVECTL_BOOTSTRAP_SERVER") or _local_services_address("broker") or "127.0.0.1:9092"
+    return os.environ.get("LIVECTL_BOOTSTRAP_SERVER") or local.recorded_address("broker") or "127.0.0.1:9092"
 
 
 def default_zookeeper() -> str:
-    return os.environ.get("LIVECTL_ZOOKEEPER") or _local_services_address("zookeeper") or "127.0.0.1:2181"
+    return os.environ.get("LIVECTL_ZOOKEEPER") or local.recorded_address("zookeeper") or "127.0.0.1:2181"
 
 
 # ----------------------------------------------------------------------------- parser
@@ -176,7 +161,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_reassign(subparsers, write)
     _add_elect(subparsers, write)
     _add_brokers(subparsers, read)
-    _add_broker(subparsers, write)
     _add_controller(subparsers, read)
     configs.add_parser(subparsers, write)
 
@@ -269,37 +253,6 @@ def _add_brokers(sub: argparse._SubParsersAction[argparse.ArgumentParser], commo
         help="exit 1 when fewer than N brokers are registered (a healthcheck that can fail)",
     )
     lp.set_defaults(func=cmd_brokers_list)
-
-
-def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "broker",
-        help="control a simulated broker (shutdown, kill, faults)",
-        description="Commands for simulated brokers, published on the control topic they obey.",
-    )
-    bsub = p.add_subparsers(dest="broker_cmd", required=True, metavar="COMMAND")
-
-    def add(name: str, helptext: str) -> argparse.ArgumentParser:
-        sp = bsub.add_parser(name, parents=[common], help=helptext, description=helptext)
-        sp.add_argument("broker_id", type=int, metavar="BROKER_ID")
-        sp.add_argument("--control-topic", default=CONTROL_TOPIC, help="default: %(default)s")
-        sp.add_argument(
-            "--requests-topic", default=REQUESTS_TOPIC, help="controller requests, for --wait (default: %(default)s)"
-        )
-        return sp
-
-    add("shutdown", "controlled shutdown of a simulated broker, then deregistration").set_defaults(
-        func=cmd_broker, broker_command="shutdown"
-    )
-    add("kill", "make a simulated broker vanish (no controlled shutdown)").set_defaults(
-        func=cmd_broker, broker_command="kill"
-    )
-    fp = add("fault", "inject a fault into a simulated broker")
-    fp.add_argument("fault", choices=["slow-follower", "stuck-follower", "disk-failure", "clear", "produce-rate"])
-    fp.add_argument("--fetch-interval-ms", type=int, help="slow-follower: fetch only this often")
-    fp.add_argument("--max-records", type=int, help="slow-follower: records per fetch and partition")
-    fp.add_argument("--rate", type=float, help="produce-rate: records/s per led partition")
-    fp.set_defaults(func=cmd_broker, broker_command=None)
 
 
 def _add_controller(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -752,64 +705,6 @@ def _brokers_list(args: argparse.Namespace) -> int:
         raise OperationFailedError(
             f"{len(brokers)} broker(s) registered under /brokers/ids, fewer than --min {minimum}"
         )
-    return EXIT_OK
-
-
-def cmd_broker(args: argparse.Namespace) -> int:
-    return _run(args, _broker)
-
-
-def _broker(args: argparse.Namespace) -> int:
-    name = args.broker_command or args.fault
-    cmd = ControlCommand(
-        args.broker_id,
-        name,
-        getattr(args, "fetch_interval_ms", None),
-        getattr(args, "max_records", None),
-        getattr(args, "rate", None),
-    )
-    try:
-        from simbrokers.control import validate
-
-        validate(cmd)
-    except FormatError as e:
-        option = {"fetch_interval_ms": "--fetch-interval-ms", "rate": "--rate"}.get(e.field, e.field)
-        raise UsageError(option, e.reason) from None
-    path = f"/brokers/ids/{args.broker_id}"
-    with connect(_zk(args)) as zk:
-        if args.broker_id not in zk.brokers():
-            raise OperationFailedError(f"broker {args.broker_id} is not registered ({path} does not exist)")
-    answers = None
-    if args.wait and name == "shutdown":
-        answers = broker_shutdown.open_consumer(_kafka(args), args.requests_topic, _kafka_config(args))
-    publish(_kafka(args), args.control_topic, str(args.broker_id), cmd.to_json(), _kafka_config(args))
-    print(f"Sent {name} to broker {args.broker_id} on {args.control_topic}.")
-    if answers is not None:
-        try:
-            with connect(_zk(args)) as zk:
-                ok, message = broker_shutdown.follow(
-                    lambda: args.broker_id in zk.brokers(), answers, args.broker_id, args.timeout
-                )
-        except TimeoutError as e:
-            raise NotFinishedError(str(e)) from None
-        finally:
-            answers.close()
-        if not ok:
-            raise OperationFailedError(message)
-        print(message)
-        return EXIT_OK
-    if args.wait and name == "kill":
-        progress = Progress(f"broker {args.broker_id} {name}")
-        deadline = time.monotonic() + args.timeout
-        with connect(_zk(args)) as zk:
-            while args.broker_id in zk.brokers():
-                if time.monotonic() >= deadline:
-                    progress.done(None)
-                    raise NotFinishedError(f"broker {args.broker_id} still registered after {args.timeout:g}s")
-                progress.draw(None)
-                time.sleep(0.2)
-        progress.done(None)
-        print(f"Broker {args.broker_id} deregistered.")
     return EXIT_OK
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from livectl import local
 
-DEFAULT_RUN_DIR = Path("run") / "local"
+DEFAULT_RUN_DIR = local.DEFAULT_RUN_DIR
 
 
 def _local_up(args: argparse.Namespace) -> int:

@@ -28,6 +28,8 @@ ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 STATE_FILE = "services.json"
+#: where ``livectl local up`` keeps its services unless told otherwise (relative to the working directory)
+DEFAULT_RUN_DIR = Path("run") / "local"
 
 
 class LocalServiceError(RuntimeError):
@@ -132,6 +134,17 @@ class LocalServices:
 
 
 # -------------------------------------------------------------------- helpers
+
+
+def recorded_address(name: str, run_dir: Path = DEFAULT_RUN_DIR) -> str | None:
+    """The address of service ``name`` (``zookeeper`` or ``broker``) as ``livectl local up`` recorded it in
+    ``run_dir``; ``None`` when nothing (readable) is recorded there. Whether it still runs is not checked."""
+    try:
+        services = LocalServices.load(run_dir)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    service = services.services.get(name)
+    return None if service is None else service.address
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""``livectl broker shutdown N --wait``: follow a simulated broker's controlled shutdown to its real outcome.
+"""``livectl-simbrokers shutdown N --wait``: follow a simulated broker's controlled shutdown to its real outcome.
 
 The broker asks the controller (``ControlledShutdown`` on ``livectl.broker-events``) and retries while
 the answer lists partitions it still leads (Kafka's ``controlled.shutdown.max.retries``); then it
@@ -11,14 +11,15 @@ is exit 1 naming the partitions the broker could not move.
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 
-from admin.publish import Progress, consumer_at_end
 from core.decisions import RequestApi
 from core.errors import FormatError
 from simbrokers.codes import NONE
@@ -62,9 +63,53 @@ class ShutdownAnswers:
         return error, sorted(remaining)
 
 
-def open_consumer(bootstrap: str, topic: str, client_config: dict[str, Any]) -> KafkaConsumer:
-    """A consumer positioned at the end of ``topic`` (taken before the command is sent)."""
-    return consumer_at_end(bootstrap, topic, client_config)
+class KafkaUnreachableError(Exception):
+    """Kafka or the topic to follow cannot be had; the message says which."""
+
+
+def open_consumer(bootstrap: str, topic: str, client_config: Mapping[str, Any] | None = None) -> KafkaConsumer:
+    """A consumer of every partition of ``topic`` positioned at its end (taken before the command is sent),
+    reading committed transactions only: the controller writes its requests in transactions, and an
+    aborted one (a fenced or killed controller) was never said."""
+    try:
+        consumer = KafkaConsumer(
+            **dict(client_config or {}),
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            group_id=None,
+            isolation_level="read_committed",
+        )
+    except KafkaError:
+        raise KafkaUnreachableError(f"cannot reach Kafka at {bootstrap}") from None
+    parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        consumer.close()
+        raise KafkaUnreachableError(f"topic {topic} does not exist on {bootstrap}; is the controller running?")
+    tps = [TopicPartition(topic, p) for p in sorted(parts)]
+    consumer.assign(tps)
+    consumer.seek_to_end(*tps)
+    for tp in tps:
+        consumer.position(tp)  # resolve the end now: what is written after this is what the caller waits for
+    return consumer
+
+
+class Waiting:
+    """``<label>: waiting 3.2s`` on one line of stderr while a terminal watches (nothing otherwise)."""
+
+    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.start = time.monotonic()
+
+    def draw(self) -> None:
+        if self.stream.isatty():
+            self.stream.write(f"\r{self.label}: waiting {time.monotonic() - self.start:.1f}s")
+            self.stream.flush()
+
+    def done(self) -> None:
+        if self.stream.isatty():
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def drain(consumer: KafkaConsumer, answers: ShutdownAnswers, quiet_ms: int = 1500) -> None:
@@ -86,19 +131,19 @@ def follow(
 ) -> tuple[bool, str]:
     """Wait until the broker deregisters; ``(succeeded, message)``. Raises ``TimeoutError``."""
     answers = ShutdownAnswers(broker_id)
-    progress = Progress(f"broker {broker_id} shutdown")
+    progress = Waiting(f"broker {broker_id} shutdown")
     deadline = time.monotonic() + timeout_s
     try:
         while zk_registered():
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"broker {broker_id} still registered after {timeout_s:g}s")
-            progress.draw(None)
+            progress.draw()
             for records in consumer.poll(timeout_ms=200).values():
                 for rec in records:
                     answers.add(rec.key, rec.value)
         drain(consumer, answers)
     finally:
-        progress.done(None)
+        progress.done()
     last = answers.last()
     if last is None:
         return False, (

@@ -78,11 +78,19 @@ def test_every_command_has_help() -> None:
         ["reassign", "--help"],
         ["elect-leaders", "--help"],
         ["brokers", "list", "--help"],
-        ["broker", "fault", "--help"],
         ["controller", "status", "--help"],
     ):
         with pytest.raises(SystemExit) as e:
             parser.parse_args(argv)
+        assert e.value.code == 0
+
+
+def test_every_simulator_command_has_help() -> None:
+    from simbrokers.ctl import build_parser as simbrokers_parser
+
+    for argv in (["fault", "--help"], ["shutdown", "--help"], ["kill", "--help"]):
+        with pytest.raises(SystemExit) as e:
+            simbrokers_parser().parse_args(argv)
         assert e.value.code == 0
 
 
