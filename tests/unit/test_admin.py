@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from admin import files
-from admin.cli import UsageError, build_parser, parse_replica_assignment
+from admin.cli import build_parser
+from admin.common import UsageError, parse_replica_assignment
 from admin.publish import EpochFilter, Progress, _decode_result
 from core.decisions import AdminResult, AdminStatus, encode_decision
 from core.errors import FormatError
