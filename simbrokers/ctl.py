@@ -36,6 +36,8 @@ from core.errors import FormatError
 from simbrokers import shutdown_watch
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, validate
 from simbrokers.requests import REQUESTS_TOPIC
+from sinks.errors import SinkUnavailableError
+from sinks.kafka_read import consumer_at_end
 from sinks.security import KafkaSecurity, SecurityConfigError
 
 PROG = "livectl-simbrokers"
@@ -145,8 +147,8 @@ def _run(args: argparse.Namespace) -> int:
         answers = None
         if args.wait and name == "shutdown":
             try:
-                answers = shutdown_watch.open_consumer(bootstrap, args.requests_topic, config)
-            except shutdown_watch.KafkaUnreachableError as e:
+                answers = consumer_at_end(bootstrap, args.requests_topic, config)
+            except SinkUnavailableError as e:
                 raise UnavailableError(str(e)) from None
         _publish(bootstrap, args.control_topic, str(args.broker_id), cmd.to_json(), config)
         print(f"Sent {name} to broker {args.broker_id} on {args.control_topic}.")

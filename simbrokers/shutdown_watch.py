@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
-from kafka import KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError
+from kafka import KafkaConsumer
 
 from core.decisions import RequestApi
 from core.errors import FormatError
@@ -61,36 +60,6 @@ class ShutdownAnswers:
             return None
         error, remaining = self.answers[self.order[-1]]
         return error, sorted(remaining)
-
-
-class KafkaUnreachableError(Exception):
-    """Kafka or the topic to follow cannot be had; the message says which."""
-
-
-def open_consumer(bootstrap: str, topic: str, client_config: Mapping[str, Any] | None = None) -> KafkaConsumer:
-    """A consumer of every partition of ``topic`` positioned at its end (taken before the command is sent),
-    reading committed transactions only: the controller writes its requests in transactions, and an
-    aborted one (a fenced or killed controller) was never said."""
-    try:
-        consumer = KafkaConsumer(
-            **dict(client_config or {}),
-            bootstrap_servers=bootstrap,
-            enable_auto_commit=False,
-            group_id=None,
-            isolation_level="read_committed",
-        )
-    except KafkaError:
-        raise KafkaUnreachableError(f"cannot reach Kafka at {bootstrap}") from None
-    parts = consumer.partitions_for_topic(topic)
-    if not parts:
-        consumer.close()
-        raise KafkaUnreachableError(f"topic {topic} does not exist on {bootstrap}; is the controller running?")
-    tps = [TopicPartition(topic, p) for p in sorted(parts)]
-    consumer.assign(tps)
-    consumer.seek_to_end(*tps)
-    for tp in tps:
-        consumer.position(tp)  # resolve the end now: what is written after this is what the caller waits for
-    return consumer
 
 
 class Waiting:
