@@ -408,6 +408,10 @@ class Demo:
         publish_command(self.bootstrap, self.settings.admin_topic, command, rid)
         return rid
 
+    def requests_since(self, since: float) -> list[dict[str, Any]]:
+        assert self.observer is not None
+        return self.observer.requests_since(since)
+
     def result_problems(self, rids: dict[str, str]) -> list[str]:
         """Admin results still missing; an ``error`` result fails the step at once."""
         assert self.observer is not None

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from core.events import CreateTopic, DeleteTopic, ElectionType, ElectLeaders, PartitionTarget, ReassignPartitions
 from livectl import scenario as sc
-from livectl.demo.report import DemoError
-
-if TYPE_CHECKING:
-    from livectl.demo.runner import Demo
+from livectl.demo.processes import BrokerProcess
+from livectl.demo.report import DemoError, DemoOptions, DemoReport
 
 #: the topics of the scenario
 ORDERS, PAYMENTS, AUDIT = "orders", "payments", "audit"
@@ -29,6 +27,44 @@ class Step:
     action: Callable[[], str | None]
     check: Callable[[], list[str]]
     done: Callable[[], str]
+
+
+class Demo(Protocol):
+    """What the steps need of the run (:class:`livectl.demo.runner.Demo`)."""
+
+    o: DemoOptions
+    report: DemoReport
+    brokers: dict[int, BrokerProcess]
+    kill_id: int
+    shutdown_id: int
+
+    def snapshot(self) -> tuple[sc.ClusterView, dict[int, dict[str, Any]]]:
+        """ZooKeeper's view and the brokers' status documents, as last read."""
+        ...
+
+    def send(self, label: str, command: Any) -> str:
+        """Publish an admin command with a fresh request id (returned)."""
+        ...
+
+    def result_problems(self, rids: dict[str, str]) -> list[str]:
+        """Admin results still missing; raises :class:`DemoError` on an error result."""
+        ...
+
+    def requests_since(self, since: float) -> list[dict[str, Any]]:
+        """The controller's requests seen since ``since`` (``time.monotonic()``)."""
+        ...
+
+    def start_broker(self, broker_id: int) -> BrokerProcess:
+        """Start simulated broker ``broker_id`` in its own process."""
+        ...
+
+    def broker_start_problems(self, ids: Sequence[int] | range) -> list[str]:
+        """Brokers of ``ids`` not registered or without a status yet; raises if one exited."""
+        ...
+
+    def record_processes(self) -> None:
+        """Write down the processes started, for the next run's clean-up."""
+        ...
 
 
 def create_topics(d: Demo) -> Step:
@@ -211,10 +247,9 @@ def controlled_shutdown(d: Demo) -> Step:
         return f"SIGTERM broker {s_id} (pid {bp.pid}): Kafka's controlled shutdown; it leads {leads}"
 
     def answers() -> list[dict[str, Any]]:
-        assert d.observer is not None
         return [
             m
-            for m in d.observer.requests_since(since[0])
+            for m in d.requests_since(since[0])
             if m.get("api") == "ControlledShutdownResponse" and int(m.get("brokerId", -1)) == s_id
         ]
 
