@@ -58,6 +58,7 @@ from admin.publish import ResultFollower, new_request_id, publish_command
 from admin.zkread import ZkReader, connect
 from core.decisions import AdminResult, AdminStatus
 from core.events import AdminCommand, CancelReassignment, PartitionTarget, ReassignPartitions, TopicPartition
+from core.kafka import zkdata
 from core.topic_configs import (
     ALTER_LOG_DIRS_THROTTLED_RATE,
     FOLLOWER_THROTTLED_RATE,
@@ -235,7 +236,7 @@ def clear_throttles(args: argparse.Namespace, topics: Sequence[str]) -> None:
 
     with configs.writer(zk_connect(args)) as zk:
         try:
-            entities = sorted(zk.get_children("/config/brokers"))
+            entities = sorted(zk.get_children(zkdata.CONFIG_BROKERS))
         except NoNodeError:
             entities = []
         throttled = []

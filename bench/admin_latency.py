@@ -56,7 +56,7 @@ from kafka import KafkaProducer
 from kazoo.client import KazooClient
 
 from core import events as ev
-from core import zkdata
+from core.kafka import zkdata
 from streaming.settings import Settings
 
 N_BROKERS = 10

@@ -79,12 +79,10 @@ from core.decisions import (
     AdminStatus,
     BrokerRequest,
     Decision,
-    RequestApi,
     ZkOp,
     ZkWrite,
 )
 from core.election import ElectionStrategy, preferred_leader
-from core.error_codes import KafkaError
 from core.events import (
     AdminCommand,
     AlterPartition,
@@ -119,12 +117,10 @@ from core.events import (
     ZkTopicChange,
     ZkTopicDeletion,
 )
-from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
-from core.replica_machine import remove_replica_from_isr
-from core.requests import ERROR_CODES, Effects
-from core.states import PartitionState, ReplicaState
-from core.topic_configs import topic_configs_problem
-from core.zkdata import (
+from core.kafka.error_codes import CODES as ERROR_CODES
+from core.kafka.error_codes import KafkaError
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import (
     LOG_DIR_EVENT_NOTIFICATION,
     PREFERRED_REPLICA_ELECTION,
     REASSIGN_PARTITIONS,
@@ -136,6 +132,11 @@ from core.zkdata import (
     topic_config_path,
     topic_path,
 )
+from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
+from core.replica_machine import remove_replica_from_isr
+from core.requests import Effects
+from core.states import PartitionState, ReplicaState
+from core.topic_configs import topic_configs_problem
 
 STATE_VERSION = 1
 UNCLEAN_CONFIG = "unclean.leader.election.enable"

@@ -66,17 +66,14 @@ from core.context import (
     LeaderIsrAndControllerEpoch,
     LiveBroker,
 )
-from core.decisions import AdminResult, BrokerRequest, Decision, RequestApi, StateChangeFailure, ZkWrite
-from core.error_codes import CODES
+from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkWrite
 from core.events import TopicPartition
+from core.kafka.requests import RequestApi
 
 #: Kafka's ``Uuid.ZERO_UUID`` in base64
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-
-#: Kafka error codes by name (the one table: :mod:`core.error_codes`)
-ERROR_CODES = CODES
 
 
 def _ints(xs: Iterable[int]) -> str:

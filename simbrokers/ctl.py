@@ -33,9 +33,9 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from core.errors import FormatError
+from core.kafka.requests import REQUESTS_TOPIC
 from simbrokers import shutdown_watch
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, validate
-from simbrokers.requests import REQUESTS_TOPIC
 from sinks.errors import SinkUnavailableError
 from sinks.kafka_read import consumer_at_end
 from sinks.security import KafkaSecurity, SecurityConfigError

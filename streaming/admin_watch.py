@@ -46,7 +46,6 @@ from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
 
-from core import zkdata
 from core.cluster_config import effective_configs
 from core.errors import FormatError
 from core.events import (
@@ -63,6 +62,7 @@ from core.events import (
     event_from_json,
     event_to_json,
 )
+from core.kafka import zkdata
 from streaming.errors import StreamingError
 from streaming.liveness import Producer
 

@@ -36,8 +36,9 @@ from kazoo.exceptions import (
 )
 
 from core.events import BrokerFailure, BrokerStartup, Event, event_to_json
+from core.kafka.zkdata import BROKER_IDS
 from streaming.errors import StreamingError
-from streaming.zk_snapshot import BROKER_IDS, SnapshotError, parse_broker_registration
+from streaming.zk_snapshot import SnapshotError, parse_broker_registration
 
 log = logging.getLogger(__name__)
 

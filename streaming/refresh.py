@@ -22,8 +22,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from core import zkdata
 from core.events import Event, PartitionStatesRead, PartitionStateZnode, TopicCreationRefused, event_to_json
+from core.kafka import zkdata
 from sinks.ports import FailedWrite
 from streaming.refusals import classify
 from streaming.zk_snapshot import read_znodes

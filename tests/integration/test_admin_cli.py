@@ -33,7 +33,7 @@ from core.events import (
     ReassignPartitions,
     event_from_json,
 )
-from simbrokers.registration import registration_json
+from core.kafka.zkdata import encode_broker_registration
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +102,9 @@ def write_tree(zk: KazooClient) -> None:
     """A small cluster in Kafka's layout: brokers 1-3, topic orders (3 partitions, one reassigning), topic
     old marked for deletion, a controller."""
     for b in (1, 2, 3):
-        zk.create(f"/brokers/ids/{b}", registration_json("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True)
+        zk.create(
+            f"/brokers/ids/{b}", encode_broker_registration("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True
+        )
     zk.create(
         "/brokers/topics/orders",
         json.dumps(

@@ -13,10 +13,9 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from test_admin_cli import Env, env, write_tree
 
-from core.decisions import RequestApi
+from core.kafka.requests import RequestApi, encode_request
 from simbrokers.control import parse_control
 from simbrokers.ctl import main
-from simbrokers.requests import encode_request
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
 from core.controller import ControllerConfig, ControllerState, initial_state, step
-from core.decisions import BrokerRequest, Decision, RequestApi, ZkOp, ZkWrite
+from core.decisions import BrokerRequest, Decision, ZkOp, ZkWrite
 from core.events import (
     AlterPartition,
     BrokerInfo,
@@ -18,7 +18,8 @@ from core.events import (
     StopReplicaResponse,
     TopicPartition,
 )
-from core.zkdata import snapshot_from_znodes
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import snapshot_from_znodes
 from sinks.memory import MemoryZooKeeper, ZkRefusedError
 
 

@@ -15,7 +15,7 @@ from core.controller import (
     metrics,
     step,
 )
-from core.decisions import AdminResult, AdminStatus, RequestApi, ZkOp, ZkWrite, decision_to_json
+from core.decisions import AdminResult, AdminStatus, ZkOp, ZkWrite, decision_to_json
 from core.events import (
     AlterPartition,
     AlterTopicConfig,
@@ -37,6 +37,7 @@ from core.events import (
     event_from_json,
     event_to_json,
 )
+from core.kafka.requests import RequestApi
 from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit

@@ -10,8 +10,7 @@ import pytest
 from core_support import Cluster, startup
 
 from core.controller import ControllerConfig
-from core.decisions import AdminResult, BrokerRequest, Decision, RequestApi, StateChangeFailure, ZkOp, ZkWrite
-from core.error_codes import KafkaError
+from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkOp, ZkWrite
 from core.errors import FormatError
 from core.events import (
     AlterPartition,
@@ -31,6 +30,8 @@ from core.events import (
     event_from_json,
     event_to_json,
 )
+from core.kafka.error_codes import KafkaError
+from core.kafka.requests import RequestApi
 from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit

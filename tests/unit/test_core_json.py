@@ -47,7 +47,7 @@ from core.events import (
     event_from_json,
     event_to_json,
 )
-from core.zkdata import (
+from core.kafka.zkdata import (
     decode_preferred_election,
     decode_reassignment,
     decode_topic_znode,

@@ -10,9 +10,10 @@ import pytest
 from core import partition_machine, replica_machine
 from core.assignment import ReplicaAssignment
 from core.context import ControllerContext, LeaderAndIsr, LiveBroker
-from core.decisions import BrokerRequest, RequestApi, ZkOp, ZkWrite
+from core.decisions import BrokerRequest, ZkOp, ZkWrite
 from core.election import ElectionStrategy
 from core.events import Endpoint, PartitionReplica, TopicPartition
+from core.kafka.requests import RequestApi
 from core.states import (
     PARTITION_VALID_PREVIOUS,
     REPLICA_VALID_PREVIOUS,

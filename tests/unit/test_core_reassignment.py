@@ -8,7 +8,7 @@ import pytest
 from core_support import Cluster
 
 from core.assignment import ReplicaAssignment
-from core.decisions import AdminResult, AdminStatus, RequestApi, ZkWrite
+from core.decisions import AdminResult, AdminStatus, ZkWrite
 from core.events import (
     BrokerFailure,
     CancelReassignment,
@@ -18,8 +18,9 @@ from core.events import (
     ReassignPartitions,
     TopicPartition,
 )
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import REASSIGN_PARTITIONS, encode_reassignment
 from core.states import ReplicaState
-from core.zkdata import REASSIGN_PARTITIONS, encode_reassignment
 
 pytestmark = pytest.mark.unit
 

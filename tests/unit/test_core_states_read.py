@@ -8,7 +8,7 @@ import pytest
 from core_support import Cluster
 
 from core.controller import ControllerConfig, step
-from core.decisions import RequestApi, StateChangeFailure, ZkWrite
+from core.decisions import StateChangeFailure, ZkWrite
 from core.errors import FormatError
 from core.events import (
     BrokerFailure,
@@ -19,8 +19,9 @@ from core.events import (
     event_from_json,
     event_to_json,
 )
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import decode_partition_state, partition_state_path
 from core.states import PartitionState
-from core.zkdata import decode_partition_state, partition_state_path
 
 pytestmark = pytest.mark.unit
 

@@ -183,7 +183,7 @@ def test_config_strings_are_bounded_and_valid() -> None:
 
 def test_min_topic_znode_bytes_is_a_lower_bound() -> None:
     from core.assignment import ReplicaAssignment
-    from core.zkdata import encode_topic_znode
+    from core.kafka.zkdata import encode_topic_znode
 
     for n, rf in ((1, 1), (9, 3), (11, 10), (1234, 2), (10_000, 12)):
         assignment = {p: ReplicaAssignment(tuple(range(rf))) for p in range(n)}
