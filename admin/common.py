@@ -157,13 +157,9 @@ def kafka_config(args: argparse.Namespace) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise UsageError("--command-config", f"cannot read {path}: {e.strerror or e}") from None
-    try:
-        return KafkaSecurity.from_file_text(text, str(path)).client_kwargs()
+        return KafkaSecurity.client_kwargs_from_file(path)
     except SecurityConfigError as e:
-        raise UsageError("--command-config", f"{path}: {e}") from None
+        raise UsageError(e.key, e.reason) from None
 
 
 def validated(command: AdminCommand) -> AdminCommand:

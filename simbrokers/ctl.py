@@ -185,13 +185,9 @@ def _kafka_config(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise UsageError(f"--command-config: cannot read {path}: {e.strerror or e}") from None
-    try:
-        return KafkaSecurity.from_file_text(text, str(path)).client_kwargs()
+        return KafkaSecurity.client_kwargs_from_file(path)
     except SecurityConfigError as e:
-        raise UsageError(f"--command-config: {path}: {e}") from None
+        raise UsageError(str(e)) from None
 
 
 def _connect(connect: str) -> KazooClient:
