@@ -29,7 +29,7 @@ class ZkConflictError(AssertionError):
 
 class _TextNodes(MutableMapping[str, tuple[str | None, int]]):
     """A :class:`MemoryZooKeeper`'s znodes as text (``None`` = no data), the form the core reads them in
-    (:func:`core.zkdata.snapshot_from_znodes`); writing here places a znode as it is, like a test's set-up."""
+    (:func:`core.kafka.zkdata.snapshot_from_znodes`); writing here places a znode as it is, like a test's set-up."""
 
     def __init__(self, tree: MemoryZooKeeper) -> None:
         self._tree = tree
