@@ -29,7 +29,7 @@ class Step:
     done: Callable[[], str]
 
 
-class Demo(Protocol):
+class Run(Protocol):
     """What the steps need of the run (:class:`livectl.demo.runner.Demo`)."""
 
     o: DemoOptions
@@ -67,7 +67,7 @@ class Demo(Protocol):
         ...
 
 
-def create_topics(d: Demo) -> Step:
+def create_topics(d: Run) -> Step:
     wanted = {ORDERS: 6, PAYMENTS: 3, AUDIT: 2}
     rids: dict[str, str] = {}
 
@@ -108,7 +108,7 @@ def create_topics(d: Demo) -> Step:
     return Step("create topics", action, check, done)
 
 
-def hard_kill(d: Demo) -> Step:
+def hard_kill(d: Run) -> Step:
     k = d.kill_id
     led: list[str] = []
 
@@ -140,7 +140,7 @@ def hard_kill(d: Demo) -> Step:
     return Step(f"hard-kill broker {k}", action, check, done)
 
 
-def restart(d: Demo) -> Step:
+def restart(d: Run) -> Step:
     k = d.kill_id
 
     def action() -> str:
@@ -163,7 +163,7 @@ def restart(d: Demo) -> Step:
     return Step(f"restart broker {k}", action, check, done)
 
 
-def reassign(d: Demo) -> Step:
+def reassign(d: Run) -> Step:
     targets: dict[int, tuple[int, ...]] = {}
     rids: dict[str, str] = {}
 
@@ -208,7 +208,7 @@ def reassign(d: Demo) -> Step:
     return Step(f"reassign {PAYMENTS} onto other brokers", action, check, done)
 
 
-def preferred_election(d: Demo) -> Step:
+def preferred_election(d: Run) -> Step:
     before: list[str] = []
     rids: dict[str, str] = {}
 
@@ -231,7 +231,7 @@ def preferred_election(d: Demo) -> Step:
     return Step("preferred-leader election", action, check, done)
 
 
-def controlled_shutdown(d: Demo) -> Step:
+def controlled_shutdown(d: Run) -> Step:
     s_id = d.shutdown_id
     since = [0.0]
     led: list[str] = []
@@ -283,7 +283,7 @@ def controlled_shutdown(d: Demo) -> Step:
     return Step(f"controlled shutdown of broker {s_id}", action, check, done)
 
 
-def delete_topic(d: Demo) -> Step:
+def delete_topic(d: Run) -> Step:
     rids: dict[str, str] = {}
 
     def action() -> str:
@@ -310,7 +310,7 @@ def delete_topic(d: Demo) -> Step:
 
 
 #: the scenario, in order
-SCENARIO: tuple[Callable[[Demo], Step], ...] = (
+SCENARIO: tuple[Callable[[Run], Step], ...] = (
     create_topics,
     hard_kill,
     restart,
