@@ -33,7 +33,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from core.errors import FormatError
-from core.kafka.requests import REQUESTS_TOPIC
+from core.kafka.envelope import REQUESTS_TOPIC
 from simbrokers import shutdown_watch
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, validate
 from sinks.errors import SinkUnavailableError

@@ -13,7 +13,8 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from test_admin_cli import Env, env, write_tree
 
-from core.kafka.requests import RequestApi, encode_request
+from core.kafka.envelope import encode_request
+from core.kafka.requests import RequestApi
 from simbrokers.control import parse_control
 from simbrokers.ctl import main
 

@@ -37,9 +37,20 @@ class _JavaContext:
         return 0
 
 
+class _JvmPackages:
+    """py4j's view of JVM packages on a driver without livectl's jar: every name is another package, never
+    a class (``streaming.spark_ui.publish_figures`` then announces a job of no task)."""
+
+    def __getattr__(self, name: str) -> _JvmPackages:
+        return self
+
+
 class _SparkContext:
+    applicationId = "local-dispatch-timing"  # noqa: N815 (SparkContext's name)
+
     def __init__(self) -> None:
         self._jsc = _JavaContext()
+        self._jvm = _JvmPackages()
         self.descriptions: list[str] = []
 
     def setJobDescription(self, text: str) -> None:
