@@ -53,10 +53,10 @@ def test_codes_are_kafkas() -> None:
 
 
 def test_simbrokers_admin_and_core_share_the_table() -> None:
-    from admin import broker_shutdown
-    from simbrokers import broker, partition, shutdown
+    # admin's former broker_shutdown is simbrokers.shutdown_watch (livectl-simbrokers shutdown --wait)
+    from simbrokers import broker, partition, shutdown, shutdown_watch
 
-    for module in (broker, partition, shutdown, broker_shutdown):
+    for module in (broker, partition, shutdown, shutdown_watch):
         assert module.KafkaError is KafkaError, module.__name__
     assert len(KafkaError), "core.kafka.error_codes lists no codes"
     # one name per code: an IntEnum would silently make a second name for a code an alias of the first
