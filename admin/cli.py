@@ -62,7 +62,7 @@ from core.events import (
     decode_event,
     encode_event,
 )
-from core.kafka.requests import REQUESTS_TOPIC
+from core.kafka.envelope import REQUESTS_TOPIC
 from core.topic_configs import topic_configs_problem
 from simbrokers.control import CONTROL_TOPIC, ControlCommand
 from sinks.security import KafkaSecurity, SecurityConfigError

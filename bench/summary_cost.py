@@ -34,7 +34,7 @@ from _common import machine_info, print_table, write_results
 from core_step import build_state
 
 from core import events as ev
-from streaming import observability, routing, stateful
+from streaming import failover_refs, observability, routing, stateful
 
 
 class GroupState:
@@ -69,7 +69,7 @@ def summary_alone(blob: tuple[Any, ...], frame: pd.DataFrame) -> float:
     from core import controller
 
     before = stateful.load_state(*blob)
-    events, _ = stateful.events_of(0, frame, before.context.epoch, loaded=True)
+    events, _ = failover_refs.events_of(0, frame, before.context.epoch, loaded=True)
     after, decisions = controller.step(before, events)
     t0 = time.perf_counter()
     observability.summary_payload(before.context, after.context, frame, 0, changed=bool(decisions))

@@ -514,7 +514,7 @@ class ControllerApp:
         start and the reference would write what the snapshot then misses.
 
         On a new checkpoint the buckets hold nothing, and events before the reference are history (they
-        are answered ``NOT_CONTROLLER``, :func:`streaming.stateful.applicable_events`); ``latest`` is
+        are answered ``NOT_CONTROLLER``, :func:`streaming.failover_refs.applicable_events`); ``latest`` is
         resolved to the topics' ends now, before the reference is published, or the query (which asks
         for its first offsets only when it plans its first batch) could start past it and never load
         the cluster."""

@@ -48,6 +48,7 @@ import pandas as pd
 
 from core import decisions as dc
 from core import jsonform as jf
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
@@ -207,7 +208,7 @@ class Dispatcher:
 
     def dispatch(self, frame: pd.DataFrame, batch_id: int) -> BatchReport:
         if self.fenced:
-            raise ControllerFencedError("/controller_epoch", -1, "this controller was fenced earlier")
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, -1, "this controller was fenced earlier")
         started = time.monotonic()
         report = BatchReport(batch_id)
         frame = frame.sort_values(["bucket", "seq"], kind="stable") if not frame.empty else frame

@@ -38,7 +38,7 @@ from core.events import (
     TopicPartition,
     event_from_json,
 )
-from core.kafka.zkdata import snapshot_from_znodes
+from core.kafka.zksnapshot import snapshot_from_znodes
 from sinks.errors import SinkUnavailableError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import NOT_ATTEMPTED, Fence

@@ -24,7 +24,8 @@ from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
 from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse, event_from_json
-from core.kafka.requests import RequestApi, encode_request
+from core.kafka.envelope import encode_request
+from core.kafka.requests import RequestApi
 from simbrokers.control import ControlCommand
 
 pytestmark = pytest.mark.integration

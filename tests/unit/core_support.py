@@ -19,7 +19,7 @@ from core.events import (
     TopicPartition,
 )
 from core.kafka.requests import RequestApi
-from core.kafka.zkdata import snapshot_from_znodes
+from core.kafka.zksnapshot import snapshot_from_znodes
 
 
 class ZkConflictError(AssertionError):

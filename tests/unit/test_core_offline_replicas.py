@@ -25,7 +25,7 @@ from core.events import (
     ReassignPartitions,
     TopicPartition,
 )
-from core.kafka.zkdata import snapshot_from_znodes
+from core.kafka.zksnapshot import snapshot_from_znodes
 
 STORAGE = 56  # KAFKA_STORAGE_ERROR
 PATH = "/livectl/offline_replicas/t"

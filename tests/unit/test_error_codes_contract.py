@@ -2,7 +2,7 @@
 
 The core builds request bodies (:mod:`core.requests`), the request sink wraps them into
 ``livectl.requests`` messages (:func:`sinks.requests.request_messages`), the simulated brokers parse them
-(:func:`core.kafka.requests.parse_request`). Every field the core sends must arrive as the core meant it,
+(:func:`core.kafka.envelope.parse_request`). Every field the core sends must arrive as the core meant it,
 and every error code must be the one Kafka gives that name."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from core.events import (
     StopReplicaResponse,
     TopicPartition,
 )
+from core.kafka.envelope import encode_request, parse_request
 from core.kafka.error_codes import CODES, KafkaError, error_name
 from core.kafka.requests import (
     AlterPartitionResponse,
@@ -30,8 +31,6 @@ from core.kafka.requests import (
     RequestApi,
     StopReplicaRequest,
     UpdateMetadataRequest,
-    encode_request,
-    parse_request,
 )
 from simbrokers.broker import SimBroker
 from simbrokers.partition import PendingIsr

@@ -4,7 +4,7 @@ bucket gets only its own topics' (so that buckets never delete each other's reco
 from __future__ import annotations
 
 from core import events as ev
-from core.kafka.zkdata import snapshot_from_znodes
+from core.kafka.zksnapshot import snapshot_from_znodes
 from streaming import failover, routing
 
 BUCKETS = 4

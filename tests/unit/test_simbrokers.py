@@ -26,8 +26,9 @@ from core.events import (
     event_from_json,
     event_to_json,
 )
+from core.kafka.envelope import Envelope, encode_request, parse_request
 from core.kafka.error_codes import KafkaError
-from core.kafka.requests import Envelope, RequestApi, encode_request, parse_request
+from core.kafka.requests import RequestApi
 from simbrokers.broker import BrokerConfig, Faults, SimBroker
 from simbrokers.fabric import LocalFabric, acknowledged_lost
 from simbrokers.log import Record, ReplicaLog
