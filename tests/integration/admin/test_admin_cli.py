@@ -8,132 +8,27 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-import time
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
-from kazoo.client import KazooClient
+from admin_env import Env, answer, env, write_tree
 
 from admin.cli import main
-from core.decisions import AdminResult, AdminStatus, encode_decision
+from core.decisions import AdminStatus
 from core.events import (
     CreatePartitions,
     CreateTopic,
     DeleteTopic,
     ElectionType,
     ElectLeaders,
-    Event,
     ReassignPartitions,
-    event_from_json,
 )
-from core.kafka.zkdata import encode_broker_registration
-from simbrokers.control import parse_control
 
 pytestmark = pytest.mark.integration
 
+__all__ = ["env"]  # the fixture, from admin_env
+
 REPO = Path(__file__).resolve().parents[3]
-
-
-@dataclass
-class Env:
-    zk_connect: str
-    bootstrap: str
-    admin: str
-    results: str
-    control: str
-    zk: KazooClient
-    tmp: Path
-
-    def args(self, *argv: str, write: bool = True) -> list[str]:
-        out = [*argv, "--zookeeper", self.zk_connect, "--bootstrap-server", self.bootstrap]
-        if write:
-            out += ["--admin-topic", self.admin, "--admin-results-topic", self.results]
-        return out
-
-    def consumer(self, topic: str) -> KafkaConsumer:
-        c = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None)
-        tp = TopicPartition(topic, 0)
-        c.assign([tp])
-        c.seek_to_beginning(tp)
-        return c
-
-    def read(self, topic: str, count: int, timeout: float = 10.0) -> list[tuple[bytes, bytes]]:
-        c = self.consumer(topic)
-        out: list[tuple[bytes, bytes]] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and len(out) < count:
-            for recs in c.poll(timeout_ms=200).values():
-                out += [(r.key, r.value) for r in recs]
-        c.close()
-        return out
-
-    def commands(self, count: int = 1) -> list[tuple[str, Event]]:
-        return [(k.decode(), event_from_json(v)) for k, v in self.read(self.admin, count)]
-
-
-@pytest.fixture()
-def env(zookeeper: Any, kafka_broker: Any, tmp_path: Path) -> Iterator[Env]:
-    run = uuid.uuid4().hex[:8]
-    root = KazooClient(hosts=zookeeper.connect, timeout=10)
-    root.start(timeout=10)
-    root.ensure_path(f"/adm-{run}")
-    root.stop()
-    root.close()
-    zk = KazooClient(hosts=f"{zookeeper.connect}/adm-{run}", timeout=10)
-    zk.start(timeout=10)
-    names = (f"adm-{run}.admin", f"adm-{run}.results", f"adm-{run}.control")
-    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
-    admin.create_topics([NewTopic(n, 1, 1) for n in names])
-    admin.close()
-    try:
-        yield Env(f"{zookeeper.connect}/adm-{run}", kafka_broker.bootstrap, *names, zk, tmp_path)
-    finally:
-        zk.stop()
-        zk.close()
-
-
-def write_tree(zk: KazooClient) -> None:
-    """A small cluster in Kafka's layout: brokers 1-3, topic orders (3 partitions, one reassigning), topic
-    old marked for deletion, a controller."""
-    for b in (1, 2, 3):
-        zk.create(
-            f"/brokers/ids/{b}", encode_broker_registration("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True
-        )
-    zk.create(
-        "/brokers/topics/orders",
-        json.dumps(
-            {
-                "version": 3,
-                "topic_id": "q1w2e3r4t5y6u7i8o9p0aa",
-                "partitions": {"0": [1, 2], "1": [2, 3, 1], "2": [3, 4]},
-                "adding_replicas": {"1": [1]},
-                "removing_replicas": {},
-            }
-        ).encode(),
-        makepath=True,
-    )
-    states = {0: (1, [1, 2]), 1: (2, [2]), 2: (-1, [3])}
-    for p, (leader, isr) in states.items():
-        zk.create(
-            f"/brokers/topics/orders/partitions/{p}/state",
-            json.dumps({"version": 1, "leader": leader, "leader_epoch": 4, "controller_epoch": 2, "isr": isr}).encode(),
-            makepath=True,
-        )
-    zk.create(
-        "/brokers/topics/old",
-        json.dumps({"version": 2, "partitions": {"0": [1]}, "adding_replicas": {}, "removing_replicas": {}}).encode(),
-    )
-    zk.create("/admin/delete_topics/old", b"", makepath=True)
-    zk.create("/config/topics/orders", b'{"version":1,"config":{"cleanup.policy":"compact"}}', makepath=True)
-    zk.create("/controller", b'{"version":1,"brokerid":7,"timestamp":"1700000000000"}')
-    zk.create("/controller_epoch", b"5")
 
 
 # ----------------------------------------------------------------------------- publishing commands
@@ -340,37 +235,6 @@ def test_bad_reassignment_file_gives_a_clear_error_and_exit_code_2(env: Env) -> 
 # ----------------------------------------------------------------------------- --wait
 
 
-def answer(
-    env: Env, statuses: list[tuple[AdminStatus, str | None, str]], epochs: list[int] | None = None
-) -> threading.Thread:
-    """Play the controller: read the next command and publish these results for its request id (stamped
-    with ``epochs``, one per result; controller epoch 3 by default)."""
-
-    def run() -> None:
-        c = env.consumer(env.admin)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            recs = [r for rs in c.poll(timeout_ms=200).values() for r in rs]
-            if recs:
-                ev = event_from_json(recs[0].value)
-                rid = ev.request_id  # type: ignore[attr-defined]
-                p = KafkaProducer(bootstrap_servers=env.bootstrap)
-                for i, (status, error, details) in enumerate(statuses):
-                    result = AdminResult(rid, ev.TYPE, status, error, f"step {i}", details)
-                    epoch = 3 if epochs is None else epochs[i]
-                    value = encode_decision(result) | {"batch_id": 10 + i, "controller_epoch": epoch}
-                    p.send(env.results, key=rid.encode(), value=json.dumps(value).encode())
-                    p.flush()
-                    time.sleep(0.3)
-                p.close()
-                break
-        c.close()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
-
-
 def test_wait_follows_in_progress_until_ok(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     write_tree(env.zk)
     t = answer(
@@ -418,24 +282,6 @@ def test_wait_ignores_results_of_a_controller_already_replaced(env: Env, capsys:
 def test_wait_times_out_with_exit_3(env: Env) -> None:
     argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "--wait", "--timeout", "1"]
     assert main(env.args(*argv)) == 3
-
-
-# ----------------------------------------------------------------------------- simulated broker control
-
-
-def test_broker_shutdown_publishes_a_control_message(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    write_tree(env.zk)
-    assert main(env.args("broker", "shutdown", "2", "--control-topic", env.control)) == 0
-    argv = ["broker", "fault", "3", "slow-follower", "--fetch-interval-ms", "5000", "--control-topic", env.control]
-    assert main(env.args(*argv)) == 0
-    msgs = [parse_control(k, v) for k, v in env.read(env.control, 2)]
-    assert [(m.broker_id, m.command, m.fetch_interval_ms) for m in msgs] == [
-        (2, "shutdown", None),
-        (3, "slow-follower", 5000),
-    ]
-    assert main(env.args("broker", "kill", "9", "--control-topic", env.control)) == 1
-    assert "broker 9 is not registered" in capsys.readouterr().err
-    assert main(env.args("broker", "fault", "3", "slow-follower", "--control-topic", env.control)) == 2
 
 
 # ----------------------------------------------------------------------------- Kafka client security

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_admin_cli import Env, answer, env, write_tree
+from admin_env import Env, answer, env, write_tree
 
 from admin.cli import main
 from core.decisions import AdminStatus

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_admin_cli import Env, env, write_tree
+from admin_env import Env, env, write_tree
 
 from admin.cli import main
 

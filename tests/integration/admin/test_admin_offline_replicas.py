@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_admin_cli import Env, env
+from admin_env import Env, env
 
 from admin.cli import main
 from core.controller import ControllerState, initial_state, step

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from admin_env import Env, env, write_tree
 from kafka import KafkaProducer
-from test_admin_cli import Env, env, write_tree
 
 from admin.cli import main
 from core.decisions import AdminResult, AdminStatus, encode_decision

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from admin.broker_shutdown import ShutdownAnswers
 from core.kafka.envelope import encode_request
 from core.kafka.requests import RequestApi
+from simbrokers.shutdown_watch import ShutdownAnswers
 
 pytestmark = pytest.mark.unit
 
