@@ -34,3 +34,12 @@ def test_an_unknown_fault_is_refused_by_the_parser() -> None:
     with pytest.raises(SystemExit) as e:
         main(["fault", "2", "melt"])
     assert e.value.code == 2
+
+
+def test_every_simulator_command_has_help() -> None:
+    from simbrokers.ctl import build_parser as simbrokers_parser
+
+    for argv in (["fault", "--help"], ["shutdown", "--help"], ["kill", "--help"]):
+        with pytest.raises(SystemExit) as e:
+            simbrokers_parser().parse_args(argv)
+        assert e.value.code == 0
