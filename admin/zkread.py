@@ -21,7 +21,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from core import offline_replicas, zkdata
 from core.errors import FormatError
-from core.events import PartitionStateZnode, PartitionTarget, TopicZnode
+from core.model import PartitionTarget
+from core.snapshot import PartitionStateZnode, TopicZnode
 
 
 class ZkUnavailableError(RuntimeError):

@@ -31,9 +31,8 @@ sys.path.insert(0, str(ROOT))
 from kazoo.client import KazooClient  # noqa: E402
 
 from core import zkdata  # noqa: E402
-from core.assignment import ReplicaAssignment  # noqa: E402
-from core.context import LeaderAndIsr  # noqa: E402
 from core.decisions import BrokerRequest, RequestApi, ZkWrite  # noqa: E402
+from core.model import LeaderAndIsr, ReplicaAssignment  # noqa: E402
 from core.placement import BrokerRack, assign_replicas  # noqa: E402
 from livectl import local  # noqa: E402
 from sinks.ports import RequestBatchResult, RequestSinkPort, ZkBatchResult, ZkSinkPort  # noqa: E402

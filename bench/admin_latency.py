@@ -57,6 +57,7 @@ from kazoo.client import KazooClient
 
 from core import events as ev
 from core import zkdata
+from core.codec import event_to_json
 from streaming.settings import Settings
 
 N_BROKERS = 10
@@ -99,7 +100,7 @@ def one_command(
     rid = f"bench-{uuid.uuid4().hex[:12]}"
     cmd = ev.CreateTopic(rid, topic, partitions, RF)
     t_send = time.time()
-    producer.send(settings.admin_topic, key=rid.encode(), value=ev.event_to_json(cmd).encode()).get(timeout=30)
+    producer.send(settings.admin_topic, key=rid.encode(), value=event_to_json(cmd).encode()).get(timeout=30)
     t_acked = time.time()
     if not all_there.wait(timeout):
         raise TimeoutError(f"{topic}: {len(left)} of {partitions} partitions not online after {timeout:.0f} s")

@@ -38,6 +38,8 @@ from core_step import build_state
 from core import controller
 from core import decisions as dc
 from core import events as ev
+from core.model import Broker
+from core.snapshot import ZkSnapshot
 from core.zkdata import encode_partition_state, encode_topic_znode, snapshot_from_znodes
 from streaming import failover
 from streaming.checkpoint_fs import MemoryCheckpointStore
@@ -51,7 +53,7 @@ def timed(fn: Any, *a: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def snapshot_for(state: controller.ControllerState) -> ev.ZkSnapshot:
+def snapshot_for(state: controller.ControllerState) -> ZkSnapshot:
     """The ZooKeeper snapshot a new controller would read for this bucket's topics."""
     ctx = state.context
     znodes: dict[str, tuple[str | None, int]] = {}
@@ -65,7 +67,7 @@ def snapshot_for(state: controller.ControllerState) -> ev.ZkSnapshot:
             encode_partition_state(li.leader_and_isr, 1),
             0,
         )
-    brokers = [ev.BrokerInfo(b.id, b.epoch, b.rack, b.endpoints) for b in ctx.live_brokers.values()]
+    brokers = [Broker(b.id, b.epoch, b.rack, b.endpoints) for b in ctx.live_brokers.values()]
     return snapshot_from_znodes(znodes, brokers, 2, 1)
 
 

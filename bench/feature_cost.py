@@ -67,6 +67,7 @@ from _common import (
 )
 
 from core import events as ev
+from core.codec import event_to_json
 from livectl.local import free_port
 
 N_BROKERS = 10
@@ -156,7 +157,7 @@ def run_config(spark: Any, svc: Services, work: Path, features: list[str], args:
             for i in range(args.commands):
                 topic = f"bench-{i}"
                 cmd = ev.CreateTopic(f"c{i}", topic, 1, 3, replica_assignment=((2, 3, 4),))
-                producer.send(settings.admin_topic, ev.event_to_json(cmd).encode()).get(timeout=30)
+                producer.send(settings.admin_topic, event_to_json(cmd).encode()).get(timeout=30)
                 wait_for(topic, lambda t=topic: admin.exists(f"/brokers/topics/{t}/partitions/0/state"), args.timeout)
         finally:
             producer.close()

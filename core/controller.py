@@ -61,18 +61,8 @@ from typing import Any
 
 from core import deletion, offline_replicas, partition_machine, replica_machine
 from core import limits as lim
-from core.assignment import ReplicaAssignment
 from core.cluster_config import controller_fields
-from core.context import (
-    NO_LEADER,
-    RECOVERED,
-    RECOVERING,
-    ControllerContext,
-    LeaderAndIsr,
-    LiveBroker,
-    context_from_dict,
-    sort_tps,
-)
+from core.context import ControllerContext, context_from_dict
 from core.decisions import (
     ANY_VERSION,
     AdminResult,
@@ -99,29 +89,38 @@ from core.events import (
     CreatePartitions,
     CreateTopic,
     DeleteTopic,
-    ElectionType,
     ElectLeaders,
     Event,
     LeaderAndIsrResponse,
     LogDirFailure,
-    PartitionReplica,
     PartitionStatesRead,
-    PartitionTarget,
     ReassignPartitions,
     StopReplicaResponse,
     Tick,
     TopicCreationRefused,
-    TopicPartition,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
-    ZkSnapshot,
     ZkTopicChange,
     ZkTopicDeletion,
+)
+from core.model import (
+    NO_LEADER,
+    RECOVERED,
+    RECOVERING,
+    Broker,
+    ElectionType,
+    LeaderAndIsr,
+    PartitionReplica,
+    PartitionTarget,
+    ReplicaAssignment,
+    TopicPartition,
+    sort_tps,
 )
 from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
 from core.replica_machine import remove_replica_from_isr
 from core.requests import ERROR_CODES, Effects
+from core.snapshot import ZkSnapshot
 from core.states import PartitionState, ReplicaState
 from core.topic_configs import topic_configs_problem
 from core.zkdata import (
@@ -358,7 +357,7 @@ class _Controller:
 
     def broker_startup(self, ev: BrokerStartup) -> None:
         ctx = self.ctx
-        broker = LiveBroker(ev.broker_id, ev.broker_epoch, ev.rack, ev.endpoints)
+        broker = Broker(ev.broker_id, ev.broker_epoch, ev.rack, ev.endpoints)
         existing = ctx.live_brokers.get(ev.broker_id)
         if existing is not None:
             if ev.broker_epoch <= existing.epoch:
@@ -1476,7 +1475,7 @@ def _context_from_snapshot(controller_id: int, snap: ZkSnapshot) -> ControllerCo
         controller_id=controller_id, epoch=snap.controller_epoch, epoch_zk_version=snap.controller_epoch_zk_version
     )
     for b in snap.brokers:
-        ctx.add_live_broker(LiveBroker(b.broker_id, b.broker_epoch, b.rack, b.endpoints))
+        ctx.add_live_broker(b)
     for tz in snap.topics:
         adding = dict(tz.adding_replicas)
         removing = dict(tz.removing_replicas)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any, ClassVar
 
-from core import jsonform as jf
+from core.codec import fields as jf
 from core.errors import FormatError
 
 DECISION_VERSION = 1

@@ -30,8 +30,8 @@ from core.election import (
     elect_reassign,
     initial_leader_and_isr,
 )
-from core.events import TopicPartition
 from core.machine_result import StateChangeResult
+from core.model import TopicPartition
 from core.requests import Effects
 from core.states import PARTITION_VALID_PREVIOUS, PartitionState
 from core.zkdata import encode_partition_state, partition_state_path

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.context import NO_LEADER, ControllerContext
+from core.context import ControllerContext
 from core.decisions import ZkOp, ZkWrite
-from core.events import PartitionReplica
 from core.machine_result import StateChangeResult
+from core.model import NO_LEADER, PartitionReplica
 from core.requests import Effects
 from core.states import REPLICA_VALID_PREVIOUS, ReplicaState
 from core.zkdata import encode_partition_state, partition_state_path

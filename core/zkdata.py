@@ -10,7 +10,7 @@
 * ``/admin/preferred_replica_election`` — ``{"version":1,"partitions":[{"topic","partition"}]}``.
 * ``/config/topics/<t>`` — ``{"version":1,"config":{…}}``.
 
-:func:`snapshot_from_znodes` builds the :class:`core.events.ZkSnapshot` a new controller reads, from a
+:func:`snapshot_from_znodes` builds the :class:`core.snapshot.ZkSnapshot` a new controller reads, from a
 map path -> (data, version); the driver (and the tests' fake ZooKeeper) use it.
 """
 
@@ -20,16 +20,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from core.assignment import ReplicaAssignment
-from core.context import RECOVERED, LeaderAndIsr
-from core.events import (
-    BrokerInfo,
-    PartitionStateZnode,
-    PartitionTarget,
-    TopicPartition,
-    TopicZnode,
-    ZkSnapshot,
-)
+from core.model import RECOVERED, Broker, LeaderAndIsr, PartitionTarget, ReplicaAssignment, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 
 BROKER_TOPICS = "/brokers/topics"
 #: livectl's own record of replicas on failed log dirs (:mod:`core.offline_replicas` owns its format)
@@ -150,7 +142,7 @@ def decode_topic_config(data: str) -> dict[str, str]:
 
 def snapshot_from_znodes(
     znodes: Mapping[str, tuple[str | None, int]],
-    brokers: Iterable[BrokerInfo],
+    brokers: Iterable[Broker],
     controller_epoch: int,
     controller_epoch_zk_version: int,
 ) -> ZkSnapshot:

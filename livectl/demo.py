@@ -1017,7 +1017,8 @@ class Demo:
         return f"restart broker {k}", action, check, done
 
     def _step_reassign(self) -> tuple[str, Callable[[], str | None], Callable[[], list[str]], Callable[[], str]]:
-        from core.events import PartitionTarget, ReassignPartitions
+        from core.events import ReassignPartitions
+        from core.model import PartitionTarget
 
         targets: dict[int, tuple[int, ...]] = {}
         rids: dict[str, str] = {}
@@ -1065,7 +1066,8 @@ class Demo:
         return f"reassign {PAYMENTS} onto other brokers", action, check, done
 
     def _step_preferred(self) -> tuple[str, Callable[[], str | None], Callable[[], list[str]], Callable[[], str]]:
-        from core.events import ElectionType, ElectLeaders
+        from core.events import ElectLeaders
+        from core.model import ElectionType
 
         before: list[str] = []
         rids: dict[str, str] = {}

@@ -40,8 +40,8 @@ from core.events import (
     LogDirFailure,
     PartitionError,
     StopReplicaResponse,
-    TopicPartition,
 )
+from core.model import TopicPartition
 from simbrokers import codes
 from simbrokers.partition import FetchPartitionRequest, FetchPartitionResponse, Role, SimPartition
 from simbrokers.requests import (

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core import jsonform as jf
+from core.codec import fields as jf
 from core.errors import FormatError
 
 CONTROL_TOPIC = "livectl.simbrokers.control"

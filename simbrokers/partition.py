@@ -29,7 +29,7 @@ import random
 from dataclasses import dataclass, field
 from enum import Enum
 
-from core.events import TopicPartition
+from core.model import TopicPartition
 from simbrokers import codes
 from simbrokers.log import UNDEFINED_EPOCH, UNDEFINED_OFFSET, EpochEndOffset, Record, ReplicaLog
 from simbrokers.requests import AlterPartitionResult, LisrPartitionState

@@ -30,10 +30,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core import jsonform as jf
+from core.codec import fields as jf
 from core.decisions import RequestApi
 from core.errors import FormatError
-from core.events import TopicPartition
+from core.model import TopicPartition
 
 REQUESTS_TOPIC = "livectl.requests"
 BROKER_EVENTS_TOPIC = "livectl.broker-events"

@@ -38,8 +38,9 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 from kazoo.client import KazooClient, KazooState
 
+from core.codec import event_to_json
 from core.errors import FormatError
-from core.events import Event, event_to_json
+from core.events import Event
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
 from simbrokers.dynconfig import DynamicConfigWatcher

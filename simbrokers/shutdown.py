@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from core.events import TopicPartition
+from core.model import TopicPartition
 from simbrokers import codes
 
 

@@ -48,21 +48,19 @@ from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, KazooExcepti
 
 from core import zkdata
 from core.cluster_config import effective_configs
+from core.codec import event_from_json, event_to_json
 from core.errors import FormatError
 from core.events import (
     ClusterConfigChanged,
     Event,
-    PartitionTarget,
-    TopicPartition,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
-    ZkSnapshot,
     ZkTopicChange,
     ZkTopicDeletion,
-    event_from_json,
-    event_to_json,
 )
+from core.model import PartitionTarget, TopicPartition
+from core.snapshot import ZkSnapshot
 from streaming.errors import StreamingError
 from streaming.liveness import Producer
 

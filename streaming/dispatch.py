@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from core import decisions as dc
-from core import jsonform as jf
+from core.codec import fields as jf
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort

@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from core import zkdata
-from core.events import Event, PartitionStatesRead, PartitionStateZnode, TopicCreationRefused, event_to_json
+from core.codec import event_to_json
+from core.events import Event, PartitionStatesRead, TopicCreationRefused
+from core.snapshot import PartitionStateZnode
 from sinks.ports import FailedWrite
 from streaming.refusals import classify
 from streaming.zk_snapshot import read_znodes

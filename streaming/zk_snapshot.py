@@ -1,4 +1,4 @@
-"""Read ZooKeeper, in Kafka's layout, into the :class:`core.events.ZkSnapshot` a new controller starts from.
+"""Read ZooKeeper, in Kafka's layout, into the :class:`core.snapshot.ZkSnapshot` a new controller starts from.
 
 What is read (Kafka's ``KafkaController.initializeControllerContext``):
 
@@ -37,7 +37,8 @@ from kazoo.protocol.serialization import (
 )
 
 from core import zkdata
-from core.events import BrokerInfo, Endpoint, ZkSnapshot
+from core.model import Broker, Endpoint
+from core.snapshot import ZkSnapshot
 from sinks.ports import CONTROLLER_EPOCH_PATH
 from streaming.errors import StreamingError
 
@@ -65,8 +66,8 @@ def parse_endpoint(text: str, protocol_map: dict[str, str], path: str) -> Endpoi
     return Endpoint(listener, host, int(port), protocol_map.get(listener, listener))
 
 
-def parse_broker_registration(broker_id: int, data: bytes | str, czxid: int, path: str = "") -> BrokerInfo:
-    """Kafka's ``/brokers/ids/<id>`` JSON (``BrokerIdZNode``, versions 1-5) as a :class:`BrokerInfo` whose
+def parse_broker_registration(broker_id: int, data: bytes | str, czxid: int, path: str = "") -> Broker:
+    """Kafka's ``/brokers/ids/<id>`` JSON (``BrokerIdZNode``, versions 1-5) as a :class:`Broker` whose
     broker epoch is ``czxid``. Old registrations without ``endpoints`` use ``host`` / ``port``."""
     path = path or f"{BROKER_IDS}/{broker_id}"
     try:
@@ -88,7 +89,7 @@ def parse_broker_registration(broker_id: int, data: bytes | str, czxid: int, pat
     else:
         endpoints = ()
     rack = o.get("rack")
-    return BrokerInfo(broker_id, czxid, None if rack is None else str(rack), endpoints)
+    return Broker(broker_id, czxid, None if rack is None else str(rack), endpoints)
 
 
 def _get_all(client: KazooClient, paths: Iterable[str], window: int) -> dict[str, tuple[bytes, Any]]:
@@ -194,7 +195,7 @@ def _children(client: KazooClient, path: str) -> list[str]:
         return []
 
 
-def read_brokers(client: KazooClient, window: int = 5000) -> tuple[BrokerInfo, ...]:
+def read_brokers(client: KazooClient, window: int = 5000) -> tuple[Broker, ...]:
     """The live broker registrations, sorted by id; ids that are not integers are skipped."""
     ids = sorted(int(c) for c in _children(client, BROKER_IDS) if c.isdigit())
     got = _get_all(client, (f"{BROKER_IDS}/{i}" for i in ids), window)

@@ -22,17 +22,10 @@ from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
 from admin.cli import main
+from core.codec import event_from_json
 from core.decisions import AdminResult, AdminStatus, encode_decision
-from core.events import (
-    CreatePartitions,
-    CreateTopic,
-    DeleteTopic,
-    ElectionType,
-    ElectLeaders,
-    Event,
-    ReassignPartitions,
-    event_from_json,
-)
+from core.events import CreatePartitions, CreateTopic, DeleteTopic, ElectLeaders, Event, ReassignPartitions
+from core.model import ElectionType
 from simbrokers.control import parse_control
 from simbrokers.registration import registration_json
 

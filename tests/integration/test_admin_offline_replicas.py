@@ -14,16 +14,15 @@ from core.controller import ControllerState, initial_state, step
 from core.decisions import AdminResult, AdminStatus, ZkWrite
 from core.events import (
     BrokerFailure,
-    BrokerInfo,
     BrokerStartup,
     ControllerFailover,
     CreateTopic,
-    Endpoint,
     Event,
     LeaderAndIsrResponse,
     LogDirFailure,
     PartitionError,
 )
+from core.model import Broker, Endpoint
 from core.zkdata import snapshot_from_znodes
 from simbrokers.registration import registration_json
 from sinks.ports import Fence
@@ -53,9 +52,9 @@ class Controller:
         self.batch += 1
         return [d for d in decisions if isinstance(d, AdminResult)]
 
-    def register(self, b: int) -> BrokerInfo:
+    def register(self, b: int) -> Broker:
         self.zk.create(f"/brokers/ids/{b}", registration_json("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True)
-        return BrokerInfo(b, 100 + b, None, (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + b),))
+        return Broker(b, 100 + b, None, (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + b),))
 
 
 def describe(env: Env, capsys: pytest.CaptureFixture[str], *options: str) -> list[str]:

@@ -23,8 +23,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
+from core.codec import event_from_json
 from core.decisions import RequestApi
-from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse, event_from_json
+from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse
 from simbrokers.control import ControlCommand
 from simbrokers.requests import encode_request
 

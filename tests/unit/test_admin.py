@@ -13,7 +13,7 @@ from admin.cli import UsageError, build_parser, parse_replica_assignment
 from admin.publish import EpochFilter, Progress, _decode_result
 from core.decisions import AdminResult, AdminStatus, encode_decision
 from core.errors import FormatError
-from core.events import ElectionType, TopicPartition
+from core.model import ElectionType, TopicPartition
 from simbrokers.control import ControlCommand, parse_control
 
 pytestmark = pytest.mark.unit

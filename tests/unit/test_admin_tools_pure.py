@@ -8,7 +8,7 @@ from admin.broker_shutdown import ShutdownAnswers
 from admin.configs import notification_json, parse_add_config
 from admin.reassign_cmd import PartitionProgress, progress_bar, progress_lines
 from core.decisions import RequestApi
-from core.events import TopicPartition
+from core.model import TopicPartition
 from simbrokers.dynconfig import entity_of, sequence_of
 from simbrokers.requests import encode_request
 

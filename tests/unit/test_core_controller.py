@@ -7,6 +7,7 @@ import json
 import pytest
 from core_support import Cluster, startup
 
+from core.codec import event_from_json, event_to_json
 from core.controller import (
     ControllerConfig,
     ControllerState,
@@ -25,18 +26,14 @@ from core.events import (
     CreatePartitions,
     CreateTopic,
     DeleteTopic,
-    ElectionType,
     ElectLeaders,
     LeaderAndIsrResponse,
     LogDirFailure,
     PartitionError,
-    PartitionReplica,
     StopReplicaResponse,
     Tick,
-    TopicPartition,
-    event_from_json,
-    event_to_json,
 )
+from core.model import ElectionType, PartitionReplica, TopicPartition
 from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit
@@ -457,7 +454,8 @@ def test_state_round_trips_through_bytes() -> None:
     c = make()
     create(c, "t", ((1, 2), (2, 3)))
     c.run(BrokerFailure(3))
-    from core.events import PartitionTarget, ReassignPartitions
+    from core.events import ReassignPartitions
+    from core.model import PartitionTarget
 
     c.run(ReassignPartitions("r", (PartitionTarget("t", 0, (2, 1)),)))
     c.run(DeleteTopic("d", "t"))

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from core_support import Cluster, startup
 
+from core.codec import event_from_json, event_to_json
 from core.controller import ControllerConfig
 from core.decisions import AdminResult, BrokerRequest, Decision, RequestApi, StateChangeFailure, ZkOp, ZkWrite
 from core.error_codes import KafkaError
@@ -20,17 +21,12 @@ from core.events import (
     CreateTopic,
     DeleteTopic,
     PartitionError,
-    PartitionReplica,
-    PartitionStateZnode,
-    PartitionTarget,
     ReassignPartitions,
     StopReplicaResponse,
     TopicCreationRefused,
-    TopicPartition,
-    TopicZnode,
-    event_from_json,
-    event_to_json,
 )
+from core.model import PartitionReplica, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode
 from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit

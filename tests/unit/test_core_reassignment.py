@@ -7,17 +7,9 @@ import json
 import pytest
 from core_support import Cluster
 
-from core.assignment import ReplicaAssignment
 from core.decisions import AdminResult, AdminStatus, RequestApi, ZkWrite
-from core.events import (
-    BrokerFailure,
-    CancelReassignment,
-    CreateTopic,
-    PartitionReplica,
-    PartitionTarget,
-    ReassignPartitions,
-    TopicPartition,
-)
+from core.events import BrokerFailure, CancelReassignment, CreateTopic, ReassignPartitions
+from core.model import PartitionReplica, PartitionTarget, ReplicaAssignment, TopicPartition
 from core.states import ReplicaState
 from core.zkdata import REASSIGN_PARTITIONS, encode_reassignment
 

@@ -9,6 +9,7 @@ import pytest
 from core_support import Cluster, startup
 
 from core.cluster_config import CONTROLLER_CONFIGS, controller_fields, effective_configs, parse_config
+from core.codec import event_from_json, event_to_json
 from core.controller import ControllerConfig, brokers_over_imbalance, imbalance
 from core.decisions import AdminResult, RequestApi, ZkOp, ZkWrite
 from core.errors import FormatError
@@ -17,17 +18,14 @@ from core.events import (
     BrokerFailure,
     ClusterConfigChanged,
     CreateTopic,
-    PartitionTarget,
     ReassignPartitions,
-    TopicPartition,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
     ZkTopicChange,
     ZkTopicDeletion,
-    event_from_json,
-    event_to_json,
 )
+from core.model import PartitionTarget, TopicPartition
 from core.states import PartitionState
 from core.zkdata import PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS, delete_topic_path
 

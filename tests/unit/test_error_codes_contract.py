@@ -14,15 +14,8 @@ from core_support import Cluster
 
 from core.decisions import BrokerRequest, RequestApi
 from core.error_codes import CODES, KafkaError, error_name
-from core.events import (
-    AlterPartition,
-    BrokerFailure,
-    ControlledShutdown,
-    CreateTopic,
-    DeleteTopic,
-    StopReplicaResponse,
-    TopicPartition,
-)
+from core.events import AlterPartition, BrokerFailure, ControlledShutdown, CreateTopic, DeleteTopic, StopReplicaResponse
+from core.model import TopicPartition
 from core.requests import ERROR_CODES
 from simbrokers import codes
 from simbrokers.broker import SimBroker

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.codec import event_from_json, event_to_json
 from core.decisions import RequestApi
 from core.errors import FormatError
 from core.events import (
@@ -23,10 +24,8 @@ from core.events import (
     LeaderAndIsrResponse,
     LogDirFailure,
     StopReplicaResponse,
-    TopicPartition,
-    event_from_json,
-    event_to_json,
 )
+from core.model import TopicPartition
 from simbrokers import codes
 from simbrokers.broker import BrokerConfig, Faults, SimBroker
 from simbrokers.fabric import LocalFabric, acknowledged_lost
