@@ -12,6 +12,8 @@ from core.events import ControllerFailover, CreateTopic, ElectLeaders
 from core.model import Broker, ElectionType, Endpoint, PartitionTarget, TopicPartition
 from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 
+pytestmark = pytest.mark.unit
+
 SNAPSHOT = ZkSnapshot(
     3,
     2,
