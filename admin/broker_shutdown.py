@@ -19,13 +19,9 @@ from typing import Any
 from kafka import KafkaConsumer
 
 from admin.publish import Progress, consumer_at_end
-from core.decisions import RequestApi
 from core.errors import FormatError
-from simbrokers.codes import NONE
-from simbrokers.requests import ControlledShutdownResponse, parse_request
-
-#: Kafka's error names for the codes a ControlledShutdownResponse may carry
-_ERROR_NAMES = {7: "REQUEST_TIMED_OUT", 11: "STALE_CONTROLLER_EPOCH", 41: "NOT_CONTROLLER", 77: "STALE_BROKER_EPOCH"}
+from core.kafka.error_codes import KafkaError, error_name
+from core.kafka.requests import ControlledShutdownResponse, RequestApi, parse_request
 
 
 @dataclass
@@ -48,11 +44,11 @@ class ShutdownAnswers:
         assert isinstance(body, ControlledShutdownResponse)
         batch = (env.controller_epoch, env.batch_id)
         if batch not in self.answers:
-            self.answers[batch] = (NONE, set())
+            self.answers[batch] = (KafkaError.NONE, set())
             self.order.append(batch)
         error, remaining = self.answers[batch]
         remaining |= {str(tp) for tp in body.remaining}
-        self.answers[batch] = (body.error_code if body.error_code != NONE else error, remaining)
+        self.answers[batch] = (body.error_code if body.error_code != KafkaError.NONE else error, remaining)
 
     def last(self) -> tuple[int, list[str]] | None:
         """The last complete answer: (error code, sorted remaining partitions)."""
@@ -106,9 +102,9 @@ def follow(
             "down uncleanly."
         )
     error, remaining = last
-    if error == NONE and not remaining:
+    if error == KafkaError.NONE and not remaining:
         return True, f"Broker {broker_id} completed its controlled shutdown and deregistered."
-    why = f" (error {_ERROR_NAMES.get(error, error)})" if error != NONE else ""
+    why = f" (error {error_name(error)})" if error != KafkaError.NONE else ""
     lines = [f"Controlled shutdown of broker {broker_id} failed{why}; it deregistered uncleanly."]
     if remaining:
         lines.append(f"Partitions it could not move leadership of: {','.join(remaining)}")

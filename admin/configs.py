@@ -31,22 +31,11 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from admin.publish import new_request_id
 from admin.zkread import ZkUnavailableError, connect
-from core import zkdata
 from core.events import AlterTopicConfig
+from core.kafka import zkdata
 from core.topic_configs import BROKER_CONFIGS, broker_configs_problem, topic_configs_problem
 
 DEFAULT_BROKER = "<default>"
-CONFIG_CHANGES = "/config/changes"
-CHANGE_PREFIX = "config_change_"
-
-
-def entity_config_path(entity_type: str, name: str) -> str:
-    return f"/config/{entity_type}/{name}"
-
-
-def notification_json(entity_type: str, name: str) -> bytes:
-    """Kafka's version-2 config change notification."""
-    return json.dumps({"version": 2, "entity_path": f"{entity_type}/{name}"}, separators=(",", ":")).encode()
 
 
 # ----------------------------------------------------------------------------- ZooKeeper writes
@@ -70,7 +59,7 @@ def writer(hosts: str, timeout_s: float = 5.0) -> Iterator[KazooClient]:
 
 def read_entity_configs(zk: KazooClient, entity_type: str, name: str) -> dict[str, str]:
     try:
-        data, _ = zk.get(entity_config_path(entity_type, name))
+        data, _ = zk.get(zkdata.entity_config_path(entity_type, name))
     except NoNodeError:
         return {}
     return zkdata.decode_topic_config(data.decode()) if data else {}
@@ -78,14 +67,18 @@ def read_entity_configs(zk: KazooClient, entity_type: str, name: str) -> dict[st
 
 def notify(zk: KazooClient, entity_type: str, name: str) -> str:
     """Create the sequential change notification; returns its path."""
-    zk.ensure_path(CONFIG_CHANGES)
-    path: str = zk.create(f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", notification_json(entity_type, name), sequence=True)
+    zk.ensure_path(zkdata.CONFIG_CHANGES)
+    path: str = zk.create(
+        f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
+        zkdata.encode_config_change(entity_type, name),
+        sequence=True,
+    )
     return path
 
 
 def write_entity_configs(zk: KazooClient, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
     """``/config/<type>/<name>`` := configs (created if missing), then the change notification."""
-    path = entity_config_path(entity_type, name)
+    path = zkdata.entity_config_path(entity_type, name)
     data = zkdata.encode_topic_config(configs).encode()
     try:
         zk.set(path, data)
@@ -276,7 +269,7 @@ def _describe(args: argparse.Namespace, name: str | None) -> int:
             names = [name]
         else:
             try:
-                names = sorted(zk.get_children(f"/config/{kind}"))
+                names = sorted(zk.get_children(zkdata.entity_configs_path(kind)))
             except NoNodeError:
                 names = []
             if kind == "topics":

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.codec import decode_event
 from core.codec import fields as jf
+from core.codec.events import decode_event
 from core.codec.values import validate_topic_name
 from core.errors import FormatError
 from core.events import CancelReassignment, ElectLeaders, ReassignPartitions

@@ -43,6 +43,7 @@ from admin.publish import ResultFollower, new_request_id, publish_command
 from admin.zkread import ZkReader, connect
 from core.decisions import AdminResult, AdminStatus
 from core.events import AdminCommand, CancelReassignment, ReassignPartitions
+from core.kafka import zkdata
 from core.model import PartitionTarget, TopicPartition
 from core.topic_configs import (
     ALTER_LOG_DIRS_THROTTLED_RATE,
@@ -225,7 +226,7 @@ def clear_throttles(args: argparse.Namespace, topics: Sequence[str]) -> None:
 
     with configs.writer(cli._zk(args)) as zk:
         try:
-            entities = sorted(zk.get_children("/config/brokers"))
+            entities = sorted(zk.get_children(zkdata.CONFIG_BROKERS))
         except NoNodeError:
             entities = []
         throttled = []

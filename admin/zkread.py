@@ -1,6 +1,6 @@
 """Read-only views of Kafka's ZooKeeper layout, for ``describe``, ``list``, ``verify`` and ``status``.
 
-Paths and JSON are Kafka's (``kafka.zk.ZkData``), decoded with :mod:`core.zkdata`:
+Paths and JSON are Kafka's (``kafka.zk.ZkData``), decoded with :mod:`core.kafka.zkdata`:
 ``/brokers/ids/<id>``, ``/brokers/topics/<t>``, ``/brokers/topics/<t>/partitions/<p>/state``,
 ``/admin/reassign_partitions``, ``/admin/delete_topics/<t>``, ``/config/topics/<t>``, ``/controller``,
 ``/controller_epoch``; and livectl's own ``/livectl/offline_replicas/<t>`` (:mod:`core.offline_replicas`).
@@ -19,8 +19,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from core import offline_replicas, zkdata
+from core import offline_replicas
 from core.errors import FormatError
+from core.kafka import zkdata
 from core.model import PartitionTarget
 from core.snapshot import PartitionStateZnode, TopicZnode
 
@@ -85,23 +86,24 @@ class ZkReader:
 
     def brokers(self) -> dict[int, BrokerRegistration]:
         out: dict[int, BrokerRegistration] = {}
-        for child in self._children("/brokers/ids"):
-            got = self._get(f"/brokers/ids/{child}")
-            if got is None or not child.isdigit():
+        for child in self._children(zkdata.BROKER_IDS):
+            got = self._get(zkdata.broker_path(int(child))) if child.isdigit() else None
+            if got is None:
                 continue
             data, stat = got
             try:
-                o = json.loads(data)
-            except ValueError:
+                info = zkdata.decode_broker_registration(int(child), data, int(stat.czxid))
+                raw = json.loads(data)
+            except ValueError:  # FormatError too: not a registration this tool can show
                 continue
             out[int(child)] = BrokerRegistration(
                 int(child),
-                str(o.get("host", "")),
-                int(o.get("port", -1)),
-                tuple(o.get("endpoints") or ()),
-                o.get("rack"),
-                int(stat.czxid),
-                o,
+                str(raw.get("host", "")),
+                int(raw.get("port", -1)),
+                tuple(zkdata.endpoint_text(e.listener, e.host, e.port) for e in info.endpoints),
+                info.rack,
+                info.epoch,
+                raw,
             )
         return out
 
@@ -126,7 +128,7 @@ class ZkReader:
 
     def broker_config(self, broker: str) -> dict[str, str]:
         """``/config/brokers/<broker>`` (``<default>`` for the cluster default): Kafka's dynamic broker configs."""
-        got = self._get(f"/config/brokers/{broker}")
+        got = self._get(zkdata.entity_config_path("brokers", broker))
         return zkdata.decode_topic_config(got[0]) if got and got[0] else {}
 
     def broker_default_config(self) -> dict[str, str]:
@@ -153,17 +155,14 @@ class ZkReader:
 
     def controller(self) -> ControllerInfo:
         broker_id = timestamp = None
-        got = self._get("/controller")
+        got = self._get(zkdata.CONTROLLER_PATH)
         if got is not None:
-            try:
-                o = json.loads(got[0])
-                broker_id = int(o["brokerid"])
-                timestamp = o.get("timestamp")
-            except (ValueError, KeyError, TypeError):
-                pass
+            with suppress(FormatError):
+                znode = zkdata.decode_controller(got[0])
+                broker_id, timestamp = znode.broker_id, znode.timestamp
         epoch = version = None
-        got = self._get("/controller_epoch")
+        got = self._get(zkdata.CONTROLLER_EPOCH_PATH)
         if got is not None:
-            with suppress(ValueError):
-                epoch, version = int(got[0].strip()), int(got[1].version)
+            with suppress(FormatError):
+                epoch, version = zkdata.decode_controller_epoch(got[0]), int(got[1].version)
         return ControllerInfo(broker_id, timestamp, epoch, version)

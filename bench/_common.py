@@ -3,7 +3,7 @@
 Everything here is the benchmark's own scaffolding: it starts real services with :mod:`livectl.local`
 (free ports, stopped by PID), one local SparkSession, registers brokers with their own kazoo sessions
 (Kafka's ``/brokers/ids/<id>`` JSON), prepares a ZooKeeper tree in Kafka's layout with
-:mod:`core.zkdata`'s encoders, runs :class:`streaming.app.ControllerApp` on a thread, and times the
+:mod:`core.kafka.zkdata`'s encoders, runs :class:`streaming.app.ControllerApp` on a thread, and times the
 ZooKeeper sink and the request sink inside ``foreachBatch`` through the app's ``wrap_sinks`` hook.
 Nothing here changes product behaviour: the wrappers call the real sinks and only record times.
 """
@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from kazoo.client import KazooClient  # noqa: E402
 
-from core import zkdata  # noqa: E402
-from core.decisions import BrokerRequest, RequestApi, ZkWrite  # noqa: E402
+from core.decisions import BrokerRequest, ZkWrite  # noqa: E402
+from core.kafka import zkdata  # noqa: E402
+from core.kafka.requests import RequestApi  # noqa: E402
 from core.model import LeaderAndIsr, ReplicaAssignment  # noqa: E402
 from core.placement import BrokerRack, assign_replicas  # noqa: E402
 from livectl import local  # noqa: E402
@@ -272,19 +273,7 @@ def close(c: KazooClient) -> None:
 
 def registration(broker_id: int, port: int, rack: str | None = None) -> bytes:
     """Kafka's ``/brokers/ids/<id>`` v5 JSON."""
-    return json.dumps(
-        {
-            "features": {},
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-            "endpoints": [f"PLAINTEXT://127.0.0.1:{port}"],
-            "jmx_port": -1,
-            "port": port,
-            "host": "127.0.0.1",
-            "version": 5,
-            "timestamp": str(int(time.time() * 1000)),
-            "rack": rack,
-        }
-    ).encode()
+    return zkdata.encode_broker_registration("127.0.0.1", port, rack, int(time.time() * 1000)).encode()
 
 
 def register_brokers(connect: str, ids: Sequence[int]) -> dict[int, KazooClient]:
@@ -292,8 +281,8 @@ def register_brokers(connect: str, ids: Sequence[int]) -> dict[int, KazooClient]
     out: dict[int, KazooClient] = {}
     for b in ids:
         c = zk_client(connect)
-        c.ensure_path("/brokers/ids")
-        c.create(f"/brokers/ids/{b}", registration(b, 9000 + b), ephemeral=True)
+        c.ensure_path(zkdata.BROKER_IDS)
+        c.create(zkdata.broker_path(b), registration(b, 9000 + b), ephemeral=True)
         out[b] = c
     return out
 

@@ -56,8 +56,8 @@ from kafka import KafkaProducer
 from kazoo.client import KazooClient
 
 from core import events as ev
-from core import zkdata
-from core.codec import event_to_json
+from core.codec.events import event_to_json
+from core.kafka import zkdata
 from streaming.settings import Settings
 
 N_BROKERS = 10

@@ -70,8 +70,8 @@ from _common import (
 )
 from kazoo.client import KazooClient
 
-from core import zkdata
-from sinks.ports import CONTROLLER_EPOCH_PATH
+from core.kafka import zkdata
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 
 N_BROKERS = 10
 RF = 3

@@ -38,9 +38,9 @@ from core_step import build_state
 from core import controller
 from core import decisions as dc
 from core import events as ev
+from core.kafka.zkdata import encode_partition_state, encode_topic_znode, snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
-from core.zkdata import encode_partition_state, encode_topic_znode, snapshot_from_znodes
 from streaming import failover
 from streaming.checkpoint_fs import MemoryCheckpointStore
 from streaming.stateful import decision_rows, dump_state, load_state

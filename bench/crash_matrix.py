@@ -63,7 +63,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from core import events as ev  # noqa: E402
-from core.codec import event_to_json  # noqa: E402
+from core.codec.events import event_to_json  # noqa: E402
 from core.model import PartitionTarget  # noqa: E402
 from livectl.demo import BrokerProcess, start_broker_process  # noqa: E402
 from sinks.requests import ensure_topics  # noqa: E402

@@ -71,7 +71,7 @@ from _common import (
     zk_client,
 )
 
-from sinks.ports import CONTROLLER_PATH
+from core.kafka.zkdata import CONTROLLER_PATH
 from streaming.settings import Settings
 
 N_BROKERS = 10

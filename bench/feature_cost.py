@@ -67,7 +67,7 @@ from _common import (
 )
 
 from core import events as ev
-from core.codec import event_to_json
+from core.codec.events import event_to_json
 from livectl.local import free_port
 
 N_BROKERS = 10

@@ -7,7 +7,7 @@ between winning the lease and publishing the failover reference:
 * ``read_snapshot`` — :func:`streaming.zk_snapshot.read_snapshot` as the product runs it, and inside it:
   the state znodes read with ``multiRead`` (100 ``getData`` per request, pipelined; the product's way),
   beside the baseline of one pipelined ``get_async`` per znode (same window, same data checked), and
-  the decoding (:func:`core.zkdata.snapshot_from_znodes`);
+  the decoding (:func:`core.kafka.zkdata.snapshot_from_znodes`);
 * ``write_snapshot`` — :func:`streaming.failover.write_snapshot`: split by bucket, JSON, in memory;
 * cProfile's top functions of ``read_snapshot`` with ``--profile``.
 
@@ -35,7 +35,7 @@ from _common import (
     zk_client,
 )
 
-from core import zkdata
+from core.kafka import zkdata
 from livectl import local
 from streaming import failover, zk_snapshot
 from streaming.checkpoint_fs import MemoryCheckpointStore

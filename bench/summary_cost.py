@@ -34,7 +34,7 @@ from _common import machine_info, print_table, write_results
 from core_step import build_state
 
 from core import events as ev
-from core.codec import event_to_json
+from core.codec.events import event_to_json
 from streaming import observability, routing, stateful
 
 

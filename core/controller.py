@@ -69,12 +69,10 @@ from core.decisions import (
     AdminStatus,
     BrokerRequest,
     Decision,
-    RequestApi,
     ZkOp,
     ZkWrite,
 )
 from core.election import ElectionStrategy, preferred_leader
-from core.error_codes import KafkaError
 from core.events import (
     AdminCommand,
     AlterPartition,
@@ -104,6 +102,21 @@ from core.events import (
     ZkTopicChange,
     ZkTopicDeletion,
 )
+from core.kafka.error_codes import CODES as ERROR_CODES
+from core.kafka.error_codes import KafkaError
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import (
+    LOG_DIR_EVENT_NOTIFICATION,
+    PREFERRED_REPLICA_ELECTION,
+    REASSIGN_PARTITIONS,
+    delete_topic_path,
+    encode_partition_state,
+    encode_topic_config,
+    encode_topic_znode,
+    partition_state_path,
+    topic_config_path,
+    topic_path,
+)
 from core.model import (
     NO_LEADER,
     RECOVERED,
@@ -119,22 +132,10 @@ from core.model import (
 )
 from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
 from core.replica_machine import remove_replica_from_isr
-from core.requests import ERROR_CODES, Effects
+from core.requests import Effects
 from core.snapshot import ZkSnapshot
 from core.states import PartitionState, ReplicaState
 from core.topic_configs import topic_configs_problem
-from core.zkdata import (
-    LOG_DIR_EVENT_NOTIFICATION,
-    PREFERRED_REPLICA_ELECTION,
-    REASSIGN_PARTITIONS,
-    delete_topic_path,
-    encode_partition_state,
-    encode_topic_config,
-    encode_topic_znode,
-    partition_state_path,
-    topic_config_path,
-    topic_path,
-)
 
 STATE_VERSION = 1
 UNCLEAN_CONFIG = "unclean.leader.election.enable"

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from core.codec import fields as jf
 from core.errors import FormatError
+from core.kafka.requests import RequestApi
 
 DECISION_VERSION = 1
 
@@ -59,24 +60,6 @@ class ZkWrite(Decision):
     data: str | None = None
     expected_version: int = ANY_VERSION
     make_parents: bool = False
-
-
-class RequestApi(Enum):
-    LEADER_AND_ISR = "LeaderAndIsr"
-    UPDATE_METADATA = "UpdateMetadata"
-    STOP_REPLICA = "StopReplica"
-    CONTROLLED_SHUTDOWN_RESPONSE = "ControlledShutdownResponse"
-    ALTER_PARTITION_RESPONSE = "AlterPartitionResponse"
-
-
-#: Kafka's send order within one batch per broker
-REQUEST_ORDER: dict[RequestApi, int] = {
-    RequestApi.LEADER_AND_ISR: 0,
-    RequestApi.UPDATE_METADATA: 1,
-    RequestApi.STOP_REPLICA: 2,
-    RequestApi.CONTROLLED_SHUTDOWN_RESPONSE: 3,
-    RequestApi.ALTER_PARTITION_RESPONSE: 4,
-}
 
 
 @dataclass(frozen=True)

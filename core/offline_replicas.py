@@ -28,7 +28,7 @@ from typing import Any
 from core.context import ControllerContext
 from core.decisions import ZkOp, ZkWrite
 from core.errors import FormatError
-from core.zkdata import OFFLINE_REPLICAS
+from core.kafka.zkdata import OFFLINE_REPLICAS
 
 __all__ = ["OFFLINE_REPLICAS", "OfflineRecord", "decode", "encode", "offline_replicas_path", "record", "writes"]
 OFFLINE_REPLICAS_VERSION = 1

@@ -30,11 +30,11 @@ from core.election import (
     elect_reassign,
     initial_leader_and_isr,
 )
+from core.kafka.zkdata import encode_partition_state, partition_state_path
 from core.machine_result import StateChangeResult
 from core.model import TopicPartition
 from core.requests import Effects
 from core.states import PARTITION_VALID_PREVIOUS, PartitionState
-from core.zkdata import encode_partition_state, partition_state_path
 
 __all__ = ["ElectionStrategy", "apply", "handle_state_changes"]
 

@@ -23,11 +23,11 @@ from collections.abc import Iterable
 
 from core.context import ControllerContext
 from core.decisions import ZkOp, ZkWrite
+from core.kafka.zkdata import encode_partition_state, partition_state_path
 from core.machine_result import StateChangeResult
 from core.model import NO_LEADER, PartitionReplica
 from core.requests import Effects
 from core.states import REPLICA_VALID_PREVIOUS, ReplicaState
-from core.zkdata import encode_partition_state, partition_state_path
 
 __all__ = ["apply", "handle_state_changes", "remove_replica_from_isr"]
 

@@ -58,8 +58,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.context import ControllerContext
-from core.decisions import AdminResult, BrokerRequest, Decision, RequestApi, StateChangeFailure, ZkWrite
-from core.error_codes import CODES
+from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkWrite
+from core.kafka.requests import RequestApi
 from core.model import (
     EPOCH_DURING_DELETE,
     LEADER_DURING_DELETE,
@@ -74,9 +74,6 @@ from core.model import (
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-
-#: Kafka error codes by name (the one table: :mod:`core.error_codes`)
-ERROR_CODES = CODES
 
 
 def _ints(xs: Iterable[int]) -> str:

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from core.kafka.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
 from simbrokers.broker import BrokerConfig
 from simbrokers.control import CONTROL_TOPIC
 from simbrokers.registration import RegistrationError
-from simbrokers.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
 from simbrokers.runner import ProcessSettings, SimBrokersError, SimBrokersProcess
 from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity
 

@@ -19,7 +19,7 @@ What it checks and answers, as Kafka's ``ReplicaManager`` / ``KafkaApis`` do:
 * **ControlledShutdownResponse**: fed to :class:`simbrokers.shutdown.ControlledShutdownProcess`.
 
 Duplicates are dropped: per API, a message older than the highest ``(controllerEpoch, batchId)`` applied,
-or one already applied (same :attr:`simbrokers.requests.Envelope.dedupe_key`).
+or one already applied (same :attr:`core.kafka.requests.Envelope.dedupe_key`).
 
 Faults: a *slow* follower fetches at a longer interval and/or fewer records per fetch; a *stuck* follower
 stops fetching; a *disk failure* takes every replica offline (no serving, no fetching, storage errors
@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
-from core.decisions import RequestApi
 from core.events import (
     AlterPartition,
     ControlledShutdown,
@@ -41,10 +40,8 @@ from core.events import (
     PartitionError,
     StopReplicaResponse,
 )
-from core.model import TopicPartition
-from simbrokers import codes
-from simbrokers.partition import FetchPartitionRequest, FetchPartitionResponse, Role, SimPartition
-from simbrokers.requests import (
+from core.kafka.error_codes import KafkaError
+from core.kafka.requests import (
     EPOCH_DURING_DELETE,
     NO_EPOCH,
     AlterPartitionResponse,
@@ -53,9 +50,12 @@ from simbrokers.requests import (
     Envelope,
     LeaderAndIsrRequest,
     MetadataPartitionState,
+    RequestApi,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from core.model import TopicPartition
+from simbrokers.partition import FetchPartitionRequest, FetchPartitionResponse, Role, SimPartition
 from simbrokers.shutdown import ControlledShutdownProcess, ShutdownPhase
 from simbrokers.throttle import Quota, ThrottleConfig
 
@@ -202,9 +202,9 @@ class SimBroker:
             )
 
         if self._stale_broker_epoch(req.broker_epoch):
-            return everyone(codes.STALE_BROKER_EPOCH)
+            return everyone(KafkaError.STALE_BROKER_EPOCH)
         if req.controller_epoch < self.controller_epoch:
-            return everyone(codes.STALE_CONTROLLER_EPOCH)
+            return everyone(KafkaError.STALE_CONTROLLER_EPOCH)
         self.controller_epoch = req.controller_epoch
         for addr in req.live_leaders:
             self.leader_addresses[addr.broker_id] = addr
@@ -212,13 +212,13 @@ class SimBroker:
         for st in req.partitions:
             tp = st.tp
             if self.faults.disk_failed:
-                errors.append(PartitionError(tp.topic, tp.partition, codes.KAFKA_STORAGE_ERROR))
+                errors.append(PartitionError(tp.topic, tp.partition, KafkaError.KAFKA_STORAGE_ERROR))
                 continue
             part = self.partitions.get(tp)
             current_epoch = part.leader_epoch if part is not None else -1
             if st.leader_epoch > current_epoch:
                 if self.broker_id not in st.replicas:
-                    errors.append(PartitionError(tp.topic, tp.partition, codes.UNKNOWN_TOPIC_OR_PARTITION))
+                    errors.append(PartitionError(tp.topic, tp.partition, KafkaError.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
                 if part is None:
                     part = self.partitions[tp] = SimPartition(tp, self.broker_id)
@@ -226,11 +226,11 @@ class SimBroker:
                     part.make_leader(st, now_ms)
                 else:
                     part.make_follower(st, now_ms)
-                errors.append(PartitionError(tp.topic, tp.partition, codes.NONE))
+                errors.append(PartitionError(tp.topic, tp.partition, KafkaError.NONE))
             else:
                 # Kafka answers both "older" and "same" leader epochs this way and changes nothing
-                errors.append(PartitionError(tp.topic, tp.partition, codes.STALE_CONTROLLER_EPOCH))
-        return LeaderAndIsrResponse(self.broker_id, tuple(errors), codes.NONE)
+                errors.append(PartitionError(tp.topic, tp.partition, KafkaError.STALE_CONTROLLER_EPOCH))
+        return LeaderAndIsrResponse(self.broker_id, tuple(errors), KafkaError.NONE)
 
     def _update_metadata(self, req: UpdateMetadataRequest) -> None:
         if self._stale_broker_epoch(req.broker_epoch) or req.controller_epoch < self.controller_epoch:
@@ -251,36 +251,36 @@ class SimBroker:
             )
 
         if self._stale_broker_epoch(req.broker_epoch):
-            return everyone(codes.STALE_BROKER_EPOCH)
+            return everyone(KafkaError.STALE_BROKER_EPOCH)
         if req.controller_epoch < self.controller_epoch:
-            return everyone(codes.STALE_CONTROLLER_EPOCH)
+            return everyone(KafkaError.STALE_CONTROLLER_EPOCH)
         self.controller_epoch = req.controller_epoch
         errors: list[PartitionError] = []
         for sp in req.partitions:
             tp = sp.tp
             part = self.partitions.get(tp)
             if self.faults.disk_failed:
-                code = codes.KAFKA_STORAGE_ERROR
+                code = KafkaError.KAFKA_STORAGE_ERROR
             elif part is None:
-                code = codes.NONE  # nothing hosted: a delete of a stray replica succeeds
+                code = KafkaError.NONE  # nothing hosted: a delete of a stray replica succeeds
             elif sp.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or sp.leader_epoch >= part.leader_epoch:
                 # Kafka's ReplicaManager.stopReplicas: the current leader epoch applies too; only an older
                 # one is fenced
-                code = codes.NONE
+                code = KafkaError.NONE
                 if sp.delete_partition:
                     del self.partitions[tp]
                 else:
                     part.stop()
             else:
-                code = codes.FENCED_LEADER_EPOCH
+                code = KafkaError.FENCED_LEADER_EPOCH
             if sp.delete_partition:
                 errors.append(PartitionError(tp.topic, tp.partition, code))
         if not errors:
             return None
-        return StopReplicaResponse(self.broker_id, tuple(errors), codes.NONE)
+        return StopReplicaResponse(self.broker_id, tuple(errors), KafkaError.NONE)
 
     def _alter_partition_response(self, resp: AlterPartitionResponse, now_ms: int) -> None:
-        if resp.error_code != codes.NONE:
+        if resp.error_code != KafkaError.NONE:
             # NOT_CONTROLLER, STALE_BROKER_EPOCH, ...: Kafka's AlterPartitionManager retries the whole request
             for part in self.partitions.values():
                 if part.pending is not None:
@@ -360,9 +360,9 @@ class SimBroker:
             tp = TopicPartition(p.topic, p.partition)
             part = self.partitions.get(tp)
             if self.faults.disk_failed:
-                out.append(FetchPartitionResponse(p.topic, p.partition, codes.KAFKA_STORAGE_ERROR))
+                out.append(FetchPartitionResponse(p.topic, p.partition, KafkaError.KAFKA_STORAGE_ERROR))
             elif part is None:
-                out.append(FetchPartitionResponse(p.topic, p.partition, codes.UNKNOWN_TOPIC_OR_PARTITION))
+                out.append(FetchPartitionResponse(p.topic, p.partition, KafkaError.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 n = limit
                 quota = self._leader_quota

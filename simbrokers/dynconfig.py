@@ -10,7 +10,6 @@ picture: (broker entity -> configs, topic -> configs).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -18,34 +17,11 @@ from collections.abc import Callable, Mapping
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from core import zkdata
+from core.kafka import zkdata
 
 log = logging.getLogger("simbrokers.dynconfig")
 
-CONFIG_CHANGES = "/config/changes"
-CHANGE_PREFIX = "config_change_"
-
 Apply = Callable[[Mapping[str, Mapping[str, str]], Mapping[str, Mapping[str, str]]], None]
-
-
-def sequence_of(name: str) -> int | None:
-    if not name.startswith(CHANGE_PREFIX):
-        return None
-    digits = name[len(CHANGE_PREFIX) :]
-    return int(digits) if digits.isdigit() else None
-
-
-def entity_of(data: bytes) -> tuple[str, str] | None:
-    """``(entity type, name)`` of a version-2 notification, or ``None``."""
-    try:
-        o = json.loads(data)
-    except ValueError:
-        return None
-    path = o.get("entity_path") if isinstance(o, dict) and o.get("version") == 2 else None
-    if not isinstance(path, str) or "/" not in path:
-        return None
-    kind, _, name = path.partition("/")
-    return kind, name
 
 
 class DynamicConfigWatcher:
@@ -59,7 +35,7 @@ class DynamicConfigWatcher:
 
     def _read(self, kind: str, name: str) -> dict[str, str]:
         try:
-            data, _ = self.zk.get(f"/config/{kind}/{name}")
+            data, _ = self.zk.get(zkdata.entity_config_path(kind, name))
         except NoNodeError:
             return {}
         return zkdata.decode_topic_config(data.decode()) if data else {}
@@ -72,14 +48,16 @@ class DynamicConfigWatcher:
 
     def start(self) -> None:
         """Read everything once, then follow the notifications."""
-        self.zk.ensure_path(CONFIG_CHANGES)
+        self.zk.ensure_path(zkdata.CONFIG_CHANGES)
         with self._lock:
-            seqs = [s for s in map(sequence_of, self._children(CONFIG_CHANGES)) if s is not None]
+            seqs = [
+                s for s in map(zkdata.config_change_sequence, self._children(zkdata.CONFIG_CHANGES)) if s is not None
+            ]
             self.last_sequence = max(seqs, default=-1)
-            self.brokers = {b: self._read("brokers", b) for b in self._children("/config/brokers")}
-            self.topics = {t: self._read("topics", t) for t in self._children("/config/topics")}
+            self.brokers = {b: self._read("brokers", b) for b in self._children(zkdata.CONFIG_BROKERS)}
+            self.topics = {t: self._read("topics", t) for t in self._children(zkdata.CONFIG_TOPICS)}
             self.apply(self.brokers, self.topics)
-        self.zk.ChildrenWatch(CONFIG_CHANGES, self._on_changes)
+        self.zk.ChildrenWatch(zkdata.CONFIG_CHANGES, self._on_changes)
 
     def _on_changes(self, children: list[str]) -> None:
         try:
@@ -89,16 +67,20 @@ class DynamicConfigWatcher:
 
     def _handle(self, children: list[str]) -> None:
         with self._lock:
-            fresh = sorted((s, c) for c in children if (s := sequence_of(c)) is not None and s > self.last_sequence)
+            fresh = sorted(
+                (s, c)
+                for c in children
+                if (s := zkdata.config_change_sequence(c)) is not None and s > self.last_sequence
+            )
             if not fresh:
                 return
             for seq, child in fresh:
                 self.last_sequence = seq
                 try:
-                    data, _ = self.zk.get(f"{CONFIG_CHANGES}/{child}")
+                    data, _ = self.zk.get(f"{zkdata.CONFIG_CHANGES}/{child}")
                 except NoNodeError:
                     continue
-                entity = entity_of(data)
+                entity = zkdata.decode_config_change(data)
                 if entity is None:
                     log.warning("ignoring config change %s: not Kafka's version 2 notification", child)
                     continue

@@ -29,22 +29,22 @@ import random
 from dataclasses import dataclass, field
 from enum import Enum
 
+from core.kafka.error_codes import KafkaError
+from core.kafka.requests import AlterPartitionResult, LisrPartitionState
 from core.model import TopicPartition
-from simbrokers import codes
 from simbrokers.log import UNDEFINED_EPOCH, UNDEFINED_OFFSET, EpochEndOffset, Record, ReplicaLog
-from simbrokers.requests import AlterPartitionResult, LisrPartitionState
 
 #: AlterPartition errors after which only a new LeaderAndIsr can help (Kafka's ``Partition``
 #: ``handleAlterPartitionError``: no retry, the proposal stays pending until metadata overrides it);
 #: OPERATION_NOT_ATTEMPTED and INELIGIBLE_REPLICA reset to the committed ISR, anything else is retried
 _WAIT_FOR_LEADER_AND_ISR = frozenset(
     {
-        codes.UNKNOWN_TOPIC_OR_PARTITION,
-        codes.UNKNOWN_TOPIC_ID,
-        codes.FENCED_LEADER_EPOCH,
-        codes.INVALID_UPDATE_VERSION,
-        codes.INVALID_REQUEST,
-        codes.NEW_LEADER_ELECTED,
+        KafkaError.UNKNOWN_TOPIC_OR_PARTITION,
+        KafkaError.UNKNOWN_TOPIC_ID,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.INVALID_UPDATE_VERSION,
+        KafkaError.INVALID_REQUEST,
+        KafkaError.NEW_LEADER_ELECTED,
     }
 )
 
@@ -69,7 +69,7 @@ class FetchPartitionRequest:
 class FetchPartitionResponse:
     topic: str
     partition: int
-    error_code: int = codes.NONE
+    error_code: int = KafkaError.NONE
     high_watermark: int = -1
     log_end_offset: int = -1
     records: tuple[Record, ...] = ()
@@ -231,23 +231,23 @@ class SimPartition:
         """Serve one follower fetch (Kafka's ``Partition.fetchRecords`` with epoch validation)."""
         t, p = self.tp.topic, self.tp.partition
         if self.role is not Role.LEADER:
-            return FetchPartitionResponse(t, p, codes.NOT_LEADER_OR_FOLLOWER)
+            return FetchPartitionResponse(t, p, KafkaError.NOT_LEADER_OR_FOLLOWER)
         if req.current_leader_epoch < self.leader_epoch:
-            return FetchPartitionResponse(t, p, codes.FENCED_LEADER_EPOCH)
+            return FetchPartitionResponse(t, p, KafkaError.FENCED_LEADER_EPOCH)
         if req.current_leader_epoch > self.leader_epoch:
-            return FetchPartitionResponse(t, p, codes.UNKNOWN_LEADER_EPOCH)
+            return FetchPartitionResponse(t, p, KafkaError.UNKNOWN_LEADER_EPOCH)
         if replica_id not in self.remote:
-            return FetchPartitionResponse(t, p, codes.NOT_LEADER_OR_FOLLOWER)
+            return FetchPartitionResponse(t, p, KafkaError.NOT_LEADER_OR_FOLLOWER)
         leo = self.log.log_end_offset
         if req.last_fetched_epoch != UNDEFINED_EPOCH:
             eeo = self.log.end_offset_for_epoch(req.last_fetched_epoch)
             if eeo.epoch < req.last_fetched_epoch or eeo.end_offset < req.fetch_offset:
-                return FetchPartitionResponse(t, p, codes.NONE, self.log.high_watermark, leo, (), eeo)
+                return FetchPartitionResponse(t, p, KafkaError.NONE, self.log.high_watermark, leo, (), eeo)
         if req.fetch_offset > leo:
-            return FetchPartitionResponse(t, p, codes.OFFSET_OUT_OF_RANGE, self.log.high_watermark, leo)
+            return FetchPartitionResponse(t, p, KafkaError.OFFSET_OUT_OF_RANGE, self.log.high_watermark, leo)
         self._update_follower(replica_id, req.fetch_offset, now_ms)
         records = tuple(self.log.records[req.fetch_offset : req.fetch_offset + max_records])
-        return FetchPartitionResponse(t, p, codes.NONE, self.log.high_watermark, leo, records)
+        return FetchPartitionResponse(t, p, KafkaError.NONE, self.log.high_watermark, leo, records)
 
     def _update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
         rr = self.remote[replica_id]
@@ -290,7 +290,7 @@ class SimPartition:
             return  # settled already (answered, or overtaken by a LeaderAndIsr): this answer is stale
         if res.correlation_id >= 0 and res.correlation_id != self.pending.correlation_id:
             return  # the answer to a proposal a LeaderAndIsr overtook, not to the one in flight
-        if res.error_code != codes.NONE:
+        if res.error_code != KafkaError.NONE:
             self.pending = None
             if res.error_code in _WAIT_FOR_LEADER_AND_ISR:
                 self.await_leader_and_isr = True
@@ -313,9 +313,9 @@ class SimPartition:
         """Apply the leader's answer; returns how many records were truncated (0 normally)."""
         if self.role is not Role.FOLLOWER:
             return 0
-        if resp.error_code == codes.OFFSET_OUT_OF_RANGE and 0 <= resp.log_end_offset < self.log.log_end_offset:
+        if resp.error_code == KafkaError.OFFSET_OUT_OF_RANGE and 0 <= resp.log_end_offset < self.log.log_end_offset:
             return self.log.truncate_to(resp.log_end_offset)
-        if resp.error_code != codes.NONE:
+        if resp.error_code != KafkaError.NONE:
             return 0
         if resp.diverging is not None:
             return self.log.truncate_to(self._truncation_offset(resp.diverging))

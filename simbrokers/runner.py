@@ -38,21 +38,21 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 from kazoo.client import KazooClient, KazooState
 
-from core.codec import event_to_json
+from core.codec.events import event_to_json
 from core.errors import FormatError
 from core.events import Event
+from core.kafka import zkdata
+from core.kafka.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
 from simbrokers.dynconfig import DynamicConfigWatcher
 from simbrokers.fabric import LocalFabric, acknowledged_lost
 from simbrokers.fetchnet import FetchClient, FetchServer
 from simbrokers.registration import register
-from simbrokers.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
 from simbrokers.throttle import throttle_config
 from sinks.security import KafkaSecurity, ZkSecurity
 
 #: Kafka's ``BrokerIdsZNode.path``
-BROKER_IDS_PATH = "/brokers/ids"
 
 log = logging.getLogger("simbrokers")
 
@@ -193,7 +193,7 @@ class SimBrokersProcess:
             hosts=s.zookeeper,
             timeout=s.session_timeout_ms / 1000.0,
             # /brokers/ids and the registrations under it: Kafka's ACLs when asked (not a sensitive path)
-            default_acl=s.zookeeper_security.acl_for(BROKER_IDS_PATH),
+            default_acl=s.zookeeper_security.acl_for(zkdata.BROKER_IDS),
             **s.zookeeper_security.client_kwargs(),
         )
         zk.start(timeout=15)

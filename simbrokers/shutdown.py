@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from core.kafka.error_codes import KafkaError
 from core.model import TopicPartition
-from simbrokers import codes
 
 
 class ShutdownPhase(Enum):
@@ -35,7 +35,7 @@ class ShutdownPhase(Enum):
 @dataclass
 class _Answer:
     batch: tuple[int, int]
-    error_code: int = codes.NONE
+    error_code: int = KafkaError.NONE
     remaining: set[TopicPartition] = field(default_factory=set)
     last_ms: int = 0
 
@@ -90,7 +90,7 @@ class ControlledShutdownProcess:
             return False
         if self._answer is None:
             self._answer = _Answer(batch)
-        if error_code != codes.NONE:
+        if error_code != KafkaError.NONE:
             self._answer.error_code = error_code
         self._answer.remaining.update(remaining)
         self._answer.last_ms = now_ms
@@ -103,7 +103,7 @@ class ControlledShutdownProcess:
                 self._complete(now_ms)
                 return False
             if self._answer is None and now_ms >= self._deadline_ms:
-                self.last_error = codes.REQUEST_TIMED_OUT
+                self.last_error = KafkaError.REQUEST_TIMED_OUT
                 self._fail_attempt(now_ms)
             return False
         if self.phase is ShutdownPhase.BACKOFF and now_ms >= self._deadline_ms:
@@ -116,7 +116,7 @@ class ControlledShutdownProcess:
         self._answer = None
         self.last_error = answer.error_code
         self.last_remaining = tuple(sorted(answer.remaining))
-        if answer.error_code == codes.NONE and not answer.remaining:
+        if answer.error_code == KafkaError.NONE and not answer.remaining:
             self.phase = ShutdownPhase.SUCCEEDED
             return
         self._fail_attempt(now_ms)

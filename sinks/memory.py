@@ -19,16 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.decisions import AdminResult, BrokerRequest, ZkOp, ZkWrite
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
-from sinks.ports import (
-    CONTROLLER_EPOCH_PATH,
-    NOT_ATTEMPTED,
-    FailedWrite,
-    Fence,
-    Rejected,
-    RequestBatchResult,
-    ZkBatchResult,
-)
+from sinks.ports import NOT_ATTEMPTED, FailedWrite, Fence, Rejected, RequestBatchResult, ZkBatchResult
 from sinks.requests import (
     OutboundMessage,
     admin_result_messages,

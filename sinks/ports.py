@@ -12,13 +12,6 @@ from typing import Protocol
 
 from core.decisions import AdminResult, BrokerRequest, ZkWrite
 
-#: Kafka's ``ControllerEpochZNode.path``
-CONTROLLER_EPOCH_PATH = "/controller_epoch"
-#: Kafka's ``ControllerZNode.path``
-CONTROLLER_PATH = "/controller"
-#: parent of the ZooKeeper sink's progress znodes, one per query name
-SINK_PROGRESS_ROOT = "/livectl/sink"
-
 
 @dataclass(frozen=True)
 class Fence:

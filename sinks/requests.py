@@ -46,7 +46,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import InvalidProducerEpochError, KafkaError, ProducerFencedError
 
 from core import limits
-from core.decisions import REQUEST_ORDER, AdminResult, BrokerRequest, RequestApi, encode_decision
+from core.decisions import AdminResult, BrokerRequest, encode_decision
+from core.kafka.requests import REQUEST_ORDER, RequestApi, encode_envelope
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence, Rejected, RequestBatchResult
 
@@ -274,32 +275,21 @@ def request_messages(
             bodies = [parsed.get(t) or parsed.setdefault(t, orjson.loads(t)) for t in texts]
             parts = split[texts] = _split_dumped(merge_bodies(bodies), max_bytes)
         for k, (_, body_bytes) in enumerate(parts, start=1):
-            envelope: dict[str, Any] = {
-                "version": MESSAGE_VERSION,
-                "api": api.value,
-                "controllerEpoch": fence.controller_epoch,
-                "batchId": batch_id,
-                "brokerId": broker,
-            }
-            if len(parts) > 1:
-                envelope["part"], envelope["parts"] = k, len(parts)
-            # the body's JSON is spliced in rather than serialised a second time
-            value = b'{"body":' + body_bytes + b"," + _dumps(envelope)[1:]
+            part = (k, len(parts)) if len(parts) > 1 else None
+            key, value = encode_envelope(broker, api, fence.controller_epoch, batch_id, body_bytes, part=part)
+            identity = _identity(broker, api.value, k if part else None)
             out.append(
-                OutboundMessage(
-                    topic,
-                    str(broker).encode(),
-                    value,
-                    _headers(batch_id, fence, api=api.value),
-                    (batch_id, _request_identity(envelope)),
-                )
+                OutboundMessage(topic, key, value, _headers(batch_id, fence, api=api.value), (batch_id, identity))
             )
     return out
 
 
+def _identity(broker: Any, api: Any, part: Any) -> str:
+    return f"{broker}/{api}" + (f"#{part}" if part is not None else "")
+
+
 def _request_identity(value: dict[str, Any]) -> str:
-    part = f"#{value['part']}" if "part" in value else ""
-    return f"{value['brokerId']}/{value['api']}{part}"
+    return _identity(value["brokerId"], value["api"], value.get("part"))
 
 
 def admin_result_messages(

@@ -79,8 +79,9 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 
 from core.decisions import ZkOp, ZkWrite
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH, SINK_PROGRESS_ROOT
 from sinks.errors import ControllerFencedError, SinkStateError, SinkUnavailableError
-from sinks.ports import CONTROLLER_EPOCH_PATH, NOT_ATTEMPTED, SINK_PROGRESS_ROOT, FailedWrite, Fence, ZkBatchResult
+from sinks.ports import NOT_ATTEMPTED, FailedWrite, Fence, ZkBatchResult
 
 PROGRESS_VERSION = 1
 #: bytes counted per operation beyond path and data (request headers, ACL, version)

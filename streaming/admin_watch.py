@@ -46,9 +46,8 @@ from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
 
-from core import zkdata
 from core.cluster_config import effective_configs
-from core.codec import event_from_json, event_to_json
+from core.codec.events import event_from_json, event_to_json
 from core.errors import FormatError
 from core.events import (
     ClusterConfigChanged,
@@ -59,6 +58,7 @@ from core.events import (
     ZkTopicChange,
     ZkTopicDeletion,
 )
+from core.kafka import zkdata
 from core.model import PartitionTarget, TopicPartition
 from core.snapshot import ZkSnapshot
 from streaming.errors import StreamingError

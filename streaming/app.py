@@ -36,8 +36,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from core.errors import FormatError
+from core.kafka import zkdata
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH
 from sinks.errors import ControllerFencedError
-from sinks.ports import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, RequestSinkPort, ZkSinkPort
+from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming import failover, spark_ui
 from streaming.audit_log import AuditLog, HadoopAuditFiles, default_audit_dir
 from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore, batch_ids, child
@@ -219,8 +222,8 @@ def _other_controller(zk: Any) -> int | None:
     except NoNodeError:
         return None
     try:
-        return int(json.loads(data)["brokerid"])
-    except (ValueError, KeyError, TypeError):  # not Kafka's JSON: no controller known
+        return zkdata.decode_controller(data).broker_id
+    except FormatError:  # not Kafka's JSON: no controller known
         return None
 
 

@@ -54,6 +54,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core import decisions as dc
+from core.kafka.requests import REQUEST_ORDER, RequestApi
 from sinks.ports import FailedWrite
 from streaming.checkpoint_fs import (
     CheckpointError,
@@ -187,7 +188,7 @@ def _admin_topic(details: str) -> str | None:
 
 #: requests whose partitions each get a row; an UpdateMetadata (the same partition states, to every live
 #: broker) gets one row per broker with its partition count
-_PER_PARTITION = frozenset(api for api in dc.RequestApi if api is not dc.RequestApi.UPDATE_METADATA)
+_PER_PARTITION = frozenset(api for api in RequestApi if api is not RequestApi.UPDATE_METADATA)
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]
     """The requests in Kafka's send order (LeaderAndIsr, UpdateMetadata, StopReplica, responses), each
     parsed once for both the rows and the log lines."""
     out = []
-    for r in sorted(requests, key=lambda r: dc.REQUEST_ORDER[r.api]):
+    for r in sorted(requests, key=lambda r: REQUEST_ORDER[r.api]):
         if r.api in _PER_PARTITION:
             entries = _partition_entries(orjson.loads(r.body))
             out.append(RequestDigest(r, entries, sum(1 for _t, p, _s in entries if p is not None)))
@@ -213,10 +214,10 @@ def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]
     return out
 
 
-def per_broker(digests: Sequence[RequestDigest]) -> dict[tuple[dc.RequestApi, int], tuple[int, int]]:
+def per_broker(digests: Sequence[RequestDigest]) -> dict[tuple[RequestApi, int], tuple[int, int]]:
     """``(API, broker) -> (partitions, partitions it leads)``: the buckets' parts of one request summed, as
     the request sink merges them into one message per broker and API (Kafka's send order kept)."""
-    out: dict[tuple[dc.RequestApi, int], tuple[int, int]] = {}
+    out: dict[tuple[RequestApi, int], tuple[int, int]] = {}
     for d in digests:
         r = d.request
         leaders = sum(1 for _t, _p, st in d.entries or () if st.get("leader") == r.broker_id)
@@ -292,7 +293,7 @@ def audit_rows(
     for (api, topic, partition, state_json), brokers in grouped.items():
         add(KIND_REQUEST, api, "sent", topic, partition, brokers, detail=state_json.decode())
     for (request_api, broker), (partitions, _leaders) in per_broker(digests).items():
-        if request_api is dc.RequestApi.UPDATE_METADATA:
+        if request_api is RequestApi.UPDATE_METADATA:
             add(KIND_REQUEST, request_api.value, "sent", brokers=[broker], detail=f'{{"partitions":{partitions}}}')
     for a in batch.admin_results:
         add(
@@ -356,7 +357,7 @@ def log_state_changes(
     if lg.isEnabledFor(logging.INFO):
         digests = digests if digests is not None else digest_requests(batch.requests)
         for (api, broker), (partitions, leaders) in per_broker(digests).items():
-            if api is dc.RequestApi.LEADER_AND_ISR:
+            if api is RequestApi.LEADER_AND_ISR:
                 lg.info(
                     "%sSending LeaderAndIsr request to broker %d with %d become-leader and %d become-follower "
                     "partitions (micro-batch %d)",
@@ -366,7 +367,7 @@ def log_state_changes(
                     partitions - leaders,
                     batch.batch_id,
                 )
-            elif api in (dc.RequestApi.UPDATE_METADATA, dc.RequestApi.STOP_REPLICA):
+            elif api in (RequestApi.UPDATE_METADATA, RequestApi.STOP_REPLICA):
                 lg.info(
                     "%sSending %s request to broker %d for %d partitions (micro-batch %d)",
                     prefix,

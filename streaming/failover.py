@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from core import events as ev
-from core.codec import event_from_json, event_to_json
+from core.codec.events import event_from_json, event_to_json
 from core.snapshot import ZkSnapshot
 from streaming.checkpoint_fs import CheckpointStore, child, parent
 from streaming.routing import bucket_of

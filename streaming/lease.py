@@ -26,7 +26,6 @@ one (and a new sink with the new fence).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -37,7 +36,10 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
-from sinks.ports import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, Fence
+from core.errors import FormatError
+from core.kafka import zkdata
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH
+from sinks.ports import Fence
 from streaming.errors import StreamingError
 
 log = logging.getLogger(__name__)
@@ -54,12 +56,6 @@ class LeaseTimeoutError(LeaseError):
     """:meth:`ControllerLease.acquire` waited ``timeout`` seconds as standby without winning."""
 
 
-def controller_znode(controller_id: int, timestamp_ms: int) -> bytes:
-    """Kafka's ``ControllerZNode.encode``."""
-    body = {"version": 1, "brokerid": controller_id, "timestamp": str(timestamp_ms)}
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
 def read_controller_id(client: KazooClient) -> int | None:
     """The ``brokerid`` in ``/controller``, or ``None`` if no controller is active."""
     try:
@@ -67,8 +63,8 @@ def read_controller_id(client: KazooClient) -> int | None:
     except NoNodeError:
         return None
     try:
-        return int(json.loads(data)["brokerid"])
-    except (ValueError, KeyError, TypeError):
+        return zkdata.decode_controller(data).broker_id
+    except FormatError:
         raise LeaseError(f"{CONTROLLER_PATH} holds malformed JSON {data[:200]!r}") from None
 
 
@@ -129,11 +125,11 @@ class ControllerLease:
         txn = self._zk.transaction()
         txn.create(
             CONTROLLER_PATH,
-            controller_znode(self.controller_id, self._clock_ms()),
+            zkdata.encode_controller(self.controller_id, self._clock_ms()),
             acl=self._acl_for(CONTROLLER_PATH),
             ephemeral=True,
         )
-        txn.set_data(CONTROLLER_EPOCH_PATH, str(new_epoch).encode(), version=version)
+        txn.set_data(CONTROLLER_EPOCH_PATH, zkdata.encode_controller_epoch(new_epoch), version=version)
         results = txn.commit()
         failure = next((r for r in results if isinstance(r, NodeExistsError | BadVersionError)), None)
         won: Fence | None
@@ -212,15 +208,15 @@ class ControllerLease:
             try:
                 self._zk.create(
                     CONTROLLER_EPOCH_PATH,
-                    str(INITIAL_CONTROLLER_EPOCH).encode(),
+                    zkdata.encode_controller_epoch(INITIAL_CONTROLLER_EPOCH),
                     acl=self._acl_for(CONTROLLER_EPOCH_PATH),
                 )
                 return INITIAL_CONTROLLER_EPOCH, 0
             except NodeExistsError:
                 data, stat = self._zk.get(CONTROLLER_EPOCH_PATH)
         try:
-            return int(data), stat.version
-        except ValueError:
+            return zkdata.decode_controller_epoch(data), stat.version
+        except FormatError:
             raise LeaseError(f"{CONTROLLER_EPOCH_PATH} holds {data[:50]!r}, not an epoch number") from None
 
     def _check_won(self, new_epoch: int) -> Fence | None:
@@ -232,10 +228,11 @@ class ControllerLease:
         if cstat.ephemeralOwner != self._session_id():
             return None
         data, estat = self._zk.get(CONTROLLER_EPOCH_PATH)
-        if int(data) == new_epoch:
+        epoch = zkdata.decode_controller_epoch(data)
+        if epoch == new_epoch:
             return Fence(new_epoch, estat.version)
         raise LeaseError(
-            f"{CONTROLLER_PATH} is ours but {CONTROLLER_EPOCH_PATH} is {int(data)}, not {new_epoch}: "
+            f"{CONTROLLER_PATH} is ours but {CONTROLLER_EPOCH_PATH} is {epoch}, not {new_epoch}: "
             "another controller was elected in between"
         )
 

@@ -35,10 +35,11 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from core.codec import event_to_json
+from core.codec.events import event_to_json
 from core.events import BrokerFailure, BrokerStartup, Event
+from core.kafka.zkdata import BROKER_IDS
 from streaming.errors import StreamingError
-from streaming.zk_snapshot import BROKER_IDS, SnapshotError, parse_broker_registration
+from streaming.zk_snapshot import SnapshotError, parse_broker_registration
 
 log = logging.getLogger(__name__)
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from core import decisions as dc
 from core import observe
+from core.kafka.requests import RequestApi
 
 #: Kafka's ``KafkaController`` gauges, in the order the dispatcher's sums carry them
 KAFKA_GAUGES = (
@@ -393,7 +394,7 @@ class ControllerCollector:
             decisions.add_metric([k], s.decisions_by_kind.get(k, 0))
         yield decisions
         requests = CounterMetricFamily("livectl_broker_requests", "broker requests sent, by API", labels=["api"])
-        for api in dc.RequestApi:
+        for api in RequestApi:
             requests.add_metric([api.value], s.requests_by_api.get(api.value, 0))
         yield requests
         yield CounterMetricFamily(

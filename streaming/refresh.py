@@ -22,9 +22,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from core import zkdata
-from core.codec import event_to_json
+from core.codec.events import event_to_json
 from core.events import Event, PartitionStatesRead, TopicCreationRefused
+from core.kafka import zkdata
 from core.snapshot import PartitionStateZnode
 from sinks.ports import FailedWrite
 from streaming.refusals import classify

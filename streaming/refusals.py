@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from core import decisions as dc
 from core.controller import topic_id_for
 from core.events import CreateTopic
+from core.kafka.requests import RequestApi
 from sinks.ports import NOT_ATTEMPTED, FailedWrite
 
 log = logging.getLogger("livectl.refusals")
@@ -41,7 +42,7 @@ STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")
 TOPIC_PATH = re.compile(r"^/brokers/topics/([^/]+)$")
 DELETE_MARKER_PATH = re.compile(r"^/admin/delete_topics/([^/]+)$")
 #: requests that carry partition states (Kafka's ``topicStates[].partitionStates[].partitionIndex``)
-PARTITION_APIS = (dc.RequestApi.LEADER_AND_ISR, dc.RequestApi.UPDATE_METADATA, dc.RequestApi.STOP_REPLICA)
+PARTITION_APIS = (RequestApi.LEADER_AND_ISR, RequestApi.UPDATE_METADATA, RequestApi.STOP_REPLICA)
 
 
 @dataclass
@@ -59,13 +60,13 @@ class Refusals:
     #: refusals nothing depends on that could not be redone
     unresolved: list[FailedWrite] = field(default_factory=list)
 
-    def withholds(self, api: dc.RequestApi, topic: str, partition: int) -> bool:
+    def withholds(self, api: RequestApi, topic: str, partition: int) -> bool:
         """Whether the state of ``topic``-``partition`` in a request of ``api`` is held back: every request
         of a topic-level refusal; LeaderAndIsr / UpdateMetadata of a refused partition state (a
         StopReplica is sent before its partition's state write, in Kafka as here)."""
         if topic in self.topics:
             return True
-        return api is not dc.RequestApi.STOP_REPLICA and (topic, partition) in self.partitions
+        return api is not RequestApi.STOP_REPLICA and (topic, partition) in self.partitions
 
 
 def classify(failed: Sequence[FailedWrite]) -> Refusals:

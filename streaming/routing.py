@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from core import events as ev
-from core.codec import event_to_json
+from core.codec.events import event_to_json
 
 REJECTED_BUCKET = -1
 

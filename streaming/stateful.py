@@ -30,7 +30,7 @@ import pyarrow as pa
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from core.codec import event_from_json
+from core.codec.events import event_from_json
 from streaming import failover, observability
 from streaming.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK, REJECTED_BUCKET
 

@@ -7,7 +7,7 @@ Every input record (a Kafka record of ``livectl.admin`` or ``livectl.broker-even
 2. checked by the suite in ``streaming/conf/expectations/livectl-input.json`` (great-expectations on pandas,
    ``result_format="COMPLETE"`` for the failing row indices). A row failing any expectation is rejected
    with the names of the failed expectations and their reasons;
-3. decoded by :func:`core.codec.decode_event`, whose :class:`core.errors.FormatError` names the field and
+3. decoded by :func:`core.codec.events.decode_event`, whose :class:`core.errors.FormatError` names the field and
    the reason for anything the suite does not cover (a rejected row then carries ``decode:<field>``).
 
 The suite and the decoder agree on ranges: the suite's bounds are ``$NAME`` placeholders filled in from
@@ -36,8 +36,8 @@ import pandas as pd
 
 from core import events as ev
 from core import limits as lim
-from core.codec import ADMIN_TYPES, EVENT_TYPES, decode_event
 from core.codec import fields as jf
+from core.codec.events import ADMIN_TYPES, EVENT_TYPES, decode_event
 from core.codec.values import TOPIC_NAME_REGEX
 from core.errors import FormatError
 from streaming.resources import INPUT_SUITE, conf_file

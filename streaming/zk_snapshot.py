@@ -15,12 +15,11 @@ znodes, the bulk of a large cluster, are read with ZooKeeper's ``multiRead`` (op
 10-17 s of one request each (``bench/snapshot_cost.py``). A server without ``multiRead`` answers it as
 unimplemented and the read falls back to one ``get_async`` per znode. Znodes that vanish between listing and reading are
 skipped (the controller will hear of the change as an event). The JSON codecs are
-:mod:`core.zkdata`'s; the broker registration codec is :func:`parse_broker_registration` here.
+:mod:`core.kafka.zkdata`'s, the broker registration's included.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,13 +35,13 @@ from kazoo.protocol.serialization import (
     write_string,
 )
 
-from core import zkdata
-from core.model import Broker, Endpoint
+from core.errors import FormatError
+from core.kafka import zkdata
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
+from core.model import Broker
 from core.snapshot import ZkSnapshot
-from sinks.ports import CONTROLLER_EPOCH_PATH
 from streaming.errors import StreamingError
 
-BROKER_IDS = "/brokers/ids"
 MULTI_READ_SIZE = 100
 """``getData`` operations per ``multiRead`` request (state znodes are ~100 bytes: ~17 KB per answer)."""
 
@@ -56,40 +55,12 @@ class SnapshotError(StreamingError):
         super().__init__(f"{path}: {reason}")
 
 
-def parse_endpoint(text: str, protocol_map: dict[str, str], path: str) -> Endpoint:
-    """``PLAINTEXT://host:port`` (IPv6 hosts in brackets) with the listener's security protocol."""
-    listener, sep, rest = text.partition("://")
-    host, colon, port = rest.rpartition(":")
-    if not sep or not colon or not port.isdigit():
-        raise SnapshotError(path, f"endpoint {text!r} is not LISTENER://host:port")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    return Endpoint(listener, host, int(port), protocol_map.get(listener, listener))
-
-
 def parse_broker_registration(broker_id: int, data: bytes | str, czxid: int, path: str = "") -> Broker:
-    """Kafka's ``/brokers/ids/<id>`` JSON (``BrokerIdZNode``, versions 1-5) as a :class:`Broker` whose
-    broker epoch is ``czxid``. Old registrations without ``endpoints`` use ``host`` / ``port``."""
-    path = path or f"{BROKER_IDS}/{broker_id}"
+    """:func:`core.kafka.zkdata.decode_broker_registration`, failing with this layer's :class:`SnapshotError`."""
     try:
-        o = json.loads(data)
-    except ValueError as e:
-        raise SnapshotError(path, f"not valid JSON: {e}") from None
-    if not isinstance(o, dict):
-        raise SnapshotError(path, "must hold a JSON object")
-    protocols = o.get("listener_security_protocol_map") or {}
-    if not isinstance(protocols, dict):
-        raise SnapshotError(path, "listener_security_protocol_map must be an object")
-    raw_endpoints = o.get("endpoints")
-    if raw_endpoints:
-        if not isinstance(raw_endpoints, list):
-            raise SnapshotError(path, "endpoints must be a list")
-        endpoints = tuple(parse_endpoint(str(e), protocols, path) for e in raw_endpoints)
-    elif o.get("host") and isinstance(o.get("port"), int) and o["port"] >= 0:
-        endpoints = (Endpoint("PLAINTEXT", str(o["host"]), int(o["port"]), "PLAINTEXT"),)
-    else:
-        endpoints = ()
-    rack = o.get("rack")
-    return Broker(broker_id, czxid, None if rack is None else str(rack), endpoints)
+        return zkdata.decode_broker_registration(broker_id, data, czxid, path)
+    except FormatError as e:
+        raise SnapshotError(e.field, e.reason) from None
 
 
 def _get_all(client: KazooClient, paths: Iterable[str], window: int) -> dict[str, tuple[bytes, Any]]:
@@ -197,10 +168,10 @@ def _children(client: KazooClient, path: str) -> list[str]:
 
 def read_brokers(client: KazooClient, window: int = 5000) -> tuple[Broker, ...]:
     """The live broker registrations, sorted by id; ids that are not integers are skipped."""
-    ids = sorted(int(c) for c in _children(client, BROKER_IDS) if c.isdigit())
-    got = _get_all(client, (f"{BROKER_IDS}/{i}" for i in ids), window)
+    ids = sorted(int(c) for c in _children(client, zkdata.BROKER_IDS) if c.isdigit())
+    got = _get_all(client, (zkdata.broker_path(i) for i in ids), window)
     return tuple(
-        parse_broker_registration(i, got[p][0], got[p][1].czxid, p) for i in ids if (p := f"{BROKER_IDS}/{i}") in got
+        parse_broker_registration(i, got[p][0], got[p][1].czxid, p) for i in ids if (p := zkdata.broker_path(i)) in got
     )
 
 
@@ -208,11 +179,11 @@ def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
     """Everything a new controller reads, in one pass (see the module docstring)."""
     try:
         data, stat = client.get(CONTROLLER_EPOCH_PATH)
-        epoch, epoch_version = int(data), stat.version
+        epoch, epoch_version = zkdata.decode_controller_epoch(data), stat.version
     except NoNodeError:
         epoch, epoch_version = 0, -1
-    except ValueError:
-        raise SnapshotError(CONTROLLER_EPOCH_PATH, "does not hold an epoch number") from None
+    except FormatError as e:
+        raise SnapshotError(e.field, e.reason) from None
     brokers = read_brokers(client, window)
 
     znodes: dict[str, tuple[str | None, int]] = {}
@@ -228,8 +199,7 @@ def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
     for path, (d, _) in topics.items():
         topic = path.rsplit("/", 1)[1]
         try:
-            parts = json.loads(d).get("partitions") or {}
-            state_paths.extend(zkdata.partition_state_path(topic, int(p)) for p in parts)
+            state_paths.extend(zkdata.partition_state_path(topic, p) for p in zkdata.topic_znode_partitions(d))
         except (ValueError, AttributeError, TypeError) as e:
             raise SnapshotError(path, f"topic znode is not Kafka's JSON: {e}") from None
     keep(read_znodes(client, state_paths, window))

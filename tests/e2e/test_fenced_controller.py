@@ -29,7 +29,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from core import events as ev
-from core.codec import event_to_json
+from core.codec.events import event_to_json
 from livectl import local
 
 pytestmark = pytest.mark.e2e

@@ -22,12 +22,12 @@ from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
 from admin.cli import main
-from core.codec import event_from_json
+from core.codec.events import event_from_json
 from core.decisions import AdminResult, AdminStatus, encode_decision
 from core.events import CreatePartitions, CreateTopic, DeleteTopic, ElectLeaders, Event, ReassignPartitions
+from core.kafka.zkdata import encode_broker_registration
 from core.model import ElectionType
 from simbrokers.control import parse_control
-from simbrokers.registration import registration_json
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +96,9 @@ def write_tree(zk: KazooClient) -> None:
     """A small cluster in Kafka's layout: brokers 1-3, topic orders (3 partitions, one reassigning), topic
     old marked for deletion, a controller."""
     for b in (1, 2, 3):
-        zk.create(f"/brokers/ids/{b}", registration_json("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True)
+        zk.create(
+            f"/brokers/ids/{b}", encode_broker_registration("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True
+        )
     zk.create(
         "/brokers/topics/orders",
         json.dumps(

@@ -22,9 +22,8 @@ from core.events import (
     LogDirFailure,
     PartitionError,
 )
+from core.kafka.zkdata import encode_broker_registration, snapshot_from_znodes
 from core.model import Broker, Endpoint
-from core.zkdata import snapshot_from_znodes
-from simbrokers.registration import registration_json
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
 from streaming.zk_snapshot import read_snapshot
@@ -53,7 +52,9 @@ class Controller:
         return [d for d in decisions if isinstance(d, AdminResult)]
 
     def register(self, b: int) -> Broker:
-        self.zk.create(f"/brokers/ids/{b}", registration_json("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True)
+        self.zk.create(
+            f"/brokers/ids/{b}", encode_broker_registration("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True
+        )
         return Broker(b, 100 + b, None, (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + b),))
 
 

@@ -13,9 +13,8 @@ from kafka.admin import NewTopic
 from test_admin_cli import Env, env, write_tree
 
 from admin.cli import main
-from core.decisions import RequestApi
+from core.kafka.requests import RequestApi, encode_request
 from simbrokers.control import parse_control
-from simbrokers.requests import encode_request
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]

@@ -14,7 +14,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPartition
 from kazoo.client import KazooClient
 
-from core.codec import event_from_json
+from core.codec.events import event_from_json
 from core.events import (
     ClusterConfigChanged,
     Event,

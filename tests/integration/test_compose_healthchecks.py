@@ -14,8 +14,8 @@ import pytest
 import yaml
 from kazoo.client import KazooClient
 
+from core.kafka.zkdata import encode_broker_registration
 from livectl import local
-from simbrokers.registration import registration_json
 
 pytestmark = pytest.mark.integration
 
@@ -56,11 +56,13 @@ def test_brokers_healthcheck_fails_below_five_and_passes_at_five(chroot: tuple[s
     cmd = healthcheck("brokers", connect)
     assert run(cmd).returncode == 1  # nobody registered
     for b in (1, 2, 3, 4):
-        zk.create(f"/brokers/ids/{b}", registration_json("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True)
+        zk.create(
+            f"/brokers/ids/{b}", encode_broker_registration("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True
+        )
     short = run(cmd)
     assert short.returncode == 1, short
     assert "4 broker(s) registered under /brokers/ids, fewer than --min 5" in short.stderr
-    zk.create("/brokers/ids/5", registration_json("127.0.0.1", 9095, None, 1).encode())
+    zk.create("/brokers/ids/5", encode_broker_registration("127.0.0.1", 9095, None, 1).encode())
     done = run(cmd)
     assert done.returncode == 0, done
     assert [ln.split()[0] for ln in done.stdout.splitlines()[1:]] == ["1", "2", "3", "4", "5"]

@@ -10,7 +10,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kazoo.client import KazooClient
 
-from core.codec import event_from_json
+from core.codec.events import event_from_json
 from core.decisions import ZkOp, ZkWrite
 from core.events import PartitionStatesRead
 from core.snapshot import PartitionStateZnode

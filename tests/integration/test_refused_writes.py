@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from core import decisions as dc
-from core.codec import event_from_json
+from core.codec.events import event_from_json
 from core.controller import ControllerState, initial_state, step
 from core.events import (
     AlterTopicConfig,
@@ -34,8 +34,8 @@ from core.events import (
     StopReplicaResponse,
     TopicCreationRefused,
 )
+from core.kafka.zkdata import snapshot_from_znodes
 from core.model import Broker, Endpoint, PartitionTarget, TopicPartition
-from core.zkdata import snapshot_from_znodes
 from sinks.errors import SinkUnavailableError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import NOT_ATTEMPTED, Fence

@@ -23,11 +23,10 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
-from core.codec import event_from_json
-from core.decisions import RequestApi
+from core.codec.events import event_from_json
 from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse
+from core.kafka.requests import RequestApi, encode_request
 from simbrokers.control import ControlCommand
-from simbrokers.requests import encode_request
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ import pytest
 from test_simbrokers_process import Env, env, registration
 
 from admin.configs import change_broker_configs, write_entity_configs
-from core.decisions import RequestApi
 from core.events import AlterPartition, LeaderAndIsrResponse
+from core.kafka.requests import RequestApi
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from core.decisions import AdminResult, AdminStatus, BrokerRequest, RequestApi
+from core.decisions import AdminResult, AdminStatus, BrokerRequest
+from core.kafka.requests import RequestApi
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, Rejected

@@ -18,8 +18,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kazoo.client import KazooClient
 
 from core import events as ev
-from core.codec import event_to_json
-from simbrokers.registration import registration_json
+from core.codec.events import event_to_json
+from core.kafka.zkdata import encode_broker_registration
 from streaming.app import ControllerApp
 from streaming.settings import Settings
 
@@ -41,7 +41,7 @@ class Cluster:
         client = KazooClient(hosts=self.zk_connect, timeout=10)
         client.start(timeout=10)
         client.ensure_path("/brokers/ids")
-        data = registration_json("127.0.0.1", 9000 + broker_id, rack, int(time.time() * 1000))
+        data = encode_broker_registration("127.0.0.1", 9000 + broker_id, rack, int(time.time() * 1000))
         client.create(f"/brokers/ids/{broker_id}", data.encode(), ephemeral=True)
         self.brokers[broker_id] = client
         _, stat = client.get(f"/brokers/ids/{broker_id}")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from core import events as ev
-from core.codec import event_from_json
+from core.codec.events import event_from_json
 from core.model import Broker, TopicPartition
 from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from livectl import local

@@ -6,10 +6,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from core.controller import ControllerConfig, ControllerState, initial_state, step
-from core.decisions import BrokerRequest, Decision, RequestApi, ZkOp, ZkWrite
+from core.decisions import BrokerRequest, Decision, ZkOp, ZkWrite
 from core.events import AlterPartition, BrokerStartup, ControllerFailover, Event, PartitionError, StopReplicaResponse
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import snapshot_from_znodes
 from core.model import Broker, Endpoint, TopicPartition
-from core.zkdata import snapshot_from_znodes
 
 
 class ZkConflictError(AssertionError):

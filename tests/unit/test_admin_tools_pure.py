@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 from admin.broker_shutdown import ShutdownAnswers
-from admin.configs import notification_json, parse_add_config
+from admin.configs import parse_add_config
 from admin.reassign_cmd import PartitionProgress, progress_bar, progress_lines
-from core.decisions import RequestApi
+from core.kafka.requests import RequestApi, encode_request
+from core.kafka.zkdata import config_change_sequence, decode_config_change, encode_config_change
 from core.model import TopicPartition
-from simbrokers.dynconfig import entity_of, sequence_of
-from simbrokers.requests import encode_request
 
 pytestmark = pytest.mark.unit
 
@@ -51,10 +50,10 @@ def test_shutdown_answers_merge_per_batch_and_ignore_others() -> None:
 
 def test_add_config_and_notifications() -> None:
     assert parse_add_config("a=1,b=[x,y]") == {"a": "1", "b": "x,y"}
-    assert notification_json("brokers", "<default>") == b'{"version":2,"entity_path":"brokers/<default>"}'
+    assert encode_config_change("brokers", "<default>") == b'{"version":2,"entity_path":"brokers/<default>"}'
     # what the tool writes is what the simulated brokers read
-    assert entity_of(notification_json("topics", "orders")) == ("topics", "orders")
-    assert entity_of(b'{"version":1,"entity_path":"topics/x"}') is None
-    assert entity_of(b"nope") is None
-    assert sequence_of("config_change_0000000042") == 42
-    assert sequence_of("config_change_x") is None and sequence_of("other") is None
+    assert decode_config_change(encode_config_change("topics", "orders")) == ("topics", "orders")
+    assert decode_config_change(b'{"version":1,"entity_path":"topics/x"}') is None
+    assert decode_config_change(b"nope") is None
+    assert config_change_sequence("config_change_0000000042") == 42
+    assert config_change_sequence("config_change_x") is None and config_change_sequence("other") is None

@@ -11,7 +11,7 @@ import pytest
 from test_streaming_shell import BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of
 
 from core import events as ev
-from core.codec import event_from_json, event_to_json
+from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.codec import ADMIN_TYPES, EVENT_TYPES, decode_event, event_from_json, event_to_json
+from core.codec.events import ADMIN_TYPES, EVENT_TYPES, decode_event, event_from_json, event_to_json
 from core.controller import ControllerState, initial_state, step
 from core.errors import FormatError
 from core.events import ControllerFailover, CreateTopic, ElectLeaders

@@ -7,7 +7,7 @@ import json
 import pytest
 from core_support import Cluster, startup
 
-from core.codec import event_from_json, event_to_json
+from core.codec.events import event_from_json, event_to_json
 from core.controller import (
     ControllerConfig,
     ControllerState,
@@ -16,7 +16,7 @@ from core.controller import (
     metrics,
     step,
 )
-from core.decisions import AdminResult, AdminStatus, RequestApi, ZkOp, ZkWrite, decision_to_json
+from core.decisions import AdminResult, AdminStatus, ZkOp, ZkWrite, decision_to_json
 from core.events import (
     AlterPartition,
     AlterTopicConfig,
@@ -33,6 +33,7 @@ from core.events import (
     StopReplicaResponse,
     Tick,
 )
+from core.kafka.requests import RequestApi
 from core.model import ElectionType, PartitionReplica, TopicPartition
 from core.states import PartitionState, ReplicaState
 

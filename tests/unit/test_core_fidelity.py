@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 from core_support import Cluster, startup
 
-from core.codec import event_from_json, event_to_json
+from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig
-from core.decisions import AdminResult, BrokerRequest, Decision, RequestApi, StateChangeFailure, ZkOp, ZkWrite
-from core.error_codes import KafkaError
+from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkOp, ZkWrite
 from core.errors import FormatError
 from core.events import (
     AlterPartition,
@@ -25,6 +24,8 @@ from core.events import (
     StopReplicaResponse,
     TopicCreationRefused,
 )
+from core.kafka.error_codes import KafkaError
+from core.kafka.requests import RequestApi
 from core.model import PartitionReplica, PartitionTarget, TopicPartition
 from core.snapshot import PartitionStateZnode, TopicZnode
 from core.states import PartitionState, ReplicaState

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.codec import event_from_json, event_to_json
+from core.codec.events import event_from_json, event_to_json
 from core.decisions import (
     AdminResult,
     AdminStatus,
@@ -38,9 +38,7 @@ from core.events import (
     StopReplicaResponse,
     Tick,
 )
-from core.model import Broker, ElectionType, Endpoint, PartitionTarget, TopicPartition
-from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
-from core.zkdata import (
+from core.kafka.zkdata import (
     decode_preferred_election,
     decode_reassignment,
     decode_topic_znode,
@@ -48,6 +46,8 @@ from core.zkdata import (
     encode_reassignment,
     encode_topic_znode,
 )
+from core.model import Broker, ElectionType, Endpoint, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,9 @@ import pytest
 
 from core import partition_machine, replica_machine
 from core.context import ControllerContext
-from core.decisions import BrokerRequest, RequestApi, ZkOp, ZkWrite
+from core.decisions import BrokerRequest, ZkOp, ZkWrite
 from core.election import ElectionStrategy
+from core.kafka.requests import RequestApi
 from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.states import (
     PARTITION_VALID_PREVIOUS,

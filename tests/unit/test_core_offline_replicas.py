@@ -22,8 +22,8 @@ from core.events import (
     PartitionError,
     ReassignPartitions,
 )
+from core.kafka.zkdata import snapshot_from_znodes
 from core.model import Broker, PartitionTarget, TopicPartition
-from core.zkdata import snapshot_from_znodes
 
 STORAGE = 56  # KAFKA_STORAGE_ERROR
 PATH = "/livectl/offline_replicas/t"

@@ -7,11 +7,12 @@ import json
 import pytest
 from core_support import Cluster
 
-from core.decisions import AdminResult, AdminStatus, RequestApi, ZkWrite
+from core.decisions import AdminResult, AdminStatus, ZkWrite
 from core.events import BrokerFailure, CancelReassignment, CreateTopic, ReassignPartitions
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import REASSIGN_PARTITIONS, encode_reassignment
 from core.model import PartitionReplica, PartitionTarget, ReplicaAssignment, TopicPartition
 from core.states import ReplicaState
-from core.zkdata import REASSIGN_PARTITIONS, encode_reassignment
 
 pytestmark = pytest.mark.unit
 

@@ -9,9 +9,9 @@ import pytest
 from core_support import Cluster, startup
 
 from core.cluster_config import CONTROLLER_CONFIGS, controller_fields, effective_configs, parse_config
-from core.codec import event_from_json, event_to_json
+from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig, brokers_over_imbalance, imbalance
-from core.decisions import AdminResult, RequestApi, ZkOp, ZkWrite
+from core.decisions import AdminResult, ZkOp, ZkWrite
 from core.errors import FormatError
 from core.events import (
     AutoRebalanceTick,
@@ -25,9 +25,10 @@ from core.events import (
     ZkTopicChange,
     ZkTopicDeletion,
 )
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS, delete_topic_path
 from core.model import PartitionTarget, TopicPartition
 from core.states import PartitionState
-from core.zkdata import PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS, delete_topic_path
 
 pytestmark = pytest.mark.unit
 

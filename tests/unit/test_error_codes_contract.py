@@ -2,7 +2,7 @@
 
 The core builds request bodies (:mod:`core.requests`), the request sink wraps them into
 ``livectl.requests`` messages (:func:`sinks.requests.request_messages`), the simulated brokers parse them
-(:func:`simbrokers.requests.parse_request`). Every field the core sends must arrive as the core meant it,
+(:func:`core.kafka.requests.parse_request`). Every field the core sends must arrive as the core meant it,
 and every error code must be the one Kafka gives that name."""
 
 from __future__ import annotations
@@ -12,23 +12,22 @@ from typing import Any
 import pytest
 from core_support import Cluster
 
-from core.decisions import BrokerRequest, RequestApi
-from core.error_codes import CODES, KafkaError, error_name
+from core.decisions import BrokerRequest
 from core.events import AlterPartition, BrokerFailure, ControlledShutdown, CreateTopic, DeleteTopic, StopReplicaResponse
-from core.model import TopicPartition
-from core.requests import ERROR_CODES
-from simbrokers import codes
-from simbrokers.broker import SimBroker
-from simbrokers.partition import PendingIsr
-from simbrokers.requests import (
+from core.kafka.error_codes import CODES, KafkaError, error_name
+from core.kafka.requests import (
     AlterPartitionResponse,
     ControlledShutdownResponse,
     LeaderAndIsrRequest,
+    RequestApi,
     StopReplicaRequest,
     UpdateMetadataRequest,
     encode_request,
     parse_request,
 )
+from core.model import TopicPartition
+from simbrokers.broker import SimBroker
+from simbrokers.partition import PendingIsr
 from sinks.ports import Fence
 from sinks.requests import request_messages
 
@@ -47,13 +46,16 @@ def test_codes_are_kafkas() -> None:
     assert error_name(9999) == "ERROR_9999"
 
 
-def test_simbrokers_and_core_share_the_table() -> None:
-    sim = {k: v for k, v in vars(codes).items() if k.isupper() and isinstance(v, int)}
-    assert sim, "simbrokers.codes lists no codes"
-    for name, value in sim.items():
-        assert CODES[name] == value, name
-    assert ERROR_CODES is CODES
-    assert codes.name(codes.INVALID_UPDATE_VERSION) == "INVALID_UPDATE_VERSION"
+def test_simbrokers_admin_and_core_share_the_table() -> None:
+    from admin import broker_shutdown
+    from simbrokers import broker, partition, shutdown
+
+    for module in (broker, partition, shutdown, broker_shutdown):
+        assert module.KafkaError is KafkaError, module.__name__
+    assert CODES, "core.kafka.error_codes lists no codes"
+    for name, value in CODES.items():
+        assert KafkaError[name] == value, name
+    assert error_name(KafkaError.INVALID_UPDATE_VERSION) == "INVALID_UPDATE_VERSION"
 
 
 def _scenario() -> list[BrokerRequest]:
@@ -165,7 +167,7 @@ def test_every_request_the_core_sends_reaches_the_simulated_brokers_intact() -> 
     answers = [r for r in requests if r.api is RequestApi.ALTER_PARTITION_RESPONSE]
     codes_sent = {p["errorCode"] for r in answers for t in r.body_json()["topics"] for p in t["partitions"]}
     # the accepted proposal and the one from the future (Kafka: NOT_CONTROLLER), by Kafka's numbers
-    assert codes_sent == {codes.NONE, codes.NOT_CONTROLLER}
+    assert codes_sent == {KafkaError.NONE, KafkaError.NOT_CONTROLLER}
 
 
 def _lisr_body(epoch: int) -> dict[str, Any]:
@@ -205,7 +207,7 @@ def _stop_body(epoch: int, delete: bool = True) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("stop_epoch", "expected", "hosted_after"),
-    [(3, codes.NONE, False), (4, codes.NONE, False), (2, codes.FENCED_LEADER_EPOCH, True)],
+    [(3, KafkaError.NONE, False), (4, KafkaError.NONE, False), (2, KafkaError.FENCED_LEADER_EPOCH, True)],
     ids=["equal-epoch-applied", "newer-epoch-applied", "older-epoch-fenced"],
 )
 def test_stop_replica_follows_kafkas_epoch_rule(stop_epoch: int, expected: int, hosted_after: bool) -> None:
@@ -219,7 +221,7 @@ def test_stop_replica_follows_kafkas_epoch_rule(stop_epoch: int, expected: int, 
     key, value = encode_request(1, RequestApi.STOP_REPLICA, 1, 2, _stop_body(stop_epoch))
     (answer,) = b.handle(parse_request(key, value), 0)
     assert isinstance(answer, StopReplicaResponse)
-    assert answer.error_code == codes.NONE
+    assert answer.error_code == KafkaError.NONE
     assert [(p.topic, p.partition, p.error_code) for p in answer.partitions] == [("t", 0, expected)]
     assert (tp in b.partitions) is hosted_after
 
@@ -245,7 +247,7 @@ def test_the_simulated_leader_waits_for_leader_and_isr_after_the_cores_invalid_u
     assert proposal.partition_epoch == 0
     c.run(proposal)
     (answer,) = c.requests(RequestApi.ALTER_PARTITION_RESPONSE)
-    assert answer.body_json()["topics"][0]["partitions"][0]["errorCode"] == codes.INVALID_UPDATE_VERSION == 95
+    assert answer.body_json()["topics"][0]["partitions"][0]["errorCode"] == KafkaError.INVALID_UPDATE_VERSION == 95
     (msg,) = request_messages("livectl.requests", fence, 2, [answer])
     broker.handle(parse_request(msg.key, msg.value), 20)
     assert part.pending is None and part.await_leader_and_isr

@@ -14,7 +14,7 @@ from test_streaming_shell import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_
 
 from core import decisions as dc
 from core import events as ev
-from core.codec import event_to_json
+from core.codec.events import event_to_json
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence, RequestBatchResult

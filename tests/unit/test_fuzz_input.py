@@ -28,7 +28,7 @@ import pytest
 
 from core import events as ev
 from core import limits as lim
-from core.codec import event_to_json
+from core.codec.events import event_to_json
 from core.model import Broker
 from core.snapshot import ZkSnapshot
 from core.states import ReplicaState

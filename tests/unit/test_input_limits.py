@@ -15,7 +15,7 @@ from core_support import Cluster
 from core import controller
 from core import events as ev
 from core import limits as lim
-from core.codec import event_from_json
+from core.codec.events import event_from_json
 from core.codec.values import TOPIC_NAME_REGEX
 from core.controller import ControllerConfig, step_isolating
 from core.decisions import AdminResult, AdminStatus
@@ -185,8 +185,8 @@ def test_config_strings_are_bounded_and_valid() -> None:
 
 
 def test_min_topic_znode_bytes_is_a_lower_bound() -> None:
+    from core.kafka.zkdata import encode_topic_znode
     from core.model import ReplicaAssignment
-    from core.zkdata import encode_topic_znode
 
     for n, rf in ((1, 1), (9, 3), (11, 10), (1234, 2), (10_000, 12)):
         assignment = {p: ReplicaAssignment(tuple(range(rf))) for p in range(n)}

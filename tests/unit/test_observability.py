@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core import decisions as dc
 from core import observe
+from core.kafka.requests import RequestApi
 from streaming import observability as ob
 from streaming.metrics_http import MetricsServer, MetricsServerError, start_endpoint
 from streaming.settings import Settings, SettingsError
@@ -58,7 +59,7 @@ def batch(batch_id: int = 7) -> ob.BatchObservation:
     }
     decisions: list[dc.Decision] = [
         dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/orders/partitions/0/state", '{"leader":2}', 3),
-        dc.BrokerRequest(2, dc.RequestApi.LEADER_AND_ISR, json.dumps({"topicStates": [{"partitionStates": [{}]}]})),
+        dc.BrokerRequest(2, RequestApi.LEADER_AND_ISR, json.dumps({"topicStates": [{"partitionStates": [{}]}]})),
         dc.AdminResult("r1", "create_topic", dc.AdminStatus.OK, None, "", "{}"),
         dc.StateChangeFailure("orders-0", "OnlinePartition", "NewPartition", "invalid transition"),
     ]
@@ -219,7 +220,7 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
     from test_streaming_shell import ADMIN, EVENTS, Pipeline, StoreSnapshots, epoch_znode, snapshot_of, store_at
 
     from core import events as ev
-    from core.codec import event_to_json
+    from core.codec.events import event_to_json
     from sinks.memory import MemoryZooKeeper
     from sinks.ports import Fence
     from streaming import routing, stateful

@@ -4,10 +4,10 @@ bucket gets only its own topics' (so that buckets never delete each other's reco
 from __future__ import annotations
 
 from core import events as ev
-from core.codec import event_from_json, event_to_json
+from core.codec.events import event_from_json, event_to_json
+from core.kafka.zkdata import snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
-from core.zkdata import snapshot_from_znodes
 from streaming import failover, routing
 
 BUCKETS = 4

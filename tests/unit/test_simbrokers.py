@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.codec import event_from_json, event_to_json
-from core.decisions import RequestApi
+from core.codec.events import event_from_json, event_to_json
 from core.errors import FormatError
 from core.events import (
     AlterPartition,
@@ -25,13 +24,13 @@ from core.events import (
     LogDirFailure,
     StopReplicaResponse,
 )
+from core.kafka.error_codes import KafkaError
+from core.kafka.requests import Envelope, RequestApi, encode_request, parse_request
 from core.model import TopicPartition
-from simbrokers import codes
 from simbrokers.broker import BrokerConfig, Faults, SimBroker
 from simbrokers.fabric import LocalFabric, acknowledged_lost
 from simbrokers.log import Record, ReplicaLog
 from simbrokers.partition import Role
-from simbrokers.requests import Envelope, encode_request, parse_request
 from simbrokers.shutdown import ShutdownPhase
 
 pytestmark = pytest.mark.unit
@@ -114,9 +113,9 @@ class MiniController:
         if accept and ev.leader_epoch == self.leader_epoch and ev.partition_epoch == self.partition_epoch:
             self.isr = list(ev.new_isr)
             self.partition_epoch += 1
-            err = codes.NONE
+            err = KafkaError.NONE
         else:
-            err = codes.INVALID_UPDATE_VERSION if accept else codes.FENCED_LEADER_EPOCH
+            err = KafkaError.INVALID_UPDATE_VERSION if accept else KafkaError.FENCED_LEADER_EPOCH
         body = {
             "errorCode": 0,
             "topics": [
@@ -212,7 +211,7 @@ def test_leader_and_isr_makes_leader_and_follower_and_answers_in_core_json() -> 
     resp = ctl.responses[0]
     assert isinstance(resp, LeaderAndIsrResponse)
     assert event_from_json(event_to_json(resp)) == resp
-    assert [p.error_code for p in resp.partitions] == [codes.NONE]
+    assert [p.error_code for p in resp.partitions] == [KafkaError.NONE]
 
 
 def test_stale_controller_epoch_is_refused() -> None:
@@ -224,8 +223,8 @@ def test_stale_controller_epoch_is_refused() -> None:
         envelope(1, RequestApi.LEADER_AND_ISR, lisr_body(leader=1, leader_epoch=1, isr=[1], replicas=[1], c_epoch=4)), 0
     )
     assert isinstance(resp, LeaderAndIsrResponse)
-    assert resp.error_code == codes.STALE_CONTROLLER_EPOCH
-    assert [p.error_code for p in resp.partitions] == [codes.STALE_CONTROLLER_EPOCH]
+    assert resp.error_code == KafkaError.STALE_CONTROLLER_EPOCH
+    assert [p.error_code for p in resp.partitions] == [KafkaError.STALE_CONTROLLER_EPOCH]
     assert part(b).leader_epoch == 0
 
 
@@ -242,8 +241,8 @@ def test_leader_epoch_not_newer_is_ignored(epoch: int) -> None:
         0,
     )
     assert isinstance(resp, LeaderAndIsrResponse)
-    assert resp.error_code == codes.NONE
-    assert [p.error_code for p in resp.partitions] == [codes.STALE_CONTROLLER_EPOCH]
+    assert resp.error_code == KafkaError.NONE
+    assert [p.error_code for p in resp.partitions] == [KafkaError.STALE_CONTROLLER_EPOCH]
     assert part(b).role is Role.LEADER and part(b).leader_epoch == 3
 
 
@@ -253,7 +252,7 @@ def test_partition_not_assigned_here_is_unknown() -> None:
         envelope(1, RequestApi.LEADER_AND_ISR, lisr_body(leader=2, leader_epoch=0, isr=[2], replicas=[2, 3])), 0
     )
     assert isinstance(resp, LeaderAndIsrResponse)
-    assert [p.error_code for p in resp.partitions] == [codes.UNKNOWN_TOPIC_OR_PARTITION]
+    assert [p.error_code for p in resp.partitions] == [KafkaError.UNKNOWN_TOPIC_OR_PARTITION]
     assert TP not in b.partitions
 
 
@@ -262,7 +261,7 @@ def test_stale_broker_epoch_is_refused() -> None:
     body = lisr_body(leader=1, leader_epoch=0, isr=[1], replicas=[1]) | {"brokerEpoch": 49}
     [resp] = b.handle(envelope(1, RequestApi.LEADER_AND_ISR, body), 0)
     assert isinstance(resp, LeaderAndIsrResponse)
-    assert resp.error_code == codes.STALE_BROKER_EPOCH
+    assert resp.error_code == KafkaError.STALE_BROKER_EPOCH
     assert TP not in b.partitions
 
 
@@ -307,7 +306,7 @@ def test_stop_replica_delete_reports_success() -> None:
     MiniController(brokers, [1, 2]).elect(1, [1, 2])
     [resp] = brokers[2].handle(envelope(2, RequestApi.STOP_REPLICA, stop_body(delete=True), batch=5), 0)
     assert isinstance(resp, StopReplicaResponse)
-    assert [p.error_code for p in resp.partitions] == [codes.NONE]
+    assert [p.error_code for p in resp.partitions] == [KafkaError.NONE]
     assert TP not in brokers[2].partitions
 
 
@@ -328,7 +327,7 @@ def test_stop_replica_with_older_leader_epoch_is_fenced() -> None:
     ctl.elect(1, [1, 2])
     [resp] = brokers[2].handle(envelope(2, RequestApi.STOP_REPLICA, stop_body(delete=True, leader_epoch=0), batch=5), 0)
     assert isinstance(resp, StopReplicaResponse)
-    assert [p.error_code for p in resp.partitions] == [codes.FENCED_LEADER_EPOCH]
+    assert [p.error_code for p in resp.partitions] == [KafkaError.FENCED_LEADER_EPOCH]
 
 
 def test_disk_failure_fails_stop_replica_and_leader_and_isr_and_is_reported_once() -> None:
@@ -339,13 +338,13 @@ def test_disk_failure_fails_stop_replica_and_leader_and_isr_and_is_reported_once
     assert brokers[2].inject(Faults()) == [] and brokers[2].faults.disk_failed  # sticks until restart
     [resp] = brokers[2].handle(envelope(2, RequestApi.STOP_REPLICA, stop_body(delete=True), batch=5), 0)
     assert isinstance(resp, StopReplicaResponse)
-    assert [p.error_code for p in resp.partitions] == [codes.KAFKA_STORAGE_ERROR]
+    assert [p.error_code for p in resp.partitions] == [KafkaError.KAFKA_STORAGE_ERROR]
     [lisr] = brokers[2].handle(
         envelope(2, RequestApi.LEADER_AND_ISR, lisr_body(leader=2, leader_epoch=5, isr=[2], replicas=[1, 2]), batch=6),
         0,
     )
     assert isinstance(lisr, LeaderAndIsrResponse)
-    assert [p.error_code for p in lisr.partitions] == [codes.KAFKA_STORAGE_ERROR]
+    assert [p.error_code for p in lisr.partitions] == [KafkaError.KAFKA_STORAGE_ERROR]
 
 
 def test_update_metadata_fills_the_cache_and_stale_one_is_ignored() -> None:
@@ -606,7 +605,7 @@ def test_controlled_shutdown_retries_three_times_then_gives_up() -> None:
             b.handle(envelope(1, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, csr_body([], error=41), batch=len(sent)), now)
     assert len(sent) == 3
     assert b.shutdown_phase is ShutdownPhase.FAILED
-    assert b.shutdown.last_error == codes.REQUEST_TIMED_OUT
+    assert b.shutdown.last_error == KafkaError.REQUEST_TIMED_OUT
 
 
 def test_controlled_shutdown_answer_while_not_waiting_is_ignored() -> None:

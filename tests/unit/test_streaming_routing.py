@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from core import events as ev
-from core.codec import event_to_json
+from core.codec.events import event_to_json
 from core.model import ElectionType, PartitionTarget
 from streaming import routing
 from streaming.validation import InputValidator, Rejection

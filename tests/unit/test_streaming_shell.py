@@ -15,10 +15,11 @@ import pytest
 
 from core import decisions as dc
 from core import events as ev
-from core.codec import event_to_json
+from core.codec.events import event_to_json
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import decode_partition_state
 from core.model import Broker, PartitionTarget, TopicPartition
 from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
-from core.zkdata import decode_partition_state
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
@@ -343,13 +344,13 @@ def test_large_requests_are_split_into_complete_parts() -> None:
     assert rebuilt == [(f"t{t}", p) for t in range(40) for p in range(500)], "every partition once, in order"
     assert split_body({"errorCode": 0, "remainingPartitions": []}, 10) == [{"errorCode": 0, "remainingPartitions": []}]
 
-    request = dc.BrokerRequest(1, dc.RequestApi.LEADER_AND_ISR, json.dumps(body))
+    request = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, json.dumps(body))
     msgs = request_messages("livectl.requests", Fence(2, 1), 7, [request], max_bytes=100_000)
     values = [m.value_json() for m in msgs]
     assert [(v["part"], v["parts"]) for v in values] == [(k, len(parts)) for k in range(1, len(parts) + 1)]
     assert len({m.identity for m in msgs}) == len(msgs)
     # a request that fits stays one message without part numbers
-    small = dc.BrokerRequest(1, dc.RequestApi.LEADER_AND_ISR, json.dumps({**body, "topicStates": states[:2]}))
+    small = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, json.dumps({**body, "topicStates": states[:2]}))
     (single,) = request_messages("livectl.requests", Fence(2, 1), 7, [small])
     assert "part" not in single.value_json() and len(single.value) <= MAX_MESSAGE_BYTES
     # at the default limit the 1.5 MB request becomes two messages
@@ -429,7 +430,7 @@ def test_a_refused_state_write_is_read_again_and_redone(tmp_path: Path, validato
 
 def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ZkSnapshot:
     """What a controller elected now reads from the fake tree (as :func:`streaming.zk_snapshot.read_snapshot`)."""
-    from core.zkdata import snapshot_from_znodes
+    from core.kafka.zkdata import snapshot_from_znodes
 
     data, version = zk.get("/controller_epoch")
     znodes = {path: (d.decode() or None, v) for path, (d, v) in zk.nodes.items()}
@@ -529,14 +530,14 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
         states = [{"topicName": t, "partitionStates": ps} for t, ps in topics.items()]
         return json.dumps({"controllerEpoch": 1, "topicStates": states})
 
-    lisr = dc.RequestApi.LEADER_AND_ISR
-    um = dc.RequestApi.UPDATE_METADATA
+    lisr = RequestApi.LEADER_AND_ISR
+    um = RequestApi.UPDATE_METADATA
     requests = [
         dc.BrokerRequest(1, lisr, body(("a", 0), ("a", 1), ("b", 0))),
         dc.BrokerRequest(2, lisr, body(("a", 0))),
         dc.BrokerRequest(1, um, body(("a", 0), ("b", 0))),
         dc.BrokerRequest(3, um, body()),  # announces the live brokers only
-        dc.BrokerRequest(1, dc.RequestApi.STOP_REPLICA, body(("a", 0))),
+        dc.BrokerRequest(1, RequestApi.STOP_REPLICA, body(("a", 0))),
     ]
     refused = dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/a/partitions/0/state", "{}", 3)
     other = dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/b", "{}", 3)
@@ -554,7 +555,7 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
     assert got == [
         (1, lisr, [("a", 1)]),
         (3, um, []),
-        (1, dc.RequestApi.STOP_REPLICA, [("a", 0)]),
+        (1, RequestApi.STOP_REPLICA, [("a", 0)]),
     ]
     assert withhold_refused(requests, []) == requests
 

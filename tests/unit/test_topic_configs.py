@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from core.codec import decode_event, encode_event
+from core.codec.events import decode_event, encode_event
 from core.controller import ControllerState, initial_state, step
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError

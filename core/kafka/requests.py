@@ -28,12 +28,31 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from core.codec import fields as jf
-from core.decisions import RequestApi
 from core.errors import FormatError
 from core.model import TopicPartition
+
+
+class RequestApi(Enum):
+    LEADER_AND_ISR = "LeaderAndIsr"
+    UPDATE_METADATA = "UpdateMetadata"
+    STOP_REPLICA = "StopReplica"
+    CONTROLLED_SHUTDOWN_RESPONSE = "ControlledShutdownResponse"
+    ALTER_PARTITION_RESPONSE = "AlterPartitionResponse"
+
+
+#: Kafka's send order within one batch per broker
+REQUEST_ORDER: dict[RequestApi, int] = {
+    RequestApi.LEADER_AND_ISR: 0,
+    RequestApi.UPDATE_METADATA: 1,
+    RequestApi.STOP_REPLICA: 2,
+    RequestApi.CONTROLLED_SHUTDOWN_RESPONSE: 3,
+    RequestApi.ALTER_PARTITION_RESPONSE: 4,
+}
+
 
 REQUESTS_TOPIC = "livectl.requests"
 BROKER_EVENTS_TOPIC = "livectl.broker-events"
@@ -376,18 +395,41 @@ _PARSERS: dict[RequestApi, Any] = {
 }
 
 
-def encode_request(
-    broker_id: int, api: RequestApi, controller_epoch: int, batch_id: int, body: Mapping[str, Any]
-) -> tuple[bytes, bytes]:
-    """The (key, value) of one ``livectl.requests`` message, as the sink is expected to write it.
+#: ``version`` of the envelope
+MESSAGE_VERSION = 1
 
-    Used by tests and tools that play the controller's part."""
-    value = {
-        "version": 1,
+
+def encode_envelope(
+    broker_id: int,
+    api: RequestApi,
+    controller_epoch: int,
+    batch_id: int,
+    body: bytes,
+    *,
+    part: tuple[int, int] | None = None,
+) -> tuple[bytes, bytes]:
+    """The (key, value) of one ``livectl.requests`` message: the one encoder of the envelope.
+
+    ``body`` is the request's JSON, already serialised: it is spliced in rather than serialised a second time
+    (the bodies of a large batch are tens of MB). ``part`` = ``(k, n)`` marks the k-th of n parts of a request
+    split at partition boundaries. The value is ``{"body":…,"api","batchId","brokerId","controllerEpoch",
+    ["part","parts",]"version"}``, the envelope's keys sorted."""
+    envelope: dict[str, Any] = {
+        "version": MESSAGE_VERSION,
         "api": api.value,
         "controllerEpoch": controller_epoch,
         "batchId": batch_id,
         "brokerId": broker_id,
-        "body": dict(body),
     }
-    return str(broker_id).encode(), json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+    if part is not None:
+        envelope["part"], envelope["parts"] = part
+    head = json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode()
+    return str(broker_id).encode(), b'{"body":' + body + b"," + head[1:]
+
+
+def encode_request(
+    broker_id: int, api: RequestApi, controller_epoch: int, batch_id: int, body: Mapping[str, Any]
+) -> tuple[bytes, bytes]:
+    """:func:`encode_envelope` of a body given as a JSON object, for tests and tools that play the controller."""
+    body_json = json.dumps(dict(body), sort_keys=True, separators=(",", ":")).encode()
+    return encode_envelope(broker_id, api, controller_epoch, batch_id, body_json)

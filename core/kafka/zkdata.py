@@ -1,0 +1,368 @@
+"""Kafka's ZooKeeper layout (``kafka.zk.ZkData``): every znode livectl reads or writes, its path and its JSON
+codec both ways, plus a snapshot builder. Nothing else in livectl spells a znode path or its JSON.
+
+* ``/controller`` — ``{"version":1,"brokerid":…,"timestamp":"<ms>"}`` (ephemeral; Kafka's ``ControllerZNode``);
+* ``/controller_epoch`` — the epoch as decimal text (``ControllerEpochZNode``);
+* ``/brokers/ids/<id>`` — the broker registration, version 5 (``BrokerIdZNode``): ``endpoints``
+  ``["LISTENER://host:port"]`` with ``listener_security_protocol_map``; versions 1-3 give only ``host`` /
+  ``port``. The broker epoch is the znode's ``czxid``, not in the JSON.
+* ``/brokers/topics/<t>`` — ``{"version":3,"topic_id":…,"partitions":{"0":[1,2]},"adding_replicas":{…},
+  "removing_replicas":{…}}`` (version 2 without ``topic_id``); adding / removing list only partitions
+  being reassigned.
+* ``/brokers/topics/<t>/partitions/<p>/state`` — ``{"version":1,"leader":…,"leader_epoch":…,
+  "controller_epoch":…,"isr":[…]}`` plus ``"leader_recovery_state":1`` only while RECOVERING.
+* ``/admin/reassign_partitions`` — ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``.
+* ``/admin/delete_topics/<t>`` — no data.
+* ``/admin/preferred_replica_election`` — ``{"version":1,"partitions":[{"topic","partition"}]}``.
+* ``/config/topics/<t>``, ``/config/brokers/<id>|<default>`` — ``{"version":1,"config":{…}}``.
+* ``/config/changes/config_change_<10 digits>`` — ``{"version":2,"entity_path":"<type>/<name>"}``
+  (sequential; Kafka's ``ConfigEntityChangeNotificationSequenceZNode``).
+* ``/livectl/offline_replicas/<t>`` (:mod:`core.offline_replicas` owns its JSON) and ``/livectl/sink/<query>``
+  (the ZooKeeper sink's progress, :mod:`sinks.zookeeper` owns its JSON) are livectl's own.
+
+:func:`snapshot_from_znodes` builds the :class:`core.snapshot.ZkSnapshot` a new controller reads, from a
+map path -> (data, version); the driver (and the tests' fake ZooKeeper) use it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import FormatError
+from core.model import RECOVERED, Broker, Endpoint, LeaderAndIsr, PartitionTarget, ReplicaAssignment, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
+
+#: Kafka's ``ControllerZNode.path`` (ephemeral)
+CONTROLLER_PATH = "/controller"
+#: Kafka's ``ControllerEpochZNode.path``
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+#: livectl's own record of replicas on failed log dirs (:mod:`core.offline_replicas` owns its format)
+OFFLINE_REPLICAS = "/livectl/offline_replicas"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+DELETE_TOPICS = "/admin/delete_topics"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
+#: Kafka's ``ConfigEntityChangeNotificationZNode``; children ``config_change_<10 digits>`` (sequential)
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+#: parent of the ZooKeeper sink's progress znodes, one per query name (livectl's own)
+SINK_PROGRESS_ROOT = "/livectl/sink"
+#: Kafka's ``LogDirEventNotificationZNode``; children ``log_dir_event_<10 digits>`` (sequential)
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+#: ``LogDirEventNotificationHandler.LogDirFailureEvent``
+LOG_DIR_FAILURE_EVENT = 1
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def entity_configs_path(entity_type: str) -> str:
+    """``/config/<entity type>`` (Kafka's ``ConfigEntityTypeZNode``): ``topics``, ``brokers``, ..."""
+    return f"/config/{entity_type}"
+
+
+def entity_config_path(entity_type: str, name: str) -> str:
+    """``/config/<entity type>/<name>`` (Kafka's ``ConfigEntityZNode``)."""
+    return f"{entity_configs_path(entity_type)}/{name}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def _object(data: bytes | str, field: str) -> dict[str, Any]:
+    try:
+        o = json.loads(data)
+    except ValueError as e:
+        raise FormatError(field, f"not valid JSON: {e}") from None
+    if not isinstance(o, dict):
+        raise FormatError(field, "must hold a JSON object")
+    return o
+
+
+# ---------------------------------------------------------------------------- the controller's znodes
+
+
+@dataclass(frozen=True)
+class ControllerZnode:
+    """``/controller``: the active controller's id and when it was elected (ms since the epoch, as text)."""
+
+    broker_id: int
+    timestamp: str | None
+
+
+def encode_controller(controller_id: int, timestamp_ms: int) -> bytes:
+    """Kafka's ``ControllerZNode.encode``."""
+    body = {"version": 1, "brokerid": controller_id, "timestamp": str(timestamp_ms)}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def decode_controller(data: bytes | str) -> ControllerZnode:
+    """Kafka's ``ControllerZNode.decode``; :class:`FormatError` (field: the path) when it is not Kafka's JSON."""
+    o = _object(data, CONTROLLER_PATH)
+    try:
+        broker_id = int(o["brokerid"])
+    except (KeyError, TypeError, ValueError):
+        raise FormatError(CONTROLLER_PATH, f"brokerid must be a broker id, got {o.get('brokerid')!r}") from None
+    timestamp = o.get("timestamp")
+    return ControllerZnode(broker_id, None if timestamp is None else str(timestamp))
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes | str) -> int:
+    """``/controller_epoch``'s decimal text; :class:`FormatError` (field: the path) when it is not a number."""
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise FormatError(CONTROLLER_EPOCH_PATH, "does not hold an epoch number") from None
+
+
+# ---------------------------------------------------------------------------- broker registrations
+
+
+def endpoint_text(listener: str, host: str, port: int) -> str:
+    """``LISTENER://host:port`` (an IPv6 host in brackets), as ``endpoints`` lists it."""
+    return f"{listener}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def parse_endpoint(text: str, protocol_map: Mapping[str, str], path: str = "endpoints") -> Endpoint:
+    """``PLAINTEXT://host:port`` (IPv6 hosts in brackets) with the listener's security protocol."""
+    listener, sep, rest = text.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if not sep or not colon or not port.isdigit():
+        raise FormatError(path, f"endpoint {text!r} is not LISTENER://host:port")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    return Endpoint(listener, host, int(port), protocol_map.get(listener, listener))
+
+
+def encode_broker_registration(host: str, port: int, rack: str | None, timestamp_ms: int) -> str:
+    """Kafka's ``BrokerIdZNode`` version 5 JSON with one PLAINTEXT listener."""
+    body: dict[str, Any] = {
+        "features": {},
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": [endpoint_text("PLAINTEXT", host, port)],
+        "jmx_port": -1,
+        "port": port,
+        "host": host,
+        "version": 5,
+        "timestamp": str(timestamp_ms),
+        "rack": rack,
+    }
+    return json.dumps(body, separators=(",", ":"))
+
+
+def decode_broker_registration(broker_id: int, data: bytes | str, czxid: int, path: str = "") -> Broker:
+    """Kafka's ``/brokers/ids/<id>`` JSON (``BrokerIdZNode``, versions 1-5) as a :class:`Broker` whose
+    broker epoch is ``czxid``. Old registrations without ``endpoints`` use ``host`` / ``port``.
+    :class:`FormatError` names ``path`` (by default the znode's) and says what is wrong."""
+    path = path or broker_path(broker_id)
+    o = _object(data, path)
+    protocols = o.get("listener_security_protocol_map") or {}
+    if not isinstance(protocols, dict):
+        raise FormatError(path, "listener_security_protocol_map must be an object")
+    raw_endpoints = o.get("endpoints")
+    if raw_endpoints:
+        if not isinstance(raw_endpoints, list):
+            raise FormatError(path, "endpoints must be a list")
+        endpoints = tuple(parse_endpoint(str(e), protocols, path) for e in raw_endpoints)
+    elif o.get("host") and isinstance(o.get("port"), int) and o["port"] >= 0:
+        endpoints = (Endpoint("PLAINTEXT", str(o["host"]), int(o["port"]), "PLAINTEXT"),)
+    else:
+        endpoints = ()
+    rack = o.get("rack")
+    return Broker(broker_id, czxid, None if rack is None else str(rack), endpoints)
+
+
+# ---------------------------------------------------------------------------- config change notifications
+
+
+def encode_config_change(entity_type: str, name: str) -> bytes:
+    """Kafka's version-2 config change notification."""
+    return json.dumps({"version": 2, "entity_path": f"{entity_type}/{name}"}, separators=(",", ":")).encode()
+
+
+def decode_config_change(data: bytes | str) -> tuple[str, str] | None:
+    """``(entity type, name)`` of a version-2 notification, or ``None`` for anything else."""
+    try:
+        o = json.loads(data)
+    except ValueError:
+        return None
+    path = o.get("entity_path") if isinstance(o, dict) and o.get("version") == 2 else None
+    if not isinstance(path, str) or "/" not in path:
+        return None
+    kind, _, name = path.partition("/")
+    return kind, name
+
+
+def config_change_sequence(child: str) -> int | None:
+    """The sequence number of a ``/config/changes`` child, or ``None`` when it is not a notification."""
+    if not child.startswith(CONFIG_CHANGE_PREFIX):
+        return None
+    digits = child[len(CONFIG_CHANGE_PREFIX) :]
+    return int(digits) if digits.isdigit() else None
+
+
+# ---------------------------------------------------------------------------- topics and partitions
+
+
+def _ints(xs: Iterable[int]) -> str:
+    return "[" + ",".join(map(str, xs)) + "]"
+
+
+def encode_partition_state(lai: LeaderAndIsr, controller_epoch: int) -> str:
+    extra = "" if lai.leader_recovery_state == RECOVERED else f',"leader_recovery_state":{lai.leader_recovery_state}'
+    return (
+        f'{{"version":1,"leader":{lai.leader},"leader_epoch":{lai.leader_epoch},'
+        f'"controller_epoch":{controller_epoch},"isr":{_ints(lai.isr)}{extra}}}'
+    )
+
+
+def decode_partition_state(data: str, zk_version: int) -> PartitionStateZnode:
+    o = json.loads(data)
+    return PartitionStateZnode(
+        int(o["leader"]),
+        int(o["leader_epoch"]),
+        tuple(int(x) for x in o["isr"]),
+        int(o["controller_epoch"]),
+        zk_version,
+        int(o.get("leader_recovery_state", RECOVERED)),
+    )
+
+
+def encode_topic_znode(assignment: Mapping[int, ReplicaAssignment], topic_id: str | None) -> str:
+    parts = sorted(assignment.items())
+    body: dict[str, Any] = {"version": 3 if topic_id else 2}
+    if topic_id:
+        body["topic_id"] = topic_id
+    body["partitions"] = {str(p): list(ra.replicas) for p, ra in parts}
+    body["adding_replicas"] = {str(p): list(ra.adding_replicas) for p, ra in parts if ra.adding_replicas}
+    body["removing_replicas"] = {str(p): list(ra.removing_replicas) for p, ra in parts if ra.removing_replicas}
+    return json.dumps(body, separators=(",", ":"))
+
+
+def decode_topic_znode(topic: str, data: str, zk_version: int = 0) -> TopicZnode:
+    o = json.loads(data)
+
+    def pairs(m: Mapping[str, Any] | None) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        return tuple(sorted((int(k), tuple(int(x) for x in v)) for k, v in (m or {}).items()))
+
+    return TopicZnode(
+        topic,
+        pairs(o.get("partitions")),
+        pairs(o.get("adding_replicas")),
+        pairs(o.get("removing_replicas")),
+        o.get("topic_id"),
+        zk_version,
+    )
+
+
+def topic_znode_partitions(data: str | bytes) -> tuple[int, ...]:
+    """The partition ids a ``/brokers/topics/<t>`` znode assigns (without decoding the replica lists)."""
+    o = json.loads(data)
+    return tuple(int(p) for p in (o.get("partitions") or {}))
+
+
+def encode_reassignment(targets: Iterable[PartitionTarget]) -> str:
+    parts = [
+        {"topic": t.topic, "partition": t.partition, "replicas": list(t.replicas)}
+        for t in sorted(targets, key=lambda t: (t.topic, t.partition))
+    ]
+    return json.dumps({"version": 1, "partitions": parts}, separators=(",", ":"))
+
+
+def decode_reassignment(data: str) -> tuple[PartitionTarget, ...]:
+    o = json.loads(data)
+    return tuple(
+        PartitionTarget(str(e["topic"]), int(e["partition"]), tuple(int(x) for x in e["replicas"]))
+        for e in o.get("partitions", ())
+    )
+
+
+def encode_preferred_election(tps: Iterable[TopicPartition]) -> str:
+    parts = [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(tps)]
+    return json.dumps({"version": 1, "partitions": parts}, separators=(",", ":"))
+
+
+def decode_preferred_election(data: str) -> tuple[TopicPartition, ...]:
+    o = json.loads(data)
+    return tuple(TopicPartition(str(e["topic"]), int(e["partition"])) for e in o.get("partitions", ()))
+
+
+def encode_topic_config(configs: Mapping[str, str]) -> str:
+    return json.dumps({"version": 1, "config": dict(sorted(configs.items()))}, separators=(",", ":"))
+
+
+def decode_topic_config(data: str) -> dict[str, str]:
+    o = json.loads(data)
+    return {str(k): str(v) for k, v in (o.get("config") or {}).items()}
+
+
+def snapshot_from_znodes(
+    znodes: Mapping[str, tuple[str | None, int]],
+    brokers: Iterable[Broker],
+    controller_epoch: int,
+    controller_epoch_zk_version: int,
+) -> ZkSnapshot:
+    """What a controller elected with ``controller_epoch`` reads from ZooKeeper, given every znode's
+    ``(data, version)`` by path."""
+    topics: list[TopicZnode] = []
+    states: list[tuple[TopicPartition, PartitionStateZnode]] = []
+    to_delete: list[str] = []
+    configs: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+    pending: tuple[PartitionTarget, ...] = ()
+    preferred: tuple[TopicPartition, ...] = ()
+    offline_topics: list[str] = []
+    prefix = BROKER_TOPICS + "/"
+    for path, (data, version) in sorted(znodes.items()):
+        if path.startswith(prefix):
+            rest = path[len(prefix) :].split("/")
+            if len(rest) == 1 and data:
+                topics.append(decode_topic_znode(rest[0], data, version))
+            elif len(rest) == 4 and rest[1] == "partitions" and rest[3] == "state" and data:
+                states.append((TopicPartition(rest[0], int(rest[2])), decode_partition_state(data, version)))
+        elif path.startswith(DELETE_TOPICS + "/"):
+            to_delete.append(path[len(DELETE_TOPICS) + 1 :])
+        elif path.startswith(CONFIG_TOPICS + "/") and data:
+            configs.append((path[len(CONFIG_TOPICS) + 1 :], tuple(sorted(decode_topic_config(data).items()))))
+        elif path == REASSIGN_PARTITIONS and data:
+            pending = decode_reassignment(data)
+        elif path == PREFERRED_REPLICA_ELECTION and data:
+            preferred = decode_preferred_election(data)
+        elif path.startswith(OFFLINE_REPLICAS + "/"):
+            offline_topics.append(path[len(OFFLINE_REPLICAS) + 1 :])
+    return ZkSnapshot(
+        controller_epoch,
+        controller_epoch_zk_version,
+        tuple(brokers),
+        tuple(topics),
+        tuple(states),
+        pending,
+        tuple(to_delete),
+        preferred,
+        tuple(configs),
+        tuple(offline_topics),
+    )
