@@ -64,7 +64,7 @@ def test_broker_registration_round_trip() -> None:
         "PLAINTEXT": "PLAINTEXT"
     }
     info = zkdata.decode_broker_registration(5, text, 77)
-    assert (info.broker_id, info.broker_epoch, info.rack) == (5, 77, "r1")
+    assert (info.id, info.epoch, info.rack) == (5, 77, "r1")
     assert info.endpoints == (Endpoint("PLAINTEXT", "h1", 9092, "PLAINTEXT"),)
 
 
