@@ -26,8 +26,9 @@ from typing import Any, TextIO
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
+from core.codec.decisions import decision_from_json
 from core.codec.events import event_to_json
-from core.decisions import AdminResult, AdminStatus, decision_from_json
+from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
 from core.events import Event
 

@@ -38,6 +38,7 @@ from core_step import build_state
 from core import controller
 from core import decisions as dc
 from core import events as ev
+from core.codec.decisions import decision_from_json
 from core.kafka.zkdata import encode_partition_state, encode_topic_znode, snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
@@ -93,7 +94,7 @@ def main() -> None:
     _, out["dump_state_s"] = timed(dump_state, new_state)
     rows, out["decision_rows_s"] = timed(decision_rows, 0, decisions)
     payloads = [r[3] for r in rows]
-    _, out["dispatch_decode_s"] = timed(lambda: [dc.decision_from_json(p) for p in payloads])
+    _, out["dispatch_decode_s"] = timed(lambda: [decision_from_json(p) for p in payloads])
     out["decisions"] = len(decisions)
     out["zk_writes"] = sum(isinstance(d, dc.ZkWrite) for d in decisions)
     out["output_json_bytes"] = sum(len(p) for p in payloads)

@@ -30,6 +30,7 @@ import pyarrow as pa
 from core import controller
 from core import decisions as dc
 from core import events as ev
+from core.codec.decisions import decision_to_json
 from core.codec.events import event_from_json
 from streaming import failover, observability
 from streaming.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK, REJECTED_BUCKET
@@ -249,7 +250,7 @@ def quarantine_row(bucket: int, origin: Origin, error: str) -> str:
 def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for seq, d in enumerate(decisions):
-        rows.append([bucket, seq, d.TYPE, dc.decision_to_json(d), *_NO_METRICS])
+        rows.append([bucket, seq, d.TYPE, decision_to_json(d), *_NO_METRICS])
     return rows
 
 

@@ -11,7 +11,8 @@ import pytest
 from admin import files
 from admin.cli import UsageError, build_parser, parse_replica_assignment
 from admin.publish import EpochFilter, Progress, _decode_result
-from core.decisions import AdminResult, AdminStatus, encode_decision
+from core.codec.decisions import encode_decision
+from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
 from core.model import ElectionType, TopicPartition
 from simbrokers.control import ControlCommand, parse_control

@@ -7,6 +7,7 @@ import json
 import pytest
 from core_support import Cluster, startup
 
+from core.codec.decisions import decision_to_json
 from core.codec.events import event_from_json, event_to_json
 from core.controller import (
     ControllerConfig,
@@ -16,7 +17,7 @@ from core.controller import (
     metrics,
     step,
 )
-from core.decisions import AdminResult, AdminStatus, ZkOp, ZkWrite, decision_to_json
+from core.decisions import AdminResult, AdminStatus, ZkOp, ZkWrite
 from core.events import (
     AlterPartition,
     AlterTopicConfig,

@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.codec.decisions import decision_from_json, decision_to_json
 from core.codec.events import event_from_json, event_to_json
-from core.decisions import (
-    AdminResult,
-    AdminStatus,
-    BrokerRequest,
-    RequestApi,
-    StateChangeFailure,
-    ZkOp,
-    ZkWrite,
-    decision_from_json,
-    decision_to_json,
-)
+from core.decisions import AdminResult, AdminStatus, BrokerRequest, RequestApi, StateChangeFailure, ZkOp, ZkWrite
 from core.errors import FormatError
 from core.events import (
     AlterPartition,
