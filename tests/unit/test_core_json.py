@@ -6,7 +6,7 @@ import pytest
 
 from core.codec.decisions import decision_from_json, decision_to_json
 from core.codec.events import event_from_json, event_to_json
-from core.decisions import AdminResult, AdminStatus, BrokerRequest, RequestApi, StateChangeFailure, ZkOp, ZkWrite
+from core.decisions import AdminResult, AdminStatus, BrokerRequest, StateChangeFailure, ZkOp, ZkWrite
 from core.errors import FormatError
 from core.events import (
     AlterPartition,
@@ -29,6 +29,7 @@ from core.events import (
     StopReplicaResponse,
     Tick,
 )
+from core.kafka.requests import RequestApi
 from core.kafka.zkdata import (
     decode_preferred_election,
     decode_reassignment,
