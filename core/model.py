@@ -2,12 +2,15 @@
 partition's leadership and its replica assignment.
 
 Plain frozen values, shared by the events, the snapshot, the controller's context, its decisions and
-the shell. One broker is one :class:`Broker`: the registration under ``/brokers/ids/<id>`` that the
-controller holds as live and that a failover snapshot lists (Kafka's ``Broker`` with its epoch). What
-stays apart, because it carries other facts: an event's own fields (its JSON form is flat), the
-placement input ``core.placement.BrokerRack`` (a broker id and the rack that placement may use, blanked by
-``--disable-rack-aware``), and the wire's views of a registration (the znode JSON the admin tools show
-whole, the ``(id, host, port)`` a LeaderAndIsr request names its live leaders by).
+the shell.
+
+One broker is one :class:`Broker`: the registration under ``/brokers/ids/<id>`` as the controller holds it
+live, as a failover snapshot lists it and as :func:`core.kafka.zkdata.decode_broker_registration` reads it
+(Kafka's ``Broker`` with its epoch). Three other types name a broker and stay apart, because they carry
+other facts: ``core.placement.BrokerRack`` is placement's input (an id and the rack placement may use, which
+``--disable-rack-aware`` blanks); ``core.kafka.requests.BrokerAddress`` is how a LeaderAndIsr request names a
+live leader on the wire (id, host, port); ``admin.zkread.BrokerRegistration`` is the znode as the admin tools
+show it (its JSON whole). The broker events carry their fields flat, in their own JSON form.
 """
 
 from __future__ import annotations
