@@ -59,7 +59,7 @@ def _assignment(o: Mapping[str, Any], field_: str) -> tuple[tuple[int, ...], ...
     return tuple(parts[i] for i in range(len(parts)))
 
 
-def read_request_id(o: Mapping[str, Any]) -> str:
+def _request_id(o: Mapping[str, Any]) -> str:
     return jf.string(o, "request_id", max_length=lim.MAX_REQUEST_ID_LENGTH)
 
 
@@ -91,7 +91,7 @@ def _replication_factor(o: Mapping[str, Any], default: int | None = None) -> int
 
 
 def _create_topic(o: Mapping[str, Any]) -> Event:
-    request_id = read_request_id(o)
+    request_id = _request_id(o)
     topic = read_topic(o)
     assignment = _assignment(o, "replica_assignment")
     if assignment:
@@ -115,7 +115,7 @@ def _create_topic(o: Mapping[str, Any]) -> Event:
 
 
 def _create_partitions(o: Mapping[str, Any]) -> Event:
-    request_id = read_request_id(o)
+    request_id = _request_id(o)
     topic = read_topic(o)
     total = _partitions_count(o, "total_count")
     assignment = _assignment(o, "replica_assignment")
@@ -154,14 +154,14 @@ def decode_reassign(o: Mapping[str, Any]) -> Event:
         targets.append(PartitionTarget(tp.topic, tp.partition, reps))
     if not targets:
         raise FormatError("partitions", "must list at least one partition")
-    return ReassignPartitions(read_request_id(o), tuple(targets))
+    return ReassignPartitions(_request_id(o), tuple(targets))
 
 
 def _cancel(o: Mapping[str, Any]) -> Event:
     tps = read_tp_list(o, "partitions", required=True)
     if not tps:
         raise FormatError("partitions", "must list at least one partition")
-    return CancelReassignment(read_request_id(o), tps)
+    return CancelReassignment(_request_id(o), tps)
 
 
 def _elect(o: Mapping[str, Any]) -> Event:
@@ -170,7 +170,7 @@ def _elect(o: Mapping[str, Any]) -> Event:
         etype = ElectionType(et)
     except ValueError:
         raise FormatError("election_type", f"must be PREFERRED or UNCLEAN, got {lim.show(et)}") from None
-    return ElectLeaders(read_request_id(o), etype, read_tp_list(o, "partitions", required=False))
+    return ElectLeaders(_request_id(o), etype, read_tp_list(o, "partitions", required=False))
 
 
 def _alter_config(o: Mapping[str, Any]) -> Event:
@@ -187,12 +187,12 @@ def _alter_config(o: Mapping[str, Any]) -> Event:
     both = sorted(set(dict(configs)) & set(deletes))
     if both:
         raise FormatError("delete_configs", f"{both[0]} is both set and deleted")
-    return AlterTopicConfig(read_request_id(o), read_topic(o), configs, tuple(sorted(set(deletes))))
+    return AlterTopicConfig(_request_id(o), read_topic(o), configs, tuple(sorted(set(deletes))))
 
 
 DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     CreateTopic.TYPE: _create_topic,
-    DeleteTopic.TYPE: lambda o: DeleteTopic(read_request_id(o), read_topic(o)),
+    DeleteTopic.TYPE: lambda o: DeleteTopic(_request_id(o), read_topic(o)),
     CreatePartitions.TYPE: _create_partitions,
     ReassignPartitions.TYPE: decode_reassign,
     CancelReassignment.TYPE: _cancel,
