@@ -20,8 +20,9 @@ from kafka import KafkaConsumer
 
 from admin.publish import Progress, consumer_at_end
 from core.errors import FormatError
+from core.kafka.envelope import parse_request
 from core.kafka.error_codes import KafkaError, error_name
-from core.kafka.requests import ControlledShutdownResponse, RequestApi, parse_request
+from core.kafka.requests import ControlledShutdownResponse, RequestApi
 
 
 @dataclass

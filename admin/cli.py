@@ -53,7 +53,7 @@ from core.codec.events import decode_event, encode_event
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
 from core.events import AdminCommand, CreatePartitions, CreateTopic, DeleteTopic, ElectLeaders
-from core.kafka.requests import REQUESTS_TOPIC
+from core.kafka.envelope import REQUESTS_TOPIC
 from core.model import ElectionType, TopicPartition
 from core.topic_configs import topic_configs_problem
 from simbrokers.control import CONTROL_TOPIC, ControlCommand

@@ -20,6 +20,7 @@ from core.codec.events import decode_event
 from core.codec.values import validate_topic_name
 from core.errors import FormatError
 from core.events import CancelReassignment, ElectLeaders, ReassignPartitions
+from core.kafka import zkdata
 from core.model import ElectionType, PartitionTarget, TopicPartition
 
 
@@ -111,10 +112,5 @@ def read_election(path: Path, request_id: str, election_type: ElectionType) -> E
 
 def reassignment_json(assignment: dict[TopicPartition, tuple[int, ...]], *, with_log_dirs: bool = True) -> str:
     """Kafka's reassignment JSON, as ``kafka-reassign-partitions --generate`` prints it."""
-    parts = []
-    for tp, reps in sorted(assignment.items()):
-        entry: dict[str, Any] = {"topic": tp.topic, "partition": tp.partition, "replicas": list(reps)}
-        if with_log_dirs:
-            entry["log_dirs"] = ["any"] * len(reps)
-        parts.append(entry)
-    return json.dumps({"version": 1, "partitions": parts}, separators=(",", ":"))
+    targets = (PartitionTarget(tp.topic, tp.partition, reps) for tp, reps in assignment.items())
+    return zkdata.encode_reassignment(targets, log_dirs=with_log_dirs)

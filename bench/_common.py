@@ -38,7 +38,7 @@ from core.placement import BrokerRack, assign_replicas  # noqa: E402
 from livectl import local  # noqa: E402
 from sinks.ports import RequestBatchResult, RequestSinkPort, ZkBatchResult, ZkSinkPort  # noqa: E402
 from streaming.app import ControllerApp  # noqa: E402
-from streaming.resources import SPARK_DEFAULTS, conf_file  # noqa: E402
+from streaming.resources import SPARK_DEFAULTS, SPARK_JAR, conf_file, conf_path  # noqa: E402
 from streaming.settings import Settings  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -205,6 +205,7 @@ def spark_session(num_buckets: int) -> tuple[Any, float]:
     session = (
         builder.config("spark.sql.shuffle.partitions", str(num_buckets))
         .config("spark.pyspark.python", sys.executable)
+        .config("spark.jars", str(conf_path(SPARK_JAR)))  # as livectl run: the Spark UI's figures job
         .config("spark.ui.enabled", "false")
         .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="livectl-bench-wh-"))
         .getOrCreate()

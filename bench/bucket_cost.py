@@ -39,7 +39,8 @@ from core import controller
 from core import decisions as dc
 from core import events as ev
 from core.codec.decisions import decision_from_json
-from core.kafka.zkdata import encode_partition_state, encode_topic_znode, snapshot_from_znodes
+from core.kafka.zkdata import encode_partition_state, encode_topic_znode
+from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
 from streaming import failover

@@ -1,7 +1,7 @@
 """Benchmark: what an optional feature costs the micro-batch — with and without it, at 10k partitions.
 
-The issue's cost clause: the observability features (the metrics endpoint and status page; the audit table
-when it lands) must keep the micro-batch time within 5 % of the controller without them. For each
+The issue's cost clause: the observability features (the metrics endpoint and status page; the audit table,
+``--features audit``) must keep the micro-batch time within 5 % of the controller without them. For each
 configuration — the baseline (every feature off) and the chosen features on — interleaved ``--rounds``
 times on real local services (ZooKeeper + tansu, free ports, stopped by PID) and one SparkSession:
 
@@ -19,7 +19,10 @@ configuration in a session also pays warm-up. Per configuration:
 While a feature with an HTTP endpoint is on, a scraper reads its ``/metrics`` and ``/`` every second, as
 Prometheus and a browser would. Each micro-batch's time is Spark's ``triggerExecution`` from the query's
 progress. Prints, per configuration, the median small-batch time, the broker-failure batch time, and the
-ratio with / without.
+ratio with / without: pooled over the rounds, and each round's own ratio (median, min, max). On a loaded
+machine that ratio is noise; what holds there is the features' own share of their batches, measured in
+the same batches (:class:`OwnTime`: the audit call and the endpoint's per-batch record, per batch, over
+``triggerExecution``), and the scrapes' time over the run's batch time (served beside the batches).
 
 **Adding a feature**: one entry in :data:`FEATURES` — its settings overrides (given a free port) and the
 paths to scrape — then ``--features metrics,<yours>`` measures them together, ``--features <yours>``
@@ -28,6 +31,7 @@ alone.
 Run::
 
     .venv/bin/python bench/feature_cost.py                       # metrics, 10k partitions, 2 rounds (ABBA)
+    .venv/bin/python bench/feature_cost.py --features metrics,audit --rounds 4   # the endpoint and the audit table
     .venv/bin/python bench/feature_cost.py --partitions 1000 --commands 10 --rounds 1 --no-wait-quiet
 
 Writes ``bench/results/feature_cost-<UTC stamp>.json`` (and ``…-latest.json``).
@@ -85,7 +89,10 @@ class Feature:
 
 FEATURES: dict[str, Feature] = {
     "metrics": Feature(lambda port: {"metrics_port": port}, scrape=("/metrics", "/")),
+    "audit": Feature(lambda _port: {"audit_log": True}),
 }
+#: the baseline: every feature off (the state-change log is on in the shipped defaults)
+BASELINE: dict[str, Any] = {"metrics_port": 0, "audit_log": False}
 
 
 class Scraper(threading.Thread):
@@ -95,16 +102,41 @@ class Scraper(threading.Thread):
         self.stopped = threading.Event()
         self.scrapes = 0
         self.errors = 0
+        #: each scrape's time, request to last byte: an upper bound of the driver's time serving it
+        self.seconds: list[float] = []
 
     def run(self) -> None:
         while not self.stopped.wait(1.0):
             for u in self.urls:
+                started = time.monotonic()
                 try:
                     with urllib.request.urlopen(u, timeout=5) as r:
                         r.read()
                     self.scrapes += 1
+                    self.seconds.append(time.monotonic() - started)
                 except OSError:
                     self.errors += 1
+
+
+class OwnTime:
+    """Per micro-batch, the driver's seconds inside the features' own per-batch code: the state-change log's
+    call and the endpoint's record of the batch. Measured inside the same batches as their
+    ``triggerExecution``, so the machine's load weighs on both alike: the share this gives holds on a
+    loaded machine where the with / without ratio is noise."""
+
+    def __init__(self) -> None:
+        self.by_batch: dict[int, float] = {}
+
+    def wrap(self, fn: Callable[[Any], Any], batch_of: Callable[[Any], int]) -> Callable[[Any], Any]:
+        def timed(arg: Any) -> Any:
+            started = time.monotonic()
+            try:
+                return fn(arg)
+            finally:
+                b = batch_of(arg)
+                self.by_batch[b] = self.by_batch.get(b, 0.0) + time.monotonic() - started
+
+        return timed
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
@@ -120,7 +152,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
 def run_config(spark: Any, svc: Services, work: Path, features: list[str], args: argparse.Namespace) -> dict[str, Any]:
     name = f"fc{uuid.uuid4().hex[:8]}"
     make_chroot(svc, name)
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = dict(BASELINE)
     urls: list[str] = []
     for f in features:
         port = free_port()
@@ -138,6 +170,12 @@ def run_config(spark: Any, svc: Services, work: Path, features: list[str], args:
     scraper = Scraper(urls)
     try:
         q = wait_for("the query", lambda: rc.app.query, args.timeout)
+        own = OwnTime()
+        d = rc.app.dispatcher
+        if d.audit is not None:
+            d.audit = own.wrap(d.audit, lambda a: int(a.batch_id))
+        if d.observer is not None:
+            d.observer = own.wrap(d.observer, lambda o: int(o.batch_id))
         wait_for(
             "the tree loaded",
             lambda: any(
@@ -180,6 +218,19 @@ def run_config(spark: Any, svc: Services, work: Path, features: list[str], args:
             for x in progress
             if int(x["batchId"]) > small_last and int(x.get("numInputRows", 0)) > 0
         ]
+
+        def shares(keep: Callable[[int], bool]) -> list[float]:
+            return [
+                own.by_batch.get(int(x["batchId"]), 0.0) * 1000 / float(x["durationMs"]["triggerExecution"])
+                for x in progress
+                if keep(int(x["batchId"])) and int(x.get("numInputRows", 0)) > 0
+            ]
+
+        out["small_own_shares"] = shares(lambda b: b <= small_last)
+        out["failure_own_shares"] = shares(lambda b: b > small_last)
+        window_s = sum(float(x["durationMs"]["triggerExecution"]) for x in progress) / 1000
+        out["scrape_ms_mean"] = 1000 * statistics.mean(scraper.seconds) if scraper.seconds else None
+        out["scrape_share"] = sum(scraper.seconds) / window_s if scraper.seconds and window_s else None
         out["small_batches_ms"] = small
         out["failure_batches_ms"] = failure
         out["small_median_ms"] = statistics.median(small) if small else None
@@ -194,10 +245,16 @@ def run_config(spark: Any, svc: Services, work: Path, features: list[str], args:
         close(admin)
     print(
         f"[{label}] small batches: median {out.get('small_median_ms')} ms over {len(out.get('small_batches_ms', []))}; "
-        f"broker failure batch {out.get('failure_ms')} ms; {out.get('scrapes', 0)} scrapes",
+        f"broker failure batch {out.get('failure_ms')} ms; {out.get('scrapes', 0)} scrapes; features' own time "
+        f"{_pct(out.get('small_own_shares'))} of small batches, {_pct(out.get('failure_own_shares'))} of the "
+        f"failure's; scrapes {_pct([out['scrape_share']] if out.get('scrape_share') else [])} of the time",
         flush=True,
     )
     return out
+
+
+def _pct(values: list[float] | None) -> str:
+    return f"{100 * statistics.median(values):.2f} %" if values else "-"
 
 
 def main() -> None:
@@ -235,6 +292,22 @@ def main() -> None:
         values = [v for r in results["runs"] if r["features"] == config for v in r.get(key, [])]
         return statistics.median(values) if values else None
 
+    def per_round(key: str) -> list[float]:
+        """Each round's ratio, features / baseline, of the two configurations' own medians (same round,
+        back to back): their spread says how far the pooled ratio can be trusted on a loaded machine."""
+        base = [r for r in results["runs"] if r["features"] == []]
+        feat = [r for r in results["runs"] if r["features"] == features]
+        return [f[key] / b[key] for b, f in zip(base, feat, strict=False) if b.get(key) and f.get(key)]
+
+    def own_share(key: str) -> float | None:
+        """The features' own share of their batches, pooled over the feature runs (per batch, median)."""
+        values: list[float] = []
+        for r in results["runs"]:
+            if r["features"] == features and r.get(key) is not None:
+                v = r[key]
+                values.extend(v if isinstance(v, list) else [v])
+        return statistics.median(values) if values else None
+
     base_small, feat_small = pooled([], "small_batches_ms"), pooled(features, "small_batches_ms")
     base_fail, feat_fail = pooled([], "failure_batches_ms"), pooled(features, "failure_batches_ms")
     results["summary"] = {
@@ -242,6 +315,11 @@ def main() -> None:
         "failure_median_ms": {"baseline": base_fail, "features": feat_fail},
         "small_ratio": feat_small / base_small if base_small and feat_small else None,
         "failure_ratio": feat_fail / base_fail if base_fail and feat_fail else None,
+        "small_own_share_median": own_share("small_own_shares"),
+        "failure_own_share_median": own_share("failure_own_shares"),
+        "scrape_share_median": own_share("scrape_share"),
+        "small_round_ratios": per_round("small_median_ms"),
+        "failure_round_ratios": per_round("failure_ms"),
     }
     path = write_results("feature_cost", results)
     s = results["summary"]
@@ -252,6 +330,16 @@ def main() -> None:
             [f"broker failure ({args.partitions:,} partitions)", base_fail, feat_fail, s["failure_ratio"]],
         ],
     )
+    for key in ("small_own_share_median", "failure_own_share_median", "scrape_share_median"):
+        if s[key] is not None:
+            print(f"{key}: {100 * s[key]:.2f} %")
+    for key in ("small_round_ratios", "failure_round_ratios"):
+        ratios = s[key]
+        if ratios:
+            print(
+                f"{key}: median {statistics.median(ratios):.3f}, min {min(ratios):.3f}, max {max(ratios):.3f} "
+                f"over {len(ratios)} rounds"
+            )
     print(f"results: {path}")
 
 

@@ -7,7 +7,7 @@ between winning the lease and publishing the failover reference:
 * ``read_snapshot`` — :func:`streaming.zk_snapshot.read_snapshot` as the product runs it, and inside it:
   the state znodes read with ``multiRead`` (100 ``getData`` per request, pipelined; the product's way),
   beside the baseline of one pipelined ``get_async`` per znode (same window, same data checked), and
-  the decoding (:func:`core.kafka.zkdata.snapshot_from_znodes`);
+  the decoding (:func:`core.kafka.zksnapshot.snapshot_from_znodes`);
 * ``write_snapshot`` — :func:`streaming.failover.write_snapshot`: split by bucket, JSON, in memory;
 * cProfile's top functions of ``read_snapshot`` with ``--profile``.
 
@@ -36,6 +36,7 @@ from _common import (
 )
 
 from core.kafka import zkdata
+from core.kafka.zksnapshot import snapshot_from_znodes
 from livectl import local
 from streaming import failover, zk_snapshot
 from streaming.checkpoint_fs import MemoryCheckpointStore
@@ -88,7 +89,7 @@ def main() -> None:
         got = {p: (d.decode(), st.version) for p, (d, st) in {**topic_data, **multi}.items()}
         infos = read_brokers(client)
         t0 = time.perf_counter()
-        zkdata.snapshot_from_znodes(got, infos, 1, 0)
+        snapshot_from_znodes(got, infos, 1, 0)
         out["decode_s"] = round(time.perf_counter() - t0, 3)
         # split + JSON into an in-memory checkpoint: the real one is Spark's (Hadoop FileSystem through the
         # driver's JVM, streaming.checkpoint_fs), whose cost depends on the checkpoint's file system

@@ -35,7 +35,7 @@ from core_step import build_state
 
 from core import events as ev
 from core.codec.events import event_to_json
-from streaming import observability, routing, stateful
+from streaming import failover_refs, observability, routing, stateful
 
 
 class GroupState:
@@ -70,7 +70,7 @@ def summary_alone(blob: tuple[Any, ...], frame: pd.DataFrame) -> float:
     from core import controller
 
     before = stateful.load_state(*blob)
-    events, _ = stateful.events_of(0, frame, before.context.epoch, loaded=True)
+    events, _ = failover_refs.events_of(0, frame, before.context.epoch, loaded=True)
     after, decisions = controller.step(before, events)
     t0 = time.perf_counter()
     observability.summary_payload(before.context, after.context, frame, 0, changed=bool(decisions))

@@ -1,6 +1,8 @@
 """Topic deletion (Kafka's ``TopicDeletionManager``), in place on a context and an effect list.
 
-A topic queued for deletion (``/admin/delete_topics/<t>`` exists) goes through:
+A topic is queued by :func:`enqueue_topics_for_deletion` (the DeleteTopics API, a new child of
+``/admin/delete_topics``) or, on controller failover, by :func:`init`. A topic queued for deletion
+(``/admin/delete_topics/<t>`` exists) goes through:
 
 1. **start** (:func:`on_topic_deletion`, once per topic): partitions -> Offline -> NonExistent,
    UpdateMetadata with leader / leader epoch -2 to every broker; then
@@ -32,9 +34,31 @@ from core.requests import Effects
 from core.states import PartitionState, ReplicaState
 
 
+def init(
+    ctx: ControllerContext, fx: Effects, to_delete: Iterable[str], ineligible: Iterable[str], *, enabled: bool
+) -> None:
+    """Kafka's ``TopicDeletionManager.init`` on controller failover: with ``delete.topic.enable`` the
+    topics of ``/admin/delete_topics`` are queued and those of ``ineligible`` among them marked so;
+    without it their znodes are deleted and nothing is queued."""
+    queued = set(to_delete)
+    if enabled:
+        ctx.topics_to_be_deleted = set(queued)
+        ctx.topics_ineligible_for_deletion = set(ineligible) & queued
+    else:
+        for t in sorted(queued):
+            fx.zk.append(ZkWrite(ZkOp.DELETE, delete_topic_path(t), None, ANY_VERSION))
+
+
 def enqueue_topics_for_deletion(ctx: ControllerContext, fx: Effects, topics: Iterable[str]) -> list[str]:
-    """Queue ``topics`` and try to make progress; returns topics whose deletion completed."""
-    ctx.topics_to_be_deleted.update(topics)
+    """Kafka's ``enqueueTopicsForDeletion``, as ``processTopicDeletion`` calls it: queue ``topics``, mark
+    those with a partition being reassigned ineligible (the deletion waits for the reassignment), then
+    try to make progress; returns the topics whose deletion completed. The caller has checked
+    ``delete.topic.enable`` and that the topics exist."""
+    queued = set(topics)
+    ctx.topics_to_be_deleted.update(queued)
+    reassigning = {tp.topic for tp in ctx.partitions_being_reassigned} & queued
+    if reassigning:
+        mark_topic_ineligible_for_deletion(ctx, reassigning)
     return resume_deletions(ctx, fx)
 
 

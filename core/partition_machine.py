@@ -13,6 +13,10 @@ Side effects, in order, per target state:
   rises by one); LeaderAndIsr to the strategy's recipients; UpdateMetadata to every broker. No leader:
   failure, state unchanged, nothing written. Leadership written by a newer controller epoch: failure.
 * ``OfflinePartition`` / ``NonExistentPartition``: state only.
+
+:func:`startup` is what a new controller runs once it has read ZooKeeper (Kafka's
+``PartitionStateMachine.startup``): every partition's state from its leadership, then
+:func:`trigger_online_partition_state_change`.
 """
 
 from __future__ import annotations
@@ -30,13 +34,22 @@ from core.election import (
     elect_reassign,
     initial_leader_and_isr,
 )
+from core.isr_write import update_leader_and_isr
 from core.kafka.zkdata import encode_partition_state, partition_state_path
 from core.machine_result import StateChangeResult
-from core.model import TopicPartition
+from core.model import TopicPartition, sort_tps
 from core.requests import Effects
 from core.states import PARTITION_VALID_PREVIOUS, PartitionState
 
-__all__ = ["ElectionStrategy", "apply", "handle_state_changes"]
+__all__ = [
+    "ElectionStrategy",
+    "apply",
+    "handle_state_changes",
+    "initialize_partition_state",
+    "needs_leader",
+    "startup",
+    "trigger_online_partition_state_change",
+]
 
 
 def handle_state_changes(
@@ -162,15 +175,45 @@ def _elect(
     new = result.leader_and_isr
     if new is None:
         return f"Failed to elect leader for partition {tp} under strategy {strategy.value}"
-    fx.zk.append(
-        ZkWrite(
-            ZkOp.SET,
-            partition_state_path(tp.topic, tp.partition),
-            encode_partition_state(new, ctx.epoch),
-            cur.partition_epoch,
-        )
-    )
-    ctx.put_leadership(tp, new.with_partition_epoch(cur.partition_epoch + 1), ctx.epoch)
-    fx.batch.add_leader_and_isr(ctx, result.recipients, tp, ctx.partition_leadership[tp], ra, is_new=False)
+    li = update_leader_and_isr(ctx, fx, tp, new)
+    fx.batch.add_leader_and_isr(ctx, result.recipients, tp, li, ra, is_new=False)
     ctx.put_partition_state(tp, PartitionState.ONLINE)
     return None
+
+
+def startup(ctx: ControllerContext, fx: Effects, *, default_unclean: bool = False) -> dict[TopicPartition, str]:
+    """Kafka's ``PartitionStateMachine.startup``: :func:`initialize_partition_state` for every partition,
+    then New and Offline partitions -> Online; returns the failures."""
+    initialize_partition_state(ctx, ctx.partition_assignments)
+    return trigger_online_partition_state_change(ctx, fx, default_unclean=default_unclean)
+
+
+def initialize_partition_state(ctx: ControllerContext, partitions: Iterable[TopicPartition]) -> None:
+    """Kafka's ``initializePartitionState``: New without a leader and ISR, Online when the leader's
+    replica is online, else Offline. State only: nothing is written or sent."""
+    for tp in partitions:
+        li = ctx.partition_leadership.get(tp)
+        if li is None:
+            ctx.put_partition_state(tp, PartitionState.NEW)
+        elif ctx.is_replica_online(li.leader_and_isr.leader, tp):
+            ctx.put_partition_state(tp, PartitionState.ONLINE)
+        else:
+            ctx.put_partition_state(tp, PartitionState.OFFLINE)
+
+
+def needs_leader(ctx: ControllerContext, tp: TopicPartition) -> bool:
+    """Whether a partition takes part in leader elections: not when its topic is queued for deletion
+    (Kafka's rule), except while the partition is being reassigned — the deletion waits for that
+    reassignment, which cannot finish without a leader to bring the new replicas into the ISR."""
+    return tp.topic not in ctx.topics_to_be_deleted or tp in ctx.partitions_being_reassigned
+
+
+def trigger_online_partition_state_change(
+    ctx: ControllerContext, fx: Effects, topic: str | None = None, *, default_unclean: bool = False
+) -> dict[TopicPartition, str]:
+    """Kafka's ``triggerOnlinePartitionStateChange``: New and Offline partitions (of ``topic``, or all)
+    that :func:`needs_leader` -> Online with the offline strategy; returns the failures."""
+    tps = sort_tps(
+        tp for tp in ctx.offline_or_new_partitions if needs_leader(ctx, tp) and (topic is None or tp.topic == topic)
+    )
+    return apply(ctx, fx, tps, PartitionState.ONLINE, ElectionStrategy.OFFLINE, default_unclean=default_unclean)

@@ -15,6 +15,9 @@ back as a failure. Side effects, in order, per target state:
 * ``ReplicaDeletionStarted``: state, then StopReplica (delete) to the replica.
 * ``ReplicaDeletionSuccessful`` / ``ReplicaDeletionIneligible``: state only.
 * ``NonExistentReplica``: remove the replica from the assignment and forget its state.
+
+:func:`startup` is what a new controller runs once it has read ZooKeeper (Kafka's
+``ReplicaStateMachine.startup``).
 """
 
 from __future__ import annotations
@@ -22,14 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from core.context import ControllerContext
-from core.decisions import ZkOp, ZkWrite
-from core.kafka.zkdata import encode_partition_state, partition_state_path
+from core.isr_write import update_leader_and_isr
 from core.machine_result import StateChangeResult
 from core.model import NO_LEADER, PartitionReplica
 from core.requests import Effects
 from core.states import REPLICA_VALID_PREVIOUS, ReplicaState
 
-__all__ = ["apply", "handle_state_changes", "remove_replica_from_isr"]
+__all__ = ["apply", "handle_state_changes", "remove_replica_from_isr", "startup"]
 
 
 def handle_state_changes(
@@ -68,6 +70,30 @@ def apply(
                 fx.fail(_name(pr), cur, target, reason)
         _apply_valid(ctx, fx, valid, target, failed)
     return failed
+
+
+def startup(ctx: ControllerContext, fx: Effects, replicas: Iterable[PartitionReplica] | None = None) -> None:
+    """Kafka's ``ReplicaStateMachine.startup`` for ``replicas`` (default: every replica of every
+    partition): each replica's state from its broker — Online when its replica is online, else
+    ReplicaDeletionIneligible — then the online ones -> Online (LeaderAndIsr to them) and the others ->
+    Offline (StopReplica, ISR shrink)."""
+    if replicas is None:
+        replicas = [
+            PartitionReplica(tp.topic, tp.partition, r)
+            for tp in sorted(ctx.partition_assignments)
+            for r in ctx.replicas(tp)
+        ]
+    online: list[PartitionReplica] = []
+    offline: list[PartitionReplica] = []
+    for pr in replicas:
+        if ctx.is_replica_online(pr.replica, pr.topic_partition):
+            ctx.put_replica_state(pr, ReplicaState.ONLINE)
+            online.append(pr)
+        else:
+            ctx.put_replica_state(pr, ReplicaState.DELETION_INELIGIBLE)
+            offline.append(pr)
+    apply(ctx, fx, online, ReplicaState.ONLINE)
+    apply(ctx, fx, offline, ReplicaState.OFFLINE)
 
 
 def _name(pr: PartitionReplica) -> str:
@@ -162,13 +188,5 @@ def remove_replica_from_isr(ctx: ControllerContext, fx: Effects, pr: PartitionRe
     leader = NO_LEADER if cur.leader == pr.replica else cur.leader
     isr = cur.isr if len(cur.isr) == 1 else tuple(r for r in cur.isr if r != pr.replica)
     new = cur.new_leader_and_isr(leader, isr)
-    fx.zk.append(
-        ZkWrite(
-            ZkOp.SET,
-            partition_state_path(tp.topic, tp.partition),
-            encode_partition_state(new, ctx.epoch),
-            cur.partition_epoch,
-        )
-    )
-    ctx.put_leadership(tp, new.with_partition_epoch(cur.partition_epoch + 1), ctx.epoch)
+    update_leader_and_isr(ctx, fx, tp, new)
     return None

@@ -59,7 +59,7 @@ from typing import Any
 
 from core.context import ControllerContext
 from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkWrite
-from core.kafka.requests import RequestApi
+from core.kafka.requests import SECURITY_PROTOCOL_IDS, ZERO_UUID, RequestApi
 from core.model import (
     EPOCH_DURING_DELETE,
     LEADER_DURING_DELETE,
@@ -69,11 +69,6 @@ from core.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-
-#: Kafka's ``Uuid.ZERO_UUID`` in base64
-ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
-
-SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 def _ints(xs: Iterable[int]) -> str:
@@ -139,7 +134,7 @@ def _live_brokers_json(ctx: ControllerContext) -> str:
                         "port": e.port,
                         "host": e.host,
                         "listener": e.listener,
-                        "securityProtocol": SECURITY_PROTOCOLS.get(e.security_protocol, 0),
+                        "securityProtocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0),
                     }
                     for e in b.endpoints
                 ],

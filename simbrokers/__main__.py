@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.kafka.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
+from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
 from simbrokers.broker import BrokerConfig
 from simbrokers.control import CONTROL_TOPIC
 from simbrokers.registration import RegistrationError

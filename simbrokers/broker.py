@@ -19,7 +19,7 @@ What it checks and answers, as Kafka's ``ReplicaManager`` / ``KafkaApis`` do:
 * **ControlledShutdownResponse**: fed to :class:`simbrokers.shutdown.ControlledShutdownProcess`.
 
 Duplicates are dropped: per API, a message older than the highest ``(controllerEpoch, batchId)`` applied,
-or one already applied (same :attr:`core.kafka.requests.Envelope.dedupe_key`).
+or one already applied (same :attr:`core.kafka.envelope.Envelope.dedupe_key`).
 
 Faults: a *slow* follower fetches at a longer interval and/or fewer records per fetch; a *stuck* follower
 stops fetching; a *disk failure* takes every replica offline (no serving, no fetching, storage errors
@@ -40,6 +40,7 @@ from core.events import (
     PartitionError,
     StopReplicaResponse,
 )
+from core.kafka.envelope import Envelope
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import (
     EPOCH_DURING_DELETE,
@@ -47,7 +48,6 @@ from core.kafka.requests import (
     AlterPartitionResponse,
     BrokerAddress,
     ControlledShutdownResponse,
-    Envelope,
     LeaderAndIsrRequest,
     MetadataPartitionState,
     RequestApi,

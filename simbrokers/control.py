@@ -18,12 +18,12 @@ Key: the broker id (decimal text). Value: ``{"version": 1, "command": <name>, ..
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from core.codec import fields as jf
 from core.errors import FormatError
+from core.kafka.envelope import parse_broker_keyed
 
 CONTROL_TOPIC = "livectl.simbrokers.control"
 CONTROL_VERSION = 1
@@ -59,18 +59,7 @@ def validate(cmd: ControlCommand) -> ControlCommand:
 
 def parse_control(key: bytes | str | None, value: bytes | str) -> ControlCommand:
     """Decode one control message; raises :class:`FormatError` naming the field and the reason."""
-    if key is None:
-        raise FormatError("key", "is required (the broker id)")
-    key_text = key.decode() if isinstance(key, bytes) else key
-    try:
-        broker_id = int(key_text)
-    except ValueError:
-        raise FormatError("key", f"must be a broker id, got {key_text!r}") from None
-    try:
-        raw = json.loads(value)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise FormatError("$", f"not valid JSON: {e}") from None
-    o: Mapping[str, Any] = jf.obj(raw, "$")
+    broker_id, o = parse_broker_keyed(key, value)
     jf.version(o, CONTROL_VERSION)
     rate = o.get("rate")
     if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float)):

@@ -42,7 +42,7 @@ from core.codec.events import event_to_json
 from core.errors import FormatError
 from core.events import Event
 from core.kafka import zkdata
-from core.kafka.requests import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
+from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
 from simbrokers.dynconfig import DynamicConfigWatcher

@@ -48,7 +48,8 @@ from kafka.errors import InvalidProducerEpochError, KafkaError, ProducerFencedEr
 from core import limits
 from core.codec.decisions import encode_decision
 from core.decisions import AdminResult, BrokerRequest
-from core.kafka.requests import REQUEST_ORDER, RequestApi, encode_envelope
+from core.kafka.envelope import encode_envelope
+from core.kafka.requests import REQUEST_ORDER, RequestApi
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence, Rejected, RequestBatchResult
 

@@ -30,12 +30,10 @@ from typing import Any
 
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl_credential
 
+from core.kafka import zkdata
+from core.kafka.requests import SECURITY_PROTOCOL_IDS
 from sinks.errors import SinkError
 
-#: Kafka's ``ZkData.SensitiveRootPaths``: not world-readable even with ACLs on
-SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token")
-#: Kafka's old consumer path, left open for consumers to write under
-CONSUMERS_PATH = "/consumers"
 ZK_AUTH_SCHEMES = ("digest", "sasl")
 #: the SASL mechanism of the ``sasl`` scheme (ZooKeeper's ``DigestLoginModule``)
 ZK_SASL_MECHANISM = "DIGEST-MD5"
@@ -52,12 +50,12 @@ class SecurityConfigError(SinkError, ValueError):
 
 def sensitive_path(path: str) -> bool:
     """Kafka's ``ZkData.sensitivePath``."""
-    return any(path.startswith(root) for root in SENSITIVE_ROOT_PATHS)
+    return any(path.startswith(root) for root in zkdata.SENSITIVE_ROOT_PATHS)
 
 
 def default_acls(secure: bool, path: str) -> list[ACL]:
     """Kafka's ``ZkData.defaultAcls(isSecure, path)``."""
-    if not secure or path == CONSUMERS_PATH:
+    if not secure or path == zkdata.CONSUMERS_PATH:
         return list(OPEN_ACL_UNSAFE)
     acls = list(CREATOR_ALL_ACL)
     if not sensitive_path(path):
@@ -134,7 +132,7 @@ class ZkSecurity:
 
 # ---------------------------------------------------------------------------- Kafka clients
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SECURITY_PROTOCOLS = tuple(SECURITY_PROTOCOL_IDS)
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
 
 #: Kafka client property -> kafka-python keyword (values passed as text)

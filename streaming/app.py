@@ -47,7 +47,7 @@ from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore, batc
 from streaming.dispatch import Dispatcher
 from streaming.errors import StreamingError
 from streaming.listener import MetricsListener
-from streaming.resources import LOG4J2, SPARK_DEFAULTS, conf_file, conf_path
+from streaming.resources import LOG4J2, SPARK_DEFAULTS, SPARK_JAR, conf_file, conf_path
 from streaming.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ def spark_session(
     Spark properties, the first that sets a key wins: ``spark_conf`` (``livectl run --conf``), what was
     submitted (``spark-submit --conf`` / ``--properties-file``, read from the running JVM), the bucket count
     as ``spark.sql.shuffle.partitions``, then the shipped ``spark-defaults.conf`` (``streaming/conf/``).
+    With ``master``, the shipped ``livectl-spark.jar`` is added to ``spark.jars`` (:mod:`streaming.spark_ui`).
     ``worker_python`` (the entry point passes the driver's own interpreter unless the user chose one) is
     set as ``spark.pyspark.python``, unless that is set. Without ``master`` the process runs under
     ``spark-submit`` and Spark's master is the submitted one; with it (``livectl run``), the driver's JVM
@@ -134,6 +135,9 @@ def spark_session(
     if master:
         log4j = conf_path(LOG4J2).as_uri()
         conf.setIfMissing("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={log4j}")
+        # the Spark UI's per-batch figures (streaming.spark_ui): on the driver's class path and the executors'
+        jars = [j for j in (conf.get("spark.jars") or "").split(",") if j]
+        conf.set("spark.jars", ",".join([*jars, str(conf_path(SPARK_JAR))]))
     for key, value in spark_defaults().items():
         conf.setIfMissing(key, value)
     if not ui:
@@ -510,7 +514,7 @@ class ControllerApp:
         start and the reference would write what the snapshot then misses.
 
         On a new checkpoint the buckets hold nothing, and events before the reference are history (they
-        are answered ``NOT_CONTROLLER``, :func:`streaming.stateful.applicable_events`); ``latest`` is
+        are answered ``NOT_CONTROLLER``, :func:`streaming.failover_refs.applicable_events`); ``latest`` is
         resolved to the topics' ends now, before the reference is published, or the query (which asks
         for its first offsets only when it plans its first batch) could start past it and never load
         the cluster."""

@@ -54,6 +54,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core import decisions as dc
+from core.kafka import zkdata
 from core.kafka.requests import REQUEST_ORDER, RequestApi
 from sinks.ports import FailedWrite
 from streaming.checkpoint_fs import (
@@ -127,19 +128,18 @@ class AuditBatch:
         return not (self.zk_writes or self.requests or self.admin_results or self.failures)
 
 
-_PARTITION_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)(?:/state)?$")
-_TOPIC_PATH = re.compile(r"^/(?:brokers/topics|admin/delete_topics|config/topics)/([^/]+)$")
 _ITEM = re.compile(r"^\[?(?:Topic=)?(.+?)[,-](?:Partition=)?(\d+)(?:,Replica=\d+)?\]?$")
 
 
 def topic_partition_of_path(path: str) -> tuple[str | None, int | None]:
     """The topic (and partition) a znode path is about, when it is about one."""
-    m = _PARTITION_PATH.match(path)
-    if m is not None:
-        return m.group(1), int(m.group(2))
-    m = _TOPIC_PATH.match(path)
-    if m is not None:
-        return m.group(1), None
+    tp = zkdata.partition_of_path(path)
+    if tp is not None:
+        return tp
+    for root in (zkdata.BROKER_TOPICS, zkdata.DELETE_TOPICS, zkdata.CONFIG_TOPICS):
+        topic = zkdata.topic_of_path(path, root)
+        if topic is not None:
+            return topic, None
     return None, None
 
 

@@ -31,8 +31,8 @@ The driver keeps every bucket's latest metrics row; :attr:`Dispatcher.metrics` i
 **The state-change log.** After the steps above, ``audit`` (when set, :class:`streaming.audit_log.AuditLog`)
 gets the batch's decisions and what became of them — before Spark commits the batch, so a replay finds the
 batch written and writes nothing twice. **The Spark UI** (:mod:`streaming.spark_ui`): the batch's job is
-described ``livectl c<id> e<epoch> batch <B>: deciding``; once the batch is carried out a job of no task
-says the figures after it.
+described ``livectl c<id> e<epoch> batch <B>: deciding``; once the batch is carried out a job of one task
+says the figures after it, in its description and as named accumulators.
 """
 
 from __future__ import annotations
@@ -49,13 +49,14 @@ import pandas as pd
 from core import decisions as dc
 from core.codec import fields as jf
 from core.codec.decisions import decision_from_json
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
 from streaming import observability
 from streaming.audit_log import AuditBatch
 from streaming.refusals import answer_existing_topics, classify, withhold
-from streaming.spark_ui import announce, batch_head, batch_summary
+from streaming.spark_ui import batch_head, batch_summary, publish_figures
 from streaming.stateful import (
     IMBALANCE_KEY,
     KIND_ADMIN_RESULT,
@@ -167,6 +168,8 @@ class Dispatcher:
     observer: Callable[[observability.BatchObservation], None] | None = None
     #: the Spark job's share of the current micro-batch (``toPandas``), for the observer
     _spark_s: float = 0.0
+    #: the latest batch's figures job in the Spark UI (:func:`streaming.spark_ui.publish_figures`)
+    figures_job: Any = None
 
     @property
     def metrics(self) -> dict[str, int]:
@@ -192,13 +195,13 @@ class Dispatcher:
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         sc = batch_df.sparkSession.sparkContext
         # the batch's own job runs the buckets' step: its figures are known only once it has run, so the
-        # Jobs tab gets them from the job of no task announced after it (streaming.spark_ui)
+        # Jobs tab gets them from the job announced after it (streaming.spark_ui.publish_figures)
         sc.setJobDescription(f"{batch_head(self.controller_id, self.controller_epoch, int(batch_id))}: deciding")
         started = time.monotonic()
         frame: pd.DataFrame = batch_df.toPandas()
         self._spark_s = time.monotonic() - started
         self.dispatch(frame, int(batch_id))
-        announce(sc, self.describe(int(batch_id)))
+        self.figures_job = publish_figures(sc, self.describe(int(batch_id)), self.metrics, int(batch_id))
 
     def describe(self, batch_id: int) -> str:
         """The controller's figures after ``batch_id`` (:func:`streaming.spark_ui.batch_summary`)."""
@@ -206,7 +209,7 @@ class Dispatcher:
 
     def dispatch(self, frame: pd.DataFrame, batch_id: int) -> BatchReport:
         if self.fenced:
-            raise ControllerFencedError("/controller_epoch", -1, "this controller was fenced earlier")
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, -1, "this controller was fenced earlier")
         started = time.monotonic()
         report = BatchReport(batch_id)
         frame = frame.sort_values(["bucket", "seq"], kind="stable") if not frame.empty else frame

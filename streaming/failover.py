@@ -16,8 +16,9 @@ The snapshot can be far too large for a Kafka record (100k partitions ≈ 10 MB)
 The reference is routed to every bucket like any cluster-scoped event. On a used checkpoint nothing after
 the checkpoint is processed before it (the source's failover barrier, :mod:`streaming.kafka_source`), and
 the records that waited for it are handled after the snapshot is loaded
-(:func:`streaming.stateful.events_of`): every write under the new controller epoch starts from the tree
-the snapshot read. On a new checkpoint, events before it are history (:func:`streaming.stateful.applicable_events`).
+(:func:`streaming.failover_refs.events_of`): every write under the new controller epoch starts from the tree
+the snapshot read. On a new checkpoint, events before it are history
+(:func:`streaming.failover_refs.applicable_events`).
 """
 
 from __future__ import annotations

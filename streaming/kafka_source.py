@@ -48,7 +48,7 @@ as usual) until a ``controller_failover_ref`` of controller epoch ``barrier_epoc
 micro-batch then holds exactly the records of the reference's partition up to and including the
 reference (whatever ``max_records_per_batch`` says): nothing is processed under the new controller epoch
 before the buckets have its ZooKeeper snapshot (:mod:`streaming.failover`), and the records that waited
-are processed after it (:func:`streaming.stateful.events_of`).
+are processed after it (:func:`streaming.failover_refs.events_of`).
 
 Reads run in Spark's Python streaming-source worker (``SimpleDataSourceStreamReader``, the quickest
 form here: DESIGN.md, decision 9). ``Trigger.AvailableNow`` is supported.

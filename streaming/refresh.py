@@ -18,7 +18,6 @@ dispatcher (:mod:`streaming.refusals`).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,17 +31,15 @@ from streaming.zk_snapshot import read_znodes
 
 log = logging.getLogger("livectl.refresh")
 
-_STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")
-
 
 def refused_states(failed: Sequence[FailedWrite]) -> dict[str, list[int]]:
     """Topic -> partitions whose state znode ZooKeeper refused because it holds something else: a
     compare-and-set answered ``BadVersion`` or a creation answered ``NodeExists`` (sorted, distinct)."""
     out: dict[str, set[int]] = {}
     for f in failed:
-        m = _STATE_PATH.match(f.write.path)
-        if m is not None and f.error in ("BadVersion", "NodeExists"):
-            out.setdefault(m.group(1), set()).add(int(m.group(2)))
+        tp = zkdata.partition_of_state_path(f.write.path)
+        if tp is not None and f.error in ("BadVersion", "NodeExists"):
+            out.setdefault(tp[0], set()).add(tp[1])
     return {t: sorted(ps) for t, ps in sorted(out.items())}
 
 

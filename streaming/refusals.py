@@ -26,21 +26,18 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core import decisions as dc
 from core.controller import topic_id_for
 from core.events import CreateTopic
+from core.kafka import zkdata
 from core.kafka.requests import RequestApi
 from sinks.ports import NOT_ATTEMPTED, FailedWrite
 
 log = logging.getLogger("livectl.refusals")
 
-STATE_PATH = re.compile(r"^/brokers/topics/([^/]+)/partitions/(\d+)/state$")
-TOPIC_PATH = re.compile(r"^/brokers/topics/([^/]+)$")
-DELETE_MARKER_PATH = re.compile(r"^/admin/delete_topics/([^/]+)$")
 #: requests that carry partition states (Kafka's ``topicStates[].partitionStates[].partitionIndex``)
 PARTITION_APIS = (RequestApi.LEADER_AND_ISR, RequestApi.UPDATE_METADATA, RequestApi.STOP_REPLICA)
 
@@ -74,32 +71,26 @@ def classify(failed: Sequence[FailedWrite]) -> Refusals:
     out = Refusals()
     for f in failed:
         w = f.write
-        state = STATE_PATH.match(w.path)
-        topic = TOPIC_PATH.match(w.path)
+        state = zkdata.partition_of_state_path(w.path)
+        topic = zkdata.topic_of_path(w.path)
         if state is not None:
-            out.partitions.add((state.group(1), int(state.group(2))))
+            out.partitions.add(state)
         elif topic is not None and w.op is dc.ZkOp.CREATE and f.error == "NodeExists":
-            out.topics.add(topic.group(1))
-            out.existing_topics[topic.group(1)] = _topic_id_of(w.data)
+            out.topics.add(topic)
+            out.existing_topics[topic] = zkdata.topic_znode_id(w.data)
         elif topic is not None and w.op is dc.ZkOp.SET:
-            out.topics.add(topic.group(1))
+            out.topics.add(topic)
         elif (w.op in (dc.ZkOp.DELETE, dc.ZkOp.DELETE_TREE) and f.error == "NoNode") or (
-            DELETE_MARKER_PATH.match(w.path) and w.op is dc.ZkOp.CREATE and f.error == "NodeExists"
+            zkdata.topic_of_path(w.path, zkdata.DELETE_TOPICS) is not None
+            and w.op is dc.ZkOp.CREATE
+            and f.error == "NodeExists"
         ):
             out.done.append(f)
-        elif f.error == NOT_ATTEMPTED and w.path.startswith("/brokers/topics/"):
+        elif f.error == NOT_ATTEMPTED and w.path.startswith(zkdata.BROKER_TOPICS + "/"):
             out.topics.add(w.path.split("/")[3])
         else:
             out.unresolved.append(f)
     return out
-
-
-def _topic_id_of(data: str | None) -> str | None:
-    try:
-        tid = json.loads(data or "{}").get("topic_id")
-    except ValueError:
-        return None
-    return tid if isinstance(tid, str) else None
 
 
 def withhold(requests: Sequence[dc.BrokerRequest], refusals: Refusals) -> list[dc.BrokerRequest]:

@@ -9,7 +9,9 @@ them from any working directory:
 - ``log4j2.properties`` — the driver's log4j2 configuration under ``livectl run``;
 - ``expectations/livectl-input.json`` — the great-expectations input suite (:mod:`streaming.validation`);
 - ``prometheus/prometheus.yml``, ``grafana/`` — monitoring for ``docker-compose.yml`` (Prometheus' scrape
-  configuration, the Grafana dashboard ``grafana/dashboards/livectl-controller.json`` and its provisioning).
+  configuration, the Grafana dashboard ``grafana/dashboards/livectl-controller.json`` and its provisioning);
+- ``jars/livectl-spark.jar`` — the JVM side of the Spark UI's per-batch figures (:mod:`streaming.spark_ui`;
+  built from ``streaming/jvm/src`` by ``scripts/build-jar``), for ``spark.jars`` / ``spark-submit --jars``.
 
 ``livectl conf path [NAME]`` prints where they are, e.g. for ``spark-submit --properties-file``. Users
 override them with their own files (``livectl run --config``, ``--properties-file``), never by editing
@@ -31,7 +33,8 @@ LOG4J2 = "log4j2.properties"
 INPUT_SUITE = "expectations/livectl-input.json"
 PROMETHEUS = "prometheus/prometheus.yml"
 GRAFANA_DASHBOARD = "grafana/dashboards/livectl-controller.json"
-SHIPPED = (DEFAULTS, SPARK_DEFAULTS, LOG4J2, INPUT_SUITE, PROMETHEUS, GRAFANA_DASHBOARD)
+SPARK_JAR = "jars/livectl-spark.jar"
+SHIPPED = (DEFAULTS, SPARK_DEFAULTS, LOG4J2, INPUT_SUITE, PROMETHEUS, GRAFANA_DASHBOARD, SPARK_JAR)
 
 _extracted = ExitStack()
 atexit.register(_extracted.close)

@@ -38,6 +38,7 @@ from kazoo.protocol.serialization import (
 from core.errors import FormatError
 from core.kafka import zkdata
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
+from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
 from streaming.errors import StreamingError
@@ -210,6 +211,6 @@ def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
     admin += [f"{zkdata.OFFLINE_REPLICAS}/{t}" for t in _children(client, zkdata.OFFLINE_REPLICAS)]
     keep(_get_all(client, admin, window))
     try:
-        return zkdata.snapshot_from_znodes(znodes, brokers, epoch, epoch_version)
+        return snapshot_from_znodes(znodes, brokers, epoch, epoch_version)
     except (ValueError, KeyError, TypeError) as e:
         raise SnapshotError("/", f"a znode is not in Kafka's format: {e!r}") from None

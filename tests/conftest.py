@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from livectl import local
+from streaming.resources import SPARK_JAR, conf_path
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +70,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         )
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.memory", "2g")
+        # as livectl run: the Spark UI's per-batch figures job (streaming.spark_ui)
+        .config("spark.jars", str(conf_path(SPARK_JAR)))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")

@@ -3,10 +3,12 @@
 
 * :mod:`core.kafka.error_codes` — Kafka's protocol error codes, one enum;
 * :mod:`core.kafka.zkdata` — every znode livectl reads or writes: its path and its JSON, both ways;
-* :mod:`core.kafka.requests` — the ``livectl.requests`` envelope and the typed controller requests and
-  responses (LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown / AlterPartition responses):
-  one encoder and one parser, shared by the core, the sinks, the shell, the admin tools and the simulated
-  brokers.
+* :mod:`core.kafka.zksnapshot` — those znodes read into the snapshot a new controller starts from;
+* :mod:`core.kafka.requests` — the typed controller requests and responses (LeaderAndIsr,
+  UpdateMetadata, StopReplica, ControlledShutdown / AlterPartition responses), their API names and send
+  order, and their parser;
+* :mod:`core.kafka.envelope` — the ``livectl.requests`` message around a request: one encoder (the request
+  sink's) and one parser (the simulated brokers' and the admin tools').
 
 The package decides nothing: it knows formats. It imports the standard library, core's value types and
 its strict JSON readers (:mod:`core.codec.fields`, :mod:`core.errors`), and nothing of the controller.

@@ -1,5 +1,5 @@
 """Kafka's ZooKeeper layout (``kafka.zk.ZkData``): every znode livectl reads or writes, its path and its JSON
-codec both ways, plus a snapshot builder. Nothing else in livectl spells a znode path or its JSON.
+codec both ways. Nothing else in livectl spells a znode path or its JSON.
 
 * ``/controller`` — ``{"version":1,"brokerid":…,"timestamp":"<ms>"}`` (ephemeral; Kafka's ``ControllerZNode``);
 * ``/controller_epoch`` — the epoch as decimal text (``ControllerEpochZNode``);
@@ -20,20 +20,20 @@ codec both ways, plus a snapshot builder. Nothing else in livectl spells a znode
 * ``/livectl/offline_replicas/<t>`` (:mod:`core.offline_replicas` owns its JSON) and ``/livectl/sink/<query>``
   (the ZooKeeper sink's progress, :mod:`sinks.zookeeper` owns its JSON) are livectl's own.
 
-:func:`snapshot_from_znodes` builds the :class:`core.snapshot.ZkSnapshot` a new controller reads, from a
-map path -> (data, version); the driver (and the tests' fake ZooKeeper) use it.
+The :class:`core.snapshot.ZkSnapshot` a new controller reads is built from these by :mod:`core.kafka.zksnapshot`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from core.errors import FormatError
 from core.model import RECOVERED, Broker, Endpoint, LeaderAndIsr, PartitionTarget, ReplicaAssignment, TopicPartition
-from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
+from core.snapshot import PartitionStateZnode, TopicZnode
 
 #: Kafka's ``ControllerZNode.path`` (ephemeral)
 CONTROLLER_PATH = "/controller"
@@ -53,6 +53,10 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 #: parent of the ZooKeeper sink's progress znodes, one per query name (livectl's own)
 SINK_PROGRESS_ROOT = "/livectl/sink"
+#: Kafka's ``ZkData.SensitiveRootPaths``: not world-readable even with ACLs on
+SENSITIVE_ROOT_PATHS = ("/config/users", CONFIG_BROKERS, "/delegation_token")
+#: Kafka's old consumer path (``ConsumerPathZNode``), left open for consumers to write under
+CONSUMERS_PATH = "/consumers"
 #: Kafka's ``LogDirEventNotificationZNode``; children ``log_dir_event_<10 digits>`` (sequential)
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"
@@ -88,6 +92,30 @@ def delete_topic_path(topic: str) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+_STATE_PATH = re.compile(rf"^{BROKER_TOPICS}/([^/]+)/partitions/(\d+)/state$")
+_PARTITION_PATH = re.compile(rf"^{BROKER_TOPICS}/([^/]+)/partitions/(\d+)(?:/state)?$")
+_TOPIC_PATHS = {root: re.compile(rf"^{root}/([^/]+)$") for root in (BROKER_TOPICS, DELETE_TOPICS, CONFIG_TOPICS)}
+
+
+def partition_of_state_path(path: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` of a ``/brokers/topics/<t>/partitions/<p>/state`` path, else ``None``."""
+    m = _STATE_PATH.match(path)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def partition_of_path(path: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` of a partition's znode or its state znode, else ``None``."""
+    m = _PARTITION_PATH.match(path)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def topic_of_path(path: str, root: str = BROKER_TOPICS) -> str | None:
+    """The topic of ``<root>/<t>`` (``root``: :data:`BROKER_TOPICS`, :data:`DELETE_TOPICS` or
+    :data:`CONFIG_TOPICS`), else ``None``."""
+    m = _TOPIC_PATHS[root].match(path)
+    return m.group(1) if m else None
 
 
 def _object(data: bytes | str, field: str) -> dict[str, Any]:
@@ -280,17 +308,30 @@ def decode_topic_znode(topic: str, data: str, zk_version: int = 0) -> TopicZnode
     )
 
 
+def topic_znode_id(data: str | bytes | None) -> str | None:
+    """The ``topic_id`` of a ``/brokers/topics/<t>`` znode (version 3), or ``None`` (version 2, not JSON)."""
+    try:
+        tid = json.loads(data or "{}").get("topic_id")
+    except (ValueError, AttributeError):
+        return None
+    return tid if isinstance(tid, str) else None
+
+
 def topic_znode_partitions(data: str | bytes) -> tuple[int, ...]:
     """The partition ids a ``/brokers/topics/<t>`` znode assigns (without decoding the replica lists)."""
     o = json.loads(data)
     return tuple(int(p) for p in (o.get("partitions") or {}))
 
 
-def encode_reassignment(targets: Iterable[PartitionTarget]) -> str:
-    parts = [
-        {"topic": t.topic, "partition": t.partition, "replicas": list(t.replicas)}
-        for t in sorted(targets, key=lambda t: (t.topic, t.partition))
-    ]
+def encode_reassignment(targets: Iterable[PartitionTarget], *, log_dirs: bool = False) -> str:
+    """``/admin/reassign_partitions``'s JSON, which is also the file of ``kafka-reassign-partitions``; the file
+    form (``log_dirs``) gives every replica ``"any"`` log directory, as ``--generate`` prints it."""
+    parts: list[dict[str, Any]] = []
+    for t in sorted(targets, key=lambda t: (t.topic, t.partition)):
+        entry: dict[str, Any] = {"topic": t.topic, "partition": t.partition, "replicas": list(t.replicas)}
+        if log_dirs:
+            entry["log_dirs"] = ["any"] * len(t.replicas)
+        parts.append(entry)
     return json.dumps({"version": 1, "partitions": parts}, separators=(",", ":"))
 
 
@@ -319,50 +360,3 @@ def encode_topic_config(configs: Mapping[str, str]) -> str:
 def decode_topic_config(data: str) -> dict[str, str]:
     o = json.loads(data)
     return {str(k): str(v) for k, v in (o.get("config") or {}).items()}
-
-
-def snapshot_from_znodes(
-    znodes: Mapping[str, tuple[str | None, int]],
-    brokers: Iterable[Broker],
-    controller_epoch: int,
-    controller_epoch_zk_version: int,
-) -> ZkSnapshot:
-    """What a controller elected with ``controller_epoch`` reads from ZooKeeper, given every znode's
-    ``(data, version)`` by path."""
-    topics: list[TopicZnode] = []
-    states: list[tuple[TopicPartition, PartitionStateZnode]] = []
-    to_delete: list[str] = []
-    configs: list[tuple[str, tuple[tuple[str, str], ...]]] = []
-    pending: tuple[PartitionTarget, ...] = ()
-    preferred: tuple[TopicPartition, ...] = ()
-    offline_topics: list[str] = []
-    prefix = BROKER_TOPICS + "/"
-    for path, (data, version) in sorted(znodes.items()):
-        if path.startswith(prefix):
-            rest = path[len(prefix) :].split("/")
-            if len(rest) == 1 and data:
-                topics.append(decode_topic_znode(rest[0], data, version))
-            elif len(rest) == 4 and rest[1] == "partitions" and rest[3] == "state" and data:
-                states.append((TopicPartition(rest[0], int(rest[2])), decode_partition_state(data, version)))
-        elif path.startswith(DELETE_TOPICS + "/"):
-            to_delete.append(path[len(DELETE_TOPICS) + 1 :])
-        elif path.startswith(CONFIG_TOPICS + "/") and data:
-            configs.append((path[len(CONFIG_TOPICS) + 1 :], tuple(sorted(decode_topic_config(data).items()))))
-        elif path == REASSIGN_PARTITIONS and data:
-            pending = decode_reassignment(data)
-        elif path == PREFERRED_REPLICA_ELECTION and data:
-            preferred = decode_preferred_election(data)
-        elif path.startswith(OFFLINE_REPLICAS + "/"):
-            offline_topics.append(path[len(OFFLINE_REPLICAS) + 1 :])
-    return ZkSnapshot(
-        controller_epoch,
-        controller_epoch_zk_version,
-        tuple(brokers),
-        tuple(topics),
-        tuple(states),
-        pending,
-        tuple(to_delete),
-        preferred,
-        tuple(configs),
-        tuple(offline_topics),
-    )

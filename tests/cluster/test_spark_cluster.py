@@ -48,6 +48,7 @@ from sparkcluster import (
     start_driver,
     start_master,
     start_worker,
+    try_json,
     wait_for,
 )
 
@@ -338,6 +339,25 @@ def test_controller_on_a_spark_cluster(
         run.live.discard(KILLED_BROKER)
         wait_for("broker 3's registration gone", lambda: KILLED_BROKER not in run.view().brokers, timeout=60)
         run.wait_settled("broker 3 failed over", ["orders", "payments"])
+
+        def figures_in_the_stages_tab() -> dict[str, int] | None:
+            # the driver's REST API: each micro-batch's figures job has a stage whose task (on an executor, in
+            # another JVM: the jar reached it through --jars) added the figures to named accumulators
+            stages = try_json(f"http://127.0.0.1:{active.ports['ui']}/api/v1/applications/{active_app}/stages")
+            ours = [s for s in stages or [] if str(s.get("name", "")).startswith("livectl figures after batch ")]
+            if not ours:
+                return None
+            newest = max(ours, key=lambda s: int(s["stageId"]))
+            figures = {
+                a["name"].removeprefix("livectl."): int(a["value"])
+                for a in newest.get("accumulatorUpdates", [])
+                if a["name"].startswith("livectl.")
+            }
+            return figures if figures.get("GlobalPartitionCount") == 9 else None
+
+        figures = wait_for("the figures in the Stages tab", figures_in_the_stages_tab, timeout=60)
+        assert figures["GlobalTopicCount"] == 2 and figures["OfflinePartitionsCount"] == 0, figures
+        assert figures["ActiveControllerCount"] == 1, figures
 
         # ------------------------------------------------------------------ reassign payments, lose worker 1
         live = sorted(run.live)

@@ -281,6 +281,23 @@ def test_the_installed_controller_runs_from_root_and_answers(
             assert "_driver_DAGScheduler_job_allJobs" in spark_text, spark_text[:2000]
             # the query's Structured Streaming figures (spark.sql.streaming.metricsEnabled)
             assert f"_driver_spark_streaming_{name}_inputRate_total_Value" in spark_text, spark_text[:3000]
+            # the figures in the Stages tab: named accumulators of each batch's figures job (livectl run put the
+            # wheel's livectl-spark.jar on spark.jars), through Spark's REST API
+            figures: list[dict[str, str]] = []
+            deadline = time.monotonic() + 60
+            while not any(f.get("livectl.GlobalTopicCount") == "1" for f in figures) and time.monotonic() < deadline:
+                with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=30) as r:
+                    app_id = json.loads(r.read())[0]["id"]
+                with urllib.request.urlopen(f"{ui}/api/v1/applications/{app_id}/stages", timeout=30) as r:
+                    stages = json.loads(r.read())
+                figures = [
+                    {a["name"]: a["value"] for a in st["accumulatorUpdates"]}
+                    for st in stages
+                    if st["name"].startswith("livectl figures after batch ")
+                ]
+                time.sleep(0.5)
+            assert any(f.get("livectl.GlobalTopicCount") == "1" for f in figures), figures[:3]
+            assert all(f.get("livectl.ActiveControllerCount") == "1" for f in figures), figures[:3]
             # the Python workers ran (the bucket step): none failed to start or import
             assert "Python worker failed" not in log and "No module named" not in log
             # the driver's JVM took the shipped log4j2.properties (Spark at WARN from its first line on)

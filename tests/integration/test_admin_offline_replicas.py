@@ -22,7 +22,8 @@ from core.events import (
     LogDirFailure,
     PartitionError,
 )
-from core.kafka.zkdata import encode_broker_registration, snapshot_from_znodes
+from core.kafka.zkdata import encode_broker_registration
+from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker, Endpoint
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink

@@ -13,7 +13,8 @@ from kafka.admin import NewTopic
 from test_admin_cli import Env, env, write_tree
 
 from admin.cli import main
-from core.kafka.requests import RequestApi, encode_request
+from core.kafka.envelope import encode_request
+from core.kafka.requests import RequestApi
 from simbrokers.control import parse_control
 
 pytestmark = pytest.mark.integration

@@ -34,7 +34,7 @@ from core.events import (
     StopReplicaResponse,
     TopicCreationRefused,
 )
-from core.kafka.zkdata import snapshot_from_znodes
+from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker, Endpoint, PartitionTarget, TopicPartition
 from sinks.errors import SinkUnavailableError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper

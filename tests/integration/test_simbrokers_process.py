@@ -25,7 +25,8 @@ from kazoo.client import KazooClient
 
 from core.codec.events import event_from_json
 from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse
-from core.kafka.requests import RequestApi, encode_request
+from core.kafka.envelope import encode_request
+from core.kafka.requests import RequestApi
 from simbrokers.control import ControlCommand
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from core.controller import ControllerConfig, ControllerState, initial_state, st
 from core.decisions import BrokerRequest, Decision, ZkOp, ZkWrite
 from core.events import AlterPartition, BrokerStartup, ControllerFailover, Event, PartitionError, StopReplicaResponse
 from core.kafka.requests import RequestApi
-from core.kafka.zkdata import snapshot_from_znodes
+from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker, Endpoint, TopicPartition
 
 

@@ -31,6 +31,7 @@ import yaml
 
 from livectl.cli import build_parser
 from streaming.entry import add_run_arguments
+from streaming.resources import SPARK_JAR
 
 pytestmark = pytest.mark.unit
 
@@ -162,6 +163,9 @@ def test_controllers_are_spark_submit_clients_of_the_cluster_with_a_standby() ->
         assert opts["--master"] == [f"spark://spark-master:{master_port}"]
         assert app == f"{site_packages()}/streaming/main.py"
         assert (REPO / "streaming" / "main.py").is_file()  # in the package the image installs
+        # the Spark UI's figures job (streaming.spark_ui) on the driver's class path and the executors'
+        assert opts["--jars"] == [f"{site_packages()}/streaming/conf/{SPARK_JAR}"]
+        assert (REPO / "streaming" / "conf" / SPARK_JAR).is_file()
         ns = _run_parser().parse_args(args)
         assert ns.zookeeper == "zookeeper:2181" and ns.bootstrap_server == "kafka:9092"
         ids.add(ns.controller_id)

@@ -22,7 +22,7 @@ from core.events import (
     PartitionError,
     ReassignPartitions,
 )
-from core.kafka.zkdata import snapshot_from_znodes
+from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker, PartitionTarget, TopicPartition
 
 STORAGE = 56  # KAFKA_STORAGE_ERROR

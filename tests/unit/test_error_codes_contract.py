@@ -2,7 +2,7 @@
 
 The core builds request bodies (:mod:`core.requests`), the request sink wraps them into
 ``livectl.requests`` messages (:func:`sinks.requests.request_messages`), the simulated brokers parse them
-(:func:`core.kafka.requests.parse_request`). Every field the core sends must arrive as the core meant it,
+(:func:`core.kafka.envelope.parse_request`). Every field the core sends must arrive as the core meant it,
 and every error code must be the one Kafka gives that name."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from core_support import Cluster
 
 from core.decisions import BrokerRequest
 from core.events import AlterPartition, BrokerFailure, ControlledShutdown, CreateTopic, DeleteTopic, StopReplicaResponse
+from core.kafka.envelope import encode_request, parse_request
 from core.kafka.error_codes import CODES, KafkaError, error_name
 from core.kafka.requests import (
     AlterPartitionResponse,
@@ -22,8 +23,6 @@ from core.kafka.requests import (
     RequestApi,
     StopReplicaRequest,
     UpdateMetadataRequest,
-    encode_request,
-    parse_request,
 )
 from core.model import TopicPartition
 from simbrokers.broker import SimBroker

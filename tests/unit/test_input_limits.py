@@ -17,7 +17,7 @@ from core import events as ev
 from core import limits as lim
 from core.codec.events import event_from_json
 from core.codec.values import TOPIC_NAME_REGEX
-from core.controller import ControllerConfig, step_isolating
+from core.controller import ControllerConfig, event_loop, step_isolating
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
 from core.model import PartitionTarget, TopicPartition
@@ -241,7 +241,7 @@ def _explode(_c: object, _e: object) -> None:
 
 
 def test_an_event_that_raises_is_left_out_and_the_rest_applied(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(controller._HANDLERS, _Poison, _explode)
+    monkeypatch.setitem(event_loop.HANDLERS, _Poison, _explode)
     c = Cluster.start([1, 2, 3], ControllerConfig())
     events: list[ev.Event] = [
         ev.CreateTopic("a", "t", 2, 2),

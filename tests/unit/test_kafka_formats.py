@@ -9,14 +9,8 @@ import pytest
 
 from core.errors import FormatError
 from core.kafka import zkdata
-from core.kafka.requests import (
-    ControlledShutdownResponse,
-    RequestApi,
-    StopReplicaRequest,
-    encode_envelope,
-    encode_request,
-    parse_request,
-)
+from core.kafka.envelope import encode_envelope, encode_request, parse_request
+from core.kafka.requests import ControlledShutdownResponse, RequestApi, StopReplicaRequest
 from core.model import Endpoint
 
 pytestmark = pytest.mark.unit
@@ -111,6 +105,27 @@ def test_config_paths_and_change_notifications() -> None:
     assert zkdata.decode_config_change(zkdata.encode_config_change("brokers", "3")) == ("brokers", "3")
 
 
+def test_paths_are_read_back_to_what_they_name() -> None:
+    state = zkdata.partition_state_path("orders.v2", 12)
+    assert state == "/brokers/topics/orders.v2/partitions/12/state"
+    assert zkdata.partition_of_state_path(state) == ("orders.v2", 12)
+    assert zkdata.partition_of_state_path("/brokers/topics/t/partitions/1") is None
+    assert zkdata.partition_of_path("/brokers/topics/t/partitions/1") == ("t", 1)
+    assert zkdata.partition_of_path(state) == ("orders.v2", 12)
+    assert zkdata.topic_of_path(zkdata.topic_path("t")) == "t"
+    assert zkdata.topic_of_path(zkdata.delete_topic_path("t")) is None
+    assert zkdata.topic_of_path(zkdata.delete_topic_path("t"), zkdata.DELETE_TOPICS) == "t"
+    assert zkdata.topic_of_path(zkdata.topic_config_path("t"), zkdata.CONFIG_TOPICS) == "t"
+    assert zkdata.topic_of_path(state) is None
+
+
+def test_topic_id_of_a_topic_znode() -> None:
+    assert zkdata.topic_znode_id(zkdata.encode_topic_znode({}, "AbCdEfGhIjKlMnOpQrStUv")) == "AbCdEfGhIjKlMnOpQrStUv"
+    assert zkdata.topic_znode_id(zkdata.encode_topic_znode({}, None)) is None
+    assert zkdata.topic_znode_id("not json") is None and zkdata.topic_znode_id(None) is None
+    assert zkdata.topic_znode_id("[1]") is None
+
+
 def test_topic_znode_partitions_without_the_replica_lists() -> None:
     data = '{"version":2,"partitions":{"1":[1,2],"0":[2,3]},"adding_replicas":{},"removing_replicas":{}}'
     assert sorted(zkdata.topic_znode_partitions(data)) == [0, 1]
@@ -152,3 +167,17 @@ def test_a_message_whose_broker_id_disagrees_with_its_key_is_refused() -> None:
     with pytest.raises(FormatError, match="the message key says broker 1") as e:
         parse_request(b"1", value)
     assert e.value.field == "brokerId"
+
+
+def test_the_reassignment_znode_and_file_are_one_format() -> None:
+    from core.model import PartitionTarget
+
+    targets = [PartitionTarget("t", 1, (2, 3)), PartitionTarget("t", 0, (1, 2))]
+    znode = zkdata.encode_reassignment(targets)
+    assert znode == '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]},' + (
+        '{"topic":"t","partition":1,"replicas":[2,3]}]}'
+    )
+    assert zkdata.decode_reassignment(znode) == tuple(sorted(targets, key=lambda t: t.partition))
+    file_form = json.loads(zkdata.encode_reassignment(targets, log_dirs=True))
+    assert [e["log_dirs"] for e in file_form["partitions"]] == [["any", "any"], ["any", "any"]]
+    assert zkdata.decode_reassignment(json.dumps(file_form)) == zkdata.decode_reassignment(znode)

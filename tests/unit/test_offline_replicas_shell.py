@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from core import events as ev
 from core.codec.events import event_from_json, event_to_json
-from core.kafka.zkdata import snapshot_from_znodes
+from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
 from streaming import failover, routing

@@ -24,8 +24,9 @@ from core.events import (
     LogDirFailure,
     StopReplicaResponse,
 )
+from core.kafka.envelope import Envelope, encode_request, parse_request
 from core.kafka.error_codes import KafkaError
-from core.kafka.requests import Envelope, RequestApi, encode_request, parse_request
+from core.kafka.requests import RequestApi
 from core.model import TopicPartition
 from simbrokers.broker import BrokerConfig, Faults, SimBroker
 from simbrokers.fabric import LocalFabric, acknowledged_lost

@@ -430,7 +430,7 @@ def test_a_refused_state_write_is_read_again_and_redone(tmp_path: Path, validato
 
 def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ZkSnapshot:
     """What a controller elected now reads from the fake tree (as :func:`streaming.zk_snapshot.read_snapshot`)."""
-    from core.kafka.zkdata import snapshot_from_znodes
+    from core.kafka.zksnapshot import snapshot_from_znodes
 
     data, version = zk.get("/controller_epoch")
     znodes = {path: (d.decode() or None, v) for path, (d, v) in zk.nodes.items()}

@@ -1,0 +1,134 @@
+"""Leader elections on demand: the ElectLeaders API, ``/admin/preferred_replica_election``, the auto
+leader rebalance and unclean election turned on (Kafka's ``onReplicaElection``,
+``processReplicaLeaderElection``, ``checkAndTriggerAutoLeaderRebalance``,
+``processUncleanLeaderElectionEnable``). The elections themselves are the partition state machine's
+(:mod:`core.partition_machine`, :mod:`core.election`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from core.cluster_config import controller_fields
+from core.context import ControllerContext
+from core.controller.step_context import StepContext
+from core.decisions import ANY_VERSION, AdminStatus, ZkOp, ZkWrite
+from core.election import ElectionStrategy, preferred_leader
+from core.events import AutoRebalanceTick, ClusterConfigChanged, ElectLeaders, ZkPreferredElection
+from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
+from core.model import NO_LEADER, ElectionType, TopicPartition
+from core.states import PartitionState
+
+
+def elect_leaders(c: StepContext, cmd: ElectLeaders) -> None:
+    ctx = c.ctx
+    all_partitions = not cmd.partitions
+    tps = sorted(ctx.partition_assignments) if all_partitions else list(cmd.partitions)
+    results: dict[str, dict[str, str]] = {}
+    electable: list[TopicPartition] = []
+    for tp in tps:
+        if tp not in ctx.partition_assignments:
+            results[str(tp)] = {"error": "UNKNOWN_TOPIC_OR_PARTITION", "message": "The partition does not exist."}
+        elif tp.topic in ctx.topics_to_be_deleted:
+            results[str(tp)] = {"error": "INVALID_TOPIC_EXCEPTION", "message": "The topic is being deleted"}
+        elif not election_needed(c, tp, cmd.election_type):
+            if not all_partitions:
+                results[str(tp)] = {"error": "ELECTION_NOT_NEEDED", "message": "Leader election not needed"}
+        else:
+            electable.append(tp)
+    if cmd.election_type is ElectionType.PREFERRED:
+        strategy, fail_error = ElectionStrategy.PREFERRED, "PREFERRED_LEADER_NOT_AVAILABLE"
+    else:
+        strategy, fail_error = ElectionStrategy.OFFLINE_UNCLEAN, "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    failed = c.partition_states(electable, PartitionState.ONLINE, strategy)
+    for tp in electable:
+        if tp in failed:
+            results[str(tp)] = {"error": fail_error, "message": failed[tp]}
+        else:
+            results[str(tp)] = {"error": "NONE"}
+    errors = [r for r in results.values() if r["error"] not in ("NONE", "ELECTION_NOT_NEEDED")]
+    if errors:
+        c.admin(cmd, AdminStatus.ERROR, errors[0]["error"], errors[0]["message"], {"partitions": results})
+    else:
+        c.admin(cmd, AdminStatus.OK, details={"partitions": results})
+
+
+def election_needed(c: StepContext, tp: TopicPartition, kind: ElectionType) -> bool:
+    lai = c.ctx.leader_and_isr(tp)
+    if lai is None:
+        return True
+    if kind is ElectionType.PREFERRED:
+        replicas = c.ctx.replicas(tp)
+        return not replicas or lai.leader != replicas[0]
+    return lai.leader == NO_LEADER or lai.leader not in c.ctx.live_broker_ids
+
+
+def can_preferred_replica_be_leader(c: StepContext, tp: TopicPartition) -> bool:
+    ctx = c.ctx
+    lai = ctx.leader_and_isr(tp)
+    if lai is None:
+        return False
+    replicas = ctx.replicas(tp)
+    live = {r for r in replicas if ctx.is_replica_online(r, tp)}
+    return preferred_leader(replicas, lai.isr, live) is not None
+
+
+def auto_rebalance(c: StepContext, ev: AutoRebalanceTick) -> None:
+    if not c.config.auto_leader_rebalance_enable or not ev.brokers:
+        return
+    candidates = auto_rebalance_candidates(c.ctx, ev.brokers)
+    good = [tp for tp in candidates if can_preferred_replica_be_leader(c, tp)]
+    c.partition_states(good, PartitionState.ONLINE, ElectionStrategy.PREFERRED)
+
+
+def zk_preferred_election(c: StepContext, ev: ZkPreferredElection) -> None:
+    """Kafka's ``processReplicaLeaderElection`` for the ZooKeeper trigger: partitions that exist, are
+    not being deleted and are not led by their preferred replica get a preferred election (one that
+    cannot happen is reported as a failed transition), then the path is deleted."""
+    if not c.read_under_this_epoch(ev.controller_epoch):
+        return
+    preferred_elections(c, ev.partitions)
+    c.fx.zk.append(ZkWrite(ZkOp.DELETE, PREFERRED_REPLICA_ELECTION, None, ANY_VERSION))
+
+
+def preferred_elections(c: StepContext, tps: Iterable[TopicPartition]) -> None:
+    """The preferred elections ``/admin/preferred_replica_election`` asks for: of ``tps``, the partitions
+    that exist, are not being deleted and are not led by their preferred replica (one that cannot
+    happen is reported as a failed transition)."""
+    ctx = c.ctx
+    electable = {
+        tp
+        for tp in tps
+        if tp in ctx.partition_assignments
+        and tp.topic not in ctx.topics_to_be_deleted
+        and election_needed(c, tp, ElectionType.PREFERRED)
+    }
+    c.partition_states(sorted(electable), PartitionState.ONLINE, ElectionStrategy.PREFERRED)
+
+
+def cluster_config_changed(c: StepContext, ev: ClusterConfigChanged) -> None:
+    """The controller configs changed (:mod:`core.cluster_config`). Unclean leader election turned on
+    for the cluster elects the offline partitions it now allows (Kafka's
+    ``processUncleanLeaderElectionEnable``)."""
+    if not c.read_under_this_epoch(ev.controller_epoch):
+        return
+    was_unclean = c.config.unclean_leader_election_enable
+    changes: dict[str, Any] = dict(controller_fields(ev.configs))
+    c.config = replace(c.config, **changes)
+    if c.config.unclean_leader_election_enable and not was_unclean:
+        c.trigger_online_partition_state_change()
+
+
+def auto_rebalance_candidates(ctx: ControllerContext, brokers: Iterable[int]) -> list[TopicPartition]:
+    """Partitions (not queued for deletion) whose preferred replica is one of ``brokers`` but whose
+    leader is another broker — what ``checkAndTriggerAutoLeaderRebalance`` re-elects."""
+    wanted = set(brokers)
+    out = []
+    for tp, ra in ctx.partition_assignments.items():
+        if not ra.replicas or ra.replicas[0] not in wanted or tp.topic in ctx.topics_to_be_deleted:
+            continue
+        lai = ctx.leader_and_isr(tp)
+        if lai is not None and lai.leader != ra.replicas[0]:
+            out.append(tp)
+    return sorted(out)

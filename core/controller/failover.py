@@ -1,0 +1,81 @@
+"""Controller failover (Kafka's ``onControllerFailover``): the new controller's context from the
+ZooKeeper snapshot, then each part started in Kafka's order."""
+
+from __future__ import annotations
+
+from core import deletion, partition_machine, replica_machine
+from core.context import ControllerContext
+from core.controller.elections import preferred_elections
+from core.controller.reassignment import maybe_resume_reassignments, start_zk_reassignments
+from core.controller.step_context import UNCLEAN_CONFIG, StepContext
+from core.decisions import ANY_VERSION, ZkOp, ZkWrite
+from core.events import ControllerFailover
+from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
+from core.model import LeaderAndIsr, ReplicaAssignment, TopicPartition
+from core.snapshot import ZkSnapshot
+
+
+def failover(c: StepContext, ev: ControllerFailover) -> None:
+    """Kafka's ``onControllerFailover`` from the snapshot's reading of ZooKeeper: the context, topic
+    deletion initialised, UpdateMetadata (brokers only) to every broker, both state machines started,
+    reassignments resumed (the legacy ``/admin/reassign_partitions`` entries first: they take
+    precedence), deletions resumed, pending preferred elections run."""
+    snap = ev.snapshot
+    c.ctx = ctx = _context_from_snapshot(ev.controller_id, snap)
+    c.offline_reset = frozenset(snap.offline_replica_topics)
+    fx = c.fx
+    # Kafka's fetchTopicDeletionsInProgress: a topic with a replica offline or a partition being
+    # reassigned cannot be deleted yet
+    offline_topics = {
+        tp.topic for tp in ctx.partition_assignments if any(not ctx.is_replica_online(r, tp) for r in ctx.replicas(tp))
+    }
+    ineligible = offline_topics | {tp.topic for tp in ctx.partitions_being_reassigned}
+    deletion.init(ctx, fx, snap.topics_to_delete, ineligible, enabled=c.config.delete_topic_enable)
+    c.send_update_metadata(ctx.live_brokers.keys())
+    replica_machine.startup(ctx, fx)
+    partition_machine.startup(ctx, fx, default_unclean=c.config.unclean_leader_election_enable)
+    # reassignments: the legacy path first (it takes precedence), then those in topic znodes
+    legacy = [(TopicPartition(t.topic, t.partition), t.replicas) for t in snap.pending_reassignments]
+    c.zk_reassignments = set()
+    c.had_zk_reassignments = bool(legacy)
+    start_zk_reassignments(c, legacy)
+    started = {tp for tp, _ in legacy}
+    maybe_resume_reassignments(c, lambda tp, _ra: tp not in started)
+    deletion.resume_deletions(ctx, fx)
+    preferred_elections(c, snap.pending_preferred_elections)
+    if snap.pending_preferred_elections:
+        fx.zk.append(ZkWrite(ZkOp.DELETE, PREFERRED_REPLICA_ELECTION, None, ANY_VERSION))
+
+
+def _context_from_snapshot(controller_id: int, snap: ZkSnapshot) -> ControllerContext:
+    ctx = ControllerContext(
+        controller_id=controller_id, epoch=snap.controller_epoch, epoch_zk_version=snap.controller_epoch_zk_version
+    )
+    for b in snap.brokers:
+        ctx.add_live_broker(b)
+    for tz in snap.topics:
+        adding = dict(tz.adding_replicas)
+        removing = dict(tz.removing_replicas)
+        ctx.topic_partitions.setdefault(tz.topic, set())
+        if tz.topic_id:
+            ctx.topic_ids[tz.topic] = tz.topic_id
+        for p, reps in tz.partitions:
+            tp = TopicPartition(tz.topic, p)
+            ra = ReplicaAssignment(tuple(reps), tuple(adding.get(p, ())), tuple(removing.get(p, ())))
+            ctx.set_assignment(tp, ra)
+            if ra.is_being_reassigned:
+                ctx.partitions_being_reassigned.add(tp)
+    for tp, st in snap.partition_states:
+        if tp in ctx.partition_assignments:
+            ctx.put_leadership(
+                tp,
+                LeaderAndIsr(st.leader, st.isr, st.leader_epoch, st.zk_version, st.leader_recovery_state),
+                st.controller_epoch,
+            )
+    for topic, cfg in snap.topic_configs:
+        if topic in ctx.topic_partitions:
+            ctx.topic_configs[topic] = dict(cfg)
+            v = dict(cfg).get(UNCLEAN_CONFIG)
+            if v is not None:
+                ctx.unclean_leader_election[topic] = v == "true"
+    return ctx

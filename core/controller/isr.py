@@ -1,0 +1,193 @@
+"""Leader and ISR changes a broker asks for (Kafka's ``processAlterPartition``, ZooKeeper mode), and
+the retry of a partition-state write ZooKeeper refused (:class:`core.events.PartitionStatesRead`).
+Every leader/ISR write goes through :func:`core.isr_write.update_leader_and_isr`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from core.controller.reassignment import maybe_complete_reassignment, maybe_resume_reassignments
+from core.controller.step_context import StepContext
+from core.decisions import BrokerRequest
+from core.events import AlterPartition, PartitionStatesRead
+from core.isr_write import update_leader_and_isr
+from core.kafka.error_codes import CODES as ERROR_CODES
+from core.kafka.requests import RequestApi
+from core.model import RECOVERED, RECOVERING, LeaderAndIsr, PartitionReplica, TopicPartition
+from core.replica_machine import remove_replica_from_isr
+from core.states import PartitionState
+
+
+def alter_partition(c: StepContext, ev: AlterPartition) -> None:
+    """Kafka's ``processAlterPartition`` (ZooKeeper mode), for one partition, checks in Kafka's order:
+
+    1. the sender must be registered at exactly ``broker_epoch`` (-1 included: Kafka compares for
+       equality) -> else ``STALE_BROKER_EPOCH`` for the whole request;
+    2. a proposal by topic id (``topic_id`` set: AlterPartition v2+) names the topic this controller
+       holds under that id -> else ``UNKNOWN_TOPIC_ID``;
+    3. ``leader_recovery_state`` is RECOVERED (0) or RECOVERING (1) -> else Kafka's
+       ``LeaderRecoveryState.of`` throws and the whole request is answered ``UNKNOWN_SERVER_ERROR``;
+    4. the partition has a leader and ISR -> else ``UNKNOWN_TOPIC_OR_PARTITION``;
+    5. :func:`_validate_alter` (epochs, idempotent repeat, recovery transitions, eligibility).
+
+    Nothing invalid is ever written. Like Kafka, every partition that got past 1–3 is sent in an
+    UpdateMetadata to every registered broker, whatever its answer."""
+    ctx = c.ctx
+    tp = TopicPartition(ev.topic, ev.partition)
+    broker = ctx.live_brokers.get(ev.broker_id)
+    if broker is None or ev.broker_epoch != broker.epoch:
+        _alter_response(c, ev, ERROR_CODES["STALE_BROKER_EPOCH"], None, None)
+        return
+    if ev.topic_id is not None and ctx.topic_ids.get(ev.topic) != ev.topic_id:
+        _alter_response(c, ev, 0, ERROR_CODES["UNKNOWN_TOPIC_ID"], None)
+        return
+    if ev.leader_recovery_state not in (RECOVERED, RECOVERING):
+        _alter_response(c, ev, ERROR_CODES["UNKNOWN_SERVER_ERROR"], None, None)
+        return
+    _alter_one(c, ev, tp)
+    c.send_update_metadata(ctx.live_brokers.keys(), (tp,))
+
+
+def _alter_one(c: StepContext, ev: AlterPartition, tp: TopicPartition) -> None:
+    ctx = c.ctx
+    li = ctx.partition_leadership.get(tp)
+    if li is None or tp not in ctx.partition_assignments:
+        _alter_response(c, ev, 0, ERROR_CODES["UNKNOWN_TOPIC_OR_PARTITION"], None)
+        return
+    cur = li.leader_and_isr
+    proposed = LeaderAndIsr(ev.broker_id, ev.new_isr, ev.leader_epoch, ev.partition_epoch, ev.leader_recovery_state)
+    error = _validate_alter(c, tp, cur, proposed, by_topic_id=ev.topic_id is not None)
+    if error is not None and error != "SAME":
+        _alter_response(c, ev, 0, ERROR_CODES[error], None)
+        return
+    if error == "SAME":
+        _alter_response(c, ev, 0, 0, cur)
+    else:
+        _write_alter(c, ev, tp, cur)
+    # Kafka checks every answered-with-a-state partition for a reassignment it may complete
+    if tp in ctx.partitions_being_reassigned:
+        maybe_complete_reassignment(c, tp)
+
+
+def _write_alter(c: StepContext, ev: AlterPartition, tp: TopicPartition, cur: LeaderAndIsr) -> None:
+    new = LeaderAndIsr(cur.leader, ev.new_isr, cur.leader_epoch, cur.partition_epoch, ev.leader_recovery_state)
+    _alter_response(c, ev, 0, 0, update_leader_and_isr(c.ctx, c.fx, tp, new).leader_and_isr)
+
+
+def _validate_alter(
+    c: StepContext, tp: TopicPartition, cur: LeaderAndIsr, new: LeaderAndIsr, *, by_topic_id: bool = False
+) -> str | None:
+    """Kafka's checks in Kafka's order; then livectl's own (the sender must be the leader, the ISR
+    must hold the leader and only distinct replicas: KRaft's rules, see the README), then Kafka's
+    KIP-841 eligibility (``INELIGIBLE_REPLICA`` from v2, the topic-id versions; before that
+    ``OPERATION_NOT_ATTEMPTED``). ``"SAME"``: already in the proposed state (Kafka's
+    ``equalsAllowStalePartitionEpoch``), answered with the current state."""
+    if new.partition_epoch > cur.partition_epoch or new.leader_epoch > cur.leader_epoch:
+        return "NOT_CONTROLLER"
+    if new.leader_epoch < cur.leader_epoch:
+        return "FENCED_LEADER_EPOCH"
+    if (
+        new.leader == cur.leader
+        and new.leader_epoch == cur.leader_epoch
+        and new.isr == cur.isr
+        and new.leader_recovery_state == cur.leader_recovery_state
+    ):
+        return "SAME"
+    if new.partition_epoch < cur.partition_epoch:
+        return "INVALID_UPDATE_VERSION"
+    if new.leader_recovery_state == RECOVERING and len(new.isr) > 1:
+        return "INVALID_REQUEST"
+    if cur.leader_recovery_state == RECOVERED and new.leader_recovery_state == RECOVERING:
+        return "INVALID_REQUEST"
+    if new.leader != cur.leader:
+        return "NOT_LEADER_OR_FOLLOWER"
+    replicas = c.ctx.replicas(tp)
+    if new.leader not in new.isr or len(set(new.isr)) != len(new.isr) or any(r not in replicas for r in new.isr):
+        return "INVALID_REQUEST"
+    live = c.ctx.live_broker_ids
+    if any(r not in live for r in new.isr):
+        return "INELIGIBLE_REPLICA" if by_topic_id else "OPERATION_NOT_ATTEMPTED"
+    return None
+
+
+def _alter_response(
+    c: StepContext, ev: AlterPartition, top_error: int, part_error: int | None, lai: LeaderAndIsr | None
+) -> None:
+    topics: list[dict[str, Any]] = []
+    if part_error is not None:
+        part: dict[str, Any] = {"partitionIndex": ev.partition, "errorCode": part_error}
+        if lai is not None:
+            part.update(
+                leaderId=lai.leader,
+                leaderEpoch=lai.leader_epoch,
+                isr=list(lai.isr),
+                partitionEpoch=lai.partition_epoch,
+                leaderRecoveryState=lai.leader_recovery_state,
+            )
+        else:
+            part.update(leaderId=-1, leaderEpoch=-1, isr=[], partitionEpoch=-1, leaderRecoveryState=0)
+        if ev.correlation_id >= 0:
+            part["correlationId"] = ev.correlation_id
+        topics.append(
+            {
+                "topicName": ev.topic,
+                "topicId": ev.topic_id or c.ctx.topic_ids.get(ev.topic, "AAAAAAAAAAAAAAAAAAAAAA"),
+                "partitions": [part],
+            }
+        )
+    body = {"errorCode": top_error, "throttleTimeMs": 0, "topics": topics}
+    c.fx.batch.responses.append(
+        BrokerRequest(ev.broker_id, RequestApi.ALTER_PARTITION_RESPONSE, json.dumps(body, separators=(",", ":")))
+    )
+
+
+def partition_states_read(c: StepContext, ev: PartitionStatesRead) -> None:
+    """Kafka's retry after a ``BadVersion`` on a partition-state update: take the znode as read, then
+    redo what the partition still needs (see :class:`core.events.PartitionStatesRead`)."""
+    ctx = c.ctx
+    adopted: list[TopicPartition] = []
+    for partition, z in ev.states:
+        tp = TopicPartition(ev.topic, partition)
+        if tp not in ctx.partition_assignments:
+            continue  # deleted since
+        if z.controller_epoch > ctx.epoch:
+            # Kafka aborts here: a newer controller wrote it, and this one will find itself fenced
+            c.fx.fail(
+                tp,
+                ctx.partition_state(tp),
+                ctx.partition_state(tp),
+                f"the state znode was written by controller epoch {z.controller_epoch}, "
+                f"newer than this controller's {ctx.epoch}",
+            )
+            continue
+        la = LeaderAndIsr(z.leader, z.isr, z.leader_epoch, z.zk_version, z.leader_recovery_state)
+        ctx.put_leadership(tp, la, z.controller_epoch)
+        adopted.append(tp)
+    if not adopted:
+        return
+    live = ctx.live_broker_ids
+    deleting = ctx.topics_to_be_deleted
+    offline_leader = [
+        tp
+        for tp in adopted
+        if ctx.partition_state(tp) in (PartitionState.ONLINE, PartitionState.OFFLINE)
+        and ctx.partition_leadership[tp].leader_and_isr.leader not in live
+        and tp.topic not in deleting
+    ]
+    c.partition_states(offline_leader, PartitionState.OFFLINE)
+    c.trigger_online_partition_state_change()
+    for tp in adopted:
+        la = ctx.partition_leadership[tp].leader_and_isr
+        dead = [r for r in la.isr if r not in live]
+        if la.leader not in live or not dead or tp.topic in deleting:
+            continue
+        for r in dead:
+            remove_replica_from_isr(ctx, c.fx, PartitionReplica(tp.topic, tp.partition, r))
+        recipients = [r for r in ctx.replicas(tp) if r in live]
+        c.fx.batch.add_leader_and_isr(
+            ctx, recipients, tp, ctx.partition_leadership[tp], ctx.assignment(tp), is_new=False
+        )
+    c.send_update_metadata(ctx.live_brokers.keys(), adopted)
+    again = set(adopted)
+    maybe_resume_reassignments(c, lambda tp, _ra: tp in again)

@@ -1,0 +1,76 @@
+"""Kafka's controller gauges and the leader-imbalance counts, per bucket (the driver sums them across
+buckets)."""
+
+from __future__ import annotations
+
+from core.controller.state import ControllerState
+from core.states import PartitionState, ReplicaState
+
+__all__ = ["brokers_over_imbalance", "imbalance", "metrics"]
+
+
+def imbalance(state: ControllerState) -> dict[int, tuple[int, int]]:
+    """Per preferred broker: (partitions not led by it, partitions it prefers) in this bucket — the
+    driver sums these across buckets, divides and compares with
+    ``leader.imbalance.per.broker.percentage`` (see :func:`brokers_over_imbalance`)."""
+    ctx = state.context
+    out: dict[int, list[int]] = {}
+    for tp, ra in ctx.partition_assignments.items():
+        if not ra.replicas or tp.topic in ctx.topics_to_be_deleted:
+            continue
+        counts = out.setdefault(ra.replicas[0], [0, 0])
+        counts[1] += 1
+        lai = ctx.leader_and_isr(tp)
+        if lai is not None and lai.leader != ra.replicas[0]:
+            counts[0] += 1
+    return {b: (c[0], c[1]) for b, c in sorted(out.items())}
+
+
+def brokers_over_imbalance(counts: dict[int, tuple[int, int]], percentage: int) -> tuple[int, ...]:
+    """Brokers whose imbalance ratio exceeds ``percentage`` / 100 (Kafka's strict comparison)."""
+    return tuple(b for b, (bad, total) in sorted(counts.items()) if total and bad / total > percentage / 100)
+
+
+def metrics(state: ControllerState) -> dict[str, int]:
+    """Kafka's controller gauges for this bucket (sum them across buckets)."""
+    ctx = state.context
+    offline = sum(
+        1
+        for tp, st in ctx.partition_states.items()
+        if st is PartitionState.OFFLINE and tp.topic not in ctx.topics_with_deletion_started
+    )
+    imbalanced = 0
+    for tp, li in ctx.partition_leadership.items():
+        if tp.topic in ctx.topics_to_be_deleted:
+            continue
+        target = ctx.assignment(tp).target_replicas
+        if target and li.leader_and_isr.leader != target[0]:
+            imbalanced += 1
+    # Kafka's broker-side UnderReplicatedPartitions, seen from the controller: ISR smaller than the
+    # partition's full replica set (during a reassignment that set includes the adding replicas)
+    under_replicated = sum(
+        1
+        for tp, li in ctx.partition_leadership.items()
+        if tp.topic not in ctx.topics_to_be_deleted and len(li.leader_and_isr.isr) < len(ctx.assignment(tp).replicas)
+    )
+    to_delete = 0
+    ineligible = 0
+    for topic in ctx.topics_to_be_deleted:
+        for pr in ctx.replicas_for_topic(topic):
+            st = ctx.replica_state(pr)
+            if st is not ReplicaState.DELETION_SUCCESSFUL:
+                to_delete += 1
+            if st is ReplicaState.DELETION_INELIGIBLE:
+                ineligible += 1
+    return {
+        "OfflinePartitionsCount": offline,
+        "PreferredReplicaImbalanceCount": imbalanced,
+        "GlobalTopicCount": len(ctx.topic_partitions),
+        "GlobalPartitionCount": len(ctx.partition_assignments),
+        "TopicsToDeleteCount": len(ctx.topics_to_be_deleted),
+        "ReplicasToDeleteCount": to_delete,
+        "TopicsIneligibleToDeleteCount": len(ctx.topics_ineligible_for_deletion),
+        "ReplicasIneligibleToDeleteCount": ineligible,
+        "UnderReplicatedPartitions": under_replicated,
+        "ReassigningPartitions": len(ctx.partitions_being_reassigned),
+    }
