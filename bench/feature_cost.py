@@ -126,15 +126,20 @@ class OwnTime:
 
     def __init__(self) -> None:
         self.by_batch: dict[int, float] = {}
+        #: the same, per wrapped callable
+        self.by_part: dict[str, dict[int, float]] = {}
 
-    def wrap(self, fn: Callable[[Any], Any], batch_of: Callable[[Any], int]) -> Callable[[Any], Any]:
+    def wrap(self, part: str, fn: Callable[[Any], Any], batch_of: Callable[[Any], int]) -> Callable[[Any], Any]:
+        mine = self.by_part.setdefault(part, {})
+
         def timed(arg: Any) -> Any:
             started = time.monotonic()
             try:
                 return fn(arg)
             finally:
-                b = batch_of(arg)
-                self.by_batch[b] = self.by_batch.get(b, 0.0) + time.monotonic() - started
+                b, spent = batch_of(arg), time.monotonic() - started
+                self.by_batch[b] = self.by_batch.get(b, 0.0) + spent
+                mine[b] = mine.get(b, 0.0) + spent
 
         return timed
 
@@ -173,9 +178,9 @@ def run_config(spark: Any, svc: Services, work: Path, features: list[str], args:
         own = OwnTime()
         d = rc.app.dispatcher
         if d.audit is not None:
-            d.audit = own.wrap(d.audit, lambda a: int(a.batch_id))
+            d.audit = own.wrap("audit_log", d.audit, lambda a: int(a.batch_id))
         if d.observer is not None:
-            d.observer = own.wrap(d.observer, lambda o: int(o.batch_id))
+            d.observer = own.wrap("metrics_record", d.observer, lambda o: int(o.batch_id))
         wait_for(
             "the tree loaded",
             lambda: any(
@@ -226,6 +231,10 @@ def run_config(spark: Any, svc: Services, work: Path, features: list[str], args:
                 if keep(int(x["batchId"])) and int(x.get("numInputRows", 0)) > 0
             ]
 
+        out["own_ms_median"] = {
+            part: statistics.median(1000 * v for v in per.values()) if per else None
+            for part, per in own.by_part.items()
+        }
         out["small_own_shares"] = shares(lambda b: b <= small_last)
         out["failure_own_shares"] = shares(lambda b: b > small_last)
         window_s = sum(float(x["durationMs"]["triggerExecution"]) for x in progress) / 1000
@@ -247,7 +256,8 @@ def run_config(spark: Any, svc: Services, work: Path, features: list[str], args:
         f"[{label}] small batches: median {out.get('small_median_ms')} ms over {len(out.get('small_batches_ms', []))}; "
         f"broker failure batch {out.get('failure_ms')} ms; {out.get('scrapes', 0)} scrapes; features' own time "
         f"{_pct(out.get('small_own_shares'))} of small batches, {_pct(out.get('failure_own_shares'))} of the "
-        f"failure's; scrapes {_pct([out['scrape_share']] if out.get('scrape_share') else [])} of the time",
+        f"failure's; scrapes {_pct([out['scrape_share']] if out.get('scrape_share') else [])} of the time; "
+        f"own ms per batch (median) {out.get('own_ms_median')}, per scrape {out.get('scrape_ms_mean')}",
         flush=True,
     )
     return out

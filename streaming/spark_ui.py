@@ -32,9 +32,11 @@ adds it to ``spark.jars`` (:func:`streaming.app.spark_session`); under ``spark-s
 ``--jars "$(livectl conf path jars/livectl-spark.jar)"``. Without it the figures job is the job of no
 task of before (:func:`announce`: the Jobs tab line only) and the driver logs once how to add the jar.
 
-The figures job is submitted asynchronously: the micro-batch does not wait for its task (a one-task job
-costs tens of milliseconds of scheduling; its submission a few). Its job id and stage are taken when it
-is submitted, after the batch's own work, so it is still listed above the batch.
+The figures job is submitted asynchronously: the micro-batch does not wait for its task, only for the
+submission, which costs what the job of no task did (measured with ``local[2]`` on a loaded machine, 40
+each: submission median 19.5 ms, the job of no task 20.7 ms; the task then takes another ~30 ms, off the
+batch's path). Its job id and stage are taken at submission, after the batch's own work, so it is still
+listed above the batch.
 """
 
 from __future__ import annotations
