@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.codec import fields as jf
+from core import jsonform as jf
 from core.codec.events import decode_event
 from core.codec.values import validate_topic_name
 from core.errors import FormatError

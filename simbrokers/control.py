@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from core.codec import fields as jf
+from core import jsonform as jf
 from core.errors import FormatError
 from core.kafka.envelope import parse_broker_keyed
 

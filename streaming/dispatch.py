@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from core import decisions as dc
-from core.codec import fields as jf
+from core import jsonform as jf
 from core.codec.decisions import decision_from_json
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH

@@ -35,8 +35,8 @@ from typing import Any
 import pandas as pd
 
 from core import events as ev
+from core import jsonform as jf
 from core import limits as lim
-from core.codec import fields as jf
 from core.codec.events import ADMIN_TYPES, EVENT_TYPES, decode_event
 from core.codec.values import TOPIC_NAME_REGEX
 from core.errors import FormatError

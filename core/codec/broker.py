@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from core import jsonform as jf
 from core import limits as lim
-from core.codec import fields as jf
 from core.codec.values import (
     TOPIC_ID_REGEX,
     read_broker_id,

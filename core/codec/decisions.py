@@ -9,7 +9,7 @@ from dataclasses import fields
 from enum import Enum
 from typing import Any
 
-from core.codec import fields as jf
+from core import jsonform as jf
 from core.decisions import (
     ANY_VERSION,
     AdminResult,

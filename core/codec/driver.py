@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from core import jsonform as jf
 from core import limits as lim
-from core.codec import fields as jf
 from core.codec.snapshot import decode_snapshot, read_states
 from core.codec.values import read_configs, read_topic
 from core.errors import FormatError

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
+from core import jsonform as jf
 from core import limits as lim
 from core.codec import admin, broker, driver, zk_paths
-from core.codec import fields as jf
 from core.codec.snapshot import encode_broker
 from core.errors import FormatError
 from core.events import Event

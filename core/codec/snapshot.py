@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core import jsonform as jf
 from core import limits as lim
-from core.codec import fields as jf
 from core.codec.values import read_endpoints, read_tp_list
 from core.errors import FormatError
 from core.model import Broker, PartitionTarget, TopicPartition

@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from core import jsonform as jf
 from core import limits as lim
-from core.codec import fields as jf
 from core.errors import FormatError
 from core.limits import MAX_TOPIC_LENGTH
 from core.model import Endpoint, TopicPartition

@@ -7,9 +7,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from core import jsonform as jf
 from core import limits as lim
 from core.cluster_config import controller_fields
-from core.codec import fields as jf
 from core.codec.admin import decode_reassign
 from core.codec.values import read_configs, read_topic, read_tp_list
 from core.errors import FormatError

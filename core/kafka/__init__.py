@@ -11,5 +11,5 @@
   sink's) and one parser (the simulated brokers' and the admin tools').
 
 The package decides nothing: it knows formats. It imports the standard library, core's value types and
-its strict JSON readers (:mod:`core.codec.fields`, :mod:`core.errors`), and nothing of the controller.
+its strict JSON readers (:mod:`core.jsonform`, :mod:`core.errors`), and nothing of the controller.
 """

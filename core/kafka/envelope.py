@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.codec import fields as jf
+from core import jsonform as jf
 from core.errors import FormatError
 from core.kafka.requests import RequestApi, RequestBody, parse_body
 

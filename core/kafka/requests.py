@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from core.codec import fields as jf
+from core import jsonform as jf
 from core.model import TopicPartition
 
 
