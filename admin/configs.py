@@ -29,6 +29,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from admin.common import EXIT_OK, OperationFailedError, UsageError, forbid, run_command, submit, zk_connect
 from admin.publish import new_request_id
 from admin.zkread import ZkUnavailableError, connect
 from core.events import AlterTopicConfig
@@ -107,7 +108,6 @@ def change_broker_configs(
 
 def parse_add_config(text: str, option: str = "--add-config") -> dict[str, str]:
     """Kafka's ``--add-config`` syntax: ``k1=v1,k2=[v1,v2],k3=v3`` (square brackets keep a list value's commas)."""
-    from admin.cli import UsageError
 
     out: dict[str, str] = {}
     for item in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text):
@@ -124,7 +124,6 @@ def parse_add_config(text: str, option: str = "--add-config") -> dict[str, str]:
 
 
 def parse_delete_config(values: Sequence[str]) -> list[str]:
-    from admin.cli import UsageError
 
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
     if values and not names:
@@ -134,7 +133,6 @@ def parse_delete_config(values: Sequence[str]) -> list[str]:
 
 def checked_delete(current: Mapping[str, str], delete: Sequence[str]) -> None:
     """Kafka refuses to delete a config that is not set (``Invalid config(s): …``)."""
-    from admin.cli import UsageError
 
     missing = [k for k in delete if k not in current]
     if missing:
@@ -147,24 +145,22 @@ def checked_delete(current: Mapping[str, str], delete: Sequence[str]) -> None:
 def alter_topic_configs(args: argparse.Namespace, topic: str, add: Mapping[str, str], delete: Sequence[str]) -> None:
     """Validate locally (exit 2), send ``alter_topic_config`` and wait for the controller's answer (exit 1 on
     its error, 3 when none came), then create the ``/config/changes`` notification."""
-    from admin import cli
 
     check_topic_change(args, topic, add, delete)
     command = AlterTopicConfig(new_request_id(), topic, tuple(sorted(add.items())), tuple(sorted(set(delete))))
     waiting = argparse.Namespace(**{**vars(args), "wait": True})
-    cli.submit(waiting, command, f"alter config {topic}")
-    with writer(cli._zk(args)) as zk:
+    submit(waiting, command, f"alter config {topic}")
+    with writer(zk_connect(args)) as zk:
         notify(zk, "topics", topic)
 
 
 def check_topic_change(args: argparse.Namespace, topic: str, add: Mapping[str, str], delete: Sequence[str]) -> None:
     """The topic exists (exit 1 if not), the names and values are Kafka's and the deleted configs are set
     (exit 2 naming the key if not)."""
-    from admin import cli
 
-    with connect(cli._zk(args)) as zk:
+    with connect(zk_connect(args)) as zk:
         if zk.topic(topic) is None:
-            raise cli.OperationFailedError(f"Topic '{topic}' does not exist as expected")
+            raise OperationFailedError(f"Topic '{topic}' does not exist as expected")
         current = zk.topic_config(topic)
     checked_delete(current, delete)
     merged = {**current, **add}
@@ -173,10 +169,10 @@ def check_topic_change(args: argparse.Namespace, topic: str, add: Mapping[str, s
     for key in sorted(add):
         problem = topic_configs_problem({key: add[key]})
         if problem is not None:
-            raise cli.UsageError(key, problem)
+            raise UsageError(key, problem)
     problem = topic_configs_problem(merged)
     if problem is not None:
-        raise cli.UsageError("--add-config", problem)
+        raise UsageError("--add-config", problem)
 
 
 # ----------------------------------------------------------------------------- the command
@@ -204,13 +200,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
 
 
 def cmd_configs(args: argparse.Namespace) -> int:
-    from admin import cli
 
-    return cli._run(args, _configs)
+    return run_command(args, _configs)
 
 
 def _entity(args: argparse.Namespace) -> str | None:
-    from admin.cli import UsageError
 
     if args.entity_default:
         if args.entity_type != "brokers":
@@ -225,46 +219,44 @@ def _entity(args: argparse.Namespace) -> str | None:
 
 
 def _configs(args: argparse.Namespace) -> int:
-    from admin import cli
 
     name = _entity(args)
     if args.describe:
-        cli._forbid(args, ["--add-config", "--delete-config"], "with --describe")
+        forbid(args, ["--add-config", "--delete-config"], "with --describe")
         return _describe(args, name)
     if name is None:
-        raise cli.UsageError("--entity-name", "is required with --alter (or --entity-default for brokers)")
+        raise UsageError("--entity-name", "is required with --alter (or --entity-default for brokers)")
     add = parse_add_config(args.add_config) if args.add_config is not None else {}
     delete = parse_delete_config(args.delete_config)
     if not add and not delete:
-        raise cli.UsageError("--alter", "needs --add-config and/or --delete-config")
+        raise UsageError("--alter", "needs --add-config and/or --delete-config")
     both = sorted(set(add) & set(delete))
     if both:
-        raise cli.UsageError("--delete-config", f"{both[0]} is both added and deleted")
+        raise UsageError("--delete-config", f"{both[0]} is both added and deleted")
     if args.entity_type == "topics":
         alter_topic_configs(args, name, add, delete)
         print(f"Completed updating config for topic {name}.")
-        return cli.EXIT_OK
+        return EXIT_OK
     for key in sorted(add):
         problem = broker_configs_problem({key: add[key]})
         if problem is not None:
-            raise cli.UsageError(key, problem)
+            raise UsageError(key, problem)
     unknown = [k for k in delete if k not in BROKER_CONFIGS]
     if unknown:
-        raise cli.UsageError(unknown[0], f"Unknown broker config name: {unknown[0]}")
-    with writer(cli._zk(args)) as zk:
+        raise UsageError(unknown[0], f"Unknown broker config name: {unknown[0]}")
+    with writer(zk_connect(args)) as zk:
         checked_delete(read_entity_configs(zk, "brokers", name), delete)
         change_broker_configs(zk, name, add, delete)
     label = "default broker" if name == DEFAULT_BROKER else f"broker {name}"
     print(f"Completed updating config for {label}.")
-    return cli.EXIT_OK
+    return EXIT_OK
 
 
 def _describe(args: argparse.Namespace, name: str | None) -> int:
-    from admin import cli
 
     kind = args.entity_type
     out: dict[str, dict[str, str]] = {}
-    with writer(cli._zk(args)) as zk:
+    with writer(zk_connect(args)) as zk:
         if name is not None:
             names = [name]
         else:
@@ -275,16 +267,16 @@ def _describe(args: argparse.Namespace, name: str | None) -> int:
             if kind == "topics":
                 names = sorted(set(names) | set(_children(zk, zkdata.BROKER_TOPICS)))
         if kind == "topics" and name is not None and not zk.exists(zkdata.topic_path(name)):
-            raise cli.OperationFailedError(f"Topic '{name}' does not exist as expected")
+            raise OperationFailedError(f"Topic '{name}' does not exist as expected")
         for n in names:
             out[n] = read_entity_configs(zk, kind, n)
     if args.output == "json":
         print(json.dumps({"entity_type": kind, "entities": [{"name": n, "configs": c} for n, c in out.items()]}))
-        return cli.EXIT_OK
+        return EXIT_OK
     for n, c in out.items():
         what = "default broker" if n == DEFAULT_BROKER else f"{kind[:-1]} '{n}'"
         print(f"Configs for {what} are {','.join(f'{k}={v}' for k, v in sorted(c.items()))}")
-    return cli.EXIT_OK
+    return EXIT_OK
 
 
 def _children(zk: KazooClient, path: str) -> list[str]:

@@ -23,12 +23,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
 from core.decisions import AdminResult, AdminStatus, decision_from_json
 from core.errors import FormatError
 from core.events import Event, event_to_json
+from sinks import kafka_read
+from sinks.errors import SinkUnavailableError
 
 ADMIN_TOPIC = "livectl.admin"
 ADMIN_RESULTS_TOPIC = "livectl.admin-results"
@@ -69,29 +71,11 @@ class EpochFilter:
 
 
 def consumer_at_end(bootstrap: str, topic: str, client_config: Mapping[str, Any] | None = None) -> KafkaConsumer:
-    """A consumer of every partition of ``topic``, positioned at its end (taken before a command is sent),
-    reading committed transactions only: the controller writes its output topics in transactions, and an
-    aborted one (a fenced or killed controller) was never said."""
+    """:func:`sinks.kafka_read.consumer_at_end`, with :class:`KafkaUnavailableError` when it cannot be had."""
     try:
-        consumer = KafkaConsumer(
-            **dict(client_config or {}),
-            bootstrap_servers=bootstrap,
-            enable_auto_commit=False,
-            group_id=None,
-            isolation_level="read_committed",
-        )
-    except KafkaError:
-        raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
-    parts = consumer.partitions_for_topic(topic)
-    if not parts:
-        consumer.close()
-        raise KafkaUnavailableError(f"topic {topic} does not exist on {bootstrap}; is the controller running?")
-    tps = [TopicPartition(topic, p) for p in sorted(parts)]
-    consumer.assign(tps)
-    consumer.seek_to_end(*tps)
-    for tp in tps:
-        consumer.position(tp)  # resolve the end now: what is written after this is what the caller waits for
-    return consumer
+        return kafka_read.consumer_at_end(bootstrap, topic, client_config)
+    except SinkUnavailableError as e:
+        raise KafkaUnavailableError(str(e)) from None
 
 
 @dataclass

@@ -39,6 +39,21 @@ from typing import Any, TextIO
 from kazoo.exceptions import NoNodeError
 
 from admin import configs, files
+from admin.common import (
+    EXIT_OK,
+    NotFinishedError,
+    OperationFailedError,
+    UsageError,
+    bootstrap_server,
+    broker_ids,
+    forbid,
+    ints,
+    kafka_config,
+    require,
+    run_command,
+    validated,
+    zk_connect,
+)
 from admin.publish import ResultFollower, new_request_id, publish_command
 from admin.zkread import ZkReader, connect
 from core.decisions import AdminResult, AdminStatus
@@ -155,28 +170,27 @@ def throttled_replicas(
 
 
 def execute(args: argparse.Namespace, path: Path) -> int:
-    from admin import cli
 
     for option in ("--throttle", "--replica-alter-log-dirs-throttle"):
         value = getattr(args, option.lstrip("-").replace("-", "_"))
         if value is not None and value < 0:
-            raise cli.UsageError(option, f"must be 0 or more bytes/s, got {value}")
+            raise UsageError(option, f"must be 0 or more bytes/s, got {value}")
     request_id = new_request_id()
     targets = files.read_reassignment(path, request_id)
-    with connect(cli._zk(args)) as zk:
+    with connect(zk_connect(args)) as zk:
         registered = set(zk.brokers())
         topics = sorted({t.topic for t in targets})
-        current = cli._current_assignment(zk, topics)
+        current = _current_assignment(zk, topics)
         moving = in_progress(zk)
     for i, t in enumerate(targets):
         tp = TopicPartition(t.topic, t.partition)
         if tp not in current:
-            raise cli.UsageError(f"{path}: partitions[{i}].partition", f"partition {tp} does not exist")
+            raise UsageError(f"{path}: partitions[{i}].partition", f"partition {tp} does not exist")
         unknown = sorted(set(t.replicas) - registered)
         if unknown:
-            raise cli.UsageError(f"{path}: partitions[{i}].replicas", f"unknown broker(s) {cli._ints(unknown)}")
+            raise UsageError(f"{path}: partitions[{i}].replicas", f"unknown broker(s) {ints(unknown)}")
     if moving and not args.additional:
-        raise cli.OperationFailedError(CANNOT_EXECUTE)
+        raise OperationFailedError(CANNOT_EXECUTE)
     rollback = {TopicPartition(t.topic, t.partition): current[TopicPartition(t.topic, t.partition)] for t in targets}
     print("Current partition replica assignment")
     print()
@@ -196,8 +210,6 @@ def _set_throttles(
     current: Mapping[TopicPartition, Sequence[int]],
     moving: Mapping[TopicPartition, Moving],
 ) -> None:
-    from admin import cli
-
     print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle "
           "is removed.")  # fmt: skip
     leader, follower, brokers = throttled_replicas(proposed, current, moving)
@@ -210,7 +222,7 @@ def _set_throttles(
         rates[LEADER_THROTTLED_RATE] = rates[FOLLOWER_THROTTLED_RATE] = str(args.throttle)
     if args.replica_alter_log_dirs_throttle is not None:
         rates[ALTER_LOG_DIRS_THROTTLED_RATE] = str(args.replica_alter_log_dirs_throttle)
-    with configs.writer(cli._zk(args)) as zk:
+    with configs.writer(zk_connect(args)) as zk:
         for b in sorted(brokers):
             configs.change_broker_configs(zk, str(b), rates)
     if args.throttle is not None:
@@ -221,9 +233,8 @@ def _set_throttles(
 
 def clear_throttles(args: argparse.Namespace, topics: Sequence[str]) -> None:
     """Remove the throttle rates from every broker that has one and the replica lists from ``topics``."""
-    from admin import cli
 
-    with configs.writer(cli._zk(args)) as zk:
+    with configs.writer(zk_connect(args)) as zk:
         try:
             entities = sorted(zk.get_children(zkdata.CONFIG_BROKERS))
         except NoNodeError:
@@ -237,7 +248,7 @@ def clear_throttles(args: argparse.Namespace, topics: Sequence[str]) -> None:
                 throttled.append(b)
     if throttled:
         print(f"Clearing broker-level throttles on brokers {','.join(throttled)}")
-    with connect(cli._zk(args)) as reader:
+    with connect(zk_connect(args)) as reader:
         topic_configs = {t: reader.topic_config(t) for t in topics}
     for t in sorted(topic_configs):
         gone = [k for k in TOPIC_THROTTLES if k in topic_configs[t]]
@@ -265,9 +276,8 @@ def _cancel(args: argparse.Namespace, command: CancelReassignment, follower: Res
         if ok:
             print("Successfully cancelled partition reassignments for: " + ",".join(ok))
         s = "s" if len(failed) > 1 else ""
-        from admin import cli
 
-        raise cli.OperationFailedError(f"Error cancelling partition reassignment{s} for:\n" + "\n".join(lines))
+        raise OperationFailedError(f"Error cancelling partition reassignment{s} for:\n" + "\n".join(lines))
     print("Successfully cancelled partition reassignments for: " + ",".join(str(tp) for tp in partitions))
     if not args.preserve_throttles:
         clear_throttles(args, command.topics())
@@ -277,9 +287,8 @@ def _cancel(args: argparse.Namespace, command: CancelReassignment, follower: Res
 
 
 def list_reassignments(args: argparse.Namespace) -> int:
-    from admin import cli
 
-    with connect(cli._zk(args)) as zk:
+    with connect(zk_connect(args)) as zk:
         moving = in_progress(zk)
         legacy = zk.pending_reassignments()
     if args.output == "json":
@@ -301,23 +310,19 @@ def list_reassignments(args: argparse.Namespace) -> int:
         return 0
     print("Current partition reassignments:")
     for m in sorted(moving.values(), key=lambda m: m.tp):
-        print(
-            f"{m.tp}: replicas: {cli._ints(m.replicas)}. adding: {cli._ints(m.adding)}. "
-            f"removing: {cli._ints(m.removing)}."
-        )
+        print(f"{m.tp}: replicas: {ints(m.replicas)}. adding: {ints(m.adding)}. removing: {ints(m.removing)}.")
     for t in legacy:
         tp = TopicPartition(t.topic, t.partition)
         if tp not in moving:
-            print(f"{tp}: queued in /admin/reassign_partitions, target: {cli._ints(t.replicas)}.")
+            print(f"{tp}: queued in /admin/reassign_partitions, target: {ints(t.replicas)}.")
     return 0
 
 
 def verify(args: argparse.Namespace, path: Path) -> int:
-    from admin import cli
 
     targets = files.read_reassignment(path, "verify")
     rows: list[dict[str, Any]] = []
-    with connect(cli._zk(args)) as zk:
+    with connect(zk_connect(args)) as zk:
         legacy = {TopicPartition(t.topic, t.partition) for t in zk.pending_reassignments()}
         znodes = {t: zk.topic(t) for t in sorted({x.topic for x in targets})}
         moving = in_progress(zk, [t for t, z in znodes.items() if z is not None])
@@ -345,7 +350,7 @@ def verify(args: argparse.Namespace, path: Path) -> int:
             row |= {
                 "status": "mismatch",
                 "message": f"There is no active reassignment of partition {tp}, but replica set is "
-                f"{cli._ints(replicas)} rather than {cli._ints(t.replicas)}.",
+                f"{ints(replicas)} rather than {ints(t.replicas)}.",
             }
         row["replicas"] = list(replicas) if replicas is not None else None
         rows.append(row)
@@ -386,18 +391,16 @@ class _stdout_to:  # noqa: N801 - used as a context manager, like contextlib's r
 
 
 def _open_follower(args: argparse.Namespace) -> ResultFollower:
-    from admin import cli
 
-    return ResultFollower.open(cli._kafka(args), args.admin_results_topic, cli._kafka_config(args))
+    return ResultFollower.open(bootstrap_server(args), args.admin_results_topic, kafka_config(args))
 
 
 def _submit(args: argparse.Namespace, command: AdminCommand, follower: ResultFollower) -> AdminResult:
     """Publish ``command`` and wait (up to ``--timeout``) for the controller's first answer, read with
     ``follower`` (opened before, so that no answer is missed; kept open for :func:`_follow`)."""
-    from admin import cli
 
-    command = cli._validated(command)
-    bootstrap, config = cli._kafka(args), cli._kafka_config(args)
+    command = validated(command)
+    bootstrap, config = bootstrap_server(args), kafka_config(args)
     publish_command(bootstrap, args.admin_topic, command, command.request_id, config)
     print(f"Submitted {command.TYPE} (request {command.request_id}).", file=sys.stderr)
     deadline = time.monotonic() + args.timeout
@@ -405,9 +408,9 @@ def _submit(args: argparse.Namespace, command: AdminCommand, follower: ResultFol
         got = follower.poll(command.request_id)
         if got is not None:
             if got.status is AdminStatus.ERROR and not _failed_partitions(got):
-                raise cli.OperationFailedError(f"{got.error or 'ERROR'}: {got.message}")
+                raise OperationFailedError(f"{got.error or 'ERROR'}: {got.message}")
             return got
-    raise cli.NotFinishedError(f"no answer from the controller to request {command.request_id} after "
+    raise NotFinishedError(f"no answer from the controller to request {command.request_id} after "
                                f"{args.timeout:g}s; is it running?")  # fmt: skip
 
 
@@ -435,7 +438,6 @@ def _failed_partitions(result: AdminResult) -> list[tuple[str, str, str]]:
 def _submit_and_follow(
     args: argparse.Namespace, command: ReassignPartitions, targets: Sequence[PartitionTarget]
 ) -> int:
-    from admin import cli
 
     follower = _open_follower(args)
     try:
@@ -443,7 +445,7 @@ def _submit_and_follow(
         failed = _failed_partitions(answer)
         if failed:
             lines = [f"{tp}: {error}: {message}" if message else f"{tp}: {error}" for tp, error, message in failed]
-            raise cli.OperationFailedError("Error reassigning partition(s):\n" + "\n".join(lines))
+            raise OperationFailedError("Error reassigning partition(s):\n" + "\n".join(lines))
         names = ",".join(f"{t.topic}-{t.partition}" for t in targets)
         print(f"Successfully started partition reassignments for {names}")
         if not args.wait or answer.status is AdminStatus.OK:
@@ -515,7 +517,6 @@ def _follow(
     follower: ResultFollower,
 ) -> int:
     """Follow the request to its final answer, drawing the progress read from ZooKeeper."""
-    from admin import cli
 
     out = sys.stderr
     tty = out.isatty()
@@ -525,7 +526,7 @@ def _follow(
     final: AdminResult | None = None
     progress: list[PartitionProgress] = []
     try:
-        with connect(cli._zk(args)) as zk:
+        with connect(zk_connect(args)) as zk:
             while time.monotonic() < deadline:
                 progress = read_progress(zk, wanted)
                 if tty:
@@ -548,11 +549,98 @@ def _follow(
         if tty:
             out.write("\n")
     if final is None or (final.status is AdminStatus.OK and not all(p.done for p in progress)):
-        raise cli.NotFinishedError(f"reassignment not finished after {args.timeout:g}s")
+        raise NotFinishedError(f"reassignment not finished after {args.timeout:g}s")
     if final is not None and final.status is AdminStatus.ERROR:
         failed = _failed_partitions(final)
         lines = [f"{tp}: {error}: {message}" for tp, error, message in failed] or [f"{final.error}: {final.message}"]
-        raise cli.OperationFailedError("The reassignment did not complete:\n" + "\n".join(lines))
+        raise OperationFailedError("The reassignment did not complete:\n" + "\n".join(lines))
     what = "Cancellation" if isinstance(command, CancelReassignment) else "Reassignment"
     print(f"{what} of {len(wanted)} partition(s) completed.")
     return 0
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "reassign",
+        parents=[common],
+        help="move partition replicas between brokers (kafka-reassign-partitions)",
+        description="Generate, execute, verify, cancel and list partition reassignments, like "
+        "kafka-reassign-partitions. "
+        'Files use Kafka\'s format {"version":1,"partitions":[{"topic","partition","replicas"}]}.',
+    )
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--generate", action="store_true", help="propose an assignment for --topics-to-move-json-file")
+    action.add_argument("--execute", action="store_true", help="start the reassignment in --reassignment-json-file")
+    action.add_argument("--verify", action="store_true", help="check the reassignment in --reassignment-json-file")
+    action.add_argument("--cancel", action="store_true", help="cancel the reassignments in --reassignment-json-file")
+    p.add_argument("--reassignment-json-file", type=Path, help="Kafka's reassignment JSON")
+    p.add_argument("--topics-to-move-json-file", type=Path, help='{"version":1,"topics":[{"topic":"foo"}]}')
+    p.add_argument("--broker-list", help="brokers to place replicas on, e.g. 1,2,3 (--generate)")
+    p.add_argument("--disable-rack-aware", action="store_true", help="ignore broker racks (--generate)")
+    add_options(p, action)
+    p.set_defaults(func=cmd_reassign)
+
+
+def cmd_reassign(args: argparse.Namespace) -> int:
+    return run_command(args, _reassign)
+
+
+def _reassign(args: argparse.Namespace) -> int:
+    if args.generate:
+        path = require(args, "--topics-to-move-json-file", "with --generate")
+        brokers = broker_ids(require(args, "--broker-list", "with --generate"), "--broker-list")
+        return _reassign_generate(args, path, brokers)
+    if args.list or args.describe:
+        return list_reassignments(args)
+    path = require(args, "--reassignment-json-file", "with --execute, --verify and --cancel")
+    if not args.execute:
+        forbid(args, ["--throttle", "--replica-alter-log-dirs-throttle", "--additional"], "without --execute")
+    if args.execute:
+        return execute(args, path)
+    if args.verify:
+        return verify(args, path)
+    return cancel(args, path)
+
+
+def _current_assignment(zk: ZkReader, topics: Sequence[str]) -> dict[TopicPartition, tuple[int, ...]]:
+    out: dict[TopicPartition, tuple[int, ...]] = {}
+    for t in topics:
+        znode = zk.topic(t)
+        if znode is None:
+            raise OperationFailedError(f"Topic '{t}' does not exist")
+        for p, reps in znode.partitions:
+            out[TopicPartition(t, p)] = reps
+    return out
+
+
+def _reassign_generate(args: argparse.Namespace, path: Path, broker_list: tuple[int, ...]) -> int:
+    from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index
+
+    topics = files.read_topics_to_move(path)
+    with connect(zk_connect(args)) as zk:
+        registered = zk.brokers()
+        current = _current_assignment(zk, topics)
+    unknown = sorted(set(broker_list) - set(registered))
+    if unknown:
+        known = ints(sorted(registered))
+        raise UsageError("--broker-list", f"unknown broker(s) {ints(unknown)}; registered: {known}")
+    racks = [BrokerRack(b, None if args.disable_rack_aware else registered[b].rack) for b in sorted(set(broker_list))]
+    proposed: dict[TopicPartition, tuple[int, ...]] = {}
+    for t in topics:
+        parts = sorted(tp for tp in current if tp.topic == t)
+        rf = len(current[parts[0]]) if parts else 0
+        try:
+            placed = assign_replicas(racks, len(parts), rf, start_index=stable_start_index(t, len(racks)))
+        except PlacementError as e:
+            raise OperationFailedError(f"{e.error}: {e}") from None
+        for tp in parts:
+            proposed[tp] = placed[tp.partition]
+    print("Current partition replica assignment")
+    print(files.reassignment_json(current))
+    print()
+    print("Proposed partition reassignment configuration")
+    print(files.reassignment_json(proposed))
+    return EXIT_OK

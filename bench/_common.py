@@ -39,6 +39,7 @@ from core.placement import BrokerRack, assign_replicas  # noqa: E402
 from livectl import local  # noqa: E402
 from sinks.ports import RequestBatchResult, RequestSinkPort, ZkBatchResult, ZkSinkPort  # noqa: E402
 from streaming.app import ControllerApp  # noqa: E402
+from streaming.dispatch import BatchTiming  # noqa: E402
 from streaming.resources import SPARK_DEFAULTS, SPARK_JAR, conf_file, conf_path  # noqa: E402
 from streaming.settings import Settings  # noqa: E402
 
@@ -467,37 +468,10 @@ class _TimedRequests:
         return self.inner.write_rejected(batch_id, rejected)
 
 
-@dataclass
-class DispatchCall:
-    batch_id: int
-    start: float  # foreachBatch called
-    to_pandas_end: float  # batch_df.toPandas() returned (the Spark job that computes the batch)
-    end: float  # dispatch returned
-
-
-#: every foreachBatch call of this process, when :func:`instrument_dispatch` was called
-DISPATCH_CALLS: list[DispatchCall] = []
-
-
-def instrument_dispatch() -> None:
-    """Time ``Dispatcher.__call__`` (foreachBatch) in this process: the ``toPandas()`` that runs the
-    micro-batch's Spark job, then ``dispatch`` (decode + sinks). Same behaviour, plus three clock reads."""
-    from streaming.dispatch import Dispatcher
-
-    if getattr(Dispatcher, "_bench_instrumented", False):
-        return
-
-    def call(self: Any, batch_df: Any, batch_id: int) -> None:
-        t0 = time.time()
-        frame = batch_df.toPandas()
-        t1 = time.time()
-        try:
-            self.dispatch(frame, int(batch_id))
-        finally:
-            DISPATCH_CALLS.append(DispatchCall(int(batch_id), t0, t1, time.time()))
-
-    Dispatcher.__call__ = call  # type: ignore[method-assign]
-    Dispatcher._bench_instrumented = True  # type: ignore[attr-defined]
+#: every foreachBatch call of the controllers :func:`start_controller` started in this process: when the
+#: micro-batch's Spark job (``toPandas()``) and then its dispatch (decode + sinks) ended
+#: (:class:`streaming.dispatch.BatchTiming`, from the dispatcher's ``on_batch_timed`` hook)
+DISPATCH_CALLS: list[BatchTiming] = []
 
 
 # ---------------------------------------------------------------------------- prototype: requests over 1 MB
@@ -509,31 +483,16 @@ def large_request_sinks(max_bytes: int = 256 * 1024 * 1024) -> Callable[[Any, An
     LeaderAndIsr / UpdateMetadata for tens of thousands of partitions is larger). A measurement
     prototype only: Apache Kafka's brokers refuse messages over ``message.max.bytes`` (1 MB by default),
     so the product fix is to split such requests into several messages."""
-    from kafka import KafkaProducer
-
     from sinks.requests import RequestSink
 
-    class LargeRequestSink(RequestSink):
-        def _get_producer(self) -> KafkaProducer:
-            if self._producer is None:
-                self._producer = KafkaProducer(
-                    bootstrap_servers=self._bootstrap,
-                    acks="all",
-                    retries=5,
-                    max_in_flight_requests_per_connection=1,
-                    linger_ms=2,
-                    request_timeout_ms=int(self._timeout * 1000),
-                    max_request_size=max_bytes,
-                )
-            return self._producer
-
     def wrap(zk_sink: Any, request_sink: Any) -> tuple[Any, Any]:
-        big = LargeRequestSink(
-            request_sink._bootstrap,
+        big = RequestSink(
+            request_sink.bootstrap_servers,
             request_sink.fence,
             requests_topic=request_sink.requests_topic,
             admin_results_topic=request_sink.admin_results_topic,
             rejected_topic=request_sink.rejected_topic,
+            max_request_size=max_bytes,
         )
         return zk_sink, big
 
@@ -563,7 +522,12 @@ class RunningController:
 def start_controller(
     spark: Any, settings: Settings, clock: SinkClock | None = None, wait_ready: float | None = 600
 ) -> RunningController:
-    app = ControllerApp(settings, spark=spark, wrap_sinks=clock.wrap if clock is not None else None)
+    app = ControllerApp(
+        settings,
+        spark=spark,
+        wrap_sinks=clock.wrap if clock is not None else None,
+        on_batch_timed=DISPATCH_CALLS.append,
+    )
     ready = threading.Event()
     errors: list[BaseException] = []
     rc = RunningController(app, threading.Thread(), errors, time.time())

@@ -50,7 +50,6 @@ from _common import (
     SinkClock,
     batch_end,
     close,
-    instrument_dispatch,
     large_request_sinks,
     machine_info,
     make_chroot,
@@ -350,7 +349,6 @@ def main() -> None:
 
     import tempfile
 
-    instrument_dispatch()
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-bf-"))
     results: dict[str, Any] = {"benchmark": "broker_failure", "sizes": []}
     with services() as svc:

@@ -2,7 +2,7 @@
 
 ``livectl local up|down|status`` manages the real local services; ``livectl conf path`` prints where the
 configuration shipped inside the package is; the admin commands (topics, reassign,
-elect-leaders, brokers, broker, controller) come from :mod:`admin.cli`; ``livectl run`` and
+elect-leaders, configs, brokers, controller) come from :mod:`admin.cli`; ``livectl run`` and
 ``livectl demo`` start the controller job.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from livectl import local
 
-DEFAULT_RUN_DIR = Path("run") / "local"
+DEFAULT_RUN_DIR = local.DEFAULT_RUN_DIR
 
 
 def _local_up(args: argparse.Namespace) -> int:

@@ -28,6 +28,8 @@ ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 STATE_FILE = "services.json"
+#: where ``livectl local up`` keeps its services unless told otherwise (relative to the working directory)
+DEFAULT_RUN_DIR = Path("run") / "local"
 
 
 class LocalServiceError(RuntimeError):
@@ -45,7 +47,7 @@ class Service:
     marker: str
 
     def running(self) -> bool:
-        return _pid_matches(self.pid, self.marker)
+        return pid_matches(self.pid, self.marker)
 
     @property
     def connect(self) -> str:
@@ -134,6 +136,17 @@ class LocalServices:
 # -------------------------------------------------------------------- helpers
 
 
+def recorded_address(name: str, run_dir: Path = DEFAULT_RUN_DIR) -> str | None:
+    """The address of service ``name`` (``zookeeper`` or ``broker``) as ``livectl local up`` recorded it in
+    ``run_dir``; ``None`` when nothing (readable) is recorded there. Whether it still runs is not checked."""
+    try:
+        services = LocalServices.load(run_dir)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    service = services.services.get(name)
+    return None if service is None else service.address
+
+
 def free_port() -> int:
     """A port that was free on 127.0.0.1 a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -177,7 +190,7 @@ def tansu_binary() -> Path:
     return path
 
 
-def _pid_matches(pid: int, marker: str) -> bool:
+def pid_matches(pid: int, marker: str) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
@@ -304,7 +317,7 @@ def start_broker(run_dir: Path, port: int, timeout: float = 30.0) -> Service:
 
 def stop_process(pid: int, marker: str, timeout: float = 10.0) -> bool:
     """SIGTERM, then SIGKILL after ``timeout``; only if ``pid`` still runs a command containing ``marker``."""
-    if not _pid_matches(pid, marker):
+    if not pid_matches(pid, marker):
         _reap(pid)
         return False
     with contextlib.suppress(ProcessLookupError):
@@ -312,14 +325,14 @@ def stop_process(pid: int, marker: str, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _reap(pid)
-        if not _pid_matches(pid, marker):
+        if not pid_matches(pid, marker):
             return True
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     for _ in range(100):
         _reap(pid)
-        if not _pid_matches(pid, marker):
+        if not pid_matches(pid, marker):
             break
         time.sleep(0.05)
     return True

@@ -25,8 +25,9 @@ from LeaderAndIsr ``liveLeaders`` / UpdateMetadata ``liveBrokers`` — no ZooKee
 Run: ``python -m simbrokers --brokers 1,2,3 --zookeeper 127.0.0.1:2181 --bootstrap-server 127.0.0.1:9092``
 (several processes with different ids make a multi-process cluster). Faults and shutdowns on command
 through the control topic ``livectl.simbrokers.control`` (:mod:`simbrokers.control`), most easily with
-``livectl broker fault N slow-follower|stuck-follower|disk-failure|clear|produce-rate``,
-``livectl broker shutdown N`` and ``livectl broker kill N``. SIGTERM = controlled shutdown of every broker
-of the process; SIGKILL = they vanish and their sessions expire. ``--status-file`` writes every broker's
-partitions (role, leader epoch, ISR, LEO, HW, acknowledged) and the acknowledged-loss audit each second.
+``livectl-simbrokers fault N slow-follower|stuck-follower|disk-failure|clear|produce-rate``,
+``livectl-simbrokers shutdown N`` and ``livectl-simbrokers kill N`` (:mod:`simbrokers.ctl`).
+SIGTERM = controlled shutdown of every broker of the process; SIGKILL = they vanish and their sessions
+expire. ``--status-file`` writes every broker's partitions (role, leader epoch, ISR, LEO, HW,
+acknowledged) and the acknowledged-loss audit each second.
 """

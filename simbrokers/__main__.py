@@ -2,7 +2,7 @@
 
 Runs the listed brokers in this process (run several processes for a multi-process cluster: fetches
 between them go over TCP loopback to the registered endpoints). Faults are injected through the
-control topic (``livectl broker fault ...``; see :mod:`simbrokers.control`). SIGTERM: controlled
+control topic (``livectl-simbrokers fault ...``; see :mod:`simbrokers.control`). SIGTERM: controlled
 shutdown of every broker here; SIGKILL: the brokers vanish and their sessions expire.
 """
 

@@ -12,7 +12,7 @@ Key: the broker id (decimal text). Value: ``{"version": 1, "command": <name>, ..
 ``kill``           vanish at once: close the ZooKeeper session without controlled shutdown
 =================  ===============================================================================
 
-``livectl broker shutdown N`` and ``livectl broker fault N ...`` publish these.
+``livectl-simbrokers shutdown|kill|fault N ...`` (:mod:`simbrokers.ctl`) publishes these.
 """
 
 from __future__ import annotations

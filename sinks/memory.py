@@ -1,6 +1,8 @@
 """In-memory fakes of the sinks, with the same interface and contracts, for tests of the layers above.
 
-* :class:`MemoryZooKeeper` — a znode tree (data + version) with ZooKeeper's create / set / delete rules.
+* :class:`MemoryZooKeeper` — a znode tree (data + version) with ZooKeeper's create / set / delete rules
+  (a delete of a znode with children is refused with ``NotEmpty``; ``delete_tree`` is the recursive one):
+  the one in-memory ZooKeeper of the tests.
 * :class:`MemoryZkSink` — :class:`sinks.ports.ZkSinkPort` over a :class:`MemoryZooKeeper`: fenced by the
   version of ``/controller_epoch``, compare-and-set, ``make_parents``, ``DELETE_TREE``, failures
   returned, idempotent replay by batch id through the same progress znode as
@@ -102,6 +104,24 @@ class MemoryZooKeeper:
             del self.nodes[p]
         del self.nodes[path]
 
+    def apply(self, w: ZkWrite) -> None:
+        """Carry out one of the controller's writes, unfenced, with ZooKeeper's rules (what the sinks do
+        with each write of a multi-op); raises :class:`ZkRefusedError` when ZooKeeper would refuse it."""
+        data = (w.data or "").encode()
+        if w.op is ZkOp.CREATE:
+            self.create(w.path, data, w.make_parents)
+        elif w.op is ZkOp.SET:
+            self.set(w.path, data, w.expected_version)
+        elif w.op is ZkOp.DELETE:
+            self.delete(w.path, w.expected_version)
+        elif w.op is ZkOp.UPSERT:
+            if self.exists(w.path):
+                self.set(w.path, data, -1)
+            else:
+                self.create(w.path, data, w.make_parents)
+        else:
+            self.delete_tree(w.path, w.expected_version)
+
     def snapshot(self, exclude_prefix: str = "/livectl") -> dict[str, tuple[bytes, int]]:
         """A copy of the tree without the sink's own bookkeeping (for comparing with a clean run)."""
         return {p: v for p, v in self.nodes.items() if not p.startswith(exclude_prefix)}
@@ -164,20 +184,7 @@ class MemoryZkSink:
             raise ControllerFencedError(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version, reason)
 
     def _apply(self, w: ZkWrite) -> None:
-        data = (w.data or "").encode()
-        if w.op is ZkOp.CREATE:
-            self.zk.create(w.path, data, w.make_parents)
-        elif w.op is ZkOp.SET:
-            self.zk.set(w.path, data, w.expected_version)
-        elif w.op is ZkOp.DELETE:
-            self.zk.delete(w.path, w.expected_version)
-        elif w.op is ZkOp.UPSERT:
-            if self.zk.exists(w.path):
-                self.zk.set(w.path, data, -1)
-            else:
-                self.zk.create(w.path, data, w.make_parents)
-        else:
-            self.zk.delete_tree(w.path, w.expected_version)
+        self.zk.apply(w)
 
     def _record(self, batch_id: int, nxt: int, failed: Sequence[FailedWrite]) -> None:
         body: dict[str, Any] = {

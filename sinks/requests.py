@@ -375,6 +375,7 @@ class RequestSink:
         tail_window: int = 128,
         client_config: Mapping[str, Any] | None = None,
         transactional_id: str | None = None,
+        max_request_size: int | None = None,
     ) -> None:
         """``client_config``: extra kafka-python keyword arguments of every client of the sink (security:
         :meth:`sinks.security.KafkaSecurity.client_kwargs`).
@@ -384,7 +385,11 @@ class RequestSink:
         producer of any earlier controller at the broker (Kafka's zombie fencing): a controller paused
         between its ZooKeeper fence check and its send, and resumed after a takeover, gets
         ``PRODUCER_FENCED`` (raised as :class:`ControllerFencedError`) instead of writing after its
-        successor. ``None``: a plain idempotent-free producer (tests, brokers without transactions)."""
+        successor. ``None``: a plain idempotent-free producer (tests, brokers without transactions).
+
+        ``max_request_size``: the largest produce request the producer sends, in bytes (kafka-python's
+        ``max_request_size``; ``None``: its default, 1 MiB). Brokers still refuse messages over their
+        ``message.max.bytes``."""
         self.fence = fence
         self._transactional_id = transactional_id
         #: set once a successor fenced this sink's producer: never start another (it would fence the successor)
@@ -397,9 +402,15 @@ class RequestSink:
         self._timeout = timeout_s
         self._tail_window = tail_window
         self._producer: KafkaProducer | None = None
+        self._max_request_size = max_request_size
         #: per topic: (latest batch id written by this instance, identities written for it); absent
         #: means "unknown, read the topic's tail first"
         self._written: dict[str, tuple[int, set[tuple[int, str]]]] = {}
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The Kafka cluster this sink writes to."""
+        return self._bootstrap
 
     def close(self) -> None:
         if self._producer is not None:
@@ -473,6 +484,8 @@ class RequestSink:
             extra: dict[str, Any] = {}
             if self._transactional_id is not None:
                 extra = {"transactional_id": self._transactional_id, "max_block_ms": int(self._timeout * 1000)}
+            if self._max_request_size is not None:
+                extra["max_request_size"] = self._max_request_size
             producer = KafkaProducer(
                 **self._client_config,
                 **extra,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl_credential
@@ -191,6 +192,19 @@ class KafkaSecurity:
                 raise SecurityConfigError(f"{source} line {number}", "must look like name=value")
             props[name.strip()] = value.strip()
         return cls.from_properties(props)
+
+    @classmethod
+    def client_kwargs_from_file(cls, path: Path) -> dict[str, Any]:
+        """kafka-python keyword arguments from a ``--command-config`` file (Kafka's tools' option). An
+        unreadable or malformed file raises :class:`SecurityConfigError` (``key`` = the option)."""
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise SecurityConfigError("--command-config", f"cannot read {path}: {e.strerror or e}") from None
+        try:
+            return cls.from_file_text(text, str(path)).client_kwargs()
+        except SecurityConfigError as e:
+            raise SecurityConfigError("--command-config", f"{path}: {e}") from None
 
     def properties(self) -> dict[str, str]:
         return dict(self.items)

@@ -44,7 +44,7 @@ from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming import failover, spark_ui
 from streaming.audit_log import AuditLog, HadoopAuditFiles, default_audit_dir
 from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore, batch_ids, child
-from streaming.dispatch import Dispatcher
+from streaming.dispatch import BatchTiming, Dispatcher
 from streaming.errors import StreamingError
 from streaming.listener import MetricsListener
 from streaming.resources import LOG4J2, SPARK_DEFAULTS, SPARK_JAR, conf_file, conf_path
@@ -257,6 +257,8 @@ class ControllerApp:
     zk: Any = None
     #: wraps the sinks (fault injection in tests: crash inside a micro-batch)
     wrap_sinks: Callable[[ZkSinkPort, RequestSinkPort], tuple[ZkSinkPort, RequestSinkPort]] | None = None
+    #: given to the :class:`Dispatcher`: the timing of every micro-batch's ``foreachBatch`` call (benchmarks)
+    on_batch_timed: Callable[[BatchTiming], object] | None = None
     #: called once, first thing, when this controller learns it was fenced or lost its lease (from the
     #: thread that learnt it; must not block): ``livectl run`` silences the Python, py4j and Spark logs
     #: there, so that stopping a query in the middle of a batch prints nothing but its one line
@@ -401,6 +403,7 @@ class ControllerApp:
                 audit=self._audit_log(s, store, fence.controller_epoch),
                 controller_id=s.controller_id,
                 controller_epoch=fence.controller_epoch,
+                on_batch_timed=self.on_batch_timed,
             )
             s = self.settings = resolve_buckets(self.spark, s, store)
             ui = spark_ui_address(self.spark)

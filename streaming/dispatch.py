@@ -137,6 +137,17 @@ class BatchReport:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class BatchTiming:
+    """When one ``foreachBatch`` call ran, wall-clock (``time.time()``): called, the micro-batch's Spark
+    job done (``toPandas()`` returned), the batch carried out (sinks written) or failed."""
+
+    batch_id: int
+    start: float
+    to_pandas_end: float
+    end: float
+
+
 @dataclass
 class Dispatcher:
     """Callable given to ``foreachBatch``. Holds the sinks of the current controller lease."""
@@ -165,6 +176,9 @@ class Dispatcher:
     last_report: BatchReport | None = None
     #: called after every micro-batch with what operators watch (the metrics endpoint and status page)
     observer: Callable[[observability.BatchObservation], None] | None = None
+    #: called after every ``foreachBatch`` call, carried out or failed, with its :class:`BatchTiming`
+    #: (benchmarks split a micro-batch's time into its Spark job and its sinks)
+    on_batch_timed: Callable[[BatchTiming], object] | None = None
     #: the Spark job's share of the current micro-batch (``toPandas``), for the observer
     _spark_s: float = 0.0
     #: the latest batch's figures job in the Spark UI (:func:`streaming.spark_ui.publish_figures`)
@@ -196,10 +210,16 @@ class Dispatcher:
         # the batch's own job runs the buckets' step: its figures are known only once it has run, so the
         # Jobs tab gets them from the job announced after it (streaming.spark_ui.publish_figures)
         sc.setJobDescription(f"{batch_head(self.controller_id, self.controller_epoch, int(batch_id))}: deciding")
+        wall_start = time.time()
         started = time.monotonic()
         frame: pd.DataFrame = batch_df.toPandas()
         self._spark_s = time.monotonic() - started
-        self.dispatch(frame, int(batch_id))
+        wall_spark_end = time.time()
+        try:
+            self.dispatch(frame, int(batch_id))
+        finally:
+            if self.on_batch_timed is not None:
+                self.on_batch_timed(BatchTiming(int(batch_id), wall_start, wall_spark_end, time.time()))
         self.figures_job = publish_figures(sc, self.describe(int(batch_id)), self.metrics, int(batch_id))
 
     def describe(self, batch_id: int) -> str:

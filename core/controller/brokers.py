@@ -22,7 +22,6 @@ from core.events import (
     TopicPartition,
     ZkLogDirEvents,
 )
-from core.kafka.error_codes import CODES as ERROR_CODES
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import LOG_DIR_EVENT_NOTIFICATION
@@ -104,10 +103,10 @@ def controlled_shutdown(c: StepContext, ev: ControlledShutdown) -> None:
     ctx = c.ctx
     broker = ctx.live_brokers.get(ev.broker_id)
     if broker is None:
-        _shutdown_response(c, ev.broker_id, ERROR_CODES["BROKER_NOT_AVAILABLE"], [])
+        _shutdown_response(c, ev.broker_id, KafkaError.BROKER_NOT_AVAILABLE, [])
         return
     if ev.broker_epoch >= 0 and ev.broker_epoch < broker.epoch:
-        _shutdown_response(c, ev.broker_id, ERROR_CODES["STALE_BROKER_EPOCH"], [])
+        _shutdown_response(c, ev.broker_id, KafkaError.STALE_BROKER_EPOCH, [])
         return
     ctx.shutting_down_broker_ids.add(ev.broker_id)
     act_on = sort_tps(

@@ -13,8 +13,8 @@ from core.controller.step_context import StepContext
 from core.decisions import BrokerRequest
 from core.events import AlterPartition, PartitionReplica, PartitionStatesRead, TopicPartition
 from core.isr_write import update_leader_and_isr
-from core.kafka.error_codes import CODES as ERROR_CODES
-from core.kafka.requests import RequestApi
+from core.kafka.error_codes import KafkaError
+from core.kafka.requests import ZERO_UUID, RequestApi
 from core.replica_machine import remove_replica_from_isr
 from core.states import PartitionState
 
@@ -37,13 +37,13 @@ def alter_partition(c: StepContext, ev: AlterPartition) -> None:
     tp = TopicPartition(ev.topic, ev.partition)
     broker = ctx.live_brokers.get(ev.broker_id)
     if broker is None or ev.broker_epoch != broker.epoch:
-        _alter_response(c, ev, ERROR_CODES["STALE_BROKER_EPOCH"], None, None)
+        _alter_response(c, ev, KafkaError.STALE_BROKER_EPOCH, None, None)
         return
     if ev.topic_id is not None and ctx.topic_ids.get(ev.topic) != ev.topic_id:
-        _alter_response(c, ev, 0, ERROR_CODES["UNKNOWN_TOPIC_ID"], None)
+        _alter_response(c, ev, 0, KafkaError.UNKNOWN_TOPIC_ID, None)
         return
     if ev.leader_recovery_state not in (RECOVERED, RECOVERING):
-        _alter_response(c, ev, ERROR_CODES["UNKNOWN_SERVER_ERROR"], None, None)
+        _alter_response(c, ev, KafkaError.UNKNOWN_SERVER_ERROR, None, None)
         return
     _alter_one(c, ev, tp)
     c.send_update_metadata(ctx.live_brokers.keys(), (tp,))
@@ -53,13 +53,13 @@ def _alter_one(c: StepContext, ev: AlterPartition, tp: TopicPartition) -> None:
     ctx = c.ctx
     li = ctx.partition_leadership.get(tp)
     if li is None or tp not in ctx.partition_assignments:
-        _alter_response(c, ev, 0, ERROR_CODES["UNKNOWN_TOPIC_OR_PARTITION"], None)
+        _alter_response(c, ev, 0, KafkaError.UNKNOWN_TOPIC_OR_PARTITION, None)
         return
     cur = li.leader_and_isr
     proposed = LeaderAndIsr(ev.broker_id, ev.new_isr, ev.leader_epoch, ev.partition_epoch, ev.leader_recovery_state)
     error = _validate_alter(c, tp, cur, proposed, by_topic_id=ev.topic_id is not None)
     if error is not None and error != "SAME":
-        _alter_response(c, ev, 0, ERROR_CODES[error], None)
+        _alter_response(c, ev, 0, KafkaError[error], None)
         return
     if error == "SAME":
         _alter_response(c, ev, 0, 0, cur)
@@ -132,7 +132,7 @@ def _alter_response(
         topics.append(
             {
                 "topicName": ev.topic,
-                "topicId": ev.topic_id or c.ctx.topic_ids.get(ev.topic, "AAAAAAAAAAAAAAAAAAAAAA"),
+                "topicId": ev.topic_id or c.ctx.topic_ids.get(ev.topic, ZERO_UUID),
                 "partitions": [part],
             }
         )

@@ -48,10 +48,6 @@ class KafkaError(IntEnum):
     NEW_LEADER_ELECTED = 108
 
 
-#: Kafka name -> code, for bodies built from names
-CODES: dict[str, int] = {e.name: int(e) for e in KafkaError}
-
-
 def error_name(code: int) -> str:
     """Kafka's name for ``code`` (``ERROR_<code>`` for a code not in :class:`KafkaError`)."""
     try:

@@ -56,6 +56,7 @@ from admin.cli import main as admin_main
 from livectl import local
 from livectl import scenario as sc
 from livectl.demo import BrokerProcess, Observer, Timeline, start_broker_process
+from simbrokers.ctl import main as simbrokers_main
 from sinks.requests import ensure_topics
 
 pytestmark = [pytest.mark.cluster]
@@ -388,7 +389,9 @@ def test_controller_on_a_spark_cluster(
         orders_targets = _move(orders_before, live)
         adding = {b for p, t in orders_targets.items() for b in t if b not in orders_before[p]}
         stuck = min(adding)
-        assert _admin(write, "broker", "fault", str(stuck), "stuck-follower", "--control-topic", topics["control"]) == 0
+        assert (
+            simbrokers_main(["fault", str(stuck), "stuck-follower", "--control-topic", topics["control"], *common]) == 0
+        )
         wait_for(
             f"broker {stuck} to report itself stuck",
             lambda: (observer.snapshot()[1].get(stuck) or {}).get("faults", {}).get("stuck"),
@@ -413,7 +416,7 @@ def test_controller_on_a_spark_cluster(
         assert run.view().controller_epoch == first_epoch + 1
         # the reassignment is still waiting for the stuck broker: the standby took it over in flight
         assert set(orders_moving()) & set(in_flight), run.view().topics["orders"]
-        assert _admin(write, "broker", "fault", str(stuck), "clear", "--control-topic", topics["control"]) == 0
+        assert simbrokers_main(["fault", str(stuck), "clear", "--control-topic", topics["control"], *common]) == 0
         run.wait_settled(
             "orders reassigned and audit created by the standby",
             ["orders", "payments", "audit"],

@@ -34,7 +34,6 @@ from core.events import (
     event_from_json,
 )
 from core.kafka.zkdata import encode_broker_registration
-from simbrokers.control import parse_control
 
 pytestmark = pytest.mark.integration
 
@@ -418,24 +417,6 @@ def test_wait_ignores_results_of_a_controller_already_replaced(env: Env, capsys:
 def test_wait_times_out_with_exit_3(env: Env) -> None:
     argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "--wait", "--timeout", "1"]
     assert main(env.args(*argv)) == 3
-
-
-# ----------------------------------------------------------------------------- simulated broker control
-
-
-def test_broker_shutdown_publishes_a_control_message(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    write_tree(env.zk)
-    assert main(env.args("broker", "shutdown", "2", "--control-topic", env.control)) == 0
-    argv = ["broker", "fault", "3", "slow-follower", "--fetch-interval-ms", "5000", "--control-topic", env.control]
-    assert main(env.args(*argv)) == 0
-    msgs = [parse_control(k, v) for k, v in env.read(env.control, 2)]
-    assert [(m.broker_id, m.command, m.fetch_interval_ms) for m in msgs] == [
-        (2, "shutdown", None),
-        (3, "slow-follower", 5000),
-    ]
-    assert main(env.args("broker", "kill", "9", "--control-topic", env.control)) == 1
-    assert "broker 9 is not registered" in capsys.readouterr().err
-    assert main(env.args("broker", "fault", "3", "slow-follower", "--control-topic", env.control)) == 2
 
 
 # ----------------------------------------------------------------------------- Kafka client security

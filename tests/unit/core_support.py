@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
 from core.controller import ControllerConfig, ControllerState, initial_state, step
@@ -20,51 +20,65 @@ from core.events import (
 )
 from core.kafka.requests import RequestApi
 from core.kafka.zksnapshot import snapshot_from_znodes
+from sinks.memory import MemoryZooKeeper, ZkRefusedError
 
 
 class ZkConflictError(AssertionError):
     pass
 
 
+class _TextNodes(MutableMapping[str, tuple[str | None, int]]):
+    """A :class:`MemoryZooKeeper`'s znodes as text (``None`` = no data), the form the core reads them in
+    (:func:`core.kafka.zkdata.snapshot_from_znodes`); writing here places a znode as it is, like a test's set-up."""
+
+    def __init__(self, tree: MemoryZooKeeper) -> None:
+        self._tree = tree
+
+    def __getitem__(self, path: str) -> tuple[str | None, int]:
+        data, version = self._tree.nodes[path]
+        return (data.decode() if data else None), version
+
+    def __setitem__(self, path: str, value: tuple[str | None, int]) -> None:
+        data, version = value
+        self._tree.nodes[path] = ((data or "").encode(), version)
+
+    def __delitem__(self, path: str) -> None:
+        del self._tree.nodes[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([p for p in self._tree.nodes if p != "/"])
+
+    def __len__(self) -> int:
+        return len(self._tree.nodes) - 1
+
+
 @dataclass
 class FakeZk:
-    """path -> (data, version); applies ZkWrites with ZooKeeper's version rules."""
+    """The controller's writes applied to the tests' one in-memory ZooKeeper (:class:`MemoryZooKeeper`,
+    ZooKeeper's rules: versions, parents, ``NotEmpty``), unfenced. A refusal fails the test, except a delete
+    of a znode that is already gone: the sinks report that one (``NoNode``) and go on, so it is kept in
+    ``refused`` (the core deletes clean-up znodes it cannot know exist, e.g. a gone topic's config)."""
 
-    nodes: dict[str, tuple[str | None, int]] = field(default_factory=dict)
+    tree: MemoryZooKeeper = field(default_factory=MemoryZooKeeper)
     history: list[ZkWrite] = field(default_factory=list)
+    refused: list[tuple[ZkWrite, str]] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> MutableMapping[str, tuple[str | None, int]]:
+        return _TextNodes(self.tree)
 
     def apply(self, writes: Iterable[Decision]) -> None:
         for w in writes:
             if not isinstance(w, ZkWrite):
                 continue
             self.history.append(w)
-            if w.op is ZkOp.CREATE:
-                if w.path in self.nodes:
-                    raise ZkConflictError(f"NodeExists {w.path}")
-                if w.make_parents:
-                    parts = w.path.split("/")
-                    for i in range(2, len(parts)):
-                        self.nodes.setdefault("/".join(parts[:i]), (None, 0))
-                self.nodes[w.path] = (w.data, 0)
-            elif w.op is ZkOp.SET:
-                cur = self.nodes.get(w.path)
-                if cur is None:
-                    raise ZkConflictError(f"NoNode {w.path}")
-                if w.expected_version not in (-1, cur[1]):
-                    raise ZkConflictError(f"BadVersion {w.path}: expected {w.expected_version}, is {cur[1]}")
-                self.nodes[w.path] = (w.data, cur[1] + 1)
-            elif w.op is ZkOp.UPSERT:
-                cur = self.nodes.get(w.path)
-                if cur is None and w.make_parents:
-                    parts = w.path.split("/")
-                    for i in range(2, len(parts)):
-                        self.nodes.setdefault("/".join(parts[:i]), (None, 0))
-                self.nodes[w.path] = (w.data, 0 if cur is None else cur[1] + 1)
-            elif w.op is ZkOp.DELETE:
-                self.nodes.pop(w.path, None)
-            else:
-                for p in [p for p in self.nodes if p == w.path or p.startswith(w.path + "/")]:
-                    del self.nodes[p]
+            try:
+                self.tree.apply(w)
+            except ZkRefusedError as e:
+                if w.op is ZkOp.DELETE and e.code == "NoNode" and e.path == w.path:
+                    self.refused.append((w, e.code))
+                    continue
+                raise ZkConflictError(f"{e.code} {w.op.value} {w.path}") from None
 
     def get(self, path: str) -> str | None:
         n = self.nodes.get(path)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from admin import files
-from admin.cli import UsageError, build_parser, parse_replica_assignment
+from admin.cli import build_parser
+from admin.common import UsageError, parse_replica_assignment
 from admin.publish import EpochFilter, Progress, _decode_result
 from core.decisions import AdminResult, AdminStatus, encode_decision
 from core.errors import FormatError
@@ -78,11 +79,19 @@ def test_every_command_has_help() -> None:
         ["reassign", "--help"],
         ["elect-leaders", "--help"],
         ["brokers", "list", "--help"],
-        ["broker", "fault", "--help"],
         ["controller", "status", "--help"],
     ):
         with pytest.raises(SystemExit) as e:
             parser.parse_args(argv)
+        assert e.value.code == 0
+
+
+def test_every_simulator_command_has_help() -> None:
+    from simbrokers.ctl import build_parser as simbrokers_parser
+
+    for argv in (["fault", "--help"], ["shutdown", "--help"], ["kill", "--help"]):
+        with pytest.raises(SystemExit) as e:
+            simbrokers_parser().parse_args(argv)
         assert e.value.code == 0
 
 

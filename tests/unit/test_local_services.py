@@ -66,3 +66,16 @@ def test_state_file_round_trip_and_status_of_nothing(tmp_path: Path) -> None:
 def test_free_ports_are_distinct_and_bindable() -> None:
     ports = {local.free_port() for _ in range(5)}
     assert len(ports) >= 4 and all(1024 < p < 65536 for p in ports)
+
+
+def test_recorded_address_reads_what_local_up_saved(tmp_path: Path) -> None:
+    assert local.recorded_address("zookeeper", tmp_path) is None  # nothing recorded
+    services = local.LocalServices(tmp_path)
+    services.services["zookeeper"] = local.Service("zookeeper", 1, 2181, "127.0.0.1:2181", "zk.log", "zoo.cfg")
+    services.services["broker"] = local.Service("broker", 2, 9092, "127.0.0.1:9092", "broker.log", "tansu")
+    services.save()
+    assert local.recorded_address("zookeeper", tmp_path) == "127.0.0.1:2181"
+    assert local.recorded_address("broker", tmp_path) == "127.0.0.1:9092"
+    assert local.recorded_address("prometheus", tmp_path) is None
+    (tmp_path / local.STATE_FILE).write_text("{not json")
+    assert local.recorded_address("zookeeper", tmp_path) is None

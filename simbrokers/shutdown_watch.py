@@ -1,4 +1,4 @@
-"""``livectl broker shutdown N --wait``: follow a simulated broker's controlled shutdown to its real outcome.
+"""``livectl-simbrokers shutdown N --wait``: follow a simulated broker's controlled shutdown to its real outcome.
 
 The broker asks the controller (``ControlledShutdown`` on ``livectl.broker-events``) and retries while
 the answer lists partitions it still leads (Kafka's ``controlled.shutdown.max.retries``); then it
@@ -11,14 +11,14 @@ is exit 1 naming the partitions the broker could not move.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TextIO
 
 from kafka import KafkaConsumer
 
-from admin.publish import Progress, consumer_at_end
 from core.errors import FormatError
 from core.kafka.envelope import parse_request
 from core.kafka.error_codes import KafkaError, error_name
@@ -59,9 +59,23 @@ class ShutdownAnswers:
         return error, sorted(remaining)
 
 
-def open_consumer(bootstrap: str, topic: str, client_config: dict[str, Any]) -> KafkaConsumer:
-    """A consumer positioned at the end of ``topic`` (taken before the command is sent)."""
-    return consumer_at_end(bootstrap, topic, client_config)
+class Waiting:
+    """``<label>: waiting 3.2s`` on one line of stderr while a terminal watches (nothing otherwise)."""
+
+    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.start = time.monotonic()
+
+    def draw(self) -> None:
+        if self.stream.isatty():
+            self.stream.write(f"\r{self.label}: waiting {time.monotonic() - self.start:.1f}s")
+            self.stream.flush()
+
+    def done(self) -> None:
+        if self.stream.isatty():
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def drain(consumer: KafkaConsumer, answers: ShutdownAnswers, quiet_ms: int = 1500) -> None:
@@ -83,19 +97,19 @@ def follow(
 ) -> tuple[bool, str]:
     """Wait until the broker deregisters; ``(succeeded, message)``. Raises ``TimeoutError``."""
     answers = ShutdownAnswers(broker_id)
-    progress = Progress(f"broker {broker_id} shutdown")
+    progress = Waiting(f"broker {broker_id} shutdown")
     deadline = time.monotonic() + timeout_s
     try:
         while zk_registered():
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"broker {broker_id} still registered after {timeout_s:g}s")
-            progress.draw(None)
+            progress.draw()
             for records in consumer.poll(timeout_ms=200).values():
                 for rec in records:
                     answers.add(rec.key, rec.value)
         drain(consumer, answers)
     finally:
-        progress.done(None)
+        progress.done()
     last = answers.last()
     if last is None:
         return False, (

@@ -1,4 +1,5 @@
-"""``broker shutdown N --wait`` reports the controlled shutdown's real outcome: the controller's last answer
+"""The simulator's own CLI (``livectl-simbrokers``, :mod:`simbrokers.ctl`). ``shutdown N --wait`` reports
+the controlled shutdown's real outcome: the controller's last answer
 to the broker (played here on a real requests topic) decides the exit code."""
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from test_admin_cli import Env, env, write_tree
 
-from admin.cli import main
 from core.kafka.envelope import encode_request
 from core.kafka.requests import RequestApi
 from simbrokers.control import parse_control
+from simbrokers.ctl import main
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]
@@ -66,8 +67,8 @@ def requests_topic(env: Env) -> str:
 
 
 def shutdown(env: Env, requests: str) -> int:
-    argv = ["broker", "shutdown", "2", "--wait", "--timeout", "30"]
-    return main(env.args(*argv, "--control-topic", env.control, "--requests-topic", requests))
+    argv = ["shutdown", "2", "--wait", "--timeout", "30"]
+    return main(env.args(*argv, "--control-topic", env.control, "--requests-topic", requests, write=False))
 
 
 def test_failed_controlled_shutdown_is_exit_1_with_the_partitions(
@@ -99,3 +100,18 @@ def test_no_answer_at_all_is_a_failure(env: Env, requests_topic: str, capsys: py
     assert shutdown(env, requests_topic) == 1
     t.join(5)
     assert "no answer from the controller" in capsys.readouterr().err
+
+
+def test_broker_shutdown_publishes_a_control_message(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    assert main(env.args("shutdown", "2", "--control-topic", env.control, write=False)) == 0
+    argv = ["fault", "3", "slow-follower", "--fetch-interval-ms", "5000", "--control-topic", env.control]
+    assert main(env.args(*argv, write=False)) == 0
+    msgs = [parse_control(k, v) for k, v in env.read(env.control, 2)]
+    assert [(m.broker_id, m.command, m.fetch_interval_ms) for m in msgs] == [
+        (2, "shutdown", None),
+        (3, "slow-follower", 5000),
+    ]
+    assert main(env.args("kill", "9", "--control-topic", env.control, write=False)) == 1
+    assert "broker 9 is not registered" in capsys.readouterr().err
+    assert main(env.args("fault", "3", "slow-follower", "--control-topic", env.control, write=False)) == 2

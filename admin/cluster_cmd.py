@@ -1,0 +1,88 @@
+"""``livectl brokers list`` and ``livectl controller status``: who is registered and who controls, from ZooKeeper."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from admin.common import EXIT_FAILED, EXIT_OK, OperationFailedError, UsageError, run_command, zk_connect
+from admin.zkread import connect
+
+
+def add_brokers_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    p = sub.add_parser("brokers", help="list registered brokers", description="Brokers registered in ZooKeeper.")
+    bsub = p.add_subparsers(dest="brokers_cmd", required=True, metavar="COMMAND")
+    lp = bsub.add_parser("list", parents=[common], help="list /brokers/ids", description="List /brokers/ids.")
+    lp.add_argument("--json", action="store_true", help="print JSON (same as --output json)")
+    lp.add_argument("--output", choices=["text", "json"], default="text", help="text or json")
+    lp.add_argument(
+        "--min",
+        type=int,
+        default=None,
+        metavar="N",
+        help="exit 1 when fewer than N brokers are registered (a healthcheck that can fail)",
+    )
+    lp.set_defaults(func=cmd_brokers_list)
+
+
+def add_controller_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    p = sub.add_parser("controller", help="the active controller", description="The active controller.")
+    csub = p.add_subparsers(dest="controller_cmd", required=True, metavar="COMMAND")
+    sp = csub.add_parser(
+        "status", parents=[common], help="show /controller and /controller_epoch", description="Controller status."
+    )
+    sp.add_argument("--json", action="store_true", help="print JSON (same as --output json)")
+    sp.add_argument("--output", choices=["text", "json"], default="text", help="text or json")
+    sp.set_defaults(func=cmd_controller_status)
+
+
+def cmd_brokers_list(args: argparse.Namespace) -> int:
+    return run_command(args, _brokers_list)
+
+
+def _brokers_list(args: argparse.Namespace) -> int:
+    """Print the registrations; with ``--min N`` the exit code is 1 when fewer than N are registered (the
+    listing is printed either way, so a failing healthcheck still shows who is there)."""
+    minimum: int | None = args.min
+    if minimum is not None and minimum < 0:
+        raise UsageError("--min", f"must be 0 or more, got {minimum}")
+    with connect(zk_connect(args)) as zk:
+        brokers = zk.brokers()
+        controller = zk.controller().broker_id
+    if args.json or args.output == "json":
+        print(json.dumps({str(b): r.raw | {"broker_epoch": r.epoch} for b, r in sorted(brokers.items())}, indent=2))
+    elif not brokers:
+        print("no brokers registered under /brokers/ids")
+    else:
+        print(f"{'ID':>4}  {'EPOCH':>12}  {'RACK':<8}  ENDPOINTS")
+        for b, r in sorted(brokers.items()):
+            mark = "  (controller)" if b == controller else ""
+            print(f"{b:>4}  {r.epoch:>12}  {r.rack or '-':<8}  {','.join(r.endpoints)}{mark}")
+    if minimum is not None and len(brokers) < minimum:
+        raise OperationFailedError(
+            f"{len(brokers)} broker(s) registered under /brokers/ids, fewer than --min {minimum}"
+        )
+    return EXIT_OK
+
+
+def cmd_controller_status(args: argparse.Namespace) -> int:
+    return run_command(args, _controller_status)
+
+
+def _controller_status(args: argparse.Namespace) -> int:
+    with connect(zk_connect(args)) as zk:
+        info = zk.controller()
+    if args.json or args.output == "json":
+        print(json.dumps(info.__dict__, indent=2))
+    else:
+        active = "none" if info.broker_id is None else str(info.broker_id)
+        print(f"Active controller: {active}")
+        if info.timestamp is not None:
+            print(f"Elected at (ms):   {info.timestamp}")
+        epoch = "none" if info.epoch is None else f"{info.epoch} (zkVersion {info.epoch_zk_version})"
+        print(f"Controller epoch:  {epoch}")
+    return EXIT_OK if info.broker_id is not None else EXIT_FAILED

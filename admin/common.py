@@ -1,0 +1,252 @@
+"""What every admin command shares: exit codes and errors, connection options and their defaults, submitting
+a command to the controller (``--wait``), and the parsing of Kafka's option syntaxes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from admin.publish import (
+    ADMIN_RESULTS_TOPIC,
+    ADMIN_TOPIC,
+    KafkaUnavailableError,
+    Progress,
+    ResultFollower,
+    WaitTimeoutError,
+    publish_command,
+)
+from admin.zkread import ZkUnavailableError
+from core.decisions import AdminResult, AdminStatus
+from core.errors import FormatError
+from core.events import AdminCommand, decode_event, encode_event
+from livectl import local
+from sinks.security import KafkaSecurity, SecurityConfigError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_PENDING = 3
+EXIT_UNAVAILABLE = 4
+
+#: core event field -> the option that sets it (for error messages)
+OPTION_OF = {
+    "topic": "--topic",
+    "partitions": "--partitions",
+    "replication_factor": "--replication-factor",
+    "replica_assignment": "--replica-assignment",
+    "configs": "--config",
+    "total_count": "--partitions",
+    "election_type": "--election-type",
+}
+
+
+class AdminError(Exception):
+    """Root of the admin CLI's own exceptions."""
+
+
+class UsageError(AdminError):
+    """Invalid input: ``field`` (an option or file field) and ``reason``."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class OperationFailedError(AdminError):
+    """The operation was refused or failed; the message says why (``result``: the controller's answer)."""
+
+    def __init__(self, message: str, result: AdminResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class NotFinishedError(AdminError):
+    """The operation has not finished (yet)."""
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+# ----------------------------------------------------------------------------- defaults
+
+
+def default_bootstrap() -> str:
+    return os.environ.get("LIVECTL_BOOTSTRAP_SERVER") or local.recorded_address("broker") or "127.0.0.1:9092"
+
+
+def default_zookeeper() -> str:
+    return os.environ.get("LIVECTL_ZOOKEEPER") or local.recorded_address("zookeeper") or "127.0.0.1:2181"
+
+
+# ----------------------------------------------------------------------------- options
+
+
+def common_options(write: bool) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("connection")
+    g.add_argument(
+        "--bootstrap-server",
+        default=None,
+        help="Kafka bootstrap server (default: $LIVECTL_BOOTSTRAP_SERVER, `livectl local up`, or 127.0.0.1:9092)",
+    )
+    g.add_argument(
+        "--zookeeper",
+        default=None,
+        help="ZooKeeper connect string (default: $LIVECTL_ZOOKEEPER, `livectl local up`, or 127.0.0.1:2181)",
+    )
+    g.add_argument(
+        "--command-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="Kafka client security properties (security.protocol, sasl.*, ssl.*), as for Kafka's tools",
+    )
+    if write:
+        g.add_argument("--admin-topic", default=ADMIN_TOPIC, help="commands topic (default: %(default)s)")
+        g.add_argument(
+            "--admin-results-topic", default=ADMIN_RESULTS_TOPIC, help="results topic (default: %(default)s)"
+        )
+        w = p.add_argument_group("waiting")
+        w.add_argument("--wait", action="store_true", help="follow the controller's result until ok or error")
+        w.add_argument("--timeout", type=float, default=120.0, help="seconds to --wait (default: %(default)s)")
+    return p
+
+
+# ----------------------------------------------------------------------------- plumbing
+
+
+def run_command(args: argparse.Namespace, body: Handler) -> int:
+    """Map this module's exceptions to messages on stderr and exit codes."""
+    prog = f"livectl {args.command}"
+    try:
+        return body(args)
+    except UsageError as e:
+        print(f"{prog}: error: {e.field}: {e.reason}", file=sys.stderr)
+        return EXIT_USAGE
+    except FormatError as e:
+        print(f"{prog}: error: {OPTION_OF.get(e.field, e.field)}: {e.reason}", file=sys.stderr)
+        return EXIT_USAGE
+    except OperationFailedError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except NotFinishedError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return EXIT_PENDING
+    except (ZkUnavailableError, KafkaUnavailableError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+
+
+def zk_connect(args: argparse.Namespace) -> str:
+    return str(args.zookeeper or default_zookeeper())
+
+
+def bootstrap_server(args: argparse.Namespace) -> str:
+    return str(args.bootstrap_server or default_bootstrap())
+
+
+def kafka_config(args: argparse.Namespace) -> dict[str, Any]:
+    """kafka-python keyword arguments from ``--command-config`` (Kafka's property names)."""
+    path: Path | None = getattr(args, "command_config", None)
+    if path is None:
+        return {}
+    try:
+        return KafkaSecurity.client_kwargs_from_file(path)
+    except SecurityConfigError as e:
+        raise UsageError(e.key, e.reason) from None
+
+
+def validated(command: AdminCommand) -> AdminCommand:
+    """Round-trip through core's strict decoder: what the controller will accept, or a FormatError."""
+    decoded = decode_event(encode_event(command))
+    assert isinstance(decoded, AdminCommand)
+    return decoded
+
+
+@dataclass(frozen=True)
+class Submitted:
+    request_id: str
+    result: AdminResult | None
+
+
+def submit(args: argparse.Namespace, command: AdminCommand, label: str) -> Submitted:
+    """Publish ``command``; with ``--wait``, follow its result (errors raise :class:`OperationFailedError`)."""
+    command = validated(command)
+    bootstrap = bootstrap_server(args)
+    config = kafka_config(args)
+    follower = ResultFollower.open(bootstrap, args.admin_results_topic, config) if args.wait else None
+    try:
+        publish_command(bootstrap, args.admin_topic, command, command.request_id, config)
+        print(f"Submitted {command.TYPE} (request {command.request_id}).", file=sys.stderr)
+        if follower is None:
+            return Submitted(command.request_id, None)
+        try:
+            result = follower.wait(command.request_id, args.timeout, Progress(label))
+        except WaitTimeoutError as e:
+            raise NotFinishedError(str(e)) from None
+    finally:
+        if follower is not None:
+            follower.close()
+    if result.status is AdminStatus.ERROR:
+        detail = f": {result.message}" if result.message else ""
+        raise OperationFailedError(f"{result.error or 'ERROR'}{detail}", result)
+    return Submitted(command.request_id, result)
+
+
+def config_pairs(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    out: dict[str, str] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError("--config", f"expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return tuple(sorted(out.items()))
+
+
+def parse_replica_assignment(text: str) -> tuple[tuple[int, ...], ...]:
+    """Kafka's ``--replica-assignment`` syntax: ``1:2,2:3`` = partition 0 on 1,2 and partition 1 on 2,3."""
+    out = []
+    for i, group in enumerate(text.split(",")):
+        reps = []
+        for item in group.split(":"):
+            try:
+                reps.append(int(item.strip()))
+            except ValueError:
+                reason = f"partition {i}: {item.strip()!r} is not a broker id"
+                raise UsageError("--replica-assignment", reason) from None
+        out.append(tuple(reps))
+    return tuple(out)
+
+
+def broker_ids(text: str, option: str) -> tuple[int, ...]:
+    try:
+        ids = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(option, f"expected comma-separated broker ids, got {text!r}") from None
+    if not ids:
+        raise UsageError(option, "must list at least one broker id")
+    return ids
+
+
+def require(args: argparse.Namespace, name: str, why: str) -> Any:
+    value = getattr(args, name.lstrip("-").replace("-", "_"))
+    if value is None:
+        raise UsageError(name, f"is required {why}")
+    return value
+
+
+def forbid(args: argparse.Namespace, names: Sequence[str], why: str) -> None:
+    for name in names:
+        value = getattr(args, name.lstrip("-").replace("-", "_"))
+        if value not in (None, False, []):
+            raise UsageError(name, f"can't be used {why}")
+
+
+def ints(xs: Sequence[int]) -> str:
+    return ",".join(map(str, xs))

@@ -1,0 +1,83 @@
+"""``livectl elect-leaders`` (Kafka's ``kafka-leader-election``): preferred or unclean elections by the controller."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from admin import files, reassign_cmd
+from admin.common import EXIT_OK, OperationFailedError, forbid, require, run_command, submit
+from admin.publish import new_request_id
+from core.decisions import AdminResult
+from core.events import ElectionType, ElectLeaders, TopicPartition
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "elect-leaders",
+        parents=[common],
+        help="run a preferred or unclean leader election (kafka-leader-election)",
+        description="Run a leader election, like kafka-leader-election.",
+    )
+    p.add_argument("--election-type", required=True, type=str.upper, choices=["PREFERRED", "UNCLEAN"])
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--all-topic-partitions", action="store_true", help="every partition")
+    scope.add_argument("--topic", help="one partition's topic (with --partition)")
+    scope.add_argument("--path-to-json-file", type=Path, help='{"partitions":[{"topic":"foo","partition":1}]}')
+    p.add_argument("--partition", type=int, help="partition id (with --topic)")
+    p.set_defaults(func=cmd_elect)
+
+
+def cmd_elect(args: argparse.Namespace) -> int:
+    return run_command(args, _elect)
+
+
+def _elect(args: argparse.Namespace) -> int:
+    etype = ElectionType(args.election_type)
+    request_id = new_request_id()
+    if args.path_to_json_file is not None:
+        forbid(args, ["--partition"], "with --path-to-json-file")
+        command = files.read_election(args.path_to_json_file, request_id, etype)
+    elif args.topic is not None:
+        partition = require(args, "--partition", "with --topic")
+        command = ElectLeaders(request_id, etype, (TopicPartition(args.topic, partition),))
+    else:
+        forbid(args, ["--partition"], "with --all-topic-partitions")
+        command = ElectLeaders(request_id, etype, ())
+    try:
+        done = submit(args, command, f"{etype.value.lower()} election")
+    except OperationFailedError as e:
+        if e.result is None or not _election_report(etype, e.result):
+            raise
+        raise OperationFailedError(_election_failures(etype, e.result), e.result) from None
+    scope = ",".join(str(tp) for tp in command.partitions) or "all partitions"
+    if done.result is None:
+        print(f"Leader election ({etype.value}) submitted for {scope}.")
+        return EXIT_OK
+    if not _election_report(etype, done.result):
+        print(f"Successfully completed leader election ({etype.value}) for partitions {scope}")
+        if done.result.message:
+            print(done.result.message)
+    return EXIT_OK
+
+
+def _election_report(etype: ElectionType, result: AdminResult) -> bool:
+    """Kafka's ``kafka-leader-election`` lines for the partitions elected and those that needed no election;
+    False when the answer carries no per-partition outcomes."""
+    outcomes = reassign_cmd.partition_outcomes(result)
+    if not outcomes:
+        return False
+    elected = [tp for tp, error, _ in outcomes if error == "NONE"]
+    noop = [tp for tp, error, _ in outcomes if error == "ELECTION_NOT_NEEDED"]
+    if elected:
+        print(f"Successfully completed leader election ({etype.value}) for partitions {', '.join(elected)}")
+    if noop:
+        print(f"Valid replica already elected for partitions {', '.join(noop)}")
+    return True
+
+
+def _election_failures(etype: ElectionType, result: AdminResult) -> str:
+    failed = [o for o in reassign_cmd.partition_outcomes(result) if o[1] not in ("NONE", "ELECTION_NOT_NEEDED")]
+    lines = [f"Error completing leader election ({etype.value}) for partition: {tp}: {error}: {message}"
+             for tp, error, message in failed]  # fmt: skip
+    return f"{len(failed)} replica(s) could not be elected:\n" + "\n".join(lines)
