@@ -18,11 +18,10 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
-from core.decisions import AdminResult, AdminStatus, encode_decision
-from core.events import (
-    Event,
-    event_from_json,
-)
+from core.codec.decisions import encode_decision
+from core.codec.events import event_from_json
+from core.decisions import AdminResult, AdminStatus
+from core.events import Event
 from core.kafka.zkdata import encode_broker_registration
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from core.assignment import ReplicaAssignment
-from core.context import ControllerContext, LiveBroker
+from core.context import ControllerContext
 from core.decisions import BrokerRequest, RequestApi, ZkOp
 from core.events import Endpoint, TopicPartition
+from core.model import Broker, ReplicaAssignment
 from core.requests import Effects
 
 T0 = TopicPartition("t", 0)
@@ -19,7 +19,7 @@ T2 = TopicPartition("t", 2)
 def cluster(live: tuple[int, ...], partitions: dict[TopicPartition, tuple[int, ...]]) -> ControllerContext:
     ctx = ControllerContext(controller_id=0, epoch=2)
     for b in live:
-        ctx.add_live_broker(LiveBroker(b, 10 + b, None, (Endpoint("PLAINTEXT", f"h{b}", 9000 + b),)))
+        ctx.add_live_broker(Broker(b, 10 + b, None, (Endpoint("PLAINTEXT", f"h{b}", 9000 + b),)))
     for tp, replicas in partitions.items():
         ctx.set_assignment(tp, ReplicaAssignment(replicas))
         ctx.topic_ids.setdefault(tp.topic, "AAAAAAAAAAAAAAAAAAAAAQ")

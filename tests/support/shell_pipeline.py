@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from core import events as ev
+from core.model import Broker
+from core.snapshot import ZkSnapshot
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
 from streaming import failover, routing, stateful
@@ -77,7 +78,7 @@ class Pipeline:
             self.offsets[topic] += 1
         return pd.DataFrame(rows, columns=["topic", "partition", "offset", "timestamp", "value"])
 
-    def failover_ref(self, snapshot: ev.ZkSnapshot) -> str:
+    def failover_ref(self, snapshot: ZkSnapshot) -> str:
         ref = failover.write_snapshot(store_at(self.tmp), 1000, snapshot, BUCKETS)
         return failover.ref_to_json(ref)
 
@@ -102,8 +103,8 @@ class Pipeline:
         return out
 
 
-def snapshot_of(brokers: tuple[int, ...], epoch: int = 1, epoch_version: int = 0) -> ev.ZkSnapshot:
-    return ev.ZkSnapshot(epoch, epoch_version, tuple(ev.BrokerInfo(b, 100 + b) for b in brokers), (), ())
+def snapshot_of(brokers: tuple[int, ...], epoch: int = 1, epoch_version: int = 0) -> ZkSnapshot:
+    return ZkSnapshot(epoch, epoch_version, tuple(Broker(b, 100 + b) for b in brokers), (), ())
 
 
 def epoch_znode(zk: MemoryZooKeeper) -> None:

@@ -15,14 +15,8 @@ from admin_env import Env, answer, env, write_tree
 
 from admin.cli import main
 from core.decisions import AdminStatus
-from core.events import (
-    CreatePartitions,
-    CreateTopic,
-    DeleteTopic,
-    ElectionType,
-    ElectLeaders,
-    ReassignPartitions,
-)
+from core.events import CreatePartitions, CreateTopic, DeleteTopic, ElectLeaders, ReassignPartitions
+from core.model import ElectionType
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,10 @@ from admin_env import Env, env, write_tree
 from kafka import KafkaProducer
 
 from admin.cli import main
-from core.decisions import AdminResult, AdminStatus, encode_decision
-from core.events import AlterTopicConfig, CancelReassignment, Event, ReassignPartitions, event_from_json
+from core.codec.decisions import encode_decision
+from core.codec.events import event_from_json
+from core.decisions import AdminResult, AdminStatus
+from core.events import AlterTopicConfig, CancelReassignment, Event, ReassignPartitions
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]

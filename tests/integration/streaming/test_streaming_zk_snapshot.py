@@ -12,7 +12,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import UnimplementedError
 
 from core.decisions import ZkOp, ZkWrite
-from core.events import Endpoint, PartitionStateZnode, PartitionTarget, TopicPartition
+from core.model import Endpoint, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
 from streaming import zk_snapshot
@@ -57,7 +58,7 @@ def test_snapshot_reads_kafkas_layout(zk: KazooClient) -> None:
     snap = read_snapshot(zk)
     assert (snap.controller_epoch, snap.controller_epoch_zk_version) == (3, 1)
     czxid1 = zk.exists("/brokers/ids/1").czxid
-    assert [(b.broker_id, b.broker_epoch, b.rack) for b in snap.brokers] == [
+    assert [(b.id, b.epoch, b.rack) for b in snap.brokers] == [
         (1, czxid1, "r1"),
         (2, zk.exists("/brokers/ids/2").czxid, None),
     ]

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from admin.publish import EpochFilter, Progress, _decode_result
-from core.decisions import AdminResult, AdminStatus, encode_decision
+from core.codec.decisions import encode_decision
+from core.decisions import AdminResult, AdminStatus
 
 pytestmark = pytest.mark.unit
 

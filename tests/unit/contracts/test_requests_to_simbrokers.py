@@ -19,10 +19,8 @@ from core.events import (
     ControlledShutdown,
     CreateTopic,
     DeleteTopic,
-    PartitionTarget,
     ReassignPartitions,
     StopReplicaResponse,
-    TopicPartition,
 )
 from core.kafka.envelope import encode_request, parse_request
 from core.kafka.error_codes import KafkaError, error_name
@@ -34,6 +32,7 @@ from core.kafka.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from core.model import PartitionTarget, TopicPartition
 from simbrokers.broker import SimBroker
 from simbrokers.partition import PendingIsr
 from sinks.ports import Fence

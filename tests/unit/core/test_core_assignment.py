@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.assignment import ReplicaAssignment
+from core.model import ReplicaAssignment
 
 pytestmark = pytest.mark.unit
 

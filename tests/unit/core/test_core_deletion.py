@@ -6,10 +6,10 @@ import pytest
 from core_context import T0, cluster
 
 from core import deletion
-from core.assignment import ReplicaAssignment
 from core.context import LeaderAndIsr
 from core.decisions import BrokerRequest, RequestApi
 from core.events import TopicPartition
+from core.model import ReplicaAssignment
 from core.requests import Effects
 from core.states import PartitionState, ReplicaState
 

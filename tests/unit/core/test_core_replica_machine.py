@@ -8,7 +8,7 @@ from core_context import T0, T1, cluster, sent, state_writes
 from core import replica_machine
 from core.context import LeaderAndIsr
 from core.decisions import RequestApi, ZkOp
-from core.events import PartitionReplica
+from core.model import PartitionReplica
 from core.requests import Effects
 from core.states import ReplicaState
 

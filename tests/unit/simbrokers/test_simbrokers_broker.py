@@ -14,14 +14,9 @@ from typing import Any
 import pytest
 from simbrokers_support import TP, MiniController, T, cluster, envelope, lisr_body, part
 
+from core.codec.events import event_from_json, event_to_json
 from core.errors import FormatError
-from core.events import (
-    LeaderAndIsrResponse,
-    LogDirFailure,
-    StopReplicaResponse,
-    event_from_json,
-    event_to_json,
-)
+from core.events import LeaderAndIsrResponse, LogDirFailure, StopReplicaResponse
 from core.kafka.envelope import encode_request, parse_request
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import RequestApi

@@ -13,6 +13,7 @@ from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
 
 from core import decisions as dc
 from core import events as ev
+from core.codec.events import event_to_json
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import decode_partition_state
 from sinks.errors import ControllerFencedError
@@ -33,7 +34,7 @@ def test_a_fenced_dispatcher_writes_nothing_more(tmp_path: Path, validator: Inpu
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2))))])
     zk.set("/controller_epoch", b"2")  # another controller was elected
     with pytest.raises(ControllerFencedError):
-        p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "late", 1, 1)))])
+        p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "late", 1, 1)))])
     assert p.dispatcher.fenced and p.dispatcher.metrics["ActiveControllerCount"] == 0
     assert not zk.exists("/brokers/topics/late")
     assert not [m for m in p.requests.messages if m.topic == "livectl.admin-results"]
@@ -47,7 +48,7 @@ def test_replaying_a_micro_batch_writes_nothing_twice(tmp_path: Path, validator:
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     saved = {b: s.value for b, s in p.states.items()}
-    out = p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 2, 3)))])
+    out = p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 2, 3)))])
     tree = zk.snapshot()
     sent = list(p.requests.messages)
     # Spark replays batch 1 from the same state with the same rows
@@ -80,16 +81,16 @@ def test_a_refused_state_write_is_read_again_and_redone(tmp_path: Path, validato
     refused: list[Any] = []
     p.dispatcher.on_refused = refused.extend
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "t", 1, 3, replica_assignment=((1, 2, 3),))))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "t", 1, 3, replica_assignment=((1, 2, 3),))))])
     path = "/brokers/topics/t/partitions/0/state"
     data, version = zk.get(path)
     zk.set(path, data)  # changed under the controller: same content, a new version
-    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(1, 101)))])
+    p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(1, 101)))])
     assert [(f.write.path, f.error) for f in refused] == [(path, "BadVersion")]
     assert json.loads(zk.get(path)[0])["leader"] == 1  # nothing written
     data, version = zk.get(path)
     read = ev.PartitionStatesRead("t", ((0, decode_partition_state(data.decode(), version)),))
-    p.run_batch([(EVENTS, ev.event_to_json(read))])
+    p.run_batch([(EVENTS, event_to_json(read))])
     state = json.loads(zk.get(path)[0])
     assert (state["leader"], state["isr"], state["leader_epoch"]) == (2, [2, 3], 1)
     assert zk.get(path)[1] == version + 1
@@ -101,11 +102,11 @@ def test_requests_of_a_refused_state_write_are_withheld(tmp_path: Path, validato
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     assignment = ((1, 2, 3), (2, 3, 1))
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "t", 2, 3, replica_assignment=assignment)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "t", 2, 3, replica_assignment=assignment)))])
     path = "/brokers/topics/t/partitions/0/state"
     data, version = zk.get(path)
     zk.set(path, data)  # changed under the controller: its leader-epoch bump there will be refused
-    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(1, 101)))])
+    p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(1, 101)))])
 
     def states_in(batch: int) -> list[tuple[str, int, int, int]]:
         out = []
@@ -130,7 +131,7 @@ def test_requests_of_a_refused_state_write_are_withheld(tmp_path: Path, validato
         [
             (
                 EVENTS,
-                ev.event_to_json(ev.PartitionStatesRead("t", ((0, decode_partition_state(data.decode(), version)),))),
+                event_to_json(ev.PartitionStatesRead("t", ((0, decode_partition_state(data.decode(), version)),))),
             )
         ]
     )

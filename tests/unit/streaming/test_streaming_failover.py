@@ -9,6 +9,9 @@ import pytest
 from shell_pipeline import ADMIN, BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of, store_at
 
 from core import events as ev
+from core.codec.events import event_to_json
+from core.model import Broker, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
 from streaming import failover, routing
@@ -19,9 +22,9 @@ pytestmark = pytest.mark.unit
 
 
 def test_snapshot_is_split_by_bucket(tmp_path: Path) -> None:
-    topics = tuple(ev.TopicZnode(f"t{i}", ((0, (1, 2)),)) for i in range(20))
-    states = tuple((ev.TopicPartition(f"t{i}", 0), ev.PartitionStateZnode(1, 0, (1, 2), 1, 0)) for i in range(20))
-    snap = ev.ZkSnapshot(3, 2, (ev.BrokerInfo(1, 7), ev.BrokerInfo(2, 8)), topics, states, topics_to_delete=("t3",))
+    topics = tuple(TopicZnode(f"t{i}", ((0, (1, 2)),)) for i in range(20))
+    states = tuple((TopicPartition(f"t{i}", 0), PartitionStateZnode(1, 0, (1, 2), 1, 0)) for i in range(20))
+    snap = ZkSnapshot(3, 2, (Broker(1, 7), Broker(2, 8)), topics, states, topics_to_delete=("t3",))
     parts = failover.split_snapshot(snap, BUCKETS)
     assert sorted(t.topic for part in parts for t in part.topics) == sorted(t.topic for t in topics)
     for b, part in enumerate(parts):
@@ -33,13 +36,13 @@ def test_snapshot_is_split_by_bucket(tmp_path: Path) -> None:
         assert failover.load_bucket_failover(ref, b, StoreSnapshots(store_at(tmp_path))).snapshot == parts[b]
 
 
-def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ev.ZkSnapshot:
+def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ZkSnapshot:
     """What a controller elected now reads from the fake tree (as :func:`streaming.zk_snapshot.read_snapshot`)."""
     from core.kafka.zksnapshot import snapshot_from_znodes
 
     data, version = zk.get("/controller_epoch")
     znodes = {path: (d.decode() or None, v) for path, (d, v) in zk.nodes.items()}
-    infos = tuple(ev.BrokerInfo(b, 100 + b) for b in brokers)
+    infos = tuple(Broker(b, 100 + b) for b in brokers)
     return snapshot_from_znodes(znodes, infos, int(data), version)
 
 
@@ -52,7 +55,7 @@ def test_a_takeover_handles_the_records_that_waited_for_its_reference_after_it(
     brokers = (1, 2, 3, 4, 5, 6)
     first = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     first.run_batch([(EVENTS, first.failover_ref(snapshot_of(brokers)))])
-    first.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),))))])
+    first.run_batch([(ADMIN, event_to_json(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),))))])
     # the second is elected, reads the tree, and publishes its reference after the waiting command; the
     # source's barrier gives the bucket both in one micro-batch, on the checkpoint's state
     zk.set("/controller_epoch", b"2")
@@ -60,8 +63,8 @@ def test_a_takeover_handles_the_records_that_waited_for_its_reference_after_it(
     second.states, second.offsets, second.batch, second.clock = first.states, first.offsets, first.batch, first.clock
     snapshot = _snapshot_of_tree(zk, brokers)
     ref = failover.ref_to_json(failover.write_snapshot(store_at(tmp_path), 1000, snapshot, BUCKETS))
-    reassign = ev.ReassignPartitions("r1", (ev.PartitionTarget("moving", 0, (4, 5, 6)),))
-    second.run_batch([(ADMIN, ev.event_to_json(reassign)), (EVENTS, ref)])
+    reassign = ev.ReassignPartitions("r1", (PartitionTarget("moving", 0, (4, 5, 6)),))
+    second.run_batch([(ADMIN, event_to_json(reassign)), (EVENTS, ref)])
     topic = json.loads(zk.get("/brokers/topics/moving")[0])
     assert topic["partitions"]["0"] == [4, 5, 6, 1, 2, 3]
     # handled after the snapshot, the reassignment is in the bucket's state as in ZooKeeper: it goes on
@@ -69,7 +72,7 @@ def test_a_takeover_handles_the_records_that_waited_for_its_reference_after_it(
     state = json.loads(zk.get("/brokers/topics/moving/partitions/0/state")[0])
     version = zk.get("/brokers/topics/moving/partitions/0/state")[1]
     caught_up = ev.AlterPartition(1, 101, "moving", 0, state["leader_epoch"], version, (1, 2, 3, 4, 5, 6))
-    second.run_batch([(EVENTS, ev.event_to_json(caught_up))])
+    second.run_batch([(EVENTS, event_to_json(caught_up))])
     topic = json.loads(zk.get("/brokers/topics/moving")[0])
     assert topic["partitions"]["0"] == [4, 5, 6]
     assert topic.get("adding_replicas", {}) == {} and topic.get("removing_replicas", {}) == {}

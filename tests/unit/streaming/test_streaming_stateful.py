@@ -14,6 +14,7 @@ import pytest
 from shell_pipeline import ADMIN, BUCKETS, EVENTS, FakeGroupState, Pipeline, epoch_znode, snapshot_of, store_at
 
 from core import events as ev
+from core.codec.events import event_to_json
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
 from streaming import routing, stateful
@@ -30,7 +31,7 @@ def test_create_topic_end_to_end_on_fakes(tmp_path: Path, validator: InputValida
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     out = p.run_batch(
         [
-            (ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 3, 2))),
+            (ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 3, 2))),
             (ADMIN, "not json"),
         ]
     )
@@ -66,9 +67,9 @@ def test_history_before_the_first_failover_is_not_applied(tmp_path: Path, valida
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.run_batch(
         [
-            (ADMIN, ev.event_to_json(ev.CreateTopic("old", "history", 1, 1))),
+            (ADMIN, event_to_json(ev.CreateTopic("old", "history", 1, 1))),
             (EVENTS, p.failover_ref(snapshot_of((1,)))),
-            (ADMIN, ev.event_to_json(ev.CreateTopic("new", "current", 1, 1))),
+            (ADMIN, event_to_json(ev.CreateTopic("new", "current", 1, 1))),
         ]
     )
     assert not zk.exists("/brokers/topics/history")
@@ -85,7 +86,7 @@ def test_state_round_trips_through_its_pyarrow_blob(tmp_path: Path, validator: I
     epoch_znode(zk)
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
     for s in p.states.values():
         if s.value is None:
             continue
@@ -103,7 +104,7 @@ def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator:
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     saved = {b: s.value for b, s in p.states.items()}
-    records = [(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 3, 2)))]
+    records = [(ADMIN, event_to_json(ev.CreateTopic("r", "t", 3, 2)))]
     routed = pd.concat(
         [routing.prepare_frame(p.records(records), BUCKETS, ADMIN, validator), routing.tick_rows(1, BUCKETS)]
     )
@@ -135,7 +136,7 @@ def test_failover_references_of_other_runs_are_history(tmp_path: Path, validator
     failures = [json.loads(x) for x in out[out["kind"] == stateful.KIND_FAILURE]["payload"]]
     assert len(failures) == BUCKETS and all("is gone" in f["reason"] for f in failures)
     current = p.failover_ref(snapshot_of((1, 2, 3), epoch=2))
-    p.run_batch([(EVENTS, current), (ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 1, 3)))])
+    p.run_batch([(EVENTS, current), (ADMIN, event_to_json(ev.CreateTopic("r", "t", 1, 3)))])
     assert zk.exists("/brokers/topics/t")
     # the same reference met again (a replay of the topic) is stale now
     out = p.run_batch([(EVENTS, current)])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from broker_registration import registration
 
-from core.events import BrokerInfo, Endpoint
+from core.events import Endpoint
+from core.model import Broker
 from streaming.zk_snapshot import SnapshotError, parse_broker_registration
 
 pytestmark = pytest.mark.unit
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.unit
 
 def test_parse_broker_registration() -> None:
     info = parse_broker_registration(5, registration("h1", 9092, "r1"), 77)
-    assert info == BrokerInfo(
+    assert info == Broker(
         5, 77, "r1", (Endpoint("PLAINTEXT", "h1", 9092, "PLAINTEXT"), Endpoint("INTERNAL", "::1", 9093, "SSL"))
     )
     old = parse_broker_registration(1, b'{"version":1,"host":"old","port":9092,"jmx_port":-1}', 3)
