@@ -1,5 +1,5 @@
-"""ZooKeeper security settings without a server: Kafka's default ACLs per path, and the credentials the
-settings demand (digest and SASL)."""
+"""Security settings without a server: Kafka's default ZooKeeper ACLs per path, the credentials the settings
+demand (digest and SASL), and a Kafka tool's ``--command-config`` properties mapped to the Kafka client."""
 
 from __future__ import annotations
 
@@ -41,3 +41,36 @@ def test_sasl_settings_are_checked() -> None:
     assert e.value.key == "zookeeper_auth" and "digest, sasl" in str(e.value)
     kwargs = ZkSecurity.parse("sasl:livectl:pw").client_kwargs()
     assert kwargs == {"sasl_options": {"mechanism": "DIGEST-MD5", "username": "livectl", "password": "pw"}}
+
+
+def test_kafka_security_properties_map_to_kafka_python() -> None:
+    from sinks.security import KafkaSecurity, SecurityConfigError
+
+    text = """# like a Kafka tool's --command-config
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="ctl" password="p=w";
+ssl.truststore.type=PEM
+ssl.truststore.location=/etc/livectl/ca.pem
+ssl.endpoint.identification.algorithm=
+"""
+    sec = KafkaSecurity.from_file_text(text)
+    assert sec.client_kwargs() == {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "ctl",
+        "sasl_plain_password": "p=w",
+        "ssl_cafile": "/etc/livectl/ca.pem",
+    }
+    assert "p=w" not in repr(sec)
+    for bad, key in (
+        ("security.protocol=SASL_PLAIN\n", "security.protocol"),
+        ("security.protocol=SASL_SSL\n", "sasl.mechanism"),
+        ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "sasl.jaas.config"),
+        ("ssl.truststore.type=JKS\n", "ssl.truststore.type"),
+        ("bootstrap.servers=x\n", "bootstrap.servers"),
+        ("no equals sign\n", "command config line 1"),
+    ):
+        with pytest.raises(SecurityConfigError) as e:
+            KafkaSecurity.from_file_text(bad).client_kwargs()
+        assert e.value.key == key

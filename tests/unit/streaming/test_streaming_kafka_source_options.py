@@ -1,4 +1,5 @@
-"""The Kafka source's options checked without a broker: each bad option is named with its reason."""
+"""The Kafka source's options checked without a broker: each bad option is named with its reason; the
+security settings reach the options."""
 
 from __future__ import annotations
 
@@ -27,3 +28,28 @@ def test_bad_starting_offsets_and_barrier_options_name_the_field() -> None:
         SourceOptions.parse({**base, "barrier_topic": "c", "barrier_epoch": "1"})
     opts = SourceOptions.parse({**base, "starting_offsets": '{"b": {"1": 5, "0": 3}}'})
     assert opts.starting_offsets == "explicit" and opts.starting_positions == (("b", 0, 3), ("b", 1, 5))
+
+
+def test_security_settings_reach_the_source_options_and_errors_name_the_setting() -> None:
+    from streaming.kafka_source import KafkaSourceError, SourceOptions
+    from streaming.settings import Settings, SettingsError
+
+    s = Settings().with_overrides(
+        [
+            "kafka_security_protocol=SASL_PLAINTEXT",
+            "kafka_sasl_mechanism=PLAIN",
+            'kafka_sasl_jaas_config=x username="u" password="pw"',
+        ]
+    )
+    props = s.kafka_security().properties()
+    assert props["security.protocol"] == "SASL_PLAINTEXT" and "pw" not in repr(s)
+    # what streaming.query gives the source: kafka.<name> options
+    options = {"bootstrap_servers": "h:1", "topics": "a", **{f"kafka.{k}": v for k, v in props.items()}}
+    parsed = SourceOptions.parse(options)
+    assert dict(parsed.security) == props
+    with pytest.raises(KafkaSourceError) as e:
+        SourceOptions.parse({"bootstrap_servers": "h:1", "topics": "a", "kafka.security.protocol": "TLS"})
+    assert e.value.option == "kafka.security.protocol"
+    with pytest.raises(SettingsError) as se:
+        Settings().with_overrides(["kafka_sasl_mechanism=MD5"])
+    assert se.value.key == "kafka_sasl_mechanism"
