@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 from core import jsonform as jf
-from core.model import TopicPartition
+from core.model import NO_EPOCH, TopicPartition
 
 
 class RequestApi(Enum):
@@ -39,10 +39,6 @@ REQUEST_ORDER: dict[RequestApi, int] = {
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 #: Kafka's ``SecurityProtocol`` ids, as UpdateMetadata's ``securityProtocol`` carries them
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-
-#: StopReplica leader epoch sentinels (Kafka's ``LeaderAndIsr.EpochDuringDelete`` / ``NoEpoch``)
-EPOCH_DURING_DELETE = -2
-NO_EPOCH = -1
 
 
 @dataclass(frozen=True)
