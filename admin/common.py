@@ -21,9 +21,10 @@ from admin.publish import (
     publish_command,
 )
 from admin.zkread import ZkUnavailableError
+from core.codec.events import decode_event, encode_event
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
-from core.events import AdminCommand, decode_event, encode_event
+from core.events import AdminCommand
 from livectl import local
 from sinks.security import KafkaSecurity, SecurityConfigError
 

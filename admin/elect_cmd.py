@@ -9,7 +9,8 @@ from admin import files, reassign_cmd
 from admin.common import EXIT_OK, OperationFailedError, forbid, require, run_command, submit
 from admin.publish import new_request_id
 from core.decisions import AdminResult
-from core.events import ElectionType, ElectLeaders, TopicPartition
+from core.events import ElectLeaders
+from core.model import ElectionType, TopicPartition
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:

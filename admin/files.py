@@ -16,18 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from core import jsonform as jf
+from core.codec.events import decode_event
+from core.codec.values import validate_topic_name
 from core.errors import FormatError
-from core.events import (
-    CancelReassignment,
-    ElectionType,
-    ElectLeaders,
-    PartitionTarget,
-    ReassignPartitions,
-    TopicPartition,
-    decode_event,
-    validate_topic_name,
-)
+from core.events import CancelReassignment, ElectLeaders, ReassignPartitions
 from core.kafka import zkdata
+from core.model import ElectionType, PartitionTarget, TopicPartition
 
 
 def _load(path: Path) -> Any:

@@ -1,6 +1,6 @@
 """Publishing admin commands to ``livectl.admin`` and following their results on ``livectl.admin-results``.
 
-A command is :func:`core.events.event_to_json` of a :class:`core.events.AdminCommand` with a fresh
+A command is :func:`core.codec.events.event_to_json` of a :class:`core.events.AdminCommand` with a fresh
 ``request_id``, keyed by that id. Results are :class:`core.decisions.AdminResult` JSON (the sink adds
 ``batch_id`` and ``controller_epoch``), keyed by the request id; ``in_progress`` results are followed until
 ``ok`` or ``error``. The consumer's positions are taken at the end of the results topic *before* the
@@ -26,9 +26,11 @@ from typing import Any, TextIO
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
-from core.decisions import AdminResult, AdminStatus, decision_from_json
+from core.codec.decisions import decision_from_json
+from core.codec.events import event_to_json
+from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
-from core.events import Event, event_to_json
+from core.events import Event
 from sinks import kafka_read
 from sinks.errors import SinkUnavailableError
 

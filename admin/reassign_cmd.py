@@ -57,8 +57,9 @@ from admin.common import (
 from admin.publish import ResultFollower, new_request_id, publish_command
 from admin.zkread import ZkReader, connect
 from core.decisions import AdminResult, AdminStatus
-from core.events import AdminCommand, CancelReassignment, PartitionTarget, ReassignPartitions, TopicPartition
+from core.events import AdminCommand, CancelReassignment, ReassignPartitions
 from core.kafka import zkdata
+from core.model import PartitionTarget, TopicPartition
 from core.topic_configs import (
     ALTER_LOG_DIRS_THROTTLED_RATE,
     FOLLOWER_THROTTLED_RATE,

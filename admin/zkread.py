@@ -21,8 +21,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from core import offline_replicas
 from core.errors import FormatError
-from core.events import PartitionStateZnode, PartitionTarget, TopicZnode
 from core.kafka import zkdata
+from core.model import PartitionTarget
+from core.snapshot import PartitionStateZnode, TopicZnode
 
 
 class ZkUnavailableError(RuntimeError):
@@ -101,7 +102,7 @@ class ZkReader:
                 int(raw.get("port", -1)),
                 tuple(zkdata.endpoint_text(e.listener, e.host, e.port) for e in info.endpoints),
                 info.rack,
-                info.broker_epoch,
+                info.epoch,
                 raw,
             )
         return out

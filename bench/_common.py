@@ -30,11 +30,10 @@ sys.path.insert(0, str(ROOT))
 
 from kazoo.client import KazooClient  # noqa: E402
 
-from core.assignment import ReplicaAssignment  # noqa: E402
-from core.context import LeaderAndIsr  # noqa: E402
 from core.decisions import BrokerRequest, ZkWrite  # noqa: E402
 from core.kafka import zkdata  # noqa: E402
 from core.kafka.requests import RequestApi  # noqa: E402
+from core.model import LeaderAndIsr, ReplicaAssignment  # noqa: E402
 from core.placement import BrokerRack, assign_replicas  # noqa: E402
 from livectl import local  # noqa: E402
 from sinks.ports import RequestBatchResult, RequestSinkPort, ZkBatchResult, ZkSinkPort  # noqa: E402

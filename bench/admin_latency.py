@@ -56,6 +56,7 @@ from kafka import KafkaProducer
 from kazoo.client import KazooClient
 
 from core import events as ev
+from core.codec.events import event_to_json
 from core.kafka import zkdata
 from streaming.settings import Settings
 
@@ -99,7 +100,7 @@ def one_command(
     rid = f"bench-{uuid.uuid4().hex[:12]}"
     cmd = ev.CreateTopic(rid, topic, partitions, RF)
     t_send = time.time()
-    producer.send(settings.admin_topic, key=rid.encode(), value=ev.event_to_json(cmd).encode()).get(timeout=30)
+    producer.send(settings.admin_topic, key=rid.encode(), value=event_to_json(cmd).encode()).get(timeout=30)
     t_acked = time.time()
     if not all_there.wait(timeout):
         raise TimeoutError(f"{topic}: {len(left)} of {partitions} partitions not online after {timeout:.0f} s")

@@ -38,8 +38,11 @@ from core_step import build_state
 from core import controller
 from core import decisions as dc
 from core import events as ev
+from core.codec.decisions import decision_from_json
 from core.kafka.zkdata import encode_partition_state, encode_topic_znode
 from core.kafka.zksnapshot import snapshot_from_znodes
+from core.model import Broker
+from core.snapshot import ZkSnapshot
 from streaming import failover
 from streaming.checkpoint_fs import MemoryCheckpointStore
 from streaming.stateful import decision_rows, dump_state, load_state
@@ -52,7 +55,7 @@ def timed(fn: Any, *a: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def snapshot_for(state: controller.ControllerState) -> ev.ZkSnapshot:
+def snapshot_for(state: controller.ControllerState) -> ZkSnapshot:
     """The ZooKeeper snapshot a new controller would read for this bucket's topics."""
     ctx = state.context
     znodes: dict[str, tuple[str | None, int]] = {}
@@ -66,7 +69,7 @@ def snapshot_for(state: controller.ControllerState) -> ev.ZkSnapshot:
             encode_partition_state(li.leader_and_isr, 1),
             0,
         )
-    brokers = [ev.BrokerInfo(b.id, b.epoch, b.rack, b.endpoints) for b in ctx.live_brokers.values()]
+    brokers = [Broker(b.id, b.epoch, b.rack, b.endpoints) for b in ctx.live_brokers.values()]
     return snapshot_from_znodes(znodes, brokers, 2, 1)
 
 
@@ -92,7 +95,7 @@ def main() -> None:
     _, out["dump_state_s"] = timed(dump_state, new_state)
     rows, out["decision_rows_s"] = timed(decision_rows, 0, decisions)
     payloads = [r[3] for r in rows]
-    _, out["dispatch_decode_s"] = timed(lambda: [dc.decision_from_json(p) for p in payloads])
+    _, out["dispatch_decode_s"] = timed(lambda: [decision_from_json(p) for p in payloads])
     out["decisions"] = len(decisions)
     out["zk_writes"] = sum(isinstance(d, dc.ZkWrite) for d in decisions)
     out["output_json_bytes"] = sum(len(p) for p in payloads)

@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.assignment import ReplicaAssignment
-from core.context import ControllerContext, LeaderAndIsr, LiveBroker
+from core.context import ControllerContext
 from core.controller import ControllerState, step
 from core.decisions import BrokerRequest, ZkWrite
-from core.events import BrokerFailure, Endpoint, PartitionReplica, TopicPartition
+from core.events import BrokerFailure
+from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.placement import BrokerRack, assign_replicas
 from core.states import PartitionState, ReplicaState
 
@@ -31,7 +31,7 @@ from core.states import PartitionState, ReplicaState
 def build_state(n_brokers: int, n_partitions: int, rf: int, per_topic: int) -> ControllerState:
     ctx = ControllerContext(controller_id=0, epoch=1, epoch_zk_version=0)
     for b in range(n_brokers):
-        ctx.add_live_broker(LiveBroker(b, 1000 + b, None, (Endpoint("PLAINTEXT", f"broker{b}", 9092),)))
+        ctx.add_live_broker(Broker(b, 1000 + b, None, (Endpoint("PLAINTEXT", f"broker{b}", 9092),)))
     brokers = [BrokerRack(b) for b in range(n_brokers)]
     n_topics = n_partitions // per_topic
     for t in range(n_topics):

@@ -63,6 +63,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from core import events as ev  # noqa: E402
+from core.codec.events import event_to_json  # noqa: E402
+from core.model import PartitionTarget  # noqa: E402
 from livectl.demo import BrokerProcess, start_broker_process  # noqa: E402
 from sinks.requests import ensure_topics  # noqa: E402
 
@@ -303,7 +305,7 @@ class Matrix:
 
     def send_admin(self, command: ev.Event) -> None:
         assert self.producer is not None
-        self.producer.send(self.topics["admin"], key=b"crash-matrix", value=ev.event_to_json(command).encode()).get(10)
+        self.producer.send(self.topics["admin"], key=b"crash-matrix", value=event_to_json(command).encode()).get(10)
 
     def znode(self, path: str) -> tuple[dict[str, Any] | None, int]:
         assert self.zk is not None
@@ -533,7 +535,7 @@ class Reassign(Point):
         return [topic_path, state_path], seen
 
     def fire(self) -> None:
-        self.m.send_admin(ev.ReassignPartitions(f"{self.tag}-r", (ev.PartitionTarget(self.topic, 0, self.TARGET),)))
+        self.m.send_admin(ev.ReassignPartitions(f"{self.tag}-r", (PartitionTarget(self.topic, 0, self.TARGET),)))
 
     def expect(self) -> Expect:
         return Expect({self.topic: {0: self.TARGET}}, request_id=f"{self.tag}-r")

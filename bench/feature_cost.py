@@ -71,6 +71,7 @@ from _common import (
 )
 
 from core import events as ev
+from core.codec.events import event_to_json
 from livectl.local import free_port
 
 N_BROKERS = 10
@@ -199,7 +200,7 @@ def run_config(spark: Any, svc: Services, work: Path, features: list[str], args:
             for i in range(args.commands):
                 topic = f"bench-{i}"
                 cmd = ev.CreateTopic(f"c{i}", topic, 1, 3, replica_assignment=((2, 3, 4),))
-                producer.send(settings.admin_topic, ev.event_to_json(cmd).encode()).get(timeout=30)
+                producer.send(settings.admin_topic, event_to_json(cmd).encode()).get(timeout=30)
                 wait_for(topic, lambda t=topic: admin.exists(f"/brokers/topics/{t}/partitions/0/state"), args.timeout)
         finally:
             producer.close()

@@ -39,6 +39,7 @@ from core_step import build_state
 from core import controller
 from core import decisions as dc
 from core import events as ev
+from core.codec.decisions import decision_from_json
 from sinks import requests as rq
 from sinks.ports import Fence
 from streaming.stateful import decision_rows
@@ -106,7 +107,7 @@ def main() -> None:
     for event in events:
         payloads = bucket_decisions(args.partitions // args.buckets, args.buckets, event)
         r: dict[str, Any] = {"rows": len(payloads), "row_json_mb": round(sum(map(len, payloads)) / 1e6, 1)}
-        decoded, r["dispatch_decode_s"] = timed(lambda p=payloads: [dc.decision_from_json(x) for x in p])
+        decoded, r["dispatch_decode_s"] = timed(lambda p=payloads: [decision_from_json(x) for x in p])
         reqs = [d for d in decoded if isinstance(d, dc.BrokerRequest)]
         r["requests_in"] = len(reqs)
         msgs, r["request_messages_s"] = timed(lambda q=reqs: rq.request_messages("t", fence, 1, q))

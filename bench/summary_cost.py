@@ -34,6 +34,7 @@ from _common import machine_info, print_table, write_results
 from core_step import build_state
 
 from core import events as ev
+from core.codec.events import event_to_json
 from streaming import failover_refs, observability, routing, stateful
 
 
@@ -49,7 +50,7 @@ class GroupState:
 def frames(now_ms: int) -> dict[str, pd.DataFrame]:
     tick = routing.tick_rows(now_ms, 1)
     failure = pd.DataFrame(
-        [(0, now_ms, "events/0", 7, 0, routing.KIND_EVENT, ev.event_to_json(ev.BrokerFailure(1, 1001)))],
+        [(0, now_ms, "events/0", 7, 0, routing.KIND_EVENT, event_to_json(ev.BrokerFailure(1, 1001)))],
         columns=tick.columns,
     )
     return {"tick": tick, "broker failure": pd.concat([failure, tick], ignore_index=True)}

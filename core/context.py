@@ -26,78 +26,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.assignment import ReplicaAssignment
-from core.events import Endpoint, PartitionReplica, TopicPartition
+from core.model import (
+    Broker,
+    Endpoint,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    PartitionReplica,
+    ReplicaAssignment,
+    TopicPartition,
+    sort_tps,
+)
 from core.states import PartitionState, ReplicaState
-
-#: Kafka's ``LeaderAndIsr.NoLeader``
-NO_LEADER = -1
-#: Kafka's ``LeaderAndIsr.LeaderDuringDelete`` (UpdateMetadata for topics being deleted)
-LEADER_DURING_DELETE = -2
-#: Kafka's ``LeaderAndIsr.NoEpoch``
-NO_EPOCH = -1
-#: Kafka's ``LeaderAndIsr.EpochDuringDelete``
-EPOCH_DURING_DELETE = -2
-#: ``LeaderRecoveryState``
-RECOVERED = 0
-RECOVERING = 1
-
-
-def _tp_key(tp: TopicPartition) -> tuple[str, int]:
-    return (tp.topic, tp.partition)
-
-
-def sort_tps(tps: Iterable[TopicPartition]) -> list[TopicPartition]:
-    """``sorted(tps)`` without the dataclass comparison methods (much faster on large sets)."""
-    return sorted(tps, key=_tp_key)
-
-
-@dataclass(frozen=True, slots=True)
-class LiveBroker:
-    """A registered broker (``/brokers/ids/<id>``); ``epoch`` is the registration's czxid."""
-
-    id: int
-    epoch: int
-    rack: str | None = None
-    endpoints: tuple[Endpoint, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderAndIsr:
-    """The content of ``/brokers/topics/<t>/partitions/<p>/state``; ``partition_epoch`` is that
-    znode's version (what compare-and-set writes expect)."""
-
-    leader: int
-    isr: tuple[int, ...]
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-    leader_recovery_state: int = RECOVERED
-
-    def new_leader_and_isr(self, leader: int, isr: tuple[int, ...]) -> LeaderAndIsr:
-        """Kafka's ``newLeaderAndIsr``: leader and ISR set, leader epoch + 1, recovery state kept."""
-        return LeaderAndIsr(leader, isr, self.leader_epoch + 1, self.partition_epoch, self.leader_recovery_state)
-
-    def new_recovering_leader_and_isr(self, leader: int, isr: tuple[int, ...]) -> LeaderAndIsr:
-        """After an unclean election: like :meth:`new_leader_and_isr` but ``RECOVERING`` (KIP-704)."""
-        return LeaderAndIsr(leader, isr, self.leader_epoch + 1, self.partition_epoch, RECOVERING)
-
-    def new_leader(self, leader: int) -> LeaderAndIsr:
-        return self.new_leader_and_isr(leader, self.isr)
-
-    def new_epoch(self) -> LeaderAndIsr:
-        """Kafka's ``newEpoch``: same leader and ISR, leader epoch + 1 (e.g. a new replica set)."""
-        return LeaderAndIsr(
-            self.leader, self.isr, self.leader_epoch + 1, self.partition_epoch, self.leader_recovery_state
-        )
-
-    def with_partition_epoch(self, partition_epoch: int) -> LeaderAndIsr:
-        return LeaderAndIsr(self.leader, self.isr, self.leader_epoch, partition_epoch, self.leader_recovery_state)
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderIsrAndControllerEpoch:
-    leader_and_isr: LeaderAndIsr
-    controller_epoch: int
 
 
 @dataclass
@@ -107,7 +46,7 @@ class ControllerContext:
     controller_id: int = -1
     epoch: int = 0
     epoch_zk_version: int = 0
-    live_brokers: dict[int, LiveBroker] = field(default_factory=dict)
+    live_brokers: dict[int, Broker] = field(default_factory=dict)
     shutting_down_broker_ids: set[int] = field(default_factory=set)
     partition_assignments: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
     #: topic -> partition ids
@@ -168,7 +107,7 @@ class ControllerContext:
         """Live brokers that are not shutting down (eligible leaders)."""
         return set(self.live_brokers) - self.shutting_down_broker_ids
 
-    def add_live_broker(self, broker: LiveBroker) -> None:
+    def add_live_broker(self, broker: Broker) -> None:
         self.live_brokers[broker.id] = broker
 
     def remove_live_broker(self, broker_id: int) -> None:
@@ -404,7 +343,7 @@ def context_from_dict(d: dict[str, Any]) -> ControllerContext:
         controller_id=int(d["controller_id"]), epoch=int(d["epoch"]), epoch_zk_version=int(d["epoch_zk_version"])
     )
     for bid, bepoch, rack, eps in d["live_brokers"]:
-        ctx.live_brokers[bid] = LiveBroker(bid, bepoch, rack, tuple(Endpoint(l_, h, p, s) for l_, h, p, s in eps))
+        ctx.live_brokers[bid] = Broker(bid, bepoch, rack, tuple(Endpoint(l_, h, p, s) for l_, h, p, s in eps))
     ctx.shutting_down_broker_ids = set(d["shutting_down"])
     for topic, parts in d["topics"].items():
         ctx.topic_partitions[topic] = set()

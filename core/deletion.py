@@ -28,8 +28,8 @@ from collections.abc import Iterable
 from core import partition_machine, replica_machine
 from core.context import ControllerContext
 from core.decisions import ANY_VERSION, ZkOp, ZkWrite
-from core.events import PartitionReplica
 from core.kafka.zkdata import delete_topic_path, topic_config_path, topic_path
+from core.model import PartitionReplica
 from core.requests import Effects
 from core.states import PartitionState, ReplicaState
 

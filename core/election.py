@@ -32,7 +32,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from core.context import LeaderAndIsr
+from core.model import LeaderAndIsr
 
 
 class ElectionStrategy(Enum):

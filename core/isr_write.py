@@ -9,10 +9,10 @@ state machine creates it.
 
 from __future__ import annotations
 
-from core.context import ControllerContext, LeaderAndIsr, LeaderIsrAndControllerEpoch
+from core.context import ControllerContext
 from core.decisions import ZkOp, ZkWrite
-from core.events import TopicPartition
 from core.kafka.zkdata import encode_partition_state, partition_state_path
+from core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from core.requests import Effects
 
 __all__ = ["newer_controller_wrote", "update_leader_and_isr"]

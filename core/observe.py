@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.context import NO_LEADER, ControllerContext
-from core.events import TopicPartition
+from core.context import ControllerContext
+from core.model import NO_LEADER, TopicPartition
 from core.states import PartitionState
 
 #: Kafka's broker default of ``min.insync.replicas``

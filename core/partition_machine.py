@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.context import ControllerContext, sort_tps
+from core.context import ControllerContext
 from core.decisions import ANY_VERSION, ZkOp, ZkWrite
 from core.election import (
     ElectionResult,
@@ -34,10 +34,10 @@ from core.election import (
     elect_reassign,
     initial_leader_and_isr,
 )
-from core.events import TopicPartition
 from core.isr_write import newer_controller_wrote, update_leader_and_isr
 from core.kafka.zkdata import encode_partition_state, partition_state_path
 from core.machine_result import StateChangeResult
+from core.model import TopicPartition, sort_tps
 from core.requests import Effects
 from core.states import PARTITION_VALID_PREVIOUS, PartitionState
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.context import NO_LEADER, ControllerContext
-from core.events import PartitionReplica
+from core.context import ControllerContext
 from core.isr_write import newer_controller_wrote, update_leader_and_isr
 from core.machine_result import StateChangeResult
+from core.model import NO_LEADER, PartitionReplica
 from core.requests import Effects
 from core.states import REPLICA_VALID_PREVIOUS, ReplicaState
 

@@ -57,18 +57,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.assignment import ReplicaAssignment
-from core.context import (
+from core.context import ControllerContext
+from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkWrite
+from core.kafka.requests import SECURITY_PROTOCOL_IDS, ZERO_UUID, RequestApi
+from core.model import (
     EPOCH_DURING_DELETE,
     LEADER_DURING_DELETE,
     NO_EPOCH,
-    ControllerContext,
+    Broker,
     LeaderIsrAndControllerEpoch,
-    LiveBroker,
+    ReplicaAssignment,
+    TopicPartition,
 )
-from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkWrite
-from core.events import TopicPartition
-from core.kafka.requests import SECURITY_PROTOCOL_IDS, ZERO_UUID, RequestApi
 
 
 def _ints(xs: Iterable[int]) -> str:
@@ -144,7 +144,7 @@ def _live_brokers_json(ctx: ControllerContext) -> str:
     return json.dumps(brokers, separators=(",", ":"))
 
 
-def _leader_node(b: LiveBroker) -> dict[str, Any]:
+def _leader_node(b: Broker) -> dict[str, Any]:
     host, port = (b.endpoints[0].host, b.endpoints[0].port) if b.endpoints else ("", -1)
     return {"brokerId": b.id, "hostName": host, "port": port}
 

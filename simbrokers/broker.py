@@ -39,7 +39,6 @@ from core.events import (
     LogDirFailure,
     PartitionError,
     StopReplicaResponse,
-    TopicPartition,
 )
 from core.kafka.envelope import Envelope
 from core.kafka.error_codes import KafkaError
@@ -55,6 +54,7 @@ from core.kafka.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from core.model import TopicPartition
 from simbrokers.partition import FetchPartitionRequest, FetchPartitionResponse, Role, SimPartition
 from simbrokers.shutdown import ControlledShutdownProcess, ShutdownPhase
 from simbrokers.throttle import Quota, ThrottleConfig

@@ -33,6 +33,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from core.errors import FormatError
+from core.kafka import zkdata
 from core.kafka.envelope import REQUESTS_TOPIC
 from simbrokers import shutdown_watch
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, validate
@@ -137,7 +138,7 @@ def _run(args: argparse.Namespace) -> int:
     config = _kafka_config(args.command_config)
     zk = _connect(args.zookeeper or os.environ.get("LIVECTL_ZOOKEEPER") or "127.0.0.1:2181")
     try:
-        path = f"/brokers/ids/{args.broker_id}"
+        path = zkdata.broker_path(args.broker_id)
 
         def registered() -> bool:
             return zk.exists(path) is not None

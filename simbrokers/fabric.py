@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from core.events import TopicPartition
+from core.model import TopicPartition
 from simbrokers.broker import FetchRequest, FetchResponse, SimBroker
 from simbrokers.log import Record
 from simbrokers.partition import Role

@@ -29,9 +29,9 @@ import random
 from dataclasses import dataclass, field
 from enum import Enum
 
-from core.events import TopicPartition
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import AlterPartitionResult, LisrPartitionState
+from core.model import TopicPartition
 from simbrokers.log import UNDEFINED_EPOCH, UNDEFINED_OFFSET, EpochEndOffset, Record, ReplicaLog
 
 #: AlterPartition errors after which only a new LeaderAndIsr can help (Kafka's ``Partition``

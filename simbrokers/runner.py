@@ -38,8 +38,9 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 from kazoo.client import KazooClient, KazooState
 
+from core.codec.events import event_to_json
 from core.errors import FormatError
-from core.events import Event, event_to_json
+from core.events import Event
 from core.kafka import zkdata
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker

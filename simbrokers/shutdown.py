@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from core.events import TopicPartition
 from core.kafka.error_codes import KafkaError
+from core.model import TopicPartition
 
 
 class ShutdownPhase(Enum):

@@ -46,7 +46,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import InvalidProducerEpochError, KafkaError, ProducerFencedError
 
 from core import limits
-from core.decisions import AdminResult, BrokerRequest, encode_decision
+from core.codec.decisions import encode_decision
+from core.decisions import AdminResult, BrokerRequest
 from core.kafka.envelope import encode_envelope
 from core.kafka.requests import REQUEST_ORDER, RequestApi
 from sinks.errors import ControllerFencedError, SinkUnavailableError

@@ -47,22 +47,20 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
 
 from core.cluster_config import effective_configs
+from core.codec.events import event_from_json, event_to_json
 from core.errors import FormatError
 from core.events import (
     ClusterConfigChanged,
     Event,
-    PartitionTarget,
-    TopicPartition,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
-    ZkSnapshot,
     ZkTopicChange,
     ZkTopicDeletion,
-    event_from_json,
-    event_to_json,
 )
 from core.kafka import zkdata
+from core.model import PartitionTarget, TopicPartition
+from core.snapshot import ZkSnapshot
 from streaming.errors import StreamingError
 from streaming.liveness import Producer
 

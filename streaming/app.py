@@ -440,7 +440,7 @@ class ControllerApp:
             )
 
             # brokers already in the snapshot are known to every bucket: only changes are published
-            known = {b.broker_id: b.broker_epoch for b in snapshot.brokers}
+            known = {b.id: b.epoch for b in snapshot.brokers}
             bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
             bridge.start()
             rebalancer = AutoRebalanceScheduler(

@@ -22,12 +22,17 @@ replay must not append its rows a second time. :class:`AuditLog` keeps a progres
 (``audit-progress.json``: the last micro-batch whose rows are in the table, and the one being written with
 the time and file name its first attempt chose):
 
-1. a batch at or below ``committed`` was written already: nothing is written;
+1. a batch at or below ``committed`` was written already: nothing is written; nor is a batch this object
+   wrote itself (Spark's replay in the same driver after ``foreachBatch`` failed later on);
 2. otherwise the progress file first names the batch, its time and its file (a replay reuses them, so the
-   replayed rows carry the first attempt's time and land in the same file, under the same date);
+   replayed rows carry the first attempt's time and land in the same file, under the same date), and
+   records the batch before it as committed: Spark runs batch ``B`` only once ``B - 1`` is committed,
+   which it is only after ``foreachBatch``, and so this call, returned for ``B - 1``;
 3. the Parquet file is written under a hidden name and renamed into place (a reader never sees half of
-   it; a replay replaces it whole);
-4. the progress file records the batch as committed.
+   it; a replay by another driver replaces it whole, with the same rows).
+
+One progress write per batch, not two (pending, then committed): each write through Hadoop's
+``FileSystem`` costs ~20 ms of the micro-batch here (``bench/feature_cost.py``'s own-time figures).
 
 The progress file lives in the checkpoint, so a new checkpoint (batch ids starting again at 0) starts a new
 sequence; file names carry the first attempt's time as well as the batch id, so the new files never
@@ -430,22 +435,30 @@ class AuditFiles(CheckpointStore, Protocol):
 class HadoopAuditFiles(HadoopCheckpointStore):
     """The table's folder through Hadoop's ``FileSystem`` for its URI (the session's Hadoop configuration)."""
 
+    def __init__(self, spark: Any, root: str) -> None:
+        super().__init__(spark, root)
+        #: the date folders made so far: one ``mkdirs`` per folder, not per file (each call is a round trip)
+        self._made: set[str] = set()
+
     def write_bytes(self, uri: str, data: bytes) -> None:
         folder, name = parent(uri), uri.rstrip("/").rsplit("/", 1)[1]
         tmp = child(folder, f".{name}.tmp")
 
         def write() -> None:
-            self._fs.mkdirs(self._path(folder))
-            out = self._fs.create(self._path(tmp), True)
+            if folder not in self._made:
+                self._fs.mkdirs(self._path(folder))
+                self._made.add(folder)
+            temporary = self._path(tmp)
+            out = self._fs.create(temporary, True)
             try:
                 out.write(bytearray(data))
             finally:
                 out.close()
             target = self._path(uri)
-            if not self._fs.rename(self._path(tmp), target):
+            if not self._fs.rename(temporary, target):
                 # HDFS's rename refuses an existing target (a replayed batch's file): replace it
                 self._fs.delete(target, False)
-                if not self._fs.rename(self._path(tmp), target):
+                if not self._fs.rename(temporary, target):
                     raise CheckpointError(uri, f"cannot rename {tmp} into place")
 
         self._call(uri, "write it", write)
@@ -498,6 +511,8 @@ class AuditLog:
     #: what the last call did: "written", "skipped" (replay of a written batch) or "empty"
     last: str = ""
     _known: dict[str, Any] | None = field(default=None, repr=False)
+    #: the last batch whose file this object wrote (step 1 of the module docstring)
+    _written: int = field(default=-1, repr=False)
 
     @property
     def progress_uri(self) -> str:
@@ -519,7 +534,7 @@ class AuditLog:
 
     def __call__(self, batch: AuditBatch) -> None:
         progress = self._progress()
-        if batch.batch_id <= int(progress.get("committed", -1)):
+        if batch.batch_id <= max(int(progress.get("committed", -1)), self._written):
             # a replay of a batch whose rows are in the table already (its log lines were said then too)
             self.last = "skipped"
             return
@@ -540,11 +555,14 @@ class AuditLog:
             uri = child(
                 self.files.root, f"date={when.date().isoformat()}", f"part-b{batch.batch_id:012d}-{stamp}.parquet"
             )
-            progress["pending"] = {"batch": batch.batch_id, "time": when.isoformat(), "file": uri}
+            progress = {
+                "committed": batch.batch_id - 1,
+                "pending": {"batch": batch.batch_id, "time": when.isoformat(), "file": uri},
+            }
             self._save(progress)
         table = audit_rows(batch, self.controller_id, self.controller_epoch, when, digests)
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="zstd")
         self.files.write_bytes(uri, sink.getvalue())
-        self._save({"committed": batch.batch_id, "last_file": uri})
+        self._written = batch.batch_id
         self.last = "written"

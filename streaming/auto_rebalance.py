@@ -23,8 +23,9 @@ from typing import Any
 from kafka.errors import KafkaError
 
 from core.cluster_config import CONTROLLER_CONFIGS, controller_fields
+from core.codec.events import event_to_json
 from core.controller import brokers_over_imbalance
-from core.events import AutoRebalanceTick, event_to_json
+from core.events import AutoRebalanceTick
 from streaming.liveness import Producer
 
 log = logging.getLogger(__name__)

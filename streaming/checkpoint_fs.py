@@ -82,8 +82,10 @@ class HadoopCheckpointStore:
         self._jvm = spark.sparkContext._jvm
         # the configuration Spark's streaming engine opens the checkpoint with (spark.hadoop.* included)
         self._conf = spark._jsparkSession.sessionState().newHadoopConf()
+        # py4j resolves ``jvm.org.apache.hadoop.fs.Path`` one name at a time, a round trip each: once here
+        self._path_class = self._jvm.org.apache.hadoop.fs.Path
         try:
-            path = self._jvm.org.apache.hadoop.fs.Path(checkpoint_dir)
+            path = self._path_class(checkpoint_dir)
             self._fs = path.getFileSystem(self._conf)
             self._root = str(self._fs.makeQualified(path).toString())
         except Py4JJavaError as e:
@@ -96,7 +98,7 @@ class HadoopCheckpointStore:
         return self._root
 
     def _path(self, uri: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(uri)
+        return self._path_class(uri)
 
     def _call(self, uri: str, what: str, fn: Any) -> Any:
         from py4j.protocol import Py4JJavaError
@@ -126,7 +128,8 @@ class HadoopCheckpointStore:
 
         def write() -> None:
             self._fs.mkdirs(self._path(folder))
-            out = self._fs.create(self._path(tmp), True)
+            temporary = self._path(tmp)
+            out = self._fs.create(temporary, True)
             try:
                 out.write(bytearray(text.encode("utf-8")))
             finally:
@@ -134,9 +137,9 @@ class HadoopCheckpointStore:
             target = self._path(uri)
             # HDFS's rename refuses an existing target where the local file system replaces it: make both
             # replace, so a rewrite (livectl.json) behaves the same everywhere
-            if not self._fs.rename(self._path(tmp), target):
+            if not self._fs.rename(temporary, target):
                 self._fs.delete(target, False)
-                if not self._fs.rename(self._path(tmp), target):
+                if not self._fs.rename(temporary, target):
                     raise CheckpointError(uri, f"cannot rename {tmp} into place")
 
         self._call(uri, "write it", write)

@@ -48,6 +48,7 @@ import pandas as pd
 
 from core import decisions as dc
 from core import jsonform as jf
+from core.codec.decisions import decision_from_json
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
@@ -243,22 +244,22 @@ class Dispatcher:
             frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
         ):
             if kind == KIND_ZK:
-                d = dc.decision_from_json(payload)
+                d = decision_from_json(payload)
                 assert isinstance(d, dc.ZkWrite)
                 zk_writes.append(d)
             elif kind == KIND_REQUEST:
-                d = dc.decision_from_json(payload)
+                d = decision_from_json(payload)
                 assert isinstance(d, dc.BrokerRequest)
                 requests.append(d)
             elif kind == KIND_ADMIN_RESULT:
-                d = dc.decision_from_json(payload)
+                d = decision_from_json(payload)
                 assert isinstance(d, dc.AdminResult)
                 results.append(d)
                 result_buckets.append(int(bucket))
             elif kind == KIND_FAILURE:
                 report.failures += 1
                 log.info("state change failure (bucket %s): %s", bucket, payload)
-                d = dc.decision_from_json(payload)
+                d = decision_from_json(payload)
                 assert isinstance(d, dc.StateChangeFailure)
                 failures.append(d)
             elif kind == observability.KIND_SUMMARY:

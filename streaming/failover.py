@@ -34,12 +34,14 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from core import events as ev
+from core.codec.events import event_from_json, event_to_json
+from core.snapshot import ZkSnapshot
 from streaming.checkpoint_fs import CheckpointStore, child, parent
 from streaming.routing import bucket_of
 from streaming.validation import FAILOVER_REF_TYPE
 
 
-def split_snapshot(snapshot: ev.ZkSnapshot, num_buckets: int) -> list[ev.ZkSnapshot]:
+def split_snapshot(snapshot: ZkSnapshot, num_buckets: int) -> list[ZkSnapshot]:
     """The snapshot restricted to each bucket's topics; brokers and the controller epoch go to all."""
 
     def mine(topic: str, b: int) -> bool:
@@ -76,7 +78,7 @@ def bucket_file(folder: str, bucket: int) -> str:
 
 
 def write_snapshot(
-    store: CheckpointStore, controller_id: int, snapshot: ev.ZkSnapshot, num_buckets: int
+    store: CheckpointStore, controller_id: int, snapshot: ZkSnapshot, num_buckets: int
 ) -> dict[str, Any]:
     """Write the per-bucket files through the checkpoint's file system (once per epoch) and return the
     reference record to publish. Executors cannot read the checkpoint themselves: :func:`ship_snapshots`
@@ -86,7 +88,7 @@ def write_snapshot(
         target = bucket_file(folder, b)
         if store.exists(target):  # write-once: a restarted driver with the same epoch keeps the first snapshot
             continue
-        store.write_text(target, ev.event_to_json(ev.ControllerFailover(controller_id, part)))
+        store.write_text(target, event_to_json(ev.ControllerFailover(controller_id, part)))
     return {
         "version": 1,
         "type": FAILOVER_REF_TYPE,
@@ -230,7 +232,7 @@ def load_bucket_failover(ref: dict[str, Any], bucket: int, snapshots: SnapshotFi
     text = snapshots.read(folder, bucket)
     if text is None:
         raise FileNotFoundError(f"the failover snapshot {bucket_file(folder, bucket)} is gone")
-    event = ev.event_from_json(text)
+    event = event_from_json(text)
     if not isinstance(event, ev.ControllerFailover):  # pragma: no cover - written by write_snapshot only
         raise TypeError(f"{bucket_file(folder, bucket)} holds a {type(event).__name__}, not a controller_failover")
     return event

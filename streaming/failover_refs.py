@@ -18,6 +18,7 @@ import pandas as pd
 
 from core import decisions as dc
 from core import events as ev
+from core.codec.events import event_from_json
 from core.controller import ControllerState
 from streaming import failover
 from streaming.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_TICK
@@ -65,7 +66,7 @@ def events_of(
         ordered["kind"], ordered["payload"], ordered["src"], ordered["offset"], strict=True
     ):
         if kind == KIND_EVENT:
-            items.append((kind, ev.event_from_json(payload)))
+            items.append((kind, event_from_json(payload)))
             item_origins.append((str(src), int(offset), str(payload)))
         elif kind == KIND_FAILOVER_REF:
             ref = json.loads(payload)
@@ -73,7 +74,7 @@ def events_of(
             items.append((kind, ref))
             item_origins.append((str(src), int(offset), str(payload)))
         elif kind == KIND_TICK:
-            t = ev.event_from_json(payload)
+            t = event_from_json(payload)
             assert isinstance(t, ev.Tick)
             if tick is None or t.now_ms > tick.now_ms:
                 tick = t

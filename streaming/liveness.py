@@ -35,7 +35,8 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from core.events import BrokerFailure, BrokerStartup, Event, event_to_json
+from core.codec.events import event_to_json
+from core.events import BrokerFailure, BrokerStartup, Event
 from core.kafka.zkdata import BROKER_IDS
 from streaming.errors import StreamingError
 from streaming.zk_snapshot import SnapshotError, parse_broker_registration

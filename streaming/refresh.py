@@ -21,8 +21,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from core.events import Event, PartitionStatesRead, PartitionStateZnode, TopicCreationRefused, event_to_json
+from core.codec.events import event_to_json
+from core.events import Event, PartitionStatesRead, TopicCreationRefused
 from core.kafka import zkdata
+from core.snapshot import PartitionStateZnode
 from sinks.ports import FailedWrite
 from streaming.refusals import classify
 from streaming.zk_snapshot import read_znodes

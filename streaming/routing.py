@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from core import events as ev
+from core.codec.events import event_to_json
 
 REJECTED_BUCKET = -1
 
@@ -98,7 +99,7 @@ def prepare_frame(frame: pd.DataFrame, num_buckets: int, admin_topic: str, valid
         rejection = outcome
         if isinstance(outcome, ev.Event):
             try:
-                routed = [(b, ev.event_to_json(e)) for b, e in route(outcome, num_buckets)]
+                routed = [(b, event_to_json(e)) for b, e in route(outcome, num_buckets)]
             except Exception as e:  # a bug must cost this record only, never the query
                 rejection = _internal_rejection("route", e)
             else:
@@ -158,7 +159,7 @@ def _check(validator: Any, values: list[str | None], sources: list[str]) -> list
 
 
 def tick_rows(now_ms: int, num_buckets: int) -> pd.DataFrame:
-    text = ev.event_to_json(ev.Tick(now_ms))
+    text = event_to_json(ev.Tick(now_ms))
     rows = [(b, now_ms, "~tick", 0, 0, KIND_TICK, text) for b in range(num_buckets)]
     return pd.DataFrame(rows, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
 

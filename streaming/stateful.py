@@ -31,6 +31,7 @@ import pyarrow as pa
 from core import controller
 from core import decisions as dc
 from core import events as ev
+from core.codec.decisions import decision_to_json
 from streaming import failover, observability
 from streaming.failover_refs import Origin, applicable_events, events_of
 from streaming.routing import KIND_REJECTED, REJECTED_BUCKET
@@ -123,7 +124,7 @@ def quarantine_row(bucket: int, origin: Origin, error: str) -> str:
 def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for seq, d in enumerate(decisions):
-        rows.append([bucket, seq, d.TYPE, dc.decision_to_json(d), *_NO_METRICS])
+        rows.append([bucket, seq, d.TYPE, decision_to_json(d), *_NO_METRICS])
     return rows
 
 

@@ -7,11 +7,11 @@ Every input record (a Kafka record of ``livectl.admin`` or ``livectl.broker-even
 2. checked by the suite in ``streaming/conf/expectations/livectl-input.json`` (great-expectations on pandas,
    ``result_format="COMPLETE"`` for the failing row indices). A row failing any expectation is rejected
    with the names of the failed expectations and their reasons;
-3. decoded by :func:`core.events.decode_event`, whose :class:`core.errors.FormatError` names the field and
+3. decoded by :func:`core.codec.events.decode_event`, whose :class:`core.errors.FormatError` names the field and
    the reason for anything the suite does not cover (a rejected row then carries ``decode:<field>``).
 
 The suite and the decoder agree on ranges: the suite's bounds are ``$NAME`` placeholders filled in from
-:mod:`core.limits` (and the topic rule from :data:`core.events.TOPIC_NAME_REGEX`). Where a failed
+:mod:`core.limits` (and the topic rule from :data:`core.codec.values.TOPIC_NAME_REGEX`). Where a failed
 expectation is about one field among many (a duplicate broker in a replica list, a lone surrogate in a
 string), the reason names that field and the partition. Each rejection carries the Kafka error name its
 admin result gets (``INVALID_TOPIC_EXCEPTION``, ``INVALID_PARTITIONS``, ``INVALID_REPLICATION_FACTOR``,
@@ -37,6 +37,8 @@ import pandas as pd
 from core import events as ev
 from core import jsonform as jf
 from core import limits as lim
+from core.codec.events import ADMIN_TYPES, EVENT_TYPES, decode_event
+from core.codec.values import TOPIC_NAME_REGEX
 from core.errors import FormatError
 from streaming.resources import INPUT_SUITE, conf_file
 
@@ -46,9 +48,8 @@ SUITE_PATH: Traversable = conf_file(INPUT_SUITE)
 #: the driver's reference to a ZooKeeper snapshot written under the checkpoint (see streaming.failover)
 FAILOVER_REF_TYPE = "controller_failover_ref"
 
-ADMIN_TYPES = frozenset(ev.ADMIN_TYPES)
 #: types a broker-events record may carry: broker events plus the driver's internal ones
-BROKER_EVENT_TYPES = frozenset((set(ev.EVENT_TYPES) - ADMIN_TYPES - {ev.ControllerFailover.TYPE}) | {FAILOVER_REF_TYPE})
+BROKER_EVENT_TYPES = frozenset((set(EVENT_TYPES) - ADMIN_TYPES - {ev.ControllerFailover.TYPE}) | {FAILOVER_REF_TYPE})
 KNOWN_TYPES = ADMIN_TYPES | BROKER_EVENT_TYPES
 
 #: replica lists the suite checks (no negative ids, no duplicates). An AlterPartition's ``new_isr`` is not one:
@@ -62,7 +63,7 @@ SUITE_CONSTANTS: dict[str, Any] = {
     "$MAX_REPLICATION_FACTOR": lim.MAX_REPLICATION_FACTOR,
     "$MAX_BROKER_ID": lim.MAX_BROKER_ID,
     "$MAX_REQUEST_ID_LENGTH": lim.MAX_REQUEST_ID_LENGTH,
-    "$TOPIC_NAME_REGEX": ev.TOPIC_NAME_REGEX,
+    "$TOPIC_NAME_REGEX": TOPIC_NAME_REGEX,
 }
 
 
@@ -380,7 +381,7 @@ class InputValidator:
                 if raw.get("type") == FAILOVER_REF_TYPE:
                     out.append(check_failover_ref(raw))
                 else:
-                    out.append(ev.decode_event(raw))
+                    out.append(decode_event(raw))
             except FormatError as e:
                 out.append(Rejection((f"decode:{e.field}",), (str(e),), e.error))
             except Exception as e:  # a decoder bug must cost this record only, never the query

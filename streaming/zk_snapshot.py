@@ -1,4 +1,4 @@
-"""Read ZooKeeper, in Kafka's layout, into the :class:`core.events.ZkSnapshot` a new controller starts from.
+"""Read ZooKeeper, in Kafka's layout, into the :class:`core.snapshot.ZkSnapshot` a new controller starts from.
 
 What is read (Kafka's ``KafkaController.initializeControllerContext``):
 
@@ -36,10 +36,11 @@ from kazoo.protocol.serialization import (
 )
 
 from core.errors import FormatError
-from core.events import BrokerInfo, ZkSnapshot
 from core.kafka import zkdata
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from core.kafka.zksnapshot import snapshot_from_znodes
+from core.model import Broker
+from core.snapshot import ZkSnapshot
 from streaming.errors import StreamingError
 
 MULTI_READ_SIZE = 100
@@ -55,7 +56,7 @@ class SnapshotError(StreamingError):
         super().__init__(f"{path}: {reason}")
 
 
-def parse_broker_registration(broker_id: int, data: bytes | str, czxid: int, path: str = "") -> BrokerInfo:
+def parse_broker_registration(broker_id: int, data: bytes | str, czxid: int, path: str = "") -> Broker:
     """:func:`core.kafka.zkdata.decode_broker_registration`, failing with this layer's :class:`SnapshotError`."""
     try:
         return zkdata.decode_broker_registration(broker_id, data, czxid, path)
@@ -166,7 +167,7 @@ def _children(client: KazooClient, path: str) -> list[str]:
         return []
 
 
-def read_brokers(client: KazooClient, window: int = 5000) -> tuple[BrokerInfo, ...]:
+def read_brokers(client: KazooClient, window: int = 5000) -> tuple[Broker, ...]:
     """The live broker registrations, sorted by id; ids that are not integers are skipped."""
     ids = sorted(int(c) for c in _children(client, zkdata.BROKER_IDS) if c.isdigit())
     got = _get_all(client, (zkdata.broker_path(i) for i in ids), window)

@@ -77,7 +77,7 @@ from core.controller.event_loop import Quarantined, step, step_isolating
 from core.controller.metrics import brokers_over_imbalance, imbalance, metrics
 from core.controller.state import ControllerConfig, ControllerState, initial_state
 from core.controller.topics import topic_id_for
-from core.events import PartitionTarget
+from core.model import PartitionTarget
 
 __all__ = [
     "ControllerConfig",

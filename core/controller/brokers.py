@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 from core import deletion
-from core.context import LiveBroker, sort_tps
 from core.controller.reassignment import maybe_resume_reassignments
 from core.controller.step_context import StepContext
 from core.decisions import ANY_VERSION, BrokerRequest, ZkOp, ZkWrite
@@ -18,13 +17,12 @@ from core.events import (
     ControlledShutdown,
     LeaderAndIsrResponse,
     LogDirFailure,
-    PartitionReplica,
-    TopicPartition,
     ZkLogDirEvents,
 )
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import LOG_DIR_EVENT_NOTIFICATION
+from core.model import Broker, PartitionReplica, TopicPartition, sort_tps
 from core.partition_machine import needs_leader
 from core.states import PartitionState, ReplicaState
 
@@ -79,7 +77,7 @@ def on_replicas_become_offline(c: StepContext, offline: list[PartitionReplica]) 
 
 def broker_startup(c: StepContext, ev: BrokerStartup) -> None:
     ctx = c.ctx
-    broker = LiveBroker(ev.broker_id, ev.broker_epoch, ev.rack, ev.endpoints)
+    broker = Broker(ev.broker_id, ev.broker_epoch, ev.rack, ev.endpoints)
     existing = ctx.live_brokers.get(ev.broker_id)
     if existing is not None:
         if ev.broker_epoch <= existing.epoch:

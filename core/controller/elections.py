@@ -11,19 +11,13 @@ from dataclasses import replace
 from typing import Any
 
 from core.cluster_config import controller_fields
-from core.context import NO_LEADER, ControllerContext
+from core.context import ControllerContext
 from core.controller.step_context import StepContext
 from core.decisions import ANY_VERSION, AdminStatus, ZkOp, ZkWrite
 from core.election import ElectionStrategy, preferred_leader
-from core.events import (
-    AutoRebalanceTick,
-    ClusterConfigChanged,
-    ElectionType,
-    ElectLeaders,
-    TopicPartition,
-    ZkPreferredElection,
-)
+from core.events import AutoRebalanceTick, ClusterConfigChanged, ElectLeaders, ZkPreferredElection
 from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
+from core.model import NO_LEADER, ElectionType, TopicPartition
 from core.states import PartitionState
 
 

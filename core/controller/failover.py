@@ -4,14 +4,15 @@ ZooKeeper snapshot, then each part started in Kafka's order."""
 from __future__ import annotations
 
 from core import deletion, partition_machine, replica_machine
-from core.assignment import ReplicaAssignment
-from core.context import ControllerContext, LeaderAndIsr, LiveBroker
+from core.context import ControllerContext
 from core.controller.elections import preferred_elections
 from core.controller.reassignment import maybe_resume_reassignments, start_zk_reassignments
 from core.controller.step_context import UNCLEAN_CONFIG, StepContext
 from core.decisions import ANY_VERSION, ZkOp, ZkWrite
-from core.events import ControllerFailover, TopicPartition, ZkSnapshot
+from core.events import ControllerFailover
 from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
+from core.model import LeaderAndIsr, ReplicaAssignment, TopicPartition
+from core.snapshot import ZkSnapshot
 
 
 def failover(c: StepContext, ev: ControllerFailover) -> None:
@@ -51,7 +52,7 @@ def _context_from_snapshot(controller_id: int, snap: ZkSnapshot) -> ControllerCo
         controller_id=controller_id, epoch=snap.controller_epoch, epoch_zk_version=snap.controller_epoch_zk_version
     )
     for b in snap.brokers:
-        ctx.add_live_broker(LiveBroker(b.broker_id, b.broker_epoch, b.rack, b.endpoints))
+        ctx.add_live_broker(b)
     for tz in snap.topics:
         adding = dict(tz.adding_replicas)
         removing = dict(tz.removing_replicas)

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.context import RECOVERED, RECOVERING, LeaderAndIsr
 from core.controller.reassignment import maybe_complete_reassignment, maybe_resume_reassignments
 from core.controller.step_context import StepContext
 from core.decisions import BrokerRequest
-from core.events import AlterPartition, PartitionReplica, PartitionStatesRead, TopicPartition
+from core.events import AlterPartition, PartitionStatesRead
 from core.isr_write import update_leader_and_isr
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import ZERO_UUID, RequestApi
+from core.model import RECOVERED, RECOVERING, LeaderAndIsr, PartitionReplica, TopicPartition
 from core.replica_machine import remove_replica_from_isr
 from core.states import PartitionState
 

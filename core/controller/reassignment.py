@@ -7,20 +7,13 @@ import json
 from collections.abc import Callable, Sequence
 
 from core import deletion
-from core.assignment import ReplicaAssignment
-from core.context import NO_LEADER
 from core.controller.step_context import StepContext
 from core.controller.topics import topic_znode_problem
 from core.decisions import AdminResult, AdminStatus
 from core.election import ElectionStrategy
-from core.events import (
-    CancelReassignment,
-    PartitionReplica,
-    ReassignPartitions,
-    TopicPartition,
-    ZkReassignment,
-)
+from core.events import CancelReassignment, ReassignPartitions, ZkReassignment
 from core.isr_write import update_leader_and_isr
+from core.model import NO_LEADER, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.states import PartitionState, ReplicaState
 
 

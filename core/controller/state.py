@@ -9,7 +9,7 @@ from typing import Any
 
 from core.context import ControllerContext, context_from_dict
 from core.errors import FormatError
-from core.events import TopicPartition
+from core.model import TopicPartition
 
 __all__ = ["STATE_VERSION", "ControllerConfig", "ControllerState", "initial_state"]
 

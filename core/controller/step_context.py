@@ -16,8 +16,9 @@ from core import offline_replicas, partition_machine, replica_machine
 from core.controller.state import ControllerState
 from core.decisions import ANY_VERSION, AdminResult, AdminStatus, Decision, ZkOp, ZkWrite
 from core.election import ElectionStrategy
-from core.events import AdminCommand, PartitionReplica, TopicPartition
+from core.events import AdminCommand
 from core.kafka.zkdata import REASSIGN_PARTITIONS, encode_topic_znode, topic_path
+from core.model import PartitionReplica, TopicPartition
 from core.requests import Effects
 from core.states import PartitionState, ReplicaState
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from core import deletion
 from core.controller.step_context import StepContext
 from core.decisions import ANY_VERSION, AdminResult, AdminStatus, ZkOp, ZkWrite
-from core.events import DeleteTopic, PartitionReplica, StopReplicaResponse, Tick, TopicPartition, ZkTopicDeletion
+from core.events import DeleteTopic, StopReplicaResponse, Tick, ZkTopicDeletion
 from core.kafka.zkdata import delete_topic_path
+from core.model import PartitionReplica, TopicPartition
 
 
 def delete_topic(c: StepContext, cmd: DeleteTopic) -> None:

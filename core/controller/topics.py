@@ -10,21 +10,12 @@ import hashlib
 
 from core import limits as lim
 from core import partition_machine, replica_machine
-from core.assignment import ReplicaAssignment
-from core.context import LeaderAndIsr
 from core.controller.step_context import UNCLEAN_CONFIG, StepContext
 from core.decisions import AdminStatus, ZkOp, ZkWrite
 from core.election import ElectionStrategy
-from core.events import (
-    AlterTopicConfig,
-    CreatePartitions,
-    CreateTopic,
-    PartitionReplica,
-    TopicCreationRefused,
-    TopicPartition,
-    ZkTopicChange,
-)
+from core.events import AlterTopicConfig, CreatePartitions, CreateTopic, TopicCreationRefused, ZkTopicChange
 from core.kafka.zkdata import encode_topic_config, encode_topic_znode, topic_config_path, topic_path
+from core.model import LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
 from core.states import PartitionState, ReplicaState
 from core.topic_configs import topic_configs_problem

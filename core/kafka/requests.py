@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 from core import jsonform as jf
-from core.events import TopicPartition
+from core.model import TopicPartition
 
 
 class RequestApi(Enum):

@@ -20,7 +20,7 @@ codec both ways. Nothing else in livectl spells a znode path or its JSON.
 * ``/livectl/offline_replicas/<t>`` (:mod:`core.offline_replicas` owns its JSON) and ``/livectl/sink/<query>``
   (the ZooKeeper sink's progress, :mod:`sinks.zookeeper` owns its JSON) are livectl's own.
 
-The :class:`core.events.ZkSnapshot` a new controller reads is built from these by :mod:`core.kafka.zksnapshot`.
+The :class:`core.snapshot.ZkSnapshot` a new controller reads is built from these by :mod:`core.kafka.zksnapshot`.
 """
 
 from __future__ import annotations
@@ -31,17 +31,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.assignment import ReplicaAssignment
-from core.context import RECOVERED, LeaderAndIsr
 from core.errors import FormatError
-from core.events import (
-    BrokerInfo,
-    Endpoint,
-    PartitionStateZnode,
-    PartitionTarget,
-    TopicPartition,
-    TopicZnode,
-)
+from core.model import RECOVERED, Broker, Endpoint, LeaderAndIsr, PartitionTarget, ReplicaAssignment, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode
 
 #: Kafka's ``ControllerZNode.path`` (ephemeral)
 CONTROLLER_PATH = "/controller"
@@ -211,8 +203,8 @@ def encode_broker_registration(host: str, port: int, rack: str | None, timestamp
     return json.dumps(body, separators=(",", ":"))
 
 
-def decode_broker_registration(broker_id: int, data: bytes | str, czxid: int, path: str = "") -> BrokerInfo:
-    """Kafka's ``/brokers/ids/<id>`` JSON (``BrokerIdZNode``, versions 1-5) as a :class:`BrokerInfo` whose
+def decode_broker_registration(broker_id: int, data: bytes | str, czxid: int, path: str = "") -> Broker:
+    """Kafka's ``/brokers/ids/<id>`` JSON (``BrokerIdZNode``, versions 1-5) as a :class:`Broker` whose
     broker epoch is ``czxid``. Old registrations without ``endpoints`` use ``host`` / ``port``.
     :class:`FormatError` names ``path`` (by default the znode's) and says what is wrong."""
     path = path or broker_path(broker_id)
@@ -230,7 +222,7 @@ def decode_broker_registration(broker_id: int, data: bytes | str, czxid: int, pa
     else:
         endpoints = ()
     rack = o.get("rack")
-    return BrokerInfo(broker_id, czxid, None if rack is None else str(rack), endpoints)
+    return Broker(broker_id, czxid, None if rack is None else str(rack), endpoints)
 
 
 # ---------------------------------------------------------------------------- config change notifications

@@ -1,4 +1,4 @@
-"""The :class:`core.events.ZkSnapshot` a new controller reads (Kafka's ``initializeControllerContext``), built
+"""The :class:`core.snapshot.ZkSnapshot` a new controller reads (Kafka's ``initializeControllerContext``), built
 from ZooKeeper's znodes in Kafka's layout (:mod:`core.kafka.zkdata`) given as a map path -> (data, version);
 the driver (:mod:`streaming.zk_snapshot`) and the tests' fake ZooKeeper use it."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from core.events import BrokerInfo, PartitionStateZnode, PartitionTarget, TopicPartition, TopicZnode, ZkSnapshot
 from core.kafka.zkdata import (
     BROKER_TOPICS,
     CONFIG_TOPICS,
@@ -20,11 +19,13 @@ from core.kafka.zkdata import (
     decode_topic_config,
     decode_topic_znode,
 )
+from core.model import Broker, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 
 
 def snapshot_from_znodes(
     znodes: Mapping[str, tuple[str | None, int]],
-    brokers: Iterable[BrokerInfo],
+    brokers: Iterable[Broker],
     controller_epoch: int,
     controller_epoch_zk_version: int,
 ) -> ZkSnapshot:

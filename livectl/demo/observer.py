@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.kafka import zkdata
 from livectl import scenario as sc
 from livectl.demo.report import DemoError
 from livectl.demo.timeline import Timeline
@@ -184,7 +185,7 @@ class Observer(threading.Thread):
             brokers,
             topics,
             tuple(sorted(reader.marked_for_deletion())),
-            self._zk.exists("/admin/reassign_partitions") is not None,
+            self._zk.exists(zkdata.REASSIGN_PARTITIONS) is not None,
             ctl.broker_id,
             ctl.epoch,
         )

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.events import CreateTopic, DeleteTopic, ElectionType, ElectLeaders, PartitionTarget, ReassignPartitions
+from core.events import CreateTopic, DeleteTopic, ElectLeaders, ReassignPartitions
+from core.model import ElectionType, PartitionTarget
 from livectl import scenario as sc
 from livectl.demo.processes import BrokerProcess
 from livectl.demo.report import DemoError, DemoOptions, DemoReport

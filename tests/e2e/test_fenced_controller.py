@@ -29,6 +29,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from core import events as ev
+from core.codec.events import event_to_json
 from livectl import local
 
 pytestmark = pytest.mark.e2e
@@ -177,7 +178,7 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
         )
         invalid = '{"version":1,"type":"delete_topic","request_id":"bad-1","topic":""}'
         # one micro-batch (or the creation first): ZooKeeper writes, requests, an admin result, rejected input
-        for value in (ev.event_to_json(create), invalid, "not json at all"):
+        for value in (event_to_json(create), invalid, "not json at all"):
             m.producer.send(m.topics["admin"], key=b"fencing", value=value.encode())
         m.producer.flush()
         assert paused.wait(120), "controller A never wrote the first partition state"

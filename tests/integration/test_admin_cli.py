@@ -22,18 +22,12 @@ from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
 from admin.cli import main
-from core.decisions import AdminResult, AdminStatus, encode_decision
-from core.events import (
-    CreatePartitions,
-    CreateTopic,
-    DeleteTopic,
-    ElectionType,
-    ElectLeaders,
-    Event,
-    ReassignPartitions,
-    event_from_json,
-)
+from core.codec.decisions import encode_decision
+from core.codec.events import event_from_json
+from core.decisions import AdminResult, AdminStatus
+from core.events import CreatePartitions, CreateTopic, DeleteTopic, ElectLeaders, Event, ReassignPartitions
 from core.kafka.zkdata import encode_broker_registration
+from core.model import ElectionType
 
 pytestmark = pytest.mark.integration
 

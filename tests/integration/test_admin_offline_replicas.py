@@ -14,11 +14,9 @@ from core.controller import ControllerState, initial_state, step
 from core.decisions import AdminResult, AdminStatus, ZkWrite
 from core.events import (
     BrokerFailure,
-    BrokerInfo,
     BrokerStartup,
     ControllerFailover,
     CreateTopic,
-    Endpoint,
     Event,
     LeaderAndIsrResponse,
     LogDirFailure,
@@ -26,6 +24,7 @@ from core.events import (
 )
 from core.kafka.zkdata import encode_broker_registration
 from core.kafka.zksnapshot import snapshot_from_znodes
+from core.model import Broker, Endpoint
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
 from streaming.zk_snapshot import read_snapshot
@@ -53,11 +52,11 @@ class Controller:
         self.batch += 1
         return [d for d in decisions if isinstance(d, AdminResult)]
 
-    def register(self, b: int) -> BrokerInfo:
+    def register(self, b: int) -> Broker:
         self.zk.create(
             f"/brokers/ids/{b}", encode_broker_registration("127.0.0.1", 9090 + b, None, 1).encode(), makepath=True
         )
-        return BrokerInfo(b, 100 + b, None, (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + b),))
+        return Broker(b, 100 + b, None, (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + b),))
 
 
 def describe(env: Env, capsys: pytest.CaptureFixture[str], *options: str) -> list[str]:

@@ -15,8 +15,11 @@ from test_admin_cli import Env, env, write_tree
 
 from admin.cli import main
 from admin.reassign_cmd import PartitionProgress, progress_lines, throttled_replicas
-from core.decisions import AdminResult, AdminStatus, encode_decision
-from core.events import AlterTopicConfig, CancelReassignment, Event, ReassignPartitions, TopicPartition, event_from_json
+from core.codec.decisions import encode_decision
+from core.codec.events import event_from_json
+from core.decisions import AdminResult, AdminStatus
+from core.events import AlterTopicConfig, CancelReassignment, Event, ReassignPartitions
+from core.model import TopicPartition
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]

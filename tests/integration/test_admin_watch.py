@@ -14,18 +14,17 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPartition
 from kazoo.client import KazooClient
 
+from core.codec.events import event_from_json
 from core.events import (
     ClusterConfigChanged,
     Event,
-    PartitionTarget,
-    TopicPartition,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
     ZkTopicChange,
     ZkTopicDeletion,
-    event_from_json,
 )
+from core.model import PartitionTarget, TopicPartition
 from sinks.requests import ensure_topics
 from streaming.admin_watch import AdminPathWatcher
 from streaming.zk_snapshot import read_snapshot

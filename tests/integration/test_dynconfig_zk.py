@@ -10,7 +10,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from admin.configs import change_broker_configs, write_entity_configs
-from core.events import TopicPartition
+from core.model import TopicPartition
 from simbrokers.dynconfig import DynamicConfigWatcher
 from simbrokers.throttle import ThrottleConfig, throttle_config
 

@@ -12,7 +12,9 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kazoo.client import KazooClient
 
-from core.events import BrokerFailure, BrokerStartup, Endpoint, Event, event_from_json
+from core.codec.events import event_from_json
+from core.events import BrokerFailure, BrokerStartup, Event
+from core.model import Endpoint
 from sinks.requests import ensure_topics
 from streaming.liveness import LivenessBridge
 

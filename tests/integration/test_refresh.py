@@ -10,8 +10,10 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kazoo.client import KazooClient
 
+from core.codec.events import event_from_json
 from core.decisions import ZkOp, ZkWrite
-from core.events import PartitionStatesRead, PartitionStateZnode, event_from_json
+from core.events import PartitionStatesRead
+from core.snapshot import PartitionStateZnode
 from sinks.ports import FailedWrite
 from sinks.requests import ensure_topics
 from streaming.refresh import StatesRefresher, refused_states

@@ -19,26 +19,23 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from core import decisions as dc
+from core.codec.events import event_from_json
 from core.controller import ControllerState, initial_state, step
 from core.events import (
     AlterTopicConfig,
     BrokerFailure,
-    BrokerInfo,
     ControllerFailover,
     CreatePartitions,
     CreateTopic,
     DeleteTopic,
-    Endpoint,
     Event,
     PartitionError,
-    PartitionTarget,
     ReassignPartitions,
     StopReplicaResponse,
     TopicCreationRefused,
-    TopicPartition,
-    event_from_json,
 )
 from core.kafka.zksnapshot import snapshot_from_znodes
+from core.model import Broker, Endpoint, PartitionTarget, TopicPartition
 from sinks.errors import SinkUnavailableError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import NOT_ATTEMPTED, Fence
@@ -134,7 +131,7 @@ def h(zk_chrooted: KazooClient) -> Iterator[Harness]:
     producer = RecordingProducer()
     sink = ZooKeeperSink(zk, fence, "q")
     dispatcher = Dispatcher(sink, requests, on_refused=StatesRefresher(zk, producer, "livectl.broker-events"))
-    brokers = [BrokerInfo(b, 100 + b, None, (Endpoint("PLAINTEXT", f"broker{b}", 9092 + b),)) for b in BROKERS]
+    brokers = [Broker(b, 100 + b, None, (Endpoint("PLAINTEXT", f"broker{b}", 9092 + b),)) for b in BROKERS]
     harness = Harness(zk, initial_state(), dispatcher, requests, producer)
     harness.run(ControllerFailover(0, snapshot_from_znodes({}, brokers, 1, 0)))
     yield harness

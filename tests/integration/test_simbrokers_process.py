@@ -23,7 +23,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
-from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse, event_from_json
+from core.codec.events import event_from_json
+from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse
 from core.kafka.envelope import encode_request
 from core.kafka.requests import RequestApi
 from simbrokers.control import ControlCommand

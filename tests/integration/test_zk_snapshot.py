@@ -11,7 +11,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import UnimplementedError
 
 from core.decisions import ZkOp, ZkWrite
-from core.events import BrokerInfo, Endpoint, PartitionStateZnode, PartitionTarget, TopicPartition
+from core.model import Broker, Endpoint, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
 from streaming import zk_snapshot
@@ -48,7 +49,7 @@ def _state(leader: int, isr: list[int], epoch: int = 0) -> str:
 
 def test_parse_broker_registration() -> None:
     info = parse_broker_registration(5, registration("h1", 9092, "r1"), 77)
-    assert info == BrokerInfo(
+    assert info == Broker(
         5, 77, "r1", (Endpoint("PLAINTEXT", "h1", 9092, "PLAINTEXT"), Endpoint("INTERNAL", "::1", 9093, "SSL"))
     )
     old = parse_broker_registration(1, b'{"version":1,"host":"old","port":9092,"jmx_port":-1}', 3)
@@ -84,7 +85,7 @@ def test_snapshot_reads_kafkas_layout(zk: KazooClient) -> None:
     snap = read_snapshot(zk)
     assert (snap.controller_epoch, snap.controller_epoch_zk_version) == (3, 1)
     czxid1 = zk.exists("/brokers/ids/1").czxid
-    assert [(b.broker_id, b.broker_epoch, b.rack) for b in snap.brokers] == [
+    assert [(b.id, b.epoch, b.rack) for b in snap.brokers] == [
         (1, czxid1, "r1"),
         (2, zk.exists("/brokers/ids/2").czxid, None),
     ]

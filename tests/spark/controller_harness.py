@@ -18,6 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kazoo.client import KazooClient
 
 from core import events as ev
+from core.codec.events import event_to_json
 from core.kafka.zkdata import encode_broker_registration
 from streaming.app import ControllerApp
 from streaming.settings import Settings
@@ -60,12 +61,12 @@ class Cluster:
         return self.producer
 
     def send_admin(self, event: ev.Event | str) -> None:
-        text = event if isinstance(event, str) else ev.event_to_json(event)
+        text = event if isinstance(event, str) else event_to_json(event)
         self._producer().send(self.settings.admin_topic, key=b"cli", value=text.encode()).get(timeout=10)
 
     def send_broker_event(self, event: ev.Event) -> None:
         key = str(getattr(event, "broker_id", "")).encode()
-        self._producer().send(self.settings.broker_events_topic, key=key, value=ev.event_to_json(event).encode()).get(
+        self._producer().send(self.settings.broker_events_topic, key=key, value=event_to_json(event).encode()).get(
             timeout=10
         )
 

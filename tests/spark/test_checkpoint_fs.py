@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 from core import events as ev
+from core.codec.events import event_from_json
+from core.model import Broker, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from livectl import local
 from streaming import failover
 from streaming.app import ControllerApp, has_committed_batch, resolve_buckets, uncommitted_batch
@@ -87,9 +90,9 @@ def _load_in_worker(folder: str) -> Any:
 
 def test_executors_read_the_snapshot_the_driver_shipped(spark: Any, tmp_path: Path) -> None:
     store = HadoopCheckpointStore(spark, (tmp_path / "ck").as_uri())
-    topics = tuple(ev.TopicZnode(f"t{i}", ((0, (1, 2)),)) for i in range(12))
-    states = tuple((ev.TopicPartition(f"t{i}", 0), ev.PartitionStateZnode(1, 0, (1, 2), 1, 0)) for i in range(12))
-    snap = ev.ZkSnapshot(5, 4, (ev.BrokerInfo(1, 7), ev.BrokerInfo(2, 8)), topics, states)
+    topics = tuple(TopicZnode(f"t{i}", ((0, (1, 2)),)) for i in range(12))
+    states = tuple((TopicPartition(f"t{i}", 0), PartitionStateZnode(1, 0, (1, 2), 1, 0)) for i in range(12))
+    snap = ZkSnapshot(5, 4, (Broker(1, 7), Broker(2, 8)), topics, states)
     ref = failover.write_snapshot(store, 1000, snap, BUCKETS)
     folder = str(ref["path"])
     assert folder == child(store.root, "failover", "epoch-5")
@@ -102,7 +105,7 @@ def test_executors_read_the_snapshot_the_driver_shipped(spark: Any, tmp_path: Pa
     parts = failover.split_snapshot(snap, BUCKETS)
     for bucket, text, elsewhere in sorted(rows):
         assert text is not None, f"bucket {bucket}: the worker found no shipped copy"
-        event = ev.event_from_json(text)
+        event = event_from_json(text)
         assert isinstance(event, ev.ControllerFailover) and event.snapshot == parts[bucket]
         assert not elsewhere  # a folder never shipped is not found
     # the step's check, as on the executors: the shipped copy is there, another checkpoint's is not

@@ -8,6 +8,7 @@ import pytest
 from controller_harness import Cluster, start_controller, wait_for
 
 from core import events as ev
+from core.model import PartitionTarget
 from streaming.audit_log import default_audit_dir
 from streaming.spark_ui import job_descriptions
 
@@ -167,7 +168,7 @@ def test_reassignment_survives_restart_and_a_crash_inside_a_micro_batch(spark: A
     try:
         cluster.send_admin(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),)))
         wait_for("moving online", lambda: cluster.state("moving", 0))
-        cluster.send_admin(ev.ReassignPartitions("r1", (ev.PartitionTarget("moving", 0, (4, 5, 6)),)))
+        cluster.send_admin(ev.ReassignPartitions("r1", (PartitionTarget("moving", 0, (4, 5, 6)),)))
         # RS = distinct(target ++ origin) is written first
         topic = wait_for(
             "RS written",

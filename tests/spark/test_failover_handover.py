@@ -17,6 +17,7 @@ import pytest
 from controller_harness import Cluster, start_controller, wait_for
 
 from core import events as ev
+from core.model import PartitionTarget
 
 pytestmark = pytest.mark.spark
 
@@ -52,7 +53,7 @@ def test_a_takeover_with_a_reassignment_in_flight_writes_nothing_its_snapshot_mi
     assert not first.error
 
     # while no controller runs: a reassignment (its first step writes the topic znode) and a creation
-    cluster.send_admin(ev.ReassignPartitions("r1", (ev.PartitionTarget("moving", 0, (4, 5, 6)),)))
+    cluster.send_admin(ev.ReassignPartitions("r1", (PartitionTarget("moving", 0, (4, 5, 6)),)))
     cluster.send_admin(ev.CreateTopic("c2", "during", 1, 2))
     slow: list[SlowZooKeeper] = []
 

@@ -7,19 +7,10 @@ from dataclasses import dataclass, field
 
 from core.controller import ControllerConfig, ControllerState, initial_state, step
 from core.decisions import BrokerRequest, Decision, ZkOp, ZkWrite
-from core.events import (
-    AlterPartition,
-    BrokerInfo,
-    BrokerStartup,
-    ControllerFailover,
-    Endpoint,
-    Event,
-    PartitionError,
-    StopReplicaResponse,
-    TopicPartition,
-)
+from core.events import AlterPartition, BrokerStartup, ControllerFailover, Event, PartitionError, StopReplicaResponse
 from core.kafka.requests import RequestApi
 from core.kafka.zksnapshot import snapshot_from_znodes
+from core.model import Broker, Endpoint, TopicPartition
 from sinks.memory import MemoryZooKeeper, ZkRefusedError
 
 
@@ -107,9 +98,7 @@ class Cluster:
         brokers: Sequence[int], config: ControllerConfig | None = None, racks: dict[int, str] | None = None
     ) -> Cluster:
         c = Cluster(initial_state(config))
-        snap = snapshot_from_znodes(
-            {}, [BrokerInfo(b, 100 + b, (racks or {}).get(b), endpoint(b)) for b in brokers], 1, 0
-        )
+        snap = snapshot_from_znodes({}, [Broker(b, 100 + b, (racks or {}).get(b), endpoint(b)) for b in brokers], 1, 0)
         c.run(ControllerFailover(0, snap))
         return c
 
@@ -136,7 +125,7 @@ class Cluster:
         """A new controller: epoch + 1, context rebuilt from the fake ZooKeeper."""
         self.controller_epoch += 1
         brokers = [
-            BrokerInfo(b.id, b.epoch, b.rack, b.endpoints)
+            Broker(b.id, b.epoch, b.rack, b.endpoints)
             for b in sorted(self.ctx.live_brokers.values(), key=lambda b: b.id)
         ]
         snap = snapshot_from_znodes(self.zk.nodes, brokers, self.controller_epoch, self.controller_epoch - 1)

@@ -12,9 +12,10 @@ from admin import files
 from admin.cli import build_parser
 from admin.common import UsageError, parse_replica_assignment
 from admin.publish import EpochFilter, Progress, _decode_result
-from core.decisions import AdminResult, AdminStatus, encode_decision
+from core.codec.decisions import encode_decision
+from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
-from core.events import ElectionType, TopicPartition
+from core.model import ElectionType, TopicPartition
 from simbrokers.control import ControlCommand, parse_control
 
 pytestmark = pytest.mark.unit

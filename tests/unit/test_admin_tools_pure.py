@@ -6,10 +6,10 @@ import pytest
 
 from admin.configs import parse_add_config
 from admin.reassign_cmd import PartitionProgress, progress_bar, progress_lines
-from core.events import TopicPartition
 from core.kafka.envelope import encode_request
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import config_change_sequence, decode_config_change, encode_config_change
+from core.model import TopicPartition
 from simbrokers.shutdown_watch import ShutdownAnswers
 
 pytestmark = pytest.mark.unit

@@ -23,6 +23,7 @@ from test_streaming_shell import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_
 from admin import audit as cli
 from core import decisions as dc
 from core import events as ev
+from core.codec.events import event_to_json
 from core.kafka.requests import RequestApi
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import FailedWrite, Fence
@@ -79,7 +80,7 @@ def test_every_decision_of_a_batch_is_a_row(tmp_path: Path, validator: InputVali
     clock = Clock()
     p, files = audited_pipeline(tmp_path, validator, clock)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
     rows = table_of(files).to_pylist()
     batch1 = [r for r in rows if r["batch_id"] == 1]
     assert {(r["controller_id"], r["controller_epoch"]) for r in rows} == {(1000, 1)}
@@ -115,7 +116,7 @@ def test_a_replayed_batch_writes_nothing_twice(tmp_path: Path, validator: InputV
     p, files = audited_pipeline(tmp_path, validator, clock)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     state_before = {b: s.value for b, s in p.states.items()}
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
     written = dict(files.blobs)
     assert len(written) == 2
     # Spark replays batch 1 (same state, same rows) after a crash past the audit write
@@ -124,7 +125,7 @@ def test_a_replayed_batch_writes_nothing_twice(tmp_path: Path, validator: InputV
     clock.now = T0 + dt.timedelta(minutes=5)
     p.batch = 1
     p.offsets = {ADMIN: 0, EVENTS: 1}
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
     assert files.blobs == written and files.writes == 2
     assert p.dispatcher.audit is not None and p.dispatcher.audit.last == "skipped"  # type: ignore[attr-defined]
 
@@ -237,10 +238,10 @@ def table_dir(tmp_path: Path, validator: InputValidator) -> Path:
     clock = Clock(dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC))
     p, files = audited_pipeline(tmp_path / "q", validator, clock)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r3", "other", 1, 1)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r3", "other", 1, 1)))])
     clock.now = dt.datetime(2026, 11, 23, 8, 0, tzinfo=dt.UTC)
-    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(2, 102)))])
+    p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(2, 102)))])
     out = tmp_path / "audit"
     for uri, data in files.blobs.items():
         target = out / uri.removeprefix(files.root + "/")
@@ -320,8 +321,8 @@ def test_dispatcher_describes_the_state_after_the_batch(tmp_path: Path, validato
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.dispatcher.controller_id, p.dispatcher.controller_epoch = 1000, 1
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 4, 3)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 4, 3)))])
     assert p.dispatcher.describe(1).startswith("livectl c1000 e1 batch 1: offline 0, URP 0, reassigning 0;")
-    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(3, 103)))])
+    p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(3, 103)))])
     # broker 3 is in every ISR: every partition is under-replicated now, in this batch's description
     assert p.dispatcher.describe(2).startswith("livectl c1000 e1 batch 2: offline 0, URP 4, reassigning 0;")

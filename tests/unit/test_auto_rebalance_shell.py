@@ -11,6 +11,7 @@ import pytest
 from test_streaming_shell import BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of
 
 from core import events as ev
+from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
@@ -44,7 +45,7 @@ def test_schedule_publishes_the_brokers_above_the_threshold() -> None:
     assert s.check() == ev.AutoRebalanceTick((1,))
     [(topic, key, value)] = producer.sent
     assert topic == "events" and key == b"controller" and producer.flushes == 1
-    assert ev.event_from_json(value or b"") == ev.AutoRebalanceTick((1,))
+    assert event_from_json(value or b"") == ev.AutoRebalanceTick((1,))
     s.update((("leader.imbalance.per.broker.percentage", "25"),))
     assert s.check() is None, "25 % is not above 25 % (Kafka compares strictly)"
     s.update((("auto.leader.rebalance.enable", "false"), ("leader.imbalance.check.interval.seconds", "7")))
@@ -58,12 +59,10 @@ def test_buckets_report_imbalance_and_run_with_the_started_configs(tmp_path: Pat
     config = ControllerConfig(delete_topic_enable=False, leader_imbalance_check_interval_seconds=9)
     p = Pipeline(tmp_path, zk, Fence(1, 0), InputValidator(), config)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2))))])
-    p.run_batch(
-        [("livectl.admin", ev.event_to_json(ev.CreateTopic("c", "t", 2, 2, replica_assignment=((1, 2), (2, 1)))))]
-    )
+    p.run_batch([("livectl.admin", event_to_json(ev.CreateTopic("c", "t", 2, 2, replica_assignment=((1, 2), (2, 1)))))])
     states = [stateful.load_state(*p.states[b].get) for b in range(BUCKETS)]
     assert all(s.config == config for s in states), "the configs the query started with, from the failover on"
     assert p.dispatcher.imbalance() == {1: (0, 1), 2: (0, 1)}
-    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(1, 101)))])
+    p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(1, 101)))])
     assert p.dispatcher.imbalance() == {1: (1, 1), 2: (0, 1)}
     assert p.dispatcher.metrics["GlobalPartitionCount"] == 2

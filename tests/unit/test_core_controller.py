@@ -7,6 +7,8 @@ import json
 import pytest
 from core_support import Cluster, startup
 
+from core.codec.decisions import decision_to_json
+from core.codec.events import event_from_json, event_to_json
 from core.controller import (
     ControllerConfig,
     ControllerState,
@@ -15,7 +17,7 @@ from core.controller import (
     metrics,
     step,
 )
-from core.decisions import AdminResult, AdminStatus, ZkOp, ZkWrite, decision_to_json
+from core.decisions import AdminResult, AdminStatus, ZkOp, ZkWrite
 from core.events import (
     AlterPartition,
     AlterTopicConfig,
@@ -25,19 +27,15 @@ from core.events import (
     CreatePartitions,
     CreateTopic,
     DeleteTopic,
-    ElectionType,
     ElectLeaders,
     LeaderAndIsrResponse,
     LogDirFailure,
     PartitionError,
-    PartitionReplica,
     StopReplicaResponse,
     Tick,
-    TopicPartition,
-    event_from_json,
-    event_to_json,
 )
 from core.kafka.requests import RequestApi
+from core.model import ElectionType, PartitionReplica, TopicPartition
 from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit
@@ -458,7 +456,8 @@ def test_state_round_trips_through_bytes() -> None:
     c = make()
     create(c, "t", ((1, 2), (2, 3)))
     c.run(BrokerFailure(3))
-    from core.events import PartitionTarget, ReassignPartitions
+    from core.events import ReassignPartitions
+    from core.model import PartitionTarget
 
     c.run(ReassignPartitions("r", (PartitionTarget("t", 0, (2, 1)),)))
     c.run(DeleteTopic("d", "t"))

@@ -8,11 +8,19 @@ import json
 import pytest
 
 from core import deletion, partition_machine, replica_machine
-from core.assignment import ReplicaAssignment
-from core.context import ControllerContext, LeaderAndIsr, LeaderIsrAndControllerEpoch, LiveBroker
-from core.decisions import BrokerRequest, RequestApi, ZkOp, ZkWrite
-from core.events import Endpoint, PartitionReplica, TopicPartition
+from core.context import ControllerContext
+from core.decisions import BrokerRequest, ZkOp, ZkWrite
 from core.isr_write import update_leader_and_isr
+from core.kafka.requests import RequestApi
+from core.model import (
+    Broker,
+    Endpoint,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    PartitionReplica,
+    ReplicaAssignment,
+    TopicPartition,
+)
 from core.requests import Effects
 from core.states import PartitionState, ReplicaState
 
@@ -26,7 +34,7 @@ T2 = TopicPartition("t", 2)
 def cluster(live: tuple[int, ...], partitions: dict[TopicPartition, tuple[int, ...]]) -> ControllerContext:
     ctx = ControllerContext(controller_id=0, epoch=2)
     for b in live:
-        ctx.add_live_broker(LiveBroker(b, 10 + b, None, (Endpoint("PLAINTEXT", f"h{b}", 9000 + b),)))
+        ctx.add_live_broker(Broker(b, 10 + b, None, (Endpoint("PLAINTEXT", f"h{b}", 9000 + b),)))
     for tp, replicas in partitions.items():
         ctx.set_assignment(tp, ReplicaAssignment(replicas))
         ctx.topic_ids.setdefault(tp.topic, "AAAAAAAAAAAAAAAAAAAAAQ")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from core_support import Cluster, startup
 
+from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig
 from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkOp, ZkWrite
 from core.errors import FormatError
@@ -19,19 +20,14 @@ from core.events import (
     CreateTopic,
     DeleteTopic,
     PartitionError,
-    PartitionReplica,
-    PartitionStateZnode,
-    PartitionTarget,
     ReassignPartitions,
     StopReplicaResponse,
     TopicCreationRefused,
-    TopicPartition,
-    TopicZnode,
-    event_from_json,
-    event_to_json,
 )
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import RequestApi
+from core.model import PartitionReplica, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode
 from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit

@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from core.decisions import (
-    AdminResult,
-    AdminStatus,
-    BrokerRequest,
-    RequestApi,
-    StateChangeFailure,
-    ZkOp,
-    ZkWrite,
-    decision_from_json,
-    decision_to_json,
-)
+from core.codec.decisions import decision_from_json, decision_to_json
+from core.codec.events import event_from_json, event_to_json
+from core.decisions import AdminResult, AdminStatus, BrokerRequest, StateChangeFailure, ZkOp, ZkWrite
 from core.errors import FormatError
 from core.events import (
     AlterPartition,
     AlterTopicConfig,
     AutoRebalanceTick,
     BrokerFailure,
-    BrokerInfo,
     BrokerStartup,
     CancelReassignment,
     ControlledShutdown,
@@ -29,24 +20,16 @@ from core.events import (
     CreatePartitions,
     CreateTopic,
     DeleteTopic,
-    ElectionType,
     ElectLeaders,
-    Endpoint,
     Event,
     LeaderAndIsrResponse,
     LogDirFailure,
     PartitionError,
-    PartitionStateZnode,
-    PartitionTarget,
     ReassignPartitions,
     StopReplicaResponse,
     Tick,
-    TopicPartition,
-    TopicZnode,
-    ZkSnapshot,
-    event_from_json,
-    event_to_json,
 )
+from core.kafka.requests import RequestApi
 from core.kafka.zkdata import (
     decode_preferred_election,
     decode_reassignment,
@@ -55,13 +38,15 @@ from core.kafka.zkdata import (
     encode_reassignment,
     encode_topic_znode,
 )
+from core.model import Broker, ElectionType, Endpoint, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 
 pytestmark = pytest.mark.unit
 
 SNAP = ZkSnapshot(
     3,
     2,
-    (BrokerInfo(1, 10, "r1", (Endpoint("PLAINTEXT", "h", 9092),)),),
+    (Broker(1, 10, "r1", (Endpoint("PLAINTEXT", "h", 9092),)),),
     (TopicZnode("t", ((0, (1, 2)),), ((0, (2,)),), ((0, (1,)),), "id", 4),),
     ((TopicPartition("t", 0), PartitionStateZnode(1, 2, (1, 2), 3, 4, 0)),),
     (PartitionTarget("t", 0, (2,)),),
@@ -214,7 +199,7 @@ def test_decision_decoding_is_strict(text: str) -> None:
 
 
 def test_zk_codecs_round_trip() -> None:
-    from core.assignment import ReplicaAssignment
+    from core.model import ReplicaAssignment
 
     data = encode_topic_znode({0: ReplicaAssignment((1, 2, 3), (3,), (1,)), 1: ReplicaAssignment((2,))}, None)
     z = decode_topic_znode("t", data)

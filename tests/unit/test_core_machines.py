@@ -8,12 +8,11 @@ import json
 import pytest
 
 from core import partition_machine, replica_machine
-from core.assignment import ReplicaAssignment
-from core.context import ControllerContext, LeaderAndIsr, LiveBroker
+from core.context import ControllerContext
 from core.decisions import BrokerRequest, ZkOp, ZkWrite
 from core.election import ElectionStrategy
-from core.events import Endpoint, PartitionReplica, TopicPartition
 from core.kafka.requests import RequestApi
+from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.states import (
     PARTITION_VALID_PREVIOUS,
     REPLICA_VALID_PREVIOUS,
@@ -36,7 +35,7 @@ def ctx_with(
 ) -> ControllerContext:
     ctx = ControllerContext(controller_id=0, epoch=1)
     for b in brokers:
-        ctx.add_live_broker(LiveBroker(b, 10 + b, None, (Endpoint("PLAINTEXT", f"h{b}", 9000 + b),)))
+        ctx.add_live_broker(Broker(b, 10 + b, None, (Endpoint("PLAINTEXT", f"h{b}", 9000 + b),)))
     ctx.set_assignment(TP, ReplicaAssignment(replicas))
     ctx.topic_ids["t"] = "AAAAAAAAAAAAAAAAAAAAAQ"
     if lai is not None:

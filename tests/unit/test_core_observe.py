@@ -7,14 +7,8 @@ from core_support import Cluster, startup
 
 from core import observe
 from core.controller import ControllerConfig
-from core.events import (
-    AlterTopicConfig,
-    BrokerFailure,
-    CreateTopic,
-    DeleteTopic,
-    PartitionTarget,
-    ReassignPartitions,
-)
+from core.events import AlterTopicConfig, BrokerFailure, CreateTopic, DeleteTopic, ReassignPartitions
+from core.model import PartitionTarget
 
 pytestmark = pytest.mark.unit
 

@@ -14,18 +14,16 @@ from core.decisions import ZkOp, ZkWrite
 from core.errors import FormatError
 from core.events import (
     BrokerFailure,
-    BrokerInfo,
     ControllerFailover,
     CreateTopic,
     DeleteTopic,
     LeaderAndIsrResponse,
     LogDirFailure,
     PartitionError,
-    PartitionTarget,
     ReassignPartitions,
-    TopicPartition,
 )
 from core.kafka.zksnapshot import snapshot_from_znodes
+from core.model import Broker, PartitionTarget, TopicPartition
 
 STORAGE = 56  # KAFKA_STORAGE_ERROR
 PATH = "/livectl/offline_replicas/t"
@@ -174,7 +172,7 @@ def test_failover_learning_in_the_same_step_rewrites_the_record() -> None:
     assert znode(c) == {"version": 1, "partitions": {"0": [1]}}
     # ... a failover whose micro-batch also carries a broker's storage error for t-1
     c.controller_epoch += 1
-    brokers = [BrokerInfo(b.id, b.epoch, b.rack, b.endpoints) for b in c.ctx.live_brokers.values()]
+    brokers = [Broker(b.id, b.epoch, b.rack, b.endpoints) for b in c.ctx.live_brokers.values()]
     snap = snapshot_from_znodes(c.zk.nodes, brokers, c.controller_epoch, c.controller_epoch - 1)
     c.state = ControllerState(config=c.state.config)
     c.run(ControllerFailover(0, snap), LeaderAndIsrResponse(1, (PartitionError("t", 1, STORAGE),)))

@@ -19,13 +19,11 @@ from core.events import (
     ControlledShutdown,
     CreateTopic,
     DeleteTopic,
-    ElectionType,
     ElectLeaders,
     Event,
-    PartitionTarget,
     ReassignPartitions,
-    TopicPartition,
 )
+from core.model import ElectionType, PartitionTarget, TopicPartition
 
 pytestmark = pytest.mark.unit
 

@@ -7,19 +7,11 @@ import json
 import pytest
 from core_support import Cluster
 
-from core.assignment import ReplicaAssignment
 from core.decisions import AdminResult, AdminStatus, ZkWrite
-from core.events import (
-    BrokerFailure,
-    CancelReassignment,
-    CreateTopic,
-    PartitionReplica,
-    PartitionTarget,
-    ReassignPartitions,
-    TopicPartition,
-)
+from core.events import BrokerFailure, CancelReassignment, CreateTopic, ReassignPartitions
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import REASSIGN_PARTITIONS, encode_reassignment
+from core.model import PartitionReplica, PartitionTarget, ReplicaAssignment, TopicPartition
 from core.states import ReplicaState
 
 pytestmark = pytest.mark.unit

@@ -7,20 +7,15 @@ import json
 import pytest
 from core_support import Cluster
 
+from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig, step
 from core.decisions import StateChangeFailure, ZkWrite
 from core.errors import FormatError
-from core.events import (
-    BrokerFailure,
-    CreateTopic,
-    PartitionStatesRead,
-    PartitionStateZnode,
-    TopicPartition,
-    event_from_json,
-    event_to_json,
-)
+from core.events import BrokerFailure, CreateTopic, PartitionStatesRead
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import decode_partition_state, partition_state_path
+from core.model import TopicPartition
+from core.snapshot import PartitionStateZnode
 from core.states import PartitionState
 
 pytestmark = pytest.mark.unit

@@ -9,6 +9,7 @@ import pytest
 from core_support import Cluster, startup
 
 from core.cluster_config import CONTROLLER_CONFIGS, controller_fields, effective_configs, parse_config
+from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig, brokers_over_imbalance, imbalance
 from core.decisions import AdminResult, ZkOp, ZkWrite
 from core.errors import FormatError
@@ -17,19 +18,16 @@ from core.events import (
     BrokerFailure,
     ClusterConfigChanged,
     CreateTopic,
-    PartitionTarget,
     ReassignPartitions,
-    TopicPartition,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
     ZkTopicChange,
     ZkTopicDeletion,
-    event_from_json,
-    event_to_json,
 )
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS, delete_topic_path
+from core.model import PartitionTarget, TopicPartition
 from core.states import PartitionState
 
 pytestmark = pytest.mark.unit

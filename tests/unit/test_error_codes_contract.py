@@ -13,15 +13,7 @@ import pytest
 from core_support import Cluster
 
 from core.decisions import BrokerRequest
-from core.events import (
-    AlterPartition,
-    BrokerFailure,
-    ControlledShutdown,
-    CreateTopic,
-    DeleteTopic,
-    StopReplicaResponse,
-    TopicPartition,
-)
+from core.events import AlterPartition, BrokerFailure, ControlledShutdown, CreateTopic, DeleteTopic, StopReplicaResponse
 from core.kafka.envelope import encode_request, parse_request
 from core.kafka.error_codes import KafkaError, error_name
 from core.kafka.requests import (
@@ -32,6 +24,7 @@ from core.kafka.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from core.model import TopicPartition
 from simbrokers.broker import SimBroker
 from simbrokers.partition import PendingIsr
 from sinks.ports import Fence

@@ -14,6 +14,7 @@ from test_streaming_shell import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_
 
 from core import decisions as dc
 from core import events as ev
+from core.codec.events import event_to_json
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence, RequestBatchResult
@@ -35,7 +36,7 @@ def _fenced_pipeline(tmp_path: Path, validator: InputValidator) -> tuple[Pipelin
     assert isinstance(sink, MemoryZkSink)
     p.dispatcher.fence_check = sink.check_fence
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
     return p, zk
 
 
@@ -52,7 +53,7 @@ def test_a_batch_without_zookeeper_writes_sends_nothing_once_fenced(tmp_path: Pa
         # (a rejected record and an INVALID_REQUEST result), a record that is not JSON
         p.run_batch(
             [
-                (EVENTS, ev.event_to_json(ev.BrokerStartup(4, 404))),
+                (EVENTS, event_to_json(ev.BrokerStartup(4, 404))),
                 (ADMIN, invalid),
                 (ADMIN, "not json"),
             ]
@@ -80,7 +81,7 @@ def test_the_first_refusal_stops_the_batch(tmp_path: Path, validator: InputValid
     with pytest.raises(ControllerFencedError):
         p.run_batch(
             [
-                (EVENTS, ev.event_to_json(ev.BrokerStartup(4, 404))),
+                (EVENTS, event_to_json(ev.BrokerStartup(4, 404))),
                 (ADMIN, "not json"),
             ]
         )
@@ -115,7 +116,7 @@ def test_a_write_is_retried_while_the_service_restarts_and_lands_once(
     p.requests = flaky
     p.dispatcher.request_sink = flaky
     p.dispatcher.retry_timeout_s, p.dispatcher.retry_backoff_s = 5.0, 0.01
-    p.run_batch([(ADMIN, ev.event_to_json(ev.DeleteTopic("r2", "orders")))])
+    p.run_batch([(ADMIN, event_to_json(ev.DeleteTopic("r2", "orders")))])
     results = [m.value_json() for m in flaky.messages if m.topic == "livectl.admin-results"]
     assert flaky.attempts == 3
     assert [r["request_id"] for r in results].count("r2") == 1
@@ -127,7 +128,7 @@ def test_without_retry_time_an_unavailable_service_fails_the_batch(tmp_path: Pat
     p.dispatcher.request_sink = flaky
     p.dispatcher.retry_timeout_s = 0.0
     with pytest.raises(SinkUnavailableError):
-        p.run_batch([(ADMIN, ev.event_to_json(ev.DeleteTopic("r2", "orders")))])
+        p.run_batch([(ADMIN, event_to_json(ev.DeleteTopic("r2", "orders")))])
     assert not p.dispatcher.fenced
 
 

@@ -28,6 +28,9 @@ import pytest
 
 from core import events as ev
 from core import limits as lim
+from core.codec.events import event_to_json
+from core.model import Broker
+from core.snapshot import ZkSnapshot
 from core.states import ReplicaState
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
@@ -345,13 +348,13 @@ def completion_events(q: Query) -> list[tuple[str, str]]:
                 lai.partition_epoch,
                 tuple(isr),
             )
-            items.append((EVENTS, ev.event_to_json(alter)))
+            items.append((EVENTS, event_to_json(alter)))
         for topic in sorted(ctx.topics_to_be_deleted):
             for pr in ctx.replicas_for_topic(topic):
                 # the broker answers the StopReplica (delete) it was sent: replicas whose deletion started
                 if pr.replica in live and ctx.replica_state(pr) is ReplicaState.DELETION_STARTED:
                     done = ev.StopReplicaResponse(pr.replica, (ev.PartitionError(pr.topic, pr.partition, 0),))
-                    items.append((EVENTS, ev.event_to_json(done)))
+                    items.append((EVENTS, event_to_json(done)))
     return items
 
 
@@ -370,7 +373,7 @@ def names_a_field(expectation: str, reason: str) -> bool:
 def test_seeded_fuzz_every_record_is_rejected_answered_or_applied(tmp_path: Path) -> None:
     rnd = random.Random(SEED)
     q = Query(tmp_path, InputValidator())
-    snapshot = ev.ZkSnapshot(1, 0, tuple(ev.BrokerInfo(b, 100 + b) for b in BROKERS), (), ())
+    snapshot = ZkSnapshot(1, 0, tuple(Broker(b, 100 + b) for b in BROKERS), (), ())
     ref = failover.write_snapshot(q.store, 1000, snapshot, BUCKETS)
     q.run([(EVENTS, failover.ref_to_json(ref))])
 
@@ -394,7 +397,7 @@ def test_seeded_fuzz_every_record_is_rejected_answered_or_applied(tmp_path: Path
     fz_up = []
     for b in BROKERS:
         fz.epochs[b] += 1000
-        fz_up.append((EVENTS, ev.event_to_json(ev.BrokerStartup(b, fz.epochs[b]))))
+        fz_up.append((EVENTS, event_to_json(ev.BrokerStartup(b, fz.epochs[b]))))
     q.run(fz_up)
     for _ in range(20):
         pending = completion_events(q)

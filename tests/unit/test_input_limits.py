@@ -15,9 +15,12 @@ from core_support import Cluster
 from core import controller
 from core import events as ev
 from core import limits as lim
+from core.codec.events import event_from_json
+from core.codec.values import TOPIC_NAME_REGEX
 from core.controller import ControllerConfig, event_loop, step_isolating
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
+from core.model import PartitionTarget, TopicPartition
 from sinks.ports import Fence, Rejected
 from sinks.requests import MAX_MESSAGE_BYTES, admin_result_messages, rejected_messages
 from streaming.dispatch import merge_admin_results
@@ -26,12 +29,12 @@ pytestmark = pytest.mark.unit
 
 
 def decode(**fields: Any) -> ev.Event:
-    return ev.event_from_json(json.dumps({"version": 1, **fields}))
+    return event_from_json(json.dumps({"version": 1, **fields}))
 
 
 def refused(text: str) -> FormatError:
     with pytest.raises(FormatError) as e:
-        ev.event_from_json(text)
+        event_from_json(text)
     return e.value
 
 
@@ -182,8 +185,8 @@ def test_config_strings_are_bounded_and_valid() -> None:
 
 
 def test_min_topic_znode_bytes_is_a_lower_bound() -> None:
-    from core.assignment import ReplicaAssignment
     from core.kafka.zkdata import encode_topic_znode
+    from core.model import ReplicaAssignment
 
     for n, rf in ((1, 1), (9, 3), (11, 10), (1234, 2), (10_000, 12)):
         assignment = {p: ReplicaAssignment(tuple(range(rf))) for p in range(n)}
@@ -209,15 +212,15 @@ def test_create_topic_whose_placed_znode_is_too_big_is_refused() -> None:
 def test_create_partitions_refused_while_a_partition_is_reassigned() -> None:
     c = Cluster.start([1, 2, 3, 4, 5, 6])
     c.run(ev.CreateTopic("c", "t", 2, 3, ((1, 2, 3), (2, 3, 1))))
-    c.run(ev.ReassignPartitions("r", (ev.PartitionTarget("t", 0, (4, 5, 6)),)))
-    assert c.ctx.replicas(ev.TopicPartition("t", 0)) == (4, 5, 6, 1, 2, 3)
+    c.run(ev.ReassignPartitions("r", (PartitionTarget("t", 0, (4, 5, 6)),)))
+    assert c.ctx.replicas(TopicPartition("t", 0)) == (4, 5, 6, 1, 2, 3)
     c.run(ev.CreatePartitions("grow", "t", 4))
     (r,) = admin(c)
     assert (r.status, r.error) == (AdminStatus.ERROR, "REASSIGNMENT_IN_PROGRESS")
     assert "A partition reassignment is in progress" in r.message
     assert len(c.ctx.partitions_for_topic("t")) == 2
     # once it completes, the topic grows with its own replication factor
-    c.catch_up(ev.TopicPartition("t", 0))
+    c.catch_up(TopicPartition("t", 0))
     c.run(ev.CreatePartitions("grow2", "t", 4))
     (r,) = admin(c)
     assert r.status is AdminStatus.OK
@@ -294,8 +297,8 @@ def test_superseded_reassignment_in_the_same_step_is_answered_finally() -> None:
     c = Cluster.start([1, 2, 3, 4, 5, 6])
     c.run(ev.CreateTopic("c", "t", 1, 3, ((1, 2, 3),)))
     c.run(
-        ev.ReassignPartitions("first", (ev.PartitionTarget("t", 0, (4, 5, 6)),)),
-        ev.ReassignPartitions("second", (ev.PartitionTarget("t", 0, (1, 2, 4)),)),
+        ev.ReassignPartitions("first", (PartitionTarget("t", 0, (4, 5, 6)),)),
+        ev.ReassignPartitions("second", (PartitionTarget("t", 0, (1, 2, 4)),)),
     )
     merged = {r.request_id: r for r in merge_admin_results(admin(c), [0] * len(admin(c)))}
     # final, and honest: the first reassignment did not complete, the second replaced it
@@ -314,7 +317,7 @@ def test_the_suite_and_the_decoder_agree_at_every_bound() -> None:
         assert not any(isinstance(v, str) and v.startswith("$") for v in e.kwargs.values()), e
         assert "$" not in e.reason, e
     regex = next(e.kwargs["regex"] for e in expectations if e.name == "topic_name_legal")
-    assert regex == SUITE_CONSTANTS["$TOPIC_NAME_REGEX"] == ev.TOPIC_NAME_REGEX
+    assert regex == SUITE_CONSTANTS["$TOPIC_NAME_REGEX"] == TOPIC_NAME_REGEX
 
     def create(**kw: Any) -> str:
         return json.dumps({"version": 1, "type": "create_topic", "request_id": "r", "topic": "t", **kw})
@@ -342,7 +345,7 @@ def test_the_suite_and_the_decoder_agree_at_every_bound() -> None:
     failed = validator.failed_rows(flatten(values, sources))
     for i, (text, ok) in enumerate(cases):
         try:
-            ev.event_from_json(text)
+            event_from_json(text)
             decoded = True
         except FormatError:
             decoded = False

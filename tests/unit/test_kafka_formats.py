@@ -8,10 +8,10 @@ import json
 import pytest
 
 from core.errors import FormatError
-from core.events import Endpoint
 from core.kafka import zkdata
 from core.kafka.envelope import encode_envelope, encode_request, parse_request
 from core.kafka.requests import ControlledShutdownResponse, RequestApi, StopReplicaRequest
+from core.model import Endpoint
 
 pytestmark = pytest.mark.unit
 
@@ -58,7 +58,7 @@ def test_broker_registration_round_trip() -> None:
         "PLAINTEXT": "PLAINTEXT"
     }
     info = zkdata.decode_broker_registration(5, text, 77)
-    assert (info.broker_id, info.broker_epoch, info.rack) == (5, 77, "r1")
+    assert (info.id, info.epoch, info.rack) == (5, 77, "r1")
     assert info.endpoints == (Endpoint("PLAINTEXT", "h1", 9092, "PLAINTEXT"),)
 
 
@@ -170,7 +170,7 @@ def test_a_message_whose_broker_id_disagrees_with_its_key_is_refused() -> None:
 
 
 def test_the_reassignment_znode_and_file_are_one_format() -> None:
-    from core.events import PartitionTarget
+    from core.model import PartitionTarget
 
     targets = [PartitionTarget("t", 1, (2, 3)), PartitionTarget("t", 0, (1, 2))]
     znode = zkdata.encode_reassignment(targets)

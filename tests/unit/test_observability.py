@@ -220,6 +220,7 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
     from test_streaming_shell import ADMIN, EVENTS, Pipeline, StoreSnapshots, epoch_znode, snapshot_of, store_at
 
     from core import events as ev
+    from core.codec.events import event_to_json
     from sinks.memory import MemoryZooKeeper
     from sinks.ports import Fence
     from streaming import routing, stateful
@@ -255,12 +256,12 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     p.run_batch(
         [
-            (ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 2, 2, replica_assignment=((1, 2), (2, 3))))),
-            (ADMIN, ev.event_to_json(ev.CreateTopic("r2", "solo", 1, 1, replica_assignment=((3,),)))),
+            (ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 2, 2, replica_assignment=((1, 2), (2, 3))))),
+            (ADMIN, event_to_json(ev.CreateTopic("r2", "solo", 1, 1, replica_assignment=((3,),)))),
             (ADMIN, "not json"),
         ]
     )
-    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(3, 103)))])
+    p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(3, 103)))])
     s = o.snapshot()
     assert s.kafka_metrics["OfflinePartitionsCount"] == 1 and s.kafka_metrics["GlobalPartitionCount"] == 3
     assert s.cluster.offline_count == 1 and [x.topic for x in s.cluster.offline] == ["solo"]

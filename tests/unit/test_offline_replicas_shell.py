@@ -4,7 +4,10 @@ bucket gets only its own topics' (so that buckets never delete each other's reco
 from __future__ import annotations
 
 from core import events as ev
+from core.codec.events import event_from_json, event_to_json
 from core.kafka.zksnapshot import snapshot_from_znodes
+from core.model import Broker
+from core.snapshot import ZkSnapshot
 from streaming import failover, routing
 
 BUCKETS = 4
@@ -14,7 +17,7 @@ def test_snapshot_lists_the_records_and_splits_them_by_bucket() -> None:
     names = [f"t{i}" for i in range(12)]
     znodes = {f"/livectl/offline_replicas/{t}": ('{"version":1,"partitions":{"0":[1]}}', 0) for t in names}
     znodes["/livectl/sink/q"] = ('{"version":1}', 3)  # livectl's other bookkeeping is no record
-    snap = snapshot_from_znodes(znodes, [ev.BrokerInfo(1, 7)], 2, 1)
+    snap = snapshot_from_znodes(znodes, [Broker(1, 7)], 2, 1)
     assert snap.offline_replica_topics == tuple(sorted(names))
     parts = failover.split_snapshot(snap, BUCKETS)
     assert sorted(t for p in parts for t in p.offline_replica_topics) == sorted(names)
@@ -23,11 +26,11 @@ def test_snapshot_lists_the_records_and_splits_them_by_bucket() -> None:
 
 
 def test_failover_event_round_trips_the_record_list() -> None:
-    snap = ev.ZkSnapshot(2, 1, (ev.BrokerInfo(1, 7),), (), (), offline_replica_topics=("a", "b"))
+    snap = ZkSnapshot(2, 1, (Broker(1, 7),), (), (), offline_replica_topics=("a", "b"))
     event = ev.ControllerFailover(0, snap)
-    assert ev.event_from_json(ev.event_to_json(event)) == event
-    old_form = ev.event_to_json(ev.ControllerFailover(0, ev.ZkSnapshot(2, 1, (ev.BrokerInfo(1, 7),), (), ())))
+    assert event_from_json(event_to_json(event)) == event
+    old_form = event_to_json(ev.ControllerFailover(0, ZkSnapshot(2, 1, (Broker(1, 7),), (), ())))
     assert ',"offline_replica_topics":[]' in old_form  # an event written before the field existed lacks it
-    assert ev.event_from_json(old_form.replace(',"offline_replica_topics":[]', "")) == ev.ControllerFailover(
-        0, ev.ZkSnapshot(2, 1, (ev.BrokerInfo(1, 7),), (), ())
+    assert event_from_json(old_form.replace(',"offline_replica_topics":[]', "")) == ev.ControllerFailover(
+        0, ZkSnapshot(2, 1, (Broker(1, 7),), (), ())
     )

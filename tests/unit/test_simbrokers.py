@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.codec.events import event_from_json, event_to_json
 from core.errors import FormatError
 from core.events import (
     AlterPartition,
@@ -22,13 +23,11 @@ from core.events import (
     LeaderAndIsrResponse,
     LogDirFailure,
     StopReplicaResponse,
-    TopicPartition,
-    event_from_json,
-    event_to_json,
 )
 from core.kafka.envelope import Envelope, encode_request, parse_request
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import RequestApi
+from core.model import TopicPartition
 from simbrokers.broker import BrokerConfig, Faults, SimBroker
 from simbrokers.fabric import LocalFabric, acknowledged_lost
 from simbrokers.log import Record, ReplicaLog

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from test_simbrokers import TP, MiniController, cluster, part, run
 
-from core.events import TopicPartition
+from core.model import TopicPartition
 from simbrokers.broker import SimBroker
 from simbrokers.throttle import Quota, ThrottleConfig, throttle_config
 

@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 
 from core import events as ev
+from core.codec.events import event_to_json
+from core.model import ElectionType, PartitionTarget
 from streaming import routing
 from streaming.validation import InputValidator, Rejection
 
@@ -35,7 +37,7 @@ def test_topic_scoped_event_goes_to_its_topic_bucket_only() -> None:
 def test_cluster_scoped_event_is_copied_to_every_bucket() -> None:
     e = ev.BrokerFailure(3, 17)
     assert routing.route(e, 4) == [(b, e) for b in range(4)]
-    everything = ev.ElectLeaders("r2", ev.ElectionType.PREFERRED)
+    everything = ev.ElectLeaders("r2", ElectionType.PREFERRED)
     assert [b for b, _ in routing.route(everything, 4)] == [0, 1, 2, 3]
 
 
@@ -43,9 +45,9 @@ def test_multi_topic_reassignment_is_split_per_topic_keeping_request_id() -> Non
     e = ev.ReassignPartitions(
         "r3",
         (
-            ev.PartitionTarget("a", 0, (1, 2)),
-            ev.PartitionTarget("b", 0, (2, 3)),
-            ev.PartitionTarget("a", 1, (3, 1)),
+            PartitionTarget("a", 0, (1, 2)),
+            PartitionTarget("b", 0, (2, 3)),
+            PartitionTarget("a", 1, (3, 1)),
         ),
     )
     parts = dict(routing.split_by_topic(e))
@@ -58,7 +60,7 @@ def test_multi_topic_reassignment_is_split_per_topic_keeping_request_id() -> Non
 
 
 def test_suite_rejects_with_expectation_names_and_keeps_good_rows(validator: InputValidator) -> None:
-    good = ev.event_to_json(ev.CreateTopic("ok", "orders", 3, 1))
+    good = event_to_json(ev.CreateTopic("ok", "orders", 3, 1))
     values = [
         good,
         "{not json",
@@ -141,9 +143,9 @@ def test_prepare_frame_routes_rejects_and_ticks(validator: InputValidator) -> No
             "offset": [5, 6, 9],
             "timestamp": [pd.Timestamp(1_700_000_000_000, unit="ms")] * 3,
             "value": [
-                ev.event_to_json(ev.CreateTopic("c", "orders", 1, 1)),
+                event_to_json(ev.CreateTopic("c", "orders", 1, 1)),
                 "garbage",
-                ev.event_to_json(ev.BrokerStartup(1, 100)),
+                event_to_json(ev.BrokerStartup(1, 100)),
             ],
         }
     )

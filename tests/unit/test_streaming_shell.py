@@ -15,8 +15,11 @@ import pytest
 
 from core import decisions as dc
 from core import events as ev
+from core.codec.events import event_to_json
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import decode_partition_state
+from core.model import Broker, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
@@ -89,7 +92,7 @@ class Pipeline:
             self.offsets[topic] += 1
         return pd.DataFrame(rows, columns=["topic", "partition", "offset", "timestamp", "value"])
 
-    def failover_ref(self, snapshot: ev.ZkSnapshot) -> str:
+    def failover_ref(self, snapshot: ZkSnapshot) -> str:
         ref = failover.write_snapshot(store_at(self.tmp), 1000, snapshot, BUCKETS)
         return failover.ref_to_json(ref)
 
@@ -119,8 +122,8 @@ def validator() -> InputValidator:
     return InputValidator()
 
 
-def snapshot_of(brokers: tuple[int, ...], epoch: int = 1, epoch_version: int = 0) -> ev.ZkSnapshot:
-    return ev.ZkSnapshot(epoch, epoch_version, tuple(ev.BrokerInfo(b, 100 + b) for b in brokers), (), ())
+def snapshot_of(brokers: tuple[int, ...], epoch: int = 1, epoch_version: int = 0) -> ZkSnapshot:
+    return ZkSnapshot(epoch, epoch_version, tuple(Broker(b, 100 + b) for b in brokers), (), ())
 
 
 def epoch_znode(zk: MemoryZooKeeper) -> None:
@@ -134,7 +137,7 @@ def test_create_topic_end_to_end_on_fakes(tmp_path: Path, validator: InputValida
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     out = p.run_batch(
         [
-            (ADMIN, ev.event_to_json(ev.CreateTopic("r1", "orders", 3, 2))),
+            (ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 3, 2))),
             (ADMIN, "not json"),
         ]
     )
@@ -170,9 +173,9 @@ def test_history_before_the_first_failover_is_not_applied(tmp_path: Path, valida
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.run_batch(
         [
-            (ADMIN, ev.event_to_json(ev.CreateTopic("old", "history", 1, 1))),
+            (ADMIN, event_to_json(ev.CreateTopic("old", "history", 1, 1))),
             (EVENTS, p.failover_ref(snapshot_of((1,)))),
-            (ADMIN, ev.event_to_json(ev.CreateTopic("new", "current", 1, 1))),
+            (ADMIN, event_to_json(ev.CreateTopic("new", "current", 1, 1))),
         ]
     )
     assert not zk.exists("/brokers/topics/history")
@@ -191,7 +194,7 @@ def test_a_fenced_dispatcher_writes_nothing_more(tmp_path: Path, validator: Inpu
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2))))])
     zk.set("/controller_epoch", b"2")  # another controller was elected
     with pytest.raises(ControllerFencedError):
-        p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "late", 1, 1)))])
+        p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "late", 1, 1)))])
     assert p.dispatcher.fenced and p.dispatcher.metrics["ActiveControllerCount"] == 0
     assert not zk.exists("/brokers/topics/late")
     assert not [m for m in p.requests.messages if m.topic == "livectl.admin-results"]
@@ -205,7 +208,7 @@ def test_replaying_a_micro_batch_writes_nothing_twice(tmp_path: Path, validator:
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     saved = {b: s.value for b, s in p.states.items()}
-    out = p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 2, 3)))])
+    out = p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 2, 3)))])
     tree = zk.snapshot()
     sent = list(p.requests.messages)
     # Spark replays batch 1 from the same state with the same rows
@@ -221,7 +224,7 @@ def test_state_round_trips_through_its_pyarrow_blob(tmp_path: Path, validator: I
     epoch_znode(zk)
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
     for s in p.states.values():
         if s.value is None:
             continue
@@ -234,9 +237,9 @@ def test_state_round_trips_through_its_pyarrow_blob(tmp_path: Path, validator: I
 
 
 def test_snapshot_is_split_by_bucket(tmp_path: Path) -> None:
-    topics = tuple(ev.TopicZnode(f"t{i}", ((0, (1, 2)),)) for i in range(20))
-    states = tuple((ev.TopicPartition(f"t{i}", 0), ev.PartitionStateZnode(1, 0, (1, 2), 1, 0)) for i in range(20))
-    snap = ev.ZkSnapshot(3, 2, (ev.BrokerInfo(1, 7), ev.BrokerInfo(2, 8)), topics, states, topics_to_delete=("t3",))
+    topics = tuple(TopicZnode(f"t{i}", ((0, (1, 2)),)) for i in range(20))
+    states = tuple((TopicPartition(f"t{i}", 0), PartitionStateZnode(1, 0, (1, 2), 1, 0)) for i in range(20))
+    snap = ZkSnapshot(3, 2, (Broker(1, 7), Broker(2, 8)), topics, states, topics_to_delete=("t3",))
     parts = failover.split_snapshot(snap, BUCKETS)
     assert sorted(t.topic for part in parts for t in part.topics) == sorted(t.topic for t in topics)
     for b, part in enumerate(parts):
@@ -360,7 +363,7 @@ def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator:
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     saved = {b: s.value for b, s in p.states.items()}
-    records = [(ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 3, 2)))]
+    records = [(ADMIN, event_to_json(ev.CreateTopic("r", "t", 3, 2)))]
     routed = pd.concat(
         [routing.prepare_frame(p.records(records), BUCKETS, ADMIN, validator), routing.tick_rows(1, BUCKETS)]
     )
@@ -392,7 +395,7 @@ def test_failover_references_of_other_runs_are_history(tmp_path: Path, validator
     failures = [json.loads(x) for x in out[out["kind"] == stateful.KIND_FAILURE]["payload"]]
     assert len(failures) == BUCKETS and all("is gone" in f["reason"] for f in failures)
     current = p.failover_ref(snapshot_of((1, 2, 3), epoch=2))
-    p.run_batch([(EVENTS, current), (ADMIN, ev.event_to_json(ev.CreateTopic("r", "t", 1, 3)))])
+    p.run_batch([(EVENTS, current), (ADMIN, event_to_json(ev.CreateTopic("r", "t", 1, 3)))])
     assert zk.exists("/brokers/topics/t")
     # the same reference met again (a replay of the topic) is stale now
     out = p.run_batch([(EVENTS, current)])
@@ -410,28 +413,28 @@ def test_a_refused_state_write_is_read_again_and_redone(tmp_path: Path, validato
     refused: list[Any] = []
     p.dispatcher.on_refused = refused.extend
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "t", 1, 3, replica_assignment=((1, 2, 3),))))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "t", 1, 3, replica_assignment=((1, 2, 3),))))])
     path = "/brokers/topics/t/partitions/0/state"
     data, version = zk.get(path)
     zk.set(path, data)  # changed under the controller: same content, a new version
-    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(1, 101)))])
+    p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(1, 101)))])
     assert [(f.write.path, f.error) for f in refused] == [(path, "BadVersion")]
     assert json.loads(zk.get(path)[0])["leader"] == 1  # nothing written
     data, version = zk.get(path)
     read = ev.PartitionStatesRead("t", ((0, decode_partition_state(data.decode(), version)),))
-    p.run_batch([(EVENTS, ev.event_to_json(read))])
+    p.run_batch([(EVENTS, event_to_json(read))])
     state = json.loads(zk.get(path)[0])
     assert (state["leader"], state["isr"], state["leader_epoch"]) == (2, [2, 3], 1)
     assert zk.get(path)[1] == version + 1
 
 
-def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ev.ZkSnapshot:
+def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ZkSnapshot:
     """What a controller elected now reads from the fake tree (as :func:`streaming.zk_snapshot.read_snapshot`)."""
     from core.kafka.zksnapshot import snapshot_from_znodes
 
     data, version = zk.get("/controller_epoch")
     znodes = {path: (d.decode() or None, v) for path, (d, v) in zk.nodes.items()}
-    infos = tuple(ev.BrokerInfo(b, 100 + b) for b in brokers)
+    infos = tuple(Broker(b, 100 + b) for b in brokers)
     return snapshot_from_znodes(znodes, infos, int(data), version)
 
 
@@ -444,7 +447,7 @@ def test_a_takeover_handles_the_records_that_waited_for_its_reference_after_it(
     brokers = (1, 2, 3, 4, 5, 6)
     first = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     first.run_batch([(EVENTS, first.failover_ref(snapshot_of(brokers)))])
-    first.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),))))])
+    first.run_batch([(ADMIN, event_to_json(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),))))])
     # the second is elected, reads the tree, and publishes its reference after the waiting command; the
     # source's barrier gives the bucket both in one micro-batch, on the checkpoint's state
     zk.set("/controller_epoch", b"2")
@@ -452,8 +455,8 @@ def test_a_takeover_handles_the_records_that_waited_for_its_reference_after_it(
     second.states, second.offsets, second.batch, second.clock = first.states, first.offsets, first.batch, first.clock
     snapshot = _snapshot_of_tree(zk, brokers)
     ref = failover.ref_to_json(failover.write_snapshot(store_at(tmp_path), 1000, snapshot, BUCKETS))
-    reassign = ev.ReassignPartitions("r1", (ev.PartitionTarget("moving", 0, (4, 5, 6)),))
-    second.run_batch([(ADMIN, ev.event_to_json(reassign)), (EVENTS, ref)])
+    reassign = ev.ReassignPartitions("r1", (PartitionTarget("moving", 0, (4, 5, 6)),))
+    second.run_batch([(ADMIN, event_to_json(reassign)), (EVENTS, ref)])
     topic = json.loads(zk.get("/brokers/topics/moving")[0])
     assert topic["partitions"]["0"] == [4, 5, 6, 1, 2, 3]
     # handled after the snapshot, the reassignment is in the bucket's state as in ZooKeeper: it goes on
@@ -461,7 +464,7 @@ def test_a_takeover_handles_the_records_that_waited_for_its_reference_after_it(
     state = json.loads(zk.get("/brokers/topics/moving/partitions/0/state")[0])
     version = zk.get("/brokers/topics/moving/partitions/0/state")[1]
     caught_up = ev.AlterPartition(1, 101, "moving", 0, state["leader_epoch"], version, (1, 2, 3, 4, 5, 6))
-    second.run_batch([(EVENTS, ev.event_to_json(caught_up))])
+    second.run_batch([(EVENTS, event_to_json(caught_up))])
     topic = json.loads(zk.get("/brokers/topics/moving")[0])
     assert topic["partitions"]["0"] == [4, 5, 6]
     assert topic.get("adding_replicas", {}) == {} and topic.get("removing_replicas", {}) == {}
@@ -475,11 +478,11 @@ def test_requests_of_a_refused_state_write_are_withheld(tmp_path: Path, validato
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     assignment = ((1, 2, 3), (2, 3, 1))
-    p.run_batch([(ADMIN, ev.event_to_json(ev.CreateTopic("r1", "t", 2, 3, replica_assignment=assignment)))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "t", 2, 3, replica_assignment=assignment)))])
     path = "/brokers/topics/t/partitions/0/state"
     data, version = zk.get(path)
     zk.set(path, data)  # changed under the controller: its leader-epoch bump there will be refused
-    p.run_batch([(EVENTS, ev.event_to_json(ev.BrokerFailure(1, 101)))])
+    p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(1, 101)))])
 
     def states_in(batch: int) -> list[tuple[str, int, int, int]]:
         out = []
@@ -504,7 +507,7 @@ def test_requests_of_a_refused_state_write_are_withheld(tmp_path: Path, validato
         [
             (
                 EVENTS,
-                ev.event_to_json(ev.PartitionStatesRead("t", ((0, decode_partition_state(data.decode(), version)),))),
+                event_to_json(ev.PartitionStatesRead("t", ((0, decode_partition_state(data.decode(), version)),))),
             )
         ]
     )

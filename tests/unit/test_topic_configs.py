@@ -6,10 +6,11 @@ from collections.abc import Sequence
 
 import pytest
 
+from core.codec.events import decode_event, encode_event
 from core.controller import ControllerState, initial_state, step
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
-from core.events import AlterTopicConfig, BrokerStartup, CreateTopic, decode_event, encode_event
+from core.events import AlterTopicConfig, BrokerStartup, CreateTopic
 from core.topic_configs import (
     TOPIC_CONFIGS,
     broker_configs_problem,

@@ -1,0 +1,88 @@
+"""The JSON form of every decision (:mod:`core.decisions`): ``{"version": 1, "type": <TYPE>, ...fields}``,
+as the bucket emits it in its output rows and the dispatcher reads it back. Decoding is strict and raises
+:class:`core.errors.FormatError` naming the field and the reason."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from enum import Enum
+from typing import Any
+
+from core import jsonform as jf
+from core.decisions import (
+    ANY_VERSION,
+    AdminResult,
+    AdminStatus,
+    BrokerRequest,
+    Decision,
+    StateChangeFailure,
+    ZkOp,
+    ZkWrite,
+)
+from core.errors import FormatError
+from core.kafka.requests import RequestApi
+
+DECISION_VERSION = 1
+
+
+def encode_decision(d: Decision) -> dict[str, Any]:
+    body: dict[str, Any] = {"version": DECISION_VERSION, "type": d.TYPE}
+    for name in (f.name for f in fields(d)):  # type: ignore[arg-type]
+        v = getattr(d, name)
+        body[name] = v.value if isinstance(v, Enum) else v
+    return body
+
+
+def decision_to_json(d: Decision) -> str:
+    return json.dumps(encode_decision(d), separators=(",", ":"), sort_keys=True)
+
+
+def decode_decision(raw: Any) -> Decision:
+    o = jf.obj(raw, "$")
+    jf.version(o, DECISION_VERSION)
+    t = jf.string(o, "type")
+    if t == ZkWrite.TYPE:
+        try:
+            op = ZkOp(jf.string(o, "op"))
+        except ValueError:
+            raise FormatError("op", f"unknown ZooKeeper op {o.get('op')!r}") from None
+        return ZkWrite(
+            op,
+            jf.string(o, "path"),
+            jf.opt_string(o, "data"),
+            jf.opt_integer(o, "expected_version", ANY_VERSION),
+            jf.boolean(o, "make_parents", False),
+        )
+    if t == BrokerRequest.TYPE:
+        try:
+            api = RequestApi(jf.string(o, "api"))
+        except ValueError:
+            raise FormatError("api", f"unknown request api {o.get('api')!r}") from None
+        return BrokerRequest(jf.integer(o, "broker_id"), api, jf.string(o, "body"))
+    if t == AdminResult.TYPE:
+        try:
+            status = AdminStatus(jf.string(o, "status"))
+        except ValueError:
+            raise FormatError("status", f"unknown status {o.get('status')!r}") from None
+        return AdminResult(
+            jf.string(o, "request_id"),
+            jf.string(o, "command"),
+            status,
+            jf.opt_string(o, "error"),
+            jf.opt_string(o, "message") or "",
+            jf.opt_string(o, "details") or "{}",
+        )
+    if t == StateChangeFailure.TYPE:
+        return StateChangeFailure(
+            jf.string(o, "item"), jf.string(o, "from_state"), jf.string(o, "to_state"), jf.string(o, "reason")
+        )
+    raise FormatError("type", f"unknown decision type '{t}'")
+
+
+def decision_from_json(text: str | bytes) -> Decision:
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise FormatError("$", f"not valid JSON: {e}") from None
+    return decode_decision(raw)

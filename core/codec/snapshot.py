@@ -1,0 +1,137 @@
+"""The failover snapshot's JSON form (:class:`core.snapshot.ZkSnapshot` inside a controller-failover
+event) and the partition-state znodes that the driver's re-reads carry.
+
+A snapshot's broker is encoded with the field names the form has always had (``broker_id``,
+``broker_epoch``), so that events already written still decode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from core import jsonform as jf
+from core import limits as lim
+from core.codec.values import read_endpoints, read_tp_list
+from core.errors import FormatError
+from core.model import Broker, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
+
+
+def encode_broker(b: Broker) -> dict[str, Any]:
+    """A snapshot's broker as JSON: ``{"broker_id", "broker_epoch", "rack", "endpoints"}``."""
+    return {
+        "broker_id": b.id,
+        "broker_epoch": b.epoch,
+        "rack": b.rack,
+        "endpoints": [
+            {"listener": e.listener, "host": e.host, "port": e.port, "security_protocol": e.security_protocol}
+            for e in b.endpoints
+        ],
+    }
+
+
+def read_partition_state_znode(st: Any, p: str, what: str = "") -> PartitionStateZnode:
+    st = jf.obj(st, p.rstrip("."))
+    return PartitionStateZnode(
+        jf.integer(st, "leader", p, minimum=-1, maximum=lim.MAX_BROKER_ID),
+        jf.integer(st, "leader_epoch", p, minimum=0, maximum=lim.INT32_MAX),
+        jf.int_list(
+            st,
+            "isr",
+            p,
+            minimum=0,
+            maximum=lim.MAX_BROKER_ID,
+            distinct=True,
+            what=what,
+            max_items=lim.MAX_REPLICATION_FACTOR,
+        ),
+        jf.integer(st, "controller_epoch", p, minimum=0, maximum=lim.INT32_MAX),
+        jf.integer(st, "zk_version", p, minimum=0, maximum=lim.INT32_MAX),
+        jf.opt_integer(st, "leader_recovery_state", 0, p, minimum=0, maximum=1),
+    )
+
+
+def read_states(o: Mapping[str, Any], topic: str, required: bool = True) -> tuple[tuple[int, PartitionStateZnode], ...]:
+    raw = jf.req(o, "states") if required else (o.get("states") or [])
+    if not isinstance(raw, list):
+        raise FormatError("states", f"must be a list, got {type(raw).__name__}")
+    states = []
+    for i, entry in enumerate(raw):
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or not isinstance(entry[0], int)
+            or isinstance(entry[0], bool)
+            or not 0 <= entry[0] <= lim.INT32_MAX
+        ):
+            raise FormatError(f"states[{i}]", "must be [partition, partition-state znode]")
+        states.append(
+            (entry[0], read_partition_state_znode(entry[1], f"states[{i}][1].", f"partition {topic}-{entry[0]}"))
+        )
+    return tuple(states)
+
+
+def decode_snapshot(raw: Any) -> ZkSnapshot:
+    o = jf.obj(raw, "snapshot")
+    p = "snapshot."
+    brokers = tuple(
+        Broker(
+            jf.integer(b, "broker_id", p),
+            jf.integer(b, "broker_epoch", p),
+            jf.opt_string(b, "rack"),
+            read_endpoints(b, p),
+        )
+        for b in jf.obj_list(o, "brokers", p)
+    )
+
+    def pairs(x: Any, name: str) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        return tuple((int(k), jf.int_seq(v, name)) for k, v in x)
+
+    topics = tuple(
+        TopicZnode(
+            jf.string(t, "topic", p),
+            pairs(jf.req(t, "partitions", p), p + "partitions"),
+            pairs(t.get("adding_replicas") or (), p + "adding_replicas"),
+            pairs(t.get("removing_replicas") or (), p + "removing_replicas"),
+            jf.opt_string(t, "topic_id"),
+            jf.opt_integer(t, "zk_version", 0),
+        )
+        for t in jf.obj_list(o, "topics", p)
+    )
+    states = []
+    for entry in jf.req(o, "partition_states", p):
+        tp_raw, st = entry
+        tp = TopicPartition(jf.string(tp_raw, "topic", p), jf.integer(tp_raw, "partition", p))
+        states.append(
+            (
+                tp,
+                PartitionStateZnode(
+                    jf.integer(st, "leader", p),
+                    jf.integer(st, "leader_epoch", p),
+                    jf.int_list(st, "isr", p),
+                    jf.integer(st, "controller_epoch", p),
+                    jf.integer(st, "zk_version", p),
+                    jf.opt_integer(st, "leader_recovery_state", 0, p),
+                ),
+            )
+        )
+    pending = tuple(
+        PartitionTarget(jf.string(e, "topic", p), jf.integer(e, "partition", p), jf.int_list(e, "replicas", p))
+        for e in (o.get("pending_reassignments") or ())
+    )
+    return ZkSnapshot(
+        jf.integer(o, "controller_epoch", p),
+        jf.integer(o, "controller_epoch_zk_version", p),
+        brokers,
+        topics,
+        tuple(states),
+        pending,
+        tuple(o.get("topics_to_delete") or ()),
+        read_tp_list(o, "pending_preferred_elections", required=False),
+        tuple((str(t), tuple((str(k), str(v)) for k, v in cfg)) for t, cfg in (o.get("topic_configs") or ())),
+        tuple(
+            jf.text(t, f"{p}offline_replica_topics", max_length=lim.MAX_NAME_LENGTH)
+            for t in (o.get("offline_replica_topics") or ())
+        ),
+    )
