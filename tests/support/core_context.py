@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from core.context import ControllerContext
-from core.decisions import BrokerRequest, RequestApi, ZkOp
-from core.events import Endpoint, TopicPartition
-from core.model import Broker, ReplicaAssignment
+from core.decisions import BrokerRequest, ZkOp
+from core.kafka.requests import RequestApi
+from core.model import Broker, Endpoint, ReplicaAssignment, TopicPartition
 from core.requests import Effects
 
 T0 = TopicPartition("t", 0)

@@ -6,10 +6,9 @@ import pytest
 from core_context import T0, cluster
 
 from core import deletion
-from core.context import LeaderAndIsr
-from core.decisions import BrokerRequest, RequestApi
-from core.events import TopicPartition
-from core.model import ReplicaAssignment
+from core.decisions import BrokerRequest
+from core.kafka.requests import RequestApi
+from core.model import LeaderAndIsr, ReplicaAssignment, TopicPartition
 from core.requests import Effects
 from core.states import PartitionState, ReplicaState
 

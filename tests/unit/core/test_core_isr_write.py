@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from core_context import T0, cluster
 
-from core.context import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from core.decisions import ZkOp, ZkWrite
 from core.isr_write import update_leader_and_isr
+from core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from core.requests import Effects
 
 pytestmark = pytest.mark.unit

@@ -1,16 +1,16 @@
-"""The partition state machine's startup, on a hand-built context outside ``step``."""
+"""The partition state machine's startup, and both machines refusing a partition a newer controller wrote, on
+a hand-built context outside ``step``."""
 
 from __future__ import annotations
 
 import pytest
 from core_context import T0, T1, T2, cluster, state_writes
 
-from core import partition_machine
-from core.context import LeaderAndIsr
+from core import partition_machine, replica_machine
 from core.decisions import ZkOp
-from core.events import TopicPartition
+from core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionReplica, TopicPartition
 from core.requests import Effects
-from core.states import PartitionState
+from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit
 
@@ -46,3 +46,22 @@ def test_partition_startup_without_an_electable_replica_reports_the_failure() ->
     assert list(failures) == [T0]
     assert ctx.partition_state(T0) is PartitionState.NEW
     assert fx.zk == []
+
+
+def test_a_partition_a_newer_controller_wrote_is_neither_elected_nor_shrunk() -> None:
+    ctx = cluster((2, 3), {T0: (1, 2, 3)})
+    ctx.put_leadership(T0, LeaderAndIsr(1, (1, 2, 3)), 3)  # controller epoch 3 > this one's 2
+    ctx.put_partition_state(T0, PartitionState.OFFLINE)
+    ctx.put_replica_state(PartitionReplica("t", 0, 1), ReplicaState.ONLINE)
+    fx = Effects()
+    elected = partition_machine.apply(ctx, fx, [T0], PartitionState.ONLINE)
+    shrunk = replica_machine.apply(ctx, fx, [PartitionReplica("t", 0, 1)], ReplicaState.OFFLINE)
+    reason = (
+        "Leader and isr path written by another controller. This probably means the current controller with "
+        "epoch 2 went through a soft failure and another controller was elected with epoch 3. Aborting state "
+        "change by this controller"
+    )
+    assert elected == {T0: reason}
+    assert shrunk == {PartitionReplica("t", 0, 1): reason}
+    assert fx.zk == []
+    assert ctx.partition_leadership[T0] == LeaderIsrAndControllerEpoch(LeaderAndIsr(1, (1, 2, 3)), 3)

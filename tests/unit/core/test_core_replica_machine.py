@@ -6,9 +6,9 @@ import pytest
 from core_context import T0, T1, cluster, sent, state_writes
 
 from core import replica_machine
-from core.context import LeaderAndIsr
-from core.decisions import RequestApi, ZkOp
-from core.model import PartitionReplica
+from core.decisions import ZkOp
+from core.kafka.requests import RequestApi
+from core.model import LeaderAndIsr, PartitionReplica
 from core.requests import Effects
 from core.states import ReplicaState
 
