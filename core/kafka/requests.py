@@ -40,8 +40,10 @@ ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 #: Kafka's ``SecurityProtocol`` ids, as UpdateMetadata's ``securityProtocol`` carries them
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
-#: StopReplica leader epoch sentinels (Kafka's ``LeaderAndIsr.EpochDuringDelete`` / ``NoEpoch``)
+#: Kafka's ``LeaderAndIsr.EpochDuringDelete``: the leader epoch of LeaderAndIsr / UpdateMetadata /
+#: StopReplica partition states of a topic being deleted
 EPOCH_DURING_DELETE = -2
+#: Kafka's ``LeaderAndIsr.NoEpoch``: StopReplica's leader epoch when the partition has none
 NO_EPOCH = -1
 
 
