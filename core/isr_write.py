@@ -15,7 +15,7 @@ from core.kafka.zkdata import encode_partition_state, partition_state_path
 from core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from core.requests import Effects
 
-__all__ = ["update_leader_and_isr"]
+__all__ = ["newer_controller_wrote", "update_leader_and_isr"]
 
 
 def update_leader_and_isr(
@@ -37,3 +37,15 @@ def update_leader_and_isr(
     )
     ctx.put_leadership(tp, new.with_partition_epoch(expected + 1), ctx.epoch)
     return ctx.partition_leadership[tp]
+
+
+def newer_controller_wrote(ctx: ControllerContext, li: LeaderIsrAndControllerEpoch) -> str | None:
+    """Kafka's refusal to update a partition whose leader and ISR a newer controller wrote (this one
+    went through a soft failure and will find itself fenced): the failure reason, or ``None``."""
+    if li.controller_epoch <= ctx.epoch:
+        return None
+    return (
+        f"Leader and isr path written by another controller. This probably means the current controller with "
+        f"epoch {ctx.epoch} went through a soft failure and another controller was elected with epoch "
+        f"{li.controller_epoch}. Aborting state change by this controller"
+    )

@@ -100,6 +100,10 @@ class Broker:
 NO_LEADER = -1
 #: Kafka's ``LeaderAndIsr.LeaderDuringDelete`` (UpdateMetadata for topics being deleted)
 LEADER_DURING_DELETE = -2
+#: Kafka's ``LeaderAndIsr.NoEpoch``
+NO_EPOCH = -1
+#: Kafka's ``LeaderAndIsr.EpochDuringDelete``
+EPOCH_DURING_DELETE = -2
 #: ``LeaderRecoveryState``
 RECOVERED = 0
 RECOVERING = 1

@@ -34,7 +34,7 @@ from core.election import (
     elect_reassign,
     initial_leader_and_isr,
 )
-from core.isr_write import update_leader_and_isr
+from core.isr_write import newer_controller_wrote, update_leader_and_isr
 from core.kafka.zkdata import encode_partition_state, partition_state_path
 from core.machine_result import StateChangeResult
 from core.model import TopicPartition, sort_tps
@@ -149,12 +149,9 @@ def _elect(
     li = ctx.partition_leadership.get(tp)
     if li is None:
         return f"LeaderAndIsr information doesn't exist for partition {tp} in {ctx.partition_state(tp)} state"
-    if li.controller_epoch > ctx.epoch:
-        return (
-            f"Leader and isr path written by another controller. This probably means the current controller with "
-            f"epoch {ctx.epoch} went through a soft failure and another controller was elected with epoch "
-            f"{li.controller_epoch}. Aborting state change by this controller"
-        )
+    fenced = newer_controller_wrote(ctx, li)
+    if fenced is not None:
+        return fenced
     cur = li.leader_and_isr
     ra = ctx.assignment(tp)
     replicas = ra.replicas

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from core.context import ControllerContext
-from core.isr_write import update_leader_and_isr
+from core.isr_write import newer_controller_wrote, update_leader_and_isr
 from core.machine_result import StateChangeResult
 from core.model import NO_LEADER, PartitionReplica
 from core.requests import Effects
@@ -176,12 +176,9 @@ def remove_replica_from_isr(ctx: ControllerContext, fx: Effects, pr: PartitionRe
     Returns a failure reason or ``None``."""
     tp = pr.topic_partition
     li = ctx.partition_leadership[tp]
-    if li.controller_epoch > ctx.epoch:
-        return (
-            f"Leader and isr path written by another controller. This probably means the current controller "
-            f"with epoch {ctx.epoch} went through a soft failure and another controller was elected with epoch "
-            f"{li.controller_epoch}. Aborting state change by this controller"
-        )
+    fenced = newer_controller_wrote(ctx, li)
+    if fenced is not None:
+        return fenced
     cur = li.leader_and_isr
     if pr.replica not in cur.isr:
         return None

@@ -59,9 +59,11 @@ from typing import Any
 
 from core.context import ControllerContext
 from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkWrite
-from core.kafka.requests import EPOCH_DURING_DELETE, NO_EPOCH, SECURITY_PROTOCOL_IDS, ZERO_UUID, RequestApi
+from core.kafka.requests import SECURITY_PROTOCOL_IDS, ZERO_UUID, RequestApi
 from core.model import (
+    EPOCH_DURING_DELETE,
     LEADER_DURING_DELETE,
+    NO_EPOCH,
     Broker,
     LeaderIsrAndControllerEpoch,
     ReplicaAssignment,

@@ -43,8 +43,6 @@ from core.events import (
 from core.kafka.envelope import Envelope
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import (
-    EPOCH_DURING_DELETE,
-    NO_EPOCH,
     AlterPartitionResponse,
     BrokerAddress,
     ControlledShutdownResponse,
@@ -54,7 +52,7 @@ from core.kafka.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from core.model import TopicPartition
+from core.model import EPOCH_DURING_DELETE, NO_EPOCH, TopicPartition
 from simbrokers.partition import FetchPartitionRequest, FetchPartitionResponse, Role, SimPartition
 from simbrokers.shutdown import ControlledShutdownProcess, ShutdownPhase
 from simbrokers.throttle import Quota, ThrottleConfig

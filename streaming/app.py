@@ -36,9 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from core.errors import FormatError
-from core.kafka import zkdata
-from core.kafka.zkdata import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from sinks.errors import ControllerFencedError
 from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming import failover, spark_ui
@@ -219,15 +217,11 @@ def query_failure_reason(text: str) -> str:
 
 def _other_controller(zk: Any) -> int | None:
     """The ``brokerid`` in ``/controller`` (Kafka's JSON), or ``None`` when no controller is elected."""
-    from kazoo.exceptions import NoNodeError
+    from streaming.lease import LeaseError, read_controller_id
 
     try:
-        data, _stat = zk.get(CONTROLLER_PATH)
-    except NoNodeError:
-        return None
-    try:
-        return zkdata.decode_controller(data).broker_id
-    except FormatError:  # not Kafka's JSON: no controller known
+        return read_controller_id(zk)
+    except LeaseError:  # not Kafka's JSON: no controller known
         return None
 
 

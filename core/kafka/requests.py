@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 from core import jsonform as jf
-from core.model import TopicPartition
+from core.model import NO_EPOCH, TopicPartition
 
 
 class RequestApi(Enum):
@@ -40,28 +40,28 @@ ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 #: Kafka's ``SecurityProtocol`` ids, as UpdateMetadata's ``securityProtocol`` carries them
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
-#: Kafka's ``LeaderAndIsr.EpochDuringDelete``: the leader epoch of LeaderAndIsr / UpdateMetadata /
-#: StopReplica partition states of a topic being deleted
-EPOCH_DURING_DELETE = -2
-#: Kafka's ``LeaderAndIsr.NoEpoch``: StopReplica's leader epoch when the partition has none
-NO_EPOCH = -1
-
 
 @dataclass(frozen=True)
-class PartitionLeadership:
-    """What LeaderAndIsr and UpdateMetadata partition states share (Kafka's two schemas agree on these
-    fields, in this order)."""
+class PartitionEntry:
+    """One partition's entry in a request or response (``topicName`` from its topic, ``partitionIndex``)."""
 
     topic: str
     partition: int
-    controller_epoch: int
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
 
     @property
     def tp(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class PartitionLeadership(PartitionEntry):
+    """What LeaderAndIsr and UpdateMetadata partition states share (Kafka's two schemas agree on these
+    fields, in this order)."""
+
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -109,15 +109,9 @@ class UpdateMetadataRequest:
 
 
 @dataclass(frozen=True)
-class StopReplicaPartition:
-    topic: str
-    partition: int
+class StopReplicaPartition(PartitionEntry):
     leader_epoch: int
     delete_partition: bool
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
 
 @dataclass(frozen=True)
@@ -135,9 +129,7 @@ class ControlledShutdownResponse:
 
 
 @dataclass(frozen=True)
-class AlterPartitionResult:
-    topic: str
-    partition: int
+class AlterPartitionResult(PartitionEntry):
     error_code: int
     leader_id: int
     leader_epoch: int
@@ -146,10 +138,6 @@ class AlterPartitionResult:
     leader_recovery_state: int = 0
     #: the proposal's :attr:`core.events.AlterPartition.correlation_id`; -1 when the controller gave none
     correlation_id: int = -1
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
 
 @dataclass(frozen=True)

@@ -155,3 +155,22 @@ def test_enqueue_for_deletion_starts_a_plain_topic_and_holds_one_being_reassigne
         for ps in ts["partitionStates"]
     }
     assert stopped == {(1, "u", 0, True), (2, "u", 0, True)}
+
+
+def test_a_partition_a_newer_controller_wrote_is_neither_elected_nor_shrunk() -> None:
+    ctx = cluster((2, 3), {T0: (1, 2, 3)})
+    ctx.put_leadership(T0, LeaderAndIsr(1, (1, 2, 3)), 3)  # controller epoch 3 > this one's 2
+    ctx.put_partition_state(T0, PartitionState.OFFLINE)
+    ctx.put_replica_state(PartitionReplica("t", 0, 1), ReplicaState.ONLINE)
+    fx = Effects()
+    elected = partition_machine.apply(ctx, fx, [T0], PartitionState.ONLINE)
+    shrunk = replica_machine.apply(ctx, fx, [PartitionReplica("t", 0, 1)], ReplicaState.OFFLINE)
+    reason = (
+        "Leader and isr path written by another controller. This probably means the current controller with "
+        "epoch 2 went through a soft failure and another controller was elected with epoch 3. Aborting state "
+        "change by this controller"
+    )
+    assert elected == {T0: reason}
+    assert shrunk == {PartitionReplica("t", 0, 1): reason}
+    assert fx.zk == []
+    assert ctx.partition_leadership[T0] == LeaderIsrAndControllerEpoch(LeaderAndIsr(1, (1, 2, 3)), 3)
