@@ -163,11 +163,18 @@ def kafka_config(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(e.key, e.reason) from None
 
 
-def validated(command: AdminCommand) -> AdminCommand:
+@dataclass(frozen=True)
+class ValidCommand:
+    """An admin command core's strict decoder accepted (made by :func:`validated` only)."""
+
+    command: AdminCommand
+
+
+def validated(command: AdminCommand) -> ValidCommand:
     """Round-trip through core's strict decoder: what the controller will accept, or a FormatError."""
     decoded = decode_event(encode_event(command))
     assert isinstance(decoded, AdminCommand)
-    return decoded
+    return ValidCommand(decoded)
 
 
 @dataclass(frozen=True)
@@ -176,9 +183,10 @@ class Submitted:
     result: AdminResult | None
 
 
-def submit(args: argparse.Namespace, command: AdminCommand, label: str) -> Submitted:
-    """Publish ``command``; with ``--wait``, follow its result (errors raise :class:`OperationFailedError`)."""
-    command = validated(command)
+def submit(args: argparse.Namespace, command: AdminCommand | ValidCommand, label: str) -> Submitted:
+    """Publish ``command`` (validated here unless it already was); with ``--wait``, follow its result
+    (errors raise :class:`OperationFailedError`)."""
+    command = (command if isinstance(command, ValidCommand) else validated(command)).command
     bootstrap = bootstrap_server(args)
     config = kafka_config(args)
     follower = ResultFollower.open(bootstrap, args.admin_results_topic, config) if args.wait else None

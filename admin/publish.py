@@ -26,7 +26,7 @@ from typing import Any, TextIO
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
-from core.codec.decisions import decision_from_json
+from core.codec.decisions import decode_decision
 from core.codec.events import event_to_json
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
@@ -149,7 +149,7 @@ def _decode_result(value: bytes) -> AdminResult | None:
         if isinstance(raw, dict):
             # the sink adds its own fields next to the decision's
             raw = {k: v for k, v in raw.items() if k not in ("batch_id", "controller_epoch")}
-        decision = decision_from_json(json.dumps(raw))
+        decision = decode_decision(raw)
     except (ValueError, FormatError):
         return None
     return decision if isinstance(decision, AdminResult) else None

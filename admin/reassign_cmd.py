@@ -400,7 +400,7 @@ def _submit(args: argparse.Namespace, command: AdminCommand, follower: ResultFol
     """Publish ``command`` and wait (up to ``--timeout``) for the controller's first answer, read with
     ``follower`` (opened before, so that no answer is missed; kept open for :func:`_follow`)."""
 
-    command = validated(command)
+    command = validated(command).command
     bootstrap, config = bootstrap_server(args), kafka_config(args)
     publish_command(bootstrap, args.admin_topic, command, command.request_id, config)
     print(f"Submitted {command.TYPE} (request {command.request_id}).", file=sys.stderr)

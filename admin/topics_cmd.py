@@ -103,13 +103,13 @@ def _topics_create(args: argparse.Namespace, topic: str) -> int:
         partitions = require(args, "--partitions", "with --create (or give --replica-assignment)")
         rf = require(args, "--replication-factor", "with --create (or give --replica-assignment)")
         command = CreateTopic(new_request_id(), topic, partitions, rf, (), topic_configs)
-    validated(command)
+    valid = validated(command)
     with connect(zk_connect(args)) as zk:
         if zk.topic(topic) is not None:
             if args.if_not_exists:
                 return EXIT_OK
             raise OperationFailedError(f"Topic '{topic}' already exists.")
-    done = submit(args, command, f"create {topic}")
+    done = submit(args, valid, f"create {topic}")
     print(f"Created topic {topic}." if done.result else f"Creation of topic {topic} submitted.")
     return EXIT_OK
 
@@ -157,10 +157,9 @@ def _topics_alter(args: argparse.Namespace, topic: str) -> int:
     delete = configs.parse_delete_config(args.delete_config)
     if add or delete:
         configs.check_topic_change(args, topic, add, delete)
-    for command, _ in commands:
-        validated(command)
-    for command, label in commands:
-        submit(args, command, f"{label} {topic}")
+    checked = [(validated(command), label) for command, label in commands]
+    for valid_command, label in checked:
+        submit(args, valid_command, f"{label} {topic}")
     if args.partitions is not None:
         print(f"Partitions of topic {topic}: {len(current.partitions)} -> {args.partitions}.")
     if add or delete:

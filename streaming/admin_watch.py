@@ -75,25 +75,6 @@ class AdminWatchError(StreamingError):
     """The watcher could not publish a round of events; the message says why."""
 
 
-def broker_config_path(entity: str) -> str:
-    """``/config/brokers/<default>`` or ``/config/brokers/<id>`` (Kafka's ``ConfigEntityZNode``)."""
-    return f"{zkdata.CONFIG_BROKERS}/{entity}"
-
-
-def decode_broker_config(data: bytes | None, path: str) -> dict[str, str]:
-    """Kafka's ``{"version":1,"config":{...}}``; an empty znode holds no config."""
-    if not data:
-        return {}
-    try:
-        o = json.loads(data)
-        config = o.get("config") or {}
-        if not isinstance(config, dict):
-            raise ValueError("config must be an object")
-    except (ValueError, AttributeError) as e:
-        raise AdminWatchError(f"{path} is not Kafka's config JSON: {e}") from None
-    return {str(k): str(v) for k, v in config.items()}
-
-
 class AdminPathWatcher:
     """Publishes the ZooKeeper admin paths' changes (see the module docstring).
 
@@ -397,7 +378,7 @@ class AdminPathWatcher:
     def _read_configs(self, watch: bool) -> tuple[tuple[str, str], ...]:
         layers: list[Mapping[str, str]] = [self._static]
         for entity in ("<default>", str(self._controller_id)):
-            path = broker_config_path(entity)
+            path = zkdata.entity_config_path("brokers", entity)
             try:
                 if watch:
                     self._zk.exists(path, watch=self._on_event)
@@ -405,9 +386,9 @@ class AdminPathWatcher:
             except NoNodeError:
                 continue
             try:
-                layers.append(decode_broker_config(data, path))
-            except AdminWatchError as e:
-                log.error("ignoring %s", e)
+                layers.append(zkdata.decode_topic_config(data.decode()) if data else {})
+            except (ValueError, AttributeError) as e:
+                log.error("ignoring %s: it is not Kafka's config JSON: %s", path, e)
         configs = effective_configs(*layers)
         checked = self._checked(ClusterConfigChanged(self.epoch, configs))
         if checked is None:

@@ -37,20 +37,11 @@ from typing import Any
 
 from core import decisions as dc
 from core import observe
+from core.controller.metrics import KAFKA_CONTROLLER_GAUGES
 from core.kafka.requests import RequestApi
 
 #: Kafka's ``KafkaController`` gauges, in the order the dispatcher's sums carry them
-KAFKA_GAUGES = (
-    "ActiveControllerCount",
-    "OfflinePartitionsCount",
-    "PreferredReplicaImbalanceCount",
-    "GlobalTopicCount",
-    "GlobalPartitionCount",
-    "TopicsToDeleteCount",
-    "ReplicasToDeleteCount",
-    "TopicsIneligibleToDeleteCount",
-    "ReplicasIneligibleToDeleteCount",
-)
+KAFKA_GAUGES = KAFKA_CONTROLLER_GAUGES
 
 #: input event type -> Kafka's ``ControllerState`` whose ``…RateAndTimeMs`` timer covers it
 CONTROLLER_STATES: Mapping[str, str] = {

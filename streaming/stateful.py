@@ -32,6 +32,7 @@ from core import controller
 from core import decisions as dc
 from core import events as ev
 from core.codec.decisions import decision_to_json
+from core.controller.metrics import BUCKET_GAUGES
 from streaming import failover, observability
 from streaming.failover_refs import Origin, applicable_events, events_of
 from streaming.routing import KIND_REJECTED, REJECTED_BUCKET
@@ -41,15 +42,8 @@ STATE_FORMAT = 1
 #: Spark DDL of the bucket state
 STATE_SCHEMA = "format int, size long, blob binary"
 
-METRIC_COLUMNS = (
-    "OfflinePartitionsCount",
-    "PreferredReplicaImbalanceCount",
-    "GlobalTopicCount",
-    "GlobalPartitionCount",
-    "TopicsToDeleteCount",
-    "ReplicasToDeleteCount",
-    "ReplicasIneligibleToDeleteCount",
-)
+#: the metric columns of the decision rows (Kafka's gauge names)
+METRIC_COLUMNS = BUCKET_GAUGES
 
 #: Spark DDL of the decision rows
 OUTPUT_SCHEMA = "bucket int, seq int, kind string, payload string, " + ", ".join(f"{m} long" for m in METRIC_COLUMNS)

@@ -6,7 +6,28 @@ from __future__ import annotations
 from core.controller.state import ControllerState
 from core.states import PartitionState, ReplicaState
 
-__all__ = ["brokers_over_imbalance", "imbalance", "metrics"]
+__all__ = ["BUCKET_GAUGES", "KAFKA_CONTROLLER_GAUGES", "brokers_over_imbalance", "imbalance", "metrics"]
+
+#: Kafka's ``KafkaController`` gauges, in the order the Prometheus endpoint and the dispatcher's sums
+#: carry them
+KAFKA_CONTROLLER_GAUGES = (
+    "ActiveControllerCount",
+    "OfflinePartitionsCount",
+    "PreferredReplicaImbalanceCount",
+    "GlobalTopicCount",
+    "GlobalPartitionCount",
+    "TopicsToDeleteCount",
+    "ReplicasToDeleteCount",
+    "TopicsIneligibleToDeleteCount",
+    "ReplicasIneligibleToDeleteCount",
+)
+
+#: the gauges the buckets' metrics rows carry as columns, summed across buckets (their order is the
+#: decision rows' schema): ``ActiveControllerCount`` is the driver's role, not a bucket count, and
+#: ``TopicsIneligibleToDeleteCount`` is not carried in the rows
+BUCKET_GAUGES = tuple(
+    g for g in KAFKA_CONTROLLER_GAUGES if g not in ("ActiveControllerCount", "TopicsIneligibleToDeleteCount")
+)
 
 
 def imbalance(state: ControllerState) -> dict[int, tuple[int, int]]:

@@ -358,5 +358,7 @@ def encode_topic_config(configs: Mapping[str, str]) -> str:
 
 
 def decode_topic_config(data: str) -> dict[str, str]:
+    """Any entity config znode (``/config/topics/<t>``, ``/config/brokers/<id>``): Kafka's
+    ``{"version":1,"config":{...}}``. Raises ``ValueError``/``AttributeError`` on other JSON."""
     o = json.loads(data)
     return {str(k): str(v) for k, v in (o.get("config") or {}).items()}

@@ -17,6 +17,7 @@ from core.controller import (
     metrics,
     step,
 )
+from core.controller.metrics import BUCKET_GAUGES, KAFKA_CONTROLLER_GAUGES
 from core.decisions import AdminResult, AdminStatus, ZkOp, ZkWrite
 from core.events import (
     AlterPartition,
@@ -487,3 +488,9 @@ def test_metrics() -> None:
     c.run(BrokerFailure(2))
     m = metrics(c.state)
     assert m["OfflinePartitionsCount"] == 2 and m["GlobalTopicCount"] == 1 and m["GlobalPartitionCount"] == 2
+
+
+def test_bucket_metrics_carry_every_bucket_gauge() -> None:
+    m = metrics(make().state)
+    assert set(BUCKET_GAUGES) <= set(m) and set(BUCKET_GAUGES) < set(KAFKA_CONTROLLER_GAUGES)
+    assert "ActiveControllerCount" not in m
