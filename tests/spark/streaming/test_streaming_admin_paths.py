@@ -37,26 +37,38 @@ def _topic_znode(partitions: dict[int, list[int]]) -> bytes:
     )
 
 
-def _catch_up(cluster: Cluster, topic: str, partition: int, add: int) -> None:
-    """The partition's leader adds ``add`` to its ISR (an AlterPartition, as the leader sends it)."""
-    data, stat = cluster.zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-    state = json.loads(data)
-    leader = state["leader"]
-    cluster.send_broker_event(
-        ev.AlterPartition(
-            leader,
-            cluster.epochs[leader],
-            topic,
-            partition,
-            state["leader_epoch"],
-            stat.version,
-            (*state["isr"], add),
+def _catch_up(cluster: Cluster, topic: str, partition: int, add: int, timeout: float = 60.0) -> None:
+    """The partition's leader adds ``add`` to its ISR (an AlterPartition, as the leader sends it). Like
+    Kafka's ``AlterPartitionManager``, a leader whose request was fenced by a newer leader epoch or partition
+    epoch (the controller moved the partition on meanwhile) sends it again from the state it now has."""
+    deadline = time.monotonic() + timeout
+    path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+    while True:
+        data, stat = cluster.zk.get(path)
+        state = json.loads(data)
+        leader = state["leader"]
+        cluster.send_broker_event(
+            ev.AlterPartition(
+                leader,
+                cluster.epochs[leader],
+                topic,
+                partition,
+                state["leader_epoch"],
+                stat.version,
+                tuple(dict.fromkeys((*state["isr"], add))),
+            )
         )
-    )
-    wait_for(
-        f"{add} in the ISR of {topic}-{partition}",
-        lambda: add in (cluster.state(topic, partition) or {}).get("isr", []),
-    )
+        # until ``add`` is in the ISR, or the state moved on without it (then the request is sent again)
+        outcome = wait_for(
+            f"{add} in the ISR of {topic}-{partition}",
+            lambda sent=stat.version: (
+                ("joined" if add in (cluster.state(topic, partition) or {}).get("isr", []) else None)
+                or ("moved on" if cluster.zk.get(path)[1].version != sent else None)
+            ),
+            timeout=max(0.1, deadline - time.monotonic()),
+        )
+        if outcome == "joined":
+            return
 
 
 def _return(cluster: Cluster, broker: int) -> None:
