@@ -286,7 +286,12 @@ def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: P
     ``spark.pyspark.python`` (the Python data source's planning runs beside the driver), so that relative
     path must resolve there as it does in every executor's working directory. ``streaming/main.py`` is the
     one installed in the environment (livectl from its wheel, not this checkout)."""
+    # the driver's RPC port is chosen too: left to the OS, it can be the very port just found free for the
+    # UI, which then moves to the next one and the REST API calls below reach the RPC server instead
     ui = local.free_port()
+    rpc = local.free_port()
+    while rpc == ui:
+        rpc = local.free_port()
     home = run_dir / spec.name
     home.mkdir(parents=True, exist_ok=True)
     shared = unpack_env(env_archive, run_dir / "driver-environment")
@@ -306,6 +311,7 @@ def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: P
         "--conf", "spark.driver.host=127.0.0.1",
         "--conf", "spark.driver.bindAddress=127.0.0.1",
         "--conf", f"spark.ui.port={ui}",
+        "--conf", f"spark.driver.port={rpc}",
         "--archives", f"{env_archive}#environment",
         "--conf", "spark.pyspark.python=./environment/bin/python",
         "--conf", "spark.pyspark.driver.python=./environment/bin/python",
