@@ -32,6 +32,47 @@ from streaming.resources import SPARK_JAR, conf_path
 
 _PRODUCT_PACKAGES = (admin, core, livectl, simbrokers, sinks, streaming)
 
+# Every JVM the tests start (the shared SparkSession, each `livectl run` and `spark-submit` subprocess) keeps
+# its temporary files here instead of /tmp: Spark's local dirs (block manager, copies of --archives) and
+# java.io.tmpdir (RocksDB's and lz4's native libraries). A JVM killed with SIGKILL, as the failover tests do,
+# never deletes them; in the shared /tmp they piled up run after run until the disk was full and the session's
+# ZooKeeper died writing its log. The folder goes at the end of the session.
+_JVM_SCRATCH = Path(tempfile.mkdtemp(prefix="livectl-test-jvm-"))
+os.environ["SPARK_LOCAL_DIRS"] = str(_JVM_SCRATCH)
+os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
+    filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"), f"-Djava.io.tmpdir={_JVM_SCRATCH}"))
+)
+
+#: the session's own services, by name, once started (for the diagnosis of a test that failed)
+_SESSION_SERVICES: dict[str, local.Service] = {}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not os.environ.get("LIVECTL_KEEP_TEST_DIRS"):
+        shutil.rmtree(_JVM_SCRATCH, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test whose session ZooKeeper or broker is gone says so, with the service's log tail and the
+    free disk space: otherwise every later test fails with only a connection error."""
+    report: pytest.TestReport = yield
+    if report.failed:
+        gone = [svc for svc in _SESSION_SERVICES.values() if not local.pid_matches(svc.pid, svc.marker)]
+        for svc in gone:
+            free = shutil.disk_usage(Path(svc.log).parent).free / 2**30
+            try:
+                tail = Path(svc.log).read_text(errors="replace")[-3000:]
+            except OSError as exc:
+                tail = f"(log unreadable: {exc})"
+            report.sections.append(
+                (
+                    f"the session's {svc.name} (pid {svc.pid}, {svc.address}) is no longer running",
+                    f"free disk space where it wrote: {free:.1f} GiB\nlast lines of {svc.log}:\n{tail}",
+                )
+            )
+    return report
+
 
 @pytest.fixture(scope="session")
 def services_dir() -> Iterator[Path]:
@@ -45,9 +86,11 @@ def services_dir() -> Iterator[Path]:
 def zookeeper(services_dir: Path) -> Iterator[local.Service]:
     """A real ZooKeeper (Debian's package); ``.connect`` is ``127.0.0.1:PORT``."""
     svc = local.start_zookeeper(services_dir / "zookeeper", local.free_port())
+    _SESSION_SERVICES[svc.name] = svc
     try:
         yield svc
     finally:
+        _SESSION_SERVICES.pop(svc.name, None)
         local.stop_process(svc.pid, svc.marker)
 
 
@@ -55,9 +98,11 @@ def zookeeper(services_dir: Path) -> Iterator[local.Service]:
 def kafka_broker(services_dir: Path) -> Iterator[local.Service]:
     """The real tansu Kafka-protocol broker; ``.bootstrap`` is ``127.0.0.1:PORT``."""
     svc = local.start_broker(services_dir / "broker", local.free_port())
+    _SESSION_SERVICES[svc.name] = svc
     try:
         yield svc
     finally:
+        _SESSION_SERVICES.pop(svc.name, None)
         local.stop_process(svc.pid, svc.marker)
 
 

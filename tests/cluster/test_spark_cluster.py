@@ -41,6 +41,7 @@ from sparkcluster import (
     SparkProcess,
     StandaloneCluster,
     app_id_of,
+    discard_copies,
     executor_dirs,
     executors_of,
     process_tree,
@@ -473,6 +474,7 @@ def test_controller_on_a_spark_cluster(
             bp.signal(signal.SIGKILL)
             bp.proc.wait(timeout=30)
         timeline.close()
+        discard_copies(tmp_path)
     leftovers = {p.name: p.tree() for p in [*spark, *drivers.values()] if p.tree()}
     assert not leftovers, leftovers
     assert not [b for b, bp in brokers.items() if bp.running()]

@@ -49,6 +49,9 @@ def _fresh_env(tmp: Path) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     path = os.pathsep.join(p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p != venv_bin)
     env = {"PATH": path, "HOME": os.environ.get("HOME", str(tmp)), "TMPDIR": str(tmp), "SPARK_LOCAL_IP": "127.0.0.1"}
+    # the JVM's temporary files beside the Python ones (a killed JVM leaves them; not in the shared /tmp)
+    env["SPARK_LOCAL_DIRS"] = str(tmp)
+    env["SPARK_SUBMIT_OPTS"] = f"-Djava.io.tmpdir={tmp}"
     if "JAVA_HOME" in os.environ:
         env["JAVA_HOME"] = os.environ["JAVA_HOME"]
     return env

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,13 +57,24 @@ def machine_env(home: Path, conf_dir: Path) -> dict[str, str]:
     """The environment of a Spark machine: Java and ``SPARK_HOME``; nothing of this repository's venv."""
     venv_bin = str(Path(sys.executable).parent)
     path = os.pathsep.join(p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p != venv_bin)
+    # the machine's own temporary space (its "/tmp"): Spark's local dirs (block manager, the driver's copy of
+    # --archives, ~0.6 GB each) and the JVMs' java.io.tmpdir (RocksDB's and lz4's native libraries) live in the
+    # test's folder; a process killed with SIGKILL never deletes them, and in the shared /tmp they piled up
+    # run after run until the disk, and the session's ZooKeeper on it, gave out
+    scratch = home / "machine-tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    tmpdir = f"-Djava.io.tmpdir={scratch}"
     env = {
         "PATH": path,
         "HOME": str(home),
         "LANG": "C.UTF-8",
+        "TMPDIR": str(scratch),
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_CONF_DIR": str(conf_dir),
         "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOCAL_DIRS": str(scratch),
+        "SPARK_SUBMIT_OPTS": tmpdir,
+        "SPARK_DAEMON_JAVA_OPTS": tmpdir,
         # the daemons themselves need little; executors get spark.executor.memory
         "SPARK_DAEMON_MEMORY": "384m",
     }
@@ -308,6 +320,8 @@ def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: P
         "--conf", f"spark.cores.max={spec.cores_max}",
         "--conf", "spark.executor.cores=1",
         "--conf", f"spark.executor.memory={spec.executor_memory}",
+        # an executor's temporary files in its own working directory (under its worker's folder), not /tmp
+        "--conf", "spark.executor.extraJavaOptions=-Djava.io.tmpdir=.",
         "--conf", "spark.driver.host=127.0.0.1",
         "--conf", "spark.driver.bindAddress=127.0.0.1",
         "--conf", f"spark.ui.port={ui}",
@@ -323,6 +337,26 @@ def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: P
     p = _spawn(spec.name, cmd, home, machine_env(home, conf_dir), f"livectl-{spec.name}")
     p.ports = {"ui": ui}
     return p
+
+
+def discard_copies(run_dir: Path) -> None:
+    """Delete what the cluster's processes copied and unpacked under ``run_dir`` (the driver machine's
+    environment, each executor's unpacked ``--archives`` and jars, every machine's temporary space: several
+    GB in all), keeping every log (the daemons' and drivers' logs, each executor's ``stdout`` and
+    ``stderr``). Call it once the processes are stopped."""
+    shutil.rmtree(run_dir / "driver-environment", ignore_errors=True)
+    for scratch in run_dir.glob("*/machine-tmp"):
+        shutil.rmtree(scratch, ignore_errors=True)
+    for executor in run_dir.glob("*/work/*/*"):
+        if not executor.is_dir():
+            continue
+        for item in executor.iterdir():
+            if item.name in ("stdout", "stderr"):
+                continue
+            if item.is_dir() and not item.is_symlink():
+                shutil.rmtree(item, ignore_errors=True)
+            else:
+                item.unlink(missing_ok=True)
 
 
 def app_id_of(driver: SparkProcess) -> str | None:

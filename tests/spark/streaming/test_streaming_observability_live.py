@@ -84,14 +84,23 @@ def _get(url: str) -> bytes | None:
         return None
 
 
-def query(prom: str, expr: str) -> dict[str, float]:
-    """Prometheus' HTTP query API: ``controller`` label -> value of each series of ``expr``."""
-    raw = _get(f"{prom}/api/v1/query?query={urllib.parse.quote(expr)}")
-    if raw is None:
-        return {}
-    body = json.loads(raw)
-    assert body["status"] == "success", body
-    return {r["metric"].get("controller", ""): float(r["value"][1]) for r in body["data"]["result"]}
+def query(prom: str, expr: str, timeout: float = 30.0) -> dict[str, float]:
+    """Prometheus' HTTP query API: ``controller`` label -> value of each series of ``expr``.
+
+    Every series queried here exists once the controller has started, so an empty answer is asked again
+    (until ``timeout``): when one scrape misses its 0.4 s timeout on a loaded machine, Prometheus marks every
+    series of that target stale and an instant query finds none of them until the next scrape succeeds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        raw = _get(f"{prom}/api/v1/query?query={urllib.parse.quote(expr)}")
+        values: dict[str, float] = {}
+        if raw is not None:
+            body = json.loads(raw)
+            assert body["status"] == "success", body
+            values = {r["metric"].get("controller", ""): float(r["value"][1]) for r in body["data"]["result"]}
+        if values or time.monotonic() >= deadline:
+            return values
+        time.sleep(0.25)
 
 
 def chromium(*args: str) -> str:
