@@ -21,6 +21,7 @@ from core.events import (
     ReassignPartitions,
 )
 from core.kafka.error_codes import KafkaError
+from core.kafka.replicas import read_replica_list
 from core.model import ElectionType, PartitionTarget, TopicPartition
 
 
@@ -36,20 +37,7 @@ def _assignment(o: Mapping[str, Any], field_: str) -> tuple[tuple[int, ...], ...
         if not (k.isascii() and k.isdigit() and len(k) <= 10 and int(k) <= lim.INT32_MAX):
             raise FormatError(name, "partition ids must be integers from 0 to 2147483647", bad)
         p = int(k)
-        try:
-            parts[p] = jf.int_seq(
-                reps,
-                name,
-                minimum=0,
-                maximum=lim.MAX_BROKER_ID,
-                distinct=True,
-                what=f"partition {p}",
-                max_items=lim.MAX_REPLICATION_FACTOR,
-            )
-        except FormatError as e:
-            raise FormatError(e.field, e.reason, bad) from None
-        if not parts[p]:
-            raise FormatError(name, f"partition {p} must list at least one broker", bad)
+        parts[p] = read_replica_list(reps, name, what=f"partition {p}")
     if sorted(parts) != list(range(len(parts))):
         raise FormatError(
             field_, f"partitions must be numbered 0..{len(parts) - 1}, got {lim.show(sorted(parts))}", bad
@@ -137,25 +125,9 @@ def decode_reassign(o: Mapping[str, Any]) -> Event:
         if tp in seen:
             raise FormatError(pre + "partition", f"{tp} is listed twice")
         seen.add(tp)
-        try:
-            reps = jf.int_list(
-                e,
-                "replicas",
-                pre,
-                minimum=0,
-                maximum=lim.MAX_BROKER_ID,
-                distinct=True,
-                what=f"partition {tp}",
-                max_items=lim.MAX_REPLICATION_FACTOR,
-            )
-        except FormatError as err:
-            raise FormatError(err.field, err.reason, KafkaError.INVALID_REPLICA_ASSIGNMENT.name) from None
-        if not reps:
-            raise FormatError(
-                pre + "replicas",
-                f"partition {tp} must list at least one broker (use cancel to cancel)",
-                KafkaError.INVALID_REPLICA_ASSIGNMENT.name,
-            )
+        reps = read_replica_list(
+            jf.req(e, "replicas", pre), pre + "replicas", what=f"partition {tp}", hint="use cancel to cancel"
+        )
         targets.append(PartitionTarget(tp.topic, tp.partition, reps))
     if not targets:
         raise FormatError("partitions", "must list at least one partition")
