@@ -59,15 +59,15 @@ from admin.zkread import ZkReader, connect
 from core.decisions import AdminResult, AdminStatus
 from core.events import AdminCommand, CancelReassignment, ReassignPartitions
 from core.kafka import zkdata
-from core.kafka.error_codes import KafkaError as Errors
-from core.model import PartitionTarget, TopicPartition
-from core.topic_configs import (
+from core.kafka.configs import (
     ALTER_LOG_DIRS_THROTTLED_RATE,
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_RATE,
     LEADER_THROTTLED_REPLICAS,
 )
+from core.kafka.error_codes import KafkaError as Errors
+from core.model import PartitionTarget, TopicPartition
 
 BROKER_THROTTLES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE, ALTER_LOG_DIRS_THROTTLED_RATE)
 TOPIC_THROTTLES = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
