@@ -87,7 +87,16 @@ def can_preferred_replica_be_leader(c: StepContext, tp: TopicPartition) -> bool:
 
 
 def auto_rebalance(c: StepContext, ev: AutoRebalanceTick) -> None:
+    """Kafka's ``checkAndTriggerAutoLeaderRebalance`` for the brokers the driver found above the
+    threshold: a candidate is a partition they are the preferred replica of, led by another broker, whose
+    topic is not queued for deletion and whose preferred replica can lead — and only while no partition
+    is being reassigned (``partitionsBeingReassigned.isEmpty``: a reassignment moves leaders itself, and
+    the tick must not fight it). The driver publishes no tick while the buckets report a reassignment
+    (:mod:`streaming.auto_rebalance`); this bucket also skips while one of its own is in flight, as it
+    knows at the moment it runs the tick."""
     if not c.config.auto_leader_rebalance_enable or not ev.brokers:
+        return
+    if c.ctx.partitions_being_reassigned:
         return
     candidates = auto_rebalance_candidates(c.ctx, ev.brokers)
     good = [tp for tp in candidates if can_preferred_replica_be_leader(c, tp)]
