@@ -78,7 +78,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streaming.app import ControllerApp, ControllerStoppedError
+    from streaming.app import ControllerApp
+    from streaming.shutdown import ControllerStoppedError
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)

@@ -5,7 +5,7 @@ them from any working directory:
 
 - ``livectl-defaults.json`` — the settings' defaults (:meth:`streaming.settings.Settings.load`);
 - ``spark-defaults.conf`` — Spark properties applied when the user has not set them
-  (:func:`streaming.app.spark_session`);
+  (:func:`streaming.session.spark_session`);
 - ``log4j2.properties`` — the driver's log4j2 configuration under ``livectl run``;
 - ``expectations/livectl-input.json`` — the great-expectations input suite (:mod:`streaming.validation`);
 - ``prometheus/prometheus.yml``, ``grafana/`` — monitoring for ``docker-compose.yml`` (Prometheus' scrape

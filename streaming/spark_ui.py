@@ -28,7 +28,7 @@ when JVM code in that stage's tasks adds to it, and the accumulator behind ``obs
 not listed (checked with Spark's status store, 4.3.0). So the task is a small Java class,
 ``livectl.spark.BatchFigures`` (source ``streaming/jvm/src``, shipped built as ``conf/jars/livectl-spark.jar``
 by ``scripts/build-jar``). It must be on the driver's class path and reach the executors: ``livectl run``
-adds it to ``spark.jars`` (:func:`streaming.app.spark_session`); under ``spark-submit`` it is
+adds it to ``spark.jars`` (:func:`streaming.session.spark_session`); under ``spark-submit`` it is
 ``--jars "$(livectl conf path jars/livectl-spark.jar)"``. Without it the figures job is the job of no
 task of before (:func:`announce`: the Jobs tab line only) and the driver logs once how to add the jar.
 

@@ -116,8 +116,8 @@ class Demo:
     # ------------------------------------------------------------------ set-up
 
     def _setup(self) -> None:
-        from streaming.app import livectl_topics
         from streaming.settings import Settings
+        from streaming.startup import livectl_topics
 
         o = self.o
         self.tl.plain(f"livectl demo: {o.brokers} simulated brokers, run folder {self.run_dir}")

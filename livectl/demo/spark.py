@@ -17,7 +17,7 @@ from livectl.demo.processes import output_to
 def start_spark(settings: Any, master: str, spark_log: Path) -> tuple[Any, subprocess.Popen[bytes] | None]:
     """A SparkSession for ``settings`` on ``master`` and its JVM process (``None`` when PySpark did not
     start one itself). The JVM's output goes to ``spark_log``; Ctrl-C stays with the caller."""
-    from streaming.app import spark_session
+    from streaming.session import spark_session
 
     # Python workers must run this interpreter (it has livectl's dependencies)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -21,9 +21,10 @@ from core.model import Broker, TopicPartition
 from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from livectl import local
 from streaming import failover
-from streaming.app import ControllerApp, has_committed_batch, resolve_buckets, uncommitted_batch
+from streaming.app import ControllerApp
 from streaming.checkpoint_fs import CheckpointError, HadoopCheckpointStore, batch_ids, child
 from streaming.settings import Settings
+from streaming.startup import has_committed_batch, resolve_buckets, uncommitted_batch
 
 pytestmark = pytest.mark.spark
 

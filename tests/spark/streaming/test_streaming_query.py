@@ -261,7 +261,7 @@ def test_zombie_is_fenced_and_a_cold_start_rebuilds_from_zookeeper(spark: Any, c
         wait_for("the zombie to stop", lambda: not zombie.thread.is_alive(), timeout=90)
     finally:
         zombie.stop()
-    from streaming.app import ControllerStoppedError
+    from streaming.shutdown import ControllerStoppedError
 
     assert zombie.error and isinstance(zombie.error[0], ControllerStoppedError)
     assert zombie.app.dispatcher is not None and zombie.app.dispatcher.fenced

@@ -23,8 +23,8 @@ from prometheus_client import generate_latest
 from test_compose_file import COMPOSE, controller_parts, services
 
 from streaming import observability as ob
-from streaming.app import spark_defaults
 from streaming.resources import GRAFANA_DASHBOARD, PROMETHEUS, conf_path
+from streaming.session import spark_defaults
 
 pytestmark = pytest.mark.unit
 

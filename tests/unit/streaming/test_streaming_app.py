@@ -16,23 +16,23 @@ pytestmark = pytest.mark.unit
 
 
 def test_a_used_checkpoint_starts_behind_the_failover_barrier(tmp_path: Path) -> None:
-    from streaming.app import ControllerApp
     from streaming.query import SourceStart
+    from streaming.startup import source_start
 
     store = MemoryCheckpointStore(f"memory:{tmp_path}/cp")
     settings = Settings.from_mapping({"checkpoint_dir": store.root})
     # a new checkpoint: no barrier (its buckets hold nothing); earliest is the setting's
-    assert ControllerApp._source_start(settings, store, 3) == SourceStart()
+    assert source_start(settings, store, 3) == SourceStart()
     # a checkpoint with a planned micro-batch (committed or not): hold back until epoch 3's reference
     store.write_text(f"{store.root}/offsets/0", "v1")
-    got = ControllerApp._source_start(settings, store, 3)
+    got = source_start(settings, store, 3)
     assert got == SourceStart(barrier_epoch=3, barrier_path=f"{store.root}/failover")
     ref = failover.write_snapshot(store, 1000, snapshot_of((1,), epoch=3), BUCKETS)
     assert got.barrier_path is not None and ref["path"].startswith(got.barrier_path + "/")
 
 
 def test_a_source_error_inside_sparks_traceback_is_reported_by_its_own_line() -> None:
-    from streaming.app import query_failure_reason
+    from streaming.shutdown import query_failure_reason
 
     text = (
         "[STREAM_FAILED] Query [id = 1] terminated with exception: ... Traceback (most recent call last):\n"

@@ -12,9 +12,9 @@ import pytest
 
 from livectl.cli import main as livectl_main
 from streaming import failover, resources
-from streaming.app import spark_defaults, spark_ui_address
 from streaming.checkpoint_fs import CheckpointError, MemoryCheckpointStore, batch_ids, child, parent
 from streaming.entry import parse_spark_conf, worker_python
+from streaming.session import spark_defaults, spark_ui_address
 from streaming.settings import Settings, SettingsError
 from streaming.validation import load_suite
 

@@ -40,7 +40,7 @@ class FakeSpark:
 
 
 def test_bucket_count_follows_spark_and_is_fixed_by_the_checkpoint(tmp_path: Path) -> None:
-    from streaming.app import resolve_buckets
+    from streaming.startup import resolve_buckets
 
     base = Settings.from_mapping({"checkpoint_dir": str(tmp_path / "ck"), "num_buckets": 0})
     spark = FakeSpark(6)

@@ -1,0 +1,104 @@
+"""How the controller stops: the fence check before each write, a clean stop of the query, and the outcome
+``livectl run`` reports — exit code 3 with one line when this controller was fenced or lost its lease
+(:class:`ControllerStoppedError`), 1 with the failure's own line when the query failed
+(:func:`query_failure_reason`), 0 when it was asked to stop."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
+from sinks.errors import ControllerFencedError
+from streaming.errors import StreamingError
+
+log = logging.getLogger("livectl.app")
+
+
+class ControllerStoppedError(StreamingError):
+    """The controller stopped because it lost its lease or was fenced (exit code 3)."""
+
+
+def query_failure_reason(text: str) -> str:
+    """The line that says why the query failed: a livectl error raised inside Spark (e.g. the source's
+    data-loss error) arrives wrapped in Spark's and Python's tracebacks; the last line naming it is the
+    reason. Anything else is returned as it is."""
+    found = re.findall(r"(?:KafkaSourceError|StreamingError|SinkError|\w+Error): (livectl-kafka .*)", text)
+    return found[-1].strip() if found else text
+
+
+def fence_check(lease: Any, zk_sink: Any) -> Callable[[], None]:
+    """The dispatcher's check before each topic write: the lease still held (no ZooKeeper round trip
+    needed to know it is lost), then ``/controller_epoch`` still at the fence's version."""
+
+    def check() -> None:
+        if lease.lost:
+            raise ControllerFencedError(CONTROLLER_EPOCH_PATH, zk_sink.fence.epoch_zk_version, str(lease.lost_reason))
+        zk_sink.check_fence()
+
+    return check
+
+
+def fenced_reason(e: ControllerFencedError) -> str:
+    """One line for the exit message: a znode that moved on, or the producer a successor took over."""
+    if e.expected_version < 0:
+        return f"{e.path}: {e.reason}"
+    return f"{e.path} moved past version {e.expected_version} ({e.reason})"
+
+
+def stop_query(query: Any, grace_s: float = 10.0) -> None:
+    """Stop between micro-batches when one ends within ``grace_s`` (a stop inside a batch is safe, the
+    batch is replayed, but Spark then logs the cancelled job at length)."""
+    if query is None or not query.isActive:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(0.05)
+    if query.isActive:
+        query.stop()
+
+
+def fenced_if_replaced(check: Callable[[], None], on_fenced: Callable[[str], None], grace_s: float = 5.0) -> None:
+    """After the query failed: if the fence check says this controller was replaced (given a few
+    seconds for a resumed client to learn its session expired), treat the failure as fencing."""
+    from sinks.errors import SinkUnavailableError
+
+    until = time.monotonic() + grace_s
+    while True:
+        try:
+            check()
+            return
+        except ControllerFencedError as e:
+            on_fenced(fenced_reason(e))
+            return
+        except SinkUnavailableError:
+            if time.monotonic() >= until:
+                return
+            time.sleep(0.2)
+
+
+def raise_outcome(
+    query: Any, *, controller_id: int, controller_epoch: int, fenced: bool, lost_reason: str | None, stopped: bool
+) -> None:
+    """After the query stopped: :class:`ControllerStoppedError` when this controller was fenced or lost
+    its lease; :class:`StreamingError` with the failure's line when the query failed on its own; nothing
+    when it was asked to stop (or its query ended without an error)."""
+    if fenced or lost_reason is not None:
+        raise ControllerStoppedError(
+            f"controller {controller_id} (epoch {controller_epoch}) was fenced: "
+            f"{lost_reason or 'another controller was elected'}; it wrote nothing more"
+        )
+    exc = query.exception()
+    if exc is not None and not stopped:
+        # the shipped log4j2.properties leaves Spark's own "terminated with error" report to us
+        log.error("the controller query failed: %s\nJVM stack trace:\n%s", exc, jvm_stack_trace(exc))
+        raise StreamingError(f"the controller query failed: {query_failure_reason(str(exc))}")
+
+
+def jvm_stack_trace(exc: object) -> str:
+    """The JVM stack trace a failed query's exception carries (pyspark prints it only when
+    ``spark.sql.pyspark.jvmStacktrace.enabled`` is set)."""
+    return str(getattr(exc, "_stackTrace", None) or "(none)")

@@ -1,0 +1,80 @@
+"""The driver's threads beside the query, each feeding it events on ``livectl.broker-events``: the admin-path
+watcher (:mod:`streaming.admin_watch`, ZooKeeper-era tools' ``/admin`` paths and the controller configs), the
+liveness bridge (:mod:`streaming.liveness`, ``/brokers/ids`` → broker startup / failure) and the auto leader
+rebalance schedule (:mod:`streaming.auto_rebalance`); and :class:`Opened`, what a run opened, closed in order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.snapshot import ZkSnapshot
+from streaming.dispatch import Dispatcher
+from streaming.settings import Settings
+
+
+def admin_watcher(zk: Any, producer: Any, s: Settings, controller_epoch: int) -> Any:
+    """The admin-path watcher of this controller (not started: it is primed with the failover snapshot first;
+    its :meth:`read_configs` gives the controller configs the query's buckets start with)."""
+    from streaming.admin_watch import AdminPathWatcher
+
+    return AdminPathWatcher(
+        zk,
+        producer,
+        s.broker_events_topic,
+        controller_epoch,
+        s.controller_id,
+        static_configs=s.controller_configs(),
+    )
+
+
+def start_side_threads(
+    zk: Any, producer: Any, s: Settings, *, watcher: Any, dispatcher: Dispatcher, snapshot: ZkSnapshot
+) -> tuple[Any, Any]:
+    """Start the liveness bridge, the admin-path watcher and the auto-rebalance scheduler (which follows
+    the watcher's configs), after the failover reference is published; returns (bridge, scheduler)."""
+    from streaming.auto_rebalance import AutoRebalanceScheduler
+    from streaming.liveness import LivenessBridge
+
+    # brokers already in the snapshot are known to every bucket: only changes are published
+    known = {b.id: b.epoch for b in snapshot.brokers}
+    bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
+    bridge.start()
+    rebalancer = AutoRebalanceScheduler(
+        producer,
+        s.broker_events_topic,
+        dispatcher.imbalance,
+        watcher.configs,
+        reassigning=lambda: dispatcher.metrics.get("ReassigningPartitions", 0),
+    )
+    watcher.on_configs = rebalancer.update
+    watcher.start()
+    rebalancer.start()
+    return bridge, rebalancer
+
+
+@dataclass
+class Opened:
+    """What a controller's run opened besides its query, closed by :meth:`close` in this order: the threads
+    that publish events, the request sink, the producer, then the lease and its ZooKeeper session (closing
+    the session is what lets a standby take over)."""
+
+    zk: Any
+    lease: Any
+    bridge: Any = None
+    watcher: Any = None
+    rebalancer: Any = None
+    request_sink: Any = None
+    producer: Any = None
+
+    def close(self) -> None:
+        for thread in (self.bridge, self.watcher, self.rebalancer):
+            if thread is not None:
+                thread.stop()
+        if self.request_sink is not None:
+            self.request_sink.close()
+        if self.producer is not None:
+            self.producer.close()
+        self.lease.release()
+        self.zk.stop()
+        self.zk.close()

@@ -1,0 +1,178 @@
+"""The controller's start-up, before its query runs: ZooKeeper, the checkpoint's facts, where the source
+starts, and the failover hand-off.
+
+- :func:`connect_zookeeper`: this controller's ZooKeeper session (its lease lives and dies with it);
+- the checkpoint's facts: its identity, its bucket count (fixed for its life), its committed and
+  planned micro-batches;
+- :func:`source_start`: where the query reads from, so that the failover reference is the first thing it
+  handles under the new epoch (the failover barrier);
+- :func:`hand_off`: Kafka's ``onControllerFailover`` first step — read the ZooKeeper tree, write and ship
+  its snapshot, and publish the reference every bucket loads it by (:mod:`streaming.failover`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from streaming import failover
+from streaming.checkpoint_fs import CheckpointStore, batch_ids, child
+from streaming.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from streaming.query import SourceStart
+
+log = logging.getLogger("livectl.app")
+
+
+def connect_zookeeper(s: Settings) -> Any:
+    """A started kazoo client for this controller's ZooKeeper session (at most 30 s to connect)."""
+    from kazoo.client import KazooClient
+    from kazoo.retry import KazooRetry
+
+    zk = KazooClient(
+        hosts=s.zookeeper_connect,
+        timeout=s.zookeeper_session_timeout_ms / 1000,
+        # reconnect at least every second: kazoo's default backoff grows to a minute, so a ZooKeeper
+        # restarted within the session timeout could be found only after the session expired
+        connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
+        **s.zookeeper_security().client_kwargs(),
+    )
+    zk.start(timeout=30)
+    return zk
+
+
+def livectl_topics(settings: Settings) -> list[str]:
+    return [
+        settings.admin_topic,
+        settings.broker_events_topic,
+        settings.requests_topic,
+        settings.admin_results_topic,
+        settings.rejected_topic,
+    ]
+
+
+def has_committed_batch(store: CheckpointStore) -> bool:
+    return bool(batch_ids(store, child(store.root, "commits")))
+
+
+def checkpoint_identity(store: CheckpointStore) -> str:
+    """This checkpoint's identity (``livectl-checkpoint-id`` in it, made at its first use): the ZooKeeper
+    sink records it in its progress znode, so that a micro-batch replayed on this checkpoint resumes
+    where it stopped and a progress znode left by another checkpoint's run is not taken for this one's."""
+    path = child(store.root, "livectl-checkpoint-id")
+    if store.exists(path):
+        return store.read_text(path).strip()
+    identity = uuid.uuid4().hex
+    store.write_text(path, identity)
+    return identity
+
+
+def uncommitted_batch(store: CheckpointStore) -> int | None:
+    """The id of a micro-batch planned (in ``offsets/``) but not committed (in ``commits/``), if any."""
+    planned = batch_ids(store, child(store.root, "offsets"))
+    committed = batch_ids(store, child(store.root, "commits"))
+    if planned and (not committed or planned[-1] > committed[-1]):
+        return planned[-1]
+    return None
+
+
+CHECKPOINT_META = "livectl.json"
+
+
+def resolve_buckets(spark: Any, settings: Settings, store: CheckpointStore) -> Settings:
+    """Fix the bucket count: the setting, else ``spark.sql.shuffle.partitions``; then make the shuffle
+    partitions equal to it and check it against the checkpoint (``livectl.json`` in it, through the
+    checkpoint's file system), whose state is partitioned by it."""
+    buckets = settings.num_buckets or int(spark.conf.get("spark.sql.shuffle.partitions"))
+    meta = child(store.root, CHECKPOINT_META)
+    if store.exists(meta):
+        recorded = int(json.loads(store.read_text(meta))["num_buckets"])
+        if settings.num_buckets and recorded != settings.num_buckets:
+            raise SettingsError(
+                "num_buckets",
+                f"is {settings.num_buckets} but the checkpoint {store.root} was made with {recorded}; "
+                "the bucket count is fixed for the life of a checkpoint (use a new checkpoint_dir to change it)",
+            )
+        buckets = recorded
+    else:
+        store.write_text(meta, json.dumps({"version": 1, "num_buckets": buckets}))
+    spark.conf.set("spark.sql.shuffle.partitions", str(buckets))
+    return replace(settings, num_buckets=buckets)
+
+
+def other_controller(zk: Any) -> int | None:
+    """The ``brokerid`` in ``/controller`` (Kafka's JSON), or ``None`` when no controller is elected."""
+    from streaming.lease import LeaseError, read_controller_id
+
+    try:
+        return read_controller_id(zk)
+    except LeaseError:  # not Kafka's JSON: no controller known
+        return None
+
+
+def source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart:
+    """Where this run's query reads from, so that the failover reference it is about to publish is
+    the first thing it handles under ``epoch``.
+
+    On a checkpoint with planned micro-batches (a restart or a takeover) the source holds back every
+    record past the checkpoint until the reference of ``epoch`` is on the topic (the failover
+    barrier): the replayed batch, if any, runs first, then the snapshot is read, then the reference
+    opens the barrier. Without it, batches run on the checkpoint's bucket state between the query's
+    start and the reference would write what the snapshot then misses.
+
+    On a new checkpoint the buckets hold nothing, and events before the reference are history (they
+    are answered ``NOT_CONTROLLER``, :func:`streaming.failover_refs.applicable_events`); ``latest`` is
+    resolved to the topics' ends now, before the reference is published, or the query (which asks
+    for its first offsets only when it plans its first batch) could start past it and never load
+    the cluster."""
+    from streaming.query import SourceStart
+
+    if batch_ids(store, child(store.root, "offsets")):
+        return SourceStart(barrier_epoch=epoch, barrier_path=failover.failover_root(s.checkpoint_dir))
+    if s.starting_offsets == "latest":
+        from streaming.kafka_source import KafkaStreamReader, SourceOptions
+
+        options = {
+            "bootstrap_servers": s.bootstrap_servers,
+            "topics": f"{s.admin_topic},{s.broker_events_topic}",
+            "starting_offsets": "latest",
+        }
+        # the same consumer settings as the query's source (streaming.query.controller_frame)
+        options.update({f"kafka.{k}": v for k, v in s.kafka_security().properties().items()})
+        reader = KafkaStreamReader(SourceOptions.parse(options))
+        try:
+            ends = reader.initialOffset()
+        finally:
+            reader.stop()
+        log.info("starting_offsets latest: reading from %s", ends)
+        return SourceStart(starting_offsets=json.dumps(ends, sort_keys=True))
+    return SourceStart()
+
+
+def hand_off(spark: Any, zk: Any, producer: Any, s: Settings, *, watcher: Any, store: CheckpointStore) -> Any:
+    """Read the ZooKeeper tree, prime the admin-path watcher with it, write and ship its snapshot, then
+    publish the failover reference on ``livectl.broker-events`` (which opens the failover barrier).
+    Returns the snapshot."""
+    from streaming.zk_snapshot import read_snapshot
+
+    started = time.monotonic()
+    snapshot = read_snapshot(zk)
+    watcher.prime(snapshot)
+    ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets)
+    # the executors get the files before the reference that names them can reach a task
+    failover.ship_snapshots(spark, store, str(ref["path"]))
+    producer.send(s.broker_events_topic, key=b"controller", value=failover.ref_to_json(ref).encode())
+    producer.flush()
+    log.info(
+        "failover snapshot: %d brokers, %d topics, %d partitions in %.1f s",
+        len(snapshot.brokers),
+        len(snapshot.topics),
+        len(snapshot.partition_states),
+        time.monotonic() - started,
+    )
+    return snapshot
