@@ -3,7 +3,7 @@
 =====================  ==========================================================================
 ``topics``             ``--create/--delete/--describe/--list/--alter`` (``kafka-topics``; :mod:`admin.topics_cmd`)
 ``reassign``           ``--generate/--execute/--verify/--cancel/--list`` (``kafka-reassign-partitions``;
-                       :mod:`admin.reassign_cmd`)
+                       :mod:`admin.reassign`)
 ``configs``            topic, broker and ``<default>`` configs (``kafka-configs``; :mod:`admin.configs`)
 ``elect-leaders``      ``--election-type PREFERRED|UNCLEAN`` (``kafka-leader-election``; :mod:`admin.elect_cmd`)
 ``brokers list``       registrations under ``/brokers/ids`` (``--min N``: exit 1 below N, a healthcheck;
@@ -29,8 +29,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from admin import cluster_cmd, configs, elect_cmd, reassign_cmd, topics_cmd
+from admin import cluster_cmd, configs, elect_cmd, topics_cmd
 from admin.common import Handler, common_options
+from admin.reassign import command as reassign_cmd
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from admin import files, reassign_cmd
+from admin import files
 from admin.common import EXIT_OK, OperationFailedError, forbid, require, run_command, submit
 from admin.publish import new_request_id
+from admin.reassign.answers import partition_outcomes
 from core.decisions import AdminResult
 from core.events import ElectLeaders
 from core.kafka.error_codes import KafkaError as Errors
@@ -66,7 +67,7 @@ def _elect(args: argparse.Namespace) -> int:
 def _election_report(etype: ElectionType, result: AdminResult) -> bool:
     """Kafka's ``kafka-leader-election`` lines for the partitions elected and those that needed no election;
     False when the answer carries no per-partition outcomes."""
-    outcomes = reassign_cmd.partition_outcomes(result)
+    outcomes = partition_outcomes(result)
     if not outcomes:
         return False
     elected = [tp for tp, error, _ in outcomes if error == Errors.NONE.name]
@@ -79,11 +80,7 @@ def _election_report(etype: ElectionType, result: AdminResult) -> bool:
 
 
 def _election_failures(etype: ElectionType, result: AdminResult) -> str:
-    failed = [
-        o
-        for o in reassign_cmd.partition_outcomes(result)
-        if o[1] not in (Errors.NONE.name, Errors.ELECTION_NOT_NEEDED.name)
-    ]
+    failed = [o for o in partition_outcomes(result) if o[1] not in (Errors.NONE.name, Errors.ELECTION_NOT_NEEDED.name)]
     lines = [f"Error completing leader election ({etype.value}) for partition: {tp}: {error}: {message}"
              for tp, error, message in failed]  # fmt: skip
     return f"{len(failed)} replica(s) could not be elected:\n" + "\n".join(lines)

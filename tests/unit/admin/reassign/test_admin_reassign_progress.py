@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from admin.reassign_cmd import PartitionProgress, progress_bar, progress_lines, throttled_replicas
+from admin.reassign.progress import PartitionProgress, progress_bar, progress_lines
+from admin.reassign.throttles import throttled_replicas
 from core.events import TopicPartition
 
 pytestmark = pytest.mark.unit

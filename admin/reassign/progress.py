@@ -1,0 +1,128 @@
+"""Following a reassignment to its end (``--wait``): per partition, done or the adding replicas not yet in
+the ISR, drawn as a redrawn bar on a terminal and as plain lines otherwise; the final answer decides the
+exit code."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from admin.common import (
+    NotFinishedError,
+    OperationFailedError,
+    zk_connect,
+)
+from admin.publish import ResultFollower
+from admin.reassign.answers import failed_partitions
+from admin.reassign.state import in_progress
+from admin.zkread import ZkReader, connect
+from core.decisions import AdminResult, AdminStatus
+from core.events import AdminCommand, CancelReassignment
+from core.model import TopicPartition
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    tp: TopicPartition
+    done: bool
+    #: adding replicas not yet in the ISR
+    waiting: tuple[int, ...]
+    #: the partition's znode shows the reassignment (or its end)
+    started: bool = True
+
+
+def read_progress(
+    zk: ZkReader, wanted: Sequence[tuple[TopicPartition, tuple[int, ...] | None]]
+) -> list[PartitionProgress]:
+    """Per partition: done (no longer moving, and at its target when one is given), else the adding
+    replicas that are not in the ISR yet."""
+    topics = sorted({tp.topic for tp, _ in wanted})
+    moving = in_progress(zk, topics)
+    assignment = {t: dict(z.partitions) if (z := zk.topic(t)) is not None else {} for t in topics}
+    out = []
+    for tp, target in wanted:
+        m = moving.get(tp)
+        if m is None:
+            done = target is None or tuple(assignment[tp.topic].get(tp.partition, ())) == tuple(target)
+            out.append(PartitionProgress(tp, done, (), started=done))
+            continue
+        st = zk.partition_state(tp.topic, tp.partition)
+        isr = set(st.isr) if st is not None else set()
+        out.append(PartitionProgress(tp, False, tuple(r for r in m.adding if r not in isr)))
+    return out
+
+
+def progress_lines(progress: Sequence[PartitionProgress]) -> list[str]:
+    done = sum(p.done for p in progress)
+    lines = [f"{done}/{len(progress)} partitions done"]
+    for p in progress:
+        if not p.started:
+            lines.append(f"  {p.tp}: not started yet")
+        elif not p.done:
+            waiting = ",".join(map(str, p.waiting)) or "none (finishing)"
+            lines.append(f"  {p.tp}: adding replicas not yet in the ISR: {waiting}")
+    return lines
+
+
+def progress_bar(progress: Sequence[PartitionProgress], elapsed: float, width: int = 24) -> str:
+    done = sum(p.done for p in progress)
+    total = max(len(progress), 1)
+    filled = round(width * done / total)
+    pending = [f"{p.tp}(+{','.join(map(str, p.waiting))})" for p in progress if not p.done and p.waiting]
+    text = f"reassign [{'#' * filled}{'.' * (width - filled)}] {done}/{len(progress)} {elapsed:5.1f}s"
+    if pending:
+        text += " waiting: " + " ".join(pending)
+    return text
+
+
+def follow(
+    args: argparse.Namespace,
+    command: AdminCommand,
+    wanted: Sequence[tuple[TopicPartition, tuple[int, ...] | None]],
+    follower: ResultFollower,
+) -> int:
+    """Follow the request to its final answer, drawing the progress read from ZooKeeper."""
+
+    out = sys.stderr
+    tty = out.isatty()
+    start = time.monotonic()
+    deadline = start + args.timeout
+    last: list[str] = []
+    final: AdminResult | None = None
+    progress: list[PartitionProgress] = []
+    try:
+        with connect(zk_connect(args)) as zk:
+            while time.monotonic() < deadline:
+                progress = read_progress(zk, wanted)
+                if tty:
+                    width = shutil.get_terminal_size((120, 20)).columns - 1
+                    out.write("\r" + progress_bar(progress, time.monotonic() - start)[:width].ljust(width))
+                    out.flush()
+                else:
+                    lines = progress_lines(progress)
+                    if lines != last:
+                        out.write("\n".join(lines) + "\n")
+                        last = lines
+                got = follower.poll(command.request_id, 300)
+                if got is not None and got.status is not AdminStatus.IN_PROGRESS:
+                    final = got
+                if final is not None and (final.status is AdminStatus.ERROR or all(p.done for p in progress)):
+                    # the buckets of a request spanning several topics answer each for its own topics:
+                    # an ok is final once ZooKeeper shows every partition done
+                    break
+    finally:
+        if tty:
+            out.write("\n")
+    if final is None or (final.status is AdminStatus.OK and not all(p.done for p in progress)):
+        raise NotFinishedError(f"reassignment not finished after {args.timeout:g}s")
+    if final is not None and final.status is AdminStatus.ERROR:
+        failed = failed_partitions(final)
+        lines = [f"{tp}: {error}: {message}" for tp, error, message in failed] or [f"{final.error}: {final.message}"]
+        raise OperationFailedError("The reassignment did not complete:\n" + "\n".join(lines))
+    what = "Cancellation" if isinstance(command, CancelReassignment) else "Reassignment"
+    print(f"{what} of {len(wanted)} partition(s) completed.")
+    return 0

@@ -1,0 +1,89 @@
+"""``--verify``: the status of each partition of the file (completed, in progress, missing, mismatch) and,
+once none is moving, the throttles cleared (exit 0 done, 3 still moving, 1 missing or mismatched)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from admin import files
+from admin.common import (
+    ints,
+    zk_connect,
+)
+from admin.reassign.state import in_progress
+from admin.reassign.throttles import clear_throttles
+from admin.zkread import connect
+from core.model import TopicPartition
+
+
+def verify(args: argparse.Namespace, path: Path) -> int:
+
+    targets = files.read_reassignment(path, "verify")
+    rows: list[dict[str, Any]] = []
+    with connect(zk_connect(args)) as zk:
+        legacy = {TopicPartition(t.topic, t.partition) for t in zk.pending_reassignments()}
+        znodes = {t: zk.topic(t) for t in sorted({x.topic for x in targets})}
+        moving = in_progress(zk, [t for t, z in znodes.items() if z is not None])
+        states = {
+            TopicPartition(t.topic, t.partition): zk.partition_state(t.topic, t.partition)
+            for t in targets
+            if TopicPartition(t.topic, t.partition) in moving
+        }
+    for t in targets:
+        tp = TopicPartition(t.topic, t.partition)
+        znode = znodes[t.topic]
+        replicas = dict(znode.partitions).get(t.partition) if znode is not None else None
+        row: dict[str, Any] = {"topic": t.topic, "partition": t.partition, "target": list(t.replicas)}
+        if replicas is None:
+            row |= {"status": "missing", "message": f"Partition {tp} does not exist."}
+        elif tp in moving or tp in legacy:
+            m = moving.get(tp)
+            st = states.get(tp)
+            waiting = [r for r in (m.adding if m else ()) if st is None or r not in st.isr]
+            row |= {"status": "in_progress", "message": f"Reassignment of partition {tp} is still in progress."}
+            row["adding_not_in_isr"] = waiting
+        elif replicas == t.replicas:
+            row |= {"status": "completed", "message": f"Reassignment of partition {tp} is completed."}
+        else:
+            row |= {
+                "status": "mismatch",
+                "message": f"There is no active reassignment of partition {tp}, but replica set is "
+                f"{ints(replicas)} rather than {ints(t.replicas)}.",
+            }
+        row["replicas"] = list(replicas) if replicas is not None else None
+        rows.append(row)
+    pending = any(r["status"] == "in_progress" for r in rows)
+    mismatch = any(r["status"] in ("missing", "mismatch") for r in rows)
+    if args.output == "json":
+        print(json.dumps({"partitions": rows}, indent=2))
+    else:
+        print("Status of partition reassignment:")
+        for r in rows:
+            print(r["message"])
+    if not pending and not args.preserve_throttles:
+        if args.output == "json":
+            with _stdout_to(sys.stderr):
+                clear_throttles(args, sorted({t.topic for t in targets}))
+        else:
+            print()
+            clear_throttles(args, sorted({t.topic for t in targets}))
+    if mismatch:
+        return 1
+    return 3 if pending else 0
+
+
+class _stdout_to:  # noqa: N801 - used as a context manager, like contextlib's redirect_stdout
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.saved: TextIO | None = None
+
+    def __enter__(self) -> None:
+        self.saved, sys.stdout = sys.stdout, self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.saved is not None
+        sys.stdout = self.saved
