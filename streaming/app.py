@@ -101,7 +101,7 @@ class ControllerApp:
         lost or fenced, :class:`streaming.errors.StreamingError` when the query failed."""
         from streaming.lease import ControllerLease
         from streaming.metrics_http import start_endpoint
-        from streaming.observability import Role
+        from streaming.observatory import Role
 
         s = self.settings
         # first, so that a standby serves it while it waits (ActiveControllerCount 0)
@@ -221,7 +221,7 @@ class ControllerApp:
 
     def _await_lease(self, lease: Any, zk: Any) -> Any:
         """Wait as a standby until this controller holds the lease; its fence, or ``None`` when stopped first."""
-        from streaming.observability import Role
+        from streaming.observatory import Role
 
         s = self.settings
         log.info("controller %d: waiting for the controller lease", s.controller_id)
@@ -274,7 +274,7 @@ class ControllerApp:
             self._fence_handled.wait(10)
             return
         self.lost_reason = reason
-        from streaming.observability import Role
+        from streaming.observatory import Role
 
         self._set_role(Role.FENCED)
         try:

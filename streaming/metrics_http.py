@@ -3,7 +3,7 @@
 One small threaded HTTP server per controller process, started before the controller lease so that a
 standby serves it too (``kafka_controller_kafkacontroller_activecontrollercount 0``). It binds to
 ``metrics_bind_address`` (loopback by default) on ``metrics_port``; port 0 turns it off. Every response is
-computed from the :class:`streaming.observability.Observatory` at request time.
+computed from the :class:`streaming.observatory.Observatory` at request time.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from streaming.errors import StreamingError
-from streaming.observability import Observatory, registry_for
+from streaming.observatory import Observatory
+from streaming.prometheus import registry_for
 from streaming.status_page import render
 
 log = logging.getLogger("livectl.metrics_http")

@@ -1,6 +1,6 @@
 """The status page (``/`` on the metrics port): one self-contained HTML document, no scripts from elsewhere.
 
-It shows a :class:`streaming.observability.Snapshot`: the cluster summary (role, controller epoch, live
+It shows a :class:`streaming.observatory.Snapshot`: the cluster summary (role, controller epoch, live
 brokers, Kafka's controller gauges), partitions by state, leaders per broker and the preferred-leader
 imbalance as an inline SVG bar chart, the under-replicated and offline partitions, reassignments with their
 progress, and the most recent decisions. The page refreshes itself every few seconds (``<meta refresh>``).
@@ -12,7 +12,7 @@ import time
 from html import escape
 
 from core import observe
-from streaming.observability import Snapshot
+from streaming.observatory import Snapshot
 
 REFRESH_S = 5
 

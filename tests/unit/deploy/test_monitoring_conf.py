@@ -22,7 +22,7 @@ from observations import batch
 from prometheus_client import generate_latest
 from test_compose_file import COMPOSE, controller_parts, services
 
-from streaming import observability as ob
+from streaming import observatory as oy
 from streaming.resources import GRAFANA_DASHBOARD, PROMETHEUS, conf_path
 from streaming.session import spark_defaults
 
@@ -75,8 +75,8 @@ def test_grafana_is_provisioned_with_prometheus_and_the_dashboard() -> None:
 
 
 def exposed_names() -> set[str]:
-    o = ob.Observatory(1000)
-    o.set_role(ob.Role.ACTIVE, 1)
+    o = oy.Observatory(1000)
+    o.set_role(oy.Role.ACTIVE, 1)
     o.record_batch(batch())
     o.record_progress(7, 100.0)
     from streaming.metrics_http import MetricsServer

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from observations import samples
 
-from streaming import observability as ob
+from streaming import observatory as oy
 from streaming.metrics_http import MetricsServer, MetricsServerError, start_endpoint
 from streaming.settings import Settings, SettingsError
 
@@ -38,7 +38,7 @@ def test_endpoint_serves_metrics_page_and_health_standby_first() -> None:
     o, server = start_endpoint(1001, port, "127.0.0.1")
     assert o is not None and server is not None
     try:
-        o.set_role(ob.Role.STANDBY)
+        o.set_role(oy.Role.STANDBY)
         base = f"http://127.0.0.1:{port}"
         with urllib.request.urlopen(f"{base}/metrics", timeout=5) as r:
             assert r.headers["Content-Type"].startswith("text/plain")

@@ -12,6 +12,7 @@ from observations import batch, samples
 
 from core import decisions as dc
 from streaming import observability as ob
+from streaming import observatory as oy
 from streaming.metrics_http import MetricsServer
 
 pytestmark = pytest.mark.unit
@@ -38,8 +39,8 @@ def test_input_counts_each_record_once() -> None:
 
 def test_collector_names_and_values_after_a_batch() -> None:
     now = [1000.0]
-    o = ob.Observatory(1000, clock=lambda: now[0])
-    o.set_role(ob.Role.ACTIVE, 5)
+    o = oy.Observatory(1000, clock=lambda: now[0])
+    o.set_role(oy.Role.ACTIVE, 5)
     o.record_batch(batch())
     o.record_progress(7, 850.0)
     server = MetricsServer(o, 1)
@@ -76,18 +77,18 @@ def test_collector_names_and_values_after_a_batch() -> None:
     assert m[("livectl_broker_leader_partitions", (("broker", "2"),))] == 2
     assert m[("livectl_broker_preferred_imbalance_ratio", (("broker", "1"),))] == 1.0
     # fenced: the gauge says so at once, before any batch
-    o.set_role(ob.Role.FENCED)
+    o.set_role(oy.Role.FENCED)
     m = samples(generate_latest(server.registry).decode())
     assert m[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 0
 
 
 def test_ring_buffer_keeps_the_latest_decisions() -> None:
-    o = ob.Observatory(1)
-    many = [dc.ZkWrite(dc.ZkOp.DELETE, f"/x/{i}") for i in range(ob.DECISIONS_PER_BATCH + 5)]
+    o = oy.Observatory(1)
+    many = [dc.ZkWrite(dc.ZkOp.DELETE, f"/x/{i}") for i in range(oy.DECISIONS_PER_BATCH + 5)]
     for b in range(5):
         o.record_batch(ob.BatchObservation(b, {}, {}, {}, 0, many))
     recent = o.snapshot().recent
-    assert len(recent) == ob.RECENT_DECISIONS
+    assert len(recent) == oy.RECENT_DECISIONS
     assert recent[-1].kind == "more" and "5 more" in recent[-1].text and recent[-1].batch_id == 4
     assert o.snapshot().decisions_by_kind["zookeeper"] == 5 * len(many)
     # a replayed or unknown batch's progress without a dispatched batch: counted, no timer
@@ -132,8 +133,8 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
     zk = MemoryZooKeeper()
     epoch_znode(zk)
     p = Observed(tmp_path, zk, Fence(1, 0), InputValidator())
-    o = ob.Observatory(1000)
-    o.set_role(ob.Role.ACTIVE, 1)
+    o = oy.Observatory(1000)
+    o.set_role(oy.Role.ACTIVE, 1)
     p.dispatcher.observer = o.record_batch
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     p.run_batch(

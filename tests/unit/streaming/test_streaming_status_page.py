@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from observations import batch
 
-from streaming import observability as ob
+from streaming import observatory as oy
 from streaming.status_page import render
 
 pytestmark = pytest.mark.unit
 
 
 def test_status_page_content() -> None:
-    o = ob.Observatory(1000, clock=lambda: 2000.0)
-    o.set_role(ob.Role.ACTIVE, 5)
+    o = oy.Observatory(1000, clock=lambda: 2000.0)
+    o.set_role(oy.Role.ACTIVE, 5)
     o.record_batch(batch())
     page = render(o.snapshot())
     assert '<span id="role">active</span>' in page
@@ -24,5 +24,5 @@ def test_status_page_content() -> None:
     assert "LeaderAndIsr to broker 2 (1 partitions)" in page
     assert "r1 create_topic ok" in page
     assert "orders-0: OnlinePartition -&gt; NewPartition: invalid transition" in page
-    empty = render(ob.Observatory(1).snapshot())
+    empty = render(oy.Observatory(1).snapshot())
     assert "No partitions yet." in empty and "never" in empty
