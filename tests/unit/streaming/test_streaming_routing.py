@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from core import events as ev
-from core.codec.events import event_to_json
+from core.codec.events import event_from_json, event_to_json
 from core.model import ElectionType, PartitionTarget
 from streaming import routing
 from streaming.validation import InputValidator, Rejection
@@ -161,3 +161,20 @@ def test_prepare_frame_routes_rejects_and_ticks(validator: InputValidator) -> No
     assert rejected["expectations"][0] == "payload_is_json_object"
     ticks = routing.tick_rows(1_700_000_000_000, 4)
     assert list(ticks["bucket"]) == [0, 1, 2, 3]
+
+
+def test_a_cluster_scoped_event_is_encoded_once_for_every_bucket() -> None:
+    failure = ev.BrokerFailure(3, 100)
+    routed = routing.encode_routed(routing.route(failure, 4))
+    assert [b for b, _ in routed] == [0, 1, 2, 3]
+    first = routed[0][1]
+    # one text, shared by every bucket's row, that decodes to the event
+    assert all(text is first for _, text in routed)
+    assert event_from_json(first) == failure
+    # an event split by topic: one text per topic, each decoding to that topic's part
+    reassign = ev.ReassignPartitions("r", (PartitionTarget("a", 0, (1, 2)), PartitionTarget("b", 0, (2, 3))))
+    parts = routing.encode_routed(routing.route(reassign, 4))
+    assert len(parts) == 2 and parts[0][1] != parts[1][1]
+    decoded = [event_from_json(text) for _, text in parts]
+    assert [e.topics() for e in decoded] == [("a",), ("b",)]
+    assert {b for b, _ in parts} == {routing.bucket_of("a", 4), routing.bucket_of("b", 4)}
