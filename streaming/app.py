@@ -22,6 +22,11 @@
    leader rebalance schedule (:mod:`streaming.auto_rebalance`), and waits. It stops
    the query when the lease is lost (the ZooKeeper session expired) or a write is fenced, on SIGTERM/SIGINT,
    or when ``stop()`` is called.
+
+Each step lives with its concern: :mod:`streaming.startup` (ZooKeeper, the checkpoint's facts, where the
+source starts, the failover hand-off), :mod:`streaming.session` (the SparkSession), :mod:`streaming.wiring`
+(the fenced sinks, the dispatcher, the query's start), :mod:`streaming.side_threads` (the driver's threads
+beside the query) and :mod:`streaming.shutdown` (the fence check, the query's stop, the exit outcome).
 """
 
 from __future__ import annotations
