@@ -44,11 +44,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import orjson
 import pandas as pd
 
 from core import decisions as dc
 from core import jsonform as jf
-from core.codec.decisions import decision_from_json
+from core.codec.decisions import decode_decision
+from core.errors import FormatError
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
@@ -68,6 +70,17 @@ from streaming.stateful import (
 )
 
 log = logging.getLogger("livectl.dispatch")
+
+
+def _decode(payload: str | bytes) -> dc.Decision:
+    """One decision row, decoded once. A broker request's body stays the parsed JSON object
+    (:class:`core.kafka.requests.WireBody`), which the request sink merges and serialises as it is."""
+    try:
+        raw = orjson.loads(payload)
+    except orjson.JSONDecodeError as e:
+        raise FormatError("$", f"not valid JSON: {e}") from None
+    return decode_decision(raw)
+
 
 _T = TypeVar("_T")
 
@@ -244,22 +257,22 @@ class Dispatcher:
             frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
         ):
             if kind == KIND_ZK:
-                d = decision_from_json(payload)
+                d = _decode(payload)
                 assert isinstance(d, dc.ZkWrite)
                 zk_writes.append(d)
             elif kind == KIND_REQUEST:
-                d = decision_from_json(payload)
+                d = _decode(payload)
                 assert isinstance(d, dc.BrokerRequest)
                 requests.append(d)
             elif kind == KIND_ADMIN_RESULT:
-                d = decision_from_json(payload)
+                d = _decode(payload)
                 assert isinstance(d, dc.AdminResult)
                 results.append(d)
                 result_buckets.append(int(bucket))
             elif kind == KIND_FAILURE:
                 report.failures += 1
                 log.info("state change failure (bucket %s): %s", bucket, payload)
-                d = decision_from_json(payload)
+                d = _decode(payload)
                 assert isinstance(d, dc.StateChangeFailure)
                 failures.append(d)
             elif kind == observability.KIND_SUMMARY:

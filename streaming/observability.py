@@ -38,6 +38,7 @@ from typing import Any
 from core import decisions as dc
 from core import observe
 from core.controller.metrics import KAFKA_CONTROLLER_GAUGES
+from core.kafka.request_codec import wire_object
 from core.kafka.requests import RequestApi
 
 #: Kafka's ``KafkaController`` gauges, in the order the dispatcher's sums carry them
@@ -113,8 +114,8 @@ def describe_decision(d: dc.Decision) -> tuple[str, str]:
         data = f" {d.data}" if d.data is not None and len(d.data) <= 200 else ""
         return "zookeeper", f"{d.op.value} {d.path}{data}"
     if isinstance(d, dc.BrokerRequest):
-        body = d.body_json()
-        parts = sum(len(ts.get("partitionStates", [])) for ts in body.get("topicStates", []))
+        body = wire_object(d.body)
+        parts = sum(len(ts.get("partitionStates") or ()) for ts in body.get("topicStates") or ())
         what = f"{parts} partitions" if parts else "brokers only"
         return "request", f"{d.api.value} to broker {d.broker_id} ({what})"
     if isinstance(d, dc.AdminResult):

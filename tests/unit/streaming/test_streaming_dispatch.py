@@ -14,7 +14,7 @@ from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
 from core import decisions as dc
 from core import events as ev
 from core.codec.events import event_to_json
-from core.kafka.requests import RequestApi
+from core.kafka.requests import RequestApi, WireBody
 from core.kafka.zkdata import decode_partition_state
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryZooKeeper
@@ -144,12 +144,12 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
     from sinks.ports import FailedWrite
     from streaming.dispatch import withhold_refused
 
-    def body(*parts: tuple[str, int]) -> str:
+    def body(*parts: tuple[str, int]) -> WireBody:
         topics: dict[str, list[dict[str, int]]] = {}
         for t, p in parts:
             topics.setdefault(t, []).append({"partitionIndex": p, "leaderEpoch": 1})
         states = [{"topicName": t, "partitionStates": ps} for t, ps in topics.items()]
-        return json.dumps({"controllerEpoch": 1, "topicStates": states})
+        return WireBody({"controllerEpoch": 1, "topicStates": states})
 
     lisr = RequestApi.LEADER_AND_ISR
     um = RequestApi.UPDATE_METADATA
