@@ -37,10 +37,12 @@ says the figures after it, in its description and as named accumulators.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -72,7 +74,21 @@ from streaming.stateful import (
 log = logging.getLogger("livectl.dispatch")
 
 
-def _decode(payload: str | bytes) -> dc.Decision:
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the rows are decoded: a failover batch's rows are
+    millions of small JSON objects, none of them in a cycle, and the collector's passes over them as they
+    are made cost five times the decoding itself (``bench/request_sink_cost.py``)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def decode_row(payload: str | bytes) -> dc.Decision:
     """One decision row, decoded once. A broker request's body stays the parsed JSON object
     (:class:`core.kafka.requests.WireBody`), which the request sink merges and serialises as it is."""
     try:
@@ -253,48 +269,49 @@ class Dispatcher:
         rejected_by_source: dict[tuple[str, int, int], Rejected] = {}
         failures: list[dc.StateChangeFailure] = []
         summaries: dict[int, str] = {}
-        for bucket, kind, payload in zip(
-            frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
-        ):
-            if kind == KIND_ZK:
-                d = _decode(payload)
-                assert isinstance(d, dc.ZkWrite)
-                zk_writes.append(d)
-            elif kind == KIND_REQUEST:
-                d = _decode(payload)
-                assert isinstance(d, dc.BrokerRequest)
-                requests.append(d)
-            elif kind == KIND_ADMIN_RESULT:
-                d = _decode(payload)
-                assert isinstance(d, dc.AdminResult)
-                results.append(d)
-                result_buckets.append(int(bucket))
-            elif kind == KIND_FAILURE:
-                report.failures += 1
-                log.info("state change failure (bucket %s): %s", bucket, payload)
-                d = _decode(payload)
-                assert isinstance(d, dc.StateChangeFailure)
-                failures.append(d)
-            elif kind == observability.KIND_SUMMARY:
-                summaries[int(bucket)] = payload
-            elif kind == KIND_METRICS:
-                m = json.loads(payload)
-                counts = m.pop(IMBALANCE_KEY, {})
-                self.bucket_imbalance[int(bucket)] = {int(b): (int(c[0]), int(c[1])) for b, c in counts.items()}
-                self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in m.items()}
-            elif kind == "rejected":
-                r = json.loads(payload)
-                reasons = tuple(f"{n}: {why}" for n, why in zip(r["expectations"], r["reasons"], strict=True))
-                source = (str(r["source_topic"]), int(r["source_partition"]), int(r["source_offset"]))
-                seen = rejected_by_source.get(source)
-                if seen is not None:
-                    # a cluster-wide event left out by several buckets: one rejected message, every reason
-                    reasons = tuple(dict.fromkeys((*seen.reasons, *reasons)))
-                rejected_by_source[source] = Rejected(*source, r["payload"], reasons)
-                rid = _request_id_of(r["payload"])
-                if rid is not None:
-                    results.append(_rejected_result(rid, r, reasons))
+        with gc_paused():
+            for bucket, kind, payload in zip(
+                frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
+            ):
+                if kind == KIND_ZK:
+                    d = decode_row(payload)
+                    assert isinstance(d, dc.ZkWrite)
+                    zk_writes.append(d)
+                elif kind == KIND_REQUEST:
+                    d = decode_row(payload)
+                    assert isinstance(d, dc.BrokerRequest)
+                    requests.append(d)
+                elif kind == KIND_ADMIN_RESULT:
+                    d = decode_row(payload)
+                    assert isinstance(d, dc.AdminResult)
+                    results.append(d)
                     result_buckets.append(int(bucket))
+                elif kind == KIND_FAILURE:
+                    report.failures += 1
+                    log.info("state change failure (bucket %s): %s", bucket, payload)
+                    d = decode_row(payload)
+                    assert isinstance(d, dc.StateChangeFailure)
+                    failures.append(d)
+                elif kind == observability.KIND_SUMMARY:
+                    summaries[int(bucket)] = payload
+                elif kind == KIND_METRICS:
+                    m = json.loads(payload)
+                    counts = m.pop(IMBALANCE_KEY, {})
+                    self.bucket_imbalance[int(bucket)] = {int(b): (int(c[0]), int(c[1])) for b, c in counts.items()}
+                    self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in m.items()}
+                elif kind == "rejected":
+                    r = json.loads(payload)
+                    reasons = tuple(f"{n}: {why}" for n, why in zip(r["expectations"], r["reasons"], strict=True))
+                    source = (str(r["source_topic"]), int(r["source_partition"]), int(r["source_offset"]))
+                    seen = rejected_by_source.get(source)
+                    if seen is not None:
+                        # a cluster-wide event left out by several buckets: one rejected message, every reason
+                        reasons = tuple(dict.fromkeys((*seen.reasons, *reasons)))
+                    rejected_by_source[source] = Rejected(*source, r["payload"], reasons)
+                    rid = _request_id_of(r["payload"])
+                    if rid is not None:
+                        results.append(_rejected_result(rid, r, reasons))
+                        result_buckets.append(int(bucket))
 
         zk_started = time.monotonic()
         zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
