@@ -2,7 +2,8 @@
 
 **Requests** (:meth:`RequestSink.write_requests`) go to ``livectl.requests``, key = the broker id as
 text, one message per broker per API per micro-batch: bodies of the same broker and API (from several
-buckets) are merged by :func:`merge_bodies` (``topicStates`` concatenated, entries of the same
+buckets; each already a JSON object, the driver's :class:`core.kafka.requests.WireBody`, or a typed value
+encoded by :mod:`core.kafka.request_codec`) are merged by :func:`merge_bodies` (``topicStates`` concatenated, entries of the same
 ``topicName`` joined; ``liveBrokers`` / ``liveLeaders`` de-duplicated by broker id; other lists
 concatenated without duplicates; differing scalars: the larger, and a non-zero ``errorCode`` wins).
 Per broker the messages are sent in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica, then the

@@ -26,6 +26,15 @@ restarting) is tried again, fence check first, every ``retry_backoff_s`` until `
 passed; each sink's replay by batch id makes the retry exactly-once. After that the error propagates
 and the query fails.
 
+**Rows are decoded once.** A row's decision is parsed once (orjson, the cyclic collector paused:
+:func:`decode_row`, :func:`gc_paused`); a broker request's body, a JSON object inside the row, stays that
+parsed object (:class:`core.kafka.requests.WireBody`) all the way to the request sink, which merges such
+objects per broker and API and serialises each outbound message once. Rebuilding typed values
+(``decode_decision(..., typed=True)``) was measured and not taken: on the rows of a 100k-partition
+failover (8 buckets, 10 brokers) it costs about nine times the decode itself (``bench/README.md``,
+"Request bodies as values"), and nothing on the driver needs more than the wire form — the sink merges
+and splits it, :func:`streaming.refusals.withhold` filters it, the audit log counts and logs it.
+
 The driver keeps every bucket's latest metrics row; :attr:`Dispatcher.metrics` is the cluster-wide sum.
 
 **The state-change log.** After the steps above, ``audit`` (when set, :class:`streaming.audit_log.AuditLog`)
