@@ -3,11 +3,12 @@
 **Requests** (:meth:`RequestSink.write_requests`) go to ``livectl.requests``, key = the broker id as
 text, one message per broker per API per micro-batch: bodies of the same broker and API (from several
 buckets; each already a JSON object, the driver's :class:`core.kafka.requests.WireBody`, or a typed value
-encoded by :mod:`core.kafka.request_codec`) are merged by :func:`merge_bodies` (``topicStates`` concatenated, entries of the same
-``topicName`` joined; ``liveBrokers`` / ``liveLeaders`` de-duplicated by broker id; other lists
-concatenated without duplicates; differing scalars: the larger, and a non-zero ``errorCode`` wins).
-Per broker the messages are sent in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica, then the
-controller's responses; one key means one partition, so a broker reads them in that order. The value is
+encoded by :mod:`core.kafka.request_codec`) are merged by :func:`merge_bodies` (``topicStates``
+concatenated, entries of the same ``topicName`` joined; ``liveBrokers`` / ``liveLeaders`` de-duplicated
+by broker id; other lists concatenated without duplicates; differing scalars: the larger, and a non-zero
+``errorCode`` wins). Per broker the messages are sent in Kafka's order LeaderAndIsr, UpdateMetadata,
+StopReplica, then the controller's responses; one key means one partition, so a broker reads them in that
+order. The value is
 
 ``{"version":1,"api":"LeaderAndIsr","controllerEpoch":E,"batchId":B,"brokerId":b,"body":{…}}``
 
