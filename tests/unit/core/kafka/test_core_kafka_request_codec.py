@@ -8,17 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from core_support import Cluster
+from core_support import Cluster, every_api_requests
 
 from core.decisions import BrokerRequest
 from core.errors import FormatError
 from core.events import (
-    AlterPartition,
-    BrokerFailure,
     BrokerStartup,
-    ControlledShutdown,
     CreateTopic,
-    DeleteTopic,
     ReassignPartitions,
 )
 from core.kafka.request_codec import body_dict, encode_body, encode_text, parse_body, wire_object
@@ -160,24 +156,7 @@ def _pin_scenario() -> list[BrokerRequest]:
     """The batches the pin was taken from: every API (creation, AlterPartition accepted and refused, a
     broker failure, a controlled shutdown, a deletion), racks, a broker with three endpoints of different
     security protocols, a reassignment."""
-    c = Cluster.start([1, 2, 3])
-    out: list[BrokerRequest] = []
-    c.run(CreateTopic("r1", "t", 2, 3))
-    out += c.requests()
-    lai = c.ctx.leadership(TopicPartition("t", 0)).leader_and_isr
-    leader = lai.leader
-    shrink = tuple(r for r in lai.isr if r != 3) if leader != 3 else lai.isr[:2]
-    epoch = c.ctx.live_brokers[leader].epoch
-    c.run(AlterPartition(leader, epoch, "t", 0, lai.leader_epoch, lai.partition_epoch, shrink, 0, 7))
-    out += c.requests()
-    c.run(AlterPartition(leader, epoch, "t", 0, lai.leader_epoch + 5, lai.partition_epoch, shrink, 0, 8))
-    out += c.requests()
-    c.run(BrokerFailure(3, c.ctx.live_brokers[3].epoch))
-    out += c.requests()
-    c.run(ControlledShutdown(2, c.ctx.live_brokers[2].epoch))
-    out += c.requests()
-    c.run(DeleteTopic("r2", "t"))
-    out += c.requests()
+    out = every_api_requests()
     c = Cluster.start([1, 2, 3], racks={1: "r1", 2: "r2"})
     endpoints = (
         Endpoint("PLAINTEXT", "h4", 9096),
