@@ -6,7 +6,8 @@
 * :mod:`core.kafka.zksnapshot` — those znodes read into the snapshot a new controller starts from;
 * :mod:`core.kafka.requests` — the typed controller requests and responses (LeaderAndIsr,
   UpdateMetadata, StopReplica, ControlledShutdown / AlterPartition responses), their API names and send
-  order, and their parser;
+  order;
+* :mod:`core.kafka.request_codec` — their one wire form: the encoder and the parser;
 * :mod:`core.kafka.envelope` — the ``livectl.requests`` message around a request: one encoder (the request
   sink's) and one parser (the simulated brokers' and the admin tools').
 
