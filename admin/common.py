@@ -25,7 +25,7 @@ from core.codec.events import decode_event, encode_event
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
 from core.events import AdminCommand
-from livectl import local
+from sinks.local_services import recorded_address
 from sinks.security import KafkaSecurity, SecurityConfigError
 
 EXIT_OK = 0
@@ -78,11 +78,11 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def default_bootstrap() -> str:
-    return os.environ.get("LIVECTL_BOOTSTRAP_SERVER") or local.recorded_address("broker") or "127.0.0.1:9092"
+    return os.environ.get("LIVECTL_BOOTSTRAP_SERVER") or recorded_address("broker") or "127.0.0.1:9092"
 
 
 def default_zookeeper() -> str:
-    return os.environ.get("LIVECTL_ZOOKEEPER") or local.recorded_address("zookeeper") or "127.0.0.1:2181"
+    return os.environ.get("LIVECTL_ZOOKEEPER") or recorded_address("zookeeper") or "127.0.0.1:2181"
 
 
 # ----------------------------------------------------------------------------- options

@@ -34,7 +34,7 @@ from admin.publish import new_request_id
 from admin.zkread import ZkUnavailableError, connect
 from core.events import AlterTopicConfig
 from core.kafka import zkdata
-from core.topic_configs import BROKER_CONFIGS, broker_configs_problem, topic_configs_problem
+from core.kafka.configs import BROKER_CONFIGS, broker_configs_problem, topic_configs_problem
 
 DEFAULT_BROKER = "<default>"
 

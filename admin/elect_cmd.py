@@ -10,6 +10,7 @@ from admin.common import EXIT_OK, OperationFailedError, forbid, require, run_com
 from admin.publish import new_request_id
 from core.decisions import AdminResult
 from core.events import ElectLeaders
+from core.kafka.error_codes import KafkaError as Errors
 from core.model import ElectionType, TopicPartition
 
 
@@ -68,8 +69,8 @@ def _election_report(etype: ElectionType, result: AdminResult) -> bool:
     outcomes = reassign_cmd.partition_outcomes(result)
     if not outcomes:
         return False
-    elected = [tp for tp, error, _ in outcomes if error == "NONE"]
-    noop = [tp for tp, error, _ in outcomes if error == "ELECTION_NOT_NEEDED"]
+    elected = [tp for tp, error, _ in outcomes if error == Errors.NONE.name]
+    noop = [tp for tp, error, _ in outcomes if error == Errors.ELECTION_NOT_NEEDED.name]
     if elected:
         print(f"Successfully completed leader election ({etype.value}) for partitions {', '.join(elected)}")
     if noop:
@@ -78,7 +79,11 @@ def _election_report(etype: ElectionType, result: AdminResult) -> bool:
 
 
 def _election_failures(etype: ElectionType, result: AdminResult) -> str:
-    failed = [o for o in reassign_cmd.partition_outcomes(result) if o[1] not in ("NONE", "ELECTION_NOT_NEEDED")]
+    failed = [
+        o
+        for o in reassign_cmd.partition_outcomes(result)
+        if o[1] not in (Errors.NONE.name, Errors.ELECTION_NOT_NEEDED.name)
+    ]
     lines = [f"Error completing leader election ({etype.value}) for partition: {tp}: {error}: {message}"
              for tp, error, message in failed]  # fmt: skip
     return f"{len(failed)} replica(s) could not be elected:\n" + "\n".join(lines)

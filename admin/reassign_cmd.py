@@ -59,14 +59,15 @@ from admin.zkread import ZkReader, connect
 from core.decisions import AdminResult, AdminStatus
 from core.events import AdminCommand, CancelReassignment, ReassignPartitions
 from core.kafka import zkdata
-from core.model import PartitionTarget, TopicPartition
-from core.topic_configs import (
+from core.kafka.configs import (
     ALTER_LOG_DIRS_THROTTLED_RATE,
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_RATE,
     LEADER_THROTTLED_REPLICAS,
 )
+from core.kafka.error_codes import KafkaError as Errors
+from core.model import PartitionTarget, TopicPartition
 
 BROKER_THROTTLES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE, ALTER_LOG_DIRS_THROTTLED_RATE)
 TOPIC_THROTTLES = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
@@ -427,13 +428,13 @@ def partition_outcomes(result: AdminResult) -> list[tuple[str, str, str]]:
     out = []
     for tp, r in sorted(parts.items()):
         if isinstance(r, dict):
-            out.append((str(tp), str(r.get("error") or "NONE"), str(r.get("message", ""))))
+            out.append((str(tp), str(r.get("error") or Errors.NONE.name), str(r.get("message", ""))))
     return out
 
 
 def _failed_partitions(result: AdminResult) -> list[tuple[str, str, str]]:
     """``(partition, error, message)`` of every partition the answer reports as failed."""
-    return [o for o in partition_outcomes(result) if o[1] != "NONE"]
+    return [o for o in partition_outcomes(result) if o[1] != Errors.NONE.name]
 
 
 def _submit_and_follow(

@@ -24,7 +24,7 @@ from admin.common import (
 from admin.publish import new_request_id
 from admin.zkread import connect
 from core.events import AdminCommand, CreatePartitions, CreateTopic, DeleteTopic
-from core.topic_configs import topic_configs_problem
+from core.kafka.configs import topic_configs_problem
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:

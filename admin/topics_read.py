@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from admin.zkread import ZkReader, connect
-from core.topic_configs import MIN_INSYNC_REPLICAS
+from core.kafka.configs import MIN_INSYNC_REPLICAS
 
 DEFAULT_MIN_ISR = 1
 

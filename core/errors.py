@@ -7,6 +7,8 @@ per-item failure or an admin result with a Kafka error name.
 
 from __future__ import annotations
 
+from core.kafka.error_codes import KafkaError
+
 
 class CoreError(Exception):
     """Root of every exception raised by ``core``."""
@@ -22,7 +24,7 @@ class FormatError(CoreError, ValueError):
     ``INVALID_REQUEST``).
     """
 
-    def __init__(self, field: str, reason: str, error: str = "INVALID_REQUEST") -> None:
+    def __init__(self, field: str, reason: str, error: str = KafkaError.INVALID_REQUEST.name) -> None:
         self.field = field
         self.reason = reason
         self.error = error

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.errors import FormatError
+from core.kafka.error_codes import KafkaError
 from core.limits import INT64_MAX, INT64_MIN, show
 
 JsonObject = dict[str, Any]
@@ -67,7 +68,7 @@ def integer(
     *,
     minimum: int | None = None,
     maximum: int | None = None,
-    error: str = "INVALID_REQUEST",
+    error: str = KafkaError.INVALID_REQUEST.name,
 ) -> int:
     v = req(o, field, prefix)
     return _int_value(v, prefix + field, minimum, maximum, error)
@@ -88,7 +89,7 @@ def opt_integer(
 
 
 def _int_value(
-    v: Any, name: str, minimum: int | None, maximum: int | None = None, error: str = "INVALID_REQUEST"
+    v: Any, name: str, minimum: int | None, maximum: int | None = None, error: str = KafkaError.INVALID_REQUEST.name
 ) -> int:
     """An integer within ``[minimum, maximum]`` and always within Kafka's widest type, int64 (nothing
     downstream — Arrow, orjson, Kafka's schemas — can carry more)."""

@@ -17,6 +17,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from core.kafka.error_codes import KafkaError
+
 
 class PlacementError(ValueError):
     """Placement is impossible; ``error`` is Kafka's error name."""
@@ -74,12 +76,12 @@ def assign_replicas(
     Raises :class:`PlacementError` (``INVALID_PARTITIONS``, ``INVALID_REPLICATION_FACTOR``,
     ``INVALID_REPLICA_ASSIGNMENT`` for mixed rack information) like Kafka's checks."""
     if n_partitions <= 0:
-        raise PlacementError("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
+        raise PlacementError(KafkaError.INVALID_PARTITIONS.name, "Number of partitions must be larger than 0.")
     if replication_factor <= 0:
-        raise PlacementError("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
+        raise PlacementError(KafkaError.INVALID_REPLICATION_FACTOR.name, "Replication factor must be larger than 0.")
     if replication_factor > len(brokers):
         raise PlacementError(
-            "INVALID_REPLICATION_FACTOR",
+            KafkaError.INVALID_REPLICATION_FACTOR.name,
             f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.",
         )
     shift = start_index if replica_shift is None else replica_shift
@@ -88,7 +90,8 @@ def assign_replicas(
         return _rack_unaware(n_partitions, replication_factor, ids, start=(start_index, start_partition_id, shift))
     if any(b.rack is None for b in brokers):
         raise PlacementError(
-            "INVALID_REPLICA_ASSIGNMENT", "Not all brokers have rack information for replica rack aware assignment."
+            KafkaError.INVALID_REPLICA_ASSIGNMENT.name,
+            "Not all brokers have rack information for replica rack aware assignment.",
         )
     racks = {b.id: b.rack for b in brokers if b.rack is not None}
     return _rack_aware(n_partitions, replication_factor, racks, start=(start_index, start_partition_id, shift))

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from livectl import local
+from sinks import local_services
 
-DEFAULT_RUN_DIR = local.DEFAULT_RUN_DIR
+DEFAULT_RUN_DIR = local_services.DEFAULT_RUN_DIR
 
 
 def _local_up(args: argparse.Namespace) -> int:
@@ -32,7 +33,7 @@ def _local_up(args: argparse.Namespace) -> int:
     assert zk is not None and broker is not None
     print(f"ZooKeeper   {zk.address}  (pid {zk.pid}, log {zk.log})")
     print(f"Kafka       {broker.address}  (tansu, pid {broker.pid}, log {broker.log})")
-    print(f"state       {args.run_dir / local.STATE_FILE}")
+    print(f"state       {args.run_dir / local_services.STATE_FILE}")
     print(f"use:        --zookeeper {zk.address} --bootstrap-server {broker.address}")
     print("stop with:  livectl local down")
     return 0

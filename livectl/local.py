@@ -10,7 +10,6 @@ The same :class:`LocalServices` API backs the pytest fixtures, which pick free p
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -24,12 +23,11 @@ from importlib.resources import files
 from pathlib import Path
 from string import Template
 
+from sinks.local_services import load_records, save_records
+
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
-STATE_FILE = "services.json"
-#: where ``livectl local up`` keeps its services unless told otherwise (relative to the working directory)
-DEFAULT_RUN_DIR = Path("run") / "local"
 
 
 class LocalServiceError(RuntimeError):
@@ -79,17 +77,10 @@ class LocalServices:
 
     @classmethod
     def load(cls, run_dir: Path) -> LocalServices:
-        path = run_dir / STATE_FILE
-        if not path.exists():
-            return cls(run_dir)
-        raw = json.loads(path.read_text())
-        return cls(run_dir, {k: Service(**v) for k, v in raw.items()})
+        return cls(run_dir, {k: Service(**v) for k, v in load_records(run_dir).items()})
 
     def save(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.run_dir / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps({k: asdict(v) for k, v in self.services.items()}, indent=2))
-        tmp.replace(self.run_dir / STATE_FILE)
+        save_records(self.run_dir, {k: asdict(v) for k, v in self.services.items()})
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -134,17 +125,6 @@ class LocalServices:
 
 
 # -------------------------------------------------------------------- helpers
-
-
-def recorded_address(name: str, run_dir: Path = DEFAULT_RUN_DIR) -> str | None:
-    """The address of service ``name`` (``zookeeper`` or ``broker``) as ``livectl local up`` recorded it in
-    ``run_dir``; ``None`` when nothing (readable) is recorded there. Whether it still runs is not checked."""
-    try:
-        services = LocalServices.load(run_dir)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    service = services.services.get(name)
-    return None if service is None else service.address
 
 
 def free_port() -> int:

@@ -22,14 +22,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from core.model import TopicPartition
-from core.topic_configs import (
+from core.kafka.configs import (
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_RATE,
     LEADER_THROTTLED_REPLICAS,
     parse_throttled_replicas,
 )
+from core.model import TopicPartition
 
 #: a topic's throttled replicas: ``None`` means every replica (``*``)
 Replicas = frozenset[tuple[int, int]] | None

@@ -23,7 +23,7 @@ from typing import Any
 from core.decisions import AdminResult, BrokerRequest, ZkOp, ZkWrite
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
-from sinks.ports import NOT_ATTEMPTED, FailedWrite, Fence, Rejected, RequestBatchResult, ZkBatchResult
+from sinks.ports import NOT_ATTEMPTED, FailedWrite, Fence, Rejected, RequestBatchResult, ZkBatchResult, ZkCode
 from sinks.requests import (
     OutboundMessage,
     admin_result_messages,
@@ -57,48 +57,48 @@ class MemoryZooKeeper:
 
     def get(self, path: str) -> tuple[bytes, int]:
         if path not in self.nodes:
-            raise ZkRefusedError("NoNode", path)
+            raise ZkRefusedError(ZkCode.NO_NODE, path)
         return self.nodes[path]
 
     def children(self, path: str) -> list[str]:
         if path not in self.nodes:
-            raise ZkRefusedError("NoNode", path)
+            raise ZkRefusedError(ZkCode.NO_NODE, path)
         prefix = path.rstrip("/") + "/"
         return sorted(p[len(prefix) :] for p in self.nodes if p.startswith(prefix) and "/" not in p[len(prefix) :])
 
     def create(self, path: str, data: bytes = b"", make_parents: bool = False) -> None:
         if path in self.nodes:
-            raise ZkRefusedError("NodeExists", path)
+            raise ZkRefusedError(ZkCode.NODE_EXISTS, path)
         parent = self._parent(path)
         if parent not in self.nodes:
             if not make_parents:
-                raise ZkRefusedError("NoNode", parent)
+                raise ZkRefusedError(ZkCode.NO_NODE, parent)
             self.create(parent, b"", make_parents=True)
         self.nodes[path] = (data, 0)
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
         if path not in self.nodes:
-            raise ZkRefusedError("NoNode", path)
+            raise ZkRefusedError(ZkCode.NO_NODE, path)
         old = self.nodes[path][1]
         if version not in (-1, old):
-            raise ZkRefusedError("BadVersion", path)
+            raise ZkRefusedError(ZkCode.BAD_VERSION, path)
         self.nodes[path] = (data, old + 1)
         return old + 1
 
     def delete(self, path: str, version: int = -1) -> None:
         if path not in self.nodes:
-            raise ZkRefusedError("NoNode", path)
+            raise ZkRefusedError(ZkCode.NO_NODE, path)
         if version not in (-1, self.nodes[path][1]):
-            raise ZkRefusedError("BadVersion", path)
+            raise ZkRefusedError(ZkCode.BAD_VERSION, path)
         if self.children(path):
-            raise ZkRefusedError("NotEmpty", path)
+            raise ZkRefusedError(ZkCode.NOT_EMPTY, path)
         del self.nodes[path]
 
     def delete_tree(self, path: str, version: int = -1) -> None:
         if path not in self.nodes:
             return
         if version not in (-1, self.nodes[path][1]):
-            raise ZkRefusedError("BadVersion", path)
+            raise ZkRefusedError(ZkCode.BAD_VERSION, path)
         prefix = path.rstrip("/") + "/"
         for p in [p for p in self.nodes if p.startswith(prefix)]:
             del self.nodes[p]
@@ -148,7 +148,9 @@ class MemoryZkSink:
                 start = min(int(raw["next"]), n)
                 failed = [FailedWrite(i, writes[i], e) for i, e in raw.get("failed") or () if 0 <= i < n]
         refused_creates = [
-            f.write.path.rstrip("/") + "/" for f in failed if f.write.op is ZkOp.CREATE and f.error == "NodeExists"
+            f.write.path.rstrip("/") + "/"
+            for f in failed
+            if f.write.op is ZkOp.CREATE and f.error == ZkCode.NODE_EXISTS
         ]
         restored = len(failed)
         done = 0
@@ -166,7 +168,7 @@ class MemoryZkSink:
                 self._apply(writes[i])
             except ZkRefusedError as e:
                 failed.append(FailedWrite(i, writes[i], e.code))
-                if writes[i].op is ZkOp.CREATE and e.code == "NodeExists":
+                if writes[i].op is ZkOp.CREATE and e.code == ZkCode.NODE_EXISTS:
                     refused_creates.append(writes[i].path.rstrip("/") + "/")
             self._record(batch_id, i + 1, failed)
             done += 1
@@ -180,7 +182,7 @@ class MemoryZkSink:
     def _check_fence(self) -> None:
         version = self.zk.nodes.get(CONTROLLER_EPOCH_PATH, (b"", None))[1]
         if version != self.fence.epoch_zk_version:
-            reason = "NoNode" if version is None else "BadVersion"
+            reason = ZkCode.NO_NODE if version is None else ZkCode.BAD_VERSION
             raise ControllerFencedError(CONTROLLER_EPOCH_PATH, self.fence.epoch_zk_version, reason)
 
     def _apply(self, w: ZkWrite) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from core.decisions import AdminResult, BrokerRequest, ZkWrite
@@ -22,6 +23,16 @@ class Fence:
     epoch_zk_version: int
 
 
+class ZkCode(StrEnum):
+    """ZooKeeper's names (``KeeperException.Code``, kazoo's exception classes without ``Error``) of the
+    refusals the sinks report and their callers act on: the one place livectl spells them."""
+
+    BAD_VERSION = "BadVersion"
+    NO_NODE = "NoNode"
+    NODE_EXISTS = "NodeExists"
+    NOT_EMPTY = "NotEmpty"
+
+
 #: :attr:`FailedWrite.error` of a write the sink did not attempt (see :class:`FailedWrite`)
 NOT_ATTEMPTED = "NotAttempted"
 
@@ -29,7 +40,7 @@ NOT_ATTEMPTED = "NotAttempted"
 @dataclass(frozen=True)
 class FailedWrite:
     """A write that ZooKeeper refused without fencing: ``index`` is its position in the batch's list,
-    ``error`` ZooKeeper's code name (``BadVersion``, ``NoNode``, ``NodeExists``, ``NotEmpty``), or
+    ``error`` ZooKeeper's code name (a :class:`ZkCode`, as text), or
     :data:`NOT_ATTEMPTED` for a write beneath a znode whose creation ZooKeeper refused earlier in the
     batch (the znode belongs to someone else: nothing is written into it)."""
 

@@ -81,7 +81,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from core.decisions import ZkOp, ZkWrite
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH, SINK_PROGRESS_ROOT
 from sinks.errors import ControllerFencedError, SinkStateError, SinkUnavailableError
-from sinks.ports import NOT_ATTEMPTED, FailedWrite, Fence, ZkBatchResult
+from sinks.ports import NOT_ATTEMPTED, FailedWrite, Fence, ZkBatchResult, ZkCode
 
 PROGRESS_VERSION = 1
 #: bytes counted per operation beyond path and data (request headers, ACL, version)
@@ -137,7 +137,7 @@ class _Progress:
 
 def _redo(f: FailedWrite) -> bool:
     """Refused because the plan read the tree before someone changed it: read again and redo."""
-    return f.write.op is ZkOp.UPSERT or (f.write.op is ZkOp.DELETE_TREE and f.error == "NotEmpty")
+    return f.write.op is ZkOp.UPSERT or (f.write.op is ZkOp.DELETE_TREE and f.error == ZkCode.NOT_EMPTY)
 
 
 def _ancestors(path: str) -> list[str]:
@@ -259,7 +259,7 @@ class ZooKeeperSink:
                 redone[failure.index] = redone.get(failure.index, 0) + 1
                 continue  # planned on what it read before; the next plan reads again
             failed[failure.index] = failure
-            if failure.write.op is ZkOp.CREATE and failure.error == "NodeExists":
+            if failure.write.op is ZkOp.CREATE and failure.error == ZkCode.NODE_EXISTS:
                 below = failure.write.path.rstrip("/") + "/"
                 for j in range(failure.index + 1, n):
                     if j not in failed and writes[j].path.startswith(below):

@@ -437,8 +437,13 @@ class ControllerApp:
             known = {b.id: b.epoch for b in snapshot.brokers}
             bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
             bridge.start()
+            dispatcher = self.dispatcher
             rebalancer = AutoRebalanceScheduler(
-                producer, s.broker_events_topic, self.dispatcher.imbalance, watcher.configs
+                producer,
+                s.broker_events_topic,
+                dispatcher.imbalance,
+                watcher.configs,
+                reassigning=lambda: dispatcher.metrics.get("ReassigningPartitions", 0),
             )
             watcher.on_configs = rebalancer.update
             watcher.start()

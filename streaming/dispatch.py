@@ -62,6 +62,7 @@ from core import decisions as dc
 from core import jsonform as jf
 from core.codec.decisions import decode_decision
 from core.errors import FormatError
+from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
@@ -455,9 +456,9 @@ def _rejected_result(rid: str, row: dict[str, Any], reasons: Sequence[str]) -> d
     ``--wait`` and scripts test for), with the limit's own Kafka error name (``INVALID_TOPIC_EXCEPTION``,
     ``INVALID_PARTITIONS``, ``INVALID_REPLICATION_FACTOR``, …) leading the message and in
     ``details.kafka_error``; a command whose processing raised is ``UNKNOWN_SERVER_ERROR``."""
-    kafka_error = str(row.get("error") or "INVALID_REQUEST")
+    kafka_error = str(row.get("error") or Errors.INVALID_REQUEST.name)
     internal = any(str(e).startswith("internal:") for e in row.get("expectations", ()))
-    error = kafka_error if internal else "INVALID_REQUEST"
+    error = kafka_error if internal else Errors.INVALID_REQUEST.name
     message = "; ".join(reasons)
     if kafka_error != error:
         message = f"{kafka_error}: {message}"

@@ -20,6 +20,7 @@ from core import decisions as dc
 from core import events as ev
 from core.codec.events import event_from_json
 from core.controller import ControllerState
+from core.kafka.error_codes import KafkaError as Errors
 from streaming import failover
 from streaming.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_TICK
 
@@ -142,7 +143,7 @@ def applicable_events(state: ControllerState, events: list[ev.Event]) -> tuple[l
             e.request_id,
             e.TYPE,
             dc.AdminStatus.ERROR,
-            "NOT_CONTROLLER",
+            Errors.NOT_CONTROLLER.name,
             "the controller had not loaded the cluster state yet; resubmit the command",
         )
         for e in skipped

@@ -25,7 +25,7 @@ from core.codec.events import event_to_json
 from core.events import Event, PartitionStatesRead, TopicCreationRefused
 from core.kafka import zkdata
 from core.snapshot import PartitionStateZnode
-from sinks.ports import FailedWrite
+from sinks.ports import FailedWrite, ZkCode
 from streaming.refusals import classify
 from streaming.zk_snapshot import read_znodes
 
@@ -38,7 +38,7 @@ def refused_states(failed: Sequence[FailedWrite]) -> dict[str, list[int]]:
     out: dict[str, set[int]] = {}
     for f in failed:
         tp = zkdata.partition_of_state_path(f.write.path)
-        if tp is not None and f.error in ("BadVersion", "NodeExists"):
+        if tp is not None and f.error in (ZkCode.BAD_VERSION, ZkCode.NODE_EXISTS):
             out.setdefault(tp[0], set()).add(tp[1])
     return {t: sorted(ps) for t, ps in sorted(out.items())}
 

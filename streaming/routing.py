@@ -25,6 +25,7 @@ import pandas as pd
 
 from core import events as ev
 from core.codec.events import event_to_json
+from core.kafka.error_codes import KafkaError as Errors
 
 REJECTED_BUCKET = -1
 
@@ -139,7 +140,7 @@ def _internal_rejection(stage: str, error: BaseException) -> Any:
     from streaming.validation import Rejection
 
     return Rejection(
-        (f"internal:{stage}",), (f"processing the record raised {error!r}"[:2000],), "UNKNOWN_SERVER_ERROR"
+        (f"internal:{stage}",), (f"processing the record raised {error!r}"[:2000],), Errors.UNKNOWN_SERVER_ERROR.name
     )
 
 

@@ -33,6 +33,7 @@ from core import decisions as dc
 from core import events as ev
 from core.codec.decisions import decision_to_json
 from core.controller.metrics import BUCKET_GAUGES
+from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.request_codec import TopicStatesMemo
 from streaming import failover, observability
 from streaming.failover_refs import Origin, applicable_events, events_of
@@ -111,7 +112,7 @@ def quarantine_row(bucket: int, origin: Origin, error: str) -> str:
                 f"bucket {bucket}: processing the event raised {error}; it was left out and the bucket's state "
                 "is as it would be without it"
             ],
-            "error": "UNKNOWN_SERVER_ERROR",
+            "error": Errors.UNKNOWN_SERVER_ERROR.name,
         }
     )
 

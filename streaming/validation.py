@@ -40,6 +40,7 @@ from core import limits as lim
 from core.codec.events import ADMIN_TYPES, EVENT_TYPES, decode_event
 from core.codec.values import TOPIC_NAME_REGEX
 from core.errors import FormatError
+from core.kafka.error_codes import KafkaError as Errors
 from streaming.resources import INPUT_SUITE, conf_file
 
 #: the shipped suite, ``streaming/conf/expectations/livectl-input.json`` inside the package
@@ -74,7 +75,7 @@ class Expectation:
     kwargs: dict[str, Any]
     reason: str
     #: the Kafka error name of the admin result of a command failing it
-    error: str = "INVALID_REQUEST"
+    error: str = Errors.INVALID_REQUEST.name
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class Rejection:
 
     expectations: tuple[str, ...]
     reasons: tuple[str, ...]
-    error: str = "INVALID_REQUEST"
+    error: str = Errors.INVALID_REQUEST.name
 
 
 def load_suite(path: Traversable = SUITE_PATH) -> tuple[str, tuple[Expectation, ...]]:
@@ -96,7 +97,7 @@ def load_suite(path: Traversable = SUITE_PATH) -> tuple[str, tuple[Expectation, 
         for name, value in SUITE_CONSTANTS.items():
             if isinstance(value, int):
                 reason = reason.replace(name, str(value))
-        out.append(Expectation(e["name"], e["type"], kwargs, reason, e.get("error", "INVALID_REQUEST")))
+        out.append(Expectation(e["name"], e["type"], kwargs, reason, e.get("error", Errors.INVALID_REQUEST.name)))
     return raw["name"], tuple(out)
 
 

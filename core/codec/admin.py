@@ -20,6 +20,8 @@ from core.events import (
     Event,
     ReassignPartitions,
 )
+from core.kafka.error_codes import KafkaError
+from core.kafka.replicas import read_replica_list
 from core.model import ElectionType, PartitionTarget, TopicPartition
 
 
@@ -28,27 +30,14 @@ def _assignment(o: Mapping[str, Any], field_: str) -> tuple[tuple[int, ...], ...
     if v is None:
         return ()
     m = jf.obj(v, field_)
-    bad = "INVALID_REPLICA_ASSIGNMENT"
+    bad = KafkaError.INVALID_REPLICA_ASSIGNMENT.name
     parts: dict[int, tuple[int, ...]] = {}
     for k, reps in m.items():
         name = f"{field_}.{k if len(k) <= 40 and k.isascii() and k.isprintable() else lim.show(k, 20)}"
         if not (k.isascii() and k.isdigit() and len(k) <= 10 and int(k) <= lim.INT32_MAX):
             raise FormatError(name, "partition ids must be integers from 0 to 2147483647", bad)
         p = int(k)
-        try:
-            parts[p] = jf.int_seq(
-                reps,
-                name,
-                minimum=0,
-                maximum=lim.MAX_BROKER_ID,
-                distinct=True,
-                what=f"partition {p}",
-                max_items=lim.MAX_REPLICATION_FACTOR,
-            )
-        except FormatError as e:
-            raise FormatError(e.field, e.reason, bad) from None
-        if not parts[p]:
-            raise FormatError(name, f"partition {p} must list at least one broker", bad)
+        parts[p] = read_replica_list(reps, name, what=f"partition {p}")
     if sorted(parts) != list(range(len(parts))):
         raise FormatError(
             field_, f"partitions must be numbered 0..{len(parts) - 1}, got {lim.show(sorted(parts))}", bad
@@ -80,14 +69,16 @@ def _fits_one_znode(partitions: int, rf: int, field_: str, error: str) -> None:
 def _partitions_count(o: Mapping[str, Any], field_: str, default: int | None = None) -> int:
     if default is not None:
         return jf.opt_integer(o, field_, default, minimum=1, maximum=lim.MAX_PARTITIONS)
-    return jf.integer(o, field_, minimum=1, maximum=lim.MAX_PARTITIONS, error="INVALID_PARTITIONS")
+    return jf.integer(o, field_, minimum=1, maximum=lim.MAX_PARTITIONS, error=KafkaError.INVALID_PARTITIONS.name)
 
 
 def _replication_factor(o: Mapping[str, Any], default: int | None = None) -> int:
     field_ = "replication_factor"
     if default is not None and o.get(field_) is None:
         return default
-    return jf.integer(o, field_, minimum=1, maximum=lim.MAX_REPLICATION_FACTOR, error="INVALID_REPLICATION_FACTOR")
+    return jf.integer(
+        o, field_, minimum=1, maximum=lim.MAX_REPLICATION_FACTOR, error=KafkaError.INVALID_REPLICATION_FACTOR.name
+    )
 
 
 def _create_topic(o: Mapping[str, Any]) -> Event:
@@ -99,18 +90,20 @@ def _create_topic(o: Mapping[str, Any]) -> Event:
         rf = _replication_factor(o, len(assignment[0]))
         if parts != len(assignment):
             raise FormatError(
-                "partitions", f"is {parts} but replica_assignment lists {len(assignment)}", "INVALID_PARTITIONS"
+                "partitions",
+                f"is {parts} but replica_assignment lists {len(assignment)}",
+                KafkaError.INVALID_PARTITIONS.name,
             )
         if rf != len(assignment[0]):
             raise FormatError(
                 "replication_factor",
                 f"is {rf} but replica_assignment has {len(assignment[0])}",
-                "INVALID_REPLICATION_FACTOR",
+                KafkaError.INVALID_REPLICATION_FACTOR.name,
             )
     else:
         parts = _partitions_count(o, "partitions")
         rf = _replication_factor(o)
-    _fits_one_znode(parts, rf, "partitions", "INVALID_PARTITIONS")
+    _fits_one_znode(parts, rf, "partitions", KafkaError.INVALID_PARTITIONS.name)
     return CreateTopic(request_id, topic, parts, rf, assignment, read_configs(o))
 
 
@@ -119,7 +112,7 @@ def _create_partitions(o: Mapping[str, Any]) -> Event:
     topic = read_topic(o)
     total = _partitions_count(o, "total_count")
     assignment = _assignment(o, "replica_assignment")
-    _fits_one_znode(total, len(assignment[0]) if assignment else 1, "total_count", "INVALID_PARTITIONS")
+    _fits_one_znode(total, len(assignment[0]) if assignment else 1, "total_count", KafkaError.INVALID_PARTITIONS.name)
     return CreatePartitions(request_id, topic, total, assignment)
 
 
@@ -132,25 +125,9 @@ def decode_reassign(o: Mapping[str, Any]) -> Event:
         if tp in seen:
             raise FormatError(pre + "partition", f"{tp} is listed twice")
         seen.add(tp)
-        try:
-            reps = jf.int_list(
-                e,
-                "replicas",
-                pre,
-                minimum=0,
-                maximum=lim.MAX_BROKER_ID,
-                distinct=True,
-                what=f"partition {tp}",
-                max_items=lim.MAX_REPLICATION_FACTOR,
-            )
-        except FormatError as err:
-            raise FormatError(err.field, err.reason, "INVALID_REPLICA_ASSIGNMENT") from None
-        if not reps:
-            raise FormatError(
-                pre + "replicas",
-                f"partition {tp} must list at least one broker (use cancel to cancel)",
-                "INVALID_REPLICA_ASSIGNMENT",
-            )
+        reps = read_replica_list(
+            jf.req(e, "replicas", pre), pre + "replicas", what=f"partition {tp}", hint="use cancel to cancel"
+        )
         targets.append(PartitionTarget(tp.topic, tp.partition, reps))
     if not targets:
         raise FormatError("partitions", "must list at least one partition")

@@ -14,6 +14,7 @@ from typing import Any
 from core import jsonform as jf
 from core import limits as lim
 from core.errors import FormatError
+from core.kafka.error_codes import KafkaError
 from core.limits import MAX_TOPIC_LENGTH
 from core.model import Endpoint, TopicPartition
 
@@ -24,7 +25,7 @@ _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]+")
 TOPIC_NAME_REGEX = r"^(?!\.\.?\Z)[a-zA-Z0-9._-]{1,249}\Z"
 #: Kafka's ``Uuid.toString()``: 16 bytes, base64url without padding
 TOPIC_ID_REGEX = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")
-INVALID_TOPIC = "INVALID_TOPIC_EXCEPTION"
+INVALID_TOPIC = KafkaError.INVALID_TOPIC_EXCEPTION.name
 
 
 def validate_topic_name(name: str, fieldname: str = "topic") -> str:
@@ -68,7 +69,7 @@ def read_configs(o: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
             "configs",
             f"the topic's config znode would be {size} bytes, over the {lim.MAX_ZNODE_BYTES} bytes a znode may "
             f"hold (ZooKeeper's jute.maxbuffer is {lim.JUTE_MAXBUFFER})",
-            "INVALID_CONFIG",
+            KafkaError.INVALID_CONFIG.name,
         )
     return tuple(sorted(configs.items()))
 

@@ -23,6 +23,7 @@ from core.events import (
     ZkTopicChange,
     ZkTopicDeletion,
 )
+from core.kafka.replicas import read_replica_list
 
 
 def _controller_epoch(o: Mapping[str, Any]) -> int:
@@ -49,17 +50,7 @@ def _zk_topic_change(o: Mapping[str, Any]) -> Event:
         if not isinstance(entry, list) or len(entry) != 2:
             raise FormatError(f"partitions[{i}]", "must be [partition, replicas]")
         p = jf._int_value(entry[0], f"partitions[{i}][0]", 0, lim.INT32_MAX)
-        reps = jf.int_seq(
-            entry[1],
-            f"partitions[{i}][1]",
-            minimum=0,
-            maximum=lim.MAX_BROKER_ID,
-            distinct=True,
-            what=f"partition {topic}-{p}",
-            max_items=lim.MAX_REPLICATION_FACTOR,
-        )
-        if not reps:
-            raise FormatError(f"partitions[{i}][1]", f"partition {topic}-{p} must list at least one replica")
+        reps = read_replica_list(entry[1], f"partitions[{i}][1]", what=f"partition {topic}-{p}")
         parts.append((p, reps))
     return ZkTopicChange(
         _controller_epoch(o),

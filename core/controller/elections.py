@@ -16,6 +16,7 @@ from core.controller.step_context import StepContext
 from core.decisions import ANY_VERSION, AdminStatus, ZkOp, ZkWrite
 from core.election import ElectionStrategy, preferred_leader
 from core.events import AutoRebalanceTick, ClusterConfigChanged, ElectLeaders, ZkPreferredElection
+from core.kafka.error_codes import KafkaError
 from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
 from core.model import NO_LEADER, ElectionType, TopicPartition
 from core.states import PartitionState
@@ -29,25 +30,36 @@ def elect_leaders(c: StepContext, cmd: ElectLeaders) -> None:
     electable: list[TopicPartition] = []
     for tp in tps:
         if tp not in ctx.partition_assignments:
-            results[str(tp)] = {"error": "UNKNOWN_TOPIC_OR_PARTITION", "message": "The partition does not exist."}
+            results[str(tp)] = {
+                "error": KafkaError.UNKNOWN_TOPIC_OR_PARTITION.name,
+                "message": "The partition does not exist.",
+            }
         elif tp.topic in ctx.topics_to_be_deleted:
-            results[str(tp)] = {"error": "INVALID_TOPIC_EXCEPTION", "message": "The topic is being deleted"}
+            results[str(tp)] = {
+                "error": KafkaError.INVALID_TOPIC_EXCEPTION.name,
+                "message": "The topic is being deleted",
+            }
         elif not election_needed(c, tp, cmd.election_type):
             if not all_partitions:
-                results[str(tp)] = {"error": "ELECTION_NOT_NEEDED", "message": "Leader election not needed"}
+                results[str(tp)] = {
+                    "error": KafkaError.ELECTION_NOT_NEEDED.name,
+                    "message": "Leader election not needed",
+                }
         else:
             electable.append(tp)
     if cmd.election_type is ElectionType.PREFERRED:
-        strategy, fail_error = ElectionStrategy.PREFERRED, "PREFERRED_LEADER_NOT_AVAILABLE"
+        strategy, fail_error = ElectionStrategy.PREFERRED, KafkaError.PREFERRED_LEADER_NOT_AVAILABLE.name
     else:
-        strategy, fail_error = ElectionStrategy.OFFLINE_UNCLEAN, "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+        strategy, fail_error = ElectionStrategy.OFFLINE_UNCLEAN, KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE.name
     failed = c.partition_states(electable, PartitionState.ONLINE, strategy)
     for tp in electable:
         if tp in failed:
             results[str(tp)] = {"error": fail_error, "message": failed[tp]}
         else:
-            results[str(tp)] = {"error": "NONE"}
-    errors = [r for r in results.values() if r["error"] not in ("NONE", "ELECTION_NOT_NEEDED")]
+            results[str(tp)] = {"error": KafkaError.NONE.name}
+    errors = [
+        r for r in results.values() if r["error"] not in (KafkaError.NONE.name, KafkaError.ELECTION_NOT_NEEDED.name)
+    ]
     if errors:
         c.admin(cmd, AdminStatus.ERROR, errors[0]["error"], errors[0]["message"], {"partitions": results})
     else:
@@ -75,7 +87,16 @@ def can_preferred_replica_be_leader(c: StepContext, tp: TopicPartition) -> bool:
 
 
 def auto_rebalance(c: StepContext, ev: AutoRebalanceTick) -> None:
+    """Kafka's ``checkAndTriggerAutoLeaderRebalance`` for the brokers the driver found above the
+    threshold: a candidate is a partition they are the preferred replica of, led by another broker, whose
+    topic is not queued for deletion and whose preferred replica can lead — and only while no partition
+    is being reassigned (``partitionsBeingReassigned.isEmpty``: a reassignment moves leaders itself, and
+    the tick must not fight it). The driver publishes no tick while the buckets report a reassignment
+    (:mod:`streaming.auto_rebalance`); this bucket also skips while one of its own is in flight, as it
+    knows at the moment it runs the tick."""
     if not c.config.auto_leader_rebalance_enable or not ev.brokers:
+        return
+    if c.ctx.partitions_being_reassigned:
         return
     candidates = auto_rebalance_candidates(c.ctx, ev.brokers)
     good = [tp for tp in candidates if can_preferred_replica_be_leader(c, tp)]

@@ -81,9 +81,9 @@ def _validate_alter(
     ``OPERATION_NOT_ATTEMPTED``). ``"SAME"``: already in the proposed state (Kafka's
     ``equalsAllowStalePartitionEpoch``), answered with the current state."""
     if new.partition_epoch > cur.partition_epoch or new.leader_epoch > cur.leader_epoch:
-        return "NOT_CONTROLLER"
+        return KafkaError.NOT_CONTROLLER.name
     if new.leader_epoch < cur.leader_epoch:
-        return "FENCED_LEADER_EPOCH"
+        return KafkaError.FENCED_LEADER_EPOCH.name
     if (
         new.leader == cur.leader
         and new.leader_epoch == cur.leader_epoch
@@ -92,19 +92,19 @@ def _validate_alter(
     ):
         return "SAME"
     if new.partition_epoch < cur.partition_epoch:
-        return "INVALID_UPDATE_VERSION"
+        return KafkaError.INVALID_UPDATE_VERSION.name
     if new.leader_recovery_state == RECOVERING and len(new.isr) > 1:
-        return "INVALID_REQUEST"
+        return KafkaError.INVALID_REQUEST.name
     if cur.leader_recovery_state == RECOVERED and new.leader_recovery_state == RECOVERING:
-        return "INVALID_REQUEST"
+        return KafkaError.INVALID_REQUEST.name
     if new.leader != cur.leader:
-        return "NOT_LEADER_OR_FOLLOWER"
+        return KafkaError.NOT_LEADER_OR_FOLLOWER.name
     replicas = c.ctx.replicas(tp)
     if new.leader not in new.isr or len(set(new.isr)) != len(new.isr) or any(r not in replicas for r in new.isr):
-        return "INVALID_REQUEST"
+        return KafkaError.INVALID_REQUEST.name
     live = c.ctx.live_broker_ids
     if any(r not in live for r in new.isr):
-        return "INELIGIBLE_REPLICA" if by_topic_id else "OPERATION_NOT_ATTEMPTED"
+        return KafkaError.INELIGIBLE_REPLICA.name if by_topic_id else KafkaError.OPERATION_NOT_ATTEMPTED.name
     return None
 
 

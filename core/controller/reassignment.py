@@ -13,6 +13,7 @@ from core.decisions import AdminResult, AdminStatus
 from core.election import ElectionStrategy
 from core.events import CancelReassignment, ReassignPartitions, ZkReassignment
 from core.isr_write import update_leader_and_isr
+from core.kafka.error_codes import KafkaError, ReassignmentOutcome
 from core.model import NO_LEADER, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.states import PartitionState, ReplicaState
 
@@ -44,17 +45,17 @@ def trigger_reassignment(
     ``maybeTriggerPartitionReassignment``): target brokers that are down are waited for."""
     ctx = c.ctx
     if tp not in ctx.partition_assignments or tp.topic in ctx.topics_to_be_deleted:
-        return "UNKNOWN_TOPIC_OR_PARTITION", "The partition does not exist."
+        return KafkaError.UNKNOWN_TOPIC_OR_PARTITION.name, "The partition does not exist."
     current = ctx.assignment(tp)
     if target is not None:
         problem = _validate_replicas(c, tp, target, check_live)
         if problem is not None:
-            return "INVALID_REPLICA_ASSIGNMENT", problem
+            return KafkaError.INVALID_REPLICA_ASSIGNMENT.name, problem
         reassignment = current.reassign_to(target)
     elif current.is_being_reassigned:
         reassignment = current.reassign_to(current.origin_replicas)
     else:
-        return "NO_REASSIGNMENT_IN_PROGRESS", "No reassignment in progress."
+        return KafkaError.NO_REASSIGNMENT_IN_PROGRESS.name, "No reassignment in progress."
     for rid, tps in c.pending_reassignments.items():
         if tp in tps:
             tps.discard(tp)
@@ -74,13 +75,13 @@ def reassign_partitions(c: StepContext, cmd: ReassignPartitions | CancelReassign
     too_big = reassigned_znodes_too_big(c, items)
     for tp, target in items:
         if tp.topic in too_big:
-            results[str(tp)] = {"error": "INVALID_REPLICA_ASSIGNMENT", "message": too_big[tp.topic]}
+            results[str(tp)] = {"error": KafkaError.INVALID_REPLICA_ASSIGNMENT.name, "message": too_big[tp.topic]}
             continue
         c.zk_reassignments.discard(tp)
         err = trigger_reassignment(c, tp, target)
         if err is None:
             accepted.add(tp)
-            results[str(tp)] = {"error": "NONE"}
+            results[str(tp)] = {"error": KafkaError.NONE.name}
         else:
             results[str(tp)] = {"error": err[0], "message": err[1]}
     if not accepted:
@@ -261,11 +262,11 @@ def reassignment_outcome(request_id: str, interrupted: dict[str, str]) -> AdminR
         return AdminResult(request_id, ReassignPartitions.TYPE, AdminStatus.OK, None, "Reassignment completed.")
     words = {"cancelled": "cancelled", "superseded": "superseded by a newer reassignment"}
     partitions = {
-        tp: {"error": f"REASSIGNMENT_{how.upper()}", "message": f"The reassignment of {tp} was {words[how]}."}
+        tp: {"error": ReassignmentOutcome[how.upper()].value, "message": f"The reassignment of {tp} was {words[how]}."}
         for tp, how in sorted(interrupted.items())
     }
     kinds = sorted(set(interrupted.values()))
-    error = "REASSIGNMENT_CANCELLED" if kinds == ["cancelled"] else "REASSIGNMENT_SUPERSEDED"
+    outcome = ReassignmentOutcome.CANCELLED if kinds == ["cancelled"] else ReassignmentOutcome.SUPERSEDED
     message = "; ".join(p["message"] for p in partitions.values())
     details = json.dumps({"partitions": partitions}, separators=(",", ":"), sort_keys=True)
-    return AdminResult(request_id, ReassignPartitions.TYPE, AdminStatus.ERROR, error, message, details)
+    return AdminResult(request_id, ReassignPartitions.TYPE, AdminStatus.ERROR, outcome.value, message, details)

@@ -8,6 +8,7 @@ from core import deletion
 from core.controller.step_context import StepContext
 from core.decisions import ANY_VERSION, AdminResult, AdminStatus, ZkOp, ZkWrite
 from core.events import DeleteTopic, StopReplicaResponse, Tick, ZkTopicDeletion
+from core.kafka.error_codes import KafkaError
 from core.kafka.zkdata import delete_topic_path
 from core.model import PartitionReplica, TopicPartition
 
@@ -18,10 +19,12 @@ def delete_topic(c: StepContext, cmd: DeleteTopic) -> None:
     :func:`complete_deletion_requests` once the topic is gone."""
     ctx = c.ctx
     if cmd.topic not in ctx.topic_partitions:
-        c.admin(cmd, AdminStatus.ERROR, "UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{cmd.topic}' does not exist.")
+        c.admin(
+            cmd, AdminStatus.ERROR, KafkaError.UNKNOWN_TOPIC_OR_PARTITION.name, f"Topic '{cmd.topic}' does not exist."
+        )
         return
     if not c.config.delete_topic_enable:
-        c.admin(cmd, AdminStatus.ERROR, "TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
+        c.admin(cmd, AdminStatus.ERROR, KafkaError.TOPIC_DELETION_DISABLED.name, "Topic deletion is disabled.")
         return
     c.pending_deletions.setdefault(cmd.request_id, set()).add(cmd.topic)
     if cmd.topic in ctx.topics_to_be_deleted:

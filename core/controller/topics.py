@@ -14,11 +14,12 @@ from core.controller.step_context import UNCLEAN_CONFIG, StepContext
 from core.decisions import AdminStatus, ZkOp, ZkWrite
 from core.election import ElectionStrategy
 from core.events import AlterTopicConfig, CreatePartitions, CreateTopic, TopicCreationRefused, ZkTopicChange
+from core.kafka.configs import topic_configs_problem
+from core.kafka.error_codes import KafkaError
 from core.kafka.zkdata import encode_topic_config, encode_topic_znode, topic_config_path, topic_path
 from core.model import LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
 from core.states import PartitionState, ReplicaState
-from core.topic_configs import topic_configs_problem
 
 
 def on_new_partition_creation(c: StepContext, tps: list[TopicPartition]) -> None:
@@ -39,19 +40,19 @@ def create_topic(c: StepContext, cmd: CreateTopic) -> None:
         msg = f"Topic '{cmd.topic}' already exists."
         if cmd.topic in ctx.topics_to_be_deleted:
             msg = f"Topic '{cmd.topic}' is marked for deletion."
-        c.admin(cmd, AdminStatus.ERROR, "TOPIC_ALREADY_EXISTS", msg)
+        c.admin(cmd, AdminStatus.ERROR, KafkaError.TOPIC_ALREADY_EXISTS.name, msg)
         return
     configs = dict(cmd.configs)
     bad = invalid_config(configs)
     if bad is not None:
-        c.admin(cmd, AdminStatus.ERROR, "INVALID_CONFIG", bad)
+        c.admin(cmd, AdminStatus.ERROR, KafkaError.INVALID_CONFIG.name, bad)
         return
     if cmd.replica_assignment:
         # Kafka's CreateTopics does not check that the brokers named are registered (ZkAdminManager:
         # "unlike in add-partitions case"); a partition none of whose brokers is up stays New
         problem = validate_manual_assignment(cmd.replica_assignment, None, len(cmd.replica_assignment[0]))
         if problem is not None:
-            c.admin(cmd, AdminStatus.ERROR, "INVALID_REPLICA_ASSIGNMENT", problem)
+            c.admin(cmd, AdminStatus.ERROR, KafkaError.INVALID_REPLICA_ASSIGNMENT.name, problem)
             return
         placed = dict(enumerate(cmd.replica_assignment))
     else:
@@ -69,7 +70,7 @@ def create_topic(c: StepContext, cmd: CreateTopic) -> None:
     topic_id = topic_id_for(cmd.topic, cmd.request_id)
     too_big = topic_znode_problem(cmd.topic, {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}, topic_id)
     if too_big is not None:
-        c.admin(cmd, AdminStatus.ERROR, "INVALID_PARTITIONS", too_big)
+        c.admin(cmd, AdminStatus.ERROR, KafkaError.INVALID_PARTITIONS.name, too_big)
         return
     ctx.topic_ids[cmd.topic] = topic_id
     ctx.topic_configs[cmd.topic] = configs
@@ -101,10 +102,12 @@ def create_topic(c: StepContext, cmd: CreateTopic) -> None:
 def create_partitions(c: StepContext, cmd: CreatePartitions) -> None:
     ctx = c.ctx
     if cmd.topic not in ctx.topic_partitions:
-        c.admin(cmd, AdminStatus.ERROR, "UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{cmd.topic}' does not exist.")
+        c.admin(
+            cmd, AdminStatus.ERROR, KafkaError.UNKNOWN_TOPIC_OR_PARTITION.name, f"Topic '{cmd.topic}' does not exist."
+        )
         return
     if cmd.topic in ctx.topics_to_be_deleted:
-        c.admin(cmd, AdminStatus.ERROR, "INVALID_TOPIC_EXCEPTION", "The topic is queued for deletion.")
+        c.admin(cmd, AdminStatus.ERROR, KafkaError.INVALID_TOPIC_EXCEPTION.name, "The topic is queued for deletion.")
         return
     existing = ctx.partitions_for_topic(cmd.topic)
     if any(tp in ctx.partitions_being_reassigned for tp in existing):
@@ -113,7 +116,7 @@ def create_partitions(c: StepContext, cmd: CreatePartitions) -> None:
         c.admin(
             cmd,
             AdminStatus.ERROR,
-            "REASSIGNMENT_IN_PROGRESS",
+            KafkaError.REASSIGNMENT_IN_PROGRESS.name,
             f"A partition reassignment is in progress for the topic '{cmd.topic}'.",
         )
         return
@@ -123,7 +126,7 @@ def create_partitions(c: StepContext, cmd: CreatePartitions) -> None:
         c.admin(
             cmd,
             AdminStatus.ERROR,
-            "INVALID_PARTITIONS",
+            KafkaError.INVALID_PARTITIONS.name,
             f"Topic currently has {n_existing} partitions, {cmd.total_count} would not be an increase.",
         )
         return
@@ -139,7 +142,7 @@ def create_partitions(c: StepContext, cmd: CreatePartitions) -> None:
         else:
             problem = validate_manual_assignment(cmd.replica_assignment, set(ctx.live_brokers), rf)
         if problem is not None:
-            c.admin(cmd, AdminStatus.ERROR, "INVALID_REPLICA_ASSIGNMENT", problem)
+            c.admin(cmd, AdminStatus.ERROR, KafkaError.INVALID_REPLICA_ASSIGNMENT.name, problem)
             return
         placed = {n_existing + i: tuple(r) for i, r in enumerate(cmd.replica_assignment)}
     else:
@@ -155,7 +158,7 @@ def create_partitions(c: StepContext, cmd: CreatePartitions) -> None:
     grown.update((p, ReplicaAssignment(tuple(r))) for p, r in placed.items())
     too_big = topic_znode_problem(cmd.topic, grown, ctx.topic_ids.get(cmd.topic))
     if too_big is not None:
-        c.admin(cmd, AdminStatus.ERROR, "INVALID_PARTITIONS", too_big)
+        c.admin(cmd, AdminStatus.ERROR, KafkaError.INVALID_PARTITIONS.name, too_big)
         return
     tps = [TopicPartition(cmd.topic, p) for p in sorted(placed)]
     for tp in tps:
@@ -168,7 +171,9 @@ def create_partitions(c: StepContext, cmd: CreatePartitions) -> None:
 def alter_topic_config(c: StepContext, cmd: AlterTopicConfig) -> None:
     ctx = c.ctx
     if cmd.topic not in ctx.topic_partitions:
-        c.admin(cmd, AdminStatus.ERROR, "UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{cmd.topic}' does not exist.")
+        c.admin(
+            cmd, AdminStatus.ERROR, KafkaError.UNKNOWN_TOPIC_OR_PARTITION.name, f"Topic '{cmd.topic}' does not exist."
+        )
         return
     configs = dict(ctx.topic_configs.get(cmd.topic, {}))
     configs.update(cmd.configs)
@@ -176,7 +181,7 @@ def alter_topic_config(c: StepContext, cmd: AlterTopicConfig) -> None:
         configs.pop(name, None)
     bad = invalid_config(configs)
     if bad is not None:
-        c.admin(cmd, AdminStatus.ERROR, "INVALID_CONFIG", bad)
+        c.admin(cmd, AdminStatus.ERROR, KafkaError.INVALID_CONFIG.name, bad)
         return
     ctx.topic_configs[cmd.topic] = configs
     c.fx.zk.append(ZkWrite(ZkOp.UPSERT, topic_config_path(cmd.topic), encode_topic_config(configs), make_parents=True))

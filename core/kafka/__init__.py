@@ -8,6 +8,9 @@
   UpdateMetadata, StopReplica, ControlledShutdown / AlterPartition responses), their API names and send
   order;
 * :mod:`core.kafka.request_codec` — their one wire form: the encoder and the parser;
+* :mod:`core.kafka.configs` — Kafka's topic configs (``LogConfig``) and dynamic broker configs: names,
+  types, ranges, checked and worded as Kafka does;
+* :mod:`core.kafka.replicas` — Kafka's rule for a partition's replica list;
 * :mod:`core.kafka.envelope` — the ``livectl.requests`` message around a request: one encoder (the request
   sink's) and one parser (the simulated brokers' and the admin tools').
 

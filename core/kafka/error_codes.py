@@ -7,7 +7,7 @@ livectl or its simulated brokers use are listed; values and names are Kafka's.
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
 
 class KafkaError(IntEnum):
@@ -46,6 +46,15 @@ class KafkaError(IntEnum):
     UNKNOWN_TOPIC_ID = 100
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+
+
+class ReassignmentOutcome(StrEnum):
+    """livectl's own error names, not Kafka's (they carry no protocol code): the answer to a reassignment
+    request some of whose partitions a later cancellation or reassignment replaced before they reached
+    the target (Kafka's ``AlterPartitionReassignments`` answers at once and reports no such outcome)."""
+
+    CANCELLED = "REASSIGNMENT_CANCELLED"
+    SUPERSEDED = "REASSIGNMENT_SUPERSEDED"
 
 
 def error_name(code: int) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from livectl import local
+from sinks import local_services
 
 pytestmark = pytest.mark.unit
 
@@ -75,13 +76,13 @@ def test_sasl_users_that_cannot_go_into_a_jaas_file_are_refused(tmp_path: Path) 
 
 
 def test_recorded_address_reads_what_local_up_saved(tmp_path: Path) -> None:
-    assert local.recorded_address("zookeeper", tmp_path) is None  # nothing recorded
+    assert local_services.recorded_address("zookeeper", tmp_path) is None  # nothing recorded
     services = local.LocalServices(tmp_path)
     services.services["zookeeper"] = local.Service("zookeeper", 1, 2181, "127.0.0.1:2181", "zk.log", "zoo.cfg")
     services.services["broker"] = local.Service("broker", 2, 9092, "127.0.0.1:9092", "broker.log", "tansu")
     services.save()
-    assert local.recorded_address("zookeeper", tmp_path) == "127.0.0.1:2181"
-    assert local.recorded_address("broker", tmp_path) == "127.0.0.1:9092"
-    assert local.recorded_address("prometheus", tmp_path) is None
-    (tmp_path / local.STATE_FILE).write_text("{not json")
-    assert local.recorded_address("zookeeper", tmp_path) is None
+    assert local_services.recorded_address("zookeeper", tmp_path) == "127.0.0.1:2181"
+    assert local_services.recorded_address("broker", tmp_path) == "127.0.0.1:9092"
+    assert local_services.recorded_address("prometheus", tmp_path) is None
+    (tmp_path / local_services.STATE_FILE).write_text("{not json")
+    assert local_services.recorded_address("zookeeper", tmp_path) is None

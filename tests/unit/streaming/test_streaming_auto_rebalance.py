@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core_support import startup
 from shell_pipeline import BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of
 
 from core import events as ev
 from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig
+from core.model import PartitionTarget
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
 from streaming import stateful
@@ -40,7 +42,7 @@ class RecordingProducer:
 def test_schedule_publishes_the_brokers_above_the_threshold() -> None:
     counts = {1: (1, 4), 2: (0, 3)}
     producer = RecordingProducer()
-    s = AutoRebalanceScheduler(producer, "events", lambda: counts, ())
+    s = AutoRebalanceScheduler(producer, "events", lambda: counts, (), reassigning=lambda: 0)
     assert s.interval_s == 300, "Kafka's default leader.imbalance.check.interval.seconds"
     assert s.check() == ev.AutoRebalanceTick((1,))
     [(topic, key, value)] = producer.sent
@@ -50,6 +52,18 @@ def test_schedule_publishes_the_brokers_above_the_threshold() -> None:
     assert s.check() is None, "25 % is not above 25 % (Kafka compares strictly)"
     s.update((("auto.leader.rebalance.enable", "false"), ("leader.imbalance.check.interval.seconds", "7")))
     assert s.check() is None and s.interval_s == 7
+    assert len(producer.sent) == 1
+
+
+def test_no_tick_while_a_partition_is_being_reassigned() -> None:
+    counts = {1: (2, 2)}
+    reassigning = [3]
+    producer = RecordingProducer()
+    s = AutoRebalanceScheduler(producer, "events", lambda: counts, (), reassigning=lambda: reassigning[0])
+    assert s.check() is None, "Kafka takes no candidate while partitionsBeingReassigned is not empty"
+    assert producer.sent == [] and s.published == []
+    reassigning[0] = 0  # the buckets' next metrics rows: the reassignment completed
+    assert s.check() == ev.AutoRebalanceTick((1,))
     assert len(producer.sent) == 1
 
 
@@ -66,3 +80,8 @@ def test_buckets_report_imbalance_and_run_with_the_started_configs(tmp_path: Pat
     p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(1, 101)))])
     assert p.dispatcher.imbalance() == {1: (1, 1), 2: (0, 1)}
     assert p.dispatcher.metrics["GlobalPartitionCount"] == 2
+    assert p.dispatcher.metrics["ReassigningPartitions"] == 0
+    p.run_batch([(EVENTS, event_to_json(startup(3)))])
+    # t-0 moves from [1, 2] to [2, 3] and waits for 3 to join its ISR
+    p.run_batch([("livectl.admin", event_to_json(ev.ReassignPartitions("r", (PartitionTarget("t", 0, (2, 3)),))))])
+    assert p.dispatcher.metrics["ReassigningPartitions"] == 1, "what the scheduler's reassigning count reads"

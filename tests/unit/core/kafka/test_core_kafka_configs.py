@@ -1,4 +1,4 @@
-"""Kafka's topic / dynamic broker config validation (core.topic_configs) and the controller refusing bad ones."""
+"""Kafka's topic / dynamic broker config validation (core.kafka.configs) and the controller refusing bad ones."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from core.controller import ControllerState, initial_state, step
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
 from core.events import AlterTopicConfig, BrokerStartup, CreateTopic
-from core.topic_configs import (
+from core.kafka.configs import (
     TOPIC_CONFIGS,
     broker_configs_problem,
     config_problem,

@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-INVALID_CONFIG = "INVALID_CONFIG"
+from core.kafka.error_codes import KafkaError
+
+INVALID_CONFIG = KafkaError.INVALID_CONFIG.name
 
 LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"

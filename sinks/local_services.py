@@ -1,0 +1,52 @@
+"""The record of the local services (``livectl local up``): where it is kept and how it reads.
+
+``livectl local up`` keeps, in its run folder (default ``./run/local``), ``services.json``: one entry per
+service (``zookeeper``, ``broker``) with its PID, port, address, log and command-line marker. The starter
+(:mod:`livectl.local`) writes it through :func:`save_records`; every tool that defaults to the local
+services (the admin commands) reads an address through :func:`recorded_address`. Both sit on this one
+module, below them, so that neither the tools nor the starter import each other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_RUN_DIR", "STATE_FILE", "load_records", "recorded_address", "save_records"]
+
+STATE_FILE = "services.json"
+#: where ``livectl local up`` keeps its services unless told otherwise (relative to the working directory)
+DEFAULT_RUN_DIR = Path("run") / "local"
+
+
+def load_records(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Service name -> its recorded fields, as saved in ``run_dir``; empty when nothing is recorded.
+    Raises :class:`OSError` when the file cannot be read and :class:`ValueError` when it is not a JSON
+    object of objects."""
+    path = run_dir / STATE_FILE
+    if not path.exists():
+        return {}
+    raw = json.loads(path.read_text())
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+        raise ValueError(f"{path}: must be a JSON object of one object per service")
+    return raw
+
+
+def save_records(run_dir: Path, records: Mapping[str, Mapping[str, Any]]) -> None:
+    """Replace the record in ``run_dir`` (created if missing) atomically: written beside, then renamed."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps({k: dict(v) for k, v in records.items()}, indent=2))
+    tmp.replace(run_dir / STATE_FILE)
+
+
+def recorded_address(name: str, run_dir: Path = DEFAULT_RUN_DIR) -> str | None:
+    """The address of service ``name`` (``zookeeper`` or ``broker``) as ``livectl local up`` recorded it in
+    ``run_dir``; ``None`` when nothing (readable) is recorded there. Whether it still runs is not checked."""
+    try:
+        address = load_records(run_dir).get(name, {}).get("address")
+    except (OSError, ValueError):
+        return None
+    return address if isinstance(address, str) else None
