@@ -181,3 +181,64 @@ def test_the_encoder_writes_the_bytes_the_builders_wrote() -> None:
     assert {p["api"] for p in pinned} == {a.value for a in RequestApi}
     for g, p in zip(got, pinned, strict=True):
         assert g == p
+
+
+def test_left_out_fields_take_kafkas_defaults() -> None:
+    body = {
+        "controllerId": 0,
+        "controllerEpoch": 1,
+        "topicStates": [
+            {
+                "topicName": "t",
+                "partitionStates": [
+                    {
+                        "partitionIndex": 0,
+                        "controllerEpoch": 1,
+                        "leader": 1,
+                        "leaderEpoch": 0,
+                        "isr": [1],
+                        "replicas": [1],
+                    }
+                ],
+            }
+        ],
+    }
+    parsed = parse_body(RequestApi.LEADER_AND_ISR, body)
+    assert parsed == LeaderAndIsrRequest(0, 1, -1, 0, (LisrPartitionState("t", 0, 1, 1, 0, (1,), 0, (1,)),), ())
+
+
+def test_a_live_broker_is_addressed_by_its_first_endpoint() -> None:
+    assert MetadataBroker(1, _ENDPOINTS, "r1").address() == BrokerAddress(1, "h1", 9092)
+    assert MetadataBroker(2, ()).address() is None
+    assert UpdateMetadataRequest(0, 1, 1, (), (MetadataBroker(1, _ENDPOINTS, "r1"), MetadataBroker(2, ()))).racks == (
+        (1, "r1"),
+        (2, None),
+    )
+
+
+def test_a_request_decision_as_an_object_carries_its_wire_body() -> None:
+    from core.codec.decisions import encode_decision
+
+    d = BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, ControlledShutdownResponse(0, ()))
+    assert encode_decision(d) == {
+        "version": 1,
+        "type": "broker_request",
+        "broker_id": 2,
+        "api": "ControlledShutdownResponse",
+        "body": {"errorCode": 0, "remainingPartitions": []},
+    }
+
+
+def test_partition_states_carry_the_topic_id_as_of_the_flush() -> None:
+    from core.requests import RequestBatch
+
+    c = Cluster.start([1, 2])
+    c.run(CreateTopic("r1", "t", 1, 2))
+    tp = TopicPartition("t", 0)
+    batch = RequestBatch()
+    batch.add_update_metadata(c.ctx, [1], [tp])
+    taken = c.ctx.topic_ids["t"]
+    c.ctx.topic_ids["t"] = "AQIDBAUGBwgJCgsMDQ4PEA"  # changed between the state being taken and the flush
+    (um,) = batch.flush(c.ctx)
+    assert isinstance(um.body, UpdateMetadataRequest) and taken != "AQIDBAUGBwgJCgsMDQ4PEA"
+    assert [p.topic_id for p in um.body.partitions] == ["AQIDBAUGBwgJCgsMDQ4PEA"]
