@@ -10,7 +10,7 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
 * ``step`` — ``core.controller.step(state, [BrokerFailure(1)])``;
 * ``dump_state`` — ``to_dict`` + JSON + zstd of the new state (written back to the state store);
 * ``decision_rows`` — the decisions as JSON rows (the call's output);
-* ``dispatch decode`` — the driver decoding those rows again (``decision_from_json``) in ``Dispatcher``;
+* ``dispatch decode`` — the driver decoding those rows once (:func:`streaming.dispatch.decode_row`);
 * ``failover load`` — reading the bucket's failover snapshot file and stepping ``ControllerFailover`` (the
   takeover / cold-start batch).
 
@@ -38,14 +38,20 @@ from core_step import build_state
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from core.codec.decisions import decision_from_json
+from core.kafka.request_codec import encode_body
 from core.kafka.zkdata import encode_partition_state, encode_topic_znode
 from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
 from streaming import failover
 from streaming.checkpoint_fs import MemoryCheckpointStore
+from streaming.dispatch import decode_row, gc_paused
 from streaming.stateful import decision_rows, dump_state, load_state
+
+
+def _decode_rows(payloads: list[str]) -> list[dc.Decision]:
+    with gc_paused():  # as the dispatcher decodes them
+        return [decode_row(p) for p in payloads]
 
 
 def timed(fn: Any, *a: Any) -> tuple[Any, float]:
@@ -95,7 +101,7 @@ def main() -> None:
     _, out["dump_state_s"] = timed(dump_state, new_state)
     rows, out["decision_rows_s"] = timed(decision_rows, 0, decisions)
     payloads = [r[3] for r in rows]
-    _, out["dispatch_decode_s"] = timed(lambda: [decision_from_json(p) for p in payloads])
+    _, out["dispatch_decode_s"] = timed(lambda: _decode_rows(payloads))
     out["decisions"] = len(decisions)
     out["zk_writes"] = sum(isinstance(d, dc.ZkWrite) for d in decisions)
     out["output_json_bytes"] = sum(len(p) for p in payloads)
@@ -120,7 +126,7 @@ def main() -> None:
         out["failover_decisions"] = len(fo_decisions)
         out["failover_output_json_bytes"] = sum(len(r[3]) for r in fo_rows)
         reqs = [d for d in fo_decisions if isinstance(d, dc.BrokerRequest)]
-        out["failover_largest_request_bytes"] = max((len(r.body) for r in reqs), default=0)
+        out["failover_largest_request_bytes"] = max((len(encode_body(r.body)) for r in reqs), default=0)
     for k, v in list(out.items()):
         if isinstance(v, float):
             out[k] = round(v, 3)

@@ -23,6 +23,7 @@ from core.context import ControllerContext
 from core.controller import ControllerState, step
 from core.decisions import BrokerRequest, ZkWrite
 from core.events import BrokerFailure
+from core.kafka.request_codec import encode_body
 from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.placement import BrokerRack, assign_replicas
 from core.states import PartitionState, ReplicaState
@@ -83,7 +84,7 @@ def main() -> None:
         best_step = min(best_step, elapsed)
         zk = sum(1 for d in decisions if isinstance(d, ZkWrite))
         reqs = sum(1 for d in decisions if isinstance(d, BrokerRequest))
-        size = sum(len(d.body) for d in decisions if isinstance(d, BrokerRequest))
+        size = sum(len(encode_body(d.body)) for d in decisions if isinstance(d, BrokerRequest))  # type: ignore[arg-type]
         offline = sum(1 for s in new_state.context.partition_states.values() if s is PartitionState.OFFLINE)
         print(
             f"run {i}: broker {broker} failed: step {elapsed:.3f} s, {zk} ZooKeeper writes, {reqs} requests "

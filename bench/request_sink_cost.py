@@ -1,15 +1,18 @@
 """Profile: the driver's side of one micro-batch at scale — decoding the decision rows and building the
 request messages — without Spark, ZooKeeper or Kafka.
 
-``foreachBatch`` (:class:`streaming.dispatch.Dispatcher`) decodes every decision row
-(``decision_from_json``), then the request sink builds one message per (broker, API)
-(:func:`sinks.requests.request_messages`: ``merge_bodies`` of the buckets' bodies, then JSON) before it
-sends them. This script makes the decisions of a broker failure (and of a controller failover) for
-``--buckets`` buckets of ``--partitions / --buckets`` partitions each (every bucket with its own topics,
-as routing gives them), then times and profiles (cProfile) those two steps as the product runs them.
+``foreachBatch`` (:class:`streaming.dispatch.Dispatcher`) decodes every decision row once
+(:func:`streaming.dispatch.decode_row`: a request body stays its parsed JSON object), then the request
+sink builds one message per (broker, API) (:func:`sinks.requests.request_messages`: ``merge_bodies`` of
+the buckets' bodies, then JSON) before it sends them. This script makes the decisions of a broker failure
+(and of a controller failover) for ``--buckets`` buckets of ``--partitions / --buckets`` partitions each
+(every bucket with its own topics, as routing gives them), then times and profiles (cProfile) those two
+steps as the product runs them.
 
-Baseline, in the same run: the same messages built with the standard library's ``json`` in place of
-orjson (what the sink used before), checked to be the same messages; the ratio is printed.
+Beside it, the cost of rebuilding typed request values from those rows (``decode_decision(...,
+typed=True)``), the alternative the driver does not take. Baseline, in the same run: the same messages
+built with the standard library's ``json`` in place of orjson (what the sink used before), checked to be
+the same messages; the ratio is printed.
 
 Run: ``.venv/bin/python bench/request_sink_cost.py [--partitions 100000] [--buckets 8] [--profile]``.
 """
@@ -29,6 +32,8 @@ from types import SimpleNamespace
 from typing import Any
 from unittest.mock import patch
 
+import orjson
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -39,9 +44,10 @@ from core_step import build_state
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from core.codec.decisions import decision_from_json
+from core.codec.decisions import decode_decision
 from sinks import requests as rq
 from sinks.ports import Fence
+from streaming.dispatch import decode_row, gc_paused
 from streaming.stateful import decision_rows
 
 
@@ -57,6 +63,15 @@ def bucket_decisions(per_bucket: int, buckets: int, event: str) -> list[str]:
     for b in range(buckets):
         out.extend(p.replace("topic-", f"b{b}-topic-") for p in payloads)
     return out
+
+
+def decode_rows(payloads: list[str], typed: bool = False) -> list[dc.Decision]:
+    """The rows decoded as the dispatcher decodes them (collector paused); ``typed``: request bodies
+    rebuilt into typed values as well."""
+    with gc_paused():
+        if typed:
+            return [decode_decision(orjson.loads(x), typed=True) for x in payloads]
+        return [decode_row(x) for x in payloads]
 
 
 def _stdlib_dumps(obj: Any) -> bytes:
@@ -107,7 +122,8 @@ def main() -> None:
     for event in events:
         payloads = bucket_decisions(args.partitions // args.buckets, args.buckets, event)
         r: dict[str, Any] = {"rows": len(payloads), "row_json_mb": round(sum(map(len, payloads)) / 1e6, 1)}
-        decoded, r["dispatch_decode_s"] = timed(lambda p=payloads: [decision_from_json(x) for x in p])
+        decoded, r["dispatch_decode_s"] = timed(lambda p=payloads: decode_rows(p))
+        _, r["decode_typed_s"] = timed(lambda p=payloads: decode_rows(p, typed=True))
         reqs = [d for d in decoded if isinstance(d, dc.BrokerRequest)]
         r["requests_in"] = len(reqs)
         msgs, r["request_messages_s"] = timed(lambda q=reqs: rq.request_messages("t", fence, 1, q))

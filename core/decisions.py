@@ -18,12 +18,12 @@ Every decision has a stable, versioned JSON form (``{"version": 1, "type": ..., 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar
 
-from core.kafka.requests import RequestApi
+from core.kafka.request_codec import wire_object
+from core.kafka.requests import AnyBody, RequestApi
 
 
 class ZkOp(Enum):
@@ -61,20 +61,19 @@ class ZkWrite(Decision):
 
 @dataclass(frozen=True)
 class BrokerRequest(Decision):
-    """One request to ``broker_id``. ``body`` is the JSON object of the request with Kafka's field
-    names, e.g. for LeaderAndIsr ``{"controllerId", "controllerEpoch", "brokerEpoch", "type",
-    "topicStates": [{"topicName", "partitionStates": [{"partitionIndex", "controllerEpoch", "leader",
-    "leaderEpoch", "isr", "partitionEpoch", "replicas", "addingReplicas", "removingReplicas", "isNew",
-    "leaderRecoveryState"}]}], "liveLeaders": [{"brokerId", "hostName", "port"}]}``."""
+    """One request to ``broker_id``. ``body`` is the request as a typed value of :mod:`core.kafka.requests`
+    (what the core builds: frozen, hashable) or, once the driver has decoded a bucket's row, its wire form
+    (:class:`core.kafka.requests.WireBody`: Kafka's JSON object, parsed once). Its one encoding is
+    :func:`core.kafka.request_codec.encode_body`."""
 
     TYPE: ClassVar[str] = "broker_request"
     broker_id: int
     api: RequestApi
-    body: str  # JSON text, so that the dataclass stays hashable and frozen
+    body: AnyBody
 
     def body_json(self) -> dict[str, Any]:
-        result: dict[str, Any] = json.loads(self.body)
-        return result
+        """The body's wire form as a new JSON object (for tests and tools; code reads the typed value)."""
+        return dict(wire_object(self.body))
 
 
 class AdminStatus(Enum):

@@ -1,4 +1,4 @@
-"""Broker request batching and the JSON bodies of :class:`core.decisions.BrokerRequest`.
+"""Broker request batching: the typed bodies of :class:`core.decisions.BrokerRequest`.
 
 One :class:`RequestBatch` collects the requests of one ``step`` (Kafka's
 ``ControllerBrokerRequestBatch``) and :meth:`RequestBatch.flush` turns them into decisions: all
@@ -8,58 +8,38 @@ down) are dropped. Every LeaderAndIsr for a partition also adds UpdateMetadata f
 registered broker. Adding the same partition twice for a broker keeps the latest state (``isNew`` and
 ``deletePartition`` stay true once set).
 
-Bodies (JSON objects, Kafka's field names; stable — simulated brokers read them):
-
-LeaderAndIsr::
-
-    {"controllerId", "controllerEpoch", "brokerEpoch", "type": 0,
-     "topicStates": [{"topicName", "topicId", "partitionStates": [{"partitionIndex", "controllerEpoch",
-        "leader", "leaderEpoch", "isr", "partitionEpoch", "replicas", "addingReplicas",
-        "removingReplicas", "isNew", "leaderRecoveryState"}]}],
-     "liveLeaders": [{"brokerId", "hostName", "port"}]}
-
-UpdateMetadata (``leader`` and ``leaderEpoch`` are -2 for topics queued for deletion)::
-
-    {"controllerId", "controllerEpoch", "brokerEpoch",
-     "topicStates": [{"topicName", "topicId", "partitionStates": [{"partitionIndex", "controllerEpoch",
-        "leader", "leaderEpoch", "isr", "zkVersion", "replicas", "offlineReplicas"}]}],
-     "liveBrokers": [{"id", "endpoints": [{"port", "host", "listener", "securityProtocol"}], "rack"}]}
-
-``securityProtocol`` is Kafka's numeric id (PLAINTEXT 0, SSL 1, SASL_PLAINTEXT 2, SASL_SSL 3).
-An UpdateMetadata with empty ``topicStates`` only announces the live brokers. Each bucket sends the
-UpdateMetadata of its own partitions; the shell may merge bodies per broker by concatenating
-``topicStates`` (the ``liveBrokers`` lists are identical across buckets).
-
-StopReplica (``leaderEpoch`` -2 for topics queued for deletion, -1 when unknown)::
-
-    {"controllerId", "controllerEpoch", "brokerEpoch",
-     "topicStates": [{"topicName", "partitionStates": [{"partitionIndex", "leaderEpoch", "deletePartition"}]}]}
-
-ControlledShutdownResponse — one per bucket; the driver merges by concatenating
-``remainingPartitions`` (errorCode: the first non-zero one)::
-
-    {"errorCode", "remainingPartitions": [{"topicName", "partitionIndex"}]}
-
-AlterPartitionResponse::
-
-    {"errorCode", "throttleTimeMs": 0, "topics": [{"topicName", "topicId", "partitions": [{"partitionIndex",
-        "errorCode", "leaderId", "leaderEpoch", "isr", "partitionEpoch", "leaderRecoveryState",
-        "correlationId"}]}]}
-
-(``correlationId`` only when the AlterPartition carried one: it stands in for the request header's
-correlation id, which lets a leader tell the answer to its proposal in flight from a stale one.)
+The requests are typed values (:mod:`core.kafka.requests`); their wire form (Kafka's field names) is
+:mod:`core.kafka.request_codec`'s. Partition entries are sorted by topic, then partition, and carry the
+topic's id as the context knows it when the batch is flushed. An UpdateMetadata with no partitions only
+announces the live brokers; every UpdateMetadata of one flush shares one tuple of partition states and
+one of live brokers. Each bucket sends the UpdateMetadata of its own partitions; the shell merges bodies
+per broker (the live brokers are identical across buckets). The controller's answers to broker requests
+(ControlledShutdownResponse, AlterPartitionResponse) are built where they are decided and go out after
+the batched requests.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from core.context import ControllerContext
 from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkWrite
-from core.kafka.requests import SECURITY_PROTOCOL_IDS, ZERO_UUID, RequestApi
+from core.kafka.requests import (
+    SECURITY_PROTOCOL_IDS,
+    ZERO_UUID,
+    BrokerAddress,
+    LeaderAndIsrRequest,
+    LisrPartitionState,
+    MetadataBroker,
+    MetadataEndpoint,
+    MetadataPartitionState,
+    RequestApi,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
 from core.model import (
     EPOCH_DURING_DELETE,
     LEADER_DURING_DELETE,
@@ -71,91 +51,95 @@ from core.model import (
 )
 
 
-def _ints(xs: Iterable[int]) -> str:
-    return "[" + ",".join(map(str, xs)) + "]"
-
-
-def _b(v: bool) -> str:
-    return "true" if v else "false"
-
-
 def _leader_and_isr_state(
-    tp: TopicPartition, li: LeaderIsrAndControllerEpoch, ra: ReplicaAssignment, is_new: bool
-) -> str:
+    tp: TopicPartition, li: LeaderIsrAndControllerEpoch, ra: ReplicaAssignment, is_new: bool, topic_id: str
+) -> LisrPartitionState:
     lai = li.leader_and_isr
-    return (
-        f'{{"partitionIndex":{tp.partition},"controllerEpoch":{li.controller_epoch},"leader":{lai.leader},'
-        f'"leaderEpoch":{lai.leader_epoch},"isr":{_ints(lai.isr)},"partitionEpoch":{lai.partition_epoch},'
-        f'"replicas":{_ints(ra.replicas)},"addingReplicas":{_ints(ra.adding_replicas)},'
-        f'"removingReplicas":{_ints(ra.removing_replicas)},"isNew":{_b(is_new)},'
-        f'"leaderRecoveryState":{lai.leader_recovery_state}}}'
+    return LisrPartitionState(
+        tp.topic,
+        tp.partition,
+        li.controller_epoch,
+        lai.leader,
+        lai.leader_epoch,
+        lai.isr,
+        lai.partition_epoch,
+        ra.replicas,
+        ra.adding_replicas,
+        ra.removing_replicas,
+        is_new,
+        lai.leader_recovery_state,
+        topic_id,
     )
 
 
-def update_metadata_state(ctx: ControllerContext, tp: TopicPartition) -> str | None:
+def update_metadata_state(ctx: ControllerContext, tp: TopicPartition) -> MetadataPartitionState | None:
     """The UpdateMetadata partition state of ``tp`` now (``None`` without leadership)."""
     li = ctx.partition_leadership.get(tp)
     if li is None:
         return None
     lai = li.leader_and_isr
     replicas = ctx.replicas(tp)
-    offline = [r for r in replicas if not ctx.is_replica_online(r, tp)]
+    offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
     if tp.topic in ctx.topics_to_be_deleted:
         leader, epoch = LEADER_DURING_DELETE, EPOCH_DURING_DELETE
     else:
         leader, epoch = lai.leader, lai.leader_epoch
-    return (
-        f'{{"partitionIndex":{tp.partition},"controllerEpoch":{li.controller_epoch},"leader":{leader},'
-        f'"leaderEpoch":{epoch},"isr":{_ints(lai.isr)},"zkVersion":{lai.partition_epoch},'
-        f'"replicas":{_ints(replicas)},"offlineReplicas":{_ints(offline)}}}'
+    return MetadataPartitionState(
+        tp.topic,
+        tp.partition,
+        li.controller_epoch,
+        leader,
+        epoch,
+        lai.isr,
+        lai.partition_epoch,
+        tuple(replicas),
+        offline,
+        ctx.topic_ids.get(tp.topic, ZERO_UUID),
     )
 
 
-def _group_by_topic(ctx: ControllerContext, states: dict[TopicPartition, str], with_id: bool = True) -> str:
-    by_topic: dict[str, list[tuple[int, str]]] = {}
-    for tp, s in states.items():
-        by_topic.setdefault(tp.topic, []).append((tp.partition, s))
-    out = []
-    for topic in sorted(by_topic):
-        parts = ",".join(s for _, s in sorted(by_topic[topic]))
-        tid = f',"topicId":"{ctx.topic_ids.get(topic, ZERO_UUID)}"' if with_id else ""
-        out.append(f'{{"topicName":{json.dumps(topic)}{tid},"partitionStates":[{parts}]}}')
-    return "[" + ",".join(out) + "]"
+_S = TypeVar("_S", LisrPartitionState, MetadataPartitionState)
 
 
-def _live_brokers_json(ctx: ControllerContext) -> str:
-    brokers = []
-    for b in sorted(ctx.live_brokers.values(), key=lambda b: b.id):
-        brokers.append(
-            {
-                "id": b.id,
-                "endpoints": [
-                    {
-                        "port": e.port,
-                        "host": e.host,
-                        "listener": e.listener,
-                        "securityProtocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0),
-                    }
-                    for e in b.endpoints
-                ],
-                "rack": b.rack,
-            }
+def _sorted_states(ctx: ControllerContext, states: Iterable[tuple[TopicPartition, _S]]) -> tuple[_S, ...]:
+    """The states sorted by topic and partition, each with its topic's id as the context has it now."""
+    out = [s for _, s in sorted(states, key=lambda kv: (kv[0].topic, kv[0].partition))]
+    ids: dict[str, str] = {}
+    for i, s in enumerate(out):
+        tid = ids.get(s.topic)
+        if tid is None:
+            tid = ids[s.topic] = ctx.topic_ids.get(s.topic, ZERO_UUID)
+        if s.topic_id != tid:  # the topic's id changed after the state was taken (rare: a deletion's end)
+            out[i] = replace(s, topic_id=tid)
+    return tuple(out)
+
+
+def _live_brokers(ctx: ControllerContext) -> tuple[MetadataBroker, ...]:
+    return tuple(
+        MetadataBroker(
+            b.id,
+            tuple(
+                MetadataEndpoint(e.port, e.host, e.listener, SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0))
+                for e in b.endpoints
+            ),
+            b.rack,
         )
-    return json.dumps(brokers, separators=(",", ":"))
+        for b in sorted(ctx.live_brokers.values(), key=lambda b: b.id)
+    )
 
 
-def _leader_node(b: Broker) -> dict[str, Any]:
+def _leader_node(b: Broker) -> BrokerAddress:
     host, port = (b.endpoints[0].host, b.endpoints[0].port) if b.endpoints else ("", -1)
-    return {"brokerId": b.id, "hostName": host, "port": port}
+    return BrokerAddress(b.id, host, port)
 
 
 @dataclass
 class RequestBatch:
     """Requests collected during one step; see the module docstring."""
 
-    leader_and_isr: dict[int, dict[TopicPartition, tuple[str, int]]] = field(default_factory=dict)
+    leader_and_isr: dict[int, dict[TopicPartition, LisrPartitionState]] = field(default_factory=dict)
     update_metadata_brokers: set[int] = field(default_factory=set)
-    update_metadata_partitions: dict[TopicPartition, str] = field(default_factory=dict)
+    update_metadata_partitions: dict[TopicPartition, MetadataPartitionState] = field(default_factory=dict)
     stop_replica: dict[int, dict[TopicPartition, tuple[int, bool]]] = field(default_factory=dict)
     responses: list[BrokerRequest] = field(default_factory=list)
     _new: set[tuple[int, TopicPartition]] = field(default_factory=set)
@@ -171,8 +155,9 @@ class RequestBatch:
         is_new: bool,
     ) -> None:
         """Kafka's ``addLeaderAndIsrRequestForBrokers`` (also UpdateMetadata to every broker)."""
-        state_new: str | None = None
-        state_old: str | None = None
+        state_new: LisrPartitionState | None = None
+        state_old: LisrPartitionState | None = None
+        topic_id = ctx.topic_ids.get(tp.topic, ZERO_UUID)
         for b in broker_ids:
             if b < 0:
                 continue
@@ -182,12 +167,12 @@ class RequestBatch:
             if new:
                 self._new.add(key)
                 if state_new is None:
-                    state_new = _leader_and_isr_state(tp, li, assignment, True)
-                per[tp] = (state_new, li.leader_and_isr.leader)
+                    state_new = _leader_and_isr_state(tp, li, assignment, True, topic_id)
+                per[tp] = state_new
             else:
                 if state_old is None:
-                    state_old = _leader_and_isr_state(tp, li, assignment, False)
-                per[tp] = (state_old, li.leader_and_isr.leader)
+                    state_old = _leader_and_isr_state(tp, li, assignment, False, topic_id)
+                per[tp] = state_old
         self.add_update_metadata(ctx, ctx.live_brokers.keys(), (tp,))
 
     def add_update_metadata(
@@ -223,38 +208,32 @@ class RequestBatch:
         """The batched requests, in Kafka's order, to registered brokers only; empties the batch."""
         out: list[BrokerRequest] = []
         live = ctx.live_brokers
-        head = f'"controllerId":{ctx.controller_id},"controllerEpoch":{ctx.epoch}'
+        cid, cepoch = ctx.controller_id, ctx.epoch
         for b in sorted(self.leader_and_isr):
             if b not in live:
                 continue
             entries = self.leader_and_isr[b]
-            states = {tp: s for tp, (s, _) in entries.items()}
-            leader_ids = {leader for _, leader in entries.values()}
-            leaders = [_leader_node(live[x]) for x in sorted(leader_ids) if x in live]
-            body = (
-                f'{{{head},"brokerEpoch":{live[b].epoch},"type":0,"topicStates":{_group_by_topic(ctx, states)},'
-                f'"liveLeaders":{json.dumps(leaders, separators=(",", ":"))}}}'
-            )
+            leader_ids = {s.leader for s in entries.values()}
+            leaders = tuple(_leader_node(live[x]) for x in sorted(leader_ids) if x in live)
+            states = _sorted_states(ctx, entries.items())
+            body = LeaderAndIsrRequest(cid, cepoch, live[b].epoch, 0, states, leaders)
             out.append(BrokerRequest(b, RequestApi.LEADER_AND_ISR, body))
         if self.update_metadata_brokers:
-            topic_states = _group_by_topic(ctx, self.update_metadata_partitions)
-            live_json = _live_brokers_json(ctx)
+            um_states = _sorted_states(ctx, self.update_metadata_partitions.items())
+            live_brokers = _live_brokers(ctx)
             for b in sorted(self.update_metadata_brokers):
                 if b not in live:
                     continue
-                body = (
-                    f'{{{head},"brokerEpoch":{live[b].epoch},"topicStates":{topic_states},"liveBrokers":{live_json}}}'
-                )
-                out.append(BrokerRequest(b, RequestApi.UPDATE_METADATA, body))
+                um = UpdateMetadataRequest(cid, cepoch, live[b].epoch, um_states, live_brokers)
+                out.append(BrokerRequest(b, RequestApi.UPDATE_METADATA, um))
         for b in sorted(self.stop_replica):
             if b not in live:
                 continue
-            sstates = {
-                tp: f'{{"partitionIndex":{tp.partition},"leaderEpoch":{e},"deletePartition":{_b(d)}}}'
-                for tp, (e, d) in self.stop_replica[b].items()
-            }
-            body = f'{{{head},"brokerEpoch":{live[b].epoch},"topicStates":{_group_by_topic(ctx, sstates, False)}}}'
-            out.append(BrokerRequest(b, RequestApi.STOP_REPLICA, body))
+            stops = tuple(
+                StopReplicaPartition(tp.topic, tp.partition, e, d)
+                for tp, (e, d) in sorted(self.stop_replica[b].items(), key=lambda kv: (kv[0].topic, kv[0].partition))
+            )
+            out.append(BrokerRequest(b, RequestApi.STOP_REPLICA, StopReplicaRequest(cid, cepoch, live[b].epoch, stops)))
         # answers to a broker's own request go out even if it has just been fenced
         out.extend(self.responses)
         self.leader_and_isr = {}

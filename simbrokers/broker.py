@@ -234,7 +234,7 @@ class SimBroker:
         if self._stale_broker_epoch(req.broker_epoch) or req.controller_epoch < self.controller_epoch:
             return
         self.controller_epoch = req.controller_epoch
-        self.metadata.brokers = {b.broker_id: b for b in req.live_brokers}
+        self.metadata.brokers = {a.broker_id: a for b in req.live_brokers if (a := b.address()) is not None}
         for st in req.partitions:
             self.metadata.partitions[TopicPartition(st.topic, st.partition)] = st
 

@@ -2,11 +2,13 @@
 
 **Requests** (:meth:`RequestSink.write_requests`) go to ``livectl.requests``, key = the broker id as
 text, one message per broker per API per micro-batch: bodies of the same broker and API (from several
-buckets) are merged by :func:`merge_bodies` (``topicStates`` concatenated, entries of the same
-``topicName`` joined; ``liveBrokers`` / ``liveLeaders`` de-duplicated by broker id; other lists
-concatenated without duplicates; differing scalars: the larger, and a non-zero ``errorCode`` wins).
-Per broker the messages are sent in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica, then the
-controller's responses; one key means one partition, so a broker reads them in that order. The value is
+buckets; each already a JSON object, the driver's :class:`core.kafka.requests.WireBody`, or a typed value
+encoded by :mod:`core.kafka.request_codec`) are merged by :func:`merge_bodies` (``topicStates``
+concatenated, entries of the same ``topicName`` joined; ``liveBrokers`` / ``liveLeaders`` de-duplicated
+by broker id; other lists concatenated without duplicates; differing scalars: the larger, and a non-zero
+``errorCode`` wins). Per broker the messages are sent in Kafka's order LeaderAndIsr, UpdateMetadata,
+StopReplica, then the controller's responses; one key means one partition, so a broker reads them in that
+order. The value is
 
 ``{"version":1,"api":"LeaderAndIsr","controllerEpoch":E,"batchId":B,"brokerId":b,"body":{…}}``
 
@@ -49,6 +51,7 @@ from core import limits
 from core.codec.decisions import encode_decision
 from core.decisions import AdminResult, BrokerRequest
 from core.kafka.envelope import encode_envelope
+from core.kafka.request_codec import wire_object
 from core.kafka.requests import REQUEST_ORDER, RequestApi
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence, Rejected, RequestBatchResult
@@ -118,7 +121,7 @@ def _merge_lists(a: list[Any], b: list[Any]) -> list[Any]:
     return out
 
 
-def merge_bodies(bodies: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def merge_bodies(bodies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Merge request bodies of one broker and API (rules in the module docstring); order is kept."""
     merged: dict[str, Any] = {}
     for body in bodies:
@@ -262,20 +265,19 @@ def request_messages(
     """One message per (broker, API), per broker in Kafka's order (see the module docstring). A request
     too large for one message is split by :func:`split_body` into parts sent in order, each carrying
     ``"part": k, "parts": n`` (1-based)."""
-    groups: dict[tuple[int, RequestApi], list[str]] = {}
+    groups: dict[tuple[int, RequestApi], list[Mapping[str, Any]]] = {}
     for r in requests:
-        groups.setdefault((r.broker_id, r.api), []).append(r.body)
-    # a bucket sends the same UpdateMetadata (and often the same LeaderAndIsr) to every broker: equal
-    # bodies are parsed once, and equal groups merged and split once (nothing below mutates a body)
-    parsed: dict[str, dict[str, Any]] = {}
-    split: dict[tuple[str, ...], list[tuple[dict[str, Any], bytes]]] = {}
+        groups.setdefault((r.broker_id, r.api), []).append(wire_object(r.body))
+    # a bucket often sends equal bodies to several brokers (a LeaderAndIsr to every replica of the same
+    # partitions): equal groups are merged and split once (nothing below mutates a body)
+    split: list[tuple[list[Mapping[str, Any]], list[tuple[dict[str, Any], bytes]]]] = []
     out = []
     for broker, api in sorted(groups, key=lambda g: (g[0], REQUEST_ORDER[g[1]])):
-        texts = tuple(groups[(broker, api)])
-        parts = split.get(texts)
+        bodies = groups[(broker, api)]
+        parts = next((p for b, p in split if b == bodies), None)
         if parts is None:
-            bodies = [parsed.get(t) or parsed.setdefault(t, orjson.loads(t)) for t in texts]
-            parts = split[texts] = _split_dumped(merge_bodies(bodies), max_bytes)
+            parts = _split_dumped(merge_bodies(bodies), max_bytes)
+            split.append((bodies, parts))
         for k, (_, body_bytes) in enumerate(parts, start=1):
             part = (k, len(parts)) if len(parts) > 1 else None
             key, value = encode_envelope(broker, api, fence.controller_epoch, batch_id, body_bytes, part=part)

@@ -50,7 +50,7 @@ import io
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,6 +60,7 @@ import pyarrow.parquet as pq
 
 from core import decisions as dc
 from core.kafka import zkdata
+from core.kafka.request_codec import wire_object
 from core.kafka.requests import REQUEST_ORDER, RequestApi
 from sinks.ports import FailedWrite
 from streaming.checkpoint_fs import (
@@ -156,11 +157,11 @@ def topic_partition_of_item(item: str) -> tuple[str | None, int | None]:
     return m.group(1), int(m.group(2))
 
 
-def _partition_entries(body: dict[str, Any]) -> list[tuple[str | None, int | None, dict[str, Any]]]:
+def _partition_entries(body: Mapping[str, Any]) -> list[tuple[str | None, int | None, Mapping[str, Any]]]:
     """``(topic, partition, state)`` of each partition a request or response body names (Kafka's
     ``topicStates[].partitionStates[]``, ``remainingPartitions[]``, ``topics[].partitions[]``); one entry
     without a partition when it names none."""
-    out: list[tuple[str | None, int | None, dict[str, Any]]] = []
+    out: list[tuple[str | None, int | None, Mapping[str, Any]]] = []
     for ts in body.get("topicStates") or ():
         for ps in ts.get("partitionStates") or ():
             out.append((ts.get("topicName"), ps.get("partitionIndex"), ps))
@@ -202,7 +203,7 @@ class RequestDigest:
     body is not parsed: only its partitions are counted)."""
 
     request: dc.BrokerRequest
-    entries: list[tuple[str | None, int | None, dict[str, Any]]] | None
+    entries: list[tuple[str | None, int | None, Mapping[str, Any]]] | None
     partitions: int
 
 
@@ -212,10 +213,11 @@ def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]
     out = []
     for r in sorted(requests, key=lambda r: REQUEST_ORDER[r.api]):
         if r.api in _PER_PARTITION:
-            entries = _partition_entries(orjson.loads(r.body))
+            entries = _partition_entries(wire_object(r.body))
             out.append(RequestDigest(r, entries, sum(1 for _t, p, _s in entries if p is not None)))
         else:
-            out.append(RequestDigest(r, None, r.body.count('"partitionIndex"')))
+            states = wire_object(r.body).get("topicStates") or ()
+            out.append(RequestDigest(r, None, sum(len(ts.get("partitionStates") or ()) for ts in states)))
     return out
 
 
@@ -386,7 +388,7 @@ def log_state_changes(
         if debug:
             for d in digests:
                 r = d.request
-                entries = d.entries if d.entries is not None else _partition_entries(orjson.loads(r.body))
+                entries = d.entries if d.entries is not None else _partition_entries(wire_object(r.body))
                 for topic, partition, state in entries:
                     if partition is not None:
                         lg.debug(

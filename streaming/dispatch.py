@@ -26,6 +26,15 @@ restarting) is tried again, fence check first, every ``retry_backoff_s`` until `
 passed; each sink's replay by batch id makes the retry exactly-once. After that the error propagates
 and the query fails.
 
+**Rows are decoded once.** A row's decision is parsed once (orjson, the cyclic collector paused:
+:func:`decode_row`, :func:`gc_paused`); a broker request's body, a JSON object inside the row, stays that
+parsed object (:class:`core.kafka.requests.WireBody`) all the way to the request sink, which merges such
+objects per broker and API and serialises each outbound message once. Rebuilding typed values
+(``decode_decision(..., typed=True)``) was measured and not taken: on the rows of a 100k-partition
+failover (8 buckets, 10 brokers) it costs about nine times the decode itself (``bench/README.md``,
+"Request bodies as values"), and nothing on the driver needs more than the wire form — the sink merges
+and splits it, :func:`streaming.refusals.withhold` filters it, the audit log counts and logs it.
+
 The driver keeps every bucket's latest metrics row; :attr:`Dispatcher.metrics` is the cluster-wide sum.
 
 **The state-change log.** After the steps above, ``audit`` (when set, :class:`streaming.audit_log.AuditLog`)
@@ -37,18 +46,22 @@ says the figures after it, in its description and as named accumulators.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import orjson
 import pandas as pd
 
 from core import decisions as dc
 from core import jsonform as jf
-from core.codec.decisions import decision_from_json
+from core.codec.decisions import decode_decision
+from core.errors import FormatError
 from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
@@ -69,6 +82,31 @@ from streaming.stateful import (
 )
 
 log = logging.getLogger("livectl.dispatch")
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the rows are decoded: a failover batch's rows are
+    millions of small JSON objects, none of them in a cycle, and the collector's passes over them as they
+    are made cost five times the decoding itself (``bench/request_sink_cost.py``)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def decode_row(payload: str | bytes) -> dc.Decision:
+    """One decision row, decoded once. A broker request's body stays the parsed JSON object
+    (:class:`core.kafka.requests.WireBody`), which the request sink merges and serialises as it is."""
+    try:
+        raw = orjson.loads(payload)
+    except orjson.JSONDecodeError as e:
+        raise FormatError("$", f"not valid JSON: {e}") from None
+    return decode_decision(raw)
+
 
 _T = TypeVar("_T")
 
@@ -241,48 +279,49 @@ class Dispatcher:
         rejected_by_source: dict[tuple[str, int, int], Rejected] = {}
         failures: list[dc.StateChangeFailure] = []
         summaries: dict[int, str] = {}
-        for bucket, kind, payload in zip(
-            frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
-        ):
-            if kind == KIND_ZK:
-                d = decision_from_json(payload)
-                assert isinstance(d, dc.ZkWrite)
-                zk_writes.append(d)
-            elif kind == KIND_REQUEST:
-                d = decision_from_json(payload)
-                assert isinstance(d, dc.BrokerRequest)
-                requests.append(d)
-            elif kind == KIND_ADMIN_RESULT:
-                d = decision_from_json(payload)
-                assert isinstance(d, dc.AdminResult)
-                results.append(d)
-                result_buckets.append(int(bucket))
-            elif kind == KIND_FAILURE:
-                report.failures += 1
-                log.info("state change failure (bucket %s): %s", bucket, payload)
-                d = decision_from_json(payload)
-                assert isinstance(d, dc.StateChangeFailure)
-                failures.append(d)
-            elif kind == observability.KIND_SUMMARY:
-                summaries[int(bucket)] = payload
-            elif kind == KIND_METRICS:
-                m = json.loads(payload)
-                counts = m.pop(IMBALANCE_KEY, {})
-                self.bucket_imbalance[int(bucket)] = {int(b): (int(c[0]), int(c[1])) for b, c in counts.items()}
-                self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in m.items()}
-            elif kind == "rejected":
-                r = json.loads(payload)
-                reasons = tuple(f"{n}: {why}" for n, why in zip(r["expectations"], r["reasons"], strict=True))
-                source = (str(r["source_topic"]), int(r["source_partition"]), int(r["source_offset"]))
-                seen = rejected_by_source.get(source)
-                if seen is not None:
-                    # a cluster-wide event left out by several buckets: one rejected message, every reason
-                    reasons = tuple(dict.fromkeys((*seen.reasons, *reasons)))
-                rejected_by_source[source] = Rejected(*source, r["payload"], reasons)
-                rid = _request_id_of(r["payload"])
-                if rid is not None:
-                    results.append(_rejected_result(rid, r, reasons))
+        with gc_paused():
+            for bucket, kind, payload in zip(
+                frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
+            ):
+                if kind == KIND_ZK:
+                    d = decode_row(payload)
+                    assert isinstance(d, dc.ZkWrite)
+                    zk_writes.append(d)
+                elif kind == KIND_REQUEST:
+                    d = decode_row(payload)
+                    assert isinstance(d, dc.BrokerRequest)
+                    requests.append(d)
+                elif kind == KIND_ADMIN_RESULT:
+                    d = decode_row(payload)
+                    assert isinstance(d, dc.AdminResult)
+                    results.append(d)
                     result_buckets.append(int(bucket))
+                elif kind == KIND_FAILURE:
+                    report.failures += 1
+                    log.info("state change failure (bucket %s): %s", bucket, payload)
+                    d = decode_row(payload)
+                    assert isinstance(d, dc.StateChangeFailure)
+                    failures.append(d)
+                elif kind == observability.KIND_SUMMARY:
+                    summaries[int(bucket)] = payload
+                elif kind == KIND_METRICS:
+                    m = json.loads(payload)
+                    counts = m.pop(IMBALANCE_KEY, {})
+                    self.bucket_imbalance[int(bucket)] = {int(b): (int(c[0]), int(c[1])) for b, c in counts.items()}
+                    self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in m.items()}
+                elif kind == "rejected":
+                    r = json.loads(payload)
+                    reasons = tuple(f"{n}: {why}" for n, why in zip(r["expectations"], r["reasons"], strict=True))
+                    source = (str(r["source_topic"]), int(r["source_partition"]), int(r["source_offset"]))
+                    seen = rejected_by_source.get(source)
+                    if seen is not None:
+                        # a cluster-wide event left out by several buckets: one rejected message, every reason
+                        reasons = tuple(dict.fromkeys((*seen.reasons, *reasons)))
+                    rejected_by_source[source] = Rejected(*source, r["payload"], reasons)
+                    rid = _request_id_of(r["payload"])
+                    if rid is not None:
+                        results.append(_rejected_result(rid, r, reasons))
+                        result_buckets.append(int(bucket))
 
         zk_started = time.monotonic()
         zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))

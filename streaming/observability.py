@@ -17,6 +17,7 @@ from typing import Any
 
 from core import decisions as dc
 from core import observe
+from core.kafka.request_codec import wire_object
 
 #: the decision row a bucket adds after its metrics row when the endpoint is on
 KIND_SUMMARY = "summary"
@@ -45,8 +46,8 @@ def describe_decision(d: dc.Decision) -> tuple[str, str]:
         data = f" {d.data}" if d.data is not None and len(d.data) <= 200 else ""
         return "zookeeper", f"{d.op.value} {d.path}{data}"
     if isinstance(d, dc.BrokerRequest):
-        body = d.body_json()
-        parts = sum(len(ts.get("partitionStates", [])) for ts in body.get("topicStates", []))
+        body = wire_object(d.body)
+        parts = sum(len(ts.get("partitionStates") or ()) for ts in body.get("topicStates") or ())
         what = f"{parts} partitions" if parts else "brokers only"
         return "request", f"{d.api.value} to broker {d.broker_id} ({what})"
     if isinstance(d, dc.AdminResult):

@@ -24,16 +24,23 @@ Writes the sink did not attempt (beneath a refused creation) count as refused fo
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from core import decisions as dc
 from core.controller import topic_id_for
 from core.events import CreateTopic
 from core.kafka import zkdata
-from core.kafka.requests import RequestApi
+from core.kafka.requests import (
+    AnyBody,
+    LeaderAndIsrRequest,
+    RequestApi,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    WireBody,
+)
 from sinks.ports import NOT_ATTEMPTED, FailedWrite
 
 log = logging.getLogger("livectl.refusals")
@@ -96,7 +103,8 @@ def classify(failed: Sequence[FailedWrite]) -> Refusals:
 def withhold(requests: Sequence[dc.BrokerRequest], refusals: Refusals) -> list[dc.BrokerRequest]:
     """``requests`` without the partition states built on refused writes. A request left without
     partitions is dropped, unless it had none to begin with (an UpdateMetadata that only announces the
-    live brokers)."""
+    live brokers). Bodies are filtered in the form they come in (the driver's parsed wire objects, or
+    typed values), never serialised or parsed again."""
     if not refusals.partitions and not refusals.topics:
         return list(requests)
     kept: list[dc.BrokerRequest] = []
@@ -104,31 +112,35 @@ def withhold(requests: Sequence[dc.BrokerRequest], refusals: Refusals) -> list[d
         if r.api not in PARTITION_APIS:
             kept.append(r)
             continue
-        body = r.body_json()
-        states = body.get("topicStates", [])
-        left = []
-        for ts in states:
-            parts = [
-                p
-                for p in ts["partitionStates"]
-                if not refusals.withholds(r.api, ts["topicName"], int(p["partitionIndex"]))
-            ]
-            if parts:
-                left.append({**ts, "partitionStates": parts})
-        if states and not left:
+        before, left, body = _filtered(r, refusals)
+        if before and not left:
             log.info(
                 "withheld %s to broker %d: every partition in it was refused by ZooKeeper", r.api.value, r.broker_id
             )
             continue
-        if len(left) == len(states) and all(
-            len(a["partitionStates"]) == len(b["partitionStates"]) for a, b in zip(left, states, strict=True)
-        ):
-            kept.append(r)
-            continue
-        kept.append(
-            dc.BrokerRequest(r.broker_id, r.api, json.dumps({**body, "topicStates": left}, separators=(",", ":")))
-        )
+        kept.append(r if left == before else dc.BrokerRequest(r.broker_id, r.api, body))
     return kept
+
+
+def _filtered(r: dc.BrokerRequest, refusals: Refusals) -> tuple[int, int, AnyBody]:
+    """(partitions before, partitions left, the body with only those left), in the body's own form: the
+    driver's parsed wire object or a typed value."""
+    if isinstance(r.body, WireBody):
+        states = r.body.obj.get("topicStates") or []
+        before = left = 0
+        entries: list[Any] = []
+        for ts in states:
+            parts = ts["partitionStates"]
+            kept = [p for p in parts if not refusals.withholds(r.api, ts["topicName"], int(p["partitionIndex"]))]
+            before += len(parts)
+            left += len(kept)
+            if kept:
+                entries.append(ts if len(kept) == len(parts) else {**ts, "partitionStates": kept})
+        return before, left, WireBody({**r.body.obj, "topicStates": entries})
+    typed = r.body
+    assert isinstance(typed, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest)
+    partitions = tuple(p for p in typed.partitions if not refusals.withholds(r.api, p.topic, p.partition))
+    return len(typed.partitions), len(partitions), replace(typed, partitions=partitions)  # type: ignore[arg-type]
 
 
 def answer_existing_topics(results: Sequence[dc.AdminResult], refusals: Refusals) -> list[dc.AdminResult]:

@@ -34,6 +34,7 @@ from core import events as ev
 from core.codec.decisions import decision_to_json
 from core.controller.metrics import BUCKET_GAUGES
 from core.kafka.error_codes import KafkaError as Errors
+from core.kafka.request_codec import TopicStatesMemo
 from streaming import failover, observability
 from streaming.failover_refs import Origin, applicable_events, events_of
 from streaming.routing import KIND_REJECTED, REJECTED_BUCKET
@@ -117,9 +118,12 @@ def quarantine_row(bucket: int, origin: Origin, error: str) -> str:
 
 
 def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[Any]]:
+    """The decisions as output rows; a broker request's body is a JSON object in the row, and the partition
+    states every UpdateMetadata of one step shares are encoded once (:func:`decision_to_json`'s memo)."""
     rows: list[list[Any]] = []
+    memo: TopicStatesMemo = {}
     for seq, d in enumerate(decisions):
-        rows.append([bucket, seq, d.TYPE, decision_to_json(d), *_NO_METRICS])
+        rows.append([bucket, seq, d.TYPE, decision_to_json(d, memo), *_NO_METRICS])
     return rows
 
 

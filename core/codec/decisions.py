@@ -1,6 +1,11 @@
 """The JSON form of every decision (:mod:`core.decisions`): ``{"version": 1, "type": <TYPE>, ...fields}``,
 as the bucket emits it in its output rows and the dispatcher reads it back. Decoding is strict and raises
-:class:`core.errors.FormatError` naming the field and the reason."""
+:class:`core.errors.FormatError` naming the field and the reason.
+
+A broker request's ``body`` is a JSON *object* in the row: the bytes of
+:func:`core.kafka.request_codec.encode_body`, spliced in, never a string holding JSON. Decoding keeps it as
+the parsed object (:class:`core.kafka.requests.WireBody`) unless asked for typed values: the driver hands
+it to the request sink as it is."""
 
 from __future__ import annotations
 
@@ -21,24 +26,41 @@ from core.decisions import (
     ZkWrite,
 )
 from core.errors import FormatError
-from core.kafka.requests import RequestApi
+from core.kafka.request_codec import TopicStatesMemo, encode_text, parse_body, wire_object
+from core.kafka.requests import RequestApi, WireBody
 
 DECISION_VERSION = 1
 
 
 def encode_decision(d: Decision) -> dict[str, Any]:
+    """The decision's JSON form as an object (a broker request's body as its wire object)."""
     body: dict[str, Any] = {"version": DECISION_VERSION, "type": d.TYPE}
     for name in (f.name for f in fields(d)):  # type: ignore[arg-type]
         v = getattr(d, name)
         body[name] = v.value if isinstance(v, Enum) else v
+    if isinstance(d, BrokerRequest):
+        body["body"] = dict(wire_object(d.body))
     return body
 
 
-def decision_to_json(d: Decision) -> str:
+def decision_to_json(d: Decision, memo: TopicStatesMemo | None = None) -> str:
+    """The decision's JSON form as text, keys sorted. A broker request's typed body is encoded once and
+    spliced in (``memo``: see :func:`core.kafka.request_codec.encode_text`)."""
+    if isinstance(d, BrokerRequest):
+        if isinstance(d.body, WireBody):
+            body = json.dumps(d.body.obj, separators=(",", ":"))
+        else:
+            body = encode_text(d.body, memo)
+        return (
+            f'{{"api":{json.dumps(d.api.value)},"body":{body},"broker_id":{d.broker_id},'
+            f'"type":"{d.TYPE}","version":{DECISION_VERSION}}}'
+        )
     return json.dumps(encode_decision(d), separators=(",", ":"), sort_keys=True)
 
 
-def decode_decision(raw: Any) -> Decision:
+def decode_decision(raw: Any, *, typed: bool = False) -> Decision:
+    """A decision from its JSON form. A broker request's body stays its parsed wire object
+    (:class:`~core.kafka.requests.WireBody`) unless ``typed``, which parses it into the typed value."""
     o = jf.obj(raw, "$")
     jf.version(o, DECISION_VERSION)
     t = jf.string(o, "type")
@@ -59,7 +81,8 @@ def decode_decision(raw: Any) -> Decision:
             api = RequestApi(jf.string(o, "api"))
         except ValueError:
             raise FormatError("api", f"unknown request api {o.get('api')!r}") from None
-        return BrokerRequest(jf.integer(o, "broker_id"), api, jf.string(o, "body"))
+        body = jf.obj(jf.req(o, "body"), "body")
+        return BrokerRequest(jf.integer(o, "broker_id"), api, parse_body(api, body) if typed else WireBody(body))
     if t == AdminResult.TYPE:
         try:
             status = AdminStatus(jf.string(o, "status"))
@@ -80,9 +103,9 @@ def decode_decision(raw: Any) -> Decision:
     raise FormatError("type", f"unknown decision type '{t}'")
 
 
-def decision_from_json(text: str | bytes) -> Decision:
+def decision_from_json(text: str | bytes, *, typed: bool = False) -> Decision:
     try:
         raw = json.loads(text)
     except ValueError as e:
         raise FormatError("$", f"not valid JSON: {e}") from None
-    return decode_decision(raw)
+    return decode_decision(raw, typed=typed)

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import json
-
 from core import deletion
 from core.controller.reassignment import maybe_resume_reassignments
 from core.controller.step_context import StepContext
@@ -20,7 +18,7 @@ from core.events import (
     ZkLogDirEvents,
 )
 from core.kafka.error_codes import KafkaError
-from core.kafka.requests import RequestApi
+from core.kafka.requests import ControlledShutdownResponse, RequestApi
 from core.kafka.zkdata import LOG_DIR_EVENT_NOTIFICATION
 from core.model import Broker, PartitionReplica, TopicPartition, sort_tps
 from core.partition_machine import needs_leader
@@ -122,13 +120,8 @@ def controlled_shutdown(c: StepContext, ev: ControlledShutdown) -> None:
 
 
 def _shutdown_response(c: StepContext, broker_id: int, error_code: int, remaining: list[TopicPartition]) -> None:
-    body = {
-        "errorCode": error_code,
-        "remainingPartitions": [{"topicName": tp.topic, "partitionIndex": tp.partition} for tp in remaining],
-    }
-    c.fx.batch.responses.append(
-        BrokerRequest(broker_id, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, json.dumps(body, separators=(",", ":")))
-    )
+    body = ControlledShutdownResponse(error_code, tuple(remaining))
+    c.fx.batch.responses.append(BrokerRequest(broker_id, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, body))
 
 
 def log_dir_failure(c: StepContext, ev: LogDirFailure) -> None:

@@ -4,16 +4,13 @@ Every leader/ISR write goes through :func:`core.isr_write.update_leader_and_isr`
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from core.controller.reassignment import maybe_complete_reassignment, maybe_resume_reassignments
 from core.controller.step_context import StepContext
 from core.decisions import BrokerRequest
 from core.events import AlterPartition, PartitionStatesRead
 from core.isr_write import update_leader_and_isr
 from core.kafka.error_codes import KafkaError
-from core.kafka.requests import ZERO_UUID, RequestApi
+from core.kafka.requests import ZERO_UUID, AlterPartitionResponse, AlterPartitionResult, RequestApi
 from core.model import RECOVERED, RECOVERING, LeaderAndIsr, PartitionReplica, TopicPartition
 from core.replica_machine import remove_replica_from_isr
 from core.states import PartitionState
@@ -114,31 +111,17 @@ def _validate_alter(
 def _alter_response(
     c: StepContext, ev: AlterPartition, top_error: int, part_error: int | None, lai: LeaderAndIsr | None
 ) -> None:
-    topics: list[dict[str, Any]] = []
+    results: tuple[AlterPartitionResult, ...] = ()
     if part_error is not None:
-        part: dict[str, Any] = {"partitionIndex": ev.partition, "errorCode": part_error}
+        topic_id = ev.topic_id or c.ctx.topic_ids.get(ev.topic, ZERO_UUID)
         if lai is not None:
-            part.update(
-                leaderId=lai.leader,
-                leaderEpoch=lai.leader_epoch,
-                isr=list(lai.isr),
-                partitionEpoch=lai.partition_epoch,
-                leaderRecoveryState=lai.leader_recovery_state,
-            )
+            known = (lai.leader, lai.leader_epoch, lai.isr, lai.partition_epoch, lai.leader_recovery_state)
         else:
-            part.update(leaderId=-1, leaderEpoch=-1, isr=[], partitionEpoch=-1, leaderRecoveryState=0)
-        if ev.correlation_id >= 0:
-            part["correlationId"] = ev.correlation_id
-        topics.append(
-            {
-                "topicName": ev.topic,
-                "topicId": ev.topic_id or c.ctx.topic_ids.get(ev.topic, ZERO_UUID),
-                "partitions": [part],
-            }
-        )
-    body = {"errorCode": top_error, "throttleTimeMs": 0, "topics": topics}
+            known = (-1, -1, (), -1, 0)
+        corr = ev.correlation_id if ev.correlation_id >= 0 else -1
+        results = (AlterPartitionResult(ev.topic, ev.partition, part_error, *known, corr, topic_id),)
     c.fx.batch.responses.append(
-        BrokerRequest(ev.broker_id, RequestApi.ALTER_PARTITION_RESPONSE, json.dumps(body, separators=(",", ":")))
+        BrokerRequest(ev.broker_id, RequestApi.ALTER_PARTITION_RESPONSE, AlterPartitionResponse(top_error, results))
     )
 
 

@@ -6,7 +6,8 @@
 * :mod:`core.kafka.zksnapshot` — those znodes read into the snapshot a new controller starts from;
 * :mod:`core.kafka.requests` — the typed controller requests and responses (LeaderAndIsr,
   UpdateMetadata, StopReplica, ControlledShutdown / AlterPartition responses), their API names and send
-  order, and their parser;
+  order;
+* :mod:`core.kafka.request_codec` — their one wire form: the encoder and the parser;
 * :mod:`core.kafka.configs` — Kafka's topic configs (``LogConfig``) and dynamic broker configs: names,
   types, ranges, checked and worded as Kafka does;
 * :mod:`core.kafka.replicas` — Kafka's rule for a partition's replica list;

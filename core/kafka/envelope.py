@@ -6,9 +6,9 @@ Each message is keyed by the broker id (decimal text) and its value is::
                            | "ControlledShutdownResponse" | "AlterPartitionResponse",
      "batchId": <int>, "brokerId": <int>, "controllerEpoch": <int>, ["part": k, "parts": n,] "version": 1}
 
-``body`` is a request of :mod:`core.kafka.requests`. A ``body`` given as JSON text instead of an object is
-accepted too, since :class:`core.decisions.BrokerRequest` keeps it as text. ``version`` and ``brokerId`` are
-checked when present (``brokerId`` must equal the key).
+``body`` is a request of :mod:`core.kafka.requests` in its wire form (:mod:`core.kafka.request_codec`). A
+``body`` given as JSON text instead of an object is accepted too (tools that play the controller).
+``version`` and ``brokerId`` are checked when present (``brokerId`` must equal the key).
 
 Parsing is strict: a malformed message raises :class:`core.errors.FormatError` naming the field and the
 reason; the shell logs it and skips the message.
@@ -29,7 +29,8 @@ from typing import Any
 
 from core import jsonform as jf
 from core.errors import FormatError
-from core.kafka.requests import RequestApi, RequestBody, parse_body
+from core.kafka.request_codec import parse_body
+from core.kafka.requests import RequestApi, RequestBody
 
 REQUESTS_TOPIC = "livectl.requests"
 BROKER_EVENTS_TOPIC = "livectl.broker-events"

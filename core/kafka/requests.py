@@ -1,20 +1,21 @@
-"""The controller's requests and responses to brokers, typed, with their one parser.
+"""The controller's requests and responses to brokers, as typed values (frozen, hashable dataclasses).
 
-A request body is a JSON object with Kafka's field names (see :class:`core.decisions.BrokerRequest` and
-:mod:`core.requests`, which builds them); :func:`parse_body` makes it a frozen dataclass so that broker logic
-never touches raw JSON. Parsing is strict: a malformed body raises :class:`core.errors.FormatError` naming
-the field and the reason. The message around a body is :mod:`core.kafka.envelope`'s.
+:mod:`core.requests` builds them, :class:`core.decisions.BrokerRequest` carries them, the simulated
+brokers act on them. Their one wire form, a JSON object with Kafka's field names, is
+:mod:`core.kafka.request_codec`'s (:func:`~core.kafka.request_codec.encode_body` and
+:func:`~core.kafka.request_codec.parse_body`); the message around a body is :mod:`core.kafka.envelope`'s.
+Partition entries are flat, in the order sent; the wire form groups consecutive entries of one topic into
+one ``topicStates`` entry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from core import jsonform as jf
-from core.model import NO_EPOCH, TopicPartition
+from core.model import TopicPartition
 
 
 class RequestApi(Enum):
@@ -72,13 +73,44 @@ class LisrPartitionState(PartitionLeadership):
     removing_replicas: tuple[int, ...] = ()
     is_new: bool = False
     leader_recovery_state: int = 0
+    #: the topic's id (``topicId`` of its ``topicStates`` entry)
+    topic_id: str = ZERO_UUID
 
 
 @dataclass(frozen=True)
 class BrokerAddress:
+    """A LeaderAndIsr ``liveLeaders`` entry (``brokerId``, ``hostName``, ``port``): the broker's first
+    endpoint, or ``("", -1)`` when it registered none."""
+
     broker_id: int
     host: str
     port: int
+
+
+@dataclass(frozen=True)
+class MetadataEndpoint:
+    """One endpoint of an UpdateMetadata ``liveBrokers`` entry; ``security_protocol`` is Kafka's numeric id
+    (:data:`SECURITY_PROTOCOL_IDS`)."""
+
+    port: int
+    host: str
+    listener: str
+    security_protocol: int
+
+
+@dataclass(frozen=True)
+class MetadataBroker:
+    """An UpdateMetadata ``liveBrokers`` entry: every endpoint of the broker's registration, and its rack."""
+
+    broker_id: int
+    endpoints: tuple[MetadataEndpoint, ...]
+    rack: str | None = None
+
+    def address(self) -> BrokerAddress | None:
+        """The first endpoint as a :class:`BrokerAddress` (what a follower connects to); ``None`` without one."""
+        if not self.endpoints:
+            return None
+        return BrokerAddress(self.broker_id, self.endpoints[0].host, self.endpoints[0].port)
 
 
 @dataclass(frozen=True)
@@ -96,6 +128,8 @@ class MetadataPartitionState(PartitionLeadership):
     zk_version: int
     replicas: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
+    #: the topic's id (``topicId`` of its ``topicStates`` entry)
+    topic_id: str = ZERO_UUID
 
 
 @dataclass(frozen=True)
@@ -104,8 +138,12 @@ class UpdateMetadataRequest:
     controller_epoch: int
     broker_epoch: int
     partitions: tuple[MetadataPartitionState, ...]
-    live_brokers: tuple[BrokerAddress, ...]
-    racks: tuple[tuple[int, str | None], ...] = ()
+    live_brokers: tuple[MetadataBroker, ...]
+
+    @property
+    def racks(self) -> tuple[tuple[int, str | None], ...]:
+        """``(broker id, rack)`` of every live broker, in order."""
+        return tuple((b.broker_id, b.rack) for b in self.live_brokers)
 
 
 @dataclass(frozen=True)
@@ -137,13 +175,17 @@ class AlterPartitionResult(PartitionEntry):
     partition_epoch: int
     leader_recovery_state: int = 0
     #: the proposal's :attr:`core.events.AlterPartition.correlation_id`; -1 when the controller gave none
+    #: (then the wire form has no ``correlationId``)
     correlation_id: int = -1
+    #: the topic's id (``topicId`` of its ``topics`` entry)
+    topic_id: str = ZERO_UUID
 
 
 @dataclass(frozen=True)
 class AlterPartitionResponse:
     error_code: int
     partitions: tuple[AlterPartitionResult, ...]
+    throttle_time_ms: int = 0
 
 
 RequestBody = (
@@ -155,164 +197,16 @@ RequestBody = (
 )
 
 
-def parse_body(api: RequestApi, body: Mapping[str, Any]) -> RequestBody:
-    """Decode a request body alone (the ``body`` of a :class:`core.decisions.BrokerRequest`)."""
-    parsed: RequestBody = _PARSERS[api](body)
-    return parsed
+@dataclass(frozen=True, eq=False)
+class WireBody:
+    """A request body in its wire form: Kafka's JSON object, already parsed. It is what the driver holds
+    after decoding a bucket's row (:func:`core.codec.decisions.decode_decision`): the sink merges and
+    serialises these objects as they are, and rebuilding typed values for them would cost more than the
+    whole decode (see :mod:`streaming.dispatch`). Never mutated; compared and hashed by identity."""
+
+    obj: Mapping[str, Any]
 
 
-def _ints(o: Mapping[str, Any], field: str, prefix: str) -> tuple[int, ...]:
-    if o.get(field) is None:
-        return ()
-    return jf.int_list(o, field, prefix)
-
-
-def _opt_list(o: Mapping[str, Any], field: str, prefix: str) -> list[Mapping[str, Any]]:
-    return jf.obj_list(o, field, prefix) if o.get(field) else []
-
-
-def _per_partition(
-    o: Mapping[str, Any], *, topics: str = "topicStates", partitions: str = "partitionStates", required: bool = True
-) -> Iterator[tuple[str, Mapping[str, Any], str]]:
-    """``(topic name, partition entry, its field prefix)`` of a body's per-topic lists, in order."""
-    p = "body."
-    for i, t in enumerate(jf.obj_list(o, topics, p) if required else _opt_list(o, topics, p)):
-        tp = f"{p}{topics}[{i}]."
-        topic = jf.string(t, "topicName", tp)
-        for j, s in enumerate(jf.obj_list(t, partitions, tp)):
-            yield topic, s, f"{tp}{partitions}[{j}]."
-
-
-def _leadership(s: Mapping[str, Any], sp: str) -> dict[str, Any]:
-    """The fields LeaderAndIsr and UpdateMetadata partition states share (Kafka's two schemas agree on them)."""
-    return {
-        "partition": jf.integer(s, "partitionIndex", sp, minimum=0),
-        "controller_epoch": jf.integer(s, "controllerEpoch", sp),
-        "leader": jf.integer(s, "leader", sp),
-        "leader_epoch": jf.integer(s, "leaderEpoch", sp),
-        "isr": jf.int_list(s, "isr", sp),
-    }
-
-
-def _lisr(o: Mapping[str, Any]) -> LeaderAndIsrRequest:
-    p = "body."
-    states: list[LisrPartitionState] = []
-    for topic, s, sp in _per_partition(o):
-        states.append(
-            LisrPartitionState(
-                topic=topic,
-                **_leadership(s, sp),
-                partition_epoch=jf.opt_integer(s, "partitionEpoch", 0, sp),
-                replicas=jf.int_list(s, "replicas", sp),
-                adding_replicas=_ints(s, "addingReplicas", sp),
-                removing_replicas=_ints(s, "removingReplicas", sp),
-                is_new=jf.boolean(s, "isNew", False, sp),
-                leader_recovery_state=jf.opt_integer(s, "leaderRecoveryState", 0, sp),
-            )
-        )
-    leaders = []
-    for i, b in enumerate(_opt_list(o, "liveLeaders", p)):
-        bp = f"{p}liveLeaders[{i}]."
-        leaders.append(
-            BrokerAddress(jf.integer(b, "brokerId", bp), jf.string(b, "hostName", bp), jf.integer(b, "port", bp))
-        )
-    return LeaderAndIsrRequest(
-        jf.integer(o, "controllerId", p),
-        jf.integer(o, "controllerEpoch", p),
-        jf.opt_integer(o, "brokerEpoch", -1, p),
-        jf.opt_integer(o, "type", 0, p),
-        tuple(states),
-        tuple(leaders),
-    )
-
-
-def _update_metadata(o: Mapping[str, Any]) -> UpdateMetadataRequest:
-    p = "body."
-    states: list[MetadataPartitionState] = []
-    for topic, s, sp in _per_partition(o, required=False):
-        states.append(
-            MetadataPartitionState(
-                topic=topic,
-                **_leadership(s, sp),
-                zk_version=jf.opt_integer(s, "zkVersion", 0, sp),
-                replicas=jf.int_list(s, "replicas", sp),
-                offline_replicas=_ints(s, "offlineReplicas", sp),
-            )
-        )
-    brokers: list[BrokerAddress] = []
-    racks: list[tuple[int, str | None]] = []
-    for i, b in enumerate(_opt_list(o, "liveBrokers", p)):
-        bp = f"{p}liveBrokers[{i}]."
-        bid = jf.integer(b, "id", bp)
-        eps = jf.obj_list(b, "endpoints", bp) if b.get("endpoints") else []
-        if eps:
-            ep = eps[0]
-            ep_p = bp + "endpoints[0]."
-            brokers.append(BrokerAddress(bid, jf.string(ep, "host", ep_p), jf.integer(ep, "port", ep_p)))
-        racks.append((bid, jf.opt_string(b, "rack", bp)))
-    return UpdateMetadataRequest(
-        jf.integer(o, "controllerId", p),
-        jf.integer(o, "controllerEpoch", p),
-        jf.opt_integer(o, "brokerEpoch", -1, p),
-        tuple(states),
-        tuple(brokers),
-        tuple(racks),
-    )
-
-
-def _stop_replica(o: Mapping[str, Any]) -> StopReplicaRequest:
-    p = "body."
-    parts: list[StopReplicaPartition] = []
-    for topic, s, sp in _per_partition(o):
-        parts.append(
-            StopReplicaPartition(
-                topic,
-                jf.integer(s, "partitionIndex", sp, minimum=0),
-                jf.opt_integer(s, "leaderEpoch", NO_EPOCH, sp),
-                jf.boolean(s, "deletePartition", False, sp),
-            )
-        )
-    return StopReplicaRequest(
-        jf.integer(o, "controllerId", p),
-        jf.integer(o, "controllerEpoch", p),
-        jf.opt_integer(o, "brokerEpoch", -1, p),
-        tuple(parts),
-    )
-
-
-def _controlled_shutdown_response(o: Mapping[str, Any]) -> ControlledShutdownResponse:
-    p = "body."
-    remaining = []
-    for i, r in enumerate(_opt_list(o, "remainingPartitions", p)):
-        rp = f"{p}remainingPartitions[{i}]."
-        remaining.append(TopicPartition(jf.string(r, "topicName", rp), jf.integer(r, "partitionIndex", rp)))
-    return ControlledShutdownResponse(jf.opt_integer(o, "errorCode", 0, p), tuple(remaining))
-
-
-def _alter_partition_response(o: Mapping[str, Any]) -> AlterPartitionResponse:
-    p = "body."
-    results: list[AlterPartitionResult] = []
-    for topic, s, sp in _per_partition(o, topics="topics", partitions="partitions", required=False):
-        results.append(
-            AlterPartitionResult(
-                topic,
-                jf.integer(s, "partitionIndex", sp, minimum=0),
-                jf.opt_integer(s, "errorCode", 0, sp),
-                jf.opt_integer(s, "leaderId", -1, sp),
-                jf.opt_integer(s, "leaderEpoch", -1, sp),
-                _ints(s, "isr", sp),
-                jf.opt_integer(s, "partitionEpoch", -1, sp),
-                jf.opt_integer(s, "leaderRecoveryState", 0, sp),
-                jf.opt_integer(s, "correlationId", -1, sp),
-            )
-        )
-    return AlterPartitionResponse(jf.opt_integer(o, "errorCode", 0, p), tuple(results))
-
-
-_PARSERS: dict[RequestApi, Any] = {
-    RequestApi.LEADER_AND_ISR: _lisr,
-    RequestApi.UPDATE_METADATA: _update_metadata,
-    RequestApi.STOP_REPLICA: _stop_replica,
-    RequestApi.CONTROLLED_SHUTDOWN_RESPONSE: _controlled_shutdown_response,
-    RequestApi.ALTER_PARTITION_RESPONSE: _alter_partition_response,
-}
+#: what :attr:`core.decisions.BrokerRequest.body` holds: a typed value (the core's) or the wire form (the
+#: driver's)
+AnyBody = RequestBody | WireBody

@@ -7,7 +7,18 @@ from dataclasses import dataclass, field
 
 from core.controller import ControllerConfig, ControllerState, initial_state, step
 from core.decisions import BrokerRequest, Decision, ZkOp, ZkWrite
-from core.events import AlterPartition, BrokerStartup, ControllerFailover, Event, PartitionError, StopReplicaResponse
+from core.events import (
+    AlterPartition,
+    BrokerFailure,
+    BrokerStartup,
+    ControlledShutdown,
+    ControllerFailover,
+    CreateTopic,
+    DeleteTopic,
+    Event,
+    PartitionError,
+    StopReplicaResponse,
+)
 from core.kafka.requests import RequestApi
 from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker, Endpoint, TopicPartition
@@ -166,3 +177,27 @@ class Cluster:
             if parts:
                 events.append(StopReplicaResponse(r.broker_id, parts))
         return self.run(*events)
+
+
+def every_api_requests() -> list[BrokerRequest]:
+    """Requests of every API the core sends: creation, AlterPartition, failure, shutdown, deletion."""
+    c = Cluster.start([1, 2, 3])
+    out: list[BrokerRequest] = []
+    c.run(CreateTopic("r1", "t", 2, 3))
+    out += c.requests()
+    li = c.ctx.leadership(TopicPartition("t", 0))
+    lai = li.leader_and_isr
+    leader = lai.leader
+    shrink = tuple(r for r in lai.isr if r != 3) if leader != 3 else lai.isr[:2]
+    epoch = c.ctx.live_brokers[leader].epoch
+    c.run(AlterPartition(leader, epoch, "t", 0, lai.leader_epoch, lai.partition_epoch, shrink, 0, 7))
+    out += c.requests()
+    c.run(AlterPartition(leader, epoch, "t", 0, lai.leader_epoch + 5, lai.partition_epoch, shrink, 0, 8))
+    out += c.requests()
+    c.run(BrokerFailure(3, c.ctx.live_brokers[3].epoch))
+    out += c.requests()
+    c.run(ControlledShutdown(2, c.ctx.live_brokers[2].epoch))
+    out += c.requests()
+    c.run(DeleteTopic("r2", "t"))
+    out += c.requests()
+    return out

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core import decisions as dc
 from core import observe
-from core.kafka.requests import RequestApi
+from core.kafka.requests import RequestApi, WireBody
 from streaming import observability as ob
 
 
@@ -43,7 +43,7 @@ def batch(batch_id: int = 7) -> ob.BatchObservation:
     }
     decisions: list[dc.Decision] = [
         dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/orders/partitions/0/state", '{"leader":2}', 3),
-        dc.BrokerRequest(2, RequestApi.LEADER_AND_ISR, json.dumps({"topicStates": [{"partitionStates": [{}]}]})),
+        dc.BrokerRequest(2, RequestApi.LEADER_AND_ISR, WireBody({"topicStates": [{"partitionStates": [{}]}]})),
         dc.AdminResult("r1", "create_topic", dc.AdminStatus.OK, None, "", "{}"),
         dc.StateChangeFailure("orders-0", "OnlinePartition", "NewPartition", "invalid transition"),
     ]

@@ -3,10 +3,8 @@ sink's tests."""
 
 from __future__ import annotations
 
-import json
-
 from core.decisions import BrokerRequest
-from core.kafka.requests import RequestApi
+from core.kafka.requests import RequestApi, WireBody
 
 
 def lisr_request(broker: int, topic: str, parts: list[int]) -> BrokerRequest:
@@ -23,7 +21,7 @@ def lisr_request(broker: int, topic: str, parts: list[int]) -> BrokerRequest:
         ],
         "liveLeaders": [{"brokerId": broker, "hostName": "h", "port": 1}],
     }
-    return BrokerRequest(broker, RequestApi.LEADER_AND_ISR, json.dumps(body))
+    return BrokerRequest(broker, RequestApi.LEADER_AND_ISR, WireBody(body))
 
 
 def um_request(broker: int, topic: str, live: list[int]) -> BrokerRequest:
@@ -33,4 +31,4 @@ def um_request(broker: int, topic: str, live: list[int]) -> BrokerRequest:
         "topicStates": [{"topicName": topic, "partitionStates": [{"partitionIndex": 0, "leader": 1}]}],
         "liveBrokers": [{"id": b, "endpoints": [{"host": "h", "port": 9000 + b}]} for b in live],
     }
-    return BrokerRequest(broker, RequestApi.UPDATE_METADATA, json.dumps(body))
+    return BrokerRequest(broker, RequestApi.UPDATE_METADATA, WireBody(body))

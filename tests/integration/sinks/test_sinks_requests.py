@@ -11,7 +11,7 @@ from kafka import KafkaConsumer, TopicPartition
 from request_bodies import lisr_request, um_request
 
 from core.decisions import AdminResult, AdminStatus, BrokerRequest
-from core.kafka.requests import RequestApi
+from core.kafka.requests import RequestApi, WireBody
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, Rejected
@@ -54,15 +54,15 @@ def _read_all(bootstrap: str, topic: str) -> list[Any]:
 def _batch() -> list[BrokerRequest]:
     # two buckets' worth of requests, deliberately out of Kafka's order
     return [
-        BrokerRequest(1, RequestApi.STOP_REPLICA, json.dumps({"topicStates": [{"topicName": "x"}]})),
+        BrokerRequest(1, RequestApi.STOP_REPLICA, WireBody({"topicStates": [{"topicName": "x"}]})),
         um_request(1, "a", [1, 2]),
         lisr_request(1, "a", [0, 1]),
         lisr_request(2, "a", [2]),
         um_request(2, "a", [1, 2]),
         lisr_request(1, "b", [0]),
         um_request(1, "b", [2, 3]),
-        BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, json.dumps({"errorCode": 0})),
-        BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, json.dumps({"errorCode": 0})),
+        BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, WireBody({"errorCode": 0})),
+        BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, WireBody({"errorCode": 0})),
     ]
 
 

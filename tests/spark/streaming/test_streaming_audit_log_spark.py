@@ -16,7 +16,7 @@ import pytest
 
 from admin.audit import read_spark
 from core import decisions as dc
-from core.kafka.requests import RequestApi
+from core.kafka.requests import RequestApi, WireBody
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
 from streaming import spark_ui
@@ -41,7 +41,7 @@ def lai(broker: int, partition: int, leader: int) -> dc.BrokerRequest:
             }
         ],
     }
-    return dc.BrokerRequest(broker, RequestApi.LEADER_AND_ISR, json.dumps(body))
+    return dc.BrokerRequest(broker, RequestApi.LEADER_AND_ISR, WireBody(body))
 
 
 def test_the_log_is_appended_once_through_hadoop_and_spark_sql_reads_it(spark: Any, tmp_path: Path) -> None:

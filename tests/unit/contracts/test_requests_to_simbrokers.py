@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from core_support import Cluster
+from core_support import Cluster, every_api_requests
 
 from core.decisions import BrokerRequest
 from core.events import (
@@ -65,30 +65,6 @@ def test_simbrokers_admin_and_core_share_the_table() -> None:
     for e in KafkaError:
         assert KafkaError[e.name] is e and error_name(int(e)) == e.name
     assert error_name(KafkaError.INVALID_UPDATE_VERSION) == "INVALID_UPDATE_VERSION"
-
-
-def _scenario() -> list[BrokerRequest]:
-    """Requests of every API the core sends: creation, AlterPartition, failure, shutdown, deletion."""
-    c = Cluster.start([1, 2, 3])
-    out: list[BrokerRequest] = []
-    c.run(CreateTopic("r1", "t", 2, 3))
-    out += c.requests()
-    li = c.ctx.leadership(TopicPartition("t", 0))
-    lai = li.leader_and_isr
-    leader = lai.leader
-    shrink = tuple(r for r in lai.isr if r != 3) if leader != 3 else lai.isr[:2]
-    epoch = c.ctx.live_brokers[leader].epoch
-    c.run(AlterPartition(leader, epoch, "t", 0, lai.leader_epoch, lai.partition_epoch, shrink, 0, 7))
-    out += c.requests()
-    c.run(AlterPartition(leader, epoch, "t", 0, lai.leader_epoch + 5, lai.partition_epoch, shrink, 0, 8))
-    out += c.requests()
-    c.run(BrokerFailure(3, c.ctx.live_brokers[3].epoch))
-    out += c.requests()
-    c.run(ControlledShutdown(2, c.ctx.live_brokers[2].epoch))
-    out += c.requests()
-    c.run(DeleteTopic("r2", "t"))
-    out += c.requests()
-    return out
 
 
 def _check(req: BrokerRequest, parsed: Any) -> None:
@@ -165,7 +141,7 @@ def _check(req: BrokerRequest, parsed: Any) -> None:
 
 
 def test_every_request_the_core_sends_reaches_the_simulated_brokers_intact() -> None:
-    requests = _scenario()
+    requests = every_api_requests()
     assert {r.api for r in requests} == set(RequestApi)
     fence = Fence(4, 3)
     for req in requests:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from core.codec.decisions import decision_from_json, decision_to_json
@@ -29,7 +31,7 @@ from core.events import (
     StopReplicaResponse,
     Tick,
 )
-from core.kafka.requests import RequestApi
+from core.kafka.requests import ControlledShutdownResponse, LeaderAndIsrRequest, RequestApi, WireBody
 from core.kafka.zkdata import (
     decode_preferred_election,
     decode_reassignment,
@@ -171,7 +173,8 @@ def test_event_decoding_is_strict(text: str, field: str) -> None:
 DECISIONS = [
     ZkWrite(ZkOp.SET, "/a", "{}", 3),
     ZkWrite(ZkOp.CREATE, "/a", None, -1, make_parents=True),
-    BrokerRequest(1, RequestApi.LEADER_AND_ISR, "{}"),
+    BrokerRequest(1, RequestApi.LEADER_AND_ISR, LeaderAndIsrRequest(0, 1, 5, 0, (), ())),
+    BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, ControlledShutdownResponse(0, (TopicPartition("t", 1),))),
     AdminResult("r", "create_topic", AdminStatus.ERROR, "X", "m", '{"a":1}'),
     StateChangeFailure("t-0", "NewPartition", "OnlinePartition", "why"),
 ]
@@ -179,7 +182,20 @@ DECISIONS = [
 
 @pytest.mark.parametrize("decision", DECISIONS, ids=lambda d: d.TYPE)
 def test_decision_round_trip(decision: object) -> None:
-    assert decision_from_json(decision_to_json(decision)) == decision  # type: ignore[arg-type]
+    assert decision_from_json(decision_to_json(decision), typed=True) == decision  # type: ignore[arg-type]
+
+
+def test_a_request_body_is_an_object_in_the_row_and_stays_one_on_decoding() -> None:
+    body = ControlledShutdownResponse(0, (TopicPartition("t", 1),))
+    text = decision_to_json(BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, body))
+    row = json.loads(text)
+    assert row["body"] == {"errorCode": 0, "remainingPartitions": [{"topicName": "t", "partitionIndex": 1}]}
+    assert '\\"' not in text  # no JSON escaped inside a string
+    decoded = decision_from_json(text)
+    assert isinstance(decoded, BrokerRequest) and isinstance(decoded.body, WireBody)
+    assert decoded.body.obj == row["body"]
+    # a decoded row encodes back to the same row
+    assert decision_to_json(decoded) == text
 
 
 @pytest.mark.parametrize(
@@ -187,7 +203,8 @@ def test_decision_round_trip(decision: object) -> None:
     [
         "nope",
         '{"version":1,"type":"zk_write","op":"x","path":"/a"}',
-        '{"version":1,"type":"broker_request","broker_id":1,"api":"x","body":"{}"}',
+        '{"version":1,"type":"broker_request","broker_id":1,"api":"x","body":{}}',
+        '{"version":1,"type":"broker_request","broker_id":1,"api":"LeaderAndIsr","body":"{}"}',
         '{"version":1,"type":"admin_result","request_id":"r","command":"c","status":"x"}',
         '{"version":1,"type":"x"}',
         '{"version":1,"type":"zk_write","op":"set","path":"/a","make_parents":"yes"}',

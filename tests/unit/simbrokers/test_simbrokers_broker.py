@@ -232,7 +232,7 @@ def test_update_metadata_fills_the_cache_and_stale_one_is_ignored() -> None:
         "liveBrokers": [
             {
                 "id": 2,
-                "endpoints": [{"port": 9093, "host": "h2", "listener": "PLAINTEXT", "securityProtocol": "PLAINTEXT"}],
+                "endpoints": [{"port": 9093, "host": "h2", "listener": "PLAINTEXT", "securityProtocol": 0}],
                 "rack": None,
             }
         ],

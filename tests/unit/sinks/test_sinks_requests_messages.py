@@ -9,7 +9,7 @@ import pytest
 from request_bodies import lisr_request, um_request
 
 from core import decisions as dc
-from core.kafka.requests import RequestApi
+from core.kafka.requests import RequestApi, WireBody
 from sinks.ports import Fence
 from sinks.requests import merge_bodies
 
@@ -17,10 +17,10 @@ pytestmark = pytest.mark.unit
 
 
 def test_merge_bodies_joins_topic_states_and_dedupes_live_brokers() -> None:
-    merged = merge_bodies([json.loads(um_request(1, "a", [1, 2]).body), json.loads(um_request(1, "b", [2, 3]).body)])
+    merged = merge_bodies([um_request(1, "a", [1, 2]).body_json(), um_request(1, "b", [2, 3]).body_json()])
     assert [t["topicName"] for t in merged["topicStates"]] == ["a", "b"]
     assert [b["id"] for b in merged["liveBrokers"]] == [1, 2, 3]
-    same_topic = merge_bodies([json.loads(lisr_request(1, "a", [0]).body), json.loads(lisr_request(1, "a", [1]).body)])
+    same_topic = merge_bodies([lisr_request(1, "a", [0]).body_json(), lisr_request(1, "a", [1]).body_json()])
     assert [p["partitionIndex"] for p in same_topic["topicStates"][0]["partitionStates"]] == [0, 1]
     assert merge_bodies([{"errorCode": 0}, {"errorCode": 7}, {"errorCode": 0}])["errorCode"] == 7
 
@@ -60,13 +60,13 @@ def test_large_requests_are_split_into_complete_parts() -> None:
     assert rebuilt == [(f"t{t}", p) for t in range(40) for p in range(500)], "every partition once, in order"
     assert split_body({"errorCode": 0, "remainingPartitions": []}, 10) == [{"errorCode": 0, "remainingPartitions": []}]
 
-    request = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, json.dumps(body))
+    request = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, WireBody(body))
     msgs = request_messages("livectl.requests", Fence(2, 1), 7, [request], max_bytes=100_000)
     values = [m.value_json() for m in msgs]
     assert [(v["part"], v["parts"]) for v in values] == [(k, len(parts)) for k in range(1, len(parts) + 1)]
     assert len({m.identity for m in msgs}) == len(msgs)
     # a request that fits stays one message without part numbers
-    small = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, json.dumps({**body, "topicStates": states[:2]}))
+    small = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, WireBody({**body, "topicStates": states[:2]}))
     (single,) = request_messages("livectl.requests", Fence(2, 1), 7, [small])
     assert "part" not in single.value_json() and len(single.value) <= MAX_MESSAGE_BYTES
     # at the default limit the 1.5 MB request becomes two messages

@@ -24,7 +24,7 @@ from admin import audit as cli
 from core import decisions as dc
 from core import events as ev
 from core.codec.events import event_to_json
-from core.kafka.requests import RequestApi
+from core.kafka.requests import RequestApi, WireBody
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import FailedWrite, Fence
 from streaming import spark_ui
@@ -204,8 +204,8 @@ def test_request_summaries_are_kafka_style_lines(caplog: pytest.LogCaptureFixtur
             }
         ],
     }
-    lai = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, json.dumps(body))
-    um = dc.BrokerRequest(1, RequestApi.UPDATE_METADATA, json.dumps(body))
+    lai = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, WireBody(body))
+    um = dc.BrokerRequest(1, RequestApi.UPDATE_METADATA, WireBody(body))
     caplog.set_level(logging.DEBUG, logger=STATE_CHANGE_LOGGER)
     log_state_changes(AuditBatch(6, requests=[um, lai]), 1000, 2)
     info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]

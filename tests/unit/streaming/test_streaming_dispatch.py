@@ -14,7 +14,7 @@ from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
 from core import decisions as dc
 from core import events as ev
 from core.codec.events import event_to_json
-from core.kafka.requests import RequestApi
+from core.kafka.requests import RequestApi, WireBody
 from core.kafka.zkdata import decode_partition_state
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryZooKeeper
@@ -144,12 +144,12 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
     from sinks.ports import FailedWrite
     from streaming.dispatch import withhold_refused
 
-    def body(*parts: tuple[str, int]) -> str:
+    def body(*parts: tuple[str, int]) -> WireBody:
         topics: dict[str, list[dict[str, int]]] = {}
         for t, p in parts:
             topics.setdefault(t, []).append({"partitionIndex": p, "leaderEpoch": 1})
         states = [{"topicName": t, "partitionStates": ps} for t, ps in topics.items()]
-        return json.dumps({"controllerEpoch": 1, "topicStates": states})
+        return WireBody({"controllerEpoch": 1, "topicStates": states})
 
     lisr = RequestApi.LEADER_AND_ISR
     um = RequestApi.UPDATE_METADATA
@@ -179,3 +179,23 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
         (1, RequestApi.STOP_REPLICA, [("a", 0)]),
     ]
     assert withhold_refused(requests, []) == requests
+
+
+def test_withhold_refused_filters_typed_bodies_as_values() -> None:
+    from core.kafka.requests import LeaderAndIsrRequest, LisrPartitionState, StopReplicaPartition, StopReplicaRequest
+    from sinks.ports import FailedWrite
+    from streaming.dispatch import withhold_refused
+
+    a0, a1 = (LisrPartitionState("a", p, 1, 1, 1, (1,), 0, (1,)) for p in (0, 1))
+    lisr = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, LeaderAndIsrRequest(0, 1, 5, 0, (a0, a1), ()))
+    only_refused = dc.BrokerRequest(2, RequestApi.LEADER_AND_ISR, LeaderAndIsrRequest(0, 1, 5, 0, (a0,), ()))
+    stop = dc.BrokerRequest(
+        1, RequestApi.STOP_REPLICA, StopReplicaRequest(0, 1, 5, (StopReplicaPartition("a", 0, 1, False),))
+    )
+    refused = dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/a/partitions/0/state", "{}", 3)
+    kept = withhold_refused([lisr, only_refused, stop], [FailedWrite(0, refused, "BadVersion")])
+    # the typed value stays a typed value, without the refused partition; a StopReplica is not held back
+    assert kept == [
+        dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, LeaderAndIsrRequest(0, 1, 5, 0, (a1,), ())),
+        stop,
+    ]

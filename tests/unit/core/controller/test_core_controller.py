@@ -432,7 +432,7 @@ def test_failover_initialises_states_and_elects() -> None:
     assert "/admin/preferred_replica_election" not in c.zk.nodes
     assert "/admin/delete_topics/gone" not in c.zk.nodes
     ums = c.requests(RequestApi.UPDATE_METADATA)
-    assert all(json.loads(r.body)["controllerEpoch"] == 2 for r in ums)
+    assert all(r.body_json()["controllerEpoch"] == 2 for r in ums)
 
 
 def test_failover_with_deletion_disabled_clears_the_queue() -> None:

@@ -1,0 +1,377 @@
+"""The one wire form of the controller's requests and responses (:mod:`core.kafka.requests`).
+
+:func:`encode_body` writes a typed body as the JSON object brokers read: Kafka's field names, in the order
+listed below, no spaces, non-ASCII escaped. :func:`parse_body` reads one back, strictly: a malformed body
+raises :class:`core.errors.FormatError` naming the field and the reason (fields a body may leave out take
+Kafka's defaults). ``parse_body(api, json.loads(encode_body(x))) == x`` for every body ``x``.
+
+LeaderAndIsr::
+
+    {"controllerId", "controllerEpoch", "brokerEpoch", "type": 0,
+     "topicStates": [{"topicName", "topicId", "partitionStates": [{"partitionIndex", "controllerEpoch",
+        "leader", "leaderEpoch", "isr", "partitionEpoch", "replicas", "addingReplicas",
+        "removingReplicas", "isNew", "leaderRecoveryState"}]}],
+     "liveLeaders": [{"brokerId", "hostName", "port"}]}
+
+UpdateMetadata (``leader`` and ``leaderEpoch`` are -2 for topics queued for deletion; empty ``topicStates``
+only announces the live brokers)::
+
+    {"controllerId", "controllerEpoch", "brokerEpoch",
+     "topicStates": [{"topicName", "topicId", "partitionStates": [{"partitionIndex", "controllerEpoch",
+        "leader", "leaderEpoch", "isr", "zkVersion", "replicas", "offlineReplicas"}]}],
+     "liveBrokers": [{"id", "endpoints": [{"port", "host", "listener", "securityProtocol"}], "rack"}]}
+
+StopReplica (``leaderEpoch`` -2 for topics queued for deletion, -1 when unknown)::
+
+    {"controllerId", "controllerEpoch", "brokerEpoch",
+     "topicStates": [{"topicName", "partitionStates": [{"partitionIndex", "leaderEpoch", "deletePartition"}]}]}
+
+ControlledShutdownResponse::
+
+    {"errorCode", "remainingPartitions": [{"topicName", "partitionIndex"}]}
+
+AlterPartitionResponse (``correlationId`` only when the AlterPartition carried one: it stands in for the
+request header's correlation id)::
+
+    {"errorCode", "throttleTimeMs", "topics": [{"topicName", "topicId", "partitions": [{"partitionIndex",
+        "errorCode", "leaderId", "leaderEpoch", "isr", "partitionEpoch", "leaderRecoveryState",
+        "correlationId"}]}]}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from core import jsonform as jf
+from core.kafka.requests import (
+    ZERO_UUID,
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    AnyBody,
+    BrokerAddress,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LisrPartitionState,
+    MetadataBroker,
+    MetadataEndpoint,
+    MetadataPartitionState,
+    RequestApi,
+    RequestBody,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    WireBody,
+)
+from core.model import NO_EPOCH, TopicPartition
+
+# ---------------------------------------------------------------------------- encoding
+
+#: a memo of encoded ``topicStates`` by the identity of the partition tuple (see :func:`encode_body`)
+TopicStatesMemo = dict[int, tuple[tuple[Any, ...], str]]
+
+
+def _ints(xs: Iterable[int]) -> str:
+    return "[" + ",".join(map(str, xs)) + "]"
+
+
+def _b(v: bool) -> str:
+    return "true" if v else "false"
+
+
+def _s(v: str | None) -> str:
+    return json.dumps(v)
+
+
+def _lisr_state(p: LisrPartitionState) -> str:
+    return (
+        f'{{"partitionIndex":{p.partition},"controllerEpoch":{p.controller_epoch},"leader":{p.leader},'
+        f'"leaderEpoch":{p.leader_epoch},"isr":{_ints(p.isr)},"partitionEpoch":{p.partition_epoch},'
+        f'"replicas":{_ints(p.replicas)},"addingReplicas":{_ints(p.adding_replicas)},'
+        f'"removingReplicas":{_ints(p.removing_replicas)},"isNew":{_b(p.is_new)},'
+        f'"leaderRecoveryState":{p.leader_recovery_state}}}'
+    )
+
+
+def _metadata_state(p: MetadataPartitionState) -> str:
+    return (
+        f'{{"partitionIndex":{p.partition},"controllerEpoch":{p.controller_epoch},"leader":{p.leader},'
+        f'"leaderEpoch":{p.leader_epoch},"isr":{_ints(p.isr)},"zkVersion":{p.zk_version},'
+        f'"replicas":{_ints(p.replicas)},"offlineReplicas":{_ints(p.offline_replicas)}}}'
+    )
+
+
+def _stop_state(p: StopReplicaPartition) -> str:
+    return (
+        f'{{"partitionIndex":{p.partition},"leaderEpoch":{p.leader_epoch},"deletePartition":{_b(p.delete_partition)}}}'
+    )
+
+
+def _alter_result(p: AlterPartitionResult) -> str:
+    corr = f',"correlationId":{p.correlation_id}' if p.correlation_id >= 0 else ""
+    return (
+        f'{{"partitionIndex":{p.partition},"errorCode":{p.error_code},"leaderId":{p.leader_id},'
+        f'"leaderEpoch":{p.leader_epoch},"isr":{_ints(p.isr)},"partitionEpoch":{p.partition_epoch},'
+        f'"leaderRecoveryState":{p.leader_recovery_state}{corr}}}'
+    )
+
+
+def _grouped(
+    parts: tuple[Any, ...], state: Callable[[Any], str], *, with_id: bool, inner: str = "partitionStates"
+) -> str:
+    """Consecutive entries of one topic (and topic id) as one topic entry, in order."""
+    out: list[str] = []
+    i, n = 0, len(parts)
+    while i < n:
+        first = parts[i]
+        j = i + 1
+        while j < n and parts[j].topic == first.topic and (not with_id or parts[j].topic_id == first.topic_id):
+            j += 1
+        tid = f',"topicId":{_s(first.topic_id)}' if with_id else ""
+        states = ",".join(state(p) for p in parts[i:j])
+        out.append(f'{{"topicName":{_s(first.topic)}{tid},"{inner}":[{states}]}}')
+        i = j
+    return "[" + ",".join(out) + "]"
+
+
+def _memo_grouped(
+    parts: tuple[Any, ...], state: Callable[[Any], str], memo: TopicStatesMemo | None, *, with_id: bool = True
+) -> str:
+    # one step sends the same UpdateMetadata partition states (one tuple) to every broker: encode them once
+    if memo is None or not parts:
+        return _grouped(parts, state, with_id=with_id)
+    hit = memo.get(id(parts))
+    if hit is not None and hit[0] is parts:
+        return hit[1]
+    text = _grouped(parts, state, with_id=with_id)
+    memo[id(parts)] = (parts, text)
+    return text
+
+
+def _head(controller_id: int, controller_epoch: int, broker_epoch: int) -> str:
+    return f'{{"controllerId":{controller_id},"controllerEpoch":{controller_epoch},"brokerEpoch":{broker_epoch}'
+
+
+def _metadata_broker(b: MetadataBroker) -> str:
+    eps = ",".join(
+        f'{{"port":{e.port},"host":{_s(e.host)},"listener":{_s(e.listener)},"securityProtocol":{e.security_protocol}}}'
+        for e in b.endpoints
+    )
+    return f'{{"id":{b.broker_id},"endpoints":[{eps}],"rack":{_s(b.rack)}}}'
+
+
+def encode_text(body: RequestBody, memo: TopicStatesMemo | None = None) -> str:
+    """:func:`encode_body` as text. ``memo`` (a dict the caller keeps while the bodies live, e.g. over
+    one step's decisions) lets bodies that share one tuple of partition states encode it once."""
+    if isinstance(body, LeaderAndIsrRequest):
+        leaders = ",".join(
+            f'{{"brokerId":{a.broker_id},"hostName":{_s(a.host)},"port":{a.port}}}' for a in body.live_leaders
+        )
+        return (
+            f'{_head(body.controller_id, body.controller_epoch, body.broker_epoch)},"type":{body.type},'
+            f'"topicStates":{_memo_grouped(body.partitions, _lisr_state, memo)},"liveLeaders":[{leaders}]}}'
+        )
+    if isinstance(body, UpdateMetadataRequest):
+        brokers = ",".join(_metadata_broker(b) for b in body.live_brokers)
+        return (
+            f"{_head(body.controller_id, body.controller_epoch, body.broker_epoch)},"
+            f'"topicStates":{_memo_grouped(body.partitions, _metadata_state, memo)},"liveBrokers":[{brokers}]}}'
+        )
+    if isinstance(body, StopReplicaRequest):
+        return (
+            f"{_head(body.controller_id, body.controller_epoch, body.broker_epoch)},"
+            f'"topicStates":{_memo_grouped(body.partitions, _stop_state, memo, with_id=False)}}}'
+        )
+    if isinstance(body, ControlledShutdownResponse):
+        remaining = ",".join(f'{{"topicName":{_s(tp.topic)},"partitionIndex":{tp.partition}}}' for tp in body.remaining)
+        return f'{{"errorCode":{body.error_code},"remainingPartitions":[{remaining}]}}'
+    topics = _grouped(body.partitions, _alter_result, with_id=True, inner="partitions")
+    return f'{{"errorCode":{body.error_code},"throttleTimeMs":{body.throttle_time_ms},"topics":{topics}}}'
+
+
+def encode_body(body: RequestBody, memo: TopicStatesMemo | None = None) -> bytes:
+    """The body's wire form (UTF-8 JSON, the field order of the module docstring); see :func:`encode_text`."""
+    return encode_text(body, memo).encode()
+
+
+def body_dict(body: RequestBody) -> dict[str, Any]:
+    """The body's wire form as a JSON object (for readers of the wire form: the sink, tests)."""
+    result: dict[str, Any] = json.loads(encode_text(body))
+    return result
+
+
+def wire_object(body: AnyBody) -> Mapping[str, Any]:
+    """The wire form of either kind of body, as a JSON object: a :class:`~core.kafka.requests.WireBody`'s
+    own (no copy: never mutate it), a typed body's encoded."""
+    return body.obj if isinstance(body, WireBody) else body_dict(body)
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def parse_body(api: RequestApi, body: Mapping[str, Any]) -> RequestBody:
+    """Decode a request body alone (the wire form of a :class:`core.decisions.BrokerRequest`'s body)."""
+    parsed: RequestBody = _PARSERS[api](body)
+    return parsed
+
+
+def _opt_ints(o: Mapping[str, Any], field: str, prefix: str) -> tuple[int, ...]:
+    if o.get(field) is None:
+        return ()
+    return jf.int_list(o, field, prefix)
+
+
+def _opt_list(o: Mapping[str, Any], field: str, prefix: str) -> list[Mapping[str, Any]]:
+    return jf.obj_list(o, field, prefix) if o.get(field) else []
+
+
+def _per_partition(
+    o: Mapping[str, Any], *, topics: str = "topicStates", partitions: str = "partitionStates", required: bool = True
+) -> Iterator[tuple[str, str, Mapping[str, Any], str]]:
+    """``(topic name, topic id, partition entry, its field prefix)`` of a body's per-topic lists, in order."""
+    p = "body."
+    for i, t in enumerate(jf.obj_list(o, topics, p) if required else _opt_list(o, topics, p)):
+        tp = f"{p}{topics}[{i}]."
+        topic = jf.string(t, "topicName", tp)
+        topic_id = jf.opt_string(t, "topicId", tp) or ZERO_UUID
+        for j, s in enumerate(jf.obj_list(t, partitions, tp)):
+            yield topic, topic_id, s, f"{tp}{partitions}[{j}]."
+
+
+def _leadership(s: Mapping[str, Any], sp: str) -> dict[str, Any]:
+    """The fields LeaderAndIsr and UpdateMetadata partition states share (Kafka's two schemas agree on them)."""
+    return {
+        "partition": jf.integer(s, "partitionIndex", sp, minimum=0),
+        "controller_epoch": jf.integer(s, "controllerEpoch", sp),
+        "leader": jf.integer(s, "leader", sp),
+        "leader_epoch": jf.integer(s, "leaderEpoch", sp),
+        "isr": jf.int_list(s, "isr", sp),
+    }
+
+
+def _head_fields(o: Mapping[str, Any]) -> tuple[int, int, int]:
+    p = "body."
+    return (
+        jf.integer(o, "controllerId", p),
+        jf.integer(o, "controllerEpoch", p),
+        jf.opt_integer(o, "brokerEpoch", -1, p),
+    )
+
+
+def _lisr(o: Mapping[str, Any]) -> LeaderAndIsrRequest:
+    p = "body."
+    states: list[LisrPartitionState] = []
+    for topic, topic_id, s, sp in _per_partition(o):
+        states.append(
+            LisrPartitionState(
+                topic=topic,
+                **_leadership(s, sp),
+                partition_epoch=jf.opt_integer(s, "partitionEpoch", 0, sp),
+                replicas=jf.int_list(s, "replicas", sp),
+                adding_replicas=_opt_ints(s, "addingReplicas", sp),
+                removing_replicas=_opt_ints(s, "removingReplicas", sp),
+                is_new=jf.boolean(s, "isNew", False, sp),
+                leader_recovery_state=jf.opt_integer(s, "leaderRecoveryState", 0, sp),
+                topic_id=topic_id,
+            )
+        )
+    leaders = []
+    for i, b in enumerate(_opt_list(o, "liveLeaders", p)):
+        bp = f"{p}liveLeaders[{i}]."
+        leaders.append(
+            BrokerAddress(
+                jf.integer(b, "brokerId", bp), jf.string(b, "hostName", bp, nonempty=False), jf.integer(b, "port", bp)
+            )
+        )
+    cid, cepoch, bepoch = _head_fields(o)
+    return LeaderAndIsrRequest(cid, cepoch, bepoch, jf.opt_integer(o, "type", 0, p), tuple(states), tuple(leaders))
+
+
+def _update_metadata(o: Mapping[str, Any]) -> UpdateMetadataRequest:
+    p = "body."
+    states: list[MetadataPartitionState] = []
+    for topic, topic_id, s, sp in _per_partition(o, required=False):
+        states.append(
+            MetadataPartitionState(
+                topic=topic,
+                **_leadership(s, sp),
+                zk_version=jf.opt_integer(s, "zkVersion", 0, sp),
+                replicas=jf.int_list(s, "replicas", sp),
+                offline_replicas=_opt_ints(s, "offlineReplicas", sp),
+                topic_id=topic_id,
+            )
+        )
+    brokers: list[MetadataBroker] = []
+    for i, b in enumerate(_opt_list(o, "liveBrokers", p)):
+        bp = f"{p}liveBrokers[{i}]."
+        endpoints = []
+        for j, e in enumerate(_opt_list(b, "endpoints", bp)):
+            ep = f"{bp}endpoints[{j}]."
+            endpoints.append(
+                MetadataEndpoint(
+                    jf.integer(e, "port", ep),
+                    jf.string(e, "host", ep, nonempty=False),
+                    jf.opt_string(e, "listener", ep) or "PLAINTEXT",
+                    jf.opt_integer(e, "securityProtocol", 0, ep),
+                )
+            )
+        brokers.append(MetadataBroker(jf.integer(b, "id", bp), tuple(endpoints), jf.opt_string(b, "rack", bp)))
+    cid, cepoch, bepoch = _head_fields(o)
+    return UpdateMetadataRequest(cid, cepoch, bepoch, tuple(states), tuple(brokers))
+
+
+def _stop_replica(o: Mapping[str, Any]) -> StopReplicaRequest:
+    parts: list[StopReplicaPartition] = []
+    for topic, _tid, s, sp in _per_partition(o):
+        parts.append(
+            StopReplicaPartition(
+                topic,
+                jf.integer(s, "partitionIndex", sp, minimum=0),
+                jf.opt_integer(s, "leaderEpoch", NO_EPOCH, sp),
+                jf.boolean(s, "deletePartition", False, sp),
+            )
+        )
+    cid, cepoch, bepoch = _head_fields(o)
+    return StopReplicaRequest(cid, cepoch, bepoch, tuple(parts))
+
+
+def _controlled_shutdown_response(o: Mapping[str, Any]) -> ControlledShutdownResponse:
+    p = "body."
+    remaining = []
+    for i, r in enumerate(_opt_list(o, "remainingPartitions", p)):
+        rp = f"{p}remainingPartitions[{i}]."
+        remaining.append(TopicPartition(jf.string(r, "topicName", rp), jf.integer(r, "partitionIndex", rp)))
+    return ControlledShutdownResponse(jf.opt_integer(o, "errorCode", 0, p), tuple(remaining))
+
+
+def _alter_partition_response(o: Mapping[str, Any]) -> AlterPartitionResponse:
+    p = "body."
+    results: list[AlterPartitionResult] = []
+    for topic, topic_id, s, sp in _per_partition(o, topics="topics", partitions="partitions", required=False):
+        results.append(
+            AlterPartitionResult(
+                topic,
+                jf.integer(s, "partitionIndex", sp, minimum=0),
+                jf.opt_integer(s, "errorCode", 0, sp),
+                jf.opt_integer(s, "leaderId", -1, sp),
+                jf.opt_integer(s, "leaderEpoch", -1, sp),
+                _opt_ints(s, "isr", sp),
+                jf.opt_integer(s, "partitionEpoch", -1, sp),
+                jf.opt_integer(s, "leaderRecoveryState", 0, sp),
+                jf.opt_integer(s, "correlationId", -1, sp),
+                topic_id,
+            )
+        )
+    return AlterPartitionResponse(
+        jf.opt_integer(o, "errorCode", 0, p), tuple(results), jf.opt_integer(o, "throttleTimeMs", 0, p)
+    )
+
+
+_PARSERS: dict[RequestApi, Any] = {
+    RequestApi.LEADER_AND_ISR: _lisr,
+    RequestApi.UPDATE_METADATA: _update_metadata,
+    RequestApi.STOP_REPLICA: _stop_replica,
+    RequestApi.CONTROLLED_SHUTDOWN_RESPONSE: _controlled_shutdown_response,
+    RequestApi.ALTER_PARTITION_RESPONSE: _alter_partition_response,
+}
