@@ -46,13 +46,13 @@ from streaming.settings import Settings
 from streaming.shutdown import fence_check, fenced_if_replaced, raise_outcome, stop_query
 from streaming.side_threads import Opened, admin_watcher, start_side_threads
 from streaming.startup import (
-    connect_zookeeper,
     hand_off,
     livectl_topics,
     other_controller,
     resolve_buckets,
     source_start,
     uncommitted_batch,
+    zookeeper_client,
 )
 from streaming.wiring import (
     SinkWrapper,
@@ -111,8 +111,9 @@ class ControllerApp:
         s = self.settings
         # first, so that a standby serves it while it waits (ActiveControllerCount 0)
         self.observatory, metrics_server = start_endpoint(s.controller_id, s.metrics_port, s.metrics_bind_address)
+        zk = self.zk = zookeeper_client(s)
         try:
-            zk = self.zk = connect_zookeeper(s)
+            zk.start(timeout=30)
         except BaseException:
             if metrics_server is not None:
                 metrics_server.stop()

@@ -1,7 +1,7 @@
 """The controller's start-up, before its query runs: ZooKeeper, the checkpoint's facts, where the source
 starts, and the failover hand-off.
 
-- :func:`connect_zookeeper`: this controller's ZooKeeper session (its lease lives and dies with it);
+- :func:`zookeeper_client`: this controller's ZooKeeper session (its lease lives and dies with it);
 - the checkpoint's facts: its identity, its bucket count (fixed for its life), its committed and
   planned micro-batches;
 - :func:`source_start`: where the query reads from, so that the failover reference is the first thing it
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("livectl.app")
 
 
-def connect_zookeeper(s: Settings) -> Any:
-    """A started kazoo client for this controller's ZooKeeper session (at most 30 s to connect)."""
+def zookeeper_client(s: Settings) -> Any:
+    """The kazoo client of this controller's ZooKeeper session, not started yet."""
     from kazoo.client import KazooClient
     from kazoo.retry import KazooRetry
 
@@ -42,7 +42,6 @@ def connect_zookeeper(s: Settings) -> Any:
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
         **s.zookeeper_security().client_kwargs(),
     )
-    zk.start(timeout=30)
     return zk
 
 
