@@ -1,5 +1,4 @@
-"""The controller app: where the source starts on a used checkpoint (the failover barrier), and the one line
-it reports for a query that failed."""
+"""The controller's start-up: where the source starts on a used checkpoint (the failover barrier)."""
 
 from __future__ import annotations
 
@@ -29,19 +28,3 @@ def test_a_used_checkpoint_starts_behind_the_failover_barrier(tmp_path: Path) ->
     assert got == SourceStart(barrier_epoch=3, barrier_path=f"{store.root}/failover")
     ref = failover.write_snapshot(store, 1000, snapshot_of((1,), epoch=3), BUCKETS)
     assert got.barrier_path is not None and ref["path"].startswith(got.barrier_path + "/")
-
-
-def test_a_source_error_inside_sparks_traceback_is_reported_by_its_own_line() -> None:
-    from streaming.shutdown import query_failure_reason
-
-    text = (
-        "[STREAM_FAILED] Query [id = 1] terminated with exception: ... Traceback (most recent call last):\n"
-        '  File "kafka_source.py", line 250, in read\n'
-        "streaming.kafka_source.KafkaSourceError: livectl-kafka fail_on_data_loss: data loss on livectl.admin-0: "
-        "the checkpoint reads from offset 57 but the log now ends at offset 3\n\tat org.apache.spark..."
-    )
-    assert query_failure_reason(text) == (
-        "livectl-kafka fail_on_data_loss: data loss on livectl.admin-0: "
-        "the checkpoint reads from offset 57 but the log now ends at offset 3"
-    )
-    assert query_failure_reason("something else") == "something else"
