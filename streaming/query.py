@@ -48,7 +48,7 @@ def controller_frame(spark: Any, settings: Settings, start: SourceStart | None =
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from streaming.kafka_source import SOURCE_NAME
+    from streaming.source_options import SOURCE_NAME
 
     register_source(spark)
     start = start or SourceStart()

@@ -134,7 +134,8 @@ def source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart
     if batch_ids(store, child(store.root, "offsets")):
         return SourceStart(barrier_epoch=epoch, barrier_path=failover.failover_root(s.checkpoint_dir))
     if s.starting_offsets == "latest":
-        from streaming.kafka_source import KafkaStreamReader, SourceOptions
+        from streaming.kafka_source import KafkaStreamReader
+        from streaming.source_options import SourceOptions
 
         options = {
             "bootstrap_servers": s.bootstrap_servers,

@@ -11,7 +11,8 @@ import pytest
 from kafka import KafkaProducer
 
 from sinks.requests import ensure_topics
-from streaming.kafka_source import KafkaStreamReader, SourceOptions
+from streaming.kafka_source import KafkaStreamReader
+from streaming.source_options import SourceOptions
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,8 @@ from kafka import KafkaProducer
 
 from livectl import local
 from sinks.requests import ensure_topics
-from streaming.kafka_source import KafkaSourceError, KafkaStreamReader, SourceOptions
+from streaming.kafka_source import KafkaStreamReader
+from streaming.source_options import KafkaSourceError, SourceOptions
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,8 @@ import pytest
 from kafka import KafkaProducer
 
 from sinks.requests import ensure_topics
-from streaming.kafka_source import SOURCE_NAME, KafkaDataSource, KafkaSourceError, SourceOptions
+from streaming.kafka_source import KafkaDataSource
+from streaming.source_options import SOURCE_NAME, KafkaSourceError, SourceOptions
 
 pytestmark = pytest.mark.spark
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.kafka_source import KafkaSourceError, SourceOptions
+from streaming.source_options import KafkaSourceError, SourceOptions
 
 pytestmark = pytest.mark.unit
 
@@ -31,8 +31,8 @@ def test_bad_starting_offsets_and_barrier_options_name_the_field() -> None:
 
 
 def test_security_settings_reach_the_source_options_and_errors_name_the_setting() -> None:
-    from streaming.kafka_source import KafkaSourceError, SourceOptions
     from streaming.settings import Settings, SettingsError
+    from streaming.source_options import KafkaSourceError, SourceOptions
 
     s = Settings().with_overrides(
         [

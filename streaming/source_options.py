@@ -1,0 +1,174 @@
+"""The options of the ``livectl-kafka`` source (:mod:`streaming.kafka_source`): their names (also Spark's Kafka
+source names and camelCase), the starting offsets, the failover barrier's, the Kafka client security
+properties as ``kafka.<property>``; and its error, which names the option or topic-partition concerned."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sinks.security import KafkaSecurity, SecurityConfigError
+from streaming.errors import StreamingError
+
+SOURCE_NAME = "livectl-kafka"
+
+#: a source offset: topic -> partition (as text) -> next offset to read
+Offsets = dict[str, dict[str, int]]
+
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "bootstrap_servers": ("bootstrap_servers", "bootstrapServers", "kafka.bootstrap.servers"),
+    "topics": ("topics", "subscribe"),
+    "starting_offsets": ("starting_offsets", "startingOffsets"),
+    "max_records_per_batch": ("max_records_per_batch", "maxRecordsPerBatch", "maxOffsetsPerTrigger"),
+    "poll_timeout_ms": ("poll_timeout_ms", "pollTimeoutMs"),
+    "replay_timeout_s": ("replay_timeout_s", "replayTimeoutS"),
+    "fail_on_data_loss": ("fail_on_data_loss", "failOnDataLoss"),
+    "barrier_topic": ("barrier_topic", "barrierTopic"),
+    "barrier_epoch": ("barrier_epoch", "barrierEpoch"),
+    "barrier_path": ("barrier_path", "barrierPath"),
+}
+
+#: option names (lower case) that are aliases, not Kafka client properties
+_ALIASED = frozenset(a.lower() for names in _ALIASES.values() for a in names)
+
+
+class KafkaSourceError(StreamingError):
+    """A bad option, a missing topic, or records that cannot be re-read. ``option`` names the option or
+    the topic-partition concerned."""
+
+    def __init__(self, option: str, reason: str) -> None:
+        self.option = option
+        self.reason = reason
+        super().__init__(f"{SOURCE_NAME} {option}: {reason}")
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    starting_offsets: str = "earliest"
+    max_records_per_batch: int = 10000
+    #: how long one poll waits for more records before the batch is closed
+    poll_timeout_ms: int = 100
+    #: how long re-reading a planned batch may take before the source gives up
+    replay_timeout_s: float = 60.0
+    #: offsets gone from the log (see "Data loss" in the module docstring): fail, or read from the earliest
+    fail_on_data_loss: bool = True
+    #: Kafka client security properties from the ``kafka.<name>`` options (``security.protocol``, SASL, SSL)
+    security: tuple[tuple[str, str], ...] = ()
+    #: explicit starting offsets (``starting_offsets`` given as a JSON object), else ``None``
+    starting_positions: tuple[tuple[str, int, int], ...] | None = None
+    #: the failover barrier (see the module docstring): the topic of the reference, the least controller
+    #: epoch it must carry and, optionally, the folder its snapshot must be in
+    barrier_topic: str | None = None
+    barrier_epoch: int | None = None
+    barrier_path: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        """From the reader's options (case-insensitive keys); errors name the option."""
+        lowered = {str(k).lower(): v for k, v in options.items()}
+
+        def get(name: str) -> str | None:
+            for alias in _ALIASES[name]:
+                if alias.lower() in lowered:
+                    return str(lowered[alias.lower()])
+            return None
+
+        servers = get("bootstrap_servers")
+        if not servers:
+            raise KafkaSourceError("bootstrap_servers", "is required (host:port[,host:port...])")
+        topics = tuple(t.strip() for t in (get("topics") or "").split(",") if t.strip())
+        if not topics:
+            raise KafkaSourceError("topics", "is required (comma-separated topic names)")
+        starting = (get("starting_offsets") or "earliest").strip()
+        positions = None
+        if starting.startswith("{"):
+            positions = _parse_positions(starting, topics)
+            starting = "explicit"
+        else:
+            starting = starting.lower()
+            if starting not in ("earliest", "latest"):
+                raise KafkaSourceError(
+                    "starting_offsets", f"must be earliest, latest or a JSON object of offsets, got {starting!r}"
+                )
+
+        def number(name: str, default: float, kind: type) -> Any:
+            text = get(name)
+            if text is None:
+                return default
+            try:
+                value = kind(text)
+            except ValueError:
+                raise KafkaSourceError(name, f"must be a number, got {text!r}") from None
+            if value < 1:
+                raise KafkaSourceError(name, f"must be at least 1, got {text!r}")
+            return value
+
+        fail_text = (get("fail_on_data_loss") or "true").strip().lower()
+        if fail_text not in ("true", "false"):
+            raise KafkaSourceError("fail_on_data_loss", f"must be true or false, got {fail_text!r}")
+        props = {
+            k.removeprefix("kafka."): str(v) for k, v in lowered.items() if k.startswith("kafka.") and k not in _ALIASED
+        }
+        try:
+            security = KafkaSecurity.from_properties(props)
+        except SecurityConfigError as e:
+            raise KafkaSourceError(f"kafka.{e.key}", e.reason) from None
+        barrier_topic = get("barrier_topic")
+        barrier_epoch_text = get("barrier_epoch")
+        if (barrier_topic is None) != (barrier_epoch_text is None):
+            raise KafkaSourceError("barrier_epoch", "barrier_topic and barrier_epoch go together")
+        barrier_epoch = None
+        if barrier_epoch_text is not None:
+            try:
+                barrier_epoch = int(barrier_epoch_text)
+            except ValueError:
+                raise KafkaSourceError("barrier_epoch", f"must be an integer, got {barrier_epoch_text!r}") from None
+            if barrier_topic not in topics:
+                raise KafkaSourceError("barrier_topic", f"{barrier_topic!r} is not one of the topics read")
+        return cls(
+            servers,
+            tuple(sorted(set(topics))),
+            starting,
+            number("max_records_per_batch", 10000, int),
+            number("poll_timeout_ms", 100, int),
+            number("replay_timeout_s", 60.0, float),
+            fail_text == "true",
+            security.items,
+            positions,
+            barrier_topic,
+            barrier_epoch,
+            get("barrier_path"),
+        )
+
+
+def _parse_positions(text: str, topics: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
+    """``{"topic": {"partition": offset}}`` as (topic, partition, offset) triples; errors name the field."""
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise KafkaSourceError("starting_offsets", f"is not valid JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise KafkaSourceError("starting_offsets", "must be a JSON object {topic: {partition: offset}}")
+    out = []
+    for topic, parts in raw.items():
+        if topic not in topics:
+            raise KafkaSourceError(f"starting_offsets.{topic}", "is not one of the topics read")
+        if not isinstance(parts, dict):
+            raise KafkaSourceError(f"starting_offsets.{topic}", "must be an object {partition: offset}")
+        for partition, offset in parts.items():
+            field = f"starting_offsets.{topic}.{partition}"
+            if not str(partition).isdigit():
+                raise KafkaSourceError(field, "the partition must be a non-negative integer")
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+                raise KafkaSourceError(field, f"the offset must be a non-negative integer, got {offset!r}")
+            out.append((topic, int(partition), offset))
+    return tuple(sorted(out))
+
+
+def canonical(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
+    """Topics sorted, partitions sorted numerically, values as int (Spark compares offsets as JSON)."""
+    return {t: {p: int(offsets[t][p]) for p in sorted(offsets[t], key=int)} for t in sorted(offsets)}
