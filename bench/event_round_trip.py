@@ -6,7 +6,9 @@ A record on ``livectl.admin`` / ``livectl.broker-events`` is
    over the batch, then :func:`core.codec.events.decode_event` per record);
 2. routed and re-encoded as the routed row's payload (:func:`streaming.routing.prepare_frame`); a
    cluster-scoped event goes to every bucket;
-3. decoded again in its bucket (:func:`streaming.failover_refs.events_of`, on the other side of the shuffle).
+3. decoded again in its bucket (:func:`streaming.failover_refs.events_of`, on the other side of the shuffle);
+   with the metrics endpoint on, parsed once more there for its type
+   (:func:`streaming.observability.input_counts`).
 
 Step 2 today encodes each distinct event once (:func:`streaming.routing.encode_routed`); before, it encoded
 once per routed row, so a cluster-scoped event was encoded once per bucket. This script times both, in the
@@ -38,7 +40,7 @@ from _common import machine_info, print_table, write_results
 from core import events as ev
 from core.codec.events import event_from_json, event_to_json
 from core.model import PartitionTarget
-from streaming import failover_refs, routing
+from streaming import failover_refs, observability, routing
 
 ADMIN = "livectl.admin"
 EVENTS = "livectl.broker-events"
@@ -90,6 +92,8 @@ def measure(frame: pd.DataFrame, n: int, validator: Any, repeat: int) -> tuple[i
         "prepare_frame": lambda: routing.prepare_frame(frame, n, ADMIN, validator),
         "decode in buckets": lambda: [[event_from_json(x) for x in f["payload"]] for f in by_bucket],
         "events_of": lambda: [failover_refs.events_of(b, f) for b, f in enumerate(by_bucket)],
+        # with the metrics endpoint on, each bucket's summary row counts its input by type: a third parse
+        "input_counts": lambda: [observability.input_counts(f, b) for b, f in enumerate(by_bucket)],
     }
     samples: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(repeat):
@@ -126,6 +130,7 @@ def main() -> None:
                 f"{saved_share:.1%}",
                 med["decode in buckets"],
                 med["events_of"],
+                med["input_counts"],
             ]
         )
         results[name] = {"rows": count, "median_ms": med, "encode_ratio": ratio, "prepare_share_saved": saved_share}
@@ -141,6 +146,7 @@ def main() -> None:
             "prepare saved",
             "decode (buckets)",
             "events_of (buckets)",
+            "input_counts (buckets)",
         ],
         rows,
     )
