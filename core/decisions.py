@@ -108,7 +108,7 @@ class AdminResult(Decision):
     status: AdminStatus
     error: str | None = None
     message: str = ""
-    details: Mapping[str, Any] = field(default=EMPTY_OBJECT, hash=False)
+    details: Mapping[str, Any] = field(default_factory=lambda: EMPTY_OBJECT, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "details", freeze_object(self.details, "details"))

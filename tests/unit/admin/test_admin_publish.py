@@ -25,7 +25,7 @@ def test_results_with_the_sinks_extra_fields_decode() -> None:
 def test_progress_bar_uses_the_counts_in_details() -> None:
     out = io.StringIO()
     p = Progress("reassign", out)
-    line = p.line(AdminResult("r", "reassign_partitions", AdminStatus.IN_PROGRESS, details='{"done":1,"total":4}'))
+    line = p.line(AdminResult("r", "reassign_partitions", AdminStatus.IN_PROGRESS, details={"done": 1, "total": 4}))
     assert "[######..................] 1/4 in_progress" in line
     assert "waiting" in p.line(None)
 
