@@ -95,7 +95,7 @@ class AdminResult(Decision):
 
     ``details`` is a JSON object (per-partition outcomes, progress) as a value, not text: handlers pass a
     ``dict``, and the result keeps a read-only copy (:func:`core.frozen_json.freeze`: objects become
-    ``MappingProxyType`` views, arrays tuples) taken at construction, so a handler that goes on filling
+    :class:`~core.frozen_json.FrozenObject`, arrays tuples) taken at construction, so a handler that goes on filling
     the dict it passed cannot change an answer already given, and the result stays a value like every
     other decision. It is compared like any field but left out of the hash (a mapping has none); equal
     results still hash equal. Anything but a JSON object raises :class:`core.errors.FormatError` naming

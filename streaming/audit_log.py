@@ -306,7 +306,7 @@ def audit_rows(
             _admin_topic(a.details),
             request_id=a.request_id,
             error=a.error,
-            detail=dumps({"message": a.message, "details": a.details_json()}).decode(),
+            detail=dumps({"message": a.message, "details": a.details}).decode(),
         )
     for fail in batch.failures:
         topic, partition = topic_partition_of_item(fail.item)

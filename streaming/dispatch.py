@@ -141,17 +141,20 @@ def merge_admin_results(
         worst = max(parts, key=lambda r: _STATUS_RANK[r.status])
         errors = [p.error for p in parts if p.error]
         messages = [p.message for p in parts if p.message]
+        # the parts' details are frozen JSON (arrays tuples, objects mappings); the merge grows a plain list
+        # or dict per key in place, and AdminResult freezes the result again, reusing the frozen values
         details: dict[str, Any] = {}
         for p in parts:
-            for k, v in p.details.items():  # frozen JSON: arrays are tuples, objects mappings
-                if isinstance(v, tuple) and isinstance(details.get(k), tuple):
-                    details[k] = details[k] + v
-                elif isinstance(v, Mapping) and isinstance(details.get(k), Mapping):
-                    details[k] = {**details[k], **v}
-                elif isinstance(v, int | float) and isinstance(details.get(k), int | float):
-                    details[k] = details[k] + v
-                else:
-                    details.setdefault(k, v)
+            for k, v in p.details.items():
+                cur = details.get(k)
+                if k not in details:
+                    details[k] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
+                elif isinstance(v, tuple) and isinstance(cur, list):
+                    cur.extend(v)
+                elif isinstance(v, Mapping) and isinstance(cur, dict):
+                    cur.update(v)
+                elif isinstance(v, int | float) and isinstance(cur, int | float):
+                    details[k] = cur + v
         merged.append(
             dc.AdminResult(
                 rid,

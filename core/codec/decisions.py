@@ -48,7 +48,7 @@ def encode_decision(d: Decision) -> dict[str, Any]:
     if isinstance(d, BrokerRequest):
         body["body"] = dict(wire_object(d.body))
     elif isinstance(d, AdminResult):
-        body["details"] = d.details_json()
+        body["details"] = d.details  # frozen JSON: any JSON encoder writes it as it is
     return body
 
 
