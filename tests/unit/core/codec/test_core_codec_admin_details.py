@@ -12,6 +12,7 @@ import pytest
 from core.codec.decisions import decision_from_json, decision_to_json, encode_decision, read_details
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
+from core.frozen_json import freeze
 
 pytestmark = pytest.mark.unit
 
@@ -93,3 +94,12 @@ def test_details_that_are_not_an_object_are_refused_when_built() -> None:
     with pytest.raises(FormatError) as e:
         AdminResult("r", "c", AdminStatus.OK, details='{"a":1}')  # type: ignore[arg-type]
     assert e.value.field == "details" and "got str" in str(e.value)
+
+
+def test_freeze_reuses_what_is_already_frozen_and_keeps_scalars() -> None:
+    first = AdminResult("r", "c", AdminStatus.OK, details={"partitions": {"t-0": {"error": "NONE"}}})
+    again = AdminResult("r", "c", AdminStatus.OK, details={"partitions": first.details["partitions"], "n": 1})
+    assert again.details["partitions"] is first.details["partitions"]  # a merged part is not copied again
+    assert freeze(first.details) is first.details
+    assert [freeze(v) for v in ("a", 1, 1.5, True, None)] == ["a", 1, 1.5, True, None]
+    assert freeze({1: [2, 3]}) == {"1": (2, 3)}  # JSON's keys are strings, as an encoder would write them
