@@ -94,10 +94,10 @@ class AdminResult(Decision):
     ``TOPIC_DELETION_DISABLED``, ``INVALID_CONFIG``, ...) or ``None``.
 
     ``details`` is a JSON object (per-partition outcomes, progress) as a value, not text: handlers pass a
-    ``dict``, and the result keeps a read-only copy (:func:`core.frozen_json.freeze`: objects become
-    :class:`~core.frozen_json.FrozenObject`, arrays tuples) taken at construction, so a handler that goes on filling
-    the dict it passed cannot change an answer already given, and the result stays a value like every
-    other decision. It is compared like any field but left out of the hash (a mapping has none); equal
+    ``dict``, and the result keeps a read-only copy taken at construction (:func:`core.frozen_json.freeze`:
+    objects become :class:`~core.frozen_json.FrozenObject`, arrays tuples), so a handler that goes on
+    filling the dict it passed cannot change an answer already given, and the result stays a value like
+    every other decision. It is compared like any field but left out of the hash (a mapping has none); equal
     results still hash equal. Anything but a JSON object raises :class:`core.errors.FormatError` naming
     ``details``. Its one encoding is :func:`core.codec.decisions.encode_decision` (a JSON object in the row
     and on ``livectl.admin-results``)."""

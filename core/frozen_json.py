@@ -9,7 +9,8 @@ Why a ``dict`` subclass and not :class:`types.MappingProxyType`: JSON encoders (
 orjson, which the sinks use) write a ``dict`` subclass and tuples as they are, so encoding needs no
 copy back to plain values; it compares equal to a plain ``dict``; and :func:`freeze` can pass a value that
 is already frozen (a part of a merged result) without walking it again. Measured on the driver's decode,
-merge and encode of a 100k-partition election from 8 buckets, proxies cost about three times as much.
+merge and encode of a 100k-partition election's answers from 8 buckets: ≈350 ms with this type, ≈570 ms
+with proxies (and a plain copy to encode), ≈210 ms when details were text (the freezing is the difference).
 """
 
 from __future__ import annotations

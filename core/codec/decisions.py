@@ -8,9 +8,10 @@ the parsed object (:class:`core.kafka.requests.WireBody`) unless asked for typed
 it to the request sink as it is.
 
 An admin result's ``details`` is a JSON object too (in the row and on ``livectl.admin-results``).
-:func:`read_details` reads it — and the JSON text a controller before that change wrote, which can still
-sit on the results topic across an upgrade — for every reader: this decoder, the admin tool, the audit
-log."""
+:func:`read_details` reads it, and also the JSON text a controller before that change wrote, which can
+still sit on the results topic across an upgrade. The decoder reads it the same way, so the admin tool
+(which decodes results off the topic) and the audit log (which logs the driver's decoded results) get one
+value whichever form was written."""
 
 from __future__ import annotations
 
