@@ -19,7 +19,8 @@ and the headers carry ``api``, ``batch_id`` and ``controller_epoch`` (UTF-8 text
 
 **Admin results** go to ``livectl.admin-results`` keyed by ``request_id``: the decision's JSON
 (:func:`core.codec.decisions.encode_decision`, ``details`` a JSON object) plus ``batch_id`` and
-``controller_epoch``. **Rejected input** goes to ``livectl.rejected`` keyed by ``<topic>/<partition>/<offset>`` of the source record:
+``controller_epoch``. **Rejected input** goes to ``livectl.rejected`` keyed by
+``<topic>/<partition>/<offset>`` of the source record:
 ``{"version":1,"source":{"topic","partition","offset"},"payload":…,"reasons":[…],"batch_id","controller_epoch"}``.
 
 **Idempotent replay by batch id.** Every message has an identity (batch id, and broker+API /
