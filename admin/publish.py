@@ -196,10 +196,7 @@ class Progress:
     def _counts(self, result: AdminResult | None) -> tuple[int, int] | None:
         if result is None:
             return None
-        try:
-            d: dict[str, Any] = json.loads(result.details)
-        except ValueError:
-            return None
+        d = result.details
         total = d.get("total")
         if not isinstance(total, int) or total <= 0:
             return None

@@ -18,10 +18,12 @@ Every decision has a stable, versioned JSON form (``{"version": 1, "type": ..., 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
+from core.frozen_json import EMPTY_OBJECT, freeze_object, thaw
 from core.kafka.request_codec import wire_object
 from core.kafka.requests import AnyBody, RequestApi
 
@@ -89,8 +91,16 @@ class AdminResult(Decision):
     ``UNKNOWN_TOPIC_OR_PARTITION``, ``INVALID_REPLICATION_FACTOR``, ``INVALID_PARTITIONS``,
     ``INVALID_REPLICA_ASSIGNMENT``, ``BROKER_NOT_AVAILABLE``, ``NO_REASSIGNMENT_IN_PROGRESS``,
     ``ELECTION_NOT_NEEDED``, ``ELIGIBLE_LEADERS_NOT_AVAILABLE``, ``PREFERRED_LEADER_NOT_AVAILABLE``,
-    ``TOPIC_DELETION_DISABLED``, ``INVALID_CONFIG``, ...) or ``None``. ``details`` is a JSON object text
-    (per-partition outcomes, progress)."""
+    ``TOPIC_DELETION_DISABLED``, ``INVALID_CONFIG``, ...) or ``None``.
+
+    ``details`` is a JSON object (per-partition outcomes, progress) as a value, not text: handlers pass a
+    ``dict``, and the result keeps a read-only copy taken at construction (:func:`core.frozen_json.freeze`:
+    objects become :class:`~core.frozen_json.FrozenObject`, arrays tuples), so a handler that goes on
+    filling the dict it passed cannot change an answer already given, and the result stays a value like
+    every other decision. It is compared like any field but left out of the hash (a mapping has none); equal
+    results still hash equal. Anything but a JSON object raises :class:`core.errors.FormatError` naming
+    ``details``. Its one encoding is :func:`core.codec.decisions.encode_decision` (a JSON object in the row
+    and on ``livectl.admin-results``)."""
 
     TYPE: ClassVar[str] = "admin_result"
     request_id: str
@@ -98,7 +108,15 @@ class AdminResult(Decision):
     status: AdminStatus
     error: str | None = None
     message: str = ""
-    details: str = "{}"
+    details: Mapping[str, Any] = field(default_factory=lambda: EMPTY_OBJECT, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "details", freeze_object(self.details, "details"))
+
+    def details_json(self) -> dict[str, Any]:
+        """The details as a new plain JSON object (``dict``/``list``; for encoders, tests and tools)."""
+        plain: dict[str, Any] = thaw(self.details)
+        return plain
 
 
 @dataclass(frozen=True)

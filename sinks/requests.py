@@ -18,8 +18,9 @@ same API sent one after the other, each with ``"part": k, "parts": n``; messages
 and the headers carry ``api``, ``batch_id`` and ``controller_epoch`` (UTF-8 text).
 
 **Admin results** go to ``livectl.admin-results`` keyed by ``request_id``: the decision's JSON
-(:func:`core.decisions.encode_decision`) plus ``batch_id`` and ``controller_epoch``. **Rejected input**
-goes to ``livectl.rejected`` keyed by ``<topic>/<partition>/<offset>`` of the source record:
+(:func:`core.codec.decisions.encode_decision`, ``details`` a JSON object) plus ``batch_id`` and
+``controller_epoch``. **Rejected input** goes to ``livectl.rejected`` keyed by
+``<topic>/<partition>/<offset>`` of the source record:
 ``{"version":1,"source":{"topic","partition","offset"},"payload":…,"reasons":[…],"batch_id","controller_epoch"}``.
 
 **Idempotent replay by batch id.** Every message has an identity (batch id, and broker+API /
@@ -158,14 +159,15 @@ def _cut(text: str, chars: int) -> str:
 
 def fit_admin_value(value: dict[str, Any], max_bytes: int) -> bytes:
     """An admin result's message value within ``max_bytes``: when the whole one is larger (per-partition
-    details of a reassignment or election over tens of thousands of partitions), ``details`` becomes
-    ``{"truncated":true,"original_bytes":N}`` and the message is cut, and ``"truncated"`` names what was
-    cut — the status and error, what ``--wait`` acts on, are always kept."""
+    details of a reassignment or election over tens of thousands of partitions), ``details`` becomes the
+    object ``{"truncated":true,"original_bytes":N}`` (N: the bytes of the details' own JSON) and the message
+    is cut, and ``"truncated"`` names what was cut — the status and error, what ``--wait`` acts on, are
+    always kept."""
     data = _dumps(value)
     if len(data) <= max_bytes:
         return data
     cut = dict(value)
-    cut["details"] = json.dumps({"truncated": True, "original_bytes": len(str(value.get("details", "")))})
+    cut["details"] = {"truncated": True, "original_bytes": len(_dumps(value.get("details") or {}))}
     cut["truncated"] = {"fields": ["details"], "original_bytes": len(data)}
     data = _dumps(cut)
     chars = max_bytes // 8

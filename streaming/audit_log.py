@@ -176,19 +176,15 @@ def _partition_entries(body: Mapping[str, Any]) -> list[tuple[str | None, int | 
     return out
 
 
-def _admin_topic(details: str) -> str | None:
-    """The topic an admin result is about, when its details name exactly one."""
-    try:
-        d = json.loads(details or "{}")
-    except ValueError:
-        return None
-    if isinstance(d, dict):
-        topic = d.get("topic")
-        if isinstance(topic, str):
-            return topic
-        topics = d.get("topics")
-        if isinstance(topics, list) and len(topics) == 1 and isinstance(topics[0], str):
-            return topics[0]
+def _admin_topic(details: Mapping[str, Any]) -> str | None:
+    """The topic an admin result is about, when its details (frozen JSON: arrays are tuples) name exactly
+    one."""
+    topic = details.get("topic")
+    if isinstance(topic, str):
+        return topic
+    topics = details.get("topics")
+    if isinstance(topics, tuple | list) and len(topics) == 1 and isinstance(topics[0], str):
+        return topics[0]
     return None
 
 
@@ -310,7 +306,7 @@ def audit_rows(
             _admin_topic(a.details),
             request_id=a.request_id,
             error=a.error,
-            detail=dumps({"message": a.message, "details": orjson.loads(a.details or "{}")}).decode(),
+            detail=dumps({"message": a.message, "details": a.details}).decode(),
         )
     for fail in batch.failures:
         topic, partition = topic_partition_of_item(fail.item)

@@ -33,7 +33,9 @@ objects per broker and API and serialises each outbound message once. Rebuilding
 (``decode_decision(..., typed=True)``) was measured and not taken: on the rows of a 100k-partition
 failover (8 buckets, 10 brokers) it costs about nine times the decode itself (``bench/README.md``,
 "Request bodies as values"), and nothing on the driver needs more than the wire form — the sink merges
-and splits it, :func:`streaming.refusals.withhold` filters it, the audit log counts and logs it.
+and splits it, :func:`streaming.refusals.withhold` filters it, the audit log counts and logs it. An admin
+result's ``details``, also a JSON object in the row, is decoded with it, and the parts of one command from
+several buckets merge as those objects (:func:`merge_admin_results`), never re-encoded on the driver.
 
 The driver keeps every bucket's latest metrics row; :attr:`Dispatcher.metrics` is the cluster-wide sum.
 
@@ -51,7 +53,7 @@ import gc
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -139,18 +141,20 @@ def merge_admin_results(
         worst = max(parts, key=lambda r: _STATUS_RANK[r.status])
         errors = [p.error for p in parts if p.error]
         messages = [p.message for p in parts if p.message]
+        # the parts' details are frozen JSON (arrays tuples, objects mappings); the merge grows a plain list
+        # or dict per key in place, and AdminResult freezes the result again, reusing the frozen values
         details: dict[str, Any] = {}
         for p in parts:
-            d = json.loads(p.details or "{}")
-            for k, v in d.items():
-                if isinstance(v, list) and isinstance(details.get(k), list):
-                    details[k] = details[k] + v
-                elif isinstance(v, dict) and isinstance(details.get(k), dict):
-                    details[k] = {**details[k], **v}
-                elif isinstance(v, int | float) and isinstance(details.get(k), int | float):
-                    details[k] = details[k] + v
-                else:
-                    details.setdefault(k, v)
+            for k, v in p.details.items():
+                cur = details.get(k)
+                if k not in details:
+                    details[k] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
+                elif isinstance(v, tuple) and isinstance(cur, list):
+                    cur.extend(v)
+                elif isinstance(v, Mapping) and isinstance(cur, dict):
+                    cur.update(v)
+                elif isinstance(v, int | float) and isinstance(cur, int | float):
+                    details[k] = cur + v
         merged.append(
             dc.AdminResult(
                 rid,
@@ -158,7 +162,7 @@ def merge_admin_results(
                 worst.status,
                 errors[0] if errors else None,
                 "; ".join(dict.fromkeys(messages)),
-                json.dumps(details, sort_keys=True),
+                details,
             )
         )
     return merged
@@ -462,7 +466,7 @@ def _rejected_result(rid: str, row: dict[str, Any], reasons: Sequence[str]) -> d
     message = "; ".join(reasons)
     if kafka_error != error:
         message = f"{kafka_error}: {message}"
-    details = json.dumps({"kafka_error": kafka_error}, separators=(",", ":"))
+    details = {"kafka_error": kafka_error}
     return dc.AdminResult(rid, _type_of(row["payload"]), dc.AdminStatus.ERROR, error, message, details)
 
 

@@ -82,6 +82,10 @@ log = logging.getLogger("livectl.kafka_source")
 _FAILOVER_REF_TYPE = "controller_failover_ref"
 
 
+#: how long a partition the broker answered without an offset is asked again before it is an error
+OFFSETS_RETRY_S = 30.0
+
+
 def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", "replace")
 
@@ -149,11 +153,42 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 c.seek(tp, want)
                 self._positions[(tp.topic, tp.partition)] = want
 
+    def _list_offsets(self, which: str, tps: list[Any]) -> dict[Any, int]:
+        """The log start (``which="beginning"``) or end offsets of ``tps``. kafka-python leaves out of its
+        answer a partition the broker answered without an offset and no error, then fails looking it up
+        (``KeyError``; seen with tansu on a loaded machine, for a topic that exists): such partitions are
+        asked again, one at a time, for up to :data:`OFFSETS_RETRY_S` — a transient answer must not stop
+        the controller's query — and only then is it an error naming the partitions."""
+        c = self._client()
+        ask = c.beginning_offsets if which == "beginning" else c.end_offsets
+        try:
+            return dict(ask(tps))
+        except KeyError:
+            pass
+        out: dict[Any, int] = {}
+        todo = list(tps)
+        deadline = time.monotonic() + OFFSETS_RETRY_S
+        while True:
+            for tp in list(todo):
+                try:
+                    out.update(ask([tp]))
+                    todo.remove(tp)
+                except KeyError:
+                    continue
+            if not todo:
+                return out
+            if time.monotonic() >= deadline:
+                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in todo)
+                raise KafkaSourceError(
+                    names, f"the broker gave no {which} offset for {OFFSETS_RETRY_S:.0f} s (asked again every 0.2 s)"
+                )
+            time.sleep(0.2)
+
     def _true_ends(self) -> Offsets:
         """The next offset to be written per partition, read to the real end (tansu under-reports)."""
         tps = self._partitions()
         c = self._client()
-        reported = c.end_offsets(tps)
+        reported = self._list_offsets("end", tps)
         self._assign(tps, {(tp.topic, tp.partition): reported[tp] for tp in tps})
         ends = {(tp.topic, tp.partition): reported[tp] for tp in tps}
         while True:
@@ -170,9 +205,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         return canonical(out)
 
     def _starts(self, start: Mapping[str, Mapping[str, int]], tps: list[Any]) -> dict[tuple[str, int], int]:
-        c = self._client()
         missing = [tp for tp in tps if str(tp.partition) not in start.get(tp.topic, {})]
-        begins = c.beginning_offsets(missing) if missing else {}
+        begins = self._list_offsets("beginning", missing) if missing else {}
         return {
             (tp.topic, tp.partition): int(start[tp.topic][str(tp.partition)]) if tp not in begins else begins[tp]
             for tp in tps
@@ -181,12 +215,11 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
     def _check_data_loss(self, tps: list[Any], starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """``starts`` with lost offsets handled (see "Data loss" in the module docstring)."""
         # checked on every read, not remembered: a broker that restarts empty makes any offset lost again
-        c = self._client()
         todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] > 0]
         if not todo:
             return starts
-        begins = c.beginning_offsets(todo)
-        reported = c.end_offsets(todo)
+        begins = self._list_offsets("beginning", todo)
+        reported = self._list_offsets("end", todo)
         out = dict(starts)
         for tp in todo:
             key = (tp.topic, tp.partition)
@@ -231,7 +264,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         if self.options.starting_offsets == "latest":
             return self._true_ends()
         tps = self._partitions()
-        begins = self._client().beginning_offsets(tps)
+        begins = self._list_offsets("beginning", tps)
         given = {(t, p): o for t, p, o in self.options.starting_positions or ()}
         out: Offsets = {}
         for tp in tps:

@@ -4,9 +4,9 @@ the per-partition outcomes of an answer (``elect`` reads them too)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
+from collections.abc import Mapping
 
 from admin.common import (
     NotFinishedError,
@@ -47,16 +47,12 @@ def submit(args: argparse.Namespace, command: AdminCommand, follower: ResultFoll
 
 def partition_outcomes(result: AdminResult) -> list[tuple[str, str, str]]:
     """``(partition, error or "NONE", message)`` of every partition in the answer's details."""
-    try:
-        details = json.loads(result.details or "{}")
-    except ValueError:
-        return []
-    parts = details.get("partitions") if isinstance(details, dict) else None
-    if not isinstance(parts, dict):
+    parts = result.details.get("partitions")
+    if not isinstance(parts, Mapping):
         return []
     out = []
     for tp, r in sorted(parts.items()):
-        if isinstance(r, dict):
+        if isinstance(r, Mapping):
             out.append((str(tp), str(r.get("error") or Errors.NONE.name), str(r.get("message", ""))))
     return out
 

@@ -5,11 +5,18 @@ as the bucket emits it in its output rows and the dispatcher reads it back. Deco
 A broker request's ``body`` is a JSON *object* in the row: the bytes of
 :func:`core.kafka.request_codec.encode_body`, spliced in, never a string holding JSON. Decoding keeps it as
 the parsed object (:class:`core.kafka.requests.WireBody`) unless asked for typed values: the driver hands
-it to the request sink as it is."""
+it to the request sink as it is.
+
+An admin result's ``details`` is a JSON object too (in the row and on ``livectl.admin-results``).
+:func:`read_details` reads it, and also the JSON text a controller before that change wrote, which can
+still sit on the results topic across an upgrade. The decoder reads it the same way, so the admin tool
+(which decodes results off the topic) and the audit log (which logs the driver's decoded results) get one
+value whichever form was written."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import fields
 from enum import Enum
 from typing import Any
@@ -26,6 +33,7 @@ from core.decisions import (
     ZkWrite,
 )
 from core.errors import FormatError
+from core.frozen_json import EMPTY_OBJECT, freeze_object
 from core.kafka.request_codec import TopicStatesMemo, encode_text, parse_body, wire_object
 from core.kafka.requests import RequestApi, WireBody
 
@@ -40,7 +48,29 @@ def encode_decision(d: Decision) -> dict[str, Any]:
         body[name] = v.value if isinstance(v, Enum) else v
     if isinstance(d, BrokerRequest):
         body["body"] = dict(wire_object(d.body))
+    elif isinstance(d, AdminResult):
+        body["details"] = d.details  # frozen JSON: any JSON encoder writes it as it is
     return body
+
+
+def read_details(raw: Any, field: str = "details") -> Mapping[str, Any]:
+    """An admin result's ``details`` as a read-only JSON object, from either form it takes on the wire: a
+    JSON object (now) or a string holding one (a controller before details became values). Missing or
+    null is the empty object; anything else raises :class:`FormatError` naming ``field`` and the reason."""
+    return freeze_object(_details_object(raw, field), field)
+
+
+def _details_object(raw: Any, field: str) -> Mapping[str, Any]:
+    # the decoder hands this to AdminResult, which takes its own read-only copy: freezing here as well
+    # would walk a large reassignment's details twice
+    if raw is None:
+        return EMPTY_OBJECT
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw else {}
+        except ValueError as e:
+            raise FormatError(field, f"is text but not valid JSON: {e}") from None
+    return jf.obj(raw, field)
 
 
 def decision_to_json(d: Decision, memo: TopicStatesMemo | None = None) -> str:
@@ -94,7 +124,7 @@ def decode_decision(raw: Any, *, typed: bool = False) -> Decision:
             status,
             jf.opt_string(o, "error"),
             jf.opt_string(o, "message") or "",
-            jf.opt_string(o, "details") or "{}",
+            _details_object(o.get("details"), "details"),
         )
     if t == StateChangeFailure.TYPE:
         return StateChangeFailure(

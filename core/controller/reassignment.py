@@ -3,7 +3,6 @@ AlterPartitionReassignments API, the legacy ``/admin/reassign_partitions`` path,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 
 from core import deletion
@@ -268,5 +267,5 @@ def reassignment_outcome(request_id: str, interrupted: dict[str, str]) -> AdminR
     kinds = sorted(set(interrupted.values()))
     outcome = ReassignmentOutcome.CANCELLED if kinds == ["cancelled"] else ReassignmentOutcome.SUPERSEDED
     message = "; ".join(p["message"] for p in partitions.values())
-    details = json.dumps({"partitions": partitions}, separators=(",", ":"), sort_keys=True)
+    details = {"partitions": partitions}
     return AdminResult(request_id, ReassignPartitions.TYPE, AdminStatus.ERROR, outcome.value, message, details)

@@ -8,7 +8,6 @@ as Kafka's ``KafkaController`` groups its ``process*`` and ``on*`` methods) muta
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -76,16 +75,7 @@ class StepContext:
         details: dict[str, Any] | None = None,
     ) -> None:
         """Answer an admin command."""
-        self.fx.admin.append(
-            AdminResult(
-                cmd.request_id,
-                cmd.TYPE,
-                status,
-                error,
-                message,
-                json.dumps(details or {}, separators=(",", ":"), sort_keys=True),
-            )
-        )
+        self.fx.admin.append(AdminResult(cmd.request_id, cmd.TYPE, status, error, message, details or {}))
 
     def write_topic_znode(self, topic: str) -> None:
         """``/brokers/topics/<topic>`` as the context assigns it."""

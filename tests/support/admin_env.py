@@ -121,7 +121,7 @@ def write_tree(zk: KazooClient) -> None:
 
 
 def answer(
-    env: Env, statuses: list[tuple[AdminStatus, str | None, str]], epochs: list[int] | None = None
+    env: Env, statuses: list[tuple[AdminStatus, str | None, dict[str, Any] | str]], epochs: list[int] | None = None
 ) -> threading.Thread:
     """Play the controller: read the next command and publish these results for its request id (stamped
     with ``epochs``, one per result; controller epoch 3 by default)."""
@@ -136,9 +136,12 @@ def answer(
                 rid = ev.request_id  # type: ignore[attr-defined]
                 p = KafkaProducer(bootstrap_servers=env.bootstrap)
                 for i, (status, error, details) in enumerate(statuses):
-                    result = AdminResult(rid, ev.TYPE, status, error, f"step {i}", details)
+                    plain = details if isinstance(details, dict) else {}
+                    result = AdminResult(rid, ev.TYPE, status, error, f"step {i}", plain)
                     epoch = 3 if epochs is None else epochs[i]
                     value = encode_decision(result) | {"batch_id": 10 + i, "controller_epoch": epoch}
+                    if isinstance(details, str):
+                        value["details"] = details  # as a controller before details became objects wrote it
                     p.send(env.results, key=rid.encode(), value=json.dumps(value).encode())
                     p.flush()
                     time.sleep(0.3)

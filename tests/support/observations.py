@@ -44,7 +44,7 @@ def batch(batch_id: int = 7) -> ob.BatchObservation:
     decisions: list[dc.Decision] = [
         dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/orders/partitions/0/state", '{"leader":2}', 3),
         dc.BrokerRequest(2, RequestApi.LEADER_AND_ISR, WireBody({"topicStates": [{"partitionStates": [{}]}]})),
-        dc.AdminResult("r1", "create_topic", dc.AdminStatus.OK, None, "", "{}"),
+        dc.AdminResult("r1", "create_topic", dc.AdminStatus.OK, None, "", {}),
         dc.StateChangeFailure("orders-0", "OnlinePartition", "NewPartition", "invalid transition"),
     ]
     kafka = {"ActiveControllerCount": 1, "OfflinePartitionsCount": 1, "GlobalTopicCount": 3, "GlobalPartitionCount": 4}

@@ -173,7 +173,7 @@ def test_reassign_generate_execute_verify(env: Env, capsys: pytest.CaptureFixtur
     # orders-1 is being reassigned already: Kafka's tool refuses unless --additional
     assert main(env.args("reassign", "--execute", "--reassignment-json-file", str(plan))) == 1
     assert "Cannot execute because there is an existing partition assignment" in capsys.readouterr().err
-    t = answer(env, [(AdminStatus.IN_PROGRESS, None, '{"partitions":{"orders-0":{"error":"NONE"}}}')])
+    t = answer(env, [(AdminStatus.IN_PROGRESS, None, {"partitions": {"orders-0": {"error": "NONE"}}})])
     argv = ["reassign", "--execute", "--additional", "--reassignment-json-file", str(plan), "--timeout", "20"]
     assert main(env.args(*argv)) == 0
     t.join(5)
@@ -234,9 +234,10 @@ def test_wait_follows_in_progress_until_ok(env: Env, capsys: pytest.CaptureFixtu
     t = answer(
         env,
         [
+            # the first answer in the text form a controller before details became objects wrote
             (AdminStatus.IN_PROGRESS, None, '{"done":1,"total":3}'),
-            (AdminStatus.IN_PROGRESS, None, '{"done":2,"total":3}'),
-            (AdminStatus.OK, None, "{}"),
+            (AdminStatus.IN_PROGRESS, None, {"done": 2, "total": 3}),
+            (AdminStatus.OK, None, {}),
         ],
     )
     argv = ["topics", "--create", "--topic", "pay", "--partitions", "3", "--replication-factor", "1", "--wait"]
@@ -248,7 +249,7 @@ def test_wait_follows_in_progress_until_ok(env: Env, capsys: pytest.CaptureFixtu
 
 
 def test_wait_reports_the_controllers_error(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    t = answer(env, [(AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", "{}")])
+    t = answer(env, [(AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", {})])
     argv = ["topics", "--create", "--topic", "pay", "--partitions", "3", "--replication-factor", "9", "--wait"]
     assert main(env.args(*argv, "--timeout", "20")) == 1
     t.join(5)
@@ -261,9 +262,9 @@ def test_wait_ignores_results_of_a_controller_already_replaced(env: Env, capsys:
     t = answer(
         env,
         [
-            (AdminStatus.IN_PROGRESS, None, '{"done":1,"total":3}'),
-            (AdminStatus.OK, None, "{}"),
-            (AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", "{}"),
+            (AdminStatus.IN_PROGRESS, None, {"done": 1, "total": 3}),
+            (AdminStatus.OK, None, {}),
+            (AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", {}),
         ],
         epochs=[4, 3, 4],
     )
@@ -287,7 +288,7 @@ def test_command_config_reaches_the_kafka_clients(env: Env, capsys: pytest.Captu
     a malformed file is refused with exit 2 before anything is sent."""
     good = env.tmp / "client.properties"
     good.write_text("# the local broker\nsecurity.protocol=PLAINTEXT\nssl.endpoint.identification.algorithm=\n")
-    t = answer(env, [(AdminStatus.OK, None, "{}")])
+    t = answer(env, [(AdminStatus.OK, None, {})])
     argv = ["topics", "--create", "--topic", "sec", "--partitions", "1", "--replication-factor", "1"]
     assert main(env.args(*argv, "--command-config", str(good), "--wait", "--timeout", "20")) == 0
     t.join(5)

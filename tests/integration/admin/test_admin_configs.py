@@ -117,7 +117,7 @@ def test_topic_config_change_waits_for_the_controller_then_notifies(
     env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_tree(env.zk)
-    t = answer(env, [(AdminStatus.OK, None, "{}")])
+    t = answer(env, [(AdminStatus.OK, None, {})])
     argv = ["configs", "--entity-type", "topics", "--entity-name", "orders", "--alter"]
     argv += ["--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]", "--delete-config", "cleanup.policy"]
     assert main(env.args(*argv)) == 2  # both added and deleted
@@ -135,7 +135,7 @@ def test_topic_config_refused_by_the_controller_is_exit_1_without_notification(
     env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_tree(env.zk)
-    t = answer(env, [(AdminStatus.ERROR, "INVALID_CONFIG", "{}")])
+    t = answer(env, [(AdminStatus.ERROR, "INVALID_CONFIG", {})])
     argv = ["topics", "--alter", "--topic", "orders", "--delete-config", "cleanup.policy", "--timeout", "20"]
     assert main(env.args(*argv)) == 1
     t.join(5)

@@ -50,7 +50,7 @@ class FakeController:
                         self.apply_config(ev)
                     for status, error, message, details in self.handler(ev):
                         rid = ev.request_id  # type: ignore[attr-defined]
-                        res = AdminResult(rid, ev.TYPE, status, error, message, json.dumps(details))
+                        res = AdminResult(rid, ev.TYPE, status, error, message, details)
                         batch += 1
                         value = encode_decision(res) | {"batch_id": batch, "controller_epoch": 3}
                         p.send(self.env.results, key=rid.encode(), value=json.dumps(value).encode())

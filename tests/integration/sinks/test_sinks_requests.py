@@ -134,7 +134,7 @@ def test_the_tail_read_reaches_back_past_a_small_window(kafka_broker: Any, topic
 def test_admin_results_and_rejected_records(kafka_broker: Any, topics: dict[str, str]) -> None:
     results = [
         AdminResult("r-1", "create_topic", AdminStatus.OK),
-        AdminResult("r-2", "reassign_partitions", AdminStatus.IN_PROGRESS, details='{"pending":3}'),
+        AdminResult("r-2", "reassign_partitions", AdminStatus.IN_PROGRESS, details={"pending": 3}),
         AdminResult("r-2", "reassign_partitions", AdminStatus.OK),
     ]
     rejected = [Rejected("livectl.admin", 0, 41, '{"type":"nope"}', ("type: unknown event type 'nope'",))]

@@ -12,6 +12,7 @@ import pytest
 from controller_harness import Cluster, start_controller, wait_for
 
 from core import events as ev
+from core.codec.decisions import read_details
 from core.limits import MAX_MESSAGE_BYTES
 
 pytestmark = pytest.mark.spark
@@ -92,7 +93,7 @@ def test_poison_pills_are_rejected_and_the_query_lives_on(spark: Any, cluster: C
         ):
             r = results[rid]
             assert (r["status"], r["error"]) == ("error", "INVALID_REQUEST")
-            assert json.loads(r["details"])["kafka_error"] == kafka_error and r["message"].startswith(kafka_error)
+            assert read_details(r["details"])["kafka_error"] == kafka_error and r["message"].startswith(kafka_error)
         # the escaped copy of the 0.6 MB record was cut to fit the producer's limit
         assert len(json.dumps(big_copy["payload"])) < MAX_MESSAGE_BYTES
     finally:

@@ -175,7 +175,7 @@ DECISIONS = [
     ZkWrite(ZkOp.CREATE, "/a", None, -1, make_parents=True),
     BrokerRequest(1, RequestApi.LEADER_AND_ISR, LeaderAndIsrRequest(0, 1, 5, 0, (), ())),
     BrokerRequest(2, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, ControlledShutdownResponse(0, (TopicPartition("t", 1),))),
-    AdminResult("r", "create_topic", AdminStatus.ERROR, "X", "m", '{"a":1}'),
+    AdminResult("r", "create_topic", AdminStatus.ERROR, "X", "m", {"a": 1, "b": [1, {"c": None}]}),
     StateChangeFailure("t-0", "NewPartition", "OnlinePartition", "why"),
 ]
 

@@ -60,15 +60,15 @@ def test_replaying_a_micro_batch_writes_nothing_twice(tmp_path: Path, validator:
 
 
 def test_admin_results_of_a_split_command_are_merged() -> None:
-    ok = dc.AdminResult("r", "reassign_partitions", dc.AdminStatus.OK, details='{"partitions":{"a-0":"NONE"}}')
+    ok = dc.AdminResult("r", "reassign_partitions", dc.AdminStatus.OK, details={"partitions": {"a-0": "NONE"}})
     busy = dc.AdminResult(
-        "r", "reassign_partitions", dc.AdminStatus.IN_PROGRESS, details='{"partitions":{"b-0":"NONE"}}'
+        "r", "reassign_partitions", dc.AdminStatus.IN_PROGRESS, details={"partitions": {"b-0": "NONE"}}
     )
     bad = dc.AdminResult("s", "elect_leaders", dc.AdminStatus.ERROR, "ELECTION_NOT_NEEDED", "x")
     fine = dc.AdminResult("s", "elect_leaders", dc.AdminStatus.OK)
     merged = {r.request_id: r for r in merge_admin_results([ok, busy, bad, fine])}
     assert merged["r"].status is dc.AdminStatus.IN_PROGRESS
-    assert json.loads(merged["r"].details) == {"partitions": {"a-0": "NONE", "b-0": "NONE"}}
+    assert merged["r"].details_json() == {"partitions": {"a-0": "NONE", "b-0": "NONE"}}
     assert merged["s"].status is dc.AdminStatus.ERROR and merged["s"].error == "ELECTION_NOT_NEEDED"
 
 

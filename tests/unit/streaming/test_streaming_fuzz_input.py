@@ -29,6 +29,7 @@ from shell_pipeline import FakeGroupState
 
 from core import events as ev
 from core import limits as lim
+from core.codec.decisions import read_details
 from core.codec.events import event_to_json
 from core.model import Broker
 from core.snapshot import ZkSnapshot
@@ -438,7 +439,7 @@ def test_seeded_fuzz_every_record_is_rejected_answered_or_applied(tmp_path: Path
         ok = [a for a in results.get(str(o.get("request_id")), []) if a["status"] == "ok"]
         if ok and o.get("topic") in RF:
             created += 1
-            placed = json.loads(ok[-1]["details"])["partitions"]
+            placed = read_details(ok[-1]["details"])["partitions"]
             assert {len(r) for r in placed.values()} == {RF[o["topic"]]}, (o, placed)
     assert created, "no topic was ever created"
     for ctx in q.contexts():

@@ -3,6 +3,8 @@ security settings reach the options."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from streaming.source_options import KafkaSourceError, SourceOptions
@@ -53,3 +55,57 @@ def test_security_settings_reach_the_source_options_and_errors_name_the_setting(
     with pytest.raises(SettingsError) as se:
         Settings().with_overrides(["kafka_sasl_mechanism=MD5"])
     assert se.value.key == "kafka_sasl_mechanism"
+
+
+class _ListOffsetsLike:
+    """kafka-python's consumer as it fails when a broker answers a partition without an offset and no error:
+    the partition is missing from its result and the lookup raises ``KeyError``. ``misses`` counts how many
+    more times each partition is answered that way."""
+
+    def __init__(self, misses: dict[str, int]) -> None:
+        self.misses = dict(misses)
+        self.calls = 0
+
+    def _ask(self, tps: list[Any], base: int) -> dict[Any, int]:
+        self.calls += 1
+        for tp in tps:
+            if self.misses.get(tp.topic, 0) > 0:
+                self.misses[tp.topic] -= 1
+                raise KeyError(tp)
+        return {tp: base + tp.partition for tp in tps}
+
+    def beginning_offsets(self, tps: list[Any]) -> dict[Any, int]:
+        return self._ask(tps, 0)
+
+    def end_offsets(self, tps: list[Any]) -> dict[Any, int]:
+        return self._ask(tps, 100)
+
+
+def _reader(consumer: _ListOffsetsLike) -> Any:
+    from streaming.kafka_source import KafkaStreamReader
+
+    reader = KafkaStreamReader(SourceOptions.parse({"bootstrap_servers": "h:1", "topics": "a,b"}))
+    reader._consumer = consumer
+    return reader
+
+
+def test_a_partition_answered_without_an_offset_is_asked_again_not_fatal() -> None:
+    from kafka import TopicPartition
+
+    tps = [TopicPartition("a", 0), TopicPartition("b", 1)]
+    consumer = _ListOffsetsLike({"b": 3})
+    reader = _reader(consumer)
+    assert reader._list_offsets("beginning", tps) == {tps[0]: 0, tps[1]: 1}
+    assert reader._list_offsets("end", tps) == {tps[0]: 100, tps[1]: 101}
+    assert consumer.calls > 2
+
+
+def test_a_partition_never_answered_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka import TopicPartition
+
+    import streaming.kafka_source as ks
+
+    monkeypatch.setattr(ks, "OFFSETS_RETRY_S", 0.5)
+    reader = _reader(_ListOffsetsLike({"b": 10**6}))
+    with pytest.raises(KafkaSourceError, match=r"b-1: the broker gave no end offset for 0 s"):
+        reader._list_offsets("end", [TopicPartition("a", 0), TopicPartition("b", 1)])

@@ -81,7 +81,7 @@ def test_create_topic_with_default_placement() -> None:
     c.run(CreateTopic("r", "t", 6, 2))
     res = one_admin(c)
     assert res.status is AdminStatus.OK
-    parts = json.loads(res.details)["partitions"]
+    parts = res.details_json()["partitions"]
     assert len(parts) == 6 and all(len(r) == 2 for r in parts.values())
     assert all(c.ctx.partition_state(tp("t", p)) is PartitionState.ONLINE for p in range(6))
     assert c.zk.get("/config/topics/t") == '{"version":1,"config":{}}'
@@ -278,12 +278,12 @@ def test_preferred_and_unclean_elections_on_demand() -> None:
     c.run(startup(1, epoch=500))
     c.catch_up(tp("t", 0))
     c.run(ElectLeaders("e", ElectionType.PREFERRED, (tp("t", 0), tp("t", 1), tp("x", 0))))
-    details = json.loads(one_admin(c).details)["partitions"]
+    details = one_admin(c).details_json()["partitions"]
     assert details["t-0"]["error"] == "NONE" and details["t-1"]["error"] == "ELECTION_NOT_NEEDED"
     assert details["x-0"]["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
     assert c.ctx.leader_and_isr(tp("t", 0)).leader == 1  # type: ignore[union-attr]
     c.run(ElectLeaders("e2", ElectionType.UNCLEAN, (tp("t", 0),)))
-    assert json.loads(one_admin(c).details)["partitions"]["t-0"]["error"] == "ELECTION_NOT_NEEDED"
+    assert one_admin(c).details_json()["partitions"]["t-0"]["error"] == "ELECTION_NOT_NEEDED"
 
 
 def test_preferred_election_not_available_and_unclean_election() -> None:

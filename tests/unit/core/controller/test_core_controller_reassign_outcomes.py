@@ -3,8 +3,6 @@ across steps and through the state's serialisation."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from core_support import Cluster
 
@@ -34,7 +32,7 @@ def test_cancelled_in_a_later_step_is_reported_cancelled_not_completed() -> None
     (final,) = results(c, "move")
     assert (final.status, final.error) == (AdminStatus.ERROR, "REASSIGNMENT_CANCELLED")
     assert "completed" not in final.message
-    assert json.loads(final.details)["partitions"] == {
+    assert final.details_json()["partitions"] == {
         "t-0": {"error": "REASSIGNMENT_CANCELLED", "message": "The reassignment of t-0 was cancelled."}
     }
 
@@ -56,7 +54,7 @@ def test_cancel_with_a_partition_not_reassigning_lists_it_per_partition() -> Non
     c.run(ev.ReassignPartitions("move", (ev.PartitionTarget("t", 0, (4, 5, 6)),)))
     c.run(ev.CancelReassignment("cancel", (ev.TopicPartition("t", 0), ev.TopicPartition("t", 1))))
     (res,) = results(c, "cancel")
-    parts = json.loads(res.details)["partitions"]
+    parts = res.details_json()["partitions"]
     assert parts["t-0"] == {"error": "NONE"}
     assert parts["t-1"]["error"] == "NO_REASSIGNMENT_IN_PROGRESS"
 

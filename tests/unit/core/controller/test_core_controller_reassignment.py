@@ -189,7 +189,7 @@ def test_cancel_without_reassignment() -> None:
     c.run(CancelReassignment("c1", (TP, TopicPartition("nope", 0))))
     (res,) = _admin(c)
     assert res.status is AdminStatus.ERROR
-    details = json.loads(res.details)["partitions"]
+    details = res.details_json()["partitions"]
     assert details["t-0"]["error"] == "NO_REASSIGNMENT_IN_PROGRESS"
     assert details["nope-0"]["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
 
@@ -214,7 +214,7 @@ def test_reassignment_to_dead_broker_and_unknown_partition() -> None:
     c.run(BrokerFailure(6))
     c.run(ReassignPartitions("r", (PartitionTarget("t", 0, (4, 6)), PartitionTarget("t", 7, (1,)))))
     (res,) = _admin(c)
-    details = json.loads(res.details)["partitions"]
+    details = res.details_json()["partitions"]
     assert details["t-0"]["error"] == "INVALID_REPLICA_ASSIGNMENT"
     assert details["t-7"]["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
 
