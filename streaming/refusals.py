@@ -33,6 +33,7 @@ from core import decisions as dc
 from core.controller import topic_id_for
 from core.events import CreateTopic
 from core.kafka import zkdata
+from core.kafka.error_codes import KafkaError
 from core.kafka.requests import (
     AnyBody,
     LeaderAndIsrRequest,
@@ -41,7 +42,7 @@ from core.kafka.requests import (
     UpdateMetadataRequest,
     WireBody,
 )
-from sinks.ports import NOT_ATTEMPTED, FailedWrite
+from sinks.ports import NOT_ATTEMPTED, FailedWrite, ZkCode
 
 log = logging.getLogger("livectl.refusals")
 
@@ -82,15 +83,15 @@ def classify(failed: Sequence[FailedWrite]) -> Refusals:
         topic = zkdata.topic_of_path(w.path)
         if state is not None:
             out.partitions.add(state)
-        elif topic is not None and w.op is dc.ZkOp.CREATE and f.error == "NodeExists":
+        elif topic is not None and w.op is dc.ZkOp.CREATE and f.error == ZkCode.NODE_EXISTS:
             out.topics.add(topic)
             out.existing_topics[topic] = zkdata.topic_znode_id(w.data)
         elif topic is not None and w.op is dc.ZkOp.SET:
             out.topics.add(topic)
-        elif (w.op in (dc.ZkOp.DELETE, dc.ZkOp.DELETE_TREE) and f.error == "NoNode") or (
+        elif (w.op in (dc.ZkOp.DELETE, dc.ZkOp.DELETE_TREE) and f.error == ZkCode.NO_NODE) or (
             zkdata.topic_of_path(w.path, zkdata.DELETE_TOPICS) is not None
             and w.op is dc.ZkOp.CREATE
-            and f.error == "NodeExists"
+            and f.error == ZkCode.NODE_EXISTS
         ):
             out.done.append(f)
         elif f.error == NOT_ATTEMPTED and w.path.startswith(zkdata.BROKER_TOPICS + "/"):
@@ -157,7 +158,9 @@ def answer_existing_topics(results: Sequence[dc.AdminResult], refusals: Refusals
             if topic is not None:
                 message = f"Topic '{topic}' already exists."
                 out.append(
-                    dc.AdminResult(r.request_id, r.command, dc.AdminStatus.ERROR, "TOPIC_ALREADY_EXISTS", message)
+                    dc.AdminResult(
+                        r.request_id, r.command, dc.AdminStatus.ERROR, KafkaError.TOPIC_ALREADY_EXISTS.name, message
+                    )
                 )
                 continue
         out.append(r)
