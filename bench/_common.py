@@ -208,6 +208,12 @@ def spark_session(num_buckets: int) -> tuple[Any, float]:
         .config("spark.pyspark.python", sys.executable)
         .config("spark.jars", str(conf_path(SPARK_JAR)))  # as livectl run: the Spark UI's figures job
         .config("spark.ui.enabled", "false")
+        # profiling: LIVECTL_BENCH_EVENT_LOG=<dir> keeps Spark's event log (every task's metrics: run time,
+        # deserialisation, JVM GC, result size) for bench/task_metrics.py
+        .config("spark.eventLog.enabled", "true" if os.environ.get("LIVECTL_BENCH_EVENT_LOG") else "false")
+        .config("spark.eventLog.dir", os.environ.get("LIVECTL_BENCH_EVENT_LOG", tempfile.gettempdir()))
+        .config("spark.eventLog.compress", "false")
+        .config("spark.eventLog.rolling.enabled", "false")
         .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="livectl-bench-wh-"))
         .getOrCreate()
     )
