@@ -19,11 +19,15 @@ from typing import Any
 
 def _lines(path: Path) -> list[str]:
     if path.is_dir():
-        files = sorted((p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")), key=lambda p: p.stat().st_mtime)
+        files = sorted(
+            (p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")), key=lambda p: p.stat().st_mtime
+        )
         files = [p for p in files if "events" in p.name or p.name.startswith("local-")]
         path = files[-1]
     if path.suffix == ".zstd":
-        return subprocess.run(["zstd", "-dc", str(path)], check=True, capture_output=True, text=True).stdout.splitlines()
+        return subprocess.run(
+            ["zstd", "-dc", str(path)], check=True, capture_output=True, text=True
+        ).stdout.splitlines()
     return path.read_text().splitlines()
 
 
@@ -35,7 +39,10 @@ def summarise(lines: list[str], min_s: float) -> list[dict[str, Any]]:
         e = json.loads(line)
         kind = e["Event"]
         if kind == "SparkListenerJobStart":
-            jobs[e["Job ID"]] = {"start": e["Submission Time"], "desc": (e.get("Properties") or {}).get("spark.job.description", "")}
+            jobs[e["Job ID"]] = {
+                "start": e["Submission Time"],
+                "desc": (e.get("Properties") or {}).get("spark.job.description", ""),
+            }
             for sid in e["Stage IDs"]:
                 stage_job[sid] = e["Job ID"]
         elif kind == "SparkListenerJobEnd":
@@ -57,7 +64,8 @@ def summarise(lines: list[str], min_s: float) -> list[dict[str, Any]]:
             st["deser_s"] += tm.get("Executor Deserialize Time", 0) / 1000
             st["jvm_gc_s"] += tm.get("JVM GC Time", 0) / 1000
             st["result_mb"] += tm.get("Result Size", 0) / 1e6
-            st["getting_result_s"] += (ti.get("Getting Result Time", 0) or 0) / 1000
+            if ti.get("Getting Result Time"):  # a timestamp: the result's fetch began then
+                st["fetch_result_s"] += (ti["Finish Time"] - ti["Getting Result Time"]) / 1000
             sr = tm.get("Shuffle Read Metrics") or {}
             sw = tm.get("Shuffle Write Metrics") or {}
             st["shuffle_read_mb"] += (sr.get("Remote Bytes Read", 0) + sr.get("Local Bytes Read", 0)) / 1e6

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from streaming.bucket_keys import BucketKeys, checkpoint_scheme, group_keys
 from streaming.dispatch import Dispatcher
 from streaming.routing import ROUTED_SCHEMA, make_prepare
 from streaming.settings import Settings
@@ -72,7 +73,13 @@ def controller_frame(spark: Any, settings: Settings, start: SourceStart | None =
             reader = reader.option("barrier_path", start.barrier_path)
     records = reader.load()
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)
-    step = make_step(settings.checkpoint_dir, settings.controller_config(), summaries=settings.metrics_port > 0)
+    routed = keyed_by_bucket(spark, routed, settings)
+    step = make_step(
+        settings.checkpoint_dir,
+        settings.controller_config(),
+        summaries=settings.metrics_port > 0,
+        num_buckets=settings.num_buckets,
+    )
     decisions = routed.groupBy("bucket").applyInPandasWithState(
         step, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
@@ -84,6 +91,22 @@ def controller_frame(spark: Any, settings: Settings, start: SourceStart | None =
         *metrics,
         F.count(F.lit(1)).alias("DecisionRows"),
     )
+
+
+def keyed_by_bucket(spark: Any, routed: Any, settings: Settings) -> Any:
+    """``routed`` with each bucket index replaced by its grouping key under the checkpoint's scheme
+    (:mod:`streaming.bucket_keys`: one shuffle partition, so one task, per bucket)."""
+    from pyspark.sql import functions as F
+
+    from streaming.checkpoint_fs import HadoopCheckpointStore
+
+    store = HadoopCheckpointStore(spark, settings.checkpoint_dir)
+    scheme = checkpoint_scheme(store, settings.num_buckets)
+    if scheme is BucketKeys.IDENTITY:
+        return routed
+    keys = F.array(*[F.lit(k) for k in group_keys(settings.num_buckets, scheme)])
+    bucket = F.col("bucket")
+    return routed.withColumn("bucket", F.when(bucket >= 0, F.element_at(keys, bucket + 1)).otherwise(bucket))
 
 
 def start_query(spark: Any, settings: Settings, dispatcher: Dispatcher, start: SourceStart | None = None) -> Any:

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from streaming import failover
+from streaming.bucket_keys import CHECKPOINT_META, checkpoint_scheme
 from streaming.checkpoint_fs import CheckpointStore, batch_ids, child
 from streaming.settings import Settings, SettingsError
 
@@ -80,9 +81,6 @@ def uncommitted_batch(store: CheckpointStore) -> int | None:
     return None
 
 
-CHECKPOINT_META = "livectl.json"
-
-
 def resolve_buckets(spark: Any, settings: Settings, store: CheckpointStore) -> Settings:
     """Fix the bucket count: the setting, else ``spark.sql.shuffle.partitions``; then make the shuffle
     partitions equal to it and check it against the checkpoint (``livectl.json`` in it, through the
@@ -100,6 +98,7 @@ def resolve_buckets(spark: Any, settings: Settings, store: CheckpointStore) -> S
         buckets = recorded
     else:
         store.write_text(meta, json.dumps({"version": 1, "num_buckets": buckets}))
+    checkpoint_scheme(store, buckets)  # pinned before the query writes state under its keys
     spark.conf.set("spark.sql.shuffle.partitions", str(buckets))
     return replace(settings, num_buckets=buckets)
 

@@ -36,6 +36,7 @@ from core.controller.metrics import BUCKET_GAUGES
 from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.request_codec import TopicStatesMemo
 from streaming import failover, observability
+from streaming.bucket_keys import bucket_of_key
 from streaming.failover_refs import Origin, applicable_events, events_of
 from streaming.routing import KIND_REJECTED, REJECTED_BUCKET
 
@@ -128,17 +129,23 @@ def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[An
 
 
 def make_step(
-    checkpoint_dir: str | None, config: controller.ControllerConfig | None = None, summaries: bool = False
+    checkpoint_dir: str | None,
+    config: controller.ControllerConfig | None = None,
+    summaries: bool = False,
+    num_buckets: int = 0,
 ) -> Any:
     """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``
     (its qualified URI). It runs in Python workers on the executors, which read failover snapshots from
     the copies the driver shipped (:class:`streaming.failover.ShippedSnapshots`). ``config`` (the settings'
     controller configs with ZooKeeper's dynamic ones, as read at the driver's start) is what a bucket runs
     with from the controller failover of this run on. With ``summaries`` each bucket also reports its
-    ``summary`` row (the metrics endpoint and status page are on)."""
+    ``summary`` row (the metrics endpoint and status page are on). With ``num_buckets`` the grouping key
+    is a :mod:`streaming.bucket_keys` key, and the bucket is that key modulo ``num_buckets``."""
     shipped = failover.ShippedSnapshots()
 
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        if num_buckets > 0:
+            key = (bucket_of_key(int(key[0]), num_buckets), *key[1:])
         return step_bucket(key, frames, state, checkpoint_dir, shipped, config=config, summaries=summaries)
 
     return step
