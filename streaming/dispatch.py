@@ -48,12 +48,10 @@ says the figures after it, in its description and as named accumulators.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -71,6 +69,7 @@ from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
 from streaming import observability
 from streaming.audit_log import AuditBatch
+from streaming.collector import gc_paused
 from streaming.refusals import answer_existing_topics, classify, withhold
 from streaming.spark_ui import batch_head, batch_summary, publish_figures
 from streaming.stateful import (
@@ -84,20 +83,6 @@ from streaming.stateful import (
 )
 
 log = logging.getLogger("livectl.dispatch")
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while the rows are decoded: a failover batch's rows are
-    millions of small JSON objects, none of them in a cycle, and the collector's passes over them as they
-    are made cost five times the decoding itself (``bench/request_sink_cost.py``)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def decode_row(payload: str | bytes) -> dc.Decision:
