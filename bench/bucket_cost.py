@@ -45,7 +45,8 @@ from core.model import Broker
 from core.snapshot import ZkSnapshot
 from streaming import failover
 from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.dispatch import decode_row, gc_paused
+from streaming.collector import gc_paused
+from streaming.dispatch import decode_row
 from streaming.stateful import decision_rows, dump_state, load_state
 
 
@@ -79,13 +80,104 @@ def snapshot_for(state: controller.ControllerState) -> ZkSnapshot:
     return snapshot_from_znodes(znodes, brokers, 2, 1)
 
 
+class _GroupState:
+    """What ``applyInPandasWithState`` hands the function: ``exists``, ``get``, ``update``."""
+
+    def __init__(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+
+    @property
+    def exists(self) -> bool:
+        return True
+
+    @property
+    def get(self) -> tuple[Any, ...]:
+        return self.value
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+
+
+def whole_call(state: controller.ControllerState, calls: int, held: int, paused: bool) -> dict[str, float]:
+    """The whole ``step_bucket`` call as a Python worker makes it — the bucket's state from the worker's
+    cache, its routed rows in, the pandas frame out, then the frame to Arrow as Spark's serializer does —
+    with the collector as in a worker (no ``gc.collect()`` between calls), ``held`` buckets' states cached
+    in the process (the buckets one worker runs), ``calls`` rounds of a broker failure then its return in
+    each bucket. ``paused``: the collector off during the call (the shipped code), else running (the
+    code before). Returns CPU seconds of this process per call (the collections a paused call defers are
+    paid by the later calls, so the total counts them) and wall seconds per call."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from core.codec.events import event_to_json
+    from core.model import Endpoint
+    from streaming import stateful
+    from streaming.routing import KIND_EVENT
+
+    cached = [stateful.dump_state(state)]
+    for _ in range(held - 1):  # the other buckets of the worker: same size, their own objects
+        cached.append(stateful.dump_state(stateful.load_state(*cached[0])))
+    for b, dumped in enumerate(cached):
+        stateful._cached_load(b, *dumped)
+    payloads = [
+        event_to_json(ev.BrokerFailure(1, 1001)),
+        event_to_json(ev.BrokerStartup(1, 1002, None, (Endpoint("PLAINTEXT", "broker1", 9092),))),
+    ]
+    columns = ["bucket", "ts", "src", "offset", "sub", "kind", "payload"]
+    ts, n = 0, 0
+    c0, w0 = time.process_time(), time.perf_counter()
+    for _ in range(calls):
+        for payload in payloads:
+            for b in range(held):
+                ts += 1
+                gs = _GroupState(cached[b])
+                frame = pd.DataFrame([(b, ts, "bench/0", ts, 0, KIND_EVENT, payload)], columns=columns)
+                if paused:
+                    (out,) = stateful.step_bucket((b,), iter([frame]), gs)
+                else:
+                    out = stateful._decide(b, frame, gs, None, None, config=None, summaries=False)
+                pa.RecordBatch.from_pandas(out, preserve_index=False)
+                cached[b] = gs.value
+                n += 1
+    return {"cpu_s_per_call": (time.process_time() - c0) / n, "wall_s_per_call": (time.perf_counter() - w0) / n}
+
+
+def whole_call_ab(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`whole_call` in fresh processes, collector paused and running alternately (ABBA ...); medians."""
+    import statistics
+    import subprocess
+
+    runs: dict[str, list[dict[str, float]]] = {"paused": [], "running": []}
+    for r in range(args.rounds):
+        for mode in ("paused", "running") if r % 2 == 0 else ("running", "paused"):
+            cmd = [sys.executable, __file__, "--partitions", str(args.partitions), "--buckets", str(args.buckets)]
+            cmd += ["--held", str(args.held), "--calls", str(args.calls), "--whole-call-only", mode]
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            runs[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    out: dict[str, Any] = {"whole_call_buckets_held": args.held, "whole_call_runs_per_mode": args.rounds}
+    for mode, got in runs.items():
+        for k in ("cpu_s_per_call", "wall_s_per_call"):
+            out[f"whole_call_{k}_collector_{mode}"] = statistics.median(g[k] for g in got)
+    out["whole_call_cpu_ratio_paused_to_running"] = round(
+        out["whole_call_cpu_s_per_call_collector_paused"] / out["whole_call_cpu_s_per_call_collector_running"], 3
+    )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=100_000, help="cluster size")
     ap.add_argument("--buckets", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=2, help="whole-call processes per mode, alternating (ABBA)")
+    ap.add_argument("--held", type=int, default=4, help="buckets' states one Python worker keeps (8 / 2 cores)")
+    ap.add_argument("--calls", type=int, default=2, help="whole-call rounds per process (failure + return each)")
+    ap.add_argument("--whole-call-only", choices=["paused", "running"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     per_bucket = args.partitions // args.buckets
     state = build_state(10, per_bucket, 3, 100)
+    if args.whole_call_only:
+        print(json.dumps(whole_call(state, args.calls, args.held, args.whole_call_only == "paused")))
+        return
     fmt, size, blob = dump_state(state)
     out: dict[str, Any] = {
         "benchmark": "bucket_cost",
@@ -127,6 +219,7 @@ def main() -> None:
         out["failover_output_json_bytes"] = sum(len(r[3]) for r in fo_rows)
         reqs = [d for d in fo_decisions if isinstance(d, dc.BrokerRequest)]
         out["failover_largest_request_bytes"] = max((len(encode_body(r.body)) for r in reqs), default=0)
+    out.update(whole_call_ab(args))
     for k, v in list(out.items()):
         if isinstance(v, float):
             out[k] = round(v, 3)

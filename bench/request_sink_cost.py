@@ -47,7 +47,8 @@ from core import events as ev
 from core.codec.decisions import decode_decision
 from sinks import requests as rq
 from sinks.ports import Fence
-from streaming.dispatch import decode_row, gc_paused
+from streaming.collector import gc_paused
+from streaming.dispatch import decode_row
 from streaming.stateful import decision_rows
 
 

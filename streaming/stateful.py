@@ -25,6 +25,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import orjson
 import pandas as pd
 import pyarrow as pa
 
@@ -65,15 +66,19 @@ KIND_FAILURE = dc.StateChangeFailure.TYPE
 
 
 def dump_state(state: controller.ControllerState) -> tuple[int, int, bytes]:
-    raw = json.dumps(state.to_dict(), separators=(",", ":")).encode()
+    """The state as stored: compact JSON (orjson: the standard library's bytes for ASCII text, 5× faster;
+    ``to_dict`` is most of the cost) compressed with zstd."""
+    raw = orjson.dumps(state.to_dict())
     return STATE_FORMAT, len(raw), pa.compress(raw, codec="zstd", asbytes=True)
 
 
 def load_state(fmt: int, size: int, blob: bytes) -> controller.ControllerState:
+    """Inverse of :func:`dump_state`; reads every blob of format :data:`STATE_FORMAT` (those written with the
+    standard library's ``json`` before too: the same JSON)."""
     if fmt != STATE_FORMAT:
         raise ValueError(f"bucket state format {fmt} is not supported by this livectl (reads {STATE_FORMAT})")
     raw = pa.decompress(blob, decompressed_size=size, codec="zstd", asbytes=True)
-    return controller.ControllerState.from_dict(json.loads(raw))
+    return controller.ControllerState.from_dict(orjson.loads(raw))
 
 
 #: bucket -> (digest of its stored blob, the state it decodes to), per Python worker. Spark reuses

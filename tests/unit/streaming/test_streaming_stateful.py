@@ -98,6 +98,26 @@ def test_state_round_trips_through_its_pyarrow_blob(tmp_path: Path, validator: I
         stateful.load_state(99, 0, b"")
 
 
+def test_state_blobs_written_before_orjson_load_and_read_the_same(tmp_path: Path, validator: InputValidator) -> None:
+    """Checkpoints made when the state was written with the standard library's ``json`` load unchanged
+    (format 1 both), and the bytes written now are the same JSON."""
+    import pyarrow as pa
+
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
+    states = [s.value for s in p.states.values() if s.value is not None]
+    assert states
+    for fmt, size, blob in states:
+        state = stateful.load_state(fmt, size, blob)
+        before = json.dumps(state.to_dict(), separators=(",", ":")).encode()  # how format 1 was written
+        old_blob = pa.compress(before, codec="zstd", asbytes=True)
+        assert stateful.load_state(1, len(before), old_blob) == state
+        assert stateful.dump_state(state) == (1, len(before), pa.compress(before, codec="zstd", asbytes=True))
+
+
 def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator: InputValidator) -> None:
     zk = MemoryZooKeeper()
     epoch_znode(zk)
