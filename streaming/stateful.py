@@ -14,7 +14,8 @@ same event — and comes out as a ``rejected`` row (:func:`quarantine_row`) with
 ``livectl.rejected``. One record never stops the query in a loop.
 
 The bucket's state is one binary blob: the controller state's JSON form compressed with pyarrow's zstd
-codec (a 12.5k-partition bucket is ~100–200 kB), plus the format version and the decompressed size.
+codec (a 12.5k-partition bucket is ~100–200 kB), plus the format version and the decompressed size. Only
+a batch that changes the state rewrites it.
 """
 
 from __future__ import annotations
@@ -192,9 +193,10 @@ def _decide(
     summaries: bool,
 ) -> pd.DataFrame:
     """The bucket's step (see :func:`step_bucket`): its state updated, its decision rows returned."""
+    stored: controller.ControllerState | None = None
     if state.exists:
         fmt, size, blob = state.get
-        current = _cached_load(bucket, int(fmt), int(size), bytes(blob))
+        current = stored = _cached_load(bucket, int(fmt), int(size), bytes(blob))
     else:
         current = controller.ControllerState()
     loaded = current.context.controller_id >= 0
@@ -207,9 +209,13 @@ def _decide(
     if config is not None and any(isinstance(e, ev.ControllerFailover) for e in kept):
         current = dataclasses.replace(current, config=config)
     new_state, decisions, quarantined = controller.step_isolating(current, kept)
-    dumped = dump_state(new_state)
-    state.update(dumped)
-    _STATE_CACHE[bucket] = (_digest(dumped[2]), new_state)
+    if new_state != stored:
+        dumped = dump_state(new_state)
+        state.update(dumped)
+        _STATE_CACHE[bucket] = (_digest(dumped[2]), new_state)
+    # else the batch changed nothing here (ticks only, as in every bucket but one for an admin command):
+    # the stored blob stands, so neither re-serialised (0.15 s per 12.5k partitions) nor written to the
+    # state store; comparing costs ~3 ms, the unchanged parts being the same objects
     rows = decision_rows(bucket, [*refused, *decisions, *skipped])
     for q in quarantined:
         rows.append([bucket, len(rows), KIND_REJECTED, quarantine_row(bucket, origins[q.index], q.error), *_NO_METRICS])

@@ -118,6 +118,35 @@ def test_state_blobs_written_before_orjson_load_and_read_the_same(tmp_path: Path
         assert stateful.dump_state(state) == (1, len(before), pa.compress(before, codec="zstd", asbytes=True))
 
 
+def test_a_batch_that_changes_nothing_leaves_the_stored_state_alone(tmp_path: Path, validator: InputValidator) -> None:
+    class CountingState(FakeGroupState):
+        def __init__(self, value: tuple[object, ...] | None) -> None:
+            super().__init__()
+            self.value = value
+            self.updates = 0
+
+        def update(self, value: tuple[object, ...]) -> None:
+            self.updates += 1
+            super().update(value)
+
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
+    counting = {b: CountingState(s.value) for b, s in p.states.items()}
+    p.states.update(counting)
+    before = {b: s.value for b, s in counting.items()}
+    p.run_batch([])  # ticks only
+    assert all(s.updates == 0 for s in counting.values())
+    assert {b: s.value for b, s in counting.items()} == before
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r2", "u", 2, 2)))])
+    changed = {b for b, s in counting.items() if s.updates}
+    assert changed == {routing.bucket_of("u", BUCKETS)}
+    for b in changed:  # the new blob holds the topic
+        assert "u" in stateful.load_state(*counting[b].get).context.topic_partitions
+
+
 def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator: InputValidator) -> None:
     zk = MemoryZooKeeper()
     epoch_znode(zk)
