@@ -12,7 +12,13 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
 * ``decision_rows`` — the decisions as JSON rows (the call's output);
 * ``dispatch decode`` — the driver decoding those rows once (:func:`streaming.dispatch.decode_row`);
 * ``failover load`` — reading the bucket's failover snapshot file and stepping ``ControllerFailover`` (the
-  takeover / cold-start batch).
+  takeover / cold-start batch);
+* ``tick call`` — the whole call in a batch that leaves the bucket unchanged, beside what it cost when such
+  a call re-serialised the state;
+* ``whole call`` — the whole call as a Python worker makes it, with ``--held`` buckets' states cached and
+  the collector as in a worker, in fresh processes: the collector paused during the call (shipped) and
+  running (before), alternating, CPU seconds per call (the parts above run after ``gc.collect()``, which
+  hides the collector's cost).
 
 The per-batch floor of the query is about ``buckets / 2`` times the per-bucket sum (2 cores).
 
@@ -142,6 +148,41 @@ def whole_call(state: controller.ControllerState, calls: int, held: int, paused:
     return {"cpu_s_per_call": (time.process_time() - c0) / n, "wall_s_per_call": (time.perf_counter() - w0) / n}
 
 
+def tick_call(state: controller.ControllerState) -> dict[str, float]:
+    """A bucket's call in a batch that does not touch it (ticks only: all buckets but one for an admin
+    command): the whole ``step_bucket`` call now (the unchanged state is compared, not re-serialised or
+    re-written), beside the ``dump_state`` every such call made before; CPU seconds, median of 5."""
+    import statistics
+
+    import pandas as pd
+
+    from core.codec.events import event_to_json
+    from streaming import stateful
+    from streaming.routing import KIND_TICK
+
+    stored = stateful.dump_state(state)
+    stateful._cached_load(0, *stored)
+    calls, dumps = [], []
+    for i in range(5):
+        gs = _GroupState(stored)
+        text = event_to_json(ev.Tick(1000 + i))
+        frame = pd.DataFrame(
+            [(0, 1000 + i, "~tick", 0, 0, KIND_TICK, text)],
+            columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"],
+        )
+        c0 = time.process_time()
+        list(stateful.step_bucket((0,), iter([frame]), gs))
+        c1 = time.process_time()
+        stateful.dump_state(state)
+        dumps.append(time.process_time() - c1)
+        calls.append(c1 - c0)
+        assert gs.value is stored  # not re-written
+    return {
+        "tick_call_cpu_s": statistics.median(calls),
+        "tick_call_cpu_s_before": statistics.median(calls) + statistics.median(dumps),
+    }
+
+
 def whole_call_ab(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`whole_call` in fresh processes, collector paused and running alternately (ABBA ...); medians."""
     import statistics
@@ -219,6 +260,7 @@ def main() -> None:
         out["failover_output_json_bytes"] = sum(len(r[3]) for r in fo_rows)
         reqs = [d for d in fo_decisions if isinstance(d, dc.BrokerRequest)]
         out["failover_largest_request_bytes"] = max((len(encode_body(r.body)) for r in reqs), default=0)
+    out.update(tick_call(state))
     out.update(whole_call_ab(args))
     for k, v in list(out.items()):
         if isinstance(v, float):
