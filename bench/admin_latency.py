@@ -38,6 +38,7 @@ from _common import (
     close,
     machine_info,
     make_chroot,
+    parse_confs,
     percentile,
     plan_layout,
     prepare_tree,
@@ -55,6 +56,7 @@ from _common import (
 from kafka import KafkaProducer
 from kazoo.client import KazooClient
 
+import core
 from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka import zkdata
@@ -107,6 +109,20 @@ def one_command(
     return done_at[0] - t_send, t_acked - t_send
 
 
+def state_operator_medians(progress: list[dict[str, Any]]) -> dict[str, float]:
+    """Median over micro-batches of the stateful operator's figures in Spark's progress (each a sum over the
+    batch's state-store tasks): ``commitTimeMs``, ``allUpdatesTimeMs`` and RocksDB's latencies and counts."""
+    per_key: dict[str, list[float]] = {}
+    for p in progress:
+        for op in p.get("stateOperators") or []:
+            figures = {k: v for k, v in op.items() if k.endswith("TimeMs") or k == "numRowsTotal"}
+            figures.update({f"rocksdb.{k}": v for k, v in (op.get("customMetrics") or {}).items()})
+            for k, v in figures.items():
+                if isinstance(v, int | float):
+                    per_key.setdefault(k, []).append(float(v))
+    return {k: round(statistics.median(v), 1) for k, v in sorted(per_key.items())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--commands", type=int, default=200)
@@ -118,7 +134,15 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0, help="per command")
     ap.add_argument("--tag", default="", help="suffix of the results file name (experiments)")
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the shipped spark-defaults.conf (repeatable)",
+    )
     args = ap.parse_args()
+    extra_conf = parse_confs(args.conf)
     if args.trigger is None:
         args.trigger = Settings.load().trigger_interval
     if not args.no_wait_quiet:
@@ -127,9 +151,11 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-admin-"))
     results: dict[str, Any] = {"benchmark": "admin_latency"}
     with services() as svc:
-        spark, spark_s = spark_session(args.buckets)
+        spark, spark_s = spark_session(args.buckets, extra_conf)
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
+            results["spark_conf"] = extra_conf
+            results["core_file"] = core.__file__
             results["spark_startup_s"] = round(spark_s, 1)
             name = f"adm{uuid.uuid4().hex[:6]}"
             make_chroot(svc, name)
@@ -203,6 +229,7 @@ def main() -> None:
     for key in ("triggerExecution", "addBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets"):
         vals = [p["durationMs"].get(key, 0) for p in busy]
         phases[key] = round(statistics.median(vals), 1) if vals else float("nan")
+    results["state_operator_median"] = state_operator_medians(busy)
     zk_calls = [c.end - c.start for c in clock.zk if c.n > 0]
     rq_calls = [c.end - c.start for c in clock.requests if c.n > 0]
     results["latency_s"] = {
@@ -247,6 +274,7 @@ def main() -> None:
         ],
     )
     print(json.dumps(results["batch_durationMs_median"]))
+    print(json.dumps(results["state_operator_median"]))
     path = write_results("admin_latency" + (f"-{args.tag}" if args.tag else ""), results)
     print(f"\nresults: {path}")
 

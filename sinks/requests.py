@@ -13,7 +13,8 @@ order. The value is
 ``{"version":1,"api":"LeaderAndIsr","controllerEpoch":E,"batchId":B,"brokerId":b,"body":{…}}``
 
 (a request over :data:`MAX_MESSAGE_BYTES` is split at partition boundaries into complete requests of the
-same API sent one after the other, each with ``"part": k, "parts": n``; messages are gzip-compressed)
+same API sent one after the other, each with ``"part": k, "parts": n``; messages are compressed with the
+sink's ``compression``, :mod:`sinks.compression`)
 
 and the headers carry ``api``, ``batch_id`` and ``controller_epoch`` (UTF-8 text).
 
@@ -54,6 +55,7 @@ from core.decisions import AdminResult, BrokerRequest
 from core.kafka.envelope import encode_envelope
 from core.kafka.request_codec import wire_object
 from core.kafka.requests import REQUEST_ORDER, RequestApi
+from sinks.compression import compression_type
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence, Rejected, RequestBatchResult
 
@@ -381,6 +383,7 @@ class RequestSink:
         client_config: Mapping[str, Any] | None = None,
         transactional_id: str | None = None,
         max_request_size: int | None = None,
+        compression: str = "zstd",
     ) -> None:
         """``client_config``: extra kafka-python keyword arguments of every client of the sink (security:
         :meth:`sinks.security.KafkaSecurity.client_kwargs`).
@@ -394,7 +397,13 @@ class RequestSink:
 
         ``max_request_size``: the largest produce request the producer sends, in bytes (kafka-python's
         ``max_request_size``; ``None``: its default, 1 MiB). Brokers still refuse messages over their
-        ``message.max.bytes``."""
+        ``message.max.bytes``.
+
+        ``compression``: the producer's codec, one of :data:`sinks.compression.COMPRESSIONS` (``none``,
+        ``gzip``, ``snappy``, ``lz4``, ``zstd``); an unknown name raises
+        :class:`sinks.compression.CompressionError`."""
+        self._compression_type = compression_type(compression)
+        self.compression = compression
         self.fence = fence
         self._transactional_id = transactional_id
         #: set once a successor fenced this sink's producer: never start another (it would fence the successor)
@@ -500,8 +509,8 @@ class RequestSink:
                 # one request in flight per connection: retries cannot reorder a broker's messages
                 max_in_flight_requests_per_connection=1,
                 linger_ms=2,
-                # request bodies are repetitive JSON: gzip shrinks them about tenfold
-                compression_type="gzip",
+                # request bodies are repetitive JSON: every codec shrinks them several times over
+                compression_type=self._compression_type,
                 request_timeout_ms=int(self._timeout * 1000),
             )
             if self._transactional_id is not None:
