@@ -29,7 +29,9 @@ import statistics
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,7 @@ import core
 from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka import zkdata
+from livectl import local
 from streaming.settings import Settings
 
 N_BROKERS = 10
@@ -123,6 +126,48 @@ def state_operator_medians(progress: list[dict[str, Any]]) -> dict[str, float]:
     return {k: round(statistics.median(v), 1) for k, v in sorted(per_key.items())}
 
 
+def _ui_get(spark: Any, path: str) -> Any:
+    base = spark.sparkContext.uiWebUrl
+    with urllib.request.urlopen(f"{base}/api/v1/applications/{spark.sparkContext.applicationId}/{path}") as r:
+        return json.loads(r.read())
+
+
+def last_stage_id(spark: Any) -> int:
+    return max((s["stageId"] for s in _ui_get(spark, "stages")), default=-1)
+
+
+def stage_profile(spark: Any, after_stage: int) -> dict[str, Any]:
+    """Where a micro-batch's time goes, from the Spark UI's REST API: the stages completed after
+    ``after_stage``, grouped by (name, tasks); per group the median stage duration and per task the median
+    scheduler delay, deserialisation, run and CPU time, and result serialisation (ms)."""
+    groups: dict[str, dict[str, list[float]]] = {}
+    for st in _ui_get(spark, "stages?status=complete"):
+        if st["stageId"] <= after_stage:
+            continue
+        key = f"{st['name'][:60]} | {st['numTasks']} tasks"
+        g = groups.setdefault(key, {})
+        start = datetime.fromisoformat(st["submissionTime"].replace("GMT", "+00:00"))
+        end = datetime.fromisoformat(st["completionTime"].replace("GMT", "+00:00"))
+        g.setdefault("stage_ms", []).append((end - start).total_seconds() * 1000)
+        summary = _ui_get(spark, f"stages/{st['stageId']}/{st['attemptId']}/taskSummary?quantiles=0.5")
+        for field in (
+            "schedulerDelay",
+            "executorDeserializeTime",
+            "executorRunTime",
+            "executorCpuTime",
+            "resultSerializationTime",
+            "gettingResultTime",
+        ):
+            value = summary.get(field)
+            if value:
+                scale = 1e-6 if field == "executorCpuTime" else 1.0  # ns
+                g.setdefault(f"task_{field}_ms", []).append(float(value[0]) * scale)
+    return {
+        k: {"stages": len(v["stage_ms"]), **{f: round(statistics.median(x), 1) for f, x in v.items()}}
+        for k, v in sorted(groups.items(), key=lambda kv: -statistics.median(kv[1]["stage_ms"]))
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--commands", type=int, default=200)
@@ -141,8 +186,16 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="a Spark setting over the shipped spark-defaults.conf (repeatable)",
     )
+    ap.add_argument(
+        "--stages",
+        action="store_true",
+        help="turn the Spark UI on and profile the counted batches' stages and tasks through its REST API",
+    )
     args = ap.parse_args()
     extra_conf = parse_confs(args.conf)
+    if args.stages:
+        extra_conf.setdefault("spark.ui.enabled", "true")
+        extra_conf.setdefault("spark.ui.port", str(local.free_port()))
     if args.trigger is None:
         args.trigger = Settings.load().trigger_interval
     if not args.no_wait_quiet:
@@ -196,6 +249,7 @@ def main() -> None:
                 period = trigger_seconds(args.trigger)
                 rng = random.Random(42)
                 first_batch = max((p["batchId"] for p in progress_list(rc.app.query)), default=0)
+                first_stage = last_stage_id(spark) if args.stages else 0
                 for i in range(args.warmup + args.commands):
                     time.sleep(rng.uniform(0, period))
                     lat, send = one_command(
@@ -214,6 +268,8 @@ def main() -> None:
                     if rc.failed is not None:
                         raise RuntimeError(f"the controller failed: {rc.failed!r}")
                 progress = [p for p in progress_list(rc.app.query) if p["batchId"] > first_batch]
+                if args.stages:
+                    results["stages"] = stage_profile(spark, first_stage)
             finally:
                 producer.close()
                 close(observer)
@@ -275,6 +331,8 @@ def main() -> None:
     )
     print(json.dumps(results["batch_durationMs_median"]))
     print(json.dumps(results["state_operator_median"]))
+    if args.stages:
+        print(json.dumps(results["stages"], indent=1))
     path = write_results("admin_latency" + (f"-{args.tag}" if args.tag else ""), results)
     print(f"\nresults: {path}")
 
