@@ -29,9 +29,20 @@ def stored_topics(spark: Any, checkpoint: str) -> set[str]:
     rows = spark.read.format("statestore").load(checkpoint).collect()
     topics: set[str] = set()
     for row in rows:
-        v = row["value"]
-        topics |= load_state(v["format"], v["size"], bytes(v["blob"])).context.all_topics()
+        v = _state_struct(row["value"].asDict(recursive=True))
+        topics |= load_state(v["format"], v["size"], bytes(v["blob"])).context.all_topics
     return topics
+
+
+def _state_struct(value: dict[str, Any]) -> dict[str, Any]:
+    """The bucket's state (``streaming.stateful.STATE_SCHEMA``) inside the stored value (Spark nests the
+    group state of ``applyInPandasWithState`` in its own wrapper)."""
+    if "blob" in value:
+        return value
+    for v in value.values():
+        if isinstance(v, dict) and (found := _state_struct(v)):
+            return found
+    return {}
 
 
 def test_changelog_checkpointing_switched_on_for_an_existing_checkpoint(spark: Any, cluster: Cluster) -> None:
