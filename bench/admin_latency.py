@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import statistics
 import tempfile
 import threading
@@ -144,7 +145,8 @@ def stage_profile(spark: Any, after_stage: int) -> dict[str, Any]:
     for st in _ui_get(spark, "stages?status=complete"):
         if st["stageId"] <= after_stage:
             continue
-        key = f"{st['name'][:60]} | {st['numTasks']} tasks"
+        # batch numbers and source lines in stage names would make one group per batch
+        key = f"{re.sub(r'[0-9]+', 'N', st['name'])[:60]} | {st['numTasks']} tasks"
         g = groups.setdefault(key, {})
         start = datetime.fromisoformat(st["submissionTime"].replace("GMT", "+00:00"))
         end = datetime.fromisoformat(st["completionTime"].replace("GMT", "+00:00"))
