@@ -183,7 +183,9 @@ class Observatory:
             kind, text = describe_decision(d)
             by_kind[kind] = by_kind.get(kind, 0) + 1
             if isinstance(d, dc.BrokerRequest):
-                by_api[d.api.value] = by_api.get(d.api.value, 0) + 1
+                # per broker, as before a shared request (one UpdateMetadata for a set of brokers) stood
+                # for one request to each
+                by_api[d.api.value] = by_api.get(d.api.value, 0) + len(d.recipients())
             if len(lines) < DECISIONS_PER_BATCH:
                 lines.append(DecisionLine(now, batch.batch_id, kind, text))
         if len(batch.decisions) > len(lines):
