@@ -4,9 +4,10 @@
   version. The ZooKeeper sink runs them in order, in fenced multi-ops (each transaction starts with
   ``check(/controller_epoch, epoch_zk_version)``).
 * :class:`BrokerRequest` — one request to one broker with Kafka's field names (camelCase, as in
-  Kafka's JSON request schemas). ``step`` emits them already batched: one per broker per API per step,
-  in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica; requests to brokers that are not live are
-  dropped. Controller answers to broker requests (``ControlledShutdownResponse``,
+  Kafka's JSON request schemas), or one request to a set of brokers (the step's UpdateMetadata, naming
+  its addressees). ``step`` emits them already batched: one per broker per API per step (UpdateMetadata:
+  one per step), in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica; requests to brokers that are
+  not live are dropped. Controller answers to broker requests (``ControlledShutdownResponse``,
   ``AlterPartitionResponse``) travel the same way.
 * :class:`AdminResult` — the outcome of an admin command, with Kafka's error names.
 * :class:`StateChangeFailure` — a per-item failure (invalid transition, no eligible leader, ...), as

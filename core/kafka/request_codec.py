@@ -141,7 +141,8 @@ def _grouped(
 def _memo_grouped(
     parts: tuple[Any, ...], state: Callable[[Any], str], memo: TopicStatesMemo | None, *, with_id: bool = True
 ) -> str:
-    # one step sends the same UpdateMetadata partition states (one tuple) to every broker: encode them once
+    # the per-broker copies of one shared UpdateMetadata (BrokerRequest.fan_out) share one tuple of
+    # partition states: encode it once
     if memo is None or not parts:
         return _grouped(parts, state, with_id=with_id)
     hit = memo.get(id(parts))
