@@ -314,6 +314,7 @@ def request_messages(
                 OutboundMessage(topic, key, value, _headers(batch_id, fence, api=api.value), (batch_id, identity))
             )
         keyed.append((REQUEST_ORDER[api], broker, msgs))
+    shared_identities: set[str] = set()
     for (api, addressees), bodies in sorted(shared.items(), key=lambda kv: (kv[0][1], REQUEST_ORDER[kv[0][0]])):
         parts = parts_of(bodies)
         for p, members in _by_partition(addressees, partitions):
@@ -324,6 +325,13 @@ def request_messages(
                     SHARED_BROKER_ID, api, fence.controller_epoch, batch_id, body_bytes, part=part, addressees=members
                 )
                 identity = _identity(_addressee_ids(members), api.value, k if part else None)
+                if identity in shared_identities:
+                    # two addressee sets that name the same brokers in this partition (buckets that disagree
+                    # on the live brokers: not expected). A replay cannot tell them apart from the topic, so
+                    # the later one is sent again then — a duplicate the brokers drop by its digest — rather
+                    # than taken for the earlier one and lost
+                    identity = f"{identity}~{len(shared_identities)}"
+                shared_identities.add(identity)
                 msgs.append(
                     OutboundMessage(
                         topic,

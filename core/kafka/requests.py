@@ -46,7 +46,7 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 SHARED_BROKER_ID = -1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Addressee:
     """One broker a shared request is for, with the epoch of its registration (the ``brokerEpoch`` its own
     copy of the request would carry: Kafka sends the same UpdateMetadata to a set of brokers, each copy with

@@ -314,3 +314,16 @@ def test_the_per_broker_form_written_before_is_still_applied() -> None:
     }
     b.handle(parse_request(*encode_request(1, RequestApi.UPDATE_METADATA, 1, 1, um)), 0)
     assert sorted(b.metadata.brokers) == [1]
+
+
+def test_addressee_sets_that_agree_in_a_partition_are_not_taken_for_each_other() -> None:
+    body = WireBody({"controllerId": 0, "controllerEpoch": 1, "brokerEpoch": -1, "topicStates": [], "liveBrokers": []})
+    a = BrokerRequest(SHARED_BROKER_ID, RequestApi.UPDATE_METADATA, body, (Addressee(1, 1), Addressee(2, 2)))
+    b = BrokerRequest(SHARED_BROKER_ID, RequestApi.UPDATE_METADATA, body, (Addressee(1, 1), Addressee(3, 3)))
+    # broker 1 alone in its partition for both sets: two messages, two identities
+    parts = [0, 1, 2]
+    assert partition_for_key(b"1", parts) not in {partition_for_key(b"2", parts), partition_for_key(b"3", parts)}
+    msgs = request_messages(TOPIC, FENCE, 3, [a, b], partitions=parts)
+    ones = [m for m in msgs if _recipients(m.value_json()) == [1]]
+    assert len(ones) == 2 and ones[0].identity != ones[1].identity
+    assert len({m.identity for m in msgs}) == len(msgs)
