@@ -176,3 +176,4 @@ def test_a_shared_update_metadata_counts_and_reads_per_addressee() -> None:
     o.record_batch(ob.BatchObservation(0, {}, {}, {}, 0, [um]))
     # as many as the per-broker requests it stands for (the counter kept its meaning)
     assert o.snapshot().requests_by_api == {"UpdateMetadata": 3}
+    assert o.snapshot().decisions_by_kind == {"request": 3}
