@@ -21,8 +21,9 @@ Messages are written in Kafka's order by API — every LeaderAndIsr, then Update
 then the controller's responses, brokers ascending within each — so in every partition each broker reads
 its own messages, and a shared one, in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica. A request
 over :data:`MAX_MESSAGE_BYTES` is split at partition boundaries into complete requests of the same API
-sent one after the other, each with ``"part": k, "parts": n``; messages are gzip-compressed. The headers
-carry ``api``, ``batch_id`` and ``controller_epoch`` (UTF-8 text).
+sent one after the other, each with ``"part": k, "parts": n``; messages are compressed with the
+sink's ``compression`` (:mod:`sinks.compression`). The headers carry ``api``, ``batch_id`` and
+``controller_epoch`` (UTF-8 text).
 
 **Admin results** go to ``livectl.admin-results`` keyed by ``request_id``: the decision's JSON
 (:func:`core.codec.decisions.encode_decision`, ``details`` a JSON object) plus ``batch_id`` and
@@ -63,6 +64,7 @@ from core.decisions import AdminResult, BrokerRequest
 from core.kafka.envelope import encode_envelope
 from core.kafka.request_codec import wire_object
 from core.kafka.requests import REQUEST_ORDER, SHARED_BROKER_ID, Addressee, RequestApi
+from sinks.compression import compression_type
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence, Rejected, RequestBatchResult
 
@@ -464,6 +466,7 @@ class RequestSink:
         client_config: Mapping[str, Any] | None = None,
         transactional_id: str | None = None,
         max_request_size: int | None = None,
+        compression: str = "zstd",
     ) -> None:
         """``client_config``: extra kafka-python keyword arguments of every client of the sink (security:
         :meth:`sinks.security.KafkaSecurity.client_kwargs`).
@@ -477,7 +480,13 @@ class RequestSink:
 
         ``max_request_size``: the largest produce request the producer sends, in bytes (kafka-python's
         ``max_request_size``; ``None``: its default, 1 MiB). Brokers still refuse messages over their
-        ``message.max.bytes``."""
+        ``message.max.bytes``.
+
+        ``compression``: the producer's codec, one of :data:`sinks.compression.COMPRESSIONS` (``none``,
+        ``gzip``, ``snappy``, ``lz4``, ``zstd``); an unknown name raises
+        :class:`sinks.compression.CompressionError`."""
+        self._compression_type = compression_type(compression)
+        self.compression = compression
         self.fence = fence
         self._transactional_id = transactional_id
         #: set once a successor fenced this sink's producer: never start another (it would fence the successor)
@@ -600,8 +609,8 @@ class RequestSink:
                 # one request in flight per connection: retries cannot reorder a broker's messages
                 max_in_flight_requests_per_connection=1,
                 linger_ms=2,
-                # request bodies are repetitive JSON: gzip shrinks them about tenfold
-                compression_type="gzip",
+                # request bodies are repetitive JSON: every codec shrinks them several times over
+                compression_type=self._compression_type,
                 request_timeout_ms=int(self._timeout * 1000),
             )
             if self._transactional_id is not None:
