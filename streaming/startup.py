@@ -163,9 +163,10 @@ def hand_off(spark: Any, zk: Any, producer: Any, s: Settings, *, watcher: Any, s
     started = time.monotonic()
     snapshot = read_snapshot(zk)
     watcher.prime(snapshot)
-    ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets)
+    written: dict[str, str] = {}
+    ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets, written=written)
     # the executors get the files before the reference that names them can reach a task
-    failover.ship_snapshots(spark, store, str(ref["path"]))
+    failover.ship_snapshots(spark, store, str(ref["path"]), texts=written)
     producer.send(s.broker_events_topic, key=b"controller", value=failover.ref_to_json(ref).encode())
     producer.flush()
     log.info(
