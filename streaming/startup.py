@@ -16,9 +16,11 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from core.snapshot import ZkSnapshot
 from streaming import failover
 from streaming.checkpoint_fs import CheckpointStore, batch_ids, child
 from streaming.settings import Settings, SettingsError
@@ -154,14 +156,25 @@ def source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart
     return SourceStart()
 
 
-def hand_off(spark: Any, zk: Any, producer: Any, s: Settings, *, watcher: Any, store: CheckpointStore) -> Any:
+def hand_off(
+    spark: Any,
+    zk: Any,
+    producer: Any,
+    s: Settings,
+    *,
+    watcher: Any,
+    store: CheckpointStore,
+    read: Callable[[], ZkSnapshot] | None = None,
+) -> Any:
     """Read the ZooKeeper tree, prime the admin-path watcher with it, write and ship its snapshot, then
     publish the failover reference on ``livectl.broker-events`` (which opens the failover barrier).
-    Returns the snapshot."""
+    Returns the snapshot. ``read`` gives the tree read after this controller won the lease (and after any
+    replay): :mod:`streaming.failover_warm`; by default it is read here."""
     from streaming.zk_snapshot import read_snapshot
 
     started = time.monotonic()
-    snapshot = read_snapshot(zk)
+    snapshot = read() if read is not None else read_snapshot(zk)
+    read_s = time.monotonic() - started
     watcher.prime(snapshot)
     written: dict[str, str] = {}
     ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets, written=written)
@@ -170,10 +183,11 @@ def hand_off(spark: Any, zk: Any, producer: Any, s: Settings, *, watcher: Any, s
     producer.send(s.broker_events_topic, key=b"controller", value=failover.ref_to_json(ref).encode())
     producer.flush()
     log.info(
-        "failover snapshot: %d brokers, %d topics, %d partitions in %.1f s",
+        "failover snapshot: %d brokers, %d topics, %d partitions in %.1f s (%.1f s waiting for the read)",
         len(snapshot.brokers),
         len(snapshot.topics),
         len(snapshot.partition_states),
         time.monotonic() - started,
+        read_s,
     )
     return snapshot

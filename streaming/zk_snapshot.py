@@ -20,6 +20,7 @@ skipped (the controller will hear of the change as an event). The JSON codecs ar
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -176,8 +177,12 @@ def read_brokers(client: KazooClient, window: int = 5000) -> tuple[Broker, ...]:
     )
 
 
-def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
-    """Everything a new controller reads, in one pass (see the module docstring)."""
+def read_snapshot(
+    client: KazooClient, *, window: int = 5000, memo: dict[str, tuple[str, int, Any]] | None = None
+) -> ZkSnapshot:
+    """Everything a new controller reads, in one pass (see the module docstring). With ``memo`` (kept by
+    :class:`SnapshotReader` from one read to the next) a znode read again with the same data and version is
+    not decoded again; every znode is read afresh either way."""
     try:
         data, stat = client.get(CONTROLLER_EPOCH_PATH)
         epoch, epoch_version = zkdata.decode_controller_epoch(data), stat.version
@@ -211,6 +216,37 @@ def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
     admin += [f"{zkdata.OFFLINE_REPLICAS}/{t}" for t in _children(client, zkdata.OFFLINE_REPLICAS)]
     keep(_get_all(client, admin, window))
     try:
-        return snapshot_from_znodes(znodes, brokers, epoch, epoch_version)
+        return snapshot_from_znodes(znodes, brokers, epoch, epoch_version, memo)
     except (ValueError, KeyError, TypeError) as e:
         raise SnapshotError("/", f"a znode is not in Kafka's format: {e!r}") from None
+
+
+class SnapshotReader:
+    """:func:`read_snapshot` with a memory of what it decoded last time.
+
+    Each :meth:`read` is a whole fresh read of ZooKeeper — every znode's data and version as the server
+    holds them now — and only the decoding of the topic and partition-state znodes whose data and version
+    did not change since the previous read is skipped (decoding depends on nothing else). So what a read
+    returns is exactly what :func:`read_snapshot` returns at that moment; an earlier read, however old,
+    only makes the next one cheaper. A standby reads ahead while it waits for the lease
+    (:mod:`streaming.failover_warm`); the read that counts is the one made after winning it. Thread-safe:
+    reads run one at a time."""
+
+    def __init__(self, client: KazooClient, *, window: int = 5000) -> None:
+        self.client = client
+        self.window = window
+        self._memo: dict[str, tuple[str, int, Any]] = {}
+        self._lock = threading.Lock()
+        #: reads completed (a standby's reads ahead included)
+        self.reads = 0
+
+    def read(self) -> ZkSnapshot:
+        with self._lock:
+            snapshot = read_snapshot(self.client, window=self.window, memo=self._memo)
+            self.reads += 1
+            return snapshot
+
+    @property
+    def remembered(self) -> int:
+        """How many znodes' decoded values the next read may reuse."""
+        return len(self._memo)

@@ -1,0 +1,105 @@
+"""A read that remembers what it decoded gives exactly what a fresh read gives, against a real ZooKeeper,
+whatever changed in between; a standby's reads ahead run on their own thread and stop when asked."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from broker_registration import registration
+from kazoo.client import KazooClient
+
+from streaming.failover_warm import ReadAhead, read_in_background
+from streaming.zk_snapshot import SnapshotReader, read_snapshot
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def zk(zk_chrooted: KazooClient) -> KazooClient:
+    return zk_chrooted
+
+
+def _state(leader: int, isr: list[int], epoch: int = 0) -> bytes:
+    return json.dumps({"version": 1, "leader": leader, "leader_epoch": epoch, "controller_epoch": 3, "isr": isr}).encode()
+
+
+def _topic(zk: KazooClient, name: str, partitions: int) -> None:
+    body = {"version": 2, "partitions": {str(p): [1, 2] for p in range(partitions)}}
+    zk.create(f"/brokers/topics/{name}", json.dumps(body).encode(), makepath=True)
+    for p in range(partitions):
+        zk.create(f"/brokers/topics/{name}/partitions/{p}/state", _state(1, [1, 2]), makepath=True)
+
+
+def _cluster(zk: KazooClient) -> None:
+    zk.create("/controller_epoch", b"3")
+    zk.create("/brokers/ids/1", registration("h1", 9001), ephemeral=True, makepath=True)
+    zk.create("/brokers/ids/2", registration("h2", 9002), ephemeral=True)
+    for name in ("a", "b", "c"):
+        _topic(zk, name, 3)
+    zk.create("/config/topics/a", b'{"version":1,"config":{"retention.ms":"1"}}', makepath=True)
+
+
+def test_a_remembering_read_equals_a_fresh_read_after_every_kind_of_change(zk: KazooClient) -> None:
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    assert reader.read() == read_snapshot(zk)
+    assert reader.remembered == 3 + 9  # topic znodes and state znodes
+
+    # the same data written again (a new version), new data, a deleted topic, a new topic, a new broker, admin paths
+    zk.set("/brokers/topics/a/partitions/0/state", _state(1, [1, 2]))
+    zk.set("/brokers/topics/a/partitions/1/state", _state(2, [2], 1))
+    zk.delete("/brokers/topics/b", recursive=True)
+    _topic(zk, "d", 2)
+    zk.set("/brokers/topics/c", json.dumps({"version": 2, "partitions": {"0": [2, 1], "1": [1, 2]}}).encode())
+    zk.create("/brokers/ids/3", registration("h3", 9003), ephemeral=True)
+    zk.create("/admin/delete_topics/c", b"", makepath=True)
+    zk.set("/controller_epoch", b"4")
+
+    warm = reader.read()
+    fresh = read_snapshot(zk)
+    assert warm == fresh
+    states = dict(warm.partition_states)
+    assert [tp.topic for tp in states].count("b") == 0 and [t.topic for t in warm.topics] == ["a", "c", "d"]
+    assert {tp.partition for tp in states if tp.topic == "c"} == {0, 1}  # c-2 is no longer in its assignment
+    assert [(tp.partition, st.zk_version, st.isr) for tp, st in warm.partition_states if tp.topic == "a"] == [
+        (0, 1, (1, 2)),
+        (1, 1, (2,)),
+        (2, 0, (1, 2)),
+    ]
+    assert (warm.controller_epoch, warm.controller_epoch_zk_version) == (4, 1)
+    assert [b.id for b in warm.brokers] == [1, 2, 3]
+    assert reader.remembered == 3 + 2 + 3 + 2 and reader.reads == 2
+
+
+def test_a_standby_reads_ahead_until_stopped_and_the_early_read_is_a_future(zk: KazooClient) -> None:
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    prepared = threading.Event()
+    ahead = ReadAhead(reader, interval_s=0.05, prepare=prepared.set).start()
+    deadline = time.monotonic() + 20
+    while reader.reads < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    ahead.stop()
+    assert prepared.is_set() and reader.reads >= 2
+    reads = reader.reads
+    time.sleep(0.2)
+    assert reader.reads == reads  # stopped
+
+    zk.set("/brokers/topics/a/partitions/2/state", _state(2, [2], 7))
+    assert read_in_background(reader).result(timeout=20) == read_snapshot(zk)
+
+
+def test_a_failed_read_ahead_is_tried_again(zk: KazooClient) -> None:
+    zk.create("/brokers/topics/bad", b"not json", makepath=True)
+    reader = SnapshotReader(zk)
+    ahead = ReadAhead(reader, interval_s=0.05).start()
+    time.sleep(0.3)
+    zk.delete("/brokers/topics/bad")
+    deadline = time.monotonic() + 20
+    while reader.reads < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    ahead.stop()
+    assert reader.reads >= 1
