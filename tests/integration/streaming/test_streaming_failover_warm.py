@@ -23,7 +23,8 @@ def zk(zk_chrooted: KazooClient) -> KazooClient:
 
 
 def _state(leader: int, isr: list[int], epoch: int = 0) -> bytes:
-    return json.dumps({"version": 1, "leader": leader, "leader_epoch": epoch, "controller_epoch": 3, "isr": isr}).encode()
+    body = {"version": 1, "leader": leader, "leader_epoch": epoch, "controller_epoch": 3, "isr": isr}
+    return json.dumps(body).encode()
 
 
 def _topic(zk: KazooClient, name: str, partitions: int) -> None:
