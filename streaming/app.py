@@ -50,6 +50,7 @@ from streaming.shutdown import fence_check, fenced_if_replaced, raise_outcome, s
 from streaming.side_threads import Opened, admin_watcher, start_side_threads
 from streaming.startup import (
     hand_off,
+    has_planned_batch,
     livectl_topics,
     other_controller,
     resolve_buckets,
@@ -197,14 +198,23 @@ class ControllerApp:
 
         # the snapshots of earlier controllers, for references a replayed batch may still meet
         failover.ship_snapshots(self.spark, store)
-        where = source_start(s, store, fence.controller_epoch)
+        resume_from = HadoopCheckpointStore(self.spark, s.resume_from_checkpoint) if s.resume_from_checkpoint else None
+        resumes = resume_from is not None and not has_planned_batch(store)
+        where = source_start(s, store, fence.controller_epoch, resume_from)
         self.query = start_query_when_free(self.spark, s, dispatcher, where, stop=self._stop)
         if replay is not None:
             # the micro-batch the previous controller planned but did not commit is replayed first;
             # the snapshot must be read after it, or it would miss that batch's writes
             wait_committed(store, self.query, replay, self._stop)
         snapshot = hand_off(
-            self.spark, zk, producer, s, watcher=watcher, store=store, read=early.result if early else reader.read
+            self.spark,
+            zk,
+            producer,
+            s,
+            watcher=watcher,
+            store=store,
+            read=early.result if early else reader.read,
+            resumes=resumes,
         )
         opened.bridge, opened.rebalancer = start_side_threads(
             zk, producer, s, watcher=watcher, dispatcher=dispatcher, snapshot=snapshot

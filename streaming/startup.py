@@ -61,6 +61,10 @@ def has_committed_batch(store: CheckpointStore) -> bool:
     return bool(batch_ids(store, child(store.root, "commits")))
 
 
+def has_planned_batch(store: CheckpointStore) -> bool:
+    return bool(batch_ids(store, child(store.root, "offsets")))
+
+
 def checkpoint_identity(store: CheckpointStore) -> str:
     """This checkpoint's identity (``livectl-checkpoint-id`` in it, made at its first use): the ZooKeeper
     sink records it in its progress znode, so that a micro-batch replayed on this checkpoint resumes
@@ -116,7 +120,9 @@ def other_controller(zk: Any) -> int | None:
         return None
 
 
-def source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart:
+def source_start(
+    s: Settings, store: CheckpointStore, epoch: int, resume_from: CheckpointStore | None = None
+) -> SourceStart:
     """Where this run's query reads from, so that the failover reference it is about to publish is
     the first thing it handles under ``epoch``.
 
@@ -130,11 +136,23 @@ def source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart
     are answered ``NOT_CONTROLLER``, :func:`streaming.failover_refs.applicable_events`); ``latest`` is
     resolved to the topics' ends now, before the reference is published, or the query (which asks
     for its first offsets only when it plans its first batch) could start past it and never load
-    the cluster."""
+    the cluster.
+
+    A new checkpoint that ``resume_from`` another (``resume_from_checkpoint``, :mod:`streaming.rebucket`)
+    starts where that one's last committed micro-batch ended, behind the failover barrier like a used one:
+    the records no controller handled yet wait for the snapshot (the reference says ``"resumes"``)."""
     from streaming.query import SourceStart
 
     if batch_ids(store, child(store.root, "offsets")):
         return SourceStart(barrier_epoch=epoch, barrier_path=failover.failover_root(s.checkpoint_dir))
+    if resume_from is not None:
+        from streaming.rebucket import resume_offsets
+
+        offsets = resume_offsets(resume_from, store)
+        log.info("resuming from checkpoint %s: reading from %s", resume_from.root, offsets)
+        return SourceStart(
+            starting_offsets=offsets, barrier_epoch=epoch, barrier_path=failover.failover_root(s.checkpoint_dir)
+        )
     if s.starting_offsets == "latest":
         from streaming.kafka_source import KafkaStreamReader
         from streaming.source_options import SourceOptions
@@ -165,11 +183,14 @@ def hand_off(
     watcher: Any,
     store: CheckpointStore,
     read: Callable[[], ZkSnapshot] | None = None,
+    resumes: bool = False,
 ) -> Any:
     """Read the ZooKeeper tree, prime the admin-path watcher with it, write and ship its snapshot, then
     publish the failover reference on ``livectl.broker-events`` (which opens the failover barrier).
     Returns the snapshot. ``read`` gives the tree read after this controller won the lease (and after any
-    replay): :mod:`streaming.failover_warm`; by default it is read here."""
+    replay): :mod:`streaming.failover_warm`; by default it is read here. ``resumes``: a new checkpoint
+    moved from another (:mod:`streaming.rebucket`); the buckets handle the records that waited for the
+    reference after it."""
     from streaming.zk_snapshot import read_snapshot
 
     started = time.monotonic()
@@ -178,6 +199,8 @@ def hand_off(
     watcher.prime(snapshot)
     written: dict[str, str] = {}
     ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets, written=written)
+    if resumes:
+        ref["resumes"] = True
     # the executors get the files before the reference that names them can reach a task
     failover.ship_snapshots(spark, store, str(ref["path"]), texts=written)
     producer.send(s.broker_events_topic, key=b"controller", value=failover.ref_to_json(ref).encode())
