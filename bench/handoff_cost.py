@@ -10,9 +10,10 @@ file system and ``SparkContext.addFile``); no broker, no query. Per round, in AB
   at ``7d0ae35``, reproduced with the functions that remain);
 * ``cold`` — this tree's cold read: ``SnapshotReader.read`` with nothing remembered, the direct encoder
   (``encode_failover_json``), the files shipped from memory;
-* ``warm`` — a standby's read after winning: the same reader read the tree ahead, then ``--changes``
-  partition-state znodes were rewritten (the active controller's last writes), then the read that counts
-  (every znode read afresh, only the changed ones decoded), encoded and shipped as ``cold``.
+* ``warm`` — a standby's read after winning: the same reader read the tree ahead (a data watch on every
+  partition-state znode), then ``--changes`` partition-state znodes were rewritten (the active
+  controller's last writes), then the read that counts (the topic and admin znodes read afresh, of the
+  state znodes only those whose watch fired; only what changed decoded), encoded and shipped as ``cold``.
 
 Each snapshot is checked equal to a fresh ``read_snapshot`` and each file to the generic encoder's text.
 
@@ -114,9 +115,10 @@ def main() -> None:
                     got, snap = after(SnapshotReader(zk), spark, store, epoch, args.buckets)
                 else:
                     reader = SnapshotReader(zk)
-                    reader.read()  # the standby's read ahead
+                    reader.read(ahead=True)  # the standby's read ahead: sets a watch on every state znode
                     touch(zk, layout, args.changes, epoch)
                     got, snap = after(reader, spark, store, epoch, args.buckets)
+                    got["state_znodes_read"] = float(reader.last_state_reads)
                 assert snap == dataclasses.replace(read_snapshot(zk), controller_epoch=epoch), mode
                 got["load1"] = float(Path("/proc/loadavg").read_text().split()[0])
                 runs[mode].append(got)

@@ -7,10 +7,11 @@ of the previous controller's unfinished micro-batch, when there is one), so it h
 earlier controller. What is moved earlier is only work whose result cannot depend on that timing:
 
 - **Reading ahead** (a standby, :class:`ReadAhead`): :class:`streaming.zk_snapshot.SnapshotReader` reads
-  the tree once at once and again every :data:`READ_AHEAD_INTERVAL_S`, remembering the values it decoded.
-  The read after winning is a fresh read of every znode's data and version, and decodes only the znodes
-  that changed since (decoding depends on the data and version alone): the same snapshot a cold read
-  gives, for a fraction of the decoding. The same thread ships the snapshots of earlier controllers that
+  the tree at once and again every :data:`READ_AHEAD_INTERVAL_S`, setting a data watch on every
+  partition-state znode and remembering what it read and decoded. The read after winning reads afresh
+  everything but the state znodes, and of those only the ones whose watch fired (or that are new); it
+  decodes only what changed: the same snapshot a cold read gives (the argument is the reader's).
+  The same thread ships the snapshots of earlier controllers that
   the checkpoint holds to the executors (:func:`streaming.failover.ship_snapshots`), which a takeover
   otherwise does after winning.
 - **Reading early** (:func:`read_in_background`): with no micro-batch to replay, nothing this controller
@@ -28,13 +29,13 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from core.snapshot import ZkSnapshot
-from streaming.zk_snapshot import SnapshotReader
+from streaming.zk_snapshot import ReadAbortedError, SnapshotReader
 
 log = logging.getLogger("livectl.app")
 
-#: seconds between a standby's reads ahead: each costs a whole read's ZooKeeper traffic and ~1 s of Python
-#: per 100k partitions; between them the active controller's changes are decoded at takeover instead
-READ_AHEAD_INTERVAL_S = 30.0
+#: seconds between a standby's reads ahead: after the first (one get per state znode, setting its watch),
+#: each reads the topic znodes and the changed state znodes, and decodes what changed
+READ_AHEAD_INTERVAL_S = 10.0
 
 
 class ReadAhead:
@@ -75,13 +76,15 @@ class ReadAhead:
         while not self._stop.is_set():
             started = time.monotonic()
             try:
-                snapshot = self.reader.read()
+                snapshot = self.reader.read(ahead=True, abort=self._stop)
                 log.info(
                     "standby: read ahead %d topics, %d partitions in %.1f s",
                     len(snapshot.topics),
                     len(snapshot.partition_states),
                     time.monotonic() - started,
                 )
+            except ReadAbortedError:
+                return
             except Exception as e:  # ZooKeeper away, a znode not in Kafka's format: the winner's read reports it
                 log.warning("standby: reading the ZooKeeper snapshot ahead failed: %r", e)
             self._stop.wait(self.interval_s)

@@ -9,10 +9,10 @@ import time
 
 import pytest
 from broker_registration import registration
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 
 from streaming.failover_warm import ReadAhead, read_in_background
-from streaming.zk_snapshot import SnapshotReader, read_snapshot
+from streaming.zk_snapshot import ReadAbortedError, SnapshotReader, read_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ def _cluster(zk: KazooClient) -> None:
 def test_a_remembering_read_equals_a_fresh_read_after_every_kind_of_change(zk: KazooClient) -> None:
     _cluster(zk)
     reader = SnapshotReader(zk)
-    assert reader.read() == read_snapshot(zk)
+    assert reader.read(ahead=True) == read_snapshot(zk)  # a standby's read ahead sets the watches
     assert reader.remembered == 3 + 9  # topic znodes and state znodes
 
     # the same data written again (a new version), new data, a deleted topic, a new topic, a new broker, admin paths
@@ -73,6 +73,42 @@ def test_a_remembering_read_equals_a_fresh_read_after_every_kind_of_change(zk: K
     assert (warm.controller_epoch, warm.controller_epoch_zk_version) == (4, 1)
     assert [b.id for b in warm.brokers] == [1, 2, 3]
     assert reader.remembered == 3 + 2 + 3 + 2 and reader.reads == 2
+    # only the state znodes whose watch fired, and d's new ones, were read again (c-0 and c-1 unchanged)
+    assert reader.last_state_reads == 2 + 2
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 0
+
+
+def test_a_change_made_just_before_a_read_is_in_it(zk: KazooClient) -> None:
+    """What the watches carry is delivered before the answer to any later request: a read right after a
+    write (as after an election) has it, however many writes precede it."""
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    reader.read(ahead=True)
+    for round_no in range(5):
+        for p in range(3):
+            zk.set(f"/brokers/topics/c/partitions/{p}/state", _state(2, [2, 1], round_no + 1))
+        assert reader.read() == read_snapshot(zk)
+        assert reader.last_state_reads == 3
+
+
+def test_a_lost_connection_makes_the_next_read_read_every_state(zk: KazooClient) -> None:
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    reader.read(ahead=True)
+    reader._on_connection(KazooState.SUSPENDED)  # as kazoo's listener is told: watches may be gone
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 9  # multiRead, no watches
+    assert reader.read(ahead=True) == read_snapshot(zk) and reader.last_state_reads == 9  # watches set again
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 0
+
+
+def test_a_read_ahead_stops_half_way_when_asked(zk: KazooClient) -> None:
+    _cluster(zk)
+    stop = threading.Event()
+    stop.set()
+    reader = SnapshotReader(zk, window=2)
+    with pytest.raises(ReadAbortedError):
+        reader.read(ahead=True, abort=stop)
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 9
 
 
 def test_a_standby_reads_ahead_until_stopped_and_the_early_read_is_a_future(zk: KazooClient) -> None:
