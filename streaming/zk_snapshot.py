@@ -89,6 +89,10 @@ def _get_all(
     return out
 
 
+#: changed state znodes above which the read after winning uses ``multiRead`` (no watches) over one get each
+BULK_REREAD = 2000
+
+
 class ReadAbortedError(StreamingError):
     """A standby's read ahead stopped half-way (it won the lease)."""
 
@@ -343,6 +347,15 @@ class SnapshotReader:
             with self._guard:
                 self._stale = False
         todo = [p for p in paths if p in changed or p not in known]
+        if not ahead and len(todo) > BULK_REREAD:
+            # many changed (the last controller's large batch): multiRead is quicker than one get each; those
+            # get no watch, so the reader forgets them (the next read ahead reads them again)
+            got = read_znodes(self.client, todo, self.window)
+            out = {p: got[p] if p in got else known[p] for p in paths if p in got or (p in known and p not in changed)}
+            for p in todo:
+                known.pop(p, None)
+            self.last_state_reads = len(todo)
+            return out
         chroot = self.client.chroot or ""
         watchers = self.client._data_watchers
         for p in todo:  # registered before the read: a notification never finds the watcher missing

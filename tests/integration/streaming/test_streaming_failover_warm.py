@@ -140,3 +140,19 @@ def test_a_failed_read_ahead_is_tried_again(zk: KazooClient) -> None:
         time.sleep(0.02)
     ahead.stop()
     assert reader.reads >= 1
+
+
+def test_many_changed_states_are_read_with_multiread_and_then_forgotten(
+    zk: KazooClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streaming import zk_snapshot
+
+    monkeypatch.setattr(zk_snapshot, "BULK_REREAD", 2)
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    reader.read(ahead=True)
+    for p in range(3):
+        zk.set(f"/brokers/topics/a/partitions/{p}/state", _state(2, [2], 9))
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 3
+    # read without a watch: not trusted afterwards
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 3
