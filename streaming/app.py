@@ -15,7 +15,7 @@
    the checkpoint (the failover barrier, :meth:`ControllerApp._source_start`); the micro-batch the previous
    controller planned but did not commit is replayed, and waited for;
 5. reads the ZooKeeper tree (Kafka's layout; beside the query's start when nothing is to be replayed, and
-   decoding only what changed since a standby's reads ahead: :mod:`streaming.failover_warm`), writes and
+   re-reading only what changed since a standby's reads ahead: :mod:`streaming.failover_warm`), writes and
    ships its snapshot, and hands it to every bucket
    as a failover reference on ``livectl.broker-events`` (:mod:`streaming.failover`): the reference opens
    the barrier, so the first micro-batch under the new epoch loads the snapshot before anything else;
@@ -147,8 +147,8 @@ class ControllerApp:
         zk, lease = opened.zk, opened.lease
         store = self._start_spark(zk)
         reader = SnapshotReader(zk)
-        # a standby reads the tree ahead while it waits (streaming.failover_warm): the read after winning
-        # then decodes only what changed
+        # a standby reads the tree ahead while it waits, watching the partition-state znodes
+        # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed
         ahead = (
             ReadAhead(reader, prepare=lambda: failover.ship_snapshots(self.spark, store)).start()
             if other_controller(zk) is not None
