@@ -95,9 +95,11 @@ class LogTimes(logging.Handler):
 def failover_batch(
     rc: RunningController, n_partitions: int, since: float, timeout: float, logs: LogTimes
 ) -> dict[str, Any]:
-    """The micro-batch of ``rc`` that carried its failover reference: the first one planned after the
-    reference was sent (the app logs "failover snapshot" right after the send is flushed) that had input
-    and loaded every partition."""
+    """The micro-batch of ``rc`` that carried its failover reference: the first one that ended after the
+    reference was sent (the app logs "failover snapshot" right after the send is flushed), had input and
+    loaded every partition. Ended after, not planned after: a batch's trigger can start before the
+    reference is sent and still read it (a cold start whose reference is ready before the query's first
+    batch reads its input; the barrier batch's poll); a replayed batch ends before the snapshot is read."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if rc.failed is not None:
@@ -106,9 +108,8 @@ def failover_batch(
         if sent is not None:
             for p in sorted(progress_list(rc.app.query), key=lambda p: p["batchId"]):
                 m = (p.get("observedMetrics") or {}).get("livectl") or {}
-                planned = batch_end(p) - p["durationMs"].get("triggerExecution", 0) / 1000
                 if (
-                    planned >= sent[0] - 0.2
+                    batch_end(p) >= sent[0]
                     and p.get("numInputRows", 0) > 0
                     and int(m.get("GlobalPartitionCount", -1)) == n_partitions
                 ):
