@@ -89,6 +89,9 @@ def _get_all(
     return out
 
 
+#: state znodes a read ahead has in flight (one get each): winning the lease stops it within one such window
+AHEAD_WINDOW = 500
+
 #: changed state znodes above which the read after winning uses ``multiRead`` (no watches) over one get each
 BULK_REREAD = 2000
 
@@ -361,7 +364,11 @@ class SnapshotReader:
         for p in todo:  # registered before the read: a notification never finds the watcher missing
             watchers[chroot + p].add(self._on_watch)
         try:
-            got = _get_all(self.client, todo, self.window, watch=self._on_watch, abort=abort)
+            # a read ahead goes in small windows, so that winning the lease stops it within one
+            window = min(self.window, AHEAD_WINDOW) if ahead else self.window
+            got = _get_all(self.client, todo, window, watch=self._on_watch, abort=abort)
+            if abort is not None and abort.is_set():
+                raise ReadAbortedError()  # before decoding: the read after winning is waiting for the lock
         except BaseException:
             with self._guard:
                 self._stale = True
