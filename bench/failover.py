@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -256,6 +257,14 @@ def takeover(
         clock = SinkClock(track_paths=False, inner_wrap=large_request_sinks() if prototype else None)
         rc = start_controller(spark, settings, clock, wait_ready=None)
         time.sleep(3)  # the standby is waiting for the lease
+        if importlib.util.find_spec("streaming.failover_warm") is not None:
+            # a standby that reads ahead (streaming.failover_warm): killed once it has read the tree ahead,
+            # as a standby that has been waiting for a while has (its first read ahead sets a watch on
+            # every state znode, one get each); a tree without it just waits as before
+            t_ready = time.time()
+            while logs.first("standby: read ahead", t_ready - 3) is None and time.time() - t_ready < 300:
+                time.sleep(0.5)
+            out["standby_read_ahead_s"] = round(time.time() - t_ready + 3, 1)
         if rc.failed is not None:
             raise RuntimeError(f"the standby failed while waiting: {rc.failed!r}")
         gone = threading.Event()
