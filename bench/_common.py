@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,8 +190,20 @@ def services(keep: bool = False) -> Iterator[Services]:
             shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def spark_session(num_buckets: int) -> tuple[Any, float]:
-    """A local[2] SparkSession configured like the shipped ``spark-defaults.conf``; returns (session, start-up s)."""
+def parse_confs(items: Sequence[str]) -> dict[str, str]:
+    """``--conf key=value`` texts (as given to a bench script) as a mapping; a text without ``=`` is an error."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--conf {item!r}: must look like key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tuple[Any, float]:
+    """A local[2] SparkSession configured like the shipped ``spark-defaults.conf``, then ``conf`` (a bench
+    script's ``--conf key=value`` options; they win over the file); returns (session, start-up s)."""
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -203,14 +215,16 @@ def spark_session(num_buckets: int) -> tuple[Any, float]:
             key, _, value = line.partition(" ")
             if key != "spark.app.name":
                 builder = builder.config(key, value.strip())
-    session = (
+    builder = (
         builder.config("spark.sql.shuffle.partitions", str(num_buckets))
         .config("spark.pyspark.python", sys.executable)
         .config("spark.jars", str(conf_path(SPARK_JAR)))  # as livectl run: the Spark UI's figures job
         .config("spark.ui.enabled", "false")
         .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="livectl-bench-wh-"))
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session, time.monotonic() - started
 

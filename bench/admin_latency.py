@@ -25,11 +25,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import statistics
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,7 @@ from _common import (
     close,
     machine_info,
     make_chroot,
+    parse_confs,
     percentile,
     plan_layout,
     prepare_tree,
@@ -55,9 +59,11 @@ from _common import (
 from kafka import KafkaProducer
 from kazoo.client import KazooClient
 
+import core
 from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka import zkdata
+from livectl import local
 from streaming.settings import Settings
 
 N_BROKERS = 10
@@ -107,6 +113,63 @@ def one_command(
     return done_at[0] - t_send, t_acked - t_send
 
 
+def state_operator_medians(progress: list[dict[str, Any]]) -> dict[str, float]:
+    """Median over micro-batches of the stateful operator's figures in Spark's progress (each a sum over the
+    batch's state-store tasks): ``commitTimeMs``, ``allUpdatesTimeMs`` and RocksDB's latencies and counts."""
+    per_key: dict[str, list[float]] = {}
+    for p in progress:
+        for op in p.get("stateOperators") or []:
+            figures = {k: v for k, v in op.items() if k.endswith("TimeMs") or k == "numRowsTotal"}
+            figures.update({f"rocksdb.{k}": v for k, v in (op.get("customMetrics") or {}).items()})
+            for k, v in figures.items():
+                if isinstance(v, int | float):
+                    per_key.setdefault(k, []).append(float(v))
+    return {k: round(statistics.median(v), 1) for k, v in sorted(per_key.items())}
+
+
+def _ui_get(spark: Any, path: str) -> Any:
+    base = spark.sparkContext.uiWebUrl
+    with urllib.request.urlopen(f"{base}/api/v1/applications/{spark.sparkContext.applicationId}/{path}") as r:
+        return json.loads(r.read())
+
+
+def last_stage_id(spark: Any) -> int:
+    return max((s["stageId"] for s in _ui_get(spark, "stages")), default=-1)
+
+
+def stage_profile(spark: Any, after_stage: int) -> dict[str, Any]:
+    """Where a micro-batch's time goes, from the Spark UI's REST API: the stages completed after
+    ``after_stage``, grouped by (name, tasks); per group the median stage duration and per task the median
+    scheduler delay, deserialisation, run and CPU time, and result serialisation (ms)."""
+    groups: dict[str, dict[str, list[float]]] = {}
+    for st in _ui_get(spark, "stages?status=complete"):
+        if st["stageId"] <= after_stage:
+            continue
+        # batch numbers and source lines in stage names would make one group per batch
+        key = f"{re.sub(r'[0-9]+', 'N', st['name'])[:60]} | {st['numTasks']} tasks"
+        g = groups.setdefault(key, {})
+        start = datetime.fromisoformat(st["submissionTime"].replace("GMT", "+00:00"))
+        end = datetime.fromisoformat(st["completionTime"].replace("GMT", "+00:00"))
+        g.setdefault("stage_ms", []).append((end - start).total_seconds() * 1000)
+        summary = _ui_get(spark, f"stages/{st['stageId']}/{st['attemptId']}/taskSummary?quantiles=0.5")
+        for field in (
+            "schedulerDelay",
+            "executorDeserializeTime",
+            "executorRunTime",
+            "executorCpuTime",
+            "resultSerializationTime",
+            "gettingResultTime",
+        ):
+            value = summary.get(field)
+            if value:
+                scale = 1e-6 if field == "executorCpuTime" else 1.0  # ns
+                g.setdefault(f"task_{field}_ms", []).append(float(value[0]) * scale)
+    return {
+        k: {"stages": len(v["stage_ms"]), **{f: round(statistics.median(x), 1) for f, x in v.items()}}
+        for k, v in sorted(groups.items(), key=lambda kv: -statistics.median(kv[1]["stage_ms"]))
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--commands", type=int, default=200)
@@ -118,7 +181,23 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0, help="per command")
     ap.add_argument("--tag", default="", help="suffix of the results file name (experiments)")
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the shipped spark-defaults.conf (repeatable)",
+    )
+    ap.add_argument(
+        "--stages",
+        action="store_true",
+        help="turn the Spark UI on and profile the counted batches' stages and tasks through its REST API",
+    )
     args = ap.parse_args()
+    extra_conf = parse_confs(args.conf)
+    if args.stages:
+        extra_conf.setdefault("spark.ui.enabled", "true")
+        extra_conf.setdefault("spark.ui.port", str(local.free_port()))
     if args.trigger is None:
         args.trigger = Settings.load().trigger_interval
     if not args.no_wait_quiet:
@@ -127,9 +206,11 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-admin-"))
     results: dict[str, Any] = {"benchmark": "admin_latency"}
     with services() as svc:
-        spark, spark_s = spark_session(args.buckets)
+        spark, spark_s = spark_session(args.buckets, extra_conf)
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
+            results["spark_conf"] = extra_conf
+            results["core_file"] = core.__file__
             results["spark_startup_s"] = round(spark_s, 1)
             name = f"adm{uuid.uuid4().hex[:6]}"
             make_chroot(svc, name)
@@ -170,6 +251,7 @@ def main() -> None:
                 period = trigger_seconds(args.trigger)
                 rng = random.Random(42)
                 first_batch = max((p["batchId"] for p in progress_list(rc.app.query)), default=0)
+                first_stage = last_stage_id(spark) if args.stages else 0
                 for i in range(args.warmup + args.commands):
                     time.sleep(rng.uniform(0, period))
                     lat, send = one_command(
@@ -188,6 +270,8 @@ def main() -> None:
                     if rc.failed is not None:
                         raise RuntimeError(f"the controller failed: {rc.failed!r}")
                 progress = [p for p in progress_list(rc.app.query) if p["batchId"] > first_batch]
+                if args.stages:
+                    results["stages"] = stage_profile(spark, first_stage)
             finally:
                 producer.close()
                 close(observer)
@@ -203,6 +287,7 @@ def main() -> None:
     for key in ("triggerExecution", "addBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets"):
         vals = [p["durationMs"].get(key, 0) for p in busy]
         phases[key] = round(statistics.median(vals), 1) if vals else float("nan")
+    results["state_operator_median"] = state_operator_medians(busy)
     zk_calls = [c.end - c.start for c in clock.zk if c.n > 0]
     rq_calls = [c.end - c.start for c in clock.requests if c.n > 0]
     results["latency_s"] = {
@@ -247,6 +332,9 @@ def main() -> None:
         ],
     )
     print(json.dumps(results["batch_durationMs_median"]))
+    print(json.dumps(results["state_operator_median"]))
+    if args.stages:
+        print(json.dumps(results["stages"], indent=1))
     path = write_results("admin_latency" + (f"-{args.tag}" if args.tag else ""), results)
     print(f"\nresults: {path}")
 

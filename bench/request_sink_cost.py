@@ -9,12 +9,19 @@ the buckets' bodies, then JSON) before it sends them. This script makes the deci
 (every bucket with its own topics, as routing gives them), then times and profiles (cProfile) those two
 steps as the product runs them.
 
-Beside it, the cost of rebuilding typed request values from those rows (``decode_decision(...,
-typed=True)``), the alternative the driver does not take. Baseline, in the same run: the same messages
-built with the standard library's ``json`` in place of orjson (what the sink used before), checked to be
-the same messages; the ratio is printed.
+Two variants of the same decisions, interleaved (ABBA, ``--rounds``), medians reported with their ratio:
+``shared`` — the product: the UpdateMetadata of a step is one request naming its addressees, one row per
+bucket and one message (per topic partition) per batch — and ``per_broker`` — the baseline: that request
+fanned out into one per broker (:meth:`core.decisions.BrokerRequest.fan_out`), as the core built it
+before. For each: the rows' JSON bytes, one bucket's row encoding, the driver's decode, the sink's message
+building, the messages' count and bytes, and their bytes after gzip level 9 (kafka-python's gzip).
 
-Run: ``.venv/bin/python bench/request_sink_cost.py [--partitions 100000] [--buckets 8] [--profile]``.
+Beside it, the cost of rebuilding typed request values from those rows (``decode_decision(...,
+typed=True)``), the alternative the driver does not take, and with ``--stdlib-baseline`` the same messages
+built with the standard library's ``json`` in place of orjson (what the sink used before), checked to be
+the same messages.
+
+Run: ``.venv/bin/python bench/request_sink_cost.py [--partitions 100000] [--buckets 8] [--rounds 2] [--profile]``.
 """
 
 from __future__ import annotations
@@ -25,8 +32,10 @@ import gc
 import io
 import json
 import pstats
+import statistics
 import sys
 import time
+import zlib
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -51,18 +60,31 @@ from streaming.dispatch import decode_row, gc_paused
 from streaming.stateful import decision_rows
 
 
-def bucket_decisions(per_bucket: int, buckets: int, event: str) -> list[str]:
-    """Decision-row payloads of ``buckets`` buckets (topic names made distinct per bucket)."""
+def bucket_decisions(per_bucket: int, buckets: int, event: str, *, per_broker: bool = False) -> tuple[list[str], float]:
+    """Decision-row payloads of ``buckets`` buckets (topic names made distinct per bucket), and the time
+    one bucket took to encode its rows. ``per_broker``: the shared UpdateMetadata fanned out into one
+    request per broker first (what the core built before it was shared: the baseline)."""
     state = build_state(10, per_bucket, 3, 100)
     if event == "failure":
         _, decisions = controller.step(state, [ev.BrokerFailure(1, 1001)])
     else:
         _, decisions = controller.step(controller.ControllerState(), [ev.ControllerFailover(1000, snapshot_for(state))])
+    if per_broker:
+        decisions = [r for d in decisions for r in (d.fan_out() if isinstance(d, dc.BrokerRequest) else [d])]
+    gc.collect()
+    t0 = time.perf_counter()
     payloads = [r[3] for r in decision_rows(0, decisions)]
+    encode_s = time.perf_counter() - t0
     out: list[str] = []
     for b in range(buckets):
         out.extend(p.replace("topic-", f"b{b}-topic-") for p in payloads)
-    return out
+    return out, encode_s
+
+
+def gzip_mb(msgs: list[Any]) -> float:
+    """The messages' bytes after gzip at level 9 (kafka-python's gzip), each compressed alone (a message
+    near 1 MB fills a produce batch by itself)."""
+    return round(sum(len(zlib.compress(m.value, 9)) for m in msgs) / 1e6, 2)
 
 
 def decode_rows(payloads: list[str], typed: bool = False) -> list[dc.Decision]:
@@ -110,6 +132,10 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--event", choices=["failure", "failover", "both"], default="both")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds per variant (ABBA)")
+    ap.add_argument(
+        "--stdlib-baseline", action="store_true", help="also the messages built with the standard library's JSON"
+    )
     args = ap.parse_args()
     fence = Fence(2, 1)
     results: dict[str, Any] = {
@@ -117,28 +143,80 @@ def main() -> None:
         "machine": machine_info(),
         "partitions": args.partitions,
         "buckets": args.buckets,
+        "core_file": controller.__file__,
     }
     events = ["failure", "failover"] if args.event == "both" else [args.event]
     for event in events:
-        payloads = bucket_decisions(args.partitions // args.buckets, args.buckets, event)
-        r: dict[str, Any] = {"rows": len(payloads), "row_json_mb": round(sum(map(len, payloads)) / 1e6, 1)}
-        decoded, r["dispatch_decode_s"] = timed(lambda p=payloads: decode_rows(p))
-        _, r["decode_typed_s"] = timed(lambda p=payloads: decode_rows(p, typed=True))
-        reqs = [d for d in decoded if isinstance(d, dc.BrokerRequest)]
-        r["requests_in"] = len(reqs)
-        msgs, r["request_messages_s"] = timed(lambda q=reqs: rq.request_messages("t", fence, 1, q))
-        r["messages"] = len(msgs)
-        r["largest_message_mb"] = round(max(len(m.value) for m in msgs) / 1e6, 2)
-        r["total_message_mb"] = round(sum(len(m.value) for m in msgs) / 1e6, 1)
-        base, r["baseline_stdlib_json_s"] = timed(lambda q=reqs: stdlib_request_messages(q, fence))
-        r["baseline_same_messages"] = [json.loads(m.value) for m in base] == [json.loads(m.value) for m in msgs]
-        r["baseline_over_product"] = round(r["baseline_stdlib_json_s"] / r["request_messages_s"], 2)
+        variants: dict[str, dict[str, Any]] = {}
+        for name, per_broker in (("shared", False), ("per_broker", True)):
+            payloads, encode_s = bucket_decisions(args.partitions // args.buckets, args.buckets, event,
+                                                  per_broker=per_broker)  # fmt: skip
+            r: dict[str, Any] = {"rows": len(payloads), "row_json_mb": round(sum(map(len, payloads)) / 1e6, 1)}
+            r["bucket_encode_rows_s"] = [encode_s]
+            r["dispatch_decode_s"] = []
+            r["request_messages_s"] = []
+            variants[name] = r
+            r["_payloads"] = payloads
+        # interleaved rounds (ABBA): the machine is shared, its load moves during the run
+        order = ["shared", "per_broker", "per_broker", "shared"] * max(1, args.rounds // 2)
+        for name in order:
+            r = variants[name]
+            decoded, t = timed(lambda p=r["_payloads"]: decode_rows(p))
+            r["dispatch_decode_s"].append(t)
+            reqs = [d for d in decoded if isinstance(d, dc.BrokerRequest)]
+            r["requests_in"] = len(reqs)
+            msgs, t = timed(lambda q=reqs: rq.request_messages("t", fence, 1, q))
+            r["request_messages_s"].append(t)
+            r["_msgs"] = msgs
+        for name, r in variants.items():
+            payloads, msgs = r.pop("_payloads"), r.pop("_msgs")
+            if name == "shared":
+                _, t = timed(lambda p=payloads: decode_rows(p, typed=True))
+                r["decode_typed_s"] = round(t, 3)
+            r["messages"] = len(msgs)
+            r["largest_message_mb"] = round(max(len(m.value) for m in msgs) / 1e6, 2)
+            r["total_message_mb"] = round(sum(len(m.value) for m in msgs) / 1e6, 1)
+            r["total_message_gzip9_mb"] = gzip_mb(msgs)
+            for k in ("bucket_encode_rows_s", "dispatch_decode_s", "request_messages_s"):
+                r[k] = round(statistics.median(r[k]), 3)
+            r["driver_total_s"] = round(r["dispatch_decode_s"] + r["request_messages_s"], 3)
+            if name == "shared":
+                r["_msgs"] = msgs
+            del payloads
+        shared, base = variants["shared"], variants["per_broker"]
+        msgs = shared.pop("_msgs")
+        if args.stdlib_baseline:
+            reqs = [d for d in decode_rows(bucket_decisions(args.partitions // args.buckets, args.buckets, event)[0])
+                    if isinstance(d, dc.BrokerRequest)]  # fmt: skip
+            stdlib, t = timed(lambda q=reqs: stdlib_request_messages(q, fence))
+            shared["baseline_stdlib_json_s"] = round(t, 3)
+            shared["baseline_same_messages"] = [json.loads(m.value) for m in stdlib] == [
+                json.loads(m.value) for m in msgs
+            ]
+        r = {
+            "shared": shared,
+            "per_broker": base,
+            "ratio_shared_over_per_broker": {
+                k: round(shared[k] / base[k], 2)
+                for k in (
+                    "row_json_mb",
+                    "bucket_encode_rows_s",
+                    "dispatch_decode_s",
+                    "request_messages_s",
+                    "driver_total_s",
+                    "messages",
+                    "total_message_mb",
+                    "total_message_gzip9_mb",
+                )
+                if base.get(k)
+            },
+            "rounds": order,
+        }
         if args.profile:
+            reqs = [d for d in decode_rows(bucket_decisions(args.partitions // args.buckets, args.buckets, event)[0])
+                    if isinstance(d, dc.BrokerRequest)]  # fmt: skip
             _, _, prof = profiled(lambda q=reqs: rq.request_messages("t", fence, 1, q))
             print(f"--- {event}: request_messages profile\n{prof}")
-        for k, v in list(r.items()):
-            if isinstance(v, float):
-                r[k] = round(v, 3)
         results[event] = r
         print(event, json.dumps(r))
     write_results("request_sink_cost", results)

@@ -4,9 +4,10 @@
   version. The ZooKeeper sink runs them in order, in fenced multi-ops (each transaction starts with
   ``check(/controller_epoch, epoch_zk_version)``).
 * :class:`BrokerRequest` — one request to one broker with Kafka's field names (camelCase, as in
-  Kafka's JSON request schemas). ``step`` emits them already batched: one per broker per API per step,
-  in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica; requests to brokers that are not live are
-  dropped. Controller answers to broker requests (``ControlledShutdownResponse``,
+  Kafka's JSON request schemas), or one request to a set of brokers (the step's UpdateMetadata, naming
+  its addressees). ``step`` emits them already batched: one per broker per API per step (UpdateMetadata:
+  one per step), in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica; requests to brokers that are
+  not live are dropped. Controller answers to broker requests (``ControlledShutdownResponse``,
   ``AlterPartitionResponse``) travel the same way.
 * :class:`AdminResult` — the outcome of an admin command, with Kafka's error names.
 * :class:`StateChangeFailure` — a per-item failure (invalid transition, no eligible leader, ...), as
@@ -23,9 +24,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
+from core.errors import FormatError
 from core.frozen_json import EMPTY_OBJECT, freeze_object, thaw
-from core.kafka.request_codec import wire_object
-from core.kafka.requests import AnyBody, RequestApi
+from core.kafka.request_codec import wire_object, with_broker_epoch
+from core.kafka.requests import SHARED_BROKER_ID, Addressee, AnyBody, RequestApi
 
 
 class ZkOp(Enum):
@@ -63,15 +65,49 @@ class ZkWrite(Decision):
 
 @dataclass(frozen=True)
 class BrokerRequest(Decision):
-    """One request to ``broker_id``. ``body`` is the request as a typed value of :mod:`core.kafka.requests`
-    (what the core builds: frozen, hashable) or, once the driver has decoded a bucket's row, its wire form
-    (:class:`core.kafka.requests.WireBody`: Kafka's JSON object, parsed once). Its one encoding is
-    :func:`core.kafka.request_codec.encode_body`."""
+    """One request to ``broker_id``, or one request to a set of brokers. ``body`` is the request as a typed
+    value of :mod:`core.kafka.requests` (what the core builds: frozen, hashable) or, once the driver has
+    decoded a bucket's row, its wire form (:class:`core.kafka.requests.WireBody`: Kafka's JSON object,
+    parsed once). Its one encoding is :func:`core.kafka.request_codec.encode_body`.
+
+    A *shared* request (``addressees`` not empty: Kafka's ``sendUpdateMetadataRequests`` to a broker set)
+    is one body for every addressee: ``broker_id`` is :data:`~core.kafka.requests.SHARED_BROKER_ID` (-1),
+    the body's ``brokerEpoch`` is -1, and each addressee carries its own broker epoch, which its copy of the
+    request has (:meth:`fan_out`). Addressees are distinct and ascending by broker id."""
 
     TYPE: ClassVar[str] = "broker_request"
     broker_id: int
     api: RequestApi
     body: AnyBody
+    addressees: tuple[Addressee, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.addressees:
+            if self.broker_id != SHARED_BROKER_ID:
+                raise FormatError(
+                    "broker_id", f"must be {SHARED_BROKER_ID} for a request with addressees, got {self.broker_id}"
+                )
+            ids = [a.broker_id for a in self.addressees]
+            if ids != sorted(set(ids)) or ids[0] < 0:
+                raise FormatError("addressees", f"must be distinct broker ids (>= 0) in ascending order, got {ids}")
+
+    @property
+    def shared(self) -> bool:
+        """Whether this is one request to a set of brokers (``addressees``)."""
+        return bool(self.addressees)
+
+    def recipients(self) -> tuple[int, ...]:
+        """The brokers this request is for: the addressees, or ``broker_id``."""
+        return tuple(a.broker_id for a in self.addressees) if self.addressees else (self.broker_id,)
+
+    def fan_out(self) -> list[BrokerRequest]:
+        """One request per broker, each with its broker epoch in the body (what Kafka sends one by one); a
+        request to one broker is itself."""
+        if not self.addressees:
+            return [self]
+        return [
+            BrokerRequest(a.broker_id, self.api, with_broker_epoch(self.body, a.broker_epoch)) for a in self.addressees
+        ]
 
     def body_json(self) -> dict[str, Any]:
         """The body's wire form as a new JSON object (for tests and tools; code reads the typed value)."""

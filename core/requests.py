@@ -2,7 +2,7 @@
 
 One :class:`RequestBatch` collects the requests of one ``step`` (Kafka's
 ``ControllerBrokerRequestBatch``) and :meth:`RequestBatch.flush` turns them into decisions: all
-LeaderAndIsr requests (brokers ascending), then all UpdateMetadata, then all StopReplica, then the
+LeaderAndIsr requests (brokers ascending), then the UpdateMetadata, then all StopReplica, then the
 controller's answers to broker requests. Requests to brokers that are not registered (live or shutting
 down) are dropped. Every LeaderAndIsr for a partition also adds UpdateMetadata for it to every
 registered broker. Adding the same partition twice for a broker keeps the latest state (``isNew`` and
@@ -11,11 +11,20 @@ registered broker. Adding the same partition twice for a broker keeps the latest
 The requests are typed values (:mod:`core.kafka.requests`); their wire form (Kafka's field names) is
 :mod:`core.kafka.request_codec`'s. Partition entries are sorted by topic, then partition, and carry the
 topic's id as the context knows it when the batch is flushed. An UpdateMetadata with no partitions only
-announces the live brokers; every UpdateMetadata of one flush shares one tuple of partition states and
-one of live brokers. Each bucket sends the UpdateMetadata of its own partitions; the shell merges bodies
-per broker (the live brokers are identical across buckets). The controller's answers to broker requests
-(ControlledShutdownResponse, AlterPartitionResponse) are built where they are decided and go out after
-the batched requests.
+announces the live brokers.
+
+The UpdateMetadata of one flush is **one** request to a set of brokers, as Kafka's
+``sendUpdateMetadataRequests(brokers, partitions)`` builds one body for the whole set: a
+:class:`~core.decisions.BrokerRequest` whose ``addressees`` name each registered broker of the set with
+its broker epoch (Kafka puts the destination's epoch in each copy; here each addressee's copy is
+:meth:`~core.decisions.BrokerRequest.fan_out`), ``broker_id`` -1 and the body's ``brokerEpoch`` -1. The
+set gathers every ``add_update_metadata`` of the step and the partition states are one map, as in
+Kafka's batch, so one flush has at most one UpdateMetadata. The shell writes it once per micro-batch
+where Kafka sends one RPC per broker. Each bucket sends the UpdateMetadata of its own partitions; the
+shell merges the bodies of equal addressee sets (the live brokers are identical across buckets).
+
+The controller's answers to broker requests (ControlledShutdownResponse, AlterPartitionResponse) are
+built where they are decided and go out after the batched requests.
 """
 
 from __future__ import annotations
@@ -28,7 +37,9 @@ from core.context import ControllerContext
 from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkWrite
 from core.kafka.requests import (
     SECURITY_PROTOCOL_IDS,
+    SHARED_BROKER_ID,
     ZERO_UUID,
+    Addressee,
     BrokerAddress,
     LeaderAndIsrRequest,
     LisrPartitionState,
@@ -97,6 +108,9 @@ def update_metadata_state(ctx: ControllerContext, tp: TopicPartition) -> Metadat
         ctx.topic_ids.get(tp.topic, ZERO_UUID),
     )
 
+
+#: the body's ``brokerEpoch`` of a shared request (each addressee's own is in the request's addressees)
+NO_BROKER_EPOCH = -1
 
 _S = TypeVar("_S", LisrPartitionState, MetadataPartitionState)
 
@@ -218,14 +232,13 @@ class RequestBatch:
             states = _sorted_states(ctx, entries.items())
             body = LeaderAndIsrRequest(cid, cepoch, live[b].epoch, 0, states, leaders)
             out.append(BrokerRequest(b, RequestApi.LEADER_AND_ISR, body))
-        if self.update_metadata_brokers:
+        addressees = tuple(Addressee(b, live[b].epoch) for b in sorted(self.update_metadata_brokers) if b in live)
+        if addressees:
+            # Kafka sends this one body to each broker of the set, each copy with the broker's epoch: here it
+            # is one request naming its addressees, sent once (see the module docstring)
             um_states = _sorted_states(ctx, self.update_metadata_partitions.items())
-            live_brokers = _live_brokers(ctx)
-            for b in sorted(self.update_metadata_brokers):
-                if b not in live:
-                    continue
-                um = UpdateMetadataRequest(cid, cepoch, live[b].epoch, um_states, live_brokers)
-                out.append(BrokerRequest(b, RequestApi.UPDATE_METADATA, um))
+            um = UpdateMetadataRequest(cid, cepoch, NO_BROKER_EPOCH, um_states, _live_brokers(ctx))
+            out.append(BrokerRequest(SHARED_BROKER_ID, RequestApi.UPDATE_METADATA, um, addressees))
         for b in sorted(self.stop_replica):
             if b not in live:
                 continue

@@ -140,12 +140,19 @@ def describe_requests(messages: Sequence[Mapping[str, Any]]) -> list[str]:
         groups.setdefault((int(m.get("batchId", -1)), str(m.get("api"))), []).append(m)
     lines = []
     for (batch, api), msgs in groups.items():
-        brokers = ",".join(str(b) for b in sorted({int(m["brokerId"]) for m in msgs}))
+        brokers = ",".join(str(b) for b in sorted({b for m in msgs for b in _recipients(m)}))
         bodies = [m["body"] if isinstance(m["body"], dict) else json.loads(m["body"]) for m in msgs]
         lines.append(
             f"{api} -> broker{'s' if ',' in brokers else ''} {brokers} (batch {batch}): {_summary(api, bodies)}"
         )
     return lines
+
+
+def _recipients(m: Mapping[str, Any]) -> list[int]:
+    """The brokers a message is for: a shared one's addressees, or its ``brokerId``."""
+    if m.get("addressees"):
+        return [int(a["brokerId"]) for a in m["addressees"]]
+    return [int(m["brokerId"])]
 
 
 def _summary(api: str, bodies: Sequence[Mapping[str, Any]]) -> str:

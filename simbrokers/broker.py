@@ -150,9 +150,13 @@ class SimBroker:
     # ------------------------------------------------------------------ requests from the controller
 
     def handle(self, env: Envelope, now_ms: int) -> list[Event]:
-        """Apply one request addressed to this broker; returns the events to publish."""
-        if env.broker_id != self.broker_id:
+        """Apply one request addressed to this broker — to it alone, or a shared one naming it among its
+        addressees (applied with its own broker epoch) — and return the events to publish; any other
+        request is ignored."""
+        mine = env.for_broker(self.broker_id)
+        if mine is None:
             return []
+        env = mine
         if not self._first_application(env):
             return []
         body = env.body

@@ -3,7 +3,8 @@ the topics.
 
 Per broker: its own kazoo session holding ``/brokers/ids/<id>``, and a fetch listener on the endpoint it
 registers. Per process: one consumer assigned to every partition of ``livectl.requests`` and of the
-control topic (messages filtered by key = broker id), one producer for ``livectl.broker-events``.
+control topic (messages filtered by key = broker id; a shared UpdateMetadata, keyed -1, is applied by each
+of the process's brokers among its addressees), one producer for ``livectl.broker-events``.
 
 Start-up order matters: the consumer's positions are taken at the end of the topics *before* the
 brokers register, so no request sent after registration is missed and none for an earlier incarnation
@@ -43,6 +44,7 @@ from core.errors import FormatError
 from core.events import Event
 from core.kafka import zkdata
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
+from core.kafka.requests import SHARED_BROKER_ID
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
 from simbrokers.dynconfig import DynamicConfigWatcher
@@ -283,7 +285,9 @@ class SimBrokersProcess:
 
     def _on_request(self, key: bytes | None, value: bytes) -> None:
         try:
-            if key is None or int(key) not in self.members:
+            # a message for another process's broker is not even parsed; a shared one (key -1) names its
+            # addressees inside
+            if key is None or (int(key) not in self.members and int(key) != SHARED_BROKER_ID):
                 return
         except ValueError:
             pass
@@ -292,12 +296,13 @@ class SimBrokersProcess:
         except FormatError as e:
             log.error("skipping malformed request (%s): %s", e, value[:200])
             return
-        m = self.members.get(env.broker_id)
-        if m is None:
-            return
-        with self.fabric.locks[env.broker_id]:
-            events = m.broker.handle(env, now_ms())
-        self._publish(env.broker_id, events)
+        for bid in env.recipients():
+            m = self.members.get(bid)
+            if m is None:
+                continue
+            with self.fabric.locks[bid]:
+                events = m.broker.handle(env, now_ms())
+            self._publish(bid, events)
 
     def _on_control(self, key: bytes | None, value: bytes) -> None:
         try:

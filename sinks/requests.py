@@ -6,16 +6,24 @@ buckets; each already a JSON object, the driver's :class:`core.kafka.requests.Wi
 encoded by :mod:`core.kafka.request_codec`) are merged by :func:`merge_bodies` (``topicStates``
 concatenated, entries of the same ``topicName`` joined; ``liveBrokers`` / ``liveLeaders`` de-duplicated
 by broker id; other lists concatenated without duplicates; differing scalars: the larger, and a non-zero
-``errorCode`` wins). Per broker the messages are sent in Kafka's order LeaderAndIsr, UpdateMetadata,
-StopReplica, then the controller's responses; one key means one partition, so a broker reads them in that
-order. The value is
+``errorCode`` wins). The value is
 
 ``{"version":1,"api":"LeaderAndIsr","controllerEpoch":E,"batchId":B,"brokerId":b,"body":{…}}``
 
-(a request over :data:`MAX_MESSAGE_BYTES` is split at partition boundaries into complete requests of the
-same API sent one after the other, each with ``"part": k, "parts": n``; messages are gzip-compressed)
+A **shared** request (the UpdateMetadata of a micro-batch, addressed to a set of brokers: see
+:mod:`core.requests`) is merged the same way per (addressee set, API) and written **once per partition
+of the topic that holds an addressee** (the partition the producer's default partitioner gives the
+addressee's key; with one partition, once), keyed ``-1``, naming that partition's addressees with their
+broker epochs (:mod:`core.kafka.envelope`, version 2). Kafka sends the same UpdateMetadata to every
+broker one by one; a topic every broker reads carries it once (measured in ``bench/README.md``).
 
-and the headers carry ``api``, ``batch_id`` and ``controller_epoch`` (UTF-8 text).
+Messages are written in Kafka's order by API — every LeaderAndIsr, then UpdateMetadata, then StopReplica,
+then the controller's responses, brokers ascending within each — so in every partition each broker reads
+its own messages, and a shared one, in Kafka's order LeaderAndIsr, UpdateMetadata, StopReplica. A request
+over :data:`MAX_MESSAGE_BYTES` is split at partition boundaries into complete requests of the same API
+sent one after the other, each with ``"part": k, "parts": n``; messages are compressed with the
+sink's ``compression`` (:mod:`sinks.compression`). The headers carry ``api``, ``batch_id`` and
+``controller_epoch`` (UTF-8 text).
 
 **Admin results** go to ``livectl.admin-results`` keyed by ``request_id``: the decision's JSON
 (:func:`core.codec.decisions.encode_decision`, ``details`` a JSON object) plus ``batch_id`` and
@@ -23,8 +31,9 @@ and the headers carry ``api``, ``batch_id`` and ``controller_epoch`` (UTF-8 text
 ``<topic>/<partition>/<offset>`` of the source record:
 ``{"version":1,"source":{"topic","partition","offset"},"payload":…,"reasons":[…],"batch_id","controller_epoch"}``.
 
-**Idempotent replay by batch id.** Every message has an identity (batch id, and broker+API /
-request id+occurrence / source position). Before the first write of a sink instance, and again after
+**Idempotent replay by batch id.** Every message has an identity (batch id, and broker+API[+part] —
+for a shared message its partition's addressees+API[+part], e.g. ``1+4+7/UpdateMetadata`` / request
+id+occurrence / source position). Before the first write of a sink instance, and again after
 any failed write, the sink reads the tail of each partition of the topic: the messages at the end whose
 batch id is at least the one being written. If they are all of that batch, their identities are not
 sent again, whichever controller epoch wrote them (Spark's replay of a batch id gives the same
@@ -47,13 +56,15 @@ from typing import Any
 import orjson
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import InvalidProducerEpochError, KafkaError, ProducerFencedError
+from kafka.partitioner.default import murmur2
 
 from core import limits
 from core.codec.decisions import encode_decision
 from core.decisions import AdminResult, BrokerRequest
 from core.kafka.envelope import encode_envelope
 from core.kafka.request_codec import wire_object
-from core.kafka.requests import REQUEST_ORDER, RequestApi
+from core.kafka.requests import REQUEST_ORDER, SHARED_BROKER_ID, Addressee, RequestApi
+from sinks.compression import compression_type
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence, Rejected, RequestBatchResult
 
@@ -71,6 +82,8 @@ class OutboundMessage:
     value: bytes
     headers: tuple[tuple[str, bytes], ...]
     identity: tuple[int, str]
+    #: the topic partition to write to; ``None``: the producer's partitioner picks it from the key
+    partition: int | None = None
 
     def value_json(self) -> dict[str, Any]:
         result: dict[str, Any] = json.loads(self.value)
@@ -263,38 +276,110 @@ def request_messages(
     batch_id: int,
     requests: Sequence[BrokerRequest],
     max_bytes: int = MAX_MESSAGE_BYTES,
+    *,
+    partitions: Sequence[int] = (0,),
 ) -> list[OutboundMessage]:
-    """One message per (broker, API), per broker in Kafka's order (see the module docstring). A request
-    too large for one message is split by :func:`split_body` into parts sent in order, each carrying
-    ``"part": k, "parts": n`` (1-based)."""
+    """One message per (broker, API), and one per (addressee set, API) and topic partition for a shared
+    request, in Kafka's order among each partition's messages (see the module docstring). A request too
+    large for one message is split by :func:`split_body` into parts sent in order, each carrying
+    ``"part": k, "parts": n`` (1-based). ``partitions``: the topic's partition ids (a shared message goes
+    to each one that holds an addressee's key, by the producer's default partitioner)."""
     groups: dict[tuple[int, RequestApi], list[Mapping[str, Any]]] = {}
+    shared: dict[tuple[RequestApi, tuple[Addressee, ...]], list[Mapping[str, Any]]] = {}
     for r in requests:
-        groups.setdefault((r.broker_id, r.api), []).append(wire_object(r.body))
+        if r.addressees:
+            shared.setdefault((r.api, r.addressees), []).append(wire_object(r.body))
+        else:
+            groups.setdefault((r.broker_id, r.api), []).append(wire_object(r.body))
     # a bucket often sends equal bodies to several brokers (a LeaderAndIsr to every replica of the same
     # partitions): equal groups are merged and split once (nothing below mutates a body)
     split: list[tuple[list[Mapping[str, Any]], list[tuple[dict[str, Any], bytes]]]] = []
-    out = []
-    for broker, api in sorted(groups, key=lambda g: (g[0], REQUEST_ORDER[g[1]])):
-        bodies = groups[(broker, api)]
+
+    def parts_of(bodies: list[Mapping[str, Any]]) -> list[tuple[dict[str, Any], bytes]]:
         parts = next((p for b, p in split if b == bodies), None)
         if parts is None:
             parts = _split_dumped(merge_bodies(bodies), max_bytes)
             split.append((bodies, parts))
+        return parts
+
+    # Kafka's order per broker (LeaderAndIsr, UpdateMetadata, StopReplica, responses) by API first: a shared
+    # message then follows every addressee's LeaderAndIsr and precedes its StopReplica in any partition
+    keyed: list[tuple[int, int, list[OutboundMessage]]] = []
+    for (broker, api), bodies in groups.items():
+        msgs = []
+        parts = parts_of(bodies)
         for k, (_, body_bytes) in enumerate(parts, start=1):
             part = (k, len(parts)) if len(parts) > 1 else None
             key, value = encode_envelope(broker, api, fence.controller_epoch, batch_id, body_bytes, part=part)
             identity = _identity(broker, api.value, k if part else None)
-            out.append(
+            msgs.append(
                 OutboundMessage(topic, key, value, _headers(batch_id, fence, api=api.value), (batch_id, identity))
             )
-    return out
+        keyed.append((REQUEST_ORDER[api], broker, msgs))
+    shared_identities: set[str] = set()
+    for (api, addressees), bodies in sorted(shared.items(), key=lambda kv: (kv[0][1], REQUEST_ORDER[kv[0][0]])):
+        parts = parts_of(bodies)
+        for p, members in _by_partition(addressees, partitions):
+            msgs = []
+            for k, (_, body_bytes) in enumerate(parts, start=1):
+                part = (k, len(parts)) if len(parts) > 1 else None
+                key, value = encode_envelope(
+                    SHARED_BROKER_ID, api, fence.controller_epoch, batch_id, body_bytes, part=part, addressees=members
+                )
+                identity = _identity(_addressee_ids(members), api.value, k if part else None)
+                if identity in shared_identities:
+                    # two addressee sets that name the same brokers in this partition (buckets that disagree
+                    # on the live brokers: not expected). A replay cannot tell them apart from the topic, so
+                    # the later one is sent again then — a duplicate the brokers drop by its digest — rather
+                    # than taken for the earlier one and lost
+                    identity = f"{identity}~{len(shared_identities)}"
+                shared_identities.add(identity)
+                msgs.append(
+                    OutboundMessage(
+                        topic,
+                        key,
+                        value,
+                        _headers(batch_id, fence, api=api.value),
+                        (batch_id, identity),
+                        partition=p if len(partitions) > 1 else None,
+                    )
+                )
+            keyed.append((REQUEST_ORDER[api], members[0].broker_id, msgs))
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    return [m for _, _, msgs in keyed for m in msgs]
+
+
+def partition_for_key(key: bytes, partitions: Sequence[int]) -> int:
+    """The partition kafka-python's default partitioner (Kafka's: murmur2 of the key) gives ``key``."""
+    ordered = sorted(partitions)
+    return ordered[(int(murmur2(key)) & 0x7FFFFFFF) % len(ordered)]
+
+
+def _by_partition(
+    addressees: tuple[Addressee, ...], partitions: Sequence[int]
+) -> list[tuple[int, tuple[Addressee, ...]]]:
+    """The addressees grouped by the partition their own messages (keyed by broker id) go to, partitions
+    ascending."""
+    out: dict[int, list[Addressee]] = {}
+    for a in addressees:
+        p = partition_for_key(str(a.broker_id).encode(), partitions) if len(partitions) > 1 else partitions[0]
+        out.setdefault(p, []).append(a)
+    return [(p, tuple(out[p])) for p in sorted(out)]
+
+
+def _addressee_ids(addressees: Iterable[Addressee] | Iterable[int]) -> str:
+    return "+".join(str(a.broker_id if isinstance(a, Addressee) else a) for a in addressees)
 
 
 def _identity(broker: Any, api: Any, part: Any) -> str:
+    # a shared message's identity names its addressees in its partition ("1+4+7/UpdateMetadata")
     return f"{broker}/{api}" + (f"#{part}" if part is not None else "")
 
 
 def _request_identity(value: dict[str, Any]) -> str:
+    if value.get("addressees"):
+        ids = _addressee_ids(int(a["brokerId"]) for a in value["addressees"])
+        return _identity(ids, value["api"], value.get("part"))
     return _identity(value["brokerId"], value["api"], value.get("part"))
 
 
@@ -381,6 +466,7 @@ class RequestSink:
         client_config: Mapping[str, Any] | None = None,
         transactional_id: str | None = None,
         max_request_size: int | None = None,
+        compression: str = "zstd",
     ) -> None:
         """``client_config``: extra kafka-python keyword arguments of every client of the sink (security:
         :meth:`sinks.security.KafkaSecurity.client_kwargs`).
@@ -394,7 +480,13 @@ class RequestSink:
 
         ``max_request_size``: the largest produce request the producer sends, in bytes (kafka-python's
         ``max_request_size``; ``None``: its default, 1 MiB). Brokers still refuse messages over their
-        ``message.max.bytes``."""
+        ``message.max.bytes``.
+
+        ``compression``: the producer's codec, one of :data:`sinks.compression.COMPRESSIONS` (``none``,
+        ``gzip``, ``snappy``, ``lz4``, ``zstd``); an unknown name raises
+        :class:`sinks.compression.CompressionError`."""
+        self._compression_type = compression_type(compression)
+        self.compression = compression
         self.fence = fence
         self._transactional_id = transactional_id
         #: set once a successor fenced this sink's producer: never start another (it would fence the successor)
@@ -429,7 +521,9 @@ class RequestSink:
         self.close()
 
     def write_requests(self, batch_id: int, requests: Sequence[BrokerRequest]) -> RequestBatchResult:
-        return self._send(batch_id, request_messages(self.requests_topic, self.fence, batch_id, requests))
+        partitions = self._partitions(self.requests_topic) if any(r.addressees for r in requests) else (0,)
+        msgs = request_messages(self.requests_topic, self.fence, batch_id, requests, partitions=partitions)
+        return self._send(batch_id, msgs)
 
     def write_admin_results(self, batch_id: int, results: Sequence[AdminResult]) -> RequestBatchResult:
         msgs = admin_result_messages(self.admin_results_topic, self.fence, batch_id, results)
@@ -462,7 +556,10 @@ class RequestSink:
             producer = self._get_producer()
             if self._transactional_id is not None:
                 producer.begin_transaction()
-            futures = [producer.send(m.topic, key=m.key, value=m.value, headers=list(m.headers)) for m in todo]
+            futures = [
+                producer.send(m.topic, key=m.key, value=m.value, headers=list(m.headers), partition=m.partition)
+                for m in todo
+            ]
             producer.flush(timeout=self._timeout)
             for f in futures:
                 f.get(timeout=self._timeout)
@@ -484,6 +581,18 @@ class RequestSink:
         self._written[topic] = (batch_id, done | {m.identity for m in todo})
         return RequestBatchResult(batch_id, len(todo), len(msgs) - len(todo))
 
+    def _partitions(self, topic: str) -> tuple[int, ...]:
+        """The partition ids of ``topic`` as the producer knows them now (from its metadata: the same count
+        its partitioner places the per-broker messages with)."""
+        try:
+            found = self._get_producer().partitions_for(topic)
+        except (KafkaError, OSError) as e:
+            self._drop_producer()
+            raise SinkUnavailableError(f"could not read the partitions of {topic}: {e!r}") from e
+        if not found:
+            raise SinkUnavailableError(f"topic {topic} does not exist or has no partitions")
+        return tuple(sorted(found))
+
     def _get_producer(self) -> KafkaProducer:
         if self._producer is None:
             extra: dict[str, Any] = {}
@@ -500,8 +609,8 @@ class RequestSink:
                 # one request in flight per connection: retries cannot reorder a broker's messages
                 max_in_flight_requests_per_connection=1,
                 linger_ms=2,
-                # request bodies are repetitive JSON: gzip shrinks them about tenfold
-                compression_type="gzip",
+                # request bodies are repetitive JSON: every codec shrinks them several times over
+                compression_type=self._compression_type,
                 request_timeout_ms=int(self._timeout * 1000),
             )
             if self._transactional_id is not None:

@@ -223,9 +223,10 @@ def per_broker(digests: Sequence[RequestDigest]) -> dict[tuple[RequestApi, int],
     out: dict[tuple[RequestApi, int], tuple[int, int]] = {}
     for d in digests:
         r = d.request
-        leaders = sum(1 for _t, _p, st in d.entries or () if st.get("leader") == r.broker_id)
-        n, led = out.get((r.api, r.broker_id), (0, 0))
-        out[(r.api, r.broker_id)] = (n + d.partitions, led + leaders)
+        for b in r.recipients():  # a shared request (one UpdateMetadata to a set of brokers) counts for each
+            leaders = sum(1 for _t, _p, st in d.entries or () if st.get("leader") == b)
+            n, led = out.get((r.api, b), (0, 0))
+            out[(r.api, b)] = (n + d.partitions, led + leaders)
     return out
 
 
@@ -291,8 +292,9 @@ def audit_rows(
         for topic, partition, state in d.entries:
             key = (api, topic, partition, dumps(state, option=orjson.OPT_SORT_KEYS))
             brokers = grouped.setdefault(key, [])
-            if d.request.broker_id not in brokers:
-                brokers.append(d.request.broker_id)
+            for b in d.request.recipients():
+                if b not in brokers:
+                    brokers.append(b)
     for (api, topic, partition, state_json), brokers in grouped.items():
         add(KIND_REQUEST, api, "sent", topic, partition, brokers, detail=state_json.decode())
     for (request_api, broker), (partitions, _leaders) in per_broker(digests).items():
@@ -388,11 +390,12 @@ def log_state_changes(
                 for topic, partition, state in entries:
                     if partition is not None:
                         lg.debug(
-                            "%sSending %s request %s to broker %d for partition %s-%d",
+                            "%sSending %s request %s to broker%s %s for partition %s-%d",
                             prefix,
                             r.api.value,
                             orjson.dumps(state).decode(),
-                            r.broker_id,
+                            "s" if r.shared else "",
+                            ",".join(map(str, r.recipients())),
                             topic,
                             partition,
                         )

@@ -6,7 +6,8 @@ For micro-batch ``B`` (rows of :data:`streaming.stateful.OUTPUT_SCHEMA`, sorted 
    A fencing failure (another controller was elected) marks this controller fenced and raises: the query
    stops without writing anything more;
 2. broker requests through the request sink to ``livectl.requests`` (one message per broker per request
-   type, LeaderAndIsr, UpdateMetadata, StopReplica, then controller responses);
+   type, LeaderAndIsr, UpdateMetadata, StopReplica, then controller responses; the UpdateMetadata once
+   for all its addressees: :mod:`sinks.requests`);
 3. admin results to ``livectl.admin-results`` — one per request id and batch: a command that was split
    over several buckets gets one merged answer; then rejected input to ``livectl.rejected`` (and, for a
    rejected admin command with a ``request_id``, an ``INVALID_REQUEST`` admin result so ``--wait`` ends).

@@ -49,6 +49,8 @@ def describe_decision(d: dc.Decision) -> tuple[str, str]:
         body = wire_object(d.body)
         parts = sum(len(ts.get("partitionStates") or ()) for ts in body.get("topicStates") or ())
         what = f"{parts} partitions" if parts else "brokers only"
+        if d.shared:
+            return "request", f"{d.api.value} to brokers {','.join(map(str, d.recipients()))} ({what})"
         return "request", f"{d.api.value} to broker {d.broker_id} ({what})"
     if isinstance(d, dc.AdminResult):
         err = f" {d.error}" if d.error else ""

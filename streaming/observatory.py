@@ -181,9 +181,12 @@ class Observatory:
         by_api: dict[str, int] = {}
         for d in batch.decisions:
             kind, text = describe_decision(d)
-            by_kind[kind] = by_kind.get(kind, 0) + 1
+            # requests count per broker: a shared request (one UpdateMetadata for a set of brokers) counts
+            # as the requests to each that it stands for, as the counters counted before it was shared
+            n = len(d.recipients()) if isinstance(d, dc.BrokerRequest) else 1
+            by_kind[kind] = by_kind.get(kind, 0) + n
             if isinstance(d, dc.BrokerRequest):
-                by_api[d.api.value] = by_api.get(d.api.value, 0) + 1
+                by_api[d.api.value] = by_api.get(d.api.value, 0) + n
             if len(lines) < DECISIONS_PER_BATCH:
                 lines.append(DecisionLine(now, batch.batch_id, kind, text))
         if len(batch.decisions) > len(lines):

@@ -116,10 +116,13 @@ def withhold(requests: Sequence[dc.BrokerRequest], refusals: Refusals) -> list[d
         before, left, body = _filtered(r, refusals)
         if before and not left:
             log.info(
-                "withheld %s to broker %d: every partition in it was refused by ZooKeeper", r.api.value, r.broker_id
+                "withheld %s to broker%s %s: every partition in it was refused by ZooKeeper",
+                r.api.value,
+                "s" if r.shared else "",
+                ",".join(map(str, r.recipients())),
             )
             continue
-        kept.append(r if left == before else dc.BrokerRequest(r.broker_id, r.api, body))
+        kept.append(r if left == before else replace(r, body=body))
     return kept
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from core.cluster_config import CONTROLLER_CONFIGS, KAFKA_NAMES, controller_fields, parse_config
 from core.controller import ControllerConfig
 from core.errors import FormatError
+from sinks.compression import COMPRESSIONS
 from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity, is_secret
 from streaming.errors import StreamingError
 from streaming.resources import DEFAULTS, conf_file
@@ -78,6 +79,9 @@ class Settings:
     #: how long a micro-batch's writes are retried while ZooKeeper or Kafka is unavailable (a restart)
     #: before the query fails; 0 = not retried
     sink_retry_timeout_ms: int = 60000
+    #: compression of the request sink's messages (the requests, admin results and rejected input):
+    #: none, gzip, snappy, lz4 or zstd (bench/README.md "Compression" measures them)
+    request_compression: str = "zstd"
     #: input offsets gone from Kafka (a broker restarted without its data, a topic created again): fail
     #: the query with a clear message (true, Spark's ``failOnDataLoss``) or go on from the earliest
     #: offset with a logged warning (false)
@@ -145,6 +149,10 @@ class Settings:
                 raise SettingsError(name, e.reason) from None
         if not 0 <= self.metrics_port <= 65535:
             raise SettingsError("metrics_port", f"must be a TCP port 1…65535, or 0 for off, got {self.metrics_port}")
+        if self.request_compression not in COMPRESSIONS:
+            raise SettingsError(
+                "request_compression", f"must be one of {', '.join(COMPRESSIONS)}, got {self.request_compression!r}"
+            )
         if self.starting_offsets not in ("earliest", "latest"):
             raise SettingsError("starting_offsets", f"must be 'earliest' or 'latest', got {self.starting_offsets!r}")
         try:

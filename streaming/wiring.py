@@ -53,6 +53,7 @@ def fenced_sinks(zk: Any, fence: Any, s: Settings, store: CheckpointStore) -> tu
         client_config=s.kafka_security().client_kwargs(),
         # one id for every controller of this cluster: a successor's first write fences the rest
         transactional_id=f"livectl-{s.query_name}",
+        compression=s.request_compression,
     )
     return zk_sink, request_sink
 

@@ -125,6 +125,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             "spark.sql.streaming.stateStore.providerClass",
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
+        # as shipped in spark-defaults.conf: each commit writes a changelog, not a whole snapshot
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.memory", "2g")
         # as livectl run: the Spark UI's per-batch figures job (streaming.spark_ui)

@@ -34,7 +34,14 @@ from core.decisions import (
 )
 from core.errors import FormatError
 from core.frozen_json import EMPTY_OBJECT, freeze_object
-from core.kafka.request_codec import TopicStatesMemo, encode_text, parse_body, wire_object
+from core.kafka.request_codec import (
+    TopicStatesMemo,
+    encode_addressees,
+    encode_text,
+    parse_body,
+    read_addressees,
+    wire_object,
+)
 from core.kafka.requests import RequestApi, WireBody
 
 DECISION_VERSION = 1
@@ -48,6 +55,10 @@ def encode_decision(d: Decision) -> dict[str, Any]:
         body[name] = v.value if isinstance(v, Enum) else v
     if isinstance(d, BrokerRequest):
         body["body"] = dict(wire_object(d.body))
+        if d.addressees:
+            body["addressees"] = encode_addressees(d.addressees)
+        else:
+            del body["addressees"]
     elif isinstance(d, AdminResult):
         body["details"] = d.details  # frozen JSON: any JSON encoder writes it as it is
     return body
@@ -81,8 +92,12 @@ def decision_to_json(d: Decision, memo: TopicStatesMemo | None = None) -> str:
             body = json.dumps(d.body.obj, separators=(",", ":"))
         else:
             body = encode_text(d.body, memo)
+        addressees = ""
+        if d.addressees:
+            addressees = f'"addressees":{json.dumps(encode_addressees(d.addressees), separators=(",", ":"))},'
+
         return (
-            f'{{"api":{json.dumps(d.api.value)},"body":{body},"broker_id":{d.broker_id},'
+            f'{{{addressees}"api":{json.dumps(d.api.value)},"body":{body},"broker_id":{d.broker_id},'
             f'"type":"{d.TYPE}","version":{DECISION_VERSION}}}'
         )
     return json.dumps(encode_decision(d), separators=(",", ":"), sort_keys=True)
@@ -112,7 +127,10 @@ def decode_decision(raw: Any, *, typed: bool = False) -> Decision:
         except ValueError:
             raise FormatError("api", f"unknown request api {o.get('api')!r}") from None
         body = jf.obj(jf.req(o, "body"), "body")
-        return BrokerRequest(jf.integer(o, "broker_id"), api, parse_body(api, body) if typed else WireBody(body))
+        addressees = read_addressees(o.get("addressees"), "addressees")
+        return BrokerRequest(
+            jf.integer(o, "broker_id"), api, parse_body(api, body) if typed else WireBody(body), addressees
+        )
     if t == AdminResult.TYPE:
         try:
             status = AdminStatus(jf.string(o, "status"))

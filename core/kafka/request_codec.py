@@ -42,11 +42,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from core import jsonform as jf
+from core.errors import FormatError
 from core.kafka.requests import (
     ZERO_UUID,
+    Addressee,
     AlterPartitionResponse,
     AlterPartitionResult,
     AnyBody,
@@ -138,7 +141,8 @@ def _grouped(
 def _memo_grouped(
     parts: tuple[Any, ...], state: Callable[[Any], str], memo: TopicStatesMemo | None, *, with_id: bool = True
 ) -> str:
-    # one step sends the same UpdateMetadata partition states (one tuple) to every broker: encode them once
+    # the per-broker copies of one shared UpdateMetadata (BrokerRequest.fan_out) share one tuple of
+    # partition states: encode it once
     if memo is None or not parts:
         return _grouped(parts, state, with_id=with_id)
     hit = memo.get(id(parts))
@@ -207,7 +211,44 @@ def wire_object(body: AnyBody) -> Mapping[str, Any]:
     return body.obj if isinstance(body, WireBody) else body_dict(body)
 
 
+def with_broker_epoch(body: AnyBody, broker_epoch: int) -> AnyBody:
+    """``body`` with ``brokerEpoch`` set to ``broker_epoch`` (one addressee's copy of a shared request); a body
+    without a broker epoch (a response) is returned as it is."""
+    if isinstance(body, WireBody):
+        if "brokerEpoch" not in body.obj:
+            return body
+        return WireBody({**body.obj, "brokerEpoch": broker_epoch})
+    if isinstance(body, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest):
+        return replace(body, broker_epoch=broker_epoch)
+    return body
+
+
 # ---------------------------------------------------------------------------- parsing
+
+
+def encode_addressees(addressees: tuple[Addressee, ...]) -> list[dict[str, int]]:
+    """A shared request's addressees in their JSON form (the decision row's and the envelope's):
+    ``[{"brokerId", "brokerEpoch"}]``, in order."""
+    return [{"brokerId": a.broker_id, "brokerEpoch": a.broker_epoch} for a in addressees]
+
+
+def read_addressees(raw: Any, field: str) -> tuple[Addressee, ...]:
+    """The addressees of :func:`encode_addressees` (missing or null: none); :class:`FormatError` names the
+    field and the reason (an entry that is not an object of two integers, or ids not distinct and
+    ascending)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise FormatError(field, f"must be a list of {{brokerId, brokerEpoch}}, got {type(raw).__name__}")
+    out = []
+    for i, a in enumerate(raw):
+        p = f"{field}[{i}]."
+        o = jf.obj(a, f"{field}[{i}]")
+        out.append(Addressee(jf.integer(o, "brokerId", p, minimum=0), jf.integer(o, "brokerEpoch", p)))
+    ids = [a.broker_id for a in out]
+    if ids != sorted(set(ids)):
+        raise FormatError(field, f"broker ids must be distinct and ascending, got {ids}")
+    return tuple(out)
 
 
 def parse_body(api: RequestApi, body: Mapping[str, Any]) -> RequestBody:

@@ -42,6 +42,20 @@ ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
+#: ``broker_id`` of a request addressed to a set of brokers (:class:`Addressee`) rather than one
+SHARED_BROKER_ID = -1
+
+
+@dataclass(frozen=True, order=True)
+class Addressee:
+    """One broker a shared request is for, with the epoch of its registration (the ``brokerEpoch`` its own
+    copy of the request would carry: Kafka sends the same UpdateMetadata to a set of brokers, each copy with
+    the destination's broker epoch)."""
+
+    broker_id: int
+    broker_epoch: int
+
+
 @dataclass(frozen=True)
 class PartitionEntry:
     """One partition's entry in a request or response (``topicName`` from its topic, ``partitionIndex``)."""

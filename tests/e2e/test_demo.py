@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kazoo.client import KazooClient
+from request_bodies import recipients
 
 from livectl import local
 from livectl.demo import DemoOptions, DemoReport, descendants, run_demo
@@ -76,7 +77,7 @@ def partition_entries(messages: list[dict[str, Any]], api: str, broker: int) -> 
     """``"<topic>-<partition>" -> [partition state, …]`` of every ``api`` message sent to ``broker``."""
     out: dict[str, list[dict[str, Any]]] = {}
     for m in messages:
-        if m["api"] != api or int(m["brokerId"]) != broker:
+        if m["api"] != api or broker not in recipients(m):
             continue
         for ts in m["body"].get("topicStates") or ():
             for ps in ts["partitionStates"]:

@@ -124,13 +124,17 @@ class Cluster:
         return self.state.context
 
     def requests(self, api: RequestApi | None = None, broker: int | None = None) -> list[BrokerRequest]:
-        return [
-            d
-            for d in self.decisions
-            if isinstance(d, BrokerRequest)
-            and (api is None or d.api is api)
-            and (broker is None or d.broker_id == broker)
-        ]
+        """The step's broker requests (of ``api``); with ``broker``, those it gets: a shared request naming it
+        among its addressees as its own copy (:meth:`BrokerRequest.fan_out`: its broker epoch in the body)."""
+        out = []
+        for d in self.decisions:
+            if not isinstance(d, BrokerRequest) or (api is not None and d.api is not api):
+                continue
+            if broker is None:
+                out.append(d)
+            else:
+                out.extend(r for r in d.fan_out() if r.broker_id == broker)
+        return out
 
     def failover(self, controller_id: int = 0) -> list[Decision]:
         """A new controller: epoch + 1, context rebuilt from the fake ZooKeeper."""

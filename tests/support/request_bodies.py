@@ -1,7 +1,10 @@
 """Small request bodies as the core builds them (a LeaderAndIsr and an UpdateMetadata), for the request
-sink's tests."""
+sink's tests, and who a message read off ``livectl.requests`` is for."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from core.decisions import BrokerRequest
 from core.kafka.requests import RequestApi, WireBody
@@ -32,3 +35,11 @@ def um_request(broker: int, topic: str, live: list[int]) -> BrokerRequest:
         "liveBrokers": [{"id": b, "endpoints": [{"host": "h", "port": 9000 + b}]} for b in live],
     }
     return BrokerRequest(broker, RequestApi.UPDATE_METADATA, WireBody(body))
+
+
+def recipients(message: Mapping[str, Any]) -> list[int]:
+    """The brokers a ``livectl.requests`` message value is for: a shared one's addressees (an UpdateMetadata
+    written once for a set of brokers), or its ``brokerId``."""
+    if message.get("addressees"):
+        return [int(a["brokerId"]) for a in message["addressees"]]
+    return [int(message["brokerId"])]

@@ -25,8 +25,8 @@ from kazoo.client import KazooClient
 
 from core.codec.events import event_from_json
 from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse
-from core.kafka.envelope import encode_request
-from core.kafka.requests import RequestApi
+from core.kafka.envelope import encode_envelope, encode_request
+from core.kafka.requests import SHARED_BROKER_ID, Addressee, RequestApi
 from simbrokers.control import ControlCommand
 
 pytestmark = pytest.mark.integration
@@ -269,3 +269,32 @@ def test_security_options_reach_registrations_and_kafka_clients(env: Env) -> Non
     proc = env.start("8", "--command-config", str(bad))
     assert proc.wait(30) == 2
     assert "--command-config" in env.logs() and "sasl.mechanism" in env.logs()
+
+
+def test_a_shared_update_metadata_is_applied_by_its_addressees_only(env: Env) -> None:
+    status = env.tmp / "shared.json"
+    env.start("1,2,3", "--status-file", str(status))
+    env.wait_for(
+        lambda: all(env.zk.exists(f"/brokers/ids/{b}") for b in (1, 2, 3)) and status.exists(), what="registrations"
+    )
+    czxid = {b: registration(env, b)[1].czxid for b in (1, 2, 3)}
+    body = {"controllerId": 0, "controllerEpoch": 5, "brokerEpoch": -1, "topicStates": [], "liveBrokers": []}
+    # one message keyed -1 for brokers 1 and 2 (broker 3 is not addressed), as the request sink writes it
+    key, value = encode_envelope(
+        SHARED_BROKER_ID,
+        RequestApi.UPDATE_METADATA,
+        5,
+        1,
+        json.dumps(body).encode(),
+        addressees=(Addressee(1, czxid[1]), Addressee(2, czxid[2])),
+    )
+    env.producer.send(env.requests, key=key, value=value)
+    env.producer.flush()
+
+    def epochs() -> dict[int, int]:
+        brokers = json.loads(status.read_text())["brokers"]
+        return {int(b): s["controller_epoch"] for b, s in brokers.items()}
+
+    env.wait_for(lambda: epochs()[1] == 5 and epochs()[2] == 5, what="brokers 1 and 2 to apply it")
+    # the same status write saw broker 3 after the same message: not addressed, not applied
+    assert epochs()[3] == -1

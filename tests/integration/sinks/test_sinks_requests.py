@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
-from request_bodies import lisr_request, um_request
+from request_bodies import lisr_request, recipients, um_request
 
 from core.decisions import AdminResult, AdminStatus, BrokerRequest
-from core.kafka.requests import RequestApi, WireBody
+from core.kafka.requests import SHARED_BROKER_ID, Addressee, RequestApi, WireBody
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, Rejected
-from sinks.requests import RequestSink, ensure_topics
+from sinks.requests import RequestSink, ensure_topics, partition_for_key
 
 pytestmark = pytest.mark.integration
 
@@ -87,6 +87,51 @@ def test_requests_are_merged_per_broker_and_api_in_kafka_order(kafka_broker: Any
         1: ["LeaderAndIsr", "UpdateMetadata", "StopReplica"],
         2: ["LeaderAndIsr", "UpdateMetadata", "ControlledShutdownResponse"],
     }
+
+
+def _shared_batch() -> list[BrokerRequest]:
+    """LeaderAndIsr to brokers 1-6, one UpdateMetadata for all six (two buckets' parts), StopReplica to 4."""
+    um = um_request(1, "a", [1, 2, 3, 4, 5, 6])
+    addressees = tuple(Addressee(b, 100 + b) for b in range(1, 7))
+    shared = [
+        BrokerRequest(SHARED_BROKER_ID, RequestApi.UPDATE_METADATA, WireBody({**um.body_json(), "brokerEpoch": -1}),
+                      addressees),
+        BrokerRequest(SHARED_BROKER_ID, RequestApi.UPDATE_METADATA,
+                      WireBody({**um_request(1, "b", [1]).body_json(), "brokerEpoch": -1}), addressees),
+    ]  # fmt: skip
+    stop = BrokerRequest(4, RequestApi.STOP_REPLICA, WireBody({"topicStates": [{"topicName": "x"}]}))
+    return [stop, *shared, *(lisr_request(b, "a", [b]) for b in range(1, 7))]
+
+
+def test_a_shared_update_metadata_is_read_by_each_broker_in_its_own_partition(
+    kafka_broker: Any, topics: dict[str, str]
+) -> None:
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
+        result = sink.write_requests(5, _shared_batch())
+    records = _read_all(kafka_broker.bootstrap, topics["requests_topic"])
+    holding = {partition_for_key(str(b).encode(), [0, 1, 2]) for b in range(1, 7)}
+    shared = [r for r in records if r.key == b"-1"]
+    assert (
+        len(holding) > 1
+        and len(shared) == len(holding)
+        and (result.written, result.skipped) == (6 + 1 + len(holding), 0)
+    )
+    for r in records:
+        v = json.loads(r.value)
+        # each broker's own messages where the producer's partitioner put them, and the shared copy with them
+        for b in recipients(v):
+            assert r.partition == partition_for_key(str(b).encode(), [0, 1, 2])
+        if r.key == b"-1":
+            assert v["version"] == 2 and [t["topicName"] for t in v["body"]["topicStates"]] == ["a", "b"]
+    for b in range(1, 7):
+        mine = [json.loads(r.value)["api"] for r in records if b in recipients(json.loads(r.value))]
+        assert mine == (
+            ["LeaderAndIsr", "UpdateMetadata", "StopReplica"] if b == 4 else ["LeaderAndIsr", "UpdateMetadata"]
+        )
+    # a replay after a crash (a new sink, a new epoch) reads the tail and sends nothing again
+    with RequestSink(kafka_broker.bootstrap, Fence(4, 3), **topics) as newer:
+        again = newer.write_requests(5, _shared_batch())
+    assert (again.written, again.skipped) == (0, result.written)
 
 
 def test_replay_after_a_partial_write_sends_only_what_is_missing(kafka_broker: Any, topics: dict[str, str]) -> None:

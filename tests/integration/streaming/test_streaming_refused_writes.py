@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
+from request_bodies import recipients
 
 from core import decisions as dc
 from core.codec.events import event_from_json
@@ -99,9 +100,10 @@ class Harness:
 def partitions_in(requests: list[dict[str, Any]], api: str) -> set[tuple[int, str, int]]:
     """(broker, topic, partition) of every partition state in the messages of ``api``."""
     return {
-        (r["brokerId"], t["topicName"], p["partitionIndex"])
+        (b, t["topicName"], p["partitionIndex"])
         for r in requests
         if r["api"] == api
+        for b in recipients(r)
         for t in r["body"]["topicStates"]
         for p in t["partitionStates"]
     }

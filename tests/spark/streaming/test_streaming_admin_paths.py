@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from controller_harness import Cluster, start_controller, wait_for
+from request_bodies import recipients
 
 from core import events as ev
 
@@ -73,11 +74,11 @@ def _catch_up(cluster: Cluster, topic: str, partition: int, add: int, timeout: f
 
 def _return(cluster: Cluster, broker: int) -> None:
     """Register ``broker`` again and wait until the controller has seen it (its UpdateMetadata)."""
-    before = len([m for m in cluster.requests("UpdateMetadata") if m["brokerId"] == broker])
+    before = len([m for m in cluster.requests("UpdateMetadata") if broker in recipients(m)])
     cluster.register_broker(broker)
     wait_for(
         f"broker {broker}'s startup handled",
-        lambda: len([m for m in cluster.requests("UpdateMetadata") if m["brokerId"] == broker]) > before,
+        lambda: len([m for m in cluster.requests("UpdateMetadata") if broker in recipients(m)]) > before,
     )
 
 

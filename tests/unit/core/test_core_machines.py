@@ -46,7 +46,13 @@ def ctx_with(
 
 
 def requests(decisions: list[object], api: RequestApi) -> dict[int, dict[str, object]]:
-    return {d.broker_id: d.body_json() for d in decisions if isinstance(d, BrokerRequest) and d.api is api}
+    """Broker -> the body it gets (a shared UpdateMetadata as each addressee's own copy)."""
+    return {
+        r.broker_id: r.body_json()
+        for d in decisions
+        if isinstance(d, BrokerRequest) and d.api is api
+        for r in d.fan_out()
+    }
 
 
 def zk_writes(decisions: list[object]) -> list[ZkWrite]:
@@ -134,6 +140,8 @@ def test_new_to_online_initialises_leader_and_isr() -> None:
     ps = lisr[2]["topicStates"][0]["partitionStates"][0]  # type: ignore[index]
     assert ps["isNew"] is True and ps["replicas"] == [1, 2, 3] and ps["leader"] == 2
     assert set(requests(ds, RequestApi.UPDATE_METADATA)) == {2, 3}
+    um = [d for d in ds if isinstance(d, BrokerRequest) and d.api is RequestApi.UPDATE_METADATA]
+    assert [d.recipients() for d in um] == [(2, 3)]  # one request naming both brokers
     order = [d.api for d in ds if isinstance(d, BrokerRequest)]
     assert order == sorted(order, key=lambda a: ["LeaderAndIsr", "UpdateMetadata", "StopReplica"].index(a.value))
 

@@ -88,6 +88,13 @@ def test_describe_requests_one_line_per_batch_and_api() -> None:
         "StopReplica -> broker 1 (batch 7): t-0 (delete)",
         "ControlledShutdownResponse -> broker 4 (batch 8): ok, still leading t-0",
     ]
+    # a shared UpdateMetadata (one message, its addressees named) reads as the per-broker ones did
+    um = {"topicStates": [], "liveBrokers": [{"id": 1}, {"id": 3}]}
+    shared = {"api": "UpdateMetadata", "brokerId": -1, "batchId": 9, "body": um,
+              "addressees": [{"brokerId": 1, "brokerEpoch": 5}, {"brokerId": 3, "brokerEpoch": 6}]}  # fmt: skip
+    assert sc.describe_requests([shared]) == [
+        "UpdateMetadata -> brokers 1,3 (batch 9): no partition changes; live brokers [1,3]"
+    ]
 
 
 def test_brokers_disagree_compares_each_replica_with_zookeeper() -> None:

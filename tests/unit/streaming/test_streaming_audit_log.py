@@ -37,7 +37,9 @@ from streaming.audit_log import (
     MemoryAuditFiles,
     audit_rows,
     default_audit_dir,
+    digest_requests,
     log_state_changes,
+    per_broker,
     topic_partition_of_item,
     topic_partition_of_path,
 )
@@ -216,6 +218,34 @@ def test_request_summaries_are_kafka_style_lines(caplog: pytest.LogCaptureFixtur
     ]
     debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
     assert len(debug) == 4 and debug[0].endswith("to broker 1 for partition t-0")
+
+
+def test_a_shared_update_metadata_is_logged_for_each_addressee(caplog: pytest.LogCaptureFixture) -> None:
+    from core.kafka.requests import SHARED_BROKER_ID, Addressee
+
+    body = {
+        "controllerId": 1000,
+        "controllerEpoch": 2,
+        "brokerEpoch": -1,
+        "topicStates": [{"topicName": "t", "partitionStates": [{"partitionIndex": 0, "leader": 1}]}],
+    }
+    um = dc.BrokerRequest(
+        SHARED_BROKER_ID, RequestApi.UPDATE_METADATA, WireBody(body), (Addressee(1, 5), Addressee(3, 7))
+    )
+    caplog.set_level(logging.DEBUG, logger=STATE_CHANGE_LOGGER)
+    log_state_changes(AuditBatch(6, requests=[um]), 1000, 2)
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert info == [
+        f"[Controller id=1000 epoch=2] Sending UpdateMetadata request to broker {b} for 1 partitions (micro-batch 6)"
+        for b in (1, 3)
+    ]
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert len(debug) == 1 and debug[0].endswith("to brokers 1,3 for partition t-0")
+    # an UpdateMetadata's states are counted, not read (leaders: 0), once per addressee
+    assert per_broker(digest_requests([um])) == {
+        (RequestApi.UPDATE_METADATA, 1): (1, 0),
+        (RequestApi.UPDATE_METADATA, 3): (1, 0),
+    }
 
 
 def test_topic_and_partition_of_paths_and_items() -> None:

@@ -181,6 +181,25 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
     assert withhold_refused(requests, []) == requests
 
 
+def test_withhold_refused_keeps_a_shared_requests_addressees() -> None:
+    from core.kafka.requests import SHARED_BROKER_ID, Addressee
+    from sinks.ports import FailedWrite
+    from streaming.dispatch import withhold_refused
+
+    states = [{"topicName": "a", "partitionStates": [{"partitionIndex": 0}, {"partitionIndex": 1}]}]
+    addressees = (Addressee(1, 5), Addressee(2, 6))
+    um = dc.BrokerRequest(
+        SHARED_BROKER_ID,
+        RequestApi.UPDATE_METADATA,
+        WireBody({"controllerEpoch": 1, "topicStates": states}),
+        addressees,
+    )
+    refused = dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/a/partitions/0/state", "{}", 3)
+    (kept,) = withhold_refused([um], [FailedWrite(0, refused, "BadVersion")])
+    assert kept.addressees == addressees and kept.broker_id == SHARED_BROKER_ID
+    assert [p["partitionIndex"] for p in kept.body_json()["topicStates"][0]["partitionStates"]] == [1]
+
+
 def test_withhold_refused_filters_typed_bodies_as_values() -> None:
     from core.kafka.requests import LeaderAndIsrRequest, LisrPartitionState, StopReplicaPartition, StopReplicaRequest
     from sinks.ports import FailedWrite

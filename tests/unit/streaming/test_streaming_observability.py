@@ -161,3 +161,19 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
     assert rows and all(r == {"unchanged": True, "input_by_type": {}} for r in rows)
     after = o.snapshot()
     assert after.last_batch_id == 3 and after.cluster == s.cluster and after.live_brokers == (1, 2)
+
+
+def test_a_shared_update_metadata_counts_and_reads_per_addressee() -> None:
+    from core.kafka.requests import SHARED_BROKER_ID, Addressee, RequestApi, WireBody
+
+    body = WireBody({"controllerId": 0, "controllerEpoch": 1, "brokerEpoch": -1, "topicStates": [
+        {"topicName": "t", "partitionStates": [{"partitionIndex": 0}, {"partitionIndex": 1}]}]})  # fmt: skip
+    um = dc.BrokerRequest(
+        SHARED_BROKER_ID, RequestApi.UPDATE_METADATA, body, (Addressee(1, 11), Addressee(2, 12), Addressee(3, 13))
+    )
+    assert ob.describe_decision(um) == ("request", "UpdateMetadata to brokers 1,2,3 (2 partitions)")
+    o = oy.Observatory(1)
+    o.record_batch(ob.BatchObservation(0, {}, {}, {}, 0, [um]))
+    # as many as the per-broker requests it stands for (the counter kept its meaning)
+    assert o.snapshot().requests_by_api == {"UpdateMetadata": 3}
+    assert o.snapshot().decisions_by_kind == {"request": 3}

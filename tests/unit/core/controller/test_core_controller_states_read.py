@@ -84,7 +84,7 @@ def test_a_state_that_needs_nothing_is_adopted_and_published() -> None:
     assert read(c) == before  # nothing written
     la = c.ctx.leader_and_isr(T0)
     assert (la.isr, la.partition_epoch) == ((1, 2), before.zk_version)
-    assert {r.broker_id for r in c.requests(RequestApi.UPDATE_METADATA)} == {1, 2, 3}
+    assert [r.recipients() for r in c.requests(RequestApi.UPDATE_METADATA)] == [(1, 2, 3)]
     assert c.requests(RequestApi.LEADER_AND_ISR) == []
 
 

@@ -174,8 +174,12 @@ def _pin_scenario() -> list[BrokerRequest]:
 
 def test_the_encoder_writes_the_bytes_the_builders_wrote() -> None:
     pinned = json.loads(PIN.read_text())
+    # the pin holds each broker's copy: a shared UpdateMetadata is one request, whose copies (its body with
+    # each addressee's broker epoch) are the bodies Kafka sends one by one
     got = [
-        {"broker_id": r.broker_id, "api": r.api.value, "body": encode_body(r.body).decode()} for r in _pin_scenario()
+        {"broker_id": r.broker_id, "api": r.api.value, "body": encode_body(r.body).decode()}
+        for q in _pin_scenario()
+        for r in q.fan_out()
     ]
     assert len(got) == len(pinned) == 30
     assert {p["api"] for p in pinned} == {a.value for a in RequestApi}
