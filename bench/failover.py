@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -95,9 +96,11 @@ class LogTimes(logging.Handler):
 def failover_batch(
     rc: RunningController, n_partitions: int, since: float, timeout: float, logs: LogTimes
 ) -> dict[str, Any]:
-    """The micro-batch of ``rc`` that carried its failover reference: the first one planned after the
-    reference was sent (the app logs "failover snapshot" right after the send is flushed) that had input
-    and loaded every partition."""
+    """The micro-batch of ``rc`` that carried its failover reference: the first one that ended after the
+    reference was sent (the app logs "failover snapshot" right after the send is flushed), had input and
+    loaded every partition. Ended after, not planned after: a batch's trigger can start before the
+    reference is sent and still read it (a cold start whose reference is ready before the query's first
+    batch reads its input; the barrier batch's poll); a replayed batch ends before the snapshot is read."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if rc.failed is not None:
@@ -106,9 +109,8 @@ def failover_batch(
         if sent is not None:
             for p in sorted(progress_list(rc.app.query), key=lambda p: p["batchId"]):
                 m = (p.get("observedMetrics") or {}).get("livectl") or {}
-                planned = batch_end(p) - p["durationMs"].get("triggerExecution", 0) / 1000
                 if (
-                    planned >= sent[0] - 0.2
+                    batch_end(p) >= sent[0]
                     and p.get("numInputRows", 0) > 0
                     and int(m.get("GlobalPartitionCount", -1)) == n_partitions
                 ):
@@ -255,6 +257,14 @@ def takeover(
         clock = SinkClock(track_paths=False, inner_wrap=large_request_sinks() if prototype else None)
         rc = start_controller(spark, settings, clock, wait_ready=None)
         time.sleep(3)  # the standby is waiting for the lease
+        if importlib.util.find_spec("streaming.failover_warm") is not None:
+            # a standby that reads ahead (streaming.failover_warm): killed once it has read the tree ahead,
+            # as a standby that has been waiting for a while has (its first read ahead sets a watch on
+            # every state znode, one get each); a tree without it just waits as before
+            t_ready = time.time()
+            while logs.first("standby: read ahead", t_ready - 3) is None and time.time() - t_ready < 300:
+                time.sleep(0.5)
+            out["standby_read_ahead_s"] = round(time.time() - t_ready + 3, 1)
         if rc.failed is not None:
             raise RuntimeError(f"the standby failed while waiting: {rc.failed!r}")
         gone = threading.Event()

@@ -14,7 +14,9 @@
    starts the query with the fenced sinks. On a used checkpoint its source holds back every record past
    the checkpoint (the failover barrier, :meth:`ControllerApp._source_start`); the micro-batch the previous
    controller planned but did not commit is replayed, and waited for;
-5. reads the ZooKeeper tree (Kafka's layout), writes and ships its snapshot, and hands it to every bucket
+5. reads the ZooKeeper tree (Kafka's layout; beside the query's start when nothing is to be replayed, and
+   re-reading only what changed since a standby's reads ahead: :mod:`streaming.failover_warm`), writes and
+   ships its snapshot, and hands it to every bucket
    as a failover reference on ``livectl.broker-events`` (:mod:`streaming.failover`): the reference opens
    the barrier, so the first micro-batch under the new epoch loads the snapshot before anything else;
 6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events), the admin-path watcher
@@ -41,12 +43,14 @@ from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming import failover, spark_ui
 from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore
 from streaming.dispatch import BatchTiming, Dispatcher
+from streaming.failover_warm import ReadAhead, read_in_background
 from streaming.session import spark_session, spark_ui_address
 from streaming.settings import Settings
 from streaming.shutdown import fence_check, fenced_if_replaced, raise_outcome, stop_query
 from streaming.side_threads import Opened, admin_watcher, start_side_threads
 from streaming.startup import (
     hand_off,
+    has_planned_batch,
     livectl_topics,
     other_controller,
     resolve_buckets,
@@ -63,6 +67,7 @@ from streaming.wiring import (
     start_query_when_free,
     wait_committed,
 )
+from streaming.zk_snapshot import SnapshotReader
 
 log = logging.getLogger("livectl.app")
 
@@ -141,7 +146,19 @@ class ControllerApp:
 
         zk, lease = opened.zk, opened.lease
         store = self._start_spark(zk)
-        fence = self._await_lease(lease, zk)
+        reader = SnapshotReader(zk)
+        # a standby reads the tree ahead while it waits, watching the partition-state znodes
+        # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed
+        ahead = (
+            ReadAhead(reader, prepare=lambda: failover.ship_snapshots(self.spark, store)).start()
+            if other_controller(zk) is not None
+            else None
+        )
+        try:
+            fence = self._await_lease(lease, zk)
+        finally:
+            if ahead is not None:
+                ahead.stop()
         if fence is None:
             return
         s = self.settings
@@ -153,6 +170,10 @@ class ControllerApp:
         # the admin paths of ZooKeeper-era tools (:mod:`streaming.admin_watch`); the controller configs of
         # /config/brokers/<default> and /<controller_id> as they stand now go into the query's buckets
         watcher = opened.watcher = admin_watcher(zk, producer, s, fence.controller_epoch)
+        replay = uncommitted_batch(store)
+        # nothing to replay: nothing before the failover reference writes to ZooKeeper, so the tree can be
+        # read while the query starts (streaming.failover_warm)
+        early = read_in_background(reader) if replay is None else None
         s = self.settings = s.with_controller_configs(watcher.read_configs())
         zk_sink, request_sink = fenced_sinks(zk, fence, s, store)
         opened.request_sink = request_sink
@@ -175,16 +196,26 @@ class ControllerApp:
         log.info("Spark UI: %s (query %s)", spark_ui_address(self.spark) or "disabled", s.query_name)
         add_listeners(self.spark, dispatcher, self.observatory)
 
-        replay = uncommitted_batch(store)
         # the snapshots of earlier controllers, for references a replayed batch may still meet
         failover.ship_snapshots(self.spark, store)
-        where = source_start(s, store, fence.controller_epoch)
+        resume_from = HadoopCheckpointStore(self.spark, s.resume_from_checkpoint) if s.resume_from_checkpoint else None
+        resumes = resume_from is not None and not has_planned_batch(store)
+        where = source_start(s, store, fence.controller_epoch, resume_from)
         self.query = start_query_when_free(self.spark, s, dispatcher, where, stop=self._stop)
         if replay is not None:
             # the micro-batch the previous controller planned but did not commit is replayed first;
             # the snapshot must be read after it, or it would miss that batch's writes
             wait_committed(store, self.query, replay, self._stop)
-        snapshot = hand_off(self.spark, zk, producer, s, watcher=watcher, store=store)
+        snapshot = hand_off(
+            self.spark,
+            zk,
+            producer,
+            s,
+            watcher=watcher,
+            store=store,
+            read=early.result if early else reader.read,
+            resumes=resumes,
+        )
         opened.bridge, opened.rebalancer = start_side_threads(
             zk, producer, s, watcher=watcher, dispatcher=dispatcher, snapshot=snapshot
         )

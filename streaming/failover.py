@@ -34,7 +34,8 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from core import events as ev
-from core.codec.events import event_from_json, event_to_json
+from core.codec.events import event_from_json
+from core.codec.snapshot import encode_failover_json
 from core.snapshot import ZkSnapshot
 from streaming.checkpoint_fs import CheckpointStore, child, parent
 from streaming.routing import bucket_of
@@ -78,17 +79,28 @@ def bucket_file(folder: str, bucket: int) -> str:
 
 
 def write_snapshot(
-    store: CheckpointStore, controller_id: int, snapshot: ZkSnapshot, num_buckets: int
+    store: CheckpointStore,
+    controller_id: int,
+    snapshot: ZkSnapshot,
+    num_buckets: int,
+    *,
+    written: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Write the per-bucket files through the checkpoint's file system (once per epoch) and return the
     reference record to publish. Executors cannot read the checkpoint themselves: :func:`ship_snapshots`
-    must hand them the files before the reference is published."""
+    must hand them the files before the reference is published. ``written``, when given, receives the
+    text of each file written now by its URI (a file kept from an earlier attempt is not in it), so that
+    :func:`ship_snapshots` need not read it back."""
     folder = child(failover_root(store.root), f"epoch-{snapshot.controller_epoch}")
     for b, part in enumerate(split_snapshot(snapshot, num_buckets)):
         target = bucket_file(folder, b)
         if store.exists(target):  # write-once: a restarted driver with the same epoch keeps the first snapshot
             continue
-        store.write_text(target, event_to_json(ev.ControllerFailover(controller_id, part)))
+        # the same text as event_to_json(ControllerFailover(controller_id, part)), built without reflection
+        text = encode_failover_json(controller_id, part)
+        store.write_text(target, text)
+        if written is not None:
+            written[target] = text
     return {
         "version": 1,
         "type": FAILOVER_REF_TYPE,
@@ -169,7 +181,9 @@ class ShippedSnapshots:
 _STAGING: dict[str, str] = {}
 
 
-def ship_snapshots(spark: Any, store: CheckpointStore, folder: str | None = None) -> int:
+def ship_snapshots(
+    spark: Any, store: CheckpointStore, folder: str | None = None, *, texts: dict[str, str] | None = None
+) -> int:
     """Driver: add the slices of snapshot ``folder`` (``None``: of every epoch under the checkpoint's
     ``failover/``) to the SparkContext, as :class:`ShippedSnapshots` finds them. Each slice is read
     through the checkpoint's file system and staged in a local folder of the driver's, from which
@@ -198,7 +212,8 @@ def ship_snapshots(spark: Any, store: CheckpointStore, folder: str | None = None
             local = os.path.join(staging, shipped_name(f, int(m.group(1))))
             if os.path.exists(local):
                 continue
-            text = store.read_text(child(f, name))
+            uri = child(f, name)
+            text = texts[uri] if texts is not None and uri in texts else store.read_text(uri)
             with open(local + ".tmp", "w", encoding="utf-8") as out:  # the driver's staging copy
                 out.write(text)
             os.replace(local + ".tmp", local)

@@ -89,6 +89,9 @@ def events_of(
         else:
             skipped.append(_skipped_ref(ref, reason))
     chosen = max(usable, key=lambda r: int(r["controller_epoch"])) if usable else None
+    # a new checkpoint moved from another (streaming.rebucket): the records before the reference in this
+    # batch are those no controller handled yet, not history: like a takeover's, they follow the snapshot
+    loaded = loaded or (chosen is not None and chosen.get("resumes") is True)
     for ref in usable:
         if ref is not chosen and chosen is not None:
             skipped.append(_skipped_ref(ref, f"superseded by epoch {chosen['controller_epoch']} in the same batch"))

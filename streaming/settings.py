@@ -69,6 +69,9 @@ class Settings:
     query_name: str = "livectl"
     #: where a query without a checkpoint starts reading its input topics: earliest or latest
     starting_offsets: str = "earliest"
+    #: a new checkpoint only: the old checkpoint's URI to move from (another bucket count); the input is
+    #: read from where its last committed micro-batch ended (:mod:`streaming.rebucket`); "" = none
+    resume_from_checkpoint: str = ""
     #: most input records read per micro-batch (all topics together)
     max_records_per_batch: int = 10000
     #: ZooKeeper operations per fenced multi-op (DESIGN.md, 4: 100 ≈ 20k writes/s)
@@ -291,7 +294,8 @@ def parse_value(key: str, text: str) -> Any:
 
 #: text settings whose empty value means "unset"
 _MAY_BE_EMPTY = frozenset(
-    {"zookeeper_auth", "audit_dir"} | {f.name for f in fields(Settings) if f.name.startswith("kafka_")}
+    {"zookeeper_auth", "audit_dir", "resume_from_checkpoint"}
+    | {f.name for f in fields(Settings) if f.name.startswith("kafka_")}
 )
 
 _FIELD_TYPES: dict[str, type] = {

@@ -16,9 +16,11 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from core.snapshot import ZkSnapshot
 from streaming import failover
 from streaming.bucket_keys import CHECKPOINT_META, checkpoint_scheme
 from streaming.checkpoint_fs import CheckpointStore, batch_ids, child
@@ -58,6 +60,10 @@ def livectl_topics(settings: Settings) -> list[str]:
 
 def has_committed_batch(store: CheckpointStore) -> bool:
     return bool(batch_ids(store, child(store.root, "commits")))
+
+
+def has_planned_batch(store: CheckpointStore) -> bool:
+    return bool(batch_ids(store, child(store.root, "offsets")))
 
 
 def checkpoint_identity(store: CheckpointStore) -> str:
@@ -113,7 +119,9 @@ def other_controller(zk: Any) -> int | None:
         return None
 
 
-def source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart:
+def source_start(
+    s: Settings, store: CheckpointStore, epoch: int, resume_from: CheckpointStore | None = None
+) -> SourceStart:
     """Where this run's query reads from, so that the failover reference it is about to publish is
     the first thing it handles under ``epoch``.
 
@@ -127,11 +135,23 @@ def source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart
     are answered ``NOT_CONTROLLER``, :func:`streaming.failover_refs.applicable_events`); ``latest`` is
     resolved to the topics' ends now, before the reference is published, or the query (which asks
     for its first offsets only when it plans its first batch) could start past it and never load
-    the cluster."""
+    the cluster.
+
+    A new checkpoint that ``resume_from`` another (``resume_from_checkpoint``, :mod:`streaming.rebucket`)
+    starts where that one's last committed micro-batch ended, behind the failover barrier like a used one:
+    the records no controller handled yet wait for the snapshot (the reference says ``"resumes"``)."""
     from streaming.query import SourceStart
 
     if batch_ids(store, child(store.root, "offsets")):
         return SourceStart(barrier_epoch=epoch, barrier_path=failover.failover_root(s.checkpoint_dir))
+    if resume_from is not None:
+        from streaming.rebucket import resume_offsets
+
+        offsets = resume_offsets(resume_from, store)
+        log.info("resuming from checkpoint %s: reading from %s", resume_from.root, offsets)
+        return SourceStart(
+            starting_offsets=offsets, barrier_epoch=epoch, barrier_path=failover.failover_root(s.checkpoint_dir)
+        )
     if s.starting_offsets == "latest":
         from streaming.kafka_source import KafkaStreamReader
         from streaming.source_options import SourceOptions
@@ -153,25 +173,43 @@ def source_start(s: Settings, store: CheckpointStore, epoch: int) -> SourceStart
     return SourceStart()
 
 
-def hand_off(spark: Any, zk: Any, producer: Any, s: Settings, *, watcher: Any, store: CheckpointStore) -> Any:
+def hand_off(
+    spark: Any,
+    zk: Any,
+    producer: Any,
+    s: Settings,
+    *,
+    watcher: Any,
+    store: CheckpointStore,
+    read: Callable[[], ZkSnapshot] | None = None,
+    resumes: bool = False,
+) -> Any:
     """Read the ZooKeeper tree, prime the admin-path watcher with it, write and ship its snapshot, then
     publish the failover reference on ``livectl.broker-events`` (which opens the failover barrier).
-    Returns the snapshot."""
+    Returns the snapshot. ``read`` gives the tree read after this controller won the lease (and after any
+    replay): :mod:`streaming.failover_warm`; by default it is read here. ``resumes``: a new checkpoint
+    moved from another (:mod:`streaming.rebucket`); the buckets handle the records that waited for the
+    reference after it."""
     from streaming.zk_snapshot import read_snapshot
 
     started = time.monotonic()
-    snapshot = read_snapshot(zk)
+    snapshot = read() if read is not None else read_snapshot(zk)
+    read_s = time.monotonic() - started
     watcher.prime(snapshot)
-    ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets)
+    written: dict[str, str] = {}
+    ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets, written=written)
+    if resumes:
+        ref["resumes"] = True
     # the executors get the files before the reference that names them can reach a task
-    failover.ship_snapshots(spark, store, str(ref["path"]))
+    failover.ship_snapshots(spark, store, str(ref["path"]), texts=written)
     producer.send(s.broker_events_topic, key=b"controller", value=failover.ref_to_json(ref).encode())
     producer.flush()
     log.info(
-        "failover snapshot: %d brokers, %d topics, %d partitions in %.1f s",
+        "failover snapshot: %d brokers, %d topics, %d partitions in %.1f s (%.1f s waiting for the read)",
         len(snapshot.brokers),
         len(snapshot.topics),
         len(snapshot.partition_states),
         time.monotonic() - started,
+        read_s,
     )
     return snapshot

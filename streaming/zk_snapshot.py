@@ -20,10 +20,11 @@ skipped (the controller will hear of the change as an event). The JSON codecs ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import EXCEPTIONS, NoNodeError, UnimplementedError
 from kazoo.protocol.serialization import (
     MultiHeader,
@@ -34,6 +35,7 @@ from kazoo.protocol.serialization import (
     stat_struct,
     write_string,
 )
+from kazoo.protocol.states import Callback, EventType, WatchedEvent
 
 from core.errors import FormatError
 from core.kafka import zkdata
@@ -64,18 +66,38 @@ def parse_broker_registration(broker_id: int, data: bytes | str, czxid: int, pat
         raise SnapshotError(e.field, e.reason) from None
 
 
-def _get_all(client: KazooClient, paths: Iterable[str], window: int) -> dict[str, tuple[bytes, Any]]:
-    """``path -> (data, stat)`` for each path that exists, ``window`` requests in flight at most."""
+def _get_all(
+    client: KazooClient,
+    paths: Iterable[str],
+    window: int,
+    watch: Any = None,
+    abort: threading.Event | None = None,
+) -> dict[str, tuple[bytes, Any]]:
+    """``path -> (data, stat)`` for each path that exists, ``window`` requests in flight at most; each
+    with a data watch calling ``watch`` when given. ``abort`` set: stop after the window in flight."""
     out: dict[str, tuple[bytes, Any]] = {}
     todo = list(paths)
     for i in range(0, len(todo), window):
-        handles = [(p, client.get_async(p)) for p in todo[i : i + window]]
+        if abort is not None and abort.is_set():
+            raise ReadAbortedError()
+        handles = [(p, client.get_async(p, watch=watch)) for p in todo[i : i + window]]
         for p, h in handles:
             try:
                 out[p] = h.get()
             except NoNodeError:
                 continue
     return out
+
+
+#: state znodes a read ahead has in flight (one get each): winning the lease stops it within one such window
+AHEAD_WINDOW = 500
+
+#: changed state znodes above which the read after winning uses ``multiRead`` (no watches) over one get each
+BULK_REREAD = 2000
+
+
+class ReadAbortedError(StreamingError):
+    """A standby's read ahead stopped half-way (it won the lease)."""
 
 
 class MultiRead:
@@ -98,7 +120,7 @@ class MultiRead:
         for path in self.paths:
             b.extend(MultiHeader(self._GET_DATA, False, -1).serialize())
             b.extend(write_string(path))
-            b.append(0)  # no watch
+            b.append(0)  # no watch (ZooKeeper 3.8 sets none from a multiRead anyway)
         b.extend(multiheader_struct.pack(-1, True, -1))
         return b
 
@@ -176,8 +198,16 @@ def read_brokers(client: KazooClient, window: int = 5000) -> tuple[Broker, ...]:
     )
 
 
-def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
-    """Everything a new controller reads, in one pass (see the module docstring)."""
+def read_snapshot(
+    client: KazooClient,
+    *,
+    window: int = 5000,
+    memo: dict[str, tuple[str, int, Any]] | None = None,
+    read_states: Callable[[list[str]], dict[str, tuple[bytes, Any]]] | None = None,
+) -> ZkSnapshot:
+    """Everything a new controller reads, in one pass (see the module docstring). With ``memo`` (kept by
+    :class:`SnapshotReader` from one read to the next) a znode read again with the same data and version is
+    not decoded again. ``read_states`` reads the partition-state znodes (default: :func:`read_znodes`)."""
     try:
         data, stat = client.get(CONTROLLER_EPOCH_PATH)
         epoch, epoch_version = zkdata.decode_controller_epoch(data), stat.version
@@ -203,7 +233,7 @@ def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
             state_paths.extend(zkdata.partition_state_path(topic, p) for p in zkdata.topic_znode_partitions(d))
         except (ValueError, AttributeError, TypeError) as e:
             raise SnapshotError(path, f"topic znode is not Kafka's JSON: {e}") from None
-    keep(read_znodes(client, state_paths, window))
+    keep(read_states(state_paths) if read_states is not None else read_znodes(client, state_paths, window))
 
     admin = [zkdata.REASSIGN_PARTITIONS, zkdata.PREFERRED_REPLICA_ELECTION]
     admin += [zkdata.delete_topic_path(t) for t in _children(client, zkdata.DELETE_TOPICS)]
@@ -211,6 +241,145 @@ def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
     admin += [f"{zkdata.OFFLINE_REPLICAS}/{t}" for t in _children(client, zkdata.OFFLINE_REPLICAS)]
     keep(_get_all(client, admin, window))
     try:
-        return snapshot_from_znodes(znodes, brokers, epoch, epoch_version)
+        return snapshot_from_znodes(znodes, brokers, epoch, epoch_version, memo)
     except (ValueError, KeyError, TypeError) as e:
         raise SnapshotError("/", f"a znode is not in Kafka's format: {e!r}") from None
+
+
+class SnapshotReader:
+    """:func:`read_snapshot` with a memory of what it read and decoded last time.
+
+    Every :meth:`read` reads afresh what Kafka's new controller reads (the controller epoch, the broker
+    registrations, every topic znode, the admin and config paths) and decodes again only the topic and
+    partition-state znodes whose data or version changed (decoding depends on nothing else). The
+    partition-state znodes — nearly all of a large cluster — are read again only where they may have
+    changed: a standby's read ahead reads each one with a ZooKeeper data watch (one ``get`` each:
+    ZooKeeper sets no watch from a ``multiRead``), and until that watch fires the znode is as read. So what
+    :meth:`read` returns is exactly what a fresh :func:`read_snapshot` returns at that moment, versions
+    included:
+
+    * a data watch fires on the znode's next change or deletion, and ZooKeeper delivers it to this session
+      before the answer to any later request (its ordering guarantee); the watcher is registered with the
+      client before the read is sent, so no notification finds it missing, and a path stays marked changed
+      until it is read again;
+    * :meth:`read` first waits until kazoo has handed every notification received so far to the watcher
+      (a marker queued behind them on kazoo's one callback thread): called after the election's answer, it
+      sees every change committed before the election;
+    * watches live on the connection, and kazoo 2.11 does not set them again after a reconnection: any
+      connection state but ``CONNECTED`` since the last read makes the next one read every state znode
+      again (as does a read that failed half-way).
+
+    A standby reads ahead while it waits for the lease (:mod:`streaming.failover_warm`); the read that
+    counts is the one made after winning it. Reads run one at a time."""
+
+    def __init__(self, client: KazooClient, *, window: int = 5000) -> None:
+        self.client = client
+        self.window = window
+        self._memo: dict[str, tuple[str, int, Any]] = {}
+        self._lock = threading.Lock()
+        #: partition-state path -> (data, stat) as read with a data watch set by that read
+        self._states: dict[str, tuple[bytes, Any]] = {}
+        #: guards what kazoo's threads change: the paths whose watch fired, and whether watches may be lost
+        self._guard = threading.Lock()
+        self._changed: set[str] = set()
+        self._stale = True
+        client.add_listener(self._on_connection)
+        #: reads completed (a standby's reads ahead included)
+        self.reads = 0
+        #: partition-state znodes the last read read from ZooKeeper (the others were known unchanged)
+        self.last_state_reads = 0
+
+    def read(self, *, ahead: bool = False, abort: threading.Event | None = None) -> ZkSnapshot:
+        """The snapshot as ZooKeeper holds it now. ``ahead`` (a standby's read while it waits): the state
+        znodes not known unchanged are read one request each, setting their watches (slower than
+        ``multiRead``, which sets none; off the critical path); ``abort`` stops such a read half-way
+        (:class:`ReadAbortedError`). Otherwise, with the watches lost (or never set), every state znode is read
+        with ``multiRead``."""
+        with self._lock:
+            self._drain_notifications()
+            snapshot = read_snapshot(
+                self.client,
+                window=self.window,
+                memo=self._memo,
+                read_states=lambda paths: self._read_states(paths, ahead, abort),
+            )
+            self.reads += 1
+            return snapshot
+
+    @property
+    def remembered(self) -> int:
+        """How many znodes' decoded values the next read may reuse."""
+        return len(self._memo)
+
+    # ------------------------------------------------------------------ internals
+
+    def _on_connection(self, state: str) -> None:
+        if state != KazooState.CONNECTED:
+            with self._guard:
+                self._stale = True
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        with self._guard:
+            if event.type == EventType.NONE or event.path is None:  # kazoo dropped every watcher (session)
+                self._stale = True
+            else:
+                self._changed.add(event.path)
+
+    def _drain_notifications(self, timeout: float = 30.0) -> None:
+        """Until kazoo's callback thread has run every watcher call queued before now."""
+        done = threading.Event()
+        self.client.handler.dispatch_callback(Callback("watch", done.set, ()))
+        if not done.wait(timeout):
+            with self._guard:
+                self._stale = True
+
+    def _read_states(
+        self, paths: list[str], ahead: bool, abort: threading.Event | None
+    ) -> dict[str, tuple[bytes, Any]]:
+        with self._guard:
+            stale = self._stale
+            changed, self._changed = self._changed, set()
+        known = self._states
+        if stale and not ahead:
+            # no watch to rely on: read them all, as a cold read does; the next read ahead sets the watches
+            known.clear()
+            self.last_state_reads = len(paths)
+            return read_znodes(self.client, paths, self.window)
+        if stale:
+            known.clear()
+            with self._guard:
+                self._stale = False
+        todo = [p for p in paths if p in changed or p not in known]
+        if not ahead and len(todo) > BULK_REREAD:
+            # many changed (the last controller's large batch): multiRead is quicker than one get each; those
+            # get no watch, so the reader forgets them (the next read ahead reads them again)
+            got = read_znodes(self.client, todo, self.window)
+            out = {p: got[p] if p in got else known[p] for p in paths if p in got or (p in known and p not in changed)}
+            for p in todo:
+                known.pop(p, None)
+            self.last_state_reads = len(todo)
+            return out
+        chroot = self.client.chroot or ""
+        watchers = self.client._data_watchers
+        for p in todo:  # registered before the read: a notification never finds the watcher missing
+            watchers[chroot + p].add(self._on_watch)
+        try:
+            # a read ahead goes in small windows, so that winning the lease stops it within one
+            window = min(self.window, AHEAD_WINDOW) if ahead else self.window
+            got = _get_all(self.client, todo, window, watch=self._on_watch, abort=abort)
+            if abort is not None and abort.is_set():
+                raise ReadAbortedError()  # before decoding: the read after winning is waiting for the lock
+        except BaseException:
+            with self._guard:
+                self._stale = True
+            raise
+        for p in todo:
+            if p in got:
+                known[p] = got[p]
+            else:
+                known.pop(p, None)
+        wanted = set(paths)
+        for p in [p for p in known if p not in wanted]:
+            del known[p]
+        self.last_state_reads = len(todo)
+        return {p: known[p] for p in paths if p in known}

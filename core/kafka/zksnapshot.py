@@ -4,7 +4,8 @@ the driver (:mod:`streaming.zk_snapshot`) and the tests' fake ZooKeeper use it."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
 
 from core.kafka.zkdata import (
     BROKER_TOPICS,
@@ -28,9 +29,18 @@ def snapshot_from_znodes(
     brokers: Iterable[Broker],
     controller_epoch: int,
     controller_epoch_zk_version: int,
+    memo: MutableMapping[str, tuple[str, int, Any]] | None = None,
 ) -> ZkSnapshot:
     """What a controller elected with ``controller_epoch`` reads from ZooKeeper, given every znode's
-    ``(data, version)`` by path."""
+    ``(data, version)`` by path.
+
+    ``memo`` (path -> the data, version and value decoded from them by an earlier call) spares decoding a
+    topic or partition-state znode read again unchanged: decoding is a function of the path, the data and
+    the version alone, so the result is the same with or without it. On return it holds this call's
+    entries only (a znode gone since is forgotten)."""
+    used: dict[str, tuple[str, int, Any]] = {}
+    known = memo if memo is not None else {}
+
     topics: list[TopicZnode] = []
     states: list[tuple[TopicPartition, PartitionStateZnode]] = []
     to_delete: list[str] = []
@@ -43,9 +53,19 @@ def snapshot_from_znodes(
         if path.startswith(prefix):
             rest = path[len(prefix) :].split("/")
             if len(rest) == 1 and data:
-                topics.append(decode_topic_znode(rest[0], data, version))
+                hit = known.get(path)
+                topic = hit[2] if hit and hit[1] == version and hit[0] == data else None
+                if topic is None:
+                    topic = decode_topic_znode(rest[0], data, version)
+                used[path] = (data, version, topic)
+                topics.append(topic)
             elif len(rest) == 4 and rest[1] == "partitions" and rest[3] == "state" and data:
-                states.append((TopicPartition(rest[0], int(rest[2])), decode_partition_state(data, version)))
+                hit = known.get(path)
+                state = hit[2] if hit and hit[1] == version and hit[0] == data else None
+                if state is None:
+                    state = (TopicPartition(rest[0], int(rest[2])), decode_partition_state(data, version))
+                used[path] = (data, version, state)
+                states.append(state)
         elif path.startswith(DELETE_TOPICS + "/"):
             to_delete.append(path[len(DELETE_TOPICS) + 1 :])
         elif path.startswith(CONFIG_TOPICS + "/") and data:
@@ -56,6 +76,9 @@ def snapshot_from_znodes(
             preferred = decode_preferred_election(data)
         elif path.startswith(OFFLINE_REPLICAS + "/"):
             offline_topics.append(path[len(OFFLINE_REPLICAS) + 1 :])
+    if memo is not None:
+        memo.clear()
+        memo.update(used)
     return ZkSnapshot(
         controller_epoch,
         controller_epoch_zk_version,

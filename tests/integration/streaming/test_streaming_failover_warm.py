@@ -1,0 +1,158 @@
+"""A read that remembers what it decoded gives exactly what a fresh read gives, against a real ZooKeeper,
+whatever changed in between; a standby's reads ahead run on their own thread and stop when asked."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from broker_registration import registration
+from kazoo.client import KazooClient, KazooState
+
+from streaming.failover_warm import ReadAhead, read_in_background
+from streaming.zk_snapshot import ReadAbortedError, SnapshotReader, read_snapshot
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def zk(zk_chrooted: KazooClient) -> KazooClient:
+    return zk_chrooted
+
+
+def _state(leader: int, isr: list[int], epoch: int = 0) -> bytes:
+    body = {"version": 1, "leader": leader, "leader_epoch": epoch, "controller_epoch": 3, "isr": isr}
+    return json.dumps(body).encode()
+
+
+def _topic(zk: KazooClient, name: str, partitions: int) -> None:
+    body = {"version": 2, "partitions": {str(p): [1, 2] for p in range(partitions)}}
+    zk.create(f"/brokers/topics/{name}", json.dumps(body).encode(), makepath=True)
+    for p in range(partitions):
+        zk.create(f"/brokers/topics/{name}/partitions/{p}/state", _state(1, [1, 2]), makepath=True)
+
+
+def _cluster(zk: KazooClient) -> None:
+    zk.create("/controller_epoch", b"3")
+    zk.create("/brokers/ids/1", registration("h1", 9001), ephemeral=True, makepath=True)
+    zk.create("/brokers/ids/2", registration("h2", 9002), ephemeral=True)
+    for name in ("a", "b", "c"):
+        _topic(zk, name, 3)
+    zk.create("/config/topics/a", b'{"version":1,"config":{"retention.ms":"1"}}', makepath=True)
+
+
+def test_a_remembering_read_equals_a_fresh_read_after_every_kind_of_change(zk: KazooClient) -> None:
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    assert reader.read(ahead=True) == read_snapshot(zk)  # a standby's read ahead sets the watches
+    assert reader.remembered == 3 + 9  # topic znodes and state znodes
+
+    # the same data written again (a new version), new data, a deleted topic, a new topic, a new broker, admin paths
+    zk.set("/brokers/topics/a/partitions/0/state", _state(1, [1, 2]))
+    zk.set("/brokers/topics/a/partitions/1/state", _state(2, [2], 1))
+    zk.delete("/brokers/topics/b", recursive=True)
+    _topic(zk, "d", 2)
+    zk.set("/brokers/topics/c", json.dumps({"version": 2, "partitions": {"0": [2, 1], "1": [1, 2]}}).encode())
+    zk.create("/brokers/ids/3", registration("h3", 9003), ephemeral=True)
+    zk.create("/admin/delete_topics/c", b"", makepath=True)
+    zk.set("/controller_epoch", b"4")
+
+    warm = reader.read()
+    fresh = read_snapshot(zk)
+    assert warm == fresh
+    states = dict(warm.partition_states)
+    assert [tp.topic for tp in states].count("b") == 0 and [t.topic for t in warm.topics] == ["a", "c", "d"]
+    assert {tp.partition for tp in states if tp.topic == "c"} == {0, 1}  # c-2 is no longer in its assignment
+    assert [(tp.partition, st.zk_version, st.isr) for tp, st in warm.partition_states if tp.topic == "a"] == [
+        (0, 1, (1, 2)),
+        (1, 1, (2,)),
+        (2, 0, (1, 2)),
+    ]
+    assert (warm.controller_epoch, warm.controller_epoch_zk_version) == (4, 1)
+    assert [b.id for b in warm.brokers] == [1, 2, 3]
+    assert reader.remembered == 3 + 2 + 3 + 2 and reader.reads == 2
+    # only the state znodes whose watch fired, and d's new ones, were read again (c-0 and c-1 unchanged)
+    assert reader.last_state_reads == 2 + 2
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 0
+
+
+def test_a_change_made_just_before_a_read_is_in_it(zk: KazooClient) -> None:
+    """What the watches carry is delivered before the answer to any later request: a read right after a
+    write (as after an election) has it, however many writes precede it."""
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    reader.read(ahead=True)
+    for round_no in range(5):
+        for p in range(3):
+            zk.set(f"/brokers/topics/c/partitions/{p}/state", _state(2, [2, 1], round_no + 1))
+        assert reader.read() == read_snapshot(zk)
+        assert reader.last_state_reads == 3
+
+
+def test_a_lost_connection_makes_the_next_read_read_every_state(zk: KazooClient) -> None:
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    reader.read(ahead=True)
+    reader._on_connection(KazooState.SUSPENDED)  # as kazoo's listener is told: watches may be gone
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 9  # multiRead, no watches
+    assert reader.read(ahead=True) == read_snapshot(zk) and reader.last_state_reads == 9  # watches set again
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 0
+
+
+def test_a_read_ahead_stops_half_way_when_asked(zk: KazooClient) -> None:
+    _cluster(zk)
+    stop = threading.Event()
+    stop.set()
+    reader = SnapshotReader(zk, window=2)
+    with pytest.raises(ReadAbortedError):
+        reader.read(ahead=True, abort=stop)
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 9
+
+
+def test_a_standby_reads_ahead_until_stopped_and_the_early_read_is_a_future(zk: KazooClient) -> None:
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    prepared = threading.Event()
+    ahead = ReadAhead(reader, interval_s=0.05, prepare=prepared.set).start()
+    deadline = time.monotonic() + 20
+    while reader.reads < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    ahead.stop()
+    assert prepared.is_set() and reader.reads >= 2
+    reads = reader.reads
+    time.sleep(0.2)
+    assert reader.reads == reads  # stopped
+
+    zk.set("/brokers/topics/a/partitions/2/state", _state(2, [2], 7))
+    assert read_in_background(reader).result(timeout=20) == read_snapshot(zk)
+
+
+def test_a_failed_read_ahead_is_tried_again(zk: KazooClient) -> None:
+    zk.create("/brokers/topics/bad", b"not json", makepath=True)
+    reader = SnapshotReader(zk)
+    ahead = ReadAhead(reader, interval_s=0.05).start()
+    time.sleep(0.3)
+    zk.delete("/brokers/topics/bad")
+    deadline = time.monotonic() + 20
+    while reader.reads < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    ahead.stop()
+    assert reader.reads >= 1
+
+
+def test_many_changed_states_are_read_with_multiread_and_then_forgotten(
+    zk: KazooClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streaming import zk_snapshot
+
+    monkeypatch.setattr(zk_snapshot, "BULK_REREAD", 2)
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    reader.read(ahead=True)
+    for p in range(3):
+        zk.set(f"/brokers/topics/a/partitions/{p}/state", _state(2, [2], 9))
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 3
+    # read without a watch: not trusted afterwards
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 3
