@@ -302,31 +302,26 @@ def request_messages(
             split.append((bodies, parts))
         return parts
 
-    # Kafka's order per broker (LeaderAndIsr, UpdateMetadata, StopReplica, responses) by API first: a shared
-    # message then follows every addressee's LeaderAndIsr and precedes its StopReplica in any partition
-    keyed: list[tuple[int, int, list[OutboundMessage]]] = []
-    for (broker, api), bodies in groups.items():
-        msgs = []
+    shared_identities: set[str] = set()
+
+    def messages(
+        broker: int,
+        api: RequestApi,
+        bodies: list[Mapping[str, Any]],
+        members: tuple[Addressee, ...] = (),
+        partition: int | None = None,
+    ) -> list[OutboundMessage]:
+        """The request's message(s), one per part: to ``broker``, or shared with ``members`` (``partition``:
+        the topic partition of a shared message, when the topic has several)."""
         parts = parts_of(bodies)
+        msgs = []
         for k, (_, body_bytes) in enumerate(parts, start=1):
             part = (k, len(parts)) if len(parts) > 1 else None
-            key, value = encode_envelope(broker, api, fence.controller_epoch, batch_id, body_bytes, part=part)
-            identity = _identity(broker, api.value, k if part else None)
-            msgs.append(
-                OutboundMessage(topic, key, value, _headers(batch_id, fence, api=api.value), (batch_id, identity))
+            key, value = encode_envelope(
+                broker, api, fence.controller_epoch, batch_id, body_bytes, part=part, addressees=members
             )
-        keyed.append((REQUEST_ORDER[api], broker, msgs))
-    shared_identities: set[str] = set()
-    for (api, addressees), bodies in sorted(shared.items(), key=lambda kv: (kv[0][1], REQUEST_ORDER[kv[0][0]])):
-        parts = parts_of(bodies)
-        for p, members in _by_partition(addressees, partitions):
-            msgs = []
-            for k, (_, body_bytes) in enumerate(parts, start=1):
-                part = (k, len(parts)) if len(parts) > 1 else None
-                key, value = encode_envelope(
-                    SHARED_BROKER_ID, api, fence.controller_epoch, batch_id, body_bytes, part=part, addressees=members
-                )
-                identity = _identity(_addressee_ids(members), api.value, k if part else None)
+            identity = _identity(_addressee_ids(members) if members else broker, api.value, k if part else None)
+            if members:
                 if identity in shared_identities:
                     # two addressee sets that name the same brokers in this partition (buckets that disagree
                     # on the live brokers: not expected). A replay cannot tell them apart from the topic, so
@@ -334,17 +329,24 @@ def request_messages(
                     # than taken for the earlier one and lost
                     identity = f"{identity}~{len(shared_identities)}"
                 shared_identities.add(identity)
-                msgs.append(
-                    OutboundMessage(
-                        topic,
-                        key,
-                        value,
-                        _headers(batch_id, fence, api=api.value),
-                        (batch_id, identity),
-                        partition=p if len(partitions) > 1 else None,
-                    )
+            headers = _headers(batch_id, fence, api=api.value)
+            msgs.append(OutboundMessage(topic, key, value, headers, (batch_id, identity), partition))
+        return msgs
+
+    # Kafka's order per broker (LeaderAndIsr, UpdateMetadata, StopReplica, responses) by API first: a shared
+    # message then follows every addressee's LeaderAndIsr and precedes its StopReplica in any partition
+    keyed: list[tuple[int, int, list[OutboundMessage]]] = [
+        (REQUEST_ORDER[api], broker, messages(broker, api, bodies)) for (broker, api), bodies in groups.items()
+    ]
+    for (api, addressees), bodies in sorted(shared.items(), key=lambda kv: (kv[0][1], REQUEST_ORDER[kv[0][0]])):
+        for p, members in _by_partition(addressees, partitions):
+            keyed.append(
+                (
+                    REQUEST_ORDER[api],
+                    members[0].broker_id,
+                    messages(SHARED_BROKER_ID, api, bodies, members, p if len(partitions) > 1 else None),
                 )
-            keyed.append((REQUEST_ORDER[api], members[0].broker_id, msgs))
+            )
     keyed.sort(key=lambda k: (k[0], k[1]))
     return [m for _, _, msgs in keyed for m in msgs]
 
