@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from core.errors import FormatError
 from core.frozen_json import EMPTY_OBJECT, freeze_object, thaw
 from core.kafka.request_codec import wire_object, with_broker_epoch
-from core.kafka.requests import SHARED_BROKER_ID, Addressee, AnyBody, RequestApi
+from core.kafka.requests import SHARED_BROKER_ID, Addressee, AnyBody, RequestApi, recipients
 
 
 class ZkOp(Enum):
@@ -98,7 +98,7 @@ class BrokerRequest(Decision):
 
     def recipients(self) -> tuple[int, ...]:
         """The brokers this request is for: the addressees, or ``broker_id``."""
-        return tuple(a.broker_id for a in self.addressees) if self.addressees else (self.broker_id,)
+        return recipients(self.broker_id, self.addressees)
 
     def fan_out(self) -> list[BrokerRequest]:
         """One request per broker, each with its broker epoch in the body (what Kafka sends one by one); a

@@ -44,7 +44,7 @@ from typing import Any
 from core import jsonform as jf
 from core.errors import FormatError
 from core.kafka.request_codec import encode_addressees, parse_body, read_addressees, with_broker_epoch
-from core.kafka.requests import SHARED_BROKER_ID, Addressee, RequestApi, RequestBody, WireBody
+from core.kafka.requests import SHARED_BROKER_ID, Addressee, RequestApi, RequestBody, WireBody, recipients
 
 REQUESTS_TOPIC = "livectl.requests"
 BROKER_EVENTS_TOPIC = "livectl.broker-events"
@@ -70,7 +70,7 @@ class Envelope:
 
     def recipients(self) -> tuple[int, ...]:
         """The brokers this message is for: its addressees, or ``broker_id``."""
-        return tuple(a.broker_id for a in self.addressees) if self.addressees else (self.broker_id,)
+        return recipients(self.broker_id, self.addressees)
 
     def for_broker(self, broker_id: int) -> Envelope | None:
         """This message as ``broker_id`` applies it: a message to it as it is; a shared one naming it as a

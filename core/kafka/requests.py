@@ -56,6 +56,11 @@ class Addressee:
     broker_epoch: int
 
 
+def recipients(broker_id: int, addressees: tuple[Addressee, ...]) -> tuple[int, ...]:
+    """The brokers a request or message is for: its ``addressees`` when shared, else ``broker_id``."""
+    return tuple(a.broker_id for a in addressees) if addressees else (broker_id,)
+
+
 @dataclass(frozen=True)
 class PartitionEntry:
     """One partition's entry in a request or response (``topicName`` from its topic, ``partitionIndex``)."""
