@@ -38,7 +38,8 @@ def test_each_batch_stage_lists_the_figures_after_it_as_named_accumulators(spark
     first = dict.fromkeys(METRIC_COLUMNS, 0) | {"OfflinePartitionsCount": 2, "GlobalPartitionCount": 30}
     batch(68, first)
     batch(69, first | {"OfflinePartitionsCount": 0, "GlobalTopicCount": 4})
-    sc._jsc.sc().listenerBus().waitUntilEmpty()  # the status store is fed by Spark's listener bus
+    # the status store is fed by Spark's listener bus; its default 10 s wait is short on a loaded machine
+    sc._jsc.sc().listenerBus().waitUntilEmpty(120_000)
 
     newest = spark_ui.stage_figures(sc, limit=2)
     # each stage its own batch's figures (fresh accumulators: never a sum over batches), newest first
