@@ -201,6 +201,17 @@ def parse_confs(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
+#: the benchmarks' Spark master, and the bucket count livectl gives a new checkpoint on it (one per core)
+MASTER = "local[2]"
+
+
+def shipped_buckets() -> int:
+    """What ``num_buckets`` = 0 (the shipped default) makes of a new checkpoint on :data:`MASTER`."""
+    from streaming.startup import executor_cores
+
+    return executor_cores({"spark.master": MASTER}, default_parallelism=2)[0]
+
+
 def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tuple[Any, float]:
     """A local[2] SparkSession configured like the shipped ``spark-defaults.conf``, then ``conf`` (a bench
     script's ``--conf key=value`` options; they win over the file); returns (session, start-up s)."""
@@ -208,7 +219,7 @@ def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tu
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     started = time.monotonic()
-    builder = SparkSession.builder.master("local[2]").appName("livectl-bench")
+    builder = SparkSession.builder.master(MASTER).appName("livectl-bench")
     for raw in conf_file(SPARK_DEFAULTS).read_text().splitlines():
         line = raw.strip()
         if line and not line.startswith("#"):

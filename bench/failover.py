@@ -4,7 +4,7 @@ On real local services (ZooKeeper + tansu, free ports, stopped by PID), a ZooKee
 cluster in Kafka's layout (default 100k partitions: 1,000 topics × 100, replication factor 3, 10
 brokers each holding its registration with its own kazoo session). Then:
 
-(b) **cold start** — a controller (:class:`streaming.app.ControllerApp`, shipped defaults: 8 buckets, 1 s
+(b) **cold start** — a controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core, 1 s
     trigger) on an empty checkpoint, in this process, with the SparkSession already started: from
     ``run()`` to the end of the first completed micro-batch carrying the failover reference (the one
     that loads every bucket from the ZooKeeper snapshot: ``GlobalPartitionCount`` = all partitions).
@@ -64,6 +64,7 @@ from _common import (
     register_brokers,
     services,
     settings_for,
+    shipped_buckets,
     spark_session,
     start_controller,
     topic_settings,
@@ -325,7 +326,12 @@ def attempt(fn: Any, *a: Any, **kw: Any) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=100_000)
-    ap.add_argument("--buckets", type=int, default=8, help="state buckets = spark.sql.shuffle.partitions")
+    ap.add_argument(
+        "--buckets",
+        type=int,
+        default=shipped_buckets(),
+        help="state buckets = spark.sql.shuffle.partitions (default: livectl's for local[2], one per core: 2)",
+    )
     ap.add_argument(
         "--session-timeout-ms", type=int, default=6000, help="ZooKeeper session timeout of both controllers"
     )
