@@ -48,11 +48,13 @@ from _common import (
     RunningController,
     Services,
     SinkClock,
+    add_scale_options,
     batch_end,
     close,
     large_request_sinks,
     machine_info,
     make_chroot,
+    parse_confs,
     plan_layout,
     prepare_tree,
     print_table,
@@ -344,6 +346,7 @@ def main() -> None:
         help="bench-only request sink allowing messages over 1 MB: auto = only when the product fails on a size",
     )
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    add_scale_options(ap)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.trigger is None:
@@ -357,8 +360,8 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-bf-"))
     results: dict[str, Any] = {"benchmark": "broker_failure", "sizes": []}
-    with services() as svc:
-        spark, spark_s = spark_session(args.buckets)
+    with services(zk_heap=args.zk_heap) as svc:
+        spark, spark_s = spark_session(args.buckets, parse_confs(args.conf))
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
             results["spark_startup_s"] = round(spark_s, 1)
