@@ -695,3 +695,73 @@ def request_bytes(bootstrap: str, topic: str, since: Mapping[int, int]) -> dict[
         "request_topic_mb": round(on_topic / 1e6, 2),
         "request_values_mb": round(sum(len(r.value or b"") for r in records) / 1e6, 2),
     }
+
+
+def _rss_kib(pid: int) -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _descendants(root: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every process below ``root`` (from /proc's parent links)."""
+    parent: dict[int, int] = {}
+    cmd: dict[int, str] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (d / "stat").read_text()
+            parent[int(d.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+            cmd[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        for child, ppid in parent.items():
+            if ppid == p:
+                out.append((child, cmd.get(child, "")))
+                todo.append(child)
+    return out
+
+
+class MemoryPeaks:
+    """Peak resident memory, sampled every ``interval`` s while open, of: this process (the benchmark *and*
+    the controller's driver Python, which share it), the Spark driver JVM, the Python workers (all of them
+    together), and ZooKeeper (``zk_pid``)."""
+
+    def __init__(self, zk_pid: int | None = None, interval: float = 0.5) -> None:
+        self.zk_pid, self.interval = zk_pid, interval
+        self.peaks_kib: dict[str, int] = {"bench_and_driver_python": 0, "spark_jvm": 0, "python_workers": 0}
+        if zk_pid is not None:
+            self.peaks_kib["zookeeper"] = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memory-peaks", daemon=True)
+
+    def sample(self) -> None:
+        now = {"bench_and_driver_python": _rss_kib(os.getpid()), "spark_jvm": 0, "python_workers": 0}
+        for pid, cmd in _descendants(os.getpid()):
+            if "java" in cmd.split(" ", 1)[0]:
+                now["spark_jvm"] += _rss_kib(pid)
+            elif "pyspark" in cmd or "worker" in cmd:
+                now["python_workers"] += _rss_kib(pid)
+        if self.zk_pid is not None:
+            now["zookeeper"] = _rss_kib(self.zk_pid)
+        for k, v in now.items():
+            self.peaks_kib[k] = max(self.peaks_kib.get(k, 0), v)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> MemoryPeaks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def gib(self) -> dict[str, float]:
+        return {k: round(v / 1024 / 1024, 2) for k, v in self.peaks_kib.items()}
