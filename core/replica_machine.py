@@ -55,20 +55,22 @@ def apply(
     for pr in replicas:
         by_broker.setdefault(pr.replica, []).append(pr)
     valid_prev = REPLICA_VALID_PREVIOUS[target]
-    for broker in sorted(by_broker):
-        valid: list[PartitionReplica] = []
-        for pr in by_broker[broker]:
-            cur = ctx.replica_state(pr)
-            if cur in valid_prev:
-                valid.append(pr)
-            else:
-                reason = (
-                    f"Invalid state transition for replica {pr.replica} of partition {pr.topic_partition} "
-                    f"from {cur} to {target}"
-                )
-                failed[pr] = reason
-                fx.fail(_name(pr), cur, target, reason)
-        _apply_valid(ctx, fx, valid, target, failed)
+    # a replica's transition changes leaderships, assignments and replica states, never a broker's liveness
+    with fx.batch.fixed_liveness():
+        for broker in sorted(by_broker):
+            valid: list[PartitionReplica] = []
+            for pr in by_broker[broker]:
+                cur = ctx.replica_state(pr)
+                if cur in valid_prev:
+                    valid.append(pr)
+                else:
+                    reason = (
+                        f"Invalid state transition for replica {pr.replica} of partition {pr.topic_partition} "
+                        f"from {cur} to {target}"
+                    )
+                    failed[pr] = reason
+                    fx.fail(_name(pr), cur, target, reason)
+            _apply_valid(ctx, fx, valid, target, failed)
     return failed
 
 
