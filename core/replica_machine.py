@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from core.context import ControllerContext
 from core.isr_write import newer_controller_wrote, update_leader_and_isr
 from core.machine_result import StateChangeResult
-from core.model import NO_LEADER, PartitionReplica
+from core.model import NO_LEADER, PartitionReplica, TopicPartition, sort_tps
 from core.requests import Effects
 from core.states import REPLICA_VALID_PREVIOUS, ReplicaState
 
@@ -79,16 +79,20 @@ def startup(ctx: ControllerContext, fx: Effects, replicas: Iterable[PartitionRep
     partition): each replica's state from its broker — Online when its replica is online, else
     ReplicaDeletionIneligible — then the online ones -> Online (LeaderAndIsr to them) and the others ->
     Offline (StopReplica, ISR shrink)."""
+    pairs: Iterable[tuple[TopicPartition, PartitionReplica]]
     if replicas is None:
-        replicas = [
-            PartitionReplica(tp.topic, tp.partition, r)
-            for tp in sorted(ctx.partition_assignments)
-            for r in ctx.replicas(tp)
-        ]
+        assignments = ctx.partition_assignments
+        pairs = (
+            (tp, PartitionReplica(tp.topic, tp.partition, r))
+            for tp in sort_tps(assignments)
+            for r in assignments[tp].replicas
+        )
+    else:
+        pairs = ((pr.topic_partition, pr) for pr in replicas)
     online: list[PartitionReplica] = []
     offline: list[PartitionReplica] = []
-    for pr in replicas:
-        if ctx.is_replica_online(pr.replica, pr.topic_partition):
+    for tp, pr in pairs:
+        if ctx.is_replica_online(pr.replica, tp):
             ctx.put_replica_state(pr, ReplicaState.ONLINE)
             online.append(pr)
         else:

@@ -122,3 +122,18 @@ def test_int_seq_reads_plain_lists_and_names_the_bad_item() -> None:
         jf.int_seq([1, 2**63], "x")
     with pytest.raises(FormatError, match=r"isr\[0\].*integer, got float"):
         jf.int_seq([1.0], "isr")
+
+
+def test_leader_and_isr_bodies_sharing_state_objects_encode_as_without_the_memo() -> None:
+    from core.kafka.request_codec import TopicStatesMemo, encode_text
+
+    ctx = _ctx()
+    batch = RequestBatch()
+    for p in range(3):
+        tp = TopicPartition("t", p)
+        batch.add_leader_and_isr(ctx, (1, 2, 3), tp, ctx.partition_leadership[tp], ctx.assignment(tp), is_new=p == 1)
+    requests = batch.flush(ctx)
+    memo: TopicStatesMemo = {}
+    with_memo = [encode_text(r.body, memo) for r in requests]
+    assert with_memo == [encode_text(r.body) for r in requests]
+    assert '"isNew":true' in with_memo[0] and len(set(with_memo[:3])) == 3  # each broker's own epoch
