@@ -4,7 +4,7 @@ On real local services (ZooKeeper + tansu, free ports, stopped by PID), a ZooKee
 cluster in Kafka's layout (default 100k partitions: 1,000 topics × 100, replication factor 3, 10
 brokers each holding its registration with its own kazoo session). Then:
 
-(b) **cold start** — a controller (:class:`streaming.app.ControllerApp`, shipped defaults: 8 buckets, 1 s
+(b) **cold start** — a controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core, 1 s
     trigger) on an empty checkpoint, in this process, with the SparkSession already started: from
     ``run()`` to the end of the first completed micro-batch carrying the failover reference (the one
     that loads every bucket from the ZooKeeper snapshot: ``GlobalPartitionCount`` = all partitions).
@@ -52,18 +52,23 @@ from _common import (
     ROOT,
     RunningController,
     SinkClock,
+    add_scale_options,
     batch_end,
     close,
+    end_offsets,
     large_request_sinks,
     machine_info,
     make_chroot,
+    parse_confs,
     plan_layout,
     prepare_tree,
     print_table,
     progress_list,
     register_brokers,
+    request_bytes,
     services,
     settings_for,
+    shipped_buckets,
     spark_session,
     start_controller,
     topic_settings,
@@ -137,6 +142,7 @@ def cold_start(
     spark: Any, settings: Settings, n: int, *, logs: LogTimes, timeout: float, prototype: bool
 ) -> dict[str, Any]:
     clock = SinkClock(track_paths=False, inner_wrap=large_request_sinks() if prototype else None)
+    before = end_offsets(settings.bootstrap_servers, settings.requests_topic)
     t_run = time.time()
     rc = start_controller(spark, settings, clock, wait_ready=None)
     out: dict[str, Any] = {"prototype_large_requests": prototype}
@@ -155,6 +161,7 @@ def cold_start(
         out["durationMs"] = p["durationMs"]
         time.sleep(1.0)
         out.update(sink_times(clock, p["batchId"]))
+        out.update(request_bytes(settings.bootstrap_servers, settings.requests_topic, before))
     finally:
         rc.stop()
     if rc.failed is not None:
@@ -162,7 +169,9 @@ def cold_start(
     return out
 
 
-def start_active(settings: Settings, log: Path, *, prototype: bool) -> subprocess.Popen[bytes]:
+def start_active(
+    settings: Settings, log: Path, *, prototype: bool, conf: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """The active controller in its own process group (own Spark driver): the product's entry point
     (``python -m streaming``), or ``bench/_active.py`` (the same app with the large-request prototype)."""
     overrides = [
@@ -189,6 +198,8 @@ def start_active(settings: Settings, log: Path, *, prototype: bool) -> subproces
         cmd = [sys.executable, "-m", "streaming", "--master", "local[2]"]
     for o in overrides:
         cmd += ["--set", o]
+    for key, value in (conf or {}).items():
+        cmd += ["--conf", f"{key}={value}"]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     with log.open("ab") as f:
         return subprocess.Popen(
@@ -242,11 +253,19 @@ def wait_active_loaded(settings: Settings, log: Path, proc: subprocess.Popen[byt
 
 
 def takeover(
-    spark: Any, settings: Settings, n: int, *, logs: LogTimes, work: Path, timeout: float, prototype: bool
+    spark: Any,
+    settings: Settings,
+    n: int,
+    *,
+    logs: LogTimes,
+    work: Path,
+    timeout: float,
+    prototype: bool,
+    conf: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"prototype_large_requests": prototype}
     log = work / f"active-{uuid.uuid4().hex[:6]}.log"
-    proc = start_active(settings, log, prototype=prototype)
+    proc = start_active(settings, log, prototype=prototype, conf=conf)
     out["active_log"] = str(log)
     rc: RunningController | None = None
     observer = zk_client(settings.zookeeper_connect)
@@ -277,6 +296,7 @@ def takeover(
 
         if observer.exists(CONTROLLER_PATH, watch=watch) is None:
             raise RuntimeError("no active controller before the kill")
+        before = end_offsets(settings.bootstrap_servers, settings.requests_topic)  # the active is idle
         t_kill = time.time()
         kill_group(proc)
         if not gone.wait(settings.zookeeper_session_timeout_ms / 1000 * 3 + 10):
@@ -300,6 +320,7 @@ def takeover(
             out["first_standby_batch"] = {"batch_id": first["batchId"], "durationMs": first["durationMs"]}
         time.sleep(1.0)
         out.update(sink_times(clock, p["batchId"]))
+        out.update(request_bytes(settings.bootstrap_servers, settings.requests_topic, before))
     finally:
         kill_group(proc)
         if rc is not None:
@@ -325,7 +346,12 @@ def attempt(fn: Any, *a: Any, **kw: Any) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=100_000)
-    ap.add_argument("--buckets", type=int, default=8, help="state buckets = spark.sql.shuffle.partitions")
+    ap.add_argument(
+        "--buckets",
+        type=int,
+        default=shipped_buckets(),
+        help="state buckets = spark.sql.shuffle.partitions (default: livectl's for local[2], one per core: 2)",
+    )
     ap.add_argument(
         "--session-timeout-ms", type=int, default=6000, help="ZooKeeper session timeout of both controllers"
     )
@@ -338,6 +364,7 @@ def main() -> None:
         help="bench-only request sink allowing messages over 1 MB: auto = only after the product fails",
     )
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    add_scale_options(ap)
     args = ap.parse_args()
     if not args.no_wait_quiet:
         wait_quiet()
@@ -347,8 +374,8 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-fo-"))
     results: dict[str, Any] = {"benchmark": "failover", "partitions": args.partitions}
-    with services() as svc:
-        spark, spark_s = spark_session(args.buckets)
+    with services(zk_heap=args.zk_heap) as svc:
+        spark, spark_s = spark_session(args.buckets, parse_confs(args.conf))
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
             results["spark_startup_s"] = round(spark_s, 1)
@@ -409,6 +436,7 @@ def main() -> None:
                         work=work,
                         timeout=args.timeout,
                         prototype=proto,
+                        conf=parse_confs(args.conf),
                     )
                     results.setdefault("takeover_runs", []).append(r)
                     print(json.dumps(r), flush=True)
@@ -434,6 +462,8 @@ def main() -> None:
             "failover batch s",
             "zk sink s",
             "req sink s",
+            "requests MB (values)",
+            "on the topic MB",
         ],
         [
             [
@@ -446,6 +476,8 @@ def main() -> None:
                 (tk.get("durationMs") or {}).get("triggerExecution", 0) / 1000 if tk else None,
                 tk.get("zk_sink_s"),
                 tk.get("request_sink_s"),
+                tk.get("request_values_mb"),
+                tk.get("request_topic_mb"),
             ],
             [
                 "(b) cold start",
@@ -457,6 +489,8 @@ def main() -> None:
                 (cs.get("durationMs") or {}).get("triggerExecution", 0) / 1000 if cs else None,
                 cs.get("zk_sink_s"),
                 cs.get("request_sink_s"),
+                cs.get("request_values_mb"),
+                cs.get("request_topic_mb"),
             ],
         ],
     )
