@@ -46,8 +46,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-if "--tree" in sys.argv:  # a fresh process of --trees: import that source tree's code
-    sys.path.insert(0, sys.argv[sys.argv.index("--tree") + 1])
+if "--tree" in sys.argv:  # a fresh process of --trees: import that source tree's code (its _common puts
+    # its own root first on the path)
+    _tree = sys.argv[sys.argv.index("--tree") + 1]
+    sys.path[:0] = [str(Path(_tree) / "bench"), _tree]
 
 from _common import RESULTS_DIR, machine_info, write_results
 from core_step import build_state
@@ -315,6 +317,8 @@ def failover_call_trees(args: argparse.Namespace) -> dict[str, Any]:
             cmd += ["--failover-call-only", "--tree", tree]
             done = subprocess.run(cmd, check=True, capture_output=True, text=True)
             got = json.loads(done.stdout.strip().splitlines()[-1])
+            if not str(got["core_file"]).startswith(str(Path(tree).resolve())):
+                raise SystemExit(f"the run for {tree} imported {got['core_file']}")
             print(f"{tree}: whole call {got['whole_call_cpu_s']:.2f} s CPU", file=sys.stderr)
             runs[tree].append(got)
     out: dict[str, Any] = {"failover_call_rounds": args.rounds, "order": "A B B A ..."}
