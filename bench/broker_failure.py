@@ -45,6 +45,7 @@ from typing import Any
 from _common import (
     DISPATCH_CALLS,
     Layout,
+    MemoryPeaks,
     RunningController,
     Services,
     SinkClock,
@@ -367,7 +368,10 @@ def main() -> None:
             results["spark_startup_s"] = round(spark_s, 1)
             for n in sizes:
                 wait_quiet() if not args.no_wait_quiet else None
-                r = run_size(spark, svc, n, work, args, prototype=args.prototype == "on")
+                with MemoryPeaks(svc.zookeeper.pid) as mem:
+                    r = run_size(spark, svc, n, work, args, prototype=args.prototype == "on")
+                r["peak_rss_gib"] = mem.gib()
+                print(f"[{n}] peak resident memory (GiB): {r['peak_rss_gib']}", flush=True)
                 results["sizes"].append(r)
                 print(json.dumps(r, default=str), flush=True)
                 write_results("broker_failure", results)

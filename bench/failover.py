@@ -50,6 +50,7 @@ from typing import Any
 
 from _common import (
     ROOT,
+    MemoryPeaks,
     RunningController,
     SinkClock,
     add_scale_options,
@@ -408,9 +409,11 @@ def main() -> None:
                             "checkpoint_dir": str(work / f"checkpoint-cold-{int(proto)}"),
                         }
                     )
-                    r = attempt(
-                        cold_start, spark, cold, layout.partitions, logs=logs, timeout=args.timeout, prototype=proto
-                    )
+                    with MemoryPeaks(svc.zookeeper.pid) as mem:
+                        r = attempt(
+                            cold_start, spark, cold, layout.partitions, logs=logs, timeout=args.timeout, prototype=proto
+                        )
+                    r["peak_rss_gib"] = mem.gib()
                     results.setdefault("cold_start_runs", []).append(r)
                     print(json.dumps(r), flush=True)
                     write_results("failover", results)
@@ -427,17 +430,19 @@ def main() -> None:
                             "checkpoint_dir": str(work / f"checkpoint-shared-{int(proto)}"),
                         }
                     )
-                    r = attempt(
-                        takeover,
-                        spark,
-                        shared,
-                        layout.partitions,
-                        logs=logs,
-                        work=work,
-                        timeout=args.timeout,
-                        prototype=proto,
-                        conf=parse_confs(args.conf),
-                    )
+                    with MemoryPeaks(svc.zookeeper.pid) as mem:  # the standby's (the active runs apart)
+                        r = attempt(
+                            takeover,
+                            spark,
+                            shared,
+                            layout.partitions,
+                            logs=logs,
+                            work=work,
+                            timeout=args.timeout,
+                            prototype=proto,
+                            conf=parse_confs(args.conf),
+                        )
+                    r["peak_rss_gib"] = mem.gib()
                     results.setdefault("takeover_runs", []).append(r)
                     print(json.dumps(r), flush=True)
                     write_results("failover", results)
