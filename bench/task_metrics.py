@@ -5,6 +5,13 @@ there, uncompressed), then ``.venv/bin/python bench/task_metrics.py <dir or even
 Per stage of every job that took at least ``--min-s``: its tasks, their wall time (launch to finish,
 the longest and the sum), executor run and CPU time, deserialisation, JVM GC, result size, shuffle read
 and write, and the Python workers' peak memory where Spark reports it. Reads the newest log in a folder.
+
+``--tasks`` adds, per stage, every task whose wall time is at least ``--min-task-s``: where its wall time
+went by Spark's own clocks (scheduler delay before run, deserialisation, executor run time split into CPU,
+JVM GC and the rest, result serialisation, the driver's fetch of a large result) and the SQL metrics of
+the plan's nodes that the task reported (the stateful operator's time to update and to commit its state
+store, the Python runner's data sent and returned, rows), each named by its node. Metric names and node
+names come from the log's ``SparkListenerSQLExecutionStart`` plans, so nothing is assumed of the version.
 """
 
 from __future__ import annotations
@@ -31,14 +38,87 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines()
 
 
-def summarise(lines: list[str], min_s: float) -> list[dict[str, Any]]:
+#: SQL metric types (``SQLMetrics``): how an accumulator's value reads
+_SCALE = {"timing": ("ms", 1.0), "nsTiming": ("ms", 1e-6), "size": ("MB", 1e-6), "sum": ("", 1.0), "average": ("", 1.0)}
+
+
+def _plan_metrics(plan: dict[str, Any], out: dict[int, tuple[str, str]]) -> None:
+    """Every SQL metric of a plan node and its children: accumulator id -> (``node: metric``, metric type)."""
+    node = plan.get("nodeName", "?")
+    for m in plan.get("metrics") or []:
+        out[int(m["accumulatorId"])] = (f"{node}: {m['name']}", m.get("metricType", "sum"))
+    for child in plan.get("children") or []:
+        _plan_metrics(child, out)
+
+
+def _sql_metrics(accumulables: list[dict[str, Any]], names: dict[int, tuple[str, str]]) -> dict[str, float]:
+    """A task's updates of the plan's SQL metrics, named by node and scaled to ms / MB."""
+    out: dict[str, float] = {}
+    for acc in accumulables:
+        known = names.get(int(acc.get("ID", -1)))
+        if known is None or acc.get("Update") in (None, ""):
+            continue
+        label, kind = known
+        unit, scale = _SCALE.get(kind, ("", 1.0))
+        try:
+            value = float(acc["Update"]) * scale
+        except (TypeError, ValueError):
+            continue
+        key = f"{label} ({unit})" if unit else label
+        out[key] = round(out.get(key, 0.0) + value, 3)
+    return out
+
+
+def _task_row(ti: dict[str, Any], tm: dict[str, Any], names: dict[int, tuple[str, str]]) -> dict[str, Any]:
+    """One task's wall time split by Spark's clocks (seconds), and its SQL metrics."""
+    wall = (ti["Finish Time"] - ti["Launch Time"]) / 1000
+    run = tm.get("Executor Run Time", 0) / 1000
+    cpu = tm.get("Executor CPU Time", 0) / 1e9
+    gc = tm.get("JVM GC Time", 0) / 1000
+    deser = tm.get("Executor Deserialize Time", 0) / 1000
+    ser = tm.get("Result Serialization Time", 0) / 1000
+    fetch = (ti["Finish Time"] - ti["Getting Result Time"]) / 1000 if ti.get("Getting Result Time") else 0.0
+    sr = tm.get("Shuffle Read Metrics") or {}
+    row: dict[str, Any] = {
+        "task": ti.get("Task ID"),
+        "partition": ti.get("Partition ID", ti.get("Index")),
+        "wall_s": wall,
+        "deser_s": deser,
+        "run_s": run,
+        "run_cpu_s": cpu,
+        "run_gc_s": gc,
+        # the executor's thread neither on the CPU nor collecting: waiting for the Python worker, I/O, locks
+        "run_off_cpu_s": max(run - cpu - gc, 0.0),
+        "result_ser_s": ser,
+        "fetch_result_s": fetch,
+        # launch to finish not covered above: scheduling delay, sending the result, the driver's bookkeeping
+        "other_s": max(wall - deser - run - ser - fetch, 0.0),
+        "result_mb": tm.get("Result Size", 0) / 1e6,
+        "peak_exec_mem_mb": tm.get("Peak Execution Memory", 0) / 1e6,
+        "shuffle_read_mb": (sr.get("Remote Bytes Read", 0) + sr.get("Local Bytes Read", 0)) / 1e6,
+        "shuffle_fetch_wait_s": sr.get("Fetch Wait Time", 0) / 1000,
+    }
+    row = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
+    row["sql"] = _sql_metrics(ti.get("Accumulables") or [], names)
+    return row
+
+
+def summarise(lines: list[str], min_s: float, *, tasks: bool = False, min_task_s: float = 1.0) -> list[dict[str, Any]]:
+    """Per job of at least ``min_s`` seconds, its stages' task metrics (and with ``tasks`` the long tasks)."""
+    names: dict[int, tuple[str, str]] = {}
+    task_rows: dict[int, list[dict[str, Any]]] = defaultdict(list)
     stage_job: dict[int, int] = {}
     jobs: dict[int, dict[str, Any]] = {}
     stages: dict[int, dict[str, Any]] = defaultdict(lambda: defaultdict(float))
     for line in lines:
         e = json.loads(line)
         kind = e["Event"]
-        if kind == "SparkListenerJobStart":
+        if kind.endswith("SparkListenerSQLExecutionStart") or kind.endswith("SparkListenerSQLAdaptiveExecutionUpdate"):
+            _plan_metrics(e.get("sparkPlanInfo") or {}, names)
+        elif kind.endswith("SparkListenerSQLAdaptiveSQLMetricUpdates"):
+            for m in e.get("sqlPlanMetrics") or []:
+                names[int(m["accumulatorId"])] = (m["name"], m.get("metricType", "sum"))
+        elif kind == "SparkListenerJobStart":
             jobs[e["Job ID"]] = {
                 "start": e["Submission Time"],
                 "desc": (e.get("Properties") or {}).get("spark.job.description", ""),
@@ -56,6 +136,8 @@ def summarise(lines: list[str], min_s: float) -> list[dict[str, Any]]:
             st = stages[e["Stage ID"]]
             ti, tm = e["Task Info"], e.get("Task Metrics") or {}
             wall = (ti["Finish Time"] - ti["Launch Time"]) / 1000
+            if tasks and wall >= min_task_s:
+                task_rows[e["Stage ID"]].append(_task_row(ti, tm, names))
             st["tasks"] += 1
             st["task_wall_sum_s"] += wall
             st["task_wall_max_s"] = max(st["task_wall_max_s"], wall)
@@ -79,7 +161,10 @@ def summarise(lines: list[str], min_s: float) -> list[dict[str, Any]]:
         rows = []
         for sid in sorted(s for s, j in stage_job.items() if j == jid and s in stages):
             st = stages[sid]
-            rows.append({"stage": sid, **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in st.items()}})
+            row = {"stage": sid, **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in st.items()}}
+            if task_rows.get(sid):
+                row["long_tasks"] = task_rows[sid]
+            rows.append(row)
         out.append({"job": jid, "job_s": round(took, 3), "description": job["desc"], "stages": rows})
     return out
 
@@ -88,8 +173,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("log", type=Path)
     ap.add_argument("--min-s", type=float, default=1.0, help="only jobs that took at least this long")
+    ap.add_argument("--tasks", action="store_true", help="also each long task's breakdown and SQL metrics")
+    ap.add_argument("--min-task-s", type=float, default=1.0, help="with --tasks: tasks of at least this wall time")
     args = ap.parse_args()
-    print(json.dumps(summarise(_lines(args.log), args.min_s), indent=1))
+    print(json.dumps(summarise(_lines(args.log), args.min_s, tasks=args.tasks, min_task_s=args.min_task_s), indent=1))
 
 
 if __name__ == "__main__":
