@@ -122,7 +122,9 @@ def main(manager: Callable[[], None] | None = None) -> None:
     if done.failures or done.python_threads:
         print(report(done), file=sys.stderr, flush=True)
     if manager is None:
-        from pyspark.daemon import manager
+        from pyspark.daemon import manager as pyspark_manager
+
+        manager = pyspark_manager
     manager()
 
 
