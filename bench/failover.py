@@ -57,6 +57,7 @@ from _common import (
     large_request_sinks,
     machine_info,
     make_chroot,
+    parse_confs,
     plan_layout,
     prepare_tree,
     print_table,
@@ -72,6 +73,7 @@ from _common import (
     zk_client,
 )
 
+import core
 from core.kafka.zkdata import CONTROLLER_PATH
 from streaming.settings import Settings
 
@@ -338,6 +340,14 @@ def main() -> None:
         help="bench-only request sink allowing messages over 1 MB: auto = only after the product fails",
     )
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    ap.add_argument("--tag", default="", help="suffix of the results file name (experiments)")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the shipped spark-defaults.conf (repeatable)",
+    )
     args = ap.parse_args()
     if not args.no_wait_quiet:
         wait_quiet()
@@ -348,9 +358,11 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-fo-"))
     results: dict[str, Any] = {"benchmark": "failover", "partitions": args.partitions}
     with services() as svc:
-        spark, spark_s = spark_session(args.buckets)
+        spark, spark_s = spark_session(args.buckets, parse_confs(args.conf))
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
+            results["spark_conf"] = parse_confs(args.conf)
+            results["core_file"] = core.__file__
             results["spark_startup_s"] = round(spark_s, 1)
             name = f"fo{args.partitions}x{uuid.uuid4().hex[:6]}"
             make_chroot(svc, name)
@@ -386,7 +398,7 @@ def main() -> None:
                     )
                     results.setdefault("cold_start_runs", []).append(r)
                     print(json.dumps(r), flush=True)
-                    write_results("failover", results)
+                    write_results("failover" + (f"-{args.tag}" if args.tag else ""), results)
                     if "error" not in r:
                         results["cold_start"] = r
                         break
@@ -412,7 +424,7 @@ def main() -> None:
                     )
                     results.setdefault("takeover_runs", []).append(r)
                     print(json.dumps(r), flush=True)
-                    write_results("failover", results)
+                    write_results("failover" + (f"-{args.tag}" if args.tag else ""), results)
                     if "error" not in r:
                         results["takeover"] = r
                         break
@@ -461,7 +473,7 @@ def main() -> None:
         ],
     )
     print(f"(Spark start-up, not included above: {results.get('spark_startup_s')} s)")
-    path = write_results("failover", results)
+    path = write_results("failover" + (f"-{args.tag}" if args.tag else ""), results)
     print(f"\nresults: {path}")
 
 
