@@ -59,12 +59,17 @@ def warm_task(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     yield pd.DataFrame({"pid": [os.getpid()], "seconds": [time.perf_counter() - start]})
 
 
+def warmup_setting(value: str) -> bool:
+    """The value of ``spark.livectl.python.warmup``: ``true`` or ``false`` (any case); anything else is refused."""
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"{WARMUP_CONF}: must be true or false, got {value.strip()!r}")
+    return text == "true"
+
+
 def warmup_enabled(spark: Any) -> bool:
-    """``spark.livectl.python.warmup`` (default ``true``); anything but ``true`` / ``false`` is refused."""
-    value = str(spark.conf.get(WARMUP_CONF, "true")).strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError(f"{WARMUP_CONF}: must be true or false, got {value!r}")
-    return value == "true"
+    """``spark.livectl.python.warmup`` of the session (default ``true``)."""
+    return warmup_setting(str(spark.conf.get(WARMUP_CONF, "true")))
 
 
 def warm_workers(spark: Any, tasks: int | None = None) -> Warmed:
