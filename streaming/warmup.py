@@ -32,31 +32,35 @@ log = logging.getLogger("livectl.warmup")
 WARMUP_CONF = "spark.livectl.python.warmup"
 
 #: the rows :func:`warm_task` yields
-WARMED_SCHEMA = "pid long, seconds double"
+WARMED_SCHEMA = "pid long, seconds double, ready boolean"
 
 
 @dataclass(frozen=True)
 class Warmed:
-    """The warm-up job's outcome: the workers' process ids and each task's import time, the job's time."""
+    """The warm-up job's outcome: per task, its worker's process id, its import time and whether the
+    worker had the validator already (reused, or forked from livectl's daemon); the job's time."""
 
     pids: tuple[int, ...]
     task_seconds: tuple[float, ...]
+    ready: tuple[bool, ...]
     job_seconds: float
 
 
 def warm_task(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """The ``mapInPandas`` function: in the Python worker, import what the query's steps import (the
-    routing step, the buckets' step) and build the worker's shared validator; one row: pid, seconds."""
+    routing step, the buckets' step) and build the worker's shared validator; one row: pid, seconds, and
+    whether the validator was there before (``ready``)."""
     import os
 
     start = time.perf_counter()
     import streaming.stateful  # noqa: F401 - imported for its cost: the buckets' step
     from streaming.routing import shared_validator
 
+    ready = shared_validator.cache_info().currsize > 0
     shared_validator()
     for _ in batches:
         pass
-    yield pd.DataFrame({"pid": [os.getpid()], "seconds": [time.perf_counter() - start]})
+    yield pd.DataFrame({"pid": [os.getpid()], "seconds": [time.perf_counter() - start], "ready": [ready]})
 
 
 def warmup_setting(value: str) -> bool:
@@ -81,6 +85,7 @@ def warm_workers(spark: Any, tasks: int | None = None) -> Warmed:
     return Warmed(
         tuple(int(r["pid"]) for r in rows),
         tuple(float(r["seconds"]) for r in rows),
+        tuple(bool(r["ready"]) for r in rows),
         time.perf_counter() - start,
     )
 

@@ -146,5 +146,8 @@ def test_warm_task_builds_the_validator_and_reports_its_process() -> None:
     assert len(rows) == 1
     assert rows[0]["pid"].tolist() == [os.getpid()]
     assert 0 <= rows[0]["seconds"].tolist()[0] <= time.perf_counter() - start
+    assert rows[0]["ready"].tolist() == [False]
     assert routing.shared_validator.cache_info().currsize == 1
     assert "streaming.stateful" in sys.modules
+    again = list(warmup.warm_task(iter([])))
+    assert again[0]["ready"].tolist() == [True]
