@@ -4,6 +4,7 @@ connection). No Spark: the daemon is driven through its socket protocol, as Pyth
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import struct
@@ -63,10 +64,17 @@ def test_a_failing_import_is_reported_and_the_rest_still_preloaded() -> None:
 
 
 def test_main_preloads_before_handing_over_to_the_manager() -> None:
-    seen: list[bool] = []
+    seen: list[tuple[bool, bool]] = []
     routing.shared_validator.cache_clear()
-    worker_daemon.main(manager=lambda: seen.append(routing.shared_validator.cache_info().currsize == 1))
-    assert seen == [True]
+
+    def manager() -> None:
+        seen.append((routing.shared_validator.cache_info().currsize == 1, gc.get_freeze_count() > 0))
+
+    try:
+        worker_daemon.main(manager=manager)
+    finally:
+        gc.unfreeze()
+    assert seen == [(True, True)]
 
 
 def test_imports_print_nothing_on_the_daemons_standard_output(capfd: pytest.CaptureFixture[str]) -> None:
