@@ -270,6 +270,8 @@ def takeover(
     out["active_log"] = str(log)
     rc: RunningController | None = None
     observer = zk_client(settings.zookeeper_connect)
+    # the active controller is the product's entry point in a process of its own: its whole tree's memory
+    active_mem = MemoryPeaks(trees={"active_controller_process_tree": proc.pid}).__enter__()
     try:
         out["active_load_s"] = round(wait_active_loaded(settings, log, proc, timeout), 1)
         print(f"[takeover] active controller (pid {proc.pid}) loaded in {out['active_load_s']} s", flush=True)
@@ -298,6 +300,8 @@ def takeover(
         if observer.exists(CONTROLLER_PATH, watch=watch) is None:
             raise RuntimeError("no active controller before the kill")
         before = end_offsets(settings.bootstrap_servers, settings.requests_topic)  # the active is idle
+        active_mem.__exit__(None, None, None)
+        out["active_peak_rss_gib"] = active_mem.gib()["active_controller_process_tree"]
         t_kill = time.time()
         kill_group(proc)
         if not gone.wait(settings.zookeeper_session_timeout_ms / 1000 * 3 + 10):
@@ -323,6 +327,7 @@ def takeover(
         out.update(sink_times(clock, p["batchId"]))
         out.update(request_bytes(settings.bootstrap_servers, settings.requests_topic, before))
     finally:
+        active_mem.__exit__(None, None, None)
         kill_group(proc)
         if rc is not None:
             rc.stop()
