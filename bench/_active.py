@@ -2,7 +2,7 @@
 
 Same as the product's entry point (``python -m streaming``: :class:`streaming.app.ControllerApp` with
 its own local SparkSession), except that the request sink's producer accepts messages over 1 MB
-(:func:`_common.large_request_sinks`). Arguments: ``--master M --set key=value ...``.
+(:func:`_common.large_request_sinks`). Arguments: ``--master M --set key=value ... --conf key=value ...``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 import signal
 from typing import Any
 
-from _common import large_request_sinks
+from _common import large_request_sinks, parse_confs
 
 from streaming.app import ControllerApp
 from streaming.settings import Settings
@@ -22,12 +22,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("kafka", "kazoo", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     settings = Settings.load(overrides=args.overrides)
-    app = ControllerApp(settings, master=args.master, wrap_sinks=large_request_sinks())
+    app = ControllerApp(
+        settings, master=args.master, wrap_sinks=large_request_sinks(), spark_conf=parse_confs(args.conf)
+    )
 
     def on_signal(signum: int, _frame: Any) -> None:
         app.stop()

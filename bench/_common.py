@@ -28,6 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kafka import KafkaConsumer, TopicPartition  # noqa: E402
+from kafka.record.memory_records import MemoryRecords  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from core.decisions import BrokerRequest, ZkWrite  # noqa: E402
@@ -170,9 +172,9 @@ class Services:
 
 
 @contextlib.contextmanager
-def services(keep: bool = False) -> Iterator[Services]:
+def services(keep: bool = False, zk_heap: str = "512m") -> Iterator[Services]:
     run_dir = Path(tempfile.mkdtemp(prefix="livectl-bench-"))
-    zk = local.start_zookeeper(run_dir / "zookeeper", local.free_port())
+    zk = local.start_zookeeper(run_dir / "zookeeper", local.free_port(), heap=zk_heap)
     try:
         broker = local.start_broker(run_dir / "broker", local.free_port())
     except BaseException:
@@ -190,6 +192,18 @@ def services(keep: bool = False) -> Iterator[Services]:
             shutil.rmtree(run_dir, ignore_errors=True)
 
 
+def add_scale_options(ap: Any) -> None:
+    """``--conf`` (Spark settings over the shipped ones) and ``--zk-heap``, for runs past 100k partitions."""
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the shipped spark-defaults.conf, e.g. spark.driver.memory=6g (repeatable)",
+    )
+    ap.add_argument("--zk-heap", default="512m", help="ZooKeeper's maximum heap (-Xmx); 1M partitions: 4g")
+
+
 def parse_confs(items: Sequence[str]) -> dict[str, str]:
     """``--conf key=value`` texts (as given to a bench script) as a mapping; a text without ``=`` is an error."""
     out: dict[str, str] = {}
@@ -201,6 +215,17 @@ def parse_confs(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
+#: the benchmarks' Spark master, and the bucket count livectl gives a new checkpoint on it (one per core)
+MASTER = "local[2]"
+
+
+def shipped_buckets() -> int:
+    """What ``num_buckets`` = 0 (the shipped default) makes of a new checkpoint on :data:`MASTER`."""
+    from streaming.startup import executor_cores
+
+    return executor_cores({"spark.master": MASTER}, default_parallelism=2)[0]
+
+
 def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tuple[Any, float]:
     """A local[2] SparkSession configured like the shipped ``spark-defaults.conf``, then ``conf`` (a bench
     script's ``--conf key=value`` options; they win over the file); returns (session, start-up s)."""
@@ -208,7 +233,7 @@ def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tu
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     started = time.monotonic()
-    builder = SparkSession.builder.master("local[2]").appName("livectl-bench")
+    builder = SparkSession.builder.master(MASTER).appName("livectl-bench")
     for raw in conf_file(SPARK_DEFAULTS).read_text().splitlines():
         line = raw.strip()
         if line and not line.startswith("#"):
@@ -599,3 +624,149 @@ def percentile(values: Sequence[float], q: float) -> float:
     lo = int(k)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+@contextlib.contextmanager
+def batch_sizes() -> Iterator[list[int]]:
+    """While open, the size of every record batch a consumer of this process takes from a fetch (each stored
+    batch's size as the broker returns it: compressed, as it sits on the topic)."""
+    sizes: list[int] = []
+    original = MemoryRecords.next_batch
+
+    def next_batch(self: MemoryRecords, *args: Any, **kwargs: Any) -> Any:
+        batch = original(self, *args, **kwargs)
+        if batch is not None:
+            sizes.append(int(batch.size_in_bytes))  # a property of the v2 batch: length field + header
+        return batch
+
+    MemoryRecords.next_batch = next_batch  # type: ignore[method-assign]
+    try:
+        yield sizes
+    finally:
+        MemoryRecords.next_batch = original  # type: ignore[method-assign]
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition of ``topic`` and its end offset now."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
+        return {tp.partition: int(off) for tp, off in c.end_offsets(tps).items()}
+    finally:
+        c.close()
+
+
+def read_back(
+    bootstrap: str, topic: str, expected: int | None = None, since: Mapping[int, int] | None = None
+) -> tuple[list[Any], int]:
+    """Every committed record of ``topic`` (from the offsets ``since``, else the start; until ``expected``
+    records, else until the topic is drained) and the bytes of the record batches they came in."""
+    with batch_sizes() as sizes:
+        c = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            fetch_max_bytes=64 * 1024 * 1024,
+            max_partition_fetch_bytes=16 * 1024 * 1024,
+        )
+        try:
+            tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic))]
+            c.assign(tps)
+            for tp in tps:
+                c.seek(tp, (since or {}).get(tp.partition, 0))
+            records: list[Any] = []
+            idle = 0
+            while (expected is None or len(records) < expected) and idle < (4 if expected is None else 20):
+                got = c.poll(timeout_ms=500, max_records=1000)
+                idle = 0 if got else idle + 1
+                for rs in got.values():
+                    records.extend(rs)
+        finally:
+            c.close()
+    return records, sum(sizes)
+
+
+def request_bytes(bootstrap: str, topic: str, since: Mapping[int, int]) -> dict[str, Any]:
+    """What a controller wrote to the request topic after ``since``: messages, the bytes of their record
+    batches on the topic (compressed with the ``request_compression`` setting) and of their values."""
+    records, on_topic = read_back(bootstrap, topic, since=since)
+    return {
+        "request_messages": len(records),
+        "request_topic_mb": round(on_topic / 1e6, 2),
+        "request_values_mb": round(sum(len(r.value or b"") for r in records) / 1e6, 2),
+    }
+
+
+def _rss_kib(pid: int) -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _descendants(root: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every process below ``root`` (from /proc's parent links)."""
+    parent: dict[int, int] = {}
+    cmd: dict[int, str] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (d / "stat").read_text()
+            parent[int(d.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+            cmd[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        for child, ppid in parent.items():
+            if ppid == p:
+                out.append((child, cmd.get(child, "")))
+                todo.append(child)
+    return out
+
+
+class MemoryPeaks:
+    """Peak resident memory, sampled every ``interval`` s while open, of: this process (the benchmark *and*
+    the controller's driver Python, which share it), the Spark driver JVM, the Python workers (all of them
+    together), ZooKeeper (``zk_pid``), and each process of ``trees`` with everything below it (a controller
+    run as its own process: its driver Python, JVM and Python workers together)."""
+
+    def __init__(
+        self, zk_pid: int | None = None, interval: float = 0.5, trees: Mapping[str, int] | None = None
+    ) -> None:
+        self.zk_pid, self.interval, self.trees = zk_pid, interval, dict(trees or {})
+        self.peaks_kib: dict[str, int] = {"bench_and_driver_python": 0, "spark_jvm": 0, "python_workers": 0}
+        if zk_pid is not None:
+            self.peaks_kib["zookeeper"] = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memory-peaks", daemon=True)
+
+    def sample(self) -> None:
+        now = {"bench_and_driver_python": _rss_kib(os.getpid()), "spark_jvm": 0, "python_workers": 0}
+        for pid, cmd in _descendants(os.getpid()):
+            if "java" in cmd.split(" ", 1)[0]:
+                now["spark_jvm"] += _rss_kib(pid)
+            elif "pyspark" in cmd or "worker" in cmd:
+                now["python_workers"] += _rss_kib(pid)
+        if self.zk_pid is not None:
+            now["zookeeper"] = _rss_kib(self.zk_pid)
+        for name, root in self.trees.items():
+            now[name] = _rss_kib(root) + sum(_rss_kib(pid) for pid, _ in _descendants(root))
+        for k, v in now.items():
+            self.peaks_kib[k] = max(self.peaks_kib.get(k, 0), v)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> MemoryPeaks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def gib(self) -> dict[str, float]:
+        return {k: round(v / 1024 / 1024, 2) for k, v in self.peaks_kib.items()}

@@ -2,7 +2,7 @@
 
 On real local services (ZooKeeper + tansu, free ports, stopped by PID): ten brokers registered (each
 with its own kazoo session), an optional background cluster in Kafka's layout (``--background``
-partitions), and the controller (:class:`streaming.app.ControllerApp`, shipped defaults: 8 buckets, 1 s
+partitions), and the controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core, 1 s
 trigger) on an empty checkpoint, in this process. Once it has loaded and is idle, ``--commands``
 create-topic commands (``--topic-partitions`` partitions, replication factor 3, Kafka's default
 placement) are sent one at a time to ``livectl.admin`` as the CLI sends them (keyed by request id,
@@ -53,6 +53,7 @@ from _common import (
     register_brokers,
     services,
     settings_for,
+    shipped_buckets,
     spark_session,
     start_controller,
     wait_quiet,
@@ -179,7 +180,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--topic-partitions", type=int, default=10)
     ap.add_argument("--background", type=int, default=1000, help="partitions already in the cluster")
-    ap.add_argument("--buckets", type=int, default=8, help="state buckets = spark.sql.shuffle.partitions")
+    ap.add_argument(
+        "--buckets",
+        type=int,
+        default=shipped_buckets(),
+        help="state buckets = spark.sql.shuffle.partitions (default: livectl's for local[2], one per core: 2)",
+    )
     ap.add_argument("--trigger", default=None, help="trigger interval (default: the shipped default)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per command")
     ap.add_argument("--tag", default="", help="suffix of the results file name (experiments)")

@@ -6,7 +6,7 @@ topic, Kafka's default placement) on real local services (ZooKeeper + tansu, fre
 1. a fresh ZooKeeper chroot gets the cluster in Kafka's layout (``/brokers/topics/<t>``, every
    ``…/partitions/<p>/state``; leader = first replica, ISR = all) and ten broker registrations, each
    held by its own kazoo session;
-2. the controller (:class:`streaming.app.ControllerApp`, shipped defaults: 8 buckets, 1 s trigger) starts
+2. the controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core, 1 s trigger) starts
    on an empty checkpoint and loads the tree (cold start; timed too);
 3. broker 1 is hard-killed: its kazoo session is closed, so ZooKeeper deletes ``/brokers/ids/1``. A watch
    of an observer session stamps ``t0`` when the znode disappears. Then, from ``t0``:
@@ -45,14 +45,17 @@ from typing import Any
 from _common import (
     DISPATCH_CALLS,
     Layout,
+    MemoryPeaks,
     RunningController,
     Services,
     SinkClock,
+    add_scale_options,
     batch_end,
     close,
     large_request_sinks,
     machine_info,
     make_chroot,
+    parse_confs,
     plan_layout,
     prepare_tree,
     print_table,
@@ -61,6 +64,7 @@ from _common import (
     register_brokers,
     services,
     settings_for,
+    shipped_buckets,
     spark_session,
     start_controller,
     wait_quiet,
@@ -328,7 +332,12 @@ def _ts(text: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,10000,100000", help="partition counts, comma-separated")
-    ap.add_argument("--buckets", type=int, default=8, help="state buckets = spark.sql.shuffle.partitions")
+    ap.add_argument(
+        "--buckets",
+        type=int,
+        default=shipped_buckets(),
+        help="state buckets = spark.sql.shuffle.partitions (default: livectl's for local[2], one per core: 2)",
+    )
     ap.add_argument("--trigger", default=None, help="trigger interval (default: the shipped default)")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument(
@@ -338,6 +347,7 @@ def main() -> None:
         help="bench-only request sink allowing messages over 1 MB: auto = only when the product fails on a size",
     )
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    add_scale_options(ap)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.trigger is None:
@@ -351,14 +361,17 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-bf-"))
     results: dict[str, Any] = {"benchmark": "broker_failure", "sizes": []}
-    with services() as svc:
-        spark, spark_s = spark_session(args.buckets)
+    with services(zk_heap=args.zk_heap) as svc:
+        spark, spark_s = spark_session(args.buckets, parse_confs(args.conf))
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
             results["spark_startup_s"] = round(spark_s, 1)
             for n in sizes:
                 wait_quiet() if not args.no_wait_quiet else None
-                r = run_size(spark, svc, n, work, args, prototype=args.prototype == "on")
+                with MemoryPeaks(svc.zookeeper.pid) as mem:
+                    r = run_size(spark, svc, n, work, args, prototype=args.prototype == "on")
+                r["peak_rss_gib"] = mem.gib()
+                print(f"[{n}] peak resident memory (GiB): {r['peak_rss_gib']}", flush=True)
                 results["sizes"].append(r)
                 print(json.dumps(r, default=str), flush=True)
                 write_results("broker_failure", results)

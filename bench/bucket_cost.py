@@ -15,6 +15,13 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
   takeover / cold-start batch);
 * ``tick call`` — the whole call in a batch that leaves the bucket unchanged, beside what it cost when such
   a call re-serialised the state;
+* ``failover call`` — the whole call of a failover batch's bucket (its failover reference and a tick in,
+  the snapshot slice read from the shipped file, on an empty state), first as one call, then part by part
+  in the same process so that the parts account for every second of it: reading the file, decoding it,
+  the ``ControllerFailover`` step, the state dump, the decision rows, metrics, the pandas frame and its
+  Arrow conversion (what ``applyInPandasWithState``'s serializer does with the frame), CPU and wall
+  seconds; with ``--profile`` also the call's top functions (cProfile). ``--trees A,B`` runs it in fresh
+  processes importing each source tree in turn (A B B A ...), for a before/after in one session;
 * ``whole call`` — the whole call as a Python worker makes it, with ``--held`` buckets' states cached and
   the collector as in a worker, in fresh processes: the collector paused during the call (shipped) and
   running (before), alternating, CPU seconds per call (the parts above run after ``gc.collect()``, which
@@ -22,12 +29,14 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
 
 The per-batch floor of the query is about ``buckets / 2`` times the per-bucket sum (2 cores).
 
-Run: ``.venv/bin/python bench/bucket_cost.py [--partitions 100000] [--buckets 8]``.
+Run: ``.venv/bin/python bench/bucket_cost.py [--partitions 100000] [--buckets 8]``; the failover call
+alone: ``--failover-call [--profile] [--trees /path/to/main,/path/to/branch --rounds 2]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import json
 import sys
@@ -37,6 +46,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+if "--tree" in sys.argv:  # a fresh process of --trees: import that source tree's code (its _common puts
+    # its own root first on the path)
+    _tree = sys.argv[sys.argv.index("--tree") + 1]
+    sys.path[:0] = [str(Path(_tree) / "bench"), _tree]
 
 from _common import RESULTS_DIR, machine_info, write_results
 from core_step import build_state
@@ -205,6 +218,125 @@ def whole_call_ab(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def failover_call(state: controller.ControllerState, profile: bool) -> dict[str, Any]:
+    """One failover batch's bucket call (see the module docstring), CPU and wall seconds per part."""
+    import io
+    import pstats
+
+    import pandas as pd
+    import pyarrow as pa
+
+    import core
+    from core.codec.events import event_from_json, event_to_json
+    from streaming import stateful
+    from streaming.routing import KIND_FAILOVER_REF, KIND_TICK
+
+    store = MemoryCheckpointStore()
+    ref = failover.write_snapshot(store, 1000, snapshot_for(state), 1)
+    files = failover.StoreSnapshots(store)
+    folder = str(ref["path"])
+    frame = pd.DataFrame(
+        [
+            (0, 5, "livectl.failover/0", 1, 0, KIND_FAILOVER_REF, failover.ref_to_json(ref)),
+            (0, 6, "~tick", 0, 0, KIND_TICK, event_to_json(ev.Tick(6))),
+        ],
+        columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"],
+    )
+
+    class _Empty(_GroupState):
+        @property
+        def exists(self) -> bool:
+            return False
+
+    def to_arrow(out: pd.DataFrame) -> int:
+        sink = pa.BufferOutputStream()
+        batch = pa.RecordBatch.from_pandas(out, preserve_index=False)
+        with pa.ipc.new_stream(sink, batch.schema) as w:
+            w.write_batch(batch)
+        return int(sink.tell())
+
+    res: dict[str, Any] = {"core_file": core.__file__}
+    gc.collect()
+    c0, w0 = time.process_time(), time.perf_counter()
+    (out,) = stateful.step_bucket((0,), iter([frame]), _Empty(()), None, files)
+    c1, w1 = time.process_time(), time.perf_counter()
+    res["arrow_bytes"] = to_arrow(out)
+    c2 = time.process_time()
+    res["whole_call_cpu_s"], res["whole_call_wall_s"] = c1 - c0, w1 - w0
+    res["call_then_arrow_cpu_s"] = c2 - c0
+    res["output_rows"], res["output_payload_bytes"] = len(out), int(sum(len(p) for p in out["payload"]))
+    del out
+    parts: dict[str, float] = {}
+    walls: dict[str, float] = {}
+
+    def part(name: str, fn: Any, *a: Any, **kw: Any) -> Any:
+        c, w = time.process_time(), time.perf_counter()
+        got = fn(*a, **kw)
+        parts[name], walls[name] = time.process_time() - c, time.perf_counter() - w
+        return got
+
+    gc.collect()
+    with gc_paused():  # as the call runs
+        text = part("read_file", files.read, folder, 0)
+        fo = part("decode_snapshot", event_from_json, text)
+        new_state, decisions, _ = part(
+            "failover_step", controller.step_isolating, controller.ControllerState(), [fo, ev.Tick(6)]
+        )
+        dumped = part("dump_state", stateful.dump_state, new_state)
+        rows = part("decision_rows", stateful.decision_rows, 0, decisions)
+        part("metrics_and_imbalance", lambda: (controller.metrics(new_state), controller.imbalance(new_state)))
+        out = part("pandas_frame", pd.DataFrame, rows, columns=stateful._OUTPUT_COLUMNS)
+        part("arrow_ipc", to_arrow, out)
+    res["state_json_bytes"], res["state_blob_bytes"] = dumped[1], len(dumped[2])
+    res["parts_cpu_s"] = parts
+    res["parts_wall_s"] = walls
+    res["parts_cpu_sum_s"] = sum(parts.values())
+    if profile:
+        prof = cProfile.Profile()
+        gc.collect()
+        prof.enable()
+        (out,) = stateful.step_bucket((0,), iter([frame]), _Empty(()), None, files)
+        to_arrow(out)
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
+        res["profile_tottime_top25"] = buf.getvalue()
+    return res
+
+
+def failover_call_trees(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`failover_call` in fresh processes per source tree, alternating (A B B A ...); medians."""
+    import statistics
+    import subprocess
+
+    trees = args.trees.split(",")
+    runs: dict[str, list[dict[str, Any]]] = {t: [] for t in trees}
+    for r in range(args.rounds):
+        for tree in trees if r % 2 == 0 else list(reversed(trees)):
+            cmd = [sys.executable, __file__, "--partitions", str(args.partitions), "--buckets", str(args.buckets)]
+            cmd += ["--failover-call-only", "--tree", tree]
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            if not str(got["core_file"]).startswith(str(Path(tree).resolve())):
+                raise SystemExit(f"the run for {tree} imported {got['core_file']}")
+            print(f"{tree}: whole call {got['whole_call_cpu_s']:.2f} s CPU", file=sys.stderr)
+            runs[tree].append(got)
+    out: dict[str, Any] = {"failover_call_rounds": args.rounds, "order": "A B B A ..."}
+    for tree, got in runs.items():
+        med: dict[str, Any] = {"core_file": got[0]["core_file"]}
+        for k in ("whole_call_cpu_s", "whole_call_wall_s", "call_then_arrow_cpu_s", "parts_cpu_sum_s"):
+            med[k] = statistics.median(g[k] for g in got)
+        med["parts_cpu_s"] = {p: statistics.median(g["parts_cpu_s"][p] for g in got) for p in got[0]["parts_cpu_s"]}
+        med["runs_whole_call_cpu_s"] = [g["whole_call_cpu_s"] for g in got]
+        out[tree] = med
+    base = out[trees[0]]["whole_call_cpu_s"]
+    for tree in trees[1:]:
+        out[f"ratio_whole_call_cpu_{Path(tree).name}_to_{Path(trees[0]).name}"] = round(
+            out[tree]["whole_call_cpu_s"] / base, 3
+        )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=100_000, help="cluster size")
@@ -213,9 +345,30 @@ def main() -> None:
     ap.add_argument("--held", type=int, default=4, help="buckets' states one Python worker keeps (8 / 2 cores)")
     ap.add_argument("--calls", type=int, default=2, help="whole-call rounds per process (failure + return each)")
     ap.add_argument("--whole-call-only", choices=["paused", "running"], help=argparse.SUPPRESS)
+    ap.add_argument("--failover-call", action="store_true", help="only the failover call's parts")
+    ap.add_argument("--profile", action="store_true", help="with --failover-call: cProfile's top functions")
+    ap.add_argument("--trees", help="with --failover-call: source trees to compare, comma-separated")
+    ap.add_argument("--failover-call-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--tree", help=argparse.SUPPRESS)
     args = ap.parse_args()
     per_bucket = args.partitions // args.buckets
+    if args.failover_call and args.trees:
+        res = {"benchmark": "bucket_cost_failover_call", "machine": machine_info(), "partitions": args.partitions}
+        res.update(buckets=args.buckets, partitions_per_bucket=per_bucket, **failover_call_trees(args))
+        print(json.dumps({k: v for k, v in res.items() if k != "machine"}, indent=2))
+        write_results("bucket_cost_failover_call", res)
+        return
     state = build_state(10, per_bucket, 3, 100)
+    if args.failover_call_only or args.failover_call:
+        got = failover_call(state, args.profile)
+        if args.failover_call_only:
+            print(json.dumps(got))
+            return
+        profile_text = got.pop("profile_tottime_top25", "")
+        print(json.dumps(got, indent=2))
+        print(profile_text)
+        write_results("bucket_cost_failover_call", {"machine": machine_info(), "partitions": args.partitions, **got})
+        return
     if args.whole_call_only:
         print(json.dumps(whole_call(state, args.calls, args.held, args.whole_call_only == "paused")))
         return

@@ -34,18 +34,15 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_info, print_table, write_results
-from kafka import KafkaConsumer, TopicPartition
+from _common import machine_info, print_table, read_back, write_results
 from kafka import codec as kcodec
-from kafka.record.memory_records import MemoryRecords
 from request_sink_cost import bucket_decisions, decode_rows
 
 import core
@@ -66,52 +63,6 @@ ENCODERS: dict[str, Callable[[bytes], bytes]] = {
     "lz4": kcodec.lz4_encode,
     "zstd": kcodec.zstd_encode,
 }
-
-
-@contextmanager
-def batch_sizes() -> Iterator[list[int]]:
-    """While open, the size of every record batch a consumer of this process takes from a fetch."""
-    sizes: list[int] = []
-    original = MemoryRecords.next_batch
-
-    def next_batch(self: MemoryRecords, *args: Any, **kwargs: Any) -> Any:
-        batch = original(self, *args, **kwargs)
-        if batch is not None:
-            sizes.append(int(batch.size_in_bytes))  # a property of the v2 batch: length field + header
-        return batch
-
-    MemoryRecords.next_batch = next_batch  # type: ignore[method-assign]
-    try:
-        yield sizes
-    finally:
-        MemoryRecords.next_batch = original  # type: ignore[method-assign]
-
-
-def read_back(bootstrap: str, topic: str, expected: int) -> tuple[list[Any], int]:
-    """Every committed record of ``topic`` and the bytes of the record batches they came in."""
-    with batch_sizes() as sizes:
-        c = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            fetch_max_bytes=64 * 1024 * 1024,
-            max_partition_fetch_bytes=16 * 1024 * 1024,
-        )
-        try:
-            tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic))]
-            c.assign(tps)
-            for tp in tps:
-                c.seek(tp, 0)
-            records: list[Any] = []
-            idle = 0
-            while len(records) < expected and idle < 20:
-                got = c.poll(timeout_ms=500, max_records=1000)
-                idle = 0 if got else idle + 1
-                for rs in got.values():
-                    records.extend(rs)
-        finally:
-            c.close()
-    return records, sum(sizes)
 
 
 def send_once(bootstrap: str, codec: str, msgs: list[rq.OutboundMessage], topic: str) -> dict[str, Any]:

@@ -4,7 +4,7 @@ On real local services (ZooKeeper + tansu, free ports, stopped by PID), a ZooKee
 cluster in Kafka's layout (default 100k partitions: 1,000 topics × 100, replication factor 3, 10
 brokers each holding its registration with its own kazoo session). Then:
 
-(b) **cold start** — a controller (:class:`streaming.app.ControllerApp`, shipped defaults: 8 buckets, 1 s
+(b) **cold start** — a controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core, 1 s
     trigger) on an empty checkpoint, in this process, with the SparkSession already started: from
     ``run()`` to the end of the first completed micro-batch carrying the failover reference (the one
     that loads every bucket from the ZooKeeper snapshot: ``GlobalPartitionCount`` = all partitions).
@@ -50,10 +50,13 @@ from typing import Any
 
 from _common import (
     ROOT,
+    MemoryPeaks,
     RunningController,
     SinkClock,
+    add_scale_options,
     batch_end,
     close,
+    end_offsets,
     large_request_sinks,
     machine_info,
     make_chroot,
@@ -63,8 +66,10 @@ from _common import (
     print_table,
     progress_list,
     register_brokers,
+    request_bytes,
     services,
     settings_for,
+    shipped_buckets,
     spark_session,
     start_controller,
     topic_settings,
@@ -139,6 +144,7 @@ def cold_start(
     spark: Any, settings: Settings, n: int, *, logs: LogTimes, timeout: float, prototype: bool
 ) -> dict[str, Any]:
     clock = SinkClock(track_paths=False, inner_wrap=large_request_sinks() if prototype else None)
+    before = end_offsets(settings.bootstrap_servers, settings.requests_topic)
     t_run = time.time()
     rc = start_controller(spark, settings, clock, wait_ready=None)
     out: dict[str, Any] = {"prototype_large_requests": prototype}
@@ -157,6 +163,7 @@ def cold_start(
         out["durationMs"] = p["durationMs"]
         time.sleep(1.0)
         out.update(sink_times(clock, p["batchId"]))
+        out.update(request_bytes(settings.bootstrap_servers, settings.requests_topic, before))
     finally:
         rc.stop()
     if rc.failed is not None:
@@ -164,7 +171,9 @@ def cold_start(
     return out
 
 
-def start_active(settings: Settings, log: Path, *, prototype: bool) -> subprocess.Popen[bytes]:
+def start_active(
+    settings: Settings, log: Path, *, prototype: bool, conf: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """The active controller in its own process group (own Spark driver): the product's entry point
     (``python -m streaming``), or ``bench/_active.py`` (the same app with the large-request prototype)."""
     overrides = [
@@ -191,6 +200,8 @@ def start_active(settings: Settings, log: Path, *, prototype: bool) -> subproces
         cmd = [sys.executable, "-m", "streaming", "--master", "local[2]"]
     for o in overrides:
         cmd += ["--set", o]
+    for key, value in (conf or {}).items():
+        cmd += ["--conf", f"{key}={value}"]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     with log.open("ab") as f:
         return subprocess.Popen(
@@ -244,14 +255,24 @@ def wait_active_loaded(settings: Settings, log: Path, proc: subprocess.Popen[byt
 
 
 def takeover(
-    spark: Any, settings: Settings, n: int, *, logs: LogTimes, work: Path, timeout: float, prototype: bool
+    spark: Any,
+    settings: Settings,
+    n: int,
+    *,
+    logs: LogTimes,
+    work: Path,
+    timeout: float,
+    prototype: bool,
+    conf: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"prototype_large_requests": prototype}
     log = work / f"active-{uuid.uuid4().hex[:6]}.log"
-    proc = start_active(settings, log, prototype=prototype)
+    proc = start_active(settings, log, prototype=prototype, conf=conf)
     out["active_log"] = str(log)
     rc: RunningController | None = None
     observer = zk_client(settings.zookeeper_connect)
+    # the active controller is the product's entry point in a process of its own: its whole tree's memory
+    active_mem = MemoryPeaks(trees={"active_controller_process_tree": proc.pid}).__enter__()
     try:
         out["active_load_s"] = round(wait_active_loaded(settings, log, proc, timeout), 1)
         print(f"[takeover] active controller (pid {proc.pid}) loaded in {out['active_load_s']} s", flush=True)
@@ -279,6 +300,9 @@ def takeover(
 
         if observer.exists(CONTROLLER_PATH, watch=watch) is None:
             raise RuntimeError("no active controller before the kill")
+        before = end_offsets(settings.bootstrap_servers, settings.requests_topic)  # the active is idle
+        active_mem.__exit__(None, None, None)
+        out["active_peak_rss_gib"] = active_mem.gib()["active_controller_process_tree"]
         t_kill = time.time()
         kill_group(proc)
         if not gone.wait(settings.zookeeper_session_timeout_ms / 1000 * 3 + 10):
@@ -302,7 +326,9 @@ def takeover(
             out["first_standby_batch"] = {"batch_id": first["batchId"], "durationMs": first["durationMs"]}
         time.sleep(1.0)
         out.update(sink_times(clock, p["batchId"]))
+        out.update(request_bytes(settings.bootstrap_servers, settings.requests_topic, before))
     finally:
+        active_mem.__exit__(None, None, None)
         kill_group(proc)
         if rc is not None:
             rc.stop()
@@ -327,7 +353,12 @@ def attempt(fn: Any, *a: Any, **kw: Any) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=100_000)
-    ap.add_argument("--buckets", type=int, default=8, help="state buckets = spark.sql.shuffle.partitions")
+    ap.add_argument(
+        "--buckets",
+        type=int,
+        default=shipped_buckets(),
+        help="state buckets = spark.sql.shuffle.partitions (default: livectl's for local[2], one per core: 2)",
+    )
     ap.add_argument(
         "--session-timeout-ms", type=int, default=6000, help="ZooKeeper session timeout of both controllers"
     )
@@ -341,13 +372,7 @@ def main() -> None:
     )
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
     ap.add_argument("--tag", default="", help="suffix of the results file name (experiments)")
-    ap.add_argument(
-        "--conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a Spark setting over the shipped spark-defaults.conf (repeatable)",
-    )
+    add_scale_options(ap)
     args = ap.parse_args()
     if not args.no_wait_quiet:
         wait_quiet()
@@ -357,7 +382,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-fo-"))
     results: dict[str, Any] = {"benchmark": "failover", "partitions": args.partitions}
-    with services() as svc:
+    with services(zk_heap=args.zk_heap) as svc:
         spark, spark_s = spark_session(args.buckets, parse_confs(args.conf))
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
@@ -393,9 +418,11 @@ def main() -> None:
                             "checkpoint_dir": str(work / f"checkpoint-cold-{int(proto)}"),
                         }
                     )
-                    r = attempt(
-                        cold_start, spark, cold, layout.partitions, logs=logs, timeout=args.timeout, prototype=proto
-                    )
+                    with MemoryPeaks(svc.zookeeper.pid) as mem:
+                        r = attempt(
+                            cold_start, spark, cold, layout.partitions, logs=logs, timeout=args.timeout, prototype=proto
+                        )
+                    r["peak_rss_gib"] = mem.gib()
                     results.setdefault("cold_start_runs", []).append(r)
                     print(json.dumps(r), flush=True)
                     write_results("failover" + (f"-{args.tag}" if args.tag else ""), results)
@@ -412,16 +439,19 @@ def main() -> None:
                             "checkpoint_dir": str(work / f"checkpoint-shared-{int(proto)}"),
                         }
                     )
-                    r = attempt(
-                        takeover,
-                        spark,
-                        shared,
-                        layout.partitions,
-                        logs=logs,
-                        work=work,
-                        timeout=args.timeout,
-                        prototype=proto,
-                    )
+                    with MemoryPeaks(svc.zookeeper.pid) as mem:  # the standby's (the active runs apart)
+                        r = attempt(
+                            takeover,
+                            spark,
+                            shared,
+                            layout.partitions,
+                            logs=logs,
+                            work=work,
+                            timeout=args.timeout,
+                            prototype=proto,
+                            conf=parse_confs(args.conf),
+                        )
+                    r["peak_rss_gib"] = mem.gib()
                     results.setdefault("takeover_runs", []).append(r)
                     print(json.dumps(r), flush=True)
                     write_results("failover" + (f"-{args.tag}" if args.tag else ""), results)
@@ -446,6 +476,8 @@ def main() -> None:
             "failover batch s",
             "zk sink s",
             "req sink s",
+            "requests MB (values)",
+            "on the topic MB",
         ],
         [
             [
@@ -458,6 +490,8 @@ def main() -> None:
                 (tk.get("durationMs") or {}).get("triggerExecution", 0) / 1000 if tk else None,
                 tk.get("zk_sink_s"),
                 tk.get("request_sink_s"),
+                tk.get("request_values_mb"),
+                tk.get("request_topic_mb"),
             ],
             [
                 "(b) cold start",
@@ -469,6 +503,8 @@ def main() -> None:
                 (cs.get("durationMs") or {}).get("triggerExecution", 0) / 1000 if cs else None,
                 cs.get("zk_sink_s"),
                 cs.get("request_sink_s"),
+                cs.get("request_values_mb"),
+                cs.get("request_topic_mb"),
             ],
         ],
     )

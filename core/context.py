@@ -272,6 +272,18 @@ class ControllerContext:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (see :func:`context_from_dict`); compact, per topic."""
+        # one pass over the replica states, by plain (topic, partition) keys: a replica state's entry is
+        # its partition's (in assignment order) when the replica is assigned there, else a stray
+        replicas_of = {(tp.topic, tp.partition): ra.replicas for tp, ra in self.partition_assignments.items()}
+        states_of: dict[tuple[str, int], dict[int, str]] = {}
+        stray: list[list[Any]] = []
+        for pr, st in self.replica_states.items():
+            key = (pr.topic, pr.partition)
+            if pr.replica in replicas_of.get(key, ()):
+                states_of.setdefault(key, {})[pr.replica] = st.value
+            else:
+                stray.append([pr.topic, pr.partition, pr.replica, st.value])
+        no_states: dict[int, str] = {}
         topics: dict[str, Any] = {}
         for topic in sorted(self.topic_partitions):
             parts: dict[str, Any] = {}
@@ -289,11 +301,8 @@ class ControllerContext:
                         l_.leader_recovery_state,
                         li.controller_epoch,
                     ]
-                rstates = {
-                    str(r): self.replica_states[pr].value
-                    for r in ra.replicas
-                    if (pr := PartitionReplica(topic, tp.partition, r)) in self.replica_states
-                }
+                got = states_of.get((topic, tp.partition), no_states)
+                rstates = {str(r): got[r] for r in ra.replicas if r in got}
                 parts[str(tp.partition)] = [
                     list(ra.replicas),
                     list(ra.adding_replicas),
@@ -303,11 +312,6 @@ class ControllerContext:
                     rstates,
                 ]
             topics[topic] = parts
-        stray = [
-            [pr.topic, pr.partition, pr.replica, st.value]
-            for pr, st in self.replica_states.items()
-            if pr.replica not in self.replicas(pr.topic_partition)
-        ]
         return {
             "controller_id": self.controller_id,
             "epoch": self.epoch,

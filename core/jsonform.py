@@ -121,6 +121,21 @@ def int_list(
     )
 
 
+def _plain_ints(v: list[Any] | tuple[Any, ...], minimum: int | None, maximum: int | None) -> bool:
+    """Whether every item is an ``int`` (not a ``bool``) that :func:`_int_value` accepts."""
+    if not all(type(x) is int for x in v):
+        return False
+    if not v:
+        return True
+    lo, hi = min(v), max(v)
+    return (
+        lo >= INT64_MIN
+        and hi <= INT64_MAX
+        and (minimum is None or lo >= minimum)
+        and (maximum is None or hi <= maximum)
+    )
+
+
 def int_seq(
     v: Any,
     name: str,
@@ -137,7 +152,10 @@ def int_seq(
         raise FormatError(name, f"must be a list of integers, got {type(v).__name__}")
     if max_items is not None and len(v) > max_items:
         raise FormatError(name, f"must list at most {max_items} entries, got {len(v)}")
-    out = tuple(_int_value(x, f"{name}[{i}]", minimum, maximum) for i, x in enumerate(v))
+    if _plain_ints(v, minimum, maximum):  # the common case, checked without naming each element
+        out = tuple(v)
+    else:
+        out = tuple(_int_value(x, f"{name}[{i}]", minimum, maximum) for i, x in enumerate(v))
     if distinct and len(set(out)) != len(out):
         seen: set[int] = set()
         dup = out[0]

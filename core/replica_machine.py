@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from core.context import ControllerContext
 from core.isr_write import newer_controller_wrote, update_leader_and_isr
 from core.machine_result import StateChangeResult
-from core.model import NO_LEADER, PartitionReplica
+from core.model import NO_LEADER, PartitionReplica, TopicPartition, sort_tps
 from core.requests import Effects
 from core.states import REPLICA_VALID_PREVIOUS, ReplicaState
 
@@ -55,20 +55,22 @@ def apply(
     for pr in replicas:
         by_broker.setdefault(pr.replica, []).append(pr)
     valid_prev = REPLICA_VALID_PREVIOUS[target]
-    for broker in sorted(by_broker):
-        valid: list[PartitionReplica] = []
-        for pr in by_broker[broker]:
-            cur = ctx.replica_state(pr)
-            if cur in valid_prev:
-                valid.append(pr)
-            else:
-                reason = (
-                    f"Invalid state transition for replica {pr.replica} of partition {pr.topic_partition} "
-                    f"from {cur} to {target}"
-                )
-                failed[pr] = reason
-                fx.fail(_name(pr), cur, target, reason)
-        _apply_valid(ctx, fx, valid, target, failed)
+    # a replica's transition changes leaderships, assignments and replica states, never a broker's liveness
+    with fx.batch.fixed_liveness():
+        for broker in sorted(by_broker):
+            valid: list[PartitionReplica] = []
+            for pr in by_broker[broker]:
+                cur = ctx.replica_state(pr)
+                if cur in valid_prev:
+                    valid.append(pr)
+                else:
+                    reason = (
+                        f"Invalid state transition for replica {pr.replica} of partition {pr.topic_partition} "
+                        f"from {cur} to {target}"
+                    )
+                    failed[pr] = reason
+                    fx.fail(_name(pr), cur, target, reason)
+            _apply_valid(ctx, fx, valid, target, failed)
     return failed
 
 
@@ -77,16 +79,20 @@ def startup(ctx: ControllerContext, fx: Effects, replicas: Iterable[PartitionRep
     partition): each replica's state from its broker — Online when its replica is online, else
     ReplicaDeletionIneligible — then the online ones -> Online (LeaderAndIsr to them) and the others ->
     Offline (StopReplica, ISR shrink)."""
+    pairs: Iterable[tuple[TopicPartition, PartitionReplica]]
     if replicas is None:
-        replicas = [
-            PartitionReplica(tp.topic, tp.partition, r)
-            for tp in sorted(ctx.partition_assignments)
-            for r in ctx.replicas(tp)
-        ]
+        assignments = ctx.partition_assignments
+        pairs = (
+            (tp, PartitionReplica(tp.topic, tp.partition, r))
+            for tp in sort_tps(assignments)
+            for r in assignments[tp].replicas
+        )
+    else:
+        pairs = ((pr.topic_partition, pr) for pr in replicas)
     online: list[PartitionReplica] = []
     offline: list[PartitionReplica] = []
-    for pr in replicas:
-        if ctx.is_replica_online(pr.replica, pr.topic_partition):
+    for tp, pr in pairs:
+        if ctx.is_replica_online(pr.replica, tp):
             ctx.put_replica_state(pr, ReplicaState.ONLINE)
             online.append(pr)
         else:

@@ -29,7 +29,8 @@ built where they are decided and go out after the batched requests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -157,6 +158,32 @@ class RequestBatch:
     stop_replica: dict[int, dict[TopicPartition, tuple[int, bool]]] = field(default_factory=dict)
     responses: list[BrokerRequest] = field(default_factory=list)
     _new: set[tuple[int, TopicPartition]] = field(default_factory=set)
+    #: (partition, isNew) -> the leadership, assignment and topic id its LeaderAndIsr state was last built
+    #: from, and that state: a function of those immutable values, so the same objects give it again
+    #: (a failover adds each partition once per replica)
+    _lisr_built: dict[
+        tuple[TopicPartition, bool], tuple[LeaderIsrAndControllerEpoch, ReplicaAssignment, str, LisrPartitionState]
+    ] = field(default_factory=dict)
+    #: inside :meth:`fixed_liveness`: partition -> the context's leadership and assignment objects its
+    #: UpdateMetadata state was last taken from
+    _um_taken: dict[TopicPartition, tuple[LeaderIsrAndControllerEpoch | None, ReplicaAssignment | None]] | None = None
+
+    @contextmanager
+    def fixed_liveness(self) -> Iterator[None]:
+        """A block in which the caller changes no broker's liveness or shutdown, no offline log dir, no
+        topic's deletion queueing and no topic id — only leaderships, assignments and replica states. An
+        UpdateMetadata state depends on nothing else, and both of those are replaced (never mutated) when
+        they change, so inside the block a partition's state is taken again only when the context holds a
+        different leadership or assignment object than when it was last taken; otherwise the state it would
+        take is the one already held."""
+        outer = self._um_taken
+        if outer is None:
+            self._um_taken = {}
+        try:
+            yield
+        finally:
+            if outer is None:
+                self._um_taken = None
 
     def add_leader_and_isr(
         self,
@@ -181,13 +208,43 @@ class RequestBatch:
             if new:
                 self._new.add(key)
                 if state_new is None:
-                    state_new = _leader_and_isr_state(tp, li, assignment, True, topic_id)
+                    state_new = self._lisr_state(tp, li, assignment, True, topic_id)
                 per[tp] = state_new
             else:
                 if state_old is None:
-                    state_old = _leader_and_isr_state(tp, li, assignment, False, topic_id)
+                    state_old = self._lisr_state(tp, li, assignment, False, topic_id)
                 per[tp] = state_old
-        self.add_update_metadata(ctx, ctx.live_brokers.keys(), (tp,))
+        live = ctx.live_brokers.keys()
+        if not live <= self.update_metadata_brokers:  # else adding them again changes nothing
+            self.update_metadata_brokers.update(b for b in live if b >= 0)
+        self._take_update_metadata(ctx, tp)
+
+    def _lisr_state(
+        self,
+        tp: TopicPartition,
+        li: LeaderIsrAndControllerEpoch,
+        assignment: ReplicaAssignment,
+        is_new: bool,
+        topic_id: str,
+    ) -> LisrPartitionState:
+        built = self._lisr_built.get((tp, is_new))
+        if built is not None and built[0] is li and built[1] is assignment and built[2] == topic_id:
+            return built[3]
+        state = _leader_and_isr_state(tp, li, assignment, is_new, topic_id)
+        self._lisr_built[(tp, is_new)] = (li, assignment, topic_id, state)
+        return state
+
+    def _take_update_metadata(self, ctx: ControllerContext, tp: TopicPartition) -> None:
+        taken = self._um_taken
+        if taken is not None:
+            source = (ctx.partition_leadership.get(tp), ctx.partition_assignments.get(tp))
+            prev = taken.get(tp)
+            if prev is not None and prev[0] is source[0] and prev[1] is source[1]:
+                return  # the same state as held (see fixed_liveness)
+            taken[tp] = source
+        s = update_metadata_state(ctx, tp)
+        if s is not None:
+            self.update_metadata_partitions[tp] = s
 
     def add_update_metadata(
         self, ctx: ControllerContext, broker_ids: Iterable[int], tps: Iterable[TopicPartition]
@@ -195,9 +252,7 @@ class RequestBatch:
         """Kafka's ``addUpdateMetadataRequestForBrokers``; partition states are taken now."""
         self.update_metadata_brokers.update(b for b in broker_ids if b >= 0)
         for tp in tps:
-            s = update_metadata_state(ctx, tp)
-            if s is not None:
-                self.update_metadata_partitions[tp] = s
+            self._take_update_metadata(ctx, tp)
 
     def add_stop_replica(
         self, ctx: ControllerContext, broker_ids: Iterable[int], tp: TopicPartition, *, delete: bool
@@ -255,6 +310,9 @@ class RequestBatch:
         self.stop_replica = {}
         self.responses = []
         self._new = set()
+        self._lisr_built = {}
+        if self._um_taken is not None:
+            self._um_taken = {}
         return out
 
 

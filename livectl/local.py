@@ -230,14 +230,20 @@ def broker_ok(address: str, timeout: float = 1.0) -> bool:
 
 
 def start_zookeeper(
-    run_dir: Path, port: int, timeout: float = 30.0, *, sasl_users: Mapping[str, str] | None = None
+    run_dir: Path,
+    port: int,
+    timeout: float = 30.0,
+    *,
+    sasl_users: Mapping[str, str] | None = None,
+    heap: str = "512m",
 ) -> Service:
     """Start Debian's ZooKeeper standalone on 127.0.0.1:``port`` with data under ``run_dir``.
 
     ``sasl_users`` (user -> password) turns on SASL authentication the way Kafka's ZooKeeper set-up does
     it without Kerberos: a JAAS ``Server`` section with ZooKeeper's ``DigestLoginModule`` listing the users
     (DIGEST-MD5) and ``authProvider.1`` = ZooKeeper's ``SASLAuthenticationProvider``, so that a client that
-    authenticated as ``user`` is ``sasl:user`` in ACLs. Clients without SASL may still connect."""
+    authenticated as ``user`` is ``sasl:user`` in ACLs. Clients without SASL may still connect. ``heap`` is the
+    JVM's maximum heap (``-Xmx``): a tree of a million partitions holds two million znodes."""
     java = find_java()
     check_zookeeper_installed()
     data = run_dir / "data"
@@ -262,7 +268,7 @@ def start_zookeeper(
     cmd = [
         java,
         "-Xms64m",
-        "-Xmx512m",
+        f"-Xmx{heap}",
         *jvm_options,
         "-cp",
         f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",

@@ -59,8 +59,9 @@ class Settings:
     rejected_topic: str = "livectl.rejected"
     #: the id this controller writes into ``/controller`` (``brokerid``)
     controller_id: int = 1000
-    #: number of state buckets; 0 = ``spark.sql.shuffle.partitions``; the job sets shuffle partitions equal
-    #: to it (DESIGN.md, 1). Fixed for the life of a checkpoint.
+    #: number of state buckets; 0 = ``spark.sql.shuffle.partitions`` when set, else one per executor core
+    #: (:func:`streaming.startup.default_buckets`); the job sets shuffle partitions equal to it (DESIGN.md,
+    #: 1). Fixed for the life of a checkpoint.
     num_buckets: int = 0
     checkpoint_dir: str = "checkpoints/livectl"
     #: Spark processing-time trigger, e.g. ``"1 second"``
@@ -133,7 +134,9 @@ class Settings:
                 raise SettingsError(f.name, "must not be empty")
         if self.num_buckets < 0:
             raise SettingsError(
-                "num_buckets", f"must be at least 0 (0: spark.sql.shuffle.partitions), got {self.num_buckets}"
+                "num_buckets",
+                f"must be at least 0 (0: spark.sql.shuffle.partitions when set, else one per executor core), "
+                f"got {self.num_buckets}",
             )
         for name in ("zookeeper_session_timeout_ms", "max_records_per_batch", "zk_ops_per_transaction"):
             if getattr(self, name) < 1:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from streaming.query import SourceStart
 
 log = logging.getLogger("livectl.app")
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def zookeeper_client(s: Settings) -> Any:
@@ -87,11 +91,47 @@ def uncommitted_batch(store: CheckpointStore) -> int | None:
     return None
 
 
+_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]")
+
+
+def executor_cores(conf: Mapping[str, str], default_parallelism: int, cpu_count: int | None = None) -> tuple[int, str]:
+    """The cores the application's executors run tasks on, and where that figure comes from: the
+    master's own count (``local[N]``, ``local[*]``, ``local-cluster[n,c,m]``), else ``spark.cores.max``,
+    else ``spark.executor.instances`` × ``spark.executor.cores``, else Spark's ``defaultParallelism`` at
+    this moment (the executors registered so far; on a cluster whose executors come later, set
+    ``num_buckets``)."""
+    master = conf.get("spark.master", "").strip()
+    if m := _LOCAL.fullmatch(master):
+        cores = m.group(1)
+        n = 1 if cores is None else (cpu_count or os.cpu_count() or 1) if cores == "*" else int(cores)
+        return max(n, 1), f"master {master}"
+    if m := _LOCAL_CLUSTER.fullmatch(master):
+        return max(int(m.group(1)) * int(m.group(2)), 1), f"master {master}"
+    if conf.get("spark.cores.max"):
+        return max(int(conf["spark.cores.max"]), 1), "spark.cores.max"
+    if conf.get("spark.executor.instances") and conf.get("spark.executor.cores"):
+        n = int(conf["spark.executor.instances"]) * int(conf["spark.executor.cores"])
+        return max(n, 1), "spark.executor.instances × spark.executor.cores"
+    return max(default_parallelism, 1), "the executor cores registered at start (Spark's defaultParallelism)"
+
+
+def default_buckets(spark: Any) -> tuple[int, str]:
+    """The bucket count a new checkpoint gets when the ``num_buckets`` setting is 0: Spark's
+    ``spark.sql.shuffle.partitions`` when it was set (``--conf``, a properties file, the session's builder),
+    else one bucket per executor core (:func:`executor_cores`) — on ``local[2]`` two buckets run at once
+    and each micro-batch's Python work is split in two, with no third state store to commit."""
+    if SHUFFLE_PARTITIONS in spark.conf.getAll:
+        return int(spark.conf.get(SHUFFLE_PARTITIONS)), SHUFFLE_PARTITIONS
+    sc = spark.sparkContext
+    conf = dict(sc.getConf().getAll())
+    return executor_cores(conf, int(sc.defaultParallelism))
+
+
 def resolve_buckets(spark: Any, settings: Settings, store: CheckpointStore) -> Settings:
-    """Fix the bucket count: the setting, else ``spark.sql.shuffle.partitions``; then make the shuffle
-    partitions equal to it and check it against the checkpoint (``livectl.json`` in it, through the
-    checkpoint's file system), whose state is partitioned by it."""
-    buckets = settings.num_buckets or int(spark.conf.get("spark.sql.shuffle.partitions"))
+    """Fix the bucket count: the setting, else :func:`default_buckets`; then make the shuffle partitions
+    equal to it and check it against the checkpoint (``livectl.json`` in it, through the checkpoint's file
+    system), whose state is partitioned by it."""
     meta = child(store.root, CHECKPOINT_META)
     if store.exists(meta):
         recorded = int(json.loads(store.read_text(meta))["num_buckets"])
@@ -103,9 +143,13 @@ def resolve_buckets(spark: Any, settings: Settings, store: CheckpointStore) -> S
             )
         buckets = recorded
     else:
+        buckets, source = (
+            (settings.num_buckets, "the num_buckets setting") if settings.num_buckets else default_buckets(spark)
+        )
+        log.info("new checkpoint %s: %d state buckets (from %s)", store.root, buckets, source)
         store.write_text(meta, json.dumps({"version": 1, "num_buckets": buckets}))
     checkpoint_scheme(store, buckets)  # pinned before the query writes state under its keys
-    spark.conf.set("spark.sql.shuffle.partitions", str(buckets))
+    spark.conf.set(SHUFFLE_PARTITIONS, str(buckets))
     return replace(settings, num_buckets=buckets)
 
 

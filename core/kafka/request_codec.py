@@ -71,8 +71,9 @@ from core.model import NO_EPOCH, TopicPartition
 
 # ---------------------------------------------------------------------------- encoding
 
-#: a memo of encoded ``topicStates`` by the identity of the partition tuple (see :func:`encode_body`)
-TopicStatesMemo = dict[int, tuple[tuple[Any, ...], str]]
+#: a memo of encoded ``topicStates`` by the identity of the partition tuple, and of encoded LeaderAndIsr
+#: partition states by the identity of the state (see :func:`encode_body`); each entry keeps its object
+TopicStatesMemo = dict[int, tuple[object, str]]
 
 
 def _ints(xs: Iterable[int]) -> str:
@@ -153,6 +154,24 @@ def _memo_grouped(
     return text
 
 
+def _memo_state(state: Callable[[Any], str], memo: TopicStatesMemo | None) -> Callable[[Any], str]:
+    """``state`` encoding each state object once in ``memo``: the LeaderAndIsr requests of one step to
+    several brokers share a partition's state object (:class:`core.requests.RequestBatch`), a failover's
+    every partition's with each of its replicas."""
+    if memo is None:
+        return state
+
+    def encoded(p: Any) -> str:
+        hit = memo.get(id(p))
+        if hit is not None and hit[0] is p:
+            return hit[1]
+        text = state(p)
+        memo[id(p)] = (p, text)
+        return text
+
+    return encoded
+
+
 def _head(controller_id: int, controller_epoch: int, broker_epoch: int) -> str:
     return f'{{"controllerId":{controller_id},"controllerEpoch":{controller_epoch},"brokerEpoch":{broker_epoch}'
 
@@ -167,14 +186,16 @@ def _metadata_broker(b: MetadataBroker) -> str:
 
 def encode_text(body: RequestBody, memo: TopicStatesMemo | None = None) -> str:
     """:func:`encode_body` as text. ``memo`` (a dict the caller keeps while the bodies live, e.g. over
-    one step's decisions) lets bodies that share one tuple of partition states encode it once."""
+    one step's decisions) lets bodies that share one tuple of partition states, or LeaderAndIsr partition
+    state objects, encode them once."""
     if isinstance(body, LeaderAndIsrRequest):
         leaders = ",".join(
             f'{{"brokerId":{a.broker_id},"hostName":{_s(a.host)},"port":{a.port}}}' for a in body.live_leaders
         )
         return (
             f'{_head(body.controller_id, body.controller_epoch, body.broker_epoch)},"type":{body.type},'
-            f'"topicStates":{_memo_grouped(body.partitions, _lisr_state, memo)},"liveLeaders":[{leaders}]}}'
+            f'"topicStates":{_memo_grouped(body.partitions, _memo_state(_lisr_state, memo), memo)},'
+            f'"liveLeaders":[{leaders}]}}'
         )
     if isinstance(body, UpdateMetadataRequest):
         brokers = ",".join(_metadata_broker(b) for b in body.live_brokers)

@@ -27,6 +27,10 @@ class FakeConf:
     def __init__(self, values: dict[str, str]) -> None:
         self.values = values
 
+    @property
+    def getAll(self) -> dict[str, str]:
+        return dict(self.values)
+
     def get(self, key: str) -> str:
         return self.values[key]
 
@@ -34,9 +38,29 @@ class FakeConf:
         self.values[key] = value
 
 
+class FakeSparkConf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def getAll(self) -> list[tuple[str, str]]:
+        return list(self.values.items())
+
+
+class FakeContext:
+    def __init__(self, conf: dict[str, str], default_parallelism: int) -> None:
+        self.conf, self.defaultParallelism = FakeSparkConf(conf), default_parallelism
+
+    def getConf(self) -> FakeSparkConf:
+        return self.conf
+
+
 class FakeSpark:
-    def __init__(self, shuffle_partitions: int) -> None:
-        self.conf = FakeConf({"spark.sql.shuffle.partitions": str(shuffle_partitions)})
+    def __init__(
+        self, shuffle_partitions: int | None, master: str = "local[2]", context: dict[str, str] | None = None
+    ) -> None:
+        set_here = {} if shuffle_partitions is None else {"spark.sql.shuffle.partitions": str(shuffle_partitions)}
+        self.conf = FakeConf(set_here)
+        self.sparkContext = FakeContext({"spark.master": master, **(context or {})}, default_parallelism=2)
 
 
 def test_bucket_count_follows_spark_and_is_fixed_by_the_checkpoint(tmp_path: Path) -> None:
@@ -50,8 +74,56 @@ def test_bucket_count_follows_spark_and_is_fixed_by_the_checkpoint(tmp_path: Pat
     spark = FakeSpark(200)
     assert resolve_buckets(spark, base, store).num_buckets == 6
     assert spark.conf.values["spark.sql.shuffle.partitions"] == "6"
+    spark = FakeSpark(None, master="local[8]")
+    assert resolve_buckets(spark, base, store).num_buckets == 6
     with pytest.raises(SettingsError) as e:
         resolve_buckets(
             FakeSpark(6), Settings.from_mapping({"checkpoint_dir": str(tmp_path / "ck"), "num_buckets": 8}), store
         )
     assert e.value.key == "num_buckets" and "fixed for the life of a checkpoint" in e.value.reason
+
+
+def test_a_new_checkpoint_gets_one_bucket_per_executor_core_unless_told(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streaming.startup import resolve_buckets
+
+    made = iter(range(100))
+
+    def new(spark: FakeSpark, num_buckets: int = 0) -> int:
+        name = f"ck{next(made)}"
+        s = Settings.from_mapping({"checkpoint_dir": str(tmp_path / name), "num_buckets": num_buckets})
+        buckets = resolve_buckets(spark, s, store_at(tmp_path / name)).num_buckets
+        assert spark.conf.values["spark.sql.shuffle.partitions"] == str(buckets)
+        return buckets
+
+    caplog.set_level("INFO", logger="livectl.app")
+    assert new(FakeSpark(None, "local[2]")) == 2
+    assert "2 state buckets (from master local[2])" in caplog.text
+    assert new(FakeSpark(None, "local[3]")) == 3
+    assert new(FakeSpark(None, "spark://m:7077", {"spark.cores.max": "12"})) == 12
+    assert new(FakeSpark(None, "yarn", {"spark.executor.instances": "3", "spark.executor.cores": "4"})) == 12
+    # a cluster that says nothing: the cores registered now (Spark's defaultParallelism)
+    assert new(FakeSpark(None, "k8s://https://api:6443")) == 2
+    # shuffle partitions set explicitly (--conf, a properties file, the builder) win over the cores
+    assert new(FakeSpark(5, "local[2]")) == 5
+    # and the setting over both
+    assert new(FakeSpark(5, "local[2]"), num_buckets=7) == 7
+    assert "7 state buckets (from the num_buckets setting)" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("master", "cores"),
+    [
+        ("local", 1),
+        ("local[1]", 1),
+        ("local[4]", 4),
+        ("local[*]", 16),
+        ("local[4, 3]", 4),
+        ("local-cluster[2, 3, 1024]", 6),
+    ],
+)
+def test_executor_cores_of_each_master_form(master: str, cores: int) -> None:
+    from streaming.startup import executor_cores
+
+    assert executor_cores({"spark.master": master}, default_parallelism=99, cpu_count=16) == (cores, f"master {master}")
