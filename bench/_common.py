@@ -729,10 +729,13 @@ def _descendants(root: int) -> list[tuple[int, str]]:
 class MemoryPeaks:
     """Peak resident memory, sampled every ``interval`` s while open, of: this process (the benchmark *and*
     the controller's driver Python, which share it), the Spark driver JVM, the Python workers (all of them
-    together), and ZooKeeper (``zk_pid``)."""
+    together), ZooKeeper (``zk_pid``), and each process of ``trees`` with everything below it (a controller
+    run as its own process: its driver Python, JVM and Python workers together)."""
 
-    def __init__(self, zk_pid: int | None = None, interval: float = 0.5) -> None:
-        self.zk_pid, self.interval = zk_pid, interval
+    def __init__(
+        self, zk_pid: int | None = None, interval: float = 0.5, trees: Mapping[str, int] | None = None
+    ) -> None:
+        self.zk_pid, self.interval, self.trees = zk_pid, interval, dict(trees or {})
         self.peaks_kib: dict[str, int] = {"bench_and_driver_python": 0, "spark_jvm": 0, "python_workers": 0}
         if zk_pid is not None:
             self.peaks_kib["zookeeper"] = 0
@@ -748,6 +751,8 @@ class MemoryPeaks:
                 now["python_workers"] += _rss_kib(pid)
         if self.zk_pid is not None:
             now["zookeeper"] = _rss_kib(self.zk_pid)
+        for name, root in self.trees.items():
+            now[name] = _rss_kib(root) + sum(_rss_kib(pid) for pid, _ in _descendants(root))
         for k, v in now.items():
             self.peaks_kib[k] = max(self.peaks_kib.get(k, 0), v)
 

@@ -10,12 +10,15 @@ acknowledged by the broker). Each is timed from just before the send to the mome
 one of its ``/brokers/topics/<t>/partitions/<p>/state`` znodes (an ``exists`` watch per znode, set
 before the send, on an observer session): that is "all partitions Online" in ZooKeeper. Between commands
 the script waits a random fraction of the trigger interval, so commands arrive at every phase of the
-trigger; ``--warmup`` commands first are not counted (the Python workers' first use).
+trigger; ``--warmup`` commands first are not counted (the Python workers' first use). With
+``--idle-gap 75`` each counted command comes after 75 s without any, longer than the minute after which
+Spark closes idle Python workers: the latency of a command to a controller that idled.
 
 Run::
 
     .venv/bin/python bench/admin_latency.py                    # 200 commands
     .venv/bin/python bench/admin_latency.py --commands 20      # quick (~2 min)
+    .venv/bin/python bench/admin_latency.py --commands 4 --idle-gap 75   # after idle minutes (~7 min)
 
 Prints p50 / p90 / p99 / max; writes ``bench/results/admin_latency-<UTC stamp>.json`` (and ``…-latest.json``).
 """
@@ -188,6 +191,14 @@ def main() -> None:
     ap.add_argument("--tag", default="", help="suffix of the results file name (experiments)")
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
     ap.add_argument(
+        "--idle-gap",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long before each counted command (the controller idle meanwhile; Spark closes Python "
+        "workers idle for a minute: 75 measures a command that meets none) instead of a fraction of the trigger",
+    )
+    ap.add_argument(
         "--conf",
         action="append",
         default=[],
@@ -233,6 +244,7 @@ def main() -> None:
                 "replication_factor": RF,
                 "brokers": N_BROKERS,
                 "background_partitions": args.background,
+                "idle_gap_s": args.idle_gap,
             }
             admin = zk_client(settings.zookeeper_connect)
             if args.background:
@@ -259,7 +271,7 @@ def main() -> None:
                 first_batch = max((p["batchId"] for p in progress_list(rc.app.query)), default=0)
                 first_stage = last_stage_id(spark) if args.stages else 0
                 for i in range(args.warmup + args.commands):
-                    time.sleep(rng.uniform(0, period))
+                    time.sleep(args.idle_gap if args.idle_gap > 0 and i >= args.warmup else rng.uniform(0, period))
                     lat, send = one_command(
                         producer,
                         observer,

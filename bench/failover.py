@@ -78,6 +78,7 @@ from _common import (
     zk_client,
 )
 
+import core
 from core.kafka.zkdata import CONTROLLER_PATH
 from streaming.settings import Settings
 
@@ -270,6 +271,8 @@ def takeover(
     out["active_log"] = str(log)
     rc: RunningController | None = None
     observer = zk_client(settings.zookeeper_connect)
+    # the active controller is the product's entry point in a process of its own: its whole tree's memory
+    active_mem = MemoryPeaks(trees={"active_controller_process_tree": proc.pid}).__enter__()
     try:
         out["active_load_s"] = round(wait_active_loaded(settings, log, proc, timeout), 1)
         print(f"[takeover] active controller (pid {proc.pid}) loaded in {out['active_load_s']} s", flush=True)
@@ -298,6 +301,8 @@ def takeover(
         if observer.exists(CONTROLLER_PATH, watch=watch) is None:
             raise RuntimeError("no active controller before the kill")
         before = end_offsets(settings.bootstrap_servers, settings.requests_topic)  # the active is idle
+        active_mem.__exit__(None, None, None)
+        out["active_peak_rss_gib"] = active_mem.gib()["active_controller_process_tree"]
         t_kill = time.time()
         kill_group(proc)
         if not gone.wait(settings.zookeeper_session_timeout_ms / 1000 * 3 + 10):
@@ -323,6 +328,7 @@ def takeover(
         out.update(sink_times(clock, p["batchId"]))
         out.update(request_bytes(settings.bootstrap_servers, settings.requests_topic, before))
     finally:
+        active_mem.__exit__(None, None, None)
         kill_group(proc)
         if rc is not None:
             rc.stop()
@@ -365,6 +371,7 @@ def main() -> None:
         help="bench-only request sink allowing messages over 1 MB: auto = only after the product fails",
     )
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    ap.add_argument("--tag", default="", help="suffix of the results file name (experiments)")
     add_scale_options(ap)
     args = ap.parse_args()
     if not args.no_wait_quiet:
@@ -379,6 +386,8 @@ def main() -> None:
         spark, spark_s = spark_session(args.buckets, parse_confs(args.conf))
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
+            results["spark_conf"] = parse_confs(args.conf)
+            results["core_file"] = core.__file__
             results["spark_startup_s"] = round(spark_s, 1)
             name = f"fo{args.partitions}x{uuid.uuid4().hex[:6]}"
             make_chroot(svc, name)
@@ -416,7 +425,7 @@ def main() -> None:
                     r["peak_rss_gib"] = mem.gib()
                     results.setdefault("cold_start_runs", []).append(r)
                     print(json.dumps(r), flush=True)
-                    write_results("failover", results)
+                    write_results("failover" + (f"-{args.tag}" if args.tag else ""), results)
                     if "error" not in r:
                         results["cold_start"] = r
                         break
@@ -445,7 +454,7 @@ def main() -> None:
                     r["peak_rss_gib"] = mem.gib()
                     results.setdefault("takeover_runs", []).append(r)
                     print(json.dumps(r), flush=True)
-                    write_results("failover", results)
+                    write_results("failover" + (f"-{args.tag}" if args.tag else ""), results)
                     if "error" not in r:
                         results["takeover"] = r
                         break
@@ -500,7 +509,7 @@ def main() -> None:
         ],
     )
     print(f"(Spark start-up, not included above: {results.get('spark_startup_s')} s)")
-    path = write_results("failover", results)
+    path = write_results("failover" + (f"-{args.tag}" if args.tag else ""), results)
     print(f"\nresults: {path}")
 
 

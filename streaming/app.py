@@ -58,6 +58,7 @@ from streaming.startup import (
     uncommitted_batch,
     zookeeper_client,
 )
+from streaming.warmup import start_warmup
 from streaming.wiring import (
     SinkWrapper,
     add_listeners,
@@ -146,6 +147,8 @@ class ControllerApp:
 
         zk, lease = opened.zk, opened.lease
         store = self._start_spark(zk)
+        # Python workers started now, beside the lease and the snapshot read, not by the first batch
+        start_warmup(self.spark)
         reader = SnapshotReader(zk)
         # a standby reads the tree ahead while it waits, watching the partition-state znodes
         # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed

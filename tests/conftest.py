@@ -128,6 +128,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         # as shipped in spark-defaults.conf: each commit writes a changelog, not a whole snapshot
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # as shipped: Python workers forked by livectl's daemon (streaming.worker_daemon)
+        .config("spark.python.daemon.module", "streaming.worker_daemon")
         .config("spark.driver.memory", "2g")
         # as livectl run: the Spark UI's per-batch figures job (streaming.spark_ui)
         .config("spark.jars", str(conf_path(SPARK_JAR)))

@@ -1,0 +1,115 @@
+"""Python workers started before the query needs them: a small Spark job when the controller starts.
+
+The query's first micro-batch — a cold start's failover batch, or a standby's once it wins the lease — is
+the one that must be fast, and the first that needs Python workers: without this job it waits for Spark to
+start the worker daemon and for each worker to import pandas, pyarrow, livectl and great-expectations
+(seconds; ``bench/README.md``, "Python workers"). :func:`start_warmup` runs, in a background thread as
+soon as the SparkSession is up (before the lease, so a standby does it while it waits), one task per
+executor core that imports what the query's tasks import and builds the input validator
+(:func:`warm_task`). Spark keeps the workers for the query (``spark.python.worker.reuse``); it closes
+them after an idle minute, and then livectl's worker daemon (:mod:`streaming.worker_daemon`) forks new
+ones with all of it already in memory.
+
+The job never delays the lease, the snapshot read or the failover reference: it runs beside them, and a
+failure (the session stopping under it, a worker that cannot start) is logged, never raised: the query
+then starts its workers itself, as without it. ``spark.livectl.python.warmup false`` switches it off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+log = logging.getLogger("livectl.warmup")
+
+#: Spark property: ``false`` switches the warm-up job off
+WARMUP_CONF = "spark.livectl.python.warmup"
+
+#: the rows :func:`warm_task` yields
+WARMED_SCHEMA = "pid long, seconds double, ready boolean"
+
+
+@dataclass(frozen=True)
+class Warmed:
+    """The warm-up job's outcome: per task, its worker's process id, its import time and whether the
+    worker had the validator already (reused, or forked from livectl's daemon); the job's time."""
+
+    pids: tuple[int, ...]
+    task_seconds: tuple[float, ...]
+    ready: tuple[bool, ...]
+    job_seconds: float
+
+
+def warm_task(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """The ``mapInPandas`` function: in the Python worker, import what the query's steps import (the
+    routing step, the buckets' step) and build the worker's shared validator; one row: pid, seconds, and
+    whether the validator was there before (``ready``)."""
+    import os
+
+    start = time.perf_counter()
+    import streaming.stateful  # noqa: F401 - imported for its cost: the buckets' step
+    from streaming.routing import shared_validator
+
+    ready = shared_validator.cache_info().currsize > 0
+    shared_validator()
+    for _ in batches:
+        pass
+    yield pd.DataFrame({"pid": [os.getpid()], "seconds": [time.perf_counter() - start], "ready": [ready]})
+
+
+def warmup_setting(value: str) -> bool:
+    """The value of ``spark.livectl.python.warmup``: ``true`` or ``false`` (any case); anything else is refused."""
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"{WARMUP_CONF}: must be true or false, got {value.strip()!r}")
+    return text == "true"
+
+
+def warmup_enabled(spark: Any) -> bool:
+    """``spark.livectl.python.warmup`` of the session (default ``true``)."""
+    return warmup_setting(str(spark.conf.get(WARMUP_CONF, "true")))
+
+
+def warm_workers(spark: Any, tasks: int | None = None) -> Warmed:
+    """Run the warm-up job (blocking): ``tasks`` tasks, by default one per executor core
+    (``defaultParallelism``), so that each core's worker is started."""
+    n = tasks if tasks is not None else max(1, int(spark.sparkContext.defaultParallelism))
+    start = time.perf_counter()
+    rows = spark.range(0, n, numPartitions=n).mapInPandas(warm_task, WARMED_SCHEMA).collect()
+    return Warmed(
+        tuple(int(r["pid"]) for r in rows),
+        tuple(float(r["seconds"]) for r in rows),
+        tuple(bool(r["ready"]) for r in rows),
+        time.perf_counter() - start,
+    )
+
+
+def start_warmup(spark: Any) -> threading.Thread | None:
+    """:func:`warm_workers` in a daemon thread (its jobs described as the warm-up in the Spark UI); the
+    thread, or ``None`` when switched off."""
+    if not warmup_enabled(spark):
+        return None
+
+    def run() -> None:
+        try:
+            spark.sparkContext.setJobDescription("livectl: Python workers warm-up")
+            warmed = warm_workers(spark)
+        except Exception as e:  # the query starts its own workers then; nothing depends on this job
+            log.info("Python workers warm-up did not complete: %s", str(e).splitlines()[0] if str(e) else repr(e))
+            return
+        log.info(
+            "Python workers warmed: %d workers in %.2f s (imports in the tasks: %s s)",
+            len(set(warmed.pids)),
+            warmed.job_seconds,
+            ", ".join(f"{s:.2f}" for s in warmed.task_seconds),
+        )
+
+    thread = threading.Thread(target=run, name="livectl-python-warmup", daemon=True)
+    thread.start()
+    return thread

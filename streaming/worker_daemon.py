@@ -1,0 +1,139 @@
+"""The Python worker daemon of livectl's Spark job: pyspark's daemon with the workers' imports done once.
+
+Spark starts one daemon per executor (``python -m <spark.python.daemon.module>``) and asks it for a Python
+worker whenever a task needs one; the daemon forks the worker. pyspark's own daemon (:mod:`pyspark.daemon`)
+imports nothing before forking, so every new worker imports pyspark's worker, pandas, pyarrow, livectl's
+modules and great-expectations (~5 s on this project's machines, see ``bench/README.md``, "Python workers")
+and builds the input validator, inside the task that needed it. Spark closes a worker that has been idle
+for a minute (``PythonWorkerFactory``'s fixed idle timeout), so this is paid again by the first micro-batch
+after an idle minute — an admin command to a quiet controller — and by a cold start's or a standby's
+first batch.
+
+This module is set as ``spark.python.daemon.module`` in ``streaming/conf/spark-defaults.conf``. It runs
+:func:`preload` — the imports of :data:`PRELOADED` and the validator of
+:func:`streaming.routing.shared_validator` — and then hands over to pyspark's daemon
+(:func:`pyspark.daemon.manager`), unchanged: a new worker is a fork that finds everything in memory,
+copy-on-write. The preloaded objects are frozen out of the garbage collector (:func:`gc.freeze`) before
+the first fork. It lives in livectl's ``streaming`` package, so the executors of a standalone cluster run it
+from the packed environment (``livectl package-env``) like the rest of the job.
+
+pyspark's daemon imports nothing before forking because some libraries start threads at import; the
+native threads that these imports start (OpenBLAS' and Arrow's jemalloc background thread) register
+fork handlers, and no Python thread is running when the daemon forks (:func:`preload` checks and
+reports one). Should a preload fail, the daemon says so on its standard error (the executor's log) and
+runs as pyspark's: a worker then imports what it needs itself, as without this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+#: imported before the first fork, in this order: what a worker of the query imports on its first task
+PRELOADED: tuple[str, ...] = (
+    "pyspark.worker",
+    "pandas",
+    "pyarrow",
+    "streaming.routing",
+    "streaming.stateful",
+    "streaming.validation",
+    "great_expectations",
+)
+
+
+@dataclass(frozen=True)
+class Preloaded:
+    """What :func:`preload` did: seconds per module, the validator's build time, what failed."""
+
+    seconds: tuple[tuple[str, float], ...]
+    validator_seconds: float | None
+    failures: tuple[str, ...]
+    python_threads: tuple[str, ...]
+
+
+def preload(
+    modules: tuple[str, ...] = PRELOADED,
+    build_validator: Callable[[], object] | None = None,
+) -> Preloaded:
+    """Import ``modules`` and build the worker's shared validator (``build_validator``, by default
+    :func:`streaming.routing.shared_validator`, whose cache a forked worker inherits). Never raises: a
+    module that fails to import is reported in ``failures`` and the rest go on."""
+    seconds: list[tuple[str, float]] = []
+    failures: list[str] = []
+    for name in modules:
+        start = time.perf_counter()
+        try:
+            importlib.import_module(name)
+        except Exception as e:
+            failures.append(f"import {name}: {e!r}")
+            continue
+        seconds.append((name, time.perf_counter() - start))
+    validator_seconds: float | None = None
+    try:
+        if build_validator is None:
+            from streaming.routing import shared_validator
+
+            build_validator = shared_validator
+        start = time.perf_counter()
+        build_validator()
+        validator_seconds = time.perf_counter() - start
+    except Exception as e:
+        failures.append(f"validator: {e!r}")
+    others = tuple(t.name for t in threading.enumerate() if t is not threading.main_thread())
+    return Preloaded(tuple(seconds), validator_seconds, tuple(failures), others)
+
+
+def report(done: Preloaded) -> str:
+    """One line for the executor's log."""
+    total = sum(s for _, s in done.seconds) + (done.validator_seconds or 0.0)
+    text = f"livectl worker daemon: preloaded {len(done.seconds)} modules and the validator in {total:.2f} s"
+    if done.failures:
+        text += "; failed: " + "; ".join(done.failures)
+    if done.python_threads:
+        text += "; Python threads running before fork: " + ", ".join(done.python_threads)
+    return text
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 goes to standard error meanwhile: the daemon's first bytes on its standard output
+    are the port Spark reads, so nothing an import prints may come before them."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def main(manager: Callable[[], None] | None = None) -> None:
+    """Preload, then run pyspark's daemon (``manager``, by default :func:`pyspark.daemon.manager`), which
+    reads Spark's arguments from ``sys.argv`` as when Spark starts it directly."""
+    with stdout_to_stderr():
+        done = preload()
+    # pyspark's daemon runs gc.collect() in a reused worker after every task: with everything above in the
+    # tracked heap that took 160 ms instead of 26 ms here (bench/README.md, "Python workers"); frozen, the
+    # preloaded objects are left out of every collection (and their pages are not dirtied in the forks)
+    gc.freeze()
+    if done.failures or done.python_threads:
+        print(report(done), file=sys.stderr, flush=True)
+    if manager is None:
+        from pyspark.daemon import manager as pyspark_manager
+
+        manager = pyspark_manager
+    manager()
+
+
+if __name__ == "__main__":  # pragma: no cover - run by Spark as ``python -m streaming.worker_daemon``
+    main()

@@ -1,0 +1,161 @@
+"""livectl's Python worker daemon (streaming.worker_daemon): what it preloads, and that it then runs
+pyspark's daemon as Spark starts it (``python -m``, the port first on its standard output, a fork per
+connection). No Spark: the daemon is driven through its socket protocol, as PythonWorkerFactory does."""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from streaming import routing, warmup, worker_daemon
+from streaming.resources import SPARK_DEFAULTS, conf_file
+
+pytestmark = pytest.mark.unit
+
+
+def test_preloaded_covers_what_a_query_worker_imports() -> None:
+    for name in (
+        "pyspark.worker",
+        "pandas",
+        "pyarrow",
+        "streaming.routing",
+        "streaming.stateful",
+        "great_expectations",
+    ):
+        assert name in worker_daemon.PRELOADED
+
+
+def test_preload_imports_each_module_then_builds_the_validator() -> None:
+    built: list[bool] = []
+    done = worker_daemon.preload(("json", "streaming.routing"), build_validator=lambda: built.append(True))
+    assert [name for name, _ in done.seconds] == ["json", "streaming.routing"]
+    assert all(s >= 0 for _, s in done.seconds)
+    assert built == [True]
+    assert done.validator_seconds is not None
+    assert done.failures == ()
+    assert "streaming.routing" in sys.modules
+
+
+def test_preload_by_default_fills_the_shared_validator_cache_a_fork_inherits() -> None:
+    routing.shared_validator.cache_clear()
+    done = worker_daemon.preload(("streaming.routing",))
+    assert done.failures == ()
+    assert routing.shared_validator.cache_info().currsize == 1
+
+
+def test_a_failing_import_is_reported_and_the_rest_still_preloaded() -> None:
+    def broken() -> object:
+        raise RuntimeError("no suite")
+
+    done = worker_daemon.preload(("livectl_no_such_module_for_the_test", "json"), build_validator=broken)
+    assert [name for name, _ in done.seconds] == ["json"]
+    assert done.failures[0].startswith("import livectl_no_such_module_for_the_test: ModuleNotFoundError")
+    assert done.failures[1] == "validator: RuntimeError('no suite')"
+    line = worker_daemon.report(done)
+    assert "preloaded 1 modules" in line and "livectl_no_such_module_for_the_test" in line and "no suite" in line
+
+
+def test_main_preloads_before_handing_over_to_the_manager() -> None:
+    seen: list[tuple[bool, bool]] = []
+    routing.shared_validator.cache_clear()
+
+    def manager() -> None:
+        seen.append((routing.shared_validator.cache_info().currsize == 1, gc.get_freeze_count() > 0))
+
+    try:
+        worker_daemon.main(manager=manager)
+    finally:
+        gc.unfreeze()
+    assert seen == [(True, True)]
+
+
+def test_imports_print_nothing_on_the_daemons_standard_output(capfd: pytest.CaptureFixture[str]) -> None:
+    with worker_daemon.stdout_to_stderr():
+        os.write(1, b"noise from an import\n")
+        print("more noise", flush=True)
+    os.write(1, b"after\n")
+    out, err = capfd.readouterr()
+    assert out == "after\n"
+    assert "noise from an import" in err and "more noise" in err
+
+
+def test_the_shipped_spark_defaults_name_this_daemon() -> None:
+    lines = [line.split() for line in conf_file(SPARK_DEFAULTS).read_text().splitlines() if line.strip()]
+    assert ["spark.python.daemon.module", "streaming.worker_daemon"] in lines
+    # the warm-up job's switch is not in the file: on by default
+    assert not any(parts[0] == warmup.WARMUP_CONF for parts in lines)
+
+
+def test_run_as_spark_runs_it_the_daemon_forks_a_worker_per_connection(tmp_path: Path) -> None:
+    """``python -m streaming.worker_daemon`` with the environment PythonWorkerFactory gives it: the first
+    four bytes on its standard output are the port, each connection gets a forked child's pid, and closing
+    its standard input stops it (pyspark's daemon protocol)."""
+    env = {
+        **os.environ,
+        "PYTHON_WORKER_FACTORY_SECRET": "test-secret",
+        "PYTHONUNBUFFERED": "YES",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streaming.worker_daemon"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        raw = proc.stdout.read(4)
+        (port,) = struct.unpack("!i", raw)
+        assert 1 <= port <= 0xFFFF
+        pids = []
+        for _ in range(2):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+                pid_bytes = b""
+                while len(pid_bytes) < 4:
+                    chunk = conn.recv(4 - len(pid_bytes))
+                    assert chunk, "the daemon closed the connection before sending the worker's pid"
+                    pid_bytes += chunk
+                (pid,) = struct.unpack("!i", pid_bytes)
+                pids.append(pid)
+        assert len(set(pids)) == 2 and proc.pid not in pids
+        proc.stdin.close()  # Spark's way of stopping the daemon (pyspark's daemon then exits with 1)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = proc.stderr.read().decode() if proc.stderr is not None else ""
+    assert "failed" not in stderr, stderr
+
+
+def test_warmup_switch_is_true_or_false() -> None:
+    assert warmup.warmup_setting("true")
+    assert warmup.warmup_setting(" TRUE ")
+    assert not warmup.warmup_setting("false")
+    with pytest.raises(ValueError, match=r"spark\.livectl\.python\.warmup: must be true or false, got 'yes'"):
+        warmup.warmup_setting("yes")
+
+
+def test_warm_task_builds_the_validator_and_reports_its_process() -> None:
+    import pandas as pd
+
+    routing.shared_validator.cache_clear()
+    start = time.perf_counter()
+    rows = list(warmup.warm_task(iter([pd.DataFrame({"id": [0]})])))
+    assert len(rows) == 1
+    assert rows[0]["pid"].tolist() == [os.getpid()]
+    assert 0 <= rows[0]["seconds"].tolist()[0] <= time.perf_counter() - start
+    assert rows[0]["ready"].tolist() == [False]
+    assert routing.shared_validator.cache_info().currsize == 1
+    assert "streaming.stateful" in sys.modules
+    again = list(warmup.warm_task(iter([])))
+    assert again[0]["ready"].tolist() == [True]
