@@ -181,6 +181,23 @@ class ShippedSnapshots:
 _STAGING: dict[str, str] = {}
 
 
+def staging_folder(spark: Any) -> str:
+    """The driver's folder for staged snapshot copies: inside the folder Spark keeps the driver's added
+    files in (``SparkFiles.getRootDirectory()``, under ``spark.local.dir``), which Spark deletes when the
+    SparkContext stops or the driver exits. A folder of its own under the system's temporary folder, as
+    before, outlived every controller that was killed (each with one snapshot file per bucket)."""
+    from pyspark import SparkFiles
+
+    sc = spark.sparkContext
+    staging = _STAGING.get(sc.applicationId)
+    if staging is None:
+        staging = _STAGING[sc.applicationId] = tempfile.mkdtemp(
+            prefix="livectl-shipped-", dir=SparkFiles.getRootDirectory()
+        )
+        atexit.register(shutil.rmtree, staging, True)
+    return staging
+
+
 def ship_snapshots(
     spark: Any, store: CheckpointStore, folder: str | None = None, *, texts: dict[str, str] | None = None
 ) -> int:
@@ -194,10 +211,7 @@ def ship_snapshots(
     meet the reference of an earlier controller, which the buckets must be able to load as the previous
     driver's executors could."""
     sc = spark.sparkContext
-    staging = _STAGING.get(sc.applicationId)
-    if staging is None:
-        staging = _STAGING[sc.applicationId] = tempfile.mkdtemp(prefix="livectl-shipped-")
-        atexit.register(shutil.rmtree, staging, True)
+    staging = staging_folder(spark)
     if folder is None:
         root = failover_root(store.root)
         folders = [child(root, name) for name in store.list_names(root) if name.startswith("epoch-")]

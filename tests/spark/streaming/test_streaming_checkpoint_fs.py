@@ -102,6 +102,12 @@ def test_executors_read_the_snapshot_the_driver_shipped(spark: Any, tmp_path: Pa
 
     assert failover.ship_snapshots(spark, store, folder) == BUCKETS
     assert failover.ship_snapshots(spark, store) == 0  # at start: every epoch, but each slice once
+    # the driver's staged copies live in Spark's own folder of added files, which Spark deletes
+    from pyspark import SparkFiles
+
+    staged = Path(failover.staging_folder(spark))
+    assert staged.parent == Path(SparkFiles.getRootDirectory())
+    assert len([p for p in staged.iterdir() if p.name.endswith(".json")]) >= BUCKETS
     rows = spark.sparkContext.parallelize(range(BUCKETS), BUCKETS).map(_load_in_worker(folder)).collect()
     parts = failover.split_snapshot(snap, BUCKETS)
     for bucket, text, elsewhere in sorted(rows):
