@@ -102,18 +102,14 @@ def audit_log(spark: Any, s: Settings, store: CheckpointStore, epoch: int) -> Au
     return AuditLog(files, store, s.controller_id, epoch)
 
 
-def add_listeners(spark: Any, dispatcher: Dispatcher, observatory: Any) -> list[Any]:
-    """Spark's per-batch reports: the metrics listener, and with a metrics endpoint, its figures. Returns
-    the listeners added, for the run to remove when it ends (:class:`streaming.side_threads.Opened`)."""
+def add_listeners(spark: Any, dispatcher: Dispatcher, observatory: Any) -> None:
+    """Spark's per-batch reports: the metrics listener, and with a metrics endpoint, its figures."""
     from streaming.metrics_http import progress_listener
 
-    listeners: list[Any] = [MetricsListener()]
+    spark.streams.addListener(MetricsListener())
     if observatory is not None:
         dispatcher.observer = observatory.record_batch
-        listeners.append(progress_listener(observatory))
-    for listener in listeners:
-        spark.streams.addListener(listener)
-    return listeners
+        spark.streams.addListener(progress_listener(observatory))
 
 
 def start_query_when_free(
