@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import hashlib
 import json
 import sys
 import time
@@ -304,6 +305,175 @@ def failover_call(state: controller.ControllerState, profile: bool) -> dict[str,
     return res
 
 
+#: the broker-failure call's scenarios: the events of the call, on a bucket where every broker is live
+FAILURE_SCENARIOS = ("failure", "double_failure", "return")
+
+
+def _failure_events(scenario: str) -> tuple[list[ev.Event], list[ev.Event]]:
+    """(events run before the timed call, to put the bucket in its state; the timed call's events)."""
+    from core.model import Endpoint
+
+    fail1, fail2 = ev.BrokerFailure(1, 1001), ev.BrokerFailure(2, 1002)
+    if scenario == "failure":
+        return [], [fail1]
+    if scenario == "double_failure":
+        return [], [fail1, fail2]
+    if scenario == "return":
+        return [fail1], [ev.BrokerStartup(1, 2001, None, (Endpoint("PLAINTEXT", "broker1", 9092),))]
+    raise ValueError(f"scenario must be one of {FAILURE_SCENARIOS}, got {scenario!r}")
+
+
+def failure_call(state: controller.ControllerState, profile: bool, scenario: str = "failure") -> dict[str, Any]:
+    """One broker failure's bucket call as a Python worker makes it (see the module docstring): the bucket's
+    state in the worker's cache (decoded from its stored blob by an earlier call), the liveness event's row
+    and the batch's tick in, the whole ``step_bucket`` call timed first (collector paused inside, as
+    shipped), then what the re-enabled collector does next (the worker's Arrow serialisation of the
+    output: where a deferred pass lands), then each part of the call again in the same process, CPU and
+    wall seconds; ``--profile`` adds cProfile's top functions of the call."""
+    import io
+    import pstats
+
+    import pandas as pd
+    import pyarrow as pa
+
+    import core
+    from core.codec.events import event_to_json
+    from streaming import stateful
+    from streaming.failover_refs import applicable_events, events_of
+    from streaming.routing import KIND_EVENT, KIND_TICK
+
+    before, events = _failure_events(scenario)
+    if before:
+        state, _ = controller.step(state, before)
+    stored = stateful.dump_state(state)
+    stateful._STATE_CACHE.clear()
+    stateful._cached_load(0, *stored)  # the worker's cache, as an earlier call of this bucket left it
+    cached_state = stateful._STATE_CACHE[0][1]
+    rows_in = [
+        (0, 5 + i, "livectl.broker-events/0", 10 + i, 0, KIND_EVENT, event_to_json(e)) for i, e in enumerate(events)
+    ]
+    rows_in.append((0, 9, "~tick", 0, 0, KIND_TICK, event_to_json(ev.Tick(9))))
+    frame = pd.DataFrame(rows_in, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+
+    def to_arrow(out: pd.DataFrame) -> int:
+        sink = pa.BufferOutputStream()
+        batch = pa.RecordBatch.from_pandas(out, preserve_index=False)
+        with pa.ipc.new_stream(sink, batch.schema) as w:
+            w.write_batch(batch)
+        return int(sink.tell())
+
+    res: dict[str, Any] = {"core_file": core.__file__, "scenario": scenario}
+    gc.collect()
+    gs = _GroupState(stored)
+    c0, w0 = time.process_time(), time.perf_counter()
+    (out,) = stateful.step_bucket((0,), iter([frame]), gs)
+    c1, w1 = time.process_time(), time.perf_counter()
+    res["arrow_bytes"] = to_arrow(out)
+    c2 = time.process_time()
+    res["whole_call_cpu_s"], res["whole_call_wall_s"] = c1 - c0, w1 - w0
+    res["arrow_after_call_cpu_s"] = c2 - c1  # includes any collection the paused call deferred
+    c3 = time.process_time()
+    gc.collect()
+    res["full_collection_after_cpu_s"] = time.process_time() - c3
+    res["gc_tracked_objects"] = len(gc.get_objects())
+    res["output_rows"], res["output_payload_bytes"] = len(out), int(sum(len(p) for p in out["payload"]))
+    res["output_hash"] = _rows_hash(out)
+    res["state_hash"] = hashlib.blake2b(gs.value[2], digest_size=16).hexdigest()
+    del out
+    parts: dict[str, float] = {}
+    walls: dict[str, float] = {}
+
+    def part(name: str, fn: Any, *a: Any, **kw: Any) -> Any:
+        c, w = time.process_time(), time.perf_counter()
+        got = fn(*a, **kw)
+        parts[name], walls[name] = time.process_time() - c, time.perf_counter() - w
+        return got
+
+    stateful._STATE_CACHE[0] = (stateful._digest(stored[2]), cached_state)
+    gc.collect()
+    with gc_paused():  # as the call runs
+        current = part("state_from_cache", stateful._cached_load, 0, *stored)
+        got_events, skipped = part("events_of", events_of, 0, frame, current.context.epoch, None, loaded=True)
+        kept, refused = part("applicable_events", applicable_events, current, got_events)
+        new_state, decisions, _ = part("step", controller.step_isolating, current, kept)
+        part("state_compare", lambda: new_state != current)
+        dumped = part("dump_state", stateful.dump_state, new_state)
+        part("state_digest", stateful._digest, dumped[2])
+        rows = part("decision_rows", stateful.decision_rows, 0, [*refused, *decisions, *skipped])
+        part(
+            "metrics_and_imbalance",
+            lambda: json.dumps(
+                {**controller.metrics(new_state), "imbalance": controller.imbalance(new_state)}, default=list
+            ),
+        )
+        out = part("pandas_frame", pd.DataFrame, rows, columns=stateful._OUTPUT_COLUMNS)
+        part("arrow_ipc", to_arrow, out)
+    res["decisions"] = len(decisions)
+    res["zk_writes"] = sum(isinstance(d, dc.ZkWrite) for d in decisions)
+    res["state_json_bytes"], res["state_blob_bytes"] = dumped[1], len(dumped[2])
+    res["parts_cpu_s"] = parts
+    res["parts_wall_s"] = walls
+    res["parts_cpu_sum_s"] = sum(parts.values())
+    if profile:
+        prof = cProfile.Profile()
+        stateful._STATE_CACHE[0] = (stateful._digest(stored[2]), cached_state)
+        gc.collect()
+        prof.enable()
+        (out,) = stateful.step_bucket((0,), iter([frame]), _GroupState(stored))
+        to_arrow(out)
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(30)
+        res["profile_tottime_top30"] = buf.getvalue()
+    return res
+
+
+def _rows_hash(out: Any) -> str:
+    """A digest of the output rows (every column, in order): equal for byte-identical outputs."""
+    h = hashlib.blake2b(digest_size=16)
+    for row in out.itertuples(index=False):
+        h.update(repr(tuple(row)).encode())
+    return h.hexdigest()
+
+
+def failure_call_trees(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`failure_call` in fresh processes per source tree, alternating (A B B A ...); medians, and
+    whether each tree gave the same output and state bytes."""
+    import statistics
+    import subprocess
+
+    trees = args.trees.split(",")
+    runs: dict[str, list[dict[str, Any]]] = {t: [] for t in trees}
+    for r in range(args.rounds):
+        for tree in trees if r % 2 == 0 else list(reversed(trees)):
+            cmd = [sys.executable, __file__, "--partitions", str(args.partitions), "--buckets", str(args.buckets)]
+            cmd += ["--failure-call-only", "--scenario", args.scenario, "--tree", tree]
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            if not str(got["core_file"]).startswith(str(Path(tree).resolve())):
+                raise SystemExit(f"the run for {tree} imported {got['core_file']}")
+            print(f"{tree}: whole call {got['whole_call_cpu_s']:.3f} s CPU", file=sys.stderr)
+            runs[tree].append(got)
+    out: dict[str, Any] = {"failure_call_rounds": args.rounds, "order": "A B B A ...", "scenario": args.scenario}
+    hashes = set()
+    for tree, got in runs.items():
+        med: dict[str, Any] = {"core_file": got[0]["core_file"]}
+        for k in ("whole_call_cpu_s", "whole_call_wall_s", "arrow_after_call_cpu_s", "parts_cpu_sum_s"):
+            med[k] = statistics.median(g[k] for g in got)
+        med["parts_cpu_s"] = {p: statistics.median(g["parts_cpu_s"][p] for g in got) for p in got[0]["parts_cpu_s"]}
+        med["runs_whole_call_cpu_s"] = [g["whole_call_cpu_s"] for g in got]
+        med["output_hash"], med["state_hash"] = got[0]["output_hash"], got[0]["state_hash"]
+        hashes.update((g["output_hash"], g["state_hash"]) for g in got)
+        out[tree] = med
+    out["same_bytes_in_every_run"] = len(hashes) == 1
+    base = out[trees[0]]["whole_call_cpu_s"]
+    for tree in trees[1:]:
+        out[f"ratio_whole_call_cpu_{Path(tree).name}_to_{Path(trees[0]).name}"] = round(
+            out[tree]["whole_call_cpu_s"] / base, 3
+        )
+    return out
+
+
 def failover_call_trees(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`failover_call` in fresh processes per source tree, alternating (A B B A ...); medians."""
     import statistics
@@ -349,6 +519,10 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="with --failover-call: cProfile's top functions")
     ap.add_argument("--trees", help="with --failover-call: source trees to compare, comma-separated")
     ap.add_argument("--failover-call-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--failure-call", action="store_true", help="only a broker failure's call, part by part")
+    ap.add_argument("--scenario", choices=FAILURE_SCENARIOS, default="failure", help="with --failure-call")
+    ap.add_argument("--failure-call-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--output", help="with --failure-call: the results' name (default bucket_cost_failure_call)")
     ap.add_argument("--tree", help=argparse.SUPPRESS)
     args = ap.parse_args()
     per_bucket = args.partitions // args.buckets
@@ -358,7 +532,24 @@ def main() -> None:
         print(json.dumps({k: v for k, v in res.items() if k != "machine"}, indent=2))
         write_results("bucket_cost_failover_call", res)
         return
+    if args.failure_call and args.trees:
+        res = {"benchmark": "bucket_cost_failure_call", "machine": machine_info(), "partitions": args.partitions}
+        res.update(buckets=args.buckets, partitions_per_bucket=per_bucket, **failure_call_trees(args))
+        print(json.dumps({k: v for k, v in res.items() if k != "machine"}, indent=2))
+        write_results(args.output or "bucket_cost_failure_call", res)
+        return
     state = build_state(10, per_bucket, 3, 100)
+    if args.failure_call_only or args.failure_call:
+        got = failure_call(state, args.profile, args.scenario)
+        if args.failure_call_only:
+            print(json.dumps(got))
+            return
+        profile_text = got.pop("profile_tottime_top30", "")
+        print(json.dumps(got, indent=2))
+        print(profile_text)
+        name = args.output or "bucket_cost_failure_call"
+        write_results(name, {"machine": machine_info(), "partitions": args.partitions, **got})
+        return
     if args.failover_call_only or args.failover_call:
         got = failover_call(state, args.profile)
         if args.failover_call_only:

@@ -30,6 +30,7 @@ built where they are decided and go out after the batched requests.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
@@ -214,10 +215,7 @@ class RequestBatch:
                 if state_old is None:
                     state_old = self._lisr_state(tp, li, assignment, False, topic_id)
                 per[tp] = state_old
-        live = ctx.live_brokers.keys()
-        if not live <= self.update_metadata_brokers:  # else adding them again changes nothing
-            self.update_metadata_brokers.update(b for b in live if b >= 0)
-        self._take_update_metadata(ctx, tp)
+        self.add_update_metadata(ctx, ctx.live_brokers.keys(), (tp,))
 
     def _lisr_state(
         self,
@@ -249,8 +247,12 @@ class RequestBatch:
     def add_update_metadata(
         self, ctx: ControllerContext, broker_ids: Iterable[int], tps: Iterable[TopicPartition]
     ) -> None:
-        """Kafka's ``addUpdateMetadataRequestForBrokers``; partition states are taken now."""
-        self.update_metadata_brokers.update(b for b in broker_ids if b >= 0)
+        """Kafka's ``addUpdateMetadataRequestForBrokers``; partition states are taken now. Broker ids below 0
+        (no broker) are skipped."""
+        held = self.update_metadata_brokers
+        # a set already held whole (the live brokers, added once per partition) changes nothing: skip the pass
+        if not (isinstance(broker_ids, AbstractSet) and broker_ids <= held):
+            held.update(b for b in broker_ids if b >= 0)
         for tp in tps:
             self._take_update_metadata(ctx, tp)
 

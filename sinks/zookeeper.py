@@ -64,9 +64,9 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -77,6 +77,8 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.paths import _prefix_root
+from kazoo.protocol.serialization import Delete, SetData
 
 from core.decisions import ZkOp, ZkWrite
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH, SINK_PROGRESS_ROOT
@@ -103,8 +105,9 @@ def error_name(exc: BaseException) -> str:
     return name.removesuffix("Error") if name.endswith("Error") else name
 
 
-@dataclass(frozen=True)
-class _Op:
+class _Op(NamedTuple):
+    """One operation of a transaction (a tuple: a batch plans tens of thousands of them)."""
+
     kind: str  # "create" | "set" | "delete"
     path: str
     data: bytes
@@ -148,6 +151,12 @@ def _ancestors(path: str) -> list[str]:
 
 def _depth(path: str) -> int:
     return path.count("/")
+
+
+def _is_normal(path: str) -> bool:
+    """``path`` is what kazoo's normalisation leaves as it is: absolute, no empty, ``.`` or ``..``
+    component, no trailing ``/`` (a name starting with ``.`` counts as not normal: it goes through kazoo)."""
+    return path.startswith("/") and len(path) > 1 and "//" not in path and "/." not in path and not path.endswith("/")
 
 
 class ZooKeeperSink:
@@ -249,8 +258,6 @@ class ZooKeeperSink:
         committed_next = start
         while committed_next < n:
             txns = self._plan(writes, committed_next, failed.keys())
-            if not txns:
-                break
             committed_next, count, failure = self._run(batch_id, writes, txns, progress, committed_next)
             transactions += count
             if failure is None:
@@ -300,18 +307,23 @@ class ZooKeeperSink:
         return json.dumps(body, separators=(",", ":")).encode()
 
     def _run(
-        self, batch_id: int, writes: Sequence[ZkWrite], txns: list[_Txn], progress: _Progress, committed_next: int
+        self, batch_id: int, writes: Sequence[ZkWrite], txns: Iterable[_Txn], progress: _Progress, committed_next: int
     ) -> tuple[int, int, FailedWrite | None]:
         """Commit ``txns`` pipelined, in order. Returns (committed next, transactions committed, the
-        first non-fencing failure or None); updates ``progress`` to what ZooKeeper holds."""
+        first non-fencing failure or None); updates ``progress`` to what ZooKeeper holds. ``txns`` is
+        taken one by one as the pipeline has room (the plan cuts the next transactions while ZooKeeper
+        applies the first ones); after a failure no further one is taken."""
         in_flight: deque[tuple[_Txn, Any]] = deque()
         expected = progress.zk_version
         committed = 0
         failure: FailedWrite | None = None
-        todo = deque(txns)
-        while todo or in_flight:
-            while todo and failure is None and len(in_flight) < self._max_in_flight:
-                txn = todo.popleft()
+        todo: Iterator[_Txn] | None = iter(txns)
+        while True:
+            while todo is not None and failure is None and len(in_flight) < self._max_in_flight:
+                txn = next(todo, None)
+                if txn is None:
+                    todo = None
+                    break
                 in_flight.append((txn, self._submit(batch_id, txn, expected)))
                 expected = 0 if expected is None else expected + 1
             if not in_flight:
@@ -356,19 +368,33 @@ class ZooKeeperSink:
             t.create(self._progress_path, data, acl=self._acl_for(self._progress_path))
         else:
             t.set_data(self._progress_path, data, version=expected_progress_version)
+        # the writes' operations as kazoo's own request values, built here: kazoo's per-call checks and
+        # path normalisation cost as much as ZooKeeper's commit of them (bench/zk_sink_cost.py), and the
+        # core's paths are absolute and normal (others go through kazoo's normalisation)
+        root = self._chroot()
+        operations = t.operations
         for op in txn.ops:
-            if op.kind == "create":
+            if op.kind == "create":  # rare: kazoo's own call (its ACL defaults)
                 t.create(op.path, op.data, acl=self._acl_for(op.path))
-            elif op.kind == "set":
-                t.set_data(op.path, op.data, version=op.version)
+                continue
+            path = op.path
+            full = root + path if _is_normal(path) else _prefix_root(self._zk.chroot, path)
+            if op.kind == "set":
+                operations.append(SetData(full, op.data, op.version))
             else:
-                t.delete(op.path, version=op.version)
+                operations.append(Delete(full, op.version))
         return t.commit_async()
+
+    def _chroot(self) -> str:
+        """The client's chroot as kazoo prefixes it ('' without one)."""
+        root = _prefix_root(self._zk.chroot, "")
+        return "" if root == "/" else root
 
     # ------------------------------------------------------------------ planning
 
-    def _plan(self, writes: Sequence[ZkWrite], start: int, excluded: Collection[int]) -> list[_Txn]:
-        """Cut writes[start:] (without ``excluded``) into transactions, reading what planning needs."""
+    def _plan(self, writes: Sequence[ZkWrite], start: int, excluded: Collection[int]) -> Iterator[_Txn]:
+        """Cut writes[start:] (without ``excluded``) into transactions, reading what planning needs now;
+        the transactions are cut as they are taken (:meth:`_run` submits the first ones meanwhile)."""
         todo = [i for i in range(start, len(writes)) if i not in excluded]
         creating = [
             writes[i].path for i in todo if writes[i].op in (ZkOp.CREATE, ZkOp.UPSERT) and writes[i].make_parents
@@ -376,6 +402,17 @@ class ZooKeeperSink:
         parents = {a for path in creating for a in _ancestors(path)}
         exists = self._read_exists(parents | {writes[i].path for i in todo if writes[i].op is ZkOp.UPSERT})
         trees = self._read_trees({writes[i].path for i in todo if writes[i].op is ZkOp.DELETE_TREE})
+        return self._cut(writes, start, excluded, exists, trees)
+
+    def _cut(
+        self,
+        writes: Sequence[ZkWrite],
+        start: int,
+        excluded: Collection[int],
+        exists: dict[str, bool],
+        trees: dict[str, list[str]],
+    ) -> Iterator[_Txn]:
+        """The transactions of :meth:`_plan`, in order, each yielded once it is closed."""
         created: set[str] = set()
         deleted: set[str] = set()
 
@@ -455,10 +492,13 @@ class ZooKeeperSink:
                     continue
             cur.ops.extend(ops)
             cur.size += size
+            if txns:
+                yield from txns
+                txns.clear()
         if cur.ops:
             # the last transaction also covers the no-op and refused writes after its own
             close(len(writes))
-        return txns
+        yield from txns
 
     def _read_exists(self, paths: set[str]) -> dict[str, bool]:
         handles = [(p, self._zk.exists_async(p)) for p in sorted(paths)]
