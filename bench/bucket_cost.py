@@ -266,6 +266,7 @@ def failover_call(state: controller.ControllerState, profile: bool) -> dict[str,
     res["whole_call_cpu_s"], res["whole_call_wall_s"] = c1 - c0, w1 - w0
     res["call_then_arrow_cpu_s"] = c2 - c0
     res["output_rows"], res["output_payload_bytes"] = len(out), int(sum(len(p) for p in out["payload"]))
+    res["output_hash"] = _rows_hash(out)
     del out
     parts: dict[str, float] = {}
     walls: dict[str, float] = {}
@@ -289,6 +290,7 @@ def failover_call(state: controller.ControllerState, profile: bool) -> dict[str,
         out = part("pandas_frame", pd.DataFrame, rows, columns=stateful._OUTPUT_COLUMNS)
         part("arrow_ipc", to_arrow, out)
     res["state_json_bytes"], res["state_blob_bytes"] = dumped[1], len(dumped[2])
+    res["state_hash"] = hashlib.blake2b(dumped[2], digest_size=16).hexdigest()
     res["parts_cpu_s"] = parts
     res["parts_wall_s"] = walls
     res["parts_cpu_sum_s"] = sum(parts.values())
@@ -498,7 +500,11 @@ def failover_call_trees(args: argparse.Namespace) -> dict[str, Any]:
             med[k] = statistics.median(g[k] for g in got)
         med["parts_cpu_s"] = {p: statistics.median(g["parts_cpu_s"][p] for g in got) for p in got[0]["parts_cpu_s"]}
         med["runs_whole_call_cpu_s"] = [g["whole_call_cpu_s"] for g in got]
+        med["output_hash"], med["state_hash"] = got[0].get("output_hash"), got[0].get("state_hash")
         out[tree] = med
+    out["same_bytes_in_every_run"] = (
+        len({(g.get("output_hash"), g.get("state_hash")) for t in trees for g in runs[t]}) == 1
+    )
     base = out[trees[0]]["whole_call_cpu_s"]
     for tree in trees[1:]:
         out[f"ratio_whole_call_cpu_{Path(tree).name}_to_{Path(trees[0]).name}"] = round(
@@ -530,7 +536,7 @@ def main() -> None:
         res = {"benchmark": "bucket_cost_failover_call", "machine": machine_info(), "partitions": args.partitions}
         res.update(buckets=args.buckets, partitions_per_bucket=per_bucket, **failover_call_trees(args))
         print(json.dumps({k: v for k, v in res.items() if k != "machine"}, indent=2))
-        write_results("bucket_cost_failover_call", res)
+        write_results(args.output or "bucket_cost_failover_call", res)
         return
     if args.failure_call and args.trees:
         res = {"benchmark": "bucket_cost_failure_call", "machine": machine_info(), "partitions": args.partitions}

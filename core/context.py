@@ -166,7 +166,7 @@ class ControllerContext:
     def replicas_on_brokers(self, broker_ids: Iterable[int]) -> list[PartitionReplica]:
         out: list[PartitionReplica] = []
         for b in sorted(set(broker_ids)):
-            out.extend(PartitionReplica(tp.topic, tp.partition, b) for tp in sort_tps(self.partitions_on_broker(b)))
+            out.extend(PartitionReplica.of(tp, b) for tp in sort_tps(self.partitions_on_broker(b)))
         return out
 
     def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
@@ -176,7 +176,7 @@ class ControllerContext:
         return out
 
     def replicas_for_partitions(self, tps: Iterable[TopicPartition]) -> list[PartitionReplica]:
-        return [PartitionReplica(tp.topic, tp.partition, r) for tp in tps for r in self.replicas(tp)]
+        return [PartitionReplica.of(tp, r) for tp in tps for r in self.replicas(tp)]
 
     def remove_topic(self, topic: str) -> None:
         """Forget everything about ``topic`` (Kafka's ``removeTopic``)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property
 
 # --------------------------------------------------------------------------- partitions and replicas
 
@@ -48,8 +49,18 @@ class PartitionReplica:
     partition: int
     replica: int
 
-    @property
+    @classmethod
+    def of(cls, tp: TopicPartition, replica: int) -> PartitionReplica:
+        """The replica of ``tp`` on broker ``replica``, whose :attr:`topic_partition` is ``tp`` itself. Given
+        the key object a context holds, look-ups by the replica's partition find that key by identity, not
+        by the dataclass ``__eq__`` (a failover looks each partition up ~10 times per replica)."""
+        pr = cls(tp.topic, tp.partition, replica)
+        pr.__dict__["topic_partition"] = tp
+        return pr
+
+    @cached_property
     def topic_partition(self) -> TopicPartition:
+        """The partition (an equal value; the one given to :meth:`of`), kept after the first use."""
         return TopicPartition(self.topic, self.partition)
 
 

@@ -82,11 +82,7 @@ def startup(ctx: ControllerContext, fx: Effects, replicas: Iterable[PartitionRep
     pairs: Iterable[tuple[TopicPartition, PartitionReplica]]
     if replicas is None:
         assignments = ctx.partition_assignments
-        pairs = (
-            (tp, PartitionReplica(tp.topic, tp.partition, r))
-            for tp in sort_tps(assignments)
-            for r in assignments[tp].replicas
-        )
+        pairs = ((tp, PartitionReplica.of(tp, r)) for tp in sort_tps(assignments) for r in assignments[tp].replicas)
     else:
         pairs = ((pr.topic_partition, pr) for pr in replicas)
     online: list[PartitionReplica] = []

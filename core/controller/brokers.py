@@ -115,7 +115,7 @@ def controlled_shutdown(c: StepContext, ev: ControlledShutdown) -> None:
     c.partition_states(led, PartitionState.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN)
     for tp in followed:
         c.fx.batch.add_stop_replica(ctx, (ev.broker_id,), tp, delete=False)
-    c.replica_states([PartitionReplica(tp.topic, tp.partition, ev.broker_id) for tp in followed], ReplicaState.OFFLINE)
+    c.replica_states([PartitionReplica.of(tp, ev.broker_id) for tp in followed], ReplicaState.OFFLINE)
     _shutdown_response(c, ev.broker_id, 0, ctx.partitions_led_by(ev.broker_id))
 
 
@@ -151,7 +151,7 @@ def leader_and_isr_response(c: StepContext, ev: LeaderAndIsrResponse) -> None:
         ctx.replicas_on_offline_dirs.pop(ev.broker_id, None)
     new_offline = sorted(current - previous)
     if new_offline:
-        prs = [PartitionReplica(tp.topic, tp.partition, ev.broker_id) for tp in new_offline]
+        prs = [PartitionReplica.of(tp, ev.broker_id) for tp in new_offline]
         on_replicas_become_offline(c, prs)
 
 

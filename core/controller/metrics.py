@@ -36,13 +36,14 @@ def imbalance(state: ControllerState) -> dict[int, tuple[int, int]]:
     ``leader.imbalance.per.broker.percentage`` (see :func:`brokers_over_imbalance`)."""
     ctx = state.context
     out: dict[int, list[int]] = {}
+    deleting, leadership = ctx.topics_to_be_deleted, ctx.partition_leadership
     for tp, ra in ctx.partition_assignments.items():
-        if not ra.replicas or tp.topic in ctx.topics_to_be_deleted:
+        if not ra.replicas or tp.topic in deleting:
             continue
         counts = out.setdefault(ra.replicas[0], [0, 0])
         counts[1] += 1
-        lai = ctx.leader_and_isr(tp)
-        if lai is not None and lai.leader != ra.replicas[0]:
+        li = leadership.get(tp)
+        if li is not None and li.leader_and_isr.leader != ra.replicas[0]:
             counts[0] += 1
     return {b: (c[0], c[1]) for b, c in sorted(out.items())}
 
@@ -61,19 +62,23 @@ def metrics(state: ControllerState) -> dict[str, int]:
         if st is PartitionState.OFFLINE and tp.topic not in ctx.topics_with_deletion_started
     )
     imbalanced = 0
-    for tp, li in ctx.partition_leadership.items():
-        if tp.topic in ctx.topics_to_be_deleted:
-            continue
-        target = ctx.assignment(tp).target_replicas
-        if target and li.leader_and_isr.leader != target[0]:
-            imbalanced += 1
     # Kafka's broker-side UnderReplicatedPartitions, seen from the controller: ISR smaller than the
     # partition's full replica set (during a reassignment that set includes the adding replicas)
-    under_replicated = sum(
-        1
-        for tp, li in ctx.partition_leadership.items()
-        if tp.topic not in ctx.topics_to_be_deleted and len(li.leader_and_isr.isr) < len(ctx.assignment(tp).replicas)
-    )
+    under_replicated = 0
+    deleting, assignments = ctx.topics_to_be_deleted, ctx.partition_assignments
+    no_replicas: tuple[int, ...] = ()
+    for tp, li in ctx.partition_leadership.items():  # one pass for both counts
+        if tp.topic in deleting:
+            continue
+        ra = assignments.get(tp)
+        replicas = ra.replicas if ra is not None else no_replicas
+        # the target replicas: RS less the removing ones (RS itself when nothing is being removed)
+        target = ra.target_replicas if ra is not None and ra.removing_replicas else replicas
+        lai = li.leader_and_isr
+        if target and lai.leader != target[0]:
+            imbalanced += 1
+        if len(lai.isr) < len(replicas):
+            under_replicated += 1
     to_delete = 0
     ineligible = 0
     for topic in ctx.topics_to_be_deleted:

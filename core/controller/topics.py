@@ -264,9 +264,7 @@ def topic_creation_refused(c: StepContext, ev: TopicCreationRefused) -> None:
     # those without a state znode are created as Kafka's onNewPartitionCreation does
     partition_machine.initialize_partition_state(ctx, adopted)
     on_new_partition_creation(c, fresh)
-    replica_machine.startup(
-        ctx, c.fx, [PartitionReplica(tp.topic, tp.partition, r) for tp in adopted for r in ctx.replicas(tp)]
-    )
+    replica_machine.startup(ctx, c.fx, [PartitionReplica.of(tp, r) for tp in adopted for r in ctx.replicas(tp)])
     c.trigger_online_partition_state_change(ev.topic)
     c.send_update_metadata(ctx.live_brokers.keys(), adopted)
 
