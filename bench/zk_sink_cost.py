@@ -25,6 +25,7 @@ import cProfile
 import io
 import json
 import pstats
+import shutil
 import statistics
 import sys
 import tempfile
@@ -155,6 +156,7 @@ def main() -> None:
         close(client)
     finally:
         local.stop_process(zk.pid, zk.marker)
+        shutil.rmtree(run_dir, ignore_errors=True)
     profile_text = out.pop("profile_tottime_top25", "")
     print(json.dumps({k: v for k, v in out.items() if k != "machine"}, indent=2))
     print(profile_text)
