@@ -395,6 +395,7 @@ class ZooKeeperSink:
     def _plan(self, writes: Sequence[ZkWrite], start: int, excluded: Collection[int]) -> Iterator[_Txn]:
         """Cut writes[start:] (without ``excluded``) into transactions, reading what planning needs now;
         the transactions are cut as they are taken (:meth:`_run` submits the first ones meanwhile)."""
+        excluded = frozenset(excluded)  # as it is now: the cut runs later
         todo = [i for i in range(start, len(writes)) if i not in excluded]
         creating = [
             writes[i].path for i in todo if writes[i].op in (ZkOp.CREATE, ZkOp.UPSERT) and writes[i].make_parents
