@@ -47,6 +47,7 @@ drop any message at or below it**, as Kafka brokers drop requests from an older 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -235,39 +236,60 @@ def split_body(body: dict[str, Any], max_bytes: int) -> list[dict[str, Any]]:
 
 
 def _split_dumped(body: dict[str, Any], max_bytes: int) -> list[tuple[dict[str, Any], bytes]]:
-    """:func:`split_body` with each part's JSON (serialising tens of MB is the sink's main cost: once)."""
+    """:func:`split_body` with each part's JSON (serialising tens of MB is the sink's main cost: once).
+
+    The partition states of every ``topicStates`` entry, in order, are cut into parts of equal counts,
+    then any part still too large is halved. A part is a range of that sequence, and is built from
+    slices of the entries' lists (a failover's bodies hold hundreds of thousands of states: walking them
+    one by one in Python was most of the split)."""
     dumped = _dumps(body)
     states = body.get("topicStates")
     if not isinstance(states, list) or len(dumped) <= max_bytes:
         return [(body, dumped)]
-    flat: list[tuple[dict[str, Any], Any]] = []
-    for ts in states:
-        header = {k: v for k, v in ts.items() if k != "partitionStates"}
-        flat.extend((header, ps) for ps in ts.get("partitionStates", []))
-    # partition states are much alike: cut into equal counts, then halve any part still too large
+    split = _Split(body, states)
     pieces = -(-len(dumped) // max_bytes)
-    step = max(1, -(-len(flat) // pieces))
-    return [p for start in range(0, len(flat), step) for p in _fit(body, flat[start : start + step], max_bytes)]
+    step = max(1, -(-split.total // pieces))
+    return [
+        p for start in range(0, split.total, step) for p in split.fit(start, min(start + step, split.total), max_bytes)
+    ]
 
 
-def _part(body: dict[str, Any], flat: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
-    topic_states: list[dict[str, Any]] = []
-    for header, ps in flat:
-        if not topic_states or topic_states[-1].get("topicName") != header.get("topicName"):
-            topic_states.append({**header, "partitionStates": []})
-        topic_states[-1]["partitionStates"].append(ps)
-    return {**{k: v for k, v in body.items() if k != "topicStates"}, "topicStates": topic_states}
+class _Split:
+    """A body's partition states as one sequence, ``[0, total)``, across its ``topicStates`` entries."""
 
+    def __init__(self, body: dict[str, Any], states: list[Any]) -> None:
+        self.rest = {k: v for k, v in body.items() if k != "topicStates"}
+        self.headers = [{k: v for k, v in ts.items() if k != "partitionStates"} for ts in states]
+        self.lists: list[list[Any]] = [ts.get("partitionStates", []) for ts in states]
+        #: offsets[i]: the states before entry i; entry i holds [offsets[i], offsets[i + 1])
+        self.offsets = [0]
+        for ps in self.lists:
+            self.offsets.append(self.offsets[-1] + len(ps))
+        self.total = self.offsets[-1]
 
-def _fit(
-    body: dict[str, Any], flat: list[tuple[dict[str, Any], Any]], max_bytes: int
-) -> list[tuple[dict[str, Any], bytes]]:
-    part = _part(body, flat)
-    dumped = _dumps(part)
-    if len(flat) <= 1 or len(dumped) <= max_bytes:
-        return [(part, dumped)]
-    half = len(flat) // 2
-    return _fit(body, flat[:half], max_bytes) + _fit(body, flat[half:], max_bytes)
+    def part(self, lo: int, hi: int) -> dict[str, Any]:
+        """The request of the states ``[lo, hi)``: consecutive states of one topic in one entry."""
+        topic_states: list[dict[str, Any]] = []
+        offsets = self.offsets
+        i = bisect.bisect_right(offsets, lo) - 1
+        while i < len(self.lists) and offsets[i] < hi:
+            a, b = max(lo, offsets[i]) - offsets[i], min(hi, offsets[i + 1]) - offsets[i]
+            if b > a:
+                header = self.headers[i]
+                if topic_states and topic_states[-1].get("topicName") == header.get("topicName"):
+                    topic_states[-1]["partitionStates"].extend(self.lists[i][a:b])
+                else:
+                    topic_states.append({**header, "partitionStates": self.lists[i][a:b]})
+            i += 1
+        return {**self.rest, "topicStates": topic_states}
+
+    def fit(self, lo: int, hi: int, max_bytes: int) -> list[tuple[dict[str, Any], bytes]]:
+        part = self.part(lo, hi)
+        dumped = _dumps(part)
+        if hi - lo <= 1 or len(dumped) <= max_bytes:
+            return [(part, dumped)]
+        half = (hi - lo) // 2
+        return self.fit(lo, lo + half, max_bytes) + self.fit(lo + half, hi, max_bytes)
 
 
 def request_messages(

@@ -269,7 +269,9 @@ class Dispatcher:
         started = time.monotonic()
         report = BatchReport(batch_id)
         frame = frame.sort_values(["bucket", "seq"], kind="stable") if not frame.empty else frame
-        buckets, kinds, payloads = frame.get("bucket", []), frame.get("kind", []), frame.get("payload", [])
+        buckets: Any = frame.get("bucket", [])
+        kinds: Any = frame.get("kind", [])
+        payloads: Any = frame.get("payload", [])
         # ZooKeeper's writes first: the other rows are decoded while nothing waits on them
         zk_writes: list[dc.ZkWrite] = []
         for kind, payload in zip(kinds, payloads, strict=True):

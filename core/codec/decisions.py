@@ -166,7 +166,8 @@ def _plain_zk_write(o: dict[str, Any]) -> ZkWrite | None:
     field-by-field checks of :func:`decode_decision`, which give the same value for these; ``None`` for
     anything else, which the strict decoder then reads (or refuses, naming the field). A broker failure
     at 100k partitions is 30,000 such rows, decoded before ZooKeeper's writes can start."""
-    version, op, path, data = o.get("version"), _ZK_OPS.get(o.get("op")), o.get("path"), o.get("data")
+    version, op_name, path, data = o.get("version"), o.get("op"), o.get("path"), o.get("data")
+    op = _ZK_OPS.get(op_name) if type(op_name) is str else None
     expected, parents = o.get("expected_version"), o.get("make_parents")
     if (
         type(version) is not int
