@@ -210,6 +210,7 @@ def main() -> None:
             r[k + "_all"] = [round(x[k], 3) for x in runs]
         r["compress_s"] = round(compress_s(msgs), 3)
         r["messages"] = len(msgs)
+        r["sha256"] = digest(msgs)
         r["message_mb"] = round(sum(len(m.value) for m in msgs) / 1e6, 1)
         if args.profile:
             frame = table.to_pandas()
