@@ -27,8 +27,14 @@ restarting) is tried again, fence check first, every ``retry_backoff_s`` until `
 passed; each sink's replay by batch id makes the retry exactly-once. After that the error propagates
 and the query fails.
 
-**Rows are decoded once.** A row's decision is parsed once (orjson, the cyclic collector paused:
-:func:`decode_row`, :func:`gc_paused`); a broker request's body, a JSON object inside the row, stays that
+**ZooKeeper's rows first.** The ZooKeeper writes are decoded and written before any other row is
+decoded (a plain write by a lean decoder that gives what the strict one gives); the requests, results
+and the rest are decoded after, while nothing waits on them. The cyclic collector is off for the whole
+batch (:func:`gc_paused`) and comes back once its decoded rows are freed: a pass over millions of
+acyclic objects right after the decode was a fifth of a large batch's driver time (``bench/README.md``,
+"The driver after the job").
+
+**Rows are decoded once.** A row's decision is parsed once (orjson: :func:`decode_row`); a broker request's body, a JSON object inside the row, stays that
 parsed object (:class:`core.kafka.requests.WireBody`) all the way to the request sink, which merges such
 objects per broker and API and serialises each outbound message once. Rebuilding typed values
 (``decode_decision(..., typed=True)``) was measured and not taken: on the rows of a 100k-partition
