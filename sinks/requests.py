@@ -239,14 +239,17 @@ def _split_dumped(body: dict[str, Any], max_bytes: int) -> list[tuple[dict[str, 
     """:func:`split_body` with each part's JSON (serialising tens of MB is the sink's main cost: once).
 
     The partition states of every ``topicStates`` entry, in order, are cut into parts of equal counts,
-    then any part still too large is halved. A part is a range of that sequence, and is built from
-    slices of the entries' lists (a failover's bodies hold hundreds of thousands of states: walking them
-    one by one in Python was most of the split)."""
-    dumped = _dumps(body)
+    then any part still too large is halved. A part is a range of that sequence, built from slices of the
+    entries' lists (a failover's bodies hold hundreds of thousands of states: walking them one by one in
+    Python was most of the split), and its JSON from each whole entry's JSON, serialised once: only an
+    entry cut by a part's edge is serialised again."""
     states = body.get("topicStates")
-    if not isinstance(states, list) or len(dumped) <= max_bytes:
+    split = _Split.of(body, states) if isinstance(states, list) else None
+    if split is None:
+        return [(body, _dumps(body))]
+    dumped = split.whole()
+    if len(dumped) <= max_bytes:
         return [(body, dumped)]
-    split = _Split(body, states)
     pieces = -(-len(dumped) // max_bytes)
     step = max(1, -(-split.total // pieces))
     return [
@@ -254,22 +257,56 @@ def _split_dumped(body: dict[str, Any], max_bytes: int) -> list[tuple[dict[str, 
     ]
 
 
+_TOPIC_STATES_SLOT = b'"topicStates":[]'
+
+
 class _Split:
-    """A body's partition states as one sequence, ``[0, total)``, across its ``topicStates`` entries."""
+    """A body's partition states as one sequence, ``[0, total)``, across its ``topicStates`` entries, with
+    each entry's JSON and the JSON around ``topicStates`` (keys sorted: the entries' text is spliced in)."""
 
     def __init__(self, body: dict[str, Any], states: list[Any]) -> None:
+        self.body = body
         self.rest = {k: v for k, v in body.items() if k != "topicStates"}
         self.headers = [{k: v for k, v in ts.items() if k != "partitionStates"} for ts in states]
         self.lists: list[list[Any]] = [ts.get("partitionStates", []) for ts in states]
+        #: each entry's JSON, and the body's JSON before and after the entries; None: written whole
+        self.texts: list[bytes] | None = None
+        self.prefix, self.suffix = b"", b""
         #: offsets[i]: the states before entry i; entry i holds [offsets[i], offsets[i + 1])
         self.offsets = [0]
         for ps in self.lists:
             self.offsets.append(self.offsets[-1] + len(ps))
         self.total = self.offsets[-1]
 
-    def part(self, lo: int, hi: int) -> dict[str, Any]:
-        """The request of the states ``[lo, hi)``: consecutive states of one topic in one entry."""
+    @classmethod
+    def of(cls, body: dict[str, Any], states: list[Any]) -> _Split | None:
+        """``None`` when the entries are not all objects. When orjson cannot write the body (the standard
+        encoder's escapes then apply to the whole message: :func:`_dumps`) each part is written whole."""
+        if not all(isinstance(ts, dict) for ts in states):
+            return None
+        split = cls(body, states)
+        try:
+            around = _dumps_strict({**split.rest, "topicStates": []})
+            if around.count(_TOPIC_STATES_SLOT) == 1:
+                before, _, after = around.partition(_TOPIC_STATES_SLOT)
+                split.texts = [_dumps_strict(ts) for ts in states]
+                split.prefix, split.suffix = before + b'"topicStates":[', b"]" + after
+        except orjson.JSONEncodeError:
+            split.texts = None
+        return split
+
+    def whole(self) -> bytes:
+        """The body's JSON, as :func:`_dumps` writes it."""
+        if self.texts is None:
+            return _dumps(self.body)
+        return self.prefix + b",".join(self.texts) + self.suffix
+
+    def part(self, lo: int, hi: int) -> tuple[dict[str, Any], bytes]:
+        """The request of the states ``[lo, hi)`` (consecutive states of one topic in one entry), with its
+        JSON."""
         topic_states: list[dict[str, Any]] = []
+        #: per entry of the part, the body's entry it is whole (its JSON reused), or -1
+        whole: list[int] = []
         offsets = self.offsets
         i = bisect.bisect_right(offsets, lo) - 1
         while i < len(self.lists) and offsets[i] < hi:
@@ -278,18 +315,28 @@ class _Split:
                 header = self.headers[i]
                 if topic_states and topic_states[-1].get("topicName") == header.get("topicName"):
                     topic_states[-1]["partitionStates"].extend(self.lists[i][a:b])
+                    whole[-1] = -1
                 else:
                     topic_states.append({**header, "partitionStates": self.lists[i][a:b]})
+                    whole.append(i if b - a == len(self.lists[i]) else -1)
             i += 1
-        return {**self.rest, "topicStates": topic_states}
+        part = {**self.rest, "topicStates": topic_states}
+        if self.texts is None:
+            return part, _dumps(part)
+        own = self.texts
+        texts = [own[w] if w >= 0 else _dumps_strict(ts) for w, ts in zip(whole, topic_states, strict=True)]
+        return part, self.prefix + b",".join(texts) + self.suffix
 
     def fit(self, lo: int, hi: int, max_bytes: int) -> list[tuple[dict[str, Any], bytes]]:
-        part = self.part(lo, hi)
-        dumped = _dumps(part)
+        part, dumped = self.part(lo, hi)
         if hi - lo <= 1 or len(dumped) <= max_bytes:
             return [(part, dumped)]
         half = (hi - lo) // 2
         return self.fit(lo, lo + half, max_bytes) + self.fit(lo + half, hi, max_bytes)
+
+
+def _dumps_strict(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
 def request_messages(

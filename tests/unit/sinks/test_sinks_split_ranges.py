@@ -90,5 +90,31 @@ def test_one_oversized_state_is_a_part_of_its_own() -> None:
 
 
 def test_a_body_without_partition_states_is_as_before() -> None:
-    body = {"topicStates": [{"topicName": "a", "partitionStates": []}], "pad": "p" * 500}
-    assert _split_dumped(body, 100) == _reference(body, 100) == []
+    for states in ([{"topicName": "a", "partitionStates": []}], []):
+        body = {"topicStates": states, "pad": "p" * 500}
+        assert _split_dumped(body, 100) == _reference(body, 100) == []
+        assert _split_dumped(body, 1000) == _reference(body, 1000)
+
+
+def test_text_orjson_cannot_write_falls_back_to_the_escaping_encoder() -> None:
+    # a lone surrogate (orjson refuses it): the standard encoder's escapes, whole message, as before
+    body = {"topicStates": [{"topicName": "a\ud800", "partitionStates": [{"partitionIndex": i} for i in range(50)]}]}
+    for max_bytes in (100, 10**6):
+        assert _split_dumped(body, max_bytes) == _reference(body, max_bytes)
+
+
+def test_equal_requests_to_several_brokers_keep_their_bytes() -> None:
+    from core import decisions as dc
+    from core.kafka.requests import RequestApi, WireBody
+    from sinks.ports import Fence
+    from sinks.requests import request_messages
+
+    body = _body(random.Random(7))
+    reqs = [dc.BrokerRequest(b, RequestApi.LEADER_AND_ISR, WireBody(body)) for b in (1, 2)]
+    msgs = request_messages("t", Fence(2, 1), 3, reqs, max_bytes=2_000)
+    assert len(msgs) > 4
+    parts = [b for _, b in _reference(body, 2_000)]
+    assert [m.value for m in msgs if m.key == b"1"] == [
+        m.value for m in request_messages("t", Fence(2, 1), 3, reqs[:1], max_bytes=2_000)
+    ]
+    assert all(p in m.value for p, m in zip(parts, [m for m in msgs if m.key == b"2"], strict=True))
