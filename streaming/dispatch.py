@@ -34,13 +34,17 @@ batch (:func:`gc_paused`) and comes back once its decoded rows are freed: a pass
 acyclic objects right after the decode was a fifth of a large batch's driver time (``bench/README.md``,
 "The driver after the job").
 
-**Rows are decoded once.** A row's decision is parsed once (orjson: :func:`decode_row`); a broker request's body, a JSON object inside the row, stays that
-parsed object (:class:`core.kafka.requests.WireBody`) all the way to the request sink, which merges such
-objects per broker and API and serialises each outbound message once. Rebuilding typed values
-(``decode_decision(..., typed=True)``) was measured and not taken: on the rows of a 100k-partition
-failover (8 buckets, 10 brokers) it costs about nine times the decode itself (``bench/README.md``,
-"Request bodies as values"), and nothing on the driver needs more than the wire form — the sink merges
-and splits it, :func:`streaming.refusals.withhold` filters it, the audit log counts and logs it. An admin
+**Rows are decoded once, request entries not at all.** A row's decision is parsed once (orjson:
+:func:`decode_row`). A LeaderAndIsr, UpdateMetadata or StopReplica row carries each ``topicStates``
+entry as its own line, the JSON text the message will hold
+(:func:`core.codec.decisions.decision_row_text`): only the first line is parsed, and the body is a
+:class:`core.kafka.requests.SplicedBody` — its small fields parsed, its entries text — which the request
+sink merges by concatenating entries and splices into each message's bytes. Entries are parsed only
+where something needs them as values: an entry cut by a message's size limit, the requests of a topic
+ZooKeeper refused a write for (:func:`streaming.refusals.withhold`), the audit log's per-partition
+lines; counts come from the row. Other bodies stay the parsed JSON object
+(:class:`core.kafka.requests.WireBody`). Rebuilding typed values (``decode_decision(..., typed=True)``)
+was measured and not taken (``bench/README.md``, "Request bodies as values"). An admin
 result's ``details``, also a JSON object in the row, is decoded with it, and the parts of one command from
 several buckets merge as those objects (:func:`merge_admin_results`), never re-encoded on the driver.
 
@@ -67,7 +71,7 @@ import pandas as pd
 
 from core import decisions as dc
 from core import jsonform as jf
-from core.codec.decisions import decode_decision
+from core.codec.decisions import decode_decision, decode_row_text
 from core.errors import FormatError
 from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
@@ -94,11 +98,17 @@ log = logging.getLogger("livectl.dispatch")
 
 def decode_row(payload: str | bytes) -> dc.Decision:
     """One decision row, decoded once. A broker request's body stays the parsed JSON object
-    (:class:`core.kafka.requests.WireBody`), which the request sink merges and serialises as it is."""
+    (:class:`core.kafka.requests.WireBody`), which the request sink merges and serialises as it is; a row
+    of several lines (:func:`core.codec.decisions.decision_row_text`) keeps its ``topicStates`` entries as
+    their text (:class:`core.kafka.requests.SplicedBody`)."""
+    text = payload.decode() if isinstance(payload, bytes) else payload
+    head, newline, rest = text.partition("\n")
     try:
-        raw = orjson.loads(payload)
+        raw = orjson.loads(head)
     except orjson.JSONDecodeError as e:
         raise FormatError("$", f"not valid JSON: {e}") from None
+    if newline:
+        return decode_row_text(raw, rest.split("\n"))
     return decode_decision(raw)
 
 

@@ -15,8 +15,9 @@ value whichever form was written."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from enum import Enum
 from typing import Any
@@ -35,14 +36,23 @@ from core.decisions import (
 from core.errors import FormatError
 from core.frozen_json import EMPTY_OBJECT, freeze_object
 from core.kafka.request_codec import (
+    SortedMemo,
     TopicStatesMemo,
     encode_addressees,
     encode_text,
     parse_body,
     read_addressees,
+    sorted_entries,
     wire_object,
 )
-from core.kafka.requests import RequestApi, WireBody
+from core.kafka.requests import (
+    LeaderAndIsrRequest,
+    RequestApi,
+    SplicedBody,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    WireBody,
+)
 
 DECISION_VERSION = 1
 #: the fields of a ZooKeeper write's JSON form
@@ -91,7 +101,7 @@ def decision_to_json(d: Decision, memo: TopicStatesMemo | None = None) -> str:
     spliced in (``memo``: see :func:`core.kafka.request_codec.encode_text`)."""
     if isinstance(d, BrokerRequest):
         if isinstance(d.body, WireBody):
-            body = json.dumps(d.body.obj, separators=(",", ":"))
+            body = json.dumps(dict(d.body.obj), separators=(",", ":"))
         else:
             body = encode_text(d.body, memo)
         addressees = ""
@@ -103,6 +113,54 @@ def decision_to_json(d: Decision, memo: TopicStatesMemo | None = None) -> str:
             f'"type":"{d.TYPE}","version":{DECISION_VERSION}}}'
         )
     return json.dumps(encode_decision(d), separators=(",", ":"), sort_keys=True)
+
+
+_WITH_TOPIC_STATES = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
+#: the field of a row's first line that lists its ``topicStates`` entries (name, partition count)
+ENTRIES_FIELD = "topic_entries"
+
+
+def decision_row_text(d: Decision, memo: TopicStatesMemo | None = None, sorted_memo: SortedMemo | None = None) -> str:
+    """A decision as a bucket's output row carries it. A LeaderAndIsr, UpdateMetadata or StopReplica with
+    partition states is several lines (JSON text never holds a raw newline): first the decision with its
+    body's ``topicStates`` empty and ``"topic_entries": [[topicName, partitions], …]``, then each
+    ``topicStates`` entry's JSON, keys sorted, as the message carries it
+    (:func:`core.kafka.request_codec.sorted_entries`). The driver keeps those entries as text
+    (:func:`decode_row_text`); the request sink splices them into its messages. Any other decision is
+    :func:`decision_to_json`, one line."""
+    body = d.body if isinstance(d, BrokerRequest) else None
+    if isinstance(d, BrokerRequest) and isinstance(
+        body, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+    ):
+        entries = sorted_entries(body, sorted_memo) if body.partitions else None
+        if entries:
+            empty: Any = dataclasses.replace(body, partitions=())  # type: ignore[arg-type]
+            head = decision_to_json(dataclasses.replace(d, body=empty))
+            listed = json.dumps([[name, count] for name, count, _ in entries], separators=(",", ":"))
+            lines = [f'{head[:-1]},"{ENTRIES_FIELD}":{listed}}}', *(text for _, _, text in entries)]
+            return "\n".join(lines)
+    return decision_to_json(d, memo)
+
+
+def decode_row_text(raw: Any, texts: Sequence[str]) -> Decision:
+    """The decision of a row (:func:`decision_row_text`) from its first line, parsed, and the lines after
+    it: a broker request whose body is a :class:`~core.kafka.requests.SplicedBody`."""
+    o = jf.obj(raw, "$")
+    listed = o.get(ENTRIES_FIELD)
+    if not isinstance(listed, list) or len(listed) != len(texts):
+        raise FormatError(ENTRIES_FIELD, f"must list the row's {len(texts)} topicStates entries")
+    names: list[str] = []
+    counts: list[int] = []
+    for i, e in enumerate(listed):
+        if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and type(e[1]) is int and e[1] >= 0):
+            raise FormatError(f"{ENTRIES_FIELD}[{i}]", "must be [topicName, partition count]")
+        names.append(e[0])
+        counts.append(e[1])
+    d = decode_decision({k: v for k, v in o.items() if k != ENTRIES_FIELD})
+    if not isinstance(d, BrokerRequest) or not isinstance(d.body, WireBody) or d.body.obj.get("topicStates") != []:
+        raise FormatError("body", "a row with topicStates entries must be a broker request with empty topicStates")
+    body = SplicedBody(d.body.obj, tuple(names), tuple(counts), tuple(texts))
+    return dataclasses.replace(d, body=WireBody(body))
 
 
 def decode_decision(raw: Any, *, typed: bool = False) -> Decision:
