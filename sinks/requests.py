@@ -301,7 +301,8 @@ class _Split:
 
     def __init__(self, body: Mapping[str, Any], names: list[Any], counts: list[int]) -> None:
         self.body = body
-        self.rest = {k: v for k, v in body.items() if k != "topicStates"}
+        # keys, not items: a SplicedBody would parse its entries for its topicStates
+        self.rest = {k: body[k] for k in body if k != "topicStates"}
         self.names = names
         #: each entry as (the entry without partitionStates, its partitionStates), once parsed
         self.entries: list[tuple[dict[str, Any], list[Any]] | None] = [None] * len(names)

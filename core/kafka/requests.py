@@ -269,7 +269,8 @@ class SplicedBody(Mapping[str, Any]):
         if isinstance(other, SplicedBody):
             return self.head == other.head and self.texts == other.texts
         if isinstance(other, Mapping):
-            return dict(self.items()) == dict(other.items())
+            # the request sink compares groups of bodies: a body with other fields is told apart unparsed
+            return self.head.keys() == other.keys() and dict(self.items()) == dict(other.items())
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

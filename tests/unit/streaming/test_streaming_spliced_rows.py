@@ -122,7 +122,10 @@ def test_messages_from_entries_as_text_are_byte_for_byte_the_same(events: list[e
     decisions = _decisions("a", events) + _decisions("b", events)
     new, old = _rows(decisions)
     fence = Fence(2, 1)
-    got = request_messages("t", fence, 5, _requests(new), max_bytes, partitions=(0, 1, 2))
+    spliced = _requests(new)
+    got = request_messages("t", fence, 5, spliced, max_bytes, partitions=(0, 1, 2))
+    # the entries were never parsed as a whole (only an entry cut at a part's edge, by the sink itself)
+    assert all(not wire_object_of(r)._parsed for r in spliced if isinstance(wire_object_of(r), SplicedBody))
     want = request_messages("t", fence, 5, _requests(old), max_bytes, partitions=(0, 1, 2))
     assert [(m.key, m.value, m.headers, m.identity, m.partition) for m in got] == [
         (m.key, m.value, m.headers, m.identity, m.partition) for m in want
