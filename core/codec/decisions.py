@@ -5,7 +5,9 @@ as the bucket emits it in its output rows and the dispatcher reads it back. Deco
 A broker request's ``body`` is a JSON *object* in the row: the bytes of
 :func:`core.kafka.request_codec.encode_body`, spliced in, never a string holding JSON. Decoding keeps it as
 the parsed object (:class:`core.kafka.requests.WireBody`) unless asked for typed values: the driver hands
-it to the request sink as it is.
+it to the request sink as it is. A bucket's output row of a LeaderAndIsr, UpdateMetadata or StopReplica
+puts each ``topicStates`` entry on a line of its own (:func:`decision_row_text`), which the driver keeps as
+text (:func:`decode_row_text`, :class:`core.kafka.requests.SplicedBody`).
 
 An admin result's ``details`` is a JSON object too (in the row and on ``livectl.admin-results``).
 :func:`read_details` reads it, and also the JSON text a controller before that change wrote, which can
