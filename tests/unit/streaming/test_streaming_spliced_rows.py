@@ -16,6 +16,7 @@ from core import events as ev
 from core.codec.decisions import decision_row_text, decision_to_json
 from core.context import ControllerContext
 from core.controller import ControllerState
+from core.errors import FormatError
 from core.kafka.request_codec import sorted_entries
 from core.kafka.requests import (
     RequestApi,
@@ -188,3 +189,39 @@ def test_a_refused_state_write_withholds_the_same_partitions_and_the_audit_count
     assert [(d.partitions, d.entries) for d in a] == [(d.partitions, d.entries) for d in b]
     assert per_broker(a) == per_broker(b)
     assert [describe_decision(r) for r in kept_new] == [describe_decision(r) for r in kept_old]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"topic_entries": [["a-000", 4]]}, "topic_entries"),
+        ({"topic_entries": [["a-000", -1], ["a-001", 4]]}, "topic_entries[0]"),
+        ({"topic_entries": [["a-000", 4], [7, 4]]}, "topic_entries[1]"),
+        ({"topic_entries": "x"}, "topic_entries"),
+    ],
+)
+def test_a_bad_row_of_entries_is_refused_naming_the_field(change: dict[str, Any], field: str) -> None:
+    head, *texts = decision_row_text(_stop_replica(1, ["a-000", "a-001"])).split("\n")
+    bad = json.dumps({**json.loads(head), **change})
+    with pytest.raises(FormatError) as e:
+        decode_row("\n".join([bad, *texts]))
+    assert str(e.value).startswith(f"{field}: ")
+
+
+def test_lines_after_anything_but_a_request_with_empty_topic_states_are_refused() -> None:
+    _, *texts = decision_row_text(_stop_replica(1, ["a-000"])).split("\n")
+    result = decision_to_json(dc.StateChangeFailure("a-0", "Online", "Offline", "x"))
+    with pytest.raises(FormatError) as e:
+        decode_row("\n".join([result[:-1] + ',"topic_entries":[["a-000",4]]}', *texts]))
+    assert str(e.value).startswith("body: ")
+
+
+def test_a_spliced_body_is_a_mapping_of_the_whole_body() -> None:
+    (r,) = _requests([decision_row_text(_stop_replica(1, ["a-000", "a-001"]))])
+    body = wire_object_of(r)
+    assert isinstance(body, SplicedBody) and not body._parsed
+    assert body != {"other": 1} and not body._parsed  # told apart without parsing
+    assert len(body) == len(dict(body)) and set(body) == set(body.head)
+    assert body == dict(body) and body._parsed
+    assert body.__eq__(5) is NotImplemented
+    assert partition_count(body) == 8 == partition_count(dict(body))
