@@ -6,9 +6,9 @@ start the worker daemon and for each worker to import pandas, pyarrow, livectl a
 (seconds; ``bench/README.md``, "Python workers"). :func:`start_warmup` runs, in a background thread as
 soon as the SparkSession is up (before the lease, so a standby does it while it waits), one task per
 executor core that imports what the query's tasks import and builds the input validator
-(:func:`warm_task`). Spark keeps the workers for the query (``spark.python.worker.reuse``); it closes
-them after an idle minute, and then livectl's worker daemon (:mod:`streaming.worker_daemon`) forks new
-ones with all of it already in memory.
+(:func:`warm_task`, with the worker daemon's own list and preload). Spark keeps the workers for the query
+(``spark.python.worker.reuse``); it closes them after an idle minute, and then livectl's worker daemon
+(:mod:`streaming.worker_daemon`) forks new ones with all of it already in memory.
 
 The job never delays the lease, the snapshot read or the failover reference: it runs beside them, and a
 failure (the session stopping under it, a worker that cannot start) is logged, never raised: the query
@@ -47,17 +47,22 @@ class Warmed:
 
 
 def warm_task(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """The ``mapInPandas`` function: in the Python worker, import what the query's steps import (the
-    routing step, the buckets' step) and build the worker's shared validator; one row: pid, seconds, and
-    whether the validator was there before (``ready``)."""
+    """The ``mapInPandas`` function: in the Python worker, do what livectl's worker daemon does before it
+    forks (:func:`streaming.worker_daemon.preload` of :data:`streaming.worker_daemon.PRELOADED`: what the
+    query's steps import, and the worker's shared validator), so that one list says what a worker needs;
+    one row: pid, seconds, and whether the validator was there before (``ready``: a reused worker, or one
+    forked from livectl's daemon). A module that cannot be imported fails the task, naming it."""
     import os
+    import sys
 
     start = time.perf_counter()
-    import streaming.stateful  # noqa: F401 - imported for its cost: the buckets' step
-    from streaming.routing import shared_validator
+    from streaming.worker_daemon import PRELOADED, preload
 
-    ready = shared_validator.cache_info().currsize > 0
-    shared_validator()
+    routing = sys.modules.get("streaming.routing")
+    ready = routing is not None and routing.shared_validator.cache_info().currsize > 0
+    done = preload(PRELOADED)
+    if done.failures:
+        raise RuntimeError("Python worker warm-up: " + "; ".join(done.failures))
     for _ in batches:
         pass
     yield pd.DataFrame({"pid": [os.getpid()], "seconds": [time.perf_counter() - start], "ready": [ready]})

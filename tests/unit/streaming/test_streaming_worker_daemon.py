@@ -159,3 +159,17 @@ def test_warm_task_builds_the_validator_and_reports_its_process() -> None:
     assert "streaming.stateful" in sys.modules
     again = list(warmup.warm_task(iter([])))
     assert again[0]["ready"].tolist() == [True]
+
+
+def test_warm_task_imports_the_daemons_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one list says what a worker needs: the task preloads whatever the daemon's tuple names
+    monkeypatch.setattr(worker_daemon, "PRELOADED", (*worker_daemon.PRELOADED, "json.tool"))
+    sys.modules.pop("json.tool", None)
+    list(warmup.warm_task(iter([])))
+    assert all(name in sys.modules for name in worker_daemon.PRELOADED)
+
+
+def test_warm_task_fails_naming_a_module_it_cannot_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_daemon, "PRELOADED", ("livectl_no_such_module_for_the_test",))
+    with pytest.raises(RuntimeError, match=r"Python worker warm-up: import livectl_no_such_module_for_the_test"):
+        list(warmup.warm_task(iter([])))
