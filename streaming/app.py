@@ -58,7 +58,7 @@ from streaming.startup import (
     uncommitted_batch,
     zookeeper_client,
 )
-from streaming.warmup import start_warmup
+from streaming.warmup import start_warmup, warmup_early
 from streaming.wiring import (
     SinkWrapper,
     add_listeners,
@@ -147,15 +147,17 @@ class ControllerApp:
 
         zk, lease = opened.zk, opened.lease
         store = self._start_spark(zk)
-        # Python workers started now, beside the lease and the snapshot read, not by the first batch
-        start_warmup(self.spark)
+        standby = other_controller(zk) is not None
+        # Python workers started before the first batch needs them: a standby's now, while it waits; an
+        # active start's once the tree is read (beside the read, on local[N], they slowed it: streaming.warmup)
+        warm_after_read = not standby and not warmup_early(self.spark)
+        if not warm_after_read:
+            start_warmup(self.spark)
         reader = SnapshotReader(zk)
         # a standby reads the tree ahead while it waits, watching the partition-state znodes
         # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed
         ahead = (
-            ReadAhead(reader, prepare=lambda: failover.ship_snapshots(self.spark, store)).start()
-            if other_controller(zk) is not None
-            else None
+            ReadAhead(reader, prepare=lambda: failover.ship_snapshots(self.spark, store)).start() if standby else None
         )
         try:
             fence = self._await_lease(lease, zk)
@@ -218,6 +220,7 @@ class ControllerApp:
             store=store,
             read=early.result if early else reader.read,
             resumes=resumes,
+            after_read=(lambda: start_warmup(self.spark)) if warm_after_read else None,
         )
         opened.bridge, opened.rebalancer = start_side_threads(
             zk, producer, s, watcher=watcher, dispatcher=dispatcher, snapshot=snapshot

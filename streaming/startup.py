@@ -233,18 +233,22 @@ def hand_off(
     store: CheckpointStore,
     read: Callable[[], ZkSnapshot] | None = None,
     resumes: bool = False,
+    after_read: Callable[[], object] | None = None,
 ) -> Any:
     """Read the ZooKeeper tree, prime the admin-path watcher with it, write and ship its snapshot, then
     publish the failover reference on ``livectl.broker-events`` (which opens the failover barrier).
     Returns the snapshot. ``read`` gives the tree read after this controller won the lease (and after any
     replay): :mod:`streaming.failover_warm`; by default it is read here. ``resumes``: a new checkpoint
     moved from another (:mod:`streaming.rebucket`); the buckets handle the records that waited for the
-    reference after it."""
+    reference after it. ``after_read`` is called once the tree is read, before the snapshot is written (an
+    active start's Python warm-up, :mod:`streaming.warmup`)."""
     from streaming.zk_snapshot import read_snapshot
 
     started = time.monotonic()
     snapshot = read() if read is not None else read_snapshot(zk)
     read_s = time.monotonic() - started
+    if after_read is not None:
+        after_read()
     watcher.prime(snapshot)
     written: dict[str, str] = {}
     ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets, written=written)

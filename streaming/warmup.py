@@ -3,12 +3,18 @@
 The query's first micro-batch — a cold start's failover batch, or a standby's once it wins the lease — is
 the one that must be fast, and the first that needs Python workers: without this job it waits for Spark to
 start the worker daemon and for each worker to import pandas, pyarrow, livectl and great-expectations
-(seconds; ``bench/README.md``, "Python workers"). :func:`start_warmup` runs, in a background thread as
-soon as the SparkSession is up (before the lease, so a standby does it while it waits), one task per
-executor core that imports what the query's tasks import and builds the input validator
+(seconds; ``bench/README.md``, "Python workers"). :func:`start_warmup` runs, in a background thread, one
+task per executor core that imports what the query's tasks import and builds the input validator
 (:func:`warm_task`, with the worker daemon's own list and preload). Spark keeps the workers for the query
 (``spark.python.worker.reuse``); it closes them after an idle minute, and then livectl's worker daemon
 (:mod:`streaming.worker_daemon`) forks new ones with all of it already in memory.
+
+When: a standby starts it as soon as its SparkSession is up, while it waits for the lease. An active start
+(no other controller) starts it once it has read the ZooKeeper tree: on ``local[N]`` the job's imports
+share the driver's cores, and run beside the read they delayed it by seconds (``bench/README.md``, "Cold
+start: the warm-up and the snapshot read"); started then, it still readies the worker daemon while the
+snapshot is written and the failover batch planned. ``spark.livectl.python.warmup.early true`` makes an
+active start warm up at once, as before.
 
 The job never delays the lease, the snapshot read or the failover reference: it runs beside them, and a
 failure (the session stopping under it, a worker that cannot start) is logged, never raised: the query
@@ -30,6 +36,8 @@ log = logging.getLogger("livectl.warmup")
 
 #: Spark property: ``false`` switches the warm-up job off
 WARMUP_CONF = "spark.livectl.python.warmup"
+#: Spark property: ``true`` makes an active start warm up at once, as a standby does (see the module's docstring)
+WARMUP_EARLY_CONF = "spark.livectl.python.warmup.early"
 
 #: the rows :func:`warm_task` yields
 WARMED_SCHEMA = "pid long, seconds double, ready boolean"
@@ -79,6 +87,17 @@ def warmup_setting(value: str) -> bool:
 def warmup_enabled(spark: Any) -> bool:
     """``spark.livectl.python.warmup`` of the session (default ``true``)."""
     return warmup_setting(str(spark.conf.get(WARMUP_CONF, "true")))
+
+
+def warmup_early(spark: Any) -> bool:
+    """``spark.livectl.python.warmup.early`` of the session (default ``false``): whether an active start
+    warms its workers as soon as the session is up, as a standby does, instead of once it has read the
+    ZooKeeper tree (:func:`warmup_setting`'s values and errors, for this property)."""
+    value = str(spark.conf.get(WARMUP_EARLY_CONF, "false"))
+    try:
+        return warmup_setting(value)
+    except ValueError:
+        raise ValueError(f"{WARMUP_EARLY_CONF}: must be true or false, got {value.strip()!r}") from None
 
 
 def warm_workers(spark: Any, tasks: int | None = None) -> Warmed:

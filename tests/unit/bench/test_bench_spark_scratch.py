@@ -1,0 +1,55 @@
+"""The benchmarks' Spark scratch (``bench/_common.py`` ``spark_scratch``) is one folder per process, handed to
+every JVM through the environment and removed when the process ends: no ``/tmp/spark-*`` left behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[3]
+
+SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, "bench")
+    from _common import spark_scratch
+
+    scratch = spark_scratch()
+    assert spark_scratch() == scratch, "one folder per process"
+    assert scratch.is_dir() and scratch.name.startswith("livectl-bench-spark-")
+    assert os.environ["SPARK_LOCAL_DIRS"] == str(scratch)
+    assert f"-Djava.io.tmpdir={scratch}" in os.environ["SPARK_SUBMIT_OPTS"].split()
+    assert "-Dkept=1" in os.environ["SPARK_SUBMIT_OPTS"].split()
+    (scratch / "blockmgr-1").mkdir()
+    (scratch / "blockmgr-1" / "shuffle_0.data").write_bytes(b"x")
+    print(scratch, flush=True)
+    """
+)
+
+
+def test_the_scratch_folder_goes_when_the_benchmark_ends() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**_env(), "SPARK_SUBMIT_OPTS": "-Dkept=1"},
+    )
+    assert done.returncode == 0, done.stderr
+    scratch = Path(done.stdout.strip())
+    assert scratch.name.startswith("livectl-bench-spark-")
+    assert not scratch.exists()
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k not in ("SPARK_LOCAL_DIRS", "SPARK_SUBMIT_OPTS")}
