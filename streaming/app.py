@@ -199,7 +199,8 @@ class ControllerApp:
         )
         s = self.settings = resolve_buckets(self.spark, s, store)
         log.info("Spark UI: %s (query %s)", spark_ui_address(self.spark) or "disabled", s.query_name)
-        add_listeners(self.spark, dispatcher, self.observatory)
+        opened.spark = self.spark
+        opened.listeners = add_listeners(self.spark, dispatcher, self.observatory)
 
         # the snapshots of earlier controllers, for references a replayed batch may still meet
         failover.ship_snapshots(self.spark, store)

@@ -102,14 +102,18 @@ def audit_log(spark: Any, s: Settings, store: CheckpointStore, epoch: int) -> Au
     return AuditLog(files, store, s.controller_id, epoch)
 
 
-def add_listeners(spark: Any, dispatcher: Dispatcher, observatory: Any) -> None:
-    """Spark's per-batch reports: the metrics listener, and with a metrics endpoint, its figures."""
+def add_listeners(spark: Any, dispatcher: Dispatcher, observatory: Any) -> list[Any]:
+    """Spark's per-batch reports: the metrics listener, and with a metrics endpoint, its figures. Returns
+    the listeners added, for the run to remove when it ends (:class:`streaming.side_threads.Opened`)."""
     from streaming.metrics_http import progress_listener
 
-    spark.streams.addListener(MetricsListener())
+    listeners: list[Any] = [MetricsListener()]
     if observatory is not None:
         dispatcher.observer = observatory.record_batch
-        spark.streams.addListener(progress_listener(observatory))
+        listeners.append(progress_listener(observatory))
+    for listener in listeners:
+        spark.streams.addListener(listener)
+    return listeners
 
 
 def start_query_when_free(
