@@ -179,6 +179,9 @@ class ControllerApp:
         # nothing to replay: nothing before the failover reference writes to ZooKeeper, so the tree can be
         # read while the query starts (streaming.failover_warm)
         early = read_in_background(reader) if replay is None else None
+        if early is not None and warm_after_read:
+            # the moment the read ends (in its thread), not when the hand-off below gets to it
+            early.add_done_callback(lambda _: start_warmup(self.spark))
         s = self.settings = s.with_controller_configs(watcher.read_configs())
         zk_sink, request_sink = fenced_sinks(zk, fence, s, store)
         opened.request_sink = request_sink
@@ -221,7 +224,7 @@ class ControllerApp:
             store=store,
             read=early.result if early else reader.read,
             resumes=resumes,
-            after_read=(lambda: start_warmup(self.spark)) if warm_after_read else None,
+            after_read=(lambda: start_warmup(self.spark)) if warm_after_read and early is None else None,
         )
         opened.bridge, opened.rebalancer = start_side_threads(
             zk, producer, s, watcher=watcher, dispatcher=dispatcher, snapshot=snapshot
