@@ -173,3 +173,24 @@ def test_warm_task_fails_naming_a_module_it_cannot_import(monkeypatch: pytest.Mo
     monkeypatch.setattr(worker_daemon, "PRELOADED", ("livectl_no_such_module_for_the_test",))
     with pytest.raises(RuntimeError, match=r"Python worker warm-up: import livectl_no_such_module_for_the_test"):
         list(warmup.warm_task(iter([])))
+
+
+class Conf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get(self, key: str, default: str) -> str:
+        return self.values.get(key, default)
+
+
+class Session:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.conf = Conf(values)
+
+
+def test_an_active_start_warms_up_after_the_read_unless_told_early() -> None:
+    assert not warmup.warmup_early(Session({}))
+    assert warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "True"}))
+    assert not warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "false"}))
+    with pytest.raises(ValueError, match=r"spark\.livectl\.python\.warmup\.early: must be true or false, got 'soon'"):
+        warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "soon"}))
