@@ -161,6 +161,9 @@ def cold_start(
         out["batch_id"] = p["batchId"]
         out["batch_trigger_s"] = round(end - p["durationMs"]["triggerExecution"] / 1000 - t_run, 3)
         out["durationMs"] = p["durationMs"]
+        # every controller log line from run() to the batch's end, at its second: where the time went
+        # (the warm-up's job, the bucket count, the source's start, the query's start, the hand-off)
+        out["log_s"] = [(round(t - t_run, 2), m[:160]) for t, m in logs.lines if t_run <= t <= end]
         time.sleep(1.0)
         out.update(sink_times(clock, p["batchId"]))
         out.update(request_bytes(settings.bootstrap_servers, settings.requests_topic, before))
