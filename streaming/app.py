@@ -148,8 +148,8 @@ class ControllerApp:
         zk, lease = opened.zk, opened.lease
         store = self._start_spark(zk)
         standby = other_controller(zk) is not None
-        # Python workers started before the first batch needs them: a standby's now, while it waits; an
-        # active start's once the tree is read (beside the read, on local[N], they slowed it: streaming.warmup)
+        # Python workers started before the first batch needs them: now (a standby while it waits), or for an
+        # active start told so, once the tree is read (beside the read, on local[N], they slow it: streaming.warmup)
         warm_after_read = not standby and not warmup_early(self.spark)
         if not warm_after_read:
             start_warmup(self.spark)

@@ -188,8 +188,8 @@ class Session:
         self.conf = Conf(values)
 
 
-def test_an_active_start_warms_up_after_the_read_unless_told_early() -> None:
-    assert not warmup.warmup_early(Session({}))
+def test_an_active_start_warms_up_at_once_unless_told_after_the_read() -> None:
+    assert warmup.warmup_early(Session({}))
     assert warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "True"}))
     assert not warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "false"}))
     with pytest.raises(ValueError, match=r"spark\.livectl\.python\.warmup\.early: must be true or false, got 'soon'"):
