@@ -247,6 +247,18 @@ def spark_scratch() -> Path:
     return scratch
 
 
+def work_dir(prefix: str) -> Path:
+    """A benchmark's own folder (checkpoints, logs of the processes it starts), removed when the process
+    exits unless ``LIVECTL_KEEP_BENCH_DIRS`` is set (to read those logs after a failure)."""
+    import atexit
+    import shutil
+
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    if not os.environ.get("LIVECTL_KEEP_BENCH_DIRS"):
+        atexit.register(shutil.rmtree, work, ignore_errors=True)
+    return work
+
+
 def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tuple[Any, float]:
     """A local[2] SparkSession configured like the shipped ``spark-defaults.conf``, then ``conf`` (a bench
     script's ``--conf key=value`` options; they win over the file); returns (session, start-up s). Its

@@ -40,7 +40,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -74,6 +73,7 @@ from _common import (
     start_controller,
     topic_settings,
     wait_quiet,
+    work_dir,
     write_results,
     zk_client,
 )
@@ -383,7 +383,7 @@ def main() -> None:
     logging.getLogger("livectl").addHandler(logs)
     logging.getLogger("livectl").setLevel(logging.INFO)
 
-    work = Path(tempfile.mkdtemp(prefix="livectl-bench-fo-"))
+    work = work_dir("livectl-bench-fo-")
     results: dict[str, Any] = {"benchmark": "failover", "partitions": args.partitions}
     with services(zk_heap=args.zk_heap) as svc:
         spark, spark_s = spark_session(args.buckets, parse_confs(args.conf))

@@ -1,4 +1,4 @@
-"""The benchmarks' Spark scratch (``bench/_common.py`` ``spark_scratch``) is one folder per process, handed to
+"""The benchmarks' Spark scratch and work folders (``bench/_common.py`` ``spark_scratch``) is one folder per process, handed to
 every JVM through the environment and removed when the process ends: no ``/tmp/spark-*`` left behind."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent(
     """
     import os, sys
     sys.path.insert(0, "bench")
-    from _common import spark_scratch
+    from _common import spark_scratch, work_dir
 
     scratch = spark_scratch()
     assert spark_scratch() == scratch, "one folder per process"
@@ -28,7 +28,10 @@ SCRIPT = textwrap.dedent(
     assert "-Dkept=1" in os.environ["SPARK_SUBMIT_OPTS"].split()
     (scratch / "blockmgr-1").mkdir()
     (scratch / "blockmgr-1" / "shuffle_0.data").write_bytes(b"x")
+    work = work_dir("livectl-bench-test-")
+    (work / "checkpoint").mkdir()
     print(scratch, flush=True)
+    print(work, flush=True)
     """
 )
 
@@ -44,9 +47,12 @@ def test_the_scratch_folder_goes_when_the_benchmark_ends() -> None:
         env={**_env(), "SPARK_SUBMIT_OPTS": "-Dkept=1"},
     )
     assert done.returncode == 0, done.stderr
-    scratch = Path(done.stdout.strip())
+    scratch, work = (Path(line) for line in done.stdout.split())
     assert scratch.name.startswith("livectl-bench-spark-")
     assert not scratch.exists()
+    # the benchmark's own folder (checkpoints, its processes' logs) goes too
+    assert work.name.startswith("livectl-bench-test-")
+    assert not work.exists()
 
 
 def _env() -> dict[str, str]:
