@@ -1,5 +1,6 @@
-"""The benchmarks' Spark scratch and work folders (``bench/_common.py`` ``spark_scratch``) is one folder per process, handed to
-every JVM through the environment and removed when the process ends: no ``/tmp/spark-*`` left behind."""
+"""The benchmarks' Spark scratch (``bench/_common.py`` ``spark_scratch``: one folder per process, handed to
+every JVM through the environment) and their work folders (``work_dir``) are removed when the process ends:
+no ``/tmp/spark-*`` or checkpoints left behind."""
 
 from __future__ import annotations
 
