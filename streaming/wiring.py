@@ -129,15 +129,20 @@ def start_query_when_free(
     the shared checkpoint (Spark refuses two active runs of one query id), so wait for it."""
     from streaming.query import start_query
 
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     while True:
         try:
-            return start_query(spark, s, dispatcher, where)
+            query = start_query(spark, s, dispatcher, where)
         except Exception as e:
             if "already active" not in str(e) or time.monotonic() > deadline or stop.is_set():
                 raise
             log.info("the previous run of query %s is still stopping; waiting", s.query_name)
             time.sleep(0.5)
+            continue
+        # a cold start's failover batch waits for this (the plan built, the stream's thread started)
+        log.info("query %s: started in %.1f s", s.query_name, time.monotonic() - started)
+        return query
 
 
 def wait_committed(
