@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -174,6 +175,7 @@ class Services:
 @contextlib.contextmanager
 def services(keep: bool = False, zk_heap: str = "512m") -> Iterator[Services]:
     run_dir = Path(tempfile.mkdtemp(prefix="livectl-bench-"))
+    spark_scratch()  # before any JVM: the controllers a benchmark starts in processes of their own inherit it
     zk = local.start_zookeeper(run_dir / "zookeeper", local.free_port(), heap=zk_heap)
     try:
         broker = local.start_broker(run_dir / "broker", local.free_port())
@@ -226,12 +228,45 @@ def shipped_buckets() -> int:
     return executor_cores({"spark.master": MASTER}, default_parallelism=2)[0]
 
 
+@functools.cache
+def spark_scratch() -> Path:
+    """This process's folder for Spark's scratch (``SPARK_LOCAL_DIRS``: block manager, added files, shuffle
+    spills; ``java.io.tmpdir``: RocksDB's and lz4's native libraries; the SQL warehouse), made on first use
+    and removed when the process exits, as ``tests/conftest.py`` does for the tests: left in ``/tmp``, every
+    benchmark run left its ``spark-*`` folders behind. The JVMs the benchmark starts later (its session, an
+    active controller's process) inherit it through the environment."""
+    import atexit
+    import shutil
+
+    scratch = Path(tempfile.mkdtemp(prefix="livectl-bench-spark-"))
+    os.environ["SPARK_LOCAL_DIRS"] = str(scratch)
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
+        filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"), f"-Djava.io.tmpdir={scratch}"))
+    )
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return scratch
+
+
+def work_dir(prefix: str) -> Path:
+    """A benchmark's own folder (checkpoints, logs of the processes it starts), removed when the process
+    exits unless ``LIVECTL_KEEP_BENCH_DIRS`` is set (to read those logs after a failure)."""
+    import atexit
+    import shutil
+
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    if not os.environ.get("LIVECTL_KEEP_BENCH_DIRS"):
+        atexit.register(shutil.rmtree, work, ignore_errors=True)
+    return work
+
+
 def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tuple[Any, float]:
     """A local[2] SparkSession configured like the shipped ``spark-defaults.conf``, then ``conf`` (a bench
-    script's ``--conf key=value`` options; they win over the file); returns (session, start-up s)."""
+    script's ``--conf key=value`` options; they win over the file); returns (session, start-up s). Its
+    scratch goes to :func:`spark_scratch`."""
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    scratch = spark_scratch()
     started = time.monotonic()
     builder = SparkSession.builder.master(MASTER).appName("livectl-bench")
     for raw in conf_file(SPARK_DEFAULTS).read_text().splitlines():
@@ -251,7 +286,7 @@ def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tu
         .config("spark.eventLog.dir", os.environ.get("LIVECTL_BENCH_EVENT_LOG", tempfile.gettempdir()))
         .config("spark.eventLog.compress", "false")
         .config("spark.eventLog.rolling.enabled", "false")
-        .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="livectl-bench-wh-"))
+        .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)

@@ -30,13 +30,11 @@ import json
 import random
 import re
 import statistics
-import tempfile
 import threading
 import time
 import urllib.request
 import uuid
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from _common import (
@@ -57,6 +55,7 @@ from _common import (
     spark_session,
     start_controller,
     wait_quiet,
+    work_dir,
     write_results,
     zk_client,
 )
@@ -220,7 +219,7 @@ def main() -> None:
     if not args.no_wait_quiet:
         wait_quiet()
 
-    work = Path(tempfile.mkdtemp(prefix="livectl-bench-admin-"))
+    work = work_dir("livectl-bench-admin-")
     results: dict[str, Any] = {"benchmark": "admin_latency"}
     with services() as svc:
         spark, spark_s = spark_session(args.buckets, extra_conf)

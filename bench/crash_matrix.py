@@ -210,9 +210,13 @@ class Matrix:
             self.start_broker(b)
         wait_until("brokers registered", lambda: set(self._registered()) >= set(BROKERS), 60)
 
-    def close(self) -> None:
+    def close(self, *, at_once: bool = False) -> None:
+        """Stop every controller (SIGTERM, or SIGKILL ``at_once``) and broker, then the clients."""
         for c in self.controllers:
-            c.stop()
+            if at_once:
+                c.kill()
+            else:
+                c.stop()
         for b in self.brokers.values():
             b.signal(signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -797,13 +801,37 @@ def run_point(m: Matrix, name: str, mode: str, tag: str, *, converge_timeout: fl
     return row
 
 
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """While inside, Ctrl-C (SIGINT) raises :class:`KeyboardInterrupt` in the main thread, so that the
+    matrix stops and its ``finally`` stops every process it started — even when the process inherited
+    SIGINT ignored (a job started in the background by a non-interactive shell, or under ``nohup``: Python
+    then leaves it ignored, and the matrix went on killing and restarting controllers until SIGTERM)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_matrix(
     zk_root: str, bootstrap: str, work: Path, plan: Sequence[tuple[str, str]], *, log: Callable[[str], None] = print
 ) -> list[Row]:
-    """Run ``plan`` ((point, mode) pairs) in order on one fresh cluster; returns one row per pair."""
+    """Run ``plan`` ((point, mode) pairs) in order on one fresh cluster; returns one row per pair. Ctrl-C
+    stops it (:func:`interruptible`), with every controller and broker it started."""
     work.mkdir(parents=True, exist_ok=True)
     m = Matrix(zk_root, bootstrap, work)
     rows: list[Row] = []
+    with interruptible():
+        _run_plan(m, plan, rows, log)
+    return rows
+
+
+def _run_plan(m: Matrix, plan: Sequence[tuple[str, str]], rows: list[Row], log: Callable[[str], None]) -> None:
+    interrupted = False
     try:
         m.open()
         first = m.start_controller()
@@ -817,9 +845,12 @@ def run_matrix(
                 f"{name:32} {mode:8} seen: {row.seen:45.45} converged: {row.converged} "
                 f"({row.kill_to_converged_s} s; point {time.monotonic() - started:.0f} s) {row.problems[:3]}"
             )
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        m.close()
-    return rows
+        # after Ctrl-C, no minute-long clean stops that a second Ctrl-C would cut short
+        m.close(at_once=interrupted)
 
 
 def main() -> int:

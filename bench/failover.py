@@ -40,7 +40,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -74,6 +73,7 @@ from _common import (
     start_controller,
     topic_settings,
     wait_quiet,
+    work_dir,
     write_results,
     zk_client,
 )
@@ -161,6 +161,9 @@ def cold_start(
         out["batch_id"] = p["batchId"]
         out["batch_trigger_s"] = round(end - p["durationMs"]["triggerExecution"] / 1000 - t_run, 3)
         out["durationMs"] = p["durationMs"]
+        # every controller log line from run() to the batch's end, at its second: where the time went
+        # (the warm-up's job, the bucket count, the source's start, the query's start, the hand-off)
+        out["log_s"] = [(round(t - t_run, 2), m[:160]) for t, m in logs.lines if t_run <= t <= end]
         time.sleep(1.0)
         out.update(sink_times(clock, p["batchId"]))
         out.update(request_bytes(settings.bootstrap_servers, settings.requests_topic, before))
@@ -380,7 +383,7 @@ def main() -> None:
     logging.getLogger("livectl").addHandler(logs)
     logging.getLogger("livectl").setLevel(logging.INFO)
 
-    work = Path(tempfile.mkdtemp(prefix="livectl-bench-fo-"))
+    work = work_dir("livectl-bench-fo-")
     results: dict[str, Any] = {"benchmark": "failover", "partitions": args.partitions}
     with services(zk_heap=args.zk_heap) as svc:
         spark, spark_s = spark_session(args.buckets, parse_confs(args.conf))

@@ -47,6 +47,7 @@ drop any message at or below it**, as Kafka brokers drop requests from an older 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -63,7 +64,7 @@ from core.codec.decisions import encode_decision
 from core.decisions import AdminResult, BrokerRequest
 from core.kafka.envelope import encode_envelope
 from core.kafka.request_codec import wire_object
-from core.kafka.requests import REQUEST_ORDER, SHARED_BROKER_ID, Addressee, RequestApi
+from core.kafka.requests import REQUEST_ORDER, SHARED_BROKER_ID, Addressee, RequestApi, SplicedBody
 from sinks.compression import compression_type
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence, Rejected, RequestBatchResult
@@ -151,6 +152,37 @@ def merge_bodies(bodies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+def merge_spliced(bodies: Sequence[Mapping[str, Any]]) -> SplicedBody | None:
+    """:func:`merge_bodies` of bodies whose ``topicStates`` entries are text
+    (:class:`~core.kafka.requests.SplicedBody`; a body with no entries counts as one), without parsing
+    them: their other fields merge, their entries are concatenated in order — what :func:`merge_bodies`
+    gives when no topic name comes twice (buckets own disjoint topics). ``None`` when that does not hold
+    (then the bodies merge as objects)."""
+    if not any(isinstance(b, SplicedBody) for b in bodies):
+        return None
+    heads: list[Mapping[str, Any]] = []
+    names: list[str] = []
+    counts: list[int] = []
+    texts: list[str] = []
+    for b in bodies:
+        if isinstance(b, SplicedBody):
+            heads.append(b.head)
+            names.extend(b.names)
+            counts.extend(b.counts)
+            texts.extend(b.texts)
+        elif b.get("topicStates", []) == []:
+            heads.append(b)
+        else:
+            return None
+    if len(set(names)) != len(names):
+        return None
+    if len(bodies) == 1 and isinstance(bodies[0], SplicedBody):
+        return bodies[0]
+    head = merge_bodies(heads)
+    head["topicStates"] = []
+    return SplicedBody(head, tuple(names), tuple(counts), tuple(texts))
+
+
 def _dumps(obj: Any) -> bytes:
     # orjson: the request bodies of a large batch are tens to hundreds of MB of JSON, and the standard
     # library's encoder and decoder were most of the sink's time (bench/request_sink_cost.py)
@@ -226,7 +258,7 @@ def _headers(batch_id: int, fence: Fence, **extra: str) -> tuple[tuple[str, byte
 MAX_MESSAGE_BYTES = limits.MAX_MESSAGE_BYTES
 
 
-def split_body(body: dict[str, Any], max_bytes: int) -> list[dict[str, Any]]:
+def split_body(body: Mapping[str, Any], max_bytes: int) -> list[Mapping[str, Any]]:
     """``body`` as one or more requests whose JSON each fits in ``max_bytes``, by splitting its
     ``topicStates`` at partition boundaries. Every part is a complete request of the same API (other
     fields, e.g. ``liveBrokers``, are repeated): a broker applies the parts in order as it would one
@@ -234,40 +266,151 @@ def split_body(body: dict[str, Any], max_bytes: int) -> list[dict[str, Any]]:
     return [part for part, _ in _split_dumped(body, max_bytes)]
 
 
-def _split_dumped(body: dict[str, Any], max_bytes: int) -> list[tuple[dict[str, Any], bytes]]:
-    """:func:`split_body` with each part's JSON (serialising tens of MB is the sink's main cost: once)."""
-    dumped = _dumps(body)
-    states = body.get("topicStates")
-    if not isinstance(states, list) or len(dumped) <= max_bytes:
+def _split_dumped(body: Mapping[str, Any], max_bytes: int) -> list[tuple[Mapping[str, Any], bytes]]:
+    """:func:`split_body` with each part's JSON (serialising tens of MB is the sink's main cost: once).
+
+    The partition states of every ``topicStates`` entry, in order, are cut into parts of equal counts,
+    then any part still too large is halved. A part is a range of that sequence, built from slices of the
+    entries' lists (a failover's bodies hold hundreds of thousands of states: walking them one by one in
+    Python was most of the split), and its JSON from each whole entry's JSON, serialised once (or, for a
+    :class:`~core.kafka.requests.SplicedBody`, as the bucket wrote it): only an entry cut by a part's edge
+    is parsed and serialised again."""
+    split = _Split.of(body)
+    if split is None:
+        return [(body, _dumps(body))]
+    dumped = split.whole()
+    if len(dumped) <= max_bytes:
         return [(body, dumped)]
-    flat: list[tuple[dict[str, Any], Any]] = []
-    for ts in states:
-        header = {k: v for k, v in ts.items() if k != "partitionStates"}
-        flat.extend((header, ps) for ps in ts.get("partitionStates", []))
-    # partition states are much alike: cut into equal counts, then halve any part still too large
     pieces = -(-len(dumped) // max_bytes)
-    step = max(1, -(-len(flat) // pieces))
-    return [p for start in range(0, len(flat), step) for p in _fit(body, flat[start : start + step], max_bytes)]
+    step = max(1, -(-split.total // pieces))
+    return [
+        p for start in range(0, split.total, step) for p in split.fit(start, min(start + step, split.total), max_bytes)
+    ]
 
 
-def _part(body: dict[str, Any], flat: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
-    topic_states: list[dict[str, Any]] = []
-    for header, ps in flat:
-        if not topic_states or topic_states[-1].get("topicName") != header.get("topicName"):
-            topic_states.append({**header, "partitionStates": []})
-        topic_states[-1]["partitionStates"].append(ps)
-    return {**{k: v for k, v in body.items() if k != "topicStates"}, "topicStates": topic_states}
+_TOPIC_STATES_SLOT = b'"topicStates":[]'
+
+#: one entry of a part: segments ``(entry, start, end)`` of the body's entries (consecutive entries of one
+#: topic name join)
+_Segments = list[tuple[int, int, int]]
 
 
-def _fit(
-    body: dict[str, Any], flat: list[tuple[dict[str, Any], Any]], max_bytes: int
-) -> list[tuple[dict[str, Any], bytes]]:
-    part = _part(body, flat)
-    dumped = _dumps(part)
-    if len(flat) <= 1 or len(dumped) <= max_bytes:
-        return [(part, dumped)]
-    half = len(flat) // 2
-    return _fit(body, flat[:half], max_bytes) + _fit(body, flat[half:], max_bytes)
+class _Split:
+    """A body's partition states as one sequence, ``[0, total)``, across its ``topicStates`` entries, with
+    each entry's JSON and the JSON around ``topicStates`` (keys sorted: the entries' text is spliced in)."""
+
+    def __init__(self, body: Mapping[str, Any], names: list[Any], counts: list[int]) -> None:
+        self.body = body
+        # keys, not items: a SplicedBody would parse its entries for its topicStates
+        self.rest = {k: body[k] for k in body if k != "topicStates"}
+        self.names = names
+        #: each entry as (the entry without partitionStates, its partitionStates), once parsed
+        self.entries: list[tuple[dict[str, Any], list[Any]] | None] = [None] * len(names)
+        #: each entry's JSON, and the body's JSON before and after the entries; None: written whole
+        self.texts: list[bytes] | None = None
+        self.prefix, self.suffix = b"", b""
+        #: offsets[i]: the states before entry i; entry i holds [offsets[i], offsets[i + 1])
+        self.offsets = [0]
+        for n in counts:
+            self.offsets.append(self.offsets[-1] + n)
+        self.total = self.offsets[-1]
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> _Split | None:
+        """``None`` when ``topicStates`` is not a list of objects. When orjson cannot write the body (the
+        standard encoder's escapes then apply to the whole message: :func:`_dumps`) each part is written
+        whole."""
+        if isinstance(body, SplicedBody):
+            split = cls(body, list(body.names), list(body.counts))
+            split.texts = [t.encode() for t in body.texts]
+            return split if split.frame() else None
+        states = body.get("topicStates")
+        if not isinstance(states, list) or not all(isinstance(ts, dict) for ts in states):
+            return None
+        lists = [ts.get("partitionStates", []) for ts in states]
+        split = cls(body, [ts.get("topicName") for ts in states], [len(ps) for ps in lists])
+        split.entries = [
+            ({k: v for k, v in ts.items() if k != "partitionStates"}, ps) for ts, ps in zip(states, lists, strict=True)
+        ]
+        try:
+            if split.frame():
+                split.texts = [_dumps_strict(ts) for ts in states]
+        except orjson.JSONEncodeError:
+            split.texts = None
+        return split
+
+    def frame(self) -> bool:
+        """Set the JSON before and after the entries; False when it cannot be spliced."""
+        around = _dumps_strict({**self.rest, "topicStates": []})
+        if around.count(_TOPIC_STATES_SLOT) != 1:
+            return False
+        before, _, after = around.partition(_TOPIC_STATES_SLOT)
+        self.prefix, self.suffix = before + b'"topicStates":[', b"]" + after
+        return True
+
+    def entry(self, i: int) -> tuple[dict[str, Any], list[Any]]:
+        got = self.entries[i]
+        if got is None:
+            assert self.texts is not None
+            ts = orjson.loads(self.texts[i])
+            got = self.entries[i] = ({k: v for k, v in ts.items() if k != "partitionStates"}, ts["partitionStates"])
+        return got
+
+    def whole(self) -> bytes:
+        """The body's JSON, as :func:`_dumps` writes it."""
+        if self.texts is None:
+            return _dumps(self.body)
+        return self.prefix + b",".join(self.texts) + self.suffix
+
+    def built(self, segments: _Segments) -> dict[str, Any]:
+        header, _ = self.entry(segments[0][0])
+        states: list[Any] = []
+        for i, a, b in segments:
+            states.extend(self.entry(i)[1][a:b])
+        return {**header, "partitionStates": states}
+
+    def part(self, lo: int, hi: int) -> tuple[Mapping[str, Any], bytes]:
+        """The request of the states ``[lo, hi)`` (consecutive states of one topic in one entry), with its
+        JSON."""
+        out: list[_Segments] = []
+        offsets = self.offsets
+        i = bisect.bisect_right(offsets, lo) - 1
+        while i < len(self.names) and offsets[i] < hi:
+            a, b = max(lo, offsets[i]) - offsets[i], min(hi, offsets[i + 1]) - offsets[i]
+            if b > a:
+                if out and self.names[out[-1][0][0]] == self.names[i]:
+                    out[-1].append((i, a, b))
+                else:
+                    out.append([(i, a, b)])
+            i += 1
+        if self.texts is None:
+            part = {**self.rest, "topicStates": [self.built(seg) for seg in out]}
+            return part, _dumps(part)
+        own = self.texts
+        texts = [
+            own[seg[0][0]]
+            if len(seg) == 1 and seg[0][1] == 0 and seg[0][2] == offsets[seg[0][0] + 1] - offsets[seg[0][0]]
+            else _dumps_strict(self.built(seg))
+            for seg in out
+        ]
+        data = self.prefix + b",".join(texts) + self.suffix
+        if isinstance(self.body, SplicedBody):
+            counts = tuple(sum(b - a for _, a, b in seg) for seg in out)
+            names = tuple(self.names[seg[0][0]] for seg in out)
+            head = {**self.rest, "topicStates": []}
+            return SplicedBody(head, names, counts, tuple(t.decode() for t in texts)), data
+        return {**self.rest, "topicStates": [self.built(seg) for seg in out]}, data
+
+    def fit(self, lo: int, hi: int, max_bytes: int) -> list[tuple[Mapping[str, Any], bytes]]:
+        part, dumped = self.part(lo, hi)
+        if hi - lo <= 1 or len(dumped) <= max_bytes:
+            return [(part, dumped)]
+        half = (hi - lo) // 2
+        return self.fit(lo, lo + half, max_bytes) + self.fit(lo + half, hi, max_bytes)
+
+
+def _dumps_strict(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
 def request_messages(
@@ -293,12 +436,13 @@ def request_messages(
             groups.setdefault((r.broker_id, r.api), []).append(wire_object(r.body))
     # a bucket often sends equal bodies to several brokers (a LeaderAndIsr to every replica of the same
     # partitions): equal groups are merged and split once (nothing below mutates a body)
-    split: list[tuple[list[Mapping[str, Any]], list[tuple[dict[str, Any], bytes]]]] = []
+    split: list[tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], bytes]]]] = []
 
-    def parts_of(bodies: list[Mapping[str, Any]]) -> list[tuple[dict[str, Any], bytes]]:
+    def parts_of(bodies: list[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], bytes]]:
         parts = next((p for b, p in split if b == bodies), None)
         if parts is None:
-            parts = _split_dumped(merge_bodies(bodies), max_bytes)
+            spliced = merge_spliced(bodies)
+            parts = _split_dumped(spliced if spliced is not None else merge_bodies(bodies), max_bytes)
             split.append((bodies, parts))
         return parts
 

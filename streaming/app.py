@@ -58,7 +58,7 @@ from streaming.startup import (
     uncommitted_batch,
     zookeeper_client,
 )
-from streaming.warmup import start_warmup
+from streaming.warmup import start_warmup, warmup_early
 from streaming.wiring import (
     SinkWrapper,
     add_listeners,
@@ -147,15 +147,17 @@ class ControllerApp:
 
         zk, lease = opened.zk, opened.lease
         store = self._start_spark(zk)
-        # Python workers started now, beside the lease and the snapshot read, not by the first batch
-        start_warmup(self.spark)
+        standby = other_controller(zk) is not None
+        # Python workers started before the first batch needs them: now (a standby while it waits), or for an
+        # active start told so, once the tree is read (beside the read, on local[N], they slow it: streaming.warmup)
+        warm_after_read = not standby and not warmup_early(self.spark)
+        if not warm_after_read:
+            start_warmup(self.spark)
         reader = SnapshotReader(zk)
         # a standby reads the tree ahead while it waits, watching the partition-state znodes
         # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed
         ahead = (
-            ReadAhead(reader, prepare=lambda: failover.ship_snapshots(self.spark, store)).start()
-            if other_controller(zk) is not None
-            else None
+            ReadAhead(reader, prepare=lambda: failover.ship_snapshots(self.spark, store)).start() if standby else None
         )
         try:
             fence = self._await_lease(lease, zk)
@@ -177,6 +179,9 @@ class ControllerApp:
         # nothing to replay: nothing before the failover reference writes to ZooKeeper, so the tree can be
         # read while the query starts (streaming.failover_warm)
         early = read_in_background(reader) if replay is None else None
+        if early is not None and warm_after_read:
+            # the moment the read ends (in its thread), not when the hand-off below gets to it
+            early.add_done_callback(lambda _: start_warmup(self.spark))
         s = self.settings = s.with_controller_configs(watcher.read_configs())
         zk_sink, request_sink = fenced_sinks(zk, fence, s, store)
         opened.request_sink = request_sink
@@ -197,7 +202,8 @@ class ControllerApp:
         )
         s = self.settings = resolve_buckets(self.spark, s, store)
         log.info("Spark UI: %s (query %s)", spark_ui_address(self.spark) or "disabled", s.query_name)
-        add_listeners(self.spark, dispatcher, self.observatory)
+        opened.spark = self.spark
+        opened.listeners = add_listeners(self.spark, dispatcher, self.observatory)
 
         # the snapshots of earlier controllers, for references a replayed batch may still meet
         failover.ship_snapshots(self.spark, store)
@@ -218,6 +224,7 @@ class ControllerApp:
             store=store,
             read=early.result if early else reader.read,
             resumes=resumes,
+            after_read=(lambda: start_warmup(self.spark)) if warm_after_read and early is None else None,
         )
         opened.bridge, opened.rebalancer = start_side_threads(
             zk, producer, s, watcher=watcher, dispatcher=dispatcher, snapshot=snapshot

@@ -61,7 +61,7 @@ import pyarrow.parquet as pq
 from core import decisions as dc
 from core.kafka import zkdata
 from core.kafka.request_codec import wire_object
-from core.kafka.requests import REQUEST_ORDER, RequestApi
+from core.kafka.requests import REQUEST_ORDER, RequestApi, partition_count
 from sinks.ports import FailedWrite
 from streaming.checkpoint_fs import (
     CheckpointError,
@@ -212,8 +212,7 @@ def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]
             entries = _partition_entries(wire_object(r.body))
             out.append(RequestDigest(r, entries, sum(1 for _t, p, _s in entries if p is not None)))
         else:
-            states = wire_object(r.body).get("topicStates") or ()
-            out.append(RequestDigest(r, None, sum(len(ts.get("partitionStates") or ()) for ts in states)))
+            out.append(RequestDigest(r, None, partition_count(wire_object(r.body))))
     return out
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import functools
 import json
+from typing import Any
 
 from streaming.checkpoint_fs import CheckpointStore, batch_ids, child
 
@@ -29,6 +30,7 @@ __all__ = [
     "checkpoint_scheme",
     "group_keys",
     "murmur3_int",
+    "pin_scheme",
     "spark_partition",
 ]
 
@@ -103,7 +105,13 @@ def checkpoint_scheme(store: CheckpointStore, num_buckets: int) -> BucketKeys:
     (with ``num_buckets`` when that file is new): ``identity`` for a checkpoint that already holds batches
     without the record (made before it existed), ``spread`` for a new one."""
     meta = child(store.root, CHECKPOINT_META)
-    data = json.loads(store.read_text(meta)) if store.exists(meta) else None
+    return pin_scheme(store, num_buckets, json.loads(store.read_text(meta)) if store.exists(meta) else None)
+
+
+def pin_scheme(store: CheckpointStore, num_buckets: int, data: dict[str, Any] | None) -> BucketKeys:
+    """:func:`checkpoint_scheme` given the content of the checkpoint's :data:`CHECKPOINT_META` as the caller
+    just read it (``None``: no such file), which is not read again."""
+    meta = child(store.root, CHECKPOINT_META)
     recorded = data.get(META_FIELD) if data is not None else None
     if recorded is not None:
         try:

@@ -27,14 +27,24 @@ restarting) is tried again, fence check first, every ``retry_backoff_s`` until `
 passed; each sink's replay by batch id makes the retry exactly-once. After that the error propagates
 and the query fails.
 
-**Rows are decoded once.** A row's decision is parsed once (orjson, the cyclic collector paused:
-:func:`decode_row`, :func:`gc_paused`); a broker request's body, a JSON object inside the row, stays that
-parsed object (:class:`core.kafka.requests.WireBody`) all the way to the request sink, which merges such
-objects per broker and API and serialises each outbound message once. Rebuilding typed values
-(``decode_decision(..., typed=True)``) was measured and not taken: on the rows of a 100k-partition
-failover (8 buckets, 10 brokers) it costs about nine times the decode itself (``bench/README.md``,
-"Request bodies as values"), and nothing on the driver needs more than the wire form — the sink merges
-and splits it, :func:`streaming.refusals.withhold` filters it, the audit log counts and logs it. An admin
+**ZooKeeper's rows first.** The ZooKeeper writes are decoded and written before any other row is
+decoded (a plain write by a lean decoder that gives what the strict one gives); the requests, results
+and the rest are decoded after, while nothing waits on them. The cyclic collector is off for the whole
+batch (:func:`gc_paused`) and comes back once its decoded rows are freed: a pass over millions of
+acyclic objects right after the decode was a fifth of a large batch's driver time (``bench/README.md``,
+"The driver after the job").
+
+**Rows are decoded once, request entries not at all.** A row's decision is parsed once (orjson:
+:func:`decode_row`). A LeaderAndIsr, UpdateMetadata or StopReplica row carries each ``topicStates``
+entry as its own line, the JSON text the message will hold
+(:func:`core.codec.decisions.decision_row_text`): only the first line is parsed, and the body is a
+:class:`core.kafka.requests.SplicedBody` — its small fields parsed, its entries text — which the request
+sink merges by concatenating entries and splices into each message's bytes. Entries are parsed only
+where something needs them as values: an entry cut by a message's size limit, the requests of a topic
+ZooKeeper refused a write for (:func:`streaming.refusals.withhold`), the audit log's per-partition
+lines; counts come from the row. Other bodies stay the parsed JSON object
+(:class:`core.kafka.requests.WireBody`). Rebuilding typed values (``decode_decision(..., typed=True)``)
+was measured and not taken (``bench/README.md``, "Request bodies as values"). An admin
 result's ``details``, also a JSON object in the row, is decoded with it, and the parts of one command from
 several buckets merge as those objects (:func:`merge_admin_results`), never re-encoded on the driver.
 
@@ -61,7 +71,7 @@ import pandas as pd
 
 from core import decisions as dc
 from core import jsonform as jf
-from core.codec.decisions import decode_decision
+from core.codec.decisions import decode_decision, decode_row_text
 from core.errors import FormatError
 from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
@@ -88,11 +98,17 @@ log = logging.getLogger("livectl.dispatch")
 
 def decode_row(payload: str | bytes) -> dc.Decision:
     """One decision row, decoded once. A broker request's body stays the parsed JSON object
-    (:class:`core.kafka.requests.WireBody`), which the request sink merges and serialises as it is."""
+    (:class:`core.kafka.requests.WireBody`), which the request sink merges and serialises as it is; a row
+    of several lines (:func:`core.codec.decisions.decision_row_text`) keeps its ``topicStates`` entries as
+    their text (:class:`core.kafka.requests.SplicedBody`)."""
+    text = payload.decode() if isinstance(payload, bytes) else payload
+    head, newline, rest = text.partition("\n")
     try:
-        raw = orjson.loads(payload)
+        raw = orjson.loads(head)
     except orjson.JSONDecodeError as e:
         raise FormatError("$", f"not valid JSON: {e}") from None
+    if newline:
+        return decode_row_text(raw, rest.split("\n"))
     return decode_decision(raw)
 
 
@@ -259,63 +275,74 @@ class Dispatcher:
     def dispatch(self, frame: pd.DataFrame, batch_id: int) -> BatchReport:
         if self.fenced:
             raise ControllerFencedError(CONTROLLER_EPOCH_PATH, -1, "this controller was fenced earlier")
+        # the collector stays off until the batch's decoded rows are freed (when _dispatch returns): they
+        # are millions of acyclic objects in a large batch, and a pass over them as soon as the decode
+        # ended cost a fifth of the driver's time (bench/dispatch_cost.py)
+        with gc_paused():
+            return self._dispatch(frame, batch_id)
+
+    def _dispatch(self, frame: pd.DataFrame, batch_id: int) -> BatchReport:
         started = time.monotonic()
         report = BatchReport(batch_id)
         frame = frame.sort_values(["bucket", "seq"], kind="stable") if not frame.empty else frame
+        buckets: Any = frame.get("bucket", [])
+        kinds: Any = frame.get("kind", [])
+        payloads: Any = frame.get("payload", [])
+        # ZooKeeper's writes first: the other rows are decoded while nothing waits on them
         zk_writes: list[dc.ZkWrite] = []
+        for kind, payload in zip(kinds, payloads, strict=True):
+            if kind == KIND_ZK:
+                d = decode_row(payload)
+                assert isinstance(d, dc.ZkWrite)
+                zk_writes.append(d)
+        zk_started = time.monotonic()
+        zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
+        zk_s = time.monotonic() - zk_started
         requests: list[dc.BrokerRequest] = []
         results: list[dc.AdminResult] = []
         result_buckets: list[int] = []
         rejected_by_source: dict[tuple[str, int, int], Rejected] = {}
         failures: list[dc.StateChangeFailure] = []
         summaries: dict[int, str] = {}
-        with gc_paused():
-            for bucket, kind, payload in zip(
-                frame.get("bucket", []), frame.get("kind", []), frame.get("payload", []), strict=True
-            ):
-                if kind == KIND_ZK:
-                    d = decode_row(payload)
-                    assert isinstance(d, dc.ZkWrite)
-                    zk_writes.append(d)
-                elif kind == KIND_REQUEST:
-                    d = decode_row(payload)
-                    assert isinstance(d, dc.BrokerRequest)
-                    requests.append(d)
-                elif kind == KIND_ADMIN_RESULT:
-                    d = decode_row(payload)
-                    assert isinstance(d, dc.AdminResult)
-                    results.append(d)
+        for bucket, kind, payload in zip(buckets, kinds, payloads, strict=True):
+            if kind == KIND_ZK:
+                continue
+            if kind == KIND_REQUEST:
+                d = decode_row(payload)
+                assert isinstance(d, dc.BrokerRequest)
+                requests.append(d)
+            elif kind == KIND_ADMIN_RESULT:
+                d = decode_row(payload)
+                assert isinstance(d, dc.AdminResult)
+                results.append(d)
+                result_buckets.append(int(bucket))
+            elif kind == KIND_FAILURE:
+                report.failures += 1
+                log.info("state change failure (bucket %s): %s", bucket, payload)
+                d = decode_row(payload)
+                assert isinstance(d, dc.StateChangeFailure)
+                failures.append(d)
+            elif kind == observability.KIND_SUMMARY:
+                summaries[int(bucket)] = payload
+            elif kind == KIND_METRICS:
+                m = json.loads(payload)
+                counts = m.pop(IMBALANCE_KEY, {})
+                self.bucket_imbalance[int(bucket)] = {int(b): (int(c[0]), int(c[1])) for b, c in counts.items()}
+                self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in m.items()}
+            elif kind == "rejected":
+                r = json.loads(payload)
+                reasons = tuple(f"{n}: {why}" for n, why in zip(r["expectations"], r["reasons"], strict=True))
+                source = (str(r["source_topic"]), int(r["source_partition"]), int(r["source_offset"]))
+                seen = rejected_by_source.get(source)
+                if seen is not None:
+                    # a cluster-wide event left out by several buckets: one rejected message, every reason
+                    reasons = tuple(dict.fromkeys((*seen.reasons, *reasons)))
+                rejected_by_source[source] = Rejected(*source, r["payload"], reasons)
+                rid = _request_id_of(r["payload"])
+                if rid is not None:
+                    results.append(_rejected_result(rid, r, reasons))
                     result_buckets.append(int(bucket))
-                elif kind == KIND_FAILURE:
-                    report.failures += 1
-                    log.info("state change failure (bucket %s): %s", bucket, payload)
-                    d = decode_row(payload)
-                    assert isinstance(d, dc.StateChangeFailure)
-                    failures.append(d)
-                elif kind == observability.KIND_SUMMARY:
-                    summaries[int(bucket)] = payload
-                elif kind == KIND_METRICS:
-                    m = json.loads(payload)
-                    counts = m.pop(IMBALANCE_KEY, {})
-                    self.bucket_imbalance[int(bucket)] = {int(b): (int(c[0]), int(c[1])) for b, c in counts.items()}
-                    self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in m.items()}
-                elif kind == "rejected":
-                    r = json.loads(payload)
-                    reasons = tuple(f"{n}: {why}" for n, why in zip(r["expectations"], r["reasons"], strict=True))
-                    source = (str(r["source_topic"]), int(r["source_partition"]), int(r["source_offset"]))
-                    seen = rejected_by_source.get(source)
-                    if seen is not None:
-                        # a cluster-wide event left out by several buckets: one rejected message, every reason
-                        reasons = tuple(dict.fromkeys((*seen.reasons, *reasons)))
-                    rejected_by_source[source] = Rejected(*source, r["payload"], reasons)
-                    rid = _request_id_of(r["payload"])
-                    if rid is not None:
-                        results.append(_rejected_result(rid, r, reasons))
-                        result_buckets.append(int(bucket))
 
-        zk_started = time.monotonic()
-        zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
-        zk_s = time.monotonic() - zk_started
         report.zk_applied, report.zk_skipped, report.zk_failed = zk.applied, zk.skipped, len(zk.failed)
         for f in zk.failed:
             log.warning(

@@ -66,6 +66,10 @@ class MetricsListener(StreamingQueryListener):
 
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:
-            log.error("query %s terminated with an error: %s", event.id, event.exception)
+            # not at ERROR: the controller says itself what the failure means once it knows
+            # (streaming.shutdown.raise_outcome: the query's own failure at ERROR with its stack trace and
+            # exit 1, or — when another controller replaced this one, e.g. Spark's
+            # CONCURRENT_STREAM_LOG_UPDATE after a paused process resumed — fenced, exit 3 and one line)
+            log.debug("query %s terminated with an error: %s", event.id, event.exception)
         else:
             log.info("query %s stopped", event.id)

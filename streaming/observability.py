@@ -18,6 +18,7 @@ from typing import Any
 from core import decisions as dc
 from core import observe
 from core.kafka.request_codec import wire_object
+from core.kafka.requests import partition_count
 
 #: the decision row a bucket adds after its metrics row when the endpoint is on
 KIND_SUMMARY = "summary"
@@ -46,8 +47,7 @@ def describe_decision(d: dc.Decision) -> tuple[str, str]:
         data = f" {d.data}" if d.data is not None and len(d.data) <= 200 else ""
         return "zookeeper", f"{d.op.value} {d.path}{data}"
     if isinstance(d, dc.BrokerRequest):
-        body = wire_object(d.body)
-        parts = sum(len(ts.get("partitionStates") or ()) for ts in body.get("topicStates") or ())
+        parts = partition_count(wire_object(d.body))
         what = f"{parts} partitions" if parts else "brokers only"
         if d.shared:
             return "request", f"{d.api.value} to brokers {','.join(map(str, d.recipients()))} ({what})"

@@ -38,6 +38,7 @@ from core.kafka.requests import (
     AnyBody,
     LeaderAndIsrRequest,
     RequestApi,
+    SplicedBody,
     StopReplicaRequest,
     UpdateMetadataRequest,
     WireBody,
@@ -130,6 +131,12 @@ def _filtered(r: dc.BrokerRequest, refusals: Refusals) -> tuple[int, int, AnyBod
     """(partitions before, partitions left, the body with only those left), in the body's own form: the
     driver's parsed wire object or a typed value."""
     if isinstance(r.body, WireBody):
+        if isinstance(r.body.obj, SplicedBody):
+            # entries as text (core.kafka.requests.SplicedBody): parsed only when a refusal names their topic
+            touched = refusals.topics | {t for t, _ in refusals.partitions}
+            if touched.isdisjoint(r.body.obj.names):
+                n = r.body.obj.partition_count
+                return n, n, r.body
         states = r.body.obj.get("topicStates") or []
         before = left = 0
         entries: list[Any] = []

@@ -5,12 +5,15 @@ rebalance schedule (:mod:`streaming.auto_rebalance`); and :class:`Opened`, what 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.snapshot import ZkSnapshot
 from streaming.dispatch import Dispatcher
 from streaming.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def admin_watcher(zk: Any, producer: Any, s: Settings, controller_epoch: int) -> Any:
@@ -55,9 +58,9 @@ def start_side_threads(
 
 @dataclass
 class Opened:
-    """What a controller's run opened besides its query, closed by :meth:`close` in this order: the threads
-    that publish events, the request sink, the producer, then the lease and its ZooKeeper session (closing
-    the session is what lets a standby take over)."""
+    """What a controller's run opened besides its query, closed by :meth:`close` in this order: the session's
+    query listeners it added, the threads that publish events, the request sink, the producer, then the lease
+    and its ZooKeeper session (closing the session is what lets a standby take over)."""
 
     zk: Any
     lease: Any
@@ -66,8 +69,18 @@ class Opened:
     rebalancer: Any = None
     request_sink: Any = None
     producer: Any = None
+    spark: Any = None
+    listeners: list[Any] = field(default_factory=list)
 
     def close(self) -> None:
+        # a later run in the same driver (the demo, a test session) adds its own; left here, every one of
+        # them would be called back, through py4j, for every query event of every later run
+        for listener in self.listeners:
+            try:
+                self.spark.streams.removeListener(listener)
+            except Exception as e:  # a stopped session has no listeners left; the lease must still go
+                log.warning("could not remove the query listener %s: %s", type(listener).__name__, e)
+        self.listeners = []
         for thread in (self.bridge, self.watcher, self.rebalancer):
             if thread is not None:
                 thread.stop()

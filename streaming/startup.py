@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.snapshot import ZkSnapshot
 from streaming import failover
-from streaming.bucket_keys import CHECKPOINT_META, checkpoint_scheme
+from streaming.bucket_keys import CHECKPOINT_META, pin_scheme
 from streaming.checkpoint_fs import CheckpointStore, batch_ids, child
 from streaming.settings import Settings, SettingsError
 
@@ -97,15 +97,20 @@ _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]
 
 def executor_cores(conf: Mapping[str, str], default_parallelism: int, cpu_count: int | None = None) -> tuple[int, str]:
     """The cores the application's executors run tasks on, and where that figure comes from: the
-    master's own count (``local[N]``, ``local[*]``, ``local-cluster[n,c,m]``), else ``spark.cores.max``,
-    else ``spark.executor.instances`` × ``spark.executor.cores``, else Spark's ``defaultParallelism`` at
-    this moment (the executors registered so far; on a cluster whose executors come later, set
-    ``num_buckets``)."""
+    master's own count (``local[N]``, ``local-cluster[n,c,m]``; ``local[*]``: Spark's ``defaultParallelism``,
+    which in local mode is the thread count Spark gave ``*`` — the JVM's view of the CPUs, container limits
+    included — unless ``spark.default.parallelism`` overrides it, then ``cpu_count``, by default
+    :func:`os.cpu_count`), else ``spark.cores.max``, else ``spark.executor.instances`` ×
+    ``spark.executor.cores``, else Spark's ``defaultParallelism`` at this moment (the executors registered so
+    far; on a cluster whose executors come later, set ``num_buckets``)."""
     master = conf.get("spark.master", "").strip()
     if m := _LOCAL.fullmatch(master):
         cores = m.group(1)
-        n = 1 if cores is None else (cpu_count or os.cpu_count() or 1) if cores == "*" else int(cores)
-        return max(n, 1), f"master {master}"
+        if cores == "*":
+            if not conf.get("spark.default.parallelism"):
+                return max(default_parallelism, 1), f"master {master} (Spark's defaultParallelism)"
+            return max(cpu_count or os.cpu_count() or 1, 1), f"master {master}"
+        return max(1 if cores is None else int(cores), 1), f"master {master}"
     if m := _LOCAL_CLUSTER.fullmatch(master):
         return max(int(m.group(1)) * int(m.group(2)), 1), f"master {master}"
     if conf.get("spark.cores.max"):
@@ -133,8 +138,9 @@ def resolve_buckets(spark: Any, settings: Settings, store: CheckpointStore) -> S
     equal to it and check it against the checkpoint (``livectl.json`` in it, through the checkpoint's file
     system), whose state is partitioned by it."""
     meta = child(store.root, CHECKPOINT_META)
-    if store.exists(meta):
-        recorded = int(json.loads(store.read_text(meta))["num_buckets"])
+    data: dict[str, Any] | None = json.loads(store.read_text(meta)) if store.exists(meta) else None
+    if data is not None:
+        recorded = int(data["num_buckets"])
         if settings.num_buckets and recorded != settings.num_buckets:
             raise SettingsError(
                 "num_buckets",
@@ -147,8 +153,8 @@ def resolve_buckets(spark: Any, settings: Settings, store: CheckpointStore) -> S
             (settings.num_buckets, "the num_buckets setting") if settings.num_buckets else default_buckets(spark)
         )
         log.info("new checkpoint %s: %d state buckets (from %s)", store.root, buckets, source)
-        store.write_text(meta, json.dumps({"version": 1, "num_buckets": buckets}))
-    checkpoint_scheme(store, buckets)  # pinned before the query writes state under its keys
+    # the key scheme pinned before the query writes state under its keys; the file read once, written at most once
+    pin_scheme(store, buckets, data)
     spark.conf.set(SHUFFLE_PARTITIONS, str(buckets))
     return replace(settings, num_buckets=buckets)
 
@@ -227,18 +233,22 @@ def hand_off(
     store: CheckpointStore,
     read: Callable[[], ZkSnapshot] | None = None,
     resumes: bool = False,
+    after_read: Callable[[], object] | None = None,
 ) -> Any:
     """Read the ZooKeeper tree, prime the admin-path watcher with it, write and ship its snapshot, then
     publish the failover reference on ``livectl.broker-events`` (which opens the failover barrier).
     Returns the snapshot. ``read`` gives the tree read after this controller won the lease (and after any
     replay): :mod:`streaming.failover_warm`; by default it is read here. ``resumes``: a new checkpoint
     moved from another (:mod:`streaming.rebucket`); the buckets handle the records that waited for the
-    reference after it."""
+    reference after it. ``after_read`` is called once the tree is read, before the snapshot is written (an
+    active start's Python warm-up, :mod:`streaming.warmup`)."""
     from streaming.zk_snapshot import read_snapshot
 
     started = time.monotonic()
     snapshot = read() if read is not None else read_snapshot(zk)
     read_s = time.monotonic() - started
+    if after_read is not None:
+        after_read()
     watcher.prime(snapshot)
     written: dict[str, str] = {}
     ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets, written=written)

@@ -33,10 +33,10 @@ import pyarrow as pa
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from core.codec.decisions import decision_to_json
+from core.codec.decisions import decision_row_text
 from core.controller.metrics import BUCKET_GAUGES
 from core.kafka.error_codes import KafkaError as Errors
-from core.kafka.request_codec import TopicStatesMemo
+from core.kafka.request_codec import SortedMemo, TopicStatesMemo
 from streaming import failover, observability
 from streaming.bucket_keys import bucket_of_key
 from streaming.collector import gc_paused
@@ -126,12 +126,14 @@ def quarantine_row(bucket: int, origin: Origin, error: str) -> str:
 
 
 def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[Any]]:
-    """The decisions as output rows; a broker request's body is a JSON object in the row, and the partition
-    states every UpdateMetadata of one step shares are encoded once (:func:`decision_to_json`'s memo)."""
+    """The decisions as output rows (:func:`core.codec.decisions.decision_row_text`: a broker request's
+    ``topicStates`` entries each their own line, as the request sink writes them); partition states that
+    several requests of one step share are encoded once (the memos)."""
     rows: list[list[Any]] = []
     memo: TopicStatesMemo = {}
+    sorted_memo: SortedMemo = {}
     for seq, d in enumerate(decisions):
-        rows.append([bucket, seq, d.TYPE, decision_to_json(d, memo), *_NO_METRICS])
+        rows.append([bucket, seq, d.TYPE, decision_row_text(d, memo, sorted_memo), *_NO_METRICS])
     return rows
 
 

@@ -3,12 +3,18 @@
 The query's first micro-batch — a cold start's failover batch, or a standby's once it wins the lease — is
 the one that must be fast, and the first that needs Python workers: without this job it waits for Spark to
 start the worker daemon and for each worker to import pandas, pyarrow, livectl and great-expectations
-(seconds; ``bench/README.md``, "Python workers"). :func:`start_warmup` runs, in a background thread as
-soon as the SparkSession is up (before the lease, so a standby does it while it waits), one task per
-executor core that imports what the query's tasks import and builds the input validator
-(:func:`warm_task`). Spark keeps the workers for the query (``spark.python.worker.reuse``); it closes
-them after an idle minute, and then livectl's worker daemon (:mod:`streaming.worker_daemon`) forks new
-ones with all of it already in memory.
+(seconds; ``bench/README.md``, "Python workers"). :func:`start_warmup` runs, in a background thread, one
+task per executor core that imports what the query's tasks import and builds the input validator
+(:func:`warm_task`, with the worker daemon's own list and preload). Spark keeps the workers for the query
+(``spark.python.worker.reuse``); it closes them after an idle minute, and then livectl's worker daemon
+(:mod:`streaming.worker_daemon`) forks new ones with all of it already in memory.
+
+When: as soon as the SparkSession is up — a standby while it waits for the lease, an active start beside
+its election, snapshot read and query start. ``spark.livectl.python.warmup.early false`` makes an active
+start (no other controller) start it only once it has read the ZooKeeper tree instead: on ``local[N]`` the
+job's imports share the driver's cores and slow the read, but started later the job still holds the task
+slots when the failover batch comes; measured side by side neither order won beyond the noise of a busy
+machine (``bench/README.md``, "Cold start: the warm-up and the snapshot read"), so the default stays.
 
 The job never delays the lease, the snapshot read or the failover reference: it runs beside them, and a
 failure (the session stopping under it, a worker that cannot start) is logged, never raised: the query
@@ -30,6 +36,8 @@ log = logging.getLogger("livectl.warmup")
 
 #: Spark property: ``false`` switches the warm-up job off
 WARMUP_CONF = "spark.livectl.python.warmup"
+#: Spark property: ``false`` makes an active start warm up once it has read the tree (see the module's docstring)
+WARMUP_EARLY_CONF = "spark.livectl.python.warmup.early"
 
 #: the rows :func:`warm_task` yields
 WARMED_SCHEMA = "pid long, seconds double, ready boolean"
@@ -47,17 +55,22 @@ class Warmed:
 
 
 def warm_task(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """The ``mapInPandas`` function: in the Python worker, import what the query's steps import (the
-    routing step, the buckets' step) and build the worker's shared validator; one row: pid, seconds, and
-    whether the validator was there before (``ready``)."""
+    """The ``mapInPandas`` function: in the Python worker, do what livectl's worker daemon does before it
+    forks (:func:`streaming.worker_daemon.preload` of :data:`streaming.worker_daemon.PRELOADED`: what the
+    query's steps import, and the worker's shared validator), so that one list says what a worker needs;
+    one row: pid, seconds, and whether the validator was there before (``ready``: a reused worker, or one
+    forked from livectl's daemon). A module that cannot be imported fails the task, naming it."""
     import os
+    import sys
 
     start = time.perf_counter()
-    import streaming.stateful  # noqa: F401 - imported for its cost: the buckets' step
-    from streaming.routing import shared_validator
+    from streaming.worker_daemon import PRELOADED, preload
 
-    ready = shared_validator.cache_info().currsize > 0
-    shared_validator()
+    routing = sys.modules.get("streaming.routing")
+    ready = routing is not None and routing.shared_validator.cache_info().currsize > 0
+    done = preload(PRELOADED)
+    if done.failures:
+        raise RuntimeError("Python worker warm-up: " + "; ".join(done.failures))
     for _ in batches:
         pass
     yield pd.DataFrame({"pid": [os.getpid()], "seconds": [time.perf_counter() - start], "ready": [ready]})
@@ -74,6 +87,17 @@ def warmup_setting(value: str) -> bool:
 def warmup_enabled(spark: Any) -> bool:
     """``spark.livectl.python.warmup`` of the session (default ``true``)."""
     return warmup_setting(str(spark.conf.get(WARMUP_CONF, "true")))
+
+
+def warmup_early(spark: Any) -> bool:
+    """``spark.livectl.python.warmup.early`` of the session (default ``true``): whether an active start
+    warms its workers as soon as the session is up, as a standby does, rather than once it has read the
+    ZooKeeper tree (:func:`warmup_setting`'s values and errors, for this property)."""
+    value = str(spark.conf.get(WARMUP_EARLY_CONF, "true"))
+    try:
+        return warmup_setting(value)
+    except ValueError:
+        raise ValueError(f"{WARMUP_EARLY_CONF}: must be true or false, got {value.strip()!r}") from None
 
 
 def warm_workers(spark: Any, tasks: int | None = None) -> Warmed:

@@ -102,14 +102,18 @@ def audit_log(spark: Any, s: Settings, store: CheckpointStore, epoch: int) -> Au
     return AuditLog(files, store, s.controller_id, epoch)
 
 
-def add_listeners(spark: Any, dispatcher: Dispatcher, observatory: Any) -> None:
-    """Spark's per-batch reports: the metrics listener, and with a metrics endpoint, its figures."""
+def add_listeners(spark: Any, dispatcher: Dispatcher, observatory: Any) -> list[Any]:
+    """Spark's per-batch reports: the metrics listener, and with a metrics endpoint, its figures. Returns
+    the listeners added, for the run to remove when it ends (:class:`streaming.side_threads.Opened`)."""
     from streaming.metrics_http import progress_listener
 
-    spark.streams.addListener(MetricsListener())
+    listeners: list[Any] = [MetricsListener()]
     if observatory is not None:
         dispatcher.observer = observatory.record_batch
-        spark.streams.addListener(progress_listener(observatory))
+        listeners.append(progress_listener(observatory))
+    for listener in listeners:
+        spark.streams.addListener(listener)
+    return listeners
 
 
 def start_query_when_free(
@@ -125,15 +129,20 @@ def start_query_when_free(
     the shared checkpoint (Spark refuses two active runs of one query id), so wait for it."""
     from streaming.query import start_query
 
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     while True:
         try:
-            return start_query(spark, s, dispatcher, where)
+            query = start_query(spark, s, dispatcher, where)
         except Exception as e:
             if "already active" not in str(e) or time.monotonic() > deadline or stop.is_set():
                 raise
             log.info("the previous run of query %s is still stopping; waiting", s.query_name)
             time.sleep(0.5)
+            continue
+        # a cold start's failover batch waits for this (the plan built, the stream's thread started)
+        log.info("query %s: started in %.1f s", s.query_name, time.monotonic() - started)
+        return query
 
 
 def wait_committed(

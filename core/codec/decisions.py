@@ -5,7 +5,9 @@ as the bucket emits it in its output rows and the dispatcher reads it back. Deco
 A broker request's ``body`` is a JSON *object* in the row: the bytes of
 :func:`core.kafka.request_codec.encode_body`, spliced in, never a string holding JSON. Decoding keeps it as
 the parsed object (:class:`core.kafka.requests.WireBody`) unless asked for typed values: the driver hands
-it to the request sink as it is.
+it to the request sink as it is. A bucket's output row of a LeaderAndIsr, UpdateMetadata or StopReplica
+puts each ``topicStates`` entry on a line of its own (:func:`decision_row_text`), which the driver keeps as
+text (:func:`decode_row_text`, :class:`core.kafka.requests.SplicedBody`).
 
 An admin result's ``details`` is a JSON object too (in the row and on ``livectl.admin-results``).
 :func:`read_details` reads it, and also the JSON text a controller before that change wrote, which can
@@ -15,8 +17,9 @@ value whichever form was written."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from enum import Enum
 from typing import Any
@@ -35,16 +38,27 @@ from core.decisions import (
 from core.errors import FormatError
 from core.frozen_json import EMPTY_OBJECT, freeze_object
 from core.kafka.request_codec import (
+    SortedMemo,
     TopicStatesMemo,
     encode_addressees,
     encode_text,
     parse_body,
     read_addressees,
+    sorted_entries,
     wire_object,
 )
-from core.kafka.requests import RequestApi, WireBody
+from core.kafka.requests import (
+    LeaderAndIsrRequest,
+    RequestApi,
+    SplicedBody,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    WireBody,
+)
 
 DECISION_VERSION = 1
+#: the fields of a ZooKeeper write's JSON form
+_ZK_FIELDS = frozenset({"version", "type", "op", "path", "data", "expected_version", "make_parents"})
 
 
 def encode_decision(d: Decision) -> dict[str, Any]:
@@ -89,7 +103,7 @@ def decision_to_json(d: Decision, memo: TopicStatesMemo | None = None) -> str:
     spliced in (``memo``: see :func:`core.kafka.request_codec.encode_text`)."""
     if isinstance(d, BrokerRequest):
         if isinstance(d.body, WireBody):
-            body = json.dumps(d.body.obj, separators=(",", ":"))
+            body = json.dumps(dict(d.body.obj), separators=(",", ":"))
         else:
             body = encode_text(d.body, memo)
         addressees = ""
@@ -103,9 +117,61 @@ def decision_to_json(d: Decision, memo: TopicStatesMemo | None = None) -> str:
     return json.dumps(encode_decision(d), separators=(",", ":"), sort_keys=True)
 
 
+_WITH_TOPIC_STATES = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
+#: the field of a row's first line that lists its ``topicStates`` entries (name, partition count)
+ENTRIES_FIELD = "topic_entries"
+
+
+def decision_row_text(d: Decision, memo: TopicStatesMemo | None = None, sorted_memo: SortedMemo | None = None) -> str:
+    """A decision as a bucket's output row carries it. A LeaderAndIsr, UpdateMetadata or StopReplica with
+    partition states is several lines (JSON text never holds a raw newline): first the decision with its
+    body's ``topicStates`` empty and ``"topic_entries": [[topicName, partitions], …]``, then each
+    ``topicStates`` entry's JSON, keys sorted, as the message carries it
+    (:func:`core.kafka.request_codec.sorted_entries`). The driver keeps those entries as text
+    (:func:`decode_row_text`); the request sink splices them into its messages. Any other decision is
+    :func:`decision_to_json`, one line."""
+    body = d.body if isinstance(d, BrokerRequest) else None
+    if isinstance(d, BrokerRequest) and isinstance(
+        body, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+    ):
+        entries = sorted_entries(body, sorted_memo) if body.partitions else None
+        if entries:
+            empty: Any = dataclasses.replace(body, partitions=())  # type: ignore[arg-type]
+            head = decision_to_json(dataclasses.replace(d, body=empty))
+            listed = json.dumps([[name, count] for name, count, _ in entries], separators=(",", ":"))
+            lines = [f'{head[:-1]},"{ENTRIES_FIELD}":{listed}}}', *(text for _, _, text in entries)]
+            return "\n".join(lines)
+    return decision_to_json(d, memo)
+
+
+def decode_row_text(raw: Any, texts: Sequence[str]) -> Decision:
+    """The decision of a row (:func:`decision_row_text`) from its first line, parsed, and the lines after
+    it: a broker request whose body is a :class:`~core.kafka.requests.SplicedBody`."""
+    o = jf.obj(raw, "$")
+    listed = o.get(ENTRIES_FIELD)
+    if not isinstance(listed, list) or len(listed) != len(texts):
+        raise FormatError(ENTRIES_FIELD, f"must list the row's {len(texts)} topicStates entries")
+    names: list[str] = []
+    counts: list[int] = []
+    for i, e in enumerate(listed):
+        if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and type(e[1]) is int and e[1] >= 0):
+            raise FormatError(f"{ENTRIES_FIELD}[{i}]", "must be [topicName, partition count]")
+        names.append(e[0])
+        counts.append(e[1])
+    d = decode_decision({k: v for k, v in o.items() if k != ENTRIES_FIELD})
+    if not isinstance(d, BrokerRequest) or not isinstance(d.body, WireBody) or d.body.obj.get("topicStates") != []:
+        raise FormatError("body", "a row with topicStates entries must be a broker request with empty topicStates")
+    body = SplicedBody(d.body.obj, tuple(names), tuple(counts), tuple(texts))
+    return dataclasses.replace(d, body=WireBody(body))
+
+
 def decode_decision(raw: Any, *, typed: bool = False) -> Decision:
     """A decision from its JSON form. A broker request's body stays its parsed wire object
     (:class:`~core.kafka.requests.WireBody`) unless ``typed``, which parses it into the typed value."""
+    if type(raw) is dict and raw.get("type") == ZkWrite.TYPE:
+        write = _plain_zk_write(raw)
+        if write is not None:
+            return write
     o = jf.obj(raw, "$")
     jf.version(o, DECISION_VERSION)
     t = jf.string(o, "type")
@@ -149,6 +215,34 @@ def decode_decision(raw: Any, *, typed: bool = False) -> Decision:
             jf.string(o, "item"), jf.string(o, "from_state"), jf.string(o, "to_state"), jf.string(o, "reason")
         )
     raise FormatError("type", f"unknown decision type '{t}'")
+
+
+_ZK_OPS = {op.value: op for op in ZkOp}
+_INT64 = range(-(2**63), 2**63)
+
+
+def _plain_zk_write(o: dict[str, Any]) -> ZkWrite | None:
+    """A ZooKeeper write whose fields are all plainly valid (ASCII text, integers in range), without the
+    field-by-field checks of :func:`decode_decision`, which give the same value for these; ``None`` for
+    anything else, which the strict decoder then reads (or refuses, naming the field). A broker failure
+    at 100k partitions is 30,000 such rows, decoded before ZooKeeper's writes can start."""
+    version, op_name, path, data = o.get("version"), o.get("op"), o.get("path"), o.get("data")
+    op = _ZK_OPS.get(op_name) if type(op_name) is str else None
+    expected, parents = o.get("expected_version"), o.get("make_parents")
+    if (
+        type(version) is not int
+        or version != DECISION_VERSION
+        or op is None
+        or type(path) is not str
+        or not path
+        or not path.isascii()
+        or not (data is None or (type(data) is str and data.isascii()))
+        or not (expected is None or (type(expected) is int and expected in _INT64))
+        or not (parents is None or type(parents) is bool)
+        or not o.keys() <= _ZK_FIELDS
+    ):
+        return None
+    return ZkWrite(op, path, data, ANY_VERSION if expected is None else expected, bool(parents))
 
 
 def decision_from_json(text: str | bytes, *, typed: bool = False) -> Decision:

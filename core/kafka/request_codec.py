@@ -215,6 +215,85 @@ def encode_text(body: RequestBody, memo: TopicStatesMemo | None = None) -> str:
     return f'{{"errorCode":{body.error_code},"throttleTimeMs":{body.throttle_time_ms},"topics":{topics}}}'
 
 
+#: a memo of :func:`sorted_entries`: entries by the identity of the partition tuple, and LeaderAndIsr
+#: partition states by the identity of the state; each entry keeps its object
+SortedMemo = dict[int, tuple[object, Any]]
+
+#: one ``topicStates`` entry as a row carries it: ``(topicName, partition count, JSON text)``
+TextEntry = tuple[str, int, str]
+
+
+def _lisr_sorted(p: LisrPartitionState) -> str:
+    return (
+        f'{{"addingReplicas":{_ints(p.adding_replicas)},"controllerEpoch":{p.controller_epoch},'
+        f'"isNew":{_b(p.is_new)},"isr":{_ints(p.isr)},"leader":{p.leader},"leaderEpoch":{p.leader_epoch},'
+        f'"leaderRecoveryState":{p.leader_recovery_state},"partitionEpoch":{p.partition_epoch},'
+        f'"partitionIndex":{p.partition},"removingReplicas":{_ints(p.removing_replicas)},'
+        f'"replicas":{_ints(p.replicas)}}}'
+    )
+
+
+def _metadata_sorted(p: MetadataPartitionState) -> str:
+    return (
+        f'{{"controllerEpoch":{p.controller_epoch},"isr":{_ints(p.isr)},"leader":{p.leader},'
+        f'"leaderEpoch":{p.leader_epoch},"offlineReplicas":{_ints(p.offline_replicas)},'
+        f'"partitionIndex":{p.partition},"replicas":{_ints(p.replicas)},"zkVersion":{p.zk_version}}}'
+    )
+
+
+def _stop_sorted(p: StopReplicaPartition) -> str:
+    return (
+        f'{{"deletePartition":{_b(p.delete_partition)},"leaderEpoch":{p.leader_epoch},"partitionIndex":{p.partition}}}'
+    )
+
+
+def _plain(v: str) -> bool:
+    # text every JSON encoder writes alike (no escapes, no non-ASCII): Kafka's topic names and ids
+    return v.isascii() and v.isprintable() and '"' not in v and "\\" not in v
+
+
+def sorted_entries(body: RequestBody, memo: SortedMemo | None = None) -> list[TextEntry] | None:
+    """The ``topicStates`` entries of a LeaderAndIsr, UpdateMetadata or StopReplica body, each as the
+    JSON text with its keys sorted and no spaces (what the request sink writes for it, byte for byte:
+    ``orjson.dumps(entry, option=OPT_SORT_KEYS)``), with its topic name and partition count; ``None`` for
+    another body, or one naming a topic or topic id that is not plain ASCII text. ``memo``: entries of
+    a tuple of partition states and LeaderAndIsr states encoded once (see :func:`encode_text`)."""
+    if isinstance(body, LeaderAndIsrRequest):
+        state: Callable[[Any], str] = _lisr_sorted
+        with_id = True
+    elif isinstance(body, UpdateMetadataRequest):
+        state, with_id = _metadata_sorted, True
+    elif isinstance(body, StopReplicaRequest):
+        state, with_id = _stop_sorted, False
+    else:
+        return None
+    parts: tuple[Any, ...] = body.partitions
+    if memo is not None:
+        hit = memo.get(id(parts))
+        if hit is not None and hit[0] is parts:
+            cached: list[TextEntry] | None = hit[1]
+            return cached
+        if isinstance(body, LeaderAndIsrRequest):
+            state = _memo_state(_lisr_sorted, memo)
+    out: list[TextEntry] | None = []
+    i, n = 0, len(parts)
+    while i < n and out is not None:
+        first = parts[i]
+        j = i + 1
+        while j < n and parts[j].topic == first.topic and (not with_id or parts[j].topic_id == first.topic_id):
+            j += 1
+        if not _plain(first.topic) or (with_id and not _plain(first.topic_id)):
+            out = None
+            break
+        states = ",".join(state(p) for p in parts[i:j])
+        tid = f',"topicId":"{first.topic_id}"' if with_id else ""
+        out.append((first.topic, j - i, f'{{"partitionStates":[{states}]{tid},"topicName":"{first.topic}"}}'))
+        i = j
+    if memo is not None and parts:
+        memo[id(parts)] = (parts, out)
+    return out
+
+
 def encode_body(body: RequestBody, memo: TopicStatesMemo | None = None) -> bytes:
     """The body's wire form (UTF-8 JSON, the field order of the module docstring); see :func:`encode_text`."""
     return encode_text(body, memo).encode()

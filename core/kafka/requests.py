@@ -10,8 +10,9 @@ one ``topicStates`` entry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -224,6 +225,63 @@ class WireBody:
     whole decode (see :mod:`streaming.dispatch`). Never mutated; compared and hashed by identity."""
 
     obj: Mapping[str, Any]
+
+
+@dataclass(frozen=True, eq=False)
+class SplicedBody(Mapping[str, Any]):
+    """A request body's wire form whose ``topicStates`` entries are still their JSON text, as a bucket
+    wrote them (:func:`core.codec.decisions.decision_row_text`): ``head`` is the body with
+    ``"topicStates": []``, ``texts`` each entry's JSON (keys sorted, no spaces: the bytes a message
+    carries), ``names`` and ``counts`` each entry's ``topicName`` and partition count.
+
+    As a mapping it is the whole body: ``topicStates`` is parsed on first use (refusals' withholding, the
+    audit log), and equals what decoding the whole body gives. The request sink reads ``texts`` as they
+    are (:mod:`sinks.requests`): a large batch's bodies are then never parsed on the driver."""
+
+    head: Mapping[str, Any]
+    names: tuple[str, ...]
+    counts: tuple[int, ...]
+    texts: tuple[str, ...]
+    _parsed: list[list[Any]] = field(default_factory=list, repr=False)
+
+    def states(self) -> list[Any]:
+        """The ``topicStates`` entries, parsed (once)."""
+        if not self._parsed:
+            self._parsed.append([json.loads(t) for t in self.texts])
+        return self._parsed[0]
+
+    @property
+    def partition_count(self) -> int:
+        return sum(self.counts)
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "topicStates":
+            return self.states()
+        return self.head[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.head)
+
+    def __len__(self) -> int:
+        return len(self.head)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SplicedBody):
+            return self.head == other.head and self.texts == other.texts
+        if isinstance(other, Mapping):
+            # the request sink compares groups of bodies: a body with other fields is told apart unparsed
+            return self.head.keys() == other.keys() and dict(self.items()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def partition_count(body: Mapping[str, Any]) -> int:
+    """The partition states of a body's wire form (``topicStates[].partitionStates[]``), counted without
+    parsing a :class:`SplicedBody`'s entries."""
+    if isinstance(body, SplicedBody):
+        return body.partition_count
+    return sum(len(ts.get("partitionStates") or ()) for ts in body.get("topicStates") or ())
 
 
 #: what :attr:`core.decisions.BrokerRequest.body` holds: a typed value (the core's) or the wire form (the

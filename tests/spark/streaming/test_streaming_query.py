@@ -27,6 +27,8 @@ def lisr_entries(cluster: Cluster, topic: str) -> list[tuple[int, int, dict[str,
 
 def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluster) -> None:
     epochs = {b: cluster.register_broker(b) for b in (1, 2, 3)}
+    listeners = spark._jsparkSession.streams().listListeners
+    before = len(listeners())
     controller = start_controller(spark, cluster.settings)
     try:
         # a bad command and a good one, in the same micro-batch
@@ -113,9 +115,11 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         )
         assert ": offline 0, URP 2, reassigning 0; imbalanced 1, topics 1, partitions 2" in summary, summary
         assert f"livectl c{cid} e{controller_epoch} active: elected controller" in descriptions
+        assert len(listeners()) > before
     finally:
         controller.stop()
     assert not controller.error
+    assert len(listeners()) == before, "the run removed the query listeners it added to the session"
 
     # the state-change log, read by Spark SQL: the refused compare-and-set and its retry, the leader
     # moved to broker 2 by a LeaderAndIsr to brokers 2 and 3, the admin result — each once

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from shell_pipeline import store_at
@@ -118,7 +119,6 @@ def test_a_new_checkpoint_gets_one_bucket_per_executor_core_unless_told(
         ("local", 1),
         ("local[1]", 1),
         ("local[4]", 4),
-        ("local[*]", 16),
         ("local[4, 3]", 4),
         ("local-cluster[2, 3, 1024]", 6),
     ],
@@ -127,3 +127,51 @@ def test_executor_cores_of_each_master_form(master: str, cores: int) -> None:
     from streaming.startup import executor_cores
 
     assert executor_cores({"spark.master": master}, default_parallelism=99, cpu_count=16) == (cores, f"master {master}")
+
+
+def test_local_star_counts_the_cores_spark_gave_it() -> None:
+    from streaming.startup import executor_cores
+
+    # Spark's own count (in local mode defaultParallelism is the thread count it gave "*", from the JVM's
+    # view of the CPUs), not the machine's
+    assert executor_cores({"spark.master": "local[*]"}, default_parallelism=3, cpu_count=16) == (
+        3,
+        "master local[*] (Spark's defaultParallelism)",
+    )
+    # spark.default.parallelism set: defaultParallelism is that figure, not a core count
+    conf = {"spark.master": "local[*]", "spark.default.parallelism": "40"}
+    assert executor_cores(conf, default_parallelism=40, cpu_count=16) == (16, "master local[*]")
+
+
+class CountingStore:
+    """A checkpoint store that counts the reads of each file."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.reads: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def read_text(self, path: str) -> str:
+        self.reads[path] = self.reads.get(path, 0) + 1
+        return str(self.inner.read_text(path))
+
+
+def test_the_checkpoint_meta_is_read_once_per_start(tmp_path: Path) -> None:
+    import json
+
+    from streaming.bucket_keys import CHECKPOINT_META, checkpoint_scheme
+    from streaming.checkpoint_fs import child
+    from streaming.startup import resolve_buckets
+
+    s = Settings.from_mapping({"checkpoint_dir": str(tmp_path / "once"), "num_buckets": 0})
+    inner = store_at(tmp_path / "once")
+    meta = child(inner.root, CHECKPOINT_META)
+    for start in ("new", "used"):
+        store = CountingStore(inner)
+        assert resolve_buckets(FakeSpark(None, "local[2]"), s, store).num_buckets == 2, start
+        assert store.reads.get(meta, 0) == (0 if start == "new" else 1), start
+    # the bucket count and the key scheme, in one file written once
+    assert json.loads(inner.read_text(meta)) == {"version": 1, "num_buckets": 2, "bucket_keys": "spread"}
+    assert checkpoint_scheme(inner, 2).value == "spread"

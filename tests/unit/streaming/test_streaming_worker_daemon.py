@@ -159,3 +159,38 @@ def test_warm_task_builds_the_validator_and_reports_its_process() -> None:
     assert "streaming.stateful" in sys.modules
     again = list(warmup.warm_task(iter([])))
     assert again[0]["ready"].tolist() == [True]
+
+
+def test_warm_task_imports_the_daemons_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one list says what a worker needs: the task preloads whatever the daemon's tuple names
+    monkeypatch.setattr(worker_daemon, "PRELOADED", (*worker_daemon.PRELOADED, "json.tool"))
+    sys.modules.pop("json.tool", None)
+    list(warmup.warm_task(iter([])))
+    assert all(name in sys.modules for name in worker_daemon.PRELOADED)
+
+
+def test_warm_task_fails_naming_a_module_it_cannot_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_daemon, "PRELOADED", ("livectl_no_such_module_for_the_test",))
+    with pytest.raises(RuntimeError, match=r"Python worker warm-up: import livectl_no_such_module_for_the_test"):
+        list(warmup.warm_task(iter([])))
+
+
+class Conf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get(self, key: str, default: str) -> str:
+        return self.values.get(key, default)
+
+
+class Session:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.conf = Conf(values)
+
+
+def test_an_active_start_warms_up_at_once_unless_told_after_the_read() -> None:
+    assert warmup.warmup_early(Session({}))
+    assert warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "True"}))
+    assert not warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "false"}))
+    with pytest.raises(ValueError, match=r"spark\.livectl\.python\.warmup\.early: must be true or false, got 'soon'"):
+        warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "soon"}))

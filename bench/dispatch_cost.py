@@ -1,0 +1,239 @@
+"""Profile: the driver's whole side of one large micro-batch — from the Spark job's Arrow result to the
+messages the request sink sends — without Spark, ZooKeeper or Kafka.
+
+``foreachBatch`` (:class:`streaming.dispatch.Dispatcher`) collects the batch's decision rows
+(``toPandas``: Arrow record batches, then pandas object columns), decodes them, writes the ZooKeeper
+writes, then builds and sends the request messages (the producer compresses them). This script makes
+the decision rows a failover or a broker failure gives (``--buckets`` buckets of ``--partitions /
+--buckets`` partitions each, every bucket with its own topics, as :mod:`bench.request_sink_cost`), as the
+buckets emit them (:func:`streaming.stateful.decision_rows`), puts them in an Arrow table of
+:data:`streaming.stateful.OUTPUT_SCHEMA`, and times, per round:
+
+* ``to_pandas_s`` — the Arrow table to the pandas frame the dispatcher gets (what ``toPandas()`` does on
+  the driver once the job's Arrow batches have arrived);
+* ``zk_start_s`` — from the dispatcher's start to the ZooKeeper sink's call (what precedes ZooKeeper on the
+  critical path to "ZooKeeper rewritten");
+* ``requests_s`` — the request sink's call (merge, split, JSON, envelopes);
+* ``dispatch_s`` — the whole ``Dispatcher.dispatch``;
+* ``compress_s`` — zstd of every request message (what kafka-python's producer then does, level 3).
+
+The ZooKeeper sink is a recorder that accepts every write (its own cost is not the driver's Python);
+the request sink is :class:`sinks.memory.MemoryRequestSink` (the product's message building, no send).
+``--digest`` prints a SHA-256 of every message (topic, key, value, headers, partition, identity) of a
+failover, a broker failure, a double broker failure and a broker's return, to compare two trees' messages
+byte for byte.
+
+Run: ``.venv/bin/python bench/dispatch_cost.py [--partitions 100000] [--buckets 2] [--rounds 3]
+[--event failover|failure|both] [--profile] [--digest] [--out NAME]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import hashlib
+import io
+import json
+import os
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine_info, write_results
+from bucket_cost import snapshot_for
+from core_step import build_state
+
+from core import controller
+from core import decisions as dc
+from core import events as ev
+from core.model import Endpoint
+from sinks.memory import MemoryRequestSink
+from sinks.ports import Fence, ZkBatchResult
+from streaming.dispatch import Dispatcher
+from streaming.stateful import _OUTPUT_COLUMNS, METRIC_COLUMNS, decision_rows
+
+_ARROW_SCHEMA = pa.schema(
+    [("bucket", pa.int32()), ("seq", pa.int32()), ("kind", pa.string()), ("payload", pa.string())]
+    + [(m, pa.int64()) for m in METRIC_COLUMNS]
+)
+
+
+class AcceptingZkSink:
+    """A ZooKeeper sink that accepts every write and records when it was called."""
+
+    def __init__(self) -> None:
+        self.called_at: float | None = None
+        self.writes = 0
+
+    def write_batch(self, batch_id: int, writes: Sequence[dc.ZkWrite]) -> ZkBatchResult:
+        self.called_at = time.perf_counter()
+        self.writes = len(writes)
+        return ZkBatchResult(batch_id, len(writes), 0, (), 1)
+
+    def check_fence(self) -> None:
+        return None
+
+
+class TimedRequestSink(MemoryRequestSink):
+    """The memory request sink, timing its request write."""
+
+    requests_s: float = 0.0
+
+    def write_requests(self, batch_id: int, requests: Sequence[dc.BrokerRequest]) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return super().write_requests(batch_id, requests)
+        finally:
+            self.requests_s = time.perf_counter() - t0
+
+
+def event_decisions(per_bucket: int, event: str) -> list[dc.Decision]:
+    """One bucket's decisions for ``event``."""
+    state = build_state(10, per_bucket, 3, 100)
+    if event == "failover":
+        _, decisions = controller.step(controller.ControllerState(), [ev.ControllerFailover(1000, snapshot_for(state))])
+    elif event == "failure":
+        _, decisions = controller.step(state, [ev.BrokerFailure(1, 1001)])
+    elif event == "double":
+        _, decisions = controller.step(state, [ev.BrokerFailure(1, 1001), ev.BrokerFailure(2, 1002)])
+    elif event == "return":
+        after, _ = controller.step(state, [ev.BrokerFailure(1, 1001)])
+        _, decisions = controller.step(
+            after, [ev.BrokerStartup(1, 2001, None, (Endpoint("PLAINTEXT", "broker1", 9092),))]
+        )
+    else:
+        raise ValueError(f"unknown event {event!r}")
+    return list(decisions)
+
+
+ENCODE_S: list[float] = []
+
+
+def bucket_rows(per_bucket: int, buckets: int, event: str) -> pa.Table:
+    """The decision rows of ``buckets`` buckets (topic names made distinct per bucket) as an Arrow table;
+    the time one bucket took to encode its rows is appended to :data:`ENCODE_S`."""
+    decisions = event_decisions(per_bucket, event)
+    gc.collect()
+    t0 = time.perf_counter()
+    rows = decision_rows(0, decisions)
+    ENCODE_S.append(time.perf_counter() - t0)
+    cols: dict[str, list[Any]] = {c: [] for c in _OUTPUT_COLUMNS}
+    for b in range(buckets):
+        for row in rows:
+            out = [b, row[1], row[2], row[3].replace("topic-", f"b{b}-topic-"), *row[4:]]
+            for c, v in zip(_OUTPUT_COLUMNS, out, strict=True):
+                cols[c].append(v)
+    return pa.table(cols, schema=_ARROW_SCHEMA)
+
+
+def run_once(table: pa.Table) -> tuple[dict[str, float], list[Any]]:
+    gc.collect()
+    zk = AcceptingZkSink()
+    req = TimedRequestSink(Fence(2, 1))
+    d = Dispatcher(zk, req)
+    t0 = time.perf_counter()
+    frame = table.to_pandas()
+    t1 = time.perf_counter()
+    d.dispatch(frame, 7)
+    t2 = time.perf_counter()
+    assert zk.called_at is not None
+    msgs = [m for m in req.messages if m.topic == req.requests_topic]
+    return {
+        "to_pandas_s": t1 - t0,
+        "zk_start_s": zk.called_at - t1,
+        "requests_s": req.requests_s,
+        "dispatch_s": t2 - t1,
+        "driver_s": t2 - t0,
+    }, msgs
+
+
+def compress_s(msgs: list[Any]) -> float:
+    import zstandard
+
+    c = zstandard.ZstdCompressor(level=3)
+    t0 = time.perf_counter()
+    for m in msgs:
+        c.compress(m.value)
+    return time.perf_counter() - t0
+
+
+def digest(msgs: list[Any]) -> str:
+    h = hashlib.sha256()
+    for m in msgs:
+        for part in (m.topic.encode(), m.key, m.value, repr(m.headers).encode(), repr(m.partition).encode()):
+            h.update(len(part).to_bytes(8, "big"))
+            h.update(part)
+        h.update(repr(m.identity).encode())
+    return h.hexdigest()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--partitions", type=int, default=100_000)
+    ap.add_argument("--buckets", type=int, default=2)
+    ap.add_argument("--event", choices=["failover", "failure", "both"], default="both")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="print cProfile's top functions of one dispatch")
+    ap.add_argument("--digest", action="store_true", help="only the messages' digests (4 events)")
+    ap.add_argument("--out", default="dispatch_cost", help="results file name prefix under bench/results/")
+    args = ap.parse_args()
+    per_bucket = args.partitions // args.buckets
+    results: dict[str, Any] = {
+        "benchmark": "dispatch_cost",
+        "machine": machine_info(),
+        "load1": os.getloadavg()[0],
+        "partitions": args.partitions,
+        "buckets": args.buckets,
+        "core_file": controller.__file__,
+    }
+    print("core from", controller.__file__)
+    if args.digest:
+        for event in ("failover", "failure", "double", "return"):
+            _, msgs = run_once(bucket_rows(per_bucket, args.buckets, event))
+            results[event] = {"messages": len(msgs), "sha256": digest(msgs)}
+            print(event, json.dumps(results[event]))
+        write_results(args.out, results)
+        return
+    events = ["failover", "failure"] if args.event == "both" else [args.event]
+    for event in events:
+        table = bucket_rows(per_bucket, args.buckets, event)
+        r: dict[str, Any] = {"rows": table.num_rows, "row_mb": round(table.nbytes / 1e6, 1)}
+        r["bucket_encode_rows_s"] = round(ENCODE_S[-1], 3)
+        runs = []
+        for _ in range(args.rounds):
+            t, msgs = run_once(table)
+            runs.append(t)
+        for k in runs[0]:
+            r[k] = round(statistics.median(x[k] for x in runs), 3)
+            r[k + "_all"] = [round(x[k], 3) for x in runs]
+        r["compress_s"] = round(compress_s(msgs), 3)
+        r["messages"] = len(msgs)
+        r["sha256"] = digest(msgs)
+        r["message_mb"] = round(sum(len(m.value) for m in msgs) / 1e6, 1)
+        if args.profile:
+            frame = table.to_pandas()
+            prof = cProfile.Profile()
+            prof.enable()
+            Dispatcher(AcceptingZkSink(), MemoryRequestSink(Fence(2, 1))).dispatch(frame, 7)
+            prof.disable()
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(18)
+            print(f"--- {event}: dispatch profile\n{buf.getvalue()}")
+        results[event] = r
+        print(event, json.dumps({k: v for k, v in r.items() if not k.endswith("_all")}))
+    results["load1_end"] = os.getloadavg()[0]
+    write_results(args.out, results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""Request rows with their ``topicStates`` entries as text (:func:`core.codec.decisions.decision_row_text`):
+the driver's lazy body equals the old decode, and every message, refusal, audit count and status line made
+from it is what the rows of one JSON object gave (the earlier form, decoded whole)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+
+from core import controller
+from core import decisions as dc
+from core import events as ev
+from core.codec.decisions import decision_row_text, decision_to_json
+from core.context import ControllerContext
+from core.controller import ControllerState
+from core.errors import FormatError
+from core.kafka.request_codec import sorted_entries
+from core.kafka.requests import (
+    RequestApi,
+    SplicedBody,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    WireBody,
+    partition_count,
+)
+from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
+from core.placement import BrokerRack, assign_replicas
+from core.states import PartitionState, ReplicaState
+from sinks.ports import FailedWrite, Fence, ZkCode
+from sinks.requests import merge_spliced, request_messages
+from streaming.audit_log import digest_requests, per_broker
+from streaming.dispatch import decode_row
+from streaming.observability import describe_decision
+from streaming.refusals import classify, withhold
+
+pytestmark = pytest.mark.unit
+
+
+def _state(partitions: int, per_topic: int, prefix: str = "t") -> ControllerState:
+    ctx = ControllerContext(controller_id=0, epoch=1, epoch_zk_version=0)
+    for b in range(5):
+        ctx.add_live_broker(Broker(b, 1000 + b, None, (Endpoint("PLAINTEXT", f"broker{b}", 9092),)))
+    brokers = [BrokerRack(b) for b in range(5)]
+    for t in range(partitions // per_topic):
+        topic = f"{prefix}-{t:03d}"
+        ctx.topic_ids[topic] = f"{t:022d}"
+        for p, reps in assign_replicas(brokers, per_topic, 3, start_index=t % 5).items():
+            tp = TopicPartition(topic, p)
+            ctx.set_assignment(tp, ReplicaAssignment(reps))
+            ctx.put_leadership(tp, LeaderAndIsr(reps[0], reps, 0, 0), 1)
+            ctx.put_partition_state(tp, PartitionState.ONLINE)
+            for r in reps:
+                ctx.replica_states[PartitionReplica(topic, p, r)] = ReplicaState.ONLINE
+    return ControllerState(ctx)
+
+
+def _decisions(prefix: str, events: list[ev.Event]) -> list[dc.Decision]:
+    _, decisions = controller.step(_state(400, 20, prefix), events)
+    return list(decisions)
+
+
+def _rows(decisions: list[dc.Decision]) -> tuple[list[str], list[str]]:
+    """(new rows, old rows) of the same decisions."""
+    memo: dict[int, Any] = {}
+    sorted_memo: dict[int, Any] = {}
+    return [decision_row_text(d, memo, sorted_memo) for d in decisions], [decision_to_json(d) for d in decisions]
+
+
+def _requests(rows: list[str]) -> list[dc.BrokerRequest]:
+    return [d for d in map(decode_row, rows) if isinstance(d, dc.BrokerRequest)]
+
+
+_FAILURE = [ev.BrokerFailure(1, 1001)]
+_DOUBLE = [ev.BrokerFailure(1, 1001), ev.BrokerFailure(2, 1002)]
+
+
+def test_a_request_row_is_its_entries_as_the_sink_writes_them() -> None:
+    new, old = _rows(_decisions("a", _FAILURE))
+    spliced = [r for r in new if "\n" in r]
+    assert spliced, "the broker failure's requests have partition states"
+    for row in spliced:
+        head, *texts = row.split("\n")
+        for text in texts:
+            # each entry's text is exactly what orjson writes for it, keys sorted
+            assert text.encode() == orjson.dumps(json.loads(text), option=orjson.OPT_SORT_KEYS)
+        assert len(json.loads(head)["topic_entries"]) == len(texts)
+    # decoded, the lazy body is the old decode's body, materialised
+    for a, b in zip(_requests(new), _requests(old), strict=True):
+        assert isinstance(a.body, WireBody) and isinstance(b.body, WireBody)
+        assert (a.broker_id, a.api, a.addressees) == (b.broker_id, b.api, b.addressees)
+        if isinstance(a.body.obj, SplicedBody):
+            assert partition_count(a.body.obj) == partition_count(b.body.obj) > 0
+        assert dict(a.body.obj) == b.body.obj
+        assert (
+            a.body.obj == b.body.obj
+            and a.body.obj == SplicedBody(a.body.obj.head, a.body.obj.names, a.body.obj.counts, a.body.obj.texts)
+            if isinstance(a.body.obj, SplicedBody)
+            else True
+        )
+
+
+def _stop_replica(broker: int, topics: list[str]) -> dc.BrokerRequest:
+    parts = tuple(StopReplicaPartition(t, p, 3, p % 2 == 0) for t in topics for p in range(4))
+    return dc.BrokerRequest(broker, RequestApi.STOP_REPLICA, StopReplicaRequest(0, 1, 1000 + broker, parts))
+
+
+def test_a_topic_name_that_is_not_plain_text_keeps_the_one_line_row() -> None:
+    assert "\n" in decision_row_text(_stop_replica(1, ["plain-topic.1"]))
+    for odd in ('we"ird', "caf\u00e9", "back\\slash", "tab\tbed"):
+        r = _stop_replica(1, ["plain", odd])
+        assert sorted_entries(r.body) is None  # type: ignore[arg-type]
+        assert decision_row_text(r) == decision_to_json(r)
+
+
+@pytest.mark.parametrize("events", [_FAILURE, _DOUBLE, [ev.BrokerFailure(4, 1004)]])
+@pytest.mark.parametrize("max_bytes", [1_500, 20_000, 10**7])
+def test_messages_from_entries_as_text_are_byte_for_byte_the_same(events: list[ev.Event], max_bytes: int) -> None:
+    # two buckets with their own topics, as routing gives them; at 1,500 bytes one topic entry is larger
+    # than a message and is split at its partitions
+    decisions = _decisions("a", events) + _decisions("b", events)
+    new, old = _rows(decisions)
+    fence = Fence(2, 1)
+    spliced = _requests(new)
+    got = request_messages("t", fence, 5, spliced, max_bytes, partitions=(0, 1, 2))
+    # the entries were never parsed as a whole (only an entry cut at a part's edge, by the sink itself)
+    assert all(not wire_object_of(r)._parsed for r in spliced if isinstance(wire_object_of(r), SplicedBody))
+    want = request_messages("t", fence, 5, _requests(old), max_bytes, partitions=(0, 1, 2))
+    assert [(m.key, m.value, m.headers, m.identity, m.partition) for m in got] == [
+        (m.key, m.value, m.headers, m.identity, m.partition) for m in want
+    ]
+    apis = {m.headers[0][1] for m in got}
+    assert {b"LeaderAndIsr", b"UpdateMetadata"} <= apis
+    if max_bytes == 1_500:
+        assert any(b'"part":' in m.value for m in got)
+
+
+def test_the_same_topic_in_two_parts_merges_as_objects() -> None:
+    # not expected (buckets own disjoint topics), but then the rows' entries are parsed and merged by name
+    decisions = _decisions("a", _FAILURE) * 2
+    new, old = _rows(decisions)
+    reqs = _requests(new)
+    lisr = [wire_object_of(r) for r in reqs if r.api is RequestApi.LEADER_AND_ISR and r.broker_id == 0]
+    assert len(lisr) == 2 and merge_spliced(lisr) is None
+    fence = Fence(2, 1)
+    assert [m.value for m in request_messages("t", fence, 5, reqs, 3_000)] == [
+        m.value for m in request_messages("t", fence, 5, _requests(old), 3_000)
+    ]
+
+
+def wire_object_of(r: dc.BrokerRequest) -> Any:
+    assert isinstance(r.body, WireBody)
+    return r.body.obj
+
+
+def test_responses_and_stop_replica_are_the_same_messages() -> None:
+    decisions = [*_decisions("a", _FAILURE), _stop_replica(1, ["a-000", "a-001"]), _stop_replica(2, ["b-000"])]
+    decisions.append(
+        dc.BrokerRequest(
+            3, RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, WireBody({"errorCode": 0, "remainingPartitions": []})
+        )
+    )
+    new, old = _rows(decisions)
+    assert any(r.api is RequestApi.STOP_REPLICA and isinstance(wire_object_of(r), SplicedBody) for r in _requests(new))
+    fence = Fence(2, 1)
+    assert [m.value for m in request_messages("t", fence, 5, _requests(new))] == [
+        m.value for m in request_messages("t", fence, 5, _requests(old))
+    ]
+
+
+def test_a_refused_state_write_withholds_the_same_partitions_and_the_audit_counts_agree() -> None:
+    decisions = _decisions("a", _FAILURE) + _decisions("b", _FAILURE)
+    writes = [d for d in decisions if isinstance(d, dc.ZkWrite) and "/partitions/" in d.path]
+    refused = [FailedWrite(0, writes[0], ZkCode.BAD_VERSION), FailedWrite(1, writes[-1], ZkCode.BAD_VERSION)]
+    refusals = classify(refused)
+    assert refusals.partitions
+    new, old = _rows(decisions)
+    kept_new, kept_old = withhold(_requests(new), refusals), withhold(_requests(old), refusals)
+    assert [dict(wire_object_of(r)) for r in kept_new] == [wire_object_of(r) for r in kept_old]
+    # the untouched requests keep their entries as text
+    assert any(isinstance(wire_object_of(r), SplicedBody) for r in kept_new)
+    fence = Fence(2, 1)
+    assert [m.value for m in request_messages("t", fence, 5, kept_new, 5_000)] == [
+        m.value for m in request_messages("t", fence, 5, kept_old, 5_000)
+    ]
+    a, b = digest_requests(kept_new), digest_requests(kept_old)
+    assert [(d.partitions, d.entries) for d in a] == [(d.partitions, d.entries) for d in b]
+    assert per_broker(a) == per_broker(b)
+    assert [describe_decision(r) for r in kept_new] == [describe_decision(r) for r in kept_old]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"topic_entries": [["a-000", 4]]}, "topic_entries"),
+        ({"topic_entries": [["a-000", -1], ["a-001", 4]]}, "topic_entries[0]"),
+        ({"topic_entries": [["a-000", 4], [7, 4]]}, "topic_entries[1]"),
+        ({"topic_entries": "x"}, "topic_entries"),
+    ],
+)
+def test_a_bad_row_of_entries_is_refused_naming_the_field(change: dict[str, Any], field: str) -> None:
+    head, *texts = decision_row_text(_stop_replica(1, ["a-000", "a-001"])).split("\n")
+    bad = json.dumps({**json.loads(head), **change})
+    with pytest.raises(FormatError) as e:
+        decode_row("\n".join([bad, *texts]))
+    assert str(e.value).startswith(f"{field}: ")
+
+
+def test_lines_after_anything_but_a_request_with_empty_topic_states_are_refused() -> None:
+    _, *texts = decision_row_text(_stop_replica(1, ["a-000"])).split("\n")
+    result = decision_to_json(dc.StateChangeFailure("a-0", "Online", "Offline", "x"))
+    with pytest.raises(FormatError) as e:
+        decode_row("\n".join([result[:-1] + ',"topic_entries":[["a-000",4]]}', *texts]))
+    assert str(e.value).startswith("body: ")
+
+
+def test_a_spliced_body_is_a_mapping_of_the_whole_body() -> None:
+    (r,) = _requests([decision_row_text(_stop_replica(1, ["a-000", "a-001"]))])
+    body = wire_object_of(r)
+    assert isinstance(body, SplicedBody) and not body._parsed
+    assert body != {"other": 1} and not body._parsed  # told apart without parsing
+    assert len(body) == len(dict(body)) and set(body) == set(body.head)
+    assert body == dict(body) and body._parsed
+    assert body.__eq__(5) is NotImplemented
+    assert partition_count(body) == 8 == partition_count(dict(body))
