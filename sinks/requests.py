@@ -279,7 +279,9 @@ def _split_dumped(body: Mapping[str, Any], max_bytes: int) -> list[tuple[Mapping
     if split is None:
         return [(body, _dumps(body))]
     dumped = split.whole()
-    if len(dumped) <= max_bytes:
+    if len(dumped) <= max_bytes or split.total == 0:
+        # nothing to cut at (no partition states): sent whole, never dropped — a message over the producer's
+        # or the broker's limit is then refused loudly, naming its size
         return [(body, dumped)]
     pieces = -(-len(dumped) // max_bytes)
     step = max(1, -(-split.total // pieces))
