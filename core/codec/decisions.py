@@ -130,11 +130,9 @@ def decision_row_text(d: Decision, memo: TopicStatesMemo | None = None, sorted_m
     (:func:`core.kafka.request_codec.sorted_entries`). The driver keeps those entries as text
     (:func:`decode_row_text`); the request sink splices them into its messages. Any other decision is
     :func:`decision_to_json`, one line."""
-    body = d.body if isinstance(d, BrokerRequest) else None
-    if isinstance(d, BrokerRequest) and isinstance(
-        body, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
-    ):
-        entries = sorted_entries(body, sorted_memo) if body.partitions else None
+    if isinstance(d, BrokerRequest) and isinstance(d.body, _WITH_TOPIC_STATES) and d.body.partitions:
+        body = d.body
+        entries = sorted_entries(body, sorted_memo)
         if entries:
             empty: Any = dataclasses.replace(body, partitions=())  # type: ignore[arg-type]
             head = decision_to_json(dataclasses.replace(d, body=empty))
