@@ -82,10 +82,13 @@ def timed(fn: Any, *a: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def snapshot_for(state: controller.ControllerState) -> ZkSnapshot:
-    """The ZooKeeper snapshot a new controller would read for this bucket's topics."""
+def snapshot_for(
+    state: controller.ControllerState, dead: frozenset[int] = frozenset(), to_delete: tuple[str, ...] = ()
+) -> ZkSnapshot:
+    """The ZooKeeper snapshot a new controller would read for this bucket's topics; the brokers of ``dead``
+    not registered (their replicas offline), the topics of ``to_delete`` under ``/admin/delete_topics``."""
     ctx = state.context
-    znodes: dict[str, tuple[str | None, int]] = {}
+    znodes: dict[str, tuple[str | None, int]] = {f"/admin/delete_topics/{t}": (None, 0) for t in to_delete}
     by_topic: dict[str, dict[int, Any]] = {}
     for tp, ra in ctx.partition_assignments.items():
         by_topic.setdefault(tp.topic, {})[tp.partition] = ra
@@ -96,7 +99,7 @@ def snapshot_for(state: controller.ControllerState) -> ZkSnapshot:
             encode_partition_state(li.leader_and_isr, 1),
             0,
         )
-    brokers = [Broker(b.id, b.epoch, b.rack, b.endpoints) for b in ctx.live_brokers.values()]
+    brokers = [Broker(b.id, b.epoch, b.rack, b.endpoints) for b in ctx.live_brokers.values() if b.id not in dead]
     return snapshot_from_znodes(znodes, brokers, 2, 1)
 
 
@@ -430,6 +433,65 @@ def failure_call(state: controller.ControllerState, profile: bool, scenario: str
     return res
 
 
+#: the scenarios of ``--hashes``: failover calls (every broker live; broker 1 not registered and the first
+#: two topics queued for deletion) and the broker-failure calls of :data:`FAILURE_SCENARIOS`
+HASH_SCENARIOS = ("failover", "failover_dead_broker", *FAILURE_SCENARIOS)
+
+
+def scenario_hashes(state: controller.ControllerState, scenario: str) -> dict[str, Any]:
+    """The equality contract of a change to the bucket call: the whole ``step_bucket`` call of ``scenario``
+    as a Python worker makes it, and the SHA-256 of each output row (every column, in order) and of the
+    new state's JSON (before zstd). Two trees decide alike when every hash is equal."""
+    import pandas as pd
+
+    from core.codec.events import event_to_json
+    from streaming import stateful
+    from streaming.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_TICK
+
+    columns = ["bucket", "ts", "src", "offset", "sub", "kind", "payload"]
+    files: Any = None
+    gs: _GroupState
+    if scenario.startswith("failover"):
+        topics = sorted({tp.topic for tp in state.context.partition_assignments})
+        snap = (
+            snapshot_for(state)
+            if scenario == "failover"
+            else snapshot_for(state, dead=frozenset({1}), to_delete=tuple(topics[:2]))
+        )
+        store = MemoryCheckpointStore()
+        ref = failover.write_snapshot(store, 1000, snap, 1)
+        files = failover.StoreSnapshots(store)
+        rows_in = [
+            (0, 5, "livectl.failover/0", 1, 0, KIND_FAILOVER_REF, failover.ref_to_json(ref)),
+            (0, 6, "~tick", 0, 0, KIND_TICK, event_to_json(ev.Tick(6))),
+        ]
+
+        class _Empty(_GroupState):
+            @property
+            def exists(self) -> bool:
+                return False
+
+        gs = _Empty(())
+    else:
+        before, events = _failure_events(scenario)
+        if before:
+            state, _ = controller.step(state, before)
+        stateful._STATE_CACHE.clear()
+        gs = _GroupState(stateful.dump_state(state))
+        rows_in = [
+            (0, 5 + i, "livectl.broker-events/0", 10 + i, 0, KIND_EVENT, event_to_json(e)) for i, e in enumerate(events)
+        ]
+        rows_in.append((0, 9, "~tick", 0, 0, KIND_TICK, event_to_json(ev.Tick(9))))
+    frame = pd.DataFrame(rows_in, columns=columns)
+    (out,) = stateful.step_bucket((0,), iter([frame]), gs, None, files)
+    _fmt, size, blob = gs.value
+    import pyarrow as pa
+
+    raw = pa.decompress(blob, decompressed_size=size, codec="zstd", asbytes=True)
+    rows = [hashlib.sha256(repr(tuple(r)).encode()).hexdigest() for r in out.itertuples(index=False)]
+    return {"rows": rows, "state": hashlib.sha256(raw).hexdigest(), "state_json_bytes": size}
+
+
 def _rows_hash(out: Any) -> str:
     """A digest of the output rows (every column, in order): equal for byte-identical outputs."""
     h = hashlib.blake2b(digest_size=16)
@@ -529,9 +591,22 @@ def main() -> None:
     ap.add_argument("--scenario", choices=FAILURE_SCENARIOS, default="failure", help="with --failure-call")
     ap.add_argument("--failure-call-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--output", help="with --failure-call: the results' name (default bucket_cost_failure_call)")
+    ap.add_argument(
+        "--hashes",
+        action="store_true",
+        help="the SHA-256 of every output row and of the state for each of HASH_SCENARIOS (with --tree: that tree's)",
+    )
     ap.add_argument("--tree", help=argparse.SUPPRESS)
     args = ap.parse_args()
     per_bucket = args.partitions // args.buckets
+    if args.hashes:
+        import core
+
+        state = build_state(10, per_bucket, 3, 100)
+        hashes = {"core_file": core.__file__, "partitions_per_bucket": per_bucket}
+        hashes.update({s: scenario_hashes(state, s) for s in HASH_SCENARIOS})
+        print(json.dumps(hashes, indent=1))
+        return
     if args.failover_call and args.trees:
         res = {"benchmark": "bucket_cost_failover_call", "machine": machine_info(), "partitions": args.partitions}
         res.update(buckets=args.buckets, partitions_per_bucket=per_bucket, **failover_call_trees(args))
