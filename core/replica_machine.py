@@ -78,23 +78,39 @@ def startup(ctx: ControllerContext, fx: Effects, replicas: Iterable[PartitionRep
     """Kafka's ``ReplicaStateMachine.startup`` for ``replicas`` (default: every replica of every
     partition): each replica's state from its broker — Online when its replica is online, else
     ReplicaDeletionIneligible — then the online ones -> Online (LeaderAndIsr to them) and the others ->
-    Offline (StopReplica, ISR shrink)."""
-    pairs: Iterable[tuple[TopicPartition, PartitionReplica]]
+    Offline (StopReplica, ISR shrink).
+
+    The Online step is :func:`apply`'s to the online replicas, taken a partition at a time: each of them is
+    Online already (valid, not New), so all it does is a LeaderAndIsr entry per replica of a partition with
+    a leadership, which changes nothing in the context; the partition's entries are one
+    :meth:`~core.requests.RequestBatch.add_leader_and_isr_to_replicas` call (the same batch)."""
+    states = ctx.replica_states
+    online: dict[TopicPartition, list[int]] = {}
+    offline: list[PartitionReplica] = []
     if replicas is None:
         assignments = ctx.partition_assignments
-        pairs = ((tp, PartitionReplica.of(tp, r)) for tp in sort_tps(assignments) for r in assignments[tp].replicas)
+        for tp in sort_tps(assignments):
+            up: list[int] = []
+            for r in assignments[tp].replicas:
+                pr = PartitionReplica.of(tp, r)
+                if ctx.is_replica_online(r, tp):
+                    states[pr] = ReplicaState.ONLINE
+                    up.append(r)
+                else:
+                    states[pr] = ReplicaState.DELETION_INELIGIBLE
+                    offline.append(pr)
+            if up:
+                online[tp] = up
     else:
-        pairs = ((pr.topic_partition, pr) for pr in replicas)
-    online: list[PartitionReplica] = []
-    offline: list[PartitionReplica] = []
-    for tp, pr in pairs:
-        if ctx.is_replica_online(pr.replica, tp):
-            ctx.put_replica_state(pr, ReplicaState.ONLINE)
-            online.append(pr)
-        else:
-            ctx.put_replica_state(pr, ReplicaState.DELETION_INELIGIBLE)
-            offline.append(pr)
-    apply(ctx, fx, online, ReplicaState.ONLINE)
+        for pr in replicas:
+            tp = pr.topic_partition
+            if ctx.is_replica_online(pr.replica, tp):
+                states[pr] = ReplicaState.ONLINE
+                online.setdefault(tp, []).append(pr.replica)
+            else:
+                states[pr] = ReplicaState.DELETION_INELIGIBLE
+                offline.append(pr)
+    fx.batch.add_leader_and_isr_to_replicas(ctx, online.items())
     apply(ctx, fx, offline, ReplicaState.OFFLINE)
 
 

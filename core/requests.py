@@ -217,6 +217,50 @@ class RequestBatch:
                 per[tp] = state_old
         self.add_update_metadata(ctx, ctx.live_brokers.keys(), (tp,))
 
+    def add_leader_and_isr_to_replicas(
+        self, ctx: ControllerContext, entries: Iterable[tuple[TopicPartition, Iterable[int]]]
+    ) -> None:
+        """For each ``(partition, brokers)`` of ``entries`` whose partition has a leadership, in turn: what
+        ``add_leader_and_isr(ctx, brokers, tp, leadership, ctx.assignment(tp), is_new=False)`` does — inside
+        one :meth:`fixed_liveness` block, for a caller that changes nothing in ``ctx`` meanwhile (a replica
+        startup's Online step: Kafka's ``addLeaderAndIsrRequestForBrokers`` per online replica, here one pass
+        per partition with its online replicas). Partitions without a leadership are skipped."""
+        leaderships = ctx.partition_leadership
+        topic_ids = ctx.topic_ids
+        lisr = self.leader_and_isr
+        new_keys = self._new
+        tid_of: dict[str, str] = {}  # a topic's id, read once (the context does not change)
+        brokers_added = False
+        with self.fixed_liveness():
+            for tp, brokers in entries:
+                li = leaderships.get(tp)
+                if li is None:
+                    continue
+                assignment = ctx.assignment(tp)
+                topic_id = tid_of.get(tp.topic)
+                if topic_id is None:
+                    topic_id = tid_of[tp.topic] = topic_ids.get(tp.topic, ZERO_UUID)
+                state_new: LisrPartitionState | None = None
+                state_old: LisrPartitionState | None = None
+                for b in brokers:
+                    if b < 0:
+                        continue
+                    per = lisr.get(b)
+                    if per is None:
+                        per = lisr[b] = {}
+                    if new_keys and (b, tp) in new_keys:
+                        if state_new is None:
+                            state_new = self._lisr_state(tp, li, assignment, True, topic_id)
+                        per[tp] = state_new
+                    else:
+                        if state_old is None:
+                            state_old = self._lisr_state(tp, li, assignment, False, topic_id)
+                        per[tp] = state_old
+                if not brokers_added:  # the live brokers: the same set for every entry
+                    self.add_update_metadata(ctx, ctx.live_brokers.keys(), ())
+                    brokers_added = True
+                self._take_update_metadata(ctx, tp)
+
     def _lisr_state(
         self,
         tp: TopicPartition,

@@ -1,0 +1,115 @@
+"""The failover's bulk paths (issue 15, slice K) decide exactly what the long way decides: replica startup
+takes a partition's online replicas to Online in one batch call where Kafka (and the code before) adds a
+LeaderAndIsr entry per replica."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from core.context import ControllerContext
+from core.model import (
+    Broker,
+    Endpoint,
+    LeaderAndIsr,
+    PartitionReplica,
+    ReplicaAssignment,
+    TopicPartition,
+    sort_tps,
+)
+from core.replica_machine import apply, startup
+from core.requests import Effects
+from core.states import ReplicaState
+
+pytestmark = pytest.mark.unit
+
+
+def _startup_the_long_way(ctx: ControllerContext, fx: Effects, replicas: list[PartitionReplica] | None) -> None:
+    """Kafka's ``ReplicaStateMachine.startup`` replica by replica (the code before slice K)."""
+    if replicas is None:
+        replicas = [PartitionReplica.of(tp, r) for tp in sort_tps(ctx.partition_assignments) for r in ctx.replicas(tp)]
+    online: list[PartitionReplica] = []
+    offline: list[PartitionReplica] = []
+    for pr in replicas:
+        if ctx.is_replica_online(pr.replica, pr.topic_partition):
+            ctx.put_replica_state(pr, ReplicaState.ONLINE)
+            online.append(pr)
+        else:
+            ctx.put_replica_state(pr, ReplicaState.DELETION_INELIGIBLE)
+            offline.append(pr)
+    apply(ctx, fx, online, ReplicaState.ONLINE)
+    apply(ctx, fx, offline, ReplicaState.OFFLINE)
+
+
+def _mixed_context() -> ControllerContext:
+    """Brokers 1-5 registered (4 shutting down, a log dir of 5 offline), 6 gone; topics with and without
+    ids, one queued for deletion, partitions without leadership, one being reassigned, one whose
+    leadership a newer controller wrote, a replica listed twice."""
+    ctx = ControllerContext(controller_id=1, epoch=7, epoch_zk_version=3)
+    for b in (1, 2, 3, 4, 5):
+        ctx.add_live_broker(Broker(b, 100 + b, None, (Endpoint("PLAINTEXT", f"b{b}", 9092),)))
+    ctx.shutting_down_broker_ids.add(4)
+    placements = [(1, 2, 3), (2, 6, 1), (6, 5, 4), (3, 1, 2), (5, 4, 6), (1, 1, 2)]
+    for topic in ("b", "a", "gone"):
+        for p, reps in enumerate(placements):
+            tp = TopicPartition(topic, p)
+            ctx.set_assignment(tp, ReplicaAssignment(reps))
+            if not (topic == "a" and p in (2, 3)):  # no state znode (2: no replica online either)
+                epoch = 9 if (topic == "b" and p == 2) else 7
+                ctx.put_leadership(tp, LeaderAndIsr(reps[0], tuple(dict.fromkeys(reps)), 4, 11), epoch)
+    ctx.set_assignment(TopicPartition("a", 1), ReplicaAssignment((2, 6, 1, 3), (3,), (6,)))
+    ctx.partitions_being_reassigned.add(TopicPartition("a", 1))
+    ctx.topic_ids.update(a="AAAAAAAAAAAAAAAAAAAAAA", gone="GGGGGGGGGGGGGGGGGGGGGG")
+    ctx.topics_to_be_deleted.add("gone")
+    ctx.replicas_on_offline_dirs[5] = {TopicPartition("a", 2), TopicPartition("b", 4)}
+    return ctx
+
+
+def _all_online_context() -> ControllerContext:
+    """Every replica online, as in a failover of a healthy cluster: no Offline step after the Online one."""
+    ctx = ControllerContext(controller_id=2, epoch=3, epoch_zk_version=1)
+    for b in (1, 2, 3):
+        ctx.add_live_broker(Broker(b, 10 + b, "r1", (Endpoint("PLAINTEXT", f"b{b}", 9092),)))
+    for topic in ("b", "a"):
+        for p in range(4):
+            tp = TopicPartition(topic, p)
+            reps = ((1, 2, 3), (2, 3, 1), (3, 1, 2), (1, 2, 3))[p]
+            ctx.set_assignment(tp, ReplicaAssignment(reps))
+            ctx.put_leadership(tp, LeaderAndIsr(reps[0], reps[:2], 1, 5), 2)
+    ctx.topic_ids["a"] = "AAAAAAAAAAAAAAAAAAAAAA"
+    return ctx
+
+
+@pytest.mark.parametrize("given", [False, True])
+@pytest.mark.parametrize("make", [_mixed_context, _all_online_context])
+def test_replica_startup_decides_what_the_replica_by_replica_way_decides(
+    given: bool, make: Callable[[], ControllerContext]
+) -> None:
+    results = []
+    for run in (startup, _startup_the_long_way):
+        ctx = make()
+        fx = Effects()
+        if make is _mixed_context:  # a partition already sent as new in this step (an adopted topic's path)
+            b0 = TopicPartition("b", 0)
+            fx.batch.add_leader_and_isr(ctx, (2,), b0, ctx.partition_leadership[b0], ctx.assignment(b0), is_new=True)
+        replicas = None
+        if given:  # out of order, as a caller may list them
+            replicas = [
+                PartitionReplica(tp.topic, tp.partition, r)
+                for tp in ctx.partition_assignments
+                for r in ctx.replicas(tp)
+            ]
+            replicas.reverse()
+        run(ctx, fx, replicas)
+        decisions = fx.decisions(ctx)
+        results.append((decisions, list(ctx.replica_states.items()), ctx.partition_leadership))
+    fast, slow = results
+    assert fast[0] == slow[0]
+    assert fast[1] == slow[1]  # the same states in the same order
+    assert fast[2] == slow[2]
+    kinds = {type(d).__name__ for d in fast[0]}
+    if make is _mixed_context:
+        assert {"ZkWrite", "BrokerRequest", "StateChangeFailure"} <= kinds  # every effect took part
+    else:
+        assert kinds == {"BrokerRequest"} and len(fast[0]) == 4  # LeaderAndIsr to 1, 2, 3; UpdateMetadata
