@@ -188,12 +188,16 @@ def startup(ctx: ControllerContext, fx: Effects, *, default_unclean: bool = Fals
 def initialize_partition_state(ctx: ControllerContext, partitions: Iterable[TopicPartition]) -> None:
     """Kafka's ``initializePartitionState``: New without a leader and ISR, Online when the leader's
     replica is online, else Offline. State only: nothing is written or sent."""
+    leaderships, states, offline_or_new = ctx.partition_leadership, ctx.partition_states, ctx.offline_or_new_partitions
     for tp in partitions:
-        li = ctx.partition_leadership.get(tp)
+        li = leaderships.get(tp)
         if li is None:
             ctx.put_partition_state(tp, PartitionState.NEW)
         elif ctx.is_replica_online(li.leader_and_isr.leader, tp):
-            ctx.put_partition_state(tp, PartitionState.ONLINE)
+            # put_partition_state(tp, ONLINE), without a look-up in an empty set (a failover's usual case)
+            states[tp] = PartitionState.ONLINE
+            if offline_or_new:
+                offline_or_new.discard(tp)
         else:
             ctx.put_partition_state(tp, PartitionState.OFFLINE)
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import TypeVar
 
 from core.context import ControllerContext
@@ -90,9 +91,23 @@ def update_metadata_state(ctx: ControllerContext, tp: TopicPartition) -> Metadat
     li = ctx.partition_leadership.get(tp)
     if li is None:
         return None
+    return _metadata_state(ctx, tp, li, ctx.replicas(tp), ctx.topic_ids.get(tp.topic, ZERO_UUID))
+
+
+def _metadata_state(
+    ctx: ControllerContext,
+    tp: TopicPartition,
+    li: LeaderIsrAndControllerEpoch,
+    replicas: tuple[int, ...],
+    topic_id: str,
+) -> MetadataPartitionState:
+    """:func:`update_metadata_state` of ``tp`` given its leadership, replicas and topic id in ``ctx``."""
     lai = li.leader_and_isr
-    replicas = ctx.replicas(tp)
-    offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
+    if ctx.shutting_down_broker_ids or ctx.replicas_on_offline_dirs:
+        offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
+    else:  # a replica is online exactly when its broker is live
+        live = ctx.live_brokers
+        offline = () if live.keys() >= set(replicas) else tuple(r for r in replicas if r not in live)
     if tp.topic in ctx.topics_to_be_deleted:
         leader, epoch = LEADER_DURING_DELETE, EPOCH_DURING_DELETE
     else:
@@ -105,9 +120,9 @@ def update_metadata_state(ctx: ControllerContext, tp: TopicPartition) -> Metadat
         epoch,
         lai.isr,
         lai.partition_epoch,
-        tuple(replicas),
+        replicas,
         offline,
-        ctx.topic_ids.get(tp.topic, ZERO_UUID),
+        topic_id,
     )
 
 
@@ -117,14 +132,18 @@ NO_BROKER_EPOCH = -1
 _S = TypeVar("_S", LisrPartitionState, MetadataPartitionState)
 
 
-def _sorted_states(ctx: ControllerContext, states: Iterable[tuple[TopicPartition, _S]]) -> tuple[_S, ...]:
+_TOPIC_PARTITION = attrgetter("topic", "partition")
+
+
+def _sorted_states(ctx: ControllerContext, states: Iterable[_S]) -> tuple[_S, ...]:
     """The states sorted by topic and partition, each with its topic's id as the context has it now."""
-    out = [s for _, s in sorted(states, key=lambda kv: (kv[0].topic, kv[0].partition))]
-    ids: dict[str, str] = {}
+    out = sorted(states, key=_TOPIC_PARTITION)  # each state's topic and partition are its key's
+    topic: str | None = None
+    tid = ZERO_UUID
     for i, s in enumerate(out):
-        tid = ids.get(s.topic)
-        if tid is None:
-            tid = ids[s.topic] = ctx.topic_ids.get(s.topic, ZERO_UUID)
+        if s.topic != topic:  # sorted: a topic's states are consecutive
+            topic = s.topic
+            tid = ctx.topic_ids.get(topic, ZERO_UUID)
         if s.topic_id != tid:  # the topic's id changed after the state was taken (rare: a deletion's end)
             out[i] = replace(s, topic_id=tid)
     return tuple(out)
@@ -221,45 +240,47 @@ class RequestBatch:
         self, ctx: ControllerContext, entries: Iterable[tuple[TopicPartition, Iterable[int]]]
     ) -> None:
         """For each ``(partition, brokers)`` of ``entries`` whose partition has a leadership, in turn: what
-        ``add_leader_and_isr(ctx, brokers, tp, leadership, ctx.assignment(tp), is_new=False)`` does — inside
-        one :meth:`fixed_liveness` block, for a caller that changes nothing in ``ctx`` meanwhile (a replica
-        startup's Online step: Kafka's ``addLeaderAndIsrRequestForBrokers`` per online replica, here one pass
-        per partition with its online replicas). Partitions without a leadership are skipped."""
-        leaderships = ctx.partition_leadership
-        topic_ids = ctx.topic_ids
-        lisr = self.leader_and_isr
-        new_keys = self._new
-        tid_of: dict[str, str] = {}  # a topic's id, read once (the context does not change)
-        brokers_added = False
-        with self.fixed_liveness():
-            for tp, brokers in entries:
-                li = leaderships.get(tp)
-                if li is None:
+        ``add_leader_and_isr(ctx, brokers, tp, leadership, ctx.assignment(tp), is_new=False)`` adds to the
+        batch, for a caller that changes nothing in ``ctx`` meanwhile (a replica startup's Online step:
+        Kafka's ``addLeaderAndIsrRequestForBrokers`` per online replica, here one pass per partition with
+        its online replicas). Partitions without a leadership are skipped.
+
+        With ``ctx`` unchanged, the states to add are functions of the partition alone: one LeaderAndIsr
+        state per partition (two when some broker already has it as new), one UpdateMetadata state, taken
+        once, and the live brokers added to the UpdateMetadata addressees once."""
+        leaderships, assignments, topic_ids = ctx.partition_leadership, ctx.partition_assignments, ctx.topic_ids
+        lisr, new_keys, um = self.leader_and_isr, self._new, self.update_metadata_partitions
+        topic: str | None = None
+        topic_id = ZERO_UUID
+        added = False
+        for tp, brokers in entries:
+            li = leaderships.get(tp)
+            if li is None:
+                continue
+            assignment = assignments.get(tp) or ReplicaAssignment(())  # ctx.assignment(tp)
+            if tp.topic != topic:  # a topic's partitions usually come together: its id read once for them
+                topic = tp.topic
+                topic_id = topic_ids.get(topic, ZERO_UUID)
+            state_new: LisrPartitionState | None = None
+            state_old: LisrPartitionState | None = None
+            for b in brokers:
+                if b < 0:
                     continue
-                assignment = ctx.assignment(tp)
-                topic_id = tid_of.get(tp.topic)
-                if topic_id is None:
-                    topic_id = tid_of[tp.topic] = topic_ids.get(tp.topic, ZERO_UUID)
-                state_new: LisrPartitionState | None = None
-                state_old: LisrPartitionState | None = None
-                for b in brokers:
-                    if b < 0:
-                        continue
-                    per = lisr.get(b)
-                    if per is None:
-                        per = lisr[b] = {}
-                    if new_keys and (b, tp) in new_keys:
-                        if state_new is None:
-                            state_new = self._lisr_state(tp, li, assignment, True, topic_id)
-                        per[tp] = state_new
-                    else:
-                        if state_old is None:
-                            state_old = self._lisr_state(tp, li, assignment, False, topic_id)
-                        per[tp] = state_old
-                if not brokers_added:  # the live brokers: the same set for every entry
-                    self.add_update_metadata(ctx, ctx.live_brokers.keys(), ())
-                    brokers_added = True
-                self._take_update_metadata(ctx, tp)
+                per = lisr.get(b)
+                if per is None:
+                    per = lisr[b] = {}
+                if new_keys and (b, tp) in new_keys:
+                    if state_new is None:
+                        state_new = _leader_and_isr_state(tp, li, assignment, True, topic_id)
+                    per[tp] = state_new
+                else:
+                    if state_old is None:
+                        state_old = _leader_and_isr_state(tp, li, assignment, False, topic_id)
+                    per[tp] = state_old
+            um[tp] = _metadata_state(ctx, tp, li, assignment.replicas, topic_id)
+            added = True
+        if added:
+            self.add_update_metadata(ctx, ctx.live_brokers.keys(), ())
 
     def _lisr_state(
         self,
@@ -330,14 +351,14 @@ class RequestBatch:
             entries = self.leader_and_isr[b]
             leader_ids = {s.leader for s in entries.values()}
             leaders = tuple(_leader_node(live[x]) for x in sorted(leader_ids) if x in live)
-            states = _sorted_states(ctx, entries.items())
+            states = _sorted_states(ctx, entries.values())
             body = LeaderAndIsrRequest(cid, cepoch, live[b].epoch, 0, states, leaders)
             out.append(BrokerRequest(b, RequestApi.LEADER_AND_ISR, body))
         addressees = tuple(Addressee(b, live[b].epoch) for b in sorted(self.update_metadata_brokers) if b in live)
         if addressees:
             # Kafka sends this one body to each broker of the set, each copy with the broker's epoch: here it
             # is one request naming its addressees, sent once (see the module docstring)
-            um_states = _sorted_states(ctx, self.update_metadata_partitions.items())
+            um_states = _sorted_states(ctx, self.update_metadata_partitions.values())
             um = UpdateMetadataRequest(cid, cepoch, NO_BROKER_EPOCH, um_states, _live_brokers(ctx))
             out.append(BrokerRequest(SHARED_BROKER_ID, RequestApi.UPDATE_METADATA, um, addressees))
         for b in sorted(self.stop_replica):

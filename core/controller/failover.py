@@ -26,9 +26,15 @@ def failover(c: StepContext, ev: ControllerFailover) -> None:
     fx = c.fx
     # Kafka's fetchTopicDeletionsInProgress: a topic with a replica offline or a partition being
     # reassigned cannot be deleted yet
-    offline_topics = {
-        tp.topic for tp in ctx.partition_assignments if any(not ctx.is_replica_online(r, tp) for r in ctx.replicas(tp))
-    }
+    if ctx.replicas_on_offline_dirs or ctx.shutting_down_broker_ids:
+        offline_topics = {
+            tp.topic
+            for tp in ctx.partition_assignments
+            if any(not ctx.is_replica_online(r, tp) for r in ctx.replicas(tp))
+        }
+    else:  # (always, from a snapshot) a replica is online exactly when its broker is live
+        live = ctx.live_brokers.keys()
+        offline_topics = {tp.topic for tp, ra in ctx.partition_assignments.items() if not live >= set(ra.replicas)}
     ineligible = offline_topics | {tp.topic for tp in ctx.partitions_being_reassigned}
     deletion.init(ctx, fx, snap.topics_to_delete, ineligible, enabled=c.config.delete_topic_enable)
     c.send_update_metadata(ctx.live_brokers.keys())
@@ -53,22 +59,39 @@ def _context_from_snapshot(controller_id: int, snap: ZkSnapshot) -> ControllerCo
     )
     for b in snap.brokers:
         ctx.add_live_broker(b)
+    # the context's partition objects by plain key: its leaderships are keyed by the same objects as its
+    # assignments, so that look-ups of one partition in both find the key by identity (a dataclass's
+    # __eq__ runs in Python; a failover looks each partition up several times)
+    keys: dict[tuple[str, int], TopicPartition] = {}
+    assignments, by_broker = ctx.partition_assignments, ctx.partitions_by_broker
     for tz in snap.topics:
         adding = dict(tz.adding_replicas)
         removing = dict(tz.removing_replicas)
-        ctx.topic_partitions.setdefault(tz.topic, set())
+        parts = ctx.topic_partitions.setdefault(tz.topic, set())
         if tz.topic_id:
             ctx.topic_ids[tz.topic] = tz.topic_id
         for p, reps in tz.partitions:
-            tp = TopicPartition(tz.topic, p)
             ra = ReplicaAssignment(tuple(reps), tuple(adding.get(p, ())), tuple(removing.get(p, ())))
-            ctx.set_assignment(tp, ra)
+            known = keys.get((tz.topic, p))
+            if known is not None:  # listed again (not from one ZooKeeper read): replace, as set_assignment does
+                tp = known
+                ctx.set_assignment(tp, ra)
+            else:  # set_assignment of a partition the context has not seen: no old replicas to unindex
+                tp = keys[(tz.topic, p)] = TopicPartition(tz.topic, p)
+                for r in ra.replicas:
+                    on_broker = by_broker.get(r)
+                    if on_broker is None:
+                        on_broker = by_broker[r] = set()
+                    on_broker.add(tp)
+                assignments[tp] = ra
+                parts.add(p)
             if ra.is_being_reassigned:
                 ctx.partitions_being_reassigned.add(tp)
     for tp, st in snap.partition_states:
-        if tp in ctx.partition_assignments:
+        key = keys.get((tp.topic, tp.partition))
+        if key is not None:
             ctx.put_leadership(
-                tp,
+                key,
                 LeaderAndIsr(st.leader, st.isr, st.leader_epoch, st.zk_version, st.leader_recovery_state),
                 st.controller_epoch,
             )
