@@ -272,24 +272,32 @@ class ControllerContext:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (see :func:`context_from_dict`); compact, per topic."""
-        # one pass over the replica states, by plain (topic, partition) keys: a replica state's entry is
-        # its partition's (in assignment order) when the replica is assigned there, else a stray
-        replicas_of = {(tp.topic, tp.partition): ra.replicas for tp, ra in self.partition_assignments.items()}
+        # one pass over each partition container, into dicts by plain (topic, partition) keys: a tuple's
+        # hash and equality run in C, a dataclass's in Python (the dump reads each partition thrice).
+        # A replica state's entry is its partition's (in assignment order) when the replica is assigned
+        # there, else a stray. Enum values by ``_value_`` (``.value`` is a Python-level property).
+        assignment_of = {(tp.topic, tp.partition): ra for tp, ra in self.partition_assignments.items()}
         states_of: dict[tuple[str, int], dict[int, str]] = {}
         stray: list[list[Any]] = []
         for pr, st in self.replica_states.items():
             key = (pr.topic, pr.partition)
-            if pr.replica in replicas_of.get(key, ()):
-                states_of.setdefault(key, {})[pr.replica] = st.value
+            ra_ = assignment_of.get(key)
+            if ra_ is not None and pr.replica in ra_.replicas:
+                states_of.setdefault(key, {})[pr.replica] = st._value_
             else:
-                stray.append([pr.topic, pr.partition, pr.replica, st.value])
+                stray.append([pr.topic, pr.partition, pr.replica, st._value_])
+        lead_of = {(tp.topic, tp.partition): li for tp, li in self.partition_leadership.items()}
+        pstate_of = {(tp.topic, tp.partition): st._value_ for tp, st in self.partition_states.items()}
+        no_assignment = ReplicaAssignment(())
+        non_existent = PartitionState.NON_EXISTENT.value
         no_states: dict[int, str] = {}
         topics: dict[str, Any] = {}
         for topic in sorted(self.topic_partitions):
             parts: dict[str, Any] = {}
-            for tp in self.partitions_for_topic(topic):
-                ra = self.assignment(tp)
-                li = self.partition_leadership.get(tp)
+            for p in sorted(self.topic_partitions[topic]):
+                key = (topic, p)
+                ra = assignment_of.get(key) or no_assignment
+                li = lead_of.get(key)
                 lead: list[Any] | None = None
                 if li is not None:
                     l_ = li.leader_and_isr
@@ -301,14 +309,14 @@ class ControllerContext:
                         l_.leader_recovery_state,
                         li.controller_epoch,
                     ]
-                got = states_of.get((topic, tp.partition), no_states)
+                got = states_of.get(key, no_states)
                 rstates = {str(r): got[r] for r in ra.replicas if r in got}
-                parts[str(tp.partition)] = [
+                parts[str(p)] = [
                     list(ra.replicas),
                     list(ra.adding_replicas),
                     list(ra.removing_replicas),
                     lead,
-                    self.partition_state(tp).value,
+                    pstate_of.get(key, non_existent),
                     rstates,
                 ]
             topics[topic] = parts
