@@ -148,6 +148,16 @@ def int_seq(
 ) -> tuple[int, ...]:
     """A list of integers; ``distinct`` refuses a repeated broker id, naming the field and ``what`` (the
     partition the list belongs to, e.g. ``"partition orders-3"``)."""
+    if type(v) is list and not distinct and max_items is None:
+        # the common case (a decoded JSON list of plain integers in range), checked in one loop; anything
+        # else takes the checks below, which name the fault
+        lo = INT64_MIN if minimum is None else max(minimum, INT64_MIN)
+        hi = INT64_MAX if maximum is None else min(maximum, INT64_MAX)
+        for x in v:
+            if type(x) is not int or not lo <= x <= hi:
+                break
+        else:
+            return tuple(v)
     if not isinstance(v, list | tuple):
         raise FormatError(name, f"must be a list of integers, got {type(v).__name__}")
     if max_items is not None and len(v) > max_items:

@@ -73,6 +73,33 @@ def read_states(o: Mapping[str, Any], topic: str, required: bool = True) -> tupl
     return tuple(states)
 
 
+def _plain_state_entry(tp_raw: Any, st: Any) -> tuple[TopicPartition, PartitionStateZnode] | None:
+    """A ``partition_states`` entry as :func:`decode_snapshot`'s checks read it, when every field is plainly
+    fit — a non-empty ASCII topic, integers (not booleans) within 64 bits, a list of them for the ISR —
+    else ``None``, and the checks name the fault. One pass without the per-field helpers: a snapshot
+    holds an entry per partition."""
+    if type(tp_raw) is not dict or type(st) is not dict:
+        return None
+    topic: Any = tp_raw.get("topic")
+    partition: Any = tp_raw.get("partition")
+    isr: Any = st.get("isr")
+    if type(topic) is not str or not topic or not topic.isascii() or type(isr) is not list:
+        return None
+    leader: Any = st.get("leader")
+    leader_epoch: Any = st.get("leader_epoch")
+    controller_epoch: Any = st.get("controller_epoch")
+    zk_version: Any = st.get("zk_version")
+    recovery: Any = st.get("leader_recovery_state")
+    if recovery is None:
+        recovery = 0
+    for x in (partition, leader, leader_epoch, controller_epoch, zk_version, recovery, *isr):
+        if type(x) is not int or not lim.INT64_MIN <= x <= lim.INT64_MAX:
+            return None
+    return TopicPartition(topic, partition), PartitionStateZnode(
+        leader, leader_epoch, tuple(isr), controller_epoch, zk_version, recovery
+    )
+
+
 def decode_snapshot(raw: Any) -> ZkSnapshot:
     o = jf.obj(raw, "snapshot")
     p = "snapshot."
@@ -103,6 +130,10 @@ def decode_snapshot(raw: Any) -> ZkSnapshot:
     states = []
     for entry in jf.req(o, "partition_states", p):
         tp_raw, st = entry
+        plain = _plain_state_entry(tp_raw, st)
+        if plain is not None:
+            states.append(plain)
+            continue
         tp = TopicPartition(jf.string(tp_raw, "topic", p), jf.integer(tp_raw, "partition", p))
         states.append(
             (

@@ -1,6 +1,7 @@
 """The failover's bulk paths (issue 15, slice K) decide exactly what the long way decides: replica startup
 takes a partition's online replicas to Online in one batch call where Kafka (and the code before) adds a
-LeaderAndIsr entry per replica."""
+LeaderAndIsr entry per replica; the snapshot's partition states and integer lists are read in one pass
+when plainly fit, and by the checks that name the fault otherwise."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from collections.abc import Callable
 
 import pytest
 
+from core import jsonform as jf
+from core.codec.snapshot import decode_snapshot
 from core.context import ControllerContext
+from core.errors import FormatError
 from core.model import (
     Broker,
     Endpoint,
@@ -20,6 +24,7 @@ from core.model import (
 )
 from core.replica_machine import apply, startup
 from core.requests import Effects
+from core.snapshot import PartitionStateZnode
 from core.states import ReplicaState
 
 pytestmark = pytest.mark.unit
@@ -113,3 +118,68 @@ def test_replica_startup_decides_what_the_replica_by_replica_way_decides(
         assert {"ZkWrite", "BrokerRequest", "StateChangeFailure"} <= kinds  # every effect took part
     else:
         assert kinds == {"BrokerRequest"} and len(fast[0]) == 4  # LeaderAndIsr to 1, 2, 3; UpdateMetadata
+
+
+def _snapshot_json(state: dict[str, object], topic: object = "t") -> dict[str, object]:
+    return {
+        "controller_epoch": 3,
+        "controller_epoch_zk_version": 2,
+        "brokers": [],
+        "topics": [],
+        "partition_states": [[{"topic": topic, "partition": 0}, state]],
+    }
+
+
+_STATE = {"leader": 1, "leader_epoch": 2, "isr": [1, 2], "controller_epoch": 3, "zk_version": 4}
+
+
+@pytest.mark.parametrize(
+    ("changes", "topic", "want"),
+    [
+        ({}, "t", PartitionStateZnode(1, 2, (1, 2), 3, 4, 0)),
+        ({"leader_recovery_state": None}, "t", PartitionStateZnode(1, 2, (1, 2), 3, 4, 0)),
+        ({"leader_recovery_state": 1, "isr": []}, "t", PartitionStateZnode(1, 2, (), 3, 4, 1)),
+        ({"zk_version": 2**63 - 1, "leader": -1}, "t", PartitionStateZnode(-1, 2, (1, 2), 3, 2**63 - 1, 0)),
+        ({}, "tö", PartitionStateZnode(1, 2, (1, 2), 3, 4, 0)),  # not ASCII: the checked path reads it
+        ({"leader": True}, "t", "snapshot.leader: must be an integer, got bool"),
+        ({"isr": [1, 2.0]}, "t", r"snapshot.isr\[1\]: must be an integer, got float"),
+        ({"isr": None}, "t", "snapshot.isr: is required"),
+        ({"leader_epoch": 2**63}, "t", "snapshot.leader_epoch: must fit in 64 bits"),
+        ({"controller_epoch": "3"}, "t", "snapshot.controller_epoch: must be an integer, got str"),
+        ({}, "", "snapshot.topic: must not be empty"),
+        ({}, 7, "snapshot.topic: must be a string, got int"),
+    ],
+)
+def test_snapshot_partition_states_read_alike_on_the_plain_and_the_checked_path(
+    changes: dict[str, object], topic: object, want: PartitionStateZnode | str
+) -> None:
+    raw = _snapshot_json({**_STATE, **changes}, topic)
+    if isinstance(want, str):
+        with pytest.raises(FormatError, match=want):
+            decode_snapshot(raw)
+        return
+    ((tp, st),) = decode_snapshot(raw).partition_states
+    assert (tp, st) == (TopicPartition(str(topic), 0), want)
+    assert type(st.isr) is tuple
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[], [0, 5, 3], [-(2**63), 2**63 - 1], [2**63], [1, True], [1, None], [0, 11], [-1, 3], [1.0], ["1"]],
+)
+@pytest.mark.parametrize(("minimum", "maximum"), [(None, None), (0, None), (0, 10), (-(2**70), 2**70)])
+def test_int_seq_reads_a_list_as_its_items_checked_one_by_one_would(
+    values: list[object], minimum: int | None, maximum: int | None
+) -> None:
+    def one_by_one() -> tuple[int, ...]:
+        return tuple(jf._int_value(x, f"x[{i}]", minimum, maximum) for i, x in enumerate(values))
+
+    try:
+        want: tuple[int, ...] | str = one_by_one()
+    except FormatError as e:
+        want = str(e)
+    try:
+        got: tuple[int, ...] | str = jf.int_seq(values, "x", minimum=minimum, maximum=maximum)
+    except FormatError as e:
+        got = str(e)
+    assert got == want
