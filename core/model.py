@@ -55,7 +55,9 @@ class PartitionReplica:
         the key object a context holds, look-ups by the replica's partition find that key by identity, not
         by the dataclass ``__eq__`` (a failover looks each partition up ~10 times per replica)."""
         pr = cls(tp.topic, tp.partition, replica)
-        pr.__dict__["topic_partition"] = tp
+        # set as an attribute, not through ``__dict__``: reading ``__dict__`` makes the instance a dict of its
+        # own (another object for the collector to track, +64 bytes); the cached property finds it either way
+        object.__setattr__(pr, "topic_partition", tp)
         return pr
 
     @cached_property
