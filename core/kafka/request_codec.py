@@ -76,7 +76,22 @@ from core.model import NO_EPOCH, TopicPartition
 TopicStatesMemo = dict[int, tuple[object, str]]
 
 
+#: the JSON text of integer tuples already encoded: a request's replica lists and ISRs repeat a few
+#: hundred distinct values across thousands of partitions (a C-level tuple hash beats formatting); cleared
+#: when full, so it stays small whatever the cluster. The values' items are ints (never bools: every
+#: decoder refuses them), so equal tuples have equal text
+_INTS_TEXT: dict[tuple[int, ...], str] = {}
+_INTS_TEXT_MAX = 65_536
+
+
 def _ints(xs: Iterable[int]) -> str:
+    if type(xs) is tuple:
+        text = _INTS_TEXT.get(xs)
+        if text is None:
+            if len(_INTS_TEXT) >= _INTS_TEXT_MAX:
+                _INTS_TEXT.clear()
+            text = _INTS_TEXT[xs] = "[" + ",".join(map(str, xs)) + "]"
+        return text
     return "[" + ",".join(map(str, xs)) + "]"
 
 

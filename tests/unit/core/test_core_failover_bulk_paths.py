@@ -183,3 +183,22 @@ def test_int_seq_reads_a_list_as_its_items_checked_one_by_one_would(
     except FormatError as e:
         got = str(e)
     assert got == want
+
+
+def test_integer_lists_encode_alike_from_the_memo_and_it_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.kafka import request_codec as rc
+
+    monkeypatch.setattr(rc, "_INTS_TEXT", {})
+    monkeypatch.setattr(rc, "_INTS_TEXT_MAX", 3)
+    values = [(), (1,), (3, 1, 2), (1,), (-1, 2**63 - 1), (3, 1, 2), (0, 0)]
+    assert [rc._ints(v) for v in values] == [
+        "[]",
+        "[1]",
+        "[3,1,2]",
+        "[1]",
+        "[-1,9223372036854775807]",
+        "[3,1,2]",
+        "[0,0]",
+    ]
+    assert len(rc._INTS_TEXT) <= 3
+    assert rc._ints([4, 5]) == "[4,5]" and rc._ints(iter((6,))) == "[6]"  # not tuples: encoded each time
