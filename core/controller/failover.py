@@ -11,7 +11,7 @@ from core.controller.step_context import UNCLEAN_CONFIG, StepContext
 from core.decisions import ANY_VERSION, ZkOp, ZkWrite
 from core.events import ControllerFailover
 from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
-from core.model import LeaderAndIsr, ReplicaAssignment, TopicPartition
+from core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from core.snapshot import ZkSnapshot
 
 
@@ -70,8 +70,12 @@ def _context_from_snapshot(controller_id: int, snap: ZkSnapshot) -> ControllerCo
         parts = ctx.topic_partitions.setdefault(tz.topic, set())
         if tz.topic_id:
             ctx.topic_ids[tz.topic] = tz.topic_id
+        moving = bool(adding or removing)
         for p, reps in tz.partitions:
-            ra = ReplicaAssignment(tuple(reps), tuple(adding.get(p, ())), tuple(removing.get(p, ())))
+            if moving:
+                ra = ReplicaAssignment(tuple(reps), tuple(adding.get(p, ())), tuple(removing.get(p, ())))
+            else:  # the usual topic: no partition being reassigned
+                ra = ReplicaAssignment(tuple(reps))
             known = keys.get((tz.topic, p))
             if known is not None:  # listed again (not from one ZooKeeper read): replace, as set_assignment does
                 tp = known
@@ -85,13 +89,13 @@ def _context_from_snapshot(controller_id: int, snap: ZkSnapshot) -> ControllerCo
                     on_broker.add(tp)
                 assignments[tp] = ra
                 parts.add(p)
-            if ra.is_being_reassigned:
+            if moving and ra.is_being_reassigned:
                 ctx.partitions_being_reassigned.add(tp)
+    leaderships = ctx.partition_leadership
     for tp, st in snap.partition_states:
         key = keys.get((tp.topic, tp.partition))
-        if key is not None:
-            ctx.put_leadership(
-                key,
+        if key is not None:  # ctx.put_leadership, inline
+            leaderships[key] = LeaderIsrAndControllerEpoch(
                 LeaderAndIsr(st.leader, st.isr, st.leader_epoch, st.zk_version, st.leader_recovery_state),
                 st.controller_epoch,
             )
