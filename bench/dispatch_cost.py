@@ -19,22 +19,28 @@ buckets emit them (:func:`streaming.stateful.decision_rows`), puts them in an Ar
 
 The ZooKeeper sink is a recorder that accepts every write (its own cost is not the driver's Python);
 the request sink is :class:`sinks.memory.MemoryRequestSink` (the product's message building, no send).
+``--audit`` adds the state-change log as the product has it on by default
+(:class:`streaming.audit_log.AuditLog` with its log lines at INFO, into an in-memory table folder and
+checkpoint, a fixed clock) and times it (``audit_s``: rows, Parquet, log lines).
 ``--digest`` prints a SHA-256 of every message (topic, key, value, headers, partition, identity) of a
 failover, a broker failure, a double broker failure and a broker's return, to compare two trees' messages
-byte for byte.
+byte for byte; with ``--audit``, also a SHA-256 of the state-change log's table (every row, read back
+from the Parquet file) and one of its log text with the DEBUG lines (every partition state sent).
 
 Run: ``.venv/bin/python bench/dispatch_cost.py [--partitions 100000] [--buckets 2] [--rounds 3]
-[--event failover|failure|both] [--profile] [--digest] [--out NAME]``.
+[--event failover|failure|both] [--audit] [--profile] [--digest] [--out NAME]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import datetime as dt
 import gc
 import hashlib
 import io
 import json
+import logging
 import os
 import pstats
 import statistics
@@ -45,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,6 +66,8 @@ from core import events as ev
 from core.model import Endpoint
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, ZkBatchResult
+from streaming.audit_log import STATE_CHANGE_LOGGER, AuditLog, MemoryAuditFiles
+from streaming.checkpoint_fs import MemoryCheckpointStore
 from streaming.dispatch import Dispatcher
 from streaming.stateful import _OUTPUT_COLUMNS, METRIC_COLUMNS, decision_rows
 
@@ -136,11 +145,49 @@ def bucket_rows(per_bucket: int, buckets: int, event: str) -> pa.Table:
     return pa.table(cols, schema=_ARROW_SCHEMA)
 
 
-def run_once(table: pa.Table) -> tuple[dict[str, float], list[Any]]:
+class TimedAudit:
+    """The state-change log of the product (in memory, fixed clock), timing its call."""
+
+    def __init__(self) -> None:
+        self.files = MemoryAuditFiles()
+        self.log = AuditLog(
+            self.files,
+            MemoryCheckpointStore(),
+            controller_id=2,
+            controller_epoch=1,
+            clock=lambda: dt.datetime(2026, 11, 24, 21, 0, 0, 123456, tzinfo=dt.UTC),
+        )
+        self.audit_s = 0.0
+
+    def __call__(self, batch: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.log(batch)
+        finally:
+            self.audit_s = time.perf_counter() - t0
+
+    def table(self) -> pa.Table:
+        (blob,) = self.files.blobs.values()
+        return pq.read_table(pa.BufferReader(blob))
+
+
+class LogText(logging.Handler):
+    """Every state-change log line, as text."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname} {record.getMessage()}")
+
+
+def run_once(table: pa.Table, audit: bool = False) -> tuple[dict[str, float], list[Any], TimedAudit | None]:
     gc.collect()
     zk = AcceptingZkSink()
     req = TimedRequestSink(Fence(2, 1))
-    d = Dispatcher(zk, req)
+    timed_audit = TimedAudit() if audit else None
+    d = Dispatcher(zk, req, audit=timed_audit)
     t0 = time.perf_counter()
     frame = table.to_pandas()
     t1 = time.perf_counter()
@@ -148,13 +195,31 @@ def run_once(table: pa.Table) -> tuple[dict[str, float], list[Any]]:
     t2 = time.perf_counter()
     assert zk.called_at is not None
     msgs = [m for m in req.messages if m.topic == req.requests_topic]
-    return {
+    times = {
         "to_pandas_s": t1 - t0,
         "zk_start_s": zk.called_at - t1,
         "requests_s": req.requests_s,
         "dispatch_s": t2 - t1,
         "driver_s": t2 - t0,
-    }, msgs
+    }
+    if timed_audit is not None:
+        times["audit_s"] = timed_audit.audit_s
+    return times, msgs, timed_audit
+
+
+def audit_digest(table: pa.Table, lines: list[str]) -> dict[str, Any]:
+    """SHA-256 of the table's rows (column by column, every value) and of the log text."""
+    h = hashlib.sha256()
+    h.update(repr(table.schema).encode())
+    for name in table.column_names:
+        h.update(name.encode())
+        h.update(repr(table.column(name).to_pylist()).encode())
+    return {
+        "rows": table.num_rows,
+        "table_sha256": h.hexdigest(),
+        "log_lines": len(lines),
+        "log_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
+    }
 
 
 def compress_s(msgs: list[Any]) -> float:
@@ -183,6 +248,7 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=2)
     ap.add_argument("--event", choices=["failover", "failure", "both"], default="both")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--audit", action="store_true", help="the state-change log on (the product's default)")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions of one dispatch")
     ap.add_argument("--digest", action="store_true", help="only the messages' digests (4 events)")
     ap.add_argument("--out", default="dispatch_cost", help="results file name prefix under bench/results/")
@@ -195,12 +261,22 @@ def main() -> None:
         "partitions": args.partitions,
         "buckets": args.buckets,
         "core_file": controller.__file__,
+        "audit": args.audit,
     }
     print("core from", controller.__file__)
     if args.digest:
+        logger = logging.getLogger(STATE_CHANGE_LOGGER)
         for event in ("failover", "failure", "double", "return"):
-            _, msgs = run_once(bucket_rows(per_bucket, args.buckets, event))
+            lines = LogText()
+            logger.addHandler(lines)
+            logger.setLevel(logging.DEBUG)
+            try:
+                _, msgs, audit = run_once(bucket_rows(per_bucket, args.buckets, event), args.audit)
+            finally:
+                logger.removeHandler(lines)
             results[event] = {"messages": len(msgs), "sha256": digest(msgs)}
+            if audit is not None:
+                results[event]["audit"] = audit_digest(audit.table(), lines.lines)
             print(event, json.dumps(results[event]))
         write_results(args.out, results)
         return
@@ -211,7 +287,7 @@ def main() -> None:
         r["bucket_encode_rows_s"] = round(ENCODE_S[-1], 3)
         runs = []
         for _ in range(args.rounds):
-            t, msgs = run_once(table)
+            t, msgs, _ = run_once(table, args.audit)
             runs.append(t)
         for k in runs[0]:
             r[k] = round(statistics.median(x[k] for x in runs), 3)
@@ -224,7 +300,8 @@ def main() -> None:
             frame = table.to_pandas()
             prof = cProfile.Profile()
             prof.enable()
-            Dispatcher(AcceptingZkSink(), MemoryRequestSink(Fence(2, 1))).dispatch(frame, 7)
+            audit = TimedAudit() if args.audit else None
+            Dispatcher(AcceptingZkSink(), MemoryRequestSink(Fence(2, 1)), audit=audit).dispatch(frame, 7)
             prof.disable()
             buf = io.StringIO()
             pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(18)
