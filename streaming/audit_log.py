@@ -367,7 +367,40 @@ def audit_rows(
     writes, requests (Kafka's send order), admin results, failures. A partition's entry of a request is one
     row naming every broker that was sent the same state; an UpdateMetadata is one row per broker with its
     partition count (its states are the LeaderAndIsr ones, sent to every live broker)."""
-    cols: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+    return PreparedRows.of(batch, controller_id, epoch, digests).table(when)
+
+
+@dataclass(frozen=True)
+class PreparedRows:
+    """A batch's rows of :data:`AUDIT_SCHEMA` but their ``time`` (:meth:`table` adds it), with the requests'
+    digests for the log lines: what :class:`AuditLog` computes from the batch alone, which the dispatcher
+    has made while the request sink waits on Kafka (:meth:`AuditLog.prepare`)."""
+
+    batch: AuditBatch
+    digests: Sequence[RequestDigest]
+    arrays: Mapping[str, pa.Array]
+
+    @classmethod
+    def of(
+        cls, batch: AuditBatch, controller_id: int, epoch: int, digests: Sequence[RequestDigest] | None = None
+    ) -> PreparedRows:
+        digests = digests if digests is not None else digest_requests(batch.requests)
+        cols = _columns(batch, controller_id, epoch, digests)
+        arrays = {name: pa.array(values, AUDIT_SCHEMA.field(name).type) for name, values in cols.items()}
+        return cls(batch, digests, arrays)
+
+    def table(self, when: dt.datetime) -> pa.Table:
+        n = len(self.arrays["kind"])
+        time_type = AUDIT_SCHEMA.field("time").type
+        columns = {"time": pa.array([when] * n, time_type), **self.arrays}
+        return pa.table({name: columns[name] for name in COLUMNS}, schema=AUDIT_SCHEMA)
+
+
+def _columns(
+    batch: AuditBatch, controller_id: int, epoch: int, digests: Sequence[RequestDigest]
+) -> dict[str, list[Any]]:
+    """Every column of :func:`audit_rows` but ``time``."""
+    cols: dict[str, list[Any]] = {name: [] for name in COLUMNS if name != "time"}
 
     def add(  # noqa: PLR0917 (one row's columns, positional for speed at 10k rows)
         kind: str,
@@ -394,7 +427,6 @@ def audit_rows(
 
     refused = {f.index: f for f in batch.zk_refused}
     dumps = orjson.dumps
-    digests = digests if digests is not None else digest_requests(batch.requests)
     for i, w in enumerate(batch.zk_writes):
         f = refused.get(i)
         topic, partition = topic_partition_of_path(w.path)
@@ -448,11 +480,10 @@ def audit_rows(
         )
     n = len(cols["kind"])
     cols["seq"] = list(range(n))
-    cols["time"] = [when] * n
     cols["batch_id"] = [batch.batch_id] * n
     cols["controller_id"] = [controller_id] * n
     cols["controller_epoch"] = [epoch] * n
-    return pa.table(cols, schema=AUDIT_SCHEMA)
+    return cols
 
 
 # ---------------------------------------------------------------------------------------------- log lines
@@ -657,13 +688,22 @@ class AuditLog:
         self.checkpoint.write_text(self.progress_uri, json.dumps(progress, sort_keys=True))
         self._known = progress
 
-    def __call__(self, batch: AuditBatch) -> None:
+    def prepare(self, batch: AuditBatch) -> PreparedRows:
+        """The batch's rows but their time, and its requests' digests (:class:`PreparedRows`): computed from
+        the batch alone, writing nothing, so the dispatcher makes them on a thread while the request sink
+        waits on Kafka, and passes them to the call that writes the batch."""
+        return PreparedRows.of(batch, self.controller_id, self.controller_epoch)
+
+    def __call__(self, batch: AuditBatch, prepared: PreparedRows | None = None) -> None:
+        """Log and append ``batch`` (``prepared``: :meth:`prepare` of this very batch, else made here)."""
         progress = self._progress()
         if batch.batch_id <= max(int(progress.get("committed", -1)), self._written):
             # a replay of a batch whose rows are in the table already (its log lines were said then too)
             self.last = "skipped"
             return
-        digests = digest_requests(batch.requests)
+        if prepared is None or prepared.batch is not batch:
+            prepared = self.prepare(batch)
+        digests = prepared.digests
         if self.log_lines:
             log_state_changes(batch, self.controller_id, self.controller_epoch, digests=digests)
         if batch.empty:
@@ -685,7 +725,7 @@ class AuditLog:
                 "pending": {"batch": batch.batch_id, "time": when.isoformat(), "file": uri},
             }
             self._save(progress)
-        table = audit_rows(batch, self.controller_id, self.controller_epoch, when, digests)
+        table = prepared.table(when)
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="zstd")
         self.files.write_bytes(uri, sink.getvalue())

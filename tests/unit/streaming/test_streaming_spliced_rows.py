@@ -10,6 +10,8 @@ import logging
 from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from core import controller
@@ -301,3 +303,80 @@ def test_entries_as_text_not_as_expected_are_parsed(caplog: pytest.LogCaptureFix
             d.entries
             == digest_requests([dc.BrokerRequest(0, RequestApi.LEADER_AND_ISR, WireBody(dict(odd)))])[0].entries
         )
+
+
+class _AcceptingZk:
+    def write_batch(self, batch_id: int, writes: Any) -> Any:
+        from sinks.ports import ZkBatchResult
+
+        return ZkBatchResult(batch_id, len(writes), 0, (), 1)
+
+
+def _frame(decisions: list[dc.Decision]) -> Any:
+    import pandas as pd
+
+    from streaming.stateful import decision_rows
+
+    rows = decision_rows(0, decisions)
+    return pd.DataFrame(
+        {
+            "bucket": [r[0] for r in rows],
+            "seq": [r[1] for r in rows],
+            "kind": [r[2] for r in rows],
+            "payload": [r[3] for r in rows],
+        }
+    )
+
+
+def test_the_dispatcher_makes_the_audit_rows_beside_the_request_sink_and_writes_them_after() -> None:
+    import threading
+
+    from sinks.memory import MemoryRequestSink
+    from streaming.audit_log import AuditLog, MemoryAuditFiles, PreparedRows
+    from streaming.checkpoint_fs import MemoryCheckpointStore
+    from streaming.dispatch import Dispatcher
+
+    events: list[str] = []
+    when = dt.datetime(2026, 11, 24, 21, 0, tzinfo=dt.UTC)
+
+    class Log(AuditLog):
+        def prepare(self, batch: AuditBatch) -> PreparedRows:
+            events.append(f"prepare on {threading.current_thread().name}")
+            return super().prepare(batch)
+
+    class Sink(MemoryRequestSink):
+        def write_requests(self, batch_id: int, requests: Any) -> Any:
+            events.append(f"requests, audit files written: {files.writes}")
+            return super().write_requests(batch_id, requests)
+
+    files = MemoryAuditFiles()
+    log = Log(files, MemoryCheckpointStore(), 2, 1, clock=lambda: when)
+    d = Dispatcher(_AcceptingZk(), Sink(Fence(2, 1)), audit=log)  # type: ignore[arg-type]
+    decisions = _decisions("a", _FAILURE)
+    d.dispatch(_frame(decisions), 7)
+    assert sorted(events) == ["prepare on livectl-audit-rows-7", "requests, audit files written: 0"]
+    assert files.writes == 1 and log.last == "written"
+    (blob,) = files.blobs.values()
+    got = pq.read_table(pa.BufferReader(blob))
+    # the rows the log makes in its own call, from the same decoded batch
+    batch = AuditBatch(7, [x for x in decisions if isinstance(x, dc.ZkWrite)], (), _requests(_rows(decisions)[0]))
+    want = audit_rows(batch, 2, 1, when)
+    assert got.num_rows > 400 and got.equals(want)
+
+
+def test_an_error_making_the_audit_rows_is_raised_by_the_batch_after_its_requests() -> None:
+    from sinks.memory import MemoryRequestSink
+    from streaming.audit_log import AuditLog, MemoryAuditFiles, PreparedRows
+    from streaming.checkpoint_fs import MemoryCheckpointStore
+    from streaming.dispatch import Dispatcher
+
+    class Log(AuditLog):
+        def prepare(self, batch: AuditBatch) -> PreparedRows:
+            raise RuntimeError("no rows")
+
+    files = MemoryAuditFiles()
+    sink = MemoryRequestSink(Fence(2, 1))
+    d = Dispatcher(_AcceptingZk(), sink, audit=Log(files, MemoryCheckpointStore(), 2, 1))  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="no rows"):
+        d.dispatch(_frame(_decisions("a", _FAILURE)), 7)
+    assert sink.messages and files.writes == 0
