@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
+    DISPATCH_CALLS,
     ROOT,
     MemoryPeaks,
     RunningController,
@@ -329,6 +330,13 @@ def takeover(
             out["first_standby_batch"] = {"batch_id": first["batchId"], "durationMs": first["durationMs"]}
         time.sleep(1.0)
         out.update(sink_times(clock, p["batchId"]))
+        call = next((c for c in DISPATCH_CALLS if c.batch_id == p["batchId"]), None)
+        if call is not None:
+            # the failover batch's foreachBatch: its Spark job (toPandas), then the driver's own work after it
+            out["foreach_batch"] = {
+                "to_pandas_s": round(call.to_pandas_end - call.start, 3),
+                "after_job_s": round(call.end - call.to_pandas_end, 3),
+            }
         out.update(request_bytes(settings.bootstrap_servers, settings.requests_topic, before))
     finally:
         active_mem.__exit__(None, None, None)

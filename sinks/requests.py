@@ -263,31 +263,57 @@ def split_body(body: Mapping[str, Any], max_bytes: int) -> list[Mapping[str, Any
     ``topicStates`` at partition boundaries. Every part is a complete request of the same API (other
     fields, e.g. ``liveBrokers``, are repeated): a broker applies the parts in order as it would one
     request, since LeaderAndIsr, UpdateMetadata and StopReplica act partition by partition."""
-    return [part for part, _ in _split_dumped(body, max_bytes)]
+    parts = []
+    for part, _ in _split_dumped(body, max_bytes):
+        assert part is not None
+        parts.append(part)
+    return parts
 
 
-def _split_dumped(body: Mapping[str, Any], max_bytes: int) -> list[tuple[Mapping[str, Any], bytes]]:
-    """:func:`split_body` with each part's JSON (serialising tens of MB is the sink's main cost: once).
+def _split_dumped(
+    body: Mapping[str, Any], max_bytes: int, *, mappings: bool = True
+) -> list[tuple[Mapping[str, Any] | None, bytes]]:
+    """:func:`split_body` with each part's JSON (serialising tens of MB is the sink's main cost: once);
+    without ``mappings``, a part cut from entries held as text is only its JSON (``None`` in place of the
+    request: the messages need only the bytes, and a failover's parts as text are tens of MB more).
 
     The partition states of every ``topicStates`` entry, in order, are cut into parts of equal counts,
     then any part still too large is halved. A part is a range of that sequence, built from slices of the
     entries' lists (a failover's bodies hold hundreds of thousands of states: walking them one by one in
     Python was most of the split), and its JSON from each whole entry's JSON, serialised once (or, for a
     :class:`~core.kafka.requests.SplicedBody`, as the bucket wrote it): only an entry cut by a part's edge
-    is parsed and serialised again."""
+    is parsed and serialised again. The whole body's JSON is written only when it is sent whole (for the
+    other bodies its size is known from its entries')."""
     split = _Split.of(body)
     if split is None:
         return [(body, _dumps(body))]
-    dumped = split.whole()
-    if len(dumped) <= max_bytes or split.total == 0:
+    split.mappings = mappings
+    size = split.whole_size()
+    dumped = split.whole() if size is None else None
+    size = len(dumped) if dumped is not None else size
+    assert size is not None
+    if size <= max_bytes or split.total == 0:
         # nothing to cut at (no partition states): sent whole, never dropped — a message over the producer's
         # or the broker's limit is then refused loudly, naming its size
-        return [(body, dumped)]
-    pieces = -(-len(dumped) // max_bytes)
+        return [(body, dumped if dumped is not None else split.whole())]
+    pieces = -(-size // max_bytes)
     step = max(1, -(-split.total // pieces))
     return [
         p for start in range(0, split.total, step) for p in split.fit(start, min(start + step, split.total), max_bytes)
     ]
+
+
+def _framed(prefix: bytes, texts: Sequence[bytes], suffix: bytes) -> bytes:
+    """``prefix + b",".join(texts) + suffix`` in one copy (the entries of a failover's body are megabytes, and
+    each fresh copy of them costs its page faults)."""
+    if not texts:
+        return prefix + suffix
+    pieces = [prefix]
+    for t in texts:
+        pieces.append(t)
+        pieces.append(b",")
+    pieces[-1] = suffix
+    return b"".join(pieces)
 
 
 _TOPIC_STATES_SLOT = b'"topicStates":[]'
@@ -311,6 +337,8 @@ class _Split:
         #: each entry's JSON, and the body's JSON before and after the entries; None: written whole
         self.texts: list[bytes] | None = None
         self.prefix, self.suffix = b"", b""
+        #: whether a part of entries held as text is also built as a request (see :func:`_split_dumped`)
+        self.mappings = True
         #: offsets[i]: the states before entry i; entry i holds [offsets[i], offsets[i + 1])
         self.offsets = [0]
         for n in counts:
@@ -362,7 +390,13 @@ class _Split:
         """The body's JSON, as :func:`_dumps` writes it."""
         if self.texts is None:
             return _dumps(self.body)
-        return self.prefix + b",".join(self.texts) + self.suffix
+        return _framed(self.prefix, self.texts, self.suffix)
+
+    def whole_size(self) -> int | None:
+        """The length of :meth:`whole`, without writing it; ``None`` when the body is written whole."""
+        if self.texts is None:
+            return None
+        return len(self.prefix) + sum(map(len, self.texts)) + max(0, len(self.texts) - 1) + len(self.suffix)
 
     def built(self, segments: _Segments) -> dict[str, Any]:
         header, _ = self.entry(segments[0][0])
@@ -371,7 +405,7 @@ class _Split:
             states.extend(self.entry(i)[1][a:b])
         return {**header, "partitionStates": states}
 
-    def part(self, lo: int, hi: int) -> tuple[Mapping[str, Any], bytes]:
+    def part(self, lo: int, hi: int) -> tuple[Mapping[str, Any] | None, bytes]:
         """The request of the states ``[lo, hi)`` (consecutive states of one topic in one entry), with its
         JSON."""
         out: list[_Segments] = []
@@ -395,7 +429,9 @@ class _Split:
             else _dumps_strict(self.built(seg))
             for seg in out
         ]
-        data = self.prefix + b",".join(texts) + self.suffix
+        data = _framed(self.prefix, texts, self.suffix)
+        if not self.mappings:
+            return None, data
         if isinstance(self.body, SplicedBody):
             counts = tuple(sum(b - a for _, a, b in seg) for seg in out)
             names = tuple(self.names[seg[0][0]] for seg in out)
@@ -403,7 +439,7 @@ class _Split:
             return SplicedBody(head, names, counts, tuple(t.decode() for t in texts)), data
         return {**self.rest, "topicStates": [self.built(seg) for seg in out]}, data
 
-    def fit(self, lo: int, hi: int, max_bytes: int) -> list[tuple[Mapping[str, Any], bytes]]:
+    def fit(self, lo: int, hi: int, max_bytes: int) -> list[tuple[Mapping[str, Any] | None, bytes]]:
         part, dumped = self.part(lo, hi)
         if hi - lo <= 1 or len(dumped) <= max_bytes:
             return [(part, dumped)]
@@ -438,13 +474,13 @@ def request_messages(
             groups.setdefault((r.broker_id, r.api), []).append(wire_object(r.body))
     # a bucket often sends equal bodies to several brokers (a LeaderAndIsr to every replica of the same
     # partitions): equal groups are merged and split once (nothing below mutates a body)
-    split: list[tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], bytes]]]] = []
+    split: list[tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any] | None, bytes]]]] = []
 
-    def parts_of(bodies: list[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], bytes]]:
+    def parts_of(bodies: list[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any] | None, bytes]]:
         parts = next((p for b, p in split if b == bodies), None)
         if parts is None:
             spliced = merge_spliced(bodies)
-            parts = _split_dumped(spliced if spliced is not None else merge_bodies(bodies), max_bytes)
+            parts = _split_dumped(spliced if spliced is not None else merge_bodies(bodies), max_bytes, mappings=False)
             split.append((bodies, parts))
         return parts
 

@@ -195,27 +195,102 @@ def _admin_topic(details: Mapping[str, Any]) -> str | None:
 #: broker) gets one row per broker with its partition count
 _PER_PARTITION = frozenset(api for api in RequestApi if api is not RequestApi.UPDATE_METADATA)
 
+#: requests whose ``topicStates`` entries, as a bucket wrote them, are read as text (:func:`_state_texts`):
+#: their partition states are flat objects (numbers, booleans, arrays of numbers)
+_FLAT_STATES = frozenset((RequestApi.LEADER_AND_ISR, RequestApi.STOP_REPLICA))
+
+_STATES_OPEN = '{"partitionStates":['
+_INDEX_KEY = '"partitionIndex":'
+
+
+def _state_texts(body: SplicedBody) -> list[tuple[str, list[str]]] | None:
+    """Each entry's topic and its partition states' texts *without their braces*, cut out of the entry's
+    text as it is; ``None`` when an entry is not as expected (the caller parses the body instead).
+
+    An entry's text is ``orjson.dumps(entry, option=OPT_SORT_KEYS)`` (:class:`SplicedBody`), so a
+    partition state's bytes in it are what ``orjson.dumps(state, option=OPT_SORT_KEYS)`` gives for the
+    parsed state: the audit row's ``detail``. A LeaderAndIsr or StopReplica state holds no object, so the
+    states are the pieces between ``{"partitionStates":[{`` and the first ``}]``, cut at ``},{``; the
+    pieces must be as many as the entry's partition count."""
+    out: list[tuple[str, list[str]]] = []
+    start = len(_STATES_OPEN)
+    for topic, count, text in zip(body.names, body.counts, body.texts, strict=True):
+        if not text.startswith(_STATES_OPEN):
+            return None
+        if count == 0:
+            if text[start] != "]":
+                return None
+            out.append((topic, []))
+            continue
+        end = text.find("}]", start)
+        if end < 0 or text[start] != "{":
+            return None
+        states = text[start + 1 : end].split("},{")
+        if len(states) != count:
+            return None
+        out.append((topic, states))
+    return out
+
+
+def _index_of(state: str) -> int | None:
+    """``partitionIndex`` of a flat partition state's text (without its braces)."""
+    i = state.find(_INDEX_KEY)
+    if i < 0:
+        return None
+    i += len(_INDEX_KEY)
+    j = state.find(",", i)
+    return int(state[i:] if j < 0 else state[i:j])
+
 
 @dataclass(frozen=True)
 class RequestDigest:
-    """One request as the log needs it: its partitions' entries (``None`` for an UpdateMetadata, whose
-    body is not parsed: only its partitions are counted)."""
+    """One request as the log needs it: its partitions' entries, parsed (``entries``), or for a LeaderAndIsr
+    or StopReplica whose entries are still a bucket's text, each entry's topic and its partition states'
+    texts without their braces (``texts``, :func:`_state_texts`; ``entries`` is then ``None`` and
+    :meth:`parsed` parses them). Both are ``None`` for an UpdateMetadata, whose body is not parsed: only its
+    partitions are counted."""
 
     request: dc.BrokerRequest
     entries: list[tuple[str | None, int | None, Mapping[str, Any]]] | None
     partitions: int
+    texts: list[tuple[str, list[str]]] | None = None
+
+    def parsed(self) -> list[tuple[str | None, int | None, Mapping[str, Any]]]:
+        """The entries, parsed (for the DEBUG lines of a request digested as text)."""
+        if self.entries is not None:
+            return self.entries
+        return _partition_entries(wire_object(self.request.body))
+
+    def led_by(self, broker: int) -> int:
+        """The partitions whose state names ``broker`` as the leader."""
+        if self.texts is None:
+            return sum(1 for _t, _p, st in self.entries or () if st.get("leader") == broker)
+        # a state's text names its leader as "leader":<id> followed by the next key or its end (an id's
+        # digits are never followed by more digits); the sequence cannot occur inside a JSON string
+        body = wire_object(self.request.body)
+        assert isinstance(body, SplicedBody)
+        one, last = f'"leader":{broker},', f'"leader":{broker}}}'
+        return sum(t.count(one) + t.count(last) for t in body.texts)
 
 
 def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]:
     """The requests in Kafka's send order (LeaderAndIsr, UpdateMetadata, StopReplica, responses), each
-    parsed once for both the rows and the log lines."""
+    read once for both the rows and the log lines: a LeaderAndIsr or StopReplica whose entries are a
+    bucket's text is cut into its partition states' texts (:func:`_state_texts`), any other parsed."""
     out = []
     for r in sorted(requests, key=lambda r: REQUEST_ORDER[r.api]):
+        body = wire_object(r.body)
+        # (a body of no partition state gets the parsed path's one row of its other fields)
+        if r.api in _FLAT_STATES and isinstance(body, SplicedBody) and body.partition_count:
+            texts = _state_texts(body)
+            if texts is not None:
+                out.append(RequestDigest(r, None, sum(len(states) for _t, states in texts), texts))
+                continue
         if r.api in _PER_PARTITION:
-            entries = _partition_entries(wire_object(r.body))
+            entries = _partition_entries(body)
             out.append(RequestDigest(r, entries, sum(1 for _t, p, _s in entries if p is not None)))
         else:
-            out.append(RequestDigest(r, None, partition_count(wire_object(r.body))))
+            out.append(RequestDigest(r, None, partition_count(body)))
     return out
 
 
@@ -226,10 +301,59 @@ def per_broker(digests: Sequence[RequestDigest]) -> dict[tuple[RequestApi, int],
     for d in digests:
         r = d.request
         for b in r.recipients():  # a shared request (one UpdateMetadata to a set of brokers) counts for each
-            leaders = sum(1 for _t, _p, st in d.entries or () if st.get("leader") == b)
+            leaders = d.led_by(b)
             n, led = out.get((r.api, b), (0, 0))
             out[(r.api, b)] = (n + d.partitions, led + leaders)
     return out
+
+
+def _request_rows(
+    digests: Sequence[RequestDigest],
+) -> tuple[list[str], list[str | None], list[int | None], list[list[int]], list[str]]:
+    """The per-partition request rows (API, topic, partition, brokers, detail): one per API, topic and
+    partition state, in the order first sent, naming every broker sent that state in the order sent.
+
+    A state is grouped by its sorted-key text, which holds its partition index: the text a digest cut out
+    (:func:`_state_texts`) or the parsed state written with sorted keys — the same text for the same
+    state, so a state sent in a text body to one broker and in a parsed one to another is one row."""
+    dumps, sort_keys = orjson.dumps, orjson.OPT_SORT_KEYS
+    grouped: dict[tuple[str, str | None, str], list[int]] = {}
+    #: the partition of each state grouped from a parsed entry (a text state's is read from its text)
+    parsed_partition: dict[tuple[str, str | None, str], int | None] = {}
+    get = grouped.get
+    for d in digests:
+        api = d.request.api.value
+        recipients = d.request.recipients()
+        if d.texts is not None:
+            if len(recipients) == 1:
+                (b,) = recipients
+                for topic, states in d.texts:
+                    for state in states:
+                        key = (api, topic, state)
+                        brokers = get(key)
+                        if brokers is None:
+                            grouped[key] = [b]
+                        elif b not in brokers:
+                            brokers.append(b)
+                continue
+            entries: Any = ((topic, None, state) for topic, states in d.texts for state in states)
+        elif d.entries is not None:
+            entries = ((t, p, dumps(st, option=sort_keys).decode()[1:-1]) for t, p, st in d.entries)
+        else:
+            continue
+        for topic, partition, state in entries:
+            key = (api, topic, state)
+            brokers = grouped.setdefault(key, [])
+            if d.texts is None:
+                parsed_partition[key] = partition
+            for b in recipients:
+                if b not in brokers:
+                    brokers.append(b)
+    apis = [api for api, _t, _s in grouped]
+    topics = [topic for _a, topic, _s in grouped]
+    partitions = [parsed_partition[key] if key in parsed_partition else _index_of(key[2]) for key in grouped]
+    details = ["{" + state + "}" for _a, _t, state in grouped]
+    return apis, topics, partitions, list(grouped.values()), details
 
 
 def audit_rows(
@@ -243,7 +367,40 @@ def audit_rows(
     writes, requests (Kafka's send order), admin results, failures. A partition's entry of a request is one
     row naming every broker that was sent the same state; an UpdateMetadata is one row per broker with its
     partition count (its states are the LeaderAndIsr ones, sent to every live broker)."""
-    cols: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+    return PreparedRows.of(batch, controller_id, epoch, digests).table(when)
+
+
+@dataclass(frozen=True)
+class PreparedRows:
+    """A batch's rows of :data:`AUDIT_SCHEMA` but their ``time`` (:meth:`table` adds it), with the requests'
+    digests for the log lines: what :class:`AuditLog` computes from the batch alone, which the dispatcher
+    has made while the request sink waits on Kafka (:meth:`AuditLog.prepare`)."""
+
+    batch: AuditBatch
+    digests: Sequence[RequestDigest]
+    arrays: Mapping[str, pa.Array]
+
+    @classmethod
+    def of(
+        cls, batch: AuditBatch, controller_id: int, epoch: int, digests: Sequence[RequestDigest] | None = None
+    ) -> PreparedRows:
+        digests = digests if digests is not None else digest_requests(batch.requests)
+        cols = _columns(batch, controller_id, epoch, digests)
+        arrays = {name: pa.array(values, AUDIT_SCHEMA.field(name).type) for name, values in cols.items()}
+        return cls(batch, digests, arrays)
+
+    def table(self, when: dt.datetime) -> pa.Table:
+        n = len(self.arrays["kind"])
+        time_type = AUDIT_SCHEMA.field("time").type
+        columns = {"time": pa.array([when] * n, time_type), **self.arrays}
+        return pa.table({name: columns[name] for name in COLUMNS}, schema=AUDIT_SCHEMA)
+
+
+def _columns(
+    batch: AuditBatch, controller_id: int, epoch: int, digests: Sequence[RequestDigest]
+) -> dict[str, list[Any]]:
+    """Every column of :func:`audit_rows` but ``time``."""
+    cols: dict[str, list[Any]] = {name: [] for name in COLUMNS if name != "time"}
 
     def add(  # noqa: PLR0917 (one row's columns, positional for speed at 10k rows)
         kind: str,
@@ -270,7 +427,6 @@ def audit_rows(
 
     refused = {f.index: f for f in batch.zk_refused}
     dumps = orjson.dumps
-    digests = digests if digests is not None else digest_requests(batch.requests)
     for i, w in enumerate(batch.zk_writes):
         f = refused.get(i)
         topic, partition = topic_partition_of_path(w.path)
@@ -286,22 +442,21 @@ def audit_rows(
             w.path,
             dumps({"data": w.data, "expected_version": w.expected_version}).decode(),
         )
-    grouped: dict[tuple[str, str | None, int | None, bytes], list[int]] = {}
-    for d in digests:
-        api = d.request.api.value
-        if d.entries is None:
-            continue
-        for topic, partition, state in d.entries:
-            key = (api, topic, partition, dumps(state, option=orjson.OPT_SORT_KEYS))
-            brokers = grouped.setdefault(key, [])
-            for b in d.request.recipients():
-                if b not in brokers:
-                    brokers.append(b)
-    for (api, topic, partition, state_json), brokers in grouped.items():
-        add(KIND_REQUEST, api, "sent", topic, partition, brokers, detail=state_json.decode())
-    for (request_api, broker), (partitions, _leaders) in per_broker(digests).items():
+    # the per-partition request rows, a column at a time (a failover's 100k rows)
+    apis, topics, partitions, brokers, details = _request_rows(digests)
+    n = len(apis)
+    cols["kind"] += [KIND_REQUEST] * n
+    cols["action"] += apis
+    cols["outcome"] += ["sent"] * n
+    cols["topic"] += topics
+    cols["partition"] += partitions
+    cols["brokers"] += brokers
+    for name in ("request_id", "error", "path"):
+        cols[name] += [None] * n
+    cols["detail"] += details
+    for (request_api, broker), (count, _leaders) in per_broker(digests).items():
         if request_api is RequestApi.UPDATE_METADATA:
-            add(KIND_REQUEST, request_api.value, "sent", brokers=[broker], detail=f'{{"partitions":{partitions}}}')
+            add(KIND_REQUEST, request_api.value, "sent", brokers=[broker], detail=f'{{"partitions":{count}}}')
     for a in batch.admin_results:
         add(
             KIND_ADMIN,
@@ -325,11 +480,10 @@ def audit_rows(
         )
     n = len(cols["kind"])
     cols["seq"] = list(range(n))
-    cols["time"] = [when] * n
     cols["batch_id"] = [batch.batch_id] * n
     cols["controller_id"] = [controller_id] * n
     cols["controller_epoch"] = [epoch] * n
-    return pa.table(cols, schema=AUDIT_SCHEMA)
+    return cols
 
 
 # ---------------------------------------------------------------------------------------------- log lines
@@ -388,8 +542,7 @@ def log_state_changes(
         if debug:
             for d in digests:
                 r = d.request
-                entries = d.entries if d.entries is not None else _partition_entries(wire_object(r.body))
-                for topic, partition, state in entries:
+                for topic, partition, state in d.parsed():
                     if partition is not None:
                         lg.debug(
                             "%sSending %s request %s to broker%s %s for partition %s-%d",
@@ -535,13 +688,22 @@ class AuditLog:
         self.checkpoint.write_text(self.progress_uri, json.dumps(progress, sort_keys=True))
         self._known = progress
 
-    def __call__(self, batch: AuditBatch) -> None:
+    def prepare(self, batch: AuditBatch) -> PreparedRows:
+        """The batch's rows but their time, and its requests' digests (:class:`PreparedRows`): computed from
+        the batch alone, writing nothing, so the dispatcher makes them on a thread while the request sink
+        waits on Kafka, and passes them to the call that writes the batch."""
+        return PreparedRows.of(batch, self.controller_id, self.controller_epoch)
+
+    def __call__(self, batch: AuditBatch, prepared: PreparedRows | None = None) -> None:
+        """Log and append ``batch`` (``prepared``: :meth:`prepare` of this very batch, else made here)."""
         progress = self._progress()
         if batch.batch_id <= max(int(progress.get("committed", -1)), self._written):
             # a replay of a batch whose rows are in the table already (its log lines were said then too)
             self.last = "skipped"
             return
-        digests = digest_requests(batch.requests)
+        if prepared is None or prepared.batch is not batch:
+            prepared = self.prepare(batch)
+        digests = prepared.digests
         if self.log_lines:
             log_state_changes(batch, self.controller_id, self.controller_epoch, digests=digests)
         if batch.empty:
@@ -563,7 +725,7 @@ class AuditLog:
                 "pending": {"batch": batch.batch_id, "time": when.isoformat(), "file": uri},
             }
             self._save(progress)
-        table = audit_rows(batch, self.controller_id, self.controller_epoch, when, digests)
+        table = prepared.table(when)
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="zstd")
         self.files.write_bytes(uri, sink.getvalue())

@@ -52,7 +52,10 @@ The driver keeps every bucket's latest metrics row; :attr:`Dispatcher.metrics` i
 
 **The state-change log.** After the steps above, ``audit`` (when set, :class:`streaming.audit_log.AuditLog`)
 gets the batch's decisions and what became of them — before Spark commits the batch, so a replay finds the
-batch written and writes nothing twice. **The Spark UI** (:mod:`streaming.spark_ui`): the batch's job is
+batch written and writes nothing twice. Its rows depend on the batch alone, known once ZooKeeper answered:
+a log that makes them apart (:class:`PreparesAudit`) makes them on a thread of their own while the request
+sink writes (most of that step waits on Kafka), and writes nothing before the topics are written.
+**The Spark UI** (:mod:`streaming.spark_ui`): the batch's job is
 described ``livectl c<id> e<epoch> batch <B>: deciding``; once the batch is carried out a job of one task
 says the figures after it, in its description and as named accumulators.
 """
@@ -61,10 +64,12 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import orjson
 import pandas as pd
@@ -79,7 +84,7 @@ from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
 from streaming import observability
-from streaming.audit_log import AuditBatch
+from streaming.audit_log import AuditBatch, PreparedRows
 from streaming.collector import gc_paused
 from streaming.refusals import answer_existing_topics, classify, withhold
 from streaming.spark_ui import batch_head, batch_summary, publish_figures
@@ -102,17 +107,31 @@ def decode_row(payload: str | bytes) -> dc.Decision:
     of several lines (:func:`core.codec.decisions.decision_row_text`) keeps its ``topicStates`` entries as
     their text (:class:`core.kafka.requests.SplicedBody`)."""
     text = payload.decode() if isinstance(payload, bytes) else payload
-    head, newline, rest = text.partition("\n")
+    # one split, not the head and then the rest (a failover's rows are megabytes each: a copy of the rest
+    # was one more fresh copy of them all)
+    lines = text.split("\n")
     try:
-        raw = orjson.loads(head)
+        raw = orjson.loads(lines[0])
     except orjson.JSONDecodeError as e:
         raise FormatError("$", f"not valid JSON: {e}") from None
-    if newline:
-        return decode_row_text(raw, rest.split("\n"))
+    if len(lines) > 1:
+        return decode_row_text(raw, lines[1:])
     return decode_decision(raw)
 
 
 _T = TypeVar("_T")
+
+
+@runtime_checkable
+class PreparesAudit(Protocol):
+    """A state-change log that makes a batch's rows apart from writing them
+    (:class:`streaming.audit_log.AuditLog`): the dispatcher calls :meth:`prepare` on a thread while the
+    request sink writes, then the log with what it made."""
+
+    def prepare(self, batch: AuditBatch) -> PreparedRows: ...
+
+    def __call__(self, batch: AuditBatch, prepared: PreparedRows | None = None) -> object: ...
+
 
 _STATUS_RANK = {dc.AdminStatus.ERROR: 2, dc.AdminStatus.IN_PROGRESS: 1, dc.AdminStatus.OK: 0}
 
@@ -360,6 +379,10 @@ class Dispatcher:
             requests = withhold(requests, refusals)
             merged = answer_existing_topics(merged, refusals)
         rejected = list(rejected_by_source.values())
+        audit_batch = AuditBatch(batch_id, zk_writes, zk.failed, requests, merged, failures)
+        # the state-change log's rows come from the batch alone: made on a thread while the request sink
+        # waits on Kafka (its tail read, the producer, the flush), written after the topics as before
+        preparing = self._prepare_audit(audit_batch) if requests else None
         topics_started = time.monotonic()
         if requests:
             report.requests = self._topic_step(
@@ -377,7 +400,13 @@ class Dispatcher:
         audit_s = 0.0
         if self.audit is not None:
             audit_started = time.monotonic()
-            self.audit(AuditBatch(batch_id, zk_writes, zk.failed, requests, merged, failures))
+            prepared = preparing.result() if preparing is not None else None
+            if prepared is not None:
+                audit_log = self.audit
+                assert isinstance(audit_log, PreparesAudit)
+                audit_log(audit_batch, prepared)
+            else:
+                self.audit(audit_batch)
             audit_s = time.monotonic() - audit_started
         report.seconds = time.monotonic() - started
         self.last_report = report
@@ -396,6 +425,24 @@ class Dispatcher:
                 )
             )
         return report
+
+    def _prepare_audit(self, batch: AuditBatch) -> Future[PreparedRows] | None:
+        """:meth:`PreparesAudit.prepare` of ``batch`` on a thread of its own, when the log has it."""
+        audit_log = self.audit
+        if not isinstance(audit_log, PreparesAudit):
+            return None
+        future: Future[PreparedRows] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(audit_log.prepare(batch))
+            except BaseException as e:  # raised where the result is taken, in the batch's own thread
+                future.set_exception(e)
+
+        threading.Thread(target=run, name=f"livectl-audit-rows-{batch.batch_id}", daemon=True).start()
+        return future
 
     def metrics_with_all(self) -> dict[str, int]:
         """:attr:`metrics` plus every other gauge the buckets report (``TopicsIneligibleToDeleteCount``)."""

@@ -128,3 +128,30 @@ def test_equal_requests_to_several_brokers_keep_their_bytes() -> None:
         m.value for m in request_messages("t", Fence(2, 1), 3, reqs[:1], max_bytes=2_000)
     ]
     assert all(p in m.value for p, m in zip(parts, [m for m in msgs if m.key == b"2"], strict=True))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_parts_of_entries_as_text_without_their_requests_are_the_same_bytes(seed: int) -> None:
+    # what the request sink does with a bucket's rows: only the parts' bytes, never the parts as requests
+    import orjson
+
+    from core.kafka.requests import SplicedBody
+
+    rng = random.Random(seed)
+    body = _body(rng)
+    texts = tuple(orjson.dumps(ts, option=orjson.OPT_SORT_KEYS).decode() for ts in body["topicStates"])
+    spliced = SplicedBody(
+        {**body, "topicStates": []},
+        tuple(ts["topicName"] for ts in body["topicStates"]),
+        tuple(len(ts["partitionStates"]) for ts in body["topicStates"]),
+        texts,
+    )
+    for max_bytes in (200, 2_000, 20_000, 10**9):
+        want = _reference(body, max_bytes)
+        got = _split_dumped(spliced, max_bytes, mappings=False)
+        assert [b for _, b in got] == [b for _, b in want]
+        with_requests = _split_dumped(spliced, max_bytes)
+        assert [b for _, b in with_requests] == [b for _, b in want]
+        assert [dict(p) for p, _ in with_requests if p is not None] == [p for p, _ in want]
+        if len(want) > 1:
+            assert all(p is None for p, _ in got)

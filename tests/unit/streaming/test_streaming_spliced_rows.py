@@ -4,10 +4,14 @@ from it is what the rows of one JSON object gave (the earlier form, decoded whol
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import logging
 from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from core import controller
@@ -31,7 +35,14 @@ from core.placement import BrokerRack, assign_replicas
 from core.states import PartitionState, ReplicaState
 from sinks.ports import FailedWrite, Fence, ZkCode
 from sinks.requests import merge_spliced, request_messages
-from streaming.audit_log import digest_requests, per_broker
+from streaming.audit_log import (
+    STATE_CHANGE_LOGGER,
+    AuditBatch,
+    audit_rows,
+    digest_requests,
+    log_state_changes,
+    per_broker,
+)
 from streaming.dispatch import decode_row
 from streaming.observability import describe_decision
 from streaming.refusals import classify, withhold
@@ -186,7 +197,7 @@ def test_a_refused_state_write_withholds_the_same_partitions_and_the_audit_count
         m.value for m in request_messages("t", fence, 5, kept_old, 5_000)
     ]
     a, b = digest_requests(kept_new), digest_requests(kept_old)
-    assert [(d.partitions, d.entries) for d in a] == [(d.partitions, d.entries) for d in b]
+    assert [(d.partitions, d.parsed()) for d in a] == [(d.partitions, d.parsed()) for d in b]
     assert per_broker(a) == per_broker(b)
     assert [describe_decision(r) for r in kept_new] == [describe_decision(r) for r in kept_old]
 
@@ -225,3 +236,147 @@ def test_a_spliced_body_is_a_mapping_of_the_whole_body() -> None:
     assert body == dict(body) and body._parsed
     assert body.__eq__(5) is NotImplemented
     assert partition_count(body) == 8 == partition_count(dict(body))
+
+
+def _audit(requests: list[dc.BrokerRequest], caplog: pytest.LogCaptureFixture) -> tuple[Any, list[str]]:
+    """The state-change log's table and its lines (DEBUG: every partition state sent) for ``requests``."""
+    when = dt.datetime(2026, 11, 24, 21, 0, tzinfo=dt.UTC)
+    batch = AuditBatch(7, requests=requests)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger=STATE_CHANGE_LOGGER):
+        log_state_changes(batch, 2, 1, logging.getLogger(STATE_CHANGE_LOGGER))
+    return audit_rows(batch, 2, 1, when), [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("events", [_FAILURE, _DOUBLE, [ev.BrokerFailure(4, 1004)]])
+def test_the_audit_log_from_entries_as_text_is_the_parsed_entries_log(
+    events: list[ev.Event], caplog: pytest.LogCaptureFixture
+) -> None:
+    decisions = [
+        *_decisions("a", events),
+        *_decisions("b", events),
+        _stop_replica(1, ["a-000", "a-001"]),
+        _stop_replica(2, ["a-000"]),
+        dc.BrokerRequest(
+            3,
+            RequestApi.CONTROLLED_SHUTDOWN_RESPONSE,
+            WireBody({"errorCode": 0, "remainingPartitions": [{"topicName": "a-000", "partitionIndex": 1}]}),
+        ),
+    ]
+    new, old = _rows(decisions)
+    spliced, parsed = _requests(new), _requests(old)
+    digests = digest_requests(spliced)
+    # the text path was taken for every LeaderAndIsr and StopReplica, without parsing their entries
+    flat = [d for d in digests if d.request.api in (RequestApi.LEADER_AND_ISR, RequestApi.STOP_REPLICA)]
+    assert flat and all(d.texts is not None and d.entries is None for d in flat)
+    assert per_broker(digests) == per_broker(digest_requests(parsed))
+    table, lines = _audit(spliced, caplog)
+    want_table, want_lines = _audit(parsed, caplog)
+    assert table.num_rows > 400 and table.equals(want_table)
+
+    # the summaries (INFO) are the same; a DEBUG line writes the state in its body's key order, which is
+    # sorted in a bucket's text and the encoder's in the one-object row
+    def summaries(lines: list[str]) -> list[str]:
+        return [line for line in lines if " partitions (micro-batch" in line or "ControlledShutdownResponse to" in line]
+
+    assert len(summaries(lines)) >= 8 and summaries(lines) == summaries(want_lines)
+    assert len(lines) == len(want_lines) > 400
+    # one broker's requests in text and another's parsed: the same state sent to both is still one row
+    mixed = [r if i % 2 else p for i, (r, p) in enumerate(zip(spliced, parsed, strict=True))]
+    assert _audit(mixed, caplog)[0].equals(want_table)
+
+
+def test_entries_as_text_not_as_expected_are_parsed(caplog: pytest.LogCaptureFixture) -> None:
+    reqs = _requests(_rows(_decisions("a", _FAILURE))[0])
+    body = next(wire_object_of(r) for r in reqs if r.api is RequestApi.LEADER_AND_ISR)
+    assert isinstance(body, SplicedBody)
+    # a count that does not match the entry's states, and an entry whose keys are not in sorted order
+    entry = json.loads(body.texts[0])
+    reordered = json.dumps({"topicName": entry["topicName"], **entry}, separators=(",", ":"))
+    for odd in (
+        SplicedBody(body.head, body.names, (body.counts[0] + 1, *body.counts[1:]), body.texts),
+        SplicedBody(body.head, body.names, body.counts, (reordered, *body.texts[1:])),
+    ):
+        (d,) = digest_requests([dc.BrokerRequest(0, RequestApi.LEADER_AND_ISR, WireBody(odd))])
+        assert d.texts is None and d.entries is not None
+        assert (
+            d.entries
+            == digest_requests([dc.BrokerRequest(0, RequestApi.LEADER_AND_ISR, WireBody(dict(odd)))])[0].entries
+        )
+
+
+class _AcceptingZk:
+    def write_batch(self, batch_id: int, writes: Any) -> Any:
+        from sinks.ports import ZkBatchResult
+
+        return ZkBatchResult(batch_id, len(writes), 0, (), 1)
+
+
+def _frame(decisions: list[dc.Decision]) -> Any:
+    import pandas as pd
+
+    from streaming.stateful import decision_rows
+
+    rows = decision_rows(0, decisions)
+    return pd.DataFrame(
+        {
+            "bucket": [r[0] for r in rows],
+            "seq": [r[1] for r in rows],
+            "kind": [r[2] for r in rows],
+            "payload": [r[3] for r in rows],
+        }
+    )
+
+
+def test_the_dispatcher_makes_the_audit_rows_beside_the_request_sink_and_writes_them_after() -> None:
+    import threading
+
+    from sinks.memory import MemoryRequestSink
+    from streaming.audit_log import AuditLog, MemoryAuditFiles, PreparedRows
+    from streaming.checkpoint_fs import MemoryCheckpointStore
+    from streaming.dispatch import Dispatcher
+
+    events: list[str] = []
+    when = dt.datetime(2026, 11, 24, 21, 0, tzinfo=dt.UTC)
+
+    class Log(AuditLog):
+        def prepare(self, batch: AuditBatch) -> PreparedRows:
+            events.append(f"prepare on {threading.current_thread().name}")
+            return super().prepare(batch)
+
+    class Sink(MemoryRequestSink):
+        def write_requests(self, batch_id: int, requests: Any) -> Any:
+            events.append(f"requests, audit files written: {files.writes}")
+            return super().write_requests(batch_id, requests)
+
+    files = MemoryAuditFiles()
+    log = Log(files, MemoryCheckpointStore(), 2, 1, clock=lambda: when)
+    d = Dispatcher(_AcceptingZk(), Sink(Fence(2, 1)), audit=log)  # type: ignore[arg-type]
+    decisions = _decisions("a", _FAILURE)
+    d.dispatch(_frame(decisions), 7)
+    assert sorted(events) == ["prepare on livectl-audit-rows-7", "requests, audit files written: 0"]
+    assert files.writes == 1 and log.last == "written"
+    (blob,) = files.blobs.values()
+    got = pq.read_table(pa.BufferReader(blob))
+    # the rows the log makes in its own call, from the same decoded batch
+    batch = AuditBatch(7, [x for x in decisions if isinstance(x, dc.ZkWrite)], (), _requests(_rows(decisions)[0]))
+    want = audit_rows(batch, 2, 1, when)
+    assert got.num_rows > 400 and got.equals(want)
+
+
+def test_an_error_making_the_audit_rows_is_raised_by_the_batch_after_its_requests() -> None:
+    from sinks.memory import MemoryRequestSink
+    from streaming.audit_log import AuditLog, MemoryAuditFiles, PreparedRows
+    from streaming.checkpoint_fs import MemoryCheckpointStore
+    from streaming.dispatch import Dispatcher
+
+    class Log(AuditLog):
+        def prepare(self, batch: AuditBatch) -> PreparedRows:
+            raise RuntimeError("no rows")
+
+    files = MemoryAuditFiles()
+    sink = MemoryRequestSink(Fence(2, 1))
+    d = Dispatcher(_AcceptingZk(), sink, audit=Log(files, MemoryCheckpointStore(), 2, 1))  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="no rows"):
+        d.dispatch(_frame(_decisions("a", _FAILURE)), 7)
+    assert sink.messages and files.writes == 0
