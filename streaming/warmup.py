@@ -114,6 +114,18 @@ def warm_workers(spark: Any, tasks: int | None = None) -> Warmed:
     )
 
 
+def prime_job(spark: Any) -> float:
+    """Run a job without Python, shaped like the warm-up's (one task per executor core, collected): the
+    session's first job pays Spark's one-time costs — classes loaded, code generated, the scheduler's and
+    the executor's first tasks — seconds on a loaded machine that otherwise come before the warm-up's
+    worker daemon is started (``bench/README.md``, "Fourth round of issue 15 — slice S"). Returns its seconds."""
+    n = max(1, int(spark.sparkContext.defaultParallelism))
+    start = time.perf_counter()
+    spark.sparkContext.setJobDescription("livectl: Python workers warm-up (Spark's first job)")
+    spark.range(0, n, numPartitions=n).collect()
+    return time.perf_counter() - start
+
+
 def start_warmup(spark: Any) -> threading.Thread | None:
     """:func:`warm_workers` in a daemon thread (its jobs described as the warm-up in the Spark UI); the
     thread, or ``None`` when switched off."""
