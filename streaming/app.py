@@ -58,7 +58,7 @@ from streaming.startup import (
     uncommitted_batch,
     zookeeper_client,
 )
-from streaming.warmup import prime_job, start_warmup, warmup_early, warmup_enabled
+from streaming.warmup import Warmup, start_warmup, warmup_early, warmup_enabled
 from streaming.wiring import (
     SinkWrapper,
     add_listeners,
@@ -155,12 +155,12 @@ class ControllerApp:
         # the source's Python planner work first (beside the election, or while a standby waits), then the
         # warm-up: Spark starts the warm-up's worker daemon inside a lock those planner processes need
         # (streaming.query.SourceAhead)
-        warm_next = not warm_after_read and warmup_enabled(self.spark)
+        warmup = Warmup(self.spark) if not warm_after_read and warmup_enabled(self.spark) else None
         source_ahead = SourceAhead(
             self.spark,
             self.settings,
-            then=(lambda: start_warmup(self.spark)) if warm_next else None,
-            beside=(lambda: prime_job(self.spark)) if warm_next else None,
+            then=(lambda: warmup.start(after_prime=True)) if warmup is not None else None,
+            beside=warmup.prime if warmup is not None else None,
         ).start()
         reader = SnapshotReader(zk)
         # a standby reads the tree ahead while it waits, watching the partition-state znodes

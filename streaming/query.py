@@ -133,8 +133,8 @@ def prepare_source(spark: Any, settings: Settings) -> PreparedSource:
 
 class SourceAhead:
     """:func:`prepare_source` in a background thread as soon as the SparkSession is up, then ``then`` (the
-    Python workers' warm-up, :func:`streaming.warmup.start_warmup`), in that order; ``beside`` (the warm-up's
-    JVM-only first job, :func:`streaming.warmup.prime_job`) runs in a thread of its own meanwhile.
+    Python workers' warm-up, :meth:`streaming.warmup.Warmup.start`), in that order; ``beside`` (what the
+    warm-up does without Python, :meth:`streaming.warmup.Warmup.prime`) runs in a thread of its own meanwhile.
 
     Why the order: Spark starts a Python worker daemon inside a JVM-wide lock (``SparkEnv.createPythonWorker``
     is synchronized and waits for the daemon to report its port), and livectl's daemon imports the workers'
