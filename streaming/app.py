@@ -5,8 +5,9 @@
 1. connects to ZooKeeper, starts its SparkSession, opens the checkpoint through Hadoop's FileSystem for its
    URI (:mod:`streaming.checkpoint_fs`; a URI Spark cannot open is refused here, before the election),
    and takes the controller lease (Kafka's election: ephemeral ``/controller`` and ``/controller_epoch``
-   + 1 in one multi-op). A second instance waits here as a standby, its SparkSession already up, until
-   the active one's session ends;
+   + 1 in one multi-op). Meanwhile, in the background, the query's source is loaded and then the Python
+   workers are warmed (:class:`streaming.query.SourceAhead`, :class:`streaming.warmup.Warmup`). A second
+   instance waits here as a standby, its SparkSession already up, until the active one's session ends;
 2. makes sure the livectl topics exist;
 3. on a cold start (no committed micro-batch in the checkpoint) clears the ZooKeeper sink's progress
    znode, so batch ids restarting at 0 are not mistaken for replays;
