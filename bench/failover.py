@@ -325,6 +325,8 @@ def takeover(
         out["batch_id"] = p["batchId"]
         out["batch_trigger_s"] = round(end - p["durationMs"]["triggerExecution"] / 1000 - t0, 3)
         out["durationMs"] = p["durationMs"]
+        # the standby's log lines from the controller's death to the batch's end, as the cold start's
+        out["log_s"] = [(round(t - t0, 2), m[:160]) for t, m in logs.lines if t0 - 1 <= t <= end]
         first = min((x for x in progress_list(rc.app.query)), key=lambda x: x["batchId"], default=None)
         if first is not None:
             out["first_standby_batch"] = {"batch_id": first["batchId"], "durationMs": first["durationMs"]}

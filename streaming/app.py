@@ -5,8 +5,9 @@
 1. connects to ZooKeeper, starts its SparkSession, opens the checkpoint through Hadoop's FileSystem for its
    URI (:mod:`streaming.checkpoint_fs`; a URI Spark cannot open is refused here, before the election),
    and takes the controller lease (Kafka's election: ephemeral ``/controller`` and ``/controller_epoch``
-   + 1 in one multi-op). A second instance waits here as a standby, its SparkSession already up, until
-   the active one's session ends;
+   + 1 in one multi-op). Meanwhile, in the background, the query's source is loaded and then the Python
+   workers are warmed (:class:`streaming.query.SourceAhead`, :class:`streaming.warmup.Warmup`). A second
+   instance waits here as a standby, its SparkSession already up, until the active one's session ends;
 2. makes sure the livectl topics exist;
 3. on a cold start (no committed micro-batch in the checkpoint) clears the ZooKeeper sink's progress
    znode, so batch ids restarting at 0 are not mistaken for replays;
@@ -58,7 +59,7 @@ from streaming.startup import (
     uncommitted_batch,
     zookeeper_client,
 )
-from streaming.warmup import start_warmup, warmup_early
+from streaming.warmup import Warmup, start_warmup, warmup_early, warmup_enabled
 from streaming.wiring import (
     SinkWrapper,
     add_listeners,
@@ -144,6 +145,7 @@ class ControllerApp:
         from kafka import KafkaProducer
 
         from sinks.requests import ensure_topics
+        from streaming.query import SourceAhead
 
         zk, lease = opened.zk, opened.lease
         store = self._start_spark(zk)
@@ -151,8 +153,16 @@ class ControllerApp:
         # Python workers started before the first batch needs them: now (a standby while it waits), or for an
         # active start told so, once the tree is read (beside the read, on local[N], they slow it: streaming.warmup)
         warm_after_read = not standby and not warmup_early(self.spark)
-        if not warm_after_read:
-            start_warmup(self.spark)
+        # the source's Python planner work first (beside the election, or while a standby waits), then the
+        # warm-up: Spark starts the warm-up's worker daemon inside a lock those planner processes need
+        # (streaming.query.SourceAhead)
+        warmup = Warmup(self.spark) if not warm_after_read and warmup_enabled(self.spark) else None
+        source_ahead = SourceAhead(
+            self.spark,
+            self.settings,
+            then=(lambda: warmup.start(after_prime=True)) if warmup is not None else None,
+            beside=warmup.prime if warmup is not None else None,
+        ).start()
         reader = SnapshotReader(zk)
         # a standby reads the tree ahead while it waits, watching the partition-state znodes
         # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed
@@ -210,7 +220,9 @@ class ControllerApp:
         resume_from = HadoopCheckpointStore(self.spark, s.resume_from_checkpoint) if s.resume_from_checkpoint else None
         resumes = resume_from is not None and not has_planned_batch(store)
         where = source_start(s, store, fence.controller_epoch, resume_from)
-        self.query = start_query_when_free(self.spark, s, dispatcher, where, stop=self._stop)
+        self.query = start_query_when_free(
+            self.spark, s, dispatcher, where, stop=self._stop, prepared=source_ahead.result()
+        )
         if replay is not None:
             # the micro-batch the previous controller planned but did not commit is replayed first;
             # the snapshot must be read after it, or it would miss that batch's writes

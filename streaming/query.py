@@ -14,7 +14,11 @@ partition is a state store written on every micro-batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.bucket_keys import BucketKeys, checkpoint_scheme, group_keys
@@ -25,11 +29,18 @@ from streaming.stateful import METRIC_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, make
 
 OBSERVATION_NAME = "livectl"
 
+log = logging.getLogger("livectl.query")
+
 
 def register_source(spark: Any) -> None:
+    """Register the ``livectl-kafka`` source in ``spark``'s session, unless it is there already (a second
+    registration only makes Spark warn that it replaced the first). The session's first data-source call
+    makes Spark look for ``pyspark_*`` data-source packages in a Python planner process, once per JVM."""
     from streaming.kafka_source import KafkaDataSource
+    from streaming.source_options import SOURCE_NAME
 
-    spark.dataSource.register(KafkaDataSource)
+    if not spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(SOURCE_NAME):
+        spark.dataSource.register(KafkaDataSource)
 
 
 @dataclass(frozen=True)
@@ -44,34 +55,170 @@ class SourceStart:
     barrier_path: str | None = None
 
 
-def controller_frame(spark: Any, settings: Settings, start: SourceStart | None = None) -> Any:
-    """The streaming DataFrame of decision rows (before ``foreachBatch``), with observed metrics."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.streaming.state import GroupStateTimeout
+@dataclass
+class StartTimes:
+    """Where the query's start went, in seconds, phase by phase (for the controller's log line)."""
 
-    from streaming.source_options import SOURCE_NAME
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    _mark: float = field(default_factory=time.monotonic)
 
-    register_source(spark)
+    def lap(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases.append((phase, now - self._mark))
+        self._mark = now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases)
+
+
+def source_options(settings: Settings, start: SourceStart | None = None) -> dict[str, str]:
+    """The options the controller's ``livectl-kafka`` source (:mod:`streaming.kafka_source`) is loaded with
+    for ``start``."""
     start = start or SourceStart()
-    reader = (
-        spark.readStream.format(SOURCE_NAME)
-        .option("bootstrap_servers", settings.bootstrap_servers)
-        .option("topics", f"{settings.admin_topic},{settings.broker_events_topic}")
-        .option("starting_offsets", start.starting_offsets or settings.starting_offsets)
-        .option("max_records_per_batch", str(settings.max_records_per_batch))
-        .option("fail_on_data_loss", str(settings.fail_on_data_loss).lower())
-    )
+    options = {
+        "bootstrap_servers": settings.bootstrap_servers,
+        "topics": f"{settings.admin_topic},{settings.broker_events_topic}",
+        "starting_offsets": start.starting_offsets or settings.starting_offsets,
+        "max_records_per_batch": str(settings.max_records_per_batch),
+        "fail_on_data_loss": str(settings.fail_on_data_loss).lower(),
+    }
     # Kafka's security properties reach the source's consumer as ``kafka.<name>``, as with Spark's own
     # Kafka source (Spark redacts options named like passwords in its plans and UI)
     for name, value in settings.kafka_security().properties().items():
-        reader = reader.option(f"kafka.{name}", value)
+        options[f"kafka.{name}"] = value
     if start.barrier_epoch is not None:
-        reader = reader.option("barrier_topic", settings.broker_events_topic).option(
-            "barrier_epoch", str(start.barrier_epoch)
-        )
+        options["barrier_topic"] = settings.broker_events_topic
+        options["barrier_epoch"] = str(start.barrier_epoch)
         if start.barrier_path is not None:
-            reader = reader.option("barrier_path", start.barrier_path)
-    records = reader.load()
+            options["barrier_path"] = start.barrier_path
+    return options
+
+
+def load_source(spark: Any, options: Mapping[str, str]) -> Any:
+    """The ``livectl-kafka`` streaming DataFrame with ``options`` (the source registered first). Spark
+    creates the source in a Python planner process here (its schema); the query's stream reuses it."""
+    from streaming.source_options import SOURCE_NAME
+
+    register_source(spark)
+    reader = spark.readStream.format(SOURCE_NAME)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+@dataclass(frozen=True)
+class PreparedSource:
+    """The source loaded ahead of the query's start (:class:`SourceAhead`) with ``options``: the query uses
+    ``frame`` when it would load the source with exactly these options, and loads its own otherwise."""
+
+    options: Mapping[str, str]
+    frame: Any
+    seconds: float
+    #: where ``seconds`` went (:class:`StartTimes`)
+    phases: str = ""
+
+
+def prepare_source(spark: Any, settings: Settings) -> PreparedSource:
+    """Load the source as a query started on a new checkpoint would (no failover barrier, the
+    ``starting_offsets`` setting): the session's data-source lookup and the source's creation done."""
+    started = time.monotonic()
+    times = StartTimes()
+    register_source(spark)
+    times.lap("source registered")
+    options = source_options(settings)
+    frame = load_source(spark, options)
+    times.lap("source loaded")
+    return PreparedSource(options, frame, time.monotonic() - started, str(times))
+
+
+class SourceAhead:
+    """:func:`prepare_source` in a background thread as soon as the SparkSession is up, then ``then`` (the
+    Python workers' warm-up, :meth:`streaming.warmup.Warmup.start`), in that order; ``beside`` (what the
+    warm-up does without Python, :meth:`streaming.warmup.Warmup.prime`) runs in a thread of its own meanwhile.
+
+    Why the order: Spark starts a Python worker daemon inside a JVM-wide lock (``SparkEnv.createPythonWorker``
+    is synchronized and waits for the daemon to report its port), and livectl's daemon imports the workers'
+    modules before it reports (:mod:`streaming.worker_daemon`, seconds). Every Python planner process the
+    query's start needs — the data-source lookup, the source's creation — goes through the same lock, so
+    started after the warm-up they wait for its imports (``bench/README.md``, "Fourth round of issue 15 —
+    slice S"). A failure is logged, never raised: the query then loads its own source, as without this."""
+
+    def __init__(
+        self,
+        spark: Any,
+        settings: Settings,
+        then: Callable[[], object] | None = None,
+        beside: Callable[[], object] | None = None,
+    ) -> None:
+        self._spark = spark
+        self._settings = settings
+        self._then = then
+        self._beside = beside
+        self._done = threading.Event()
+        self._prepared: PreparedSource | None = None
+        self.thread = threading.Thread(target=self._run, name="livectl-source-ahead", daemon=True)
+
+    def start(self) -> SourceAhead:
+        if self._beside is not None:
+            threading.Thread(target=self._run_beside, name="livectl-source-ahead-beside", daemon=True).start()
+        self.thread.start()
+        return self
+
+    def _run_beside(self) -> None:
+        assert self._beside is not None
+        try:
+            self._beside()
+        except Exception as e:  # an optimisation only: nothing waits for it
+            log.info(
+                "job beside the source's preparation did not complete: %s",
+                str(e).splitlines()[0] if str(e) else repr(e),
+            )
+
+    def _run(self) -> None:
+        try:
+            self._prepared = prepare_source(self._spark, self._settings)
+            log.info("query source prepared ahead in %.1f s (%s)", self._prepared.seconds, self._prepared.phases)
+        except Exception as e:  # the query's start loads its own source, and reports what fails there
+            log.info("query source not prepared ahead: %s", _first_line(e))
+        finally:
+            self._done.set()
+            if self._then is not None:
+                self._then()
+
+    def result(self, timeout: float = 120.0) -> PreparedSource | None:
+        """The prepared source once ready (waits up to ``timeout``), or ``None`` when it failed or is late."""
+        self._done.wait(timeout)
+        return self._prepared
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else repr(e)
+
+
+def controller_frame(
+    spark: Any,
+    settings: Settings,
+    start: SourceStart | None = None,
+    *,
+    times: StartTimes | None = None,
+    prepared: PreparedSource | None = None,
+) -> Any:
+    """The streaming DataFrame of decision rows (before ``foreachBatch``), with observed metrics;
+    ``times`` gets the phases of its construction. The source is ``prepared``'s frame when that was
+    loaded with the same options, else loaded here."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    times = times if times is not None else StartTimes()
+    options = source_options(settings, start)
+    if prepared is not None and dict(prepared.options) == options:
+        records = prepared.frame
+        times.lap("source prepared ahead")
+    else:
+        register_source(spark)
+        times.lap("source registered")
+        records = load_source(spark, options)
+        times.lap("source loaded")
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)
     routed = keyed_by_bucket(spark, routed, settings)
     step = make_step(
@@ -84,13 +231,15 @@ def controller_frame(spark: Any, settings: Settings, start: SourceStart | None =
         step, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
     metrics = [F.coalesce(F.sum(F.col(m)), F.lit(0)).alias(m) for m in METRIC_COLUMNS]
-    return decisions.observe(
+    frame = decisions.observe(
         OBSERVATION_NAME,
         # the query runs only while this driver holds the controller lease
         F.max(F.lit(1)).alias("ActiveControllerCount"),
         *metrics,
         F.count(F.lit(1)).alias("DecisionRows"),
     )
+    times.lap("plan built")
+    return frame
 
 
 def keyed_by_bucket(spark: Any, routed: Any, settings: Settings) -> Any:
@@ -109,10 +258,20 @@ def keyed_by_bucket(spark: Any, routed: Any, settings: Settings) -> Any:
     return routed.withColumn("bucket", F.when(bucket >= 0, F.element_at(keys, bucket + 1)).otherwise(bucket))
 
 
-def start_query(spark: Any, settings: Settings, dispatcher: Dispatcher, start: SourceStart | None = None) -> Any:
-    """Start the named query with its checkpoint; returns the ``StreamingQuery``."""
-    frame = controller_frame(spark, settings, start)
-    return (
+def start_query(
+    spark: Any,
+    settings: Settings,
+    dispatcher: Dispatcher,
+    start: SourceStart | None = None,
+    *,
+    times: StartTimes | None = None,
+    prepared: PreparedSource | None = None,
+) -> Any:
+    """Start the named query with its checkpoint; returns the ``StreamingQuery``. ``times`` gets the
+    phases of the start; ``prepared``: see :func:`controller_frame`."""
+    times = times if times is not None else StartTimes()
+    frame = controller_frame(spark, settings, start, times=times, prepared=prepared)
+    query = (
         frame.writeStream.queryName(settings.query_name)
         .outputMode("append")
         .option("checkpointLocation", settings.checkpoint_dir)
@@ -120,3 +279,5 @@ def start_query(spark: Any, settings: Settings, dispatcher: Dispatcher, start: S
         .foreachBatch(dispatcher)
         .start()
     )
+    times.lap("stream started")
+    return query

@@ -9,8 +9,11 @@ task per executor core that imports what the query's tasks import and builds the
 (``spark.python.worker.reuse``); it closes them after an idle minute, and then livectl's worker daemon
 (:mod:`streaming.worker_daemon`) forks new ones with all of it already in memory.
 
-When: as soon as the SparkSession is up — a standby while it waits for the lease, an active start beside
-its election, snapshot read and query start. ``spark.livectl.python.warmup.early false`` makes an active
+When: as soon as the SparkSession is up and the query's source is loaded (:class:`streaming.query.SourceAhead`:
+Spark starts the worker daemon inside a lock that the source's Python planner processes need, and the
+daemon imports for seconds before it lets go), what needs no Python worker done meanwhile
+(:meth:`Warmup.prime`) — a standby while it waits for the lease, an active start beside its election,
+snapshot read and query start. ``spark.livectl.python.warmup.early false`` makes an active
 start (no other controller) start it only once it has read the ZooKeeper tree instead: on ``local[N]`` the
 job's imports share the driver's cores and slow the read, but started later the job still holds the task
 slots when the failover batch comes; measured side by side neither order won beyond the noise of a busy
@@ -100,12 +103,17 @@ def warmup_early(spark: Any) -> bool:
         raise ValueError(f"{WARMUP_EARLY_CONF}: must be true or false, got {value.strip()!r}") from None
 
 
-def warm_workers(spark: Any, tasks: int | None = None) -> Warmed:
-    """Run the warm-up job (blocking): ``tasks`` tasks, by default one per executor core
-    (``defaultParallelism``), so that each core's worker is started."""
+def warm_frame(spark: Any, tasks: int | None = None) -> Any:
+    """The warm-up job's DataFrame: ``tasks`` tasks, by default one per executor core (``defaultParallelism``),
+    so that each core's worker is started, each running :func:`warm_task`."""
     n = tasks if tasks is not None else max(1, int(spark.sparkContext.defaultParallelism))
+    return spark.range(0, n, numPartitions=n).mapInPandas(warm_task, WARMED_SCHEMA)
+
+
+def warm_workers(spark: Any, tasks: int | None = None, frame: Any = None) -> Warmed:
+    """Run the warm-up job (blocking): ``frame`` (planned ahead by :meth:`Warmup.prime`) or :func:`warm_frame`."""
     start = time.perf_counter()
-    rows = spark.range(0, n, numPartitions=n).mapInPandas(warm_task, WARMED_SCHEMA).collect()
+    rows = (frame if frame is not None else warm_frame(spark, tasks)).collect()
     return Warmed(
         tuple(int(r["pid"]) for r in rows),
         tuple(float(r["seconds"]) for r in rows),
@@ -114,26 +122,80 @@ def warm_workers(spark: Any, tasks: int | None = None) -> Warmed:
     )
 
 
-def start_warmup(spark: Any) -> threading.Thread | None:
-    """:func:`warm_workers` in a daemon thread (its jobs described as the warm-up in the Spark UI); the
-    thread, or ``None`` when switched off."""
-    if not warmup_enabled(spark):
-        return None
+#: how long :meth:`Warmup.start` waits for :meth:`Warmup.prime` before it runs the job unprimed
+PRIME_WAIT_S = 60.0
 
-    def run() -> None:
+
+class Warmup:
+    """The warm-up job, and what can be done for it before its Python workers start.
+
+    :meth:`prime` runs a job without Python shaped like the warm-up's (one task per core, collected) and
+    plans the warm-up's own job: the session's first job pays Spark's one-time costs — classes loaded, code
+    generated, the scheduler's and the executor's first tasks — and planning a ``mapInPandas`` job takes
+    more; measured, seconds on a loaded machine before the warm-up's worker daemon was started (``bench/README.md``,
+    "Fourth round of issue 15 — slice S"). None of it needs a Python worker, so it can run while the
+    query's source is prepared (:class:`streaming.query.SourceAhead`), which must not wait behind the
+    daemon's start. :meth:`start` then runs the job in a thread."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self._frame: Any = None
+        self._primed = threading.Event()
+        self.prime_seconds: float | None = None
+
+    def prime(self) -> None:
+        """The JVM-only first job, then the warm-up's job planned; never raises (the job then plans itself)."""
+        spark = self.spark
         try:
-            spark.sparkContext.setJobDescription("livectl: Python workers warm-up")
-            warmed = warm_workers(spark)
-        except Exception as e:  # the query starts its own workers then; nothing depends on this job
-            log.info("Python workers warm-up did not complete: %s", str(e).splitlines()[0] if str(e) else repr(e))
-            return
-        log.info(
-            "Python workers warmed: %d workers in %.2f s (imports in the tasks: %s s)",
-            len(set(warmed.pids)),
-            warmed.job_seconds,
-            ", ".join(f"{s:.2f}" for s in warmed.task_seconds),
-        )
+            start = time.perf_counter()
+            spark.sparkContext.setJobDescription("livectl: Python workers warm-up (Spark's first job)")
+            n = max(1, int(spark.sparkContext.defaultParallelism))
+            spark.range(0, n, numPartitions=n).collect()
+            frame = warm_frame(spark)
+            frame._jdf.queryExecution().executedPlan()
+            self._frame = frame
+            self.prime_seconds = time.perf_counter() - start
+        except Exception as e:  # an optimisation only
+            log.info("Python workers warm-up not primed: %s", _first_line(e))
+        finally:
+            self._primed.set()
 
-    thread = threading.Thread(target=run, name="livectl-python-warmup", daemon=True)
-    thread.start()
-    return thread
+    def start(self, *, after_prime: bool = False) -> threading.Thread | None:
+        """:func:`warm_workers` in a daemon thread (its jobs described as the warm-up in the Spark UI), once
+        :meth:`prime` is done when ``after_prime`` (it runs in another thread); the thread, or ``None`` when
+        switched off."""
+        spark = self.spark
+        if not warmup_enabled(spark):
+            return None
+
+        def run() -> None:
+            if after_prime:
+                self._primed.wait(PRIME_WAIT_S)
+            try:
+                spark.sparkContext.setJobDescription("livectl: Python workers warm-up")
+                warmed = warm_workers(spark, frame=self._frame)
+            except Exception as e:  # the query starts its own workers then; nothing depends on this job
+                log.info("Python workers warm-up did not complete: %s", _first_line(e))
+                return
+            primed = "" if self.prime_seconds is None else f"; primed in {self.prime_seconds:.2f} s before"
+            log.info(
+                "Python workers warmed: %d workers in %.2f s (imports in the tasks: %s s%s)",
+                len(set(warmed.pids)),
+                warmed.job_seconds,
+                ", ".join(f"{s:.2f}" for s in warmed.task_seconds),
+                primed,
+            )
+
+        thread = threading.Thread(target=run, name="livectl-python-warmup", daemon=True)
+        thread.start()
+        return thread
+
+
+def start_warmup(spark: Any) -> threading.Thread | None:
+    """The warm-up job, unprimed, in a daemon thread (:meth:`Warmup.start`); the thread, or ``None`` when
+    switched off."""
+    return Warmup(spark).start()
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else repr(e)

@@ -23,7 +23,7 @@ from streaming.shutdown import fence_check, fenced_reason
 from streaming.startup import checkpoint_identity
 
 if TYPE_CHECKING:
-    from streaming.query import SourceStart
+    from streaming.query import PreparedSource, SourceStart
 
 log = logging.getLogger("livectl.app")
 
@@ -124,16 +124,19 @@ def start_query_when_free(
     *,
     stop: threading.Event,
     timeout: float = 60.0,
+    prepared: PreparedSource | None = None,
 ) -> Any:
-    """Start the query; a previous controller in the same driver may still be stopping its query on
-    the shared checkpoint (Spark refuses two active runs of one query id), so wait for it."""
-    from streaming.query import start_query
+    """Start the query (its source ``prepared`` ahead when given: :func:`streaming.query.controller_frame`);
+    a previous controller in the same driver may still be stopping its query on the shared checkpoint
+    (Spark refuses two active runs of one query id), so wait for it."""
+    from streaming.query import StartTimes, start_query
 
     started = time.monotonic()
     deadline = started + timeout
     while True:
+        times = StartTimes()
         try:
-            query = start_query(spark, s, dispatcher, where)
+            query = start_query(spark, s, dispatcher, where, times=times, prepared=prepared)
         except Exception as e:
             if "already active" not in str(e) or time.monotonic() > deadline or stop.is_set():
                 raise
@@ -141,7 +144,7 @@ def start_query_when_free(
             time.sleep(0.5)
             continue
         # a cold start's failover batch waits for this (the plan built, the stream's thread started)
-        log.info("query %s: started in %.1f s", s.query_name, time.monotonic() - started)
+        log.info("query %s: started in %.1f s (%s)", s.query_name, time.monotonic() - started, times)
         return query
 
 

@@ -140,3 +140,26 @@ def test_a_planned_batch_is_re_read_exactly(kafka_broker: Any) -> None:
     assert list(empty) == [] and same == end3
     reader.stop()
     again.stop()
+
+
+def test_the_query_uses_the_source_prepared_ahead_only_when_loaded_with_its_options(
+    spark: Any, kafka_broker: Any, tmp_path: Path
+) -> None:
+    from streaming.query import SourceStart, StartTimes, controller_frame, prepare_source
+    from streaming.settings import Settings
+
+    s = Settings().with_overrides(
+        [f"bootstrap_servers={kafka_broker.bootstrap}", f"checkpoint_dir={tmp_path / 'cp'}", "num_buckets=2"]
+    )
+    prepared = prepare_source(spark, s)
+    assert prepared.frame.isStreaming and prepared.frame.schema.simpleString() == (
+        "struct<key:string,value:string,topic:string,partition:int,offset:bigint,timestamp:timestamp>"
+    )
+    # a new checkpoint: the query's source is the one loaded ahead
+    times = StartTimes()
+    frame = controller_frame(spark, s, SourceStart(), times=times, prepared=prepared)
+    assert frame.isStreaming and [name for name, _ in times.phases] == ["source prepared ahead", "plan built"]
+    # behind the failover barrier (a used checkpoint): other options, so its own source
+    times = StartTimes()
+    controller_frame(spark, s, SourceStart(barrier_epoch=3), times=times, prepared=prepared)
+    assert [name for name, _ in times.phases] == ["source registered", "source loaded", "plan built"]

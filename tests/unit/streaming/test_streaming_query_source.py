@@ -1,0 +1,150 @@
+"""The controller query's source options, and its preparation ahead of the query's start (the source loaded in a
+background thread, then the warm-up), with a fake session: no Spark."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from streaming.query import PreparedSource, SourceAhead, SourceStart, StartTimes, source_options
+from streaming.settings import Settings
+from streaming.source_options import SOURCE_NAME, SourceOptions
+
+pytestmark = pytest.mark.unit
+
+
+def _settings(*overrides: str) -> Settings:
+    return Settings().with_overrides(
+        ["bootstrap_servers=b:9", "admin_topic=adm", "broker_events_topic=ev", "max_records_per_batch=77", *overrides]
+    )
+
+
+def test_source_options_of_a_new_checkpoint_and_behind_the_failover_barrier() -> None:
+    s = _settings("starting_offsets=latest", "kafka_security_protocol=SSL", "fail_on_data_loss=false")
+    new = source_options(s)
+    assert new == {
+        "bootstrap_servers": "b:9",
+        "topics": "adm,ev",
+        "starting_offsets": "latest",
+        "max_records_per_batch": "77",
+        "fail_on_data_loss": "false",
+        "kafka.security.protocol": "SSL",
+    }
+    assert source_options(s, SourceStart()) == new
+    barrier = source_options(s, SourceStart(starting_offsets='{"ev": {"0": 4}}', barrier_epoch=7, barrier_path="/c/f"))
+    assert barrier == {
+        **new,
+        "starting_offsets": '{"ev": {"0": 4}}',
+        "barrier_topic": "ev",
+        "barrier_epoch": "7",
+        "barrier_path": "/c/f",
+    }
+    # what the source makes of them
+    parsed = SourceOptions.parse(barrier)
+    assert (parsed.topics, parsed.barrier_topic, parsed.barrier_epoch, parsed.barrier_path) == (
+        ("adm", "ev"),
+        "ev",
+        7,
+        "/c/f",
+    )
+    assert parsed.starting_positions == (("ev", 0, 4),) and not parsed.fail_on_data_loss
+    assert dict(parsed.security) == {"security.protocol": "SSL"}
+
+
+class _Reader:
+    def __init__(self, session: _FakeSession, fmt: str) -> None:
+        self.session, self.fmt, self.options = session, fmt, dict[str, str]()
+
+    def option(self, name: str, value: str) -> _Reader:
+        self.options[name] = value
+        return self
+
+    def load(self) -> Any:
+        self.session.calls.append(("load", self.fmt, dict(self.options)))
+        if self.session.fail_load:
+            raise RuntimeError("no Python planner today\nsecond line")
+        return ("frame", self.fmt)
+
+
+class _Manager:
+    def __init__(self, session: _FakeSession) -> None:
+        self.session = session
+
+    def dataSourceExists(self, name: str) -> bool:
+        self.session.calls.append(("exists", name))
+        return self.session.registered
+
+
+class _FakeSession:
+    """The calls the source's preparation makes on a SparkSession, recorded in order."""
+
+    def __init__(self, *, registered: bool = False, fail_load: bool = False) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.registered, self.fail_load = registered, fail_load
+        session = self
+
+        class _State:
+            def dataSourceManager(self) -> _Manager:
+                return _Manager(session)
+
+        class _J:
+            def sessionState(self) -> _State:
+                return _State()
+
+        class _DataSource:
+            def register(self, cls: type) -> None:
+                session.calls.append(("register", cls.name()))
+                session.registered = True
+
+        class _ReadStream:
+            def format(self, fmt: str) -> _Reader:
+                return _Reader(session, fmt)
+
+        self._jsparkSession = _J()
+        self.dataSource = _DataSource()
+        self.readStream = _ReadStream()
+
+
+def test_the_source_is_registered_once_and_loaded_ahead_then_the_warmup_starts() -> None:
+    spark = _FakeSession()
+    s = _settings()
+    beside = threading.Event()
+
+    def then() -> None:
+        spark.calls.append(("then",))
+
+    ahead = SourceAhead(spark, s, then=then, beside=beside.set).start()
+    prepared = ahead.result(timeout=10)
+    ahead.thread.join(10)
+    assert beside.wait(10)
+    assert isinstance(prepared, PreparedSource)
+    assert prepared.frame == ("frame", SOURCE_NAME) and prepared.options == source_options(s)
+    assert "source registered" in prepared.phases and "source loaded" in prepared.phases
+    # registered once (a second registration only makes Spark warn), loaded with the options, then the warm-up
+    assert spark.calls == [
+        ("exists", SOURCE_NAME),
+        ("register", SOURCE_NAME),
+        ("exists", SOURCE_NAME),
+        ("load", SOURCE_NAME, source_options(s)),
+        ("then",),
+    ]
+
+
+def test_a_source_that_cannot_be_prepared_leaves_the_query_to_load_its_own_and_still_warms() -> None:
+    spark = _FakeSession(registered=True, fail_load=True)
+    warmed = threading.Event()
+    ahead = SourceAhead(spark, _settings(), then=warmed.set).start()
+    assert ahead.result(timeout=10) is None
+    assert warmed.wait(10)
+    assert [c[0] for c in spark.calls] == ["exists", "exists", "load"]
+
+
+def test_start_times_name_each_phase_in_order() -> None:
+    times = StartTimes()
+    times.lap("source registered")
+    times.lap("plan built")
+    assert [name for name, _ in times.phases] == ["source registered", "plan built"]
+    assert all(seconds >= 0 for _, seconds in times.phases)
+    assert str(times).startswith("source registered ") and ", plan built " in str(times)
