@@ -23,6 +23,7 @@ from typing import Any
 
 from streaming.bucket_keys import BucketKeys, checkpoint_scheme, group_keys
 from streaming.dispatch import Dispatcher
+from streaming.errors import first_line
 from streaming.routing import ROUTED_SCHEMA, make_prepare
 from streaming.settings import Settings
 from streaming.stateful import METRIC_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, make_step
@@ -95,11 +96,11 @@ def source_options(settings: Settings, start: SourceStart | None = None) -> dict
 
 
 def load_source(spark: Any, options: Mapping[str, str]) -> Any:
-    """The ``livectl-kafka`` streaming DataFrame with ``options`` (the source registered first). Spark
-    creates the source in a Python planner process here (its schema); the query's stream reuses it."""
+    """The ``livectl-kafka`` streaming DataFrame with ``options``; the source must be registered
+    (:func:`register_source`, which its callers time apart). Spark creates the source in a Python planner
+    process here (its schema); the query's stream reuses it."""
     from streaming.source_options import SOURCE_NAME
 
-    register_source(spark)
     reader = spark.readStream.format(SOURCE_NAME)
     for name, value in options.items():
         reader = reader.option(name, value)
@@ -169,17 +170,14 @@ class SourceAhead:
         try:
             self._beside()
         except Exception as e:  # an optimisation only: nothing waits for it
-            log.info(
-                "job beside the source's preparation did not complete: %s",
-                str(e).splitlines()[0] if str(e) else repr(e),
-            )
+            log.info("job beside the source's preparation did not complete: %s", first_line(e))
 
     def _run(self) -> None:
         try:
             self._prepared = prepare_source(self._spark, self._settings)
             log.info("query source prepared ahead in %.1f s (%s)", self._prepared.seconds, self._prepared.phases)
         except Exception as e:  # the query's start loads its own source, and reports what fails there
-            log.info("query source not prepared ahead: %s", _first_line(e))
+            log.info("query source not prepared ahead: %s", first_line(e))
         finally:
             self._done.set()
             if self._then is not None:
@@ -189,10 +187,6 @@ class SourceAhead:
         """The prepared source once ready (waits up to ``timeout``), or ``None`` when it failed or is late."""
         self._done.wait(timeout)
         return self._prepared
-
-
-def _first_line(e: Exception) -> str:
-    return str(e).splitlines()[0] if str(e) else repr(e)
 
 
 def controller_frame(

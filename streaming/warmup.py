@@ -35,6 +35,8 @@ from typing import Any
 
 import pandas as pd
 
+from streaming.errors import first_line
+
 log = logging.getLogger("livectl.warmup")
 
 #: Spark property: ``false`` switches the warm-up job off
@@ -156,7 +158,7 @@ class Warmup:
             self._frame = frame
             self.prime_seconds = time.perf_counter() - start
         except Exception as e:  # an optimisation only
-            log.info("Python workers warm-up not primed: %s", _first_line(e))
+            log.info("Python workers warm-up not primed: %s", first_line(e))
         finally:
             self._primed.set()
 
@@ -175,7 +177,7 @@ class Warmup:
                 spark.sparkContext.setJobDescription("livectl: Python workers warm-up")
                 warmed = warm_workers(spark, frame=self._frame)
             except Exception as e:  # the query starts its own workers then; nothing depends on this job
-                log.info("Python workers warm-up did not complete: %s", _first_line(e))
+                log.info("Python workers warm-up did not complete: %s", first_line(e))
                 return
             primed = "" if self.prime_seconds is None else f"; primed in {self.prime_seconds:.2f} s before"
             log.info(
@@ -195,7 +197,3 @@ def start_warmup(spark: Any) -> threading.Thread | None:
     """The warm-up job, unprimed, in a daemon thread (:meth:`Warmup.start`); the thread, or ``None`` when
     switched off."""
     return Warmup(spark).start()
-
-
-def _first_line(e: Exception) -> str:
-    return str(e).splitlines()[0] if str(e) else repr(e)

@@ -122,11 +122,11 @@ def test_the_source_is_registered_once_and_loaded_ahead_then_the_warmup_starts()
     assert isinstance(prepared, PreparedSource)
     assert prepared.frame == ("frame", SOURCE_NAME) and prepared.options == source_options(s)
     assert "source registered" in prepared.phases and "source loaded" in prepared.phases
-    # registered once (a second registration only makes Spark warn), loaded with the options, then the warm-up
+    # registered once (a second registration only makes Spark warn) and asked once, loaded with the options,
+    # then the warm-up
     assert spark.calls == [
         ("exists", SOURCE_NAME),
         ("register", SOURCE_NAME),
-        ("exists", SOURCE_NAME),
         ("load", SOURCE_NAME, source_options(s)),
         ("then",),
     ]
@@ -138,7 +138,7 @@ def test_a_source_that_cannot_be_prepared_leaves_the_query_to_load_its_own_and_s
     ahead = SourceAhead(spark, _settings(), then=warmed.set).start()
     assert ahead.result(timeout=10) is None
     assert warmed.wait(10)
-    assert [c[0] for c in spark.calls] == ["exists", "exists", "load"]
+    assert [c[0] for c in spark.calls] == ["exists", "load"]
 
 
 def test_start_times_name_each_phase_in_order() -> None:
