@@ -9,8 +9,8 @@ placement) are sent one at a time to ``livectl.admin`` as the CLI sends them (ke
 acknowledged by the broker). Each is timed from just before the send to the moment ZooKeeper holds every
 one of its ``/brokers/topics/<t>/partitions/<p>/state`` znodes (an ``exists`` watch per znode, set
 before the send, on an observer session): that is "all partitions Online" in ZooKeeper. Between commands
-the script waits a random fraction of the trigger interval, so commands arrive at every phase of the
-trigger; ``--warmup`` commands first are not counted (the Python workers' first use). With
+the script waits a random fraction of the trigger interval (of a second with a trigger of 0), so commands
+arrive at every phase of the trigger; ``--warmup`` commands first are not counted (the Python workers' first use). With
 ``--idle-gap 75`` each counted command comes after 75 s without any, longer than the minute after which
 Spark closes idle Python workers: the latency of a command to a controller that idled.
 
@@ -265,7 +265,9 @@ def main() -> None:
                         raise RuntimeError(f"the controller did not load: {rc.failed!r}")
                     time.sleep(0.2)
                 time.sleep(2)
-                period = trigger_seconds(args.trigger)
+                # with a trigger of 0 (batches as soon as records come) the gap still varies over a second, so
+                # commands also meet the controller busy with the batch the previous command caused
+                period = trigger_seconds(args.trigger) or 1.0
                 rng = random.Random(42)
                 first_batch = max((p["batchId"] for p in progress_list(rc.app.query)), default=0)
                 first_stage = last_stage_id(spark) if args.stages else 0

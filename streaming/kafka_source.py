@@ -53,6 +53,11 @@ are processed after it (:func:`streaming.failover_refs.events_of`).
 
 The options are parsed and checked by :class:`streaming.source_options.SourceOptions`.
 
+**Waiting for records.** A read (Spark's ``latestOffset``) returns as soon as records have come and the
+broker's fetch answers show none left behind them; with none, it waits up to ``poll_timeout_ms`` (500 ms)
+for the first. With the controller's trigger of 0 an idle query therefore waits in the read, and a record
+is in a micro-batch within about a fetch's wait (:data:`FETCH_MAX_WAIT_MS`) of reaching the broker.
+
 Reads run in Spark's Python streaming-source worker (``SimpleDataSourceStreamReader``, the quickest
 form here: DESIGN.md, decision 9). ``Trigger.AvailableNow`` is supported.
 """
@@ -82,6 +87,17 @@ log = logging.getLogger("livectl.kafka_source")
 _FAILOVER_REF_TYPE = "controller_failover_ref"
 
 
+#: the consumer's ``fetch_max_wait_ms`` (at most the poll timeout)
+FETCH_MAX_WAIT_MS = 50
+
+#: how long each poll of the read to the true ends waits (:meth:`KafkaStreamReader._true_ends`): an empty
+#: answer comes after :data:`FETCH_MAX_WAIT_MS`, so this sees one
+ENDS_POLL_MS = 100
+
+#: how long a read's last poll waits once records came and no partition is behind its high watermark: a
+#: fetch the broker can answer from what it holds comes back in a few milliseconds on a LAN
+CONFIRM_POLL_MS = 10
+
 #: how long a partition the broker answered without an offset is asked again before it is an error
 OFFSETS_RETRY_S = 30.0
 
@@ -107,6 +123,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         #: the failover barrier: not yet passed; where the scan for the reference stands
         self._held = options.barrier_topic is not None
         self._scanned: dict[tuple[str, int], int] = {}
+        #: the last poll of a read once records came and none is known to be left (see :meth:`read`)
+        self._confirm_ms = min(options.poll_timeout_ms, CONFIRM_POLL_MS)
 
     # ------------------------------------------------------------------ kafka plumbing
 
@@ -119,8 +137,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 bootstrap_servers=self.options.bootstrap_servers,
                 enable_auto_commit=False,
                 group_id=None,
-                # an empty fetch at the end of the log should not hold a micro-batch back
-                fetch_max_wait_ms=min(self.options.poll_timeout_ms, 100),
+                # how soon a record is seen while a read waits: tansu answers a parked fetch only when its
+                # wait is over, whatever arrives meanwhile (Kafka answers at once); shorter costs the idle
+                # controller CPU in fetches (bench/README.md, "Fifth round of issue 15")
+                fetch_max_wait_ms=min(self.options.poll_timeout_ms, FETCH_MAX_WAIT_MS),
                 max_poll_records=min(self.options.max_records_per_batch, 5000),
                 auto_offset_reset="earliest",
             )
@@ -192,7 +212,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         self._assign(tps, {(tp.topic, tp.partition): reported[tp] for tp in tps})
         ends = {(tp.topic, tp.partition): reported[tp] for tp in tps}
         while True:
-            got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
+            got = c.poll(timeout_ms=min(self.options.poll_timeout_ms, ENDS_POLL_MS), max_records=5000)
             if not got:
                 break
             for tp, records in got.items():
@@ -203,6 +223,17 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         for (t, p), o in ends.items():
             out.setdefault(t, {})[str(p)] = o
         return canonical(out)
+
+    def _behind(self, tps: list[Any]) -> bool:
+        """Whether the broker's last fetch answers put a partition's high watermark past where the consumer
+        stands (records it has that this read has not had yet). Fetch answers carry the true high
+        watermark, unlike tansu's ListOffsets."""
+        c = self._client()
+        for tp in tps:
+            hw = c.highwater(tp)
+            if hw is not None and hw > self._positions.get((tp.topic, tp.partition), hw):
+                return True
+        return False
 
     def _starts(self, start: Mapping[str, Mapping[str, int]], tps: list[Any]) -> dict[tuple[str, int], int]:
         missing = [tp for tp in tps if str(tp.partition) not in start.get(tp.topic, {})]
@@ -353,8 +384,9 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         if tps:
             self._assign(tps, starts)
             c = self._client()
+            timeout = self.options.poll_timeout_ms
             while len(rows) < limit:
-                got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=limit - len(rows))
+                got = c.poll(timeout_ms=timeout, max_records=limit - len(rows))
                 if not got:
                     break
                 for tp, records in got.items():
@@ -369,6 +401,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                     if records:
                         # where the consumer now stands; when we kept fewer, the next read seeks back
                         self._positions[key] = records[-1].offset + 1
+                # Once records came, a poll that waits its whole timeout only to find nothing more delays
+                # every micro-batch (it was most of Spark's ``latestOffset``): what the broker already
+                # holds comes at once, so only a partition behind its high watermark is waited for.
+                timeout = self.options.poll_timeout_ms if self._behind(tps) else self._confirm_ms
         end: Offsets = {}
         for (t, p), o in ends.items():
             end.setdefault(t, {})[str(p)] = o

@@ -64,8 +64,9 @@ class Settings:
     #: 1). Fixed for the life of a checkpoint.
     num_buckets: int = 0
     checkpoint_dir: str = "checkpoints/livectl"
-    #: Spark processing-time trigger, e.g. ``"1 second"``
-    trigger_interval: str = "1 second"
+    #: Spark processing-time trigger, e.g. ``"1 second"``; ``"0 seconds"``: a micro-batch as soon as records
+    #: come (the source's read waits for them, :mod:`streaming.kafka_source`), the next as soon as one ends
+    trigger_interval: str = "0 seconds"
     #: the streaming query's name; also names the ZooKeeper sink's progress znode
     query_name: str = "livectl"
     #: where a query without a checkpoint starts reading its input topics: earliest or latest

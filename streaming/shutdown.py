@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
@@ -51,14 +51,21 @@ def fenced_reason(e: ControllerFencedError) -> str:
 
 def stop_query(query: Any, grace_s: float = 10.0) -> None:
     """Stop between micro-batches when one ends within ``grace_s`` (a stop inside a batch is safe, the
-    batch is replayed, but Spark then logs the cancelled job at length)."""
+    batch is replayed, but Spark then logs the cancelled job at length). A trigger that is only asking the
+    source for offsets is no batch: with a trigger of 0 an idle query spends nearly all its time there (the
+    source's read waits for records), so waiting for the trigger to end would wait for chance."""
     if query is None or not query.isActive:
         return
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and query.isActive and query.status.get("isTriggerActive"):
+    while time.monotonic() < deadline and query.isActive and _in_batch(query.status):
         time.sleep(0.05)
     if query.isActive:
         query.stop()
+
+
+def _in_batch(status: Mapping[str, Any]) -> bool:
+    """Whether Spark's query ``status`` says a micro-batch with data is running (or being planned)."""
+    return bool(status.get("isTriggerActive")) and bool(status.get("isDataAvailable"))
 
 
 def fenced_if_replaced(check: Callable[[], None], on_fenced: Callable[[str], None], grace_s: float = 5.0) -> None:

@@ -50,8 +50,9 @@ class SourceOptions:
     topics: tuple[str, ...]
     starting_offsets: str = "earliest"
     max_records_per_batch: int = 10000
-    #: how long one poll waits for more records before the batch is closed
-    poll_timeout_ms: int = 100
+    #: how long a read waits for records when none has come yet (it returns as soon as one comes: with a
+    #: trigger of 0, an idle query waits here for its next record)
+    poll_timeout_ms: int = 500
     #: how long re-reading a planned batch may take before the source gives up
     replay_timeout_s: float = 60.0
     #: offsets gone from the log (see "Data loss" in the module docstring): fail, or read from the earliest
@@ -134,7 +135,7 @@ class SourceOptions:
             tuple(sorted(set(topics))),
             starting,
             number("max_records_per_batch", 10000, int),
-            number("poll_timeout_ms", 100, int),
+            number("poll_timeout_ms", 500, int),
             number("replay_timeout_s", 60.0, float),
             fail_text == "true",
             security.items,

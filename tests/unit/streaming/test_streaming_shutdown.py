@@ -23,18 +23,19 @@ pytestmark = pytest.mark.unit
 class FakeQuery:
     """The parts of a ``StreamingQuery`` the shutdown reads: active, trigger status, its exception."""
 
-    def __init__(self, error: str | None = None, *, active: bool = True, triggers: int = 0) -> None:
+    def __init__(self, error: str | None = None, *, active: bool = True, triggers: int = 0, data: bool = True) -> None:
         self.error = error
         self.isActive = active
         self.triggers = triggers
+        self.data = data
         self.stops = 0
 
     @property
     def status(self) -> dict[str, Any]:
         if self.triggers > 0:
             self.triggers -= 1
-            return {"isTriggerActive": True}
-        return {"isTriggerActive": False}
+            return {"isTriggerActive": True, "isDataAvailable": self.data}
+        return {"isTriggerActive": False, "isDataAvailable": False}
 
     def stop(self) -> None:
         self.stops += 1
@@ -102,6 +103,10 @@ def test_the_query_stops_between_micro_batches() -> None:
     busy = FakeQuery(triggers=10**9)
     stop_query(busy, grace_s=0.1)
     assert busy.stops == 1, "a batch that does not end within the grace is stopped inside"
+    # an idle query with a trigger of 0 is always asking its source for offsets: no batch to wait for
+    polling = FakeQuery(triggers=10**9, data=False)
+    stop_query(polling, grace_s=5.0)
+    assert polling.stops == 1 and polling.triggers == 10**9 - 1, "stopped at once"
     done = FakeQuery(active=False)
     stop_query(done)
     stop_query(None)
