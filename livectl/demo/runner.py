@@ -158,7 +158,6 @@ class Demo:
             f"bootstrap_servers={self.bootstrap}",
             f"num_buckets={o.buckets}",
             f"checkpoint_dir={self.run_dir / 'checkpoint'}",
-            "trigger_interval=500 milliseconds",
         ]
         if ns:
             overrides += [
