@@ -18,8 +18,11 @@ path (Kafka's ``ZkData``)             reacts to (Kafka's handler)    event
 The clean-up of each path is the controller's (the bucket that handles the event writes it through the
 fenced ZooKeeper sink), as in Kafka: the reassignment and preferred-election znodes are deleted once
 handled, children of ``/admin/delete_topics`` when the topic is gone (or unknown, or deletion is off),
-log-dir notifications once handled. A topic znode change that adds no partition publishes nothing (the
-controller's own writes to topic znodes come back here too).
+log-dir notifications once handled. A topic znode change that adds no partition publishes nothing, and
+neither do the controller's own topic creations and partition additions: the dispatcher tells the watcher
+of them before and after its ZooKeeper sink writes them (:meth:`AdminPathWatcher.expect`,
+:meth:`~AdminPathWatcher.settle`), and only a write that failed is read again as anyone's (each would otherwise
+come back as an event that costs a micro-batch to ignore: the buckets already hold its partitions).
 
 Exactly once. The watcher is *primed* with the failover snapshot before the snapshot's reference is
 published (:meth:`AdminPathWatcher.prime`): what the snapshot holds counts as handled (the reassignment
@@ -39,7 +42,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from kafka.errors import KafkaError
@@ -115,6 +118,11 @@ class AdminPathWatcher:
         self._topics: dict[str, frozenset[int]] = {}
         self._dirty_topics: set[str] = set()
         self._dirty_lock = threading.Lock()
+        #: topic znodes this controller is writing (:meth:`expect`) and has written (:meth:`settle`), partition
+        #: ids by topic, guarded by ``_dirty_lock``: the first are left for :meth:`settle` by a round that
+        #: meets them, the second count as published by the next round
+        self._expected: dict[str, frozenset[int]] = {}
+        self._own: dict[str, frozenset[int]] = {}
         self._topics_watched = False
         self._log_dir_events: set[str] = set()
         #: the effective controller configs last published (or baked into the query at its start)
@@ -198,16 +206,47 @@ class AdminPathWatcher:
 
         commits.append(commit)
 
+    def expect(self, topics: Mapping[str, frozenset[int]]) -> None:
+        """The topic znodes (with the partition ids each will hold) this controller is about to write: a
+        round that finds one of them as expected publishes nothing for it until :meth:`settle` says whether
+        the write was this controller's. Without it, every topic the controller creates would come back as a
+        :class:`~core.events.ZkTopicChange` (ignored: the buckets already hold the partitions) — a micro-batch
+        spent on the controller's own write."""
+        with self._dirty_lock:
+            for topic, partitions in topics.items():
+                self._expected[topic] = self._expected.get(topic, frozenset()) | partitions
+
+    def settle(self, topics: Mapping[str, frozenset[int]], failed: Collection[str]) -> None:
+        """After the writes of :meth:`expect`: the topics written count as published; those in ``failed``
+        (refused, or not known to be written) are read again by the next round, and whatever their znode then
+        holds that was not published is published, as for anyone's write."""
+        again = set(failed) & set(topics)
+        with self._dirty_lock:
+            for topic, partitions in topics.items():
+                self._expected.pop(topic, None)
+                if topic not in again:
+                    self._own[topic] = self._own.get(topic, frozenset()) | partitions
+            self._dirty_topics |= again
+        if again:
+            self._wake.set()
+
     def _topics_round(self, events: list[Event], commits: list[Callable[[], None]]) -> None:
-        children = set(self._children(zkdata.BROKER_TOPICS))
-        first = not self._topics_watched
+        # before the children are read: a topic written (and settled) since is then among them
         with self._dirty_lock:
             dirty = set(self._dirty_topics)
+            own = dict(self._own)
+            expected = dict(self._expected)
+        known = dict(self._topics)
+        for topic, partitions in own.items():
+            known[topic] = known.get(topic, frozenset()) | partitions
+        children = set(self._children(zkdata.BROKER_TOPICS))
+        first = not self._topics_watched
         # the first round arms a data watch on every topic (Kafka's PartitionModificationsHandler)
-        wanted = children if first else (children - set(self._topics)) | (dirty & children)
+        wanted = children if first else (children - set(known)) | (dirty & children)
         paths = sorted(zkdata.topic_path(t) for t in wanted)
         handles = [(p, self._zk.get_async(p, watch=self._on_topic_data)) for p in paths]
-        seen: dict[str, frozenset[int]] = {t: ps for t, ps in self._topics.items() if t in children}
+        seen: dict[str, frozenset[int]] = {t: ps for t, ps in known.items() if t in children}
+        deferred: set[str] = set()
         for path, handle in handles:
             topic = path.rsplit("/", 1)[1]
             try:
@@ -223,19 +262,26 @@ class AdminPathWatcher:
                 log.error("ignoring %s: not Kafka's topic JSON: %s", path, e)
                 continue
             partitions = frozenset(p for p, _ in znode.partitions)
-            if partitions - self._topics.get(topic, frozenset()):
+            new = partitions - known.get(topic, frozenset())
+            if new and new <= expected.get(topic, frozenset()):
+                deferred.add(topic)  # this controller's write, as far as can be told yet: settle() decides
+                continue
+            if new:
                 event = self._checked(
                     ZkTopicChange(self.epoch, topic, znode.partitions, znode.topic_id, self._topic_configs(topic))
                 )
                 if event is not None:
                     events.append(event)
-            seen[topic] = partitions | self._topics.get(topic, frozenset())
+            seen[topic] = partitions | known.get(topic, frozenset())
 
         def commit() -> None:
             self._topics = seen
             self._topics_watched = True
             with self._dirty_lock:
-                self._dirty_topics -= dirty
+                self._dirty_topics -= dirty - deferred
+                for topic, partitions in own.items():
+                    if self._own.get(topic) == partitions:
+                        del self._own[topic]
 
         commits.append(commit)
 

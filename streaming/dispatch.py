@@ -66,7 +66,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -78,6 +78,7 @@ from core import decisions as dc
 from core import jsonform as jf
 from core.codec.decisions import decode_decision, decode_row_text
 from core.errors import FormatError
+from core.kafka import zkdata
 from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
@@ -131,6 +132,32 @@ class PreparesAudit(Protocol):
     def prepare(self, batch: AuditBatch) -> PreparedRows: ...
 
     def __call__(self, batch: AuditBatch, prepared: PreparedRows | None = None) -> object: ...
+
+
+class OwnTopicWrites(Protocol):
+    """Who is told of the topic znodes this controller writes (:class:`streaming.admin_watch.AdminPathWatcher`),
+    so that its own creations and partition additions do not come back to it as events: :meth:`expect`
+    before the ZooKeeper sink writes them, :meth:`settle` after, with the topics whose write failed."""
+
+    def expect(self, topics: Mapping[str, frozenset[int]]) -> None: ...
+
+    def settle(self, topics: Mapping[str, frozenset[int]], failed: Collection[str]) -> None: ...
+
+
+def topic_writes(writes: Sequence[dc.ZkWrite]) -> dict[str, frozenset[int]]:
+    """The topics whose znode (``/brokers/topics/<t>``) ``writes`` create or rewrite, with the partition ids
+    each then holds."""
+    prefix = zkdata.BROKER_TOPICS + "/"
+    out: dict[str, frozenset[int]] = {}
+    for w in writes:
+        if w.data is None or w.op is dc.ZkOp.DELETE or not w.path.startswith(prefix):
+            continue
+        topic = w.path[len(prefix) :]
+        if "/" in topic:
+            continue  # a partition's znode, not the topic's
+        znode = zkdata.decode_topic_znode(topic, w.data)
+        out[topic] = out.get(topic, frozenset()) | frozenset(p for p, _ in znode.partitions)
+    return out
 
 
 _STATUS_RANK = {dc.AdminStatus.ERROR: 2, dc.AdminStatus.IN_PROGRESS: 1, dc.AdminStatus.OK: 0}
@@ -223,6 +250,9 @@ class Dispatcher:
     #: called with the writes ZooKeeper refused (not fenced), after they are logged: the app re-reads the
     #: refused partition states for their buckets (:mod:`streaming.refresh`)
     on_refused: Callable[[Sequence[FailedWrite]], object] | None = None
+    #: told of the topic znodes each batch writes (the admin-path watcher, once it runs): without it, the
+    #: controller's own topic creation comes back as a ``ZkTopicChange`` that costs a micro-batch to ignore
+    own_writes: OwnTopicWrites | None = None
     #: raises :class:`ControllerFencedError` when this controller no longer holds its epoch (or
     #: :class:`SinkUnavailableError` when that cannot be known); called before each topic write
     fence_check: Callable[[], None] | None = None
@@ -315,7 +345,18 @@ class Dispatcher:
                 assert isinstance(d, dc.ZkWrite)
                 zk_writes.append(d)
         zk_started = time.monotonic()
-        zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
+        own, topics = self.own_writes, topic_writes(zk_writes)
+        if own is not None and topics:
+            own.expect(topics)
+        try:
+            zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
+        except BaseException:
+            if own is not None and topics:
+                own.settle(topics, failed=topics.keys())  # whatever is there now is read as anyone's
+            raise
+        if own is not None and topics:
+            refused = {f.write.path for f in zk.failed}
+            own.settle(topics, failed=[t for t in topics if zkdata.topic_path(t) in refused])
         zk_s = time.monotonic() - zk_started
         requests: list[dc.BrokerRequest] = []
         results: list[dc.AdminResult] = []

@@ -51,6 +51,8 @@ def start_side_threads(
         reassigning=lambda: dispatcher.metrics.get("ReassigningPartitions", 0),
     )
     watcher.on_configs = rebalancer.update
+    # the controller's own topic znode writes are not published back to it (AdminPathWatcher.expect)
+    dispatcher.own_writes = watcher
     watcher.start()
     rebalancer.start()
     return bridge, rebalancer

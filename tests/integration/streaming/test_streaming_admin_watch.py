@@ -185,3 +185,47 @@ def test_each_path_is_published_once_after_the_snapshot(
         assert _read(kafka_broker.bootstrap, topic) == watcher.published, "every event is on the topic, in order"
     finally:
         watcher.stop()
+
+
+def test_the_controllers_own_topic_writes_do_not_come_back_unless_they_failed(
+    zk_chrooted: KazooClient, events_topic: tuple[str, KafkaProducer]
+) -> None:
+    zk = zk_chrooted
+    topic, producer = events_topic
+    zk.create("/brokers/topics/t", _topic({0: [1, 2]}), makepath=True)
+    watcher = AdminPathWatcher(zk, producer, topic, EPOCH, 1000, resync_interval_s=60)
+    watcher.prime(read_snapshot(zk))
+    watcher.start()
+    try:
+
+        def round_done() -> None:
+            # a round of the watcher's own, on its thread, has met every znode written so far
+            before = watcher.sync()
+            assert before == [], f"a round published {before}"
+
+        # the controller creates a topic and adds a partition to another (Kafka's createTopic / addPartitions
+        # as the controller writes them): each write is expected before, settled after — nothing comes back
+        watcher.expect({"own": frozenset({0, 1}), "t": frozenset({0, 1})})
+        zk.create("/brokers/topics/own", _topic({0: [1, 2], 1: [2, 3]}))
+        zk.set("/brokers/topics/t", _topic({0: [1, 2], 1: [2, 1]}))
+        time.sleep(0.3)  # the watches fire and the watcher's thread runs its round meanwhile
+        watcher.settle({"own": frozenset({0, 1}), "t": frozenset({0, 1})}, failed=())
+        round_done()
+        time.sleep(0.3)
+        assert watcher.published == []
+
+        # the controller's create failed because someone else wrote the topic first: read as anyone's write
+        watcher.expect({"raced": frozenset({0})})
+        zk.create("/brokers/topics/raced", _topic({0: [3, 1]}))
+        time.sleep(0.3)
+        assert watcher.published == [], "undecided while the controller's own write may be what is there"
+        watcher.settle({"raced": frozenset({0})}, failed=["raced"])
+        got = _until("the raced topic", lambda: watcher.published)
+        assert got == [ZkTopicChange(EPOCH, "raced", ((0, (3, 1)),))]
+
+        # a partition someone else adds later to the controller's topic is published as ever
+        zk.set("/brokers/topics/own", _topic({0: [1, 2], 1: [2, 3], 2: [3, 1]}))
+        got = _until("the added partition", lambda: len(watcher.published) == 2 and watcher.published)
+        assert got[1] == ZkTopicChange(EPOCH, "own", ((0, (1, 2)), (1, (2, 3)), (2, (3, 1))))
+    finally:
+        watcher.stop()

@@ -218,3 +218,51 @@ def test_withhold_refused_filters_typed_bodies_as_values() -> None:
         dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, LeaderAndIsrRequest(0, 1, 5, 0, (a1,), ())),
         stop,
     ]
+
+
+class _OwnWrites:
+    """What the admin-path watcher is told of the batches' topic znode writes."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, frozenset[int]], list[str]]] = []
+
+    def expect(self, topics: Any) -> None:
+        self.calls.append(("expect", dict(topics), []))
+
+    def settle(self, topics: Any, failed: Any) -> None:
+        self.calls.append(("settle", dict(topics), sorted(failed)))
+
+
+def test_the_watcher_is_told_of_the_topic_znodes_a_batch_writes(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    own = _OwnWrites()
+    p.dispatcher.own_writes = own
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    assert own.calls == [], "a batch that writes no topic znode tells nothing"
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "t", 2, 3)))])
+    assert own.calls == [("expect", {"t": frozenset({0, 1})}, []), ("settle", {"t": frozenset({0, 1})}, [])]
+    own.calls.clear()
+    p.run_batch([(ADMIN, event_to_json(ev.CreatePartitions("r2", "t", 3)))])
+    assert own.calls == [("expect", {"t": frozenset({0, 1, 2})}, []), ("settle", {"t": frozenset({0, 1, 2})}, [])]
+    own.calls.clear()
+    # someone else created the topic first: the controller's create is refused, and the watcher reads it as theirs
+    zk.create("/brokers/topics/u", json.dumps({"version": 2, "partitions": {"0": [2, 3]}}).encode())
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r3", "u", 1, 3)))])
+    assert own.calls == [("expect", {"u": frozenset({0})}, []), ("settle", {"u": frozenset({0})}, ["u"])]
+
+
+def test_a_zookeeper_sink_that_fails_leaves_the_topic_writes_to_be_read_again(
+    tmp_path: Path, validator: InputValidator
+) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    own = _OwnWrites()
+    p.dispatcher.own_writes = own
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    zk.set("/controller_epoch", b"2")  # fenced: the ZooKeeper sink raises
+    with pytest.raises(ControllerFencedError):
+        p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "late", 1, 1)))])
+    assert own.calls == [("expect", {"late": frozenset({0})}, []), ("settle", {"late": frozenset({0})}, ["late"])]
