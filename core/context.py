@@ -124,6 +124,17 @@ class ControllerContext:
         offline = self.replicas_on_offline_dirs.get(broker_id)
         return offline is None or tp not in offline
 
+    def offline_replicas(self, tp: TopicPartition, replicas: tuple[int, ...]) -> tuple[int, ...]:
+        """The replicas of ``replicas`` (brokers holding ``tp``) that are not online (:meth:`is_replica_online`),
+        in their order."""
+        if self.shutting_down_broker_ids or self.replicas_on_offline_dirs:
+            return tuple(r for r in replicas if not self.is_replica_online(r, tp))
+        # no broker shutting down and no log dir offline (always so after a failover's snapshot): a replica
+        # is online exactly when its broker is live, which one C-level set test answers for the usual
+        # partition; this runs once per partition of an UpdateMetadata
+        live = self.live_brokers
+        return () if live.keys() >= set(replicas) else tuple(r for r in replicas if r not in live)
+
     # ------------------------------------------------------------------ topics and assignments
 
     @property

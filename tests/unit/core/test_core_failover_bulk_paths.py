@@ -12,7 +12,9 @@ import pytest
 from core import jsonform as jf
 from core.codec.snapshot import decode_snapshot
 from core.context import ControllerContext
+from core.controller import ControllerState, step
 from core.errors import FormatError
+from core.events import ControllerFailover
 from core.model import (
     Broker,
     Endpoint,
@@ -23,8 +25,8 @@ from core.model import (
     sort_tps,
 )
 from core.replica_machine import apply, startup
-from core.requests import Effects
-from core.snapshot import PartitionStateZnode
+from core.requests import Effects, RequestBatch
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from core.states import ReplicaState
 
 pytestmark = pytest.mark.unit
@@ -118,6 +120,77 @@ def test_replica_startup_decides_what_the_replica_by_replica_way_decides(
         assert {"ZkWrite", "BrokerRequest", "StateChangeFailure"} <= kinds  # every effect took part
     else:
         assert kinds == {"BrokerRequest"} and len(fast[0]) == 4  # LeaderAndIsr to 1, 2, 3; UpdateMetadata
+
+
+def _dead_broker_context() -> ControllerContext:
+    """The mixed context without shutdown or offline log dirs (a context from a snapshot): broker 6 is
+    the only reason a replica is offline."""
+    ctx = _mixed_context()
+    ctx.shutting_down_broker_ids.clear()
+    ctx.replicas_on_offline_dirs.clear()
+    return ctx
+
+
+@pytest.mark.parametrize("make", [_mixed_context, _all_online_context, _dead_broker_context])
+def test_offline_replicas_are_those_is_replica_online_refuses(make: Callable[[], ControllerContext]) -> None:
+    ctx = make()
+    for tp, ra in ctx.partition_assignments.items():
+        for replicas in (ra.replicas, (), (*ra.replicas, 6, 1, 6)):
+            want = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
+            assert ctx.offline_replicas(tp, replicas) == want
+    some = [ctx.offline_replicas(tp, ra.replicas) for tp, ra in ctx.partition_assignments.items()]
+    assert any(some) is (make is not _all_online_context)
+
+
+@pytest.mark.parametrize("make", [_mixed_context, _all_online_context])
+def test_the_bulk_leader_and_isr_adds_what_one_call_per_partition_adds(make: Callable[[], ControllerContext]) -> None:
+    """``add_leader_and_isr_to_replicas`` is ``add_leader_and_isr(..., is_new=False)`` per partition with a
+    leadership, the context's assignment, the UpdateMetadata to every registered broker; a partition a
+    broker was already sent as new stays new for it (Kafka's ``isNew || alreadyNew``)."""
+    batches = []
+    for bulk in (True, False):
+        ctx = make()
+        batch = RequestBatch()
+        first = sort_tps(ctx.partition_assignments)[0]
+        li = ctx.partition_leadership[first]
+        batch.add_leader_and_isr(ctx, (2,), first, li, ctx.assignment(first), is_new=True)
+        entries = [(tp, (*ctx.replicas(tp), -1)) for tp in sort_tps(ctx.partition_assignments)]
+        if bulk:
+            batch.add_leader_and_isr_to_replicas(ctx, entries)
+        else:
+            for tp, brokers in entries:
+                leadership = ctx.partition_leadership.get(tp)
+                if leadership is not None:
+                    batch.add_leader_and_isr(ctx, brokers, tp, leadership, ctx.assignment(tp), is_new=False)
+        assert batch.leader_and_isr[2][first].is_new and not batch.leader_and_isr[1][first].is_new
+        held = (batch.leader_and_isr, batch.update_metadata_partitions, set(batch.update_metadata_brokers))
+        batches.append((held, batch.flush(ctx)))
+    assert batches[0] == batches[1]
+    assert -1 not in batches[0][0][0] and batches[0][0][2] == set(make().live_brokers)
+
+
+def test_failover_holds_back_the_deletion_of_queued_topics_with_an_offline_replica() -> None:
+    """Kafka's ``fetchTopicDeletionsInProgress``: a queued topic with a replica on a broker that is not
+    registered is ineligible, so its deletion does not start; a topic not queued is not marked."""
+    ep = (Endpoint("PLAINTEXT", "h", 9092),)
+    placements = {"a": ((1, 2), (2, 3)), "b": ((1, 2),), "c": ((1, 3),)}
+    snap = ZkSnapshot(
+        controller_epoch=4,
+        controller_epoch_zk_version=3,
+        brokers=(Broker(1, 11, None, ep), Broker(2, 12, None, ep)),
+        topics=tuple(TopicZnode(t, tuple(enumerate(reps))) for t, reps in placements.items()),
+        partition_states=tuple(
+            (TopicPartition(t, p), PartitionStateZnode(reps[0], 1, tuple(r for r in reps if r != 3), 3, 0))
+            for t, ps in placements.items()
+            for p, reps in enumerate(ps)
+        ),
+        topics_to_delete=("a", "b"),
+    )
+    state, _ = step(ControllerState(), [ControllerFailover(1, snap)])
+    ctx = state.context
+    assert ctx.topics_to_be_deleted == {"a", "b"}
+    assert ctx.topics_ineligible_for_deletion == {"a"}
+    assert "a" not in ctx.topics_with_deletion_started and "b" in ctx.topics_with_deletion_started
 
 
 def _snapshot_json(state: dict[str, object], topic: object = "t") -> dict[str, object]:
