@@ -262,8 +262,9 @@ def test_integer_lists_encode_alike_from_the_memo_and_it_stays_bounded(monkeypat
     from core.kafka import request_codec as rc
 
     monkeypatch.setattr(rc, "_INTS_TEXT", {})
+    monkeypatch.setattr(rc, "_INTS_TEXT_01", {})
     monkeypatch.setattr(rc, "_INTS_TEXT_MAX", 3)
-    values = [(), (1,), (3, 1, 2), (1,), (-1, 2**63 - 1), (3, 1, 2), (0, 0)]
+    values = [(), (1,), (3, 1, 2), (1,), (-1, 2**63 - 1), (3, 1, 2), (0, 0), (4, 5), (6,), (7, 8), (4, 5)]
     assert [rc._ints(v) for v in values] == [
         "[]",
         "[1]",
@@ -272,6 +273,44 @@ def test_integer_lists_encode_alike_from_the_memo_and_it_stays_bounded(monkeypat
         "[-1,9223372036854775807]",
         "[3,1,2]",
         "[0,0]",
+        "[4,5]",
+        "[6]",
+        "[7,8]",
+        "[4,5]",
     ]
-    assert len(rc._INTS_TEXT) <= 3
+    assert 0 < len(rc._INTS_TEXT) <= 3 and 0 < len(rc._INTS_TEXT_01) <= 3
+    # no key of the unchecked memo holds an item a bool equals
+    assert not any(0 in k or 1 in k for k in rc._INTS_TEXT)
     assert rc._ints([4, 5]) == "[4,5]" and rc._ints(iter((6,))) == "[6]"  # not tuples: encoded each time
+
+
+@pytest.mark.parametrize("first", [(), (1,), (1, 2), (0,), (2, 0)])
+@pytest.mark.parametrize("bad", [(True,), (True, 2), (False,), (2, False), [True], [2, False]])
+def test_an_integer_list_holding_a_bool_is_refused_whatever_the_memo_holds(
+    monkeypatch: pytest.MonkeyPatch, first: tuple[int, ...], bad: object
+) -> None:
+    """``(True,) == (1,)`` and ``(2, False) == (2, 0)``: a memo found by equality would answer a bool with
+    its integer twin's text; the encoder refuses bools instead, memoised twin or not."""
+    from core.kafka import request_codec as rc
+
+    monkeypatch.setattr(rc, "_INTS_TEXT", {})
+    monkeypatch.setattr(rc, "_INTS_TEXT_01", {})
+    twin = tuple(int(x) for x in bad) if isinstance(bad, tuple) else None
+    rc._ints(first)
+    if twin is not None:
+        assert rc._ints(twin) == "[" + ",".join(map(str, twin)) + "]"  # the twin memoised
+    with pytest.raises(TypeError, match="holds a bool"):
+        rc._ints(bad)  # type: ignore[arg-type]
+
+
+def test_a_request_with_a_bool_in_an_integer_list_is_refused_by_both_encoders() -> None:
+    from core.kafka.request_codec import encode_text, sorted_entries
+    from core.kafka.requests import LeaderAndIsrRequest, LisrPartitionState
+
+    ok = LeaderAndIsrRequest(0, 1, 2, 0, (LisrPartitionState("t", 0, 3, 1, 4, (1, 2), 7, (1, 2, 3)),), ())
+    bad = LeaderAndIsrRequest(0, 1, 2, 0, (LisrPartitionState("t", 0, 3, 1, 4, (True, 2), 7, (1, 2, 3)),), ())
+    assert '"isr":[1,2]' in encode_text(ok) and sorted_entries(ok)
+    with pytest.raises(TypeError, match="holds a bool"):
+        encode_text(bad)
+    with pytest.raises(TypeError, match="holds a bool"):
+        sorted_entries(bad)
