@@ -290,7 +290,11 @@ def sorted_entries(body: RequestBody, memo: SortedMemo | None = None) -> list[Te
     JSON text with its keys sorted and no spaces (what the request sink writes for it, byte for byte:
     ``orjson.dumps(entry, option=OPT_SORT_KEYS)``), with its topic name and partition count; ``None`` for
     another body, or one naming a topic or topic id that is not plain ASCII text. ``memo``: entries of
-    a tuple of partition states and LeaderAndIsr states encoded once (see :func:`encode_text`)."""
+    a tuple of partition states and LeaderAndIsr states encoded once (see :func:`encode_text`).
+
+    The driver keeps these texts unparsed (:class:`~core.kafka.requests.SplicedBody`, whose docstring
+    states the form its readers rely on: canonical sorted-key JSON whose partition states are flat — only
+    integers, booleans and arrays of integers); a state field of another kind breaks them."""
     if isinstance(body, LeaderAndIsrRequest):
         state: Callable[[Any], str] = _lisr_sorted
         with_id = True
