@@ -94,22 +94,22 @@ def _ints(xs: Iterable[int]) -> str:
     type checker lets one through where ``int`` is declared, and ``str(True)`` is not JSON."""
     if type(xs) is tuple:
         text = _INTS_TEXT.get(xs)
+        if text is None and bool not in map(type, xs):
+            text = _INTS_TEXT_01.get(xs)
         return text if text is not None else _ints_checked(xs, memoise=True)
     return _ints_checked(tuple(xs), memoise=False)
 
 
 def _ints_checked(items: tuple[int, ...], *, memoise: bool) -> str:
-    """:func:`_ints` of a tuple not in :data:`_INTS_TEXT`: checked for bools, encoded, memoised if asked."""
+    """:func:`_ints` of a tuple not memoised: checked for bools, encoded, memoised if asked."""
     if bool in map(type, items):
         raise TypeError(f"an integer list of the wire form holds a bool: {items!r}")
-    if not memoise:
-        return "[" + ",".join(map(str, items)) + "]"
-    memo = _INTS_TEXT_01 if (0 in items or 1 in items) else _INTS_TEXT
-    text = memo.get(items)
-    if text is None:
+    text = "[" + ",".join(map(str, items)) + "]"
+    if memoise:
+        memo = _INTS_TEXT_01 if (0 in items or 1 in items) else _INTS_TEXT
         if len(memo) >= _INTS_TEXT_MAX:
             memo.clear()
-        text = memo[items] = "[" + ",".join(map(str, items)) + "]"
+        memo[items] = text
     return text
 
 
