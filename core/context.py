@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import Any
 
 from core.model import (
@@ -130,10 +131,9 @@ class ControllerContext:
         if self.shutting_down_broker_ids or self.replicas_on_offline_dirs:
             return tuple(r for r in replicas if not self.is_replica_online(r, tp))
         # no broker shutting down and no log dir offline (always so after a failover's snapshot): a replica
-        # is online exactly when its broker is live, which one C-level set test answers for the usual
-        # partition; this runs once per partition of an UpdateMetadata
-        live = self.live_brokers
-        return () if live.keys() >= set(replicas) else tuple(r for r in replicas if r not in live)
+        # is online exactly when its broker is live, a C-level filter (this runs once per partition of an
+        # UpdateMetadata)
+        return tuple(filterfalse(self.live_brokers.__contains__, replicas))
 
     # ------------------------------------------------------------------ topics and assignments
 
