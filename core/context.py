@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import Any
 
 from core.model import (
@@ -123,6 +124,16 @@ class ControllerContext:
             return False
         offline = self.replicas_on_offline_dirs.get(broker_id)
         return offline is None or tp not in offline
+
+    def offline_replicas(self, tp: TopicPartition, replicas: tuple[int, ...]) -> tuple[int, ...]:
+        """The replicas of ``replicas`` (brokers holding ``tp``) that are not online (:meth:`is_replica_online`),
+        in their order."""
+        if self.shutting_down_broker_ids or self.replicas_on_offline_dirs:
+            return tuple(r for r in replicas if not self.is_replica_online(r, tp))
+        # no broker shutting down and no log dir offline (always so after a failover's snapshot): a replica
+        # is online exactly when its broker is live, a C-level filter (this runs once per partition of an
+        # UpdateMetadata)
+        return tuple(filterfalse(self.live_brokers.__contains__, replicas))
 
     # ------------------------------------------------------------------ topics and assignments
 

@@ -103,11 +103,6 @@ def _metadata_state(
 ) -> MetadataPartitionState:
     """:func:`update_metadata_state` of ``tp`` given its leadership, replicas and topic id in ``ctx``."""
     lai = li.leader_and_isr
-    if ctx.shutting_down_broker_ids or ctx.replicas_on_offline_dirs:
-        offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
-    else:  # a replica is online exactly when its broker is live
-        live = ctx.live_brokers
-        offline = () if live.keys() >= set(replicas) else tuple(r for r in replicas if r not in live)
     if tp.topic in ctx.topics_to_be_deleted:
         leader, epoch = LEADER_DURING_DELETE, EPOCH_DURING_DELETE
     else:
@@ -121,7 +116,7 @@ def _metadata_state(
         lai.isr,
         lai.partition_epoch,
         replicas,
-        offline,
+        ctx.offline_replicas(tp, replicas),
         topic_id,
     )
 
@@ -215,49 +210,60 @@ class RequestBatch:
         *,
         is_new: bool,
     ) -> None:
-        """Kafka's ``addLeaderAndIsrRequestForBrokers`` (also UpdateMetadata to every broker)."""
-        state_new: LisrPartitionState | None = None
-        state_old: LisrPartitionState | None = None
-        topic_id = ctx.topic_ids.get(tp.topic, ZERO_UUID)
-        for b in broker_ids:
-            if b < 0:
-                continue
-            per = self.leader_and_isr.setdefault(b, {})
-            key = (b, tp)
-            new = is_new or key in self._new
-            if new:
-                self._new.add(key)
-                if state_new is None:
-                    state_new = self._lisr_state(tp, li, assignment, True, topic_id)
-                per[tp] = state_new
-            else:
-                if state_old is None:
-                    state_old = self._lisr_state(tp, li, assignment, False, topic_id)
-                per[tp] = state_old
-        self.add_update_metadata(ctx, ctx.live_brokers.keys(), (tp,))
+        """Kafka's ``addLeaderAndIsrRequestForBrokers`` (also UpdateMetadata to every broker): see
+        :meth:`_add_leader_and_isr`."""
+        self._add_leader_and_isr(ctx, ((tp, broker_ids, li, assignment),), is_new=is_new, from_context=False)
 
     def add_leader_and_isr_to_replicas(
         self, ctx: ControllerContext, entries: Iterable[tuple[TopicPartition, Iterable[int]]]
     ) -> None:
-        """For each ``(partition, brokers)`` of ``entries`` whose partition has a leadership, in turn: what
-        ``add_leader_and_isr(ctx, brokers, tp, leadership, ctx.assignment(tp), is_new=False)`` adds to the
-        batch, for a caller that changes nothing in ``ctx`` meanwhile (a replica startup's Online step:
-        Kafka's ``addLeaderAndIsrRequestForBrokers`` per online replica, here one pass per partition with
-        its online replicas). Partitions without a leadership are skipped.
+        """For each ``(partition, brokers)`` of ``entries`` whose partition has a leadership, in turn:
+        ``add_leader_and_isr(ctx, brokers, tp, leadership, ctx.assignment(tp), is_new=False)``, for a caller
+        that changes nothing in ``ctx`` meanwhile and names each partition once (a replica startup's Online
+        step: Kafka's ``addLeaderAndIsrRequestForBrokers`` per online replica, here one entry per partition
+        with its online replicas). Partitions without a leadership are skipped."""
+        leaderships, assignments = ctx.partition_leadership, ctx.partition_assignments
+        self._add_leader_and_isr(
+            ctx,
+            (
+                (tp, brokers, li, assignments.get(tp) or ReplicaAssignment(()))  # ctx.assignment(tp)
+                for tp, brokers in entries
+                if (li := leaderships.get(tp)) is not None
+            ),
+            is_new=False,
+            from_context=True,
+        )
 
-        With ``ctx`` unchanged, the states to add are functions of the partition alone: one LeaderAndIsr
-        state per partition (two when some broker already has it as new), one UpdateMetadata state, taken
-        once, and the live brokers added to the UpdateMetadata addressees once."""
-        leaderships, assignments, topic_ids = ctx.partition_leadership, ctx.partition_assignments, ctx.topic_ids
+    def _add_leader_and_isr(
+        self,
+        ctx: ControllerContext,
+        entries: Iterable[tuple[TopicPartition, Iterable[int], LeaderIsrAndControllerEpoch, ReplicaAssignment]],
+        *,
+        is_new: bool,
+        from_context: bool,
+    ) -> None:
+        """Kafka's ``addLeaderAndIsrRequestForBrokers(brokerIds, tp, leadership, assignment, isNew)`` for each
+        ``(tp, brokers, leadership, assignment)`` of ``entries`` in turn — the one place its rules are kept:
+
+        * each broker id >= 0 of ``brokers`` gets the partition's LeaderAndIsr state (replacing one it has),
+          with ``isNew`` when the call says so or when this batch already sent the partition to the broker
+          as new (Kafka's ``isNew || alreadyNew``; it then stays new until the flush);
+        * every registered broker (live or shutting down) gets an UpdateMetadata of the partition, its
+          state taken from ``ctx`` now (Kafka's ``addUpdateMetadataRequestForBrokers(
+          liveOrShuttingDownBrokerIds, Set(tp))``).
+
+        ``from_context``: the entries' leaderships and assignments are ``ctx``'s own, ``ctx`` does not change
+        during the call and each partition comes once (:meth:`add_leader_and_isr_to_replicas`). The states
+        are then the same functions of the same values, made without the memos that serve repeated calls
+        for one partition (:meth:`_lisr_state`, :meth:`fixed_liveness`): the UpdateMetadata state from the
+        entry's leadership and assignment, and the LeaderAndIsr states once per entry."""
         lisr, new_keys, um = self.leader_and_isr, self._new, self.update_metadata_partitions
+        topic_ids = ctx.topic_ids
+        lisr_state = _leader_and_isr_state if from_context else self._lisr_state
         topic: str | None = None
         topic_id = ZERO_UUID
         added = False
-        for tp, brokers in entries:
-            li = leaderships.get(tp)
-            if li is None:
-                continue
-            assignment = assignments.get(tp) or ReplicaAssignment(())  # ctx.assignment(tp)
+        for tp, brokers, li, assignment in entries:
             if tp.topic != topic:  # a topic's partitions usually come together: its id read once for them
                 topic = tp.topic
                 topic_id = topic_ids.get(topic, ZERO_UUID)
@@ -269,15 +275,20 @@ class RequestBatch:
                 per = lisr.get(b)
                 if per is None:
                     per = lisr[b] = {}
-                if new_keys and (b, tp) in new_keys:
+                if is_new or (new_keys and (b, tp) in new_keys):
+                    if is_new:
+                        new_keys.add((b, tp))
                     if state_new is None:
-                        state_new = _leader_and_isr_state(tp, li, assignment, True, topic_id)
+                        state_new = lisr_state(tp, li, assignment, True, topic_id)
                     per[tp] = state_new
                 else:
                     if state_old is None:
-                        state_old = _leader_and_isr_state(tp, li, assignment, False, topic_id)
+                        state_old = lisr_state(tp, li, assignment, False, topic_id)
                     per[tp] = state_old
-            um[tp] = _metadata_state(ctx, tp, li, assignment.replicas, topic_id)
+            if from_context:
+                um[tp] = _metadata_state(ctx, tp, li, assignment.replicas, topic_id)
+            else:
+                self._take_update_metadata(ctx, tp)
             added = True
         if added:
             self.add_update_metadata(ctx, ctx.live_brokers.keys(), ())

@@ -196,7 +196,8 @@ def _admin_topic(details: Mapping[str, Any]) -> str | None:
 _PER_PARTITION = frozenset(api for api in RequestApi if api is not RequestApi.UPDATE_METADATA)
 
 #: requests whose ``topicStates`` entries, as a bucket wrote them, are read as text (:func:`_state_texts`):
-#: their partition states are flat objects (numbers, booleans, arrays of numbers)
+#: their partition states are flat objects (integers, booleans, arrays of integers), as
+#: :class:`~core.kafka.requests.SplicedBody` states for its texts
 _FLAT_STATES = frozenset((RequestApi.LEADER_AND_ISR, RequestApi.STOP_REPLICA))
 
 _STATES_OPEN = '{"partitionStates":['
@@ -207,11 +208,13 @@ def _state_texts(body: SplicedBody) -> list[tuple[str, list[str]]] | None:
     """Each entry's topic and its partition states' texts *without their braces*, cut out of the entry's
     text as it is; ``None`` when an entry is not as expected (the caller parses the body instead).
 
-    An entry's text is ``orjson.dumps(entry, option=OPT_SORT_KEYS)`` (:class:`SplicedBody`), so a
-    partition state's bytes in it are what ``orjson.dumps(state, option=OPT_SORT_KEYS)`` gives for the
-    parsed state: the audit row's ``detail``. A LeaderAndIsr or StopReplica state holds no object, so the
-    states are the pieces between ``{"partitionStates":[{`` and the first ``}]``, cut at ``},{``; the
-    pieces must be as many as the entry's partition count."""
+    This relies on the form :class:`~core.kafka.requests.SplicedBody` documents for its texts (and
+    ``tests/unit/core/kafka/test_core_kafka_spliced_entries.py`` pins): an entry's text is
+    ``orjson.dumps(entry, option=OPT_SORT_KEYS)``, so a partition state's bytes in it are what
+    ``orjson.dumps(state, option=OPT_SORT_KEYS)`` gives for the parsed state — the audit row's ``detail``;
+    and its states are flat (integers, booleans, arrays of integers), so they are the pieces between
+    ``{"partitionStates":[{`` and the first ``}]``, cut at ``},{``. The pieces must be as many as the entry's
+    partition count."""
     out: list[tuple[str, list[str]]] = []
     start = len(_STATES_OPEN)
     for topic, count, text in zip(body.names, body.counts, body.texts, strict=True):
@@ -266,7 +269,8 @@ class RequestDigest:
         if self.texts is None:
             return sum(1 for _t, _p, st in self.entries or () if st.get("leader") == broker)
         # a state's text names its leader as "leader":<id> followed by the next key or its end (an id's
-        # digits are never followed by more digits); the sequence cannot occur inside a JSON string
+        # digits are never followed by more digits); the sequence cannot occur inside a JSON string, and a
+        # flat state (SplicedBody's texts) has no nested "leader" key
         body = wire_object(self.request.body)
         assert isinstance(body, SplicedBody)
         one, last = f'"leader":{broker},', f'"leader":{broker}}}'

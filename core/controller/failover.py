@@ -25,16 +25,13 @@ def failover(c: StepContext, ev: ControllerFailover) -> None:
     c.offline_reset = frozenset(snap.offline_replica_topics)
     fx = c.fx
     # Kafka's fetchTopicDeletionsInProgress: a topic with a replica offline or a partition being
-    # reassigned cannot be deleted yet
-    if ctx.replicas_on_offline_dirs or ctx.shutting_down_broker_ids:
-        offline_topics = {
-            tp.topic
-            for tp in ctx.partition_assignments
-            if any(not ctx.is_replica_online(r, tp) for r in ctx.replicas(tp))
-        }
-    else:  # (always, from a snapshot) a replica is online exactly when its broker is live
-        live = ctx.live_brokers.keys()
-        offline_topics = {tp.topic for tp, ra in ctx.partition_assignments.items() if not live >= set(ra.replicas)}
+    # reassigned cannot be deleted yet. Kafka tests every topic for an offline replica, but only the
+    # answer for the topics queued for deletion is used (deletion.init keeps those): they alone are tested
+    offline_topics = {
+        topic
+        for topic in set(snap.topics_to_delete)
+        if any(ctx.offline_replicas(tp, ctx.replicas(tp)) for tp in ctx.partitions_for_topic(topic))
+    }
     ineligible = offline_topics | {tp.topic for tp in ctx.partitions_being_reassigned}
     deletion.init(ctx, fx, snap.topics_to_delete, ineligible, enabled=c.config.delete_topic_enable)
     c.send_update_metadata(ctx.live_brokers.keys())

@@ -78,21 +78,39 @@ TopicStatesMemo = dict[int, tuple[object, str]]
 
 #: the JSON text of integer tuples already encoded: a request's replica lists and ISRs repeat a few
 #: hundred distinct values across thousands of partitions (a C-level tuple hash beats formatting); cleared
-#: when full, so it stays small whatever the cluster. The values' items are ints (never bools: every
-#: decoder refuses them), so equal tuples have equal text
+#: when full, so it stays small whatever the cluster. A tuple is found by equality, and ``True == 1``,
+#: ``False == 0`` (``(True,)`` would find ``(1,)``'s text): so this memo holds only tuples without an item
+#: equal to 0 or 1, which no tuple holding a bool can equal, and :func:`_ints` answers from it unchecked;
+#: the others are checked for bools first and then memoised in :data:`_INTS_TEXT_01`
 _INTS_TEXT: dict[tuple[int, ...], str] = {}
+#: the same, for tuples holding 0 or 1, looked up only once the tuple is known to hold no bool
+_INTS_TEXT_01: dict[tuple[int, ...], str] = {}
 _INTS_TEXT_MAX = 65_536
 
 
 def _ints(xs: Iterable[int]) -> str:
+    """The JSON text of a list of integers. A bool among them raises :class:`TypeError`: the wire form's
+    integer lists never hold one (every decoder refuses them), but ``bool`` is a subclass of ``int``, so the
+    type checker lets one through where ``int`` is declared, and ``str(True)`` is not JSON."""
     if type(xs) is tuple:
         text = _INTS_TEXT.get(xs)
-        if text is None:
-            if len(_INTS_TEXT) >= _INTS_TEXT_MAX:
-                _INTS_TEXT.clear()
-            text = _INTS_TEXT[xs] = "[" + ",".join(map(str, xs)) + "]"
-        return text
-    return "[" + ",".join(map(str, xs)) + "]"
+        if text is None and bool not in map(type, xs):
+            text = _INTS_TEXT_01.get(xs)
+        return text if text is not None else _ints_checked(xs, memoise=True)
+    return _ints_checked(tuple(xs), memoise=False)
+
+
+def _ints_checked(items: tuple[int, ...], *, memoise: bool) -> str:
+    """:func:`_ints` of a tuple not memoised: checked for bools, encoded, memoised if asked."""
+    if bool in map(type, items):
+        raise TypeError(f"an integer list of the wire form holds a bool: {items!r}")
+    text = "[" + ",".join(map(str, items)) + "]"
+    if memoise:
+        memo = _INTS_TEXT_01 if (0 in items or 1 in items) else _INTS_TEXT
+        if len(memo) >= _INTS_TEXT_MAX:
+            memo.clear()
+        memo[items] = text
+    return text
 
 
 def _b(v: bool) -> str:
@@ -272,7 +290,11 @@ def sorted_entries(body: RequestBody, memo: SortedMemo | None = None) -> list[Te
     JSON text with its keys sorted and no spaces (what the request sink writes for it, byte for byte:
     ``orjson.dumps(entry, option=OPT_SORT_KEYS)``), with its topic name and partition count; ``None`` for
     another body, or one naming a topic or topic id that is not plain ASCII text. ``memo``: entries of
-    a tuple of partition states and LeaderAndIsr states encoded once (see :func:`encode_text`)."""
+    a tuple of partition states and LeaderAndIsr states encoded once (see :func:`encode_text`).
+
+    The driver keeps these texts unparsed (:class:`~core.kafka.requests.SplicedBody`, whose docstring
+    states the form its readers rely on: canonical sorted-key JSON whose partition states are flat — only
+    integers, booleans and arrays of integers); a state field of another kind breaks them."""
     if isinstance(body, LeaderAndIsrRequest):
         state: Callable[[Any], str] = _lisr_sorted
         with_id = True

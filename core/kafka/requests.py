@@ -236,7 +236,24 @@ class SplicedBody(Mapping[str, Any]):
 
     As a mapping it is the whole body: ``topicStates`` is parsed on first use (refusals' withholding, the
     audit log), and equals what decoding the whole body gives. The request sink reads ``texts`` as they
-    are (:mod:`sinks.requests`): a large batch's bodies are then never parsed on the driver."""
+    are (:mod:`sinks.requests`): a large batch's bodies are then never parsed on the driver.
+
+    **The texts' form**, which readers may rely on without parsing (the state-change log cuts LeaderAndIsr
+    and StopReplica partition states out of them: ``streaming.audit_log``'s ``_state_texts``). Each text is
+    one ``topicStates`` entry as :func:`core.kafka.request_codec.sorted_entries` writes it:
+
+    * canonical JSON, keys sorted at every level, no spaces: byte for byte
+      ``orjson.dumps(entry, option=OPT_SORT_KEYS)`` of the parsed entry, so it starts with
+      ``{"partitionStates":[`` and each partition state's bytes are that state's own sorted-key JSON;
+    * its partition states are **flat** objects: every value is an integer, a boolean or an array of
+      integers — no string, no object, no null. Inside the ``partitionStates`` array a ``}`` therefore only
+      ends a state: the states are the pieces between ``[{`` and the first ``}]``, cut at ``},{``, as many as
+      the entry's count in ``counts``;
+    * each state has an integer ``partitionIndex``, and a LeaderAndIsr state an integer ``leader``.
+
+    This holds for LeaderAndIsr, UpdateMetadata and StopReplica (Kafka's partition states of these hold no
+    nested structure); ``tests/unit/core/kafka/test_core_kafka_spliced_entries.py`` fails if it stops
+    holding, and a change to it must change those readers too."""
 
     head: Mapping[str, Any]
     names: tuple[str, ...]

@@ -12,7 +12,9 @@ import pytest
 from core import jsonform as jf
 from core.codec.snapshot import decode_snapshot
 from core.context import ControllerContext
+from core.controller import ControllerState, step
 from core.errors import FormatError
+from core.events import ControllerFailover
 from core.model import (
     Broker,
     Endpoint,
@@ -23,8 +25,8 @@ from core.model import (
     sort_tps,
 )
 from core.replica_machine import apply, startup
-from core.requests import Effects
-from core.snapshot import PartitionStateZnode
+from core.requests import Effects, RequestBatch
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from core.states import ReplicaState
 
 pytestmark = pytest.mark.unit
@@ -120,6 +122,77 @@ def test_replica_startup_decides_what_the_replica_by_replica_way_decides(
         assert kinds == {"BrokerRequest"} and len(fast[0]) == 4  # LeaderAndIsr to 1, 2, 3; UpdateMetadata
 
 
+def _dead_broker_context() -> ControllerContext:
+    """The mixed context without shutdown or offline log dirs (a context from a snapshot): broker 6 is
+    the only reason a replica is offline."""
+    ctx = _mixed_context()
+    ctx.shutting_down_broker_ids.clear()
+    ctx.replicas_on_offline_dirs.clear()
+    return ctx
+
+
+@pytest.mark.parametrize("make", [_mixed_context, _all_online_context, _dead_broker_context])
+def test_offline_replicas_are_those_is_replica_online_refuses(make: Callable[[], ControllerContext]) -> None:
+    ctx = make()
+    for tp, ra in ctx.partition_assignments.items():
+        for replicas in (ra.replicas, (), (*ra.replicas, 6, 1, 6)):
+            want = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
+            assert ctx.offline_replicas(tp, replicas) == want
+    some = [ctx.offline_replicas(tp, ra.replicas) for tp, ra in ctx.partition_assignments.items()]
+    assert any(some) is (make is not _all_online_context)
+
+
+@pytest.mark.parametrize("make", [_mixed_context, _all_online_context])
+def test_the_bulk_leader_and_isr_adds_what_one_call_per_partition_adds(make: Callable[[], ControllerContext]) -> None:
+    """``add_leader_and_isr_to_replicas`` is ``add_leader_and_isr(..., is_new=False)`` per partition with a
+    leadership, the context's assignment, the UpdateMetadata to every registered broker; a partition a
+    broker was already sent as new stays new for it (Kafka's ``isNew || alreadyNew``)."""
+    batches = []
+    for bulk in (True, False):
+        ctx = make()
+        batch = RequestBatch()
+        first = sort_tps(ctx.partition_assignments)[0]
+        li = ctx.partition_leadership[first]
+        batch.add_leader_and_isr(ctx, (2,), first, li, ctx.assignment(first), is_new=True)
+        entries = [(tp, (*ctx.replicas(tp), -1)) for tp in sort_tps(ctx.partition_assignments)]
+        if bulk:
+            batch.add_leader_and_isr_to_replicas(ctx, entries)
+        else:
+            for tp, brokers in entries:
+                leadership = ctx.partition_leadership.get(tp)
+                if leadership is not None:
+                    batch.add_leader_and_isr(ctx, brokers, tp, leadership, ctx.assignment(tp), is_new=False)
+        assert batch.leader_and_isr[2][first].is_new and not batch.leader_and_isr[1][first].is_new
+        held = (batch.leader_and_isr, batch.update_metadata_partitions, set(batch.update_metadata_brokers))
+        batches.append((held, batch.flush(ctx)))
+    assert batches[0] == batches[1]
+    assert -1 not in batches[0][0][0] and batches[0][0][2] == set(make().live_brokers)
+
+
+def test_failover_holds_back_the_deletion_of_queued_topics_with_an_offline_replica() -> None:
+    """Kafka's ``fetchTopicDeletionsInProgress``: a queued topic with a replica on a broker that is not
+    registered is ineligible, so its deletion does not start; a topic not queued is not marked."""
+    ep = (Endpoint("PLAINTEXT", "h", 9092),)
+    placements = {"a": ((1, 2), (2, 3)), "b": ((1, 2),), "c": ((1, 3),)}
+    snap = ZkSnapshot(
+        controller_epoch=4,
+        controller_epoch_zk_version=3,
+        brokers=(Broker(1, 11, None, ep), Broker(2, 12, None, ep)),
+        topics=tuple(TopicZnode(t, tuple(enumerate(reps))) for t, reps in placements.items()),
+        partition_states=tuple(
+            (TopicPartition(t, p), PartitionStateZnode(reps[0], 1, tuple(r for r in reps if r != 3), 3, 0))
+            for t, ps in placements.items()
+            for p, reps in enumerate(ps)
+        ),
+        topics_to_delete=("a", "b"),
+    )
+    state, _ = step(ControllerState(), [ControllerFailover(1, snap)])
+    ctx = state.context
+    assert ctx.topics_to_be_deleted == {"a", "b"}
+    assert ctx.topics_ineligible_for_deletion == {"a"}
+    assert "a" not in ctx.topics_with_deletion_started and "b" in ctx.topics_with_deletion_started
+
+
 def _snapshot_json(state: dict[str, object], topic: object = "t") -> dict[str, object]:
     return {
         "controller_epoch": 3,
@@ -189,8 +262,9 @@ def test_integer_lists_encode_alike_from_the_memo_and_it_stays_bounded(monkeypat
     from core.kafka import request_codec as rc
 
     monkeypatch.setattr(rc, "_INTS_TEXT", {})
+    monkeypatch.setattr(rc, "_INTS_TEXT_01", {})
     monkeypatch.setattr(rc, "_INTS_TEXT_MAX", 3)
-    values = [(), (1,), (3, 1, 2), (1,), (-1, 2**63 - 1), (3, 1, 2), (0, 0)]
+    values = [(), (1,), (3, 1, 2), (1,), (-1, 2**63 - 1), (3, 1, 2), (0, 0), (4, 5), (6,), (7, 8), (4, 5)]
     assert [rc._ints(v) for v in values] == [
         "[]",
         "[1]",
@@ -199,6 +273,44 @@ def test_integer_lists_encode_alike_from_the_memo_and_it_stays_bounded(monkeypat
         "[-1,9223372036854775807]",
         "[3,1,2]",
         "[0,0]",
+        "[4,5]",
+        "[6]",
+        "[7,8]",
+        "[4,5]",
     ]
-    assert len(rc._INTS_TEXT) <= 3
+    assert 0 < len(rc._INTS_TEXT) <= 3 and 0 < len(rc._INTS_TEXT_01) <= 3
+    # no key of the unchecked memo holds an item a bool equals
+    assert not any(0 in k or 1 in k for k in rc._INTS_TEXT)
     assert rc._ints([4, 5]) == "[4,5]" and rc._ints(iter((6,))) == "[6]"  # not tuples: encoded each time
+
+
+@pytest.mark.parametrize("first", [(), (1,), (1, 2), (0,), (2, 0)])
+@pytest.mark.parametrize("bad", [(True,), (True, 2), (False,), (2, False), [True], [2, False]])
+def test_an_integer_list_holding_a_bool_is_refused_whatever_the_memo_holds(
+    monkeypatch: pytest.MonkeyPatch, first: tuple[int, ...], bad: object
+) -> None:
+    """``(True,) == (1,)`` and ``(2, False) == (2, 0)``: a memo found by equality would answer a bool with
+    its integer twin's text; the encoder refuses bools instead, memoised twin or not."""
+    from core.kafka import request_codec as rc
+
+    monkeypatch.setattr(rc, "_INTS_TEXT", {})
+    monkeypatch.setattr(rc, "_INTS_TEXT_01", {})
+    twin = tuple(int(x) for x in bad) if isinstance(bad, tuple) else None
+    rc._ints(first)
+    if twin is not None:
+        assert rc._ints(twin) == "[" + ",".join(map(str, twin)) + "]"  # the twin memoised
+    with pytest.raises(TypeError, match="holds a bool"):
+        rc._ints(bad)  # type: ignore[arg-type]
+
+
+def test_a_request_with_a_bool_in_an_integer_list_is_refused_by_both_encoders() -> None:
+    from core.kafka.request_codec import encode_text, sorted_entries
+    from core.kafka.requests import LeaderAndIsrRequest, LisrPartitionState
+
+    ok = LeaderAndIsrRequest(0, 1, 2, 0, (LisrPartitionState("t", 0, 3, 1, 4, (1, 2), 7, (1, 2, 3)),), ())
+    bad = LeaderAndIsrRequest(0, 1, 2, 0, (LisrPartitionState("t", 0, 3, 1, 4, (True, 2), 7, (1, 2, 3)),), ())
+    assert '"isr":[1,2]' in encode_text(ok) and sorted_entries(ok)
+    with pytest.raises(TypeError, match="holds a bool"):
+        encode_text(bad)
+    with pytest.raises(TypeError, match="holds a bool"):
+        sorted_entries(bad)
