@@ -2,8 +2,8 @@
 
 On real local services (ZooKeeper + tansu, free ports, stopped by PID): ten brokers registered (each
 with its own kazoo session), an optional background cluster in Kafka's layout (``--background``
-partitions), and the controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core, 1 s
-trigger) on an empty checkpoint, in this process. Once it has loaded and is idle, ``--commands``
+partitions), and the controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core,
+trigger 0) on an empty checkpoint, in this process. Once it has loaded and is idle, ``--commands``
 create-topic commands (``--topic-partitions`` partitions, replication factor 3, Kafka's default
 placement) are sent one at a time to ``livectl.admin`` as the CLI sends them (keyed by request id,
 acknowledged by the broker). Each is timed from just before the send to the moment ZooKeeper holds every

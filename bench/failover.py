@@ -4,8 +4,8 @@ On real local services (ZooKeeper + tansu, free ports, stopped by PID), a ZooKee
 cluster in Kafka's layout (default 100k partitions: 1,000 topics × 100, replication factor 3, 10
 brokers each holding its registration with its own kazoo session). Then:
 
-(b) **cold start** — a controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core, 1 s
-    trigger) on an empty checkpoint, in this process, with the SparkSession already started: from
+(b) **cold start** — a controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core,
+    trigger 0) on an empty checkpoint, in this process, with the SparkSession already started: from
     ``run()`` to the end of the first completed micro-batch carrying the failover reference (the one
     that loads every bucket from the ZooKeeper snapshot: ``GlobalPartitionCount`` = all partitions).
     Spark's own start-up is measured separately.
