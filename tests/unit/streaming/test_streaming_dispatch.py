@@ -233,7 +233,8 @@ class _OwnWrites:
         self.calls.append(("settle", dict(topics), sorted(failed)))
 
 
-def test_the_watcher_is_told_of_the_topic_znodes_a_batch_writes(tmp_path: Path, validator: InputValidator) -> None:
+def _loaded_with_own_writes(tmp_path: Path, validator: InputValidator) -> tuple[MemoryZooKeeper, Pipeline, _OwnWrites]:
+    """A pipeline past its failover batch (brokers 1-3), its dispatcher telling :class:`_OwnWrites`."""
     zk = MemoryZooKeeper()
     epoch_znode(zk)
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
@@ -241,6 +242,11 @@ def test_the_watcher_is_told_of_the_topic_znodes_a_batch_writes(tmp_path: Path, 
     p.dispatcher.own_writes = own
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     assert own.calls == [], "a batch that writes no topic znode tells nothing"
+    return zk, p, own
+
+
+def test_the_watcher_is_told_of_the_topic_znodes_a_batch_writes(tmp_path: Path, validator: InputValidator) -> None:
+    zk, p, own = _loaded_with_own_writes(tmp_path, validator)
     p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "t", 2, 3)))])
     assert own.calls == [("expect", {"t": frozenset({0, 1})}, []), ("settle", {"t": frozenset({0, 1})}, [])]
     own.calls.clear()
@@ -256,12 +262,7 @@ def test_the_watcher_is_told_of_the_topic_znodes_a_batch_writes(tmp_path: Path, 
 def test_a_zookeeper_sink_that_fails_leaves_the_topic_writes_to_be_read_again(
     tmp_path: Path, validator: InputValidator
 ) -> None:
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    own = _OwnWrites()
-    p.dispatcher.own_writes = own
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    zk, p, own = _loaded_with_own_writes(tmp_path, validator)
     zk.set("/controller_epoch", b"2")  # fenced: the ZooKeeper sink raises
     with pytest.raises(ControllerFencedError):
         p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "late", 1, 1)))])
