@@ -89,19 +89,18 @@ def startup(ctx: ControllerContext, fx: Effects, replicas: Iterable[PartitionRep
     offline: list[PartitionReplica] = []
     if replicas is None:
         assignments = ctx.partition_assignments
-        # is_replica_online(r, tp), inline: a live broker not shutting down, the replica's log dir online
-        up_brokers = ctx.live_broker_ids
-        offline_dirs = ctx.replicas_on_offline_dirs
         for tp in sort_tps(assignments):
+            replicas_of_tp = assignments[tp].replicas
+            down = ctx.offline_replicas(tp, replicas_of_tp)
             up: list[int] = []
-            for r in assignments[tp].replicas:
+            for r in replicas_of_tp:
                 pr = PartitionReplica.of(tp, r)
-                if r in up_brokers and (not offline_dirs or tp not in offline_dirs.get(r, ())):
-                    states[pr] = ReplicaState.ONLINE
-                    up.append(r)
-                else:
+                if r in down:
                     states[pr] = ReplicaState.DELETION_INELIGIBLE
                     offline.append(pr)
+                else:
+                    states[pr] = ReplicaState.ONLINE
+                    up.append(r)
             if up:
                 online[tp] = up
     else:
