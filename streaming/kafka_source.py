@@ -20,7 +20,9 @@ also accepted under Spark's Kafka source names (``kafka.bootstrap.servers``, ``s
 ``startingOffsets``, ``maxOffsetsPerTrigger``) and in camelCase.
 
 **Offsets.** A source offset is ``{topic: {partition: next_offset}}`` (partition ids as text, topics and
-partitions in sorted order so that equal offsets serialise equally). Spark writes the end offset of each
+partitions in sorted order so that equal offsets serialise equally), plus ``"@last": {topic: {partition:
+mark}}``: the mark (:func:`record_mark`: timestamp and checksum) of the record just before each position,
+for the data-loss check. Spark writes the end offset of each
 micro-batch to the checkpoint's offset log before running it, so a query stopped and restarted from its
 checkpoint resumes at exactly that offset: no record is read twice and none is skipped; a batch that was
 planned but not committed is re-read with :meth:`KafkaStreamReader.readBetweenOffsets`, deterministically.
@@ -28,14 +30,18 @@ End offsets are taken from the records actually read (the offset of the last one
 broker's reported end, which the tansu broker under-reports. No consumer group is used (``assign`` +
 ``seek``); nothing is committed to Kafka. Partitions that appear later start at their beginning.
 
-**Data loss** (Spark's ``failOnDataLoss``). Before each read the source checks that every partition still
-holds the offset it is to read from: an offset below the log's beginning (records deleted) or beyond its
-true end (the log went backwards: a broker that keeps no data restarted, or the topic was deleted and
-created again) is data loss. With ``fail_on_data_loss=true`` (the default) the read raises
-:class:`~streaming.source_options.KafkaSourceError` naming the topic-partition, both offsets and what to do;
-with ``false`` it logs a warning and reads that partition again from its earliest offset. A new log that has
-already grown past the checkpoint's offset cannot be told from the old one (Spark's source has the same
-blind spot).
+**Data loss** (Spark's ``failOnDataLoss``). Before each read the source fetches, per partition, the record
+just before the offset it is to read from, and checks that it is the record it read there (its mark):
+records deleted past that offset (the log begins later), a log that went backwards (a broker that keeps
+no data restarted, or the topic was deleted and created again) and a log written again that has already
+grown past the offset (which offsets alone cannot tell from the old one: Spark's source has that blind
+spot) are all data loss. A log that begins exactly at the offset lost only records already read
+(retention): not a loss. With ``fail_on_data_loss=true`` (the default) the read raises
+:class:`~streaming.source_options.KafkaSourceError` naming the topic-partition, the offsets and what to do;
+with ``false`` it logs a warning and reads that partition again from its earliest offset. Re-reading a
+planned batch checks its last record's mark too. Offsets without marks (explicit starting offsets, a
+checkpoint written before marks) are checked by the offsets alone until their first record is read. A
+partition whose check the broker does not answer within ``poll_timeout_ms`` is not read that time.
 
 **Starting offsets** (a new checkpoint only): ``earliest``, ``latest`` (the true ends when the query
 plans its first batch), or a JSON object ``{"topic": {"partition": offset}}`` as Spark's Kafka source
@@ -68,6 +74,7 @@ import datetime as dt
 import json
 import logging
 import time
+import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -76,7 +83,15 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from sinks.security import KafkaSecurity
-from streaming.source_options import SOURCE_NAME, KafkaSourceError, Offsets, SourceOptions, canonical
+from streaming.source_options import (
+    SOURCE_NAME,
+    KafkaSourceError,
+    Marks,
+    Positions,
+    SourceOptions,
+    source_offset,
+    split_offset,
+)
 
 SCHEMA = "key string, value string, topic string, partition int, offset long, timestamp timestamp"
 
@@ -106,6 +121,13 @@ def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", "replace")
 
 
+def record_mark(r: Any) -> str:
+    """What tells a record from another written at the same offset of a log written again: its timestamp
+    and a checksum of its key and value (``"<timestamp>-<crc32>"``)."""
+    crc = zlib.crc32(r.value or b"", zlib.crc32(r.key or b""))
+    return f"{r.timestamp}-{crc:08x}"
+
+
 def _row(r: Any) -> tuple[Any, ...]:
     ts = dt.datetime.fromtimestamp(r.timestamp / 1000, tz=dt.UTC) if r.timestamp is not None else None
     return (_text(r.key), _text(r.value), r.topic, r.partition, r.offset, ts)
@@ -119,7 +141,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         self._consumer: Any = None
         #: where the consumer stands per (topic, partition), to avoid needless seeks
         self._positions: dict[tuple[str, int], int] = {}
-        self._target: Offsets | None = None
+        self._target: Positions | None = None
         #: the failover barrier: not yet passed; where the scan for the reference stands
         self._held = options.barrier_topic is not None
         self._scanned: dict[tuple[str, int], int] = {}
@@ -204,25 +226,27 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 )
             time.sleep(0.2)
 
-    def _true_ends(self) -> Offsets:
-        """The next offset to be written per partition, read to the real end (tansu under-reports)."""
+    def _true_ends(self) -> tuple[Positions, Marks]:
+        """The next offset to be written per partition, read to the real end (tansu under-reports), and the
+        marks of the last records."""
         tps = self._partitions()
         c = self._client()
         reported = self._list_offsets("end", tps)
         self._assign(tps, {(tp.topic, tp.partition): reported[tp] for tp in tps})
         ends = {(tp.topic, tp.partition): reported[tp] for tp in tps}
+        marks: Marks = {}
         while True:
             got = c.poll(timeout_ms=min(self.options.poll_timeout_ms, ENDS_POLL_MS), max_records=5000)
             if not got:
                 break
             for tp, records in got.items():
+                key = (tp.topic, tp.partition)
+                if records and records[-1].offset + 1 >= ends[key]:
+                    ends[key] = records[-1].offset + 1
+                    marks[key] = record_mark(records[-1])
                 if records:
-                    ends[(tp.topic, tp.partition)] = max(ends[(tp.topic, tp.partition)], records[-1].offset + 1)
-                    self._positions[(tp.topic, tp.partition)] = records[-1].offset + 1
-        out: Offsets = {}
-        for (t, p), o in ends.items():
-            out.setdefault(t, {})[str(p)] = o
-        return canonical(out)
+                    self._positions[key] = records[-1].offset + 1
+        return ends, marks
 
     def _behind(self, tps: list[Any]) -> bool:
         """Whether the broker's last fetch answers put a partition's high watermark past where the consumer
@@ -235,35 +259,94 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 return True
         return False
 
-    def _starts(self, start: Mapping[str, Mapping[str, int]], tps: list[Any]) -> dict[tuple[str, int], int]:
-        missing = [tp for tp in tps if str(tp.partition) not in start.get(tp.topic, {})]
+    def _starts(self, positions: Positions, tps: list[Any]) -> Positions:
+        missing = [tp for tp in tps if (tp.topic, tp.partition) not in positions]
         begins = self._list_offsets("beginning", missing) if missing else {}
         return {
-            (tp.topic, tp.partition): int(start[tp.topic][str(tp.partition)]) if tp not in begins else begins[tp]
-            for tp in tps
+            (tp.topic, tp.partition): begins[tp] if tp in begins else positions[(tp.topic, tp.partition)] for tp in tps
         }
 
-    def _check_data_loss(self, tps: list[Any], starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        """``starts`` with lost offsets handled (see "Data loss" in the module docstring)."""
+    def _records_before(self, tps: list[Any], todo: list[Any], starts: Positions) -> dict[tuple[str, int], Any]:
+        """Per partition of ``todo`` (some of ``tps``, the partitions read), the record just before its start,
+        or ``None`` when the log does not hold it (it ends before it, or begins after it); a partition the
+        broker did not answer for within ``poll_timeout_ms`` is left out. One fetch answers a log that holds
+        the record at once. The consumer keeps ``tps`` assigned (the read that follows only seeks)."""
+        c = self._client()
+        wanted = {(tp.topic, tp.partition): starts[(tp.topic, tp.partition)] - 1 for tp in todo}
+        self._assign(tps, {**starts, **wanted})
+        pending = {(tp.topic, tp.partition): tp for tp in todo}
+        out: dict[tuple[str, int], Any] = {}
+        deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
+        while pending:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                break
+            got = c.poll(timeout_ms=min(left_ms, ENDS_POLL_MS), max_records=5000)
+            for tp, records in got.items():
+                key = (tp.topic, tp.partition)
+                if records:
+                    self._positions[key] = records[-1].offset + 1
+                if key not in pending or not records:
+                    continue
+                want = wanted[key]
+                at = [r for r in records if r.offset >= want]
+                # a first record past it: the log no longer holds it; only earlier ones: the consumer was
+                # moved to the log's beginning (Kafka answers a fetch past the end with an out-of-range error)
+                out[key] = at[0] if at and at[0].offset == want else None
+                del pending[key]
+            for key, tp in list(pending.items()):
+                # tansu answers a fetch past the end with nothing: its high watermark says the log ends earlier
+                hw = c.highwater(tp)
+                if hw is not None and hw <= wanted[key]:
+                    out[key] = None
+                    del pending[key]
+        return out
+
+    def _check_data_loss(
+        self, tps: list[Any], starts: Positions, marks: Marks
+    ) -> tuple[Positions, Marks, set[tuple[str, int]]]:
+        """``starts`` and ``marks`` with lost offsets handled (see "Data loss" in the module docstring), and
+        the partitions that could not be checked this time (the broker did not answer: they are not read)."""
         # checked on every read, not remembered: a broker that restarts empty makes any offset lost again
         todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] > 0]
         if not todo:
-            return starts
-        begins = self._list_offsets("beginning", todo)
-        reported = self._list_offsets("end", todo)
-        out = dict(starts)
+            return starts, marks, set()
+        before = self._records_before(tps, todo, starts)
+        absent = [tp for tp in todo if (tp.topic, tp.partition) in before and before[(tp.topic, tp.partition)] is None]
+        begins = self._list_offsets("beginning", absent) if absent else {}
+        c = self._client()
+        lost: dict[Any, str] = {}
         for tp in todo:
             key = (tp.topic, tp.partition)
-            start, begin = starts[key], begins[tp]
-            end = reported[tp]
-            if start > end and start > begin and self._holds(tp, start - 1):
-                # tansu under-reports the end; the record just before the start is there, so it is not lost
-                end = start
-            if begin <= start <= end:
+            if key not in before:
                 continue
-            where = f"ends at offset {end}" if start > end else f"begins at offset {begin}"
+            start, r = starts[key], before[key]
+            if r is not None:
+                if key not in marks or record_mark(r) == marks[key]:
+                    continue
+                lost[tp] = f"the record at offset {start - 1} is not the one it read there (the log was written again)"
+            elif begins[tp] == start:
+                continue  # the records before it were deleted (retention): none it has not read
+            elif begins[tp] > start:
+                lost[tp] = f"the log now begins at offset {begins[tp]}"
+            else:
+                hw = c.highwater(tp)
+                lost[tp] = f"the log now ends at offset {hw if hw is not None and hw < start else start - 1}"
+        unchecked = {(tp.topic, tp.partition) for tp in todo} - set(before)
+        if unchecked:
+            log.warning(
+                "could not check the offsets of %s within %d ms (the broker did not answer): not read this time",
+                ", ".join(f"{t}-{p}" for t, p in sorted(unchecked)),
+                self.options.poll_timeout_ms,
+            )
+        if not lost:
+            return starts, marks, unchecked
+        out, kept = dict(starts), dict(marks)
+        firsts = self._list_offsets("beginning", [tp for tp in lost if tp not in begins])
+        for tp, reason in lost.items():
+            key = (tp.topic, tp.partition)
             what = (
-                f"{tp.topic}-{tp.partition}: the checkpoint reads from offset {start} but the log now {where}"
+                f"{tp.topic}-{tp.partition}: the checkpoint reads from offset {starts[key]} but {reason}"
                 " (the broker lost data: restarted without storage, the topic was deleted and created again,"
                 " or records were deleted)"
             )
@@ -273,38 +356,27 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                     f"data loss on {what}; set fail_on_data_loss=false to go on from the earliest offset"
                     " (the records in between are lost), or start on a new checkpoint_dir",
                 )
+            begin = begins[tp] if tp in begins else firsts[tp]
             log.warning("data loss on %s; fail_on_data_loss=false: reading it again from offset %d", what, begin)
             out[key] = begin
-        return out
-
-    def _holds(self, tp: Any, offset: int) -> bool:
-        """Whether the partition has a record at ``offset`` (read from there: quick when it has)."""
-        c = self._client()
-        c.assign([tp])
-        self._positions = {}
-        c.seek(tp, offset)
-        for _ in range(3):
-            records = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=1).get(tp, [])
-            if records:
-                return any(r.offset >= offset for r in records)
-        return False
+            kept.pop(key, None)
+        return out, kept, unchecked
 
     # ------------------------------------------------------------------ Spark's interface
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
         if self.options.starting_offsets == "latest":
-            return self._true_ends()
+            return source_offset(*self._true_ends())
         tps = self._partitions()
         begins = self._list_offsets("beginning", tps)
         given = {(t, p): o for t, p, o in self.options.starting_positions or ()}
-        out: Offsets = {}
-        for tp in tps:
-            out.setdefault(tp.topic, {})[str(tp.partition)] = given.get((tp.topic, tp.partition), begins[tp])
-        return canonical(out)
+        marks = {(t, p): m for t, p, m in self.options.starting_marks}
+        positions = {(tp.topic, tp.partition): given.get((tp.topic, tp.partition), begins[tp]) for tp in tps}
+        return source_offset(positions, marks)
 
-    def _find_barrier(self, starts: Mapping[tuple[str, int], int]) -> tuple[str, int, int] | None:
-        """(topic, partition, offset) of the first failover reference that opens the barrier at or after
-        ``starts`` on the barrier topic, or ``None``. The scan goes on from where the previous one ended."""
+    def _find_barrier(self, starts: Mapping[tuple[str, int], int]) -> tuple[str, int, int, str] | None:
+        """(topic, partition, offset, mark) of the first failover reference that opens the barrier at or
+        after ``starts`` on the barrier topic, or ``None``. The scan goes on from where the previous one ended."""
         from kafka import TopicPartition
 
         topic = self.options.barrier_topic
@@ -332,7 +404,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                     if r.offset < positions[key]:
                         continue
                     if self._opens_barrier(r.value, least):
-                        return (tp.topic, tp.partition, r.offset)
+                        return (tp.topic, tp.partition, r.offset, record_mark(r))
                     positions[key] = self._scanned[key] = r.offset + 1
 
     def _opens_barrier(self, value: bytes | None, least: int) -> bool:
@@ -353,33 +425,30 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         read per partition (unchanged where nothing was read). Behind a failover barrier: nothing until
         the reference is there, then the reference's partition up to and including it."""
         tps = self._partitions()
-        starts = self._check_data_loss(tps, self._starts(start, tps))
+        positions, marks = split_offset(start)
+        starts, marks, unchecked = self._check_data_loss(tps, self._starts(positions, tps), marks)
         if self._held:
-            found = self._find_barrier(starts)
+            found = self._find_barrier(starts) if not unchecked else None
             if found is None:
-                held: Offsets = {}
-                for (t, p), o in starts.items():
-                    held.setdefault(t, {})[str(p)] = o
-                return iter([]), canonical(held)
+                return iter([]), source_offset(starts, marks)
             self._held = False
-            topic, partition, offset = found
-            barrier: Offsets = {}
-            for (t, p), o in starts.items():
-                barrier.setdefault(t, {})[str(p)] = offset + 1 if (t, p) == (topic, partition) else o
-            barrier = canonical(barrier)
+            topic, partition, offset, mark = found
+            barrier = dict(starts)
+            barrier[(topic, partition)] = offset + 1
             # from ``starts``, not ``start``: a partition found lost above starts again at its beginning
-            begun: Offsets = {}
-            for (t, p), o in starts.items():
-                begun.setdefault(t, {})[str(p)] = o
-            return iter(list(self.readBetweenOffsets(dict(begun), dict(barrier)))), barrier
+            begun = source_offset(starts, marks)
+            end = source_offset(barrier, {**marks, (topic, partition): mark})
+            return iter(list(self.readBetweenOffsets(begun, end))), end
+        tps = [tp for tp in tps if (tp.topic, tp.partition) not in unchecked]
         limit = self.options.max_records_per_batch
         if self._target is not None:
             # Trigger.AvailableNow: never beyond the offsets recorded when it started
-            caps = {(t, int(p)): o for t, parts in self._target.items() for p, o in parts.items()}
+            caps = self._target
             tps = [tp for tp in tps if starts[(tp.topic, tp.partition)] < caps.get((tp.topic, tp.partition), 0)]
         else:
             caps = {}
         ends = dict(starts)
+        last: dict[tuple[str, int], Any] = {}
         rows: list[tuple[Any, ...]] = []
         if tps:
             self._assign(tps, starts)
@@ -398,6 +467,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                             break
                         rows.append(_row(r))
                         ends[key] = r.offset + 1
+                        last[key] = r
                     if records:
                         # where the consumer now stands; when we kept fewer, the next read seeks back
                         self._positions[key] = records[-1].offset + 1
@@ -405,23 +475,25 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 # every micro-batch (it was most of Spark's ``latestOffset``): what the broker already
                 # holds comes at once, so only a partition behind its high watermark is waited for.
                 timeout = self.options.poll_timeout_ms if self._behind(tps) else self._confirm_ms
-        end: Offsets = {}
-        for (t, p), o in ends.items():
-            end.setdefault(t, {})[str(p)] = o
-        return iter(rows), canonical(end)
+        marks.update((key, record_mark(r)) for key, r in last.items())
+        return iter(rows), source_offset(ends, marks)
 
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:  # noqa: N802 - Spark's name
-        """Exactly the records in ``[start, end)`` per partition (re-reading a planned batch)."""
-        tps = [tp for tp in self._partitions() if str(tp.partition) in end.get(tp.topic, {})]
-        starts = self._starts(start, tps)
-        stops = {(tp.topic, tp.partition): int(end[tp.topic][str(tp.partition)]) for tp in tps}
+        """Exactly the records in ``[start, end)`` per partition (re-reading a planned batch). A partition
+        whose last record is not the one the batch was planned with (its mark) was written again since:
+        data loss (see the module docstring); with ``fail_on_data_loss=false`` its records are left out."""
+        positions, _ = split_offset(start)
+        stops, end_marks = split_offset(end)
+        tps = [tp for tp in self._partitions() if (tp.topic, tp.partition) in stops]
+        starts = self._starts(positions, tps)
         todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] < stops[(tp.topic, tp.partition)]]
-        rows: list[tuple[Any, ...]] = []
+        rows: list[tuple[tuple[str, int], tuple[Any, ...]]] = []
         if not todo:
-            return iter(rows)
+            return iter([])
         self._assign(todo, starts)
         c = self._client()
         reached = {(tp.topic, tp.partition): starts[(tp.topic, tp.partition)] for tp in todo}
+        last: dict[tuple[str, int], Any] = {}
         deadline = time.monotonic() + self.options.replay_timeout_s
         while any(reached[k] < stops[k] for k in reached):
             if time.monotonic() > deadline:
@@ -433,19 +505,37 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 key = (tp.topic, tp.partition)
                 for r in records:
                     if reached[key] <= r.offset < stops[key]:
-                        rows.append(_row(r))
+                        rows.append((key, _row(r)))
                         reached[key] = r.offset + 1
+                        last[key] = r
                     elif r.offset >= stops[key]:
                         reached[key] = stops[key]
                 if records:
                     self._positions[key] = records[-1].offset + 1
-        return iter(rows)
+        left_out: set[tuple[str, int]] = set()
+        for key, mark in end_marks.items():
+            r = last.get(key)
+            if r is None or r.offset != stops[key] - 1 or record_mark(r) == mark:
+                continue
+            what = (
+                f"{key[0]}-{key[1]}: the record at offset {r.offset} is not the one the planned batch ended with"
+                " (the log was written again since)"
+            )
+            if self.options.fail_on_data_loss:
+                raise KafkaSourceError(
+                    "fail_on_data_loss",
+                    f"data loss on {what}; set fail_on_data_loss=false to go on (the planned batch's records of"
+                    " that partition are left out, the next read starts it again from its earliest offset)",
+                )
+            log.warning("data loss on %s; fail_on_data_loss=false: its records are left out of the batch", what)
+            left_out.add(key)
+        return iter([row for key, row in rows if key not in left_out])
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
-        self._target = self._true_ends()
+        self._target = self._true_ends()[0]
 
     def stop(self) -> None:
         if self._consumer is not None:

@@ -24,6 +24,7 @@ import json
 
 from streaming.checkpoint_fs import CheckpointStore, batch_ids, child
 from streaming.errors import StreamingError
+from streaming.source_options import source_offset, split_offset
 
 SETTING = "resume_from_checkpoint"
 
@@ -68,8 +69,7 @@ def offsets_of(text: str, path: str) -> str:
     if len(lines) != 3 or not lines[0].startswith("v"):
         raise ResumeError(f"{path}: not the offset log entry of a one-source query ({len(lines)} lines)")
     try:
-        raw = json.loads(lines[2])
-        offsets = {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in raw.items()}
+        offsets = source_offset(*split_offset(json.loads(lines[2])))
     except (ValueError, AttributeError, TypeError) as e:
         raise ResumeError(f"{path}: the source's offsets are not {{topic: {{partition: offset}}}}: {e}") from None
     return json.dumps(offsets, sort_keys=True, separators=(",", ":"))

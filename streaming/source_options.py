@@ -14,8 +14,14 @@ from streaming.errors import StreamingError
 
 SOURCE_NAME = "livectl-kafka"
 
-#: a source offset: topic -> partition (as text) -> next offset to read
-Offsets = dict[str, dict[str, int]]
+#: where a read stands: (topic, partition) -> the next offset to read
+Positions = dict[tuple[str, int], int]
+#: (topic, partition) -> the mark (:func:`streaming.kafka_source.record_mark`) of the record just before its position
+Marks = dict[tuple[str, int], str]
+
+#: the key of a source offset that holds the marks: ``{"@last": {topic: {partition: mark}}}``. Not a legal
+#: Kafka topic name (those are ``[a-zA-Z0-9._-]``), so never a topic's key
+MARKS = "@last"
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "bootstrap_servers": ("bootstrap_servers", "bootstrapServers", "kafka.bootstrap.servers"),
@@ -66,6 +72,8 @@ class SourceOptions:
     barrier_topic: str | None = None
     barrier_epoch: int | None = None
     barrier_path: str | None = None
+    #: the marks given with explicit starting offsets (``{"@last": ...}``, as in the source's own offsets)
+    starting_marks: tuple[tuple[str, int, str], ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -86,8 +94,9 @@ class SourceOptions:
             raise KafkaSourceError("topics", "is required (comma-separated topic names)")
         starting = (get("starting_offsets") or "earliest").strip()
         positions = None
+        marks: tuple[tuple[str, int, str], ...] = ()
         if starting.startswith("{"):
-            positions = _parse_positions(starting, topics)
+            positions, marks = _parse_positions(starting, topics)
             starting = "explicit"
         else:
             starting = starting.lower()
@@ -143,11 +152,15 @@ class SourceOptions:
             barrier_topic,
             barrier_epoch,
             get("barrier_path"),
+            marks,
         )
 
 
-def _parse_positions(text: str, topics: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
-    """``{"topic": {"partition": offset}}`` as (topic, partition, offset) triples; errors name the field."""
+def _parse_positions(
+    text: str, topics: tuple[str, ...]
+) -> tuple[tuple[tuple[str, int, int], ...], tuple[tuple[str, int, str], ...]]:
+    """``{"topic": {"partition": offset}}`` (and, optionally, the source offset's ``"@last"`` marks) as
+    (topic, partition, offset) and (topic, partition, mark) triples; errors name the field."""
     try:
         raw = json.loads(text)
     except ValueError as e:
@@ -155,7 +168,11 @@ def _parse_positions(text: str, topics: tuple[str, ...]) -> tuple[tuple[str, int
     if not isinstance(raw, dict):
         raise KafkaSourceError("starting_offsets", "must be a JSON object {topic: {partition: offset}}")
     out = []
+    marks = []
     for topic, parts in raw.items():
+        if topic == MARKS:
+            marks = _parse_marks(parts, topics)
+            continue
         if topic not in topics:
             raise KafkaSourceError(f"starting_offsets.{topic}", "is not one of the topics read")
         if not isinstance(parts, dict):
@@ -167,9 +184,48 @@ def _parse_positions(text: str, topics: tuple[str, ...]) -> tuple[tuple[str, int
             if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
                 raise KafkaSourceError(field, f"the offset must be a non-negative integer, got {offset!r}")
             out.append((topic, int(partition), offset))
-    return tuple(sorted(out))
+    return tuple(sorted(out)), tuple(sorted(marks))
 
 
-def canonical(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
-    """Topics sorted, partitions sorted numerically, values as int (Spark compares offsets as JSON)."""
-    return {t: {p: int(offsets[t][p]) for p in sorted(offsets[t], key=int)} for t in sorted(offsets)}
+def _parse_marks(raw: Any, topics: tuple[str, ...]) -> list[tuple[str, int, str]]:
+    field = f"starting_offsets.{MARKS}"
+    if not isinstance(raw, dict):
+        raise KafkaSourceError(field, "must be an object {topic: {partition: mark}}")
+    out = []
+    for topic, parts in raw.items():
+        if topic not in topics:
+            raise KafkaSourceError(f"{field}.{topic}", "is not one of the topics read")
+        if not isinstance(parts, dict):
+            raise KafkaSourceError(f"{field}.{topic}", "must be an object {partition: mark}")
+        for partition, mark in parts.items():
+            if not str(partition).isdigit():
+                raise KafkaSourceError(f"{field}.{topic}.{partition}", "the partition must be a non-negative integer")
+            if not isinstance(mark, str) or not mark:
+                raise KafkaSourceError(
+                    f"{field}.{topic}.{partition}", f"the mark must be a non-empty string, got {mark!r}"
+                )
+            out.append((topic, int(partition), mark))
+    return out
+
+
+def split_offset(offset: Mapping[str, Any]) -> tuple[Positions, Marks]:
+    """A source offset (:func:`source_offset`) as its positions and marks."""
+    positions = {(t, int(p)): int(o) for t, parts in offset.items() if t != MARKS for p, o in parts.items()}
+    marks = {(t, int(p)): str(m) for t, parts in offset.get(MARKS, {}).items() for p, m in parts.items()}
+    return positions, marks
+
+
+def source_offset(positions: Mapping[tuple[str, int], int], marks: Mapping[tuple[str, int], str]) -> dict[str, Any]:
+    """The source offset ``{topic: {partition: next_offset}, "@last": {topic: {partition: mark}}}``: topics
+    sorted, partitions sorted numerically, offsets as int (Spark compares offsets as JSON, so equal offsets
+    must serialise equally); a mark only for a partition whose position is past its first record."""
+    out: dict[str, Any] = {}
+    for t, p in sorted(positions):
+        out.setdefault(t, {})[str(p)] = int(positions[(t, p)])
+    kept: dict[str, dict[str, str]] = {}
+    for t, p in sorted(marks):
+        if positions.get((t, p), 0) > 0:
+            kept.setdefault(t, {})[str(p)] = marks[(t, p)]
+    if kept:
+        out[MARKS] = kept
+    return out

@@ -1,7 +1,8 @@
 """The source's data-loss rule (Spark's ``failOnDataLoss``) against a real broker restart.
 
 The local tansu broker keeps no data: restarted, its topics come back empty and the offsets in a
-checkpoint point past the end of the new log. The reader is the same object Spark drives
+checkpoint point past the end of the new log — or, once the new log has grown past them, at records the
+checkpoint never read (told apart by the mark of the last record read). The reader is the same object Spark drives
 (``KafkaStreamReader.read``), called here without Spark.
 """
 
@@ -18,7 +19,7 @@ from kafka import KafkaProducer
 from livectl import local
 from sinks.requests import ensure_topics
 from streaming.kafka_source import KafkaStreamReader
-from streaming.source_options import KafkaSourceError, SourceOptions
+from streaming.source_options import MARKS, KafkaSourceError, SourceOptions
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +81,7 @@ def test_offsets_gone_after_a_broker_restart_fail_by_default_or_restart_from_ear
     try:
         rows, end = strict.read(strict.initialOffset())
         assert [v for v, _ in _values(rows)] == [f"before-{i}" for i in range(5)]
-        assert end == {TOPIC: {"0": 5}}
+        assert end[TOPIC] == {"0": 5} and list(end[MARKS][TOPIC]) == ["0"]
         # nothing new: the checkpoint's offset is the log's end, which is not a loss (even though tansu
         # under-reports the end offset)
         rows, again = strict.read(end)
@@ -108,6 +109,67 @@ def test_offsets_gone_after_a_broker_restart_fail_by_default_or_restart_from_ear
         _produce(broker.bootstrap, ["after-2"])
         rows, last = lenient.read(after)
         assert _values(rows) == [("after-2", 2)] and last[TOPIC]["0"] == 3
+    finally:
+        strict.stop()
+        lenient.stop()
+
+
+def test_a_new_log_grown_past_the_checkpoints_offset_is_told_from_the_old_one(
+    broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Offsets alone cannot tell the two logs apart (Spark's source has that blind spot); the mark of the
+    last record read can."""
+    ensure_topics(broker.bootstrap, [TOPIC])
+    _produce(broker.bootstrap, [f"before-{i}" for i in range(3)])
+    strict, lenient = _reader(broker.bootstrap, "true"), _reader(broker.bootstrap, "false")
+    try:
+        rows, end = strict.read(strict.initialOffset())
+        assert [v for v, _ in _values(rows)] == ["before-0", "before-1", "before-2"] and end[TOPIC]["0"] == 3
+
+        broker.restart()
+        ensure_topics(broker.bootstrap, [TOPIC])
+        _produce(broker.bootstrap, [f"after-{i}" for i in range(5)])
+
+        with pytest.raises(KafkaSourceError) as failed:
+            strict.read(end)
+        message = str(failed.value)
+        assert "data loss on loss.input-0: the checkpoint reads from offset 3 but the record at offset 2" in message
+        assert "is not the one it read there" in message and "fail_on_data_loss=false" in message
+
+        with caplog.at_level(logging.WARNING, logger="livectl.kafka_source"):
+            rows, after = lenient.read(end)
+        # every record of the new log, from its beginning: none skipped
+        assert _values(rows) == [(f"after-{i}", i) for i in range(5)] and after[TOPIC]["0"] == 5
+        assert any("data loss on loss.input-0" in r.getMessage() for r in caplog.records)
+        # and the new log's own offsets check as the same log afterwards
+        rows, again = strict.read(after)
+        assert _values(rows) == [] and again == after
+    finally:
+        strict.stop()
+        lenient.stop()
+
+
+def test_a_planned_batch_re_read_from_a_log_written_again_is_data_loss(broker: Broker) -> None:
+    """Re-reading a planned batch (after a restart) finds other records at its offsets: stop by default;
+    with ``fail_on_data_loss=false`` that partition's records are left out (the next read takes the new log
+    from its beginning)."""
+    ensure_topics(broker.bootstrap, [TOPIC])
+    _produce(broker.bootstrap, [f"before-{i}" for i in range(3)])
+    strict, lenient = _reader(broker.bootstrap, "true"), _reader(broker.bootstrap, "false")
+    try:
+        start = strict.initialOffset()
+        _, end = strict.read(start)
+        assert [r[1] for r in strict.readBetweenOffsets(start, end)] == ["before-0", "before-1", "before-2"]
+
+        broker.restart()
+        ensure_topics(broker.bootstrap, [TOPIC])
+        _produce(broker.bootstrap, [f"after-{i}" for i in range(4)])
+
+        with pytest.raises(
+            KafkaSourceError, match="the record at offset 2 is not the one the planned batch ended with"
+        ):
+            list(strict.readBetweenOffsets(start, end))
+        assert [r for r in lenient.readBetweenOffsets(start, end) if r[2] == TOPIC and r[3] == 0] == []
     finally:
         strict.stop()
         lenient.stop()

@@ -3,11 +3,12 @@ security settings reach the options."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from streaming.source_options import KafkaSourceError, SourceOptions
+from streaming.source_options import MARKS, KafkaSourceError, SourceOptions, source_offset, split_offset
 
 pytestmark = pytest.mark.unit
 
@@ -30,6 +31,36 @@ def test_bad_starting_offsets_and_barrier_options_name_the_field() -> None:
         SourceOptions.parse({**base, "barrier_topic": "c", "barrier_epoch": "1"})
     opts = SourceOptions.parse({**base, "starting_offsets": '{"b": {"1": 5, "0": 3}}'})
     assert opts.starting_offsets == "explicit" and opts.starting_positions == (("b", 0, 3), ("b", 1, 5))
+
+
+def test_the_source_offset_carries_the_marks_of_the_records_before_its_positions() -> None:
+    positions = {("b", 10): 7, ("b", 2): 0, ("a", 0): 3}
+    marks = {("a", 0): "1795511590146-0a1b2c3d", ("b", 2): "stale"}
+    offset = source_offset(positions, marks)
+    # partitions sorted numerically, the marks last; a position at a log's first record has none
+    assert list(offset) == ["a", "b", MARKS] and list(offset["b"]) == ["2", "10"]
+    assert offset[MARKS] == {"a": {"0": "1795511590146-0a1b2c3d"}}
+    assert split_offset(offset) == (positions, {("a", 0): "1795511590146-0a1b2c3d"})
+    assert source_offset(positions, {}) == {"a": {"0": 3}, "b": {"2": 0, "10": 7}}
+    # a source offset is taken back as starting offsets, marks and all (a checkpoint moved to another)
+    opts = SourceOptions.parse({"bootstrap_servers": "h:1", "topics": "a,b", "starting_offsets": json.dumps(offset)})
+    assert opts.starting_positions == (("a", 0, 3), ("b", 2, 0), ("b", 10, 7))
+    assert opts.starting_marks == (("a", 0, "1795511590146-0a1b2c3d"),)
+
+
+@pytest.mark.parametrize(
+    ("marks", "reason"),
+    [
+        ("[1]", r"starting_offsets\.@last: must be an object"),
+        ('{"c": {"0": "m"}}', r"starting_offsets\.@last\.c: is not one of the topics read"),
+        ('{"a": {"x": "m"}}', r"starting_offsets\.@last\.a\.x: the partition"),
+        ('{"a": {"0": 5}}', r"starting_offsets\.@last\.a\.0: the mark must be a non-empty string"),
+    ],
+)
+def test_bad_marks_in_starting_offsets_name_the_field(marks: str, reason: str) -> None:
+    text = '{"a": {"0": 1}, "@last": ' + marks + "}"
+    with pytest.raises(KafkaSourceError, match=reason):
+        SourceOptions.parse({"bootstrap_servers": "h:1", "topics": "a,b", "starting_offsets": text})
 
 
 def test_security_settings_reach_the_source_options_and_errors_name_the_setting() -> None:

@@ -72,3 +72,10 @@ def test_a_damaged_offset_log_entry_is_named(text: str, reason: str) -> None:
     with pytest.raises(ResumeError, match=reason) as e:
         offsets_of(text, "memory:/old/offsets/3")
     assert str(e.value).startswith("memory:/old/offsets/3: ")
+
+
+def test_the_marks_of_the_last_records_go_with_the_offsets() -> None:
+    """The new checkpoint's first read can then tell a log written again from the one the old one read."""
+    offsets = {"livectl.admin": {"0": 4}, "@last": {"livectl.admin": {"0": "1795511590146-0a1b2c3d"}}}
+    got = json.loads(offsets_of(f"v1\n{META}\n{json.dumps(offsets)}", "memory:/old/offsets/3"))
+    assert got == offsets
