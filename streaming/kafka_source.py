@@ -267,10 +267,11 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         }
 
     def _records_before(self, tps: list[Any], todo: list[Any], starts: Positions) -> dict[tuple[str, int], Any]:
-        """Per partition of ``todo`` (some of ``tps``, the partitions read), the record just before its start,
-        or ``None`` when the log does not hold it (it ends before it, or begins after it); a partition the
-        broker did not answer for within ``poll_timeout_ms`` is left out. One fetch answers a log that holds
-        the record at once. The consumer keeps ``tps`` assigned (the read that follows only seeks)."""
+        """Per partition of ``todo`` (some of ``tps``, the partitions read), the first record at or after the
+        offset just before its start — that record itself when the log holds it — or ``None`` when the log
+        has none there (it ends before it); a partition the broker did not answer for within
+        ``poll_timeout_ms`` is left out. One fetch answers a log that holds the record at once. The consumer
+        keeps ``tps`` assigned (the read that follows only seeks)."""
         c = self._client()
         wanted = {(tp.topic, tp.partition): starts[(tp.topic, tp.partition)] - 1 for tp in todo}
         self._assign(tps, {**starts, **wanted})
@@ -288,11 +289,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                     self._positions[key] = records[-1].offset + 1
                 if key not in pending or not records:
                     continue
-                want = wanted[key]
-                at = [r for r in records if r.offset >= want]
-                # a first record past it: the log no longer holds it; only earlier ones: the consumer was
-                # moved to the log's beginning (Kafka answers a fetch past the end with an out-of-range error)
-                out[key] = at[0] if at and at[0].offset == want else None
+                # only earlier records: the consumer was moved to the log's beginning (Kafka answers a fetch
+                # out of the log's range with an error, and the consumer resets to the earliest offset)
+                at = [r for r in records if r.offset >= wanted[key]]
+                out[key] = at[0] if at else None
                 del pending[key]
             for key, tp in list(pending.items()):
                 # tansu answers a fetch past the end with nothing: its high watermark says the log ends earlier
@@ -312,7 +312,13 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         if not todo:
             return starts, marks, set()
         before = self._records_before(tps, todo, starts)
-        absent = [tp for tp in todo if (tp.topic, tp.partition) in before and before[(tp.topic, tp.partition)] is None]
+        found = {
+            (tp.topic, tp.partition)
+            for tp in todo
+            if before.get((tp.topic, tp.partition)) is not None
+            and before[(tp.topic, tp.partition)].offset == starts[(tp.topic, tp.partition)] - 1
+        }
+        absent = [tp for tp in todo if (tp.topic, tp.partition) in before and (tp.topic, tp.partition) not in found]
         begins = self._list_offsets("beginning", absent) if absent else {}
         c = self._client()
         lost: dict[Any, str] = {}
@@ -321,7 +327,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             if key not in before:
                 continue
             start, r = starts[key], before[key]
-            if r is not None:
+            if key in found:
                 if key not in marks or record_mark(r) == marks[key]:
                     continue
                 lost[tp] = f"the record at offset {start - 1} is not the one it read there (the log was written again)"
@@ -329,6 +335,14 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 continue  # the records before it were deleted (retention): none it has not read
             elif begins[tp] > start:
                 lost[tp] = f"the log now begins at offset {begins[tp]}"
+            elif r is not None and key not in marks:
+                # the log holds later records but gives none at that offset (a transaction marker): nothing
+                # read there to compare, and the offset is inside the log
+                continue
+            elif r is not None:
+                lost[tp] = (
+                    f"the record at offset {start - 1}, the last it read, is not there (the log was written again)"
+                )
             else:
                 hw = c.highwater(tp)
                 lost[tp] = f"the log now ends at offset {hw if hw is not None and hw < start else start - 1}"
@@ -342,7 +356,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         if not lost:
             return starts, marks, unchecked
         out, kept = dict(starts), dict(marks)
-        firsts = self._list_offsets("beginning", [tp for tp in lost if tp not in begins])
+        unlisted = [tp for tp in lost if tp not in begins]
+        firsts = self._list_offsets("beginning", unlisted) if unlisted else {}
         for tp, reason in lost.items():
             key = (tp.topic, tp.partition)
             what = (
