@@ -50,6 +50,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -782,6 +783,7 @@ class RequestSink:
             extra: dict[str, Any] = {}
             if self._transactional_id is not None:
                 extra = {"transactional_id": self._transactional_id, "max_block_ms": int(self._timeout * 1000)}
+                quiet_fencing_reports()
             if self._max_request_size is not None:
                 extra["max_request_size"] = self._max_request_size
             producer = KafkaProducer(
@@ -825,6 +827,44 @@ class RequestSink:
             )
         except (KafkaError, OSError) as e:
             raise SinkUnavailableError(f"could not read the tail of {topic} to check batch {batch_id}: {e!r}") from e
+
+
+_FENCING_NAMES = ("ProducerFencedError", "InvalidProducerEpochError")
+#: the kafka-python loggers that report a fenced transactional producer at ERROR from its I/O thread
+_FENCING_LOGGERS = ("kafka.producer.transaction_manager", "kafka.producer.sender")
+
+
+class _FencingReportedByLivectl(logging.Filter):
+    """Drops kafka-python's own ERROR lines about a fenced producer: the sink raises
+    :class:`ControllerFencedError` for it and ``livectl run`` says it in one line, so the same fact twice
+    (from the producer's I/O thread, timing-dependent) is noise. Every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if any(isinstance(a, (ProducerFencedError, InvalidProducerEpochError)) for a in _record_args(record)):
+            return False
+        try:
+            text = record.getMessage()
+        except Exception:  # a malformed record is not ours to judge: let logging report it
+            return True
+        return not any(name in text for name in _FENCING_NAMES)
+
+
+def _record_args(record: logging.LogRecord) -> tuple[Any, ...]:
+    args = record.args
+    if isinstance(args, tuple):
+        return args
+    return () if args is None else (args,)
+
+
+_FENCING_FILTER = _FencingReportedByLivectl()
+
+
+def quiet_fencing_reports() -> None:
+    """Installs :class:`_FencingReportedByLivectl` on kafka-python's producer loggers (once)."""
+    for name in _FENCING_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FENCING_FILTER not in logger.filters:
+            logger.addFilter(_FENCING_FILTER)
 
 
 def _producer_fenced(producer: KafkaProducer | None, error: BaseException) -> bool:

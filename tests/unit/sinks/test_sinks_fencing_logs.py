@@ -1,0 +1,42 @@
+"""kafka-python's own ERROR lines about a fenced transactional producer are dropped (the sink raises and
+``livectl run`` says it once); every other line of its producer loggers passes."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from kafka.errors import InvalidProducerEpochError, KafkaConnectionError, ProducerFencedError
+
+from sinks.requests import quiet_fencing_reports
+
+pytestmark = pytest.mark.unit
+
+
+def _emitted(caplog: pytest.LogCaptureFixture, name: str, msg: str, *args: object) -> list[str]:
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger=name):
+        logging.getLogger(name).error(msg, *args)
+    return [r.getMessage() for r in caplog.records if r.name == name]
+
+
+def test_fenced_producer_reports_are_dropped_and_others_kept(caplog: pytest.LogCaptureFixture) -> None:
+    quiet_fencing_reports()
+    quiet_fencing_reports()  # installs once
+    tm, sender = "kafka.producer.transaction_manager", "kafka.producer.sender"
+    assert len(logging.getLogger(tm).filters) == 1
+    # the two lines of CI's failed run: an f-string message, and one with the error as an argument
+    fenced_text = f"Fatal Error handling request AddPartitionsToTxnRequest: {ProducerFencedError()}"
+    assert _emitted(caplog, tm, fenced_text) == []
+    assert (
+        _emitted(caplog, sender, "%s: Aborting producer batches due to fatal error: %s", "s", ProducerFencedError())
+        == []
+    )
+    assert _emitted(caplog, sender, "%s: fatal: %s", "s", InvalidProducerEpochError()) == []
+    kept = _emitted(caplog, sender, "%s: Error sending produce request to node %d: %s", "s", 1, KafkaConnectionError())
+    assert len(kept) == 1 and "KafkaConnectionError" in kept[0]
+    assert _emitted(caplog, tm, "Could not add partition %s due to unexpected error %s", "t-0", "boom") == [
+        "Could not add partition t-0 due to unexpected error boom"
+    ]
+    # other kafka loggers are not touched
+    assert _emitted(caplog, "kafka.conn", fenced_text) == [fenced_text]
