@@ -22,7 +22,7 @@ Absent partition / replica states read as ``NonExistentPartition`` / ``NonExiste
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import filterfalse
 from typing import Any
@@ -165,11 +165,25 @@ class ControllerContext:
                 s = self.partitions_by_broker.get(b)
                 if s is not None:
                     s.discard(tp)
-        for b in assignment.replicas:
-            if b not in old_replicas:
-                self.partitions_by_broker.setdefault(b, set()).add(tp)
         self.partition_assignments[tp] = assignment
-        self.topic_partitions.setdefault(tp.topic, set()).add(tp.partition)
+        self._index_assigned((tp,), [b for b in assignment.replicas if b not in old_replicas])
+
+    def _index_assigned(self, tps: Collection[TopicPartition], brokers: Iterable[int]) -> None:
+        """The indexes' rule for assigned partitions (``tps``): each is one of its topic's partition ids and is
+        under every broker of its full replica set RS; ``brokers`` are those of RS it is not under yet."""
+        by_broker = self.partitions_by_broker
+        for b in brokers:
+            on_broker = by_broker.get(b)
+            if on_broker is None:
+                by_broker[b] = set(tps)
+            else:
+                on_broker.update(tps)
+        topic_partitions = self.topic_partitions
+        for tp in tps:
+            ids = topic_partitions.get(tp.topic)
+            if ids is None:
+                ids = topic_partitions[tp.topic] = set()
+            ids.add(tp.partition)
 
     def partitions_on_broker(self, broker_id: int) -> set[TopicPartition]:
         return self.partitions_by_broker.get(broker_id, set())
@@ -250,7 +264,7 @@ class ControllerContext:
             self.partition_states[tp] = state
         if state is PartitionState.OFFLINE or state is PartitionState.NEW:
             self.offline_or_new_partitions.add(tp)
-        else:
+        elif self.offline_or_new_partitions:  # (an empty set's discard still hashes the dataclass, in Python)
             self.offline_or_new_partitions.discard(tp)
 
     def replica_state(self, pr: PartitionReplica) -> ReplicaState:
@@ -282,7 +296,8 @@ class ControllerContext:
     # ------------------------------------------------------------------ serialisation
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict (see :func:`context_from_dict`); compact, per topic."""
+        """A JSON-able dict (see :func:`context_from_dict`); compact, per topic. Partitions with equal values
+        may share the lists and dicts that encode them: serialise it, do not change it."""
         # one pass over each partition container, into dicts by plain (topic, partition) keys: a tuple's
         # hash and equality run in C, a dataclass's in Python (the dump reads each partition thrice).
         # A replica state's entry is its partition's (in assignment order) when the replica is assigned
@@ -294,42 +309,58 @@ class ControllerContext:
             key = (pr.topic, pr.partition)
             ra_ = assignment_of.get(key)
             if ra_ is not None and pr.replica in ra_.replicas:
-                states_of.setdefault(key, {})[pr.replica] = st._value_
+                of_partition = states_of.get(key)
+                if of_partition is None:  # (not setdefault: its default dict would be made for every replica)
+                    of_partition = states_of[key] = {}
+                of_partition[pr.replica] = st._value_
             else:
                 stray.append([pr.topic, pr.partition, pr.replica, st._value_])
         lead_of = {(tp.topic, tp.partition): li for tp, li in self.partition_leadership.items()}
         pstate_of = {(tp.topic, tp.partition): st._value_ for tp, st in self.partition_states.items()}
         no_assignment = ReplicaAssignment(())
         non_existent = PartitionState.NON_EXISTENT.value
-        no_states: dict[int, str] = {}
+        # equal values (partitions share a few hundred replica lists; leaderships repeat until elections spread
+        # their epochs) are encoded once, by their content in tuple keys (hashed in C)
+        ra_enc: dict[tuple[Any, ...], list[list[int]]] = {}
+        lead_enc: dict[tuple[Any, ...], list[Any]] = {}
+        rstates_enc: dict[tuple[tuple[int, ...], tuple[tuple[int, str], ...]], dict[str, str]] = {}
+        no_rstates: dict[str, str] = {}
         topics: dict[str, Any] = {}
         for topic in sorted(self.topic_partitions):
             parts: dict[str, Any] = {}
             for p in sorted(self.topic_partitions[topic]):
                 key = (topic, p)
                 ra = assignment_of.get(key) or no_assignment
+                rs = ra.replicas
+                ra_key = (rs, ra.adding_replicas, ra.removing_replicas)
+                ra_lists = ra_enc.get(ra_key)
+                if ra_lists is None:
+                    ra_lists = ra_enc[ra_key] = [list(rs), list(ra.adding_replicas), list(ra.removing_replicas)]
                 li = lead_of.get(key)
                 lead: list[Any] | None = None
                 if li is not None:
                     l_ = li.leader_and_isr
-                    lead = [
+                    lead_key = (
                         l_.leader,
-                        list(l_.isr),
+                        l_.isr,
                         l_.leader_epoch,
                         l_.partition_epoch,
                         l_.leader_recovery_state,
                         li.controller_epoch,
-                    ]
-                got = states_of.get(key, no_states)
-                rstates = {str(r): got[r] for r in ra.replicas if r in got}
-                parts[str(p)] = [
-                    list(ra.replicas),
-                    list(ra.adding_replicas),
-                    list(ra.removing_replicas),
-                    lead,
-                    pstate_of.get(key, non_existent),
-                    rstates,
-                ]
+                    )
+                    lead = lead_enc.get(lead_key)
+                    if lead is None:
+                        lead = lead_enc[lead_key] = [lead_key[0], list(l_.isr), *lead_key[2:]]
+                got = states_of.get(key)
+                if got is None:
+                    rstates = no_rstates
+                else:
+                    rkey = (rs, tuple(got.items()))
+                    rstates_ = rstates_enc.get(rkey)
+                    if rstates_ is None:
+                        rstates_ = rstates_enc[rkey] = {str(r): got[r] for r in rs if r in got}
+                    rstates = rstates_
+                parts[str(p)] = [*ra_lists, lead, pstate_of.get(key, non_existent), rstates]
             topics[topic] = parts
         return {
             "controller_id": self.controller_id,
@@ -360,27 +391,79 @@ class ControllerContext:
         }
 
 
+#: enum members by their JSON value (``Enum(value)`` is a Python-level call through the metaclass)
+_PARTITION_STATE_OF: dict[str, PartitionState] = {s.value: s for s in PartitionState}
+_REPLICA_STATE_OF: dict[str, ReplicaState] = {s.value: s for s in ReplicaState}
+
+
 def context_from_dict(d: dict[str, Any]) -> ControllerContext:
-    """Inverse of :meth:`ControllerContext.to_dict`."""
+    """Inverse of :meth:`ControllerContext.to_dict`: a context equal (``==``, every index included) to the one
+    dumped, its maps in the same order.
+
+    Built in bulk (a bucket's state is decoded whenever its Python worker has not cached it): the index of
+    partitions by broker is filled once per distinct replica set (:meth:`ControllerContext._index_assigned`)
+    rather than once per partition, and equal assignments and leaderships share one frozen value (a bucket's
+    partitions have a few hundred distinct replica lists; leaderships repeat until elections spread their
+    epochs)."""
     ctx = ControllerContext(
         controller_id=int(d["controller_id"]), epoch=int(d["epoch"]), epoch_zk_version=int(d["epoch_zk_version"])
     )
     for bid, bepoch, rack, eps in d["live_brokers"]:
         ctx.live_brokers[bid] = Broker(bid, bepoch, rack, tuple(Endpoint(l_, h, p, s) for l_, h, p, s in eps))
     ctx.shutting_down_broker_ids = set(d["shutting_down"])
+    assignments = ctx.partition_assignments
+    leaderships = ctx.partition_leadership
+    replica_states = ctx.replica_states
+    put_partition_state = ctx.put_partition_state
+    partition_state_of = _PARTITION_STATE_OF
+    replica_state_of = _REPLICA_STATE_OF
+    new_replica = PartitionReplica
+    # the replica states' keys (broker ids as JSON object keys) -> the ids
+    broker_of: dict[str, int] = {}
+    # interned values: JSON lists -> the tuple / frozen value equal to them
+    assignment_of: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ReplicaAssignment] = {}
+    leadership_of: dict[tuple[int, tuple[int, ...], int, int, int, int], LeaderIsrAndControllerEpoch] = {}
+    replicas_of: dict[tuple[int, ...], tuple[int, ...]] = {(): ()}
+    # replica set RS -> its partitions, indexed once per RS at the end
+    on_replicas: dict[tuple[int, ...], list[TopicPartition]] = {}
     for topic, parts in d["topics"].items():
         ctx.topic_partitions[topic] = set()
         for p_str, (reps, adding, removing, lead, pstate, rstates) in parts.items():
-            tp = TopicPartition(topic, int(p_str))
-            ctx.set_assignment(tp, ReplicaAssignment(tuple(reps), tuple(adding), tuple(removing)))
+            p = int(p_str)
+            tp = TopicPartition(topic, p)
+            rs = tuple(reps)
+            key = (rs, tuple(adding), tuple(removing))
+            ra = assignment_of.get(key)
+            if ra is None:
+                rs = replicas_of.setdefault(rs, rs)
+                ra = assignment_of[key] = ReplicaAssignment(
+                    rs, replicas_of.setdefault(key[1], key[1]), replicas_of.setdefault(key[2], key[2])
+                )
+            assignments[tp] = ra
+            group = on_replicas.get(ra.replicas)
+            if group is None:
+                on_replicas[ra.replicas] = [tp]
+            else:
+                group.append(tp)
             if lead is not None:
                 leader, isr, le, pe, lrs, ce = lead
-                ctx.put_leadership(tp, LeaderAndIsr(leader, tuple(isr), le, pe, lrs), ce)
-            ctx.put_partition_state(tp, PartitionState(pstate))
+                isr_ = tuple(isr)
+                lkey = (leader, isr_, le, pe, lrs, ce)
+                li = leadership_of.get(lkey)
+                if li is None:
+                    isr_ = replicas_of.setdefault(isr_, isr_)
+                    li = leadership_of[lkey] = LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, isr_, le, pe, lrs), ce)
+                leaderships[tp] = li
+            put_partition_state(tp, partition_state_of[pstate])
             for r, st in rstates.items():
-                ctx.replica_states[PartitionReplica(topic, tp.partition, int(r))] = ReplicaState(st)
+                b = broker_of.get(r)
+                if b is None:
+                    b = broker_of[r] = int(r)
+                replica_states[new_replica(topic, p, b)] = replica_state_of[st]
+    for rs, tps in on_replicas.items():
+        ctx._index_assigned(set(tps), rs)
     for topic, p, r, st in d["stray_replica_states"]:
-        ctx.replica_states[PartitionReplica(topic, p, r)] = ReplicaState(st)
+        ctx.replica_states[PartitionReplica(topic, p, r)] = replica_state_of[st]
     ctx.topic_ids = dict(d["topic_ids"])
     ctx.replicas_on_offline_dirs = {
         int(b): {TopicPartition(t, p) for t, p in tps} for b, tps in d["offline_dirs"].items()
