@@ -345,7 +345,9 @@ class Dispatcher:
                 assert isinstance(d, dc.ZkWrite)
                 zk_writes.append(d)
         zk_started = time.monotonic()
-        own, topics = self.own_writes, topic_writes(zk_writes)
+        own = self.own_writes
+        # nobody listens before the side threads start (the failover batch, the largest)
+        topics = topic_writes(zk_writes) if own is not None else {}
         if own is not None and topics:
             own.expect(topics)
         try:
