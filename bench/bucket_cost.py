@@ -31,6 +31,8 @@ The per-batch floor of the query is about ``buckets / 2`` times the per-bucket s
 
 Run: ``.venv/bin/python bench/bucket_cost.py [--partitions 100000] [--buckets 8]``; the failover call
 alone: ``--failover-call [--profile] [--trees /path/to/main,/path/to/branch --rounds 2]``.
+``--failure-call --state-not-cached`` times a broker failure's call whose worker has not cached the bucket's
+state (Spark gave the bucket's task to the other Python worker): the call decodes the stored blob.
 """
 
 from __future__ import annotations
@@ -328,9 +330,12 @@ def _failure_events(scenario: str) -> tuple[list[ev.Event], list[ev.Event]]:
     raise ValueError(f"scenario must be one of {FAILURE_SCENARIOS}, got {scenario!r}")
 
 
-def failure_call(state: controller.ControllerState, profile: bool, scenario: str = "failure") -> dict[str, Any]:
+def failure_call(
+    state: controller.ControllerState, profile: bool, scenario: str = "failure", cached: bool = True
+) -> dict[str, Any]:
     """One broker failure's bucket call as a Python worker makes it (see the module docstring): the bucket's
-    state in the worker's cache (decoded from its stored blob by an earlier call), the liveness event's row
+    state in the worker's cache (decoded from its stored blob by an earlier call; with ``cached`` false not
+    there: another worker ran the bucket last, so the call decodes the blob), the liveness event's row
     and the batch's tick in, the whole ``step_bucket`` call timed first (collector paused inside, as
     shipped), then what the re-enabled collector does next (the worker's Arrow serialisation of the
     output: where a deferred pass lands), then each part of the call again in the same process, CPU and
@@ -367,7 +372,9 @@ def failure_call(state: controller.ControllerState, profile: bool, scenario: str
             w.write_batch(batch)
         return int(sink.tell())
 
-    res: dict[str, Any] = {"core_file": core.__file__, "scenario": scenario}
+    res: dict[str, Any] = {"core_file": core.__file__, "scenario": scenario, "state_cached": cached}
+    if not cached:
+        stateful._STATE_CACHE.clear()
     gc.collect()
     gs = _GroupState(stored)
     c0, w0 = time.process_time(), time.perf_counter()
@@ -395,9 +402,11 @@ def failure_call(state: controller.ControllerState, profile: bool, scenario: str
         return got
 
     stateful._STATE_CACHE[0] = (stateful._digest(stored[2]), cached_state)
+    if not cached:
+        stateful._STATE_CACHE.clear()
     gc.collect()
     with gc_paused():  # as the call runs
-        current = part("state_from_cache", stateful._cached_load, 0, *stored)
+        current = part("state_from_cache" if cached else "state_decode", stateful._cached_load, 0, *stored)
         got_events, skipped = part("events_of", events_of, 0, frame, current.context.epoch, None, loaded=True)
         kept, refused = part("applicable_events", applicable_events, current, got_events)
         new_state, decisions, _ = part("step", controller.step_isolating, current, kept)
@@ -512,6 +521,7 @@ def failure_call_trees(args: argparse.Namespace) -> dict[str, Any]:
         for tree in trees if r % 2 == 0 else list(reversed(trees)):
             cmd = [sys.executable, __file__, "--partitions", str(args.partitions), "--buckets", str(args.buckets)]
             cmd += ["--failure-call-only", "--scenario", args.scenario, "--tree", tree]
+            cmd += ["--state-not-cached"] if args.state_not_cached else []
             done = subprocess.run(cmd, check=True, capture_output=True, text=True)
             got = json.loads(done.stdout.strip().splitlines()[-1])
             if not str(got["core_file"]).startswith(str(Path(tree).resolve())):
@@ -519,6 +529,7 @@ def failure_call_trees(args: argparse.Namespace) -> dict[str, Any]:
             print(f"{tree}: whole call {got['whole_call_cpu_s']:.3f} s CPU", file=sys.stderr)
             runs[tree].append(got)
     out: dict[str, Any] = {"failure_call_rounds": args.rounds, "order": "A B B A ...", "scenario": args.scenario}
+    out["state_cached"] = not args.state_not_cached
     hashes = set()
     for tree, got in runs.items():
         med: dict[str, Any] = {"core_file": got[0]["core_file"]}
@@ -590,6 +601,11 @@ def main() -> None:
     ap.add_argument("--failure-call", action="store_true", help="only a broker failure's call, part by part")
     ap.add_argument("--scenario", choices=FAILURE_SCENARIOS, default="failure", help="with --failure-call")
     ap.add_argument("--failure-call-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--state-not-cached",
+        action="store_true",
+        help="with --failure-call: the bucket's state not in the worker's cache (the call decodes its blob)",
+    )
     ap.add_argument("--output", help="with --failure-call: the results' name (default bucket_cost_failure_call)")
     ap.add_argument(
         "--hashes",
@@ -621,7 +637,7 @@ def main() -> None:
         return
     state = build_state(10, per_bucket, 3, 100)
     if args.failure_call_only or args.failure_call:
-        got = failure_call(state, args.profile, args.scenario)
+        got = failure_call(state, args.profile, args.scenario, cached=not args.state_not_cached)
         if args.failure_call_only:
             print(json.dumps(got))
             return
