@@ -119,6 +119,18 @@ class Cluster:
         self.decisions = ds
         return ds
 
+    def create_topic(self, topic: str, assignment: tuple[tuple[int, ...], ...], **configs: str) -> list[Decision]:
+        """Creates ``topic`` with ``assignment`` (one replica list per partition) and topic ``configs``, whose
+        keyword names stand for the dotted Kafka names (``retention_ms`` is ``retention.ms``)."""
+        return self.run(
+            CreateTopic(
+                f"create-{topic}",
+                topic,
+                replica_assignment=assignment,
+                configs=tuple((k.replace("_", "."), v) for k, v in configs.items()),
+            )
+        )
+
     @property
     def ctx(self):  # type: ignore[no-untyped-def]
         return self.state.context

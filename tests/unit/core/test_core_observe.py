@@ -7,7 +7,7 @@ from core_support import Cluster, startup
 
 from core import observe
 from core.controller import ControllerConfig
-from core.events import AlterTopicConfig, BrokerFailure, CreateTopic, DeleteTopic, ReassignPartitions
+from core.events import AlterTopicConfig, BrokerFailure, DeleteTopic, ReassignPartitions
 from core.model import PartitionTarget
 
 pytestmark = pytest.mark.unit
@@ -18,14 +18,7 @@ def make(brokers: tuple[int, ...] = (1, 2, 3, 4), **kw: object) -> Cluster:
 
 
 def create(c: Cluster, topic: str, assignment: tuple[tuple[int, ...], ...], **configs: str) -> None:
-    c.run(
-        CreateTopic(
-            f"create-{topic}",
-            topic,
-            replica_assignment=assignment,
-            configs=tuple((k.replace("_", "."), v) for k, v in configs.items()),
-        )
-    )
+    c.create_topic(topic, assignment, **configs)
 
 
 def step_summary(c: Cluster, *events: object) -> observe.BucketSummary:

@@ -17,7 +17,6 @@ from core.events import (
     AlterTopicConfig,
     BrokerFailure,
     ControlledShutdown,
-    CreateTopic,
     DeleteTopic,
     LeaderAndIsrResponse,
     PartitionError,
@@ -41,16 +40,7 @@ STORAGE_ERROR = 56
 
 
 def create(c: Cluster, topic: str, assignment: tuple[tuple[int, ...], ...], **configs: str) -> None:
-    c.run(
-        CreateTopic(
-            f"create-{topic}",
-            topic,
-            len(assignment),
-            len(assignment[0]),
-            assignment,
-            tuple((k.replace("_", "."), v) for k, v in configs.items()),
-        )
-    )
+    c.create_topic(topic, assignment, **configs)
 
 
 def busy_cluster() -> Cluster:

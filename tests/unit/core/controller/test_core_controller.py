@@ -60,16 +60,7 @@ def make(brokers: tuple[int, ...] = (1, 2, 3), **kw: object) -> Cluster:
 
 
 def create(c: Cluster, topic: str, assignment: tuple[tuple[int, ...], ...], **configs: str) -> None:
-    c.run(
-        CreateTopic(
-            f"create-{topic}",
-            topic,
-            len(assignment),
-            len(assignment[0]),
-            assignment,
-            tuple((k.replace("_", "."), v) for k, v in configs.items()),
-        )
-    )
+    c.create_topic(topic, assignment, **configs)
     assert one_admin(c).status is AdminStatus.OK
 
 
