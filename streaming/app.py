@@ -223,28 +223,28 @@ class ControllerApp:
         self.query = start_query_when_free(
             self.spark, s, dispatcher, where, stop=self._stop, prepared=source_ahead.result()
         )
-        if replay is not None:
-            # the micro-batch the previous controller planned but did not commit is replayed first;
-            # the snapshot must be read after it, or it would miss that batch's writes
-            wait_committed(store, self.query, replay, self._stop)
-        snapshot = hand_off(
-            self.spark,
-            zk,
-            producer,
-            s,
-            watcher=watcher,
-            store=store,
-            read=early.result if early else reader.read,
-            resumes=resumes,
-            after_read=(lambda: start_warmup(self.spark)) if warm_after_read and early is None else None,
-        )
-        opened.bridge, opened.rebalancer = start_side_threads(
-            zk, producer, s, watcher=watcher, dispatcher=dispatcher, snapshot=snapshot
-        )
-        if ready is not None:
-            ready.set()
+        # the micro-batch the previous controller planned but did not commit is replayed first; the snapshot
+        # must be read after it, or it would miss that batch's writes. A query that fails in the replay goes
+        # straight to the outcome below, which says its error
+        if replay is None or wait_committed(store, self.query, replay, self._stop):
+            snapshot = hand_off(
+                self.spark,
+                zk,
+                producer,
+                s,
+                watcher=watcher,
+                store=store,
+                read=early.result if early else reader.read,
+                resumes=resumes,
+                after_read=(lambda: start_warmup(self.spark)) if warm_after_read and early is None else None,
+            )
+            opened.bridge, opened.rebalancer = start_side_threads(
+                zk, producer, s, watcher=watcher, dispatcher=dispatcher, snapshot=snapshot
+            )
+            if ready is not None:
+                ready.set()
 
-        self._wait_until_stopped()
+            self._wait_until_stopped()
         stop_query(self.query)
         if self.query.exception() is not None and self.lost_reason is None and not dispatcher.fenced:
             # the query may fail *because* this controller was replaced (a paused process that resumed:

@@ -150,13 +150,18 @@ def start_query_when_free(
 
 def wait_committed(
     store: CheckpointStore, query: Any, batch_id: int, stop: threading.Event, timeout: float = 300.0
-) -> None:
+) -> bool:
     """Wait until micro-batch ``batch_id`` is committed in the checkpoint (the replay of the batch a
-    previous controller planned); refused when the query stops first or ``timeout`` passes."""
+    previous controller planned). False when the query stopped first or this controller was asked to stop
+    (the caller reports the query's outcome: its failure, if that is why); refused when ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     commits = child(store.root, "commits")
     while batch_id not in batch_ids(store, commits):
-        if not query.isActive or stop.is_set() or time.monotonic() > deadline:
-            raise StreamingError(f"the replay of micro-batch {batch_id} did not complete")
+        if not query.isActive or stop.is_set():
+            log.info("the replay of micro-batch %d did not complete: the query stopped", batch_id)
+            return False
+        if time.monotonic() > deadline:
+            raise StreamingError(f"the replay of micro-batch {batch_id} was not committed within {timeout:g} s")
         time.sleep(0.1)
     log.info("micro-batch %d replayed", batch_id)
+    return True
