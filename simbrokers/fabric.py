@@ -6,7 +6,8 @@ not in the registry goes over TCP loopback to the leader's registered endpoint (
 :mod:`simbrokers.fetchnet`); the registry answers "not here" and the shell falls back to the network.
 
 :func:`acknowledged_lost` is the audit a test runs after elections: which acknowledged records are not in
-the current leader's log.
+the current leader's log. :class:`LossTracker` gives the same report for the brokers' status file every
+second, at the cost of what changed since its last call.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import islice
 
 from core.model import TopicPartition
 from simbrokers.broker import FetchRequest, FetchResponse, SimBroker
@@ -94,3 +96,80 @@ def acknowledged_lost(brokers: Iterable[SimBroker], tp: TopicPartition) -> LossR
     log = leader.partitions[tp].log
     lost = tuple((off, rec) for off, rec in sorted(acked) if log.record_at(off) != rec)
     return LossReport(tp, leader.broker_id, len(acked), lost)
+
+
+@dataclass
+class _Checked:
+    """What :class:`LossTracker` knows of one partition."""
+
+    #: what a full check depended on: the leader (broker id, replica object, leader epoch, its log's
+    #: truncations, its re-acknowledgements) and every other replica (broker id, replica object, acknowledged count)
+    key: tuple[object, ...]
+    #: the replica objects named in ``key`` (held so that their ids stay theirs)
+    parts: tuple[object, ...]
+    #: entries of the leader's ``acked`` already counted
+    leader_seen: int
+    acked: set[tuple[int, Record]]
+    lost: list[tuple[int, Record]]
+
+
+class LossTracker:
+    """:func:`acknowledged_lost`, kept per partition between calls: the status file asks every second, and
+    a full check costs time in the number of records ever acknowledged (which grows with the run).
+
+    The report can change without a full check in one way only: the leader acknowledged more records at
+    offsets it had not acknowledged before, which it appends to its ``acked`` in order and which are in its
+    log at their offsets when acknowledged. While the leader, its leader epoch, its log's truncations and its
+    re-acknowledgements (an offset acknowledged again replaces its entry in place) stay the same and no
+    other replica's ``acked`` changes, those new entries are the only ones to add (and the lost ones are
+    looked at again); anything else is a full check."""
+
+    def __init__(self) -> None:
+        self._checked: dict[TopicPartition, _Checked] = {}
+
+    def report(self, brokers: Iterable[SimBroker], tp: TopicPartition) -> LossReport:
+        """The same report as ``acknowledged_lost(brokers, tp)``."""
+        brokers = list(brokers)
+        leader: SimBroker | None = None
+        leader_epoch = -1
+        for b in brokers:
+            part = b.partitions.get(tp)
+            if part is not None and part.role is Role.LEADER and part.leader_epoch > leader_epoch:
+                leader, leader_epoch = b, part.leader_epoch
+        if leader is None:
+            self._checked.pop(tp, None)
+            return acknowledged_lost(brokers, tp)
+        lead = leader.partitions[tp]
+        log = lead.log
+        others = [(b.broker_id, b.partitions[tp]) for b in brokers if b is not leader and tp in b.partitions]
+        key: tuple[object, ...] = (
+            leader.broker_id,
+            id(lead),
+            lead.leader_epoch,
+            log.truncations,
+            lead.reacked,
+            *((bid, id(p), len(p.acked)) for bid, p in others),
+        )
+        got = self._checked.get(tp)
+        if got is None or got.key != key or len(lead.acked) < got.leader_seen:
+            acked: set[tuple[int, Record]] = set(lead.acked.items())
+            for _, p in others:
+                acked.update(p.acked.items())
+            lost = [(off, rec) for off, rec in acked if log.record_at(off) != rec]
+            got = _Checked(key, (lead, *(p for _, p in others)), len(lead.acked), acked, lost)
+            self._checked[tp] = got
+        else:
+            for off, rec in islice(lead.acked.items(), got.leader_seen, None):
+                if (off, rec) not in got.acked:
+                    got.acked.add((off, rec))
+                    if log.record_at(off) != rec:
+                        got.lost.append((off, rec))
+            got.leader_seen = len(lead.acked)
+            got.lost = [(off, rec) for off, rec in got.lost if log.record_at(off) != rec]
+        return LossReport(tp, leader.broker_id, len(got.acked), tuple(sorted(got.lost)))
+
+    def forget(self, keep: Iterable[TopicPartition]) -> None:
+        """Drops what it knows of partitions not in ``keep`` (deleted, or no longer on these brokers)."""
+        kept = set(keep)
+        for tp in [tp for tp in self._checked if tp not in kept]:
+            del self._checked[tp]

@@ -36,6 +36,8 @@ class ReplicaLog:
     #: (epoch, start offset), epochs strictly increasing
     epochs: list[tuple[int, int]] = field(default_factory=list)
     high_watermark: int = 0
+    #: how many times records were dropped (:meth:`truncate_to`): a record once at an offset may differ since
+    truncations: int = field(default=0, compare=False)
 
     @property
     def log_end_offset(self) -> int:
@@ -72,6 +74,7 @@ class ReplicaLog:
         dropped = max(0, len(self.records) - offset)
         if dropped:
             del self.records[offset:]
+            self.truncations += 1
         self.epochs = [(e, s) for e, s in self.epochs if s < offset]
         self.high_watermark = min(self.high_watermark, offset)
         return dropped

@@ -122,6 +122,9 @@ class SimPartition:
     pending_acks: list[int] = field(default_factory=list)
     #: every record this replica acknowledged while leader: offset -> record
     acked: dict[int, Record] = field(default_factory=dict)
+    #: acknowledgements that replaced an earlier one at the same offset (a later leadership of this replica
+    #: acknowledged the offset again after its log was truncated)
+    reacked: int = 0
     produce_credit: float = 0.0
     last_produce_ms: int | None = None
     next_fetch_ms: int = 0
@@ -219,6 +222,8 @@ class SimPartition:
             if off < new_hw:
                 rec = self.log.record_at(off)
                 if rec is not None:
+                    if off in self.acked:
+                        self.reacked += 1
                     self.acked[off] = rec
             else:
                 still.append(off)

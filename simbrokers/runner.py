@@ -48,7 +48,7 @@ from core.kafka.requests import SHARED_BROKER_ID
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
 from simbrokers.dynconfig import DynamicConfigWatcher
-from simbrokers.fabric import LocalFabric, acknowledged_lost
+from simbrokers.fabric import LocalFabric, LossTracker
 from simbrokers.fetchnet import FetchClient, FetchServer
 from simbrokers.registration import register
 from simbrokers.throttle import throttle_config
@@ -110,6 +110,8 @@ class SimBrokersProcess:
         self.hard_stop = threading.Event()
         self._consumer: KafkaConsumer | None = None
         self._producer: KafkaProducer | None = None
+        #: the status file's loss audit, kept between its writes
+        self._loss = LossTracker()
         self._last_status_ms = 0
         self._config_zk: KazooClient | None = None
 
@@ -400,9 +402,10 @@ class SimBrokersProcess:
             status["loss"] = {
                 str(tp): {"acknowledged": r.acknowledged, "lost": len(r.lost), "leader": r.leader}
                 for tp in tps
-                for r in [acknowledged_lost(brokers, tp)]
+                for r in [self._loss.report(brokers, tp)]
                 if r.leader is not None
             }
+            self._loss.forget(tps)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(status, indent=1))
         tmp.replace(path)
