@@ -77,20 +77,27 @@ class LossReport:
     lost: tuple[tuple[int, Record], ...]
 
 
+def current_leader(brokers: Iterable[SimBroker], tp: TopicPartition) -> SimBroker | None:
+    """The broker whose replica of ``tp`` leads with the highest leader epoch, or ``None``."""
+    leader: SimBroker | None = None
+    leader_epoch = -1
+    for b in brokers:
+        part = b.partitions.get(tp)
+        if part is not None and part.role is Role.LEADER and part.leader_epoch > leader_epoch:
+            leader, leader_epoch = b, part.leader_epoch
+    return leader
+
+
 def acknowledged_lost(brokers: Iterable[SimBroker], tp: TopicPartition) -> LossReport:
     """Acknowledged records of ``tp`` (from every replica that ever led it) missing from the current leader's
     log at their offset. The current leader is the leading replica with the highest leader epoch."""
     brokers = list(brokers)
     acked: set[tuple[int, Record]] = set()
-    leader: SimBroker | None = None
-    leader_epoch = -1
     for b in brokers:
         part = b.partitions.get(tp)
-        if part is None:
-            continue
-        acked.update(part.acked.items())
-        if part.role is Role.LEADER and part.leader_epoch > leader_epoch:
-            leader, leader_epoch = b, part.leader_epoch
+        if part is not None:
+            acked.update(part.acked.items())
+    leader = current_leader(brokers, tp)
     if leader is None:
         return LossReport(tp, None, len(acked), tuple(sorted(acked)))
     log = leader.partitions[tp].log
@@ -130,12 +137,7 @@ class LossTracker:
     def report(self, brokers: Iterable[SimBroker], tp: TopicPartition) -> LossReport:
         """The same report as ``acknowledged_lost(brokers, tp)``."""
         brokers = list(brokers)
-        leader: SimBroker | None = None
-        leader_epoch = -1
-        for b in brokers:
-            part = b.partitions.get(tp)
-            if part is not None and part.role is Role.LEADER and part.leader_epoch > leader_epoch:
-                leader, leader_epoch = b, part.leader_epoch
+        leader = current_leader(brokers, tp)
         if leader is None:
             self._checked.pop(tp, None)
             return acknowledged_lost(brokers, tp)

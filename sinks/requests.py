@@ -829,7 +829,9 @@ class RequestSink:
             raise SinkUnavailableError(f"could not read the tail of {topic} to check batch {batch_id}: {e!r}") from e
 
 
-_FENCING_NAMES = ("ProducerFencedError", "InvalidProducerEpochError")
+#: the errors that say a newer producer took this transactional id
+_FENCING_ERRORS = (ProducerFencedError, InvalidProducerEpochError)
+_FENCING_NAMES = tuple(e.__name__ for e in _FENCING_ERRORS)
 #: the kafka-python loggers that report a fenced transactional producer at ERROR from its I/O thread
 _FENCING_LOGGERS = ("kafka.producer.transaction_manager", "kafka.producer.sender")
 
@@ -840,7 +842,7 @@ class _FencingReportedByLivectl(logging.Filter):
     (from the producer's I/O thread, timing-dependent) is noise. Every other record passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if any(isinstance(a, (ProducerFencedError, InvalidProducerEpochError)) for a in _record_args(record)):
+        if any(isinstance(a, _FENCING_ERRORS) for a in _record_args(record)):
             return False
         try:
             text = record.getMessage()
@@ -869,15 +871,14 @@ def quiet_fencing_reports() -> None:
 
 def _producer_fenced(producer: KafkaProducer | None, error: BaseException) -> bool:
     """Whether ``error`` (or the transactional state it left) says a newer producer took the id."""
-    fencing = (ProducerFencedError, InvalidProducerEpochError)
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, fencing):
+        if isinstance(seen, _FENCING_ERRORS):
             return True
         seen = seen.__cause__ or seen.__context__
     # kafka-python reports later calls as a plain KafkaError naming the state's cause: ask the state
     manager = getattr(producer, "_transaction_manager", None)
-    return isinstance(getattr(manager, "last_error", None), fencing)
+    return isinstance(getattr(manager, "last_error", None), _FENCING_ERRORS)
 
 
 def read_tail_identities(
