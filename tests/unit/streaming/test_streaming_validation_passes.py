@@ -16,6 +16,8 @@ from great_expectations.expectations.expectation import ColumnMapExpectation
 from core import limits as lim
 from streaming.validation import Expectation, InputValidator, flatten
 
+pytestmark = pytest.mark.unit
+
 
 def _create(**kw: Any) -> str:
     return json.dumps({"version": 1, "type": "create_topic", "request_id": "r", "topic": "t", **kw})
