@@ -29,16 +29,7 @@ from streaming.validation import InputValidator, flatten
 
 def _complete_once(validator: InputValidator, frame: pd.DataFrame) -> dict[int, list[str]]:
     """The code before: one ``COMPLETE`` run; row index -> names of the expectations it failed."""
-    batch = validator._batch_definition.get_batch(batch_parameters={"dataframe": frame.reset_index(drop=True)})
-    result = batch.validate(validator._suite, result_format="COMPLETE")
-    out: dict[int, list[str]] = {}
-    for r in result.results:
-        if r.success or r.expectation_config is None:
-            continue
-        for i in r.result.get("unexpected_index_list") or []:
-            out.setdefault(int(i), []).append(str(r.expectation_config.meta["name"]))
-    order = [e.name for e in validator.expectations]
-    return {i: sorted(v, key=order.index) for i, v in out.items()}
+    return {i: [e.name for e in exps] for i, exps in validator.failed_rows_one_pass(frame).items()}
 
 
 def _two_pass(validator: InputValidator, frame: pd.DataFrame) -> dict[int, list[str]]:

@@ -348,10 +348,18 @@ class InputValidator:
         input, so of every admin command's latency; ``bench/validation_cost.py``); only a micro-batch that
         fails an expectation runs it again in ``COMPLETE`` for the failing rows' indices. Every expectation
         of the suite is a column-map one, so both runs judge each row alone and agree on the verdict."""
+        return self._failed_rows(frame, quick_pass=True)
+
+    def failed_rows_one_pass(self, frame: pd.DataFrame) -> dict[int, list[Expectation]]:
+        """:meth:`failed_rows` by one ``COMPLETE`` run, whatever the verdict (the way before the quick pass:
+        the reference its tests and ``bench/validation_cost.py`` compare it with)."""
+        return self._failed_rows(frame, quick_pass=False)
+
+    def _failed_rows(self, frame: pd.DataFrame, *, quick_pass: bool) -> dict[int, list[Expectation]]:
         if frame.empty:
             return {}
         batch = self._batch_definition.get_batch(batch_parameters={"dataframe": frame.reset_index(drop=True)})
-        if batch.validate(self._suite, result_format="BOOLEAN_ONLY").success:
+        if quick_pass and batch.validate(self._suite, result_format="BOOLEAN_ONLY").success:
             return {}
         result = batch.validate(self._suite, result_format="COMPLETE")
         by_name = {e.name: e for e in self.expectations}

@@ -56,18 +56,8 @@ def formats(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 def _complete_only(validator: InputValidator, values: list[str]) -> dict[int, list[str]]:
-    """The reference: one ``COMPLETE`` run, its failing indices per expectation name (suite order)."""
-    frame = flatten(values, _sources(values)).reset_index(drop=True)
-    batch = validator._batch_definition.get_batch(batch_parameters={"dataframe": frame})
-    result = batch.validate(validator._suite, result_format="COMPLETE")
-    out: dict[int, list[str]] = {}
-    for r in result.results:
-        if r.success or r.expectation_config is None:
-            continue
-        for i in r.result.get("unexpected_index_list") or []:
-            out.setdefault(int(i), []).append(str(r.expectation_config.meta["name"]))
-    order = [e.name for e in validator.expectations]
-    return {i: sorted(names, key=order.index) for i, names in out.items()}
+    """The reference: one ``COMPLETE`` run over the batch."""
+    return _names(validator.failed_rows_one_pass(flatten(values, _sources(values))))
 
 
 def _names(failed: dict[int, list[Expectation]]) -> dict[int, list[str]]:
