@@ -15,7 +15,7 @@ from core.kafka.requests import SHARED_BROKER_ID, Addressee, RequestApi, WireBod
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, Rejected
-from sinks.requests import RequestSink, ensure_topics, partition_for_key
+from sinks.requests import TAIL_WINDOW, RequestSink, ensure_topics, partition_for_key
 
 pytestmark = pytest.mark.integration
 
@@ -174,6 +174,26 @@ def test_the_tail_read_reaches_back_past_a_small_window(kafka_broker: Any, topic
         assert (replay.written, replay.skipped) == (3, 3)
     records = _read_all(kafka_broker.bootstrap, topics["requests_topic"])
     assert all(dict(r.headers)["batch_id"] in (b"3", b"4") for r in records) and len(records) == 12
+
+
+def test_a_replay_longer_than_the_first_window_skips_every_message_already_written(
+    kafka_broker: Any, topics: dict[str, str]
+) -> None:
+    # the default first window (TAIL_WINDOW) is smaller than a large batch's tail: the read widens until it
+    # sees the batch before, so a replay still finds every message of its batch. Each message of batch 4 is
+    # its own transaction here, so its own record batch (a broker may count offsets per record batch)
+    brokers = [b for b in range(1, 1000) if partition_for_key(str(b).encode(), [0, 1, 2]) == 0][: 3 * TAIL_WINDOW]
+    many = [lisr_request(b, "a", [0]) for b in brokers]
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as first:
+        assert first.write_requests(3, _batch()).written == 6
+        for r in many:
+            assert first.write_requests(4, [r]).written == 1
+    with RequestSink(kafka_broker.bootstrap, Fence(4, 3), **topics) as newer:
+        replay = newer.write_requests(4, many)
+        assert (replay.written, replay.skipped) == (0, len(many))
+        assert newer.write_requests(5, many[:2]).written == 2
+    records = _read_all(kafka_broker.bootstrap, topics["requests_topic"])
+    assert len(records) == 6 + len(many) + 2
 
 
 def test_admin_results_and_rejected_records(kafka_broker: Any, topics: dict[str, str]) -> None:
