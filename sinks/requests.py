@@ -257,8 +257,8 @@ def _headers(batch_id: int, fence: Fence, **extra: str) -> tuple[tuple[str, byte
 #: the first window of the tail read (messages per partition, doubled until a message of an earlier batch is in
 #: it). The write of a new batch id (every write but a replay's) needs one window, whose first message is of an
 #: earlier batch: a controller's first write after a failover then decompresses 8 of the previous controller's
-#: ~1 MB messages instead of 128 (the first write of a 100k-partition failover's 86 messages: 1.58-1.73 s with
-#: 128, 1.38-1.49 s with 8, on this project's 2-core machine)
+#: ~1 MB messages instead of 128 (the first write of a 100k-partition failover's 86 messages, median 1.48 s with
+#: 128 and 1.21 s with 8 on a 2-core machine: ``bench/first_write.py``)
 TAIL_WINDOW = 8
 
 #: largest message value the sink writes (before compression): below Kafka's default 1 MB
