@@ -133,6 +133,10 @@ def _row(r: Any) -> tuple[Any, ...]:
     return (_text(r.key), _text(r.value), r.topic, r.partition, r.offset, ts)
 
 
+#: data-loss checks in a row left unanswered by the broker before the source says so as a warning (info before)
+UNANSWERED_CHECKS_WARNED = 3
+
+
 class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads ``options.topics`` from ``start`` offsets (see the module docstring)."""
 
@@ -147,6 +151,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         self._scanned: dict[tuple[str, int], int] = {}
         #: the last poll of a read once records came and none is known to be left (see :meth:`read`)
         self._confirm_ms = min(options.poll_timeout_ms, CONFIRM_POLL_MS)
+        #: data-loss checks in a row that the broker did not answer in time (see :meth:`_check_data_loss`)
+        self._unanswered_checks = 0
 
     # ------------------------------------------------------------------ kafka plumbing
 
@@ -347,11 +353,18 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 hw = c.highwater(tp)
                 lost[tp] = f"the log now ends at offset {hw if hw is not None and hw < start else start - 1}"
         unchecked = {(tp.topic, tp.partition) for tp in todo} - set(before)
+        self._unanswered_checks = self._unanswered_checks + 1 if unchecked else 0
         if unchecked:
-            log.warning(
-                "could not check the offsets of %s within %d ms (the broker did not answer): not read this time",
+            # once is a slow answer (a process resumed after a pause meets its stale connections first: a
+            # controller paused past a takeover then exits as fenced, and says only that); a warning when it
+            # goes on, since those partitions are not read meanwhile
+            log.log(
+                logging.WARNING if self._unanswered_checks >= UNANSWERED_CHECKS_WARNED else logging.INFO,
+                "could not check the offsets of %s within %d ms (the broker did not answer; %d time(s) in a row):"
+                " not read this time",
                 ", ".join(f"{t}-{p}" for t, p in sorted(unchecked)),
                 self.options.poll_timeout_ms,
+                self._unanswered_checks,
             )
         if not lost:
             return starts, marks, unchecked

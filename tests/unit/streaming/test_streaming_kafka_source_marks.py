@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kafka import TopicPartition
 
-from streaming.kafka_source import KafkaStreamReader, record_mark
+from streaming.kafka_source import UNANSWERED_CHECKS_WARNED, KafkaStreamReader, record_mark
 from streaming.source_options import KafkaSourceError, SourceOptions
 
 pytestmark = pytest.mark.unit
@@ -135,13 +135,28 @@ def test_a_transaction_marker_before_the_offset_is_no_loss_without_a_mark() -> N
 
 
 def test_a_broker_that_does_not_answer_leaves_the_partition_unread(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="livectl.kafka_source"):
+    with caplog.at_level(logging.INFO, logger="livectl.kafka_source"):
         assert _check(Log(OLD, 5, answers=False), 5, record_mark(OLD[4]), fail=True) == (
             5,
             {KEY: record_mark(OLD[4])},
             {KEY},
         )
     assert "could not check the offsets of t-0 within 50 ms" in caplog.text
+
+
+def test_a_broker_that_goes_on_not_answering_is_warned_of(caplog: pytest.LogCaptureFixture) -> None:
+    # once is said at info (a process resumed after a pause meets its stale connections first); from the
+    # UNANSWERED_CHECKS_WARNED-th check in a row a warning; an answered check starts the count again
+    silent = _reader(Log(OLD, 5, answers=False), True)
+    answering = Log(OLD, 5)
+    levels: list[int] = []
+    with caplog.at_level(logging.INFO, logger="livectl.kafka_source"):
+        for consumer in [silent._consumer] * UNANSWERED_CHECKS_WARNED + [answering, silent._consumer]:
+            silent._consumer = consumer
+            caplog.clear()
+            silent._check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})
+            levels.append(max((r.levelno for r in caplog.records), default=0))
+    assert levels == [logging.INFO] * (UNANSWERED_CHECKS_WARNED - 1) + [logging.WARNING, 0, logging.INFO]
 
 
 def test_a_partition_at_its_first_offset_needs_no_check() -> None:
