@@ -24,16 +24,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pandas as pd
 from _common import machine_info, print_table, wait_quiet, write_results
 
-from streaming.validation import InputValidator, flatten
+from streaming.validation import Expectation, InputValidator, flatten
+
+
+def _names(failed: dict[int, list[Expectation]]) -> dict[int, list[str]]:
+    """Row index -> names of the expectations it failed."""
+    return {i: [e.name for e in exps] for i, exps in failed.items()}
 
 
 def _complete_once(validator: InputValidator, frame: pd.DataFrame) -> dict[int, list[str]]:
-    """The code before: one ``COMPLETE`` run; row index -> names of the expectations it failed."""
-    return {i: [e.name for e in exps] for i, exps in validator.failed_rows_one_pass(frame).items()}
+    """The code before: one ``COMPLETE`` run."""
+    return _names(validator.failed_rows_one_pass(frame))
 
 
 def _two_pass(validator: InputValidator, frame: pd.DataFrame) -> dict[int, list[str]]:
-    return {i: [e.name for e in exps] for i, exps in validator.failed_rows(frame).items()}
+    return _names(validator.failed_rows(frame))
 
 
 def batches() -> dict[str, tuple[list[str], list[str]]]:
