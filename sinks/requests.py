@@ -51,6 +51,7 @@ import bisect
 import contextlib
 import json
 import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,8 @@ from core.kafka.requests import REQUEST_ORDER, SHARED_BROKER_ID, Addressee, Requ
 from sinks.compression import compression_type
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence, Rejected, RequestBatchResult
+
+log = logging.getLogger("livectl.sinks")
 
 MESSAGE_VERSION = 1
 #: keys that identify one entry of a list, for de-duplication when merging bodies
@@ -691,6 +694,9 @@ class RequestSink:
         self._timeout = timeout_s
         self._tail_window = tail_window
         self._producer: KafkaProducer | None = None
+        #: one producer at a time: two with one transactional id would fence each other
+        self._producer_lock = threading.Lock()
+        self._closed = False
         self._max_request_size = max_request_size
         #: per topic: (latest batch id written by this instance, identities written for it); absent
         #: means "unknown, read the topic's tail first"
@@ -701,7 +707,27 @@ class RequestSink:
         """The Kafka cluster this sink writes to."""
         return self._bootstrap
 
+    def start(self) -> None:
+        """Start the producer now, on a thread, instead of at the first write: a new controller calls it as
+        it wins the lease, so its transactional init — which fences every earlier controller's producer,
+        Kafka's moment for it — is done before its first micro-batch needs the sink. A failure here is
+        only logged: the first write starts the producer again and reports its own error."""
+        self._closed = False
+        threading.Thread(target=self._start_producer, name="livectl-request-producer", daemon=True).start()
+
+    def _start_producer(self) -> None:
+        if self._fenced is not None:
+            return
+        try:
+            self._get_producer()
+        except Exception as e:  # the first write meets it again and says it
+            log.info("request sink: starting the producer ahead failed, the first write starts it: %r", e)
+            return
+        if self._closed:  # closed while it started: close() may have found no producer yet
+            self.close()
+
     def close(self) -> None:
+        self._closed = True
         if self._producer is not None:
             self._producer.close(timeout=self._timeout)
             self._producer = None
@@ -786,34 +812,38 @@ class RequestSink:
         return tuple(sorted(found))
 
     def _get_producer(self) -> KafkaProducer:
-        if self._producer is None:
-            extra: dict[str, Any] = {}
-            if self._transactional_id is not None:
-                extra = {"transactional_id": self._transactional_id, "max_block_ms": int(self._timeout * 1000)}
-                quiet_fencing_reports()
-            if self._max_request_size is not None:
-                extra["max_request_size"] = self._max_request_size
-            producer = KafkaProducer(
-                **self._client_config,
-                **extra,
-                bootstrap_servers=self._bootstrap,
-                acks="all",
-                retries=5,
-                # one request in flight per connection: retries cannot reorder a broker's messages
-                max_in_flight_requests_per_connection=1,
-                linger_ms=2,
-                # request bodies are repetitive JSON: every codec shrinks them several times over
-                compression_type=self._compression_type,
-                request_timeout_ms=int(self._timeout * 1000),
-            )
-            if self._transactional_id is not None:
-                try:
-                    producer.init_transactions()  # fences every earlier producer with this id
-                except BaseException:
-                    producer.close(timeout=0)
-                    raise
-            self._producer = producer
-        return self._producer
+        with self._producer_lock:
+            if self._producer is None:
+                self._producer = self._new_producer()
+            return self._producer
+
+    def _new_producer(self) -> KafkaProducer:
+        extra: dict[str, Any] = {}
+        if self._transactional_id is not None:
+            extra = {"transactional_id": self._transactional_id, "max_block_ms": int(self._timeout * 1000)}
+            quiet_fencing_reports()
+        if self._max_request_size is not None:
+            extra["max_request_size"] = self._max_request_size
+        producer = KafkaProducer(
+            **self._client_config,
+            **extra,
+            bootstrap_servers=self._bootstrap,
+            acks="all",
+            retries=5,
+            # one request in flight per connection: retries cannot reorder a broker's messages
+            max_in_flight_requests_per_connection=1,
+            linger_ms=2,
+            # request bodies are repetitive JSON: every codec shrinks them several times over
+            compression_type=self._compression_type,
+            request_timeout_ms=int(self._timeout * 1000),
+        )
+        if self._transactional_id is not None:
+            try:
+                producer.init_transactions()  # fences every earlier producer with this id
+            except BaseException:
+                producer.close(timeout=0)
+                raise
+        return producer
 
     def _drop_producer(self) -> None:
         producer, self._producer = self._producer, None

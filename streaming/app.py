@@ -195,6 +195,9 @@ class ControllerApp:
         s = self.settings = s.with_controller_configs(watcher.read_configs())
         zk_sink, request_sink = fenced_sinks(zk, fence, s, store)
         opened.request_sink = request_sink
+        # its transactional init (which fences every earlier controller's producer) beside the rest of the
+        # start, not in the first micro-batch
+        request_sink.start()
         sinks: tuple[ZkSinkPort, RequestSinkPort] = (zk_sink, request_sink)
         if self.wrap_sinks is not None:
             sinks = self.wrap_sinks(*sinks)

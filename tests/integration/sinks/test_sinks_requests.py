@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -258,6 +260,45 @@ def test_a_successors_first_write_fences_the_earlier_controllers_producer(
     assert sorted((v["batchId"], v["controllerEpoch"]) for v in values) == [(6, 3)] * 6 + [(7, 4)] * 2
     results = [json.loads(r.value) for r in _read_all(kafka_broker.bootstrap, topics["admin_results_topic"])]
     assert [(r["request_id"], r["controller_epoch"]) for r in results] == [("n", 4)]
+
+
+def test_a_started_sink_fences_the_earlier_controller_before_its_first_write(
+    kafka_broker: Any, topics: dict[str, str]
+) -> None:
+    """``start`` (a controller calls it as it wins the lease) initialises the transactional producer on a
+    thread: the earlier controller is fenced before its successor has written anything, and the successor's
+    first write uses that producer (a second init would fence the first)."""
+    tid = f"livectl-test-{uuid.uuid4().hex[:8]}"
+    batch = _batch()
+    old = RequestSink(kafka_broker.bootstrap, FENCE, transactional_id=tid, **topics)
+    new = RequestSink(kafka_broker.bootstrap, Fence(4, 3), transactional_id=tid, **topics)
+    try:
+        assert old.write_requests(6, batch).written == 6
+        new.start()
+        deadline = time.monotonic() + 30
+        while new._producer is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = new._producer
+        assert started is not None
+        with pytest.raises(ControllerFencedError):
+            old.write_requests(7, batch)
+        assert new.write_requests(7, batch[:2]).written == 2
+        assert new._producer is started
+    finally:
+        old.close()
+        new.close()
+    values = [json.loads(r.value) for r in _read_all(kafka_broker.bootstrap, topics["requests_topic"])]
+    assert sorted((v["batchId"], v["controllerEpoch"]) for v in values) == [(6, 3)] * 6 + [(7, 4)] * 2
+
+
+def test_a_sink_closed_while_its_producer_starts_keeps_none(kafka_broker: Any, topics: dict[str, str]) -> None:
+    sink = RequestSink(kafka_broker.bootstrap, FENCE, transactional_id=f"livectl-test-{uuid.uuid4().hex[:8]}", **topics)
+    sink.start()
+    sink.close()
+    starting = [t for t in threading.enumerate() if t.name == "livectl-request-producer"]
+    for t in starting:
+        t.join(30)
+    assert sink._producer is None
 
 
 def test_a_transactional_sink_replays_and_restarts_like_a_plain_one(kafka_broker: Any, topics: dict[str, str]) -> None:
