@@ -366,6 +366,7 @@ def main() -> None:
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
             results["spark_startup_s"] = round(spark_s, 1)
+            results["spark_conf"] = parse_confs(args.conf)  # --conf over the shipped spark-defaults.conf
             for n in sizes:
                 wait_quiet() if not args.no_wait_quiet else None
                 with MemoryPeaks(svc.zookeeper.pid) as mem:

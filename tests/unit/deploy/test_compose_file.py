@@ -32,6 +32,7 @@ import yaml
 from livectl.cli import build_parser
 from streaming.entry import add_run_arguments
 from streaming.resources import SPARK_JAR
+from streaming.session import spark_defaults
 
 pytestmark = pytest.mark.unit
 
@@ -172,6 +173,9 @@ def test_controllers_are_spark_submit_clients_of_the_cluster_with_a_standby() ->
         conf = confs(opts)
         # executors connect back to the driver by its service's host name
         assert conf["spark.driver.host"] == svc["hostname"]
+        # the driver's JVM is started by spark-submit, before livectl reads spark-defaults.conf: its Java
+        # options as shipped there (the executors take them from the file)
+        assert conf["spark.driver.defaultJavaOptions"] == spark_defaults()["spark.driver.defaultJavaOptions"]
         slots += int(conf["spark.cores.max"])
     assert len(ids) == 2, "the standby needs a controller id of its own"
     # the standby holds its executors while it waits: both applications fit on the workers at once
