@@ -76,10 +76,7 @@ def main() -> None:
                     broker.bootstrap, fence, requests_topic=topic, transactional_id="bench", tail_window=w
                 ) as sink:
                     if ahead:
-                        sink.start()
-                        deadline = time.monotonic() + 30
-                        while sink._producer is None and time.monotonic() < deadline:
-                            time.sleep(0.01)
+                        sink.start().join(30)
                     t0 = time.perf_counter()
                     sink.write_requests(batch, requests)
                     t1 = time.perf_counter()

@@ -707,13 +707,15 @@ class RequestSink:
         """The Kafka cluster this sink writes to."""
         return self._bootstrap
 
-    def start(self) -> None:
-        """Start the producer now, on a thread, instead of at the first write: a new controller calls it as
-        it wins the lease, so its transactional init — which fences every earlier controller's producer,
-        Kafka's moment for it — is done before its first micro-batch needs the sink. A failure here is
-        only logged: the first write starts the producer again and reports its own error."""
+    def start(self) -> threading.Thread:
+        """Start the producer now, on a thread (returned, started), instead of at the first write: a new
+        controller calls it as it wins the lease, so its transactional init — which fences every earlier
+        controller's producer, Kafka's moment for it — is done before its first micro-batch needs the sink.
+        A failure here is only logged: the first write starts the producer again and reports its own error."""
         self._closed = False
-        threading.Thread(target=self._start_producer, name="livectl-request-producer", daemon=True).start()
+        thread = threading.Thread(target=self._start_producer, name="livectl-request-producer", daemon=True)
+        thread.start()
+        return thread
 
     def _start_producer(self) -> None:
         if self._fenced is not None:

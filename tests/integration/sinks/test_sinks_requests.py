@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 import uuid
 from typing import Any
 
@@ -234,16 +232,23 @@ def test_the_memory_fake_sends_the_same_messages(kafka_broker: Any, topics: dict
     assert real == {(m.key, m.value) for m in fake.messages}
 
 
+def _predecessor_and_successor(bootstrap: str, topics: dict[str, str]) -> tuple[RequestSink, RequestSink]:
+    """The sinks of two controllers of one cluster, epochs 3 and 4: one transactional id."""
+    tid = f"livectl-test-{uuid.uuid4().hex[:8]}"
+    return (
+        RequestSink(bootstrap, FENCE, transactional_id=tid, **topics),
+        RequestSink(bootstrap, Fence(4, 3), transactional_id=tid, **topics),
+    )
+
+
 def test_a_successors_first_write_fences_the_earlier_controllers_producer(
     kafka_broker: Any, topics: dict[str, str]
 ) -> None:
     """Kafka's zombie fencing: the controllers of one cluster share a transactional id; the successor's
     first write initialises it, and the earlier controller (paused past its ZooKeeper fence check, then
     resumed) gets ``PRODUCER_FENCED`` as :class:`ControllerFencedError` and writes nothing more."""
-    tid = f"livectl-test-{uuid.uuid4().hex[:8]}"
     batch = _batch()
-    old = RequestSink(kafka_broker.bootstrap, FENCE, transactional_id=tid, **topics)
-    new = RequestSink(kafka_broker.bootstrap, Fence(4, 3), transactional_id=tid, **topics)
+    old, new = _predecessor_and_successor(kafka_broker.bootstrap, topics)
     try:
         assert old.write_requests(6, batch).written == 6
         assert new.write_requests(7, batch[:2]).written == 2
@@ -268,16 +273,11 @@ def test_a_started_sink_fences_the_earlier_controller_before_its_first_write(
     """``start`` (a controller calls it as it wins the lease) initialises the transactional producer on a
     thread: the earlier controller is fenced before its successor has written anything, and the successor's
     first write uses that producer (a second init would fence the first)."""
-    tid = f"livectl-test-{uuid.uuid4().hex[:8]}"
     batch = _batch()
-    old = RequestSink(kafka_broker.bootstrap, FENCE, transactional_id=tid, **topics)
-    new = RequestSink(kafka_broker.bootstrap, Fence(4, 3), transactional_id=tid, **topics)
+    old, new = _predecessor_and_successor(kafka_broker.bootstrap, topics)
     try:
         assert old.write_requests(6, batch).written == 6
-        new.start()
-        deadline = time.monotonic() + 30
-        while new._producer is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        new.start().join(30)
         started = new._producer
         assert started is not None
         with pytest.raises(ControllerFencedError):
@@ -293,12 +293,10 @@ def test_a_started_sink_fences_the_earlier_controller_before_its_first_write(
 
 def test_a_sink_closed_while_its_producer_starts_keeps_none(kafka_broker: Any, topics: dict[str, str]) -> None:
     sink = RequestSink(kafka_broker.bootstrap, FENCE, transactional_id=f"livectl-test-{uuid.uuid4().hex[:8]}", **topics)
-    sink.start()
+    starting = sink.start()
     sink.close()
-    starting = [t for t in threading.enumerate() if t.name == "livectl-request-producer"]
-    for t in starting:
-        t.join(30)
-    assert sink._producer is None
+    starting.join(30)
+    assert not starting.is_alive() and sink._producer is None
 
 
 def test_a_transactional_sink_replays_and_restarts_like_a_plain_one(kafka_broker: Any, topics: dict[str, str]) -> None:
