@@ -35,8 +35,10 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from sparkcluster import group_members
 
 from livectl import local
+from livectl.demo.processes import cmdline
 
 pytestmark = pytest.mark.e2e
 
@@ -147,19 +149,6 @@ def _process(
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(10)
-
-
-def _group_commands(pgid: int) -> list[list[str]]:
-    """The command lines of the live processes of process group ``pgid`` (from ``/proc``)."""
-    out: list[list[str]] = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-            if int(fields[2]) == pgid:  # after the command's name: state, ppid, pgrp
-                out.append((stat.parent / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1])
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    return out
 
 
 def _wait_log(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: float) -> re.Match[str]:
@@ -319,7 +308,8 @@ def test_the_installed_controller_runs_from_root_and_answers(
             # the driver's JVM took the shipped log4j2.properties (Spark at WARN from its first line on)
             assert " INFO SparkContext" not in log
             # and the shipped spark-defaults.conf's Java options: C1 only (its "just-in-time compiler" part)
-            jvms = [cmd for cmd in _group_commands(ctl.pid) if cmd and Path(cmd[0]).name == "java"]
+            commands = [cmdline(pid).split() for pid in group_members(ctl.pid)]
+            jvms = [cmd for cmd in commands if cmd and Path(cmd[0]).name == "java"]
             assert len(jvms) == 1, jvms
             assert "-XX:TieredStopAtLevel=1" in jvms[0], jvms[0]
             os.kill(ctl.pid, signal.SIGTERM)
