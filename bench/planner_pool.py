@@ -8,8 +8,10 @@ them cold (``bench/README.md``, "Where a takeover's failover batch waits"). This
 of livectl's ``livectl-kafka`` source, one after the other, on a real tansu broker (free loopback port,
 stopped by PID) in one local SparkSession (shipped ``spark-defaults.conf``): the first with no planner
 process yet, the second right after it (the pool holds the first's), the third after ``--idle`` seconds
-(Spark's idle timeout is a minute). Each: from ``start()`` to its first ``foreachBatch`` call, the
-first batch's ``addBatch``, and the planner processes forked for it.
+(Spark's idle timeout is a minute), and a fourth after as long idle while livectl's
+:class:`streaming.read_planning.ReadPlanning` planned the source's read every 40 s (what a standby does
+while it waits). Each: from ``start()`` to its first ``foreachBatch`` call, the first batch's ``addBatch``,
+and the planner processes forked for it.
 
 Run: ``.venv/bin/python bench/planner_pool.py [--idle 75]``.
 """
@@ -33,6 +35,8 @@ from kafka import KafkaProducer
 from livectl import local
 from sinks.requests import ensure_topics
 from streaming.query import load_source, register_source
+from streaming.read_planning import INTERVAL_S, ReadPlanning
+from streaming.source_options import SOURCE_NAME
 
 TOPICS = ("planner.a", "planner.b")
 
@@ -43,16 +47,19 @@ def planner_pids() -> set[str]:
     return set(found.stdout.split())
 
 
-def first_batch(spark: Any, producer: KafkaProducer, bootstrap: str, checkpoint: Path) -> dict[str, Any]:
-    """One query of the source: a record sent after its start, timed to its first batch."""
-    options = {
+def source_options(bootstrap: str) -> dict[str, str]:
+    return {
         "bootstrap_servers": bootstrap,
         "topics": ",".join(TOPICS),
         "starting_offsets": "earliest",
         "max_records_per_batch": "1000",
         "fail_on_data_loss": "false",
     }
-    frame = load_source(spark, options)
+
+
+def first_batch(spark: Any, producer: KafkaProducer, bootstrap: str, checkpoint: Path) -> dict[str, Any]:
+    """One query of the source: a record sent after its start, timed to its first batch."""
+    frame = load_source(spark, source_options(bootstrap))
     called: list[float] = []
 
     def on_batch(df: Any, batch_id: int) -> None:
@@ -99,6 +106,16 @@ def main() -> None:
         print(f"idle {args.idle:.0f} s", flush=True)
         time.sleep(args.idle)
         runs[f"after {args.idle:.0f} s idle"] = first_batch(spark, producer, broker.bootstrap, run_dir / "q3")
+        options = source_options(broker.bootstrap)
+        planning = ReadPlanning(spark, SOURCE_NAME, options, load_source(spark, options))
+        planning.plan()
+        planning.start()
+        print(f"idle {args.idle:.0f} s, the read planned every {INTERVAL_S:.0f} s", flush=True)
+        time.sleep(args.idle)
+        planning.stop()
+        run = first_batch(spark, producer, broker.bootstrap, run_dir / "q4")
+        run["plannings_s"] = [round(s, 3) for s in planning.seconds]
+        runs[f"after {args.idle:.0f} s idle, read planned every {INTERVAL_S:.0f} s"] = run
         results["runs"] = runs
         results["machine"] = machine_info(spark=spark)
         producer.close()

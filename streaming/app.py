@@ -162,7 +162,10 @@ class ControllerApp:
             self.settings,
             then=(lambda: warmup.start(after_prime=True)) if warmup is not None else None,
             beside=warmup.prime if warmup is not None else None,
+            # Spark's planner processes for the first batch's read, warm while a standby waits (streaming.read_planning)
+            keep_planned=warmup_enabled(self.spark),
         ).start()
+        opened.source_ahead = source_ahead
         reader = SnapshotReader(zk)
         # a standby reads the tree ahead while it waits, watching the partition-state znodes
         # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed
@@ -223,6 +226,7 @@ class ControllerApp:
         resume_from = HadoopCheckpointStore(self.spark, s.resume_from_checkpoint) if s.resume_from_checkpoint else None
         resumes = resume_from is not None and not has_planned_batch(store)
         where = source_start(s, store, fence.controller_epoch, resume_from)
+        source_ahead.stop_planning()
         self.query = start_query_when_free(
             self.spark, s, dispatcher, where, stop=self._stop, prepared=source_ahead.result()
         )
