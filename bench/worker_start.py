@@ -8,7 +8,11 @@ seconds without a job (Spark has closed the idle workers after its minute: new o
 Each job's wall time and each task's in-worker import time are recorded. Variants, interleaved ABBA:
 
 * ``pyspark``: ``spark.python.daemon.module=pyspark.daemon`` (``main`` before this change);
-* ``livectl``: the shipped default, :mod:`streaming.worker_daemon` (imports once, before forking).
+* ``livectl``: the shipped default, :mod:`streaming.worker_daemon` (imports once, before forking);
+* ``livectl-archives``: the same with Spark's archives (``pyspark.zip``, py4j's zip, ``spark-core``'s jar)
+  left on ``sys.path``, as before :func:`streaming.worker_daemon.drop_shipped_archives`.
+
+``--variants A,B`` picks two of them (default ``pyspark,livectl``).
 
 Run::
 
@@ -31,7 +35,11 @@ from typing import Any
 
 from _common import machine_info, print_table, spark_session, wait_quiet, write_results
 
-VARIANTS = {"pyspark": "pyspark.daemon", "livectl": "streaming.worker_daemon"}
+VARIANTS = {
+    "pyspark": "pyspark.daemon",
+    "livectl": "streaming.worker_daemon",
+    "livectl-archives": "bench.keep_archives_daemon",
+}
 
 
 def one_round(daemon: str, idle_gap: float) -> dict[str, Any]:
@@ -64,6 +72,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="ABBA pairs: each variant runs 2 × rounds times")
     ap.add_argument("--idle-gap", type=float, default=75.0, help="seconds idle before the third job (0: none)")
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
+    ap.add_argument("--variants", default="pyspark,livectl", help="the two variants to alternate (A,B)")
     ap.add_argument("--child", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -71,11 +80,12 @@ def main() -> None:
         return
     if not args.no_wait_quiet:
         wait_quiet()
+    a, b = args.variants.split(",")
+    if a not in VARIANTS or b not in VARIANTS:
+        raise SystemExit(f"--variants: two of {', '.join(VARIANTS)}")
     order: list[str] = []
     for r in range(args.rounds):
-        order += (
-            ["pyspark", "livectl", "livectl", "pyspark"] if r % 2 == 0 else ["livectl", "pyspark", "pyspark", "livectl"]
-        )
+        order += [a, b, b, a] if r % 2 == 0 else [b, a, a, b]
     runs: list[dict[str, Any]] = []
     for variant in order:
         load = os.getloadavg()[0]
@@ -99,7 +109,7 @@ def main() -> None:
         run.pop("machine", None)
     rows = []
     summary: dict[str, Any] = {}
-    for variant in VARIANTS:
+    for variant in (a, b):
         mine = [r for r in runs if r["variant"] == variant]
         s: dict[str, Any] = {}
         for label in ("first", "reused", "after_idle"):

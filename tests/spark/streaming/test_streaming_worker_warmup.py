@@ -19,3 +19,25 @@ def test_a_mapinpandas_step_after_the_warmup_finds_its_workers_ready(spark: Any)
     rows = spark.range(0, 2, numPartitions=2).mapInPandas(warm_task, WARMED_SCHEMA).collect()
     assert {int(r["pid"]) for r in rows} <= set(warmed.pids)
     assert all(bool(r["ready"]) for r in rows)
+
+
+def test_a_worker_imports_the_installed_pyspark_and_has_none_of_its_archives_on_its_path(spark: Any) -> None:
+    import pyspark
+
+    def where_pyspark(batches: Any) -> Any:  # defined here: cloudpickle ships it by value
+        import os
+        import sys
+
+        import pandas as pd
+        import pyspark
+
+        for _ in batches:
+            pass
+        archives = [p for p in sys.path if p and os.path.isfile(p)]
+        yield pd.DataFrame({"pyspark": [pyspark.__file__], "archives": [";".join(archives)]})
+
+    rows = spark.range(0, 2, numPartitions=2).mapInPandas(where_pyspark, "pyspark string, archives string").collect()
+    # this venv's pip-installed pyspark, as the driver imports it: not its shipped pyspark.zip
+    assert {r["pyspark"] for r in rows} == {pyspark.__file__}
+    # its zips and spark-core's jar are gone, so a new worker's first task does not re-read their indexes
+    assert {r["archives"] for r in rows} == {""}

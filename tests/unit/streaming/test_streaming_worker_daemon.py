@@ -194,3 +194,61 @@ def test_an_active_start_warms_up_at_once_unless_told_after_the_read() -> None:
     assert not warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "false"}))
     with pytest.raises(ValueError, match=r"spark\.livectl\.python\.warmup\.early: must be true or false, got 'soon'"):
         warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "soon"}))
+
+
+def _installed_pyspark(root: Path) -> Path:
+    """A ``site-packages`` under ``root`` with a ``pyspark`` package and the archives a pip-installed pyspark
+    ships inside itself."""
+    site = root / "site-packages"
+    (site / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (site / "pyspark" / "jars").mkdir()
+    (site / "pyspark" / "__init__.py").write_text("")
+    for archive in ("python/lib/pyspark.zip", "python/lib/py4j-0.10.9.9-src.zip", "jars/spark-core_2.13-4.3.0.jar"):
+        (site / "pyspark" / archive).write_bytes(b"PK")
+    return site
+
+
+def test_the_archives_inside_the_installed_pyspark_leave_the_path_and_others_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(sys.modules, "pyspark", raising=False)
+    site = _installed_pyspark(tmp_path)
+    lib, jars = site / "pyspark" / "python" / "lib", site / "pyspark" / "jars"
+    elsewhere = tmp_path / "spark-home" / "python" / "lib"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "other.zip").write_bytes(b"PK")
+    path = [
+        "",
+        str(tmp_path),
+        str(lib / "pyspark.zip"),
+        str(lib / "py4j-0.10.9.9-src.zip"),
+        str(jars / "spark-core_2.13-4.3.0.jar"),
+        str(elsewhere / "other.zip"),
+        str(tmp_path / "missing.zip"),
+        str(site),
+    ]
+    sys.path_importer_cache[str(lib / "pyspark.zip")] = None
+    dropped = worker_daemon.drop_shipped_archives(path)
+    assert dropped == (
+        str(lib / "pyspark.zip"),
+        str(lib / "py4j-0.10.9.9-src.zip"),
+        str(jars / "spark-core_2.13-4.3.0.jar"),
+    )
+    # the rest in its order: a Spark distribution's archive, a path that is no file, the directories
+    assert path == ["", str(tmp_path), str(elsewhere / "other.zip"), str(tmp_path / "missing.zip"), str(site)]
+    assert str(lib / "pyspark.zip") not in sys.path_importer_cache
+
+
+def test_nothing_leaves_the_path_without_an_installed_pyspark_or_once_pyspark_is_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = _installed_pyspark(tmp_path)
+    shipped = str(site / "pyspark" / "python" / "lib" / "pyspark.zip")
+    # the archive alone (a Spark distribution's, pyspark not installed as a directory): it stays
+    monkeypatch.delitem(sys.modules, "pyspark", raising=False)
+    alone = [shipped, str(tmp_path)]
+    assert worker_daemon.drop_shipped_archives(alone) == () and alone == [shipped, str(tmp_path)]
+    # pyspark already imported (from wherever): its modules and the archives are not to be mixed
+    monkeypatch.setitem(sys.modules, "pyspark", object())
+    loaded = [shipped, str(site)]
+    assert worker_daemon.drop_shipped_archives(loaded) == () and loaded == [shipped, str(site)]
