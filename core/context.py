@@ -396,6 +396,15 @@ _PARTITION_STATE_OF: dict[str, PartitionState] = {s.value: s for s in PartitionS
 _REPLICA_STATE_OF: dict[str, ReplicaState] = {s.value: s for s in ReplicaState}
 
 
+def context_head(d: dict[str, Any]) -> ControllerContext:
+    """The context of :meth:`ControllerContext.to_dict`'s ``d`` with only its head decoded: who controls and in
+    which epoch (``controller_id``, ``epoch``, ``epoch_zk_version``), nothing else — for a step that replaces
+    the context before reading it (a controller failover)."""
+    return ControllerContext(
+        controller_id=int(d["controller_id"]), epoch=int(d["epoch"]), epoch_zk_version=int(d["epoch_zk_version"])
+    )
+
+
 def context_from_dict(d: dict[str, Any]) -> ControllerContext:
     """Inverse of :meth:`ControllerContext.to_dict`: a context equal (``==``, every index included) to the one
     dumped, its maps in the same order.
@@ -405,9 +414,7 @@ def context_from_dict(d: dict[str, Any]) -> ControllerContext:
     rather than once per partition, and equal assignments and leaderships share one frozen value (a bucket's
     partitions have a few hundred distinct replica lists; leaderships repeat until elections spread their
     epochs)."""
-    ctx = ControllerContext(
-        controller_id=int(d["controller_id"]), epoch=int(d["epoch"]), epoch_zk_version=int(d["epoch_zk_version"])
-    )
+    ctx = context_head(d)
     for bid, bepoch, rack, eps in d["live_brokers"]:
         ctx.live_brokers[bid] = Broker(bid, bepoch, rack, tuple(Endpoint(l_, h, p, s) for l_, h, p, s in eps))
     ctx.shutting_down_broker_ids = set(d["shutting_down"])

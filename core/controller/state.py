@@ -65,11 +65,13 @@ class ControllerState:
         }
 
     @staticmethod
-    def from_dict(d: dict[str, Any]) -> ControllerState:
+    def from_dict(d: dict[str, Any], context: ControllerContext | None = None) -> ControllerState:
+        """Inverse of :meth:`to_dict`; with ``context``, that context instead of decoding ``d``'s (the bulk of
+        the cost: :func:`core.context.context_head` where only the head is needed)."""
         if d.get("version") != STATE_VERSION:
             raise FormatError("version", f"unsupported controller state version {d.get('version')}")
         return ControllerState(
-            context_from_dict(d["context"]),
+            context_from_dict(d["context"]) if context is None else context,
             ControllerConfig(**d["config"]),
             {rid: frozenset(TopicPartition(t, p) for t, p in tps) for rid, tps in d["pending_reassignments"].items()},
             {rid: frozenset(ts) for rid, ts in d["pending_deletions"].items()},

@@ -176,6 +176,88 @@ def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator:
     assert warm == cold and any("LeaderAndIsr" in x for x in warm)
 
 
+
+def _takeover_batch(
+    tmp_path: Path, validator: InputValidator, failover_first: bool
+) -> tuple[dict[int, tuple[object, ...] | None], pd.DataFrame]:
+    """Every bucket's stored state after a controller created topics, and the next controller's first batch:
+    its failover reference (with ``failover_first``; then an admin command after it, as the source's barrier
+    delivers them) or only a command."""
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    first = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    first.run_batch([(EVENTS, first.failover_ref(snapshot_of((1, 2, 3))))])
+    first.run_batch([(ADMIN, event_to_json(ev.CreateTopic(f"r{i}", f"t{i}", 4, 2))) for i in range(6)])
+    saved = {b: s.value for b, s in first.states.items()}
+    zk.set("/controller_epoch", b"2")
+    records = [(ADMIN, event_to_json(ev.CreateTopic("r9", "late", 2, 2)))]
+    if failover_first:
+        records.append((EVENTS, first.failover_ref(snapshot_of((1, 2, 3), epoch=2, epoch_version=1))))
+    routed = pd.concat(
+        [routing.prepare_frame(first.records(records), BUCKETS, ADMIN, validator), routing.tick_rows(1, BUCKETS)]
+    )
+    return saved, routed
+
+
+def _run_uncached(
+    tmp_path: Path, saved: dict[int, tuple[object, ...] | None], routed: pd.DataFrame, summaries: bool
+) -> tuple[list[list[object]], dict[int, tuple[object, ...] | None]]:
+    """Each bucket's step on its saved state in a worker that has not cached it: rows (summary rows left
+    out) and the states stored."""
+    stateful._STATE_CACHE.clear()
+    rows: list[list[object]] = []
+    states: dict[int, tuple[object, ...] | None] = {}
+    for bucket, frame in routed.groupby("bucket"):
+        gs = FakeGroupState()
+        gs.value = saved[int(bucket)]
+        for df in stateful.step_bucket(
+            (bucket,), iter([frame]), gs, snapshots=StoreSnapshots(store_at(tmp_path)), summaries=summaries
+        ):
+            rows.extend(r for r in df.values.tolist() if r[2] != "summary")
+        states[int(bucket)] = gs.value
+    return rows, states
+
+
+@pytest.mark.parametrize("failover_first", [True, False])
+def test_a_stored_context_is_decoded_only_when_the_step_reads_it(
+    tmp_path: Path, validator: InputValidator, monkeypatch: pytest.MonkeyPatch, failover_first: bool
+) -> None:
+    from core.controller import state as state_module
+
+    saved, routed = _takeover_batch(tmp_path, validator, failover_first)
+    stored = [b for b, v in saved.items() if v is not None and b != routing.REJECTED_BUCKET]
+    # with the summaries, which compare the step's elections with the stored context, it is always decoded
+    whole_rows, whole_states = _run_uncached(tmp_path, saved, routed, summaries=True)
+    decoded: list[object] = []
+    real = state_module.context_from_dict
+    monkeypatch.setattr(state_module, "context_from_dict", lambda d: decoded.append(d) or real(d))
+    rows, states = _run_uncached(tmp_path, saved, routed, summaries=False)
+    # the same decisions, rows and stored states either way ...
+    assert rows == whole_rows and states == whole_states
+    assert any("LeaderAndIsr" in str(r[3]) for r in rows)
+    # ... and the stored contexts decoded only where no failover replaced them first
+    assert len(decoded) == (0 if failover_first else len(stored))
+
+
+def test_a_failover_that_raises_leaves_the_other_events_on_the_stored_context(
+    tmp_path: Path, validator: InputValidator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.controller import event_loop
+
+    saved, routed = _takeover_batch(tmp_path, validator, failover_first=True)
+    whole_rows, _ = _run_uncached(tmp_path, saved, routed, summaries=True)
+
+    def broken(c: object, e: object) -> None:
+        raise RuntimeError("a bug in the failover")
+
+    monkeypatch.setitem(event_loop.HANDLERS, ev.ControllerFailover, broken)
+    broken_rows, broken_states = _run_uncached(tmp_path, saved, routed, summaries=True)
+    rows, states = _run_uncached(tmp_path, saved, routed, summaries=False)
+    # the failover quarantined, the command created its topic on the contexts the first controller left
+    assert rows == broken_rows and states == broken_states and rows != whole_rows
+    assert any("a bug in the failover" in str(r[3]) for r in rows)
+    assert any('"late"' in str(r[3]) for r in rows)
+
 def test_failover_references_of_other_runs_are_history(tmp_path: Path, validator: InputValidator) -> None:
 
     zk = MemoryZooKeeper()
