@@ -176,7 +176,6 @@ def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator:
     assert warm == cold and any("LeaderAndIsr" in x for x in warm)
 
 
-
 def _takeover_batch(
     tmp_path: Path, validator: InputValidator, failover_first: bool
 ) -> tuple[dict[int, tuple[object, ...] | None], pd.DataFrame]:
@@ -257,6 +256,7 @@ def test_a_failover_that_raises_leaves_the_other_events_on_the_stored_context(
     assert rows == broken_rows and states == broken_states and rows != whole_rows
     assert any("a bug in the failover" in str(r[3]) for r in rows)
     assert any('"late"' in str(r[3]) for r in rows)
+
 
 def test_failover_references_of_other_runs_are_history(tmp_path: Path, validator: InputValidator) -> None:
 
