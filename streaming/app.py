@@ -156,14 +156,15 @@ class ControllerApp:
         # the source's Python planner work first (beside the election, or while a standby waits), then the
         # warm-up: Spark starts the warm-up's worker daemon inside a lock those planner processes need
         # (streaming.query.SourceAhead)
-        warmup = Warmup(self.spark) if not warm_after_read and warmup_enabled(self.spark) else None
+        warm = warmup_enabled(self.spark)
+        warmup = Warmup(self.spark) if not warm_after_read and warm else None
         source_ahead = SourceAhead(
             self.spark,
             self.settings,
             then=(lambda: warmup.start(after_prime=True)) if warmup is not None else None,
             beside=warmup.prime if warmup is not None else None,
             # Spark's planner processes for the first batch's read, warm while a standby waits (streaming.read_planning)
-            keep_planned=warmup_enabled(self.spark),
+            keep_planned=warm,
         ).start()
         opened.source_ahead = source_ahead
         reader = SnapshotReader(zk)

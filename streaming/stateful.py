@@ -239,15 +239,17 @@ def _decide(
         undecoded = None
     # from this run's controller failover on, the bucket runs with the configs the driver read
     new_config = config if any(isinstance(e, ev.ControllerFailover) for e in kept) else None
-    if new_config is not None:
-        current = dataclasses.replace(current, config=new_config)
+
+    def configured(s: controller.ControllerState) -> controller.ControllerState:
+        return s if new_config is None else dataclasses.replace(s, config=new_config)
+
+    current = configured(current)
     new_state, decisions, quarantined = controller.step_isolating(current, kept)
     if undecoded is not None and quarantined and quarantined[0].index == 0:
         # the failover itself was left out (handling it raised): the batch's other events apply to the stored
         # context, as they would have without the skipped decode
-        current = stored = _decoded(bucket, undecoded)
-        if new_config is not None:
-            current = dataclasses.replace(current, config=new_config)
+        stored = _decoded(bucket, undecoded)
+        current = configured(stored)
         new_state, decisions, quarantined = controller.step_isolating(current, kept)
     if new_state != stored:
         dumped = dump_state(new_state)
