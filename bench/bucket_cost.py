@@ -105,6 +105,15 @@ def snapshot_for(
     return snapshot_from_znodes(znodes, brokers, 2, 1)
 
 
+def cached_load(bucket: int, fmt: int, size: int, blob: bytes) -> controller.ControllerState:
+    """The bucket's whole state as a worker's call gets it: from the worker's cache when the blob is the one
+    cached, else decoded (context included) and cached (``streaming.stateful._stored`` then ``_decoded``)."""
+    from streaming import stateful
+
+    current, undecoded = stateful._stored(bucket, fmt, size, blob)
+    return current if undecoded is None else stateful._decoded(bucket, undecoded)
+
+
 class _GroupState:
     """What ``applyInPandasWithState`` hands the function: ``exists``, ``get``, ``update``."""
 
@@ -143,7 +152,7 @@ def whole_call(state: controller.ControllerState, calls: int, held: int, paused:
     for _ in range(held - 1):  # the other buckets of the worker: same size, their own objects
         cached.append(stateful.dump_state(stateful.load_state(*cached[0])))
     for b, dumped in enumerate(cached):
-        stateful._cached_load(b, *dumped)
+        cached_load(b, *dumped)
     payloads = [
         event_to_json(ev.BrokerFailure(1, 1001)),
         event_to_json(ev.BrokerStartup(1, 1002, None, (Endpoint("PLAINTEXT", "broker1", 9092),))),
@@ -180,7 +189,7 @@ def tick_call(state: controller.ControllerState) -> dict[str, float]:
     from streaming.routing import KIND_TICK
 
     stored = stateful.dump_state(state)
-    stateful._cached_load(0, *stored)
+    cached_load(0, *stored)
     calls, dumps = [], []
     for i in range(5):
         gs = _GroupState(stored)
@@ -357,7 +366,7 @@ def failure_call(
         state, _ = controller.step(state, before)
     stored = stateful.dump_state(state)
     stateful._STATE_CACHE.clear()
-    stateful._cached_load(0, *stored)  # the worker's cache, as an earlier call of this bucket left it
+    cached_load(0, *stored)  # the worker's cache, as an earlier call of this bucket left it
     cached_state = stateful._STATE_CACHE[0][1]
     rows_in = [
         (0, 5 + i, "livectl.broker-events/0", 10 + i, 0, KIND_EVENT, event_to_json(e)) for i, e in enumerate(events)
@@ -406,7 +415,7 @@ def failure_call(
         stateful._STATE_CACHE.clear()
     gc.collect()
     with gc_paused():  # as the call runs
-        current = part("state_from_cache" if cached else "state_decode", stateful._cached_load, 0, *stored)
+        current = part("state_from_cache" if cached else "state_decode", cached_load, 0, *stored)
         got_events, skipped = part("events_of", events_of, 0, frame, current.context.epoch, None, loaded=True)
         kept, refused = part("applicable_events", applicable_events, current, got_events)
         new_state, decisions, _ = part("step", controller.step_isolating, current, kept)

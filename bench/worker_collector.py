@@ -13,11 +13,15 @@ the output's Arrow serialisation (the task: what the next stage and the driver w
 * ``off`` — the collector off in the worker (``streaming.worker_daemon``'s ``disable_collector``): the daemon's
   ``gc.collect()`` after each task still frees the task's garbage cycles;
 * ``off_frozen`` — as ``off``, and after that collection everything left is frozen (``gc.freeze``), so the next
-  collection walks only what later tasks make.
+  collection walks only what later tasks make;
+* ``shipped`` — as ``enabled``, with livectl's worker daemon's collection after the task
+  (``streaming.worker_daemon.TaskEndCollector``: the collection, then the survivors frozen, a full collection
+  once the frozen objects have doubled since the last one).
 
 Per mode, ABBA over fresh processes (``--rounds`` each): the task's wall seconds (the median call), the
 collection's after it, the collections that ran inside the tasks (count and seconds, from ``gc.callbacks``),
-and the process's peak RSS. Reproduce: ``.venv/bin/python bench/worker_collector.py [--partitions 100000]
+the process's peak RSS, and its RSS and frozen objects after the first and the last task (whether what is
+frozen grows task after task). Reproduce: ``.venv/bin/python bench/worker_collector.py [--partitions 100000]
 [--buckets 2] [--held 2] [--calls 3] [--rounds 2]``.
 """
 
@@ -39,14 +43,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import machine_info, print_table, wait_quiet, write_results
 
-MODES = ("enabled", "off", "off_frozen")
+MODES = ("enabled", "off", "off_frozen", "shipped")
+DEFAULT_MODES = ("enabled", "shipped")
 
 
 def one_run(mode: str, partitions: int, buckets: int, held: int, calls: int) -> dict[str, Any]:
     """One worker process's rounds (see the module docstring); run in a fresh process."""
     import pandas as pd
     import pyarrow as pa
-    from bucket_cost import _GroupState
+    from bucket_cost import _GroupState, cached_load
     from core_step import build_state
 
     from core import events as ev
@@ -54,6 +59,7 @@ def one_run(mode: str, partitions: int, buckets: int, held: int, calls: int) -> 
     from core.model import Endpoint
     from streaming import stateful
     from streaming.routing import KIND_EVENT, KIND_TICK
+    from streaming.worker_daemon import TaskEndCollector
 
     state = build_state(10, partitions // buckets, 3, 100)
     blobs = [stateful.dump_state(state)]
@@ -61,8 +67,9 @@ def one_run(mode: str, partitions: int, buckets: int, held: int, calls: int) -> 
         blobs.append(stateful.dump_state(stateful.load_state(*blobs[0])))
     del state
     for b, blob in enumerate(blobs):
-        stateful._cached_load(b, *blob)
+        cached_load(b, *blob)
     gc.collect()
+    collector = TaskEndCollector()
     if mode != "enabled":
         gc.disable()
     if mode == "off_frozen":
@@ -80,6 +87,8 @@ def one_run(mode: str, partitions: int, buckets: int, held: int, calls: int) -> 
     columns = ["bucket", "ts", "src", "offset", "sub", "kind", "payload"]
     tasks: list[float] = []
     after: list[float] = []
+    rss: list[float] = []
+    frozen: list[int] = []
     in_task_gc: list[float] = []
     ts = 0
     for c in range(calls):
@@ -109,10 +118,15 @@ def one_run(mode: str, partitions: int, buckets: int, held: int, calls: int) -> 
                 in_task_gc.append(sum(inside))
                 blobs[b] = gs.value
                 t1 = time.perf_counter()
-                gc.collect()  # pyspark's daemon, after the task
-                if mode == "off_frozen":
-                    gc.freeze()
+                if mode == "shipped":
+                    collector.collect()  # livectl's worker daemon, after the task
+                else:
+                    gc.collect()  # pyspark's daemon, after the task
+                    if mode == "off_frozen":
+                        gc.freeze()
                 after.append(time.perf_counter() - t1)
+                rss.append(_rss_mib())
+                frozen.append(gc.get_freeze_count())
                 ts += 1
     return {
         "mode": mode,
@@ -123,7 +137,15 @@ def one_run(mode: str, partitions: int, buckets: int, held: int, calls: int) -> 
         "after_task_collect_s_median": statistics.median(after),
         "in_task_gc_s_median": statistics.median(in_task_gc),
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_mib": rss,
+        "frozen": frozen,
+        "full_collections": collector.full_collections,
     }
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def main() -> None:
@@ -133,7 +155,7 @@ def main() -> None:
     ap.add_argument("--held", type=int, default=2, help="buckets' states one worker keeps")
     ap.add_argument("--calls", type=int, default=3, help="rounds of failure + return per bucket")
     ap.add_argument("--rounds", type=int, default=2, help="fresh processes per mode, ABBA")
-    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"of {','.join(MODES)}")
     ap.add_argument("--no-wait-quiet", action="store_true")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -151,7 +173,9 @@ def main() -> None:
             runs[mode].append(got)
             print(
                 f"round {r} {mode}: task {got['task_s_median']:.3f} s, in-task collections "
-                f"{got['in_task_gc_s_median']:.3f} s, after-task collect {got['after_task_collect_s_median']:.3f} s",
+                f"{got['in_task_gc_s_median']:.3f} s, after-task collect {got['after_task_collect_s_median']:.3f} s, "
+                f"RSS {got['rss_mib'][0]:.0f} -> {got['rss_mib'][-1]:.0f} MiB, "
+                f"frozen {got['frozen'][0]} -> {got['frozen'][-1]}",
                 flush=True,
             )
     rows = []
@@ -162,9 +186,40 @@ def main() -> None:
         coll = statistics.median(t for g in runs[mode] for t in g["after_task_collect_s"])
         ingc = statistics.median(t for g in runs[mode] for t in g["in_task_gc_s"])
         rss = max(g["peak_rss_mib"] for g in runs[mode])
-        summary[mode] = {"task_s": task, "after_task_collect_s": coll, "in_task_gc_s": ingc, "peak_rss_mib": rss}
-        rows.append([mode, f"{task:.3f}", f"{ingc:.3f}", f"{coll:.3f}", f"{task / base:.2f}", f"{rss:.0f}"])
-    print_table(["mode", "task s", "in-task gc s", "collect after s", f"task / {modes[0]}", "peak RSS MiB"], rows)
+        # RSS after the first task and after the last, the run's median of each
+        rss_first = statistics.median(g["rss_mib"][0] for g in runs[mode])
+        rss_last = statistics.median(g["rss_mib"][-1] for g in runs[mode])
+        summary[mode] = {
+            "task_s": task,
+            "after_task_collect_s": coll,
+            "in_task_gc_s": ingc,
+            "peak_rss_mib": rss,
+            "rss_after_first_task_mib": rss_first,
+            "rss_after_last_task_mib": rss_last,
+        }
+        rows.append(
+            [
+                mode,
+                f"{task:.3f}",
+                f"{ingc:.3f}",
+                f"{coll:.3f}",
+                f"{task / base:.2f}",
+                f"{rss:.0f}",
+                f"{rss_first:.0f} -> {rss_last:.0f}",
+            ]
+        )
+    print_table(
+        [
+            "mode",
+            "task s",
+            "in-task gc s",
+            "collect after s",
+            f"task / {modes[0]}",
+            "peak RSS MiB",
+            "RSS first -> last task MiB",
+        ],
+        rows,
+    )
     path = write_results(
         "worker_collector",
         {"args": vars(args), "load_at_start": load, "summary": summary, "runs": runs, "machine": machine_info()},

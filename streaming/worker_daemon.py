@@ -33,6 +33,16 @@ native threads that these imports start (OpenBLAS' and Arrow's jemalloc backgrou
 fork handlers, and no Python thread is running when the daemon forks (:func:`preload` checks and
 reports one). Should a preload fail, the daemon says so on its standard error (the executor's log) and
 runs as pyspark's: a worker then imports what it needs itself, as without this module.
+
+A reused worker runs pyspark's ``gc.collect()`` after every task (``pyspark.daemon``), and a worker of the
+query keeps the states of the buckets it ran (:data:`streaming.stateful._STATE_CACHE`: ~0.6M objects per
+50k partitions), which each of those collections walked again: 0.2–0.6 s of CPU per task in a broker
+failure at 100k partitions, on a core the other bucket's task wanted (``bench/README.md``, "Python
+workers"). :class:`TaskEndCollector` takes that collection's place in the workers this daemon forks: the
+same collection — the task's garbage cycles are freed — then the survivors frozen, so the next one walks
+only what later tasks made. Freezing keeps a frozen object that later becomes part of a garbage cycle
+until a collection that includes the frozen ones, so it is bounded: once the frozen objects are twice as
+many as after the last full collection, a full one runs (:attr:`TaskEndCollector.growth`).
 """
 
 from __future__ import annotations
@@ -45,8 +55,10 @@ import os
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 #: imported before the first fork, in this order: what a worker of the query imports on its first task
 PRELOADED: tuple[str, ...] = (
@@ -151,10 +163,58 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def main(manager: Callable[[], None] | None = None, drop_archives: bool = True) -> None:
+class TaskEndCollector:
+    """The collection after each task in a forked worker, in place of :func:`gc.collect` (the daemon calls
+    ``gc.collect()`` through its module's ``gc`` name, which :func:`install_task_end_collector` points
+    here; any other attribute is :mod:`gc`'s). :meth:`collect` collects what is not frozen and then
+    freezes the survivors; when that leaves more than ``growth`` times the frozen objects that the last full
+    collection left (the first task's end sets the mark), everything is unfrozen and collected first, so a
+    frozen object that became garbage in a cycle is held at most until the frozen set has grown that much."""
+
+    def __init__(self, growth: float = 2.0) -> None:
+        if growth <= 1.0:
+            raise ValueError(f"growth must be greater than 1 (got {growth})")
+        self.growth = growth
+        self.full_collections = 0
+        self._limit: float | None = None
+
+    def collect(self, generation: int = 2) -> int:
+        """What pyspark's daemon calls after a task: the number of unreachable objects found."""
+        found = gc.collect(generation)
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        if self._limit is None:
+            self._limit = frozen * self.growth
+        elif frozen > self._limit:
+            gc.unfreeze()
+            found += gc.collect()
+            gc.freeze()
+            self._limit = gc.get_freeze_count() * self.growth
+            self.full_collections += 1
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(gc, name)
+
+
+def install_task_end_collector(daemon: types.ModuleType, collector: TaskEndCollector | None = None) -> bool:
+    """Point ``daemon``'s (:mod:`pyspark.daemon`'s) ``gc`` at ``collector`` (a new
+    :class:`TaskEndCollector` by default); ``False`` (nothing changed) if that module has no ``gc`` of
+    its own, as a pyspark that no longer collects after tasks would not."""
+    if getattr(daemon, "gc", None) is not gc:
+        return False
+    daemon.gc = collector if collector is not None else TaskEndCollector()  # type: ignore[attr-defined]
+    return True
+
+
+def main(
+    manager: Callable[[], None] | None = None, drop_archives: bool = True, freeze_after_tasks: bool = True
+) -> None:
     """Preload, then run pyspark's daemon (``manager``, by default :func:`pyspark.daemon.manager`), which
     reads Spark's arguments from ``sys.argv`` as when Spark starts it directly. ``drop_archives``:
-    :func:`drop_shipped_archives` first (``False`` only to measure what it saves: ``bench/worker_start.py``)."""
+    :func:`drop_shipped_archives` first; ``freeze_after_tasks``: pyspark's daemon's collection after each
+    task made by a :class:`TaskEndCollector` (``False`` for either only to measure what it saves:
+    ``bench/worker_start.py``, ``bench/no_freeze_daemon.py``)."""
     if drop_archives:
         drop_shipped_archives(sys.path)
     with stdout_to_stderr():
@@ -166,9 +226,15 @@ def main(manager: Callable[[], None] | None = None, drop_archives: bool = True) 
     if done.failures or done.python_threads:
         print(report(done), file=sys.stderr, flush=True)
     if manager is None:
-        from pyspark.daemon import manager as pyspark_manager
+        from pyspark import daemon
 
-        manager = pyspark_manager
+        if freeze_after_tasks and not install_task_end_collector(daemon):
+            print(
+                "livectl worker daemon: pyspark.daemon has no gc of its own; its collection is left as is",
+                file=sys.stderr,
+                flush=True,
+            )
+        manager = daemon.manager
     manager()
 
 

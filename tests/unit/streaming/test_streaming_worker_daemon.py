@@ -11,6 +11,8 @@ import struct
 import subprocess
 import sys
 import time
+import types
+import weakref
 from pathlib import Path
 
 import pytest
@@ -252,3 +254,75 @@ def test_nothing_leaves_the_path_without_an_installed_pyspark_or_once_pyspark_is
     monkeypatch.setitem(sys.modules, "pyspark", object())
     loaded = [shipped, str(site)]
     assert worker_daemon.drop_shipped_archives(loaded) == () and loaded == [shipped, str(site)]
+
+
+def test_the_collection_after_a_task_frees_its_garbage_cycles_and_freezes_what_survives() -> None:
+    collector = worker_daemon.TaskEndCollector()
+    try:
+        survivors: list[list[int]] = [[] for _ in range(1000)]  # e.g. the bucket states the worker caches
+        garbage = _Holder(None)
+        garbage.value = garbage  # the task's garbage cycle (pandas frames make them)
+        dead = weakref.ref(garbage)
+        del garbage
+        before = gc.get_freeze_count()
+        assert collector.collect() >= 2
+        assert dead() is None
+        # what is left is out of the next collections: they walk only what later tasks make
+        assert gc.get_freeze_count() >= before + len(survivors)
+        assert collector.full_collections == 0
+    finally:
+        gc.unfreeze()
+
+
+def test_a_frozen_object_become_a_garbage_cycle_is_freed_once_the_frozen_objects_have_doubled() -> None:
+    collector = worker_daemon.TaskEndCollector(growth=2.0)
+    try:
+        holder = _Holder(None)
+        holder.value = holder  # a cycle, alive at the first task's end: frozen with the rest
+        dead = weakref.ref(holder)
+        keep = [holder]
+        collector.collect()
+        marked = gc.get_freeze_count()
+        keep.clear()
+        del holder
+        collector.collect()
+        assert dead() is not None, "a frozen cycle waits for a full collection"
+        # the frozen objects grow past twice the first task's mark
+        more: list[list[int]] = [[] for _ in range(marked + 1000)]
+        collector.collect()
+        assert dead() is None
+        assert collector.full_collections == 1
+        # the new mark is twice what the full collection left: the same objects again trigger nothing
+        collector.collect()
+        assert collector.full_collections == 1
+        del more
+    finally:
+        gc.unfreeze()
+
+
+def test_the_collector_stands_in_for_the_gc_module() -> None:
+    collector = worker_daemon.TaskEndCollector()
+    assert collector.isenabled is gc.isenabled
+    with pytest.raises(ValueError, match="growth must be greater than 1"):
+        worker_daemon.TaskEndCollector(growth=1.0)
+
+
+def test_it_is_installed_where_pyspark_daemon_collects_after_each_task() -> None:
+    import inspect
+
+    import pyspark.daemon
+
+    # what install_task_end_collector relies on: the daemon's manager calls gc.collect() through its own gc
+    assert vars(pyspark.daemon)["gc"] is gc
+    assert "gc.collect()" in inspect.getsource(pyspark.daemon.manager)
+    daemon = types.ModuleType("daemon_like")
+    daemon.gc = gc  # type: ignore[attr-defined]
+    collector = worker_daemon.TaskEndCollector()
+    assert worker_daemon.install_task_end_collector(daemon, collector)
+    assert daemon.gc is collector
+    assert not worker_daemon.install_task_end_collector(types.ModuleType("no_gc"))
+
+
+class _Holder:
+    def __init__(self, value: object) -> None:
+        self.value = value
