@@ -55,7 +55,13 @@ as usual) until a ``controller_failover_ref`` of controller epoch ``barrier_epoc
 micro-batch then holds exactly the records of the reference's partition up to and including the
 reference (whatever ``max_records_per_batch`` says): nothing is processed under the new controller epoch
 before the buckets have its ZooKeeper snapshot (:mod:`streaming.failover`), and the records that waited
-are processed after it (:func:`streaming.failover_refs.events_of`).
+are processed after it (:func:`streaming.failover_refs.events_of`). The reader's first read waits for the
+reference up to ``barrier_wait_ms`` (10 s; it returns as soon as the reference is read), later ones up to
+``poll_timeout_ms``: a query on a new checkpoint runs its micro-batch 0 with whatever the first read
+returns, so a first read that came back empty before the reference was published made an empty batch 0
+that paid every first-batch cost (~8 s at 100k partitions) before the failover batch could start. On a
+used checkpoint Spark runs no batch for unchanged offsets, and the wait changes nothing but when the
+read returns.
 
 The options are parsed and checked by :class:`streaming.source_options.SourceOptions`.
 
@@ -148,6 +154,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         self._target: Positions | None = None
         #: the failover barrier: not yet passed; where the scan for the reference stands
         self._held = options.barrier_topic is not None
+        #: whether the barrier has been looked for yet: the first read waits longer (``barrier_wait_ms``)
+        self._barrier_looked = False
         self._scanned: dict[tuple[str, int], int] = {}
         #: the last poll of a read once records came and none is known to be left (see :meth:`read`)
         self._confirm_ms = min(options.poll_timeout_ms, CONFIRM_POLL_MS)
@@ -402,9 +410,12 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         positions = {(tp.topic, tp.partition): given.get((tp.topic, tp.partition), begins[tp]) for tp in tps}
         return source_offset(positions, marks)
 
-    def _find_barrier(self, starts: Mapping[tuple[str, int], int]) -> tuple[str, int, int, str] | None:
+    def _find_barrier(
+        self, starts: Mapping[tuple[str, int], int], wait_s: float = 0.0
+    ) -> tuple[str, int, int, str] | None:
         """(topic, partition, offset, mark) of the first failover reference that opens the barrier at or
-        after ``starts`` on the barrier topic, or ``None``. The scan goes on from where the previous one ended."""
+        after ``starts`` on the barrier topic, or ``None`` once a poll (``poll_timeout_ms``) has brought
+        nothing and ``wait_s`` seconds have passed. The scan goes on from where the previous one ended."""
         from kafka import TopicPartition
 
         topic = self.options.barrier_topic
@@ -419,9 +430,12 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         }
         self._assign(tps, positions)
         c = self._client()
+        deadline = time.monotonic() + wait_s
         while True:
             got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
             if not got:
+                if time.monotonic() < deadline:
+                    continue
                 return None
             for tp, records in got.items():
                 key = (tp.topic, tp.partition)
@@ -456,7 +470,11 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         positions, marks = split_offset(start)
         starts, marks, unchecked = self._check_data_loss(tps, self._starts(positions, tps), marks)
         if self._held:
-            found = self._find_barrier(starts) if not unchecked else None
+            found = None
+            if not unchecked:
+                wait_s = 0.0 if self._barrier_looked else self.options.barrier_wait_ms / 1000
+                self._barrier_looked = True
+                found = self._find_barrier(starts, wait_s)
             if found is None:
                 return iter([]), source_offset(starts, marks)
             self._held = False

@@ -4,6 +4,8 @@ the reader is driven as Spark drives it, ``initialOffset`` / ``read`` / ``readBe
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -48,10 +50,12 @@ def test_the_barrier_holds_records_until_the_new_epochs_reference(kafka_broker: 
         "barrier_epoch": "7",
         "barrier_path": "/cp/failover",
         "max_records_per_batch": "1",
+        "barrier_wait_ms": "300",
     }
     reader = KafkaStreamReader(SourceOptions.parse(opts))
     try:
-        # an older epoch's reference and another checkpoint's do not open it: nothing is handed out
+        # an older epoch's reference and another checkpoint's do not open it: nothing is handed out (the
+        # first read once its wait for the reference is over)
         rows, end = reader.read(start)
         assert list(rows) == [] and end == start
         rows, end = reader.read(start)
@@ -76,6 +80,35 @@ def test_the_barrier_holds_records_until_the_new_epochs_reference(kafka_broker: 
             again.stop()
     finally:
         reader.stop()
+
+
+def test_the_first_read_behind_the_barrier_waits_for_the_reference(kafka_broker: Any) -> None:
+    """A new checkpoint's query runs micro-batch 0 with what its first read returns: the reference published
+    while that read waits makes batch 0 the failover batch, not an empty one before it."""
+    events = f"bar-w-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka_broker.bootstrap, [events])
+    _send(kafka_broker.bootstrap, events, ["before-0"])
+    opts = {"bootstrap_servers": kafka_broker.bootstrap, "topics": events, "barrier_topic": events}
+    waiting = KafkaStreamReader(SourceOptions.parse({**opts, "barrier_epoch": "2", "barrier_wait_ms": "20000"}))
+    at_once = KafkaStreamReader(SourceOptions.parse({**opts, "barrier_epoch": "3", "barrier_wait_ms": "0"}))
+    try:
+        start = waiting.initialOffset()
+        began = time.monotonic()
+        rows, end = at_once.read(start)
+        assert list(rows) == [] and end == start
+        assert time.monotonic() - began < 5.0
+        publisher = threading.Timer(1.5, _send, (kafka_broker.bootstrap, events, ["waiting-1", _ref(2, "/cp/f/2")]))
+        publisher.start()
+        began = time.monotonic()
+        rows, end = waiting.read(start)
+        waited = time.monotonic() - began
+        publisher.join()
+        assert [r[1] for r in rows] == ["before-0", "waiting-1", _ref(2, "/cp/f/2")]
+        assert {t: o for t, o in end.items() if t != MARKS} == {events: {"0": 3}}
+        assert 1.0 <= waited < 15.0, waited
+    finally:
+        waiting.stop()
+        at_once.stop()
 
 
 def test_explicit_starting_offsets(kafka_broker: Any) -> None:
