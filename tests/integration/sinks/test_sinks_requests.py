@@ -309,3 +309,75 @@ def test_a_transactional_sink_replays_and_restarts_like_a_plain_one(kafka_broker
         assert (restarted.write_requests(6, batch).written, restarted.write_requests(6, batch).written) == (3, 0)
         assert restarted.write_requests(7, batch).written == 6
     assert len(_read_all(kafka_broker.bootstrap, topics["requests_topic"])) == 12
+
+
+def _no_tail_read(sink: RequestSink) -> None:
+    def refuse(topic: str, batch_id: int) -> set[tuple[int, str]]:
+        raise AssertionError(f"the first write read the tail of {topic} for batch {batch_id} itself")
+
+    sink._tail_identities = refuse  # type: ignore[method-assign]
+
+
+def test_a_started_sink_settles_its_first_write_from_the_tail_it_read_once_the_earlier_one_was_fenced(
+    kafka_broker: Any, topics: dict[str, str]
+) -> None:
+    """After ``start`` fenced the earlier controller nothing else writes the topic: its tail, read on the same
+    thread, settles the replay of the batch the earlier controller had half written, without a read of its own."""
+    batch = _batch()
+    old, new = _predecessor_and_successor(kafka_broker.bootstrap, topics)
+    try:
+        assert old.write_requests(5, batch).written == 6
+        assert old.write_requests(6, [r for r in batch if r.broker_id == 2]).written == 3
+        new.start().join(30)
+        assert set(new._ahead) == {topics["requests_topic"]}
+        _no_tail_read(new)
+        replay = new.write_requests(6, batch)
+        assert (replay.written, replay.skipped) == (3, 3)
+        assert new._ahead == {}
+        assert new.write_requests(7, batch[:2]).written == 2
+    finally:
+        old.close()
+        new.close()
+    values = [json.loads(r.value) for r in _read_all(kafka_broker.bootstrap, topics["requests_topic"])]
+    idents = [(v["batchId"], v["brokerId"], v["api"]) for v in values]
+    assert len(idents) == len(set(idents)) == 6 + 6 + 2
+
+
+def test_a_tail_read_ahead_that_does_not_reach_back_far_enough_is_read_again(
+    kafka_broker: Any, topics: dict[str, str]
+) -> None:
+    brokers = [b for b in range(1, 1000) if partition_for_key(str(b).encode(), [0, 1, 2]) == 0][: 3 * TAIL_WINDOW]
+    many = [lisr_request(b, "a", [0]) for b in brokers]
+    old, new = _predecessor_and_successor(kafka_broker.bootstrap, topics)
+    try:
+        assert old.write_requests(3, _batch()).written == 6
+        for r in many:  # one transaction each: a longer tail of batch 4 than the window read ahead
+            assert old.write_requests(4, [r]).written == 1
+        new.start().join(30)
+        ahead = new._ahead[topics["requests_topic"]]
+        assert ahead.identities(4) is None  # the window holds batch 4 only: not settled
+        replay = new.write_requests(4, many)
+        assert (replay.written, replay.skipped) == (0, len(many))
+    finally:
+        old.close()
+        new.close()
+
+
+def test_a_new_run_after_a_tail_read_ahead_sends_everything(kafka_broker: Any, topics: dict[str, str]) -> None:
+    old, new = _predecessor_and_successor(kafka_broker.bootstrap, topics)
+    try:
+        assert old.write_requests(9, _batch()).written == 6
+        new.start().join(30)
+        _no_tail_read(new)
+        # a new checkpoint: batch ids start again, below the tail's
+        assert new.write_requests(2, _batch()).written == 6
+    finally:
+        old.close()
+        new.close()
+
+
+def test_a_plain_sink_started_reads_no_tail_ahead(kafka_broker: Any, topics: dict[str, str]) -> None:
+    # without a transactional id nothing fences an earlier controller: its writes could still follow a read
+    with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
+        sink.start().join(30)
+        assert sink._producer is not None and sink._ahead == {}
