@@ -55,13 +55,8 @@ as usual) until a ``controller_failover_ref`` of controller epoch ``barrier_epoc
 micro-batch then holds exactly the records of the reference's partition up to and including the
 reference (whatever ``max_records_per_batch`` says): nothing is processed under the new controller epoch
 before the buckets have its ZooKeeper snapshot (:mod:`streaming.failover`), and the records that waited
-are processed after it (:func:`streaming.failover_refs.events_of`). The reader's first read waits for the
-reference up to ``barrier_wait_ms`` (10 s; it returns as soon as the reference is read), later ones up to
-``poll_timeout_ms``: a query on a new checkpoint runs its micro-batch 0 with whatever the first read
-returns, so a first read that came back empty before the reference was published made an empty batch 0
-that paid every first-batch cost (~8 s at 100k partitions) before the failover batch could start. On a
-used checkpoint Spark runs no batch for unchanged offsets, and the wait changes nothing but when the
-read returns.
+are processed after it (:func:`streaming.failover_refs.events_of`). The first read waits for the
+reference longer than the later ones (see "Waiting for records").
 
 The options are parsed and checked by :class:`streaming.source_options.SourceOptions`.
 
@@ -69,6 +64,14 @@ The options are parsed and checked by :class:`streaming.source_options.SourceOpt
 broker's fetch answers show none left behind them; with none, it waits up to ``poll_timeout_ms`` (500 ms)
 for the first. With the controller's trigger of 0 an idle query therefore waits in the read, and a record
 is in a micro-batch within about a fetch's wait (:data:`FETCH_MAX_WAIT_MS`) of reaching the broker.
+
+The reader's first read waits up to ``first_read_wait_ms`` (10 s) for its first record — behind the
+barrier, for the reference — and returns as soon as it has come. A query on a new checkpoint runs its
+micro-batch 0 with whatever its first read returns (it has no committed offsets to compare with), so a
+first read that came back empty made an empty batch 0: a new controller's query starts a few seconds
+before its failover reference is published, and that empty batch paid every first-batch cost (~8 s at
+100k partitions) before the failover batch could start. On a used checkpoint Spark runs no batch for
+unchanged offsets, and the wait changes nothing but when the read returns.
 
 Reads run in Spark's Python streaming-source worker (``SimpleDataSourceStreamReader``, the quickest
 form here: DESIGN.md, decision 9). ``Trigger.AvailableNow`` is supported.
@@ -154,8 +157,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         self._target: Positions | None = None
         #: the failover barrier: not yet passed; where the scan for the reference stands
         self._held = options.barrier_topic is not None
-        #: whether the barrier has been looked for yet: the first read waits longer (``barrier_wait_ms``)
-        self._barrier_looked = False
+        #: whether a read has run yet: the first waits longer (``first_read_wait_ms``)
+        self._first_read = True
         self._scanned: dict[tuple[str, int], int] = {}
         #: the last poll of a read once records came and none is known to be left (see :meth:`read`)
         self._confirm_ms = min(options.poll_timeout_ms, CONFIRM_POLL_MS)
@@ -469,12 +472,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         tps = self._partitions()
         positions, marks = split_offset(start)
         starts, marks, unchecked = self._check_data_loss(tps, self._starts(positions, tps), marks)
+        first_wait_s = self.options.first_read_wait_ms / 1000 if self._first_read else 0.0
+        self._first_read = False
         if self._held:
-            found = None
-            if not unchecked:
-                wait_s = 0.0 if self._barrier_looked else self.options.barrier_wait_ms / 1000
-                self._barrier_looked = True
-                found = self._find_barrier(starts, wait_s)
+            found = self._find_barrier(starts, first_wait_s) if not unchecked else None
             if found is None:
                 return iter([]), source_offset(starts, marks)
             self._held = False
@@ -500,9 +501,13 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             self._assign(tps, starts)
             c = self._client()
             timeout = self.options.poll_timeout_ms
+            deadline = time.monotonic() + first_wait_s
             while len(rows) < limit:
                 got = c.poll(timeout_ms=timeout, max_records=limit - len(rows))
                 if not got:
+                    if not rows and time.monotonic() < deadline:
+                        timeout = self.options.poll_timeout_ms
+                        continue  # the first read: nothing yet, and its wait is not over
                     break
                 for tp, records in got.items():
                     key = (tp.topic, tp.partition)

@@ -34,7 +34,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "barrier_topic": ("barrier_topic", "barrierTopic"),
     "barrier_epoch": ("barrier_epoch", "barrierEpoch"),
     "barrier_path": ("barrier_path", "barrierPath"),
-    "barrier_wait_ms": ("barrier_wait_ms", "barrierWaitMs"),
+    "first_read_wait_ms": ("first_read_wait_ms", "firstReadWaitMs"),
 }
 
 #: option names (lower case) that are aliases, not Kafka client properties
@@ -73,9 +73,10 @@ class SourceOptions:
     barrier_topic: str | None = None
     barrier_epoch: int | None = None
     barrier_path: str | None = None
-    #: how long the first read behind the barrier waits for the reference before it returns nothing (see
-    #: "Failover barrier" in :mod:`streaming.kafka_source`); 0: it returns at once, as later reads do
-    barrier_wait_ms: int = 10000
+    #: how long the reader's first read waits for its first record (behind the barrier: for the reference)
+    #: before it returns nothing (see "Waiting for records" in :mod:`streaming.kafka_source`); 0: as long as
+    #: later reads (``poll_timeout_ms``)
+    first_read_wait_ms: int = 10000
     #: the marks given with explicit starting offsets (``{"@last": ...}``, as in the source's own offsets)
     starting_marks: tuple[tuple[str, int, str], ...] = ()
 
@@ -143,15 +144,17 @@ class SourceOptions:
                 raise KafkaSourceError("barrier_epoch", f"must be an integer, got {barrier_epoch_text!r}") from None
             if barrier_topic not in topics:
                 raise KafkaSourceError("barrier_topic", f"{barrier_topic!r} is not one of the topics read")
-        wait_text = get("barrier_wait_ms")
-        barrier_wait_ms = 10000
+        wait_text = get("first_read_wait_ms")
+        first_read_wait_ms = 10000
         if wait_text is not None:
             try:
-                barrier_wait_ms = int(wait_text)
+                first_read_wait_ms = int(wait_text)
             except ValueError:
-                raise KafkaSourceError("barrier_wait_ms", f"must be a whole number of ms, got {wait_text!r}") from None
-            if barrier_wait_ms < 0:
-                raise KafkaSourceError("barrier_wait_ms", f"must be 0 or more, got {wait_text!r}")
+                raise KafkaSourceError(
+                    "first_read_wait_ms", f"must be a whole number of ms, got {wait_text!r}"
+                ) from None
+            if first_read_wait_ms < 0:
+                raise KafkaSourceError("first_read_wait_ms", f"must be 0 or more, got {wait_text!r}")
         return cls(
             servers,
             tuple(sorted(set(topics))),
@@ -165,7 +168,7 @@ class SourceOptions:
             barrier_topic,
             barrier_epoch,
             get("barrier_path"),
-            barrier_wait_ms,
+            first_read_wait_ms,
             marks,
         )
 

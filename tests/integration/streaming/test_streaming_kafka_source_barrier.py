@@ -50,7 +50,7 @@ def test_the_barrier_holds_records_until_the_new_epochs_reference(kafka_broker: 
         "barrier_epoch": "7",
         "barrier_path": "/cp/failover",
         "max_records_per_batch": "1",
-        "barrier_wait_ms": "300",
+        "first_read_wait_ms": "300",
     }
     reader = KafkaStreamReader(SourceOptions.parse(opts))
     try:
@@ -89,8 +89,8 @@ def test_the_first_read_behind_the_barrier_waits_for_the_reference(kafka_broker:
     ensure_topics(kafka_broker.bootstrap, [events])
     _send(kafka_broker.bootstrap, events, ["before-0"])
     opts = {"bootstrap_servers": kafka_broker.bootstrap, "topics": events, "barrier_topic": events}
-    waiting = KafkaStreamReader(SourceOptions.parse({**opts, "barrier_epoch": "2", "barrier_wait_ms": "20000"}))
-    at_once = KafkaStreamReader(SourceOptions.parse({**opts, "barrier_epoch": "3", "barrier_wait_ms": "0"}))
+    waiting = KafkaStreamReader(SourceOptions.parse({**opts, "barrier_epoch": "2", "first_read_wait_ms": "20000"}))
+    at_once = KafkaStreamReader(SourceOptions.parse({**opts, "barrier_epoch": "3", "first_read_wait_ms": "0"}))
     try:
         start = waiting.initialOffset()
         began = time.monotonic()
@@ -106,6 +106,34 @@ def test_the_first_read_behind_the_barrier_waits_for_the_reference(kafka_broker:
         assert [r[1] for r in rows] == ["before-0", "waiting-1", _ref(2, "/cp/f/2")]
         assert {t: o for t, o in end.items() if t != MARKS} == {events: {"0": 3}}
         assert 1.0 <= waited < 15.0, waited
+    finally:
+        waiting.stop()
+        at_once.stop()
+
+
+def test_a_first_read_waits_for_the_first_record(kafka_broker: Any) -> None:
+    """Without a barrier too: a new checkpoint's batch 0 is not an empty batch run before the first record."""
+    topic = f"first-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka_broker.bootstrap, [topic])
+    opts = {"bootstrap_servers": kafka_broker.bootstrap, "topics": topic}
+    waiting = KafkaStreamReader(SourceOptions.parse({**opts, "first_read_wait_ms": "20000"}))
+    at_once = KafkaStreamReader(SourceOptions.parse({**opts, "first_read_wait_ms": "0"}))
+    try:
+        start = waiting.initialOffset()
+        began = time.monotonic()
+        rows, end = at_once.read(start)
+        assert list(rows) == [] and end == start and time.monotonic() - began < 5.0
+        publisher = threading.Timer(1.5, _send, (kafka_broker.bootstrap, topic, ["first"]))
+        publisher.start()
+        began = time.monotonic()
+        rows, end = waiting.read(start)
+        waited = time.monotonic() - began
+        publisher.join()
+        assert [r[1] for r in rows] == ["first"] and 1.0 <= waited < 15.0, waited
+        # later reads wait poll_timeout_ms (500 ms) as before
+        began = time.monotonic()
+        rows, again = waiting.read(end)
+        assert list(rows) == [] and again == end and time.monotonic() - began < 5.0
     finally:
         waiting.stop()
         at_once.stop()

@@ -31,12 +31,12 @@ def test_bad_starting_offsets_and_barrier_options_name_the_field() -> None:
         SourceOptions.parse({**base, "barrier_topic": "c", "barrier_epoch": "1"})
     opts = SourceOptions.parse({**base, "starting_offsets": '{"b": {"1": 5, "0": 3}}'})
     assert opts.starting_offsets == "explicit" and opts.starting_positions == (("b", 0, 3), ("b", 1, 5))
-    with pytest.raises(KafkaSourceError, match=r"barrier_wait_ms: must be a whole number of ms, got '1\.5'"):
-        SourceOptions.parse({**base, "barrier_wait_ms": "1.5"})
-    with pytest.raises(KafkaSourceError, match="barrier_wait_ms: must be 0 or more, got '-1'"):
-        SourceOptions.parse({**base, "barrierWaitMs": "-1"})
-    assert SourceOptions.parse(base).barrier_wait_ms == 10000
-    assert SourceOptions.parse({**base, "barrierWaitMs": "0"}).barrier_wait_ms == 0
+    with pytest.raises(KafkaSourceError, match=r"first_read_wait_ms: must be a whole number of ms, got '1\.5'"):
+        SourceOptions.parse({**base, "first_read_wait_ms": "1.5"})
+    with pytest.raises(KafkaSourceError, match="first_read_wait_ms: must be 0 or more, got '-1'"):
+        SourceOptions.parse({**base, "firstReadWaitMs": "-1"})
+    assert SourceOptions.parse(base).first_read_wait_ms == 10000
+    assert SourceOptions.parse({**base, "firstReadWaitMs": "0"}).first_read_wait_ms == 0
 
 
 def test_the_source_offset_carries_the_marks_of_the_records_before_its_positions() -> None:
