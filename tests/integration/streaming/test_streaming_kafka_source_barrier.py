@@ -82,40 +82,12 @@ def test_the_barrier_holds_records_until_the_new_epochs_reference(kafka_broker: 
         reader.stop()
 
 
-def test_the_first_read_behind_the_barrier_waits_for_the_reference(kafka_broker: Any) -> None:
-    """A new checkpoint's query runs micro-batch 0 with what its first read returns: the reference published
-    while that read waits makes batch 0 the failover batch, not an empty one before it."""
-    events = f"bar-w-{uuid.uuid4().hex[:8]}"
-    ensure_topics(kafka_broker.bootstrap, [events])
-    _send(kafka_broker.bootstrap, events, ["before-0"])
-    opts = {"bootstrap_servers": kafka_broker.bootstrap, "topics": events, "barrier_topic": events}
-    waiting = KafkaStreamReader(SourceOptions.parse({**opts, "barrier_epoch": "2", "first_read_wait_ms": "20000"}))
-    at_once = KafkaStreamReader(SourceOptions.parse({**opts, "barrier_epoch": "3", "first_read_wait_ms": "0"}))
-    try:
-        start = waiting.initialOffset()
-        began = time.monotonic()
-        rows, end = at_once.read(start)
-        assert list(rows) == [] and end == start
-        assert time.monotonic() - began < 5.0
-        publisher = threading.Timer(1.5, _send, (kafka_broker.bootstrap, events, ["waiting-1", _ref(2, "/cp/f/2")]))
-        publisher.start()
-        began = time.monotonic()
-        rows, end = waiting.read(start)
-        waited = time.monotonic() - began
-        publisher.join()
-        assert [r[1] for r in rows] == ["before-0", "waiting-1", _ref(2, "/cp/f/2")]
-        assert {t: o for t, o in end.items() if t != MARKS} == {events: {"0": 3}}
-        assert 1.0 <= waited < 15.0, waited
-    finally:
-        waiting.stop()
-        at_once.stop()
-
-
-def test_a_first_read_waits_for_the_first_record(kafka_broker: Any) -> None:
-    """Without a barrier too: a new checkpoint's batch 0 is not an empty batch run before the first record."""
-    topic = f"first-{uuid.uuid4().hex[:8]}"
-    ensure_topics(kafka_broker.bootstrap, [topic])
-    opts = {"bootstrap_servers": kafka_broker.bootstrap, "topics": topic}
+def _first_reads(
+    bootstrap: str, opts: dict[str, str], topic: str, values: list[str]
+) -> tuple[KafkaStreamReader, dict[str, Any], list[Any], float]:
+    """A reader whose first read returns at once (``first_read_wait_ms`` 0) finds nothing; another's first
+    read, from the same start, waits for ``values`` sent to ``topic`` 1.5 s after it began: that reader (to be
+    stopped), its end offset, the rows and the seconds it waited."""
     waiting = KafkaStreamReader(SourceOptions.parse({**opts, "first_read_wait_ms": "20000"}))
     at_once = KafkaStreamReader(SourceOptions.parse({**opts, "first_read_wait_ms": "0"}))
     try:
@@ -123,20 +95,55 @@ def test_a_first_read_waits_for_the_first_record(kafka_broker: Any) -> None:
         began = time.monotonic()
         rows, end = at_once.read(start)
         assert list(rows) == [] and end == start and time.monotonic() - began < 5.0
-        publisher = threading.Timer(1.5, _send, (kafka_broker.bootstrap, topic, ["first"]))
-        publisher.start()
+    finally:
+        at_once.stop()
+    publisher = threading.Timer(1.5, _send, (bootstrap, topic, values))
+    publisher.start()
+    try:
         began = time.monotonic()
         rows, end = waiting.read(start)
         waited = time.monotonic() - began
+    except BaseException:
+        waiting.stop()
+        raise
+    finally:
         publisher.join()
+    return waiting, end, list(rows), waited
+
+
+def test_the_first_read_behind_the_barrier_waits_for_the_reference(kafka_broker: Any) -> None:
+    """A new checkpoint's query runs micro-batch 0 with what its first read returns: the reference published
+    while that read waits makes batch 0 the failover batch, not an empty one before it."""
+    events = f"bar-w-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka_broker.bootstrap, [events])
+    _send(kafka_broker.bootstrap, events, ["before-0"])
+    opts = {
+        "bootstrap_servers": kafka_broker.bootstrap,
+        "topics": events,
+        "barrier_topic": events,
+        "barrier_epoch": "2",
+    }
+    reader, end, rows, waited = _first_reads(kafka_broker.bootstrap, opts, events, ["waiting-1", _ref(2, "/cp/f/2")])
+    reader.stop()
+    assert [r[1] for r in rows] == ["before-0", "waiting-1", _ref(2, "/cp/f/2")]
+    assert {t: o for t, o in end.items() if t != MARKS} == {events: {"0": 3}}
+    assert 1.0 <= waited < 15.0, waited
+
+
+def test_a_first_read_waits_for_the_first_record(kafka_broker: Any) -> None:
+    """Without a barrier too: a new checkpoint's batch 0 is not an empty batch run before the first record."""
+    topic = f"first-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka_broker.bootstrap, [topic])
+    opts = {"bootstrap_servers": kafka_broker.bootstrap, "topics": topic}
+    reader, end, rows, waited = _first_reads(kafka_broker.bootstrap, opts, topic, ["first"])
+    try:
         assert [r[1] for r in rows] == ["first"] and 1.0 <= waited < 15.0, waited
         # later reads wait poll_timeout_ms (500 ms) as before
         began = time.monotonic()
-        rows, again = waiting.read(end)
-        assert list(rows) == [] and again == end and time.monotonic() - began < 5.0
+        rows_after, again = reader.read(end)
+        assert list(rows_after) == [] and again == end and time.monotonic() - began < 5.0
     finally:
-        waiting.stop()
-        at_once.stop()
+        reader.stop()
 
 
 def test_explicit_starting_offsets(kafka_broker: Any) -> None:
