@@ -703,7 +703,7 @@ class RequestSink:
         self._written: dict[str, tuple[int, set[tuple[int, str]]]] = {}
         #: the requests topic's tail as read by :meth:`start` once the producer had fenced every earlier one,
         #: for the first write (:class:`TailAhead`); dropped by the first write, used or not
-        self._ahead: dict[str, TailAhead] = {}
+        self._ahead: TailAhead | None = None
         self._ahead_lock = threading.Lock()
         self._sending_started = False
 
@@ -757,7 +757,7 @@ class RequestSink:
             return
         with self._ahead_lock:
             if not self._sending_started:
-                self._ahead[self.requests_topic] = ahead
+                self._ahead = ahead
 
     def close(self) -> None:
         self._closed = True
@@ -793,8 +793,8 @@ class RequestSink:
         topic = msgs[0].topic
         with self._ahead_lock:
             self._sending_started = True
-            ahead = self._ahead.pop(topic, None)
-            self._ahead.clear()
+            ahead = self._ahead if topic == self.requests_topic else None
+            self._ahead = None
         known = self._written.get(topic)
         if known is not None and known[0] > batch_id:
             return RequestBatchResult(batch_id, 0, len(msgs))
@@ -1005,7 +1005,7 @@ class TailAhead:
         do not reach back far enough to settle it (a replay of a batch longer than the window): read again."""
         found: set[tuple[int, str]] = set()
         for begin, start, records, batches in self.partitions:
-            if any(b is not None and b > batch_id for b in batches):
+            if _later_batch(batches, batch_id):
                 return set()  # one controller writes batch ids in order: a later one means an earlier run
             if not _window_settles(begin, start, batches, batch_id):
                 return None
@@ -1062,6 +1062,10 @@ def _tail_partitions(
     return tps, consumer.beginning_offsets(tps), consumer.end_offsets(tps)
 
 
+def _later_batch(batches: Sequence[int | None], batch_id: int) -> bool:
+    return any(b is not None and b > batch_id for b in batches)
+
+
 def _window_settles(begin: int, start: int, batches: Sequence[int | None], batch_id: int) -> bool:
     """Whether records read from ``start`` reach back far enough for ``batch_id``: to the log's beginning, or
     to a message of an earlier batch (none read: an empty log, or a tail tansu reported short)."""
@@ -1107,7 +1111,7 @@ def _scan_partition(
     while True:
         records = _read_range(consumer, tp, start, timeout_s)
         batches = [_batch_of_record(r) for r in records]
-        if any(b is not None and b > batch_id for b in batches):
+        if _later_batch(batches, batch_id):
             return None  # the tail is from an earlier run
         if _window_settles(begin, start, batches, batch_id):
             break

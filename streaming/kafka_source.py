@@ -146,6 +146,15 @@ def _row(r: Any) -> tuple[Any, ...]:
 UNANSWERED_CHECKS_WARNED = 3
 
 
+def _poll_until(consumer: Any, deadline: float, timeout_ms: int, max_records: int, retry_ms: int) -> Any:
+    """``consumer.poll(timeout_ms, max_records)``, polled again (``retry_ms`` each) while it brings nothing and
+    ``time.monotonic()`` has not reached ``deadline``: the first read's wait for a record."""
+    got = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+    while not got and time.monotonic() < deadline:
+        got = consumer.poll(timeout_ms=retry_ms, max_records=max_records)
+    return got
+
+
 class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads ``options.topics`` from ``start`` offsets (see the module docstring)."""
 
@@ -434,11 +443,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         self._assign(tps, positions)
         c = self._client()
         deadline = time.monotonic() + wait_s
+        poll_ms = self.options.poll_timeout_ms
         while True:
-            got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
+            got = _poll_until(c, deadline, poll_ms, 5000, poll_ms)
             if not got:
-                if time.monotonic() < deadline:
-                    continue
                 return None
             for tp, records in got.items():
                 key = (tp.topic, tp.partition)
@@ -503,11 +511,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             timeout = self.options.poll_timeout_ms
             deadline = time.monotonic() + first_wait_s
             while len(rows) < limit:
-                got = c.poll(timeout_ms=timeout, max_records=limit - len(rows))
+                # the first read waits for its first record; a read that has records waits no longer
+                until = deadline if not rows else 0.0
+                got = _poll_until(c, until, timeout, limit - len(rows), self.options.poll_timeout_ms)
                 if not got:
-                    if not rows and time.monotonic() < deadline:
-                        timeout = self.options.poll_timeout_ms
-                        continue  # the first read: nothing yet, and its wait is not over
                     break
                 for tp, records in got.items():
                     key = (tp.topic, tp.partition)

@@ -145,7 +145,7 @@ class SourceOptions:
             if barrier_topic not in topics:
                 raise KafkaSourceError("barrier_topic", f"{barrier_topic!r} is not one of the topics read")
         wait_text = get("first_read_wait_ms")
-        first_read_wait_ms = 10000
+        first_read_wait_ms = cls.first_read_wait_ms
         if wait_text is not None:
             try:
                 first_read_wait_ms = int(wait_text)
