@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
@@ -86,6 +85,7 @@ from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
 from streaming import observability
 from streaming.audit_log import AuditBatch, PreparedRows
+from streaming.background import in_background
 from streaming.collector import gc_paused
 from streaming.refusals import answer_existing_topics, classify, withhold
 from streaming.spark_ui import batch_head, batch_summary, publish_figures
@@ -474,18 +474,7 @@ class Dispatcher:
         audit_log = self.audit
         if not isinstance(audit_log, PreparesAudit):
             return None
-        future: Future[PreparedRows] = Future()
-
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(audit_log.prepare(batch))
-            except BaseException as e:  # raised where the result is taken, in the batch's own thread
-                future.set_exception(e)
-
-        threading.Thread(target=run, name=f"livectl-audit-rows-{batch.batch_id}", daemon=True).start()
-        return future
+        return in_background(lambda: audit_log.prepare(batch), f"livectl-audit-rows-{batch.batch_id}")
 
     def metrics_with_all(self) -> dict[str, int]:
         """:attr:`metrics` plus every other gauge the buckets report (``TopicsIneligibleToDeleteCount``)."""

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from core.snapshot import ZkSnapshot
+from streaming.background import in_background
 from streaming.zk_snapshot import ReadAbortedError, SnapshotReader
 
 log = logging.getLogger("livectl.app")
@@ -92,15 +93,4 @@ class ReadAhead:
 
 def read_in_background(reader: SnapshotReader) -> Future[ZkSnapshot]:
     """Start one :meth:`SnapshotReader.read` on a thread; its outcome is the future's."""
-    future: Future[ZkSnapshot] = Future()
-
-    def run() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(reader.read())
-        except BaseException as e:
-            future.set_exception(e)
-
-    threading.Thread(target=run, name="livectl-snapshot-read", daemon=True).start()
-    return future
+    return in_background(reader.read, "livectl-snapshot-read")
