@@ -259,13 +259,24 @@ def work_dir(prefix: str) -> Path:
     return work
 
 
+def bench_python() -> str:
+    """The interpreter Spark's Python processes run, as ``livectl run`` chooses it for a local master
+    (:func:`streaming.entry.worker_python`: the launcher of :mod:`streaming.python_launcher`); with
+    ``LIVECTL_BENCH_PLAIN_PYTHON=1`` this interpreter itself (the baseline of before the launcher)."""
+    from streaming.entry import worker_python
+
+    if os.environ.get("LIVECTL_BENCH_PLAIN_PYTHON"):
+        return sys.executable
+    return worker_python({}, {}, MASTER) or sys.executable
+
+
 def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tuple[Any, float]:
     """A local[2] SparkSession configured like the shipped ``spark-defaults.conf``, then ``conf`` (a bench
     script's ``--conf key=value`` options; they win over the file); returns (session, start-up s). Its
     scratch goes to :func:`spark_scratch`."""
     from pyspark.sql import SparkSession
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_PYTHON"] = bench_python()
     scratch = spark_scratch()
     started = time.monotonic()
     builder = SparkSession.builder.master(MASTER).appName("livectl-bench")
@@ -277,7 +288,7 @@ def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tu
                 builder = builder.config(key, value.strip())
     builder = (
         builder.config("spark.sql.shuffle.partitions", str(num_buckets))
-        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.python", bench_python())
         .config("spark.jars", str(conf_path(SPARK_JAR)))  # as livectl run: the Spark UI's figures job
         .config("spark.ui.enabled", "false")
         # profiling: LIVECTL_BENCH_EVENT_LOG=<dir> keeps Spark's event log (every task's metrics: run time,

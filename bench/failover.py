@@ -55,6 +55,7 @@ from _common import (
     SinkClock,
     add_scale_options,
     batch_end,
+    bench_python,
     close,
     end_offsets,
     large_request_sinks,
@@ -206,7 +207,7 @@ def start_active(
         cmd += ["--set", o]
     for key, value in (conf or {}).items():
         cmd += ["--conf", f"{key}={value}"]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "PYSPARK_PYTHON": bench_python()}
     with log.open("ab") as f:
         return subprocess.Popen(
             cmd,
