@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from livectl.demo.processes import cmdline, descendants
+from streaming.python_launcher import installed_pyspark_home
 from streaming.query import load_source, register_source
 from streaming.read_planning import ReadPlanning
 from streaming.source_options import SOURCE_NAME
@@ -45,3 +46,29 @@ def test_a_source_spark_does_not_know_is_not_planned_and_nothing_is_kept(spark: 
     assert not planning.plan()
     planning.start().thread.join(10)
     assert not planning.thread.is_alive() and planning.seconds == []
+
+
+def _pythonpath(pid: int) -> list[str]:
+    """The ``PYTHONPATH`` process ``pid`` was started with (``/proc/<pid>/environ``)."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+    return [e for e in env.get(b"PYTHONPATH", b"").decode().split(os.pathsep) if e]
+
+
+def test_spark_s_planner_processes_run_without_the_installed_pyspark_s_archives(spark: Any) -> None:
+    """The session runs Spark's Python processes as ``livectl run`` does with a local master
+    (``tests/conftest.py``: :mod:`streaming.python_launcher`): Spark's own planner processes, not livectl's
+    code, are started without the installed pyspark's zips and jar on their path, and so import its
+    compiled modules; every other entry Spark gave them stays."""
+    home = installed_pyspark_home()
+    assert home is not None  # this venv's pyspark is pip-installed, with Spark's archives inside it
+    register_source(spark)
+    planning = ReadPlanning(spark, SOURCE_NAME, OPTIONS, load_source(spark, OPTIONS))
+    assert planning.plan()
+    planners = _planners()
+    assert planners
+    for pid in planners:
+        path = _pythonpath(pid)
+        inside = [e for e in path if os.path.realpath(e).startswith(os.path.join(os.path.realpath(home), ""))]
+        assert not [e for e in inside if e.endswith((".zip", ".jar"))], (pid, path)
+    planning.stop()
