@@ -17,7 +17,8 @@ launcher: a POSIX shell script that takes those archives off ``PYTHONPATH`` — 
 the installed pyspark this interpreter imports, so archives from anywhere else (a Spark distribution's
 ``SPARK_HOME``) stay — and ``exec``\\ s this interpreter with the same arguments. It is written once per user
 and content under the system's temporary folder (a folder only its owner may write, checked before use);
-when it cannot be, or pyspark is not installed with its archives, the interpreter itself is used, as before.
+when it cannot be (or cannot run there: a ``noexec`` mount), or pyspark is not installed with its archives,
+the interpreter itself is used, as before.
 On a cluster the executors' interpreter is the user's (``livectl package-env`` sets it): nothing changes.
 """
 
@@ -97,6 +98,9 @@ def local_python(python: str | None = None, *, folder: str | None = None, home: 
         os.makedirs(folder, mode=0o700, exist_ok=True)
         if not _own_folder(folder):
             log.warning("%s is not a folder only this user may write: Spark's Python processes run %s", folder, python)
+            return python
+        if os.statvfs(folder).f_flag & os.ST_NOEXEC:  # a temporary folder mounted noexec: nothing there runs
+            log.warning("%s does not allow programs to run (noexec): Spark's Python processes run %s", folder, python)
             return python
         try:
             with open(target, encoding="utf-8") as f:

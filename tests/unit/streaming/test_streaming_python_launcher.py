@@ -107,6 +107,26 @@ def test_no_launcher_where_it_cannot_be_written(tmp_path: Path, caplog: pytest.L
     assert "no Python launcher in" in caplog.text
 
 
+def test_no_launcher_on_a_noexec_mount(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A temporary folder mounted ``noexec`` would let the launcher be written but not run (Spark's Python
+    processes would fail to start): the mount's flags are read first. Mounting one needs privileges a test
+    does not have, so the file system's answer is the patched one; the real call is made in every other test."""
+    home = str(_fake_pyspark(tmp_path))
+    real = os.statvfs
+
+    class NoExec:
+        def __init__(self, st: os.statvfs_result) -> None:
+            self.f_flag = st.f_flag | os.ST_NOEXEC
+
+    monkeypatch.setattr(os, "statvfs", lambda p: NoExec(real(p)))
+    folder = tmp_path / "launchers"
+    assert local_python(sys.executable, folder=str(folder), home=home) == sys.executable
+    assert list(folder.iterdir()) == []
+    assert "noexec" in caplog.text
+
+
 def test_the_home_is_the_installed_pyspark_with_its_archives(tmp_path: Path) -> None:
     home = _fake_pyspark(tmp_path)
     archive = str(home / SHIPPED_ZIP)
