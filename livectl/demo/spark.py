@@ -6,7 +6,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,14 @@ from livectl.demo.processes import output_to
 def start_spark(settings: Any, master: str, spark_log: Path) -> tuple[Any, subprocess.Popen[bytes] | None]:
     """A SparkSession for ``settings`` on ``master`` and its JVM process (``None`` when PySpark did not
     start one itself). The JVM's output goes to ``spark_log``; Ctrl-C stays with the caller."""
+    from streaming.entry import worker_python
     from streaming.session import spark_session
 
-    # Python workers must run this interpreter (it has livectl's dependencies)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Spark's Python processes run this interpreter (it has livectl's dependencies), as livectl run gives it
+    # to Spark: through its launcher on a local master (streaming.python_launcher); a user's choice stands
+    workers = worker_python(os.environ, {}, master)
+    if workers is not None:
+        os.environ["PYSPARK_PYTHON"] = workers
     previous = signal.getsignal(signal.SIGINT)
     with output_to(spark_log):
         spark = spark_session(settings, master)
