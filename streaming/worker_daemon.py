@@ -42,7 +42,8 @@ workers"). :class:`TaskEndCollector` takes that collection's place in the worker
 same collection — the task's garbage cycles are freed — then the survivors frozen, so the next one walks
 only what later tasks made. Freezing keeps a frozen object that later becomes part of a garbage cycle
 until a collection that includes the frozen ones, so it is bounded: once the frozen objects are twice as
-many as after the last full collection, a full one runs (:attr:`TaskEndCollector.growth`).
+many as after the last full collection, and at least a million more, a full one runs
+(:attr:`TaskEndCollector.growth`, :attr:`TaskEndCollector.headroom`).
 """
 
 from __future__ import annotations
@@ -163,20 +164,35 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+#: frozen objects a worker may gain over its mark before a full collection, whatever ``growth`` allows: one
+#: 50k-partition bucket's state is ~0.6M objects, and without it the first bucket task of every worker (the
+#: mark then being the daemon's ~0.26M preloaded objects) ran a full collection, 0.6-0.8 s of CPU in a
+#: takeover's failover batch (bench/README.md, "The task-end collector's headroom")
+HEADROOM = 1_000_000
+
+
 class TaskEndCollector:
     """The collection after each task in a forked worker, in place of :func:`gc.collect` (the daemon calls
     ``gc.collect()`` through its module's ``gc`` name, which :func:`install_task_end_collector` points
     here; any other attribute is :mod:`gc`'s). :meth:`collect` collects what is not frozen and then
-    freezes the survivors; when that leaves more than ``growth`` times the frozen objects that the last full
-    collection left (the first task's end sets the mark), everything is unfrozen and collected first, so a
-    frozen object that became garbage in a cycle is held at most until the frozen set has grown that much."""
+    freezes the survivors; when that leaves more frozen objects than the limit — ``growth`` times those the
+    last full collection left (the first task's end sets the mark), and at least ``headroom`` more —
+    everything is unfrozen and collected first, so a frozen object that became garbage in a cycle is held at
+    most until the frozen set has grown that much. The bucket states a worker keeps are acyclic (freed by
+    reference counting when replaced, frozen or not), so the bound is for the rare cycle only."""
 
-    def __init__(self, growth: float = 2.0) -> None:
+    def __init__(self, growth: float = 2.0, headroom: int = HEADROOM) -> None:
         if growth <= 1.0:
             raise ValueError(f"growth must be greater than 1 (got {growth})")
+        if headroom < 0:
+            raise ValueError(f"headroom must not be negative (got {headroom})")
         self.growth = growth
+        self.headroom = headroom
         self.full_collections = 0
         self._limit: float | None = None
+
+    def _limit_from(self, frozen: int) -> float:
+        return max(frozen * self.growth, frozen + self.headroom)
 
     def collect(self, generation: int = 2) -> int:
         """What pyspark's daemon calls after a task: the number of unreachable objects found."""
@@ -184,12 +200,12 @@ class TaskEndCollector:
         gc.freeze()
         frozen = gc.get_freeze_count()
         if self._limit is None:
-            self._limit = frozen * self.growth
+            self._limit = self._limit_from(frozen)
         elif frozen > self._limit:
             gc.unfreeze()
             found += gc.collect()
             gc.freeze()
-            self._limit = gc.get_freeze_count() * self.growth
+            self._limit = self._limit_from(gc.get_freeze_count())
             self.full_collections += 1
         return found
 

@@ -275,7 +275,7 @@ def test_the_collection_after_a_task_frees_its_garbage_cycles_and_freezes_what_s
 
 
 def test_a_frozen_object_become_a_garbage_cycle_is_freed_once_the_frozen_objects_have_doubled() -> None:
-    collector = worker_daemon.TaskEndCollector(growth=2.0)
+    collector = worker_daemon.TaskEndCollector(growth=2.0, headroom=0)
     try:
         holder = _Holder(None)
         holder.value = holder  # a cycle, alive at the first task's end: frozen with the rest
@@ -305,6 +305,27 @@ def test_the_collector_stands_in_for_the_gc_module() -> None:
     assert collector.isenabled is gc.isenabled
     with pytest.raises(ValueError, match="growth must be greater than 1"):
         worker_daemon.TaskEndCollector(growth=1.0)
+    with pytest.raises(ValueError, match="headroom must not be negative"):
+        worker_daemon.TaskEndCollector(headroom=-1)
+
+
+def test_a_bucket_state_kept_after_the_first_task_stays_within_the_headroom() -> None:
+    """A worker's first bucket task leaves a state several times the daemon's preloaded objects (the mark of
+    the first task's end): within the headroom that is no full collection; past it, one."""
+    # a growth of 1 % stands for the relative bound being far exceeded (as 0.6M objects over a 0.26M mark)
+    collector = worker_daemon.TaskEndCollector(growth=1.01, headroom=50_000)
+    try:
+        collector.collect()  # the first task's end (the warm-up's): the mark
+        assert gc.get_freeze_count() < 4_000_000  # 1 % of the mark is then under the 40k objects below
+        state: list[list[int]] = [[] for _ in range(40_000)]  # a bucket's state kept
+        collector.collect()
+        assert collector.full_collections == 0, "past the relative bound, but within the headroom"
+        more: list[list[int]] = [[] for _ in range(60_000)]  # past the headroom too
+        collector.collect()
+        assert collector.full_collections == 1
+        del state, more
+    finally:
+        gc.unfreeze()
 
 
 def test_it_is_installed_where_pyspark_daemon_collects_after_each_task() -> None:
