@@ -907,17 +907,23 @@ class RequestSink:
 #: the errors that say a newer producer took this transactional id
 _FENCING_ERRORS = (ProducerFencedError, InvalidProducerEpochError)
 _FENCING_NAMES = tuple(e.__name__ for e in _FENCING_ERRORS)
-#: the kafka-python loggers that report a fenced transactional producer at ERROR from its I/O thread
-_FENCING_LOGGERS = ("kafka.producer.transaction_manager", "kafka.producer.sender")
+#: the kafka-python loggers that report a fenced transactional producer from its I/O thread (ERROR), or
+#: each of its batches in flight when the fence came (WARNING)
+_FENCING_LOGGERS = (
+    "kafka.producer.transaction_manager",
+    "kafka.producer.sender",
+    "kafka.producer.producer_batch",
+    "kafka.producer.record_accumulator",
+)
 
 
 class _FencingReportedByLivectl(logging.Filter):
-    """Drops kafka-python's own ERROR lines about a fenced producer: the sink raises
+    """Drops kafka-python's own lines about a fenced producer: the sink raises
     :class:`ControllerFencedError` for it and ``livectl run`` says it in one line, so the same fact twice
     (from the producer's I/O thread, timing-dependent) is noise. Every other record passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if any(isinstance(a, _FENCING_ERRORS) for a in _record_args(record)):
+        if any(isinstance(a, _FENCING_ERRORS) for a in (record.msg, *_record_args(record))):
             return False
         try:
             text = record.getMessage()

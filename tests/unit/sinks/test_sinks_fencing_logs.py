@@ -40,3 +40,24 @@ def test_fenced_producer_reports_are_dropped_and_others_kept(caplog: pytest.LogC
     ]
     # other kafka loggers are not touched
     assert _emitted(caplog, "kafka.conn", fenced_text) == [fenced_text]
+
+
+def _warned(caplog: pytest.LogCaptureFixture, name: str, msg: object, *args: object) -> list[str]:
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=name):
+        logging.getLogger(name).warning(msg, *args)
+    return [r.getMessage() for r in caplog.records if r.name == name]
+
+
+def test_batches_in_flight_when_fenced_are_not_reported(caplog: pytest.LogCaptureFixture) -> None:
+    # the line a fresh-clone CI run printed before the fenced exit's own: a batch of the paused producer
+    # was in flight when it resumed
+    quiet_fencing_reports()
+    batch, accumulator = "kafka.producer.producer_batch", "kafka.producer.record_accumulator"
+    failed = "Failed to produce messages to topic-partition %s with base offset %s: %s"
+    assert _warned(caplog, batch, failed, "livectl.requests-0", -1, ProducerFencedError()) == []
+    # the accumulator logs the exception itself as the message
+    assert _warned(caplog, accumulator, ProducerFencedError()) == []
+    kept = _warned(caplog, batch, failed, "livectl.requests-0", -1, KafkaConnectionError())
+    assert len(kept) == 1 and "KafkaConnectionError" in kept[0]
+    assert len(_warned(caplog, accumulator, KafkaConnectionError())) == 1
