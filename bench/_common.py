@@ -276,7 +276,8 @@ def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tu
     scratch goes to :func:`spark_scratch`."""
     from pyspark.sql import SparkSession
 
-    os.environ["PYSPARK_PYTHON"] = bench_python()
+    python = bench_python()
+    os.environ["PYSPARK_PYTHON"] = python
     scratch = spark_scratch()
     started = time.monotonic()
     builder = SparkSession.builder.master(MASTER).appName("livectl-bench")
@@ -288,7 +289,7 @@ def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tu
                 builder = builder.config(key, value.strip())
     builder = (
         builder.config("spark.sql.shuffle.partitions", str(num_buckets))
-        .config("spark.pyspark.python", bench_python())
+        .config("spark.pyspark.python", python)
         .config("spark.jars", str(conf_path(SPARK_JAR)))  # as livectl run: the Spark UI's figures job
         .config("spark.ui.enabled", "false")
         # profiling: LIVECTL_BENCH_EVENT_LOG=<dir> keeps Spark's event log (every task's metrics: run time,
