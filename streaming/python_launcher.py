@@ -40,15 +40,23 @@ log = logging.getLogger("livectl.app")
 SHIPPED_ZIP = os.path.join("python", "lib", "pyspark.zip")
 
 
-def installed_pyspark_home(path: Sequence[str] | None = None) -> str | None:
-    """The folder of the pyspark package this interpreter finds in ``path``'s directories (default
-    ``sys.path``; archives are not looked in), when Spark's archives lie inside it; else ``None``."""
-    entries = [e for e in (sys.path if path is None else path) if e and not os.path.isfile(e)]
+def pyspark_package_folder(path: Sequence[str]) -> str | None:
+    """The folder of the ``pyspark`` package found in ``path``'s entries that are not files (the archives
+    — zips, jars — are not looked in; ``""``, the working folder, is); else ``None``.
+    Standard library only: :mod:`streaming.worker_daemon` calls it before anything else is imported."""
+    entries = [entry for entry in path if not (entry and os.path.isfile(entry))]
     spec = importlib.machinery.PathFinder.find_spec("pyspark", entries)
     locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-    if not locations or not os.path.isfile(os.path.join(locations[0], SHIPPED_ZIP)):
+    return str(locations[0]) if locations else None
+
+
+def installed_pyspark_home(path: Sequence[str] | None = None) -> str | None:
+    """The folder of the pyspark package this interpreter finds in ``path``'s directories (default
+    ``sys.path``; :func:`pyspark_package_folder`), when Spark's archives lie inside it; else ``None``."""
+    home = pyspark_package_folder(sys.path if path is None else path)
+    if home is None or not os.path.isfile(os.path.join(home, SHIPPED_ZIP)):
         return None
-    return str(locations[0])
+    return home
 
 
 def launcher_text(python: str, home: str) -> str:

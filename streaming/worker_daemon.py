@@ -51,7 +51,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import importlib.machinery
 import os
 import sys
 import threading
@@ -60,6 +59,8 @@ import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from streaming.python_launcher import pyspark_package_folder
 
 #: imported before the first fork, in this order: what a worker of the query imports on its first task
 PRELOADED: tuple[str, ...] = (
@@ -83,11 +84,10 @@ def drop_shipped_archives(path: list[str]) -> tuple[str, ...]:
     archives = [entry for entry in path if entry and os.path.isfile(entry)]
     if not archives:
         return ()
-    spec = importlib.machinery.PathFinder.find_spec("pyspark", [entry for entry in path if entry not in archives])
-    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-    if not locations:
+    folder = pyspark_package_folder(path)
+    if folder is None:
         return ()
-    home = os.path.join(os.path.realpath(locations[0]), "")
+    home = os.path.join(os.path.realpath(folder), "")
     dropped = tuple(entry for entry in archives if os.path.realpath(entry).startswith(home))
     path[:] = [entry for entry in path if entry not in dropped]
     for entry in dropped:  # a finder already made for one would still be asked by invalidate_caches()

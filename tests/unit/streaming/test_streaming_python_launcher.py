@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from streaming.entry import worker_python
-from streaming.python_launcher import SHIPPED_ZIP, installed_pyspark_home, launcher_text, local_python
+from streaming.python_launcher import (
+    SHIPPED_ZIP,
+    installed_pyspark_home,
+    launcher_text,
+    local_python,
+    pyspark_package_folder,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -135,6 +141,17 @@ def test_the_home_is_the_installed_pyspark_with_its_archives(tmp_path: Path) -> 
     (home / SHIPPED_ZIP).unlink()  # a pyspark without Spark's archives: nothing to drop
     assert installed_pyspark_home([str(home.parent)]) is None
     assert installed_pyspark_home([str(tmp_path / "nowhere")]) is None
+
+
+def test_the_package_folder_is_found_in_directories_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = _fake_pyspark(tmp_path)
+    archive = str(home / SHIPPED_ZIP)
+    assert pyspark_package_folder([archive, str(home.parent)]) == str(home)
+    assert pyspark_package_folder([archive]) is None
+    assert pyspark_package_folder([]) is None
+    # "" is the working folder, as for the interpreter's own imports
+    monkeypatch.chdir(home.parent)
+    assert pyspark_package_folder([archive, ""]) == str(home)
 
 
 def test_a_local_master_runs_spark_python_through_the_launcher() -> None:
