@@ -13,11 +13,15 @@ from sinks.requests import quiet_fencing_reports
 pytestmark = pytest.mark.unit
 
 
-def _emitted(caplog: pytest.LogCaptureFixture, name: str, msg: str, *args: object) -> list[str]:
+def _logged(caplog: pytest.LogCaptureFixture, level: int, name: str, msg: object, *args: object) -> list[str]:
     caplog.clear()
-    with caplog.at_level(logging.ERROR, logger=name):
-        logging.getLogger(name).error(msg, *args)
+    with caplog.at_level(level, logger=name):
+        logging.getLogger(name).log(level, msg, *args)
     return [r.getMessage() for r in caplog.records if r.name == name]
+
+
+def _emitted(caplog: pytest.LogCaptureFixture, name: str, msg: str, *args: object) -> list[str]:
+    return _logged(caplog, logging.ERROR, name, msg, *args)
 
 
 def test_fenced_producer_reports_are_dropped_and_others_kept(caplog: pytest.LogCaptureFixture) -> None:
@@ -43,10 +47,7 @@ def test_fenced_producer_reports_are_dropped_and_others_kept(caplog: pytest.LogC
 
 
 def _warned(caplog: pytest.LogCaptureFixture, name: str, msg: object, *args: object) -> list[str]:
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger=name):
-        logging.getLogger(name).warning(msg, *args)
-    return [r.getMessage() for r in caplog.records if r.name == name]
+    return _logged(caplog, logging.WARNING, name, msg, *args)
 
 
 def test_batches_in_flight_when_fenced_are_not_reported(caplog: pytest.LogCaptureFixture) -> None:
