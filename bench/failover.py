@@ -177,7 +177,12 @@ def cold_start(
 
 
 def start_active(
-    settings: Settings, log: Path, *, prototype: bool, conf: dict[str, str] | None = None
+    settings: Settings,
+    log: Path,
+    *,
+    prototype: bool,
+    conf: dict[str, str] | None = None,
+    sets: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """The active controller in its own process group (own Spark driver): the product's entry point
     (``python -m streaming``), or ``bench/_active.py`` (the same app with the large-request prototype)."""
@@ -199,6 +204,7 @@ def start_active(
         )
     ]
     overrides.append("controller_id=1")
+    overrides += [f"{key}={value}" for key, value in (sets or {}).items()]
     if prototype:
         cmd = [sys.executable, str(ROOT / "bench" / "_active.py"), "--master", "local[2]"]
     else:
@@ -259,6 +265,14 @@ def wait_active_loaded(settings: Settings, log: Path, proc: subprocess.Popen[byt
     raise TimeoutError(f"the active controller did not load within {timeout:.0f} s; see {log}")
 
 
+def _setting_value(text: str) -> Any:
+    """A ``--set`` value as the settings' JSON would hold it (``false``, ``3``), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def takeover(
     spark: Any,
     settings: Settings,
@@ -269,10 +283,11 @@ def takeover(
     timeout: float,
     prototype: bool,
     conf: dict[str, str] | None = None,
+    sets: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"prototype_large_requests": prototype}
     log = work / f"active-{uuid.uuid4().hex[:6]}.log"
-    proc = start_active(settings, log, prototype=prototype, conf=conf)
+    proc = start_active(settings, log, prototype=prototype, conf=conf, sets=sets)
     out["active_log"] = str(log)
     rc: RunningController | None = None
     observer = zk_client(settings.zookeeper_connect)
@@ -386,8 +401,18 @@ def main() -> None:
     )
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
     ap.add_argument("--tag", default="", help="suffix of the results file name (experiments)")
+    ap.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a livectl setting over the shipped defaults, for every controller of the run, e.g. audit_log=false "
+        "(repeatable; VALUE as JSON when it parses, else text)",
+    )
     add_scale_options(ap)
     args = ap.parse_args()
+    sets = parse_confs(args.sets, "--set")
     if not args.no_wait_quiet:
         wait_quiet()
     logs = LogTimes()
@@ -411,7 +436,9 @@ def main() -> None:
                 work / "checkpoint-cold",
                 num_buckets=args.buckets,
                 zookeeper_session_timeout_ms=args.session_timeout_ms,
+                **{key: _setting_value(value) for key, value in sets.items()},
             )
+            results["settings_set"] = sets
             results["settings"] = {
                 k: base.to_dict()[k]
                 for k in ("num_buckets", "trigger_interval", "zk_ops_per_transaction", "zookeeper_session_timeout_ms")
@@ -464,6 +491,7 @@ def main() -> None:
                             timeout=args.timeout,
                             prototype=proto,
                             conf=parse_confs(args.conf),
+                            sets=sets,
                         )
                     r["peak_rss_gib"] = mem.gib()
                     results.setdefault("takeover_runs", []).append(r)
