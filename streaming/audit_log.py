@@ -56,6 +56,7 @@ from typing import Any, Protocol
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core import decisions as dc
@@ -202,6 +203,8 @@ _FLAT_STATES = frozenset((RequestApi.LEADER_AND_ISR, RequestApi.STOP_REPLICA))
 
 _STATES_OPEN = '{"partitionStates":['
 _INDEX_KEY = '"partitionIndex":'
+#: the partition index in a flat state's text as :func:`_index_of` reads it (digits, then a comma or the end)
+_INDEX_PATTERN = '"partitionIndex":(?P<index>-?[0-9]+)(?:,|$)'
 
 
 def _state_texts(body: SplicedBody) -> list[tuple[str, list[str]]] | None:
@@ -360,6 +363,72 @@ def _request_rows(
     return apis, topics, partitions, list(grouped.values()), details
 
 
+#: joins a request row's key fields for Arrow's dictionary encoding: an API name, a topic name (Kafka's legal
+#: characters) and a state's JSON text (control characters escaped) never hold it
+_KEY_SEPARATOR = "\x1f"
+
+
+def _request_columns(digests: Sequence[RequestDigest]) -> dict[str, pa.Array] | None:
+    """:func:`_request_rows`'s rows as Arrow arrays (the :data:`_SEGMENT_COLUMNS`), made by Arrow's kernels —
+    which run without the GIL, so the request sink beside them keeps it (a failover: 300k partition states
+    grouped into 100k rows) — when every request with partition rows is one broker's, digested as texts (a
+    LeaderAndIsr or StopReplica from the buckets), and no broker was sent one state twice; else ``None``, and
+    :func:`_request_rows` makes them.
+
+    The same rows, in the same order: a row's key (API, topic, state text) dictionary-encoded gives the rows'
+    indices in first-seen order; a stable sort of those indices puts each row's brokers in the order sent."""
+    apis: list[str] = []
+    topics: list[str] = []
+    brokers: list[int] = []
+    states: list[str] = []
+    for d in digests:
+        if d.texts is None:
+            if d.entries is not None:
+                return None  # parsed entries: the Python path groups them with the texts
+            continue  # an UpdateMetadata: no per-partition rows
+        recipients = d.request.recipients()
+        if len(recipients) != 1:
+            return None
+        (b,) = recipients
+        api = d.request.api.value
+        for topic, topic_states in d.texts:
+            k = len(topic_states)
+            apis += [api] * k
+            topics += [topic] * k
+            brokers += [b] * k
+            states += topic_states
+    if not states:
+        return None
+    api_a, topic_a, state_a = (pa.array(v, pa.string()) for v in (apis, topics, states))
+    broker_a = pa.array(brokers, pa.int32())
+    del apis, topics, brokers, states
+    codes = pc.dictionary_encode(pc.binary_join_element_wise(api_a, topic_a, state_a, _KEY_SEPARATOR)).indices
+    pairs = pc.add(pc.multiply(pc.cast(codes, pa.int64()), 1 << 32), pc.cast(broker_a, pa.int64()))
+    if pc.count_distinct(pairs).as_py() != len(pairs):
+        return None  # a broker sent the same state twice: the Python path names it once
+    order = pc.sort_indices(codes)  # stable: within a row, its brokers in the order sent
+    counts = pc.struct_field(pc.value_counts(pc.take(codes, order)), "counts")
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cast(pc.cumulative_sum(counts), pa.int32())])
+    first = pc.take(order, offsets.slice(0, len(offsets) - 1))
+    row_state = pc.take(state_a, first)
+    index = pc.struct_field(pc.extract_regex(row_state, _INDEX_PATTERN), [0])
+    if pc.sum(pc.and_(pc.is_null(index), pc.match_substring(row_state, _INDEX_KEY))).as_py():
+        return None  # a partition index _index_of would read otherwise (or fail on): the Python path's
+    n = len(row_state)
+    return {
+        "kind": pa.array([KIND_REQUEST] * n, pa.string()),
+        "action": pc.take(api_a, first),
+        "outcome": pa.array(["sent"] * n, pa.string()),
+        "topic": pc.take(topic_a, first),
+        "partition": pc.cast(index, pa.int32()),
+        "brokers": pa.ListArray.from_arrays(offsets, pc.take(broker_a, order)),
+        "request_id": pa.nulls(n, pa.string()),
+        "error": pa.nulls(n, pa.string()),
+        "path": pa.nulls(n, pa.string()),
+        "detail": pc.binary_join_element_wise("{", row_state, "}", ""),
+    }
+
+
 def audit_rows(
     batch: AuditBatch,
     controller_id: int,
@@ -389,8 +458,17 @@ class PreparedRows:
         cls, batch: AuditBatch, controller_id: int, epoch: int, digests: Sequence[RequestDigest] | None = None
     ) -> PreparedRows:
         digests = digests if digests is not None else digest_requests(batch.requests)
-        cols = _columns(batch, controller_id, epoch, digests)
-        arrays = {name: pa.array(values, AUDIT_SCHEMA.field(name).type) for name, values in cols.items()}
+        segments = _columns(batch, digests)
+        arrays: dict[str, pa.Array] = {}
+        for name in _SEGMENT_COLUMNS:
+            typ = AUDIT_SCHEMA.field(name).type
+            parts = [v if isinstance(v, pa.Array) else pa.array(v, typ) for v in (seg[name] for seg in segments)]
+            arrays[name] = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+        n = len(arrays["kind"])
+        arrays["seq"] = pa.array(range(n), pa.int32())
+        arrays["batch_id"] = pa.array([batch.batch_id] * n, pa.int64())
+        arrays["controller_id"] = pa.array([controller_id] * n, pa.int32())
+        arrays["controller_epoch"] = pa.array([epoch] * n, pa.int32())
         return cls(batch, digests, arrays)
 
     def table(self, when: dt.datetime) -> pa.Table:
@@ -400,11 +478,18 @@ class PreparedRows:
         return pa.table({name: columns[name] for name in COLUMNS}, schema=AUDIT_SCHEMA)
 
 
-def _columns(
-    batch: AuditBatch, controller_id: int, epoch: int, digests: Sequence[RequestDigest]
-) -> dict[str, list[Any]]:
-    """Every column of :func:`audit_rows` but ``time``."""
-    cols: dict[str, list[Any]] = {name: [] for name in COLUMNS if name != "time"}
+#: the columns :func:`_columns` makes (the others are the batch's and the row's place, the same for every kind)
+_SEGMENT_COLUMNS = tuple(
+    name for name in COLUMNS if name not in {"time", "seq", "batch_id", "controller_id", "controller_epoch"}
+)
+
+
+def _columns(batch: AuditBatch, digests: Sequence[RequestDigest]) -> list[dict[str, Any]]:
+    """The :data:`_SEGMENT_COLUMNS` of :func:`audit_rows`, as consecutive segments of rows: each a column's
+    values as a list, or as an Arrow array for the per-partition request rows when
+    :func:`_request_columns` could make them."""
+    cols: dict[str, list[Any]] = {name: [] for name in _SEGMENT_COLUMNS}
+    segments: list[dict[str, Any]] = [cols]
 
     def add(  # noqa: PLR0917 (one row's columns, positional for speed at 10k rows)
         kind: str,
@@ -447,17 +532,22 @@ def _columns(
             dumps({"data": w.data, "expected_version": w.expected_version}).decode(),
         )
     # the per-partition request rows, a column at a time (a failover's 100k rows)
-    apis, topics, partitions, brokers, details = _request_rows(digests)
-    n = len(apis)
-    cols["kind"] += [KIND_REQUEST] * n
-    cols["action"] += apis
-    cols["outcome"] += ["sent"] * n
-    cols["topic"] += topics
-    cols["partition"] += partitions
-    cols["brokers"] += brokers
-    for name in ("request_id", "error", "path"):
-        cols[name] += [None] * n
-    cols["detail"] += details
+    in_arrow = _request_columns(digests)
+    if in_arrow is not None:
+        cols = {name: [] for name in _SEGMENT_COLUMNS}
+        segments += [in_arrow, cols]
+    else:
+        apis, topics, partitions, brokers, details = _request_rows(digests)
+        n = len(apis)
+        cols["kind"] += [KIND_REQUEST] * n
+        cols["action"] += apis
+        cols["outcome"] += ["sent"] * n
+        cols["topic"] += topics
+        cols["partition"] += partitions
+        cols["brokers"] += brokers
+        for name in ("request_id", "error", "path"):
+            cols[name] += [None] * n
+        cols["detail"] += details
     for (request_api, broker), (count, _leaders) in per_broker(digests).items():
         if request_api is RequestApi.UPDATE_METADATA:
             add(KIND_REQUEST, request_api.value, "sent", brokers=[broker], detail=f'{{"partitions":{count}}}')
@@ -482,12 +572,7 @@ def _columns(
             error=fail.reason,
             path=fail.item,
         )
-    n = len(cols["kind"])
-    cols["seq"] = list(range(n))
-    cols["batch_id"] = [batch.batch_id] * n
-    cols["controller_id"] = [controller_id] * n
-    cols["controller_epoch"] = [epoch] * n
-    return cols
+    return segments
 
 
 # ---------------------------------------------------------------------------------------------- log lines

@@ -380,3 +380,57 @@ def test_an_error_making_the_audit_rows_is_raised_by_the_batch_after_its_request
     with pytest.raises(RuntimeError, match="no rows"):
         d.dispatch(_frame(_decisions("a", _FAILURE)), 7)
     assert sink.messages and files.writes == 0
+
+
+@pytest.mark.parametrize("events", [_FAILURE, _DOUBLE])
+def test_the_request_rows_made_in_arrow_are_the_rows_made_in_python(
+    events: list[ev.Event], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streaming import audit_log
+
+    new, old = _rows([*_decisions("a", events), *_decisions("b", events)])
+    # one broker's LeaderAndIsr and StopReplica bodies as a bucket's text: the Arrow path
+    flat = (RequestApi.LEADER_AND_ISR, RequestApi.STOP_REPLICA)
+    spliced = [r for r in _requests(new) if r.api in flat or r.api is RequestApi.UPDATE_METADATA]
+    parsed = [r for r in _requests(old) if r.api in flat or r.api is RequestApi.UPDATE_METADATA]
+    digests = digest_requests(spliced)
+    in_arrow = audit_log._request_columns(digests)
+    assert in_arrow is not None and len(in_arrow["kind"]) > 400
+    table, _ = _audit(spliced, caplog)
+    with monkeypatch.context() as m:
+        m.setattr(audit_log, "_request_columns", lambda _digests: None)
+        in_python, _ = _audit(spliced, caplog)
+    want, _ = _audit(parsed, caplog)  # parsed entries: the Python path whatever the patch
+    assert table.equals(in_python) and table.equals(want)
+    # several brokers in one row, in the order sent
+    brokers = table.column("brokers").to_pylist()
+    assert any(b is not None and len(b) > 1 for b in brokers)
+
+
+def test_a_state_sent_twice_to_one_broker_is_one_row_naming_it_once(caplog: pytest.LogCaptureFixture) -> None:
+    from streaming import audit_log
+
+    spliced = [r for r in _requests(_rows(_decisions("a", _FAILURE))[0]) if r.api is RequestApi.LEADER_AND_ISR]
+    twice = [*spliced, spliced[0]]
+    assert audit_log._request_columns(digest_requests(twice)) is None  # the Python path dedupes
+    table, _ = _audit(twice, caplog)
+    once, _ = _audit(spliced, caplog)
+    assert table.equals(once)
+
+
+def test_a_state_text_without_a_readable_partition_index_takes_the_python_path() -> None:
+    from streaming import audit_log
+
+    (r,) = [r for r in _requests(_rows(_decisions("a", _FAILURE))[0]) if r.api is RequestApi.LEADER_AND_ISR][:1]
+    (d,) = digest_requests([r])
+    assert d.texts is not None and audit_log._request_columns([d]) is not None
+    topic, states = d.texts[0]
+    odd = audit_log.RequestDigest(
+        d.request, None, d.partitions, [(topic, [states[0].replace('"partitionIndex":', '"partitionIndex": ')])]
+    )
+    assert audit_log._request_columns([odd]) is None
+    # without the key at all, both paths leave the partition empty
+    keyless = audit_log.RequestDigest(d.request, None, 1, [(topic, ['"leader":1'])])
+    rows = audit_log._request_columns([keyless])
+    assert rows is not None and rows["partition"].to_pylist() == [None]
+    assert audit_log._request_rows([keyless])[2] == [None]
