@@ -377,10 +377,13 @@ def _request_columns(digests: Sequence[RequestDigest]) -> dict[str, pa.Array] | 
 
     The same rows, in the same order: a row's key (API, topic, state text) dictionary-encoded gives the rows'
     indices in first-seen order; a stable sort of those indices puts each row's brokers in the order sent."""
+    # per entry with states: its API, topic, broker and its states' text between the braces of its first and
+    # last state (where :func:`_state_texts` cut it, which accepted this entry), split by Arrow below
     apis: list[str] = []
     topics: list[str] = []
     brokers: list[int] = []
-    states: list[str] = []
+    texts: list[str] = []
+    start = len(_STATES_OPEN)
     for d in digests:
         if d.texts is None:
             if d.entries is not None:
@@ -391,17 +394,22 @@ def _request_columns(digests: Sequence[RequestDigest]) -> dict[str, pa.Array] | 
             return None
         (b,) = recipients
         api = d.request.api.value
-        for topic, topic_states in d.texts:
-            k = len(topic_states)
-            apis += [api] * k
-            topics += [topic] * k
-            brokers += [b] * k
-            states += topic_states
-    if not states:
+        body = wire_object(d.request.body)
+        assert isinstance(body, SplicedBody)  # what _state_texts cut d.texts from
+        for topic, count, text in zip(body.names, body.counts, body.texts, strict=True):
+            if count:
+                apis.append(api)
+                topics.append(topic)
+                brokers.append(b)
+                texts.append(text[start + 1 : text.find("}]", start)])
+    if not texts:
         return None
-    api_a, topic_a, state_a = (pa.array(v, pa.string()) for v in (apis, topics, states))
-    broker_a = pa.array(brokers, pa.int32())
-    del apis, topics, brokers, states
+    split = pc.split_pattern(pa.array(texts, pa.string()), "},{")
+    del texts
+    entry = pc.list_parent_indices(split)
+    state_a = split.flatten()
+    api_a, topic_a = (pc.take(pa.array(v, pa.string()), entry) for v in (apis, topics))
+    broker_a = pc.take(pa.array(brokers, pa.int32()), entry)
     codes = pc.dictionary_encode(pc.binary_join_element_wise(api_a, topic_a, state_a, _KEY_SEPARATOR)).indices
     pairs = pc.add(pc.multiply(pc.cast(codes, pa.int64()), 1 << 32), pc.cast(broker_a, pa.int64()))
     if pc.count_distinct(pairs).as_py() != len(pairs):

@@ -418,19 +418,28 @@ def test_a_state_sent_twice_to_one_broker_is_one_row_naming_it_once(caplog: pyte
     assert table.equals(once)
 
 
-def test_a_state_text_without_a_readable_partition_index_takes_the_python_path() -> None:
+def test_a_state_text_without_a_readable_partition_index_takes_the_python_path(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     from streaming import audit_log
 
     (r,) = [r for r in _requests(_rows(_decisions("a", _FAILURE))[0]) if r.api is RequestApi.LEADER_AND_ISR][:1]
-    (d,) = digest_requests([r])
-    assert d.texts is not None and audit_log._request_columns([d]) is not None
-    topic, states = d.texts[0]
-    odd = audit_log.RequestDigest(
-        d.request, None, d.partitions, [(topic, [states[0].replace('"partitionIndex":', '"partitionIndex": ')])]
-    )
-    assert audit_log._request_columns([odd]) is None
-    # without the key at all, both paths leave the partition empty
-    keyless = audit_log.RequestDigest(d.request, None, 1, [(topic, ['"leader":1'])])
-    rows = audit_log._request_columns([keyless])
-    assert rows is not None and rows["partition"].to_pylist() == [None]
-    assert audit_log._request_rows([keyless])[2] == [None]
+    body = wire_object_of(r)
+    assert isinstance(body, SplicedBody) and '"partitionIndex":0,' in body.texts[0]
+
+    def with_first_text(text: str) -> list[dc.BrokerRequest]:
+        odd = SplicedBody(body.head, body.names, body.counts, (text, *body.texts[1:]))
+        return [dc.BrokerRequest(r.broker_id, r.api, WireBody(odd))]
+
+    spaced = with_first_text(body.texts[0].replace('"partitionIndex":0,', '"partitionIndex": 0,', 1))
+    keyless = with_first_text(body.texts[0].replace('"partitionIndex":0,', "", 1))
+    assert audit_log._request_columns(digest_requests([r])) is not None
+    assert audit_log._request_columns(digest_requests(spaced)) is None  # int() would read " 0": Python's
+    assert audit_log._request_columns(digest_requests(keyless)) is not None  # no index: both leave it empty
+    for requests in (spaced, keyless):
+        table, _ = _audit(requests, caplog)
+        with monkeypatch.context() as m:
+            m.setattr(audit_log, "_request_columns", lambda _digests: None)
+            in_python, _ = _audit(requests, caplog)
+        assert table.equals(in_python)
+    assert None in _audit(keyless, caplog)[0].column("partition").to_pylist()
