@@ -52,6 +52,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 import orjson
@@ -238,6 +239,25 @@ def _state_texts(body: SplicedBody) -> list[tuple[str, list[str]]] | None:
     return out
 
 
+def _text_states(body: SplicedBody) -> int | None:
+    """How many partition states :func:`_state_texts` cuts out of ``body``, or ``None`` when it would not:
+    the same checks, with the states counted by their separator instead of split into strings."""
+    start = len(_STATES_OPEN)
+    total = 0
+    for count, text in zip(body.counts, body.texts, strict=True):
+        if not text.startswith(_STATES_OPEN):
+            return None
+        if count == 0:
+            if text[start] != "]":
+                return None
+            continue
+        end = text.find("}]", start)
+        if end < 0 or text[start] != "{" or text.count("},{", start + 1, end) + 1 != count:
+            return None
+        total += count
+    return total
+
+
 def _index_of(state: str) -> int | None:
     """``partitionIndex`` of a flat partition state's text (without its braces)."""
     i = state.find(_INDEX_KEY)
@@ -259,7 +279,18 @@ class RequestDigest:
     request: dc.BrokerRequest
     entries: list[tuple[str | None, int | None, Mapping[str, Any]]] | None
     partitions: int
-    texts: list[tuple[str, list[str]]] | None = None
+    #: the body's entries are a bucket's text that :func:`_state_texts` cuts (checked by :func:`_text_states`)
+    as_text: bool = False
+
+    @cached_property
+    def texts(self) -> list[tuple[str, list[str]]] | None:
+        """Each entry's topic and its states' texts (:func:`_state_texts`), cut on first use: the rows made in
+        Arrow and the INFO lines do not need them as Python strings."""
+        if not self.as_text:
+            return None
+        body = wire_object(self.request.body)
+        assert isinstance(body, SplicedBody)
+        return _state_texts(body)
 
     def parsed(self) -> list[tuple[str | None, int | None, Mapping[str, Any]]]:
         """The entries, parsed (for the DEBUG lines of a request digested as text)."""
@@ -269,7 +300,7 @@ class RequestDigest:
 
     def led_by(self, broker: int) -> int:
         """The partitions whose state names ``broker`` as the leader."""
-        if self.texts is None:
+        if not self.as_text:
             return sum(1 for _t, _p, st in self.entries or () if st.get("leader") == broker)
         # a state's text names its leader as "leader":<id> followed by the next key or its end (an id's
         # digits are never followed by more digits); the sequence cannot occur inside a JSON string, and a
@@ -283,15 +314,16 @@ class RequestDigest:
 def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]:
     """The requests in Kafka's send order (LeaderAndIsr, UpdateMetadata, StopReplica, responses), each
     read once for both the rows and the log lines: a LeaderAndIsr or StopReplica whose entries are a
-    bucket's text is cut into its partition states' texts (:func:`_state_texts`), any other parsed."""
+    bucket's text is checked to cut into its partition states' texts (:func:`_text_states`; cut when asked,
+    :attr:`RequestDigest.texts`), any other parsed."""
     out = []
     for r in sorted(requests, key=lambda r: REQUEST_ORDER[r.api]):
         body = wire_object(r.body)
         # (a body of no partition state gets the parsed path's one row of its other fields)
         if r.api in _FLAT_STATES and isinstance(body, SplicedBody) and body.partition_count:
-            texts = _state_texts(body)
-            if texts is not None:
-                out.append(RequestDigest(r, None, sum(len(states) for _t, states in texts), texts))
+            states = _text_states(body)
+            if states is not None:
+                out.append(RequestDigest(r, None, states, as_text=True))
                 continue
         if r.api in _PER_PARTITION:
             entries = _partition_entries(body)
@@ -385,7 +417,7 @@ def _request_columns(digests: Sequence[RequestDigest]) -> dict[str, pa.Array] | 
     texts: list[str] = []
     start = len(_STATES_OPEN)
     for d in digests:
-        if d.texts is None:
+        if not d.as_text:
             if d.entries is not None:
                 return None  # parsed entries: the Python path groups them with the texts
             continue  # an UpdateMetadata: no per-partition rows
@@ -395,7 +427,7 @@ def _request_columns(digests: Sequence[RequestDigest]) -> dict[str, pa.Array] | 
         (b,) = recipients
         api = d.request.api.value
         body = wire_object(d.request.body)
-        assert isinstance(body, SplicedBody)  # what _state_texts cut d.texts from
+        assert isinstance(body, SplicedBody)  # what _text_states counted
         for topic, count, text in zip(body.names, body.counts, body.texts, strict=True):
             if count:
                 apis.append(api)

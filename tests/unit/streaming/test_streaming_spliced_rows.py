@@ -443,3 +443,30 @@ def test_a_state_text_without_a_readable_partition_index_takes_the_python_path(
             in_python, _ = _audit(requests, caplog)
         assert table.equals(in_python)
     assert None in _audit(keyless, caplog)[0].column("partition").to_pylist()
+
+
+def test_the_states_are_counted_as_they_would_be_cut() -> None:
+    from streaming import audit_log
+
+    bodies = [
+        b
+        for r in _requests(_rows([*_decisions("a", _DOUBLE), _stop_replica(1, ["a-000", "a-001"])])[0])
+        if isinstance(b := wire_object_of(r), SplicedBody)
+    ]
+    assert bodies
+    head, names = bodies[0].head, bodies[0].names[:1]
+    opening = '{"partitionStates":['
+    odd = [
+        SplicedBody(head, names, (0,), (opening + '],"topicName":"t"}',)),  # no states, as expected
+        SplicedBody(head, names, (0,), (opening + '{}],"topicName":"t"}',)),  # states, counted none
+        SplicedBody(head, names, (1,), (opening + '{}],"topicName":"t"}',)),  # one empty state
+        SplicedBody(head, names, (2,), (opening + '{"a":1},{"b":2}],"topicName":"t"}',)),
+        SplicedBody(head, names, (3,), (opening + '{"a":1},{"b":2}],"topicName":"t"}',)),  # one short
+        SplicedBody(head, names, (1,), (opening + '{"a":1}',)),  # no end
+        SplicedBody(head, names, (1,), ('{"topicName":"t","partitionStates":[{"a":1}]}',)),  # other key order
+    ]
+    for body in [*bodies, *odd]:
+        cut = audit_log._state_texts(body)
+        want = None if cut is None else sum(len(states) for _t, states in cut)
+        assert audit_log._text_states(body) == want, body.texts
+    assert [audit_log._text_states(b) for b in odd] == [0, None, 1, 2, None, None, None]
