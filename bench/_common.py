@@ -206,14 +206,13 @@ def add_scale_options(ap: Any) -> None:
     ap.add_argument("--zk-heap", default="512m", help="ZooKeeper's maximum heap (-Xmx); 1M partitions: 4g")
 
 
-def parse_confs(items: Sequence[str], flag: str = "--conf") -> dict[str, str]:
-    """``--conf key=value`` texts (as given to a bench script's ``flag``) as a mapping; a text without ``=``
-    is an error."""
+def parse_confs(items: Sequence[str]) -> dict[str, str]:
+    """``--conf key=value`` texts (as given to a bench script) as a mapping; a text without ``=`` is an error."""
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise SystemExit(f"{flag} {item!r}: must look like key=value")
+            raise SystemExit(f"--conf {item!r}: must look like key=value")
         out[key.strip()] = value.strip()
     return out
 

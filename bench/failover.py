@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,7 @@ from _common import (
 
 import core
 from core.kafka.zkdata import CONTROLLER_PATH
-from streaming.settings import Settings
+from streaming.settings import Settings, SettingsError
 
 N_BROKERS = 10
 RF = 3
@@ -182,7 +183,7 @@ def start_active(
     *,
     prototype: bool,
     conf: dict[str, str] | None = None,
-    sets: dict[str, str] | None = None,
+    sets: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """The active controller in its own process group (own Spark driver): the product's entry point
     (``python -m streaming``), or ``bench/_active.py`` (the same app with the large-request prototype)."""
@@ -204,7 +205,7 @@ def start_active(
         )
     ]
     overrides.append("controller_id=1")
-    overrides += [f"{key}={value}" for key, value in (sets or {}).items()]
+    overrides += sets
     if prototype:
         cmd = [sys.executable, str(ROOT / "bench" / "_active.py"), "--master", "local[2]"]
     else:
@@ -265,14 +266,6 @@ def wait_active_loaded(settings: Settings, log: Path, proc: subprocess.Popen[byt
     raise TimeoutError(f"the active controller did not load within {timeout:.0f} s; see {log}")
 
 
-def _setting_value(text: str) -> Any:
-    """A ``--set`` value as the settings' JSON would hold it (``false``, ``3``), else the text itself."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def takeover(
     spark: Any,
     settings: Settings,
@@ -283,7 +276,7 @@ def takeover(
     timeout: float,
     prototype: bool,
     conf: dict[str, str] | None = None,
-    sets: dict[str, str] | None = None,
+    sets: Sequence[str] = (),
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"prototype_large_requests": prototype}
     log = work / f"active-{uuid.uuid4().hex[:6]}.log"
@@ -408,11 +401,15 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a livectl setting over the shipped defaults, for every controller of the run, e.g. audit_log=false "
-        "(repeatable; VALUE as JSON when it parses, else text)",
+        "(repeatable; read as `livectl run --set` reads it)",
     )
     add_scale_options(ap)
     args = ap.parse_args()
-    sets = parse_confs(args.sets, "--set")
+    sets: list[str] = args.sets
+    try:  # a wrong key or value is said now, before the services start
+        Settings.load().with_overrides(sets)
+    except SettingsError as e:
+        raise SystemExit(f"--set: {e}") from e
     if not args.no_wait_quiet:
         wait_quiet()
     logs = LogTimes()
@@ -436,8 +433,7 @@ def main() -> None:
                 work / "checkpoint-cold",
                 num_buckets=args.buckets,
                 zookeeper_session_timeout_ms=args.session_timeout_ms,
-                **{key: _setting_value(value) for key, value in sets.items()},
-            )
+            ).with_overrides(sets)
             results["settings_set"] = sets
             results["settings"] = {
                 k: base.to_dict()[k]
