@@ -18,10 +18,11 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
 * ``failover call`` — the whole call of a failover batch's bucket (its failover reference and a tick in,
   the snapshot slice read from the shipped file, on an empty state), first as one call, then part by part
   in the same process so that the parts account for every second of it: reading the file, decoding it,
-  the ``ControllerFailover`` step, the state dump, the decision rows, metrics, the pandas frame and its
-  Arrow conversion (what ``applyInPandasWithState``'s serializer does with the frame), CPU and wall
-  seconds; with ``--profile`` also the call's top functions (cProfile). ``--trees A,B`` runs it in fresh
-  processes importing each source tree in turn (A B B A ...), for a before/after in one session;
+  the ``ControllerFailover`` step, the state dump, the decision rows, metrics, the output frame (large
+  payloads packed: :func:`streaming.stateful.output_frame`) and its Arrow conversion (what
+  ``applyInPandasWithState``'s serializer does with the frame), CPU and wall seconds; with ``--profile``
+  also the call's top functions (cProfile). ``--trees A,B`` runs it in fresh processes importing each
+  source tree in turn (A B B A ...), for a before/after in one session;
 * ``whole call`` — the whole call as a Python worker makes it, with ``--held`` buckets' states cached and
   the collector as in a worker, in fresh processes: the collector paused during the call (shipped) and
   running (before), alternating, CPU seconds per call (the parts above run after ``gc.collect()``, which
@@ -279,7 +280,7 @@ def failover_call(state: controller.ControllerState, profile: bool) -> dict[str,
     c2 = time.process_time()
     res["whole_call_cpu_s"], res["whole_call_wall_s"] = c1 - c0, w1 - w0
     res["call_then_arrow_cpu_s"] = c2 - c0
-    res["output_rows"], res["output_payload_bytes"] = len(out), int(sum(len(p) for p in out["payload"]))
+    res["output_rows"], res["output_payload_bytes"] = len(out), int(sum(len(p) for p in _payloads(out)))
     res["output_hash"] = _rows_hash(out)
     del out
     parts: dict[str, float] = {}
@@ -301,7 +302,7 @@ def failover_call(state: controller.ControllerState, profile: bool) -> dict[str,
         dumped = part("dump_state", stateful.dump_state, new_state)
         rows = part("decision_rows", stateful.decision_rows, 0, decisions)
         part("metrics_and_imbalance", lambda: (controller.metrics(new_state), controller.imbalance(new_state)))
-        out = part("pandas_frame", pd.DataFrame, rows, columns=stateful._OUTPUT_COLUMNS)
+        out = part("output_frame", _output_frame, rows)
         part("arrow_ipc", to_arrow, out)
     res["state_json_bytes"], res["state_blob_bytes"] = dumped[1], len(dumped[2])
     res["state_hash"] = hashlib.blake2b(dumped[2], digest_size=16).hexdigest()
@@ -397,7 +398,7 @@ def failure_call(
     gc.collect()
     res["full_collection_after_cpu_s"] = time.process_time() - c3
     res["gc_tracked_objects"] = len(gc.get_objects())
-    res["output_rows"], res["output_payload_bytes"] = len(out), int(sum(len(p) for p in out["payload"]))
+    res["output_rows"], res["output_payload_bytes"] = len(out), int(sum(len(p) for p in _payloads(out)))
     res["output_hash"] = _rows_hash(out)
     res["state_hash"] = hashlib.blake2b(gs.value[2], digest_size=16).hexdigest()
     del out
@@ -429,7 +430,7 @@ def failure_call(
                 {**controller.metrics(new_state), "imbalance": controller.imbalance(new_state)}, default=list
             ),
         )
-        out = part("pandas_frame", pd.DataFrame, rows, columns=stateful._OUTPUT_COLUMNS)
+        out = part("output_frame", _output_frame, rows)
         part("arrow_ipc", to_arrow, out)
     res["decisions"] = len(decisions)
     res["zk_writes"] = sum(isinstance(d, dc.ZkWrite) for d in decisions)
@@ -510,10 +511,30 @@ def scenario_hashes(state: controller.ControllerState, scenario: str) -> dict[st
     return {"rows": rows, "state": hashlib.sha256(raw).hexdigest(), "state_json_bytes": size}
 
 
+def _output_frame(rows: list[list[Any]]) -> Any:
+    """The bucket's output frame of ``rows`` (a tree before packing: the plain frame)."""
+    import pandas as pd
+
+    from streaming import stateful
+
+    if hasattr(stateful, "output_frame"):
+        return stateful.output_frame(rows)
+    return pd.DataFrame(rows, columns=stateful._OUTPUT_COLUMNS)
+
+
+def _payloads(out: Any) -> list[str]:
+    """The output rows' payloads, the packed ones unpacked (a tree before packing has none)."""
+    from streaming import stateful
+
+    return stateful.payloads(out) if hasattr(stateful, "payloads") else list(out["payload"])
+
+
 def _rows_hash(out: Any) -> str:
-    """A digest of the output rows (every column, in order): equal for byte-identical outputs."""
+    """A digest of the output rows (every column, in order, a packed payload unpacked and its column left out:
+    the rows before packing hash the same): equal for byte-identical outputs."""
     h = hashlib.blake2b(digest_size=16)
-    for row in out.itertuples(index=False):
+    rows = out.drop(columns=["packed"], errors="ignore").assign(payload=_payloads(out))
+    for row in rows.itertuples(index=False):
         h.update(repr(tuple(row)).encode())
     return h.hexdigest()
 

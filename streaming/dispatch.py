@@ -98,6 +98,7 @@ from streaming.stateful import (
     KIND_ZK,
     METRIC_COLUMNS,
 )
+from streaming.stateful import payloads as row_payloads
 
 log = logging.getLogger("livectl.dispatch")
 
@@ -336,7 +337,7 @@ class Dispatcher:
         frame = frame.sort_values(["bucket", "seq"], kind="stable") if not frame.empty else frame
         buckets: Any = frame.get("bucket", [])
         kinds: Any = frame.get("kind", [])
-        payloads: Any = frame.get("payload", [])
+        payloads: Any = row_payloads(frame)
         # ZooKeeper's writes first: the other rows are decoded while nothing waits on them
         zk_writes: list[dc.ZkWrite] = []
         for kind, payload in zip(kinds, payloads, strict=True):

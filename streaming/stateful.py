@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 import pandas as pd
 import pyarrow as pa
+import zstandard
 
 from core import controller
 from core import decisions as dc
@@ -52,9 +53,20 @@ STATE_SCHEMA = "format int, size long, blob binary"
 #: the metric columns of the decision rows (Kafka's gauge names)
 METRIC_COLUMNS = BUCKET_GAUGES
 
+#: the decision rows' column of a payload sent compressed (:func:`output_frame`)
+PACKED_COLUMN = "packed"
 #: Spark DDL of the decision rows
-OUTPUT_SCHEMA = "bucket int, seq int, kind string, payload string, " + ", ".join(f"{m} long" for m in METRIC_COLUMNS)
+OUTPUT_SCHEMA = (
+    "bucket int, seq int, kind string, payload string, "
+    + ", ".join(f"{m} long" for m in METRIC_COLUMNS)
+    + f", {PACKED_COLUMN} binary"
+)
+#: the columns of a decision row as :func:`decision_rows` makes it (:func:`output_frame` adds the packed one)
 _OUTPUT_COLUMNS = ["bucket", "seq", "kind", "payload", *METRIC_COLUMNS]
+#: a payload of at least this many characters leaves the bucket compressed: a failover's request rows are
+#: megabytes of JSON each (75 MB for 100k partitions), which the JVM otherwise copies row by row out of the
+#: Python worker, into the task's result, to the driver and back to its Python (bench/README.md "packed")
+PACK_MIN_CHARS = 64 * 1024
 #: decision rows carry zeros in the metric columns: the observed sums then count metrics rows only
 _NO_METRICS = (0,) * len(METRIC_COLUMNS)
 
@@ -197,7 +209,7 @@ def step_bucket(
     if bucket == REJECTED_BUCKET:
         rejected = frame[frame["kind"] == KIND_REJECTED].sort_values(["ts", "src", "offset"], kind="stable")
         rows = [[bucket, i, KIND_REJECTED, p, *_NO_METRICS] for i, p in enumerate(rejected["payload"])]
-        yield pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
+        yield output_frame(rows)
         return
     with gc_paused():  # the new state is ~0.5M acyclic objects per 12.5k partitions (streaming.collector)
         out = _decide(bucket, frame, state, checkpoint_dir, snapshots, config=config, summaries=summaries)
@@ -270,7 +282,39 @@ def _decide(
         changed = len(rows) > 1  # anything besides the metrics row: see summary_payload
         summary = observability.summary_payload(current.context, new_state.context, frame, bucket, changed=changed)
         rows.append([bucket, len(rows), observability.KIND_SUMMARY, summary, *_NO_METRICS])
+    return output_frame(rows)
+
+
+def output_frame(rows: list[list[Any]]) -> pd.DataFrame:
+    """The bucket's output: ``rows`` (of :data:`_OUTPUT_COLUMNS`) with the :data:`PACKED_COLUMN` of
+    :data:`OUTPUT_SCHEMA`. A payload of :data:`PACK_MIN_CHARS` or more goes there as a zstd frame (level 1, its
+    size in the frame) of its UTF-8 text, the row's ``payload`` then empty; :func:`payloads` gives them back."""
+    packer: zstandard.ZstdCompressor | None = None
+    packed: list[bytes | None] = []
+    for row in rows:
+        payload = row[3]
+        if len(payload) < PACK_MIN_CHARS:
+            packed.append(None)
+            continue
+        packer = packer or zstandard.ZstdCompressor(level=1)
+        packed.append(packer.compress(payload.encode()))
+        row[3] = ""
     out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
     for c in METRIC_COLUMNS:
         out[c] = out[c].astype("int64")
+    out[PACKED_COLUMN] = pd.Series(packed, index=out.index, dtype=object)
     return out
+
+
+def payloads(frame: pd.DataFrame) -> list[str]:
+    """The payload of each row of a bucket's output (:func:`output_frame`), a packed one decompressed; a frame
+    without the :data:`PACKED_COLUMN` (rows made by hand) as it is."""
+    texts = list(frame["payload"]) if "payload" in frame.columns else []
+    if PACKED_COLUMN not in frame.columns:
+        return texts
+    unpacker: zstandard.ZstdDecompressor | None = None
+    for i, blob in enumerate(frame[PACKED_COLUMN]):
+        if isinstance(blob, bytes | bytearray):  # else None: not packed
+            unpacker = unpacker or zstandard.ZstdDecompressor()
+            texts[i] = unpacker.decompress(blob).decode()
+    return texts

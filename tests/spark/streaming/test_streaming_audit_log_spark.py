@@ -91,7 +91,7 @@ def test_the_jobs_tab_says_the_figures_after_the_batch(spark: Any) -> None:
     d = Dispatcher(MemoryZkSink(zk, fence, "q"), MemoryRequestSink(fence), controller_id=1000, controller_epoch=4)
     figures = dict.fromkeys(METRIC_COLUMNS, 0) | {"UnderReplicatedPartitions": 3, "ReassigningPartitions": 2}
     figures["GlobalPartitionCount"] = 30
-    row = (0, 0, KIND_METRICS, json.dumps(figures), *[figures[c] for c in METRIC_COLUMNS])
+    row = (0, 0, KIND_METRICS, json.dumps(figures), *[figures[c] for c in METRIC_COLUMNS], None)
     d(spark.createDataFrame([row], OUTPUT_SCHEMA), 68)
     newest = spark_ui.job_descriptions(spark.sparkContext, limit=5)
     assert newest[0].startswith("livectl c1000 e4 batch 68: offline 0, URP 3, reassigning 2; imbalanced 0")

@@ -30,7 +30,7 @@ def test_each_batch_stage_lists_the_figures_after_it_as_named_accumulators(spark
     sc = spark.sparkContext
 
     def batch(batch_id: int, figures: dict[str, int]) -> None:
-        row = (0, 0, KIND_METRICS, json.dumps(figures), *[figures[c] for c in METRIC_COLUMNS])
+        row = (0, 0, KIND_METRICS, json.dumps(figures), *[figures[c] for c in METRIC_COLUMNS], None)
         d(spark.createDataFrame([row], OUTPUT_SCHEMA), batch_id)
         assert d.figures_job is not None, "the jar is on the session's spark.jars: the figures job ran"
         d.figures_job.get()  # the job is submitted asynchronously; its task adds the figures

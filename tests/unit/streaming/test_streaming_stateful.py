@@ -276,3 +276,44 @@ def test_failover_references_of_other_runs_are_history(tmp_path: Path, validator
     failures = [json.loads(x) for x in out[out["kind"] == stateful.KIND_FAILURE]["payload"]]
     assert failures and all("stale" in f["reason"] for f in failures)
     assert p.dispatcher.metrics["GlobalTopicCount"] == 1
+
+
+def test_large_payloads_leave_the_bucket_packed_and_come_back_the_same() -> None:
+    small = "x" * (stateful.PACK_MIN_CHARS - 1)
+    large = '{"a":"é"}\n' + "y" * stateful.PACK_MIN_CHARS  # non-ASCII: UTF-8 both ways
+    zeros = (0,) * len(stateful.METRIC_COLUMNS)
+    rows = [[0, i, stateful.KIND_REQUEST, p, *zeros] for i, p in enumerate([small, large])]
+    out = stateful.output_frame([list(r) for r in rows])
+    assert list(out.columns) == [*stateful._OUTPUT_COLUMNS, stateful.PACKED_COLUMN]
+    assert out["payload"].tolist() == [small, ""]
+    assert out[stateful.PACKED_COLUMN][0] is None
+    packed = out[stateful.PACKED_COLUMN][1]
+    assert isinstance(packed, bytes) and len(packed) < len(large) // 100
+    assert stateful.payloads(out) == [small, large]
+    # rows made without the column (tests, the dispatcher's own frames) are read as they are
+    assert stateful.payloads(pd.DataFrame(rows, columns=stateful._OUTPUT_COLUMNS)) == [small, large]
+
+
+def test_a_batch_of_packed_rows_dispatches_as_the_same_rows_unpacked(
+    tmp_path: Path, validator: InputValidator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic of 1,500 partitions: each broker's LeaderAndIsr row is ~200 kB, sent packed; the ZooKeeper tree
+    and every message are those of the same batches with nothing packed."""
+
+    def run(tmp: Path) -> tuple[dict[str, tuple[bytes, int]], list[tuple[str, bytes, bytes]], int]:
+        zk = MemoryZooKeeper()
+        epoch_znode(zk)
+        p = Pipeline(tmp, zk, Fence(1, 0), validator)
+        p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+        out = p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "wide", 1500, 3)))])
+        packed = int(out[stateful.PACKED_COLUMN].notna().sum())
+        tree = {path: node for path, node in zk.nodes.items() if "/wide" in path}
+        return tree, [(m.topic, m.key, m.value) for m in p.requests.messages], packed
+
+    tree, messages, packed = run(tmp_path / "packed")
+    assert packed >= 3  # a LeaderAndIsr row per broker at least
+    assert len([path for path in tree if path.endswith("/state")]) == 1500
+    monkeypatch.setattr(stateful, "PACK_MIN_CHARS", 1 << 40)
+    plain_tree, plain_messages, none = run(tmp_path / "plain")
+    assert none == 0
+    assert (tree, messages) == (plain_tree, plain_messages)
