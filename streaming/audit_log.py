@@ -208,9 +208,10 @@ _INDEX_KEY = '"partitionIndex":'
 _INDEX_PATTERN = '"partitionIndex":(?P<index>-?[0-9]+)(?:,|$)'
 
 
-def _state_texts(body: SplicedBody) -> list[tuple[str, list[str]]] | None:
-    """Each entry's topic and its partition states' texts *without their braces*, cut out of the entry's
-    text as it is; ``None`` when an entry is not as expected (the caller parses the body instead).
+def _state_spans(body: SplicedBody) -> list[tuple[int, int]] | None:
+    """Where each entry's partition states are in its text: ``text[lo:hi]`` is the states' text from the
+    first state's opening brace to the last one's closing brace, both left out (``lo == hi`` for an entry of
+    none); ``None`` when an entry is not as expected (the caller parses the body instead).
 
     This relies on the form :class:`~core.kafka.requests.SplicedBody` documents for its texts (and
     ``tests/unit/core/kafka/test_core_kafka_spliced_entries.py`` pins): an entry's text is
@@ -218,44 +219,43 @@ def _state_texts(body: SplicedBody) -> list[tuple[str, list[str]]] | None:
     ``orjson.dumps(state, option=OPT_SORT_KEYS)`` gives for the parsed state — the audit row's ``detail``;
     and its states are flat (integers, booleans, arrays of integers), so they are the pieces between
     ``{"partitionStates":[{`` and the first ``}]``, cut at ``},{``. The pieces must be as many as the entry's
-    partition count."""
-    out: list[tuple[str, list[str]]] = []
+    partition count (they are counted here by their separator, not cut)."""
+    out: list[tuple[int, int]] = []
     start = len(_STATES_OPEN)
-    for topic, count, text in zip(body.names, body.counts, body.texts, strict=True):
-        if not text.startswith(_STATES_OPEN):
-            return None
-        if count == 0:
-            if text[start] != "]":
-                return None
-            out.append((topic, []))
-            continue
-        end = text.find("}]", start)
-        if end < 0 or text[start] != "{":
-            return None
-        states = text[start + 1 : end].split("},{")
-        if len(states) != count:
-            return None
-        out.append((topic, states))
-    return out
-
-
-def _text_states(body: SplicedBody) -> int | None:
-    """How many partition states :func:`_state_texts` cuts out of ``body``, or ``None`` when it would not:
-    the same checks, with the states counted by their separator instead of split into strings."""
-    start = len(_STATES_OPEN)
-    total = 0
     for count, text in zip(body.counts, body.texts, strict=True):
         if not text.startswith(_STATES_OPEN):
             return None
         if count == 0:
             if text[start] != "]":
                 return None
+            out.append((start, start))
             continue
         end = text.find("}]", start)
         if end < 0 or text[start] != "{" or text.count("},{", start + 1, end) + 1 != count:
             return None
-        total += count
-    return total
+        out.append((start + 1, end))
+    return out
+
+
+def _cut(body: SplicedBody, spans: Sequence[tuple[int, int]]) -> list[tuple[str, list[str]]]:
+    """Each entry's topic and its partition states' texts without their braces, cut at ``spans``
+    (:func:`_state_spans` of ``body``)."""
+    return [
+        (topic, text[lo:hi].split("},{") if count else [])
+        for topic, count, text, (lo, hi) in zip(body.names, body.counts, body.texts, spans, strict=True)
+    ]
+
+
+def _state_texts(body: SplicedBody) -> list[tuple[str, list[str]]] | None:
+    """Each entry's topic and its partition states' texts *without their braces*, cut out of the entry's
+    text as it is (:func:`_state_spans`); ``None`` when an entry is not as expected."""
+    spans = _state_spans(body)
+    return None if spans is None else _cut(body, spans)
+
+
+def _text_states(body: SplicedBody) -> int | None:
+    """How many partition states :func:`_state_texts` cuts out of ``body``, or ``None`` when it would not."""
+    return None if _state_spans(body) is None else sum(body.counts)
 
 
 def _index_of(state: str) -> int | None:
@@ -271,26 +271,25 @@ def _index_of(state: str) -> int | None:
 @dataclass(frozen=True)
 class RequestDigest:
     """One request as the log needs it: its partitions' entries, parsed (``entries``), or for a LeaderAndIsr
-    or StopReplica whose entries are still a bucket's text, each entry's topic and its partition states'
-    texts without their braces (``texts``, :func:`_state_texts`; ``entries`` is then ``None`` and
-    :meth:`parsed` parses them). Both are ``None`` for an UpdateMetadata, whose body is not parsed: only its
-    partitions are counted."""
+    or StopReplica whose entries are still a bucket's text, that body (``spliced``) and where each entry's
+    states are in it (``spans``, :func:`_state_spans`; ``entries`` is then ``None``: :attr:`texts` cuts the
+    states, :meth:`parsed` parses them). Both are ``None`` for an UpdateMetadata, whose body is not parsed:
+    only its partitions are counted."""
 
     request: dc.BrokerRequest
     entries: list[tuple[str | None, int | None, Mapping[str, Any]]] | None
     partitions: int
-    #: the body's entries are a bucket's text that :func:`_state_texts` cuts (checked by :func:`_text_states`)
-    as_text: bool = False
+    #: the request's body when its entries are a bucket's text, with its states' spans
+    spliced: SplicedBody | None = None
+    spans: list[tuple[int, int]] | None = None
 
     @cached_property
     def texts(self) -> list[tuple[str, list[str]]] | None:
         """Each entry's topic and its states' texts (:func:`_state_texts`), cut on first use: the rows made in
         Arrow and the INFO lines do not need them as Python strings."""
-        if not self.as_text:
+        if self.spliced is None or self.spans is None:
             return None
-        body = wire_object(self.request.body)
-        assert isinstance(body, SplicedBody)
-        return _state_texts(body)
+        return _cut(self.spliced, self.spans)
 
     def parsed(self) -> list[tuple[str | None, int | None, Mapping[str, Any]]]:
         """The entries, parsed (for the DEBUG lines of a request digested as text)."""
@@ -300,30 +299,28 @@ class RequestDigest:
 
     def led_by(self, broker: int) -> int:
         """The partitions whose state names ``broker`` as the leader."""
-        if not self.as_text:
+        if self.spliced is None:
             return sum(1 for _t, _p, st in self.entries or () if st.get("leader") == broker)
         # a state's text names its leader as "leader":<id> followed by the next key or its end (an id's
         # digits are never followed by more digits); the sequence cannot occur inside a JSON string, and a
         # flat state (SplicedBody's texts) has no nested "leader" key
-        body = wire_object(self.request.body)
-        assert isinstance(body, SplicedBody)
         one, last = f'"leader":{broker},', f'"leader":{broker}}}'
-        return sum(t.count(one) + t.count(last) for t in body.texts)
+        return sum(t.count(one) + t.count(last) for t in self.spliced.texts)
 
 
 def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]:
     """The requests in Kafka's send order (LeaderAndIsr, UpdateMetadata, StopReplica, responses), each
     read once for both the rows and the log lines: a LeaderAndIsr or StopReplica whose entries are a
-    bucket's text is checked to cut into its partition states' texts (:func:`_text_states`; cut when asked,
+    bucket's text is checked to cut into its partition states' texts (:func:`_state_spans`; cut when asked,
     :attr:`RequestDigest.texts`), any other parsed."""
     out = []
     for r in sorted(requests, key=lambda r: REQUEST_ORDER[r.api]):
         body = wire_object(r.body)
         # (a body of no partition state gets the parsed path's one row of its other fields)
         if r.api in _FLAT_STATES and isinstance(body, SplicedBody) and body.partition_count:
-            states = _text_states(body)
-            if states is not None:
-                out.append(RequestDigest(r, None, states, as_text=True))
+            spans = _state_spans(body)
+            if spans is not None:
+                out.append(RequestDigest(r, None, sum(body.counts), spliced=body, spans=spans))
                 continue
         if r.api in _PER_PARTITION:
             entries = _partition_entries(body)
@@ -415,9 +412,8 @@ def _request_columns(digests: Sequence[RequestDigest]) -> dict[str, pa.Array] | 
     topics: list[str] = []
     brokers: list[int] = []
     texts: list[str] = []
-    start = len(_STATES_OPEN)
     for d in digests:
-        if not d.as_text:
+        if d.spliced is None or d.spans is None:
             if d.entries is not None:
                 return None  # parsed entries: the Python path groups them with the texts
             continue  # an UpdateMetadata: no per-partition rows
@@ -426,14 +422,13 @@ def _request_columns(digests: Sequence[RequestDigest]) -> dict[str, pa.Array] | 
             return None
         (b,) = recipients
         api = d.request.api.value
-        body = wire_object(d.request.body)
-        assert isinstance(body, SplicedBody)  # what _text_states counted
-        for topic, count, text in zip(body.names, body.counts, body.texts, strict=True):
+        body = d.spliced
+        for topic, count, text, (lo, hi) in zip(body.names, body.counts, body.texts, d.spans, strict=True):
             if count:
                 apis.append(api)
                 topics.append(topic)
                 brokers.append(b)
-                texts.append(text[start + 1 : text.find("}]", start)])
+                texts.append(text[lo:hi])
     if not texts:
         return None
     split = pc.split_pattern(pa.array(texts, pa.string()), "},{")
