@@ -145,7 +145,7 @@ class ControllerApp:
         from kafka import KafkaProducer
 
         from sinks.requests import ensure_topics
-        from streaming.query import SourceAhead
+        from streaming.query import SourceAhead, rehearse_in_background
 
         zk, lease = opened.zk, opened.lease
         store = self._start_spark(zk)
@@ -167,6 +167,9 @@ class ControllerApp:
             keep_planned=warm,
         ).start()
         opened.source_ahead = source_ahead
+        if standby:
+            # the query's plan built once while it waits: built again after winning, it is quicker
+            rehearse_in_background(self.spark, self.settings, source_ahead)
         reader = SnapshotReader(zk)
         # a standby reads the tree ahead while it waits, watching the partition-state znodes
         # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed

@@ -228,10 +228,12 @@ def controller_frame(
     *,
     times: StartTimes | None = None,
     prepared: PreparedSource | None = None,
+    scheme: BucketKeys | None = None,
 ) -> Any:
     """The streaming DataFrame of decision rows (before ``foreachBatch``), with observed metrics;
     ``times`` gets the phases of its construction. The source is ``prepared``'s frame when that was
-    loaded with the same options, else loaded here."""
+    loaded with the same options, else loaded here. ``scheme``: the buckets' key scheme, else the
+    checkpoint's (:func:`streaming.bucket_keys.checkpoint_scheme`, which records it in a new checkpoint)."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -246,7 +248,7 @@ def controller_frame(
         records = load_source(spark, options)
         times.lap("source loaded")
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)
-    routed = keyed_by_bucket(spark, routed, settings)
+    routed = keyed_by_bucket(spark, routed, settings, scheme)
     step = make_step(
         settings.checkpoint_dir,
         settings.controller_config(),
@@ -268,15 +270,45 @@ def controller_frame(
     return frame
 
 
-def keyed_by_bucket(spark: Any, routed: Any, settings: Settings) -> Any:
-    """``routed`` with each bucket index replaced by its grouping key under the checkpoint's scheme
+def rehearse_frame(spark: Any, settings: Settings, prepared: PreparedSource) -> float:
+    """Build the query's DataFrame on ``prepared``'s source and drop it, never started; returns the seconds it
+    took. A standby does it while it waits for the lease: the build after winning then finds pyspark's and the
+    JVM's code paths warm (a driver's first build took 1.1 s here, the next ones 0.3 s; ``bench/README.md``,
+    "The query's plan rehearsed"). It reads and writes nothing: the key scheme is given, not the checkpoint's
+    (whose first read records it, a write only the lease holder may make)."""
+    started = time.monotonic()
+    controller_frame(spark, settings, prepared=prepared, scheme=BucketKeys.SPREAD)
+    return time.monotonic() - started
+
+
+def rehearse_in_background(spark: Any, settings: Settings, source: SourceAhead) -> threading.Thread:
+    """:func:`rehearse_frame` on a thread of its own once ``source`` has its source prepared (nothing when it
+    has none: loading one would start Spark's planner processes). Nobody waits for it: a standby that wins
+    the lease meanwhile builds its own frame beside it. A failure is logged, never raised."""
+
+    def run() -> None:
+        prepared = source.result()
+        if prepared is None:
+            return
+        try:
+            log.info("query plan rehearsed in %.1f s", rehearse_frame(spark, settings, prepared))
+        except Exception as e:  # an optimisation only
+            log.info("query plan not rehearsed: %s", first_line(e))
+
+    thread = threading.Thread(target=run, name="livectl-plan-rehearsal", daemon=True)
+    thread.start()
+    return thread
+
+
+def keyed_by_bucket(spark: Any, routed: Any, settings: Settings, scheme: BucketKeys | None = None) -> Any:
+    """``routed`` with each bucket index replaced by its grouping key under ``scheme``, else the checkpoint's
     (:mod:`streaming.bucket_keys`: one shuffle partition, so one task, per bucket)."""
     from pyspark.sql import functions as F
 
     from streaming.checkpoint_fs import HadoopCheckpointStore
 
-    store = HadoopCheckpointStore(spark, settings.checkpoint_dir)
-    scheme = checkpoint_scheme(store, settings.num_buckets)
+    if scheme is None:
+        scheme = checkpoint_scheme(HadoopCheckpointStore(spark, settings.checkpoint_dir), settings.num_buckets)
     if scheme is BucketKeys.IDENTITY:
         return routed
     keys = F.array(*[F.lit(k) for k in group_keys(settings.num_buckets, scheme)])

@@ -246,3 +246,36 @@ def test_the_read_is_planned_again_every_interval_until_stopped(monkeypatch: pyt
     assert spark.calls[0] == ("plan read", SOURCE_NAME, {"topics": "a"}, "frame")
     time.sleep(0.1)
     assert len(spark.calls) == made
+
+
+class _Prepared:
+    """A :class:`SourceAhead` as the rehearsal sees it: its prepared source, or ``None``."""
+
+    def __init__(self, prepared: PreparedSource | None) -> None:
+        self.prepared = prepared
+        self.asked = threading.Event()
+
+    def result(self, timeout: float = 120.0) -> PreparedSource | None:
+        self.asked.set()
+        return self.prepared
+
+
+def test_no_plan_is_rehearsed_without_a_prepared_source(caplog: pytest.LogCaptureFixture) -> None:
+    from streaming.query import rehearse_in_background
+
+    source = _Prepared(None)
+    with caplog.at_level("INFO", logger="livectl.query"):
+        rehearse_in_background(object(), _settings(), source).join(10)  # type: ignore[arg-type]
+    assert source.asked.is_set()
+    assert "rehearsed" not in caplog.text  # nothing built: loading a source would start planner processes
+
+
+def test_a_rehearsal_that_fails_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    from streaming.query import rehearse_in_background
+
+    prepared = PreparedSource(source_options(_settings()), frame=None, seconds=0.0)
+    with caplog.at_level("INFO", logger="livectl.query"):
+        thread = rehearse_in_background(object(), _settings(), _Prepared(prepared))  # type: ignore[arg-type]
+        thread.join(10)
+    assert not thread.is_alive()
+    assert "query plan not rehearsed: " in caplog.text
