@@ -168,14 +168,20 @@ class ControllerLease:
             # standby: wake up when /controller changes; if it vanished meanwhile, retry at once
             if self._zk.exists(CONTROLLER_PATH, watch=self._on_controller_event) is None:
                 continue
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise LeaseTimeoutError(
-                    f"controller {self.controller_id} stayed standby for {timeout} s; "
-                    f"active controller: {read_controller_id(self._zk)}"
-                )
-            # a stop request must be seen promptly: wake up at least every 0.2 s when one can come
-            self._changed.wait(left if stop is None else min(left or 0.2, 0.2))
+            # the election is tried again only when /controller or the session changed: every try is a
+            # multi-op that ZooKeeper logs (and syncs) even when it fails; a stop request must still be seen
+            # promptly, so with one possible the wait wakes at least every 0.2 s to look at it
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise LeaseTimeoutError(
+                        f"controller {self.controller_id} stayed standby for {timeout} s; "
+                        f"active controller: {read_controller_id(self._zk)}"
+                    )
+                if self._changed.wait(left if stop is None else min(left or 0.2, 0.2)):
+                    break
+                if stop is not None and stop.is_set():
+                    return None
 
     def release(self) -> None:
         """Resign: delete ``/controller`` if this session owns it. The fence stops being valid for the
@@ -258,6 +264,9 @@ class ControllerLease:
     def _on_state(self, state: str) -> None:
         if state == KazooState.LOST and self._fence is not None:
             self._mark_lost("ZooKeeper session lost")
+        elif state == KazooState.CONNECTED:
+            # (re)connected, perhaps in a new session whose watches are gone: a standby looks again
+            self._changed.set()
 
     def _mark_lost(self, reason: str, *, notify: bool = True) -> None:
         with self._lock:

@@ -6,6 +6,8 @@ bucket's slice of a failover snapshot for a ``failover_ref`` row, keeping one ti
 which events are the policy of :mod:`streaming.failover_refs`), runs one ``step`` and
 yields the decisions as rows of :data:`OUTPUT_SCHEMA`, followed by one ``metrics`` row with the bucket's
 Kafka controller metrics. Rejected records (bucket -1) pass straight through; that group holds no state.
+A row's payload of :data:`PACK_MIN_CHARS` or more leaves the bucket zstd-compressed in the ``packed`` column
+(:func:`output_frame`); the dispatcher reads every payload through :func:`payloads`.
 
 The step is :func:`core.controller.step_isolating`: an event whose handling raises (a bug; bad input is
 refused before it gets here) is left out — the step runs again from the bucket's state without it, so the
@@ -65,7 +67,8 @@ OUTPUT_SCHEMA = (
 _OUTPUT_COLUMNS = ["bucket", "seq", "kind", "payload", *METRIC_COLUMNS]
 #: a payload of at least this many characters leaves the bucket compressed: a failover's request rows are
 #: megabytes of JSON each (75 MB for 100k partitions), which the JVM otherwise copies row by row out of the
-#: Python worker, into the task's result, to the driver and back to its Python (bench/README.md "packed")
+#: Python worker, into the task's result, to the driver and back to its Python (bench/README.md, "Packed
+#: decision rows")
 PACK_MIN_CHARS = 64 * 1024
 #: decision rows carry zeros in the metric columns: the observed sums then count metrics rows only
 _NO_METRICS = (0,) * len(METRIC_COLUMNS)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -118,3 +119,49 @@ def test_a_standby_can_be_told_to_stop_waiting(clients: list[KazooClient]) -> No
     stop.set()
     waiter.join(5)
     assert not waiter.is_alive() and result == [None]
+
+
+def test_a_waiting_standby_tries_again_only_when_the_controller_znode_or_its_session_changes(
+    clients: list[KazooClient],
+) -> None:
+    """Each try is a multi-op ZooKeeper logs even when it fails: a standby told it may be stopped (which wakes
+    it every 0.2 s to look) tries once, then again only when /controller goes, or its session reconnects."""
+    from kazoo.protocol.states import KazooState
+
+    a, b, _ = clients
+    first = ControllerLease(a, 1)
+    first.acquire(timeout=5)
+    tries: list[int] = []
+    transaction = b.transaction
+
+    def counted() -> object:
+        tries.append(1)
+        return transaction()
+
+    b.transaction = counted  # type: ignore[method-assign]
+    second = ControllerLease(b, 2)
+    stop = threading.Event()
+    won: list[Fence | None] = []
+    waiter = threading.Thread(target=lambda: won.append(second.acquire(stop=stop)))
+    waiter.start()
+    try:
+        assert _settles(lambda: len(tries) == 1)
+        threading.Event().wait(1.5)  # seven wakes to look at the stop request
+        assert len(tries) == 1
+        second._on_state(KazooState.CONNECTED)  # a reconnection: watches may be gone, look again
+        assert _settles(lambda: len(tries) == 2)
+        first.release()
+        waiter.join(10)
+        assert won and won[0] is not None and won[0].controller_epoch == 2
+    finally:
+        stop.set()
+        waiter.join(5)
+
+
+def _settles(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
