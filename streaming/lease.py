@@ -188,6 +188,10 @@ class ControllerLease:
         next controller's election only (the epoch znode is untouched), like Kafka's resignation."""
         with self._lock:
             held = self._fence is not None and not self._lost.is_set()
+        # lost before the delete: the watch on /controller, which the delete (or a successor's create) fires
+        # on kazoo's thread, then stops quietly instead of reporting the resignation as a loss; and no write
+        # this lease fences can go out once a successor can be elected
+        self._mark_lost("resigned", notify=False)
         if held:
             try:
                 _, stat = self._zk.get(CONTROLLER_PATH)
@@ -195,7 +199,6 @@ class ControllerLease:
                     self._zk.delete(CONTROLLER_PATH, version=stat.version)
             except (NoNodeError, BadVersionError):
                 pass
-        self._mark_lost("resigned", notify=False)
 
     # ------------------------------------------------------------------ internals
 

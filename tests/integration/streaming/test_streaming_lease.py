@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -97,6 +98,9 @@ def test_holder_is_told_when_its_controller_znode_goes_away(clients: list[KazooC
 
 
 def test_resign_lets_a_standby_in(clients: list[KazooClient]) -> None:
+    """The resigning lease is lost before /controller goes: nothing it fences is written once a successor can
+    win, and its own watch on /controller, which the delete or the successor's create fires on kazoo's thread,
+    sees a lost lease and stays quiet (it once raced the release and said "now owned by ...", seen in CI)."""
     a, b, _ = clients
     first = ControllerLease(a, 1)
     first.acquire(timeout=5)
@@ -104,8 +108,20 @@ def test_resign_lets_a_standby_in(clients: list[KazooClient]) -> None:
     won: list[Fence] = []
     waiter = threading.Thread(target=lambda: won.append(second.acquire(timeout=30)))
     waiter.start()
-    first.release()
+    lost_when_deleted: list[bool] = []
+    delete = a.delete
+
+    def watched_delete(*args: Any, **kwargs: Any) -> Any:
+        lost_when_deleted.append(first.lost)
+        return delete(*args, **kwargs)
+
+    a.delete = watched_delete  # type: ignore[method-assign]
+    try:
+        first.release()
+    finally:
+        del a.delete
     waiter.join(10)
+    assert lost_when_deleted == [True]
     assert won and won[0].controller_epoch == 2 and first.lost_reason == "resigned"
 
 
