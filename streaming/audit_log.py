@@ -197,7 +197,7 @@ def _admin_topic(details: Mapping[str, Any]) -> str | None:
 #: broker) gets one row per broker with its partition count
 _PER_PARTITION = frozenset(api for api in RequestApi if api is not RequestApi.UPDATE_METADATA)
 
-#: requests whose ``topicStates`` entries, as a bucket wrote them, are read as text (:func:`_state_texts`):
+#: requests whose ``topicStates`` entries, as a bucket wrote them, are read as text (:func:`_state_spans`):
 #: their partition states are flat objects (integers, booleans, arrays of integers), as
 #: :class:`~core.kafka.requests.SplicedBody` states for its texts
 _FLAT_STATES = frozenset((RequestApi.LEADER_AND_ISR, RequestApi.STOP_REPLICA))
@@ -246,18 +246,6 @@ def _cut(body: SplicedBody, spans: Sequence[tuple[int, int]]) -> list[tuple[str,
     ]
 
 
-def _state_texts(body: SplicedBody) -> list[tuple[str, list[str]]] | None:
-    """Each entry's topic and its partition states' texts *without their braces*, cut out of the entry's
-    text as it is (:func:`_state_spans`); ``None`` when an entry is not as expected."""
-    spans = _state_spans(body)
-    return None if spans is None else _cut(body, spans)
-
-
-def _text_states(body: SplicedBody) -> int | None:
-    """How many partition states :func:`_state_texts` cuts out of ``body``, or ``None`` when it would not."""
-    return None if _state_spans(body) is None else sum(body.counts)
-
-
 def _index_of(state: str) -> int | None:
     """``partitionIndex`` of a flat partition state's text (without its braces)."""
     i = state.find(_INDEX_KEY)
@@ -271,25 +259,22 @@ def _index_of(state: str) -> int | None:
 @dataclass(frozen=True)
 class RequestDigest:
     """One request as the log needs it: its partitions' entries, parsed (``entries``), or for a LeaderAndIsr
-    or StopReplica whose entries are still a bucket's text, that body (``spliced``) and where each entry's
-    states are in it (``spans``, :func:`_state_spans`; ``entries`` is then ``None``: :attr:`texts` cuts the
-    states, :meth:`parsed` parses them). Both are ``None`` for an UpdateMetadata, whose body is not parsed:
+    or StopReplica whose entries are still a bucket's text, that body and where each entry's states are in
+    it (``spliced``: the body and its :func:`_state_spans`; ``entries`` is then ``None``: :attr:`texts` cuts
+    the states, :meth:`parsed` parses them). Both are ``None`` for an UpdateMetadata, whose body is not parsed:
     only its partitions are counted."""
 
     request: dc.BrokerRequest
     entries: list[tuple[str | None, int | None, Mapping[str, Any]]] | None
     partitions: int
     #: the request's body when its entries are a bucket's text, with its states' spans
-    spliced: SplicedBody | None = None
-    spans: list[tuple[int, int]] | None = None
+    spliced: tuple[SplicedBody, list[tuple[int, int]]] | None = None
 
     @cached_property
     def texts(self) -> list[tuple[str, list[str]]] | None:
-        """Each entry's topic and its states' texts (:func:`_state_texts`), cut on first use: the rows made in
-        Arrow and the INFO lines do not need them as Python strings."""
-        if self.spliced is None or self.spans is None:
-            return None
-        return _cut(self.spliced, self.spans)
+        """Each entry's topic and its states' texts without their braces (:func:`_cut`), cut on first use: the
+        rows made in Arrow and the INFO lines do not need them as Python strings."""
+        return None if self.spliced is None else _cut(*self.spliced)
 
     def parsed(self) -> list[tuple[str | None, int | None, Mapping[str, Any]]]:
         """The entries, parsed (for the DEBUG lines of a request digested as text)."""
@@ -305,7 +290,7 @@ class RequestDigest:
         # digits are never followed by more digits); the sequence cannot occur inside a JSON string, and a
         # flat state (SplicedBody's texts) has no nested "leader" key
         one, last = f'"leader":{broker},', f'"leader":{broker}}}'
-        return sum(t.count(one) + t.count(last) for t in self.spliced.texts)
+        return sum(t.count(one) + t.count(last) for t in self.spliced[0].texts)
 
 
 def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]:
@@ -320,7 +305,7 @@ def digest_requests(requests: Sequence[dc.BrokerRequest]) -> list[RequestDigest]
         if r.api in _FLAT_STATES and isinstance(body, SplicedBody) and body.partition_count:
             spans = _state_spans(body)
             if spans is not None:
-                out.append(RequestDigest(r, None, sum(body.counts), spliced=body, spans=spans))
+                out.append(RequestDigest(r, None, sum(body.counts), spliced=(body, spans)))
                 continue
         if r.api in _PER_PARTITION:
             entries = _partition_entries(body)
@@ -350,7 +335,7 @@ def _request_rows(
     partition state, in the order first sent, naming every broker sent that state in the order sent.
 
     A state is grouped by its sorted-key text, which holds its partition index: the text a digest cut out
-    (:func:`_state_texts`) or the parsed state written with sorted keys — the same text for the same
+    (:attr:`RequestDigest.texts`) or the parsed state written with sorted keys — the same text for the same
     state, so a state sent in a text body to one broker and in a parsed one to another is one row."""
     dumps, sort_keys = orjson.dumps, orjson.OPT_SORT_KEYS
     grouped: dict[tuple[str, str | None, str], list[int]] = {}
@@ -407,13 +392,13 @@ def _request_columns(digests: Sequence[RequestDigest]) -> dict[str, pa.Array] | 
     The same rows, in the same order: a row's key (API, topic, state text) dictionary-encoded gives the rows'
     indices in first-seen order; a stable sort of those indices puts each row's brokers in the order sent."""
     # per entry with states: its API, topic, broker and its states' text between the braces of its first and
-    # last state (where :func:`_state_texts` cut it, which accepted this entry), split by Arrow below
+    # last state (where :func:`_state_spans` found it, which accepted this entry), split by Arrow below
     apis: list[str] = []
     topics: list[str] = []
     brokers: list[int] = []
     texts: list[str] = []
     for d in digests:
-        if d.spliced is None or d.spans is None:
+        if d.spliced is None:
             if d.entries is not None:
                 return None  # parsed entries: the Python path groups them with the texts
             continue  # an UpdateMetadata: no per-partition rows
@@ -422,8 +407,8 @@ def _request_columns(digests: Sequence[RequestDigest]) -> dict[str, pa.Array] | 
             return None
         (b,) = recipients
         api = d.request.api.value
-        body = d.spliced
-        for topic, count, text, (lo, hi) in zip(body.names, body.counts, body.texts, d.spans, strict=True):
+        body, spans = d.spliced
+        for topic, count, text, (lo, hi) in zip(body.names, body.counts, body.texts, spans, strict=True):
             if count:
                 apis.append(api)
                 topics.append(topic)

@@ -465,8 +465,15 @@ def test_the_states_are_counted_as_they_would_be_cut() -> None:
         SplicedBody(head, names, (1,), (opening + '{"a":1}',)),  # no end
         SplicedBody(head, names, (1,), ('{"topicName":"t","partitionStates":[{"a":1}]}',)),  # other key order
     ]
-    for body in [*bodies, *odd]:
-        cut = audit_log._state_texts(body)
-        want = None if cut is None else sum(len(states) for _t, states in cut)
-        assert audit_log._text_states(body) == want, body.texts
-    assert [audit_log._text_states(b) for b in odd] == [0, None, 1, 2, None, None, None]
+
+    def counted(body: SplicedBody) -> int | None:
+        spans = audit_log._state_spans(body)
+        if spans is None:
+            return None
+        cut = audit_log._cut(body, spans)
+        # as many pieces per entry as it counts, each entry's text cut where its spans say
+        assert [len(states) for _t, states in cut] == list(body.counts), body.texts
+        return sum(body.counts)
+
+    assert all(counted(body) is not None for body in bodies)
+    assert [counted(b) for b in odd] == [0, None, 1, 2, None, None, None]
