@@ -291,7 +291,8 @@ def _decide(
 def output_frame(rows: list[list[Any]]) -> pd.DataFrame:
     """The bucket's output: ``rows`` (of :data:`_OUTPUT_COLUMNS`) with the :data:`PACKED_COLUMN` of
     :data:`OUTPUT_SCHEMA`. A payload of :data:`PACK_MIN_CHARS` or more goes there as a zstd frame (level 1, its
-    size in the frame) of its UTF-8 text, the row's ``payload`` then empty; :func:`payloads` gives them back."""
+    size in the frame) of its UTF-8 text, the row's ``payload`` then empty — in ``rows`` too, which the frame
+    takes over (a copy would hold a failover's 37 MB texts twice); :func:`payloads` gives them back."""
     packer: zstandard.ZstdCompressor | None = None
     packed: list[bytes | None] = []
     for row in rows:
