@@ -57,6 +57,29 @@ def test_files_go_through_hadoop_for_a_file_uri(spark: Any, tmp_path: Path) -> N
     assert e.value.uri.endswith("missing.json") and "FileNotFoundException" in e.value.reason
 
 
+def test_a_write_is_staged_locally_and_copied_by_hadoop(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes reach the JVM as a local file Hadoop copies (not through py4j): the text arrives whole,
+    nothing is left in the driver's temporary folder, and a write Hadoop refuses is a CheckpointError that
+    leaves nothing behind either."""
+    staging = tmp_path / "driver-tmp"
+    staging.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(staging))
+    store = HadoopCheckpointStore(spark, (tmp_path / "ck").as_uri())
+    big = child(store.root, "failover", "epoch-1", "bucket-0.json")
+    text = '{"a":"' + "é∂x" * 2_000_000 + '"}'  # 6M characters, not all ASCII
+    store.write_text(big, text)
+    assert store.read_text(big) == text
+    assert (tmp_path / "ck" / "failover" / "epoch-1" / "bucket-0.json").read_text(encoding="utf-8") == text
+    assert list(staging.iterdir()) == []
+    (tmp_path / "ck" / "plain").write_text("a file where a folder is needed")
+    with pytest.raises(CheckpointError) as e:
+        store.write_text(child(store.root, "plain", "x.json"), "{}")
+    assert e.value.uri.endswith("plain/x.json") and "cannot write it" in str(e.value)
+    assert list(staging.iterdir()) == []
+
+
 def test_a_bare_path_is_the_default_file_system(spark: Any, tmp_path: Path) -> None:
     store = HadoopCheckpointStore(spark, str(tmp_path / "bare"))
     assert store.root == f"file:{tmp_path / 'bare'}"
