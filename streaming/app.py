@@ -15,9 +15,9 @@
    starts the query with the fenced sinks. On a used checkpoint its source holds back every record past
    the checkpoint (the failover barrier, :meth:`ControllerApp._source_start`); the micro-batch the previous
    controller planned but did not commit is replayed, and waited for;
-5. reads the ZooKeeper tree (Kafka's layout; beside the query's start when nothing is to be replayed, and
-   re-reading only what changed since a standby's reads ahead: :mod:`streaming.failover_warm`), writes and
-   ships its snapshot, and hands it to every bucket
+5. reads the ZooKeeper tree (Kafka's layout; re-reading only what changed since a standby's reads ahead:
+   :mod:`streaming.failover_warm`), writes and ships its snapshot — all of it beside the query's start
+   when nothing is to be replayed, after the replay otherwise — and hands it to every bucket
    as a failover reference on ``livectl.broker-events`` (:mod:`streaming.failover`): the reference opens
    the barrier, so the first micro-batch under the new epoch loads the snapshot before anything else;
 6. starts the liveness bridge (``/brokers/ids`` → broker startup / failure events), the admin-path watcher
@@ -42,6 +42,7 @@ from typing import Any
 
 from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming import failover, spark_ui
+from streaming.background import in_background
 from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore
 from streaming.dispatch import BatchTiming, Dispatcher
 from streaming.failover_warm import ReadAhead, read_in_background
@@ -231,14 +232,9 @@ class ControllerApp:
         resumes = resume_from is not None and not has_planned_batch(store)
         where = source_start(s, store, fence.controller_epoch, resume_from)
         source_ahead.stop_planning()
-        self.query = start_query_when_free(
-            self.spark, s, dispatcher, where, stop=self._stop, prepared=source_ahead.result()
-        )
-        # the micro-batch the previous controller planned but did not commit is replayed first; the snapshot
-        # must be read after it, or it would miss that batch's writes. A query that fails in the replay goes
-        # straight to the outcome below, which says its error
-        if replay is None or wait_committed(store, self.query, replay, self._stop):
-            snapshot = hand_off(
+
+        def handed_off() -> Any:
+            return hand_off(
                 self.spark,
                 zk,
                 producer,
@@ -249,6 +245,25 @@ class ControllerApp:
                 resumes=resumes,
                 after_read=(lambda: start_warmup(self.spark)) if warm_after_read and early is None else None,
             )
+
+        # nothing to replay: the hand-off (snapshot written, shipped, its reference published) runs beside the
+        # query's start — the query's first trigger waits for the reference (the barrier), and the source's
+        # start (``where``) is fixed above, before the reference, which it therefore reads (bench/README,
+        # "Hand-off writes")
+        handing = in_background(handed_off, "livectl-hand-off") if replay is None else None
+        try:
+            self.query = start_query_when_free(
+                self.spark, s, dispatcher, where, stop=self._stop, prepared=source_ahead.result()
+            )
+        except BaseException:
+            if handing is not None:
+                handing.exception()  # not closed under it (the producer, the session): it ends first
+            raise
+        # the micro-batch the previous controller planned but did not commit is replayed first; the snapshot
+        # must be read after it, or it would miss that batch's writes. A query that fails in the replay goes
+        # straight to the outcome below, which says its error
+        if replay is None or wait_committed(store, self.query, replay, self._stop):
+            snapshot = handing.result() if handing is not None else handed_off()
             opened.bridge, opened.rebalancer = start_side_threads(
                 zk, producer, s, watcher=watcher, dispatcher=dispatcher, snapshot=snapshot
             )
