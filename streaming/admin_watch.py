@@ -124,6 +124,9 @@ class AdminPathWatcher:
         self._expected: dict[str, frozenset[int]] = {}
         self._own: dict[str, frozenset[int]] = {}
         self._topics_watched = False
+        #: topic -> the topic znode's data as the snapshot read it, and its partitions: the first round (which
+        #: reads every topic znode to set its watch) need not decode the ones still as read (:meth:`prime`)
+        self._primed_data: dict[str, tuple[bytes, frozenset[int]]] = {}
         self._log_dir_events: set[str] = set()
         #: the effective controller configs last published (or baked into the query at its start)
         self.configs: tuple[tuple[str, str], ...] = effective_configs(self._static)
@@ -132,13 +135,18 @@ class AdminPathWatcher:
 
     # ------------------------------------------------------------------ life cycle
 
-    def prime(self, snapshot: ZkSnapshot) -> None:
+    def prime(self, snapshot: ZkSnapshot, topic_data: Mapping[str, bytes] | None = None) -> None:
         """Count what ``snapshot`` holds as handled (call it after reading the snapshot and before its
-        reference is published)."""
+        reference is published). ``topic_data``: each topic znode's data as the snapshot's read got it
+        (:meth:`streaming.zk_snapshot.SnapshotReader.topic_data`); the first round then decodes only the topic
+        znodes whose data differ — a failover's first round reads all of them (1,000 for 100k partitions)."""
         with self._lock:
             for path in (zkdata.DELETE_TOPICS, zkdata.BROKER_TOPICS, zkdata.LOG_DIR_EVENT_NOTIFICATION):
                 self._zk.ensure_path(path)
             self._topics = {t.topic: frozenset(p for p, _ in t.partitions) for t in snapshot.topics}
+            self._primed_data = {
+                t: (data, self._topics[t]) for t, data in (topic_data or {}).items() if t in self._topics and data
+            }
             self._deleting = set(snapshot.topics_to_delete)
             pending = {(t.topic, t.partition, t.replicas) for t in snapshot.pending_reassignments}
             self._reassign_czxid = self._seen_czxid(
@@ -245,6 +253,7 @@ class AdminPathWatcher:
         wanted = children if first else (children - set(known)) | (dirty & children)
         paths = sorted(zkdata.topic_path(t) for t in wanted)
         handles = [(p, self._zk.get_async(p, watch=self._on_topic_data)) for p in paths]
+        primed = self._primed_data if first else {}
         seen: dict[str, frozenset[int]] = {t: ps for t, ps in known.items() if t in children}
         deferred: set[str] = set()
         for path, handle in handles:
@@ -256,6 +265,11 @@ class AdminPathWatcher:
                 continue
             if not data:
                 continue  # Kafka's tools write the topic znode with its data in one create
+            as_read = primed.get(topic)
+            if as_read is not None and as_read[0] == data and as_read[1] <= known.get(topic, frozenset()):
+                # the data the snapshot decoded, whose partitions are all known: decoded, it would add none
+                seen[topic] = known.get(topic, frozenset())
+                continue
             try:
                 znode = zkdata.decode_topic_znode(topic, data.decode(), stat.version)
             except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -277,6 +291,7 @@ class AdminPathWatcher:
         def commit() -> None:
             self._topics = seen
             self._topics_watched = True
+            self._primed_data = {}
             with self._dirty_lock:
                 self._dirty_topics -= dirty - deferred
                 for topic, partitions in own.items():

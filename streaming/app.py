@@ -244,6 +244,7 @@ class ControllerApp:
                 read=early.result if early else reader.read,
                 resumes=resumes,
                 after_read=(lambda: start_warmup(self.spark)) if warm_after_read and early is None else None,
+                topic_data=reader.topic_data,
             )
 
         # nothing to replay: the hand-off (snapshot written, shipped, its reference published) runs beside the

@@ -234,6 +234,7 @@ def hand_off(
     read: Callable[[], ZkSnapshot] | None = None,
     resumes: bool = False,
     after_read: Callable[[], object] | None = None,
+    topic_data: Callable[[ZkSnapshot], Mapping[str, bytes]] | None = None,
 ) -> Any:
     """Read the ZooKeeper tree, prime the admin-path watcher with it, write and ship its snapshot, then
     publish the failover reference on ``livectl.broker-events`` (which opens the failover barrier).
@@ -241,7 +242,9 @@ def hand_off(
     replay): :mod:`streaming.failover_warm`; by default it is read here. ``resumes``: a new checkpoint
     moved from another (:mod:`streaming.rebucket`); the buckets handle the records that waited for the
     reference after it. ``after_read`` is called once the tree is read, before the snapshot is written (an
-    active start's Python warm-up, :mod:`streaming.warmup`)."""
+    active start's Python warm-up, :mod:`streaming.warmup`). ``topic_data`` gives the topic znodes' data as
+    the read got them, for the admin-path watcher's first round
+    (:meth:`streaming.zk_snapshot.SnapshotReader.topic_data`)."""
     from streaming.zk_snapshot import read_snapshot
 
     started = time.monotonic()
@@ -249,7 +252,7 @@ def hand_off(
     read_s = time.monotonic() - started
     if after_read is not None:
         after_read()
-    watcher.prime(snapshot)
+    watcher.prime(snapshot, topic_data(snapshot) if topic_data is not None else None)
     written: dict[str, str] = {}
     ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets, written=written)
     if resumes:

@@ -204,10 +204,12 @@ def read_snapshot(
     window: int = 5000,
     memo: dict[str, tuple[str, int, Any]] | None = None,
     read_states: Callable[[list[str]], dict[str, tuple[bytes, Any]]] | None = None,
+    topic_data: dict[str, bytes] | None = None,
 ) -> ZkSnapshot:
     """Everything a new controller reads, in one pass (see the module docstring). With ``memo`` (kept by
     :class:`SnapshotReader` from one read to the next) a znode read again with the same data and version is
-    not decoded again. ``read_states`` reads the partition-state znodes (default: :func:`read_znodes`)."""
+    not decoded again. ``read_states`` reads the partition-state znodes (default: :func:`read_znodes`).
+    ``topic_data``, when given, receives each topic znode's data as read, by topic."""
     try:
         data, stat = client.get(CONTROLLER_EPOCH_PATH)
         epoch, epoch_version = zkdata.decode_controller_epoch(data), stat.version
@@ -226,6 +228,8 @@ def read_snapshot(
     topic_paths = [zkdata.topic_path(t) for t in _children(client, zkdata.BROKER_TOPICS)]
     topics = _get_all(client, topic_paths, window)
     keep(topics)
+    if topic_data is not None:
+        topic_data.update((path.rsplit("/", 1)[1], d) for path, (d, _) in topics.items())
     state_paths: list[str] = []
     for path, (d, _) in topics.items():
         topic = path.rsplit("/", 1)[1]
@@ -288,6 +292,8 @@ class SnapshotReader:
         self.reads = 0
         #: partition-state znodes the last read read from ZooKeeper (the others were known unchanged)
         self.last_state_reads = 0
+        #: the last read's snapshot and its topic znodes' data (:meth:`topic_data`)
+        self._last_topics: tuple[ZkSnapshot, dict[str, bytes]] | None = None
 
     def read(self, *, ahead: bool = False, abort: threading.Event | None = None) -> ZkSnapshot:
         """The snapshot as ZooKeeper holds it now. ``ahead`` (a standby's read while it waits): the state
@@ -297,14 +303,24 @@ class SnapshotReader:
         with ``multiRead``."""
         with self._lock:
             self._drain_notifications()
+            topics: dict[str, bytes] = {}
             snapshot = read_snapshot(
                 self.client,
                 window=self.window,
                 memo=self._memo,
                 read_states=lambda paths: self._read_states(paths, ahead, abort),
+                topic_data=topics,
             )
+            self._last_topics = (snapshot, topics)
             self.reads += 1
             return snapshot
+
+    def topic_data(self, snapshot: ZkSnapshot) -> dict[str, bytes]:
+        """Each topic znode's data as the read that returned ``snapshot`` got it, by topic (what the admin-path
+        watcher is primed with: :meth:`streaming.admin_watch.AdminPathWatcher.prime`); empty for a snapshot
+        that is not this reader's last."""
+        last = self._last_topics
+        return last[1] if last is not None and last[0] is snapshot else {}
 
     @property
     def remembered(self) -> int:

@@ -229,3 +229,59 @@ def test_the_controllers_own_topic_writes_do_not_come_back_unless_they_failed(
         assert got[1] == ZkTopicChange(EPOCH, "own", ((0, (1, 2)), (1, (2, 3)), (2, (3, 1))))
     finally:
         watcher.stop()
+
+
+def test_the_first_round_decodes_only_the_topic_znodes_the_snapshot_did_not_read_as_they_are(
+    zk_chrooted: KazooClient, events_topic: tuple[str, KafkaProducer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Primed with the topic znodes' data as the snapshot's read got them, the first round (which reads every
+    topic znode to set its watch) decodes only those whose data differ now — and publishes what a watcher
+    primed without them publishes: the changes since the read."""
+    from core.kafka import zkdata
+    from streaming.zk_snapshot import SnapshotReader
+
+    zk = zk_chrooted
+    topic, producer = events_topic
+    for name in ("same", "grown", "recreated", "recreated-other", "gone"):
+        zk.create(f"/brokers/topics/{name}", _topic({0: [1, 2]}), makepath=True)
+    reader = SnapshotReader(zk)
+    snapshot = reader.read()
+    data = reader.topic_data(snapshot)
+    assert set(data) == {"same", "grown", "recreated", "recreated-other", "gone"}
+    assert reader.topic_data(read_snapshot(zk)) == {}, "another read's snapshot has none"
+    # after the read, before the watcher's first round
+    zk.set("/brokers/topics/grown", _topic({0: [1, 2], 1: [2, 3]}))
+    zk.delete("/brokers/topics/recreated")
+    zk.create("/brokers/topics/recreated", _topic({0: [1, 2]}))  # the same bytes: nothing new either way
+    zk.delete("/brokers/topics/recreated-other")
+    zk.create("/brokers/topics/recreated-other", _topic({0: [3, 1], 1: [1, 2]}))
+    zk.delete("/brokers/topics/gone")
+    zk.create("/brokers/topics/new", _topic({0: [2, 3]}))
+
+    decoded: list[str] = []
+    decode = zkdata.decode_topic_znode
+
+    def counted(name: str, *args: Any, **kwargs: Any) -> Any:
+        decoded.append(name)
+        return decode(name, *args, **kwargs)
+
+    monkeypatch.setattr(zkdata, "decode_topic_znode", counted)
+    published: list[list[Event]] = []
+    for primed in (None, data):
+        watcher = AdminPathWatcher(zk, producer, topic, EPOCH, 1000, resync_interval_s=60)
+        watcher.prime(snapshot, primed)
+        decoded.clear()
+        published.append(watcher.sync())
+        if primed is not None:
+            assert sorted(decoded) == ["grown", "new", "recreated-other"]
+        else:
+            assert sorted(decoded) == ["grown", "new", "recreated", "recreated-other", "same"]
+        assert watcher.sync() == [], "the next round: nothing again"
+    assert published[0] == published[1]
+    assert sorted(
+        (e.topic, tuple(p for p, _ in e.partitions)) for e in published[1] if isinstance(e, ZkTopicChange)
+    ) == [
+        ("grown", (0, 1)),
+        ("new", (0,)),
+        ("recreated-other", (0, 1)),
+    ]
