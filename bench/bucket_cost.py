@@ -319,6 +319,10 @@ def failover_call(state: controller.ControllerState, profile: bool) -> dict[str,
         buf = io.StringIO()
         pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
         res["profile_tottime_top25"] = buf.getvalue()
+        buf = io.StringIO()
+        # who makes the calls at the top (a builtin's callers are not in the table above)
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_callers(3)
+        res["profile_callers_top3"] = buf.getvalue()
     return res
 
 
