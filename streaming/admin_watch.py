@@ -124,9 +124,9 @@ class AdminPathWatcher:
         self._expected: dict[str, frozenset[int]] = {}
         self._own: dict[str, frozenset[int]] = {}
         self._topics_watched = False
-        #: topic -> the topic znode's data as the snapshot read it, and its partitions: the first round (which
-        #: reads every topic znode to set its watch) need not decode the ones still as read (:meth:`prime`)
-        self._primed_data: dict[str, tuple[bytes, frozenset[int]]] = {}
+        #: topic -> the topic znode's data as the snapshot read it: the first round (which reads every topic
+        #: znode to set its watch) need not decode the ones still as read (:meth:`prime`)
+        self._primed_data: dict[str, bytes] = {}
         self._log_dir_events: set[str] = set()
         #: the effective controller configs last published (or baked into the query at its start)
         self.configs: tuple[tuple[str, str], ...] = effective_configs(self._static)
@@ -144,9 +144,7 @@ class AdminPathWatcher:
             for path in (zkdata.DELETE_TOPICS, zkdata.BROKER_TOPICS, zkdata.LOG_DIR_EVENT_NOTIFICATION):
                 self._zk.ensure_path(path)
             self._topics = {t.topic: frozenset(p for p, _ in t.partitions) for t in snapshot.topics}
-            self._primed_data = {
-                t: (data, self._topics[t]) for t, data in (topic_data or {}).items() if t in self._topics and data
-            }
+            self._primed_data = {t: data for t, data in (topic_data or {}).items() if t in self._topics and data}
             self._deleting = set(snapshot.topics_to_delete)
             pending = {(t.topic, t.partition, t.replicas) for t in snapshot.pending_reassignments}
             self._reassign_czxid = self._seen_czxid(
@@ -265,10 +263,10 @@ class AdminPathWatcher:
                 continue
             if not data:
                 continue  # Kafka's tools write the topic znode with its data in one create
-            as_read = primed.get(topic)
-            if as_read is not None and as_read[0] == data and as_read[1] <= known.get(topic, frozenset()):
-                # the data the snapshot decoded, whose partitions are all known: decoded, it would add none
-                seen[topic] = known.get(topic, frozenset())
+            if primed.get(topic) == data:
+                # the data the snapshot decoded: its partitions are the primed ones, all in ``known`` (this is the
+                # first round: nothing has replaced what prime() set), so decoded it would add none
+                seen[topic] = known[topic]
                 continue
             try:
                 znode = zkdata.decode_topic_znode(topic, data.decode(), stat.version)
