@@ -132,15 +132,9 @@ class HadoopCheckpointStore:
 
         # the bytes go to the JVM as a local file Hadoop copies, not through py4j: py4j sends a byte array as
         # base64 text over its socket, 0.15-0.35 s for a 5 MB failover slice, on a takeover's path (a local
-        # file and the copy: 0.03-0.05 s; bench/README "Hand-off writes"); the file is the driver's own, in
-        # its temporary folder, never a checkpoint path
+        # file and the copy: 0.03-0.05 s; bench/README.md, "The hand-off beside the query's start"); the file
+        # is the driver's own, in its temporary folder, never a checkpoint path
         fd, local = tempfile.mkstemp(prefix="livectl-write-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(text.encode("utf-8"))
-        except OSError as e:
-            os.remove(local)
-            raise CheckpointError(uri, f"cannot stage it in the driver's temporary folder: {e}") from None
 
         def write() -> None:
             self._fs.mkdirs(self._path(folder))
@@ -156,9 +150,14 @@ class HadoopCheckpointStore:
                     raise CheckpointError(uri, f"cannot rename {tmp} into place")
 
         try:
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(text.encode("utf-8"))
+            except OSError as e:
+                raise CheckpointError(uri, f"cannot stage it in the driver's temporary folder: {e}") from None
             self._call(uri, "write it", write)
         finally:
-            if os.path.exists(local):  # the copy failed before Hadoop removed it
+            if os.path.exists(local):  # not staged, or the copy failed before Hadoop removed it
                 os.remove(local)
 
     def list_names(self, uri: str) -> list[str]:
