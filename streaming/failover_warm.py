@@ -79,10 +79,11 @@ class ReadAhead:
             try:
                 snapshot = self.reader.read(ahead=True, abort=self._stop)
                 log.info(
-                    "standby: read ahead %d topics, %d partitions in %.1f s",
+                    "standby: read ahead %d topics, %d partitions in %.1f s (%d partition-state znodes read)",
                     len(snapshot.topics),
                     len(snapshot.partition_states),
                     time.monotonic() - started,
+                    self.reader.last_state_reads,
                 )
             except ReadAbortedError:
                 return

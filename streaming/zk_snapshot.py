@@ -20,7 +20,9 @@ skipped (the controller will hear of the change as an event). The JSON codecs ar
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -44,6 +46,8 @@ from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
 from streaming.errors import StreamingError
+
+log = logging.getLogger("livectl.snapshot")
 
 MULTI_READ_SIZE = 100
 """``getData`` operations per ``multiRead`` request (state znodes are ~100 bytes: ~17 KB per answer)."""
@@ -292,6 +296,10 @@ class SnapshotReader:
         self.reads = 0
         #: partition-state znodes the last read read from ZooKeeper (the others were known unchanged)
         self.last_state_reads = 0
+        #: why the last read read those: the watched ones that changed, or why no watch could be relied on
+        self.last_state_reason = ""
+        #: why the watches cannot be relied on (while ``_stale``)
+        self._stale_reason = "no read ahead"
         #: the last read's snapshot and its topic znodes' data (:meth:`topic_data`)
         self._last_topics: tuple[ZkSnapshot, dict[str, bytes]] | None = None
 
@@ -302,6 +310,7 @@ class SnapshotReader:
         (:class:`ReadAbortedError`). Otherwise, with the watches lost (or never set), every state znode is read
         with ``multiRead``."""
         with self._lock:
+            started = time.monotonic()
             self._drain_notifications()
             topics: dict[str, bytes] = {}
             snapshot = read_snapshot(
@@ -313,6 +322,14 @@ class SnapshotReader:
             )
             self._last_topics = (snapshot, topics)
             self.reads += 1
+            if not ahead:
+                log.info(
+                    "ZooKeeper tree read in %.1f s: %d of %d partition-state znodes read (%s)",
+                    time.monotonic() - started,
+                    self.last_state_reads,
+                    len(snapshot.partition_states),
+                    self.last_state_reason,
+                )
             return snapshot
 
     def topic_data(self, snapshot: ZkSnapshot) -> dict[str, bytes]:
@@ -329,43 +346,51 @@ class SnapshotReader:
 
     # ------------------------------------------------------------------ internals
 
+    def _mark_stale(self, reason: str) -> None:
+        with self._guard:
+            if not self._stale and self._states:
+                log.info("partition-state watches lost (%s): the next read reads every state znode", reason)
+            if not self._stale:
+                self._stale_reason = reason
+            self._stale = True
+
     def _on_connection(self, state: str) -> None:
         if state != KazooState.CONNECTED:
-            with self._guard:
-                self._stale = True
+            self._mark_stale(f"ZooKeeper connection {state}")
 
     def _on_watch(self, event: WatchedEvent) -> None:
+        if event.type == EventType.NONE or event.path is None:  # kazoo dropped every watcher (session)
+            self._mark_stale(f"watches dropped ({event.state})")
+            return
         with self._guard:
-            if event.type == EventType.NONE or event.path is None:  # kazoo dropped every watcher (session)
-                self._stale = True
-            else:
-                self._changed.add(event.path)
+            self._changed.add(event.path)
 
     def _drain_notifications(self, timeout: float = 30.0) -> None:
         """Until kazoo's callback thread has run every watcher call queued before now."""
         done = threading.Event()
         self.client.handler.dispatch_callback(Callback("watch", done.set, ()))
         if not done.wait(timeout):
-            with self._guard:
-                self._stale = True
+            self._mark_stale(f"watch notifications not delivered in {timeout:.0f} s")
 
     def _read_states(
         self, paths: list[str], ahead: bool, abort: threading.Event | None
     ) -> dict[str, tuple[bytes, Any]]:
         with self._guard:
-            stale = self._stale
+            stale, stale_reason = self._stale, self._stale_reason
             changed, self._changed = self._changed, set()
         known = self._states
         if stale and not ahead:
             # no watch to rely on: read them all, as a cold read does; the next read ahead sets the watches
             known.clear()
             self.last_state_reads = len(paths)
+            self.last_state_reason = f"all: {stale_reason}"
             return read_znodes(self.client, paths, self.window)
         if stale:
             known.clear()
             with self._guard:
                 self._stale = False
         todo = [p for p in paths if p in changed or p not in known]
+        self.last_state_reason = "the others watched, unchanged"
         if not ahead and len(todo) > BULK_REREAD:
             # many changed (the last controller's large batch): multiRead is quicker than one get each; those
             # get no watch, so the reader forgets them (the next read ahead reads them again)
@@ -385,9 +410,14 @@ class SnapshotReader:
             got = _get_all(self.client, todo, window, watch=self._on_watch, abort=abort)
             if abort is not None and abort.is_set():
                 raise ReadAbortedError()  # before decoding: the read after winning is waiting for the lock
-        except BaseException:
+        except ReadAbortedError:
+            # stopped, not failed: the watches set on what is known still hold; what this read was to read
+            # is read by the next one, as if its watch had fired
             with self._guard:
-                self._stale = True
+                self._changed.update(todo)
+            raise
+        except BaseException:
+            self._mark_stale("a read failed half-way")
             raise
         for p in todo:
             if p in got:

@@ -97,6 +97,7 @@ def test_a_lost_connection_makes_the_next_read_read_every_state(zk: KazooClient)
     reader.read(ahead=True)
     reader._on_connection(KazooState.SUSPENDED)  # as kazoo's listener is told: watches may be gone
     assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 9  # multiRead, no watches
+    assert reader.last_state_reason == "all: ZooKeeper connection SUSPENDED"
     assert reader.read(ahead=True) == read_snapshot(zk) and reader.last_state_reads == 9  # watches set again
     assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 0
 
@@ -109,6 +110,24 @@ def test_a_read_ahead_stops_half_way_when_asked(zk: KazooClient) -> None:
     with pytest.raises(ReadAbortedError):
         reader.read(ahead=True, abort=stop)
     assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 9
+
+
+def test_a_stopped_read_ahead_keeps_the_watches_it_had(zk: KazooClient) -> None:
+    """Winning the lease stops a read ahead half-way: what it was to read is read by the next read, and the
+    watches set before still count (not every state znode read again, as after a lost connection)."""
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    reader.read(ahead=True)
+    zk.set("/brokers/topics/a/partitions/0/state", _state(2, [2], 5))
+    zk.set("/brokers/topics/b/partitions/1/state", _state(2, [2], 5))
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(ReadAbortedError):
+        reader.read(ahead=True, abort=stop)
+    zk.set("/brokers/topics/c/partitions/2/state", _state(2, [2], 5))
+    assert reader.read() == read_snapshot(zk)
+    assert reader.last_state_reads == 3 and reader.last_state_reason == "the others watched, unchanged"
+    assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 0
 
 
 def test_a_standby_reads_ahead_until_stopped_and_the_early_read_is_a_future(zk: KazooClient) -> None:
