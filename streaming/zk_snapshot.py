@@ -20,6 +20,7 @@ skipped (the controller will hear of the change as an event). The JSON codecs ar
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -45,6 +46,7 @@ from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
+from streaming.collector import gc_paused
 from streaming.errors import StreamingError
 
 log = logging.getLogger("livectl.snapshot")
@@ -309,7 +311,11 @@ class SnapshotReader:
         ``multiRead``, which sets none; off the critical path); ``abort`` stops such a read half-way
         (:class:`ReadAbortedError`). Otherwise, with the watches lost (or never set), every state znode is read
         with ``multiRead``."""
-        with self._lock:
+        # the read that counts is on a new controller's critical path, and makes a new object per changed or
+        # new znode but no cycle: the collector's passes over everything the driver holds wait until after it
+        # (bench/README.md, "The read after winning"); a standby's long reads ahead keep it on
+        paused = contextlib.nullcontext() if ahead else gc_paused()
+        with self._lock, paused:
             started = time.monotonic()
             self._drain_notifications()
             topics: dict[str, bytes] = {}

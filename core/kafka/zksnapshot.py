@@ -50,20 +50,25 @@ def snapshot_from_znodes(
     offline_topics: list[str] = []
     prefix = BROKER_TOPICS + "/"
     for path, (data, version) in sorted(znodes.items()):
+        hit = known.get(path)
+        if hit is not None and hit[1] == version and hit[0] == data:
+            # read again unchanged (a standby's reads: nearly every znode): the memo holds only topic znodes'
+            # values and partition states' (topic-partition, state) pairs, each under its own path
+            used[path] = hit
+            value = hit[2]
+            if type(value) is tuple:
+                states.append(value)
+            else:
+                topics.append(value)
+            continue
         if path.startswith(prefix):
             rest = path[len(prefix) :].split("/")
             if len(rest) == 1 and data:
-                hit = known.get(path)
-                topic = hit[2] if hit and hit[1] == version and hit[0] == data else None
-                if topic is None:
-                    topic = decode_topic_znode(rest[0], data, version)
+                topic = decode_topic_znode(rest[0], data, version)
                 used[path] = (data, version, topic)
                 topics.append(topic)
             elif len(rest) == 4 and rest[1] == "partitions" and rest[3] == "state" and data:
-                hit = known.get(path)
-                state = hit[2] if hit and hit[1] == version and hit[0] == data else None
-                if state is None:
-                    state = (TopicPartition(rest[0], int(rest[2])), decode_partition_state(data, version))
+                state = (TopicPartition(rest[0], int(rest[2])), decode_partition_state(data, version))
                 used[path] = (data, version, state)
                 states.append(state)
         elif path.startswith(DELETE_TOPICS + "/"):
