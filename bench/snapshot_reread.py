@@ -10,9 +10,10 @@ Two reads, each timed per arm in ABBA order:
   are read afresh, of the state znodes only those whose watch fired, and only what changed is decoded.
 
 The ``before`` arm runs this tree's reader with what ``--base`` had in place of what this change touches:
-``core.kafka.zksnapshot.snapshot_from_znodes`` loaded from ``git show BASE:…`` and Python's cyclic collector
-left running through the read (``streaming.zk_snapshot.gc_paused`` replaced by a no-op). Every snapshot read
-is checked equal to a fresh ``read_snapshot`` (outside the timing).
+``core.kafka.zksnapshot.snapshot_from_znodes`` loaded from ``git show BASE:…``, Python's cyclic collector
+left running through the read (``streaming.zk_snapshot.gc_paused`` replaced by a no-op), and the topic,
+admin and config znodes read with one ``get`` each (``read_znodes`` replaced by one that does so for them).
+Every snapshot read is checked equal to a fresh ``read_snapshot`` (outside the timing).
 
 Run: ``.venv/bin/python bench/snapshot_reread.py [--partitions 100000] [--rounds 3] [--changes 1000]
 [--base f2b53b0]``.
@@ -57,7 +58,19 @@ def arm(name: str, base: types.ModuleType) -> Any:
     if name == "after":
         yield
         return
-    swaps = {"snapshot_from_znodes": base.snapshot_from_znodes, "gc_paused": contextlib.nullcontext}
+    states_read = zk_snapshot.read_znodes
+
+    def read_znodes(client: Any, paths: list[str], window: int = 5000, per_request: int = 100) -> Any:
+        # the base read topic, admin and config znodes with one get each, state znodes with multiRead
+        if per_request != zk_snapshot.MULTI_READ_SIZE:
+            return zk_snapshot._get_all(client, paths, window)
+        return states_read(client, paths, window)
+
+    swaps = {
+        "snapshot_from_znodes": base.snapshot_from_znodes,
+        "gc_paused": contextlib.nullcontext,
+        "read_znodes": read_znodes,
+    }
     saved = {k: vars(zk_snapshot)[k] for k in swaps}
     for k, v in swaps.items():
         setattr(zk_snapshot, k, v)

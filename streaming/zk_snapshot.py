@@ -9,12 +9,13 @@ What is read (Kafka's ``KafkaController.initializeControllerContext``):
 * ``/admin/reassign_partitions``, ``/admin/delete_topics/*``, ``/admin/preferred_replica_election``;
 * ``/config/topics/<t>``.
 
-Reads are pipelined (kazoo ``get_async``, up to ``window`` requests in flight). The partition-state
-znodes, the bulk of a large cluster, are read with ZooKeeper's ``multiRead`` (opcode 22, ZooKeeper >= 3.6),
-100 per request, the way the ZooKeeper sink writes them: 100k state znodes take about a second instead of
-10-17 s of one request each (``bench/snapshot_cost.py``). A server without ``multiRead`` answers it as
-unimplemented and the read falls back to one ``get_async`` per znode. Znodes that vanish between listing and reading are
-skipped (the controller will hear of the change as an event). The JSON codecs are
+Reads are pipelined (up to ``window`` znodes in flight). The partition-state znodes, the bulk of a large
+cluster, are read with ZooKeeper's ``multiRead`` (opcode 22, ZooKeeper >= 3.6), 100 per request, the way the
+ZooKeeper sink writes them: 100k state znodes take about a second instead of 10-17 s of one request each
+(``bench/snapshot_cost.py``); topic, admin and config znodes 20 per request (each kazoo request costs the
+driver ~0.25 ms of CPU: ``bench/snapshot_reread.py``). A server without ``multiRead`` answers it as
+unimplemented and the read falls back to one ``get_async`` per znode. Znodes that vanish between listing and
+reading are skipped (the controller will hear of the change as an event). The JSON codecs are
 :mod:`core.kafka.zkdata`'s, the broker registration's included.
 """
 
@@ -53,6 +54,10 @@ log = logging.getLogger("livectl.snapshot")
 
 MULTI_READ_SIZE = 100
 """``getData`` operations per ``multiRead`` request (state znodes are ~100 bytes: ~17 KB per answer)."""
+
+TOPIC_MULTI_READ_SIZE = 20
+"""The same for topic, admin and config znodes, which are larger (a topic znode lists every partition's
+replicas: ~1.2 KB for 100 partitions, up to ZooKeeper's 1 MB per znode)."""
 
 
 class SnapshotError(StreamingError):
@@ -150,12 +155,14 @@ class MultiRead:
         return results
 
 
-def _multi_get_all(client: KazooClient, paths: list[str], window: int) -> dict[str, tuple[bytes, Any]]:
-    """As :func:`_get_all`, with ``multiRead`` requests of :data:`MULTI_READ_SIZE` paths, ``window``
-    znodes in flight at most. Raises ``UnimplementedError`` from a server without ``multiRead``."""
+def _multi_get_all(
+    client: KazooClient, paths: list[str], window: int, per_request: int = MULTI_READ_SIZE
+) -> dict[str, tuple[bytes, Any]]:
+    """As :func:`_get_all`, with ``multiRead`` requests of ``per_request`` paths, ``window`` znodes in
+    flight at most. Raises ``UnimplementedError`` from a server without ``multiRead``."""
     out: dict[str, tuple[bytes, Any]] = {}
     chroot = client.chroot or ""
-    in_flight = max(1, window // MULTI_READ_SIZE)
+    in_flight = max(1, window // per_request)
     pending: list[tuple[list[str], Any]] = []
 
     def drain(chunk: list[str], handle: Any) -> None:
@@ -166,8 +173,8 @@ def _multi_get_all(client: KazooClient, paths: list[str], window: int) -> dict[s
                 raise r
             out[p] = r
 
-    for i in range(0, len(paths), MULTI_READ_SIZE):
-        chunk = paths[i : i + MULTI_READ_SIZE]
+    for i in range(0, len(paths), per_request):
+        chunk = paths[i : i + per_request]
         handle = client.handler.async_result()
         client._call(MultiRead([chroot + p for p in chunk]), handle)
         pending.append((chunk, handle))
@@ -178,11 +185,13 @@ def _multi_get_all(client: KazooClient, paths: list[str], window: int) -> dict[s
     return out
 
 
-def read_znodes(client: KazooClient, paths: list[str], window: int = 5000) -> dict[str, tuple[bytes, Any]]:
-    """``path -> (data, stat)`` for each of ``paths`` that exists: ``multiRead`` where the server has it,
-    one ``get_async`` per znode where it does not."""
+def read_znodes(
+    client: KazooClient, paths: list[str], window: int = 5000, per_request: int = MULTI_READ_SIZE
+) -> dict[str, tuple[bytes, Any]]:
+    """``path -> (data, stat)`` for each of ``paths`` that exists: ``multiRead`` (``per_request`` znodes a
+    request) where the server has it, one ``get_async`` per znode where it does not."""
     try:
-        return _multi_get_all(client, paths, window)
+        return _multi_get_all(client, paths, window, per_request)
     except UnimplementedError:
         return _get_all(client, paths, window)
 
@@ -232,7 +241,7 @@ def read_snapshot(
             znodes[p] = (d.decode() if d else None, st.version)
 
     topic_paths = [zkdata.topic_path(t) for t in _children(client, zkdata.BROKER_TOPICS)]
-    topics = _get_all(client, topic_paths, window)
+    topics = read_znodes(client, topic_paths, window, TOPIC_MULTI_READ_SIZE)
     keep(topics)
     if topic_data is not None:
         topic_data.update((path.rsplit("/", 1)[1], d) for path, (d, _) in topics.items())
@@ -249,7 +258,7 @@ def read_snapshot(
     admin += [zkdata.delete_topic_path(t) for t in _children(client, zkdata.DELETE_TOPICS)]
     admin += [zkdata.topic_config_path(t) for t in _children(client, zkdata.CONFIG_TOPICS)]
     admin += [f"{zkdata.OFFLINE_REPLICAS}/{t}" for t in _children(client, zkdata.OFFLINE_REPLICAS)]
-    keep(_get_all(client, admin, window))
+    keep(read_znodes(client, admin, window, TOPIC_MULTI_READ_SIZE))
     try:
         return snapshot_from_znodes(znodes, brokers, epoch, epoch_version, memo)
     except (ValueError, KeyError, TypeError) as e:
