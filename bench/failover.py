@@ -337,7 +337,7 @@ def takeover(
         # the standby's log lines from the controller's death to the batch's end, as the cold start's
         out["log_s"] = [(round(t - t0, 2), m[:160]) for t, m in logs.lines if t0 - 1 <= t <= end]
         # what the standby did ahead while it waited (its read ahead, source, plan, workers), before the death
-        ahead = ("read ahead", "prepared ahead", "rehearsed", "warmed", "watches lost")
+        ahead = ("read ahead", "prepared ahead", "rehearsed", "warmed")
         out["standby_ahead_s"] = [
             (round(t - t0, 2), m[:160]) for t, m in logs.lines if t < t0 - 1 and any(k in m for k in ahead)
         ]

@@ -362,9 +362,9 @@ class SnapshotReader:
     # ------------------------------------------------------------------ internals
 
     def _mark_stale(self, reason: str) -> None:
+        # not logged here (kazoo's thread, perhaps as the process resumes after a pause that cost it the lease,
+        # whose loss must be the only thing said): the next read's line gives the reason
         with self._guard:
-            if not self._stale and self._states:
-                log.info("partition-state watches lost (%s): the next read reads every state znode", reason)
             if not self._stale:
                 self._stale_reason = reason
             self._stale = True
