@@ -438,6 +438,18 @@ def prepare_tree(
     return time.monotonic() - started
 
 
+def rewrite_states(client: KazooClient, layout: Layout, n: int, leader_epoch: int) -> None:
+    """Rewrite the first ``n`` partition-state znodes of ``layout`` (leader 1, ISR [1], ``leader_epoch``), as an
+    active controller's last writes would change them; pipelined, 1,000 in flight."""
+    paths = [zkdata.partition_state_path(t, p) for t, parts in layout.topics.items() for p in parts][:n]
+    body = json.dumps(
+        {"version": 1, "leader": 1, "leader_epoch": leader_epoch, "controller_epoch": 1, "isr": [1]}
+    ).encode()
+    for i in range(0, len(paths), 1000):
+        for h in [client.set_async(p, body) for p in paths[i : i + 1000]]:
+            h.get()
+
+
 def _check_txn(results: list[Any]) -> None:
     bad = [r for r in results if isinstance(r, Exception)]
     if bad:

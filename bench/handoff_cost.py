@@ -32,11 +32,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import close, machine_info, plan_layout, prepare_tree, register_brokers, spark_session, write_results
+from _common import (
+    close,
+    machine_info,
+    plan_layout,
+    prepare_tree,
+    register_brokers,
+    rewrite_states,
+    spark_session,
+    write_results,
+)
 
 from core import events as ev
 from core.codec.events import event_to_json
-from core.kafka import zkdata
 from livectl import local
 from streaming import failover
 from streaming.checkpoint_fs import HadoopCheckpointStore, child
@@ -73,15 +81,6 @@ def after(reader: SnapshotReader, spark: Any, store: Any, epoch: int, buckets: i
     return {"read_s": t1 - t0, "write_s": t2 - t1, "ship_s": t3 - t2, "total_s": t3 - t0}, snap
 
 
-def touch(zk: Any, layout: Any, n: int, round_no: int) -> None:
-    """Rewrite ``n`` partition-state znodes (new leader epoch), as an active controller's writes would."""
-    paths = [zkdata.partition_state_path(t, p) for t, parts in layout.topics.items() for p in parts][:n]
-    body = json.dumps({"version": 1, "leader": 1, "leader_epoch": 100 + round_no, "controller_epoch": 1, "isr": [1]})
-    for i in range(0, len(paths), 1000):
-        for h in [zk.set_async(p, body.encode()) for p in paths[i : i + 1000]]:
-            h.get()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=100_000)
@@ -116,7 +115,7 @@ def main() -> None:
                 else:
                     reader = SnapshotReader(zk)
                     reader.read(ahead=True)  # the standby's read ahead: sets a watch on every state znode
-                    touch(zk, layout, args.changes, epoch)
+                    rewrite_states(zk, layout, args.changes, 100 + epoch)
                     got, snap = after(reader, spark, store, epoch, args.buckets)
                     got["state_znodes_read"] = float(reader.last_state_reads)
                 assert snap == dataclasses.replace(read_snapshot(zk), controller_epoch=epoch), mode

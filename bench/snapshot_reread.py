@@ -32,9 +32,17 @@ import types
 from pathlib import Path
 from typing import Any
 
-from _common import close, machine_info, plan_layout, prepare_tree, register_brokers, write_results, zk_client
+from _common import (
+    close,
+    machine_info,
+    plan_layout,
+    prepare_tree,
+    register_brokers,
+    rewrite_states,
+    write_results,
+    zk_client,
+)
 
-from core.kafka import zkdata
 from livectl import local
 from streaming import zk_snapshot
 from streaming.zk_snapshot import SnapshotReader, read_snapshot
@@ -81,14 +89,6 @@ def arm(name: str, base: types.ModuleType) -> Any:
             setattr(zk_snapshot, k, v)
 
 
-def touch(zk: Any, paths: list[str], epoch: int) -> None:
-    """Rewrite the state znodes at ``paths`` (a new leader epoch), as an active controller's writes would."""
-    body = json.dumps({"version": 1, "leader": 1, "leader_epoch": epoch, "controller_epoch": 1, "isr": [1]}).encode()
-    for i in range(0, len(paths), 1000):
-        for h in [zk.set_async(p, body) for p in paths[i : i + 1000]]:
-            h.get()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=100_000)
@@ -110,7 +110,6 @@ def main() -> None:
         layout = plan_layout(args.partitions, 10, 3)
         prepare_tree(zk, layout)
         brokers = register_brokers(svc.connect, list(range(10)))
-        state_paths = [zkdata.partition_state_path(t, p) for t, parts in layout.topics.items() for p in parts]
         order = ["before", "after", "after", "before"]
         for r in range(args.rounds if args.only != "warm" else 0):
             for name in order:
@@ -131,7 +130,7 @@ def main() -> None:
         for r in range(args.rounds if args.only != "cold" else 0):
             for name in order:
                 epoch += 1
-                touch(zk, state_paths[: args.changes], epoch)
+                rewrite_states(zk, layout, args.changes, epoch)
                 with arm(name, base):
                     t0, c0 = time.perf_counter(), time.process_time()
                     snap = reader.read()
