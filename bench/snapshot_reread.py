@@ -1,31 +1,29 @@
-"""Benchmark: a new controller's ZooKeeper read (``SnapshotReader.read``), the code of ``--base`` beside this
+"""Benchmark: a new controller's ZooKeeper read (``SnapshotReader.read``), the reader of ``--base`` beside this
 tree's, alternating in one process on a real local ZooKeeper.
 
 Two reads, each timed per arm in ABBA order:
 
 * ``cold`` — a fresh reader (a cold start's read: every znode read and decoded);
-* ``warm`` — the read after winning the lease: one reader read the tree ahead once (a data watch on every
-  partition-state znode, as a waiting standby does), then before each timed read ``--changes``
-  partition-state znodes are rewritten (the active controller's last writes); the topic and admin znodes
-  are read afresh, of the state znodes only those whose watch fired, and only what changed is decoded.
+* ``warm`` — the read after winning the lease: each arm's reader read the tree ahead once (a data watch on
+  every partition-state znode, as a waiting standby does), then before each timed read ``--changes``
+  partition-state znodes are rewritten (the active controller's last writes, in the first topics); the topic
+  and admin znodes are read afresh, of the state znodes only those whose watch fired.
 
-The ``before`` arm runs this tree's reader with what ``--base`` had in place of what this change touches:
-``core.kafka.zksnapshot.snapshot_from_znodes`` loaded from ``git show BASE:…``, Python's cyclic collector
-left running through the read (``streaming.zk_snapshot.gc_paused`` replaced by a no-op), and the topic,
-admin and config znodes read with one ``get`` each (``read_znodes`` replaced by one that does so for them).
-Every snapshot read is checked equal to a fresh ``read_snapshot`` (outside the timing).
+The ``before`` arm is ``--base``'s reader: ``streaming/zk_snapshot.py`` and ``core/kafka/zksnapshot.py`` as they
+were at that revision (``git show``), loaded as modules of their own beside this tree's. Every snapshot read is
+checked equal to a fresh ``read_snapshot`` (outside the timing).
 
 Run: ``.venv/bin/python bench/snapshot_reread.py [--partitions 100000] [--rounds 3] [--changes 1000]
-[--base f2b53b0]``.
+[--base 6bcf6cd] [--only cold|warm]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import types
@@ -44,49 +42,27 @@ from _common import (
 )
 
 from livectl import local
-from streaming import zk_snapshot
 from streaming.zk_snapshot import SnapshotReader, read_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def base_module(rev: str) -> types.ModuleType:
-    """``core/kafka/zksnapshot.py`` as it was at ``rev``, as a module of its own."""
-    text = subprocess.run(
-        ["git", "show", f"{rev}:core/kafka/zksnapshot.py"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
-    mod = types.ModuleType("zksnapshot_base")
-    exec(compile(text, f"{rev}:core/kafka/zksnapshot.py", "exec"), mod.__dict__)
+def _module_at(rev: str, path: str, name: str, **overrides: Any) -> types.ModuleType:
+    text = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    mod = types.ModuleType(name)
+    sys.modules[name] = mod  # dataclasses look their module up
+    exec(compile(text, f"{rev}:{path}", "exec"), mod.__dict__)
+    for k, v in overrides.items():  # names the module imported from this tree: the base's own instead
+        setattr(mod, k, v)
     return mod
 
 
-@contextlib.contextmanager
-def arm(name: str, base: types.ModuleType) -> Any:
-    """This tree's reader as it is (``after``) or with what ``--base`` had in place of what the change touched."""
-    if name == "after":
-        yield
-        return
-    states_read = zk_snapshot.read_znodes
-
-    def read_znodes(client: Any, paths: list[str], window: int = 5000, per_request: int = 100) -> Any:
-        # the base read topic, admin and config znodes with one get each, state znodes with multiRead
-        if per_request != zk_snapshot.MULTI_READ_SIZE:
-            return zk_snapshot._get_all(client, paths, window)
-        return states_read(client, paths, window)
-
-    swaps = {
-        "snapshot_from_znodes": base.snapshot_from_znodes,
-        "gc_paused": contextlib.nullcontext,
-        "read_znodes": read_znodes,
-    }
-    saved = {k: vars(zk_snapshot)[k] for k in swaps}
-    for k, v in swaps.items():
-        setattr(zk_snapshot, k, v)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(zk_snapshot, k, v)
+def base_reader(rev: str) -> Any:
+    """``SnapshotReader`` as it was at ``rev``, with ``snapshot_from_znodes`` of the same revision."""
+    zks = _module_at(rev, "core/kafka/zksnapshot.py", "zksnapshot_base")
+    return _module_at(
+        rev, "streaming/zk_snapshot.py", "zk_snapshot_base", snapshot_from_znodes=zks.snapshot_from_znodes
+    ).SnapshotReader
 
 
 def main() -> None:
@@ -94,10 +70,10 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3, help="ABBA rounds per read kind")
     ap.add_argument("--changes", type=int, default=1000, help="state znodes rewritten before each warm read")
-    ap.add_argument("--base", default="f2b53b0", help="git revision of the 'before' arm")
+    ap.add_argument("--base", default="6bcf6cd", help="git revision of the 'before' arm's reader")
     ap.add_argument("--only", choices=("cold", "warm"), help="one read kind only")
     args = ap.parse_args()
-    base = base_module(args.base)
+    readers = {"before": base_reader(args.base), "after": SnapshotReader}
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-reread-"))
     svc = local.start_zookeeper(work / "zookeeper", local.free_port())
     out: dict[str, Any] = {"benchmark": "snapshot_reread", "partitions": args.partitions, "base": args.base}
@@ -113,28 +89,28 @@ def main() -> None:
         order = ["before", "after", "after", "before"]
         for r in range(args.rounds if args.only != "warm" else 0):
             for name in order:
-                with arm(name, base):
-                    t0, c0 = time.perf_counter(), time.process_time()
-                    snap = SnapshotReader(zk).read()
-                    took, cpu = time.perf_counter() - t0, time.process_time() - c0
+                t0, c0 = time.perf_counter(), time.process_time()
+                snap = readers[name](zk).read()
+                took, cpu = time.perf_counter() - t0, time.process_time() - c0
                 assert snap == read_snapshot(zk), name
                 runs["cold"][name].append(took)
                 runs["cold_cpu"][name].append(cpu)
                 print(f"cold round {r} {name:6s} {took:.3f} s ({cpu:.3f} s CPU)", flush=True)
-        reader = SnapshotReader(zk)
+        warm = {name: cls(zk) for name, cls in readers.items()}
         if args.only != "cold":
-            t0 = time.perf_counter()
-            reader.read(ahead=True)
-            out["read_ahead_s"] = round(time.perf_counter() - t0, 1)
+            for name, reader in warm.items():
+                t0 = time.perf_counter()
+                reader.read(ahead=True)
+                out[f"read_ahead_s_{name}"] = round(time.perf_counter() - t0, 1)
         epoch = 10
         for r in range(args.rounds if args.only != "cold" else 0):
             for name in order:
                 epoch += 1
                 rewrite_states(zk, layout, args.changes, epoch)
-                with arm(name, base):
-                    t0, c0 = time.perf_counter(), time.process_time()
-                    snap = reader.read()
-                    took, cpu = time.perf_counter() - t0, time.process_time() - c0
+                reader = warm[name]
+                t0, c0 = time.perf_counter(), time.process_time()
+                snap = reader.read()
+                took, cpu = time.perf_counter() - t0, time.process_time() - c0
                 assert snap == read_snapshot(zk), name
                 assert reader.last_state_reads == args.changes, reader.last_state_reads
                 runs["warm"][name].append(took)

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -44,7 +44,7 @@ from kazoo.protocol.states import Callback, EventType, WatchedEvent
 from core.errors import FormatError
 from core.kafka import zkdata
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
-from core.kafka.zksnapshot import snapshot_from_znodes
+from core.kafka.zksnapshot import TopicBlock, snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
 from streaming.collector import gc_paused
@@ -213,56 +213,68 @@ def read_brokers(client: KazooClient, window: int = 5000) -> tuple[Broker, ...]:
     )
 
 
-def read_snapshot(
-    client: KazooClient,
-    *,
-    window: int = 5000,
-    memo: dict[str, tuple[str, int, Any]] | None = None,
-    read_states: Callable[[list[str]], dict[str, tuple[bytes, Any]]] | None = None,
-    topic_data: dict[str, bytes] | None = None,
-) -> ZkSnapshot:
-    """Everything a new controller reads, in one pass (see the module docstring). With ``memo`` (kept by
-    :class:`SnapshotReader` from one read to the next) a znode read again with the same data and version is
-    not decoded again. ``read_states`` reads the partition-state znodes (default: :func:`read_znodes`).
-    ``topic_data``, when given, receives each topic znode's data as read, by topic."""
+def _read_controller_epoch(client: KazooClient) -> tuple[int, int]:
+    """``/controller_epoch``'s epoch and znode version (absent: 0 and -1)."""
     try:
         data, stat = client.get(CONTROLLER_EPOCH_PATH)
-        epoch, epoch_version = zkdata.decode_controller_epoch(data), stat.version
+        return zkdata.decode_controller_epoch(data), stat.version
     except NoNodeError:
-        epoch, epoch_version = 0, -1
+        return 0, -1
     except FormatError as e:
         raise SnapshotError(e.field, e.reason) from None
-    brokers = read_brokers(client, window)
 
-    znodes: dict[str, tuple[str | None, int]] = {}
 
-    def keep(got: dict[str, tuple[bytes, Any]]) -> None:
-        for p, (d, st) in got.items():
-            znodes[p] = (d.decode() if d else None, st.version)
-
+def _read_topic_znodes(client: KazooClient, window: int) -> dict[str, tuple[bytes, Any]]:
     topic_paths = [zkdata.topic_path(t) for t in _children(client, zkdata.BROKER_TOPICS)]
-    topics = read_znodes(client, topic_paths, window, TOPIC_MULTI_READ_SIZE)
-    keep(topics)
-    if topic_data is not None:
-        topic_data.update((path.rsplit("/", 1)[1], d) for path, (d, _) in topics.items())
-    state_paths: list[str] = []
-    for path, (d, _) in topics.items():
-        topic = path.rsplit("/", 1)[1]
-        try:
-            state_paths.extend(zkdata.partition_state_path(topic, p) for p in zkdata.topic_znode_partitions(d))
-        except (ValueError, AttributeError, TypeError) as e:
-            raise SnapshotError(path, f"topic znode is not Kafka's JSON: {e}") from None
-    keep(read_states(state_paths) if read_states is not None else read_znodes(client, state_paths, window))
+    return read_znodes(client, topic_paths, window, TOPIC_MULTI_READ_SIZE)
 
+
+def _state_paths(path: str, data: bytes) -> list[str]:
+    """The partition-state paths the topic znode at ``path`` (with ``data``) assigns."""
+    topic = path.rsplit("/", 1)[1]
+    try:
+        return [zkdata.partition_state_path(topic, p) for p in zkdata.topic_znode_partitions(data)]
+    except (ValueError, AttributeError, TypeError) as e:
+        raise SnapshotError(path, f"topic znode is not Kafka's JSON: {e}") from None
+
+
+def _read_admin_znodes(client: KazooClient, window: int) -> dict[str, tuple[bytes, Any]]:
     admin = [zkdata.REASSIGN_PARTITIONS, zkdata.PREFERRED_REPLICA_ELECTION]
     admin += [zkdata.delete_topic_path(t) for t in _children(client, zkdata.DELETE_TOPICS)]
     admin += [zkdata.topic_config_path(t) for t in _children(client, zkdata.CONFIG_TOPICS)]
     admin += [f"{zkdata.OFFLINE_REPLICAS}/{t}" for t in _children(client, zkdata.OFFLINE_REPLICAS)]
-    keep(read_znodes(client, admin, window, TOPIC_MULTI_READ_SIZE))
+    return read_znodes(client, admin, window, TOPIC_MULTI_READ_SIZE)
+
+
+def _as_text(got: dict[str, tuple[bytes, Any]], into: dict[str, tuple[str | None, int]]) -> None:
+    for p, (d, st) in got.items():
+        into[p] = (d.decode() if d else None, st.version)
+
+
+def _decode(
+    znodes: dict[str, tuple[str | None, int]],
+    brokers: tuple[Broker, ...],
+    epoch: tuple[int, int],
+    memo: dict[str, tuple[str, int, Any]] | None = None,
+    blocks: dict[str, TopicBlock] | None = None,
+) -> ZkSnapshot:
     try:
-        return snapshot_from_znodes(znodes, brokers, epoch, epoch_version, memo)
+        return snapshot_from_znodes(znodes, brokers, epoch[0], epoch[1], memo, blocks=blocks)
     except (ValueError, KeyError, TypeError) as e:
         raise SnapshotError("/", f"a znode is not in Kafka's format: {e!r}") from None
+
+
+def read_snapshot(client: KazooClient, *, window: int = 5000) -> ZkSnapshot:
+    """Everything a new controller reads, in one pass (see the module docstring)."""
+    epoch = _read_controller_epoch(client)
+    brokers = read_brokers(client, window)
+    znodes: dict[str, tuple[str | None, int]] = {}
+    topics = _read_topic_znodes(client, window)
+    _as_text(topics, znodes)
+    state_paths = [sp for path, (d, _) in topics.items() for sp in _state_paths(path, d)]
+    _as_text(read_znodes(client, state_paths, window), znodes)
+    _as_text(_read_admin_znodes(client, window), znodes)
+    return _decode(znodes, brokers, epoch)
 
 
 class SnapshotReader:
@@ -273,9 +285,11 @@ class SnapshotReader:
     partition-state znodes whose data or version changed (decoding depends on nothing else). The
     partition-state znodes — nearly all of a large cluster — are read again only where they may have
     changed: a standby's read ahead reads each one with a ZooKeeper data watch (one ``get`` each:
-    ZooKeeper sets no watch from a ``multiRead``), and until that watch fires the znode is as read. So what
-    :meth:`read` returns is exactly what a fresh :func:`read_snapshot` returns at that moment, versions
-    included:
+    ZooKeeper sets no watch from a ``multiRead``), and until that watch fires the znode is as read. A topic
+    whose topic znode is as read last time and none of whose state znodes' watches fired is taken whole from
+    the last read (its decoded block: :class:`core.kafka.zksnapshot.TopicBlock`), without visiting its
+    partitions. So what :meth:`read` returns is exactly what a fresh :func:`read_snapshot` returns at that
+    moment, versions included:
 
     * a data watch fires on the znode's next change or deletion, and ZooKeeper delivers it to this session
       before the answer to any later request (its ordering guarantee); the watcher is registered with the
@@ -284,6 +298,8 @@ class SnapshotReader:
     * :meth:`read` first waits until kazoo has handed every notification received so far to the watcher
       (a marker queued behind them on kazoo's one callback thread): called after the election's answer, it
       sees every change committed before the election;
+    * a state znode that did not exist when read has no watch (ZooKeeper sets none on a missing node): it
+      is read again every time, and its topic is never taken whole;
     * watches live on the connection, and kazoo 2.11 does not set them again after a reconnection: any
       connection state but ``CONNECTED`` since the last read makes the next one read every state znode
       again (as does a read that failed half-way).
@@ -296,8 +312,13 @@ class SnapshotReader:
         self.window = window
         self._memo: dict[str, tuple[str, int, Any]] = {}
         self._lock = threading.Lock()
-        #: partition-state path -> (data, stat) as read with a data watch set by that read
-        self._states: dict[str, tuple[bytes, Any]] = {}
+        #: topic -> its partition-state paths -> (data, stat), as read with a data watch set by that read
+        self._states: dict[str, dict[str, tuple[bytes, Any]]] = {}
+        #: topic -> the last read's decoded block of it, and its topic znode's data and version then
+        self._blocks: dict[str, TopicBlock] = {}
+        self._block_from: dict[str, tuple[bytes, int]] = {}
+        #: topics whose every partition-state znode is in ``_states`` (each with its watch)
+        self._watched: set[str] = set()
         #: guards what kazoo's threads change: the paths whose watch fired, and whether watches may be lost
         self._guard = threading.Lock()
         self._changed: set[str] = set()
@@ -309,6 +330,8 @@ class SnapshotReader:
         self.last_state_reads = 0
         #: why the last read read those: the watched ones that changed, or why no watch could be relied on
         self.last_state_reason = ""
+        #: topics the last read took whole from the read before (no state znode of theirs visited)
+        self.last_topics_kept = 0
         #: why the watches cannot be relied on (while ``_stale``)
         self._stale_reason = "no read ahead"
         #: the last read's snapshot and its topic znodes' data (:meth:`topic_data`)
@@ -327,15 +350,36 @@ class SnapshotReader:
         with self._lock, paused:
             started = time.monotonic()
             self._drain_notifications()
-            topics: dict[str, bytes] = {}
-            snapshot = read_snapshot(
-                self.client,
-                window=self.window,
-                memo=self._memo,
-                read_states=lambda paths: self._read_states(paths, ahead, abort),
-                topic_data=topics,
-            )
-            self._last_topics = (snapshot, topics)
+            epoch = _read_controller_epoch(self.client)
+            brokers = read_brokers(self.client, self.window)
+            topics = _read_topic_znodes(self.client, self.window)
+            with self._guard:
+                stale, stale_reason = self._stale, self._stale_reason
+                changed, self._changed = self._changed, set()
+                if stale and ahead:  # this read sets the watches again
+                    self._stale = False
+            znodes: dict[str, tuple[str | None, int]] = {}
+            # the blocks are taken while the read runs: a read that fails leaves none to keep (the next read
+            # decodes every topic again, from the memo), one stopped half-way leaves them as they were
+            previous, self._blocks = self._blocks, {}
+            try:
+                kept, block_from = self._read_topics(
+                    topics,
+                    znodes,
+                    previous,
+                    changed=changed,
+                    stale=stale,
+                    stale_reason=stale_reason,
+                    ahead=ahead,
+                    abort=abort,
+                )
+            except ReadAbortedError:
+                self._blocks = previous
+                raise
+            _as_text(_read_admin_znodes(self.client, self.window), znodes)
+            snapshot = _decode(znodes, brokers, epoch, self._memo, kept)
+            self._blocks, self._block_from = kept, block_from  # now every topic's block
+            self._last_topics = (snapshot, {path.rsplit("/", 1)[1]: d for path, (d, _) in topics.items()})
             self.reads += 1
             if not ahead:
                 log.info(
@@ -387,34 +431,87 @@ class SnapshotReader:
         if not done.wait(timeout):
             self._mark_stale(f"watch notifications not delivered in {timeout:.0f} s")
 
-    def _read_states(
-        self, paths: list[str], ahead: bool, abort: threading.Event | None
-    ) -> dict[str, tuple[bytes, Any]]:
-        with self._guard:
-            stale, stale_reason = self._stale, self._stale_reason
-            changed, self._changed = self._changed, set()
+    def _read_topics(
+        self,
+        topics: dict[str, tuple[bytes, Any]],
+        znodes: dict[str, tuple[str | None, int]],
+        blocks: dict[str, TopicBlock],
+        *,
+        changed: set[str],
+        stale: bool,
+        stale_reason: str,
+        ahead: bool,
+        abort: threading.Event | None,
+    ) -> tuple[dict[str, TopicBlock], dict[str, tuple[bytes, int]]]:
+        """The ``blocks`` (the last read's) of the topics taken whole, and each topic's topic znode data and
+        version as read now; the other topics' topic znodes (``topics``: every one, as read now) and
+        partition-state znodes go into ``znodes``, their state znodes read where not known unchanged. Sets
+        ``last_state_reads`` / ``last_state_reason``; keeps ``_states`` and ``_watched`` for the next read."""
+        changed_topics = {p.split("/", 4)[3] for p in changed if p.startswith(_TOPICS_PREFIX)}
+        kept: dict[str, TopicBlock] = {}
+        fresh: dict[str, list[str]] = {}  # topic -> its state paths
+        block_from: dict[str, tuple[bytes, int]] = {}
+        for path, (data, stat) in topics.items():
+            topic = path.rsplit("/", 1)[1]
+            source = block_from[topic] = (data, stat.version)
+            if (
+                not stale
+                and topic in self._watched
+                and topic not in changed_topics
+                and self._block_from.get(topic) == source
+                and topic in blocks
+            ):
+                kept[topic] = blocks[topic]
+            else:
+                fresh[topic] = _state_paths(path, data)
+                znodes[path] = (data.decode() if data else None, stat.version)
+        self.last_topics_kept = len(kept)
         known = self._states
+        for topic in [t for t in known if t not in block_from]:  # topics gone
+            del known[topic]
+        self._watched.intersection_update(block_from)
+        paths = [p for ps in fresh.values() for p in ps]
         if stale and not ahead:
             # no watch to rely on: read them all, as a cold read does; the next read ahead sets the watches
             known.clear()
+            self._watched.clear()
             self.last_state_reads = len(paths)
             self.last_state_reason = f"all: {stale_reason}"
-            return read_znodes(self.client, paths, self.window)
+            _as_text(read_znodes(self.client, paths, self.window), znodes)
+            return kept, block_from
         if stale:
             known.clear()
-            with self._guard:
-                self._stale = False
-        todo = [p for p in paths if p in changed or p not in known]
+            self._watched.clear()
+        todo = [p for topic, ps in fresh.items() for p in ps if p in changed or p not in known.get(topic, ())]
+        self.last_state_reads = len(todo)
         self.last_state_reason = "the others watched, unchanged"
-        if not ahead and len(todo) > BULK_REREAD:
-            # many changed (the last controller's large batch): multiRead is quicker than one get each; those
-            # get no watch, so the reader forgets them (the next read ahead reads them again)
-            got = read_znodes(self.client, todo, self.window)
-            out = {p: got[p] if p in got else known[p] for p in paths if p in got or (p in known and p not in changed)}
-            for p in todo:
-                known.pop(p, None)
-            self.last_state_reads = len(todo)
-            return out
+        # many changed (the last controller's large batch): multiRead is quicker than one get each; those get
+        # no watch, so the reader forgets them (the next read ahead reads them again)
+        bulk = not ahead and len(todo) > BULK_REREAD
+        got = read_znodes(self.client, todo, self.window) if bulk else self._watch_and_get(todo, ahead, abort)
+        for topic, ps in fresh.items():
+            was = known.get(topic, {})
+            now = known[topic] = {}
+            for p in ps:
+                if p in got:
+                    value = got[p]
+                    if not bulk:
+                        now[p] = value
+                elif p in was and p not in changed:
+                    value = now[p] = was[p]
+                else:  # missing
+                    continue
+                znodes[p] = (value[0].decode() if value[0] else None, value[1].version)
+            if len(now) == len(ps):
+                self._watched.add(topic)
+            else:  # a state znode missing (no watch on it) or read without one: read again next time
+                self._watched.discard(topic)
+        return kept, block_from
+
+    def _watch_and_get(
+        self, todo: list[str], ahead: bool, abort: threading.Event | None
+    ) -> dict[str, tuple[bytes, Any]]:
+        """``todo``'s znodes, one ``get`` each with this reader's data watch."""
         chroot = self.client.chroot or ""
         watchers = self.client._data_watchers
         for p in todo:  # registered before the read: a notification never finds the watcher missing
@@ -434,13 +531,7 @@ class SnapshotReader:
         except BaseException:
             self._mark_stale("a read failed half-way")
             raise
-        for p in todo:
-            if p in got:
-                known[p] = got[p]
-            else:
-                known.pop(p, None)
-        wanted = set(paths)
-        for p in [p for p in known if p not in wanted]:
-            del known[p]
-        self.last_state_reads = len(todo)
-        return {p: known[p] for p in paths if p in known}
+        return got
+
+
+_TOPICS_PREFIX = zkdata.BROKER_TOPICS + "/"

@@ -12,7 +12,7 @@ from broker_registration import registration
 from kazoo.client import KazooClient, KazooState
 
 from streaming.failover_warm import ReadAhead, read_in_background
-from streaming.zk_snapshot import ReadAbortedError, SnapshotReader, read_snapshot
+from streaming.zk_snapshot import ReadAbortedError, SnapshotError, SnapshotReader, read_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -175,3 +175,60 @@ def test_many_changed_states_are_read_with_multiread_and_then_forgotten(
     assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 3
     # read without a watch: not trusted afterwards
     assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 3
+
+
+def test_unchanged_topics_are_taken_whole_and_the_rest_read_again(zk: KazooClient) -> None:
+    """A topic whose topic znode is as read and none of whose state znodes' watches fired comes whole from the
+    last read; any other change to a topic — a state written, its topic znode rewritten with the same data,
+    the topic deleted and created again just as it was — makes it read and decoded again."""
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    reader.read(ahead=True)
+    assert reader.read() == read_snapshot(zk) and reader.last_topics_kept == 3
+
+    zk.set("/brokers/topics/a/partitions/2/state", _state(2, [2], 4))
+    assert reader.read() == read_snapshot(zk)
+    assert (reader.last_topics_kept, reader.last_state_reads) == (2, 1)
+
+    data, _ = zk.get("/brokers/topics/b")
+    zk.set("/brokers/topics/b", data)  # the same assignment, a new version
+    assert reader.read() == read_snapshot(zk)
+    assert (reader.last_topics_kept, reader.last_state_reads) == (2, 0)
+
+    zk.delete("/brokers/topics/c", recursive=True)
+    _topic(zk, "c", 3)  # the same data and znode versions as before
+    fresh = read_snapshot(zk)
+    assert reader.read() == fresh and [st.zk_version for tp, st in fresh.partition_states if tp.topic == "c"] == [0] * 3
+    assert (reader.last_topics_kept, reader.last_state_reads) == (2, 3)
+    assert reader.read() == read_snapshot(zk) and reader.last_topics_kept == 3
+    assert reader.remembered == 3 + 9
+
+
+def test_a_state_znode_missing_when_read_is_read_until_it_exists(zk: KazooClient) -> None:
+    """ZooKeeper sets no data watch on a znode that does not exist: a topic with a missing state znode (its
+    creation half-way) is never taken whole, so the state written later is in the next read."""
+    _cluster(zk)
+    zk.delete("/brokers/topics/b/partitions/1/state")
+    reader = SnapshotReader(zk)
+    reader.read(ahead=True)
+    assert reader.read() == read_snapshot(zk) and reader.last_topics_kept == 2 and reader.last_state_reads == 1
+    zk.create("/brokers/topics/b/partitions/1/state", _state(1, [1, 2]))
+    fresh = read_snapshot(zk)
+    assert reader.read() == fresh and len(fresh.partition_states) == 9
+    assert reader.read(ahead=True) == read_snapshot(zk) and reader.read() == read_snapshot(zk)
+    assert reader.last_topics_kept == 3
+
+
+def test_a_read_that_failed_to_decode_keeps_nothing_stale(zk: KazooClient) -> None:
+    """A read that fails after it read the state znodes (a znode not in Kafka's format) must not let the next
+    read take its topics whole as decoded before."""
+    _cluster(zk)
+    reader = SnapshotReader(zk)
+    reader.read(ahead=True)
+    zk.set("/brokers/topics/a/partitions/0/state", _state(2, [2], 6))
+    zk.set("/brokers/topics/b/partitions/1/state", b'{"version":1,"leader":"x"}')
+    with pytest.raises(SnapshotError):
+        reader.read()
+    zk.set("/brokers/topics/b/partitions/1/state", _state(2, [2], 6))
+    assert reader.read() == read_snapshot(zk)  # a-0's change read by the failed read is in it
+    assert reader.read() == read_snapshot(zk) and reader.last_topics_kept == 3
