@@ -383,11 +383,14 @@ class SnapshotReader:
             self.reads += 1
             if not ahead:
                 log.info(
-                    "ZooKeeper tree read in %.1f s: %d of %d partition-state znodes read (%s)",
+                    "ZooKeeper tree read in %.1f s: %d of %d partition-state znodes read (%s); %d of %d topics taken "
+                    "whole from the read before",
                     time.monotonic() - started,
                     self.last_state_reads,
                     len(snapshot.partition_states),
                     self.last_state_reason,
+                    self.last_topics_kept,
+                    len(snapshot.topics),
                 )
             return snapshot
 
