@@ -61,6 +61,7 @@ if str(ROOT) not in sys.path:
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
+from kazoo.exceptions import NoNodeError  # noqa: E402
 
 from core import events as ev  # noqa: E402
 from core.codec.events import event_to_json  # noqa: E402
@@ -314,10 +315,10 @@ class Matrix:
 
     def znode(self, path: str) -> tuple[dict[str, Any] | None, int]:
         assert self.zk is not None
-        got = self.zk.exists(path)
-        if got is None:
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:  # absent, or deleted while looked at (a topic deletion converging)
             return None, -1
-        data, stat = self.zk.get(path)
         return (json.loads(data) if data else {}), stat.version
 
     def views(self) -> dict[int, dict[str, Any]]:

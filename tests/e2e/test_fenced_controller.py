@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
+from kazoo.exceptions import NoNodeError
 
 from core import events as ev
 from core.codec.events import event_to_json
@@ -82,7 +83,11 @@ def _old_epoch_after_new(per_partition: dict[int, list[dict[str, Any]]], old: in
 def _tree(zk: Any, path: str = "/") -> dict[str, tuple[int, int]]:
     """Every znode under ``path`` (the cluster's chroot) with its data and children change ids."""
     out: dict[str, tuple[int, int]] = {}
-    for child in zk.get_children(path):
+    try:
+        children = zk.get_children(path)
+    except NoNodeError:  # deleted since its parent listed it
+        return out
+    for child in children:
         full = f"{path.rstrip('/')}/{child}"
         stat = zk.exists(full)
         if stat is None:
