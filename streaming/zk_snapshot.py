@@ -246,9 +246,14 @@ def _read_admin_znodes(client: KazooClient, window: int) -> dict[str, tuple[byte
     return read_znodes(client, admin, window, TOPIC_MULTI_READ_SIZE)
 
 
+def _text(data: bytes, stat: Any) -> tuple[str | None, int]:
+    """A znode as :func:`core.kafka.zksnapshot.snapshot_from_znodes` takes it: its data as text, its version."""
+    return (data.decode() if data else None, stat.version)
+
+
 def _as_text(got: dict[str, tuple[bytes, Any]], into: dict[str, tuple[str | None, int]]) -> None:
     for p, (d, st) in got.items():
-        into[p] = (d.decode() if d else None, st.version)
+        into[p] = _text(d, st)
 
 
 def _decode(
@@ -467,24 +472,22 @@ class SnapshotReader:
                 kept[topic] = blocks[topic]
             else:
                 fresh[topic] = _state_paths(path, data)
-                znodes[path] = (data.decode() if data else None, stat.version)
+                znodes[path] = _text(data, stat)
         self.last_topics_kept = len(kept)
         known = self._states
         for topic in [t for t in known if t not in block_from]:  # topics gone
             del known[topic]
         self._watched.intersection_update(block_from)
         paths = [p for ps in fresh.values() for p in ps]
-        if stale and not ahead:
-            # no watch to rely on: read them all, as a cold read does; the next read ahead sets the watches
+        if stale:
             known.clear()
             self._watched.clear()
+        if stale and not ahead:
+            # no watch to rely on: read them all, as a cold read does; the next read ahead sets the watches
             self.last_state_reads = len(paths)
             self.last_state_reason = f"all: {stale_reason}"
             _as_text(read_znodes(self.client, paths, self.window), znodes)
             return kept, block_from
-        if stale:
-            known.clear()
-            self._watched.clear()
         todo = [p for topic, ps in fresh.items() for p in ps if p in changed or p not in known.get(topic, ())]
         self.last_state_reads = len(todo)
         self.last_state_reason = "the others watched, unchanged"
@@ -504,7 +507,7 @@ class SnapshotReader:
                     value = now[p] = was[p]
                 else:  # missing
                     continue
-                znodes[p] = (value[0].decode() if value[0] else None, value[1].version)
+                znodes[p] = _text(*value)
             if len(now) == len(ps):
                 self._watched.add(topic)
             else:  # a state znode missing (no watch on it) or read without one: read again next time
