@@ -45,3 +45,13 @@ def test_the_controllers_request_sink_gets_the_setting(tmp_path: Path, codec: st
     _, request_sink = fenced_sinks(None, Fence(1, 0), s, store_at(tmp_path))
     assert isinstance(request_sink, RequestSink)
     assert request_sink.compression == codec
+
+
+def test_record_batches_are_checksummed_by_the_c_crc32c() -> None:
+    # kafka-python checks a record batch's CRC-32C when it writes and when it reads one, in pure Python unless the
+    # crc32c package is there (a dependency: bench/README.md, "The record checksum in C")
+    from kafka.record import util
+
+    assert util.crc32c_c is not None
+    assert util.calc_crc32c(b"123456789") == 0xE3069283  # the check value of CRC-32C (Castagnoli)
+    assert util.calc_crc32c(b"123456789") == util.crc32c_py(b"123456789")
