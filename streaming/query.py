@@ -270,15 +270,23 @@ def controller_frame(
     return frame
 
 
-def rehearse_frame(spark: Any, settings: Settings, prepared: PreparedSource) -> float:
-    """Build the query's DataFrame on ``prepared``'s source and drop it, never started; returns the seconds it
-    took. A standby does it while it waits for the lease: the build after winning then finds pyspark's and the
-    JVM's code paths warm (a driver's first build took 1.1 s here, the next ones 0.3 s; ``bench/README.md``,
-    "The query's plan rehearsed"). It reads and writes nothing: the key scheme is given, not the checkpoint's
-    (whose first read records it, a write only the lease holder may make)."""
+def rehearse_frame(spark: Any, settings: Settings, prepared: PreparedSource) -> tuple[float, float]:
+    """Build the query's DataFrame on ``prepared``'s source, plan it, and drop it, never started; returns the
+    seconds the build and the planning took. A standby does it while it waits for the lease: the build after
+    winning then finds pyspark's and the JVM's code paths warm (a driver's first build took 1.1 s here, the
+    next ones 0.3 s; ``bench/README.md``, "The query's plan rehearsed"), and so does the first micro-batch,
+    which plans the same operators and generates the same code for them: the planning is Spark's
+    ``explain("codegen")``, which runs the optimizer and the physical planner and generates and compiles the
+    Java of each whole-stage-codegen subtree (to report its size), so the compiled classes are in the JVM's
+    cache of generated code when the batch asks for them (``bench/README.md``, "The first batch's code
+    compiled ahead"). It reads and writes nothing: the key scheme is given, not the checkpoint's (whose first
+    read records it, a write only the lease holder may make), and planning a streaming frame that is not
+    started reads no offsets."""
     started = time.monotonic()
-    controller_frame(spark, settings, prepared=prepared, scheme=BucketKeys.SPREAD)
-    return time.monotonic() - started
+    frame = controller_frame(spark, settings, prepared=prepared, scheme=BucketKeys.SPREAD)
+    built = time.monotonic()
+    spark._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "codegen")
+    return built - started, time.monotonic() - built
 
 
 def rehearse_in_background(spark: Any, settings: Settings, source: SourceAhead) -> threading.Thread:
@@ -291,7 +299,13 @@ def rehearse_in_background(spark: Any, settings: Settings, source: SourceAhead) 
         if prepared is None:
             return
         try:
-            log.info("query plan rehearsed in %.1f s", rehearse_frame(spark, settings, prepared))
+            built_s, planned_s = rehearse_frame(spark, settings, prepared)
+            log.info(
+                "query plan rehearsed in %.1f s (built %.1f s, planned and its generated code compiled %.1f s)",
+                built_s + planned_s,
+                built_s,
+                planned_s,
+            )
         except Exception as e:  # an optimisation only
             log.info("query plan not rehearsed: %s", first_line(e))
 

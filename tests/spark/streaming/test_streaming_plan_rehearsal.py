@@ -1,5 +1,6 @@
 """A standby's rehearsal of the query's plan (:func:`streaming.query.rehearse_frame`) on a real session: it
-builds the frame the query would, and writes nothing to the checkpoint, which only the lease holder may."""
+builds the frame the query would and plans it, compiling the code Spark generates for it, and writes nothing
+to the checkpoint, which only the lease holder may."""
 
 from __future__ import annotations
 
@@ -20,9 +21,22 @@ def test_a_rehearsed_plan_leaves_the_checkpoint_alone(spark: Any, tmp_path: Path
     checkpoint = tmp_path / "checkpoint"
     s = replace(Settings(), checkpoint_dir=checkpoint.as_uri(), num_buckets=2)
     prepared = prepare_source(spark, s)
-    assert rehearse_frame(spark, s, prepared) > 0
+    compiled_before = _classes_compiled(spark)
+    built_s, planned_s = rehearse_frame(spark, s, prepared)
+    assert built_s > 0 and planned_s > 0
+    assert _classes_compiled(spark) > compiled_before  # the plan's generated code, compiled
     assert not checkpoint.exists()
     # the query's own build records a new checkpoint's key scheme: the write the rehearsal leaves to it
     frame = controller_frame(spark, s, prepared=prepared)
     assert frame.isStreaming
     assert (checkpoint / CHECKPOINT_META).exists()
+    # the query's own frame generates the same code: planned, it compiles nothing the rehearsal did not
+    compiled = _classes_compiled(spark)
+    spark._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "codegen")
+    assert _classes_compiled(spark) == compiled
+
+
+def _classes_compiled(spark: Any) -> int:
+    """How many generated classes this JVM has compiled (Spark's codegen metrics: a class found in its cache of
+    generated code is not compiled again)."""
+    return int(spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
