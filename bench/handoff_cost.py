@@ -11,9 +11,13 @@ file system and ``SparkContext.addFile``); no broker, no query. Per round, in AB
 * ``cold`` — this tree's cold read: ``SnapshotReader.read`` with nothing remembered, the direct encoder
   (``encode_failover_json``), the files shipped from memory;
 * ``warm`` — a standby's read after winning: the same reader read the tree ahead (a data watch on every
-  partition-state znode), then ``--changes`` partition-state znodes were rewritten (the active
+  partition-state znode) and encoded its partition states for the files (``SnapshotReader.encode_ahead``, as
+  the standby's ``ReadAhead`` does), then ``--changes`` partition-state znodes were rewritten (the active
   controller's last writes), then the read that counts (the topic and admin znodes read afresh, of the
-  state znodes only those whose watch fired; only what changed decoded), encoded and shipped as ``cold``.
+  state znodes only those whose watch fired; only what changed decoded), encoded (only the states not
+  encoded ahead) and shipped as ``cold``;
+* ``warm_uncached`` — ``warm`` with every partition state encoded by the hand-off (the code before the
+  standby encoded them ahead).
 
 Each snapshot is checked equal to a fresh ``read_snapshot`` and each file to the generic encoder's text.
 
@@ -66,12 +70,15 @@ def before(zk: Any, spark: Any, store: Any, epoch: int, buckets: int) -> tuple[d
     return {"read_s": t1 - t0, "write_s": t2 - t1, "ship_s": t3 - t2, "total_s": t3 - t0}, snap
 
 
-def after(reader: SnapshotReader, spark: Any, store: Any, epoch: int, buckets: int) -> tuple[dict[str, float], Any]:
+def after(
+    reader: SnapshotReader, spark: Any, store: Any, epoch: int, buckets: int, *, texts: bool = True
+) -> tuple[dict[str, float], Any]:
     t0 = time.perf_counter()
     snap = dataclasses.replace(reader.read(), controller_epoch=epoch)
     t1 = time.perf_counter()
     written: dict[str, str] = {}
-    ref = failover.write_snapshot(store, 1000, snap, buckets, written=written)
+    state_texts = reader.state_texts if texts else None
+    ref = failover.write_snapshot(store, 1000, snap, buckets, written=written, state_texts=state_texts)
     t2 = time.perf_counter()
     failover.ship_snapshots(spark, store, str(ref["path"]), texts=written)
     t3 = time.perf_counter()
@@ -85,7 +92,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=100_000)
     ap.add_argument("--buckets", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=2, help="ABBA rounds (each: before, cold, warm, warm, cold, before)")
+    ap.add_argument(
+        "--rounds", type=int, default=2, help="ABBA rounds (each: before, cold, warm, warm_uncached, and back)"
+    )
     ap.add_argument("--changes", type=int, default=1000, help="state znodes rewritten between read-ahead and takeover")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-handoff-"))
@@ -102,9 +111,9 @@ def main() -> None:
         prepare_tree(zk, layout)
         brokers = register_brokers(zk_svc.connect, list(range(10)))
         store = HadoopCheckpointStore(spark, str(work / "checkpoint"))
-        runs: dict[str, list[dict[str, float]]] = {"before": [], "cold": [], "warm": []}
+        runs: dict[str, list[dict[str, float]]] = {"before": [], "cold": [], "warm": [], "warm_uncached": []}
         epoch = 10
-        order = ["before", "cold", "warm", "warm", "cold", "before"]
+        order = ["before", "cold", "warm", "warm_uncached", "warm_uncached", "warm", "cold", "before"]
         for r in range(args.rounds):
             for mode in order:
                 epoch += 1
@@ -114,9 +123,11 @@ def main() -> None:
                     got, snap = after(SnapshotReader(zk), spark, store, epoch, args.buckets)
                 else:
                     reader = SnapshotReader(zk)
-                    reader.read(ahead=True)  # the standby's read ahead: sets a watch on every state znode
+                    # the standby's read ahead (a watch on every state znode) and, as ReadAhead does after it,
+                    # its partition states encoded for the files; warm_uncached: the hand-off encodes them all
+                    reader.encode_ahead(reader.read(ahead=True))
                     rewrite_states(zk, layout, args.changes, 100 + epoch)
-                    got, snap = after(reader, spark, store, epoch, args.buckets)
+                    got, snap = after(reader, spark, store, epoch, args.buckets, texts=mode == "warm")
                     got["state_znodes_read"] = float(reader.last_state_reads)
                 assert snap == dataclasses.replace(read_snapshot(zk), controller_epoch=epoch), mode
                 got["load1"] = float(Path("/proc/loadavg").read_text().split()[0])
@@ -125,9 +136,12 @@ def main() -> None:
         out["runs"] = runs
         med = {m: {k: round(statistics.median(x[k] for x in rs), 3) for k in rs[0]} for m, rs in runs.items()}
         out["median"] = med
-        for m in ("cold", "warm"):
+        for m in ("cold", "warm", "warm_uncached"):
             out[f"{m}_over_before"] = round(med[m]["total_s"] / med["before"]["total_s"], 2)
-        print(json.dumps({k: out[k] for k in ("median", "cold_over_before", "warm_over_before")}, indent=1))
+        out["warm_write_over_uncached"] = round(med["warm"]["write_s"] / med["warm_uncached"]["write_s"], 2)
+        keys = ("median", "cold_over_before", "warm_over_before", "warm_uncached_over_before")
+        keys += ("warm_write_over_uncached",)
+        print(json.dumps({k: out[k] for k in keys}, indent=1))
         for c in brokers.values():
             close(c)
         close(zk)

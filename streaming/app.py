@@ -245,6 +245,7 @@ class ControllerApp:
                 resumes=resumes,
                 after_read=(lambda: start_warmup(self.spark)) if warm_after_read and early is None else None,
                 topic_data=reader.topic_data,
+                state_texts=reader.state_texts,
             )
 
         # nothing to replay: the hand-off (snapshot written, shipped, its reference published) runs beside the

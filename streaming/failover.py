@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from core import events as ev
 from core.codec.events import event_from_json
-from core.codec.snapshot import encode_failover_json
+from core.codec.snapshot import StateTexts, encode_failover_json
 from core.snapshot import ZkSnapshot
 from streaming.checkpoint_fs import CheckpointStore, child, parent
 from streaming.routing import bucket_of
@@ -44,9 +44,13 @@ from streaming.validation import FAILOVER_REF_TYPE
 
 def split_snapshot(snapshot: ZkSnapshot, num_buckets: int) -> list[ZkSnapshot]:
     """The snapshot restricted to each bucket's topics; brokers and the controller epoch go to all."""
+    owner: dict[str, int] = {}  # a topic's bucket, computed once (its partition states are many)
 
     def mine(topic: str, b: int) -> bool:
-        return bucket_of(topic, num_buckets) == b
+        of = owner.get(topic)
+        if of is None:
+            of = owner[topic] = bucket_of(topic, num_buckets)
+        return of == b
 
     out = []
     for b in range(num_buckets):
@@ -85,19 +89,21 @@ def write_snapshot(
     num_buckets: int,
     *,
     written: dict[str, str] | None = None,
+    state_texts: StateTexts | None = None,
 ) -> dict[str, Any]:
     """Write the per-bucket files through the checkpoint's file system (once per epoch) and return the
     reference record to publish. Executors cannot read the checkpoint themselves: :func:`ship_snapshots`
     must hand them the files before the reference is published. ``written``, when given, receives the
     text of each file written now by its URI (a file kept from an earlier attempt is not in it), so that
-    :func:`ship_snapshots` need not read it back."""
+    :func:`ship_snapshots` need not read it back. ``state_texts``: partition states already encoded
+    (a standby's, :attr:`streaming.zk_snapshot.SnapshotReader.state_texts`)."""
     folder = child(failover_root(store.root), f"epoch-{snapshot.controller_epoch}")
     for b, part in enumerate(split_snapshot(snapshot, num_buckets)):
         target = bucket_file(folder, b)
         if store.exists(target):  # write-once: a restarted driver with the same epoch keeps the first snapshot
             continue
         # the same text as event_to_json(ControllerFailover(controller_id, part)), built without reflection
-        text = encode_failover_json(controller_id, part)
+        text = encode_failover_json(controller_id, part, state_texts)
         store.write_text(target, text)
         if written is not None:
             written[target] = text

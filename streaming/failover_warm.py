@@ -78,6 +78,8 @@ class ReadAhead:
             started = time.monotonic()
             try:
                 snapshot = self.reader.read(ahead=True, abort=self._stop)
+                # the failover files' text of its partition states, while nothing waits for it
+                self.reader.encode_ahead(snapshot)
                 log.info(
                     "standby: read ahead %d topics, %d partitions in %.1f s (%d partition-state znodes read)",
                     len(snapshot.topics),

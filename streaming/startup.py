@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from core.codec.snapshot import StateTexts
 from core.snapshot import ZkSnapshot
 from streaming import failover
 from streaming.bucket_keys import CHECKPOINT_META, pin_scheme
@@ -235,6 +236,7 @@ def hand_off(
     resumes: bool = False,
     after_read: Callable[[], object] | None = None,
     topic_data: Callable[[ZkSnapshot], Mapping[str, bytes]] | None = None,
+    state_texts: StateTexts | None = None,
 ) -> Any:
     """Read the ZooKeeper tree, prime the admin-path watcher with it, write and ship its snapshot, then
     publish the failover reference on ``livectl.broker-events`` (which opens the failover barrier).
@@ -244,7 +246,8 @@ def hand_off(
     reference after it. ``after_read`` is called once the tree is read, before the snapshot is written (an
     active start's Python warm-up, :mod:`streaming.warmup`). ``topic_data`` gives the topic znodes' data as
     the read got them, for the admin-path watcher's first round
-    (:meth:`streaming.zk_snapshot.SnapshotReader.topic_data`)."""
+    (:meth:`streaming.zk_snapshot.SnapshotReader.topic_data`). ``state_texts``: the partition states a
+    standby encoded ahead (:attr:`streaming.zk_snapshot.SnapshotReader.state_texts`), for the files."""
     from streaming.zk_snapshot import read_snapshot
 
     started = time.monotonic()
@@ -254,7 +257,9 @@ def hand_off(
         after_read()
     watcher.prime(snapshot, topic_data(snapshot) if topic_data is not None else None)
     written: dict[str, str] = {}
-    ref = failover.write_snapshot(store, s.controller_id, snapshot, s.num_buckets, written=written)
+    ref = failover.write_snapshot(
+        store, s.controller_id, snapshot, s.num_buckets, written=written, state_texts=state_texts
+    )
     if resumes:
         ref["resumes"] = True
     # the executors get the files before the reference that names them can reach a task

@@ -41,6 +41,7 @@ from kazoo.protocol.serialization import (
 )
 from kazoo.protocol.states import Callback, EventType, WatchedEvent
 
+from core.codec.snapshot import StateTexts, remember_state_texts
 from core.errors import FormatError
 from core.kafka import zkdata
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
@@ -341,6 +342,10 @@ class SnapshotReader:
         self._stale_reason = "no read ahead"
         #: the last read's snapshot and its topic znodes' data (:meth:`topic_data`)
         self._last_topics: tuple[ZkSnapshot, dict[str, bytes]] | None = None
+        #: partition-state entries of a read ahead already encoded for the failover files, by identity: the
+        #: read after winning keeps the entries of topics taken whole, whose text the hand-off then reuses
+        #: (:meth:`encode_ahead`; :func:`streaming.failover.write_snapshot`)
+        self.state_texts: StateTexts = {}
 
     def read(self, *, ahead: bool = False, abort: threading.Event | None = None) -> ZkSnapshot:
         """The snapshot as ZooKeeper holds it now. ``ahead`` (a standby's read while it waits): the state
@@ -398,6 +403,13 @@ class SnapshotReader:
                     len(snapshot.topics),
                 )
             return snapshot
+
+    def encode_ahead(self, snapshot: ZkSnapshot) -> None:
+        """Encode ``snapshot``'s partition states into :attr:`state_texts` (only entries not encoded before;
+        those of other snapshots are forgotten). A standby calls it after each read ahead, on the thread that
+        reads; nothing else writes :attr:`state_texts`, and the hand-off reads it only once the reads ahead
+        have stopped."""
+        remember_state_texts(snapshot, self.state_texts)
 
     def topic_data(self, snapshot: ZkSnapshot) -> dict[str, bytes]:
         """Each topic znode's data as the read that returned ``snapshot`` got it, by topic (what the admin-path

@@ -8,7 +8,7 @@ A snapshot's broker is encoded with the field names the form has always had (``b
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from core import jsonform as jf
@@ -185,11 +185,24 @@ def _topic_json(t: TopicZnode) -> str:
     )
 
 
-def encode_failover_json(controller_id: int, snapshot: ZkSnapshot) -> str:
-    """The JSON text of ``ControllerFailover(controller_id, snapshot)`` exactly as
-    :func:`core.codec.events.event_to_json` writes it (keys sorted, no spaces), built directly: the generic
-    encoder walks every dataclass field of every partition state by reflection, which for a 100k-partition
-    snapshot costs seconds on the new controller's critical path. ``tests/unit/core`` checks both agree."""
+#: a snapshot's partition-state entries encoded (:func:`encode_failover_json`'s ``state_texts``): by the
+#: identity of the entry, the entry (kept alive, so its identity is not reused) and its JSON text
+StateTexts = dict[int, tuple[tuple[TopicPartition, PartitionStateZnode], str]]
+
+
+def _state_json(tp: TopicPartition, st: PartitionStateZnode, name: Callable[[str], str] = json.dumps) -> str:
+    return (
+        f'[{{"partition":{tp.partition},"topic":{name(tp.topic)}}},'
+        f'{{"controller_epoch":{st.controller_epoch},"isr":[{",".join(map(str, st.isr))}],'
+        f'"leader":{st.leader},"leader_epoch":{st.leader_epoch},'
+        f'"leader_recovery_state":{st.leader_recovery_state},"zk_version":{st.zk_version}}}]'
+    )
+
+
+def remember_state_texts(snapshot: ZkSnapshot, texts: StateTexts) -> None:
+    """Make ``texts`` hold the encoded text of each of ``snapshot``'s partition-state entries and no other, taking
+    an entry's text from ``texts`` when the same entry object is there (a standby's reads ahead keep the entries of
+    topics that did not change: :class:`core.kafka.zksnapshot.TopicBlock`)."""
     names: dict[str, str] = {}
 
     def name(topic: str) -> str:
@@ -198,13 +211,36 @@ def encode_failover_json(controller_id: int, snapshot: ZkSnapshot) -> str:
             quoted = names[topic] = json.dumps(topic)
         return quoted
 
-    states = ",".join(
-        f'[{{"partition":{tp.partition},"topic":{name(tp.topic)}}},'
-        f'{{"controller_epoch":{st.controller_epoch},"isr":[{",".join(map(str, st.isr))}],'
-        f'"leader":{st.leader},"leader_epoch":{st.leader_epoch},'
-        f'"leader_recovery_state":{st.leader_recovery_state},"zk_version":{st.zk_version}}}]'
-        for tp, st in snapshot.partition_states
-    )
+    kept: StateTexts = {}
+    for entry in snapshot.partition_states:
+        hit = texts.get(id(entry))
+        kept[id(entry)] = hit if hit is not None and hit[0] is entry else (entry, _state_json(*entry, name))
+    texts.clear()
+    texts.update(kept)
+
+
+def encode_failover_json(controller_id: int, snapshot: ZkSnapshot, state_texts: StateTexts | None = None) -> str:
+    """The JSON text of ``ControllerFailover(controller_id, snapshot)`` exactly as
+    :func:`core.codec.events.event_to_json` writes it (keys sorted, no spaces), built directly: the generic
+    encoder walks every dataclass field of every partition state by reflection, which for a 100k-partition
+    snapshot costs seconds on the new controller's critical path. ``tests/unit/core`` checks both agree.
+    ``state_texts`` (:func:`remember_state_texts`) gives partition-state entries already encoded, by identity."""
+    names: dict[str, str] = {}
+
+    def name(topic: str) -> str:
+        quoted = names.get(topic)
+        if quoted is None:
+            quoted = names[topic] = json.dumps(topic)
+        return quoted
+
+    if state_texts:
+        texts: list[str] = []
+        for entry in snapshot.partition_states:
+            hit = state_texts.get(id(entry))
+            texts.append(hit[1] if hit is not None and hit[0] is entry else _state_json(*entry, name))
+        states = ",".join(texts)
+    else:
+        states = ",".join(_state_json(tp, st, name) for tp, st in snapshot.partition_states)
     s = snapshot
     brokers = _compact([encode_broker(b) for b in s.brokers])
     preferred = _compact([{"partition": tp.partition, "topic": tp.topic} for tp in s.pending_preferred_elections])

@@ -11,6 +11,8 @@ import pytest
 from broker_registration import registration
 from kazoo.client import KazooClient, KazooState
 
+from core.codec.snapshot import encode_failover_json
+from core.model import TopicPartition
 from streaming.failover_warm import ReadAhead, read_in_background
 from streaming.zk_snapshot import ReadAbortedError, SnapshotError, SnapshotReader, read_snapshot
 
@@ -145,7 +147,14 @@ def test_a_standby_reads_ahead_until_stopped_and_the_early_read_is_a_future(zk: 
     assert reader.reads == reads  # stopped
 
     zk.set("/brokers/topics/a/partitions/2/state", _state(2, [2], 7))
-    assert read_in_background(reader).result(timeout=20) == read_snapshot(zk)
+    won = read_in_background(reader).result(timeout=20)
+    assert won == read_snapshot(zk)
+    # the reads ahead encoded the partition states for the failover files; the read after winning keeps the
+    # entries of what did not change, so the hand-off encodes only the state written since
+    texts = reader.state_texts
+    reused = [e for e in won.partition_states if id(e) in texts and texts[id(e)][0] is e]
+    assert len(reused) == 8 and all(tp != TopicPartition("a", 2) for tp, _ in reused)
+    assert encode_failover_json(1000, won, texts) == encode_failover_json(1000, won)
 
 
 def test_a_failed_read_ahead_is_tried_again(zk: KazooClient) -> None:
