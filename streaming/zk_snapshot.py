@@ -342,9 +342,9 @@ class SnapshotReader:
         self._stale_reason = "no read ahead"
         #: the last read's snapshot and its topic znodes' data (:meth:`topic_data`)
         self._last_topics: tuple[ZkSnapshot, dict[str, bytes]] | None = None
-        #: partition-state entries of a read ahead already encoded for the failover files, by identity: the
-        #: read after winning keeps the entries of topics taken whole, whose text the hand-off then reuses
-        #: (:meth:`encode_ahead`; :func:`streaming.failover.write_snapshot`)
+        #: topic znodes and partition-state entries of a read ahead already encoded for the failover files, by
+        #: identity: the read after winning keeps those of topics taken whole, whose text the hand-off then
+        #: reuses (:meth:`encode_ahead`; :func:`streaming.failover.write_snapshot`)
         self.state_texts: StateTexts = {}
 
     def read(self, *, ahead: bool = False, abort: threading.Event | None = None) -> ZkSnapshot:
@@ -405,10 +405,10 @@ class SnapshotReader:
             return snapshot
 
     def encode_ahead(self, snapshot: ZkSnapshot) -> None:
-        """Encode ``snapshot``'s partition states into :attr:`state_texts` (only entries not encoded before;
-        those of other snapshots are forgotten). A standby calls it after each read ahead, on the thread that
-        reads; nothing else writes :attr:`state_texts`, and the hand-off reads it only once the reads ahead
-        have stopped."""
+        """Encode ``snapshot``'s topic znodes and partition states into :attr:`state_texts` (only those not
+        encoded before; those of other snapshots are forgotten). A standby calls it after each read ahead, on
+        the thread that reads; nothing else writes :attr:`state_texts`, and the hand-off reads it only once the
+        reads ahead have stopped (a lookup checks the object's identity, so a text is never another's)."""
         remember_state_texts(snapshot, self.state_texts)
 
     def topic_data(self, snapshot: ZkSnapshot) -> dict[str, bytes]:

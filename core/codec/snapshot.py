@@ -185,9 +185,9 @@ def _topic_json(t: TopicZnode) -> str:
     )
 
 
-#: a snapshot's partition-state entries encoded (:func:`encode_failover_json`'s ``state_texts``): by the
-#: identity of the entry, the entry (kept alive, so its identity is not reused) and its JSON text
-StateTexts = dict[int, tuple[tuple[TopicPartition, PartitionStateZnode], str]]
+#: parts of snapshots encoded (:func:`encode_failover_json`'s ``state_texts``): by the identity of a
+#: partition-state entry or a topic znode, that object (kept alive, so its identity is not reused) and its text
+StateTexts = dict[int, tuple[object, str]]
 
 
 def _state_json(tp: TopicPartition, st: PartitionStateZnode, name: Callable[[str], str] = json.dumps) -> str:
@@ -199,10 +199,7 @@ def _state_json(tp: TopicPartition, st: PartitionStateZnode, name: Callable[[str
     )
 
 
-def remember_state_texts(snapshot: ZkSnapshot, texts: StateTexts) -> None:
-    """Make ``texts`` hold the encoded text of each of ``snapshot``'s partition-state entries and no other, taking
-    an entry's text from ``texts`` when the same entry object is there (a standby's reads ahead keep the entries of
-    topics that did not change: :class:`core.kafka.zksnapshot.TopicBlock`)."""
+def _quoting() -> Callable[[str], str]:
     names: dict[str, str] = {}
 
     def name(topic: str) -> str:
@@ -211,12 +208,33 @@ def remember_state_texts(snapshot: ZkSnapshot, texts: StateTexts) -> None:
             quoted = names[topic] = json.dumps(topic)
         return quoted
 
+    return name
+
+
+def remember_state_texts(snapshot: ZkSnapshot, texts: StateTexts) -> None:
+    """Make ``texts`` hold the encoded text of each of ``snapshot``'s partition-state entries and topic znodes
+    and no other, taking one's text from ``texts`` when the same object is there (a standby's reads ahead keep
+    the objects of topics that did not change: :class:`core.kafka.zksnapshot.TopicBlock`)."""
+    name = _quoting()
     kept: StateTexts = {}
     for entry in snapshot.partition_states:
         hit = texts.get(id(entry))
-        kept[id(entry)] = hit if hit is not None and hit[0] is entry else (entry, _state_json(*entry, name))
+        kept[id(entry)] = hit if hit is not None and hit[0] is entry else (entry, _state_json(entry[0], entry[1], name))
+    for topic in snapshot.topics:
+        hit = texts.get(id(topic))
+        kept[id(topic)] = hit if hit is not None and hit[0] is topic else (topic, _topic_json(topic))
     texts.clear()
     texts.update(kept)
+
+
+def _texts_of(objects: tuple[Any, ...], texts: StateTexts, encode: Callable[[Any], str]) -> str:
+    """``objects`` encoded and joined by commas, each one's text from ``texts`` when it is that very object."""
+    get = texts.get
+    out: list[str] = []
+    for o in objects:
+        hit = get(id(o))
+        out.append(hit[1] if hit is not None and hit[0] is o else encode(o))
+    return ",".join(out)
 
 
 def encode_failover_json(controller_id: int, snapshot: ZkSnapshot, state_texts: StateTexts | None = None) -> str:
@@ -224,23 +242,15 @@ def encode_failover_json(controller_id: int, snapshot: ZkSnapshot, state_texts: 
     :func:`core.codec.events.event_to_json` writes it (keys sorted, no spaces), built directly: the generic
     encoder walks every dataclass field of every partition state by reflection, which for a 100k-partition
     snapshot costs seconds on the new controller's critical path. ``tests/unit/core`` checks both agree.
-    ``state_texts`` (:func:`remember_state_texts`) gives partition-state entries already encoded, by identity."""
-    names: dict[str, str] = {}
-
-    def name(topic: str) -> str:
-        quoted = names.get(topic)
-        if quoted is None:
-            quoted = names[topic] = json.dumps(topic)
-        return quoted
-
+    ``state_texts`` (:func:`remember_state_texts`) gives partition-state entries and topic znodes already
+    encoded, by identity."""
+    name = _quoting()
     if state_texts:
-        texts: list[str] = []
-        for entry in snapshot.partition_states:
-            hit = state_texts.get(id(entry))
-            texts.append(hit[1] if hit is not None and hit[0] is entry else _state_json(*entry, name))
-        states = ",".join(texts)
+        states = _texts_of(snapshot.partition_states, state_texts, lambda e: _state_json(e[0], e[1], name))
+        topics = _texts_of(snapshot.topics, state_texts, _topic_json)
     else:
         states = ",".join(_state_json(tp, st, name) for tp, st in snapshot.partition_states)
+        topics = ",".join(_topic_json(t) for t in snapshot.topics)
     s = snapshot
     brokers = _compact([encode_broker(b) for b in s.brokers])
     preferred = _compact([{"partition": tp.partition, "topic": tp.topic} for tp in s.pending_preferred_elections])
@@ -248,7 +258,6 @@ def encode_failover_json(controller_id: int, snapshot: ZkSnapshot, state_texts: 
         [{"partition": p.partition, "replicas": list(p.replicas), "topic": p.topic} for p in s.pending_reassignments]
     )
     configs = _compact([[t, [list(kv) for kv in cfg]] for t, cfg in s.topic_configs])
-    topics = ",".join(_topic_json(t) for t in s.topics)
     return (
         f'{{"controller_id":{controller_id},"snapshot":{{"brokers":{brokers},'
         f'"controller_epoch":{s.controller_epoch},"controller_epoch_zk_version":{s.controller_epoch_zk_version},'
