@@ -15,6 +15,7 @@ partition is a state store written on every micro-batch.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -270,23 +271,25 @@ def controller_frame(
     return frame
 
 
-def rehearse_frame(spark: Any, settings: Settings, prepared: PreparedSource) -> tuple[float, float]:
+def rehearse_frame(spark: Any, settings: Settings, prepared: PreparedSource) -> tuple[float, float, int]:
     """Build the query's DataFrame on ``prepared``'s source, plan it, and drop it, never started; returns the
-    seconds the build and the planning took. A standby does it while it waits for the lease: the build after
-    winning then finds pyspark's and the JVM's code paths warm (a driver's first build took 1.1 s here, the
-    next ones 0.3 s; ``bench/README.md``, "The query's plan rehearsed"), and so does the first micro-batch,
-    which plans the same operators and generates the same code for them: the planning is Spark's
+    seconds the build and the planning took, and how many whole-stage-codegen subtrees the plan has (each
+    one's code generated and compiled, or found compiled). A standby does it while it waits for the lease:
+    the build after winning then finds pyspark's and the JVM's code paths warm (a driver's first build took
+    1.1 s here, the next ones 0.3 s; ``bench/README.md``, "The query's plan rehearsed"), and so does the first
+    micro-batch, which plans the same operators and generates the same code for them: the planning is Spark's
     ``explain("codegen")``, which runs the optimizer and the physical planner and generates and compiles the
     Java of each whole-stage-codegen subtree (to report its size), so the compiled classes are in the JVM's
-    cache of generated code when the batch asks for them (``bench/README.md``, "The first batch's code
+    cache of generated code when the batch asks for them (``bench/README.md``, "the first batch's code
     compiled ahead"). It reads and writes nothing: the key scheme is given, not the checkpoint's (whose first
     read records it, a write only the lease holder may make), and planning a streaming frame that is not
     started reads no offsets."""
     started = time.monotonic()
     frame = controller_frame(spark, settings, prepared=prepared, scheme=BucketKeys.SPREAD)
     built = time.monotonic()
-    spark._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "codegen")
-    return built - started, time.monotonic() - built
+    text = str(spark._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "codegen"))
+    found = re.search(r"Found (\d+) WholeStageCodegen subtrees", text)
+    return built - started, time.monotonic() - built, int(found.group(1)) if found else 0
 
 
 def rehearse_in_background(spark: Any, settings: Settings, source: SourceAhead) -> threading.Thread:
@@ -299,11 +302,13 @@ def rehearse_in_background(spark: Any, settings: Settings, source: SourceAhead) 
         if prepared is None:
             return
         try:
-            built_s, planned_s = rehearse_frame(spark, settings, prepared)
+            built_s, planned_s, subtrees = rehearse_frame(spark, settings, prepared)
             log.info(
-                "query plan rehearsed in %.1f s (built %.1f s, planned and its generated code compiled %.1f s)",
+                "query plan rehearsed in %.1f s (built %.1f s, planned and the generated code of its %d "
+                "whole-stage subtrees compiled %.1f s)",
                 built_s + planned_s,
                 built_s,
+                subtrees,
                 planned_s,
             )
         except Exception as e:  # an optimisation only

@@ -21,10 +21,9 @@ def test_a_rehearsed_plan_leaves_the_checkpoint_alone(spark: Any, tmp_path: Path
     checkpoint = tmp_path / "checkpoint"
     s = replace(Settings(), checkpoint_dir=checkpoint.as_uri(), num_buckets=2)
     prepared = prepare_source(spark, s)
-    compiled_before = _classes_compiled(spark)
-    built_s, planned_s = rehearse_frame(spark, s, prepared)
-    assert built_s > 0 and planned_s > 0
-    assert _classes_compiled(spark) > compiled_before  # the plan's generated code, compiled
+    built_s, planned_s, subtrees = rehearse_frame(spark, s, prepared)
+    # the plan's generated code, compiled (or found compiled: the session's earlier tests may have run the plan)
+    assert built_s > 0 and planned_s > 0 and subtrees > 0
     assert not checkpoint.exists()
     # the query's own build records a new checkpoint's key scheme: the write the rehearsal leaves to it
     frame = controller_frame(spark, s, prepared=prepared)
