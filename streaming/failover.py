@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -46,29 +47,40 @@ def split_snapshot(snapshot: ZkSnapshot, num_buckets: int) -> list[ZkSnapshot]:
     """The snapshot restricted to each bucket's topics; brokers and the controller epoch go to all."""
     owner: dict[str, int] = {}  # a topic's bucket, computed once (its partition states are many)
 
-    def mine(topic: str, b: int) -> bool:
+    def bucket(topic: str) -> int:
         of = owner.get(topic)
         if of is None:
             of = owner[topic] = bucket_of(topic, num_buckets)
-        return of == b
+        return of
 
-    out = []
-    for b in range(num_buckets):
-        out.append(
-            replace(
-                snapshot,
-                topics=tuple(t for t in snapshot.topics if mine(t.topic, b)),
-                partition_states=tuple(ps for ps in snapshot.partition_states if mine(ps[0].topic, b)),
-                pending_reassignments=tuple(p for p in snapshot.pending_reassignments if mine(p.topic, b)),
-                topics_to_delete=tuple(t for t in snapshot.topics_to_delete if mine(t, b)),
-                pending_preferred_elections=tuple(
-                    tp for tp in snapshot.pending_preferred_elections if mine(tp.topic, b)
-                ),
-                topic_configs=tuple(c for c in snapshot.topic_configs if mine(c[0], b)),
-                offline_replica_topics=tuple(t for t in snapshot.offline_replica_topics if mine(t, b)),
-            )
+    def deal(items: tuple[Any, ...], topic_of: Callable[[Any], str]) -> list[tuple[Any, ...]]:
+        # one pass: each item goes to its own bucket's list (not one filter per bucket)
+        hands: list[list[Any]] = [[] for _ in range(num_buckets)]
+        for item in items:
+            hands[bucket(topic_of(item))].append(item)
+        return [tuple(h) for h in hands]
+
+    s = snapshot
+    topics = deal(s.topics, lambda t: t.topic)
+    states = deal(s.partition_states, lambda ps: ps[0].topic)
+    pending = deal(s.pending_reassignments, lambda p: p.topic)
+    deleting = deal(s.topics_to_delete, lambda t: t)
+    preferred = deal(s.pending_preferred_elections, lambda tp: tp.topic)
+    configs = deal(s.topic_configs, lambda c: c[0])
+    offline = deal(s.offline_replica_topics, lambda t: t)
+    return [
+        replace(
+            s,
+            topics=topics[b],
+            partition_states=states[b],
+            pending_reassignments=pending[b],
+            topics_to_delete=deleting[b],
+            pending_preferred_elections=preferred[b],
+            topic_configs=configs[b],
+            offline_replica_topics=offline[b],
         )
-    return out
+        for b in range(num_buckets)
+    ]
 
 
 def failover_root(checkpoint_dir: str) -> str:
@@ -95,8 +107,8 @@ def write_snapshot(
     reference record to publish. Executors cannot read the checkpoint themselves: :func:`ship_snapshots`
     must hand them the files before the reference is published. ``written``, when given, receives the
     text of each file written now by its URI (a file kept from an earlier attempt is not in it), so that
-    :func:`ship_snapshots` need not read it back. ``state_texts``: partition states already encoded
-    (a standby's, :attr:`streaming.zk_snapshot.SnapshotReader.state_texts`)."""
+    :func:`ship_snapshots` need not read it back. ``state_texts``: partition states and topic znodes
+    already encoded (a standby's, :attr:`streaming.zk_snapshot.SnapshotReader.state_texts`)."""
     folder = child(failover_root(store.root), f"epoch-{snapshot.controller_epoch}")
     for b, part in enumerate(split_snapshot(snapshot, num_buckets)):
         target = bucket_file(folder, b)

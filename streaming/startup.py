@@ -246,8 +246,8 @@ def hand_off(
     reference after it. ``after_read`` is called once the tree is read, before the snapshot is written (an
     active start's Python warm-up, :mod:`streaming.warmup`). ``topic_data`` gives the topic znodes' data as
     the read got them, for the admin-path watcher's first round
-    (:meth:`streaming.zk_snapshot.SnapshotReader.topic_data`). ``state_texts``: the partition states a
-    standby encoded ahead (:attr:`streaming.zk_snapshot.SnapshotReader.state_texts`), for the files."""
+    (:meth:`streaming.zk_snapshot.SnapshotReader.topic_data`). ``state_texts``: the partition states and
+    topic znodes a standby encoded ahead (:attr:`streaming.zk_snapshot.SnapshotReader.state_texts`), for the files."""
     from streaming.zk_snapshot import read_snapshot
 
     started = time.monotonic()

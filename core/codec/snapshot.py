@@ -8,7 +8,7 @@ A snapshot's broker is encoded with the field names the form has always had (``b
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from core import jsonform as jf
@@ -217,24 +217,25 @@ def remember_state_texts(snapshot: ZkSnapshot, texts: StateTexts) -> None:
     the objects of topics that did not change: :class:`core.kafka.zksnapshot.TopicBlock`)."""
     name = _quoting()
     kept: StateTexts = {}
-    for entry in snapshot.partition_states:
-        hit = texts.get(id(entry))
-        kept[id(entry)] = hit if hit is not None and hit[0] is entry else (entry, _state_json(entry[0], entry[1], name))
-    for topic in snapshot.topics:
-        hit = texts.get(id(topic))
-        kept[id(topic)] = hit if hit is not None and hit[0] is topic else (topic, _topic_json(topic))
+    for entry, text in _known(snapshot.partition_states, texts, lambda e: _state_json(e[0], e[1], name)):
+        kept[id(entry)] = (entry, text)
+    for topic, text in _known(snapshot.topics, texts, _topic_json):
+        kept[id(topic)] = (topic, text)
     texts.clear()
     texts.update(kept)
 
 
-def _texts_of(objects: tuple[Any, ...], texts: StateTexts, encode: Callable[[Any], str]) -> str:
-    """``objects`` encoded and joined by commas, each one's text from ``texts`` when it is that very object."""
+def _known(objects: tuple[Any, ...], texts: StateTexts, encode: Callable[[Any], str]) -> Iterator[tuple[Any, str]]:
+    """Each of ``objects`` with its text: from ``texts`` when it is that very object there, else ``encode``'s."""
     get = texts.get
-    out: list[str] = []
     for o in objects:
         hit = get(id(o))
-        out.append(hit[1] if hit is not None and hit[0] is o else encode(o))
-    return ",".join(out)
+        yield o, (hit[1] if hit is not None and hit[0] is o else encode(o))
+
+
+def _texts_of(objects: tuple[Any, ...], texts: StateTexts, encode: Callable[[Any], str]) -> str:
+    """``objects`` encoded and joined by commas, each one's text from ``texts`` when it is that very object."""
+    return ",".join(text for _o, text in _known(objects, texts, encode))
 
 
 def encode_failover_json(controller_id: int, snapshot: ZkSnapshot, state_texts: StateTexts | None = None) -> str:

@@ -36,6 +36,43 @@ def test_snapshot_is_split_by_bucket(tmp_path: Path) -> None:
         assert failover.load_bucket_failover(ref, b, StoreSnapshots(store_at(tmp_path))).snapshot == parts[b]
 
 
+def test_every_part_of_the_snapshot_goes_to_its_topics_bucket_in_order() -> None:
+    names = [f"t{i}" for i in range(30)]
+    snap = ZkSnapshot(
+        3,
+        2,
+        (Broker(1, 7), Broker(2, 8)),
+        tuple(TopicZnode(t, ((0, (1, 2)),)) for t in names),
+        tuple((TopicPartition(t, p), PartitionStateZnode(1, 0, (1, 2), 1, 0)) for t in names for p in range(3)),
+        pending_reassignments=tuple(PartitionTarget(t, 1, (2, 1)) for t in names[::2]),
+        topics_to_delete=tuple(names[::3]),
+        pending_preferred_elections=tuple(TopicPartition(t, 2) for t in names[::4]),
+        topic_configs=tuple((t, (("retention.ms", "1"),)) for t in names[::5]),
+        offline_replica_topics=tuple(names[::6]),
+    )
+
+    def of(topic: str, b: int) -> bool:
+        return routing.bucket_of(topic, BUCKETS) == b
+
+    parts = failover.split_snapshot(snap, BUCKETS)
+    assert len(parts) == BUCKETS
+    for b, part in enumerate(parts):
+        # the definition: each field filtered by its topic's bucket, in the snapshot's order
+        assert part == ZkSnapshot(
+            3,
+            2,
+            snap.brokers,
+            tuple(t for t in snap.topics if of(t.topic, b)),
+            tuple(ps for ps in snap.partition_states if of(ps[0].topic, b)),
+            pending_reassignments=tuple(p for p in snap.pending_reassignments if of(p.topic, b)),
+            topics_to_delete=tuple(t for t in snap.topics_to_delete if of(t, b)),
+            pending_preferred_elections=tuple(tp for tp in snap.pending_preferred_elections if of(tp.topic, b)),
+            topic_configs=tuple(c for c in snap.topic_configs if of(c[0], b)),
+            offline_replica_topics=tuple(t for t in snap.offline_replica_topics if of(t, b)),
+        )
+    assert sum(len(p.partition_states) for p in parts) == 90 and all(p.topics for p in parts)
+
+
 def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ZkSnapshot:
     """What a controller elected now reads from the fake tree (as :func:`streaming.zk_snapshot.read_snapshot`)."""
     from core.kafka.zksnapshot import snapshot_from_znodes
