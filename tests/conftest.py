@@ -48,10 +48,24 @@ os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
 _SESSION_SERVICES: dict[str, local.Service] = {}
 
 
+#: the test tiers (pyproject.toml's markers) in the order a session runs them
+_TIERS = ("unit", "integration", "spark", "e2e", "cluster")
+
+
+def _tier(item: pytest.Item) -> int:
+    marked = [i for i, name in enumerate(_TIERS) if item.get_closest_marker(name) is not None]
+    return max(marked, default=0)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With ``--cov`` (CI's core coverage gate), coverage is measured over the unit tests only: ``core`` is pure
+    """The tiers run fastest first — unit, integration, spark, e2e, cluster — each keeping its own order: a
+    broken build is said in seconds, and the packed environment the ``cluster`` tests need builds in the
+    background meanwhile (``tests/cluster/conftest.py``), beside the unit tests' one busy core.
+
+    With ``--cov`` (CI's core coverage gate), coverage is measured over the unit tests only: ``core`` is pure
     and its unit tests cover 99 % of it alone, while the tracer made every other test that runs core in
     process (the integration and Spark tests' drivers) pay for lines already counted — ~1.5 minutes of CI."""
+    items.sort(key=_tier)  # stable: within a tier, the collection's order
     if getattr(config.option, "cov_source", None):
         for item in items:
             if item.get_closest_marker("unit") is None:
