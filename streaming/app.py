@@ -234,19 +234,23 @@ class ControllerApp:
         source_ahead.stop_planning()
 
         def handed_off() -> Any:
-            return hand_off(
-                self.spark,
-                zk,
-                producer,
-                s,
-                watcher=watcher,
-                store=store,
-                read=early.result if early else reader.read,
-                resumes=resumes,
-                after_read=(lambda: start_warmup(self.spark)) if warm_after_read and early is None else None,
-                topic_data=reader.topic_data,
-                state_texts=reader.state_texts,
-            )
+            try:
+                return hand_off(
+                    self.spark,
+                    zk,
+                    producer,
+                    s,
+                    watcher=watcher,
+                    store=store,
+                    read=early.result if early else reader.read,
+                    resumes=resumes,
+                    after_read=(lambda: start_warmup(self.spark)) if warm_after_read and early is None else None,
+                    topic_data=reader.topic_data,
+                    state_texts=reader.state_texts,
+                )
+            finally:
+                # only the files needed them: a string per partition state (~35 MB at 100k) need not stay
+                reader.state_texts.clear()
 
         # nothing to replay: the hand-off (snapshot written, shipped, its reference published) runs beside the
         # query's start — the query's first trigger waits for the reference (the barrier), and the source's
