@@ -11,7 +11,7 @@ stream execution thread: the micro-batch's planning, ``addBatch`` and the call i
 
 Prints one line per sample of the thread (time, R = running Java / N = in native code such as a socket read,
 the Spark steps found on its stack, its top frames), then every monitor the thread waited at least 20 ms to
-enter (``jdk.JavaMonitorEnter``: the lock's class and how long), each with the other threads sampled inside
+enter (``jdk.JavaMonitorEnter``: the lock's class and how long), then the other threads sampled inside
 ``SparkEnv.createPythonWorker`` in the window (who may hold Spark's JVM-wide lock for Python processes). A
 blocked thread is not sampled at all: a gap in its samples with a monitor wait over it is time spent on a
 lock. Needs the JDK's ``jfr`` tool on the PATH.
@@ -89,13 +89,12 @@ def main() -> None:
             continue
         lock = (e["values"].get("monitorClass") or {}).get("name", "?")
         print(f"  {clock(e)} waited {e['values'].get('duration')} for {lock}")
-        holders = {
-            thread_of(s)
-            for s in samples
-            if any("createPythonWorker" in f for f in frames(s)) and args.thread not in thread_of(s)
-        }
-        if holders:
-            print(f"    threads sampled in SparkEnv.createPythonWorker in the window: {sorted(holders)}")
+    holders = {
+        thread_of(s)
+        for s in samples
+        if args.thread not in thread_of(s) and any("createPythonWorker" in f for f in frames(s))
+    }
+    print(f"other threads sampled in SparkEnv.createPythonWorker in the window: {sorted(holders) or 'none'}")
 
 
 if __name__ == "__main__":

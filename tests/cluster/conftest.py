@@ -76,6 +76,6 @@ def env_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = Path(prebuilt).resolve()
         assert path.is_file(), f"LIVECTL_TEST_ENV_ARCHIVE={prebuilt} is not a file"
         return path
-    if not _early:  # collected some other way (a plugin's own session): build it now
+    if not _early:  # asked for by a test without the cluster marker (none is: test_test_tree.py): build it now
         _early.append(_Build(tmp_path_factory.mktemp("env")))
     return _early[0].archive()
