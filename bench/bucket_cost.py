@@ -170,7 +170,7 @@ def whole_call(state: controller.ControllerState, calls: int, held: int, paused:
                 if paused:
                     (out,) = stateful.step_bucket((b,), iter([frame]), gs)
                 else:
-                    out = stateful._decide(b, frame, gs, None, None, config=None, summaries=False)
+                    out = stateful.decide_rows(b, frame, gs, None, None, config=None)
                 pa.RecordBatch.from_pandas(out, preserve_index=False)
                 cached[b] = gs.value
                 n += 1

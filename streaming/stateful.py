@@ -41,7 +41,7 @@ from core.context import context_head
 from core.controller.metrics import BUCKET_GAUGES
 from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.request_codec import SortedMemo, TopicStatesMemo
-from streaming import failover, observability
+from streaming import decided, failover, observability
 from streaming.bucket_keys import bucket_of_key
 from streaming.collector import gc_paused
 from streaming.failover_refs import Origin, applicable_events, events_of
@@ -121,7 +121,7 @@ def _stored(
     """The bucket's stored state. From the worker's cache when the blob is the one cached (and ``None``);
     otherwise decoded but for its context, of which only the head (:func:`core.context.context_head`), with
     the blob's digest and the state's JSON object to decode it whole from once the step needs the context
-    (:func:`_decide`: a takeover's failover batch replaces it first, in a worker that never ran the bucket)."""
+    (:func:`decide_rows`: a takeover's failover batch replaces it first, in a worker that never ran the bucket)."""
     digest = _digest(blob)
     hit = _STATE_CACHE.get(bucket)
     if hit is not None and hit[0] == digest and fmt == STATE_FORMAT:
@@ -190,7 +190,16 @@ def make_step(
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         if num_buckets > 0:
             key = (bucket_of_key(int(key[0]), num_buckets), *key[1:])
-        return step_bucket(key, frames, state, checkpoint_dir, shipped, config=config, summaries=summaries)
+        return step_bucket(
+            key,
+            frames,
+            state,
+            checkpoint_dir,
+            shipped,
+            config=config,
+            summaries=summaries,
+            outcomes=decided.shipped_outcome,
+        )
 
     return step
 
@@ -204,9 +213,11 @@ def step_bucket(
     *,
     config: controller.ControllerConfig | None = None,
     summaries: bool = False,
+    outcomes: decided.DecidedFiles | None = None,
 ) -> Iterator[pd.DataFrame]:
     """One bucket's micro-batch (``GroupStateTimeout.NoTimeout``); ``checkpoint_dir`` (when given) is where
-    this query's failover snapshots live, ``snapshots`` how to read them (default: the shipped copies)."""
+    this query's failover snapshots live, ``snapshots`` how to read them (default: the shipped copies),
+    ``outcomes`` where failover outcomes decided ahead are (:mod:`streaming.decided`; default: none)."""
     bucket = int(key[0])
     frame = pd.concat(list(frames), ignore_index=True)
     if bucket == REJECTED_BUCKET:
@@ -215,11 +226,13 @@ def step_bucket(
         yield output_frame(rows)
         return
     with gc_paused():  # the new state is ~0.5M acyclic objects per 12.5k partitions (streaming.collector)
-        out = _decide(bucket, frame, state, checkpoint_dir, snapshots, config=config, summaries=summaries)
+        out = decide_rows(
+            bucket, frame, state, checkpoint_dir, snapshots, config=config, summaries=summaries, outcomes=outcomes
+        )
     yield out
 
 
-def _decide(
+def decide_rows(
     bucket: int,
     frame: pd.DataFrame,
     state: Any,
@@ -227,9 +240,10 @@ def _decide(
     snapshots: failover.SnapshotFiles | None,
     *,
     config: controller.ControllerConfig | None,
-    summaries: bool,
+    summaries: bool = False,
+    outcomes: decided.DecidedFiles | None = None,
 ) -> pd.DataFrame:
-    """The bucket's step (see :func:`step_bucket`): its state updated, its decision rows returned."""
+    """The bucket's step (see :func:`step_bucket`): its state updated, its output frame returned."""
     stored: controller.ControllerState | None = None
     undecoded: tuple[bytes, dict[str, Any]] | None = None
     if state.exists:
@@ -239,6 +253,20 @@ def _decide(
             stored = current
     else:
         current = controller.ControllerState()
+    if outcomes is not None and not summaries:
+        ahead = decided.take(
+            bucket,
+            frame,
+            current,
+            checkpoint_dir=checkpoint_dir,
+            snapshots=snapshots if snapshots is not None else failover.ShippedSnapshots(),
+            config=config,
+            files=outcomes,
+        )
+        if ahead is not None:  # the standby's outcome of this very batch: the same rows and state bytes
+            state.update(ahead.state)
+            _STATE_CACHE.pop(bucket, None)  # the new state's objects are not here: the next batch decodes it
+            return ahead.frame()
     loaded = current.context.controller_id >= 0
     origins: list[Origin] = []
     events, skipped = events_of(

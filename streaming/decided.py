@@ -1,0 +1,338 @@
+"""A standby's failover batch decided ahead: each bucket's outcome of the takeover's first micro-batch,
+computed while the standby waits, so that the bucket only hands it over.
+
+A takeover's first micro-batch gives every bucket its slice of the ZooKeeper snapshot read after winning
+(the failover reference) and a tick; the bucket's step then builds the context from the slice, runs
+Kafka's ``onControllerFailover`` and encodes the decisions and the new state: ~2.5 s of CPU per
+50k-partition bucket, the largest part of a takeover (bench/README.md). That outcome is a function of the
+slice's text, the controller configs, and the bucket's admin bookkeeping (empty in the usual case: the
+step replaces the context whole), nothing else — the tick handler reads no clock. A standby reads the tree
+ahead every few seconds (:class:`streaming.failover_warm.ReadAhead`); after each read :class:`Decider`
+encodes the slices the hand-off will write if nothing changes (the next controller epoch, its znode's next
+version) and, for each slice whose text changed, computes the bucket's outcome with the bucket's own code
+(:func:`streaming.stateful.decide_rows`) in the standby's driver.
+
+The snapshot that counts is still the one read after winning, and Kafka's semantics do not move: the
+hand-off (:func:`matching`, :func:`ship_decided`) ships an outcome beside a slice only when the slice it
+wrote has the very text the outcome was computed from (a digest), under the configs the query runs with; a bucket
+(:func:`take`) uses it only when its batch is exactly that reference and ticks and its stored bookkeeping
+is empty. Anything else — a write between the last read ahead and the win, another epoch, a dynamic config
+changed, the metrics endpoint on (its summary compares with the stored context), a replayed batch — runs
+the step as before. The outcome holds the same rows and state bytes the step would give (unit tests).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import pickle
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pandas as pd
+
+from core import controller
+from core.codec.events import event_to_json
+from core.codec.snapshot import StateTexts, encode_failover_json
+from core.events import Tick
+from core.snapshot import ZkSnapshot
+from streaming import failover
+from streaming.checkpoint_fs import child
+from streaming.routing import KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK
+from streaming.validation import FAILOVER_REF_TYPE
+
+log = logging.getLogger("livectl.app")
+
+#: the version of an outcome's file (:meth:`Outcome.to_bytes`)
+DECIDED_FORMAT = 1
+
+
+def text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One bucket's outcome of a failover batch of exactly its reference and a tick: the reference's folder
+    and epoch, the digest of the slice's text, the configs, then the bucket's output columns (as
+    :func:`streaming.stateful.output_frame` made them, packed payloads included) and its new stored state."""
+
+    folder: str
+    bucket: int
+    controller_id: int
+    controller_epoch: int
+    digest: str
+    config: controller.ControllerConfig
+    columns: dict[str, list[Any]]
+    state: tuple[int, int, bytes]
+
+    def to_bytes(self) -> bytes:
+        # pickle of plain values (str, int, bytes, lists, the frozen config): written by this driver for its own
+        # executors, as Spark pickles the step's closure; its format is checked before anything is used
+        return pickle.dumps((DECIDED_FORMAT, self), protocol=pickle.HIGHEST_PROTOCOL)
+
+    @staticmethod
+    def from_bytes(data: bytes) -> Outcome | None:
+        fmt, outcome = pickle.loads(data)
+        return outcome if fmt == DECIDED_FORMAT and isinstance(outcome, Outcome) else None
+
+    def frame(self) -> pd.DataFrame:
+        """The bucket's output frame (the step's own dtypes)."""
+        from streaming.stateful import METRIC_COLUMNS
+
+        out = pd.DataFrame(self.columns)
+        for c in METRIC_COLUMNS:
+            out[c] = out[c].astype("int64")
+        return out
+
+
+def predicted(snapshot: ZkSnapshot) -> ZkSnapshot:
+    """The snapshot a standby's read after winning gives if nothing else changes: its win wrote the next
+    controller epoch, one version on (:mod:`streaming.lease`)."""
+    return replace(
+        snapshot,
+        controller_epoch=snapshot.controller_epoch + 1,
+        controller_epoch_zk_version=snapshot.controller_epoch_zk_version + 1,
+    )
+
+
+def decide_bucket(
+    bucket: int,
+    text: str,
+    folder: str,
+    *,
+    controller_id: int,
+    controller_epoch: int,
+    checkpoint_dir: str,
+    config: controller.ControllerConfig,
+) -> Outcome | None:
+    """The outcome of ``bucket``'s failover batch (its reference to ``folder`` and a tick) when its slice is
+    ``text``, computed by the bucket's own step on an empty stored state; ``None`` when the step left the
+    failover out (it raised: the batch will run the step and report it)."""
+    from streaming import stateful
+
+    ref = {
+        "version": 1,
+        "type": FAILOVER_REF_TYPE,
+        "controller_id": controller_id,
+        "controller_epoch": controller_epoch,
+        "path": folder,
+    }
+    rows = [
+        (bucket, 0, "~failover", 0, 0, KIND_FAILOVER_REF, failover.ref_to_json(ref)),
+        (bucket, 0, "~tick", 0, 0, KIND_TICK, event_to_json(Tick(0))),
+    ]
+    frame = pd.DataFrame(rows, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+    state = _Slot()
+    out = stateful.decide_rows(bucket, frame, state, checkpoint_dir, _OneSlice(folder, bucket, text), config=config)
+    if state.value is None or bool((out["kind"] == KIND_REJECTED).any()):
+        return None
+    return Outcome(
+        folder,
+        bucket,
+        controller_id,
+        controller_epoch,
+        text_digest(text),
+        config,
+        {str(c): list(out[c]) for c in out.columns},
+        state.value,
+    )
+
+
+class _Slot:
+    """A bucket state that does not exist yet, keeping what the step stores (``GroupState``'s part it uses)."""
+
+    exists = False
+    value: tuple[int, int, bytes] | None = None
+
+    def update(self, value: tuple[int, int, bytes]) -> None:
+        self.value = value
+
+
+class _OneSlice:
+    """One slice's text as the step's snapshot files."""
+
+    def __init__(self, folder: str, bucket: int, text: str) -> None:
+        self.key, self.text = (folder, bucket), text
+
+    def exists(self, folder: str, bucket: int) -> bool:
+        return (folder, bucket) == self.key
+
+    def read(self, folder: str, bucket: int) -> str | None:
+        return self.text if (folder, bucket) == self.key else None
+
+
+class Decider:
+    """A standby's outcomes, one per bucket, kept for the snapshot of its last read ahead
+    (:meth:`update`, on the read-ahead thread); the hand-off takes them with :meth:`outcomes`."""
+
+    def __init__(
+        self,
+        *,
+        controller_id: int,
+        checkpoint_dir: str,
+        num_buckets: int,
+        config: controller.ControllerConfig,
+    ) -> None:
+        self.controller_id = controller_id
+        self.checkpoint_dir = checkpoint_dir
+        self.num_buckets = num_buckets
+        self.config = config
+        self._outcomes: dict[int, Outcome] = {}
+        self._lock = threading.Lock()
+
+    def update(self, snapshot: ZkSnapshot, state_texts: StateTexts, stop: threading.Event) -> int:
+        """Decide every bucket whose slice of the next epoch's snapshot changed; returns how many were
+        decided. Stops between buckets once ``stop`` is set (the standby won: its own step runs next)."""
+        from streaming.collector import gc_paused
+
+        nxt = predicted(snapshot)
+        epoch = nxt.controller_epoch
+        folder = child(failover.failover_root(self.checkpoint_dir), f"epoch-{epoch}")
+        decided = 0
+        for b, part in enumerate(failover.split_snapshot(nxt, self.num_buckets)):
+            if stop.is_set():
+                break
+            text = encode_failover_json(self.controller_id, part, state_texts)
+            known = self._outcomes.get(b)
+            if known is not None and known.folder == folder and known.digest == text_digest(text):
+                continue
+            with gc_paused():
+                outcome = decide_bucket(
+                    b,
+                    text,
+                    folder,
+                    controller_id=self.controller_id,
+                    controller_epoch=epoch,
+                    checkpoint_dir=self.checkpoint_dir,
+                    config=self.config,
+                )
+            with self._lock:
+                if outcome is None:
+                    self._outcomes.pop(b, None)
+                else:
+                    self._outcomes[b] = outcome
+            decided += 1
+        return decided
+
+    def outcomes(self) -> dict[int, Outcome]:
+        with self._lock:
+            return dict(self._outcomes)
+
+
+def decided_name(folder: str, bucket: int) -> str:
+    """The name an outcome is shipped under (``SparkContext.addFile``): the slice's, marked."""
+    return failover.shipped_name(folder, bucket).replace("livectl-failover-", "livectl-decided-", 1)
+
+
+def matching(
+    outcomes: Mapping[int, Outcome],
+    ref: Mapping[str, Any],
+    written: Mapping[str, str],
+    config: controller.ControllerConfig,
+) -> dict[int, Outcome]:
+    """The outcomes that apply to the reference the hand-off is about to publish: each bucket's whose slice
+    the hand-off wrote (``written``: text by URI) with the very text it was computed from, for that
+    reference's folder, epoch and controller, under the configs the query runs with."""
+    folder = str(ref["path"])
+    if ref.get("resumes"):  # the records that waited for the reference are in the batch too
+        return {}
+    found: dict[int, Outcome] = {}
+    for b, outcome in sorted(outcomes.items()):
+        text = written.get(failover.bucket_file(folder, b))
+        if (
+            text is not None
+            and outcome.folder == folder
+            and outcome.controller_epoch == int(ref["controller_epoch"])
+            and outcome.controller_id == int(ref["controller_id"])
+            and outcome.config == config
+            and outcome.digest == text_digest(text)
+        ):
+            found[b] = outcome
+    return found
+
+
+def ship_decided(spark: Any, outcomes: Mapping[int, Outcome], folder: str) -> None:
+    """Driver, in the hand-off before the reference is published: add the :func:`matching` outcomes to the
+    SparkContext, as :func:`shipped_outcome` finds them on the executors."""
+    staging = failover.staging_folder(spark)
+    for b, outcome in sorted(outcomes.items()):
+        local = os.path.join(staging, decided_name(folder, b))
+        with open(local + ".tmp", "wb") as out:
+            out.write(outcome.to_bytes())
+        os.replace(local + ".tmp", local)
+        spark.sparkContext.addFile(local)
+
+
+#: how a bucket finds an outcome shipped for (folder, bucket): its bytes, or ``None``
+DecidedFiles = Callable[[str, int], "bytes | None"]
+
+
+def shipped_outcome(folder: str, bucket: int) -> bytes | None:
+    """The executors' copy of a shipped outcome (``SparkFiles``), or ``None``."""
+    from pyspark import SparkFiles
+
+    try:
+        local = SparkFiles.get(decided_name(folder, bucket))
+    except Exception:  # no SparkContext nor worker: nothing was shipped here
+        return None
+    if not os.path.isfile(local):
+        return None
+    with open(local, "rb") as f:
+        return f.read()
+
+
+def take(
+    bucket: int,
+    frame: pd.DataFrame,
+    current: controller.ControllerState,
+    *,
+    checkpoint_dir: str | None,
+    snapshots: failover.SnapshotFiles,
+    config: controller.ControllerConfig | None,
+    files: DecidedFiles,
+) -> Outcome | None:
+    """The outcome decided ahead for this bucket's batch, when it applies: the batch is one failover
+    reference (usable by the bucket, :func:`streaming.failover.unusable_reason`) and ticks, the reference is
+    the outcome's, the configs are its, and the stored state (``current``, its context's head at least)
+    holds no admin bookkeeping. ``None``: run the step."""
+    kinds = frame["kind"]
+    refs = frame["payload"][kinds == KIND_FAILOVER_REF]
+    if config is None or len(refs) != 1 or not (kinds == KIND_TICK).any():
+        return None
+    if not ((kinds == KIND_FAILOVER_REF) | (kinds == KIND_TICK)).all():
+        return None
+    c = current
+    if c.pending_reassignments or c.pending_deletions or c.zk_reassignments or c.interrupted_reassignments:
+        return None
+    ref = json.loads(refs.iloc[0])
+    if ref.get("resumes"):
+        return None
+    folder = str(ref.get("path", ""))
+    if failover.unusable_reason(ref, bucket, current.context.epoch, checkpoint_dir, snapshots) is not None:
+        return None
+    data = files(folder, bucket)
+    if data is None:
+        return None
+    started = time.monotonic()
+    try:
+        outcome = Outcome.from_bytes(data)
+    except Exception as e:  # a damaged copy: the step decides
+        log.warning("bucket %d: the failover outcome decided ahead could not be read: %r", bucket, e)
+        return None
+    if (
+        outcome is None
+        or outcome.folder != folder
+        or outcome.bucket != bucket
+        or outcome.controller_epoch != int(ref.get("controller_epoch", -1))
+        or outcome.controller_id != int(ref.get("controller_id", -1))
+        or outcome.config != config
+    ):
+        return None
+    log.debug("bucket %d: failover outcome decided ahead, read in %.3f s", bucket, time.monotonic() - started)
+    return outcome
