@@ -301,6 +301,13 @@ def takeover(
             while logs.first("standby: read ahead", t_ready - 3) is None and time.time() - t_ready < 300:
                 time.sleep(0.5)
             out["standby_read_ahead_s"] = round(time.time() - t_ready + 3, 1)
+        if importlib.util.find_spec("streaming.decided") is not None:
+            # and once it has decided the buckets' failover batch for that tree (streaming.decided), unless
+            # switched off (spark.livectl.failover.decideAhead false: no such line comes; waits 120 s)
+            t_ready = time.time()
+            while logs.first("standby: decided") is None and time.time() - t_ready < 120:
+                time.sleep(0.5)
+            out["standby_decided_wait_s"] = round(time.time() - t_ready, 1)
         if rc.failed is not None:
             raise RuntimeError(f"the standby failed while waiting: {rc.failed!r}")
         gone = threading.Event()
@@ -337,7 +344,7 @@ def takeover(
         # the standby's log lines from the controller's death to the batch's end, as the cold start's
         out["log_s"] = [(round(t - t0, 2), m[:160]) for t, m in logs.lines if t0 - 1 <= t <= end]
         # what the standby did ahead while it waited (its read ahead, source, plan, workers), before the death
-        ahead = ("read ahead", "prepared ahead", "rehearsed", "warmed")
+        ahead = ("read ahead", "prepared ahead", "rehearsed", "warmed", "decided")
         out["standby_ahead_s"] = [
             (round(t - t0, 2), m[:160]) for t, m in logs.lines if t < t0 - 1 and any(k in m for k in ahead)
         ]

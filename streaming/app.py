@@ -44,6 +44,7 @@ from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming import failover, spark_ui
 from streaming.background import in_background
 from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore
+from streaming.decided import standby_decider
 from streaming.dispatch import BatchTiming, Dispatcher
 from streaming.failover_warm import ReadAhead, read_in_background
 from streaming.session import spark_session, spark_ui_address
@@ -174,8 +175,11 @@ class ControllerApp:
         reader = SnapshotReader(zk)
         # a standby reads the tree ahead while it waits, watching the partition-state znodes
         # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed
+        decider = standby_decider(self.spark, self.settings, store) if standby else None
         ahead = (
-            ReadAhead(reader, prepare=lambda: failover.ship_snapshots(self.spark, store)).start() if standby else None
+            ReadAhead(reader, prepare=lambda: failover.ship_snapshots(self.spark, store), decider=decider).start()
+            if standby
+            else None
         )
         try:
             fence = self._await_lease(lease, zk)
@@ -247,6 +251,7 @@ class ControllerApp:
                     after_read=(lambda: start_warmup(self.spark)) if warm_after_read and early is None else None,
                     topic_data=reader.topic_data,
                     state_texts=reader.state_texts,
+                    outcomes=decider.outcomes if decider is not None else None,
                 )
             finally:
                 # only the files needed them: a string per partition state (~35 MB at 100k) need not stay

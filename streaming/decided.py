@@ -42,14 +42,48 @@ from core.codec.snapshot import StateTexts, encode_failover_json
 from core.events import Tick
 from core.snapshot import ZkSnapshot
 from streaming import failover
-from streaming.checkpoint_fs import child
+from streaming.checkpoint_fs import CheckpointStore, child
 from streaming.routing import KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK
+from streaming.settings import Settings
 from streaming.validation import FAILOVER_REF_TYPE
 
 log = logging.getLogger("livectl.app")
 
 #: the version of an outcome's file (:meth:`Outcome.to_bytes`)
 DECIDED_FORMAT = 1
+
+#: the Spark property that switches deciding ahead off (``false``); default ``true``
+DECIDE_AHEAD_CONF = "spark.livectl.failover.decideAhead"
+
+
+def decide_ahead_enabled(spark: Any) -> bool:
+    """``spark.livectl.failover.decideAhead`` of the session: ``true`` (default) or ``false``, any case;
+    anything else is refused."""
+    value = str(spark.conf.get(DECIDE_AHEAD_CONF, "true"))
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"{DECIDE_AHEAD_CONF}: must be true or false, got {value.strip()!r}")
+    return text == "true"
+
+
+def standby_decider(spark: Any, settings: Settings, store: CheckpointStore) -> Decider | None:
+    """A standby's :class:`Decider`, or ``None`` where its outcomes could not be used: switched off, the
+    metrics endpoint on (each bucket's summary compares with its stored context), or a checkpoint that
+    has not fixed its bucket count yet (its meta file, :data:`streaming.bucket_keys.CHECKPOINT_META`)."""
+    from streaming.bucket_keys import CHECKPOINT_META
+
+    if not decide_ahead_enabled(spark) or settings.metrics_port > 0:
+        return None
+    meta = child(store.root, CHECKPOINT_META)
+    if not store.exists(meta):
+        return None
+    return Decider(
+        controller_id=settings.controller_id,
+        checkpoint_dir=store.root,
+        num_buckets=int(json.loads(store.read_text(meta))["num_buckets"]),
+        # the configs as set; a dynamic one in ZooKeeper that differs is found at the hand-off (no match)
+        config=settings.controller_config(),
+    )
 
 
 def text_digest(text: str) -> str:

@@ -13,7 +13,8 @@ earlier controller. What is moved earlier is only work whose result cannot depen
   decodes only what changed: the same snapshot a cold read gives (the argument is the reader's).
   The same thread ships the snapshots of earlier controllers that
   the checkpoint holds to the executors (:func:`streaming.failover.ship_snapshots`), which a takeover
-  otherwise does after winning.
+  otherwise does after winning, and decides each bucket's failover batch ahead for the tree it read
+  (:mod:`streaming.decided`; used only where the tree read after winning gives the same slice).
 - **Reading early** (:func:`read_in_background`): with no micro-batch to replay, nothing this controller
   does before its failover reference writes to ZooKeeper (its query's source holds every record back until
   the reference, :mod:`streaming.kafka_source`), so the read after winning can run beside the query's
@@ -30,6 +31,7 @@ from concurrent.futures import Future
 
 from core.snapshot import ZkSnapshot
 from streaming.background import in_background
+from streaming.decided import Decider
 from streaming.zk_snapshot import ReadAbortedError, SnapshotReader
 
 log = logging.getLogger("livectl.app")
@@ -51,11 +53,14 @@ class ReadAhead:
         *,
         interval_s: float = READ_AHEAD_INTERVAL_S,
         prepare: Callable[[], object] | None = None,
+        decider: Decider | None = None,
     ) -> None:
         self.reader = reader
         self.interval_s = interval_s
         self.prepare = prepare
+        self.decider = decider
         self._stop = threading.Event()
+        self._deciding = False
         self._thread = threading.Thread(target=self._run, name="livectl-read-ahead", daemon=True)
 
     def start(self) -> ReadAhead:
@@ -63,9 +68,10 @@ class ReadAhead:
         return self
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Stop reading ahead and wait for a read in progress to end (the next read waits for it anyway)."""
+        """Stop reading ahead and wait for a read in progress to end (the next read waits for it anyway); a
+        bucket being decided ahead is not waited for (the thread ends after it: the step's own run follows)."""
         self._stop.set()
-        if self._thread.is_alive():
+        if self._thread.is_alive() and not self._deciding:
             self._thread.join(timeout)
 
     def _run(self) -> None:
@@ -90,11 +96,32 @@ class ReadAhead:
                     self.reader.last_state_reads,
                     time.monotonic() - started - read_s,
                 )
+                if self.decider is not None:
+                    self._decide(snapshot)
             except ReadAbortedError:
                 return
             except Exception as e:  # ZooKeeper away, a znode not in Kafka's format: the winner's read reports it
                 log.warning("standby: reading the ZooKeeper snapshot ahead failed: %r", e)
             self._stop.wait(self.interval_s)
+
+    def _decide(self, snapshot: ZkSnapshot) -> None:
+        assert self.decider is not None
+        started = time.monotonic()
+        self._deciding = True
+        try:
+            decided = self.decider.update(snapshot, self.reader.state_texts, self._stop)
+        except Exception as e:  # the buckets then step as they would without it
+            log.warning("standby: deciding the failover batch ahead failed: %r", e)
+            return
+        finally:
+            self._deciding = False
+        if decided:
+            log.info(
+                "standby: decided the failover batch of %d of %d buckets ahead in %.1f s",
+                decided,
+                self.decider.num_buckets,
+                time.monotonic() - started,
+            )
 
 
 def read_in_background(reader: SnapshotReader) -> Future[ZkSnapshot]:

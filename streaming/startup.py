@@ -27,6 +27,7 @@ from core.snapshot import ZkSnapshot
 from streaming import failover
 from streaming.bucket_keys import CHECKPOINT_META, pin_scheme
 from streaming.checkpoint_fs import CheckpointStore, batch_ids, child
+from streaming.decided import Outcome, matching, ship_decided
 from streaming.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -237,6 +238,7 @@ def hand_off(
     after_read: Callable[[], object] | None = None,
     topic_data: Callable[[ZkSnapshot], Mapping[str, bytes]] | None = None,
     state_texts: StateTexts | None = None,
+    outcomes: Callable[[], Mapping[int, Outcome]] | None = None,
 ) -> Any:
     """Read the ZooKeeper tree, prime the admin-path watcher with it, write and ship its snapshot, then
     publish the failover reference on ``livectl.broker-events`` (which opens the failover barrier).
@@ -247,7 +249,9 @@ def hand_off(
     active start's Python warm-up, :mod:`streaming.warmup`). ``topic_data`` gives the topic znodes' data as
     the read got them, for the admin-path watcher's first round
     (:meth:`streaming.zk_snapshot.SnapshotReader.topic_data`). ``state_texts``: the partition states and
-    topic znodes a standby encoded ahead (:attr:`streaming.zk_snapshot.SnapshotReader.state_texts`), for the files."""
+    topic znodes a standby encoded ahead (:attr:`streaming.zk_snapshot.SnapshotReader.state_texts`), for the files.
+    ``outcomes``: the buckets' failover batches a standby decided ahead (:class:`streaming.decided.Decider`);
+    those whose slice is the one written now are shipped with it."""
     from streaming.zk_snapshot import read_snapshot
 
     started = time.monotonic()
@@ -264,14 +268,19 @@ def hand_off(
         ref["resumes"] = True
     # the executors get the files before the reference that names them can reach a task
     failover.ship_snapshots(spark, store, str(ref["path"]), texts=written)
+    ahead: dict[int, Outcome] = {}
+    if outcomes is not None and s.metrics_port == 0:  # with the summaries on, the buckets step anyway
+        ahead = matching(outcomes(), ref, written, s.controller_config())
+        ship_decided(spark, ahead, str(ref["path"]))
     producer.send(s.broker_events_topic, key=b"controller", value=failover.ref_to_json(ref).encode())
     producer.flush()
     log.info(
-        "failover snapshot: %d brokers, %d topics, %d partitions in %.1f s (%.1f s waiting for the read)",
+        "failover snapshot: %d brokers, %d topics, %d partitions in %.1f s (%.1f s waiting for the read)%s",
         len(snapshot.brokers),
         len(snapshot.topics),
         len(snapshot.partition_states),
         time.monotonic() - started,
         read_s,
+        "" if outcomes is None else f"; {len(ahead)} of {s.num_buckets} buckets' failover batch decided ahead",
     )
     return snapshot
