@@ -301,9 +301,10 @@ def takeover(
             while logs.first("standby: read ahead", t_ready - 3) is None and time.time() - t_ready < 300:
                 time.sleep(0.5)
             out["standby_read_ahead_s"] = round(time.time() - t_ready + 3, 1)
-        if importlib.util.find_spec("streaming.decided") is not None:
+        decide_off = str(spark.conf.get("spark.livectl.failover.decideAhead", "true")).strip().lower() == "false"
+        if importlib.util.find_spec("streaming.decided") is not None and not decide_off:
             # and once it has decided the buckets' failover batch for that tree (streaming.decided), unless
-            # switched off (spark.livectl.failover.decideAhead false: no such line comes; waits 120 s)
+            # switched off (--conf spark.livectl.failover.decideAhead=false)
             t_ready = time.time()
             while logs.first("standby: decided") is None and time.time() - t_ready < 120:
                 time.sleep(0.5)

@@ -302,7 +302,14 @@ def test_zombie_is_fenced_and_a_cold_start_rebuilds_from_zookeeper(spark: Any, c
     assert not controller.error
 
 
-def test_standby_takes_over_from_the_shared_checkpoint(spark: Any, cluster: Cluster) -> None:
+def _logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
+    return any(text in r.getMessage() for r in caplog.records)
+
+
+def test_standby_takes_over_from_the_shared_checkpoint(
+    spark: Any, cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
     import threading
 
     from streaming.app import ControllerApp
@@ -324,15 +331,21 @@ def test_standby_takes_over_from_the_shared_checkpoint(spark: Any, cluster: Clus
     try:
         cluster.send_admin(ev.CreateTopic("c1", "before", 1, 3))
         wait_for("before online", lambda: cluster.state("before", 0))
+        caplog.set_level(logging.INFO, logger="livectl.app")
         standby.start()
-        # the standby waits for the lease while the active controller works
+        # the standby waits for the lease while the active controller works: it reads the tree ahead and
+        # decides each bucket's failover batch for it (streaming.decided)
         assert not standby_ready.wait(3)
+        wait_for("the standby to decide ahead", lambda: _logged(caplog, "standby: decided the failover batch"))
         epoch_before = int(cluster.zk.get("/controller_epoch")[0])
 
         # the active controller's ZooKeeper session ends, as when its driver dies
         active.app.zk.stop()
         wait_for("the standby to take over", standby_ready.is_set, timeout=120)
         assert int(cluster.zk.get("/controller_epoch")[0]) == epoch_before + 1
+        # nothing changed in ZooKeeper since: every bucket's batch was the one decided, and handed over
+        buckets = cluster.settings.num_buckets or int(spark.conf.get("spark.sql.shuffle.partitions"))
+        assert _logged(caplog, f"{buckets} of {buckets} buckets' failover batch decided ahead")
         wait_for("the old controller to stop", lambda: not active.thread.is_alive(), timeout=60)
 
         # the new controller resumed the shared checkpoint: it knows the topic and acts on new commands
