@@ -44,7 +44,7 @@ from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming import failover, spark_ui
 from streaming.background import in_background
 from streaming.checkpoint_fs import CheckpointStore, HadoopCheckpointStore
-from streaming.decided import standby_decider
+from streaming.decided import decide_ahead_enabled, standby_decider
 from streaming.dispatch import BatchTiming, Dispatcher
 from streaming.failover_warm import ReadAhead, read_in_background
 from streaming.session import spark_session, spark_ui_address
@@ -175,7 +175,9 @@ class ControllerApp:
         reader = SnapshotReader(zk)
         # a standby reads the tree ahead while it waits, watching the partition-state znodes
         # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed
-        decider = standby_decider(self.spark, self.settings, store) if standby else None
+        # read on every start, so that a bad value is refused whether or not this controller waits as a standby
+        decide_ahead = decide_ahead_enabled(self.spark)
+        decider = standby_decider(self.settings, store) if standby and decide_ahead else None
         ahead = (
             ReadAhead(reader, prepare=lambda: failover.ship_snapshots(self.spark, store), decider=decider).start()
             if standby

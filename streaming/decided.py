@@ -66,13 +66,13 @@ def decide_ahead_enabled(spark: Any) -> bool:
     return text == "true"
 
 
-def standby_decider(spark: Any, settings: Settings, store: CheckpointStore) -> Decider | None:
-    """A standby's :class:`Decider`, or ``None`` where its outcomes could not be used: switched off, the
-    metrics endpoint on (each bucket's summary compares with its stored context), or a checkpoint that
-    has not fixed its bucket count yet (its meta file, :data:`streaming.bucket_keys.CHECKPOINT_META`)."""
+def standby_decider(settings: Settings, store: CheckpointStore) -> Decider | None:
+    """A standby's :class:`Decider`, or ``None`` where its outcomes could not be used: the metrics endpoint
+    on (each bucket's summary compares with its stored context), or a checkpoint that has not fixed its
+    bucket count yet (its meta file, :data:`streaming.bucket_keys.CHECKPOINT_META`)."""
     from streaming.bucket_keys import CHECKPOINT_META
 
-    if not decide_ahead_enabled(spark) or settings.metrics_port > 0:
+    if settings.metrics_port > 0:
         return None
     meta = child(store.root, CHECKPOINT_META)
     if not store.exists(meta):
@@ -163,7 +163,11 @@ def decide_bucket(
     ]
     frame = pd.DataFrame(rows, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
     state = _Slot()
-    out = stateful.decide_rows(bucket, frame, state, checkpoint_dir, _OneSlice(folder, bucket, text), config=config)
+    try:
+        out = stateful.decide_rows(bucket, frame, state, checkpoint_dir, _OneSlice(folder, bucket, text), config=config)
+    finally:
+        # the step keeps the new state for the worker's next batch; in this driver nothing steps next
+        stateful._STATE_CACHE.pop(bucket, None)
     if state.value is None or bool((out["kind"] == KIND_REJECTED).any()):
         return None
     return Outcome(

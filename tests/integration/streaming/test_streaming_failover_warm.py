@@ -241,3 +241,39 @@ def test_a_read_that_failed_to_decode_keeps_nothing_stale(zk: KazooClient) -> No
     zk.set("/brokers/topics/b/partitions/1/state", _state(2, [2], 6))
     assert reader.read() == read_snapshot(zk)  # a-0's change read by the failed read is in it
     assert reader.read() == read_snapshot(zk) and reader.last_topics_kept == 3
+
+
+def test_a_standby_decides_after_each_read_ahead_and_a_stop_does_not_wait_for_a_decision(zk: KazooClient) -> None:
+    from core.controller import ControllerConfig
+    from streaming.checkpoint_fs import MemoryCheckpointStore
+    from streaming.decided import Decider, predicted
+
+    _cluster(zk)
+    store = MemoryCheckpointStore("memory:/decide-ahead")
+    decider = Decider(controller_id=1000, checkpoint_dir=store.root, num_buckets=2, config=ControllerConfig())
+    ahead = ReadAhead(SnapshotReader(zk), interval_s=0.05, decider=decider).start()
+    deadline = time.monotonic() + 20
+    while len(decider.outcomes()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    ahead.stop()
+    # decided for the tree as it will be read after winning: the next epoch (ZooKeeper's /controller_epoch 3)
+    assert {o.controller_epoch for o in decider.outcomes().values()} == {4}
+    assert predicted(read_snapshot(zk)).controller_epoch == 4
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow(Decider):
+        def update(self, snapshot: object, state_texts: object, stop: threading.Event) -> int:
+            entered.set()
+            release.wait(30)
+            return 0
+
+    slow = Slow(controller_id=1000, checkpoint_dir=store.root, num_buckets=2, config=ControllerConfig())
+    ahead = ReadAhead(SnapshotReader(zk), interval_s=0.05, decider=slow).start()
+    try:
+        assert entered.wait(20)
+        started = time.monotonic()
+        ahead.stop()  # the winner does not wait for the decision: its own step follows
+        assert time.monotonic() - started < 1.0
+    finally:
+        release.set()

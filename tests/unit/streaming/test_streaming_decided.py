@@ -143,7 +143,9 @@ def test_an_outcome_decided_ahead_is_the_steps_own_rows_and_state(tmp_path: Path
     stored = _stored_states(tmp_path, validator)
     ahead = _cluster(epoch=1)
     decider = _decider(tmp_path, config)
+    stateful._STATE_CACHE.clear()
     assert decider.update(ahead, {}, threading.Event()) == BUCKETS
+    assert not stateful._STATE_CACHE  # the driver keeps the outcomes, not the states the step built
     assert decider.update(ahead, {}, threading.Event()) == 0  # nothing changed: nothing decided again
     # won: the tree read after winning is the one read ahead, one epoch on
     ref, written = _hand_off(tmp_path, decided.predicted(ahead))
@@ -268,3 +270,40 @@ def test_a_stop_ends_the_deciding_between_buckets(tmp_path: Path) -> None:
     stop = threading.Event()
     stop.set()
     assert _decider(tmp_path, ControllerConfig()).update(_cluster(), {}, stop) == 0
+
+
+class _Conf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get(self, key: str, default: str) -> str:
+        return self.values.get(key, default)
+
+
+class _Spark:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.conf = _Conf(values)
+
+
+def test_the_switch_is_true_or_false_and_anything_else_is_refused() -> None:
+    assert decided.decide_ahead_enabled(_Spark({})) is True
+    assert decided.decide_ahead_enabled(_Spark({decided.DECIDE_AHEAD_CONF: " FALSE "})) is False
+    with pytest.raises(ValueError, match=r"spark\.livectl\.failover\.decideAhead: must be true or false, got 'off'"):
+        decided.decide_ahead_enabled(_Spark({decided.DECIDE_AHEAD_CONF: "off"}))
+
+
+def test_a_standby_decides_only_on_a_checkpoint_with_its_bucket_count_and_without_the_summaries(
+    tmp_path: Path,
+) -> None:
+    from streaming.bucket_keys import CHECKPOINT_META
+    from streaming.checkpoint_fs import MemoryCheckpointStore, child
+    from streaming.settings import Settings
+
+    store = MemoryCheckpointStore(f"memory:{tmp_path}/decider")
+    settings = Settings(controller_id=7, unclean_leader_election_enable=True)
+    assert decided.standby_decider(settings, store) is None  # a new checkpoint: its bucket count is not fixed
+    store.write_text(child(store.root, CHECKPOINT_META), '{"num_buckets": 3}')
+    d = decided.standby_decider(settings, store)
+    assert d is not None and (d.num_buckets, d.controller_id, d.checkpoint_dir) == (3, 7, store.root)
+    assert d.config == settings.controller_config() and d.config.unclean_leader_election_enable
+    assert decided.standby_decider(replace(settings, metrics_port=9404), store) is None
