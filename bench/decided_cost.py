@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import machine_info, write_results
-from bucket_cost import snapshot_for
+from bucket_cost import _GroupState, snapshot_for
 from core_step import build_state
 
 from core import controller
@@ -41,24 +41,6 @@ from core.codec.events import event_to_json
 from streaming import decided, failover, stateful
 from streaming.checkpoint_fs import MemoryCheckpointStore
 from streaming.routing import KIND_FAILOVER_REF, KIND_TICK
-
-
-class _Stored:
-    """The bucket's stored state as the takeover's task finds it (the previous controller's)."""
-
-    def __init__(self, value: tuple[Any, ...]) -> None:
-        self.value = value
-
-    @property
-    def exists(self) -> bool:
-        return True
-
-    @property
-    def get(self) -> tuple[Any, ...]:
-        return self.value
-
-    def update(self, value: tuple[Any, ...]) -> None:
-        self.value = value
 
 
 def cpu(fn: Any, *a: Any, **kw: Any) -> tuple[Any, float]:
@@ -109,7 +91,7 @@ def main() -> None:
 
     def call(with_outcome: bool) -> tuple[float, str, str]:
         stateful._STATE_CACHE.clear()  # a worker that never ran the bucket, as in a takeover
-        gs = _Stored(stored)
+        gs = _GroupState(stored)  # the previous controller's stored state, as a takeover finds it
         gc.collect()
         (out,), s = cpu(
             lambda: list(
