@@ -50,7 +50,7 @@ from streaming.failover_warm import ReadAhead, read_in_background
 from streaming.session import spark_session, spark_ui_address
 from streaming.settings import Settings
 from streaming.shutdown import fence_check, fenced_if_replaced, raise_outcome, stop_query
-from streaming.side_threads import Opened, admin_watcher, start_side_threads
+from streaming.side_threads import Opened, admin_watcher, controller_config_now, start_side_threads
 from streaming.startup import (
     hand_off,
     has_planned_batch,
@@ -177,7 +177,11 @@ class ControllerApp:
         # (streaming.failover_warm): the read after winning then re-reads and decodes only what changed
         # read on every start, so that a bad value is refused whether or not this controller waits as a standby
         decide_ahead = decide_ahead_enabled(self.spark)
-        decider = standby_decider(self.settings, store) if standby and decide_ahead else None
+        decider = (
+            standby_decider(self.settings, store, lambda: controller_config_now(zk, self.settings))
+            if standby and decide_ahead
+            else None
+        )
         ahead = (
             ReadAhead(reader, prepare=lambda: failover.ship_snapshots(self.spark, store), decider=decider).start()
             if standby

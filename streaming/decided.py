@@ -1,24 +1,25 @@
-"""A standby's failover batch decided ahead: each bucket's outcome of the takeover's first micro-batch,
-computed while the standby waits, so that the bucket only hands it over.
+"""A standby's failover batch decided ahead: each bucket's outcome of the takeover's first micro-batch, computed
+while the standby waits, so that the bucket only hands it over.
 
-A takeover's first micro-batch gives every bucket its slice of the ZooKeeper snapshot read after winning
-(the failover reference) and a tick; the bucket's step then builds the context from the slice, runs
-Kafka's ``onControllerFailover`` and encodes the decisions and the new state: ~2.5 s of CPU per
-50k-partition bucket, the largest part of a takeover (bench/README.md). That outcome is a function of the
-slice's text, the controller configs, and the bucket's admin bookkeeping (empty in the usual case: the
-step replaces the context whole), nothing else — the tick handler reads no clock. A standby reads the tree
-ahead every few seconds (:class:`streaming.failover_warm.ReadAhead`); after each read :class:`Decider`
-encodes the slices the hand-off will write if nothing changes (the next controller epoch, its znode's next
-version) and, for each slice whose text changed, computes the bucket's outcome with the bucket's own code
+A takeover's first micro-batch gives every bucket its slice of the ZooKeeper snapshot read after winning (the
+failover reference) and a tick; the bucket's step then builds the context from the slice, runs Kafka's
+``onControllerFailover`` and encodes the decisions and the new state: 3–4 s of CPU per 50k-partition bucket on
+a 2-core machine, the largest part of a takeover (bench/README.md). That outcome is a function of the slice's
+text, the controller configs, and the bucket's admin bookkeeping (empty in the usual case: the step replaces
+the context whole), nothing else — the tick handler reads no clock. A standby reads the tree ahead every 10
+seconds (:class:`streaming.failover_warm.ReadAhead`); after each read :class:`Decider` encodes the slices the
+hand-off will write if nothing changes (the next controller epoch, its znode's next version) and, for each
+slice whose text changed, computes the bucket's outcome with the bucket's own code
 (:func:`streaming.stateful.decide_rows`) in the standby's driver.
 
-The snapshot that counts is still the one read after winning, and Kafka's semantics do not move: the
-hand-off (:func:`matching`, :func:`ship_decided`) ships an outcome beside a slice only when the slice it
-wrote has the very text the outcome was computed from (a digest), under the configs the query runs with; a bucket
-(:func:`take`) uses it only when its batch is exactly that reference and ticks and its stored bookkeeping
-is empty. Anything else — a write between the last read ahead and the win, another epoch, a dynamic config
-changed, the metrics endpoint on (its summary compares with the stored context), a replayed batch — runs
-the step as before. The outcome holds the same rows and state bytes the step would give (unit tests).
+The snapshot that counts is still the one read after winning, and Kafka's semantics do not move: the hand-off
+(:func:`matching`, :func:`ship_decided`) ships an outcome beside a slice only when the slice it wrote has the
+very text the outcome was computed from (a digest), under the configs the query runs with; a bucket
+(:func:`take`) uses it only when its batch is exactly that reference and ticks and its stored bookkeeping is
+empty. Anything else — a write between the last read ahead and the win, another epoch, a dynamic config
+changed, the metrics endpoint on (its summary compares with the stored context), commands that waited behind
+the failover barrier (their buckets) — runs the step as before. The outcome holds the same rows and state
+bytes the step would give (unit tests).
 """
 
 from __future__ import annotations
@@ -66,7 +67,11 @@ def decide_ahead_enabled(spark: Any) -> bool:
     return text == "true"
 
 
-def standby_decider(settings: Settings, store: CheckpointStore) -> Decider | None:
+def standby_decider(
+    settings: Settings,
+    store: CheckpointStore,
+    config_of: Callable[[], controller.ControllerConfig] | None = None,
+) -> Decider | None:
     """A standby's :class:`Decider`, or ``None`` where its outcomes could not be used: the metrics endpoint
     on (each bucket's summary compares with its stored context), or a checkpoint that has not fixed its
     bucket count yet (its meta file, :data:`streaming.bucket_keys.CHECKPOINT_META`)."""
@@ -81,8 +86,8 @@ def standby_decider(settings: Settings, store: CheckpointStore) -> Decider | Non
         controller_id=settings.controller_id,
         checkpoint_dir=store.root,
         num_buckets=int(json.loads(store.read_text(meta))["num_buckets"]),
-        # the configs as set; a dynamic one in ZooKeeper that differs is found at the hand-off (no match)
         config=settings.controller_config(),
+        config_of=config_of,
     )
 
 
@@ -207,7 +212,9 @@ class _OneSlice:
 
 class Decider:
     """A standby's outcomes, one per bucket, kept for the snapshot of its last read ahead
-    (:meth:`update`, on the read-ahead thread); the hand-off takes them with :meth:`outcomes`."""
+    (:meth:`update`, on the read-ahead thread); the hand-off takes them with :meth:`outcomes`. ``config``: the
+    controller configs to decide with, or ``config_of`` to read them before each update (as the winner will:
+    the static ones with ZooKeeper's dynamic ones, :mod:`streaming.admin_watch`)."""
 
     def __init__(
         self,
@@ -216,19 +223,26 @@ class Decider:
         checkpoint_dir: str,
         num_buckets: int,
         config: controller.ControllerConfig,
+        config_of: Callable[[], controller.ControllerConfig] | None = None,
     ) -> None:
         self.controller_id = controller_id
         self.checkpoint_dir = checkpoint_dir
         self.num_buckets = num_buckets
         self.config = config
+        self.config_of = config_of
         self._outcomes: dict[int, Outcome] = {}
+        #: bucket -> what its last decision was for (folder, slice digest, configs), kept or not
+        self._decided_for: dict[int, tuple[str, str, controller.ControllerConfig]] = {}
         self._lock = threading.Lock()
 
     def update(self, snapshot: ZkSnapshot, state_texts: StateTexts, stop: threading.Event) -> int:
-        """Decide every bucket whose slice of the next epoch's snapshot changed; returns how many were
-        decided. Stops between buckets once ``stop`` is set (the standby won: its own step runs next)."""
+        """Decide every bucket whose slice of the next epoch's snapshot (or the configs) changed since its
+        last decision; returns how many were decided. Stops between buckets once ``stop`` is set (the
+        standby won: its own step runs next)."""
         from streaming.collector import gc_paused
 
+        if self.config_of is not None:
+            self.config = self.config_of()
         nxt = predicted(snapshot)
         epoch = nxt.controller_epoch
         folder = child(failover.failover_root(self.checkpoint_dir), f"epoch-{epoch}")
@@ -237,8 +251,8 @@ class Decider:
             if stop.is_set():
                 break
             text = encode_failover_json(self.controller_id, part, state_texts)
-            known = self._outcomes.get(b)
-            if known is not None and known.folder == folder and known.digest == text_digest(text):
+            key = (folder, text_digest(text), self.config)
+            if self._decided_for.get(b) == key:
                 continue
             with gc_paused():
                 outcome = decide_bucket(
@@ -251,10 +265,11 @@ class Decider:
                     config=self.config,
                 )
             with self._lock:
-                if outcome is None:
+                if outcome is None:  # the step left the failover out: the winner's step reports it
                     self._outcomes.pop(b, None)
                 else:
                     self._outcomes[b] = outcome
+            self._decided_for[b] = key
             decided += 1
         return decided
 

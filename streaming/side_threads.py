@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.controller import ControllerConfig
 from core.snapshot import ZkSnapshot
 from streaming.dispatch import Dispatcher
 from streaming.settings import Settings
@@ -29,6 +30,13 @@ def admin_watcher(zk: Any, producer: Any, s: Settings, controller_epoch: int) ->
         s.controller_id,
         static_configs=s.controller_configs(),
     )
+
+
+def controller_config_now(zk: Any, s: Settings) -> ControllerConfig:
+    """The controller configs a query started now would run with: the settings' with ZooKeeper's dynamic ones,
+    read as the admin-path watcher reads them at a controller's start (a watcher only for the read: it
+    publishes nothing)."""
+    return s.with_controller_configs(admin_watcher(zk, None, s, 0).read_configs()).controller_config()
 
 
 def start_side_threads(

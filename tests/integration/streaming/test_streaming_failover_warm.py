@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from broker_registration import registration
@@ -277,3 +278,19 @@ def test_a_standby_decides_after_each_read_ahead_and_a_stop_does_not_wait_for_a_
         assert time.monotonic() - started < 1.0
     finally:
         release.set()
+
+
+def test_a_standby_decides_with_the_controller_configs_zookeeper_holds_now(zk: KazooClient) -> None:
+    from streaming.settings import Settings
+    from streaming.side_threads import controller_config_now
+
+    settings = Settings(controller_id=1000, unclean_leader_election_enable=False, delete_topic_enable=True)
+    assert controller_config_now(zk, settings) == settings.controller_config()
+    # Kafka's dynamic broker configs: the cluster default, then this controller's own
+    zk.create(
+        "/config/brokers/<default>", b'{"version":1,"config":{"unclean.leader.election.enable":"true"}}', makepath=True
+    )
+    zk.create("/config/brokers/1000", b'{"version":1,"config":{"delete.topic.enable":"false"}}')
+    now = controller_config_now(zk, settings)
+    assert now.unclean_leader_election_enable and not now.delete_topic_enable
+    assert now == replace(settings, unclean_leader_election_enable=True, delete_topic_enable=False).controller_config()

@@ -294,3 +294,35 @@ def test_a_standby_decides_only_on_a_checkpoint_with_its_bucket_count_and_withou
     assert d is not None and (d.num_buckets, d.controller_id, d.checkpoint_dir) == (3, 7, store.root)
     assert d.config == settings.controller_config() and d.config.unclean_leader_election_enable
     assert decided.standby_decider(replace(settings, metrics_port=9404), store) is None
+
+
+def test_the_configs_are_read_before_each_update_and_a_change_decides_again(tmp_path: Path) -> None:
+    configs = [ControllerConfig(), ControllerConfig(), ControllerConfig(unclean_leader_election_enable=True)]
+    decider = decided.Decider(
+        controller_id=CONTROLLER,
+        checkpoint_dir=store_at(tmp_path).root,
+        num_buckets=BUCKETS,
+        config=ControllerConfig(),
+        config_of=configs.pop,  # the last first: the changed configs, then twice the first ones
+    )
+    ahead = _cluster()
+    assert decider.update(ahead, {}, threading.Event()) == BUCKETS
+    assert {o.config.unclean_leader_election_enable for o in decider.outcomes().values()} == {True}
+    assert decider.update(ahead, {}, threading.Event()) == BUCKETS  # the configs changed back: decided again
+    assert decider.update(ahead, {}, threading.Event()) == 0
+    assert {o.config for o in decider.outcomes().values()} == {ControllerConfig()}
+
+
+def test_a_failover_the_step_leaves_out_keeps_no_outcome_and_is_not_decided_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.controller import event_loop
+
+    def broken(c: object, e: object) -> None:
+        raise RuntimeError("a bug in the failover")
+
+    monkeypatch.setitem(event_loop.HANDLERS, ev.ControllerFailover, broken)
+    decider = _decider(tmp_path, ControllerConfig())
+    assert decider.update(_cluster(), {}, threading.Event()) == BUCKETS
+    assert decider.outcomes() == {}
+    assert decider.update(_cluster(), {}, threading.Event()) == 0  # the same slices: not stepped again
