@@ -247,8 +247,10 @@ def test_a_damaged_or_foreign_outcome_file_runs_the_step(tmp_path: Path, validat
     outcomes = decided.matching(decider.outcomes(), ref, written, config)
     batch = _batch(tmp_path, validator, ref)
     expected = _run(tmp_path, {}, batch, config, None)[:2]
-    # bucket 0's outcome served to every bucket: only bucket 0 takes it
-    for bad, takers in ((b"not a pickle", []), (outcomes[0].to_bytes(), [0])):
+    # bucket 0's outcome served to every bucket: only bucket 0 takes it; one decided from another slice text:
+    # none (the slice the step would load is compared with it)
+    other = replace(outcomes[0], digest="0" * 32).to_bytes()
+    for bad, takers in ((b"not a pickle", []), (outcomes[0].to_bytes(), [0]), (other, [])):
         rows, states, taken = _run(tmp_path, {}, batch, config, None, shipped=lambda f, b, bad=bad: bad)  # type: ignore[misc]
         assert taken == takers and (rows, states) == expected
 
