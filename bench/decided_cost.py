@@ -40,7 +40,7 @@ from core import events as ev
 from core.codec.events import event_to_json
 from streaming import decided, failover, stateful
 from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.routing import KIND_FAILOVER_REF, KIND_TICK
+from streaming.routing import KIND_FAILOVER_REF, KIND_TICK, ROUTED_COLUMNS
 
 
 def cpu(fn: Any, *a: Any, **kw: Any) -> tuple[Any, float]:
@@ -85,7 +85,7 @@ def main() -> None:
     ]
     import pandas as pd
 
-    frame = pd.DataFrame(frame_rows, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+    frame = pd.DataFrame(frame_rows, columns=ROUTED_COLUMNS)
     stored = stateful.dump_state(state)
     files = failover.StoreSnapshots(store)
 

@@ -27,6 +27,7 @@ __all__ = [
     "CHECKPOINT_META",
     "BucketKeys",
     "bucket_of_key",
+    "checkpoint_meta",
     "checkpoint_scheme",
     "group_keys",
     "murmur3_int",
@@ -100,12 +101,21 @@ def bucket_of_key(key: int, num_buckets: int) -> int:
     return key % num_buckets if key >= 0 else key
 
 
+def checkpoint_meta(store: CheckpointStore) -> dict[str, Any] | None:
+    """The content of the checkpoint's :data:`CHECKPOINT_META` (its bucket count, its key scheme), or
+    ``None`` when the checkpoint has none yet."""
+    meta = child(store.root, CHECKPOINT_META)
+    if not store.exists(meta):
+        return None
+    data: dict[str, Any] = json.loads(store.read_text(meta))
+    return data
+
+
 def checkpoint_scheme(store: CheckpointStore, num_buckets: int) -> BucketKeys:
     """The key scheme of the checkpoint at ``store``, recorded in its :data:`CHECKPOINT_META` the first time
     (with ``num_buckets`` when that file is new): ``identity`` for a checkpoint that already holds batches
     without the record (made before it existed), ``spread`` for a new one."""
-    meta = child(store.root, CHECKPOINT_META)
-    return pin_scheme(store, num_buckets, json.loads(store.read_text(meta)) if store.exists(meta) else None)
+    return pin_scheme(store, num_buckets, checkpoint_meta(store))
 
 
 def pin_scheme(store: CheckpointStore, num_buckets: int, data: dict[str, Any] | None) -> BucketKeys:

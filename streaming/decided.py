@@ -44,7 +44,7 @@ from core.events import Tick
 from core.snapshot import ZkSnapshot
 from streaming import failover
 from streaming.checkpoint_fs import CheckpointStore, child
-from streaming.routing import KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK
+from streaming.routing import KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK, ROUTED_COLUMNS
 from streaming.settings import Settings
 from streaming.validation import FAILOVER_REF_TYPE
 
@@ -75,17 +75,17 @@ def standby_decider(
     """A standby's :class:`Decider`, or ``None`` where its outcomes could not be used: the metrics endpoint
     on (each bucket's summary compares with its stored context), or a checkpoint that has not fixed its
     bucket count yet (its meta file, :data:`streaming.bucket_keys.CHECKPOINT_META`)."""
-    from streaming.bucket_keys import CHECKPOINT_META
+    from streaming.bucket_keys import checkpoint_meta
 
     if settings.metrics_port > 0:
         return None
-    meta = child(store.root, CHECKPOINT_META)
-    if not store.exists(meta):
+    meta = checkpoint_meta(store)
+    if meta is None:
         return None
     return Decider(
         controller_id=settings.controller_id,
         checkpoint_dir=store.root,
-        num_buckets=int(json.loads(store.read_text(meta))["num_buckets"]),
+        num_buckets=int(meta["num_buckets"]),
         config=settings.controller_config(),
         config_of=config_of,
     )
@@ -166,7 +166,7 @@ def decide_bucket(
         (bucket, 0, "~failover", 0, 0, KIND_FAILOVER_REF, failover.ref_to_json(ref)),
         (bucket, 0, "~tick", 0, 0, KIND_TICK, event_to_json(Tick(0))),
     ]
-    frame = pd.DataFrame(rows, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+    frame = pd.DataFrame(rows, columns=ROUTED_COLUMNS)
     state = _Slot()
     try:
         out = stateful.decide_rows(bucket, frame, state, checkpoint_dir, _OneSlice(folder, bucket, text), config=config)
@@ -312,16 +312,10 @@ def matching(
 
 def ship_decided(spark: Any, outcomes: Mapping[int, Outcome], folder: str) -> None:
     """Driver, in the hand-off before the reference is published: add the :func:`matching` outcomes to the
-    SparkContext, as :func:`shipped_outcome` finds them on the executors."""
+    SparkContext (:func:`streaming.failover.ship_file`), as :func:`shipped_outcome` finds them on the executors."""
     staging = failover.staging_folder(spark)
     for b, outcome in sorted(outcomes.items()):
-        local = os.path.join(staging, decided_name(folder, b))
-        if os.path.exists(local):  # shipped by this SparkContext already (Spark serves an added name once)
-            continue
-        with open(local + ".tmp", "wb") as out:
-            out.write(outcome.to_bytes())
-        os.replace(local + ".tmp", local)
-        spark.sparkContext.addFile(local)
+        failover.ship_file(spark, os.path.join(staging, decided_name(folder, b)), outcome.to_bytes)
 
 
 #: how a bucket finds an outcome shipped for (folder, bucket): its bytes, or ``None``
@@ -329,14 +323,9 @@ DecidedFiles = Callable[[str, int], "bytes | None"]
 
 
 def shipped_outcome(folder: str, bucket: int) -> bytes | None:
-    """The executors' copy of a shipped outcome (``SparkFiles``), or ``None``."""
-    from pyspark import SparkFiles
-
-    try:
-        local = SparkFiles.get(decided_name(folder, bucket))
-    except Exception:  # no SparkContext nor worker: nothing was shipped here
-        return None
-    if not os.path.isfile(local):
+    """The executors' copy of a shipped outcome (:func:`streaming.failover.shipped_copy`), or ``None``."""
+    local = failover.shipped_copy(decided_name(folder, bucket))
+    if local is None:
         return None
     with open(local, "rb") as f:
         return f.read()

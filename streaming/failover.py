@@ -175,13 +175,7 @@ class ShippedSnapshots:
 
     @staticmethod
     def _local(folder: str, bucket: int) -> str | None:
-        from pyspark import SparkFiles
-
-        try:
-            local = SparkFiles.get(shipped_name(folder, bucket))
-        except Exception:  # no SparkContext nor worker: nothing was shipped here
-            return None
-        return local if os.path.isfile(local) else None
+        return shipped_copy(shipped_name(folder, bucket))
 
     def exists(self, folder: str, bucket: int) -> bool:
         return self._local(folder, bucket) is not None
@@ -193,6 +187,36 @@ class ShippedSnapshots:
         # a local copy in the executor's work folder, not a checkpoint path
         with open(local, encoding="utf-8") as f:
             return f.read()
+
+
+def shipped_copy(name: str) -> str | None:
+    """The local path of the file the driver shipped as ``name`` (``SparkContext.addFile``, found with
+    ``SparkFiles.get`` in the Python worker), or ``None`` when nothing was shipped here by that name."""
+    from pyspark import SparkFiles
+
+    try:
+        local = SparkFiles.get(name)
+    except Exception:  # no SparkContext nor worker: nothing was shipped here
+        return None
+    return local if os.path.isfile(local) else None
+
+
+def ship_file(spark: Any, local: str, content: Callable[[], str | bytes]) -> bool:
+    """Driver: write ``content()`` to the staging path ``local`` (whole, then renamed into place) and add it
+    to the SparkContext; ``False`` when this SparkContext shipped that path already (Spark serves an added
+    name once). A failed add removes the copy, so that the next call tries again."""
+    if os.path.exists(local):
+        return False
+    data = content()
+    with open(local + ".tmp", "wb") as out:  # the driver's staging copy
+        out.write(data if isinstance(data, bytes) else data.encode())
+    os.replace(local + ".tmp", local)
+    try:
+        spark.sparkContext.addFile(local)
+    except Exception:
+        os.remove(local)
+        raise
+    return True
 
 
 #: application id -> the driver's local folder of staged copies (Spark refuses one name from two paths)
@@ -228,7 +252,6 @@ def ship_snapshots(
     At start the driver ships every epoch the checkpoint holds: a replayed or not yet processed batch may
     meet the reference of an earlier controller, which the buckets must be able to load as the previous
     driver's executors could."""
-    sc = spark.sparkContext
     staging = staging_folder(spark)
     if folder is None:
         root = failover_root(store.root)
@@ -241,20 +264,13 @@ def ship_snapshots(
             m = re.fullmatch(r"bucket-(\d+)\.json", name)
             if m is None:
                 continue
-            local = os.path.join(staging, shipped_name(f, int(m.group(1))))
-            if os.path.exists(local):
-                continue
             uri = child(f, name)
-            text = texts[uri] if texts is not None and uri in texts else store.read_text(uri)
-            with open(local + ".tmp", "w", encoding="utf-8") as out:  # the driver's staging copy
-                out.write(text)
-            os.replace(local + ".tmp", local)
-            try:
-                sc.addFile(local)
-            except Exception:
-                os.remove(local)  # not shipped: the next call must try again
-                raise
-            added += 1
+            local = os.path.join(staging, shipped_name(f, int(m.group(1))))
+
+            def text(uri: str = uri) -> str:
+                return texts[uri] if texts is not None and uri in texts else store.read_text(uri)
+
+            added += ship_file(spark, local, text)
     return added
 
 

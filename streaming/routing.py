@@ -31,6 +31,8 @@ REJECTED_BUCKET = -1
 
 #: Spark DDL of the rows :func:`prepare` yields
 ROUTED_SCHEMA = "bucket int, ts long, src string, offset long, sub int, kind string, payload string"
+#: the columns of :data:`ROUTED_SCHEMA`, in order
+ROUTED_COLUMNS = ["bucket", "ts", "src", "offset", "sub", "kind", "payload"]
 
 KIND_EVENT = "event"
 KIND_FAILOVER_REF = "failover_ref"
@@ -94,7 +96,7 @@ def prepare_frame(frame: pd.DataFrame, num_buckets: int, admin_topic: str, valid
     timestamp, value``)."""
     rows: list[tuple[int, int, str, int, int, str, str]] = []
     if frame.empty:
-        return pd.DataFrame([], columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+        return pd.DataFrame([], columns=ROUTED_COLUMNS)
     values = [v if v is None or isinstance(v, str) else bytes(v).decode("utf-8", "replace") for v in frame["value"]]
     sources = ["admin" if t == admin_topic else "broker-events" for t in frame["topic"]]
     checked = _check(validator, values, sources)
@@ -130,7 +132,7 @@ def prepare_frame(frame: pd.DataFrame, num_buckets: int, admin_topic: str, valid
                 rejected_row(topic, partition, offset, values[i], rejection),
             )
         )
-    return pd.DataFrame(rows, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+    return pd.DataFrame(rows, columns=ROUTED_COLUMNS)
 
 
 def rejected_row(topic: str, partition: int, offset: int, payload: str | None, rejection: Any) -> str:
@@ -175,7 +177,7 @@ def _check(validator: Any, values: list[str | None], sources: list[str]) -> list
 def tick_rows(now_ms: int, num_buckets: int) -> pd.DataFrame:
     text = event_to_json(ev.Tick(now_ms))
     rows = [(b, now_ms, "~tick", 0, 0, KIND_TICK, text) for b in range(num_buckets)]
-    return pd.DataFrame(rows, columns=["bucket", "ts", "src", "offset", "sub", "kind", "payload"])
+    return pd.DataFrame(rows, columns=ROUTED_COLUMNS)
 
 
 def _millis(value: Any) -> int:

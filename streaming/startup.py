@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from core.codec.snapshot import StateTexts
 from core.snapshot import ZkSnapshot
 from streaming import failover
-from streaming.bucket_keys import CHECKPOINT_META, pin_scheme
+from streaming.bucket_keys import checkpoint_meta, pin_scheme
 from streaming.checkpoint_fs import CheckpointStore, batch_ids, child
 from streaming.decided import Outcome, matching, ship_decided
 from streaming.settings import Settings, SettingsError
@@ -139,8 +139,7 @@ def resolve_buckets(spark: Any, settings: Settings, store: CheckpointStore) -> S
     """Fix the bucket count: the setting, else :func:`default_buckets`; then make the shuffle partitions
     equal to it and check it against the checkpoint (``livectl.json`` in it, through the checkpoint's file
     system), whose state is partitioned by it."""
-    meta = child(store.root, CHECKPOINT_META)
-    data: dict[str, Any] | None = json.loads(store.read_text(meta)) if store.exists(meta) else None
+    data = checkpoint_meta(store)
     if data is not None:
         recorded = int(data["num_buckets"])
         if settings.num_buckets and recorded != settings.num_buckets:
