@@ -23,9 +23,12 @@ a batch that changes the state rewrites it.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -41,7 +44,7 @@ from core.context import context_head
 from core.controller.metrics import BUCKET_GAUGES
 from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.request_codec import SortedMemo, TopicStatesMemo
-from streaming import decided, failover, observability
+from streaming import decided, failover, observability, peer_states
 from streaming.bucket_keys import bucket_of_key
 from streaming.collector import gc_paused
 from streaming.failover_refs import Origin, applicable_events, events_of
@@ -115,6 +118,34 @@ def _digest(blob: bytes) -> bytes:
     return hashlib.blake2b(blob, digest_size=16).digest()
 
 
+def _decode_paused(fmt: int, size: int, blob: bytes) -> controller.ControllerState:
+    with gc_paused():  # as a step's own decode runs (streaming.collector)
+        return load_state(fmt, size, blob)
+
+
+def _settle() -> None:
+    """After states decoded ahead, while the worker is idle: the collection its daemon runs after a task
+    (livectl's :class:`streaming.worker_daemon.TaskEndCollector`, which then freezes the survivors, is
+    ``pyspark.daemon``'s ``gc`` in the workers it forks), so that the next task's collections do not walk
+    the new objects; a plain collection under another daemon."""
+    daemon = sys.modules.get("pyspark.daemon")
+    collector = getattr(daemon, "gc", gc)
+    if collector is gc:
+        gc.collect()
+    else:
+        collector.collect()
+
+
+#: this worker's side of the states its executor's workers share (:mod:`streaming.peer_states`)
+_PEERS = peer_states.PeerStates(_STATE_CACHE, _digest, _decode_paused, settle=_settle)
+
+
+def worker_peers() -> peer_states.PeerStates:
+    """This worker's :data:`_PEERS` (a function, so that the step's closure refers to it by name: pickled
+    with it, the object would be a copy, with locks Spark cannot pickle)."""
+    return _PEERS
+
+
 def _stored(
     bucket: int, fmt: int, size: int, blob: bytes
 ) -> tuple[controller.ControllerState, tuple[bytes, dict[str, Any]] | None]:
@@ -123,6 +154,7 @@ def _stored(
     the blob's digest and the state's JSON object to decode it whole from once the step needs the context
     (:func:`decide_rows`: a takeover's failover batch replaces it first, in a worker that never ran the bucket)."""
     digest = _digest(blob)
+    _PEERS.wait_for(bucket, digest)  # being decoded ahead by this worker's thread: then it is in the cache
     hit = _STATE_CACHE.get(bucket)
     if hit is not None and hit[0] == digest and fmt == STATE_FORMAT:
         return hit[1], None
@@ -177,6 +209,7 @@ def make_step(
     config: controller.ControllerConfig | None = None,
     summaries: bool = False,
     num_buckets: int = 0,
+    share_states: bool = False,
 ) -> Any:
     """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``
     (its qualified URI). It runs in Python workers on the executors, which read failover snapshots from
@@ -184,7 +217,8 @@ def make_step(
     controller configs with ZooKeeper's dynamic ones, as read at the driver's start) is what a bucket runs
     with from the controller failover of this run on. With ``summaries`` each bucket also reports its
     ``summary`` row (the metrics endpoint and status page are on). With ``num_buckets`` the grouping key
-    is a :mod:`streaming.bucket_keys` key, and the bucket is that key modulo ``num_buckets``."""
+    is a :mod:`streaming.bucket_keys` key, and the bucket is that key modulo ``num_buckets``. With
+    ``share_states`` the workers of an executor share the buckets' stored states (:mod:`streaming.peer_states`)."""
     shipped = failover.ShippedSnapshots()
 
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
@@ -199,6 +233,7 @@ def make_step(
             config=config,
             summaries=summaries,
             outcomes=decided.shipped_outcome,
+            peers=worker_peers() if share_states else None,
         )
 
     return step
@@ -214,10 +249,12 @@ def step_bucket(
     config: controller.ControllerConfig | None = None,
     summaries: bool = False,
     outcomes: decided.DecidedFiles | None = None,
+    peers: peer_states.PeerStates | None = None,
 ) -> Iterator[pd.DataFrame]:
     """One bucket's micro-batch (``GroupStateTimeout.NoTimeout``); ``checkpoint_dir`` (when given) is where
     this query's failover snapshots live, ``snapshots`` how to read them (default: the shipped copies),
-    ``outcomes`` where failover outcomes decided ahead are (:mod:`streaming.decided`; default: none)."""
+    ``outcomes`` where failover outcomes decided ahead are (:mod:`streaming.decided`; default: none),
+    ``peers`` the states shared with the executor's other workers (default: none)."""
     bucket = int(key[0])
     frame = pd.concat(list(frames), ignore_index=True)
     if bucket == REJECTED_BUCKET:
@@ -225,11 +262,38 @@ def step_bucket(
         rows = [[bucket, i, KIND_REJECTED, p, *_NO_METRICS] for i, p in enumerate(rejected["payload"])]
         yield output_frame(rows)
         return
-    with gc_paused():  # the new state is ~0.5M acyclic objects per 12.5k partitions (streaming.collector)
-        out = decide_rows(
-            bucket, frame, state, checkpoint_dir, snapshots, config=config, summaries=summaries, outcomes=outcomes
-        )
+    if peers is not None:
+        peers.step_started(shared_folder(checkpoint_dir))
+    try:
+        with gc_paused():  # the new state is ~0.5M acyclic objects per 12.5k partitions (streaming.collector)
+            out = decide_rows(
+                bucket,
+                frame,
+                state,
+                checkpoint_dir,
+                snapshots,
+                config=config,
+                summaries=summaries,
+                outcomes=outcomes,
+                published=peers.publish if peers is not None else None,
+            )
+    finally:
+        if peers is not None:
+            peers.step_ended()
     yield out
+
+
+def shared_folder(checkpoint_dir: str | None) -> Path | None:
+    """Where this executor's workers share the states of the query of ``checkpoint_dir``
+    (:func:`streaming.peer_states.folder_for` under the files directory Spark gives the task); ``None``
+    without a checkpoint or outside a Spark task."""
+    if checkpoint_dir is None:
+        return None
+    from pyspark import SparkFiles
+
+    if not getattr(SparkFiles, "_is_running_on_worker", False) or SparkFiles._root_directory is None:
+        return None
+    return peer_states.folder_for(SparkFiles._root_directory, checkpoint_dir)
 
 
 def decide_rows(
@@ -242,8 +306,10 @@ def decide_rows(
     config: controller.ControllerConfig | None,
     summaries: bool = False,
     outcomes: decided.DecidedFiles | None = None,
+    published: Any = None,
 ) -> pd.DataFrame:
-    """The bucket's step (see :func:`step_bucket`): its state updated, its output frame returned."""
+    """The bucket's step (see :func:`step_bucket`): its state updated, its output frame returned;
+    ``published`` (when given) is called with the bucket and each new stored state."""
     stored: controller.ControllerState | None = None
     undecoded: tuple[bytes, dict[str, Any]] | None = None
     if state.exists:
@@ -266,6 +332,8 @@ def decide_rows(
         if ahead is not None:  # the standby's outcome of this very batch: the same rows and state bytes
             state.update(ahead.state)
             _STATE_CACHE.pop(bucket, None)  # the new state's objects are not here: the next batch decodes it
+            if published is not None:  # (or this worker's thread does, between batches)
+                published(bucket, ahead.state)
             return ahead.frame()
     loaded = current.context.controller_id >= 0
     origins: list[Origin] = []
@@ -298,6 +366,8 @@ def decide_rows(
         dumped = dump_state(new_state)
         state.update(dumped)
         _STATE_CACHE[bucket] = (_digest(dumped[2]), new_state)
+        if published is not None:
+            published(bucket, dumped)
     # else the batch changed nothing here (ticks only, as in every bucket but one for an admin command):
     # the stored blob stands, so neither re-serialised (0.15 s per 12.5k partitions) nor written to the
     # state store; comparing costs ~3 ms, the unchanged parts being the same objects

@@ -1,0 +1,263 @@
+"""Bucket states shared between an executor's Python workers (:mod:`streaming.peer_states`): a worker
+decodes ahead the stored blobs the others wrote, and a step uses such a state only for the very blob
+Spark gives it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shell_pipeline import ADMIN, EVENTS, FakeGroupState, Pipeline, epoch_znode, snapshot_of
+
+from core import events as ev
+from core.codec.events import event_to_json
+from sinks.memory import MemoryZooKeeper
+from sinks.ports import Fence
+from streaming import peer_states, routing, stateful
+from streaming.peer_states import PeerStates, folder_for, read_blob, share_states_enabled, write_blob
+from streaming.validation import InputValidator
+
+pytestmark = pytest.mark.unit
+
+
+class _Conf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get(self, key: str, default: str) -> str:
+        return self.values.get(key, default)
+
+
+class _Spark:
+    def __init__(self, **values: str) -> None:
+        self.conf = _Conf(values)
+
+
+def _stored_blobs(tmp_path: Path, validator: InputValidator) -> dict[int, tuple[Any, ...]]:
+    """Every bucket's stored state after a failover and a topic created."""
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 6, 2)))])
+    return {b: s.value for b, s in p.states.items() if s.value is not None}
+
+
+def _peers(cache: dict[int, tuple[bytes, Any]], decode: Any = stateful.load_state) -> PeerStates:
+    return PeerStates(cache, stateful._digest, decode, background=False)
+
+
+def test_the_switch_reads_true_or_false_and_refuses_anything_else() -> None:
+    assert share_states_enabled(_Spark()) is True
+    assert share_states_enabled(_Spark(**{peer_states.SHARE_STATES_CONF: " FALSE "})) is False
+    assert share_states_enabled(_Spark(**{peer_states.SHARE_STATES_CONF: "True"})) is True
+    with pytest.raises(ValueError, match=r"spark\.livectl\.python\.shareStates: must be true or false, got 'yes'"):
+        share_states_enabled(_Spark(**{peer_states.SHARE_STATES_CONF: "yes"}))
+
+
+def test_blob_files_round_trip_and_a_short_or_missing_file_is_none(tmp_path: Path) -> None:
+    folder = folder_for(str(tmp_path), "file:/ckpt/a")
+    assert folder != folder_for(str(tmp_path), "file:/ckpt/b")
+    assert folder == folder_for(str(tmp_path), "file:/ckpt/a")
+    write_blob(folder, 3, 1, 99, b"blob-bytes")
+    assert read_blob(folder / "bucket-3") == (1, 99, b"blob-bytes")
+    write_blob(folder, 3, 1, 7, b"newer")  # replaced whole
+    assert read_blob(folder / "bucket-3") == (1, 7, b"newer")
+    assert [p.name for p in folder.iterdir()] == ["bucket-3"]  # no staging file left
+    (folder / "bucket-4").write_bytes(b"\x00\x01")
+    assert read_blob(folder / "bucket-4") is None
+    assert read_blob(folder / "bucket-5") is None
+
+
+def test_a_worker_decodes_the_others_blobs_and_its_step_then_finds_them(
+    tmp_path: Path, validator: InputValidator
+) -> None:
+    blobs = _stored_blobs(tmp_path, validator)
+    assert len(blobs) >= 2
+    folder = tmp_path / "shared"
+    for b, (fmt, size, blob) in blobs.items():
+        write_blob(folder, b, int(fmt), int(size), bytes(blob))
+    stateful._STATE_CACHE.clear()  # this worker ran none of them
+    peers = _peers(stateful._STATE_CACHE)
+    peers.step_started(folder)
+    peers.step_ended()
+    try:
+        assert peers.decode_pending() == len(blobs)
+        assert peers.decode_pending() == 0  # held now: not decoded again
+        for b, (fmt, size, blob) in blobs.items():
+            got, undecoded = stateful._stored(b, int(fmt), int(size), bytes(blob))
+            assert undecoded is None  # a hit: the step decodes nothing
+            assert got == stateful.load_state(int(fmt), int(size), bytes(blob))
+    finally:
+        stateful._STATE_CACHE.clear()
+
+
+def test_a_state_is_used_only_for_the_blob_it_was_decoded_from(tmp_path: Path, validator: InputValidator) -> None:
+    blobs = _stored_blobs(tmp_path, validator)
+    bucket, (fmt, size, blob) = next(iter(blobs.items()))
+    other = next(v for b, v in blobs.items() if b != bucket)
+    folder = tmp_path / "shared"
+    write_blob(folder, bucket, int(other[0]), int(other[1]), bytes(other[2]))  # another bucket's state, misnamed
+    stateful._STATE_CACHE.clear()
+    peers = _peers(stateful._STATE_CACHE)
+    peers.step_started(folder)
+    peers.step_ended()
+    try:
+        assert peers.decode_pending() == 1
+        _, undecoded = stateful._stored(bucket, int(fmt), int(size), bytes(blob))
+        assert undecoded is not None  # the blob Spark gives is not the one decoded: decoded from its own
+        assert stateful._decoded(bucket, undecoded) == stateful.load_state(int(fmt), int(size), bytes(blob))
+    finally:
+        stateful._STATE_CACHE.clear()
+
+
+def test_a_damaged_blob_is_left_to_the_step_and_not_retried(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    write_blob(folder, 0, stateful.STATE_FORMAT, 10, b"not zstd at all")
+    calls: list[int] = []
+
+    def decode(fmt: int, size: int, blob: bytes) -> Any:
+        calls.append(fmt)
+        return stateful.load_state(fmt, size, blob)
+
+    cache: dict[int, tuple[bytes, Any]] = {}
+    peers = _peers(cache, decode)
+    peers.step_started(folder)
+    peers.step_ended()
+    assert peers.decode_pending() == 0
+    assert peers.decode_pending() == 0
+    assert calls == [stateful.STATE_FORMAT] and cache == {}
+
+
+def test_nothing_is_decoded_once_a_step_began(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    for b in range(3):
+        write_blob(folder, b, 1, 1, bytes([b]))
+    peers = _peers({}, lambda fmt, size, blob: blob)
+    peers.step_started(folder)
+    assert peers.decode_pending() == 0
+    peers.step_ended()
+    assert peers.decode_pending() == 3
+
+
+def test_a_decoded_state_does_not_replace_one_a_step_stored_meanwhile(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    write_blob(folder, 0, 1, 1, b"old")
+    cache: dict[int, tuple[bytes, Any]] = {}
+    newer = (b"digest-of-the-step's-state", "the step's state")
+
+    def decode(fmt: int, size: int, blob: bytes) -> Any:
+        cache[0] = newer  # the worker's step stored bucket 0's new state while this decoded
+        return "decoded"
+
+    peers = _peers(cache, decode)
+    peers.step_started(folder)
+    peers.step_ended()
+    assert peers.decode_pending() == 0
+    assert cache[0] is newer
+
+
+def test_a_step_waits_for_the_blob_being_decoded_instead_of_decoding_it_again(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    write_blob(folder, 0, 1, 1, b"blob")
+    started, release = threading.Event(), threading.Event()
+
+    def decode(fmt: int, size: int, blob: bytes) -> Any:
+        started.set()
+        release.wait(10)
+        return "state"
+
+    cache: dict[int, tuple[bytes, Any]] = {}
+    peers = _peers(cache, decode)
+    peers.step_started(folder)
+    peers.step_ended()
+    worker = threading.Thread(target=peers.decode_pending)
+    worker.start()
+    assert started.wait(10)
+    waited: list[Any] = []
+
+    def step_needs_it() -> None:
+        peers.wait_for(0, stateful._digest(b"blob"))
+        waited.append(cache.get(0))
+
+    waiter = threading.Thread(target=step_needs_it)
+    waiter.start()
+    time.sleep(0.1)
+    assert waited == []  # still decoding
+    peers.wait_for(0, stateful._digest(b"another blob"))  # not this one: no wait
+    release.set()
+    worker.join(10)
+    waiter.join(10)
+    assert waited == [(stateful._digest(b"blob"), "state")]
+
+
+def test_the_thread_decodes_after_a_quiet_spell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(peer_states, "QUIET_S", 0.05)
+    folder = tmp_path / "shared"
+    cache: dict[int, tuple[bytes, Any]] = {}
+    peers = PeerStates(cache, stateful._digest, lambda fmt, size, blob: blob.decode())
+    peers.step_started(folder)
+    peers.publish(0, (1, 1, b"mine"))
+    peers.step_ended()
+    write_blob(folder, 1, 1, 1, b"theirs")  # another worker's task ends later
+    deadline = time.monotonic() + 10
+    while len(cache) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert cache == {0: (stateful._digest(b"mine"), "mine"), 1: (stateful._digest(b"theirs"), "theirs")}
+    peers.step_started(None)  # the thread stops looking; the folder stays
+
+
+def test_a_step_that_stores_a_new_state_publishes_its_blob(tmp_path: Path, validator: InputValidator) -> None:
+    zk = MemoryZooKeeper()
+    epoch_znode(zk)
+    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
+    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    folder = tmp_path / "shared"
+    peers = _peers({})
+    peers.step_started(folder)  # outside a Spark task the step keeps this folder
+    peers.step_ended()
+    routed = routing.prepare_frame(
+        p.records([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 6, 2)))]), len(p.states) - 1, ADMIN, validator
+    )
+    for bucket, frame in routed.groupby("bucket"):
+        state: FakeGroupState = p.states[int(bucket)]
+        before = state.value
+        list(stateful.step_bucket((bucket,), iter([frame]), state, peers=peers))
+        if state.value != before:
+            fmt, size, blob = state.value  # type: ignore[misc]
+            assert read_blob(folder / f"bucket-{int(bucket)}") == (int(fmt), int(size), bytes(blob))
+    assert any(folder.iterdir())
+
+
+def test_the_worker_settles_its_collector_after_a_pass_that_decoded(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    write_blob(folder, 0, 1, 1, b"a")
+    settled: list[int] = []
+    peers = PeerStates(
+        {}, stateful._digest, lambda fmt, size, blob: blob, settle=lambda: settled.append(1), background=False
+    )
+    peers.step_started(folder)
+    peers.step_ended()
+    assert peers.decode_pending() == 1 and settled == [1]
+    assert peers.decode_pending() == 0 and settled == [1]  # nothing new: nothing to settle
+
+
+def test_settle_runs_the_daemons_task_end_collection(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    collected: list[str] = []
+
+    class Collector:
+        def collect(self, generation: int = 2) -> int:
+            collected.append("task-end")
+            return 0
+
+    daemon = types.ModuleType("pyspark.daemon")
+    daemon.gc = Collector()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pyspark.daemon", daemon)
+    stateful._settle()
+    assert collected == ["task-end"]
