@@ -22,11 +22,12 @@ Absent partition / replica states read as ``NonExistentPartition`` / ``NonExiste
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import filterfalse
 from typing import Any
 
+from core.errors import DecodeStoppedError
 from core.model import (
     Broker,
     Endpoint,
@@ -405,9 +406,10 @@ def context_head(d: dict[str, Any]) -> ControllerContext:
     )
 
 
-def context_from_dict(d: dict[str, Any]) -> ControllerContext:
+def context_from_dict(d: dict[str, Any], stop: Callable[[], bool] | None = None) -> ControllerContext:
     """Inverse of :meth:`ControllerContext.to_dict`: a context equal (``==``, every index included) to the one
-    dumped, its maps in the same order.
+    dumped, its maps in the same order. ``stop`` (when given) is asked before each topic; once it answers
+    true the decode ends with :class:`core.errors.DecodeStoppedError`.
 
     Built in bulk (a bucket's state is decoded whenever its Python worker has not cached it): the index of
     partitions by broker is filled once per distinct replica set (:meth:`ControllerContext._index_assigned`)
@@ -434,6 +436,8 @@ def context_from_dict(d: dict[str, Any]) -> ControllerContext:
     # replica set RS -> its partitions, indexed once per RS at the end
     on_replicas: dict[tuple[int, ...], list[TopicPartition]] = {}
     for topic, parts in d["topics"].items():
+        if stop is not None and stop():
+            raise DecodeStoppedError("the context's decode was stopped")
         ctx.topic_partitions[topic] = set()
         for p_str, (reps, adding, removing, lead, pstate, rstates) in parts.items():
             p = int(p_str)

@@ -14,6 +14,10 @@ class CoreError(Exception):
     """Root of every exception raised by ``core``."""
 
 
+class DecodeStoppedError(CoreError):
+    """A decode given a ``stop`` callable was stopped by it before the end (nothing decoded is returned)."""
+
+
 class FormatError(CoreError, ValueError):
     """A JSON form could not be decoded.
 

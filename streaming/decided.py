@@ -46,6 +46,7 @@ from streaming import failover
 from streaming.checkpoint_fs import CheckpointStore, child
 from streaming.routing import KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK, ROUTED_COLUMNS
 from streaming.settings import Settings
+from streaming.spark_flags import spark_flag
 from streaming.validation import FAILOVER_REF_TYPE
 
 log = logging.getLogger("livectl.app")
@@ -60,11 +61,7 @@ DECIDE_AHEAD_CONF = "spark.livectl.failover.decideAhead"
 def decide_ahead_enabled(spark: Any) -> bool:
     """``spark.livectl.failover.decideAhead`` of the session: ``true`` (default) or ``false``, any case;
     anything else is refused."""
-    value = str(spark.conf.get(DECIDE_AHEAD_CONF, "true"))
-    text = value.strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError(f"{DECIDE_AHEAD_CONF}: must be true or false, got {value.strip()!r}")
-    return text == "true"
+    return spark_flag(spark, DECIDE_AHEAD_CONF)
 
 
 def standby_decider(

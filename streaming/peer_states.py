@@ -6,18 +6,21 @@ often does not: Spark hands a task the worker at the head of its queue of idle w
 out), the routing stage takes one and puts it back at the tail, and the buckets' workers return in the
 order their tasks end; with two buckets on two workers a bucket's next batch meets the other worker about
 half the time. A miss decodes the whole stored state in the task (~0.6 s of CPU per 50k partitions, on
-the core the other bucket wants): at 100k partitions a broker failure reached ZooKeeper in 3.9–4.2 s
-when both buckets found their states and in 5.3 s when they did not (``bench/README.md``, "Broker
+the core the other bucket wants): at 100k partitions a broker failure reached ZooKeeper in 3.8–4.8 s
+when both buckets found their states and in 5.1–5.4 s when they did not (``bench/README.md``, "Broker
 failure: the workers' state caches").
 
 So each worker, once its bucket's step has stored a new state, also writes the stored blob to a folder
 of the executor's that every worker of the query sees (:meth:`PeerStates.publish`: the files directory
-Spark gives the executor's tasks, one sub-folder per checkpoint). A thread in each worker, woken when a
-step ends, decodes every blob there whose state it does not hold (:func:`streaming.stateful.state_dict`
-and ``ControllerState.from_dict``, the same decode a miss does) into the same cache, while the worker
-waits for its next task; it stops as soon as a task begins (a decode under way finishes). A step finds
-a state there only when the blob Spark gives it is the one decoded (its BLAKE2 digest), so a stale or
-foreign file is never used; one being decoded when the step needs it is waited for, not decoded twice.
+Spark gives the executor's tasks, one sub-folder per checkpoint). A thread in each worker, once the worker
+has been idle for :data:`QUIET_S` after a step, decodes every blob there whose state it does not hold
+(:func:`streaming.stateful.load_state`, the same decode a miss does) into the same cache, each only while
+a core of the machine is idle (:func:`machine_has_idle_core`: on ``local[N]`` the driver's sinks run on
+the same cores, and a decode there made a broker failure's ZooKeeper writes slower); as soon as a task
+begins it stops, a decode under way at its next topic (``ControllerState.from_dict``'s ``stop``), so the
+task has the worker to itself, and the blob is decoded again once the worker is idle. A step finds a state
+there only when the blob Spark gives it is the one decoded (its BLAKE2 digest), so a stale or foreign file
+is never used.
 The cost: every worker holds every bucket's state (about twice the workers' memory with two buckets)
 and decodes the others' after each batch that changed them, on cores otherwise idle between batches.
 Switch: ``spark.livectl.python.shareStates`` (default ``true``).
@@ -27,12 +30,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import struct
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from core.errors import DecodeStoppedError
+from streaming.spark_flags import spark_flag
 
 SHARE_STATES_CONF = "spark.livectl.python.shareStates"
 
@@ -41,19 +48,45 @@ _HEAD = struct.Struct(">iq")
 #: how long after a step the thread waits before decoding: the driver's work after the batch's job (the
 #: sinks) is on the same cores, and a batch that follows at once finds the states as it would have without
 QUIET_S = 2.5
-#: how long after that the thread looks for the other workers' blobs (their tasks may end later)
-LINGER_S = 15.0
+#: how long after that the thread looks for the other workers' blobs (their tasks may end later) and waits
+#: for a core to be free
+LINGER_S = 30.0
 _POLL_S = 0.05
+#: how long the machine's CPU is sampled before a decode (:func:`machine_has_idle_core`)
+SAMPLE_S = 0.3
+
+
+def _cpu_times() -> tuple[float, float] | None:
+    """(idle, total) jiffies of the machine from ``/proc/stat``; ``None`` where there is none."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    values = [float(v) for v in fields[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0.0)  # idle + iowait
+    return idle, sum(values[:8])
+
+
+def machine_has_idle_core(sample_s: float = SAMPLE_S) -> bool:
+    """Whether at least one core of this machine was idle over the last ``sample_s`` (``True`` where the
+    machine's CPU cannot be read): a decode then takes no core that the driver's sinks, ZooKeeper or another
+    task would have had (on ``local[N]`` they share the executor's cores)."""
+    first = _cpu_times()
+    time.sleep(sample_s)
+    second = _cpu_times()
+    if first is None or second is None or second[1] <= first[1]:
+        return True
+    idle_share = (second[0] - first[0]) / (second[1] - first[1])
+    return idle_share * (os.cpu_count() or 1) >= 1.0
 
 
 def share_states_enabled(spark: Any) -> bool:
     """``spark.livectl.python.shareStates`` of the session: ``true`` (default) or ``false``, any case;
     anything else is refused."""
-    value = str(spark.conf.get(SHARE_STATES_CONF, "true"))
-    text = value.strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError(f"{SHARE_STATES_CONF}: must be true or false, got {value.strip()!r}")
-    return text == "true"
+    return spark_flag(spark, SHARE_STATES_CONF)
 
 
 def folder_for(root: str, checkpoint_dir: str) -> Path:
@@ -87,21 +120,25 @@ def read_blob(path: Path) -> tuple[int, int, bytes] | None:
 class PeerStates:
     """One worker's side of the shared states (see the module docstring). ``cache`` is the worker's cache
     (bucket -> (digest, state)), ``digest`` how a blob is named there, ``decode`` a blob to a state (it
-    runs on this object's thread; without ``background`` there is none, and :meth:`decode_pending` is
+    runs on this object's thread and is given a ``stop`` callable, true once a step began, to end early
+    with :class:`core.errors.DecodeStoppedError`; without ``background`` there is none, and :meth:`decode_pending` is
     called by hand); ``settle`` runs after a pass that decoded something, unless a step began (the
-    worker's collection of what a task leaves, so that the next task does not walk the new objects)."""
+    worker's collection of what a task leaves, so that the next task does not walk the new objects);
+    ``spare`` says whether a decode may start now (by default: a core of the machine is idle)."""
 
     def __init__(
         self,
         cache: dict[int, tuple[bytes, Any]],
         digest: Callable[[bytes], bytes],
-        decode: Callable[[int, int, bytes], Any],
+        decode: Callable[[int, int, bytes, Callable[[], bool]], Any],
         *,
         settle: Callable[[], None] | None = None,
+        spare: Callable[[], bool] = machine_has_idle_core,
         background: bool = True,
     ) -> None:
         self._cache = cache
         self._settle = settle
+        self._spare = spare
         self._background = background
         self._digest = digest
         self._decode = decode
@@ -139,7 +176,8 @@ class PeerStates:
         self._wake.set()
 
     def wait_for(self, bucket: int, digest: bytes) -> None:
-        """Return once the thread is not decoding this very blob (it may be now: then the cache has it)."""
+        """Return once the thread is not decoding this very blob (a step that began stops it at its next
+        topic; one that ended just before puts it in the cache)."""
         with self._decoded:
             while self._decoding == (bucket, digest):
                 self._decoded.wait()
@@ -180,10 +218,14 @@ class PeerStates:
             held = self._cache.get(bucket)
             if (held is not None and held[0] == digest) or (bucket, digest) in self._failed:
                 continue
+            if not self._spare() or self._busy.is_set():  # no core free now: the next poll looks again
+                break
             with self._lock:
                 self._decoding = (bucket, digest)
             try:
-                state = self._decode(fmt, size, blob)
+                state = self._decode(fmt, size, blob, self._busy.is_set)
+            except DecodeStoppedError:  # a step began: it comes first (decoded again later if still needed)
+                state = None
             except Exception:  # damaged or of another format: the step decodes its own blob as before
                 self._failed.add((bucket, digest))
                 state = None

@@ -27,7 +27,7 @@ import gc
 import hashlib
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +118,9 @@ def _digest(blob: bytes) -> bytes:
     return hashlib.blake2b(blob, digest_size=16).digest()
 
 
-def _decode_paused(fmt: int, size: int, blob: bytes) -> controller.ControllerState:
+def _decode_paused(fmt: int, size: int, blob: bytes, stop: Callable[[], bool]) -> controller.ControllerState:
     with gc_paused():  # as a step's own decode runs (streaming.collector)
-        return load_state(fmt, size, blob)
+        return controller.ControllerState.from_dict(state_dict(fmt, size, blob), stop=stop)
 
 
 def _settle() -> None:

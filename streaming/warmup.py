@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from streaming.errors import first_line
+from streaming.spark_flags import flag_value, spark_flag
 
 log = logging.getLogger("livectl.warmup")
 
@@ -83,26 +84,19 @@ def warm_task(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
 
 def warmup_setting(value: str) -> bool:
     """The value of ``spark.livectl.python.warmup``: ``true`` or ``false`` (any case); anything else is refused."""
-    text = value.strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError(f"{WARMUP_CONF}: must be true or false, got {value.strip()!r}")
-    return text == "true"
+    return flag_value(WARMUP_CONF, value)
 
 
 def warmup_enabled(spark: Any) -> bool:
     """``spark.livectl.python.warmup`` of the session (default ``true``)."""
-    return warmup_setting(str(spark.conf.get(WARMUP_CONF, "true")))
+    return spark_flag(spark, WARMUP_CONF)
 
 
 def warmup_early(spark: Any) -> bool:
     """``spark.livectl.python.warmup.early`` of the session (default ``true``): whether an active start
     warms its workers as soon as the session is up, as a standby does, rather than once it has read the
-    ZooKeeper tree (:func:`warmup_setting`'s values and errors, for this property)."""
-    value = str(spark.conf.get(WARMUP_EARLY_CONF, "true"))
-    try:
-        return warmup_setting(value)
-    except ValueError:
-        raise ValueError(f"{WARMUP_EARLY_CONF}: must be true or false, got {value.strip()!r}") from None
+    ZooKeeper tree (:func:`streaming.spark_flags.flag_value`'s values and errors, for this property)."""
+    return spark_flag(spark, WARMUP_EARLY_CONF)
 
 
 def warm_frame(spark: Any, tasks: int | None = None) -> Any:

@@ -4,6 +4,7 @@ it runs with (:class:`ControllerConfig`), with the state's JSON form."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -65,13 +66,16 @@ class ControllerState:
         }
 
     @staticmethod
-    def from_dict(d: dict[str, Any], context: ControllerContext | None = None) -> ControllerState:
+    def from_dict(
+        d: dict[str, Any], context: ControllerContext | None = None, stop: Callable[[], bool] | None = None
+    ) -> ControllerState:
         """Inverse of :meth:`to_dict`; with ``context``, that context instead of decoding ``d``'s (the bulk of
-        the cost: :func:`core.context.context_head` where only the head is needed)."""
+        the cost: :func:`core.context.context_head` where only the head is needed); ``stop``: see
+        :func:`core.context.context_from_dict`."""
         if d.get("version") != STATE_VERSION:
             raise FormatError("version", f"unsupported controller state version {d.get('version')}")
         return ControllerState(
-            context_from_dict(d["context"]) if context is None else context,
+            context_from_dict(d["context"], stop) if context is None else context,
             ControllerConfig(**d["config"]),
             {rid: frozenset(TopicPartition(t, p) for t, p in tps) for rid, tps in d["pending_reassignments"].items()},
             {rid: frozenset(ts) for rid, ts in d["pending_deletions"].items()},

@@ -13,6 +13,7 @@ from core_support import Cluster
 
 from core.context import ControllerContext, context_from_dict
 from core.controller import ControllerConfig, ControllerState, step
+from core.errors import DecodeStoppedError
 from core.events import (
     AlterTopicConfig,
     BrokerFailure,
@@ -154,6 +155,24 @@ def test_state_round_trips_and_steps_alike() -> None:
         got_state, got = step(back, events)
         assert got == want
         assert got_state.to_bytes() == want_state.to_bytes()
+
+
+def test_a_decode_asked_to_stop_ends_at_the_next_topic() -> None:
+    c = busy_cluster()
+    d = through_json(c.state.to_dict())
+    topics = len(d["context"]["topics"])
+    assert topics > 2
+    asked: list[int] = []
+
+    def stop_at_the_third() -> bool:
+        asked.append(1)
+        return len(asked) == 3
+
+    with pytest.raises(DecodeStoppedError):
+        ControllerState.from_dict(d, stop=stop_at_the_third)
+    assert len(asked) == 3
+    never_stopped = ControllerState.from_dict(d, stop=lambda: False)
+    assert never_stopped == c.state and never_stopped.to_bytes() == c.state.to_bytes()
 
 
 def hand_built() -> ControllerContext:

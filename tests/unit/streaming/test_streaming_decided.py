@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from shell_pipeline import ADMIN, BUCKETS, EVENTS, FakeGroupState, Pipeline, epoch_znode, snapshot_of, store_at
+from spark_conf import FakeSpark
 
 from core import events as ev
 from core.codec.events import event_to_json
@@ -261,24 +262,11 @@ def test_a_stop_ends_the_deciding_between_buckets(tmp_path: Path) -> None:
     assert _decider(tmp_path, ControllerConfig()).update(_cluster(), {}, stop) == 0
 
 
-class _Conf:
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = values
-
-    def get(self, key: str, default: str) -> str:
-        return self.values.get(key, default)
-
-
-class _Spark:
-    def __init__(self, values: dict[str, str]) -> None:
-        self.conf = _Conf(values)
-
-
 def test_the_switch_is_true_or_false_and_anything_else_is_refused() -> None:
-    assert decided.decide_ahead_enabled(_Spark({})) is True
-    assert decided.decide_ahead_enabled(_Spark({decided.DECIDE_AHEAD_CONF: " FALSE "})) is False
+    assert decided.decide_ahead_enabled(FakeSpark()) is True
+    assert decided.decide_ahead_enabled(FakeSpark({decided.DECIDE_AHEAD_CONF: " FALSE "})) is False
     with pytest.raises(ValueError, match=r"spark\.livectl\.failover\.decideAhead: must be true or false, got 'off'"):
-        decided.decide_ahead_enabled(_Spark({decided.DECIDE_AHEAD_CONF: "off"}))
+        decided.decide_ahead_enabled(FakeSpark({decided.DECIDE_AHEAD_CONF: "off"}))
 
 
 def test_a_standby_decides_only_on_a_checkpoint_with_its_bucket_count_and_without_the_summaries(

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from shell_pipeline import ADMIN, EVENTS, FakeGroupState, Pipeline, epoch_znode, snapshot_of
+from spark_conf import FakeSpark
 
 from core import events as ev
 from core.codec.events import event_to_json
@@ -23,19 +24,6 @@ from streaming.validation import InputValidator
 pytestmark = pytest.mark.unit
 
 
-class _Conf:
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = values
-
-    def get(self, key: str, default: str) -> str:
-        return self.values.get(key, default)
-
-
-class _Spark:
-    def __init__(self, **values: str) -> None:
-        self.conf = _Conf(values)
-
-
 def _stored_blobs(tmp_path: Path, validator: InputValidator) -> dict[int, tuple[Any, ...]]:
     """Every bucket's stored state after a failover and a topic created."""
     zk = MemoryZooKeeper()
@@ -46,16 +34,16 @@ def _stored_blobs(tmp_path: Path, validator: InputValidator) -> dict[int, tuple[
     return {b: s.value for b, s in p.states.items() if s.value is not None}
 
 
-def _peers(cache: dict[int, tuple[bytes, Any]], decode: Any = stateful.load_state) -> PeerStates:
-    return PeerStates(cache, stateful._digest, decode, background=False)
+def _peers(cache: dict[int, tuple[bytes, Any]], decode: Any = stateful._decode_paused) -> PeerStates:
+    return PeerStates(cache, stateful._digest, decode, spare=lambda: True, background=False)
 
 
 def test_the_switch_reads_true_or_false_and_refuses_anything_else() -> None:
-    assert share_states_enabled(_Spark()) is True
-    assert share_states_enabled(_Spark(**{peer_states.SHARE_STATES_CONF: " FALSE "})) is False
-    assert share_states_enabled(_Spark(**{peer_states.SHARE_STATES_CONF: "True"})) is True
+    assert share_states_enabled(FakeSpark()) is True
+    assert share_states_enabled(FakeSpark({peer_states.SHARE_STATES_CONF: " FALSE "})) is False
+    assert share_states_enabled(FakeSpark({peer_states.SHARE_STATES_CONF: "True"})) is True
     with pytest.raises(ValueError, match=r"spark\.livectl\.python\.shareStates: must be true or false, got 'yes'"):
-        share_states_enabled(_Spark(**{peer_states.SHARE_STATES_CONF: "yes"}))
+        share_states_enabled(FakeSpark({peer_states.SHARE_STATES_CONF: "yes"}))
 
 
 def test_blob_files_round_trip_and_a_short_or_missing_file_is_none(tmp_path: Path) -> None:
@@ -119,7 +107,7 @@ def test_a_damaged_blob_is_left_to_the_step_and_not_retried(tmp_path: Path) -> N
     write_blob(folder, 0, stateful.STATE_FORMAT, 10, b"not zstd at all")
     calls: list[int] = []
 
-    def decode(fmt: int, size: int, blob: bytes) -> Any:
+    def decode(fmt: int, size: int, blob: bytes, stop: Any) -> Any:
         calls.append(fmt)
         return stateful.load_state(fmt, size, blob)
 
@@ -136,7 +124,7 @@ def test_nothing_is_decoded_once_a_step_began(tmp_path: Path) -> None:
     folder = tmp_path / "shared"
     for b in range(3):
         write_blob(folder, b, 1, 1, bytes([b]))
-    peers = _peers({}, lambda fmt, size, blob: blob)
+    peers = _peers({}, lambda fmt, size, blob, stop: blob)
     peers.step_started(folder)
     assert peers.decode_pending() == 0
     peers.step_ended()
@@ -149,7 +137,7 @@ def test_a_decoded_state_does_not_replace_one_a_step_stored_meanwhile(tmp_path: 
     cache: dict[int, tuple[bytes, Any]] = {}
     newer = (b"digest-of-the-step's-state", "the step's state")
 
-    def decode(fmt: int, size: int, blob: bytes) -> Any:
+    def decode(fmt: int, size: int, blob: bytes, stop: Any) -> Any:
         cache[0] = newer  # the worker's step stored bucket 0's new state while this decoded
         return "decoded"
 
@@ -165,7 +153,7 @@ def test_a_step_waits_for_the_blob_being_decoded_instead_of_decoding_it_again(tm
     write_blob(folder, 0, 1, 1, b"blob")
     started, release = threading.Event(), threading.Event()
 
-    def decode(fmt: int, size: int, blob: bytes) -> Any:
+    def decode(fmt: int, size: int, blob: bytes, stop: Any) -> Any:
         started.set()
         release.wait(10)
         return "state"
@@ -198,7 +186,7 @@ def test_the_thread_decodes_after_a_quiet_spell(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(peer_states, "QUIET_S", 0.05)
     folder = tmp_path / "shared"
     cache: dict[int, tuple[bytes, Any]] = {}
-    peers = PeerStates(cache, stateful._digest, lambda fmt, size, blob: blob.decode())
+    peers = PeerStates(cache, stateful._digest, lambda fmt, size, blob, stop: blob.decode(), spare=lambda: True)
     peers.step_started(folder)
     peers.publish(0, (1, 1, b"mine"))
     peers.step_ended()
@@ -237,7 +225,12 @@ def test_the_worker_settles_its_collector_after_a_pass_that_decoded(tmp_path: Pa
     write_blob(folder, 0, 1, 1, b"a")
     settled: list[int] = []
     peers = PeerStates(
-        {}, stateful._digest, lambda fmt, size, blob: blob, settle=lambda: settled.append(1), background=False
+        {},
+        stateful._digest,
+        lambda fmt, size, blob, stop: blob,
+        settle=lambda: settled.append(1),
+        spare=lambda: True,
+        background=False,
     )
     peers.step_started(folder)
     peers.step_ended()
@@ -261,3 +254,73 @@ def test_settle_runs_the_daemons_task_end_collection(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "pyspark.daemon", daemon)
     stateful._settle()
     assert collected == ["task-end"]
+
+
+def test_nothing_is_decoded_while_no_core_is_free(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    write_blob(folder, 0, 1, 1, b"a")
+    free = [False]
+    cache: dict[int, tuple[bytes, Any]] = {}
+    peers = PeerStates(
+        cache, stateful._digest, lambda fmt, size, blob, stop: blob, spare=lambda: free[0], background=False
+    )
+    peers.step_started(folder)
+    peers.step_ended()
+    assert peers.decode_pending() == 0 and cache == {}
+    free[0] = True
+    assert peers.decode_pending() == 1 and cache == {0: (stateful._digest(b"a"), b"a")}
+
+
+@pytest.mark.parametrize(
+    ("samples", "cores", "expected"),
+    [
+        ([(0.0, 0.0), (100.0, 200.0)], 2, True),  # half of 2 cores idle: one core
+        ([(0.0, 0.0), (50.0, 200.0)], 2, False),  # a quarter: half a core
+        ([(0.0, 0.0), (90.0, 100.0)], 1, False),  # 0.9 of the only core
+        ([None, None], 2, True),  # no /proc/stat: decode
+        ([(5.0, 10.0), (5.0, 10.0)], 2, True),  # no time passed on the counters
+    ],
+)
+def test_an_idle_core_is_read_from_the_machines_cpu_counters(
+    monkeypatch: pytest.MonkeyPatch, samples: list[Any], cores: int, expected: bool
+) -> None:
+    it = iter(samples)
+    monkeypatch.setattr(peer_states, "_cpu_times", lambda: next(it))
+    monkeypatch.setattr(peer_states.os, "cpu_count", lambda: cores)
+    assert peer_states.machine_has_idle_core(0.0) is expected
+
+
+def test_the_machines_cpu_counters_are_read_where_linux_has_them() -> None:
+    got = peer_states._cpu_times()
+    if Path("/proc/stat").exists():
+        assert got is not None and 0.0 <= got[0] <= got[1]
+    else:
+        assert got is None
+
+
+def test_a_step_beginning_stops_a_decode_under_way_and_it_is_tried_again_later(
+    tmp_path: Path, validator: InputValidator
+) -> None:
+    blobs = _stored_blobs(tmp_path, validator)
+    bucket, (fmt, size, blob) = next(iter(blobs.items()))
+    folder = tmp_path / "shared"
+    write_blob(folder, bucket, int(fmt), int(size), bytes(blob))
+    cache: dict[int, tuple[bytes, Any]] = {}
+    peers = _peers(cache)
+    peers.step_started(folder)
+    peers.step_ended()
+    asked: list[bool] = []
+
+    def step_begins_during_the_decode(f: int, n: int, b: bytes, stop: Any) -> Any:
+        peers.step_started(None)  # a task arrives while the context is being decoded
+        try:
+            return stateful._decode_paused(f, n, b, lambda: asked.append(stop()) or asked[-1])
+        finally:
+            peers.step_ended()
+
+    peers._decode = step_begins_during_the_decode
+    assert peers.decode_pending() == 0 and cache == {}
+    assert asked == [True]  # stopped at its first topic
+    peers._decode = stateful._decode_paused
+    assert peers.decode_pending() == 1  # not taken for a damaged blob: decoded once the worker is idle again
+    assert cache[bucket][1] == stateful.load_state(int(fmt), int(size), bytes(blob))

@@ -229,7 +229,7 @@ def test_a_stored_context_is_decoded_only_when_the_step_reads_it(
     whole_rows, whole_states = _run_uncached(tmp_path, saved, routed, summaries=True)
     decoded: list[object] = []
     real = state_module.context_from_dict
-    monkeypatch.setattr(state_module, "context_from_dict", lambda d: decoded.append(d) or real(d))
+    monkeypatch.setattr(state_module, "context_from_dict", lambda d, *a: decoded.append(d) or real(d, *a))
     rows, states = _run_uncached(tmp_path, saved, routed, summaries=False)
     # the same decisions, rows and stored states either way ...
     assert rows == whole_rows and states == whole_states
