@@ -121,10 +121,10 @@ class PeerStates:
     """One worker's side of the shared states (see the module docstring). ``cache`` is the worker's cache
     (bucket -> (digest, state)), ``digest`` how a blob is named there, ``decode`` a blob to a state (it
     runs on this object's thread and is given a ``stop`` callable, true once a step began, to end early
-    with :class:`core.errors.DecodeStoppedError`; without ``background`` there is none, and :meth:`decode_pending` is
-    called by hand); ``settle`` runs after a pass that decoded something, unless a step began (the
-    worker's collection of what a task leaves, so that the next task does not walk the new objects);
-    ``spare`` says whether a decode may start now (by default: a core of the machine is idle)."""
+    with :class:`core.errors.DecodeStoppedError`; without ``background`` there is none, and
+    :meth:`decode_pending` is called by hand); ``settle`` runs after a pass that decoded something, unless
+    a step began (the worker's collection of what a task leaves, so that the next task does not walk the
+    new objects); ``spare`` says whether a decode may start now (by default: a core of the machine is idle)."""
 
     def __init__(
         self,
@@ -149,6 +149,7 @@ class PeerStates:
         self._decoding: tuple[int, bytes] | None = None
         self._decoded = threading.Condition(self._lock)
         self._failed: set[tuple[int, bytes]] = set()
+        self._settled: dict[Path, tuple[int, int, int]] = {}
         self._thread: threading.Thread | None = None
         self.decodes = 0
 
@@ -194,7 +195,9 @@ class PeerStates:
                 time.sleep(_POLL_S)
 
     def decode_pending(self) -> int:
-        """Decode every blob in the folder whose state the cache lacks, until a step begins; how many."""
+        """Decode every blob in the folder whose state the cache lacks, until a step begins; how many. A
+        file already dealt with (decoded, held already, or not decodable) is not read again until it is
+        replaced: a poll of the folder reads only its files' metadata."""
         folder = self._folder
         if folder is None:
             return 0
@@ -208,8 +211,14 @@ class PeerStates:
                 break
             try:
                 bucket = int(path.name.removeprefix("bucket-"))
-            except ValueError:
+                st = path.stat()
+            except (ValueError, OSError):
                 continue
+            signature = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if self._settled.get(path) == signature:
+                continue
+            if not self._spare() or self._busy.is_set():  # no core free now: the next poll looks again
+                break
             got = read_blob(path)
             if got is None:
                 continue
@@ -217,9 +226,8 @@ class PeerStates:
             digest = self._digest(blob)
             held = self._cache.get(bucket)
             if (held is not None and held[0] == digest) or (bucket, digest) in self._failed:
+                self._settled[path] = signature
                 continue
-            if not self._spare() or self._busy.is_set():  # no core free now: the next poll looks again
-                break
             with self._lock:
                 self._decoding = (bucket, digest)
             try:
@@ -228,11 +236,13 @@ class PeerStates:
                 state = None
             except Exception:  # damaged or of another format: the step decodes its own blob as before
                 self._failed.add((bucket, digest))
+                self._settled[path] = signature
                 state = None
             with self._decoded:
                 # not over an entry a step stored meanwhile (its state is newer than any file's)
                 if state is not None and self._cache.get(bucket) is held:
                     self._cache[bucket] = (digest, state)
+                    self._settled[path] = signature
                     self.decodes += 1
                     done += 1
                 self._decoding = None

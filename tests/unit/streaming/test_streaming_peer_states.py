@@ -324,3 +324,34 @@ def test_a_step_beginning_stops_a_decode_under_way_and_it_is_tried_again_later(
     peers._decode = stateful._decode_paused
     assert peers.decode_pending() == 1  # not taken for a damaged blob: decoded once the worker is idle again
     assert cache[bucket][1] == stateful.load_state(int(fmt), int(size), bytes(blob))
+
+
+def test_a_file_dealt_with_is_not_read_again_until_it_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "shared"
+    write_blob(folder, 0, 1, 1, b"a")
+    write_blob(folder, 1, 1, 1, b"damaged")
+    reads: list[str] = []
+    real = peer_states.read_blob
+
+    def counted(path: Path) -> Any:
+        reads.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(peer_states, "read_blob", counted)
+
+    def decode(fmt: int, size: int, blob: bytes, stop: Any) -> Any:
+        if blob == b"damaged":
+            raise ValueError("not a state")
+        return blob
+
+    cache: dict[int, tuple[bytes, Any]] = {}
+    peers = PeerStates(cache, stateful._digest, decode, spare=lambda: True, background=False)
+    peers.step_started(folder)
+    peers.step_ended()
+    assert peers.decode_pending() == 1 and sorted(reads) == ["bucket-0", "bucket-1"]
+    assert peers.decode_pending() == 0 and len(reads) == 2  # neither read again
+    write_blob(folder, 1, 1, 1, b"b")  # replaced: read and decoded
+    assert peers.decode_pending() == 1 and reads[2:] == ["bucket-1"]
+    assert cache[1] == (stateful._digest(b"b"), b"b")
