@@ -145,13 +145,11 @@ class PeerStates:
         self._folder: Path | None = None
         self._busy = threading.Event()
         self._wake = threading.Event()
-        self._lock = threading.Lock()
         self._decoding: tuple[int, bytes] | None = None
-        self._decoded = threading.Condition(self._lock)
+        self._decoded = threading.Condition()
         self._failed: set[tuple[int, bytes]] = set()
         self._settled: dict[Path, tuple[int, int, int]] = {}
         self._thread: threading.Thread | None = None
-        self.decodes = 0
 
     def step_started(self, folder: Path | None) -> None:
         """A step of the query whose folder is ``folder`` begins: the thread stops looking."""
@@ -228,7 +226,7 @@ class PeerStates:
             if (held is not None and held[0] == digest) or (bucket, digest) in self._failed:
                 self._settled[path] = signature
                 continue
-            with self._lock:
+            with self._decoded:
                 self._decoding = (bucket, digest)
             try:
                 state = self._decode(fmt, size, blob, self._busy.is_set)
@@ -243,7 +241,6 @@ class PeerStates:
                 if state is not None and self._cache.get(bucket) is held:
                     self._cache[bucket] = (digest, state)
                     self._settled[path] = signature
-                    self.decodes += 1
                     done += 1
                 self._decoding = None
                 self._decoded.notify_all()

@@ -23,10 +23,8 @@ a batch that changes the state rewrites it.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import hashlib
 import json
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,7 +44,7 @@ from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.request_codec import SortedMemo, TopicStatesMemo
 from streaming import decided, failover, observability, peer_states
 from streaming.bucket_keys import bucket_of_key
-from streaming.collector import gc_paused
+from streaming.collector import collect_after_task, gc_paused
 from streaming.failover_refs import Origin, applicable_events, events_of
 from streaming.routing import KIND_REJECTED, REJECTED_BUCKET
 
@@ -92,10 +90,10 @@ def dump_state(state: controller.ControllerState) -> tuple[int, int, bytes]:
     return STATE_FORMAT, len(raw), pa.compress(raw, codec="zstd", asbytes=True)
 
 
-def load_state(fmt: int, size: int, blob: bytes) -> controller.ControllerState:
+def load_state(fmt: int, size: int, blob: bytes, stop: Callable[[], bool] | None = None) -> controller.ControllerState:
     """Inverse of :func:`dump_state`; reads every blob of format :data:`STATE_FORMAT` (those written with the
-    standard library's ``json`` before too: the same JSON)."""
-    return controller.ControllerState.from_dict(state_dict(fmt, size, blob))
+    standard library's ``json`` before too: the same JSON). ``stop``: see ``ControllerState.from_dict``."""
+    return controller.ControllerState.from_dict(state_dict(fmt, size, blob), stop=stop)
 
 
 def state_dict(fmt: int, size: int, blob: bytes) -> dict[str, Any]:
@@ -120,24 +118,12 @@ def _digest(blob: bytes) -> bytes:
 
 def _decode_paused(fmt: int, size: int, blob: bytes, stop: Callable[[], bool]) -> controller.ControllerState:
     with gc_paused():  # as a step's own decode runs (streaming.collector)
-        return controller.ControllerState.from_dict(state_dict(fmt, size, blob), stop=stop)
+        return load_state(fmt, size, blob, stop)
 
 
-def _settle() -> None:
-    """After states decoded ahead, while the worker is idle: the collection its daemon runs after a task
-    (livectl's :class:`streaming.worker_daemon.TaskEndCollector`, which then freezes the survivors, is
-    ``pyspark.daemon``'s ``gc`` in the workers it forks), so that the next task's collections do not walk
-    the new objects; a plain collection under another daemon."""
-    daemon = sys.modules.get("pyspark.daemon")
-    collector = getattr(daemon, "gc", gc)
-    if collector is gc:
-        gc.collect()
-    else:
-        collector.collect()
-
-
-#: this worker's side of the states its executor's workers share (:mod:`streaming.peer_states`)
-_PEERS = peer_states.PeerStates(_STATE_CACHE, _digest, _decode_paused, settle=_settle)
+#: this worker's side of the states its executor's workers share (:mod:`streaming.peer_states`); after
+#: states decoded ahead, the collection the worker's daemon runs after a task
+_PEERS = peer_states.PeerStates(_STATE_CACHE, _digest, _decode_paused, settle=collect_after_task)
 
 
 def worker_peers() -> peer_states.PeerStates:

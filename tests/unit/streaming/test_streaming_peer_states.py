@@ -18,6 +18,7 @@ from core.codec.events import event_to_json
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
 from streaming import peer_states, routing, stateful
+from streaming.collector import collect_after_task
 from streaming.peer_states import PeerStates, folder_for, read_blob, share_states_enabled, write_blob
 from streaming.validation import InputValidator
 
@@ -238,7 +239,7 @@ def test_the_worker_settles_its_collector_after_a_pass_that_decoded(tmp_path: Pa
     assert peers.decode_pending() == 0 and settled == [1]  # nothing new: nothing to settle
 
 
-def test_settle_runs_the_daemons_task_end_collection(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_collect_after_task_runs_the_daemons_task_end_collection(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
     import types
 
@@ -252,7 +253,7 @@ def test_settle_runs_the_daemons_task_end_collection(monkeypatch: pytest.MonkeyP
     daemon = types.ModuleType("pyspark.daemon")
     daemon.gc = Collector()  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "pyspark.daemon", daemon)
-    stateful._settle()
+    collect_after_task()
     assert collected == ["task-end"]
 
 

@@ -16,6 +16,7 @@ import weakref
 from pathlib import Path
 
 import pytest
+from spark_conf import FakeSpark
 
 from streaming import routing, warmup, worker_daemon
 from streaming.resources import SPARK_DEFAULTS, conf_file
@@ -177,25 +178,12 @@ def test_warm_task_fails_naming_a_module_it_cannot_import(monkeypatch: pytest.Mo
         list(warmup.warm_task(iter([])))
 
 
-class Conf:
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = values
-
-    def get(self, key: str, default: str) -> str:
-        return self.values.get(key, default)
-
-
-class Session:
-    def __init__(self, values: dict[str, str]) -> None:
-        self.conf = Conf(values)
-
-
 def test_an_active_start_warms_up_at_once_unless_told_after_the_read() -> None:
-    assert warmup.warmup_early(Session({}))
-    assert warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "True"}))
-    assert not warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "false"}))
+    assert warmup.warmup_early(FakeSpark({}))
+    assert warmup.warmup_early(FakeSpark({warmup.WARMUP_EARLY_CONF: "True"}))
+    assert not warmup.warmup_early(FakeSpark({warmup.WARMUP_EARLY_CONF: "false"}))
     with pytest.raises(ValueError, match=r"spark\.livectl\.python\.warmup\.early: must be true or false, got 'soon'"):
-        warmup.warmup_early(Session({warmup.WARMUP_EARLY_CONF: "soon"}))
+        warmup.warmup_early(FakeSpark({warmup.WARMUP_EARLY_CONF: "soon"}))
 
 
 def _installed_pyspark(root: Path) -> Path:
