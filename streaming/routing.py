@@ -26,6 +26,7 @@ import pandas as pd
 from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka.error_codes import KafkaError as Errors
+from streaming.worker_validator import WorkerValidator, during_task
 
 REJECTED_BUCKET = -1
 
@@ -198,11 +199,33 @@ def shared_validator() -> Any:
     return InputValidator()
 
 
+def validator_built() -> bool:
+    """Whether this worker has :func:`shared_validator` (built here, or by the daemon it was forked from)."""
+    return shared_validator.cache_info().currsize > 0
+
+
+@functools.cache
+def plain_rules() -> Any:
+    """The suite without great-expectations, for a worker that does not have it yet."""
+    from streaming.validation import SuiteRules
+
+    return SuiteRules()
+
+
+_VALIDATOR = WorkerValidator(validator_built, shared_validator, plain_rules)
+
+
+def worker_validator() -> WorkerValidator:
+    """This worker's :class:`streaming.worker_validator.WorkerValidator` (a function, so that the query's
+    closures refer to it by name: pickled by value they would carry a copy)."""
+    return _VALIDATOR
+
+
 def make_prepare(num_buckets: int, admin_topic: str) -> Any:
     """The ``mapInPandas`` function of the query's first step."""
 
-    def prepare(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        validator = shared_validator()
+    def routed(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        validator = worker_validator().current()
         latest = 0
         for frame in batches:
             out = prepare_frame(frame, num_buckets, admin_topic, validator)
@@ -211,5 +234,8 @@ def make_prepare(num_buckets: int, admin_topic: str) -> Any:
                 yield out
         # ticks carry the batch's newest record time, so a replay makes the same ticks
         yield tick_rows(latest, num_buckets)
+
+    def prepare(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        return during_task(worker_validator(), routed(batches))
 
     return prepare

@@ -46,7 +46,8 @@ from streaming import decided, failover, observability, peer_states
 from streaming.bucket_keys import bucket_of_key
 from streaming.collector import collect_after_task, gc_paused
 from streaming.failover_refs import Origin, applicable_events, events_of
-from streaming.routing import KIND_REJECTED, REJECTED_BUCKET
+from streaming.routing import KIND_REJECTED, REJECTED_BUCKET, worker_validator
+from streaming.worker_validator import during_task
 
 STATE_FORMAT = 1
 
@@ -210,7 +211,7 @@ def make_step(
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         if num_buckets > 0:
             key = (bucket_of_key(int(key[0]), num_buckets), *key[1:])
-        return step_bucket(
+        rows = step_bucket(
             key,
             frames,
             state,
@@ -221,6 +222,7 @@ def make_step(
             outcomes=decided.shipped_outcome,
             peers=worker_peers() if share_states else None,
         )
+        return during_task(worker_validator(), rows)
 
     return step
 

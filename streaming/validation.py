@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -318,6 +318,79 @@ def check_failover_ref(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+#: the suite's expectation types :class:`SuiteRules` evaluates, each as great-expectations' pandas engine
+#: does (``great_expectations/expectations/metrics/column_map_metrics``): a column-map expectation judges
+#: only the rows whose value is not null, except the two about nulls themselves
+_RULES: dict[str, Callable[[pd.Series, dict[str, Any]], pd.Series]] = {
+    "expect_column_values_to_be_in_set": lambda col, kw: col.isin(kw["value_set"]),
+    "expect_column_values_to_be_between": lambda col, kw: (col >= kw["min_value"]) & (col <= kw["max_value"]),
+    "expect_column_values_to_match_regex": lambda col, kw: col.astype(str).str.contains(kw["regex"]),
+    "expect_column_values_to_not_be_null": lambda col, kw: col.notna(),
+    "expect_column_values_to_be_null": lambda col, kw: col.isna(),
+}
+_NULL_RULES = frozenset(("expect_column_values_to_not_be_null", "expect_column_values_to_be_null"))
+
+
+def check_with(
+    failed_rows: Callable[[pd.DataFrame], dict[int, list[Expectation]]],
+    values: Sequence[str | bytes | None],
+    sources: Sequence[str],
+) -> list[ev.Event | dict[str, Any] | Rejection]:
+    """For each record: the decoded event, the raw JSON object of an internal failover reference, or a
+    :class:`Rejection`; ``failed_rows`` judges the flattened rows by the suite."""
+    flat = flatten_records(values, sources)
+    failed = failed_rows(flat.frame)
+    out: list[ev.Event | dict[str, Any] | Rejection] = []
+    for i in range(len(values)):
+        if i in failed:
+            out.append(_rejection(failed[i], flat.details[i]))
+            continue
+        raw = flat.parsed[i]
+        try:
+            if raw.get("type") == FAILOVER_REF_TYPE:
+                out.append(check_failover_ref(raw))
+            else:
+                out.append(decode_event(raw))
+        except FormatError as e:
+            out.append(Rejection((f"decode:{e.field}",), (str(e),), e.error))
+        except Exception as e:  # a decoder bug must cost this record only, never the query
+            out.append(Rejection(("decode:$",), (f"$: the record could not be decoded: {e!r}"[:2000],)))
+    return out
+
+
+class SuiteRules:
+    """The suite judged without great-expectations: each expectation evaluated on the flattened rows as
+    great-expectations' pandas engine does. A Python worker uses it only until it has great-expectations
+    (:mod:`streaming.worker_validator`: a worker forked before the import, which takes ~3–6 s, must not
+    make its batch wait for it); the suite holds only the expectation types this knows (any other is
+    refused here, and the worker then waits for great-expectations instead). Unit tests compare the two
+    verdicts row by row over every kind of record the suite judges."""
+
+    def __init__(self, suite_path: Traversable = SUITE_PATH) -> None:
+        self.suite_name, self.expectations = load_suite(suite_path)
+        unknown = sorted({e.type for e in self.expectations} - set(_RULES))
+        if unknown:
+            raise ValueError(f"suite {self.suite_name}: no plain rule for {', '.join(unknown)}")
+
+    def failed_rows(self, frame: pd.DataFrame) -> dict[int, list[Expectation]]:
+        """Row index (position) -> the expectations it failed, in suite order."""
+        failed: dict[int, list[Expectation]] = {}
+        for e in self.expectations:
+            col = frame[e.kwargs["column"]].reset_index(drop=True)
+            holds = _RULES[e.type](col, e.kwargs).fillna(False).astype(bool)
+            if e.type not in _NULL_RULES:
+                holds |= col.isna()
+            for i in holds.index[~holds]:
+                failed.setdefault(int(i), []).append(e)
+        return failed
+
+    def check(
+        self, values: Sequence[str | bytes | None], sources: Sequence[str]
+    ) -> list[ev.Event | dict[str, Any] | Rejection]:
+        """As :meth:`InputValidator.check`."""
+        return check_with(self.failed_rows, values, sources)
+
+
 class InputValidator:
     """The suite, bound to an ephemeral great-expectations context (built once, reused per batch)."""
 
@@ -387,24 +460,7 @@ class InputValidator:
     ) -> list[ev.Event | dict[str, Any] | Rejection]:
         """For each record: the decoded event, the raw JSON object of an internal failover reference, or
         a :class:`Rejection`."""
-        flat = flatten_records(values, sources)
-        failed = self.failed_rows(flat.frame)
-        out: list[ev.Event | dict[str, Any] | Rejection] = []
-        for i in range(len(values)):
-            if i in failed:
-                out.append(_rejection(failed[i], flat.details[i]))
-                continue
-            raw = flat.parsed[i]
-            try:
-                if raw.get("type") == FAILOVER_REF_TYPE:
-                    out.append(check_failover_ref(raw))
-                else:
-                    out.append(decode_event(raw))
-            except FormatError as e:
-                out.append(Rejection((f"decode:{e.field}",), (str(e),), e.error))
-            except Exception as e:  # a decoder bug must cost this record only, never the query
-                out.append(Rejection(("decode:$",), (f"$: the record could not be decoded: {e!r}"[:2000],)))
-        return out
+        return check_with(self.failed_rows, values, sources)
 
 
 def _rejection(exps: list[Expectation], details: dict[str, str]) -> Rejection:

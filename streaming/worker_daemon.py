@@ -52,6 +52,7 @@ import contextlib
 import gc
 import importlib
 import os
+import select
 import sys
 import threading
 import time
@@ -70,8 +71,13 @@ PRELOADED: tuple[str, ...] = (
     "streaming.routing",
     "streaming.stateful",
     "streaming.validation",
-    "great_expectations",
 )
+#: imported once the daemon is idle after its first forks (with the validator built): what a worker
+#: needs only for a batch with input, which a worker forked earlier imports in its own idle time
+#: (:mod:`streaming.worker_validator`)
+DEFERRED: tuple[str, ...] = ("great_expectations",)
+#: how long the daemon must have had no request before it imports :data:`DEFERRED`
+DEFERRED_QUIET_S = 2.5
 
 
 def drop_shipped_archives(path: list[str]) -> tuple[str, ...]:
@@ -109,8 +115,8 @@ def preload(
     modules: tuple[str, ...] = PRELOADED,
     build_validator: Callable[[], object] | None = None,
 ) -> Preloaded:
-    """Import ``modules`` and build the worker's shared validator (``build_validator``, by default
-    :func:`streaming.routing.shared_validator`, whose cache a forked worker inherits). Never raises: a
+    """Import ``modules``, then build the worker's shared validator with ``build_validator`` if given
+    (:func:`streaming.routing.shared_validator`, whose cache a forked worker inherits). Never raises: a
     module that fails to import is reported in ``failures`` and the rest go on."""
     seconds: list[tuple[str, float]] = []
     failures: list[str] = []
@@ -124,13 +130,10 @@ def preload(
         seconds.append((name, time.perf_counter() - start))
     validator_seconds: float | None = None
     try:
-        if build_validator is None:
-            from streaming.routing import shared_validator
-
-            build_validator = shared_validator
-        start = time.perf_counter()
-        build_validator()
-        validator_seconds = time.perf_counter() - start
+        if build_validator is not None:
+            start = time.perf_counter()
+            build_validator()
+            validator_seconds = time.perf_counter() - start
     except Exception as e:
         failures.append(f"validator: {e!r}")
     others = tuple(t.name for t in threading.enumerate() if t is not threading.main_thread())
@@ -223,6 +226,76 @@ def install_task_end_collector(daemon: types.ModuleType, collector: TaskEndColle
     return True
 
 
+def preload_deferred() -> Preloaded:
+    """:func:`preload` of :data:`DEFERRED` with the shared validator built, then everything frozen (as
+    before the first fork)."""
+    from streaming.routing import shared_validator
+
+    with stdout_to_stderr():
+        done = preload(DEFERRED, build_validator=shared_validator)
+    gc.freeze()
+    return done
+
+
+class _IdlePoll:
+    """A ``select.poll()`` object whose ``poll`` runs ``idle`` once, after a poll that found nothing when
+    there had been no event for ``quiet_s`` and ``spare()`` (a core of the machine is idle) allows;
+    everything else is the wrapped poller's."""
+
+    def __init__(self, poller: Any, idle: Callable[[], object], quiet_s: float, spare: Callable[[], bool]) -> None:
+        self._poller = poller
+        self._idle: Callable[[], object] | None = idle
+        self._quiet_s = quiet_s
+        self._spare = spare
+        self._last_event = time.monotonic()
+
+    def poll(self, *args: Any) -> Any:
+        events = self._poller.poll(*args)
+        if events:
+            self._last_event = time.monotonic()
+        elif self._idle is not None and time.monotonic() - self._last_event >= self._quiet_s and self._spare():
+            idle, self._idle = self._idle, None
+            idle()
+        return events
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._poller, name)
+
+
+class _IdleSelect(types.ModuleType):
+    """:mod:`select` as :mod:`pyspark.daemon` sees it, its ``poll()`` an :class:`_IdlePoll`."""
+
+    def __init__(self, idle: Callable[[], object], quiet_s: float, spare: Callable[[], bool]) -> None:
+        super().__init__("select")
+        self._idle_args = (idle, quiet_s, spare)
+
+    def poll(self) -> _IdlePoll:
+        return _IdlePoll(select.poll(), *self._idle_args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(select, name)
+
+
+def install_idle_preload(
+    daemon: types.ModuleType,
+    idle: Callable[[], object] = preload_deferred,
+    quiet_s: float = DEFERRED_QUIET_S,
+    spare: Callable[[], bool] | None = None,
+) -> bool:
+    """Make ``daemon`` (:mod:`pyspark.daemon`) run ``idle`` once from its loop, when it has had no request
+    for ``quiet_s`` and a core of the machine is idle (``spare``, by default
+    :func:`streaming.peer_states.machine_has_idle_core`); ``False`` (nothing changed) if that module has
+    no ``select`` of its own or its loop does not poll."""
+    if getattr(daemon, "select", None) is not select or not hasattr(select, "poll"):
+        return False
+    if spare is None:
+        from streaming.peer_states import machine_has_idle_core
+
+        spare = machine_has_idle_core
+    daemon.select = _IdleSelect(idle, quiet_s, spare)  # type: ignore[attr-defined]
+    return True
+
+
 def main(
     manager: Callable[[], None] | None = None, drop_archives: bool = True, freeze_after_tasks: bool = True
 ) -> None:
@@ -250,6 +323,13 @@ def main(
                 file=sys.stderr,
                 flush=True,
             )
+        if not install_idle_preload(daemon):
+            print(
+                "livectl worker daemon: pyspark.daemon does not poll; great-expectations is imported now",
+                file=sys.stderr,
+                flush=True,
+            )
+            preload_deferred()
         manager = daemon.manager
     manager()
 

@@ -25,15 +25,11 @@ pytestmark = pytest.mark.unit
 
 
 def test_preloaded_covers_what_a_query_worker_imports() -> None:
-    for name in (
-        "pyspark.worker",
-        "pandas",
-        "pyarrow",
-        "streaming.routing",
-        "streaming.stateful",
-        "great_expectations",
-    ):
+    for name in ("pyspark.worker", "pandas", "pyarrow", "streaming.routing", "streaming.stateful"):
         assert name in worker_daemon.PRELOADED
+    # what only a batch with input needs comes once the daemon is idle (streaming.worker_validator)
+    assert worker_daemon.DEFERRED == ("great_expectations",)
+    assert "great_expectations" not in worker_daemon.PRELOADED
 
 
 def test_preload_imports_each_module_then_builds_the_validator() -> None:
@@ -47,11 +43,23 @@ def test_preload_imports_each_module_then_builds_the_validator() -> None:
     assert "streaming.routing" in sys.modules
 
 
-def test_preload_by_default_fills_the_shared_validator_cache_a_fork_inherits() -> None:
+def test_preload_builds_no_validator_unless_told() -> None:
     routing.shared_validator.cache_clear()
     done = worker_daemon.preload(("streaming.routing",))
-    assert done.failures == ()
-    assert routing.shared_validator.cache_info().currsize == 1
+    assert done.failures == () and done.validator_seconds is None
+    assert not routing.validator_built()
+
+
+def test_the_deferred_preload_fills_the_shared_validator_cache_a_fork_inherits() -> None:
+    routing.shared_validator.cache_clear()
+    try:
+        done = worker_daemon.preload_deferred()
+        assert done.failures == ()
+        assert [name for name, _ in done.seconds] == ["great_expectations"]
+        assert routing.validator_built()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
 
 
 def test_a_failing_import_is_reported_and_the_rest_still_preloaded() -> None:
@@ -67,17 +75,79 @@ def test_a_failing_import_is_reported_and_the_rest_still_preloaded() -> None:
 
 
 def test_main_preloads_before_handing_over_to_the_manager() -> None:
-    seen: list[tuple[bool, bool]] = []
+    seen: list[tuple[bool, bool, bool]] = []
     routing.shared_validator.cache_clear()
 
     def manager() -> None:
-        seen.append((routing.shared_validator.cache_info().currsize == 1, gc.get_freeze_count() > 0))
+        seen.append(("streaming.stateful" in sys.modules, routing.validator_built(), gc.get_freeze_count() > 0))
 
     try:
         worker_daemon.main(manager=manager)
     finally:
         gc.unfreeze()
-    assert seen == [(True, True)]
+    # the validator is not built before the first forks: the daemon builds it once idle
+    assert seen == [(True, False, True)]
+
+
+class _Poller:
+    """A poller whose polls answer from a script (each entry a list of events)."""
+
+    def __init__(self, script: list[list[tuple[int, int]]]) -> None:
+        self.script = script
+        self.registered: list[int] = []
+
+    def poll(self, timeout: int) -> list[tuple[int, int]]:
+        return self.script.pop(0) if self.script else []
+
+    def register(self, fd: int, mask: int) -> None:
+        self.registered.append(fd)
+
+
+def test_the_daemons_idle_poll_runs_the_deferred_preload_once_after_a_quiet_spell() -> None:
+    ran: list[float] = []
+    spare = [False]
+    poll = worker_daemon._IdlePoll(
+        _Poller([[(3, 1)], [], [], [(3, 1)], [], [], [], []]),
+        lambda: ran.append(time.monotonic()),
+        quiet_s=0.05,
+        spare=lambda: spare[0],
+    )
+    poll.register(0, 1)  # the wrapped poller's own methods are there
+    assert poll.poll(1000) == [(3, 1)]
+    assert poll.poll(1000) == [] and ran == []  # not quiet long enough yet
+    time.sleep(0.06)
+    assert poll.poll(1000) == [] and ran == []  # quiet, but no core idle
+    assert poll.poll(1000) == [(3, 1)]  # a request: the quiet spell starts again
+    time.sleep(0.06)
+    spare[0] = True
+    assert poll.poll(1000) == [] and len(ran) == 1
+    time.sleep(0.06)
+    poll.poll(1000)
+    assert len(ran) == 1  # once
+
+
+def test_it_is_installed_where_pyspark_daemon_polls() -> None:
+    from pyspark import daemon
+
+    saved = daemon.select
+    ran: list[bool] = []
+    try:
+        assert worker_daemon.install_idle_preload(daemon, lambda: ran.append(True), quiet_s=0.0, spare=lambda: True)
+        assert daemon.select.POLLIN == saved.POLLIN
+        poller = daemon.select.poll()
+        r, w = os.pipe()
+        try:
+            poller.register(r, daemon.select.POLLIN)
+            assert poller.poll(10) == [] and ran == [True]
+            os.write(w, b"x")
+            assert poller.poll(10) == [(r, daemon.select.POLLIN)]
+        finally:
+            os.close(r)
+            os.close(w)
+        assert not worker_daemon.install_idle_preload(daemon, lambda: None)  # already in place
+        assert not worker_daemon.install_idle_preload(types.ModuleType("pyspark.daemon"), lambda: None)
+    finally:
+        daemon.select = saved
 
 
 def test_imports_print_nothing_on_the_daemons_standard_output(capfd: pytest.CaptureFixture[str]) -> None:
@@ -148,7 +218,7 @@ def test_warmup_switch_is_true_or_false() -> None:
         warmup.warmup_setting("yes")
 
 
-def test_warm_task_builds_the_validator_and_reports_its_process() -> None:
+def test_warm_task_preloads_and_reports_its_process_and_whether_the_validator_is_there() -> None:
     import pandas as pd
 
     routing.shared_validator.cache_clear()
@@ -158,8 +228,8 @@ def test_warm_task_builds_the_validator_and_reports_its_process() -> None:
     assert rows[0]["pid"].tolist() == [os.getpid()]
     assert 0 <= rows[0]["seconds"].tolist()[0] <= time.perf_counter() - start
     assert rows[0]["ready"].tolist() == [False]
-    assert routing.shared_validator.cache_info().currsize == 1
     assert "streaming.stateful" in sys.modules
+    routing.shared_validator()
     again = list(warmup.warm_task(iter([])))
     assert again[0]["ready"].tolist() == [True]
 
