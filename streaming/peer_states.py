@@ -83,6 +83,31 @@ def machine_has_idle_core(sample_s: float = SAMPLE_S) -> bool:
     return idle_share * (os.cpu_count() or 1) >= 1.0
 
 
+class IdleCoreWatch:
+    """Whether a core of the machine was idle since the last look, without waiting: each call at least
+    ``window_s`` after the last reading reads ``/proc/stat`` again and judges the time between (calls in
+    between get the last verdict). For work that checks often and must give way within a fraction of a
+    second when the machine gets busy."""
+
+    def __init__(self, window_s: float = 0.2, clock: Callable[[], float] = time.monotonic) -> None:
+        self._window_s = window_s
+        self._clock = clock
+        self._last: tuple[float, tuple[float, float] | None] | None = None
+        self._verdict = True
+
+    def __call__(self) -> bool:
+        now = self._clock()
+        if self._last is not None and now - self._last[0] < self._window_s:
+            return self._verdict
+        times = _cpu_times()
+        if self._last is not None and self._last[1] is not None and times is not None:
+            (idle0, total0), (idle1, total1) = self._last[1], times
+            if total1 > total0:
+                self._verdict = (idle1 - idle0) / (total1 - total0) * (os.cpu_count() or 1) >= 1.0
+        self._last = (now, times)
+        return self._verdict
+
+
 def share_states_enabled(spark: Any) -> bool:
     """``spark.livectl.python.shareStates`` of the session: ``true`` (default) or ``false``, any case;
     anything else is refused."""

@@ -76,8 +76,10 @@ PRELOADED: tuple[str, ...] = (
 #: needs only for a batch with input, which a worker forked earlier imports in its own idle time
 #: (:mod:`streaming.worker_validator`)
 DEFERRED: tuple[str, ...] = ("great_expectations",)
-#: how long the daemon must have had no request before it imports :data:`DEFERRED`
-DEFERRED_QUIET_S = 2.5
+#: how long the daemon must have had no request before it imports :data:`DEFERRED`: its import cannot wait
+#: for a task as a worker's does (it is one thread, and a fork must not copy an import under way), and it
+#: only spares the workers forked later their own import, so it waits for a controller that has settled
+DEFERRED_QUIET_S = 30.0
 
 
 def drop_shipped_archives(path: list[str]) -> tuple[str, ...]:

@@ -7,10 +7,11 @@ daemon forks them first and imports it once it has been idle (:func:`streaming.w
 the workers forked later have it; a worker forked before that judges its batches by
 :class:`streaming.validation.SuiteRules` (the same suite, evaluated as great-expectations' pandas engine
 does; unit tests compare both on every kind of record) and imports great-expectations on a thread of its
-own once it has been idle for :data:`QUIET_S` and a core of the machine is idle. While a task of the
-worker runs, that import waits before its next module (:class:`_ImportPause`, an audit hook),
-so the task has the worker to itself — unless a thread waits for a module the import holds, which then
-goes on at once. No batch ever waits for the import.
+own once it has been idle for :data:`IMPORT_QUIET_S` and a core of the machine is idle. While a task of the
+worker runs, or no core of the machine is idle, that import waits before its next module
+(:class:`_ImportPause`, an audit hook), so the task has the worker to itself and the driver's sinks their
+cores — unless a thread waits for a module the import holds: it then goes on at once. No batch ever waits
+for the import.
 """
 
 from __future__ import annotations
@@ -22,9 +23,15 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from streaming.peer_states import QUIET_S, machine_has_idle_core
+from streaming.peer_states import IdleCoreWatch, machine_has_idle_core
 
 T = TypeVar("T")
+
+#: how long a worker must have run no task before it imports great-expectations: after the decode of the
+#: other workers' states (:mod:`streaming.peer_states`, from 2.5 s after a task; ~1–3 s), which a bucket's
+#: next batch needs more, and a broker failure 3 s after a cold start met half-done imports (the import
+#: took the idle core that decode waits for: 5.3–6.1 s to ZooKeeper against 4.2–4.7 s)
+IMPORT_QUIET_S = 10.0
 
 _PAUSE_POLL_S = 0.02
 _SPARE_POLL_S = 0.2
@@ -59,12 +66,13 @@ class _ImportPause:
     def __init__(self) -> None:
         self.thread: int | None = None
         self.busy: threading.Event | None = None
+        self.spare: Callable[[], bool] = lambda: True
 
     def __call__(self, event: str, args: tuple[Any, ...]) -> None:
         if event != "import" or self.thread != threading.get_ident():
             return
-        busy = self.busy
-        while busy is not None and busy.is_set() and not _another_thread_waits_for_a_module():
+        busy, spare = self.busy, self.spare
+        while ((busy is not None and busy.is_set()) or not spare()) and not _another_thread_waits_for_a_module():
             time.sleep(_PAUSE_POLL_S)
 
 
@@ -81,7 +89,10 @@ class WorkerValidator:
     validator is there (in a worker forked after the daemon's import, from the start); ``build`` builds
     it (importing great-expectations); ``plain`` makes the stand-in, which a suite with an expectation
     it does not know refuses (``ValueError``: then :meth:`current` builds the real one at once).
-    ``spare`` says whether the import may start (by default: a core of the machine is idle);
+    ``spare`` says whether the import may start (by default: a core of the machine is idle), ``keep_going``
+    whether it may go on to its next module (by default: a core was idle over the last fifth of a second,
+    :class:`streaming.peer_states.IdleCoreWatch` — the driver's sinks and the other workers' tasks share
+    the cores on ``local[N]``);
     ``background`` whether a task's end may start the thread (by default only in a Spark task: not on a
     driver or in tests, which call :meth:`load` by hand)."""
 
@@ -92,7 +103,8 @@ class WorkerValidator:
         plain: Callable[[], Any],
         *,
         spare: Callable[[], bool] = machine_has_idle_core,
-        quiet_s: float = QUIET_S,
+        keep_going: Callable[[], bool] | None = None,
+        quiet_s: float = IMPORT_QUIET_S,
         background: Callable[[], bool] | bool = in_spark_task,
     ) -> None:
         self._built = built
@@ -100,6 +112,7 @@ class WorkerValidator:
         self._plain_factory = plain
         self._plain: Any = None
         self._spare = spare
+        self._keep_going = keep_going if keep_going is not None else IdleCoreWatch()
         self._quiet_s = quiet_s
         self._background = background
         self._busy = threading.Event()
@@ -150,14 +163,14 @@ class WorkerValidator:
         """Build great-expectations' validator on this thread, waiting before each new module while a task
         runs; never raises (a task that needs it then builds it and sees the error)."""
         pause = _import_pause()
-        pause.busy, pause.thread = self._busy, threading.get_ident()
+        pause.busy, pause.spare, pause.thread = self._busy, self._keep_going, threading.get_ident()
         try:
             self._build()
             self.loaded_in_background = True
         except Exception:  # the real validator is built (and fails, naming why) in a task instead
             pass
         finally:
-            pause.thread, pause.busy = None, None
+            pause.thread, pause.busy, pause.spare = None, None, lambda: True
 
 
 def during_task(validator: WorkerValidator, rows: Iterator[T]) -> Iterator[T]:

@@ -356,3 +356,20 @@ def test_a_file_dealt_with_is_not_read_again_until_it_is_replaced(
     write_blob(folder, 1, 1, 1, b"b")  # replaced: read and decoded
     assert peers.decode_pending() == 1 and reads[2:] == ["bucket-1"]
     assert cache[1] == (stateful._digest(b"b"), b"b")
+
+
+def test_the_idle_core_watch_judges_the_time_since_its_last_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    readings = iter([(0.0, 0.0), (150.0, 200.0), (160.0, 400.0)])  # (idle, total) jiffies
+    monkeypatch.setattr(peer_states, "_cpu_times", lambda: next(readings))
+    monkeypatch.setattr(peer_states.os, "cpu_count", lambda: 2)
+    now = [0.0]
+    watch = peer_states.IdleCoreWatch(window_s=0.2, clock=lambda: now[0])
+    assert watch()  # nothing to judge yet
+    now[0] = 0.1
+    assert watch()  # within the window: the last verdict, no reading
+    now[0] = 0.3
+    assert watch()  # 150 of 200 jiffies idle on 2 cores: 1.5 cores idle
+    now[0] = 0.6
+    assert not watch()  # 10 of 200: 0.1 core idle
+    now[0] = 0.7
+    assert not watch()

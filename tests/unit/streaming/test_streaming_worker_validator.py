@@ -69,7 +69,7 @@ def package(tmp_path: Path) -> Iterator[str]:
 
 def test_the_plain_rules_stand_in_until_the_real_validator_is_built() -> None:
     b = Builds()
-    v = WorkerValidator(b.built, b.build, SuiteRules, background=False)
+    v = WorkerValidator(b.built, b.build, SuiteRules, keep_going=lambda: True, background=False)
     plain = v.current()
     assert isinstance(plain, SuiteRules) and v.current() is plain and b.count == 0
     b.build()
@@ -88,7 +88,9 @@ def test_a_suite_the_plain_rules_cannot_judge_builds_the_real_one_at_once() -> N
 def test_after_a_task_the_import_runs_once_the_worker_is_quiet_and_a_core_is_idle() -> None:
     b = Builds()
     spare = [False]
-    v = WorkerValidator(b.built, b.build, SuiteRules, spare=lambda: spare[0], quiet_s=0.05, background=True)
+    v = WorkerValidator(
+        b.built, b.build, SuiteRules, keep_going=lambda: True, spare=lambda: spare[0], quiet_s=0.05, background=True
+    )
     assert list(during_task(v, iter([1, 2]))) == [1, 2]
     time.sleep(0.3)
     assert b.count == 0  # no idle core yet
@@ -100,7 +102,9 @@ def test_after_a_task_the_import_runs_once_the_worker_is_quiet_and_a_core_is_idl
 
 def test_a_task_that_begins_before_the_quiet_spell_is_over_puts_the_import_off() -> None:
     b = Builds()
-    v = WorkerValidator(b.built, b.build, SuiteRules, spare=lambda: True, quiet_s=0.3, background=True)
+    v = WorkerValidator(
+        b.built, b.build, SuiteRules, keep_going=lambda: True, spare=lambda: True, quiet_s=0.3, background=True
+    )
     v.task_started()
     v.task_ended()
     time.sleep(0.1)
@@ -113,7 +117,7 @@ def test_a_task_that_begins_before_the_quiet_spell_is_over_puts_the_import_off()
 
 def test_the_import_waits_at_its_next_module_while_a_task_runs(package: str) -> None:
     b = Builds(lambda: __import__(package))
-    v = WorkerValidator(b.built, b.build, SuiteRules, background=False)
+    v = WorkerValidator(b.built, b.build, SuiteRules, keep_going=lambda: True, background=False)
     v.task_started()
     loader = threading.Thread(target=v.load, daemon=True)
     loader.start()
@@ -125,12 +129,25 @@ def test_the_import_waits_at_its_next_module_while_a_task_runs(package: str) -> 
     assert sys.modules[package].sub.VALUE == 7
 
 
+def test_the_import_waits_while_no_core_of_the_machine_is_idle(package: str) -> None:
+    free = [False]
+    b = Builds(lambda: __import__(package))
+    v = WorkerValidator(b.built, b.build, SuiteRules, keep_going=lambda: free[0], background=False)
+    loader = threading.Thread(target=v.load, daemon=True)
+    loader.start()
+    time.sleep(0.3)
+    assert package not in sys.modules
+    free[0] = True
+    loader.join(10)
+    assert not loader.is_alive() and sys.modules[package].sub.VALUE == 7
+
+
 def test_a_thread_waiting_for_a_module_the_import_holds_lets_it_go_on(package: str) -> None:
     # the loader runs the package's body (holding its lock) when a task begins, and waits before the
     # sub-module; the task's own import of the package then waits on that lock: the loader must go on
     # rather than wait for the task to end
     b = Builds(lambda: __import__(package))
-    v = WorkerValidator(b.built, b.build, SuiteRules, background=False)
+    v = WorkerValidator(b.built, b.build, SuiteRules, keep_going=lambda: True, background=False)
     loader = threading.Thread(target=v.load, daemon=True)
     loader.start()
     time.sleep(0.1)
@@ -154,7 +171,9 @@ def test_a_failing_import_is_tried_once_and_left_to_a_task() -> None:
         raise ImportError("no great-expectations here")
 
     b = Builds(broken)
-    v = WorkerValidator(b.built, b.build, SuiteRules, spare=lambda: True, quiet_s=0.01, background=True)
+    v = WorkerValidator(
+        b.built, b.build, SuiteRules, keep_going=lambda: True, spare=lambda: True, quiet_s=0.01, background=True
+    )
     v.task_started()
     v.task_ended()
     assert _until(lambda: tries == [1])
