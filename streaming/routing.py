@@ -193,7 +193,9 @@ def _millis(value: Any) -> int:
 
 @functools.cache
 def shared_validator() -> Any:
-    """One great-expectations context per Python worker (its import costs seconds)."""
+    """One great-expectations context per Python worker (its import costs seconds: a task never builds it
+    unless the suite has an expectation :class:`streaming.validation.SuiteRules` does not know; see
+    :func:`worker_validator`)."""
     from streaming.validation import InputValidator
 
     return InputValidator()

@@ -21,7 +21,8 @@ admin result gets (``INVALID_TOPIC_EXCEPTION``, ``INVALID_PARTITIONS``, ``INVALI
 Nothing raises for bad input, however malformed or large: :meth:`InputValidator.check` returns, for each
 record, either the decoded event or the reasons (a record nested too deeply for the JSON parser is "not a
 JSON object"; an unexpected exception while decoding one record rejects that record with the exception).
-great-expectations is imported once per Python worker (~2–6 s) and its progress bars are off.
+great-expectations is imported once per Python worker (~2–6 s) and its progress bars are off; until a
+worker has it, :class:`SuiteRules` judges by the same suite without it (:mod:`streaming.worker_validator`).
 """
 
 from __future__ import annotations

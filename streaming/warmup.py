@@ -2,10 +2,10 @@
 
 The query's first micro-batch — a cold start's failover batch, or a standby's once it wins the lease — is
 the one that must be fast, and the first that needs Python workers: without this job it waits for Spark to
-start the worker daemon and for each worker to import pandas, pyarrow, livectl and great-expectations
-(seconds; ``bench/README.md``, "Python workers"). :func:`start_warmup` runs, in a background thread, one
-task per executor core that imports what the query's tasks import and builds the input validator
-(:func:`warm_task`, with the worker daemon's own list and preload). Spark keeps the workers for the query
+start the worker daemon and for each worker to import pandas, pyarrow and livectl (seconds;
+``bench/README.md``, "Python workers"). :func:`start_warmup` runs, in a background thread, one task per
+executor core that imports what the query's tasks import (:func:`warm_task`, with the worker daemon's own
+list and preload). Spark keeps the workers for the query
 (``spark.python.worker.reuse``); it closes them after an idle minute, and then livectl's worker daemon
 (:mod:`streaming.worker_daemon`) forks new ones with all of it already in memory.
 
@@ -52,7 +52,7 @@ WARMED_SCHEMA = "pid long, seconds double, ready boolean"
 @dataclass(frozen=True)
 class Warmed:
     """The warm-up job's outcome: per task, its worker's process id, its import time and whether the
-    worker had the validator already (reused, or forked from livectl's daemon); the job's time."""
+    worker had the preloaded modules already (reused, or forked from livectl's daemon); the job's time."""
 
     pids: tuple[int, ...]
     task_seconds: tuple[float, ...]
@@ -63,17 +63,17 @@ class Warmed:
 def warm_task(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """The ``mapInPandas`` function: in the Python worker, do what livectl's worker daemon does before it
     forks (:func:`streaming.worker_daemon.preload` of :data:`streaming.worker_daemon.PRELOADED`: what the
-    query's steps import, and the worker's shared validator), so that one list says what a worker needs;
-    one row: pid, seconds, and whether the validator was there before (``ready``: a reused worker, or one
-    forked from livectl's daemon). A module that cannot be imported fails the task, naming it."""
+    query's steps import), so that one list says what a worker needs; one row: pid, seconds, and whether
+    the modules were there before (``ready``: a reused worker, or one forked from livectl's daemon). A
+    module that cannot be imported fails the task, naming it. great-expectations is not among them
+    (:mod:`streaming.worker_validator`)."""
     import os
     import sys
 
     start = time.perf_counter()
     from streaming.worker_daemon import PRELOADED, preload
 
-    routing = sys.modules.get("streaming.routing")
-    ready = routing is not None and routing.shared_validator.cache_info().currsize > 0
+    ready = all(name in sys.modules for name in PRELOADED)
     done = preload(PRELOADED)
     if done.failures:
         raise RuntimeError("Python worker warm-up: " + "; ".join(done.failures))

@@ -2,20 +2,26 @@
 
 Spark starts one daemon per executor (``python -m <spark.python.daemon.module>``) and asks it for a Python
 worker whenever a task needs one; the daemon forks the worker. pyspark's own daemon (:mod:`pyspark.daemon`)
-imports nothing before forking, so every new worker imports pyspark's worker, pandas, pyarrow, livectl's
-modules and great-expectations (~5 s on this project's machines, see ``bench/README.md``, "Python workers")
-and builds the input validator, inside the task that needed it. Spark closes a worker that has been idle
+imports nothing before forking, so every new worker would import pyspark's worker, pandas, pyarrow,
+livectl's modules and great-expectations (~5 s on this project's machines, see ``bench/README.md``, "Python
+workers") and build the input validator, inside the task that needed it. Spark closes a worker that has been idle
 for a minute (``PythonWorkerFactory``'s fixed idle timeout), so this is paid again by the first micro-batch
 after an idle minute — an admin command to a quiet controller — and by a cold start's or a standby's
 first batch.
 
 This module is set as ``spark.python.daemon.module`` in ``streaming/conf/spark-defaults.conf``. It runs
-:func:`preload` — the imports of :data:`PRELOADED` and the validator of
-:func:`streaming.routing.shared_validator` — and then hands over to pyspark's daemon
-(:func:`pyspark.daemon.manager`), unchanged: a new worker is a fork that finds everything in memory,
-copy-on-write. The preloaded objects are frozen out of the garbage collector (:func:`gc.freeze`) before
-the first fork. It lives in livectl's ``streaming`` package, so the executors of a standalone cluster run it
-from the packed environment (``livectl package-env``) like the rest of the job.
+:func:`preload` — the imports of :data:`PRELOADED` — and then hands over to pyspark's daemon
+(:func:`pyspark.daemon.manager`): a new worker is a fork that finds everything in memory, copy-on-write.
+The preloaded objects are frozen out of the garbage collector (:func:`gc.freeze`) before the first fork.
+great-expectations (:data:`DEFERRED`) and the validator of :func:`streaming.routing.shared_validator`
+come later: they were 3.3 of the preload's 4.3 s (6.6 s in a loaded cold start), which a cold start's and
+a standby's first batch waited for, and that batch — the failover reference and ticks — does not use them.
+The daemon imports them from its loop once it has had no request for :data:`DEFERRED_QUIET_S` and a core
+of the machine is idle (:func:`install_idle_preload` wraps the ``select.poll`` object pyspark's loop
+polls), so the workers it forks after that have them; a worker forked before judges its input without
+them and imports them in its own idle time (:mod:`streaming.worker_validator`). It lives in livectl's
+``streaming`` package, so the executors of a standalone cluster run it from the packed environment
+(``livectl package-env``) like the rest of the job.
 
 Spark puts its own archives on the daemon's ``PYTHONPATH``, ahead of the environment's packages: pyspark's
 ``pyspark.zip``, py4j's source zip and ``spark-core``'s jar. Imported from a zip, pyspark's modules are

@@ -218,18 +218,20 @@ def test_warmup_switch_is_true_or_false() -> None:
         warmup.warmup_setting("yes")
 
 
-def test_warm_task_preloads_and_reports_its_process_and_whether_the_validator_is_there() -> None:
+def test_warm_task_preloads_and_reports_its_process_and_whether_the_modules_were_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import pandas as pd
 
-    routing.shared_validator.cache_clear()
+    monkeypatch.setattr(worker_daemon, "PRELOADED", (*worker_daemon.PRELOADED, "json.tool"))
+    sys.modules.pop("json.tool", None)
     start = time.perf_counter()
     rows = list(warmup.warm_task(iter([pd.DataFrame({"id": [0]})])))
     assert len(rows) == 1
     assert rows[0]["pid"].tolist() == [os.getpid()]
     assert 0 <= rows[0]["seconds"].tolist()[0] <= time.perf_counter() - start
     assert rows[0]["ready"].tolist() == [False]
-    assert "streaming.stateful" in sys.modules
-    routing.shared_validator()
+    assert "json.tool" in sys.modules and "streaming.stateful" in sys.modules
     again = list(warmup.warm_task(iter([])))
     assert again[0]["ready"].tolist() == [True]
 
