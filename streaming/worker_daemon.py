@@ -77,6 +77,9 @@ PRELOADED: tuple[str, ...] = (
     "streaming.routing",
     "streaming.stateful",
     "streaming.validation",
+    # pyspark's GroupState imports it on first use (for numpy's presence): unittest, difflib, argparse...;
+    # great-expectations used to bring them in before the first fork
+    "pyspark.testing.utils",
 )
 #: imported once the daemon is idle after its first forks (with the validator built): what a worker
 #: needs only for a batch with input, which a worker forked earlier imports in its own idle time
