@@ -239,12 +239,14 @@ def install_task_end_collector(daemon: types.ModuleType, collector: TaskEndColle
 
 def preload_deferred() -> Preloaded:
     """:func:`preload` of :data:`DEFERRED` with the shared validator built, then everything frozen (as
-    before the first fork)."""
+    before the first fork); a failure is said on standard error (the executor's log)."""
     from streaming.routing import shared_validator
 
     with stdout_to_stderr():
         done = preload(DEFERRED, build_validator=shared_validator)
     gc.freeze()
+    if done.failures:
+        print(report(done), file=sys.stderr, flush=True)
     return done
 
 

@@ -58,8 +58,8 @@ def in_spark_task() -> bool:
 class _ImportPause:
     """An audit hook (:func:`sys.addaudithook`; Python keeps it for the process's life, so it does nothing
     unless a load is under way): on the loading thread, each ``import`` event — a statement importing a
-    module not yet in ``sys.modules``, before its lock is taken — waits while ``busy`` is set, unless
-    another thread waits for a module lock (one this thread may hold: a package whose body is running).
+    module not yet in ``sys.modules``, before its lock is taken — waits while ``busy`` is set or ``spare``
+    says no, unless another thread waits for a module lock (one this thread may hold: a package whose body is running).
     Not a ``sys.meta_path`` finder: Python asks those holding its global import lock, which every other
     thread's import then waits for."""
 
@@ -157,18 +157,24 @@ class WorkerValidator:
                 time.sleep(_SPARE_POLL_S)
                 continue
             self.load()
-            return  # once, even if it failed: a task then builds it and reports why
+            return  # once, even if it failed (said on the worker's standard error)
 
     def load(self) -> None:
         """Build great-expectations' validator on this thread, waiting before each new module while a task
-        runs; never raises (a task that needs it then builds it and sees the error)."""
+        runs or no core is idle. Never raises: a failure is said on standard error (the executor's log),
+        and the worker goes on judging by the plain rules."""
         pause = _import_pause()
         pause.busy, pause.spare, pause.thread = self._busy, self._keep_going, threading.get_ident()
         try:
             self._build()
             self.loaded_in_background = True
-        except Exception:  # the real validator is built (and fails, naming why) in a task instead
-            pass
+        except Exception as e:
+            print(
+                f"livectl worker: great-expectations' validator not built ({e!r:.500}); the input suite is "
+                "judged without it (streaming.validation.SuiteRules)",
+                file=sys.stderr,
+                flush=True,
+            )
         finally:
             pause.thread, pause.busy, pause.spare = None, None, lambda: True
 

@@ -74,6 +74,20 @@ def test_a_failing_import_is_reported_and_the_rest_still_preloaded() -> None:
     assert "preloaded 1 modules" in line and "livectl_no_such_module_for_the_test" in line and "no suite" in line
 
 
+def test_a_failing_deferred_preload_is_said_on_standard_error(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(worker_daemon, "DEFERRED", ("livectl_no_such_module_for_the_test",))
+    routing.shared_validator.cache_clear()
+    try:
+        done = worker_daemon.preload_deferred()
+    finally:
+        gc.unfreeze()
+    assert done.failures and "livectl_no_such_module_for_the_test" in done.failures[0]
+    out, err = capfd.readouterr()
+    assert out == "" and "livectl worker daemon: preloaded 0 modules" in err
+
+
 def test_main_preloads_before_handing_over_to_the_manager() -> None:
     seen: list[tuple[bool, bool, bool]] = []
     routing.shared_validator.cache_clear()

@@ -163,7 +163,7 @@ def test_a_thread_waiting_for_a_module_the_import_holds_lets_it_go_on(package: s
     v.task_ended()
 
 
-def test_a_failing_import_is_tried_once_and_left_to_a_task() -> None:
+def test_a_failing_import_is_tried_once_and_said(capfd: pytest.CaptureFixture[str]) -> None:
     tries: list[int] = []
 
     def broken() -> None:
@@ -179,6 +179,8 @@ def test_a_failing_import_is_tried_once_and_left_to_a_task() -> None:
     assert _until(lambda: tries == [1])
     time.sleep(0.2)
     assert tries == [1] and not v.loaded_in_background and not b.built()
+    assert "validator not built (ImportError('no great-expectations here'))" in capfd.readouterr().err
+    assert isinstance(v.current(), SuiteRules)
 
 
 def test_the_query_routes_with_the_workers_validator() -> None:
