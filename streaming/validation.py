@@ -329,6 +329,15 @@ _RULES: dict[str, Callable[[pd.Series, dict[str, Any]], pd.Series]] = {
     "expect_column_values_to_not_be_null": lambda col, kw: col.notna(),
     "expect_column_values_to_be_null": lambda col, kw: col.isna(),
 }
+#: the arguments each rule reads, all of them required: an expectation with any other (``mostly``,
+#: ``strict_min``, a one-sided range...) is one these rules would judge differently, so it is refused
+_RULE_KWARGS: dict[str, frozenset[str]] = {
+    "expect_column_values_to_be_in_set": frozenset(("column", "value_set")),
+    "expect_column_values_to_be_between": frozenset(("column", "min_value", "max_value")),
+    "expect_column_values_to_match_regex": frozenset(("column", "regex")),
+    "expect_column_values_to_not_be_null": frozenset(("column",)),
+    "expect_column_values_to_be_null": frozenset(("column",)),
+}
 _NULL_RULES = frozenset(("expect_column_values_to_not_be_null", "expect_column_values_to_be_null"))
 
 
@@ -372,6 +381,13 @@ class SuiteRules:
         unknown = sorted({e.type for e in self.expectations} - set(_RULES))
         if unknown:
             raise ValueError(f"suite {self.suite_name}: no plain rule for {', '.join(unknown)}")
+        for e in self.expectations:
+            given = {k for k, v in e.kwargs.items() if v is not None}
+            if given != _RULE_KWARGS[e.type]:
+                raise ValueError(
+                    f"suite {self.suite_name}: {e.name}: the plain rule for {e.type} takes exactly "
+                    f"{', '.join(sorted(_RULE_KWARGS[e.type]))}, got {', '.join(sorted(given))}"
+                )
 
     def failed_rows(self, frame: pd.DataFrame) -> dict[int, list[Expectation]]:
         """Row index (position) -> the expectations it failed, in suite order."""

@@ -495,3 +495,20 @@ def test_the_plain_rules_refuse_a_suite_with_an_expectation_they_do_not_know(tmp
     (tmp_path / "suite.json").write_text(json.dumps(suite))
     with pytest.raises(ValueError, match="s: no plain rule for expect_column_values_to_be_unique"):
         SuiteRules(tmp_path / "suite.json")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"column": "broker_id", "min_value": 0, "max_value": 9, "mostly": 0.9},
+        {"column": "broker_id", "min_value": 0, "max_value": 9, "strict_min": True},
+        {"column": "broker_id", "min_value": 0},
+    ],
+)
+def test_the_plain_rules_refuse_an_argument_they_would_judge_differently(
+    tmp_path: Path, kwargs: dict[str, Any]
+) -> None:
+    exp = {"name": "b", "type": "expect_column_values_to_be_between", "kwargs": kwargs, "reason": "r"}
+    (tmp_path / "suite.json").write_text(json.dumps({"name": "s", "expectations": [exp]}))
+    with pytest.raises(ValueError, match="s: b: the plain rule for expect_column_values_to_be_between takes exactly"):
+        SuiteRules(tmp_path / "suite.json")
