@@ -76,9 +76,15 @@ def machine_has_idle_core(sample_s: float = SAMPLE_S) -> bool:
     task would have had (on ``local[N]`` they share the executor's cores)."""
     first = _cpu_times()
     time.sleep(sample_s)
-    second = _cpu_times()
+    verdict = _a_core_idle_between(first, _cpu_times())
+    return True if verdict is None else verdict
+
+
+def _a_core_idle_between(first: tuple[float, float] | None, second: tuple[float, float] | None) -> bool | None:
+    """Whether at least a core's worth of the machine's time was idle between two :func:`_cpu_times`
+    readings; ``None`` when they cannot say (a reading missing, or no time between them)."""
     if first is None or second is None or second[1] <= first[1]:
-        return True
+        return None
     idle_share = (second[0] - first[0]) / (second[1] - first[1])
     return idle_share * (os.cpu_count() or 1) >= 1.0
 
@@ -100,10 +106,10 @@ class IdleCoreWatch:
         if self._last is not None and now - self._last[0] < self._window_s:
             return self._verdict
         times = _cpu_times()
-        if self._last is not None and self._last[1] is not None and times is not None:
-            (idle0, total0), (idle1, total1) = self._last[1], times
-            if total1 > total0:
-                self._verdict = (idle1 - idle0) / (total1 - total0) * (os.cpu_count() or 1) >= 1.0
+        if self._last is not None:
+            verdict = _a_core_idle_between(self._last[1], times)
+            if verdict is not None:
+                self._verdict = verdict
         self._last = (now, times)
         return self._verdict
 
