@@ -18,8 +18,13 @@ from livectl import local
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
+from streaming.settings import Settings
+from streaming.startup import zookeeper_client
 
 pytestmark = pytest.mark.integration
+
+#: the restart test's session timeout: ZooKeeper's maximum here (``zoo.cfg.template``)
+SESSION_MS = 40000
 
 
 @pytest.fixture
@@ -85,10 +90,10 @@ def test_a_restarting_zookeeper_is_unavailable_then_the_same_session_goes_on(tmp
     svc = local.start_zookeeper(tmp_path / "zk", port)
     client: KazooClient | None = None
     try:
-        # a session timeout the restart stays well within on a loaded machine: with 15 s the restarted
-        # ZooKeeper expired the session once in CI (2026-11-30, the tests' slowest run), which is the fenced
-        # case of another test, not this one's
-        client = KazooClient(hosts=svc.connect, timeout=40)
+        # the controller's own client (its reconnect policy: at least every second) with a session timeout
+        # the restart stays well within on a loaded machine: with 15 s the restarted ZooKeeper expired the
+        # session once in CI (2026-11-30, the tests' slowest run), which is the fenced case of another test
+        client = zookeeper_client(Settings(zookeeper_connect=svc.connect, zookeeper_session_timeout_ms=SESSION_MS))
         # a ZooKeeper that has just started answers ruok before its first session is set up, which on a
         # loaded machine took over 15 s (CI): the first connection gets longer; the test is about the restart
         client.start(timeout=60)
@@ -100,13 +105,15 @@ def test_a_restarting_zookeeper_is_unavailable_then_the_same_session_goes_on(tmp
         with pytest.raises(SinkUnavailableError):
             sink.check_fence()
         svc = local.start_zookeeper(tmp_path / "zk", port)
-        deadline = time.monotonic() + 20
+        # the session outlives the restart by its timeout: the check must pass again within it (past it the
+        # session is gone, and the check says fenced, which fails the test as it should)
+        deadline = time.monotonic() + SESSION_MS / 1000
         while True:
             try:
                 sink.check_fence()
                 break
             except SinkUnavailableError:
-                assert time.monotonic() < deadline, "the check never passed again after the restart"
+                assert time.monotonic() < deadline, "the check never passed again within the session timeout"
                 time.sleep(0.2)
         assert client.client_id[0] == session
     finally:
