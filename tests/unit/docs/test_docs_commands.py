@@ -109,6 +109,23 @@ def documented_commands(page_list: list[Path]) -> list[Command]:
     return found
 
 
+def table_commands(page: Path) -> list[Command]:
+    """The commands named in the first column of ``page``'s tables (``livectl local up\\|down\\|status``
+    names three)."""
+    found: list[Command] = []
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
+        cell = re.match(r"^\| `([^`]+)` \|", line)
+        if not cell:
+            continue
+        words = cell.group(1).split()
+        last = words[-1].split("\\|") if words else []
+        for choice in last:
+            command = _command(f"{page.relative_to(ROOT)}:{number}", [*words[:-1], choice])
+            if command is not None:
+                found.append(command)
+    return found
+
+
 def _run(argv: tuple[str, ...]) -> tuple[int, str]:
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     return done.returncode, done.stdout + done.stderr
@@ -136,7 +153,7 @@ def _problems(commands: list[Command]) -> list[str]:
 
 
 def test_every_documented_command_runs_with_help_and_knows_its_options() -> None:
-    commands = documented_commands(pages())
+    commands = documented_commands(pages()) + table_commands(ROOT / "README.md")
     programs = {Path(c.argv[-1]).name if c.argv[0] == sys.executable else Path(c.argv[0]).name for c in commands}
     assert {"livectl", "livectl-simbrokers", "quickstart", "test", "simbrokers"} <= programs, programs
     assert len(commands) > 40
@@ -147,6 +164,15 @@ def test_every_fenced_block_names_its_language() -> None:
     """So that no shell block escapes the check above (a diagram is ``text``)."""
     unnamed = [f"{b.page.relative_to(ROOT)}:{b.line}" for page in pages() for b in blocks(page) if not b.info]
     assert unnamed == []
+
+
+def test_the_readme_table_names_every_livectl_command() -> None:
+    named = {c.argv[1] for c in table_commands(ROOT / "README.md") if Path(c.argv[0]).name == "livectl"}
+    code, text = _run((str(BIN / "livectl"), "--help"))
+    assert code == 0
+    listed = set(re.findall(r"^    ([a-z][a-z-]*)(?= {2,}\S|$)", text, flags=re.MULTILINE))
+    assert len(listed) > 10, text
+    assert named == listed
 
 
 def test_the_readme_opens_with_the_two_commands() -> None:
