@@ -22,6 +22,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+#: the help page's description: the module docstring's content without its reST markup
+DESCRIPTION = """\
+Reads the state-change log (a Parquet table partitioned by date) and prints the matching decisions oldest
+first: ZooKeeper writes, the partition states sent to brokers, admin results and state-change failures,
+each with its time, micro-batch id and the controller's id and epoch.
+
+Where the table is: --audit-dir (the audit_dir setting), else beside --checkpoint-dir (<checkpoint>-audit,
+default checkpoints/livectl-audit). A local path or file: URI is read with pyarrow; any other URI (hdfs://,
+s3a://, ...) with a local SparkSession (the Hadoop client for the scheme must be on Spark's classpath).
+
+Exit codes: 0 (also when nothing matches), 1 no table at that location, 2 invalid input."""
+
 EXIT_OK = 0
 EXIT_NO_TABLE = 1
 EXIT_USAGE = 2
@@ -203,7 +215,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "audit",
         help="what the controller decided (the state-change log)",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--topic", help="only decisions about this topic")

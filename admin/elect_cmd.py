@@ -22,7 +22,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
         help="run a preferred or unclean leader election (kafka-leader-election)",
         description="Run a leader election, like kafka-leader-election.",
     )
-    p.add_argument("--election-type", required=True, type=str.upper, choices=["PREFERRED", "UNCLEAN"])
+    p.add_argument(
+        "--election-type",
+        required=True,
+        type=str.upper,
+        choices=["PREFERRED", "UNCLEAN"],
+        help="PREFERRED: the first replica leads where it is live and in the ISR; UNCLEAN: a live replica "
+        "outside the ISR may lead a partition without a leader",
+    )
     scope = p.add_mutually_exclusive_group(required=True)
     scope.add_argument("--all-topic-partitions", action="store_true", help="every partition")
     scope.add_argument("--topic", help="one partition's topic (with --partition)")

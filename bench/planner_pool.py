@@ -4,7 +4,7 @@ Spark plans a Python streaming source's read once per run of a query, at its fir
 processes (``pyspark.sql.worker.plan_data_source_read``) forked from pyspark's own daemon, which preloads
 nothing: each imports pyspark's SQL worker, pyarrow and livectl's source. Spark pools them per Python
 executable, worker module and environment, and closes one idle for a minute. A takeover's first batch met
-them cold (``bench/README.md``, "Where a takeover's failover batch waits"). This script runs three queries
+them cold (``docs/decisions/2026-11-24-python-warmup-job.md``). This script runs three queries
 of livectl's ``livectl-kafka`` source, one after the other, on a real tansu broker (free loopback port,
 stopped by PID) in one local SparkSession (shipped ``spark-defaults.conf``): the first with no planner
 process yet, the second right after it (the pool holds the first's), the third after ``--idle`` seconds

@@ -244,7 +244,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "package-env",
         help="pack livectl and its dependencies into an archive for Spark executors (spark.archives)",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description="The packed virtual environment that Spark executors run livectl in: livectl built as a wheel "
+        "and installed with its dependencies into a fresh virtual environment, packed with venv-pack for "
+        "spark.archives (--archives env.tar.gz#environment).",
     )
     p.add_argument("--output", "-o", type=Path, default=DEFAULT_OUTPUT, help="archive to write (default: %(default)s)")
     p.add_argument(

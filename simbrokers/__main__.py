@@ -47,9 +47,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replica-lag-time-max-ms", type=int, default=10_000, help="replica.lag.time.max.ms")
     p.add_argument("--min-insync-replicas", type=int, default=1, help="min.insync.replicas")
     p.add_argument("--fetch-interval-ms", type=int, default=50, help="follower fetch pacing")
-    p.add_argument("--controlled-shutdown-max-retries", type=int, default=3)
-    p.add_argument("--controlled-shutdown-retry-backoff-ms", type=int, default=2_000)
-    p.add_argument("--controlled-shutdown-timeout-ms", type=int, default=15_000)
+    p.add_argument(
+        "--controlled-shutdown-max-retries",
+        type=int,
+        default=3,
+        help="Kafka's controlled.shutdown.max.retries (default: %(default)s)",
+    )
+    p.add_argument(
+        "--controlled-shutdown-retry-backoff-ms",
+        type=int,
+        default=2_000,
+        help="Kafka's controlled.shutdown.retry.backoff.ms (default: %(default)s)",
+    )
+    p.add_argument(
+        "--controlled-shutdown-timeout-ms",
+        type=int,
+        default=15_000,
+        help="how long one ControlledShutdown request waits for the controller's answer (default: %(default)s)",
+    )
     p.add_argument("--session-timeout-ms", type=int, default=6_000, help="ZooKeeper session timeout")
     p.add_argument("--status-file", type=Path, default=None, help="write brokers' status JSON here every second")
     p.add_argument("--topic-wait-s", type=float, default=60.0, help="wait this long for livectl topics")
@@ -69,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="registrations get Kafka's ACLs (writable with --zookeeper-auth's credential only)",
     )
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", help="Python logging level (default: %(default)s)")
     return p
 
 

@@ -98,13 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, helptext: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, parents=[common], help=helptext, description=helptext)
-        sp.add_argument("broker_id", type=int, metavar="BROKER_ID")
+        sp.add_argument("broker_id", type=int, metavar="BROKER_ID", help="the simulated broker's id")
         return sp
 
     add("shutdown", "controlled shutdown of a simulated broker, then deregistration")
     add("kill", "make a simulated broker vanish (no controlled shutdown)")
     fp = add("fault", "inject a fault into a simulated broker")
-    fp.add_argument("fault", choices=FAULTS)
+    fp.add_argument("fault", choices=FAULTS, help="the fault to inject; clear removes the slow and stuck faults")
     fp.add_argument("--fetch-interval-ms", type=int, help="slow-follower: fetch only this often")
     fp.add_argument("--max-records", type=int, help="slow-follower: records per fetch and partition")
     fp.add_argument("--rate", type=float, help="produce-rate: records/s per led partition")

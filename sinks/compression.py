@@ -3,8 +3,8 @@
 kafka-python compresses each record batch on the producer (``compression_type``); consumers decompress
 whatever codec a batch names, given the codec's package (``lz4``, ``zstandard``, ``python-snappy``: all
 dependencies of livectl, so the simulated brokers and every tool read them). gzip is kafka-python's
-zlib at its fixed level 9; ``bench/compression_cost.py`` weighs the codecs on the request topic's
-messages (``bench/README.md``, "Compression").
+zlib at its fixed level 9, the slowest; zstd is the default
+(``docs/decisions/2026-11-24-zstd-request-compression.md``; ``bench/compression_cost.py`` weighs the codecs).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ A **shared** request (the UpdateMetadata of a micro-batch, addressed to a set of
 of the topic that holds an addressee** (the partition the producer's default partitioner gives the
 addressee's key; with one partition, once), keyed ``-1``, naming that partition's addressees with their
 broker epochs (:mod:`core.kafka.envelope`, version 2). Kafka sends the same UpdateMetadata to every
-broker one by one; a topic every broker reads carries it once (measured in ``bench/README.md``).
+broker one by one; a topic every broker reads carries it once, a third of the bytes
+(``docs/decisions/2026-11-24-updatemetadata-once.md``).
 
 Messages are written in Kafka's order by API — every LeaderAndIsr, then UpdateMetadata, then StopReplica,
 then the controller's responses, brokers ascending within each — so in every partition each broker reads

@@ -265,8 +265,8 @@ class ControllerApp:
 
         # nothing to replay: the hand-off (snapshot written, shipped, its reference published) runs beside the
         # query's start — the query's first trigger waits for the reference (the barrier), and the source's
-        # start (``where``) is fixed above, before the reference, which it therefore reads (bench/README.md,
-        # "The hand-off beside the query's start")
+        # start (``where``) is fixed above, before the reference, which it therefore reads
+        # (docs/decisions/2026-11-24-warm-standby-read-ahead.md)
         handing = in_background(handed_off, "livectl-hand-off") if replay is None else None
         try:
             self.query = start_query_when_free(

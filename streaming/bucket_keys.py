@@ -4,8 +4,8 @@ Spark places a group of ``groupBy(key).applyInPandasWithState`` in the shuffle p
 and task) ``pmod(murmur3(key, seed 42), spark.sql.shuffle.partitions)`` — its ``HashPartitioning``. With the
 bucket index itself as the key, buckets collide: of 8 buckets in 8 partitions, buckets 1, 3 and 7 share
 partition 3 and 2, 4 share partition 6, while 3 partitions stay empty; with 2 buckets both land in
-partition 1, so one task runs all the Python work on one core while the other core idles (measured:
-``bench/README.md``, "Large micro-batch"). The ``spread`` keys fix that: bucket ``b`` of ``n`` is keyed by
+partition 1, so one task runs all the Python work on one core while the other core idles
+(``docs/decisions/2026-11-24-spread-bucket-keys.md``). The ``spread`` keys fix that: bucket ``b`` of ``n`` is keyed by
 the smallest ``k ≥ 0`` with ``k ≡ b (mod n)`` whose partition is ``b``, so every bucket has a partition of
 its own and ``k mod n`` gives the bucket back. Rejected records keep key ``-1``.
 

@@ -132,7 +132,7 @@ class HadoopCheckpointStore:
 
         # the bytes go to the JVM as a local file Hadoop copies, not through py4j: py4j sends a byte array as
         # base64 text over its socket, 0.15-0.35 s for a 5 MB failover slice, on a takeover's path (a local
-        # file and the copy: 0.03-0.05 s; bench/README.md, "The hand-off beside the query's start"); the file
+        # file and the copy: 0.03-0.05 s; docs/decisions/2026-11-24-warm-standby-read-ahead.md); the file
         # is the driver's own, in its temporary folder, never a checkpoint path
         fd, local = tempfile.mkstemp(prefix="livectl-write-", suffix=".tmp")
 

@@ -5,7 +5,7 @@ tuples) and a batch's decision rows hold no reference cycles; reference counting
 collector's generation-2 passes walk every tracked object, and a step that builds a new state (and a
 driver that decodes rows) allocates enough to trigger several such passes over all the states a Python
 worker keeps (:data:`streaming.stateful._STATE_CACHE`): measured, 25–30 % of a bucket call's CPU and
-five times the driver's row decode (``bench/README.md``, "Large micro-batch"; ``request_sink_cost.py``).
+five times the driver's row decode (``docs/decisions/2026-11-24-collector-paused.md``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ while the standby waits, so that the bucket only hands it over.
 A takeover's first micro-batch gives every bucket its slice of the ZooKeeper snapshot read after winning (the
 failover reference) and a tick; the bucket's step then builds the context from the slice, runs Kafka's
 ``onControllerFailover`` and encodes the decisions and the new state: 3–4 s of CPU per 50k-partition bucket on
-a 2-core machine, the largest part of a takeover (bench/README.md). That outcome is a function of the slice's
+a 2-core machine, the largest part of a takeover (docs/decisions/2026-11-29-standby-decides-failover-ahead.md).
+That outcome is a function of the slice's
 text, the controller configs, and the bucket's admin bookkeeping (empty in the usual case: the step replaces
 the context whole), nothing else — the tick handler reads no clock. A standby reads the tree ahead every 10
 seconds (:class:`streaming.failover_warm.ReadAhead`); after each read :class:`Decider` encodes the slices the

@@ -31,8 +31,8 @@ and the query fails.
 decoded (a plain write by a lean decoder that gives what the strict one gives); the requests, results
 and the rest are decoded after, while nothing waits on them. The cyclic collector is off for the whole
 batch (:func:`gc_paused`) and comes back once its decoded rows are freed: a pass over millions of
-acyclic objects right after the decode was a fifth of a large batch's driver time (``bench/README.md``,
-"The driver after the job").
+acyclic objects right after the decode was a fifth of a large batch's driver time
+(``docs/decisions/2026-11-24-collector-paused.md``).
 
 **Rows are decoded once, request entries not at all.** A row's decision is parsed once (orjson:
 :func:`decode_row`). A LeaderAndIsr, UpdateMetadata or StopReplica row carries each ``topicStates``
@@ -44,7 +44,7 @@ where something needs them as values: an entry cut by a message's size limit, th
 ZooKeeper refused a write for (:func:`streaming.refusals.withhold`), the audit log's per-partition
 lines; counts come from the row. Other bodies stay the parsed JSON object
 (:class:`core.kafka.requests.WireBody`). Rebuilding typed values (``decode_decision(..., typed=True)``)
-was measured and not taken (``bench/README.md``, "Request bodies as values"). An admin
+costs 5–6.5× the wire decode and was not taken (``docs/decisions/2026-11-24-request-bodies-as-values.md``). An admin
 result's ``details``, also a JSON object in the row, is decoded with it, and the parts of one command from
 several buckets merge as those objects (:func:`merge_admin_results`), never re-encoded on the driver.
 

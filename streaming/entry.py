@@ -58,7 +58,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override any setting (the shipped livectl-defaults.json, then --config); repeatable",
     )
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="the driver's Python logging level (default: %(default)s)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

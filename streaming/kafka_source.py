@@ -1,6 +1,6 @@
 """A PySpark streaming data source over kafka-python, with Kafka offsets as the source offsets.
 
-PySpark's wheel has no Kafka connector (DESIGN.md, decision 3), so the controller reads its input topics
+PySpark's wheel has no Kafka connector (docs/design/decisions.md, decision 3), so the controller reads its input topics
 through this Python data source, registered as ``livectl-kafka``::
 
     spark.dataSource.register(KafkaDataSource)
@@ -74,7 +74,7 @@ before its failover reference is published, and that empty batch paid every firs
 unchanged offsets, and the wait changes nothing but when the read returns.
 
 Reads run in Spark's Python streaming-source worker (``SimpleDataSourceStreamReader``, the quickest
-form here: DESIGN.md, decision 9). ``Trigger.AvailableNow`` is supported.
+form here: docs/design/decisions.md, decision 9). ``Trigger.AvailableNow`` is supported.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 group_id=None,
                 # how soon a record is seen while a read waits: tansu answers a parked fetch only when its
                 # wait is over, whatever arrives meanwhile (Kafka answers at once); shorter costs the idle
-                # controller CPU in fetches (bench/README.md, "Fifth round of issue 15")
+                # controller CPU in fetches (docs/decisions/2026-11-25-trigger-zero.md)
                 fetch_max_wait_ms=min(self.options.poll_timeout_ms, FETCH_MAX_WAIT_MS),
                 max_poll_records=min(self.options.max_records_per_batch, 5000),
                 auto_offset_reset="earliest",

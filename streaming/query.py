@@ -8,7 +8,7 @@
       → observe("livectl", Kafka's controller metrics)
       → foreachBatch(Dispatcher): ZooKeeper sink, then request sink, then admin results / rejected
 
-``spark.sql.shuffle.partitions`` must equal the bucket count (DESIGN.md, decision 1): every shuffle
+``spark.sql.shuffle.partitions`` must equal the bucket count (docs/design/decisions.md, decision 1): every shuffle
 partition is a state store written on every micro-batch.
 """
 
@@ -145,8 +145,8 @@ class SourceAhead:
     is synchronized and waits for the daemon to report its port), and livectl's daemon imports the workers'
     modules before it reports (:mod:`streaming.worker_daemon`, seconds). Every Python planner process the
     query's start needs — the data-source lookup, the source's creation — goes through the same lock, so
-    started after the warm-up they wait for its imports (``bench/README.md``, "Fourth round of issue 15 —
-    slice S"). A failure is logged, never raised: the query then loads its own source, as without this."""
+    started after the warm-up they wait for its imports (``docs/decisions/2026-11-24-python-warmup-job.md``).
+    A failure is logged, never raised: the query then loads its own source, as without this."""
 
     def __init__(
         self,
@@ -279,14 +279,13 @@ def rehearse_frame(spark: Any, settings: Settings, prepared: PreparedSource) -> 
     seconds the build and the planning took, and how many whole-stage-codegen subtrees the plan has (each
     one's code generated and compiled, or found compiled). A standby does it while it waits for the lease:
     the build after winning then finds pyspark's and the JVM's code paths warm (a driver's first build took
-    1.1 s here, the next ones 0.3 s; ``bench/README.md``, "The query's plan rehearsed"), and so does the first
-    micro-batch, which plans the same operators and generates the same code for them: the planning is Spark's
-    ``explain("codegen")``, which runs the optimizer and the physical planner and generates and compiles the
-    Java of each whole-stage-codegen subtree (to report its size), so the compiled classes are in the JVM's
-    cache of generated code when the batch asks for them (``bench/README.md``, "the first batch's code
-    compiled ahead"). It reads and writes nothing: the key scheme is given, not the checkpoint's (whose first
-    read records it, a write only the lease holder may make), and planning a streaming frame that is not
-    started reads no offsets."""
+    1.1 s here, the next ones 0.3 s; ``docs/decisions/2026-11-29-query-plan-rehearsed.md``), and so does the
+    first micro-batch, which plans the same operators and generates the same code for them: the planning is
+    Spark's ``explain("codegen")``, which runs the optimizer and the physical planner and generates and
+    compiles the Java of each whole-stage-codegen subtree (to report its size), so the compiled classes are in
+    the JVM's cache of generated code when the batch asks for them. It reads and writes nothing: the key
+    scheme is given, not the checkpoint's (whose first read records it, a write only the lease holder may
+    make), and planning a streaming frame that is not started reads no offsets."""
     started = time.monotonic()
     frame = controller_frame(spark, settings, prepared=prepared, scheme=BucketKeys.SPREAD)
     built = time.monotonic()

@@ -1,4 +1,4 @@
-"""Routing input records to state buckets (DESIGN.md, decision 1).
+"""Routing input records to state buckets (docs/design/decisions.md, decision 1).
 
 A **bucket** is a stable hash of the *topic* name modulo the bucket count, so all of a topic's
 partitions, its znode and its deletion or reassignment live in one bucket's state. Topic-scoped events go

@@ -60,8 +60,8 @@ class Settings:
     #: the id this controller writes into ``/controller`` (``brokerid``)
     controller_id: int = 1000
     #: number of state buckets; 0 = ``spark.sql.shuffle.partitions`` when set, else one per executor core
-    #: (:func:`streaming.startup.default_buckets`); the job sets shuffle partitions equal to it (DESIGN.md,
-    #: 1). Fixed for the life of a checkpoint.
+    #: (:func:`streaming.startup.default_buckets`); the job sets shuffle partitions equal to it
+    #: (docs/design/decisions.md, decision 1). Fixed for the life of a checkpoint.
     num_buckets: int = 0
     checkpoint_dir: str = "checkpoints/livectl"
     #: Spark processing-time trigger, e.g. ``"1 second"``; ``"0 seconds"``: a micro-batch as soon as records
@@ -76,13 +76,14 @@ class Settings:
     resume_from_checkpoint: str = ""
     #: most input records read per micro-batch (all topics together)
     max_records_per_batch: int = 10000
-    #: ZooKeeper operations per fenced multi-op (DESIGN.md, 4: 100 ≈ 20k writes/s)
+    #: ZooKeeper operations per fenced multi-op (docs/design/decisions.md, decision 4: 100 ≈ 20k writes/s)
     zk_ops_per_transaction: int = 100
     #: how long a micro-batch's writes are retried while ZooKeeper or Kafka is unavailable (a restart)
     #: before the query fails; 0 = not retried
     sink_retry_timeout_ms: int = 60000
     #: compression of the request sink's messages (the requests, admin results and rejected input):
-    #: none, gzip, snappy, lz4 or zstd (bench/README.md "Compression" measures them)
+    #: none, gzip, snappy, lz4 or zstd; zstd sends 11-15x faster than gzip
+    #: (docs/decisions/2026-11-24-zstd-request-compression.md)
     request_compression: str = "zstd"
     #: input offsets gone from Kafka (a broker restarted without its data, a topic created again): fail
     #: the query with a clear message (true, Spark's ``failOnDataLoss``) or go on from the earliest

@@ -69,8 +69,8 @@ OUTPUT_SCHEMA = (
 _OUTPUT_COLUMNS = ["bucket", "seq", "kind", "payload", *METRIC_COLUMNS]
 #: a payload of at least this many characters leaves the bucket compressed: a failover's request rows are
 #: megabytes of JSON each (75 MB for 100k partitions), which the JVM otherwise copies row by row out of the
-#: Python worker, into the task's result, to the driver and back to its Python (bench/README.md, "Packed
-#: decision rows")
+#: Python worker, into the task's result, to the driver and back to its Python
+#: (docs/decisions/2026-11-29-packed-decision-rows.md)
 PACK_MIN_CHARS = 64 * 1024
 #: decision rows carry zeros in the metric columns: the observed sums then count metrics rows only
 _NO_METRICS = (0,) * len(METRIC_COLUMNS)

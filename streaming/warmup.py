@@ -3,7 +3,7 @@
 The query's first micro-batch — a cold start's failover batch, or a standby's once it wins the lease — is
 the one that must be fast, and the first that needs Python workers: without this job it waits for Spark to
 start the worker daemon and for each worker to import pandas, pyarrow and livectl (seconds;
-``bench/README.md``, "Python workers"). :func:`start_warmup` runs, in a background thread, one task per
+``docs/decisions/2026-11-24-python-warmup-job.md``). :func:`start_warmup` runs, in a background thread, one task per
 executor core that imports what the query's tasks import (:func:`warm_task`, with the worker daemon's own
 list and preload). Spark keeps the workers for the query
 (``spark.python.worker.reuse``); it closes them after an idle minute, and then livectl's worker daemon
@@ -17,7 +17,7 @@ snapshot read and query start. ``spark.livectl.python.warmup.early false`` makes
 start (no other controller) start it only once it has read the ZooKeeper tree instead: on ``local[N]`` the
 job's imports share the driver's cores and slow the read, but started later the job still holds the task
 slots when the failover batch comes; measured side by side neither order won beyond the noise of a busy
-machine (``bench/README.md``, "Cold start: the warm-up and the snapshot read"), so the default stays.
+machine (``docs/decisions/2026-11-24-python-warmup-job.md``), so the default stays.
 
 The job never delays the lease, the snapshot read or the failover reference: it runs beside them, and a
 failure (the session stopping under it, a worker that cannot start) is logged, never raised: the query
@@ -128,8 +128,8 @@ class Warmup:
     :meth:`prime` runs a job without Python shaped like the warm-up's (one task per core, collected) and
     plans the warm-up's own job: the session's first job pays Spark's one-time costs — classes loaded, code
     generated, the scheduler's and the executor's first tasks — and planning a ``mapInPandas`` job takes
-    more; measured, seconds on a loaded machine before the warm-up's worker daemon was started (``bench/README.md``,
-    "Fourth round of issue 15 — slice S"). None of it needs a Python worker, so it can run while the
+    more: seconds on a loaded machine, measured before the warm-up's worker daemon was started
+    (``docs/decisions/2026-11-24-python-warmup-job.md``). None of it needs a Python worker, so it can run while the
     query's source is prepared (:class:`streaming.query.SourceAhead`), which must not wait behind the
     daemon's start. :meth:`start` then runs the job in a thread."""
 

@@ -355,7 +355,7 @@ class SnapshotReader:
         with ``multiRead``."""
         # the read that counts is on a new controller's critical path, and makes a new object per changed or
         # new znode but no cycle: the collector's passes over everything the driver holds wait until after it
-        # (bench/README.md, "The read after winning"); a standby's long reads ahead keep it on
+        # (docs/decisions/2026-11-24-collector-paused.md); a standby's long reads ahead keep it on
         paused = contextlib.nullcontext() if ahead else gc_paused()
         with self._lock, paused:
             started = time.monotonic()

@@ -76,7 +76,7 @@ def _validate_alter(
     c: StepContext, tp: TopicPartition, cur: LeaderAndIsr, new: LeaderAndIsr, *, by_topic_id: bool = False
 ) -> str | None:
     """Kafka's checks in Kafka's order; then livectl's own (the sender must be the leader, the ISR
-    must hold the leader and only distinct replicas: KRaft's rules, see the README), then Kafka's
+    must hold the leader and only distinct replicas: KRaft's rules, see docs/differences.md), then Kafka's
     KIP-841 eligibility (``INELIGIBLE_REPLICA`` from v2, the topic-id versions; before that
     ``OPERATION_NOT_ATTEMPTED``). ``"SAME"``: already in the proposed state (Kafka's
     ``equalsAllowStalePartitionEpoch``), answered with the current state."""

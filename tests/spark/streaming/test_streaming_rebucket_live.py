@@ -64,7 +64,7 @@ def test_eight_buckets_to_two_through_a_new_checkpoint(spark: Any, cluster: Clus
     assert not first.error
     # a stop that lands inside a micro-batch (a loaded machine: over stop_query's grace) leaves it to be
     # replayed on its own checkpoint, which the move refuses (tests/unit: test_streaming_rebucket.py): as the
-    # README says, run the controller on it once more and stop it
+    # docs/operations.md ("Changing the bucket count") says, run the controller on it once more and stop it
     for _ in range(3):
         if _idle(tmp_path / "ck8"):
             break

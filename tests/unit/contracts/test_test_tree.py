@@ -19,8 +19,8 @@ REPO = TESTS.parent
 TIERS = ("unit", "integration", "spark", "e2e", "cluster")
 #: tiers whose tests exercise the whole system, not one package: flat folders
 FLAT_TIERS = ("e2e", "cluster")
-#: folders of tests that span packages (contracts between them) or check the deployment files
-CROSS_CUTTING = ("contracts", "deploy")
+#: folders of tests that span packages (contracts between them), check the deployment files or the docs
+CROSS_CUTTING = ("contracts", "deploy", "docs")
 
 
 def _test_files() -> list[Path]:

@@ -49,7 +49,7 @@ def test_the_controllers_request_sink_gets_the_setting(tmp_path: Path, codec: st
 
 def test_record_batches_are_checksummed_by_the_c_crc32c() -> None:
     # kafka-python checks a record batch's CRC-32C when it writes and when it reads one, in pure Python unless the
-    # crc32c package is there (a dependency: bench/README.md, "The record checksum in C")
+    # crc32c package is there (a dependency: docs/decisions/2026-11-29-crc32c-in-c.md)
     from kafka.record import util
 
     assert util.crc32c_c is not None
