@@ -8,9 +8,12 @@ not committed (``shutdown:batch-planned``, a new controller started on the check
 first of broker 2's partitions gets a new leader (``shutdown:first-leader-moved``, a waiting standby takes
 over). The shutdown completes under the new controller; then broker 2 is restarted and registers again, and
 must be back in every ISR with every replica's own view at ZooKeeper's leader and leader epoch (the point's
-``after``). Before the fix it stayed stopped on every partition: its failure and its new registration met in
-one micro-batch of the new controller, and the failure's StopReplica reached the restarted broker after its
-startup's LeaderAndIsr.
+``after``). Before the fix it stayed stopped on every partition whenever its failure and its new registration
+met in one micro-batch of the new controller: the failure's StopReplica reached the restarted broker after
+its startup's LeaderAndIsr. Whether they meet is a matter of timing (the new controller's first batches are
+slow; its liveness bridge starts after its failover): each point reproduced it in some runs against the
+unfixed code and not in others. ``tests/unit/contracts/test_requests_to_simbrokers.py`` and the core's unit
+test reproduce that step every time.
 """
 
 from __future__ import annotations
