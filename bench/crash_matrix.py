@@ -24,7 +24,9 @@ Points (``scenario:point``): reassignment ``reassign:rs-written`` (target+origin
 read by the controller at failover); creation ``create:topic-written``, ``create:partial`` (a 150-partition
 topic killed after its first transactions, ``zk_ops_per_transaction`` = 20); deletion
 ``delete:marker-created``, ``delete:topic-removed``; ``shutdown:first-leader-moved`` (controlled shutdown,
-SIGTERM to a broker); ``failure:first-state-write`` (broker SIGKILLed, its session ends);
+SIGTERM to a broker), ``shutdown:batch-planned`` (the micro-batch holding the broker's ControlledShutdown
+planned in the checkpoint's ``offsets/`` and not committed: polled, not watched); ``failure:first-state-write``
+(broker SIGKILLed, its session ends);
 ``failure:while-down`` (the controller killed first, then the broker, while no controller runs).
 
 One controller start per point (the next point's active is the one that converged the previous one).
@@ -82,6 +84,7 @@ POINTS = (
     "delete:marker-created",
     "delete:topic-removed",
     "shutdown:first-leader-moved",
+    "shutdown:batch-planned",
     "failure:first-state-write",
     "failure:while-down",
 )
@@ -406,11 +409,15 @@ class Matrix:
 
     @contextlib.contextmanager
     def kill_when(
-        self, paths: Sequence[str], seen: Callable[[str, dict[str, Any] | None, int], str | None]
+        self,
+        paths: Sequence[str],
+        seen: Callable[[str, dict[str, Any] | None, int], str | None],
+        poll: Callable[[], str | None] | None = None,
     ) -> Iterator[list[str]]:
         """While inside: the first time ``seen(path, data, version)`` says what it saw for one of ``paths``
-        (a DataWatch: called at once and on every change), SIGKILL the process of the controller that
-        holds ``/controller`` then (followed by a DataWatch of its own, so no read happens in the callback)."""
+        (a DataWatch: called at once and on every change), or ``poll()`` (called every 20 ms on a thread of
+        its own, for what no znode shows) says what it saw, SIGKILL the process of the controller that holds
+        ``/controller`` then (followed by a DataWatch of its own, so no read happens in the callback)."""
         assert self.zk is not None
         hits: list[str] = []
         lock = threading.Lock()
@@ -421,32 +428,47 @@ class Matrix:
             holder[0] = int(json.loads(data)["brokerid"]) if data else -1
             return armed[0]
 
+        def kill(what: str) -> bool:
+            """Kill the holder for ``what``; whether it was done (now or before)."""
+            with lock:
+                victim = next((c for c in self.controllers if c.controller_id == holder[0]), None)
+                if victim is None or hits:
+                    return bool(hits)
+                victim.kill()
+                hits.append(f"{what} (controller {victim.controller_id} killed)")
+                armed[0] = False
+            return True
+
         def make(path: str) -> Callable[[Any, Any], bool]:
             def watch(data: bytes | None, stat: Any) -> bool:
                 if not armed[0]:
                     return False
                 parsed = json.loads(data) if data else ({} if stat is not None else None)
                 what = seen(path, parsed, stat.version if stat is not None else -1)
-                if what is None:
-                    return True
-                with lock:
-                    victim = next((c for c in self.controllers if c.controller_id == holder[0]), None)
-                    if victim is None or hits:
-                        return True
-                    victim.kill()
-                    hits.append(f"{what} (controller {victim.controller_id} killed)")
-                    armed[0] = False
-                return False
+                return what is None or not kill(what)
 
             return watch
+
+        def polling() -> None:
+            assert poll is not None
+            while armed[0]:
+                what = poll()
+                if what is not None and kill(what):
+                    return
+                time.sleep(0.02)
 
         self.zk.DataWatch("/controller", on_controller)
         for path in paths:
             self.zk.DataWatch(path, make(path))
+        poller = threading.Thread(target=polling, name="crash-matrix-poll", daemon=True) if poll else None
+        if poller is not None:
+            poller.start()
         try:
             yield hits
         finally:
             armed[0] = False
+            if poller is not None:
+                poller.join(30)
 
 
 # ---------------------------------------------------------------------------- the scenarios
@@ -509,6 +531,10 @@ class Point:
     def at_kill(self) -> str:
         """What the tree holds right after the kill (read before any successor is elected)."""
         return ""
+
+    def poll(self) -> Callable[[], str | None] | None:
+        """A kill condition no znode shows (see :meth:`Matrix.kill_when`), armed once ``fire`` may follow."""
+        return None
 
 
 class Reassign(Point):
@@ -653,8 +679,64 @@ class BrokerDown(Point):
         self.versions = {
             p: self.m.znode(f"/brokers/topics/{self.topic}/partitions/{p}/state")[1] for p in self.ASSIGNMENT
         }
+        self._consumer: KafkaConsumer | None = None
+        if self.name.endswith("batch-planned"):
+            # the broker's ControlledShutdown is a record after this one on the broker-events topic
+            c = self._consumer = KafkaConsumer(bootstrap_servers=self.m.bootstrap, enable_auto_commit=False)
+            tp = TopicPartition(self.m.topics["events"], 0)
+            c.assign([tp])
+            c.seek_to_end(tp)
+            c.position(tp)
+            self._request_offset: int | None = None
+
+    def poll(self) -> Callable[[], str | None] | None:
+        if not self.name.endswith("batch-planned"):
+            return None
+        checkpoint = self.m.checkpoint
+        events_topic = self.m.topics["events"]
+
+        def batches(folder: str) -> set[int]:
+            d = checkpoint / folder
+            return {int(f.name) for f in d.iterdir() if f.name.isdigit()} if d.is_dir() else set()
+
+        def planned_not_committed() -> str | None:
+            consumer = self._consumer
+            assert consumer is not None
+            if self._request_offset is None:
+                for records in consumer.poll(timeout_ms=20).values():
+                    for r in records:
+                        with contextlib.suppress(ValueError, TypeError):
+                            v = json.loads(r.value)
+                            if v.get("type") == "controlled_shutdown" and v.get("broker_id") == self.BROKER:
+                                self._request_offset = r.offset
+                                break
+                if self._request_offset is None:
+                    return None
+            for b in sorted(batches("offsets") - batches("commits")):
+                try:
+                    ends = json.loads((checkpoint / "offsets" / str(b)).read_text().splitlines()[2])
+                except (OSError, ValueError, IndexError):
+                    continue  # being written
+                if int(ends.get(events_topic, {}).get("0", -1)) > self._request_offset:
+                    return f"micro-batch {b} holding the ControlledShutdown planned, not committed"
+            return None
+
+        return planned_not_committed
+
+    def at_kill(self) -> str:
+        if not self.name.endswith("batch-planned"):
+            return ""
+        moved = [
+            p
+            for p in self.ASSIGNMENT
+            if (self.m.znode(f"/brokers/topics/{self.topic}/partitions/{p}/state")[0] or {}).get("leader")
+            != self.BROKER
+        ]
+        return f"; {len(moved)}/{len(self.ASSIGNMENT)} leaders moved"
 
     def watch(self) -> tuple[list[str], Callable[[str, dict[str, Any] | None, int], str | None]]:
+        if self.name.endswith("batch-planned"):
+            return [], lambda path, d, version: None  # polled: see poll
         if self.name.endswith("while-down"):
             # the controller dies first; the broker fails while no controller runs, and its successor
             # starts on the checkpoint (the leaders have shrunk their ISRs meanwhile)
@@ -681,6 +763,9 @@ class BrokerDown(Point):
         return Expect({self.topic: self.ASSIGNMENT}, down=(self.BROKER,))
 
     def after(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
         m = self.m
         b = m.brokers[self.BROKER]
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -766,7 +851,7 @@ def run_point(m: Matrix, name: str, mode: str, tag: str, *, converge_timeout: fl
         for s in standbys:
             m.wait_waiting(s)
     paths, seen = point.watch()
-    with m.kill_when(paths, seen) if mode != "clean" else contextlib.nullcontext([]) as hits:
+    with m.kill_when(paths, seen, point.poll()) if mode != "clean" else contextlib.nullcontext([]) as hits:
         if legacy:
             # a clean stop: the successor reads /admin/reassign_partitions when it is elected
             old = m.active

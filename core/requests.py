@@ -348,6 +348,21 @@ class RequestBatch:
             prev = per.get(tp)
             per[tp] = (epoch, delete or (prev is not None and prev[1]))
 
+    def forget_broker(self, broker_id: int) -> None:
+        """Drop the LeaderAndIsr, UpdateMetadata and StopReplica requests collected for ``broker_id``: it has
+        just registered (again), and they were meant for no broker or for its previous incarnation — the
+        StopReplica of its failure's Offline replicas, say. Kafka sends those before the broker registers
+        again, and drops a request to a broker it has removed (``ControllerChannelManager.removeBroker``);
+        here the batch is sent once, after the whole step, to the brokers registered then, so a broker that
+        failed and came back within one step would otherwise get them at its new epoch, after its startup's
+        LeaderAndIsr (issue 41: the restarted broker stopped on every partition). The answers to its own
+        requests stay."""
+        self.leader_and_isr.pop(broker_id, None)
+        self.stop_replica.pop(broker_id, None)
+        self.update_metadata_brokers.discard(broker_id)
+        if self._new:
+            self._new = {k for k in self._new if k[0] != broker_id}
+
     def is_empty(self) -> bool:
         return not (self.leader_and_isr or self.update_metadata_brokers or self.stop_replica or self.responses)
 

@@ -15,7 +15,8 @@ What it checks and answers, as Kafka's ``ReplicaManager`` / ``KafkaApis`` do:
   failed log directory -> ``KAFKA_STORAGE_ERROR``. Answer (only for ``deletePartition`` partitions, which
   drive topic deletion): a :class:`core.events.StopReplicaResponse`;
 * **UpdateMetadata**: kept in a metadata cache (live brokers and their endpoints, partition states);
-* **AlterPartitionResponse**: commits or drops the pending ISR change of each partition;
+* **AlterPartitionResponse**: commits or drops the pending ISR change of each partition its entries answer;
+  a top-level error backs off the proposal whose correlation id it names (each proposal is one request);
 * **ControlledShutdownResponse**: fed to :class:`simbrokers.shutdown.ControlledShutdownProcess`.
 
 Duplicates are dropped: per API, a message older than the highest ``(controllerEpoch, batchId)`` applied,
@@ -283,10 +284,12 @@ class SimBroker:
 
     def _alter_partition_response(self, resp: AlterPartitionResponse, now_ms: int) -> None:
         if resp.error_code != KafkaError.NONE:
-            # NOT_CONTROLLER, STALE_BROKER_EPOCH, ...: Kafka's AlterPartitionManager retries the whole request
+            # NOT_CONTROLLER, STALE_BROKER_EPOCH, ...: Kafka's AlterPartitionManager retries the whole request —
+            # the one the answer names (each proposal is its own request here); an answer naming none, all
             for part in self.partitions.values():
-                if part.pending is not None:
-                    part.pending.send_at_ms = now_ms + self.config.alter_partition_backoff_ms
+                pending = part.pending
+                if pending is not None and resp.correlation_id in (-1, pending.correlation_id):
+                    pending.send_at_ms = now_ms + self.config.alter_partition_backoff_ms
             return
         for res in resp.partitions:
             target = self.partitions.get(res.tp)

@@ -6,7 +6,12 @@ buckets; each already a JSON object, the driver's :class:`core.kafka.requests.Wi
 encoded by :mod:`core.kafka.request_codec`) are merged by :func:`merge_bodies` (``topicStates``
 concatenated, entries of the same ``topicName`` joined; ``liveBrokers`` / ``liveLeaders`` de-duplicated
 by broker id; other lists concatenated without duplicates; differing scalars: the larger, and a non-zero
-``errorCode`` wins). The value is
+``errorCode`` wins). **AlterPartitionResponse** bodies are answers to separate requests: only those whose
+top-level fields agree merge (answers without a top-level error, each partition entry naming its request by
+``correlationId``); an answer with a top-level error (``STALE_BROKER_EPOCH``, ...) answers its one request,
+named by its own top-level ``correlationId``, and is a message of its own — merged, its error would win
+over the other requests' per-partition results (issue 41). A broker's several AlterPartitionResponse
+messages of one batch are numbered like the parts of a split request (each is complete). The value is
 
 ``{"version":1,"api":"LeaderAndIsr","controllerEpoch":E,"batchId":B,"brokerId":b,"body":{…}}``
 
@@ -507,7 +512,11 @@ def request_messages(
     ) -> list[OutboundMessage]:
         """The request's message(s), one per part: to ``broker``, or shared with ``members`` (``partition``:
         the topic partition of a shared message, when the topic has several)."""
-        parts = parts_of(bodies)
+        if api is RequestApi.ALTER_PARTITION_RESPONSE and len(bodies) > 1:
+            # answers to separate requests merge only where their top-level fields agree (_answer_groups)
+            parts = [p for group in _answer_groups(bodies) for p in parts_of(group)]
+        else:
+            parts = parts_of(bodies)
         msgs = []
         for k, (_, body_bytes) in enumerate(parts, start=1):
             part = (k, len(parts)) if len(parts) > 1 else None
@@ -543,6 +552,15 @@ def request_messages(
             )
     keyed.sort(key=lambda k: (k[0], k[1]))
     return [m for _, _, msgs in keyed for m in msgs]
+
+
+def _answer_groups(bodies: list[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """AlterPartitionResponse bodies grouped by their top-level fields (all but ``topics``), in order of first
+    appearance: the bodies of one group merge, those of different groups never do (see the module docstring)."""
+    groups: dict[bytes, list[Mapping[str, Any]]] = {}
+    for b in bodies:
+        groups.setdefault(_dumps({k: v for k, v in b.items() if k != "topics"}), []).append(b)
+    return list(groups.values())
 
 
 def partition_for_key(key: bytes, partitions: Sequence[int]) -> int:

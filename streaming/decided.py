@@ -45,6 +45,7 @@ from core.events import Tick
 from core.snapshot import ZkSnapshot
 from streaming import failover
 from streaming.checkpoint_fs import CheckpointStore, child
+from streaming.request_ids import KIND_CLAIM
 from streaming.routing import KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK, ROUTED_COLUMNS
 from streaming.settings import Settings
 from streaming.spark_flags import spark_flag
@@ -348,7 +349,8 @@ def take(
     refs = frame["payload"][kinds == KIND_FAILOVER_REF]
     if config is None or len(refs) != 1 or not (kinds == KIND_TICK).any():
         return None
-    if not ((kinds == KIND_FAILOVER_REF) | (kinds == KIND_TICK)).all():
+    # claims (the request ids of admin commands that went to other buckets) change nothing here
+    if not ((kinds == KIND_FAILOVER_REF) | (kinds == KIND_TICK) | (kinds == KIND_CLAIM)).all():
         return None
     c = current
     if c.pending_reassignments or c.pending_deletions or c.zk_reassignments or c.interrupted_reassignments:

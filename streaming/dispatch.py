@@ -10,7 +10,8 @@ For micro-batch ``B`` (rows of :data:`streaming.stateful.OUTPUT_SCHEMA`, sorted 
    for all its addressees: :mod:`sinks.requests`);
 3. admin results to ``livectl.admin-results`` — one per request id and batch: a command that was split
    over several buckets gets one merged answer; then rejected input to ``livectl.rejected`` (and, for a
-   rejected admin command with a ``request_id``, an ``INVALID_REQUEST`` admin result so ``--wait`` ends).
+   rejected admin command with a ``request_id``, an ``INVALID_REQUEST`` admin result so ``--wait`` ends —
+   except for one refused for reusing a request id, whose id is another record's: :mod:`streaming.request_ids`).
 
 Spark only commits ``B`` after this returns; a crash anywhere in it replays ``B`` with the same rows, and
 both sinks skip what the first attempt already wrote.
@@ -88,6 +89,7 @@ from streaming.audit_log import AuditBatch, PreparedRows
 from streaming.background import in_background
 from streaming.collector import gc_paused
 from streaming.refusals import answer_existing_topics, classify, withhold
+from streaming.request_ids import NOT_ANSWERED
 from streaming.spark_ui import batch_head, batch_summary, publish_figures
 from streaming.stateful import (
     IMBALANCE_KEY,
@@ -402,7 +404,8 @@ class Dispatcher:
                     reasons = tuple(dict.fromkeys((*seen.reasons, *reasons)))
                 rejected_by_source[source] = Rejected(*source, r["payload"], reasons)
                 rid = _request_id_of(r["payload"])
-                if rid is not None:
+                # a record refused for reusing a request id gets no answer under it: the id is another's
+                if rid is not None and not r.get(NOT_ANSWERED):
                     results.append(_rejected_result(rid, r, reasons))
                     result_buckets.append(int(bucket))
 

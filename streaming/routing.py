@@ -5,7 +5,8 @@ partitions, its znode and its deletion or reassignment live in one bucket's stat
 to their topic's bucket; an event naming several topics (a reassignment file, a LeaderAndIsr response)
 is split into one event per topic, same ``request_id``. Cluster-scoped events (broker startup and
 failure, controlled shutdown, log-dir failure, failover, "all partitions" elections, ticks) are copied to
-every bucket. Rejected records go to :data:`REJECTED_BUCKET`, which holds no state.
+every bucket. Rejected records go to :data:`REJECTED_BUCKET`, which holds no state. Every admin command
+also gives each bucket a claim row (its request id: :mod:`streaming.request_ids`).
 
 :func:`prepare` is the first step of the query (``mapInPandas``): Kafka records in, routed rows out, in
 the order of :data:`ROUTED_SCHEMA`. Each micro-batch also gets one :class:`core.events.Tick` per bucket so
@@ -26,6 +27,7 @@ import pandas as pd
 from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka.error_codes import KafkaError as Errors
+from streaming.request_ids import claim_rows
 from streaming.worker_validator import WorkerValidator, during_task
 
 REJECTED_BUCKET = -1
@@ -121,6 +123,13 @@ def prepare_frame(frame: pd.DataFrame, num_buckets: int, admin_topic: str, valid
                 rejection = _internal_rejection("route", e)
             else:
                 rows.extend((b, ts, src, offset, sub, KIND_EVENT, text) for sub, (b, text) in enumerate(routed))
+                # every bucket learns the record's request id: a later record reusing it is refused
+                # (streaming.request_ids)
+                rows.extend(
+                    claim_rows(
+                        outcome, [b for b, _ in routed], num_buckets, position=(ts, src, offset), record=values[i]
+                    )
+                )
                 continue
         rows.append(
             (

@@ -46,6 +46,7 @@ from streaming import decided, failover, observability, peer_states
 from streaming.bucket_keys import bucket_of_key
 from streaming.collector import collect_after_task, gc_paused
 from streaming.failover_refs import Origin, applicable_events, events_of
+from streaming.request_ids import refuse_reused
 from streaming.routing import KIND_REJECTED, REJECTED_BUCKET, worker_validator
 from streaming.worker_validator import during_task
 
@@ -324,6 +325,8 @@ def decide_rows(
                 published(bucket, ahead.state)
             return ahead.frame()
     loaded = current.context.controller_id >= 0
+    # an admin record whose request_id an earlier one of the batch holds is refused, in every bucket alike
+    frame, reused = refuse_reused(bucket, frame)
     origins: list[Origin] = []
     events, skipped = events_of(
         bucket, frame, current.context.epoch, checkpoint_dir, loaded=loaded, origins=origins, snapshots=snapshots
@@ -360,6 +363,7 @@ def decide_rows(
     # the stored blob stands, so neither re-serialised (0.15 s per 12.5k partitions) nor written to the
     # state store; comparing costs ~3 ms, the unchanged parts being the same objects
     rows = decision_rows(bucket, [*refused, *decisions, *skipped])
+    rows.extend([bucket, len(rows) + i, KIND_REJECTED, r, *_NO_METRICS] for i, r in enumerate(reused))
     for q in quarantined:
         rows.append([bucket, len(rows), KIND_REJECTED, quarantine_row(bucket, origins[q.index], q.error), *_NO_METRICS])
     m = controller.metrics(new_state)

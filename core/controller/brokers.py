@@ -84,6 +84,9 @@ def broker_startup(c: StepContext, ev: BrokerStartup) -> None:
         ctx.remove_live_broker(ev.broker_id)
         on_broker_failure(c, [ev.broker_id])
     ctx.add_live_broker(broker)
+    # what this step collected for the broker was for no broker or its previous incarnation (Kafka sent it
+    # before the registration, or dropped it): the new one gets its startup's requests only
+    c.fx.batch.forget_broker(ev.broker_id)
     on_broker_startup(c, [ev.broker_id])
 
 

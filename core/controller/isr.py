@@ -112,17 +112,17 @@ def _alter_response(
     c: StepContext, ev: AlterPartition, top_error: int, part_error: int | None, lai: LeaderAndIsr | None
 ) -> None:
     results: tuple[AlterPartitionResult, ...] = ()
+    corr = ev.correlation_id if ev.correlation_id >= 0 else -1
     if part_error is not None:
         topic_id = ev.topic_id or c.ctx.topic_ids.get(ev.topic, ZERO_UUID)
         if lai is not None:
             known = (lai.leader, lai.leader_epoch, lai.isr, lai.partition_epoch, lai.leader_recovery_state)
         else:
             known = (-1, -1, (), -1, 0)
-        corr = ev.correlation_id if ev.correlation_id >= 0 else -1
         results = (AlterPartitionResult(ev.topic, ev.partition, part_error, *known, corr, topic_id),)
-    c.fx.batch.responses.append(
-        BrokerRequest(ev.broker_id, RequestApi.ALTER_PARTITION_RESPONSE, AlterPartitionResponse(top_error, results))
-    )
+    # a top-level error answers the whole request and has no entry to name it: the response does
+    response = AlterPartitionResponse(top_error, results, correlation_id=corr if top_error else -1)
+    c.fx.batch.responses.append(BrokerRequest(ev.broker_id, RequestApi.ALTER_PARTITION_RESPONSE, response))
 
 
 def partition_states_read(c: StepContext, ev: PartitionStatesRead) -> None:

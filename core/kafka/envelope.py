@@ -29,8 +29,8 @@ reason; the shell logs it and skips the message.
 Deduplication (applied by :class:`simbrokers.broker.SimBroker`): per API, a message whose
 ``(controllerEpoch, batchId)`` is below the highest one applied is dropped, and so is a repeat of
 ``(controllerEpoch, batchId, api, digest of body)``. The sink sends one merged message per broker (or
-addressee set), API and batch; should a batch ever carry several messages of one API (one per bucket),
-each still applies once.
+addressee set), API and batch, except for AlterPartitionResponse, whose answers with a top-level error go
+one per request (:mod:`sinks.requests`); each message of a batch still applies once.
 """
 
 from __future__ import annotations

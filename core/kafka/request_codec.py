@@ -31,11 +31,12 @@ ControlledShutdownResponse::
     {"errorCode", "remainingPartitions": [{"topicName", "partitionIndex"}]}
 
 AlterPartitionResponse (``correlationId`` only when the AlterPartition carried one: it stands in for the
-request header's correlation id)::
+request header's correlation id — at the top of a response whose top-level ``errorCode`` answers the whole
+request, in each partition entry otherwise)::
 
-    {"errorCode", "throttleTimeMs", "topics": [{"topicName", "topicId", "partitions": [{"partitionIndex",
-        "errorCode", "leaderId", "leaderEpoch", "isr", "partitionEpoch", "leaderRecoveryState",
-        "correlationId"}]}]}
+    {"errorCode", "throttleTimeMs", ["correlationId",] "topics": [{"topicName", "topicId", "partitions":
+        [{"partitionIndex", "errorCode", "leaderId", "leaderEpoch", "isr", "partitionEpoch",
+        "leaderRecoveryState", "correlationId"}]}]}
 """
 
 from __future__ import annotations
@@ -245,7 +246,8 @@ def encode_text(body: RequestBody, memo: TopicStatesMemo | None = None) -> str:
         remaining = ",".join(f'{{"topicName":{_s(tp.topic)},"partitionIndex":{tp.partition}}}' for tp in body.remaining)
         return f'{{"errorCode":{body.error_code},"remainingPartitions":[{remaining}]}}'
     topics = _grouped(body.partitions, _alter_result, with_id=True, inner="partitions")
-    return f'{{"errorCode":{body.error_code},"throttleTimeMs":{body.throttle_time_ms},"topics":{topics}}}'
+    corr = f'"correlationId":{body.correlation_id},' if body.correlation_id >= 0 else ""
+    return f'{{"errorCode":{body.error_code},"throttleTimeMs":{body.throttle_time_ms},{corr}"topics":{topics}}}'
 
 
 #: a memo of :func:`sorted_entries`: entries by the identity of the partition tuple, and LeaderAndIsr
@@ -542,7 +544,10 @@ def _alter_partition_response(o: Mapping[str, Any]) -> AlterPartitionResponse:
             )
         )
     return AlterPartitionResponse(
-        jf.opt_integer(o, "errorCode", 0, p), tuple(results), jf.opt_integer(o, "throttleTimeMs", 0, p)
+        jf.opt_integer(o, "errorCode", 0, p),
+        tuple(results),
+        jf.opt_integer(o, "throttleTimeMs", 0, p),
+        jf.opt_integer(o, "correlationId", -1, p, minimum=-1),
     )
 
 

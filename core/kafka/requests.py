@@ -203,9 +203,15 @@ class AlterPartitionResult(PartitionEntry):
 
 @dataclass(frozen=True)
 class AlterPartitionResponse:
+    """The answer to one AlterPartition request. A top-level ``error_code`` (``STALE_BROKER_EPOCH``, ...)
+    answers the whole request and carries no partition entries: ``correlation_id`` then names the request it
+    answers (Kafka's response header carries the request's correlation id; -1: none given, and the wire
+    form has no top-level ``correlationId``). Without one, each partition entry names its request."""
+
     error_code: int
     partitions: tuple[AlterPartitionResult, ...]
     throttle_time_ms: int = 0
+    correlation_id: int = -1
 
 
 RequestBody = (

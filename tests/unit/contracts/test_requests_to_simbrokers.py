@@ -299,3 +299,28 @@ def test_the_simulated_leader_waits_for_leader_and_isr_after_the_cores_invalid_u
     broker.handle(parse_request(msg.key, msg.value), 20)
     assert part.pending is None and part.await_leader_and_isr
     assert not [e for e in broker.tick(10_000) if isinstance(e, AlterPartition)]
+
+
+@pytest.mark.parametrize("deregistered", [True, False], ids=["failure-then-startup", "bounce"])
+def test_a_broker_restarted_after_its_controlled_shutdown_follows_not_stopped(deregistered: bool) -> None:
+    """Issue 41, the broker's own view: broker 2 shut down cleanly, then failed (or bounced) and registered
+    again within one step of a controller that took over. What that step sends, as the request sink writes it,
+    leaves the restarted simulated broker following both partitions — not stopped, as the failure's
+    StopReplica after the startup's LeaderAndIsr left it — and it is taken back into the ISR once caught up."""
+    from core_support import startup
+
+    c = Cluster.start([2, 3, 4, 5])
+    c.run(CreateTopic("r1", "t", replica_assignment=((2, 3, 4), (2, 4, 5))))
+    c.failover(7)
+    old = c.ctx.live_brokers[2].epoch
+    c.run(ControlledShutdown(2, old))
+    back = startup(2, epoch=900)
+    c.run(*([BrokerFailure(2, old)] if deregistered else []), back)
+    restarted = SimBroker(2, broker_epoch=back.broker_epoch)
+    for msg in request_messages("livectl.requests", Fence(2, 1), 9, c.requests()):
+        restarted.handle(parse_request(msg.key, msg.value), 0)
+    views = {tp.partition: (p.role.value, p.leader) for tp, p in restarted.partitions.items()}
+    assert views == {0: ("follower", 3), 1: ("follower", 4)}
+    for p in (0, 1):
+        c.catch_up(TopicPartition("t", p))
+        assert 2 in c.ctx.leadership(TopicPartition("t", p)).leader_and_isr.isr

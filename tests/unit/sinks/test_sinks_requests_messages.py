@@ -71,3 +71,58 @@ def test_large_requests_are_split_into_complete_parts() -> None:
     assert "part" not in single.value_json() and len(single.value) <= MAX_MESSAGE_BYTES
     # at the default limit the 1.5 MB request becomes two messages
     assert len(request_messages("livectl.requests", Fence(2, 1), 7, [request])) == 2
+
+
+def test_a_stale_alter_partition_answer_leaves_another_requests_results_intact() -> None:
+    """Issue 41: two AlterPartition requests of one broker in one micro-batch, one sent under an older broker
+    epoch. Kafka answers each request on its own; merged into one message, the stale one's top-level
+    ``STALE_BROKER_EPOCH`` won over the other's per-partition result and the broker dropped both. From the
+    controller's step through the sink's messages to the simulated broker that proposed them."""
+    from dataclasses import replace
+
+    from core_support import Cluster
+
+    from core.events import AlterPartition
+    from core.kafka.envelope import parse_request
+    from core.kafka.error_codes import KafkaError
+    from core.kafka.requests import AlterPartitionResponse
+    from core.model import TopicPartition
+    from simbrokers.broker import BrokerConfig, SimBroker
+    from simbrokers.partition import PendingIsr
+    from sinks.requests import request_messages
+
+    c = Cluster.start([1, 2, 3])
+    c.create_topic("t", ((1, 2, 3), (1, 3, 2)))
+    epoch = c.ctx.live_brokers[1].epoch
+    config = BrokerConfig(produce_rate=0.0)
+    broker = SimBroker(1, config, broker_epoch=epoch)
+
+    def deliver(batch: int, now_ms: int) -> list[dc.BrokerRequest]:
+        """The step's requests as the sink writes them, applied by broker 1; returns its AlterPartition answers."""
+        answers = []
+        for m in request_messages("livectl.requests", Fence(c.controller_epoch, 1), batch, c.requests()):
+            env = parse_request(m.key, m.value)
+            broker.handle(env, now_ms)
+            if env.broker_id == 1 and isinstance(env.body, AlterPartitionResponse):
+                answers.append(env.body)
+        return answers
+
+    deliver(1, 0)
+    t0, t1 = (broker.partitions[TopicPartition("t", p)] for p in (0, 1))
+    for part in (t0, t1):  # broker 1 leads both and drops replica 3 from each ISR
+        part.pending = PendingIsr((1, 2))
+    stale, fresh = (e for e in broker.tick(0) if isinstance(e, AlterPartition))
+    assert (stale.partition, fresh.partition) == (0, 1)
+    # the first one was sent under the broker's previous registration
+    c.run(replace(stale, broker_epoch=epoch - 1), fresh)
+    answers = deliver(2, 100)
+    assert t1.pending is None and t1.isr == (1, 2), "the fresh request's result was applied"
+    assert t0.pending is not None and t0.pending.correlation_id == stale.correlation_id
+    assert t0.pending.send_at_ms == 100 + config.alter_partition_backoff_ms, "the stale one is retried after a backoff"
+    # one answer per request: the stale one names its request at the top, the other in its partition entry
+    assert sorted(
+        (a.error_code, a.correlation_id, [(r.partition, r.correlation_id) for r in a.partitions]) for a in answers
+    ) == [
+        (0, -1, [(1, fresh.correlation_id)]),
+        (KafkaError.STALE_BROKER_EPOCH, stale.correlation_id, []),
+    ]

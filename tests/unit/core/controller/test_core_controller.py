@@ -245,6 +245,33 @@ def test_controlled_shutdown() -> None:
     assert c.requests(RequestApi.CONTROLLED_SHUTDOWN_RESPONSE)[0].body_json()["errorCode"] == 8
 
 
+@pytest.mark.parametrize("deregistered", [True, False], ids=["failure-then-startup", "bounce"])
+def test_broker_back_from_controlled_shutdown_within_one_step_is_started_not_stopped(deregistered: bool) -> None:
+    """Issue 41: broker 2 shut down cleanly under a controller that took over mid-shutdown; it deregistered
+    and registered again before the new controller's next micro-batch, so one step held its failure (or,
+    seen between two reads, a bounce) and its startup. Kafka sends the failure's requests before the
+    broker is registered again and drops those to an unregistered broker (``removeBroker``): the restarted
+    broker gets its replicas' LeaderAndIsr, never the StopReplica of its previous incarnation's exit."""
+    c = make((2, 3, 4, 5))
+    create(c, "t", ((2, 3, 4), (2, 4, 5)))
+    c.failover(7)  # the controller replaced on the same cluster
+    old = c.ctx.live_brokers[2].epoch
+    c.run(ControlledShutdown(2, old))
+    assert all(c.ctx.leader_and_isr(tp("t", p)).leader != 2 for p in (0, 1))  # type: ignore[union-attr]
+    back = startup(2, epoch=900)
+    c.run(*([BrokerFailure(2, old)] if deregistered else []), back)
+    assert c.requests(RequestApi.STOP_REPLICA, 2) == []
+    (lisr,) = c.requests(RequestApi.LEADER_AND_ISR, 2)
+    states = [s for ts in lisr.body_json()["topicStates"] for s in ts["partitionStates"]]
+    assert sorted(s["partitionIndex"] for s in states) == [0, 1]
+    assert all(s["leader"] not in (2, -1) for s in states) and lisr.body_json()["brokerEpoch"] == back.broker_epoch
+    assert 2 not in c.ctx.shutting_down_broker_ids
+    assert all(c.ctx.replica_state(PartitionReplica("t", p, 2)) is ReplicaState.ONLINE for p in (0, 1))
+    for p in (0, 1):  # the follower catches up and its leader adds it back
+        c.catch_up(tp("t", p))
+        assert 2 in c.ctx.leader_and_isr(tp("t", p)).isr  # type: ignore[union-attr]
+
+
 def test_log_dir_failure() -> None:
     c = make()
     create(c, "t", ((1, 2),))
