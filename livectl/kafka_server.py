@@ -34,6 +34,7 @@ __all__ = [
     "Listener",
     "ScramCredential",
     "kafka_classpath",
+    "kafka_version",
     "server_properties",
     "start_kafka",
     "stop_kafka",
@@ -138,6 +139,13 @@ def kafka_classpath() -> str:
             f"resolves them with Maven from jvm/kafka/pom.xml, or set {KAFKA_LIBS_ENV} to a folder holding them"
         )
     return f"{libs}/*"
+
+
+def kafka_version() -> str:
+    """The Apache Kafka version on :func:`kafka_classpath` (from its ``kafka_2.13-<version>.jar``)."""
+    libs = Path(kafka_classpath()[: -len("/*")])
+    jar = next(j for j in sorted(libs.glob("kafka_2.13-*.jar")) if "-test" not in j.name)
+    return jar.name[len("kafka_2.13-") : -len(".jar")]
 
 
 def start_kafka(

@@ -19,7 +19,15 @@ from importlib.resources import files
 from pathlib import Path
 from string import Template
 
-from livectl.kafka_server import KafkaSettings, Listener, ScramCredential, kafka_classpath, start_kafka, stop_kafka
+from livectl.kafka_server import (
+    KafkaSettings,
+    Listener,
+    ScramCredential,
+    kafka_classpath,
+    kafka_version,
+    start_kafka,
+    stop_kafka,
+)
 from livectl.spawn import (
     LocalServiceError,
     Service,
@@ -45,6 +53,7 @@ __all__ = [
     "find_java",
     "free_port",
     "kafka_classpath",
+    "kafka_version",
     "pid_matches",
     "port_free",
     "start_broker",
