@@ -35,6 +35,7 @@ __all__ = [
     "ScramCredential",
     "kafka_classpath",
     "kafka_version",
+    "restart_kafka",
     "server_properties",
     "start_kafka",
     "stop_kafka",
@@ -155,18 +156,20 @@ def start_kafka(
     controller_port: int = 0,
     settings: KafkaSettings | None = None,
     timeout: float = 120.0,
+    ports: Mapping[str, int] | None = None,
 ) -> Service:
     """Start the broker with its files under ``run_dir`` (formatting ``run_dir/data`` if it is not yet)
     and wait until it serves. ``port`` (if not 0) is the first listener's, ``controller_port`` the
-    KRaft controller's. Starting again with the same ``run_dir`` after :func:`stop_kafka` keeps the data
-    (and the ports, when they are free or given). Returns the service record (``name`` ``broker``)."""
+    KRaft controller's; ``ports`` (listener name or ``CONTROLLER`` -> port) fixes any of them. Starting
+    again with the same ``run_dir`` after :func:`stop_kafka` keeps the data (and the ports, when they are
+    free or given). Returns the service record (``name`` ``broker``)."""
     settings = settings or KafkaSettings()
     java = find_java()
     classpath = kafka_classpath()
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     data = run_dir / "data"
-    ports = _choose_ports(run_dir, settings, port, controller_port)
+    ports = _choose_ports(run_dir, settings, port, controller_port, ports or {})
     listeners = {name: f"127.0.0.1:{p}" for name, p in ports.items()}
     config = run_dir / "server.properties"
     config.write_text(server_properties(settings, ports, data))
@@ -196,12 +199,22 @@ def start_kafka(
     return Service("broker", proc.pid, ports[first], listeners[first], str(log), str(config), listeners, str(data))
 
 
+def restart_kafka(service: Service, *, settings: KafkaSettings | None = None, timeout: float = 120.0) -> Service:
+    """Stop ``service`` (if it runs) and start it again in its folder on exactly its ports (every listener
+    and the controller's), with its data. ``settings`` must name the same listeners as at its start."""
+    stop_kafka(service)
+    ports = {name: int(address.rsplit(":", 1)[1]) for name, address in service.listeners.items()}
+    return start_kafka(Path(service.marker).parent, settings=settings, timeout=timeout, ports=ports)
+
+
 def stop_kafka(service: Service, timeout: float = STOP_TIMEOUT) -> bool:
     """Stop the broker by PID (SIGTERM: a clean shutdown; SIGKILL after ``timeout``). Its data stays."""
     return stop_process(service.pid, service.marker, timeout)
 
 
-def _choose_ports(run_dir: Path, settings: KafkaSettings, port: int, controller_port: int) -> dict[str, int]:
+def _choose_ports(
+    run_dir: Path, settings: KafkaSettings, port: int, controller_port: int, fixed: Mapping[str, int]
+) -> dict[str, int]:
     try:
         previous = json.loads((run_dir / "ports.json").read_text())
     except (OSError, ValueError):
@@ -210,6 +223,10 @@ def _choose_ports(run_dir: Path, settings: KafkaSettings, port: int, controller_
     if port:
         wanted[settings.listeners[0].name] = port
     wanted[CONTROLLER] = controller_port
+    unknown = set(fixed) - set(wanted)
+    if unknown:
+        raise ValueError(f"ports: no listener called {sorted(unknown)}; the listeners are {sorted(wanted)}")
+    wanted.update(fixed)
     chosen: dict[str, int] = {}
     for name, asked in wanted.items():
         old = previous.get(name) if isinstance(previous, dict) else None

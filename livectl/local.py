@@ -25,6 +25,7 @@ from livectl.kafka_server import (
     ScramCredential,
     kafka_classpath,
     kafka_version,
+    restart_kafka,
     start_kafka,
     stop_kafka,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "kafka_version",
     "pid_matches",
     "port_free",
+    "restart_kafka",
     "start_broker",
     "start_kafka",
     "start_zookeeper",
