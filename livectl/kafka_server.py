@@ -123,6 +123,8 @@ class KafkaSettings:
         names = [listener.name for listener in self.listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"KafkaSettings.listeners: names repeat: {names}")
+        if not re.fullmatch(r"[1-9][0-9]*[kKmMgG]?", self.heap):
+            raise ValueError(f"KafkaSettings.heap: {self.heap!r} is not a JVM heap size such as 512m or 1g")
         for key, value in self.properties.items():
             if not key or any(c in key for c in "=: \n") or "\n" in value:
                 raise ValueError(f"KafkaSettings.properties: {key!r} cannot be written as a server property")
@@ -194,7 +196,12 @@ def start_kafka(
     ]
     start = log.stat().st_size if log.exists() else 0
     proc = spawn(cmd, out)
-    wait_ready(proc, lambda: _logged_since(log, start, STARTED_LINE), "the Kafka broker", log, timeout)
+    try:
+        wait_ready(proc, lambda: _logged_since(log, start, STARTED_LINE), "the Kafka broker", log, timeout)
+    except LocalServiceError as e:
+        # what the JVM itself said (a bad option, no memory) is in broker.out, not in the broker's log
+        tail = out.read_text(errors="replace")[-1000:] if out.exists() else ""
+        raise LocalServiceError(f"{e}\n{out}:\n{tail}") from None
     first = settings.listeners[0].name
     return Service("broker", proc.pid, ports[first], listeners[first], str(log), str(config), listeners, str(data))
 

@@ -88,3 +88,11 @@ def test_local_services_keep_the_broker_data_across_down_and_up(tmp_path: Path) 
         admin.close()
     finally:
         local.LocalServices.load(tmp_path).down()
+
+
+def test_a_broker_that_cannot_start_says_why_with_the_jvms_own_words(tmp_path: Path) -> None:
+    settings = kafka_server.KafkaSettings(jvm_options=("-XX:+LivectlNoSuchOption",))
+    with pytest.raises(local.LocalServiceError) as failed:
+        kafka_server.start_kafka(tmp_path / "kafka", settings=settings, timeout=60)
+    assert "the Kafka broker exited with code" in str(failed.value)
+    assert "LivectlNoSuchOption" in str(failed.value) and "broker.out" in str(failed.value)

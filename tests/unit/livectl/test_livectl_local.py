@@ -63,6 +63,8 @@ def test_bad_kafka_settings_name_the_field() -> None:
         local.Listener("CLIENT")  # not a protocol name, and none given
     with pytest.raises(ValueError, match=r"Listener\.name"):
         local.Listener("CONTROLLER", "PLAINTEXT")
+    with pytest.raises(ValueError, match=r"KafkaSettings\.heap"):
+        local.KafkaSettings(heap="lots")
     with pytest.raises(ValueError, match=r"KafkaSettings\.listeners"):
         local.KafkaSettings(listeners=())
     with pytest.raises(ValueError, match=r"KafkaSettings\.properties"):
