@@ -643,6 +643,14 @@ def _identity_of(value: bytes) -> tuple[int, str] | None:
 # ---------------------------------------------------------------------------- the Kafka sink
 
 
+def transactional_id(query_name: str) -> str:
+    """The Kafka ``transactional.id`` of the request sink of the controller query ``query_name``: one id
+    for every controller of the cluster, so that a successor's first write fences the rest (and the one
+    ``TransactionalId`` resource the controller's principal is granted, :mod:`admin.acls`)."""
+    return f"livectl-{query_name}"
+
+
+
 class RequestSink:
     """:class:`sinks.ports.RequestSinkPort` on Kafka (kafka-python, ``acks=all``, in order).
 
