@@ -650,7 +650,6 @@ def transactional_id(query_name: str) -> str:
     return f"livectl-{query_name}"
 
 
-
 class RequestSink:
     """:class:`sinks.ports.RequestSinkPort` on Kafka (kafka-python, ``acks=all``, in order).
 
