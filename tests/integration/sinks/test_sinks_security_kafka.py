@@ -1,0 +1,114 @@
+"""The controller's sinks over real TLS and SASL handshakes, against Apache Kafka enforcing them
+(``secure_kafka``: SCRAM-SHA-512 over SASL_SSL, mutual TLS on SSL, livectl's ACLs applied).
+
+As the controller's principal, over each listener: the topics are created (``ensure_topics``), the request
+sink writes requests, admin results and rejections in transactions with the controller's transactional id,
+and a replayed batch is found on the topics' tails and not written twice. The brokers' and the admin's
+principals read what is theirs from the end (``consumer_at_end``, the admin CLI's ``--wait``). A wrong
+password, an unknown CA and a missing client certificate fail the handshake."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer
+from kafka.errors import KafkaError
+from kafka_secure import ADMIN, BROKER, CONTROLLER, OUTSIDER
+from request_bodies import lisr_request, um_request
+
+from admin.acls import Topics
+from core.decisions import AdminResult, AdminStatus
+from sinks.kafka_read import consumer_at_end
+from sinks.ports import Fence, Rejected
+from sinks.requests import RequestSink, ensure_topics, transactional_id
+
+pytestmark = pytest.mark.integration
+
+T = Topics()
+FENCE = Fence(controller_epoch=7, epoch_zk_version=6)
+#: batch ids above any earlier run's in this session (the topics are shared by the session's tests)
+_BATCHES = itertools.count(int(time.time()) % 1_000_000 * 100)
+
+
+def _props(kafka: Any, protocol: str, name: str) -> dict[str, str]:
+    return kafka.sasl_properties(name) if protocol == "SASL_SSL" else kafka.ssl_properties(name)
+
+
+def _drain(consumer: KafkaConsumer, want: int, timeout_s: float = 20.0) -> list[Any]:
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < want and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            out.extend(records)
+    return out
+
+
+@pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
+def test_the_controllers_sinks_write_and_replay_over_a_real_handshake(secure_kafka: Any, protocol: str) -> None:
+    kafka = secure_kafka
+    ctl = _props(kafka, protocol, CONTROLLER)
+    bootstrap, config = kafka.bootstrap_for(ctl), kafka.client_kwargs(ctl)
+    ensure_topics(bootstrap, T.controller_topics(), client_config=config)
+
+    brokers = _props(kafka, protocol, BROKER)
+    admin = _props(kafka, protocol, ADMIN)
+    requests_at_end = consumer_at_end(kafka.bootstrap_for(brokers), T.requests, kafka.client_kwargs(brokers))
+    results_at_end = consumer_at_end(kafka.bootstrap_for(admin), T.admin_results, kafka.client_kwargs(admin))
+    batch = next(_BATCHES)
+    requests = [lisr_request(1, "orders", [0, 1]), um_request(1, "orders", [1, 2])]
+    results = [AdminResult(f"r-{batch}", "create_topic", AdminStatus.OK)]
+    rejected = [Rejected(T.admin, 0, 42, "{not json", ("not JSON",))]
+    try:
+        with RequestSink(bootstrap, FENCE, client_config=config, transactional_id=transactional_id("livectl")) as sink:
+            assert sink.write_requests(batch, requests).written == 2
+            assert sink.write_admin_results(batch, results).written == 1
+            assert sink.write_rejected(batch, rejected).written == 1
+        # a replay of the batch by the next controller reads the tails (as the controller) and writes nothing
+        with RequestSink(bootstrap, FENCE, client_config=config, transactional_id=transactional_id("livectl")) as again:
+            assert again.write_requests(batch, requests).skipped == 2
+            assert again.write_admin_results(batch, results).skipped == 1
+            assert again.write_rejected(batch, rejected).skipped == 1
+
+        got = [json.loads(r.value) for r in _drain(requests_at_end, 2)]
+        assert [(v["batchId"], v["controllerEpoch"], v["api"]) for v in got] == [
+            (batch, 7, "LeaderAndIsr"),
+            (batch, 7, "UpdateMetadata"),
+        ]
+        answers = [json.loads(r.value) for r in _drain(results_at_end, 1)]
+        assert [(a["request_id"], a["status"], a["controller_epoch"]) for a in answers] == [(f"r-{batch}", "ok", 7)]
+    finally:
+        requests_at_end.close()
+        results_at_end.close()
+
+
+def _refused(kafka: Any, props: Mapping[str, str], caplog: pytest.LogCaptureFixture, bootstrap: str = "") -> str:
+    """The client gets no metadata (kafka-python retries, then says it could not bootstrap); returns what
+    its connections logged, where the broker's reason is."""
+    caplog.clear()
+    kwargs = {**kafka.client_kwargs(props), "request_timeout_ms": 5000}
+    kwargs["bootstrap_servers"] = bootstrap or kafka.bootstrap_for(props)
+    with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaError):
+        KafkaConsumer(**kwargs, bootstrap_timeout_ms=5000).topics()
+    return caplog.text
+
+
+def test_a_bad_credential_is_refused_by_the_handshake(secure_kafka: Any, caplog: pytest.LogCaptureFixture) -> None:
+    kafka = secure_kafka
+    wrong_password = kafka.sasl_properties(CONTROLLER, password="not-the-password")
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in _refused(kafka, wrong_password, caplog)
+    jaas = wrong_password["sasl.jaas.config"].replace('username="controller"', 'username="nobody"')
+    assert "invalid credentials" in _refused(kafka, {**wrong_password, "sasl.jaas.config": jaas}, caplog)
+    # a client that does not trust the broker's CA (its own certificate is no CA)
+    untrusted = {**kafka.sasl_properties(CONTROLLER), "ssl.truststore.location": str(kafka.pki.client(OUTSIDER).cert)}
+    assert "CERTIFICATE_VERIFY_FAILED" in _refused(kafka, untrusted, caplog)
+    # TLS without a client certificate on the mutual-TLS listener: the broker drops the connection
+    no_cert = {k: v for k, v in kafka.ssl_properties(CONTROLLER).items() if not k.startswith("ssl.key")}
+    assert _refused(kafka, no_cert, caplog)
+    # plaintext to a TLS listener
+    assert _refused(kafka, {"security.protocol": "PLAINTEXT"}, caplog, bootstrap=kafka.sasl_bootstrap)
