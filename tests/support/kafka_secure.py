@@ -140,7 +140,7 @@ def add_scram_user(kafka: SecureKafka, user: str, password: str) -> SecureKafka:
     from kafka import KafkaAdminClient
     from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
 
-    admin = KafkaAdminClient(**kafka.admin_kwargs())
+    admin = KafkaAdminClient(**kafka.admin_kwargs(), bootstrap_servers=kafka.sasl_bootstrap)
     try:
         errors = admin.alter_user_scram_credentials(
             [UserScramCredentialUpsertion(user, ScramMechanism.SCRAM_SHA_512, password)]

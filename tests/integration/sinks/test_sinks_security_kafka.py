@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer
 from kafka.errors import KafkaError
-from kafka_secure import ADMIN, BROKER, CONTROLLER, OUTSIDER
+from kafka_secure import ADMIN, BROKER, CONTROLLER, OUTSIDER, add_scram_user
 from request_bodies import lisr_request, um_request
 
 from admin.acls import Topics
@@ -112,3 +112,16 @@ def test_a_bad_credential_is_refused_by_the_handshake(secure_kafka: Any, caplog:
     assert _refused(kafka, no_cert, caplog)
     # plaintext to a TLS listener
     assert _refused(kafka, {"security.protocol": "PLAINTEXT"}, caplog, bootstrap=kafka.sasl_bootstrap)
+
+
+def test_a_scram_user_added_after_start_authenticates(secure_kafka: Any) -> None:
+    """Users written at format time are the bootstrap; an operator adds the rest through the Admin API
+    (``AlterUserScramCredentials``, as ``kafka-configs.sh --entity-type users``) as a super user."""
+    kafka = add_scram_user(secure_kafka, "carol", "carol-pw-late")
+    carol = kafka.sasl_properties("carol")
+    consumer = KafkaConsumer(**kafka.client_kwargs(carol), bootstrap_servers=kafka.sasl_bootstrap)
+    try:
+        # authenticated; without ACLs of her own she sees none of livectl's topics
+        assert not set(consumer.topics()) & set(T.controller_topics())
+    finally:
+        consumer.close()
