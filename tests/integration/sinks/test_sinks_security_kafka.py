@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,30 +89,40 @@ def test_the_controllers_sinks_write_and_replay_over_a_real_handshake(secure_kaf
 
 
 def _refused(kafka: Any, props: Mapping[str, str], caplog: pytest.LogCaptureFixture, bootstrap: str = "") -> str:
-    """The client gets no metadata (kafka-python retries, then says it could not bootstrap); returns what
-    its connections logged, where the broker's reason is."""
+    """The client gets no metadata (kafka-python retries, then says it could not bootstrap); returns the
+    broker's log of the attempt and what the client logged: the reason is on one side or the other."""
     caplog.clear()
+    log = Path(kafka.service.log)
+    seen = log.stat().st_size
     kwargs = {**kafka.client_kwargs(props), "request_timeout_ms": 5000}
     kwargs["bootstrap_servers"] = bootstrap or kafka.bootstrap_for(props)
     with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaError):
         KafkaConsumer(**kwargs, bootstrap_timeout_ms=5000).topics()
-    return caplog.text
+    time.sleep(0.5)  # the broker's log line of the last attempt
+    with log.open("rb") as f:
+        f.seek(seen)
+        return f.read().decode(errors="replace") + caplog.text
 
 
 def test_a_bad_credential_is_refused_by_the_handshake(secure_kafka: Any, caplog: pytest.LogCaptureFixture) -> None:
     kafka = secure_kafka
+    scram_refused = "Failed authentication with /127.0.0.1"
     wrong_password = kafka.sasl_properties(CONTROLLER, password="not-the-password")
-    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in _refused(kafka, wrong_password, caplog)
+    said = _refused(kafka, wrong_password, caplog)
+    assert scram_refused in said and "invalid credentials with SASL mechanism SCRAM-SHA-512" in said
+    assert "not-the-password" not in said
     jaas = wrong_password["sasl.jaas.config"].replace('username="controller"', 'username="nobody"')
-    assert "invalid credentials" in _refused(kafka, {**wrong_password, "sasl.jaas.config": jaas}, caplog)
-    # a client that does not trust the broker's CA (its own certificate is no CA)
+    said = _refused(kafka, {**wrong_password, "sasl.jaas.config": jaas}, caplog)
+    assert scram_refused in said and "invalid credentials" in said
+    # a client that does not trust the broker's CA (its own certificate is no CA): the client refuses
     untrusted = {**kafka.sasl_properties(CONTROLLER), "ssl.truststore.location": str(kafka.pki.client(OUTSIDER).cert)}
     assert "CERTIFICATE_VERIFY_FAILED" in _refused(kafka, untrusted, caplog)
-    # TLS without a client certificate on the mutual-TLS listener: the broker drops the connection
+    # TLS without a client certificate on the mutual-TLS listener, and plaintext to a TLS listener: the broker
+    # refuses the handshake
     no_cert = {k: v for k, v in kafka.ssl_properties(CONTROLLER).items() if not k.startswith("ssl.key")}
-    assert _refused(kafka, no_cert, caplog)
-    # plaintext to a TLS listener
-    assert _refused(kafka, {"security.protocol": "PLAINTEXT"}, caplog, bootstrap=kafka.sasl_bootstrap)
+    assert "SSL handshake failed" in _refused(kafka, no_cert, caplog)
+    plaintext = _refused(kafka, {"security.protocol": "PLAINTEXT"}, caplog, bootstrap=kafka.sasl_bootstrap)
+    assert "SSL handshake failed" in plaintext
 
 
 def test_a_scram_user_added_after_start_authenticates(secure_kafka: Any) -> None:
