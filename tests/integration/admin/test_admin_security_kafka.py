@@ -12,12 +12,16 @@ applied; ``mallory`` is a user with a certificate and no rights).
   controller (``livectl topics`` as mallory fails with the reason), and the controller's transactional id
   taken by anyone else (``TransactionalIdAuthorizationFailed``: no one else can fence the controller).
 * The controller is unaffected: its sink writes in a transaction and the brokers' principal reads it.
+* The printed ``kafka-acls.sh`` commands run with Kafka's own tool (``kafka.admin.AclCommand``) and create
+  the same bindings, with a ``--command-config`` both livectl and Java read (``ssl.truststore.type=PEM``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import shlex
+import subprocess
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -40,6 +44,8 @@ from admin.acls_cmd import bindings
 from admin.cli import main as admin_main
 from core.codec.events import event_from_json
 from core.events import CreateTopic
+from livectl.kafka_server import kafka_classpath
+from livectl.spawn import find_java
 from sinks.errors import SinkUnavailableError
 from sinks.kafka_read import consumer_at_end
 from sinks.ports import Fence
@@ -233,3 +239,50 @@ def test_the_controller_is_unaffected(kafka: Any) -> None:
     finally:
         requests.close()
     assert [(v["batchId"], v["controllerEpoch"]) for v in map(json.loads, (r.value for r in got))][-1] == (batch, 9)
+
+
+def test_the_printed_commands_run_with_kafkas_own_acl_tool(kafka: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``livectl acls`` without ``--apply`` prints ``kafka-acls.sh`` commands: run with Kafka's own tool
+    (``kafka.admin.AclCommand``, what ``kafka-acls.sh`` runs) as the bootstrap super user, one of each kind
+    (a topic, the transactional id, a prefixed group; a JVM each) creates the bindings ``--apply`` would,
+    for principals of their own here."""
+    # one file for livectl and for Kafka's Java tools: Java reads the PEM CA only when told its type
+    props = {**kafka.sasl_properties(SUPER_ADMIN), "ssl.truststore.type": "PEM"}
+    superuser = kafka.command_config("superuser-tool", props)
+    argv = ["acls", "--controller-principal", "User:ctl-tool", "--broker-principal", "User:b-tool"]
+    argv += ["--admin-principal", "User:a-tool", "--query-name", "tool", "--spark-group-prefix"]
+    argv += ["--bootstrap-server", kafka.sasl_bootstrap, "--command-config", str(superuser)]
+    assert admin_main(argv) == 0
+    commands = [shlex.split(line) for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
+    rules = acl_set(
+        Deployment(
+            ("User:ctl-tool",),
+            ("User:b-tool",),
+            ("User:a-tool",),
+            transactional_id("tool"),
+            spark_group_prefix="spark-kafka-source",
+        )
+    )
+    assert len(commands) == len(rules)  # one command per rule, in the set's order
+    picked = {}
+    for rule, command in zip(rules, commands, strict=True):
+        picked.setdefault(rule.resource.type, (rule, command))
+    assert len(picked) == 3
+    tool = [find_java(), "-cp", kafka_classpath(), "kafka.admin.AclCommand"]
+    for _, command in picked.values():
+        assert command[0] == "kafka-acls.sh"
+        done = subprocess.run([*tool, *command[1:]], capture_output=True, text=True, timeout=180, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def key(b: Any) -> tuple[Any, ...]:
+        p = b.resource_pattern
+        return (b.principal, b.operation, p.resource_type, p.resource_name, p.pattern_type)
+
+    wanted = {key(b) for b in bindings([rule for rule, _ in picked.values()])}
+    admin = KafkaAdminClient(**kafka.admin_kwargs(), bootstrap_servers=kafka.sasl_bootstrap)
+    try:
+        anything = ResourcePatternFilter(KafkaResourceType.ANY, None, ACLResourcePatternType.ANY)
+        found, _ = admin.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY, anything))
+    finally:
+        admin.close()
+    assert {key(a) for a in found if a.principal in ("User:ctl-tool", "User:b-tool", "User:a-tool")} == wanted
