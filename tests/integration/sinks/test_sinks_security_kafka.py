@@ -12,22 +12,26 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 from kafka_secure import ADMIN, BROKER, CONTROLLER, OUTSIDER, add_scram_user
 from request_bodies import lisr_request, um_request
 
 from admin.acls import Topics
 from core.decisions import AdminResult, AdminStatus
+from livectl.kafka_server import kafka_classpath
+from livectl.spawn import find_java
 from sinks.kafka_read import consumer_at_end
 from sinks.ports import Fence, Rejected
 from sinks.requests import RequestSink, ensure_topics, transactional_id
+from sinks.security import KafkaSecurity
 
 pytestmark = pytest.mark.integration
 
@@ -136,3 +140,53 @@ def test_a_scram_user_added_after_start_authenticates(secure_kafka: Any) -> None
         assert not set(consumer.topics()) & set(T.controller_topics())
     finally:
         consumer.close()
+
+
+def test_one_pem_properties_file_serves_livectl_and_javas_client(secure_kafka: Any, tmp_path: Path) -> None:
+    """Mutual TLS with PEM files as Java's clients take them (Spark's Kafka source, Kafka's tools):
+    ``ssl.truststore.type=PEM`` and a PEM keystore holding key and certificate. livectl's client and
+    Kafka's own console producer (a JVM) each write a broker event as ``broker-1`` with the same file; the
+    controller's principal reads both."""
+    kafka = secure_kafka
+    cert = kafka.pki.client(BROKER)
+    props = {
+        "security.protocol": "SSL",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(kafka.pki.ca),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(cert.bundle),
+    }
+    config = kafka.command_config("broker-pem", props)
+    ctl = kafka.sasl_properties(CONTROLLER)
+    ensure_topics(kafka.sasl_bootstrap, T.controller_topics(), client_config=kafka.client_kwargs(ctl))
+    events = consumer_at_end(kafka.sasl_bootstrap, T.broker_events, kafka.client_kwargs(ctl))
+    stamp = f"pem-{time.monotonic_ns()}"
+    try:
+        producer = KafkaProducer(**KafkaSecurity.client_kwargs_from_file(config), bootstrap_servers=kafka.ssl_bootstrap)
+        try:
+            producer.send(T.broker_events, key=b"1", value=f'{{"from": "python", "stamp": "{stamp}"}}'.encode()).get(20)
+        finally:
+            producer.close(timeout=5)
+        java = [find_java(), "-cp", kafka_classpath(), "kafka.tools.ConsoleProducer"]
+        java += [
+            "--bootstrap-server",
+            kafka.ssl_bootstrap,
+            "--topic",
+            T.broker_events,
+            "--producer.config",
+            str(config),
+        ]
+        done = subprocess.run(
+            java,
+            input=f'{{"from": "java", "stamp": "{stamp}"}}\n',
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        got = _drain(events, 2, timeout_s=30)
+    finally:
+        events.close()
+    mine = sorted(json.loads(r.value)["from"] for r in got if stamp.encode() in r.value)
+    assert mine == ["java", "python"], done.stderr
