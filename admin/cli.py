@@ -9,6 +9,8 @@
 ``brokers list``       registrations under ``/brokers/ids`` (``--min N``: exit 1 below N, a healthcheck;
                        :mod:`admin.cluster_cmd`)
 ``controller status``  ``/controller`` and ``/controller_epoch`` (:mod:`admin.cluster_cmd`)
+``acls``               the Kafka ACLs that lock livectl's topics, as ``kafka-acls.sh`` commands or applied
+                       (``--apply``; :mod:`admin.acls_cmd`)
 =====================  ==========================================================================
 
 Simulated brokers are stopped, killed and given faults by the simulator's own tool,
@@ -29,7 +31,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from admin import cluster_cmd, configs, elect_cmd, topics_cmd
+from admin import acls_cmd, cluster_cmd, configs, elect_cmd, topics_cmd
 from admin.common import Handler, common_options
 from admin.reassign import command as reassign_cmd
 
@@ -43,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cluster_cmd.add_brokers_parser(subparsers, read)
     cluster_cmd.add_controller_parser(subparsers, read)
     configs.add_parser(subparsers, write)
+    acls_cmd.add_parser(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:

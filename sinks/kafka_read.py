@@ -30,7 +30,11 @@ def consumer_at_end(bootstrap: str, topic: str, client_config: Mapping[str, Any]
     parts = consumer.partitions_for_topic(topic)
     if not parts:
         consumer.close()
-        raise SinkUnavailableError(f"topic {topic} does not exist on {bootstrap}; is the controller running?")
+        # Kafka's metadata leaves out a topic the principal may not describe: the same answer as a missing one
+        raise SinkUnavailableError(
+            f"topic {topic} does not exist on {bootstrap} (or this client's principal is not allowed to describe "
+            "it); is the controller running?"
+        )
     tps = [TopicPartition(topic, p) for p in sorted(parts)]
     consumer.assign(tps)
     consumer.seek_to_end(*tps)

@@ -58,6 +58,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -662,6 +663,13 @@ def _identity_of(value: bytes) -> tuple[int, str] | None:
 # ---------------------------------------------------------------------------- the Kafka sink
 
 
+def transactional_id(query_name: str) -> str:
+    """The Kafka ``transactional.id`` of the request sink of the controller query ``query_name``: one id
+    for every controller of the cluster, so that a successor's first write fences the rest (and the one
+    ``TransactionalId`` resource the controller's principal is granted, :mod:`admin.acls`)."""
+    return f"livectl-{query_name}"
+
+
 class RequestSink:
     """:class:`sinks.ports.RequestSinkPort` on Kafka (kafka-python, ``acks=all``, in order).
 
@@ -1056,7 +1064,7 @@ def read_tail_ahead(
             records: list[Any] = []
             if ends[tp] > begins[tp]:
                 consumer.assign([tp])
-                records = _read_range(consumer, tp, start, timeout_s)
+                records = _read_range(consumer, tp, start, ends[tp], timeout_s)
             batches = tuple(_batch_of_record(r) for r in records)
             partitions.append((begins[tp], start, tuple(records), batches))
         return TailAhead(tuple(partitions))
@@ -1109,16 +1117,22 @@ def _identities_of_batch(records: Sequence[Any], batches: Sequence[int | None], 
     return found
 
 
-def _read_range(consumer: KafkaConsumer, tp: TopicPartition, start: int, timeout_s: float) -> list[Any]:
-    """Every record of ``tp`` from ``start`` to the end as it is now."""
+def _read_range(consumer: KafkaConsumer, tp: TopicPartition, start: int, end: int, timeout_s: float) -> list[Any]:
+    """Every record of ``tp`` from ``start`` up to ``end`` (its end as read before; the consumer's position
+    passes transaction markers too). An empty poll is no end: the first fetch of a new connection can take
+    longer than a poll (a TLS and SASL handshake), and reading less would make a replay write a batch
+    twice. Raises :class:`SinkUnavailableError` when ``end`` is not reached within ``timeout_s``."""
     consumer.seek(tp, start)
     records: list[Any] = []
-    while True:
-        got = consumer.poll(timeout_ms=int(min(timeout_s, 0.2) * 1000), max_records=2000)
-        batch = got.get(tp, [])
-        if not batch:
-            return records
-        records.extend(batch)
+    deadline = time.monotonic() + timeout_s
+    while consumer.position(tp) < end:
+        if time.monotonic() >= deadline:
+            raise SinkUnavailableError(
+                f"could not read {tp.topic} partition {tp.partition} from offset {start} to {end} in {timeout_s:g} s"
+            )
+        got = consumer.poll(timeout_ms=200, max_records=2000)
+        records.extend(got.get(tp, []))
+    return records
 
 
 def _scan_partition(
@@ -1134,7 +1148,7 @@ def _scan_partition(
     """The identities of ``batch_id`` at the end of ``tp``, or None if a later batch is there."""
     start = max(begin, end - window)
     while True:
-        records = _read_range(consumer, tp, start, timeout_s)
+        records = _read_range(consumer, tp, start, end, timeout_s)
         batches = [_batch_of_record(r) for r in records]
         if _later_batch(batches, batch_id):
             return None  # the tail is from an earlier run

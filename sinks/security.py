@@ -152,7 +152,12 @@ _TEXT_PROPERTIES = {
     "ssl.crl.location": "ssl_crlfile",
     "ssl.cipher.suites": "ssl_ciphers",
 }
-_OTHER_PROPERTIES = ("sasl.jaas.config", "ssl.endpoint.identification.algorithm", "ssl.truststore.type")
+_OTHER_PROPERTIES = (
+    "sasl.jaas.config",
+    "ssl.endpoint.identification.algorithm",
+    "ssl.truststore.type",
+    "ssl.keystore.type",
+)
 KNOWN_PROPERTIES = tuple(sorted((*_TEXT_PROPERTIES, *_OTHER_PROPERTIES)))
 _SECRET = re.compile(r"password|secret|jaas", re.IGNORECASE)
 _JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
@@ -227,7 +232,9 @@ class KafkaSecurity:
                 if value.lower() not in ("", "https"):
                     raise SecurityConfigError(name, f"must be https or empty, got {value!r}")
                 out["ssl_check_hostname"] = value.lower() == "https"
-            elif name == "ssl.truststore.type":
+            elif name in ("ssl.truststore.type", "ssl.keystore.type"):
+                # said for Java's clients (Spark's Kafka source, Kafka's tools), which read PEM only when told:
+                # then one properties file serves them and livectl (a PEM keystore holds key and certificate)
                 if value.upper() != "PEM":
                     raise SecurityConfigError(name, f"kafka-python reads PEM files only, got {value!r}")
             else:

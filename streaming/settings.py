@@ -115,7 +115,10 @@ class Settings:
     kafka_sasl_jaas_config: str = ""
     kafka_sasl_kerberos_service_name: str = ""
     kafka_ssl_truststore_location: str = ""
+    #: ``PEM`` or unset: said for Java's clients (Spark's Kafka source), which read PEM files only when told
+    kafka_ssl_truststore_type: str = ""
     kafka_ssl_keystore_location: str = ""
+    kafka_ssl_keystore_type: str = ""
     kafka_ssl_key_location: str = ""
     kafka_ssl_key_password: str = ""
     kafka_ssl_endpoint_identification_algorithm: str = ""

@@ -33,7 +33,7 @@ SinkWrapper = Callable[[ZkSinkPort, RequestSinkPort], tuple[ZkSinkPort, RequestS
 def fenced_sinks(zk: Any, fence: Any, s: Settings, store: CheckpointStore) -> tuple[Any, Any]:
     """The ZooKeeper sink (every write a multi-op behind ``check(/controller_epoch)``) and the request-topic
     sink (transactional, one id for every controller of the cluster)."""
-    from sinks.requests import RequestSink
+    from sinks.requests import RequestSink, transactional_id
     from sinks.zookeeper import ZooKeeperSink
 
     zk_sink = ZooKeeperSink(
@@ -52,7 +52,7 @@ def fenced_sinks(zk: Any, fence: Any, s: Settings, store: CheckpointStore) -> tu
         rejected_topic=s.rejected_topic,
         client_config=s.kafka_security().client_kwargs(),
         # one id for every controller of this cluster: a successor's first write fences the rest
-        transactional_id=f"livectl-{s.query_name}",
+        transactional_id=transactional_id(s.query_name),
         compression=s.request_compression,
     )
     return zk_sink, request_sink

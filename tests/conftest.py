@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,32 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Apache Kafka enforcing SASL_SSL (SCRAM-SHA-512), mutual TLS and ACLs (:mod:`kafka_secure`), with the
+    users and certificates of ``controller``, ``broker-1``, ``alice`` (an admin; her key is encrypted) and
+    ``mallory`` (an outsider), and livectl's ACL set for them applied (``livectl acls --apply``'s own call,
+    as the bootstrap super user)."""
+    from kafka_secure import ADMIN, BROKER, CONTROLLER, OUTSIDER, start_secure_kafka
+
+    from admin.acls import Deployment, acl_set
+    from admin.acls_cmd import apply
+    from livectl.kafka_server import stop_kafka
+    from sinks.requests import transactional_id
+
+    names = (CONTROLLER, BROKER, ADMIN, OUTSIDER)
+    users = {name: f"{name}-pw-{uuid.uuid4().hex[:8]}" for name in names}
+    kafka = start_secure_kafka(tmp_path_factory.mktemp("secure-kafka"), users, names, encrypted_keys=(ADMIN,))
+    try:
+        deployment = Deployment(
+            controllers=(f"User:{CONTROLLER}",),
+            brokers=(f"User:{BROKER}",),
+            admins=(f"User:{ADMIN}",),
+            transactional_id=transactional_id("livectl"),
+        )
+        apply(acl_set(deployment), kafka.sasl_bootstrap, kafka.admin_kwargs())
+        yield kafka
+    finally:
+        stop_kafka(kafka.service)

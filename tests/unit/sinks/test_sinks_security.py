@@ -63,11 +63,17 @@ ssl.endpoint.identification.algorithm=
         "ssl_cafile": "/etc/livectl/ca.pem",
     }
     assert "p=w" not in repr(sec)
+    # mutual TLS as Java's clients take it too: a PEM keystore holding key and certificate
+    tls = KafkaSecurity.from_properties(
+        {"security.protocol": "SSL", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/etc/livectl/ctl-bundle.pem"}
+    )
+    assert tls.client_kwargs() == {"security_protocol": "SSL", "ssl_certfile": "/etc/livectl/ctl-bundle.pem"}
     for bad, key in (
         ("security.protocol=SASL_PLAIN\n", "security.protocol"),
         ("security.protocol=SASL_SSL\n", "sasl.mechanism"),
         ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "sasl.jaas.config"),
         ("ssl.truststore.type=JKS\n", "ssl.truststore.type"),
+        ("ssl.keystore.type=PKCS12\n", "ssl.keystore.type"),
         ("bootstrap.servers=x\n", "bootstrap.servers"),
         ("no equals sign\n", "command config line 1"),
     ):
