@@ -41,7 +41,7 @@ from core.codec.decisions import decision_row_text
 from core.context import context_head
 from core.controller.metrics import BUCKET_GAUGES
 from core.kafka.error_codes import KafkaError as Errors
-from core.kafka.request_codec import SortedMemo, TopicStatesMemo
+from core.kafka.request_codec import EncodeMemo
 from streaming import decided, failover, observability, peer_states
 from streaming.bucket_keys import bucket_of_key
 from streaming.collector import collect_after_task, gc_paused
@@ -185,10 +185,9 @@ def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[An
     ``topicStates`` entries each their own line, as the request sink writes them); partition states that
     several requests of one step share are encoded once (the memos)."""
     rows: list[list[Any]] = []
-    memo: TopicStatesMemo = {}
-    sorted_memo: SortedMemo = {}
+    memo = EncodeMemo()
     for seq, d in enumerate(decisions):
-        rows.append([bucket, seq, d.TYPE, decision_row_text(d, memo, sorted_memo), *_NO_METRICS])
+        rows.append([bucket, seq, d.TYPE, decision_row_text(d, memo), *_NO_METRICS])
     return rows
 
 

@@ -39,8 +39,7 @@ from core.decisions import (
 from core.errors import FormatError
 from core.frozen_json import EMPTY_OBJECT, freeze_object
 from core.kafka.request_codec import (
-    SortedMemo,
-    TopicStatesMemo,
+    EncodeMemo,
     encode_addressees,
     encode_text,
     parse_body,
@@ -99,7 +98,7 @@ def _details_object(raw: Any, field: str) -> Mapping[str, Any]:
     return jf.obj(raw, field)
 
 
-def decision_to_json(d: Decision, memo: TopicStatesMemo | None = None) -> str:
+def decision_to_json(d: Decision, memo: EncodeMemo | None = None) -> str:
     """The decision's JSON form as text, keys sorted. A broker request's typed body is encoded once and
     spliced in (``memo``: see :func:`core.kafka.request_codec.encode_text`)."""
     if isinstance(d, BrokerRequest):
@@ -136,7 +135,7 @@ _WITH_TOPIC_STATES = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaReq
 ENTRIES_FIELD = "topic_entries"
 
 
-def decision_row_text(d: Decision, memo: TopicStatesMemo | None = None, sorted_memo: SortedMemo | None = None) -> str:
+def decision_row_text(d: Decision, memo: EncodeMemo | None = None) -> str:
     """A decision as a bucket's output row carries it. A LeaderAndIsr, UpdateMetadata or StopReplica with
     partition states is several lines (JSON text never holds a raw newline): first the decision with its
     body's ``topicStates`` empty and ``"topic_entries": [[topicName, partitions], …]``, then each
@@ -146,7 +145,7 @@ def decision_row_text(d: Decision, memo: TopicStatesMemo | None = None, sorted_m
     :func:`decision_to_json`, one line."""
     if isinstance(d, BrokerRequest) and isinstance(d.body, _WITH_TOPIC_STATES) and d.body.partitions:
         body = d.body
-        entries = sorted_entries(body, sorted_memo)
+        entries = sorted_entries(body, memo)
         if entries:
             empty: Any = dataclasses.replace(body, partitions=())  # type: ignore[arg-type]
             head = decision_to_json(dataclasses.replace(d, body=empty))

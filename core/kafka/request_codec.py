@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from core import jsonform as jf
 from core.errors import FormatError
@@ -72,46 +72,86 @@ from core.model import NO_EPOCH, TopicPartition
 
 # ---------------------------------------------------------------------------- encoding
 
-#: a memo of encoded ``topicStates`` by the identity of the partition tuple, and of encoded LeaderAndIsr
-#: partition states by the identity of the state (see :func:`encode_body`); each entry keeps its object
-TopicStatesMemo = dict[int, tuple[object, str]]
+_S = TypeVar("_S")
+_T = TypeVar("_T")
 
 
-#: the JSON text of integer tuples already encoded: a request's replica lists and ISRs repeat a few
-#: hundred distinct values across thousands of partitions (a C-level tuple hash beats formatting); cleared
-#: when full, so it stays small whatever the cluster. A tuple is found by equality, and ``True == 1``,
-#: ``False == 0`` (``(True,)`` would find ``(1,)``'s text): so this memo holds only tuples without an item
-#: equal to 0 or 1, which no tuple holding a bool can equal, and :func:`_ints` answers from it unchecked;
-#: the others are checked for bools first and then memoised in :data:`_INTS_TEXT_01`
-_INTS_TEXT: dict[tuple[int, ...], str] = {}
-#: the same, for tuples holding 0 or 1, looked up only once the tuple is known to hold no bool
-_INTS_TEXT_01: dict[tuple[int, ...], str] = {}
-_INTS_TEXT_MAX = 65_536
-
-
-def _ints(xs: Iterable[int]) -> str:
+def ints_text(xs: Iterable[int]) -> str:
     """The JSON text of a list of integers. A bool among them raises :class:`TypeError`: the wire form's
     integer lists never hold one (every decoder refuses them), but ``bool`` is a subclass of ``int``, so the
     type checker lets one through where ``int`` is declared, and ``str(True)`` is not JSON."""
-    if type(xs) is tuple:
-        text = _INTS_TEXT.get(xs)
-        if text is None and bool not in map(type, xs):
-            text = _INTS_TEXT_01.get(xs)
-        return text if text is not None else _ints_checked(xs, memoise=True)
-    return _ints_checked(tuple(xs), memoise=False)
-
-
-def _ints_checked(items: tuple[int, ...], *, memoise: bool) -> str:
-    """:func:`_ints` of a tuple not memoised: checked for bools, encoded, memoised if asked."""
+    items = tuple(xs)
     if bool in map(type, items):
         raise TypeError(f"an integer list of the wire form holds a bool: {items!r}")
-    text = "[" + ",".join(map(str, items)) + "]"
-    if memoise:
-        memo = _INTS_TEXT_01 if (0 in items or 1 in items) else _INTS_TEXT
-        if len(memo) >= _INTS_TEXT_MAX:
+    return "[" + ",".join(map(str, items)) + "]"
+
+
+class EncodeMemo:
+    """Encodings one caller reuses while it encodes a set of bodies (e.g. one step's decisions): created
+    by the caller, dropped with the bodies; encoding with one gives the same text as without.
+
+    * :meth:`once` — a value encoded once per object *identity* and encoder: the per-broker copies of one
+      shared UpdateMetadata (``BrokerRequest.fan_out``) share one tuple of partition states, and the
+      LeaderAndIsr requests of one step to several brokers share a partition's state object
+      (:class:`core.requests.RequestBatch`), a failover's every partition's with each of its replicas.
+      Each entry keeps its object, so an id is never reused while its entry lives.
+    * :meth:`ints` — the JSON text of integer tuples: a request's replica lists and ISRs repeat a few
+      hundred distinct values across thousands of partitions (a C-level tuple hash beats formatting);
+      cleared when ``max_ints`` are held, so it stays small whatever the cluster."""
+
+    __slots__ = ("_by_encoder", "_ints", "_ints_01", "_max_ints")
+
+    def __init__(self, max_ints: int = 65_536) -> None:
+        if max_ints < 1:
+            raise ValueError(f"max_ints must be at least 1, got {max_ints}")
+        self._by_encoder: dict[Callable[..., Any], dict[int, tuple[object, Any]]] = {}
+        # A tuple is found by equality, and True == 1, False == 0 ((True,) would find (1,)'s text): so
+        # _ints holds only tuples without an item equal to 0 or 1, which no tuple holding a bool can
+        # equal, and is answered from unchecked; the others are checked for bools, then found in _ints_01
+        self._ints: dict[tuple[int, ...], str] = {}
+        self._ints_01: dict[tuple[int, ...], str] = {}
+        self._max_ints = max_ints
+
+    def __len__(self) -> int:
+        """How many objects' encodings :meth:`once` holds (every encoder's)."""
+        return sum(map(len, self._by_encoder.values()))
+
+    def ints_held(self) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+        """The integer tuples :meth:`ints` holds: (those without an item equal to 0 or 1, those with one)."""
+        return tuple(self._ints), tuple(self._ints_01)
+
+    def once(self, encode: Callable[[_S, EncodeMemo], _T], obj: _S) -> _T:
+        """``encode(obj, self)``, computed once per identity of ``obj`` for this ``encode``."""
+        by_id = self._by_encoder.get(encode)
+        if by_id is None:
+            by_id = self._by_encoder[encode] = {}
+        hit = by_id.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            done: _T = hit[1]
+            return done
+        value = encode(obj, self)
+        by_id[id(obj)] = (obj, value)
+        return value
+
+    def ints(self, xs: Iterable[int]) -> str:
+        """:func:`ints_text`, a tuple's text memoised."""
+        if type(xs) is not tuple:
+            return ints_text(xs)
+        text = self._ints.get(xs)
+        if text is None and bool not in map(type, xs):
+            text = self._ints_01.get(xs)
+        if text is not None:
+            return text
+        text = ints_text(xs)
+        memo = self._ints_01 if (0 in xs or 1 in xs) else self._ints
+        if len(memo) >= self._max_ints:
             memo.clear()
-        memo[items] = text
-    return text
+        memo[xs] = text
+        return text
+
+
+def _ints_of(memo: EncodeMemo | None) -> Callable[[Iterable[int]], str]:
+    return ints_text if memo is None else memo.ints
 
 
 def _b(v: bool) -> str:
@@ -122,41 +162,52 @@ def _s(v: str | None) -> str:
     return json.dumps(v)
 
 
-def _lisr_state(p: LisrPartitionState) -> str:
+def _lisr_state(p: LisrPartitionState, memo: EncodeMemo | None) -> str:
+    ints = _ints_of(memo)
     return (
         f'{{"partitionIndex":{p.partition},"controllerEpoch":{p.controller_epoch},"leader":{p.leader},'
-        f'"leaderEpoch":{p.leader_epoch},"isr":{_ints(p.isr)},"partitionEpoch":{p.partition_epoch},'
-        f'"replicas":{_ints(p.replicas)},"addingReplicas":{_ints(p.adding_replicas)},'
-        f'"removingReplicas":{_ints(p.removing_replicas)},"isNew":{_b(p.is_new)},'
+        f'"leaderEpoch":{p.leader_epoch},"isr":{ints(p.isr)},"partitionEpoch":{p.partition_epoch},'
+        f'"replicas":{ints(p.replicas)},"addingReplicas":{ints(p.adding_replicas)},'
+        f'"removingReplicas":{ints(p.removing_replicas)},"isNew":{_b(p.is_new)},'
         f'"leaderRecoveryState":{p.leader_recovery_state}}}'
     )
 
 
-def _metadata_state(p: MetadataPartitionState) -> str:
+def _lisr_state_once(p: LisrPartitionState, memo: EncodeMemo | None) -> str:
+    return _lisr_state(p, None) if memo is None else memo.once(_lisr_state, p)
+
+
+def _metadata_state(p: MetadataPartitionState, memo: EncodeMemo | None) -> str:
+    ints = _ints_of(memo)
     return (
         f'{{"partitionIndex":{p.partition},"controllerEpoch":{p.controller_epoch},"leader":{p.leader},'
-        f'"leaderEpoch":{p.leader_epoch},"isr":{_ints(p.isr)},"zkVersion":{p.zk_version},'
-        f'"replicas":{_ints(p.replicas)},"offlineReplicas":{_ints(p.offline_replicas)}}}'
+        f'"leaderEpoch":{p.leader_epoch},"isr":{ints(p.isr)},"zkVersion":{p.zk_version},'
+        f'"replicas":{ints(p.replicas)},"offlineReplicas":{ints(p.offline_replicas)}}}'
     )
 
 
-def _stop_state(p: StopReplicaPartition) -> str:
+def _stop_state(p: StopReplicaPartition, memo: EncodeMemo | None) -> str:
     return (
         f'{{"partitionIndex":{p.partition},"leaderEpoch":{p.leader_epoch},"deletePartition":{_b(p.delete_partition)}}}'
     )
 
 
-def _alter_result(p: AlterPartitionResult) -> str:
+def _alter_result(p: AlterPartitionResult, memo: EncodeMemo | None) -> str:
     corr = f',"correlationId":{p.correlation_id}' if p.correlation_id >= 0 else ""
     return (
         f'{{"partitionIndex":{p.partition},"errorCode":{p.error_code},"leaderId":{p.leader_id},'
-        f'"leaderEpoch":{p.leader_epoch},"isr":{_ints(p.isr)},"partitionEpoch":{p.partition_epoch},'
+        f'"leaderEpoch":{p.leader_epoch},"isr":{_ints_of(memo)(p.isr)},"partitionEpoch":{p.partition_epoch},'
         f'"leaderRecoveryState":{p.leader_recovery_state}{corr}}}'
     )
 
 
 def _grouped(
-    parts: tuple[Any, ...], state: Callable[[Any], str], *, with_id: bool, inner: str = "partitionStates"
+    parts: tuple[Any, ...],
+    state: Callable[[Any, EncodeMemo | None], str],
+    memo: EncodeMemo | None,
+    *,
+    with_id: bool,
+    inner: str = "partitionStates",
 ) -> str:
     """Consecutive entries of one topic (and topic id) as one topic entry, in order."""
     out: list[str] = []
@@ -167,43 +218,32 @@ def _grouped(
         while j < n and parts[j].topic == first.topic and (not with_id or parts[j].topic_id == first.topic_id):
             j += 1
         tid = f',"topicId":{_s(first.topic_id)}' if with_id else ""
-        states = ",".join(state(p) for p in parts[i:j])
+        states = ",".join(state(p, memo) for p in parts[i:j])
         out.append(f'{{"topicName":{_s(first.topic)}{tid},"{inner}":[{states}]}}')
         i = j
     return "[" + ",".join(out) + "]"
 
 
-def _memo_grouped(
-    parts: tuple[Any, ...], state: Callable[[Any], str], memo: TopicStatesMemo | None, *, with_id: bool = True
+def _lisr_topics(parts: tuple[LisrPartitionState, ...], memo: EncodeMemo | None) -> str:
+    return _grouped(parts, _lisr_state_once, memo, with_id=True)
+
+
+def _metadata_topics(parts: tuple[MetadataPartitionState, ...], memo: EncodeMemo | None) -> str:
+    return _grouped(parts, _metadata_state, memo, with_id=True)
+
+
+def _stop_topics(parts: tuple[StopReplicaPartition, ...], memo: EncodeMemo | None) -> str:
+    return _grouped(parts, _stop_state, memo, with_id=False)
+
+
+def _topic_states(
+    parts: tuple[_S, ...], topics: Callable[[tuple[_S, ...], EncodeMemo | None], str], memo: EncodeMemo | None
 ) -> str:
     # the per-broker copies of one shared UpdateMetadata (BrokerRequest.fan_out) share one tuple of
     # partition states: encode it once
     if memo is None or not parts:
-        return _grouped(parts, state, with_id=with_id)
-    hit = memo.get(id(parts))
-    if hit is not None and hit[0] is parts:
-        return hit[1]
-    text = _grouped(parts, state, with_id=with_id)
-    memo[id(parts)] = (parts, text)
-    return text
-
-
-def _memo_state(state: Callable[[Any], str], memo: TopicStatesMemo | None) -> Callable[[Any], str]:
-    """``state`` encoding each state object once in ``memo``: the LeaderAndIsr requests of one step to
-    several brokers share a partition's state object (:class:`core.requests.RequestBatch`), a failover's
-    every partition's with each of its replicas."""
-    if memo is None:
-        return state
-
-    def encoded(p: Any) -> str:
-        hit = memo.get(id(p))
-        if hit is not None and hit[0] is p:
-            return hit[1]
-        text = state(p)
-        memo[id(p)] = (p, text)
-        return text
-
-    return encoded
+        return topics(parts, memo)
+    return memo.once(topics, parts)
 
 
 def _head(controller_id: int, controller_epoch: int, broker_epoch: int) -> str:
@@ -218,9 +258,9 @@ def _metadata_broker(b: MetadataBroker) -> str:
     return f'{{"id":{b.broker_id},"endpoints":[{eps}],"rack":{_s(b.rack)}}}'
 
 
-def encode_text(body: RequestBody, memo: TopicStatesMemo | None = None) -> str:
-    """:func:`encode_body` as text. ``memo`` (a dict the caller keeps while the bodies live, e.g. over
-    one step's decisions) lets bodies that share one tuple of partition states, or LeaderAndIsr partition
+def encode_text(body: RequestBody, memo: EncodeMemo | None = None) -> str:
+    """:func:`encode_body` as text. ``memo`` (kept by the caller while the bodies live, e.g. over one
+    step's decisions) lets bodies that share one tuple of partition states, or LeaderAndIsr partition
     state objects, encode them once."""
     if isinstance(body, LeaderAndIsrRequest):
         leaders = ",".join(
@@ -228,55 +268,57 @@ def encode_text(body: RequestBody, memo: TopicStatesMemo | None = None) -> str:
         )
         return (
             f'{_head(body.controller_id, body.controller_epoch, body.broker_epoch)},"type":{body.type},'
-            f'"topicStates":{_memo_grouped(body.partitions, _memo_state(_lisr_state, memo), memo)},'
+            f'"topicStates":{_topic_states(body.partitions, _lisr_topics, memo)},'
             f'"liveLeaders":[{leaders}]}}'
         )
     if isinstance(body, UpdateMetadataRequest):
         brokers = ",".join(_metadata_broker(b) for b in body.live_brokers)
         return (
             f"{_head(body.controller_id, body.controller_epoch, body.broker_epoch)},"
-            f'"topicStates":{_memo_grouped(body.partitions, _metadata_state, memo)},"liveBrokers":[{brokers}]}}'
+            f'"topicStates":{_topic_states(body.partitions, _metadata_topics, memo)},"liveBrokers":[{brokers}]}}'
         )
     if isinstance(body, StopReplicaRequest):
         return (
             f"{_head(body.controller_id, body.controller_epoch, body.broker_epoch)},"
-            f'"topicStates":{_memo_grouped(body.partitions, _stop_state, memo, with_id=False)}}}'
+            f'"topicStates":{_topic_states(body.partitions, _stop_topics, memo)}}}'
         )
     if isinstance(body, ControlledShutdownResponse):
         remaining = ",".join(f'{{"topicName":{_s(tp.topic)},"partitionIndex":{tp.partition}}}' for tp in body.remaining)
         return f'{{"errorCode":{body.error_code},"remainingPartitions":[{remaining}]}}'
-    topics = _grouped(body.partitions, _alter_result, with_id=True, inner="partitions")
+    topics = _grouped(body.partitions, _alter_result, memo, with_id=True, inner="partitions")
     corr = f'"correlationId":{body.correlation_id},' if body.correlation_id >= 0 else ""
     return f'{{"errorCode":{body.error_code},"throttleTimeMs":{body.throttle_time_ms},{corr}"topics":{topics}}}'
 
-
-#: a memo of :func:`sorted_entries`: entries by the identity of the partition tuple, and LeaderAndIsr
-#: partition states by the identity of the state; each entry keeps its object
-SortedMemo = dict[int, tuple[object, Any]]
 
 #: one ``topicStates`` entry as a row carries it: ``(topicName, partition count, JSON text)``
 TextEntry = tuple[str, int, str]
 
 
-def _lisr_sorted(p: LisrPartitionState) -> str:
+def _lisr_sorted(p: LisrPartitionState, memo: EncodeMemo | None) -> str:
+    ints = _ints_of(memo)
     return (
-        f'{{"addingReplicas":{_ints(p.adding_replicas)},"controllerEpoch":{p.controller_epoch},'
-        f'"isNew":{_b(p.is_new)},"isr":{_ints(p.isr)},"leader":{p.leader},"leaderEpoch":{p.leader_epoch},'
+        f'{{"addingReplicas":{ints(p.adding_replicas)},"controllerEpoch":{p.controller_epoch},'
+        f'"isNew":{_b(p.is_new)},"isr":{ints(p.isr)},"leader":{p.leader},"leaderEpoch":{p.leader_epoch},'
         f'"leaderRecoveryState":{p.leader_recovery_state},"partitionEpoch":{p.partition_epoch},'
-        f'"partitionIndex":{p.partition},"removingReplicas":{_ints(p.removing_replicas)},'
-        f'"replicas":{_ints(p.replicas)}}}'
+        f'"partitionIndex":{p.partition},"removingReplicas":{ints(p.removing_replicas)},'
+        f'"replicas":{ints(p.replicas)}}}'
     )
 
 
-def _metadata_sorted(p: MetadataPartitionState) -> str:
+def _lisr_sorted_once(p: LisrPartitionState, memo: EncodeMemo | None) -> str:
+    return _lisr_sorted(p, None) if memo is None else memo.once(_lisr_sorted, p)
+
+
+def _metadata_sorted(p: MetadataPartitionState, memo: EncodeMemo | None) -> str:
+    ints = _ints_of(memo)
     return (
-        f'{{"controllerEpoch":{p.controller_epoch},"isr":{_ints(p.isr)},"leader":{p.leader},'
-        f'"leaderEpoch":{p.leader_epoch},"offlineReplicas":{_ints(p.offline_replicas)},'
-        f'"partitionIndex":{p.partition},"replicas":{_ints(p.replicas)},"zkVersion":{p.zk_version}}}'
+        f'{{"controllerEpoch":{p.controller_epoch},"isr":{ints(p.isr)},"leader":{p.leader},'
+        f'"leaderEpoch":{p.leader_epoch},"offlineReplicas":{ints(p.offline_replicas)},'
+        f'"partitionIndex":{p.partition},"replicas":{ints(p.replicas)},"zkVersion":{p.zk_version}}}'
     )
 
 
-def _stop_sorted(p: StopReplicaPartition) -> str:
+def _stop_sorted(p: StopReplicaPartition, memo: EncodeMemo | None) -> str:
     return (
         f'{{"deletePartition":{_b(p.delete_partition)},"leaderEpoch":{p.leader_epoch},"partitionIndex":{p.partition}}}'
     )
@@ -287,7 +329,38 @@ def _plain(v: str) -> bool:
     return v.isascii() and v.isprintable() and '"' not in v and "\\" not in v
 
 
-def sorted_entries(body: RequestBody, memo: SortedMemo | None = None) -> list[TextEntry] | None:
+def _entries(
+    parts: tuple[Any, ...], state: Callable[[Any, EncodeMemo | None], str], memo: EncodeMemo | None, *, with_id: bool
+) -> list[TextEntry] | None:
+    out: list[TextEntry] = []
+    i, n = 0, len(parts)
+    while i < n:
+        first = parts[i]
+        j = i + 1
+        while j < n and parts[j].topic == first.topic and (not with_id or parts[j].topic_id == first.topic_id):
+            j += 1
+        if not _plain(first.topic) or (with_id and not _plain(first.topic_id)):
+            return None
+        states = ",".join(state(p, memo) for p in parts[i:j])
+        tid = f',"topicId":"{first.topic_id}"' if with_id else ""
+        out.append((first.topic, j - i, f'{{"partitionStates":[{states}]{tid},"topicName":"{first.topic}"}}'))
+        i = j
+    return out
+
+
+def _lisr_entries(parts: tuple[LisrPartitionState, ...], memo: EncodeMemo | None) -> list[TextEntry] | None:
+    return _entries(parts, _lisr_sorted_once, memo, with_id=True)
+
+
+def _metadata_entries(parts: tuple[MetadataPartitionState, ...], memo: EncodeMemo | None) -> list[TextEntry] | None:
+    return _entries(parts, _metadata_sorted, memo, with_id=True)
+
+
+def _stop_entries(parts: tuple[StopReplicaPartition, ...], memo: EncodeMemo | None) -> list[TextEntry] | None:
+    return _entries(parts, _stop_sorted, memo, with_id=False)
+
+
+def sorted_entries(body: RequestBody, memo: EncodeMemo | None = None) -> list[TextEntry] | None:
     """The ``topicStates`` entries of a LeaderAndIsr, UpdateMetadata or StopReplica body, each as the
     JSON text with its keys sorted and no spaces (what the request sink writes for it, byte for byte:
     ``orjson.dumps(entry, option=OPT_SORT_KEYS)``), with its topic name and partition count; ``None`` for
@@ -298,42 +371,25 @@ def sorted_entries(body: RequestBody, memo: SortedMemo | None = None) -> list[Te
     states the form its readers rely on: canonical sorted-key JSON whose partition states are flat — only
     integers, booleans and arrays of integers); a state field of another kind breaks them."""
     if isinstance(body, LeaderAndIsrRequest):
-        state: Callable[[Any], str] = _lisr_sorted
-        with_id = True
-    elif isinstance(body, UpdateMetadataRequest):
-        state, with_id = _metadata_sorted, True
-    elif isinstance(body, StopReplicaRequest):
-        state, with_id = _stop_sorted, False
-    else:
-        return None
-    parts: tuple[Any, ...] = body.partitions
-    if memo is not None:
-        hit = memo.get(id(parts))
-        if hit is not None and hit[0] is parts:
-            cached: list[TextEntry] | None = hit[1]
-            return cached
-        if isinstance(body, LeaderAndIsrRequest):
-            state = _memo_state(_lisr_sorted, memo)
-    out: list[TextEntry] | None = []
-    i, n = 0, len(parts)
-    while i < n and out is not None:
-        first = parts[i]
-        j = i + 1
-        while j < n and parts[j].topic == first.topic and (not with_id or parts[j].topic_id == first.topic_id):
-            j += 1
-        if not _plain(first.topic) or (with_id and not _plain(first.topic_id)):
-            out = None
-            break
-        states = ",".join(state(p) for p in parts[i:j])
-        tid = f',"topicId":"{first.topic_id}"' if with_id else ""
-        out.append((first.topic, j - i, f'{{"partitionStates":[{states}]{tid},"topicName":"{first.topic}"}}'))
-        i = j
-    if memo is not None and parts:
-        memo[id(parts)] = (parts, out)
-    return out
+        return _memo_entries(body.partitions, _lisr_entries, memo)
+    if isinstance(body, UpdateMetadataRequest):
+        return _memo_entries(body.partitions, _metadata_entries, memo)
+    if isinstance(body, StopReplicaRequest):
+        return _memo_entries(body.partitions, _stop_entries, memo)
+    return None
 
 
-def encode_body(body: RequestBody, memo: TopicStatesMemo | None = None) -> bytes:
+def _memo_entries(
+    parts: tuple[_S, ...],
+    entries: Callable[[tuple[_S, ...], EncodeMemo | None], list[TextEntry] | None],
+    memo: EncodeMemo | None,
+) -> list[TextEntry] | None:
+    if memo is None or not parts:
+        return entries(parts, memo)
+    return memo.once(entries, parts)
+
+
+def encode_body(body: RequestBody, memo: EncodeMemo | None = None) -> bytes:
     """The body's wire form (UTF-8 JSON, the field order of the module docstring); see :func:`encode_text`."""
     return encode_text(body, memo).encode()
 

@@ -125,7 +125,7 @@ def test_int_seq_reads_plain_lists_and_names_the_bad_item() -> None:
 
 
 def test_leader_and_isr_bodies_sharing_state_objects_encode_as_without_the_memo() -> None:
-    from core.kafka.request_codec import TopicStatesMemo, encode_text
+    from core.kafka.request_codec import EncodeMemo, encode_text
 
     ctx = _ctx()
     batch = RequestBatch()
@@ -133,7 +133,7 @@ def test_leader_and_isr_bodies_sharing_state_objects_encode_as_without_the_memo(
         tp = TopicPartition("t", p)
         batch.add_leader_and_isr(ctx, (1, 2, 3), tp, ctx.partition_leadership[tp], ctx.assignment(tp), is_new=p == 1)
     requests = batch.flush(ctx)
-    memo: TopicStatesMemo = {}
+    memo = EncodeMemo()
     with_memo = [encode_text(r.body, memo) for r in requests]
     assert with_memo == [encode_text(r.body) for r in requests]
     assert '"isNew":true' in with_memo[0] and len(set(with_memo[:3])) == 3  # each broker's own epoch

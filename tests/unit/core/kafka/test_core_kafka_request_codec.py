@@ -17,7 +17,7 @@ from core.events import (
     CreateTopic,
     ReassignPartitions,
 )
-from core.kafka.request_codec import body_dict, encode_body, encode_text, parse_body, wire_object
+from core.kafka.request_codec import EncodeMemo, body_dict, encode_body, encode_text, parse_body, wire_object
 from core.kafka.requests import (
     ZERO_UUID,
     AlterPartitionResponse,
@@ -112,7 +112,7 @@ def test_shared_partition_states_are_encoded_once_per_memo() -> None:
     states = (_UM, _UM_DELETING)
     a = UpdateMetadataRequest(0, 1, 101, states, ())
     b = UpdateMetadataRequest(0, 1, 102, states, ())
-    memo: dict[int, tuple[tuple[object, ...], str]] = {}
+    memo = EncodeMemo()
     assert encode_text(a, memo) == encode_text(a) and encode_text(b, memo) == encode_text(b)
     assert len(memo) == 1
     # an equal tuple that is another object is encoded again, never confused with a stale entry
