@@ -246,7 +246,7 @@ class SplicedBody(Mapping[str, Any]):
 
     **The texts' form**, which readers may rely on without parsing (the state-change log cuts LeaderAndIsr
     and StopReplica partition states out of them: ``streaming.audit_log``'s ``_state_texts``). Each text is
-    one ``topicStates`` entry as :func:`core.kafka.request_codec.sorted_entries` writes it:
+    one ``topicStates`` entry as :func:`core.codec.decisions.sorted_entries` writes it:
 
     * canonical JSON, keys sorted at every level, no spaces: byte for byte
       ``orjson.dumps(entry, option=OPT_SORT_KEYS)`` of the parsed entry, so it starts with

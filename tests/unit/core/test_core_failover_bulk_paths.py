@@ -305,7 +305,8 @@ def test_an_integer_list_holding_a_bool_is_refused_whatever_the_memo_holds(first
 
 
 def test_a_request_with_a_bool_in_an_integer_list_is_refused_by_both_encoders() -> None:
-    from core.kafka.request_codec import EncodeMemo, encode_text, sorted_entries
+    from core.codec.decisions import sorted_entries
+    from core.kafka.request_codec import EncodeMemo, encode_text
     from core.kafka.requests import LeaderAndIsrRequest, LisrPartitionState
 
     ok = LeaderAndIsrRequest(0, 1, 2, 0, (LisrPartitionState("t", 0, 3, 1, 4, (1, 2), 7, (1, 2, 3)),), ())

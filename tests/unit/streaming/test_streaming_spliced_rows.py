@@ -17,11 +17,11 @@ import pytest
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from core.codec.decisions import decision_row_text, decision_to_json
+from core.codec.decisions import decision_row_text, decision_to_json, sorted_entries
 from core.context import ControllerContext
 from core.controller import ControllerState
 from core.errors import FormatError
-from core.kafka.request_codec import EncodeMemo, sorted_entries
+from core.kafka.request_codec import EncodeMemo
 from core.kafka.requests import (
     RequestApi,
     SplicedBody,
