@@ -16,7 +16,7 @@ messages of one batch are numbered like the parts of a split request (each is co
 ``{"version":1,"api":"LeaderAndIsr","controllerEpoch":E,"batchId":B,"brokerId":b,"body":{…}}``
 
 A **shared** request (the UpdateMetadata of a micro-batch, addressed to a set of brokers: see
-:mod:`core.requests`) is merged the same way per (addressee set, API) and written **once per partition
+:mod:`core.request_batch`) is merged the same way per (addressee set, API) and written **once per partition
 of the topic that holds an addressee** (the partition the producer's default partitioner gives the
 addressee's key; with one partition, once), keyed ``-1``, naming that partition's addressees with their
 broker epochs (:mod:`core.kafka.envelope`, version 2). Kafka sends the same UpdateMetadata to every

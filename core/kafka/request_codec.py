@@ -93,7 +93,7 @@ class EncodeMemo:
     * :meth:`once` — a value encoded once per object *identity* and encoder: the per-broker copies of one
       shared UpdateMetadata (``BrokerRequest.fan_out``) share one tuple of partition states, and the
       LeaderAndIsr requests of one step to several brokers share a partition's state object
-      (:class:`core.requests.RequestBatch`), a failover's every partition's with each of its replicas.
+      (:class:`core.request_batch.RequestBatch`), a failover's every partition's with each of its replicas.
       Each entry keeps its object, so an id is never reused while its entry lives.
     * :meth:`ints` — the JSON text of integer tuples: a request's replica lists and ISRs repeat a few
       hundred distinct values across thousands of partitions (a C-level tuple hash beats formatting);

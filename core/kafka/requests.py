@@ -1,6 +1,6 @@
 """The controller's requests and responses to brokers, as typed values (frozen, hashable dataclasses).
 
-:mod:`core.requests` builds them, :class:`core.decisions.BrokerRequest` carries them, the simulated
+:mod:`core.request_batch` builds them, :class:`core.decisions.BrokerRequest` carries them, the simulated
 brokers act on them. Their one wire form, a JSON object with Kafka's field names, is
 :mod:`core.kafka.request_codec`'s (:func:`~core.kafka.request_codec.encode_body` and
 :func:`~core.kafka.request_codec.parse_body`); the message around a body is :mod:`core.kafka.envelope`'s.

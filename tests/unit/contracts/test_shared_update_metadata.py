@@ -1,5 +1,5 @@
 """The UpdateMetadata of a micro-batch, written once and read by every broker it names: the core's shared
-request (:mod:`core.requests`) through the request sink's messages (:func:`sinks.requests.request_messages`:
+request (:mod:`core.request_batch`) through the request sink's messages (:func:`sinks.requests.request_messages`:
 once per topic partition holding an addressee, in Kafka's order there, split, replayed by identity) to
 the envelope (:mod:`core.kafka.envelope`, pinned byte for byte) and the simulated brokers, which apply it
 with their own broker epoch and still read the per-broker form written before."""

@@ -25,7 +25,7 @@ from core.model import (
     sort_tps,
 )
 from core.replica_machine import apply, startup
-from core.requests import Effects, RequestBatch
+from core.request_batch import Effects, RequestBatch
 from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from core.states import ReplicaState
 

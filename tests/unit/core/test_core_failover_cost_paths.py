@@ -17,7 +17,7 @@ from core.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from core.requests import RequestBatch, update_metadata_state
+from core.request_batch import RequestBatch, update_metadata_state
 from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit

@@ -234,7 +234,7 @@ def test_a_request_decision_as_an_object_carries_its_wire_body() -> None:
 
 
 def test_partition_states_carry_the_topic_id_as_of_the_flush() -> None:
-    from core.requests import RequestBatch
+    from core.request_batch import RequestBatch
 
     c = Cluster.start([1, 2])
     c.run(CreateTopic("r1", "t", 1, 2))
