@@ -3,13 +3,13 @@ as the bucket emits it in its output rows and the dispatcher reads it back. Deco
 :class:`core.errors.FormatError` naming the field and the reason.
 
 A broker request's ``body`` is a JSON *object* in the row: the bytes of
-:func:`core.kafka.request_codec.encode_body`, spliced in, never a string holding JSON. Decoding keeps it as
+:func:`core.kafka.request_encoding.encode_body`, spliced in, never a string holding JSON. Decoding keeps it as
 the parsed object (:class:`core.kafka.requests.WireBody`) unless asked for typed values: the driver hands
 it to the request sink as it is. A bucket's output row of a LeaderAndIsr, UpdateMetadata or StopReplica
 puts each ``topicStates`` entry on a line of its own (:func:`decision_row_text`), which the driver keeps as
 text (:func:`decode_row_text`, :class:`core.kafka.requests.SplicedBody`). This module owns the row's
 encoding whole (the entries' sorted-key texts included, :func:`sorted_entries`); the body's wire form is
-:mod:`core.kafka.request_codec`'s, which knows nothing of rows.
+:mod:`core.kafka.request_encoding`'s, which knows nothing of rows.
 
 An admin result's ``details`` is a JSON object too (in the row and on ``livectl.admin-results``).
 :func:`read_details` reads it, and also the JSON text a controller before that change wrote, which can
@@ -40,15 +40,8 @@ from core.decisions import (
 )
 from core.errors import FormatError
 from core.frozen_json import EMPTY_OBJECT, freeze_object
-from core.kafka.request_codec import (
-    EncodeMemo,
-    encode_addressees,
-    encode_text,
-    ints_text,
-    parse_body,
-    read_addressees,
-    wire_object,
-)
+from core.kafka.request_encoding import EncodeMemo, encode_addressees, encode_text, ints_text, wire_object
+from core.kafka.request_parsing import parse_body, read_addressees
 from core.kafka.requests import (
     LeaderAndIsrRequest,
     LisrPartitionState,
@@ -108,7 +101,7 @@ def _details_object(raw: Any, field: str) -> Mapping[str, Any]:
 
 def decision_to_json(d: Decision, memo: EncodeMemo | None = None) -> str:
     """The decision's JSON form as text, keys sorted. A broker request's typed body is encoded once and
-    spliced in (``memo``: see :func:`core.kafka.request_codec.encode_text`)."""
+    spliced in (``memo``: see :func:`core.kafka.request_encoding.encode_text`)."""
     if isinstance(d, BrokerRequest):
         if isinstance(d.body, WireBody):
             body = json.dumps(dict(d.body.obj), separators=(",", ":"))
@@ -217,7 +210,7 @@ def sorted_entries(body: RequestBody, memo: EncodeMemo | None = None) -> list[Te
     ``orjson.dumps(entry, option=OPT_SORT_KEYS)``), with its topic name and partition count; ``None`` for
     another body, or one naming a topic or topic id that is not plain ASCII text. ``memo``: entries of
     a tuple of partition states and LeaderAndIsr states encoded once (see
-    :func:`core.kafka.request_codec.encode_text`).
+    :func:`core.kafka.request_encoding.encode_text`).
 
     The driver keeps these texts unparsed (:class:`~core.kafka.requests.SplicedBody`, whose docstring
     states the form its readers rely on: canonical sorted-key JSON whose partition states are flat — only

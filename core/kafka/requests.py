@@ -2,10 +2,10 @@
 
 :mod:`core.request_batch` builds them, :class:`core.decisions.BrokerRequest` carries them, the simulated
 brokers act on them. Their one wire form, a JSON object with Kafka's field names, is
-:mod:`core.kafka.request_codec`'s (:func:`~core.kafka.request_codec.encode_body` and
-:func:`~core.kafka.request_codec.parse_body`); the message around a body is :mod:`core.kafka.envelope`'s.
-Partition entries are flat, in the order sent; the wire form groups consecutive entries of one topic into
-one ``topicStates`` entry.
+:mod:`core.kafka.request_encoding`'s (:func:`~core.kafka.request_encoding.encode_body`), read back
+by :mod:`core.kafka.request_parsing` (:func:`~core.kafka.request_parsing.parse_body`); the message
+around a body is :mod:`core.kafka.envelope`'s. Partition entries are flat, in the order sent; the wire
+form groups consecutive entries of one topic into one ``topicStates`` entry.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from core.kafka.envelope import (
     parse_request,
 )
 from core.kafka.error_codes import KafkaError
-from core.kafka.request_codec import encode_body
+from core.kafka.request_encoding import encode_body
 from core.kafka.requests import (
     SHARED_BROKER_ID,
     Addressee,

@@ -259,7 +259,7 @@ def test_int_seq_reads_a_list_as_its_items_checked_one_by_one_would(
 
 
 def test_integer_lists_encode_alike_from_the_memo_and_it_stays_bounded() -> None:
-    from core.kafka.request_codec import EncodeMemo, ints_text
+    from core.kafka.request_encoding import EncodeMemo, ints_text
 
     memo = EncodeMemo(max_ints=3)
     values = [(), (1,), (3, 1, 2), (1,), (-1, 2**63 - 1), (3, 1, 2), (0, 0), (4, 5), (6,), (7, 8), (4, 5)]
@@ -291,7 +291,7 @@ def test_integer_lists_encode_alike_from_the_memo_and_it_stays_bounded() -> None
 def test_an_integer_list_holding_a_bool_is_refused_whatever_the_memo_holds(first: tuple[int, ...], bad: object) -> None:
     """``(True,) == (1,)`` and ``(2, False) == (2, 0)``: a memo found by equality would answer a bool with
     its integer twin's text; the encoder refuses bools instead, memoised twin or not."""
-    from core.kafka.request_codec import EncodeMemo, ints_text
+    from core.kafka.request_encoding import EncodeMemo, ints_text
 
     memo = EncodeMemo()
     twin = tuple(int(x) for x in bad) if isinstance(bad, tuple) else None
@@ -306,7 +306,7 @@ def test_an_integer_list_holding_a_bool_is_refused_whatever_the_memo_holds(first
 
 def test_a_request_with_a_bool_in_an_integer_list_is_refused_by_both_encoders() -> None:
     from core.codec.decisions import sorted_entries
-    from core.kafka.request_codec import EncodeMemo, encode_text
+    from core.kafka.request_encoding import EncodeMemo, encode_text
     from core.kafka.requests import LeaderAndIsrRequest, LisrPartitionState
 
     ok = LeaderAndIsrRequest(0, 1, 2, 0, (LisrPartitionState("t", 0, 3, 1, 4, (1, 2), 7, (1, 2, 3)),), ())

@@ -21,7 +21,7 @@ from core.codec.decisions import decision_row_text, decision_to_json, sorted_ent
 from core.context import ControllerContext
 from core.controller import ControllerState
 from core.errors import FormatError
-from core.kafka.request_codec import EncodeMemo
+from core.kafka.request_encoding import EncodeMemo
 from core.kafka.requests import (
     RequestApi,
     SplicedBody,

@@ -1,6 +1,7 @@
-"""The controller's requests as typed values and their one wire form (:mod:`core.kafka.request_codec`):
-every variant reads back as itself, and the encoder writes the bytes the builders wrote before bodies
-became values (pinned in ``data/request_bodies_before.json``)."""
+"""The controller's requests as typed values and their one wire form (:mod:`core.kafka.request_encoding`,
+read back by :mod:`core.kafka.request_parsing`): every variant reads back as itself, and the encoder
+writes the bytes the builders wrote before bodies became values (pinned in
+``data/request_bodies_before.json``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from core.events import (
     CreateTopic,
     ReassignPartitions,
 )
-from core.kafka.request_codec import EncodeMemo, body_dict, encode_body, encode_text, parse_body, wire_object
+from core.kafka.request_encoding import EncodeMemo, body_dict, encode_body, encode_text, wire_object
+from core.kafka.request_parsing import parse_body
 from core.kafka.requests import (
     ZERO_UUID,
     AlterPartitionResponse,
