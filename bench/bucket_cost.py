@@ -61,7 +61,7 @@ from core_step import build_state
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from core.kafka.request_codec import encode_body
+from core.kafka.request_encoding import encode_body
 from core.kafka.zkdata import encode_partition_state, encode_topic_znode
 from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker

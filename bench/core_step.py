@@ -23,7 +23,7 @@ from core.context import ControllerContext
 from core.controller import ControllerState, step
 from core.decisions import BrokerRequest, ZkWrite
 from core.events import BrokerFailure
-from core.kafka.request_codec import encode_body
+from core.kafka.request_encoding import encode_body
 from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.placement import BrokerRack, assign_replicas
 from core.states import PartitionState, ReplicaState

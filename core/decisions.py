@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from core.errors import FormatError
 from core.frozen_json import EMPTY_OBJECT, freeze_object, thaw
-from core.kafka.request_codec import wire_object, with_broker_epoch
+from core.kafka.request_encoding import wire_object, with_broker_epoch
 from core.kafka.requests import SHARED_BROKER_ID, Addressee, AnyBody, RequestApi, recipients
 
 
@@ -68,7 +68,7 @@ class BrokerRequest(Decision):
     """One request to ``broker_id``, or one request to a set of brokers. ``body`` is the request as a typed
     value of :mod:`core.kafka.requests` (what the core builds: frozen, hashable) or, once the driver has
     decoded a bucket's row, its wire form (:class:`core.kafka.requests.WireBody`: Kafka's JSON object,
-    parsed once). Its one encoding is :func:`core.kafka.request_codec.encode_body`.
+    parsed once). Its one encoding is :func:`core.kafka.request_encoding.encode_body`.
 
     A *shared* request (``addressees`` not empty: Kafka's ``sendUpdateMetadataRequests`` to a broker set)
     is one body for every addressee: ``broker_id`` is :data:`~core.kafka.requests.SHARED_BROKER_ID` (-1),

@@ -30,7 +30,7 @@ from core.context import ControllerContext
 from core.decisions import ANY_VERSION, ZkOp, ZkWrite
 from core.kafka.zkdata import delete_topic_path, topic_config_path, topic_path
 from core.model import PartitionReplica
-from core.requests import Effects
+from core.request_batch import Effects
 from core.states import PartitionState, ReplicaState
 
 

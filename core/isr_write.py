@@ -13,7 +13,7 @@ from core.context import ControllerContext
 from core.decisions import ZkOp, ZkWrite
 from core.kafka.zkdata import encode_partition_state, partition_state_path
 from core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
-from core.requests import Effects
+from core.request_batch import Effects
 
 __all__ = ["newer_controller_wrote", "update_leader_and_isr"]
 

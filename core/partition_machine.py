@@ -38,7 +38,7 @@ from core.isr_write import newer_controller_wrote, update_leader_and_isr
 from core.kafka.zkdata import encode_partition_state, partition_state_path
 from core.machine_result import StateChangeResult
 from core.model import TopicPartition, sort_tps
-from core.requests import Effects
+from core.request_batch import Effects
 from core.states import PARTITION_VALID_PREVIOUS, PartitionState
 
 __all__ = [

@@ -28,7 +28,7 @@ from core.context import ControllerContext
 from core.isr_write import newer_controller_wrote, update_leader_and_isr
 from core.machine_result import StateChangeResult
 from core.model import NO_LEADER, PartitionReplica, TopicPartition, sort_tps
-from core.requests import Effects
+from core.request_batch import Effects
 from core.states import REPLICA_VALID_PREVIOUS, ReplicaState
 
 __all__ = ["apply", "handle_state_changes", "remove_replica_from_isr", "startup"]
@@ -83,7 +83,7 @@ def startup(ctx: ControllerContext, fx: Effects, replicas: Iterable[PartitionRep
     The Online step is :func:`apply`'s to the online replicas, taken a partition at a time: each of them is
     Online already (valid, not New), so all it does is a LeaderAndIsr entry per replica of a partition with
     a leadership, which changes nothing in the context; the partition's entries are one
-    :meth:`~core.requests.RequestBatch.add_leader_and_isr_to_replicas` call (the same batch)."""
+    :meth:`~core.request_batch.RequestBatch.add_leader_and_isr_to_replicas` call (the same batch)."""
     states = ctx.replica_states
     online: dict[TopicPartition, list[int]] = {}
     offline: list[PartitionReplica] = []

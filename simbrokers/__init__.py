@@ -6,7 +6,8 @@ ZooKeeper and the topics:
 * register ``/brokers/ids/<id>`` (ephemeral, Kafka's v5 JSON, own kazoo session each; broker epoch =
   czxid) — :mod:`simbrokers.registration`;
 * read their requests from ``livectl.requests`` (key = broker id) — the wire contract lives in
-  :mod:`core.kafka.envelope`, :mod:`core.kafka.requests` and :mod:`core.kafka.request_codec` alone;
+  :mod:`core.kafka.envelope`, :mod:`core.kafka.requests` and :mod:`core.kafka.request_encoding` /
+  :mod:`core.kafka.request_parsing` alone;
 * answer on ``livectl.broker-events`` with :mod:`core.events` JSON: LeaderAndIsrResponse,
   StopReplicaResponse, AlterPartition, ControlledShutdown, LogDirFailure.
 

@@ -3,7 +3,7 @@
 **Requests** (:meth:`RequestSink.write_requests`) go to ``livectl.requests``, key = the broker id as
 text, one message per broker per API per micro-batch: bodies of the same broker and API (from several
 buckets; each already a JSON object, the driver's :class:`core.kafka.requests.WireBody`, or a typed value
-encoded by :mod:`core.kafka.request_codec`) are merged by :func:`merge_bodies` (``topicStates``
+encoded by :mod:`core.kafka.request_encoding`) are merged by :func:`merge_bodies` (``topicStates``
 concatenated, entries of the same ``topicName`` joined; ``liveBrokers`` / ``liveLeaders`` de-duplicated
 by broker id; other lists concatenated without duplicates; differing scalars: the larger, and a non-zero
 ``errorCode`` wins). **AlterPartitionResponse** bodies are answers to separate requests: only those whose
@@ -16,7 +16,7 @@ messages of one batch are numbered like the parts of a split request (each is co
 ``{"version":1,"api":"LeaderAndIsr","controllerEpoch":E,"batchId":B,"brokerId":b,"body":{…}}``
 
 A **shared** request (the UpdateMetadata of a micro-batch, addressed to a set of brokers: see
-:mod:`core.requests`) is merged the same way per (addressee set, API) and written **once per partition
+:mod:`core.request_batch`) is merged the same way per (addressee set, API) and written **once per partition
 of the topic that holds an addressee** (the partition the producer's default partitioner gives the
 addressee's key; with one partition, once), keyed ``-1``, naming that partition's addressees with their
 broker epochs (:mod:`core.kafka.envelope`, version 2). Kafka sends the same UpdateMetadata to every
@@ -72,7 +72,7 @@ from core import limits
 from core.codec.decisions import encode_decision
 from core.decisions import AdminResult, BrokerRequest
 from core.kafka.envelope import encode_envelope
-from core.kafka.request_codec import wire_object
+from core.kafka.request_encoding import wire_object
 from core.kafka.requests import REQUEST_ORDER, SHARED_BROKER_ID, Addressee, RequestApi, SplicedBody
 from sinks.compression import compression_type
 from sinks.errors import ControllerFencedError, SinkUnavailableError

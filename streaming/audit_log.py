@@ -62,7 +62,7 @@ import pyarrow.parquet as pq
 
 from core import decisions as dc
 from core.kafka import zkdata
-from core.kafka.request_codec import wire_object
+from core.kafka.request_encoding import wire_object
 from core.kafka.requests import REQUEST_ORDER, RequestApi, SplicedBody, partition_count
 from sinks.ports import FailedWrite
 from streaming.checkpoint_fs import (

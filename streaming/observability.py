@@ -17,7 +17,7 @@ from typing import Any
 
 from core import decisions as dc
 from core import observe
-from core.kafka.request_codec import wire_object
+from core.kafka.request_encoding import wire_object
 from core.kafka.requests import partition_count
 
 #: the decision row a bucket adds after its metrics row when the endpoint is on

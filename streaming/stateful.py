@@ -38,10 +38,10 @@ from core import controller
 from core import decisions as dc
 from core import events as ev
 from core.codec.decisions import decision_row_text
-from core.context import context_head
+from core.context_codec import context_head
 from core.controller.metrics import BUCKET_GAUGES
 from core.kafka.error_codes import KafkaError as Errors
-from core.kafka.request_codec import SortedMemo, TopicStatesMemo
+from core.kafka.request_encoding import EncodeMemo
 from streaming import decided, failover, observability, peer_states
 from streaming.bucket_keys import bucket_of_key
 from streaming.collector import collect_after_task, gc_paused
@@ -138,7 +138,7 @@ def _stored(
     bucket: int, fmt: int, size: int, blob: bytes
 ) -> tuple[controller.ControllerState, tuple[bytes, dict[str, Any]] | None]:
     """The bucket's stored state. From the worker's cache when the blob is the one cached (and ``None``);
-    otherwise decoded but for its context, of which only the head (:func:`core.context.context_head`), with
+    otherwise decoded but for its context, of which only the head (:func:`core.context_codec.context_head`), with
     the blob's digest and the state's JSON object to decode it whole from once the step needs the context
     (:func:`decide_rows`: a takeover's failover batch replaces it first, in a worker that never ran the bucket)."""
     digest = _digest(blob)
@@ -185,10 +185,9 @@ def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[An
     ``topicStates`` entries each their own line, as the request sink writes them); partition states that
     several requests of one step share are encoded once (the memos)."""
     rows: list[list[Any]] = []
-    memo: TopicStatesMemo = {}
-    sorted_memo: SortedMemo = {}
+    memo = EncodeMemo()
     for seq, d in enumerate(decisions):
-        rows.append([bucket, seq, d.TYPE, decision_row_text(d, memo, sorted_memo), *_NO_METRICS])
+        rows.append([bucket, seq, d.TYPE, decision_row_text(d, memo), *_NO_METRICS])
     return rows
 
 

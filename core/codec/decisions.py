@@ -3,11 +3,13 @@ as the bucket emits it in its output rows and the dispatcher reads it back. Deco
 :class:`core.errors.FormatError` naming the field and the reason.
 
 A broker request's ``body`` is a JSON *object* in the row: the bytes of
-:func:`core.kafka.request_codec.encode_body`, spliced in, never a string holding JSON. Decoding keeps it as
+:func:`core.kafka.request_encoding.encode_body`, spliced in, never a string holding JSON. Decoding keeps it as
 the parsed object (:class:`core.kafka.requests.WireBody`) unless asked for typed values: the driver hands
 it to the request sink as it is. A bucket's output row of a LeaderAndIsr, UpdateMetadata or StopReplica
 puts each ``topicStates`` entry on a line of its own (:func:`decision_row_text`), which the driver keeps as
-text (:func:`decode_row_text`, :class:`core.kafka.requests.SplicedBody`).
+text (:func:`decode_row_text`, :class:`core.kafka.requests.SplicedBody`). This module owns the row's
+encoding whole (the entries' sorted-key texts included, :func:`sorted_entries`); the body's wire form is
+:mod:`core.kafka.request_encoding`'s, which knows nothing of rows.
 
 An admin result's ``details`` is a JSON object too (in the row and on ``livectl.admin-results``).
 :func:`read_details` reads it, and also the JSON text a controller before that change wrote, which can
@@ -19,11 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from enum import Enum
 from json.encoder import encode_basestring_ascii as _json_string
-from typing import Any
+from typing import Any, TypeVar
 
 from core import jsonform as jf
 from core.decisions import (
@@ -38,24 +40,22 @@ from core.decisions import (
 )
 from core.errors import FormatError
 from core.frozen_json import EMPTY_OBJECT, freeze_object
-from core.kafka.request_codec import (
-    SortedMemo,
-    TopicStatesMemo,
-    encode_addressees,
-    encode_text,
-    parse_body,
-    read_addressees,
-    sorted_entries,
-    wire_object,
-)
+from core.kafka.request_encoding import EncodeMemo, encode_addressees, encode_text, ints_text, wire_object
+from core.kafka.request_parsing import parse_body, read_addressees
 from core.kafka.requests import (
     LeaderAndIsrRequest,
+    LisrPartitionState,
+    MetadataPartitionState,
     RequestApi,
+    RequestBody,
     SplicedBody,
+    StopReplicaPartition,
     StopReplicaRequest,
     UpdateMetadataRequest,
     WireBody,
 )
+
+_S = TypeVar("_S")
 
 DECISION_VERSION = 1
 #: the fields of a ZooKeeper write's JSON form
@@ -99,9 +99,9 @@ def _details_object(raw: Any, field: str) -> Mapping[str, Any]:
     return jf.obj(raw, field)
 
 
-def decision_to_json(d: Decision, memo: TopicStatesMemo | None = None) -> str:
+def decision_to_json(d: Decision, memo: EncodeMemo | None = None) -> str:
     """The decision's JSON form as text, keys sorted. A broker request's typed body is encoded once and
-    spliced in (``memo``: see :func:`core.kafka.request_codec.encode_text`)."""
+    spliced in (``memo``: see :func:`core.kafka.request_encoding.encode_text`)."""
     if isinstance(d, BrokerRequest):
         if isinstance(d.body, WireBody):
             body = json.dumps(dict(d.body.obj), separators=(",", ":"))
@@ -131,22 +131,125 @@ def _zk_write_text(d: ZkWrite) -> str:
     )
 
 
+def _json_bool(v: bool) -> str:
+    return "true" if v else "false"
+
+
+#: one ``topicStates`` entry as a row carries it: ``(topicName, partition count, JSON text)``
+TextEntry = tuple[str, int, str]
+
+
+def _lisr_sorted(p: LisrPartitionState, memo: EncodeMemo | None) -> str:
+    ints = ints_text if memo is None else memo.ints
+    return (
+        f'{{"addingReplicas":{ints(p.adding_replicas)},"controllerEpoch":{p.controller_epoch},'
+        f'"isNew":{_json_bool(p.is_new)},"isr":{ints(p.isr)},"leader":{p.leader},"leaderEpoch":{p.leader_epoch},'
+        f'"leaderRecoveryState":{p.leader_recovery_state},"partitionEpoch":{p.partition_epoch},'
+        f'"partitionIndex":{p.partition},"removingReplicas":{ints(p.removing_replicas)},'
+        f'"replicas":{ints(p.replicas)}}}'
+    )
+
+
+def _lisr_sorted_once(p: LisrPartitionState, memo: EncodeMemo | None) -> str:
+    return _lisr_sorted(p, None) if memo is None else memo.once(_lisr_sorted, p)
+
+
+def _metadata_sorted(p: MetadataPartitionState, memo: EncodeMemo | None) -> str:
+    ints = ints_text if memo is None else memo.ints
+    return (
+        f'{{"controllerEpoch":{p.controller_epoch},"isr":{ints(p.isr)},"leader":{p.leader},'
+        f'"leaderEpoch":{p.leader_epoch},"offlineReplicas":{ints(p.offline_replicas)},'
+        f'"partitionIndex":{p.partition},"replicas":{ints(p.replicas)},"zkVersion":{p.zk_version}}}'
+    )
+
+
+def _stop_sorted(p: StopReplicaPartition, memo: EncodeMemo | None) -> str:
+    delete = _json_bool(p.delete_partition)
+    return f'{{"deletePartition":{delete},"leaderEpoch":{p.leader_epoch},"partitionIndex":{p.partition}}}'
+
+
+def _plain(v: str) -> bool:
+    # text every JSON encoder writes alike (no escapes, no non-ASCII): Kafka's topic names and ids
+    return v.isascii() and v.isprintable() and '"' not in v and "\\" not in v
+
+
+def _entries(
+    parts: tuple[Any, ...], state: Callable[[Any, EncodeMemo | None], str], memo: EncodeMemo | None, *, with_id: bool
+) -> list[TextEntry] | None:
+    out: list[TextEntry] = []
+    i, n = 0, len(parts)
+    while i < n:
+        first = parts[i]
+        j = i + 1
+        while j < n and parts[j].topic == first.topic and (not with_id or parts[j].topic_id == first.topic_id):
+            j += 1
+        if not _plain(first.topic) or (with_id and not _plain(first.topic_id)):
+            return None
+        states = ",".join(state(p, memo) for p in parts[i:j])
+        tid = f',"topicId":"{first.topic_id}"' if with_id else ""
+        out.append((first.topic, j - i, f'{{"partitionStates":[{states}]{tid},"topicName":"{first.topic}"}}'))
+        i = j
+    return out
+
+
+def _lisr_entries(parts: tuple[LisrPartitionState, ...], memo: EncodeMemo | None) -> list[TextEntry] | None:
+    return _entries(parts, _lisr_sorted_once, memo, with_id=True)
+
+
+def _metadata_entries(parts: tuple[MetadataPartitionState, ...], memo: EncodeMemo | None) -> list[TextEntry] | None:
+    return _entries(parts, _metadata_sorted, memo, with_id=True)
+
+
+def _stop_entries(parts: tuple[StopReplicaPartition, ...], memo: EncodeMemo | None) -> list[TextEntry] | None:
+    return _entries(parts, _stop_sorted, memo, with_id=False)
+
+
+def sorted_entries(body: RequestBody, memo: EncodeMemo | None = None) -> list[TextEntry] | None:
+    """The ``topicStates`` entries of a LeaderAndIsr, UpdateMetadata or StopReplica body, each as the
+    JSON text with its keys sorted and no spaces (what the request sink writes for it, byte for byte:
+    ``orjson.dumps(entry, option=OPT_SORT_KEYS)``), with its topic name and partition count; ``None`` for
+    another body, or one naming a topic or topic id that is not plain ASCII text. ``memo``: entries of
+    a tuple of partition states and LeaderAndIsr states encoded once (see
+    :func:`core.kafka.request_encoding.encode_text`).
+
+    The driver keeps these texts unparsed (:class:`~core.kafka.requests.SplicedBody`, whose docstring
+    states the form its readers rely on: canonical sorted-key JSON whose partition states are flat — only
+    integers, booleans and arrays of integers); a state field of another kind breaks them."""
+    if isinstance(body, LeaderAndIsrRequest):
+        return _memo_entries(body.partitions, _lisr_entries, memo)
+    if isinstance(body, UpdateMetadataRequest):
+        return _memo_entries(body.partitions, _metadata_entries, memo)
+    if isinstance(body, StopReplicaRequest):
+        return _memo_entries(body.partitions, _stop_entries, memo)
+    return None
+
+
+def _memo_entries(
+    parts: tuple[_S, ...],
+    entries: Callable[[tuple[_S, ...], EncodeMemo | None], list[TextEntry] | None],
+    memo: EncodeMemo | None,
+) -> list[TextEntry] | None:
+    if memo is None or not parts:
+        return entries(parts, memo)
+    return memo.once(entries, parts)
+
+
 _WITH_TOPIC_STATES = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
 #: the field of a row's first line that lists its ``topicStates`` entries (name, partition count)
 ENTRIES_FIELD = "topic_entries"
 
 
-def decision_row_text(d: Decision, memo: TopicStatesMemo | None = None, sorted_memo: SortedMemo | None = None) -> str:
+def decision_row_text(d: Decision, memo: EncodeMemo | None = None) -> str:
     """A decision as a bucket's output row carries it. A LeaderAndIsr, UpdateMetadata or StopReplica with
     partition states is several lines (JSON text never holds a raw newline): first the decision with its
     body's ``topicStates`` empty and ``"topic_entries": [[topicName, partitions], …]``, then each
     ``topicStates`` entry's JSON, keys sorted, as the message carries it
-    (:func:`core.kafka.request_codec.sorted_entries`). The driver keeps those entries as text
+    (:func:`sorted_entries`). The driver keeps those entries as text
     (:func:`decode_row_text`); the request sink splices them into its messages. Any other decision is
     :func:`decision_to_json`, one line."""
     if isinstance(d, BrokerRequest) and isinstance(d.body, _WITH_TOPIC_STATES) and d.body.partitions:
         body = d.body
-        entries = sorted_entries(body, sorted_memo)
+        entries = sorted_entries(body, memo)
         if entries:
             empty: Any = dataclasses.replace(body, partitions=())  # type: ignore[arg-type]
             head = decision_to_json(dataclasses.replace(d, body=empty))

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from core.context import ControllerContext, context_from_dict
+from core.context import ControllerContext
+from core.context_codec import context_from_dict, context_to_dict
 from core.errors import FormatError
 from core.model import TopicPartition
 
@@ -53,7 +54,7 @@ class ControllerState:
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": STATE_VERSION,
-            "context": self.context.to_dict(),
+            "context": context_to_dict(self.context),
             "config": {f.name: getattr(self.config, f.name) for f in fields(self.config)},
             "pending_reassignments": {
                 rid: [[tp.topic, tp.partition] for tp in sorted(tps)] for rid, tps in self.pending_reassignments.items()
@@ -70,8 +71,8 @@ class ControllerState:
         d: dict[str, Any], context: ControllerContext | None = None, stop: Callable[[], bool] | None = None
     ) -> ControllerState:
         """Inverse of :meth:`to_dict`; with ``context``, that context instead of decoding ``d``'s (the bulk of
-        the cost: :func:`core.context.context_head` where only the head is needed); ``stop``: see
-        :func:`core.context.context_from_dict`."""
+        the cost: :func:`core.context_codec.context_head` where only the head is needed); ``stop``: see
+        :func:`core.context_codec.context_from_dict`."""
         if d.get("version") != STATE_VERSION:
             raise FormatError("version", f"unsupported controller state version {d.get('version')}")
         return ControllerState(

@@ -1,7 +1,7 @@
 """The working copy of one step that every handler of :mod:`core.controller` operates on.
 
 :class:`StepContext` holds the bucket's controller context (copied once per step), the configs, the
-admin bookkeeping and the step's :class:`core.requests.Effects`; the handlers (one module per concern,
+admin bookkeeping and the step's :class:`core.request_batch.Effects`; the handlers (one module per concern,
 as Kafka's ``KafkaController`` groups its ``process*`` and ``on*`` methods) mutate it in place.
 :meth:`StepContext.state` and :meth:`StepContext.decisions` are the step's results.
 """
@@ -18,7 +18,7 @@ from core.election import ElectionStrategy
 from core.events import AdminCommand
 from core.kafka.zkdata import REASSIGN_PARTITIONS, encode_topic_znode, topic_path
 from core.model import PartitionReplica, TopicPartition
-from core.requests import Effects
+from core.request_batch import Effects
 from core.states import PartitionState, ReplicaState
 
 __all__ = ["UNCLEAN_CONFIG", "StepContext"]

@@ -7,7 +7,8 @@
 * :mod:`core.kafka.requests` — the typed controller requests and responses (LeaderAndIsr,
   UpdateMetadata, StopReplica, ControlledShutdown / AlterPartition responses), their API names and send
   order;
-* :mod:`core.kafka.request_codec` — their one wire form: the encoder and the parser;
+* :mod:`core.kafka.request_encoding` — their one wire form, written (a caller may keep an ``EncodeMemo``
+  of encodings), and :mod:`core.kafka.request_parsing` — the same, read back strictly;
 * :mod:`core.kafka.configs` — Kafka's topic configs (``LogConfig``) and dynamic broker configs: names,
   types, ranges, checked and worded as Kafka does;
 * :mod:`core.kafka.replicas` — Kafka's rule for a partition's replica list;

@@ -18,7 +18,7 @@ own messages (the partition its key hashes to), naming the addressees of that pa
 it in its own partition, in Kafka's order among its own messages. A reader applies it for each of its
 brokers among the addressees (:meth:`Envelope.for_broker`) and ignores it otherwise.
 
-``body`` is a request of :mod:`core.kafka.requests` in its wire form (:mod:`core.kafka.request_codec`). A
+``body`` is a request of :mod:`core.kafka.requests` in its wire form (:mod:`core.kafka.request_encoding`). A
 ``body`` given as JSON text instead of an object is accepted too (tools that play the controller).
 ``version`` and ``brokerId`` are checked when present (``brokerId`` must equal the key; version 2 must
 name its addressees and version 1 must not).
@@ -43,7 +43,8 @@ from typing import Any
 
 from core import jsonform as jf
 from core.errors import FormatError
-from core.kafka.request_codec import encode_addressees, parse_body, read_addressees, with_broker_epoch
+from core.kafka.request_encoding import encode_addressees, with_broker_epoch
+from core.kafka.request_parsing import parse_body, read_addressees
 from core.kafka.requests import SHARED_BROKER_ID, Addressee, RequestApi, RequestBody, WireBody, recipients
 
 REQUESTS_TOPIC = "livectl.requests"

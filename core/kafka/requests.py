@@ -1,11 +1,11 @@
 """The controller's requests and responses to brokers, as typed values (frozen, hashable dataclasses).
 
-:mod:`core.requests` builds them, :class:`core.decisions.BrokerRequest` carries them, the simulated
+:mod:`core.request_batch` builds them, :class:`core.decisions.BrokerRequest` carries them, the simulated
 brokers act on them. Their one wire form, a JSON object with Kafka's field names, is
-:mod:`core.kafka.request_codec`'s (:func:`~core.kafka.request_codec.encode_body` and
-:func:`~core.kafka.request_codec.parse_body`); the message around a body is :mod:`core.kafka.envelope`'s.
-Partition entries are flat, in the order sent; the wire form groups consecutive entries of one topic into
-one ``topicStates`` entry.
+:mod:`core.kafka.request_encoding`'s (:func:`~core.kafka.request_encoding.encode_body`), read back
+by :mod:`core.kafka.request_parsing` (:func:`~core.kafka.request_parsing.parse_body`); the message
+around a body is :mod:`core.kafka.envelope`'s. Partition entries are flat, in the order sent; the wire
+form groups consecutive entries of one topic into one ``topicStates`` entry.
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ class SplicedBody(Mapping[str, Any]):
 
     **The texts' form**, which readers may rely on without parsing (the state-change log cuts LeaderAndIsr
     and StopReplica partition states out of them: ``streaming.audit_log``'s ``_state_texts``). Each text is
-    one ``topicStates`` entry as :func:`core.kafka.request_codec.sorted_entries` writes it:
+    one ``topicStates`` entry as :func:`core.codec.decisions.sorted_entries` writes it:
 
     * canonical JSON, keys sorted at every level, no spaces: byte for byte
       ``orjson.dumps(entry, option=OPT_SORT_KEYS)`` of the parsed entry, so it starts with

@@ -9,7 +9,7 @@ from core.context import ControllerContext
 from core.decisions import BrokerRequest, ZkOp
 from core.kafka.requests import RequestApi
 from core.model import Broker, Endpoint, ReplicaAssignment, TopicPartition
-from core.requests import Effects
+from core.request_batch import Effects
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)

@@ -46,7 +46,7 @@ def test_the_allowed_and_forbidden_lists_cover_core_exactly_once() -> None:
     denied = {m for m in modules if _under(m, forbidden)}
     assert allowed & denied == set()
     assert modules - allowed - denied == set(), "classify these core modules in pyproject.toml's contract"
-    assert "core.controller" in forbidden and "core.requests" in forbidden
+    assert "core.controller" in forbidden and "core.request_batch" in forbidden
 
 
 def test_the_simulated_brokers_import_only_the_allowed_core_modules() -> None:

@@ -1,6 +1,6 @@
 """One table of Kafka's error codes, and the contract from the core's requests to the simulated brokers.
 
-The core builds request bodies (:mod:`core.requests`), the request sink wraps them into
+The core builds request bodies (:mod:`core.request_batch`), the request sink wraps them into
 ``livectl.requests`` messages (:func:`sinks.requests.request_messages`), the simulated brokers parse them
 (:func:`core.kafka.envelope.parse_request`). Every field the core sends must arrive as the core meant it,
 and every error code must be the one Kafka gives that name."""

@@ -1,5 +1,5 @@
 """The UpdateMetadata of a micro-batch, written once and read by every broker it names: the core's shared
-request (:mod:`core.requests`) through the request sink's messages (:func:`sinks.requests.request_messages`:
+request (:mod:`core.request_batch`) through the request sink's messages (:func:`sinks.requests.request_messages`:
 once per topic partition holding an addressee, in Kafka's order there, split, replayed by identity) to
 the envelope (:mod:`core.kafka.envelope`, pinned byte for byte) and the simulated brokers, which apply it
 with their own broker epoch and still read the per-broker form written before."""
@@ -24,7 +24,7 @@ from core.kafka.envelope import (
     parse_request,
 )
 from core.kafka.error_codes import KafkaError
-from core.kafka.request_codec import encode_body
+from core.kafka.request_encoding import encode_body
 from core.kafka.requests import (
     SHARED_BROKER_ID,
     Addressee,

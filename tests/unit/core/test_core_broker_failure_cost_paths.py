@@ -21,7 +21,7 @@ from core.model import (
     TopicPartition,
 )
 from core.replica_machine import startup
-from core.requests import Effects, RequestBatch
+from core.request_batch import Effects, RequestBatch
 from core.states import PartitionState
 
 pytestmark = pytest.mark.unit

@@ -9,7 +9,7 @@ from core import deletion
 from core.decisions import BrokerRequest
 from core.kafka.requests import RequestApi
 from core.model import LeaderAndIsr, ReplicaAssignment, TopicPartition
-from core.requests import Effects
+from core.request_batch import Effects
 from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit

@@ -25,7 +25,7 @@ from core.model import (
     sort_tps,
 )
 from core.replica_machine import apply, startup
-from core.requests import Effects, RequestBatch
+from core.request_batch import Effects, RequestBatch
 from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from core.states import ReplicaState
 
@@ -258,14 +258,12 @@ def test_int_seq_reads_a_list_as_its_items_checked_one_by_one_would(
     assert got == want
 
 
-def test_integer_lists_encode_alike_from_the_memo_and_it_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from core.kafka import request_codec as rc
+def test_integer_lists_encode_alike_from_the_memo_and_it_stays_bounded() -> None:
+    from core.kafka.request_encoding import EncodeMemo, ints_text
 
-    monkeypatch.setattr(rc, "_INTS_TEXT", {})
-    monkeypatch.setattr(rc, "_INTS_TEXT_01", {})
-    monkeypatch.setattr(rc, "_INTS_TEXT_MAX", 3)
+    memo = EncodeMemo(max_ints=3)
     values = [(), (1,), (3, 1, 2), (1,), (-1, 2**63 - 1), (3, 1, 2), (0, 0), (4, 5), (6,), (7, 8), (4, 5)]
-    assert [rc._ints(v) for v in values] == [
+    want = [
         "[]",
         "[1]",
         "[3,1,2]",
@@ -278,33 +276,37 @@ def test_integer_lists_encode_alike_from_the_memo_and_it_stays_bounded(monkeypat
         "[7,8]",
         "[4,5]",
     ]
-    assert 0 < len(rc._INTS_TEXT) <= 3 and 0 < len(rc._INTS_TEXT_01) <= 3
+    assert [memo.ints(v) for v in values] == want and [ints_text(v) for v in values] == want
+    unchecked, with_0_or_1 = memo.ints_held()
+    assert 0 < len(unchecked) <= 3 and 0 < len(with_0_or_1) <= 3
     # no key of the unchecked memo holds an item a bool equals
-    assert not any(0 in k or 1 in k for k in rc._INTS_TEXT)
-    assert rc._ints([4, 5]) == "[4,5]" and rc._ints(iter((6,))) == "[6]"  # not tuples: encoded each time
+    assert not any(0 in k or 1 in k for k in unchecked)
+    assert memo.ints([4, 5]) == "[4,5]" and memo.ints(iter((6,))) == "[6]"  # not tuples: encoded each time
+    with pytest.raises(ValueError, match="max_ints"):
+        EncodeMemo(max_ints=0)
 
 
 @pytest.mark.parametrize("first", [(), (1,), (1, 2), (0,), (2, 0)])
 @pytest.mark.parametrize("bad", [(True,), (True, 2), (False,), (2, False), [True], [2, False]])
-def test_an_integer_list_holding_a_bool_is_refused_whatever_the_memo_holds(
-    monkeypatch: pytest.MonkeyPatch, first: tuple[int, ...], bad: object
-) -> None:
+def test_an_integer_list_holding_a_bool_is_refused_whatever_the_memo_holds(first: tuple[int, ...], bad: object) -> None:
     """``(True,) == (1,)`` and ``(2, False) == (2, 0)``: a memo found by equality would answer a bool with
     its integer twin's text; the encoder refuses bools instead, memoised twin or not."""
-    from core.kafka import request_codec as rc
+    from core.kafka.request_encoding import EncodeMemo, ints_text
 
-    monkeypatch.setattr(rc, "_INTS_TEXT", {})
-    monkeypatch.setattr(rc, "_INTS_TEXT_01", {})
+    memo = EncodeMemo()
     twin = tuple(int(x) for x in bad) if isinstance(bad, tuple) else None
-    rc._ints(first)
+    memo.ints(first)
     if twin is not None:
-        assert rc._ints(twin) == "[" + ",".join(map(str, twin)) + "]"  # the twin memoised
+        assert memo.ints(twin) == "[" + ",".join(map(str, twin)) + "]"  # the twin memoised
     with pytest.raises(TypeError, match="holds a bool"):
-        rc._ints(bad)  # type: ignore[arg-type]
+        memo.ints(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="holds a bool"):
+        ints_text(bad)  # type: ignore[arg-type]
 
 
 def test_a_request_with_a_bool_in_an_integer_list_is_refused_by_both_encoders() -> None:
-    from core.kafka.request_codec import encode_text, sorted_entries
+    from core.codec.decisions import sorted_entries
+    from core.kafka.request_encoding import EncodeMemo, encode_text
     from core.kafka.requests import LeaderAndIsrRequest, LisrPartitionState
 
     ok = LeaderAndIsrRequest(0, 1, 2, 0, (LisrPartitionState("t", 0, 3, 1, 4, (1, 2), 7, (1, 2, 3)),), ())
@@ -314,3 +316,9 @@ def test_a_request_with_a_bool_in_an_integer_list_is_refused_by_both_encoders() 
         encode_text(bad)
     with pytest.raises(TypeError, match="holds a bool"):
         sorted_entries(bad)
+    memo = EncodeMemo()
+    assert encode_text(ok, memo) == encode_text(ok) and sorted_entries(ok, memo) == sorted_entries(ok)
+    with pytest.raises(TypeError, match="holds a bool"):
+        encode_text(bad, memo)
+    with pytest.raises(TypeError, match="holds a bool"):
+        sorted_entries(bad, memo)

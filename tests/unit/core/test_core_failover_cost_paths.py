@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from core import jsonform as jf
-from core.context import ControllerContext, context_from_dict
+from core.context import ControllerContext
+from core.context_codec import context_from_dict, context_to_dict
 from core.errors import FormatError
 from core.model import (
     Broker,
@@ -17,7 +18,8 @@ from core.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from core.requests import RequestBatch, update_metadata_state
+from core.request_batch import RequestBatch
+from core.request_states import update_metadata_state
 from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit
@@ -95,7 +97,7 @@ def test_context_dump_lists_replica_states_in_assignment_order_and_strays_in_ins
     ctx.replica_states[PartitionReplica("gone", 0, 5)] = ReplicaState.DELETION_STARTED
     ctx.replica_states[PartitionReplica("t", 1, 3)] = ReplicaState.ONLINE
     ctx.replica_states[PartitionReplica("t", 0, 9)] = ReplicaState.NEW
-    d = ctx.to_dict()
+    d = context_to_dict(ctx)
     assert d["topics"]["t"]["1"][5] == {"3": ReplicaState.ONLINE.value, "2": ReplicaState.OFFLINE.value}
     assert list(d["topics"]["t"]["1"][5]) == ["3", "2"]
     assert d["topics"]["t"]["0"][5] == {} and d["topics"]["t"]["2"][5] == {}
@@ -105,7 +107,7 @@ def test_context_dump_lists_replica_states_in_assignment_order_and_strays_in_ins
     ]
     back = context_from_dict(d)
     assert back.replica_states == ctx.replica_states
-    assert back.to_dict() == d
+    assert context_to_dict(back) == d
 
 
 def test_int_seq_reads_plain_lists_and_names_the_bad_item() -> None:
@@ -125,7 +127,7 @@ def test_int_seq_reads_plain_lists_and_names_the_bad_item() -> None:
 
 
 def test_leader_and_isr_bodies_sharing_state_objects_encode_as_without_the_memo() -> None:
-    from core.kafka.request_codec import TopicStatesMemo, encode_text
+    from core.kafka.request_encoding import EncodeMemo, encode_text
 
     ctx = _ctx()
     batch = RequestBatch()
@@ -133,7 +135,7 @@ def test_leader_and_isr_bodies_sharing_state_objects_encode_as_without_the_memo(
         tp = TopicPartition("t", p)
         batch.add_leader_and_isr(ctx, (1, 2, 3), tp, ctx.partition_leadership[tp], ctx.assignment(tp), is_new=p == 1)
     requests = batch.flush(ctx)
-    memo: TopicStatesMemo = {}
+    memo = EncodeMemo()
     with_memo = [encode_text(r.body, memo) for r in requests]
     assert with_memo == [encode_text(r.body) for r in requests]
     assert '"isNew":true' in with_memo[0] and len(set(with_memo[:3])) == 3  # each broker's own epoch

@@ -8,7 +8,7 @@ from core_context import T0, cluster
 from core.decisions import ZkOp, ZkWrite
 from core.isr_write import update_leader_and_isr
 from core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch
-from core.requests import Effects
+from core.request_batch import Effects
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from core_context import T0, T1, T2, cluster, state_writes
 from core import partition_machine, replica_machine
 from core.decisions import ZkOp
 from core.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionReplica, TopicPartition
-from core.requests import Effects
+from core.request_batch import Effects
 from core.states import PartitionState, ReplicaState
 
 pytestmark = pytest.mark.unit

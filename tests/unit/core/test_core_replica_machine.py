@@ -9,7 +9,7 @@ from core import replica_machine
 from core.decisions import ZkOp
 from core.kafka.requests import RequestApi
 from core.model import LeaderAndIsr, PartitionReplica
-from core.requests import Effects
+from core.request_batch import Effects
 from core.states import ReplicaState
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,8 @@ from core.codec.decisions import decision_from_json, decision_to_json, encode_de
 from core.decisions import BrokerRequest
 from core.errors import FormatError
 from core.events import BrokerFailure, CreateTopic
-from core.kafka.request_codec import body_dict, encode_body, read_addressees, with_broker_epoch
+from core.kafka.request_encoding import body_dict, encode_body, with_broker_epoch
+from core.kafka.request_parsing import read_addressees
 from core.kafka.requests import SHARED_BROKER_ID, Addressee, RequestApi, UpdateMetadataRequest, WireBody
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""A bucket's state through its JSON form: ``ControllerContext.to_dict`` / ``context_from_dict`` (and
+"""A bucket's state through its JSON form: ``context_to_dict`` / ``context_from_dict`` (and
 ``ControllerState.to_dict`` / ``from_dict``) give back an equal context whose every index answers as the
 original's, and equal to the context the mutating API builds from the same dict (the decode builds its
 indexes in bulk)."""
@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from core_support import Cluster
 
-from core.context import ControllerContext, context_from_dict
+from core.context import ControllerContext
+from core.context_codec import context_from_dict, context_to_dict
 from core.controller import ControllerConfig, ControllerState, step
 from core.errors import DecodeStoppedError
 from core.events import (
@@ -138,11 +139,11 @@ def test_busy_cluster_round_trips_equal_with_its_indexes() -> None:
     assert ctx.replicas_on_offline_dirs and ctx.offline_or_new_partitions and ctx.topic_configs
     assert any(ra.is_being_reassigned for ra in ctx.partition_assignments.values())
     assert 3 not in ctx.live_brokers
-    d = through_json(ctx.to_dict())
+    d = through_json(context_to_dict(ctx))
     back = context_from_dict(d)
     assert_same_context(back, ctx, same_order=False)
     assert_same_context(back, by_mutating_api(d), same_order=True)
-    assert back.to_dict() == ctx.to_dict()
+    assert context_to_dict(back) == context_to_dict(ctx)
 
 
 def test_state_round_trips_and_steps_alike() -> None:
@@ -200,7 +201,7 @@ def hand_built() -> ControllerContext:
 
 def test_rare_shapes_round_trip() -> None:
     ctx = hand_built()
-    d = through_json(ctx.to_dict())
+    d = through_json(context_to_dict(ctx))
     back = context_from_dict(d)
     assert_same_context(back, ctx, same_order=False)
     assert_same_context(back, by_mutating_api(d), same_order=True)
@@ -210,7 +211,7 @@ def test_rare_shapes_round_trip() -> None:
 
 
 def test_equal_values_are_shared_after_the_decode() -> None:
-    back = context_from_dict(through_json(hand_built().to_dict()))
+    back = context_from_dict(through_json(context_to_dict(hand_built())))
     a0, b0 = TopicPartition("a", 0), TopicPartition("b", 0)
     assert back.partition_assignments[a0] is back.partition_assignments[b0]
     assert back.partition_leadership[a0] is back.partition_leadership[b0]
@@ -218,7 +219,7 @@ def test_equal_values_are_shared_after_the_decode() -> None:
 
 
 def reference_topics(ctx: ControllerContext) -> dict[str, Any]:
-    """The ``topics`` part of ``to_dict``, written plainly, one partition at a time (``to_dict`` encodes equal
+    """The ``topics`` part of ``context_to_dict``, written plainly, one partition at a time (it encodes equal
     values once)."""
     topics: dict[str, Any] = {}
     for topic in sorted(ctx.topic_partitions):
@@ -262,7 +263,7 @@ def test_encode_is_the_plain_encoding() -> None:
         many.put_partition_state(tp, PartitionState.ONLINE if p % 5 else PartitionState.OFFLINE)
         for r in many.replicas(tp)[: 1 + p % 2]:
             many.put_replica_state(PartitionReplica("m", p, r), ReplicaState.ONLINE if p % 3 else ReplicaState.OFFLINE)
-    for ctx in (busy, rare, many, context_from_dict(through_json(busy.to_dict()))):
-        d = ctx.to_dict()
+    for ctx in (busy, rare, many, context_from_dict(through_json(context_to_dict(busy)))):
+        d = context_to_dict(ctx)
         assert d["topics"] == reference_topics(ctx)
         assert json.dumps(d) == json.dumps(through_json(d))

@@ -17,11 +17,11 @@ import pytest
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from core.codec.decisions import decision_row_text, decision_to_json
+from core.codec.decisions import decision_row_text, decision_to_json, sorted_entries
 from core.context import ControllerContext
 from core.controller import ControllerState
 from core.errors import FormatError
-from core.kafka.request_codec import sorted_entries
+from core.kafka.request_encoding import EncodeMemo
 from core.kafka.requests import (
     RequestApi,
     SplicedBody,
@@ -75,9 +75,8 @@ def _decisions(prefix: str, events: list[ev.Event]) -> list[dc.Decision]:
 
 def _rows(decisions: list[dc.Decision]) -> tuple[list[str], list[str]]:
     """(new rows, old rows) of the same decisions."""
-    memo: dict[int, Any] = {}
-    sorted_memo: dict[int, Any] = {}
-    return [decision_row_text(d, memo, sorted_memo) for d in decisions], [decision_to_json(d) for d in decisions]
+    memo = EncodeMemo()
+    return [decision_row_text(d, memo) for d in decisions], [decision_to_json(d) for d in decisions]
 
 
 def _requests(rows: list[str]) -> list[dc.BrokerRequest]:

@@ -1,6 +1,7 @@
-"""The controller's requests as typed values and their one wire form (:mod:`core.kafka.request_codec`):
-every variant reads back as itself, and the encoder writes the bytes the builders wrote before bodies
-became values (pinned in ``data/request_bodies_before.json``)."""
+"""The controller's requests as typed values and their one wire form (:mod:`core.kafka.request_encoding`,
+read back by :mod:`core.kafka.request_parsing`): every variant reads back as itself, and the encoder
+writes the bytes the builders wrote before bodies became values (pinned in
+``data/request_bodies_before.json``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from core.events import (
     CreateTopic,
     ReassignPartitions,
 )
-from core.kafka.request_codec import body_dict, encode_body, encode_text, parse_body, wire_object
+from core.kafka.request_encoding import EncodeMemo, body_dict, encode_body, encode_text, wire_object
+from core.kafka.request_parsing import parse_body
 from core.kafka.requests import (
     ZERO_UUID,
     AlterPartitionResponse,
@@ -112,7 +114,7 @@ def test_shared_partition_states_are_encoded_once_per_memo() -> None:
     states = (_UM, _UM_DELETING)
     a = UpdateMetadataRequest(0, 1, 101, states, ())
     b = UpdateMetadataRequest(0, 1, 102, states, ())
-    memo: dict[int, tuple[tuple[object, ...], str]] = {}
+    memo = EncodeMemo()
     assert encode_text(a, memo) == encode_text(a) and encode_text(b, memo) == encode_text(b)
     assert len(memo) == 1
     # an equal tuple that is another object is encoded again, never confused with a stale entry
@@ -234,7 +236,7 @@ def test_a_request_decision_as_an_object_carries_its_wire_body() -> None:
 
 
 def test_partition_states_carry_the_topic_id_as_of_the_flush() -> None:
-    from core.requests import RequestBatch
+    from core.request_batch import RequestBatch
 
     c = Cluster.start([1, 2])
     c.run(CreateTopic("r1", "t", 1, 2))

@@ -9,7 +9,7 @@ registered broker. Adding the same partition twice for a broker keeps the latest
 ``deletePartition`` stay true once set).
 
 The requests are typed values (:mod:`core.kafka.requests`); their wire form (Kafka's field names) is
-:mod:`core.kafka.request_codec`'s. Partition entries are sorted by topic, then partition, and carry the
+:mod:`core.kafka.request_encoding`'s. Partition entries are sorted by topic, then partition, and carry the
 topic's id as the context knows it when the batch is flushed. An UpdateMetadata with no partitions only
 announces the live brokers.
 
@@ -32,22 +32,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from operator import attrgetter
-from typing import TypeVar
+from dataclasses import dataclass, field
 
 from core.context import ControllerContext
 from core.decisions import AdminResult, BrokerRequest, Decision, StateChangeFailure, ZkWrite
 from core.kafka.requests import (
-    SECURITY_PROTOCOL_IDS,
     SHARED_BROKER_ID,
     ZERO_UUID,
     Addressee,
-    BrokerAddress,
     LeaderAndIsrRequest,
     LisrPartitionState,
-    MetadataBroker,
-    MetadataEndpoint,
     MetadataPartitionState,
     RequestApi,
     StopReplicaPartition,
@@ -56,111 +50,22 @@ from core.kafka.requests import (
 )
 from core.model import (
     EPOCH_DURING_DELETE,
-    LEADER_DURING_DELETE,
     NO_EPOCH,
-    Broker,
     LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
     TopicPartition,
 )
-
-
-def _leader_and_isr_state(
-    tp: TopicPartition, li: LeaderIsrAndControllerEpoch, ra: ReplicaAssignment, is_new: bool, topic_id: str
-) -> LisrPartitionState:
-    lai = li.leader_and_isr
-    return LisrPartitionState(
-        tp.topic,
-        tp.partition,
-        li.controller_epoch,
-        lai.leader,
-        lai.leader_epoch,
-        lai.isr,
-        lai.partition_epoch,
-        ra.replicas,
-        ra.adding_replicas,
-        ra.removing_replicas,
-        is_new,
-        lai.leader_recovery_state,
-        topic_id,
-    )
-
-
-def update_metadata_state(ctx: ControllerContext, tp: TopicPartition) -> MetadataPartitionState | None:
-    """The UpdateMetadata partition state of ``tp`` now (``None`` without leadership)."""
-    li = ctx.partition_leadership.get(tp)
-    if li is None:
-        return None
-    return _metadata_state(ctx, tp, li, ctx.replicas(tp), ctx.topic_ids.get(tp.topic, ZERO_UUID))
-
-
-def _metadata_state(
-    ctx: ControllerContext,
-    tp: TopicPartition,
-    li: LeaderIsrAndControllerEpoch,
-    replicas: tuple[int, ...],
-    topic_id: str,
-) -> MetadataPartitionState:
-    """:func:`update_metadata_state` of ``tp`` given its leadership, replicas and topic id in ``ctx``."""
-    lai = li.leader_and_isr
-    if tp.topic in ctx.topics_to_be_deleted:
-        leader, epoch = LEADER_DURING_DELETE, EPOCH_DURING_DELETE
-    else:
-        leader, epoch = lai.leader, lai.leader_epoch
-    return MetadataPartitionState(
-        tp.topic,
-        tp.partition,
-        li.controller_epoch,
-        leader,
-        epoch,
-        lai.isr,
-        lai.partition_epoch,
-        replicas,
-        ctx.offline_replicas(tp, replicas),
-        topic_id,
-    )
-
+from core.request_states import (
+    leader_and_isr_state,
+    leader_node,
+    metadata_brokers,
+    metadata_state,
+    sorted_states,
+    update_metadata_state,
+)
 
 #: the body's ``brokerEpoch`` of a shared request (each addressee's own is in the request's addressees)
 NO_BROKER_EPOCH = -1
-
-_S = TypeVar("_S", LisrPartitionState, MetadataPartitionState)
-
-
-_TOPIC_PARTITION = attrgetter("topic", "partition")
-
-
-def _sorted_states(ctx: ControllerContext, states: Iterable[_S]) -> tuple[_S, ...]:
-    """The states sorted by topic and partition, each with its topic's id as the context has it now."""
-    out = sorted(states, key=_TOPIC_PARTITION)  # each state's topic and partition are its key's
-    topic: str | None = None
-    tid = ZERO_UUID
-    for i, s in enumerate(out):
-        if s.topic != topic:  # sorted: a topic's states are consecutive
-            topic = s.topic
-            tid = ctx.topic_ids.get(topic, ZERO_UUID)
-        if s.topic_id != tid:  # the topic's id changed after the state was taken (rare: a deletion's end)
-            out[i] = replace(s, topic_id=tid)
-    return tuple(out)
-
-
-def _live_brokers(ctx: ControllerContext) -> tuple[MetadataBroker, ...]:
-    return tuple(
-        MetadataBroker(
-            b.id,
-            tuple(
-                MetadataEndpoint(e.port, e.host, e.listener, SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0))
-                for e in b.endpoints
-            ),
-            b.rack,
-        )
-        for b in sorted(ctx.live_brokers.values(), key=lambda b: b.id)
-    )
-
-
-def _leader_node(b: Broker) -> BrokerAddress:
-    host, port = (b.endpoints[0].host, b.endpoints[0].port) if b.endpoints else ("", -1)
-    return BrokerAddress(b.id, host, port)
 
 
 @dataclass
@@ -259,7 +164,7 @@ class RequestBatch:
         entry's leadership and assignment, and the LeaderAndIsr states once per entry."""
         lisr, new_keys, um = self.leader_and_isr, self._new, self.update_metadata_partitions
         topic_ids = ctx.topic_ids
-        lisr_state = _leader_and_isr_state if from_context else self._lisr_state
+        lisr_state = leader_and_isr_state if from_context else self._lisr_state
         topic: str | None = None
         topic_id = ZERO_UUID
         added = False
@@ -286,7 +191,7 @@ class RequestBatch:
                         state_old = lisr_state(tp, li, assignment, False, topic_id)
                     per[tp] = state_old
             if from_context:
-                um[tp] = _metadata_state(ctx, tp, li, assignment.replicas, topic_id)
+                um[tp] = metadata_state(ctx, tp, li, assignment.replicas, topic_id)
             else:
                 self._take_update_metadata(ctx, tp)
             added = True
@@ -304,7 +209,7 @@ class RequestBatch:
         built = self._lisr_built.get((tp, is_new))
         if built is not None and built[0] is li and built[1] is assignment and built[2] == topic_id:
             return built[3]
-        state = _leader_and_isr_state(tp, li, assignment, is_new, topic_id)
+        state = leader_and_isr_state(tp, li, assignment, is_new, topic_id)
         self._lisr_built[(tp, is_new)] = (li, assignment, topic_id, state)
         return state
 
@@ -376,16 +281,16 @@ class RequestBatch:
                 continue
             entries = self.leader_and_isr[b]
             leader_ids = {s.leader for s in entries.values()}
-            leaders = tuple(_leader_node(live[x]) for x in sorted(leader_ids) if x in live)
-            states = _sorted_states(ctx, entries.values())
+            leaders = tuple(leader_node(live[x]) for x in sorted(leader_ids) if x in live)
+            states = sorted_states(ctx, entries.values())
             body = LeaderAndIsrRequest(cid, cepoch, live[b].epoch, 0, states, leaders)
             out.append(BrokerRequest(b, RequestApi.LEADER_AND_ISR, body))
         addressees = tuple(Addressee(b, live[b].epoch) for b in sorted(self.update_metadata_brokers) if b in live)
         if addressees:
             # Kafka sends this one body to each broker of the set, each copy with the broker's epoch: here it
             # is one request naming its addressees, sent once (see the module docstring)
-            um_states = _sorted_states(ctx, self.update_metadata_partitions.values())
-            um = UpdateMetadataRequest(cid, cepoch, NO_BROKER_EPOCH, um_states, _live_brokers(ctx))
+            um_states = sorted_states(ctx, self.update_metadata_partitions.values())
+            um = UpdateMetadataRequest(cid, cepoch, NO_BROKER_EPOCH, um_states, metadata_brokers(ctx))
             out.append(BrokerRequest(SHARED_BROKER_ID, RequestApi.UPDATE_METADATA, um, addressees))
         for b in sorted(self.stop_replica):
             if b not in live:
