@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from controller_harness import Cluster, start_controller
-from waiting import wait_until
+from waiting import poll_until, wait_until
 
 from core import events as ev
 from livectl.local import free_port
@@ -91,17 +91,16 @@ def query(prom: str, expr: str, timeout: float = 30.0) -> dict[str, float]:
     Every series queried here exists once the controller has started, so an empty answer is asked again
     (until ``timeout``): when one scrape misses its 0.4 s timeout on a loaded machine, Prometheus marks every
     series of that target stale and an instant query finds none of them until the next scrape succeeds."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def values() -> dict[str, float]:
         raw = _get(f"{prom}/api/v1/query?query={urllib.parse.quote(expr)}")
-        values: dict[str, float] = {}
-        if raw is not None:
-            body = json.loads(raw)
-            assert body["status"] == "success", body
-            values = {r["metric"].get("controller", ""): float(r["value"][1]) for r in body["data"]["result"]}
-        if values or time.monotonic() >= deadline:
-            return values
-        time.sleep(0.25)
+        if raw is None:
+            return {}
+        body = json.loads(raw)
+        assert body["status"] == "success", body
+        return {r["metric"].get("controller", ""): float(r["value"][1]) for r in body["data"]["result"]}
+
+    return poll_until(values, timeout, interval=0.25)
 
 
 def chromium(*args: str) -> str:
@@ -190,8 +189,15 @@ def test_prometheus_and_status_page_after_a_broker_failure(
         )
         assert topic_changes["active"] in (1, 2)
 
-        # idle: no new input, the values stay as they were (the scrape is computed, not cached)
-        time.sleep(2)
+        # idle: no new input, the values stay as they were (the scrape is computed, not cached). The marker: a
+        # scrape Prometheus took over a second (two scrape intervals) from now, by the sample's own timestamp
+        idle_from = time.time()
+        offline = 'kafka_controller_kafkacontroller_offlinepartitionscount{controller="active"}'
+        wait_until(
+            "a scrape a second after the controller went idle",
+            lambda: query(prom, f"timestamp({offline})").get("active", 0) > idle_from + 1,
+            timeout=30,
+        )
         assert query(prom, 'kafka_controller_kafkacontroller_offlinepartitionscount{controller="active"}') == {
             "active": 1
         }
