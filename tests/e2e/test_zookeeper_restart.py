@@ -9,18 +9,21 @@ session, its lease and its epoch; every command is answered exactly once.
 
 from __future__ import annotations
 
+import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 from livectl import local
 
 pytestmark = pytest.mark.e2e
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
+#: streaming.dispatch's line for a sink write tried again while its service is unavailable
+RETRY = re.compile(r"batch \d+, .+ \(attempt \d+\): .+; trying again")
 
 
 def _crash_matrix() -> Any:
@@ -51,8 +54,16 @@ def test_zookeeper_restarted_under_the_controller(kafka_broker: local.Service, t
         epoch = m.zk.get("/controller_epoch")[0]
 
         local.stop_process(svc.pid, svc.marker)
+        logged = len(a.text())
         cm._create(m, "zk-during", f"{m.name}-during", during)
-        time.sleep(3)  # the controller reads the command and meets an unreachable ZooKeeper
+        # the controller reads the command and meets an unreachable ZooKeeper: its retry says so in its log
+        wait_until(
+            "the controller retrying a micro-batch against the stopped ZooKeeper",
+            lambda: RETRY.search(a.text()[logged:]),
+            120,
+            interval=0.5,
+            detail=lambda: a.text()[-3000:],
+        )
         svc = local.start_zookeeper(zk_dir, port)
 
         cm.wait_until("the command sent while ZooKeeper was down answered", lambda: m.results("zk-during"), 240)
