@@ -2,8 +2,8 @@
 
 :func:`wait_until` polls a check (a service, a process, another thread's state) until it holds and fails
 naming what it waited for and the last value seen; :func:`poll_until` is the same without the failure, for
-a wait that escalates when it runs out (SIGTERM, then SIGKILL). This module is the only place of the tests
-that sleeps between looks. :class:`WatchedText` lets a thread wait for what another writes to a stream
+a wait that escalates when it runs out (SIGTERM, then SIGKILL): the pause between looks lives here, not in
+each test. :class:`WatchedText` lets a thread wait for what another writes to a stream
 (the admin tool's progress on stderr) instead of guessing how long that takes.
 """
 
