@@ -162,8 +162,8 @@ def test_a_waiting_standby_tries_again_only_when_the_controller_znode_or_its_ses
     waiter.start()
     try:
         wait_until("the first try", lambda: len(tries) == 1, timeout=5)
-        # seven wakes to look at the stop request: each look after a wake comes before any try that wake led
-        # to, on the waiter's thread, so the eighth look proves the seven wakes before it tried nothing
+        # seven wakes to look at the stop request. On the waiter's thread a try a wake led to would come before
+        # its next look, so once it has looked eight more times any try of the seven wakes before is counted
         stop.wait_looks(stop.looks + 8, timeout=10)
         assert len(tries) == 1
         second._on_state(KazooState.CONNECTED)  # a reconnection: watches may be gone, look again
