@@ -50,8 +50,8 @@ from sparkcluster import (
     start_master,
     start_worker,
     try_json,
-    wait_for,
 )
+from waiting import wait_until
 
 from admin.cli import main as admin_main
 from livectl import local
@@ -192,14 +192,14 @@ class Scenario:
         timeout: float = STEP_S,
     ) -> None:
         """Wait until :meth:`settled` finds nothing wrong (and ``replicas`` are the topics' assignments)."""
-        deadline = time.monotonic() + timeout
         problems: list[str] = ["not checked"]
-        while time.monotonic() < deadline:
+
+        def settled() -> bool:
+            nonlocal problems
             problems = self.settled(topics, replicas)
-            if not problems:
-                return
-            time.sleep(0.5)
-        raise AssertionError(f"{what}: not settled after {timeout:.0f} s: {problems[:8]}")
+            return not problems
+
+        wait_until(f"{what} settled", settled, timeout, interval=0.5, detail=lambda: f"problems: {problems[:8]}")
 
 
 @pytest.fixture()
@@ -267,14 +267,14 @@ def test_controller_on_a_spark_cluster(
         master = start_master(tmp_path, conf_dir)
         spark.append(master)
         cluster = StandaloneCluster(master, {}, conf_dir)
-        wait_for("the Spark master's web UI", cluster.state, timeout=90)
+        wait_until("the Spark master's web UI", cluster.state, timeout=90)
         for name in ("worker-1", "worker-2"):
             # 2 scheduling slots each (not CPUs): the active and the standby application each get one executor
             # on each worker, so losing a worker leaves both with an executor
             w = start_worker(tmp_path, conf_dir, name, cluster.url, cores=2, memory="1280m")
             cluster.workers[name] = w
             spark.append(w)
-        wait_for("two alive workers", lambda: cluster.alive_workers() == 2, timeout=90)
+        wait_until("two alive workers", lambda: cluster.alive_workers() == 2, timeout=90)
 
         for cid, name in ((ACTIVE_ID, "driver-a"), (STANDBY_ID, "driver-b")):
             drivers[cid] = start_driver(
@@ -293,7 +293,7 @@ def test_controller_on_a_spark_cluster(
                 assert d.running(), f"{d.name} exited {d.proc.returncode}:\n{d.tail()}"
             return run.view().controller
 
-        active_id = wait_for("a controller elected", elected, timeout=240)
+        active_id = wait_until("a controller elected", elected, timeout=240)
         standby_id = STANDBY_ID if active_id == ACTIVE_ID else ACTIVE_ID
         active, standby = drivers[active_id], drivers[standby_id]
         first_epoch = run.view().controller_epoch
@@ -303,9 +303,9 @@ def test_controller_on_a_spark_cluster(
             apps = cluster.apps()
             return len(apps) == 2 and all(int(a.get("cores", 0)) == 2 for a in apps)
 
-        wait_for("both applications holding 2 executors", both_apps_have_two_executors, timeout=180)
-        active_app = wait_for("the active driver's application id", lambda: app_id_of(active), timeout=60)
-        standby_app = wait_for("the standby driver's application id", lambda: app_id_of(standby), timeout=60)
+        wait_until("both applications holding 2 executors", both_apps_have_two_executors, timeout=180)
+        active_app = wait_until("the active driver's application id", lambda: app_id_of(active), timeout=60)
+        standby_app = wait_until("the standby driver's application id", lambda: app_id_of(standby), timeout=60)
         for app in (active_app, standby_app):
             for w in cluster.workers.values():
                 assert executor_dirs(w, app), f"{app} has no executor on {w.name}"
@@ -315,7 +315,7 @@ def test_controller_on_a_spark_cluster(
                     lines = (d / "stderr").read_text(errors="replace").splitlines()
                     command = next((ln for ln in lines if "Executor Command" in ln), "")
                     assert '"-XX:TieredStopAtLevel=1"' in command, (d, command[:2000])
-        wait_for("every broker registered", lambda: sorted(run.view().brokers) == list(BROKERS), timeout=60)
+        wait_until("every broker registered", lambda: sorted(run.view().brokers) == list(BROKERS), timeout=60)
 
         def first_batch_done() -> bool:
             # the controller's first micro-batch hands it the cluster state (the failover reference) and tells
@@ -325,7 +325,7 @@ def test_controller_on_a_spark_cluster(
                 for m in observer.requests_since(0.0)
             )
 
-        wait_for("the active controller's first micro-batch", first_batch_done, timeout=600)
+        wait_until("the active controller's first micro-batch", first_batch_done, timeout=600)
 
         # ------------------------------------------------------------------ create topics
         assert _admin(write, "topics", "--create", "--topic", "orders", "--partitions", "6",
@@ -345,7 +345,7 @@ def test_controller_on_a_spark_cluster(
         # ------------------------------------------------------------------ hard-kill broker 3
         brokers[KILLED_BROKER].signal(signal.SIGKILL)
         run.live.discard(KILLED_BROKER)
-        wait_for("broker 3's registration gone", lambda: KILLED_BROKER not in run.view().brokers, timeout=60)
+        wait_until("broker 3's registration gone", lambda: KILLED_BROKER not in run.view().brokers, timeout=60)
         run.wait_settled("broker 3 failed over", ["orders", "payments"])
 
         def figures_in_the_stages_tab() -> dict[str, int] | None:
@@ -363,7 +363,7 @@ def test_controller_on_a_spark_cluster(
             }
             return figures if figures.get("GlobalPartitionCount") == 9 else None
 
-        figures = wait_for("the figures in the Stages tab", figures_in_the_stages_tab, timeout=60)
+        figures = wait_until("the figures in the Stages tab", figures_in_the_stages_tab, timeout=60)
         assert figures["GlobalTopicCount"] == 2 and figures["OfflinePartitionsCount"] == 0, figures
         assert figures["ActiveControllerCount"] == 1, figures
 
@@ -382,7 +382,7 @@ def test_controller_on_a_spark_cluster(
             "payments reassigned after losing worker 1", ["orders", "payments"], {"payments": payments_targets}
         )
         assert {p: pv.replicas for p, pv in run.view().topics["payments"].items()} == payments_targets
-        wait_for("the master to see worker 1 dead", lambda: cluster.alive_workers() == 1, timeout=60)
+        wait_until("the master to see worker 1 dead", lambda: cluster.alive_workers() == 1, timeout=60)
         executors = {e["id"]: e for e in executors_of(active, active_app)}
         assert all(not executors[e]["isActive"] for e in lost_executors if e in executors), executors
         running = {e for e, x in executors.items() if x["isActive"]}
@@ -399,7 +399,7 @@ def test_controller_on_a_spark_cluster(
         assert (
             simbrokers_main(["fault", str(stuck), "stuck-follower", "--control-topic", topics["control"], *common]) == 0
         )
-        wait_for(
+        wait_until(
             f"broker {stuck} to report itself stuck",
             lambda: (observer.snapshot()[1].get(stuck) or {}).get("faults", {}).get("stuck"),
             timeout=30,
@@ -413,13 +413,13 @@ def test_controller_on_a_spark_cluster(
                 f"orders-{p}" for p, pv in view.topics["orders"].items() if stuck in pv.adding and stuck in pv.replicas
             ]
 
-        in_flight = wait_for(
+        in_flight = wait_until(
             f"the orders reassignment under way (adding broker {stuck})", orders_moving, timeout=STEP_S
         )
         active.kill_group()
         # created while no controller is active: the standby must pick it up from the checkpointed offsets
         assert _admin(write, "topics", "--create", "--topic", "audit", "--replica-assignment", "1:2,2:4") == 0
-        wait_for("the standby elected", lambda: run.view().controller == standby_id, timeout=STEP_S)
+        wait_until("the standby elected", lambda: run.view().controller == standby_id, timeout=STEP_S)
         assert run.view().controller_epoch == first_epoch + 1
         # the reassignment is still waiting for the stuck broker: the standby took it over in flight
         assert set(orders_moving()) & set(in_flight), run.view().topics["orders"]

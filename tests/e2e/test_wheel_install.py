@@ -27,7 +27,6 @@ import signal
 import subprocess
 import sys
 import sysconfig
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 from sparkcluster import group_members
+from waiting import wait_until
 
 from livectl import local
 from livectl.demo.processes import cmdline
@@ -152,15 +152,14 @@ def _process(
 
 
 def _wait_log(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: float) -> re.Match[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = re.search(pattern, log.read_text(errors="replace"))
-        if found:
-            return found
-        if proc.poll() is not None:
-            break
-        time.sleep(0.5)
-    raise AssertionError(f"{pattern!r} not in {log} (exit {proc.poll()}):\n{log.read_text(errors='replace')[-3000:]}")
+    def found() -> re.Match[str] | None:
+        match = re.search(pattern, log.read_text(errors="replace"))
+        assert match or proc.poll() is None, f"{pattern!r} not in {log} and the process ended (exit {proc.poll()})"
+        return match
+
+    return wait_until(
+        f"{pattern!r} in {log}", found, timeout, interval=0.5, detail=lambda: log.read_text(errors="replace")[-3000:]
+    )
 
 
 def test_the_installed_controller_runs_from_root_and_answers(
@@ -239,15 +238,20 @@ def test_the_installed_controller_runs_from_root_and_answers(
             # brokers as the buckets see them. A topic of replication factor 1 sent earlier is refused, as
             # Kafka's controller refuses one with no broker registered
             page = ""
-            deadline = time.monotonic() + 120
-            while "live brokers [1]" not in page and time.monotonic() < deadline:
+
+            def knows_broker_1() -> bool:
+                nonlocal page
                 assert ctl.poll() is None, (tmp_path / "controller.log").read_text(errors="replace")[-4000:]
                 with (
                     contextlib.suppress(OSError),
                     urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/", timeout=10) as r,
                 ):
                     page = r.read().decode()
-                time.sleep(0.5)
+                return "live brokers [1]" in page
+
+            wait_until(
+                "the status page listing broker 1", knows_broker_1, 120, interval=0.5, detail=lambda: page[:2000]
+            )
             assert "live brokers [1]" in page, page[:2000]
             create = subprocess.run(
                 [
@@ -288,11 +292,14 @@ def test_the_installed_controller_runs_from_root_and_answers(
             # spark-defaults.conf: the PrometheusServlet sink on the driver), on the UI's port
             # the figures are taken once the batch's writes are done: the answer can come a moment before
             text = ""
-            deadline = time.monotonic() + 60
-            while "kafka_controller_kafkacontroller_globaltopiccount 1.0" not in text and time.monotonic() < deadline:
+
+            def counts_the_topic() -> bool:
+                nonlocal text
                 with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as r:
                     text = r.read().decode()
-                time.sleep(0.5)
+                return "kafka_controller_kafkacontroller_globaltopiccount 1.0" in text
+
+            wait_until("the metrics counting the topic", counts_the_topic, 60, interval=0.5, detail=lambda: text[:2000])
             assert "kafka_controller_kafkacontroller_activecontrollercount 1.0" in text, text[:2000]
             assert "kafka_controller_kafkacontroller_globaltopiccount 1.0" in text, text[:2000]
             with urllib.request.urlopen(f"{ui}/metrics/prometheus/", timeout=30) as r:
@@ -303,8 +310,9 @@ def test_the_installed_controller_runs_from_root_and_answers(
             # the figures in the Stages tab: named accumulators of each batch's figures job (livectl run put the
             # wheel's livectl-spark.jar on spark.jars), through Spark's REST API
             figures: list[dict[str, str]] = []
-            deadline = time.monotonic() + 60
-            while not any(f.get("livectl.GlobalTopicCount") == "1" for f in figures) and time.monotonic() < deadline:
+
+            def figures_count_the_topic() -> bool:
+                nonlocal figures
                 with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=30) as r:
                     app_id = json.loads(r.read())[0]["id"]
                 with urllib.request.urlopen(f"{ui}/api/v1/applications/{app_id}/stages", timeout=30) as r:
@@ -314,7 +322,15 @@ def test_the_installed_controller_runs_from_root_and_answers(
                     for st in stages
                     if st["name"].startswith("livectl figures after batch ")
                 ]
-                time.sleep(0.5)
+                return any(f.get("livectl.GlobalTopicCount") == "1" for f in figures)
+
+            wait_until(
+                "the figures in the Stages tab",
+                figures_count_the_topic,
+                60,
+                interval=0.5,
+                detail=lambda: str(figures[:3]),
+            )
             assert any(f.get("livectl.GlobalTopicCount") == "1" for f in figures), figures[:3]
             assert all(f.get("livectl.ActiveControllerCount") == "1" for f in figures), figures[:3]
             # the Python workers ran (the bucket step): none failed to start or import

@@ -9,12 +9,14 @@ session, its lease and its epoch; every command is answered exactly once.
 
 from __future__ import annotations
 
+import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaConsumer, TopicPartition
+from waiting import wait_until
 
 from livectl import local
 
@@ -52,7 +54,17 @@ def test_zookeeper_restarted_under_the_controller(kafka_broker: local.Service, t
 
         local.stop_process(svc.pid, svc.marker)
         cm._create(m, "zk-during", f"{m.name}-during", during)
-        time.sleep(3)  # the controller reads the command and meets an unreachable ZooKeeper
+        # the controller reads the command and meets an unreachable ZooKeeper: the micro-batch that carries it
+        # is planned (Spark's offset log reaches the command) and cannot commit while ZooKeeper is down
+        ends = _end_offsets(kafka_broker.bootstrap, m.topics["admin"])
+        planned = wait_until(
+            "a micro-batch planned with the command sent while ZooKeeper is down",
+            lambda: _planned_through(m.checkpoint, m.topics["admin"], ends),
+            120,
+            interval=0.5,
+            detail=lambda: a.text()[-3000:],
+        )
+        assert not (m.checkpoint / "commits" / planned.name).exists(), "committed without ZooKeeper"
         svc = local.start_zookeeper(zk_dir, port)
 
         cm.wait_until("the command sent while ZooKeeper was down answered", lambda: m.results("zk-during"), 240)
@@ -66,3 +78,25 @@ def test_zookeeper_restarted_under_the_controller(kafka_broker: local.Service, t
     finally:
         m.close()
         local.stop_process(svc.pid, svc.marker)
+
+
+def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        return {tp.partition: int(end) for tp, end in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+def _planned_through(checkpoint: Path, topic: str, ends: dict[int, int]) -> Path | None:
+    """The first micro-batch in Spark's offset log (its file) whose end reaches ``ends`` on every partition of
+    ``topic`` (a file's third line is the source's offset: topic -> partition -> next offset)."""
+    for f in sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda f: int(f.name)):
+        lines = f.read_text().splitlines()
+        if len(lines) < 3:
+            continue
+        planned = json.loads(lines[2]).get(topic, {})
+        if all(int(planned.get(str(p), 0)) >= end for p, end in ends.items()):
+            return f
+    return None

@@ -8,7 +8,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,10 +121,15 @@ def write_tree(zk: KazooClient) -> None:
 
 
 def answer(
-    env: Env, statuses: list[tuple[AdminStatus, str | None, dict[str, Any] | str]], epochs: list[int] | None = None
-) -> threading.Thread:
+    env: Env,
+    statuses: list[tuple[AdminStatus, str | None, dict[str, Any] | str]],
+    epochs: list[int] | None = None,
+    between: Callable[[int], object] | None = None,
+) -> Player:
     """Play the controller: read the next command and publish these results for its request id (stamped
-    with ``epochs``, one per result; controller epoch 3 by default)."""
+    with ``epochs``, one per result; controller epoch 3 by default). The results go out in order on one
+    partition and may reach the tool in one poll; ``between(i)``, called once result ``i`` is on the topic
+    and before the next is sent, is where a test waits for the tool to have shown it."""
 
     def run() -> None:
         c = env.consumer(env.admin)
@@ -144,11 +149,32 @@ def answer(
                         value["details"] = details  # as a controller before details became objects wrote it
                     p.send(env.results, key=rid.encode(), value=json.dumps(value).encode())
                     p.flush()
-                    time.sleep(0.3)
+                    if between is not None and i < len(statuses) - 1:
+                        between(i)
                 p.close()
                 break
         c.close()
 
-    t = threading.Thread(target=run, daemon=True)
+    t = Player(run)
     t.start()
     return t
+
+
+class Player(threading.Thread):
+    """A thread playing a service in a test; :meth:`join` raises what it raised (a failed wait, say)."""
+
+    def __init__(self, play: Callable[[], None]) -> None:
+        super().__init__(daemon=True)
+        self.play = play
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.play()
+        except BaseException as e:  # re-raised by join, on the test's thread
+            self.error = e
+
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        if self.error is not None:
+            raise self.error

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,17 +104,6 @@ class Cluster:
 
     def state(self, topic: str, partition: int) -> dict[str, Any] | None:
         return self.znode(f"/brokers/topics/{topic}/partitions/{partition}/state")
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.3) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
 @dataclass

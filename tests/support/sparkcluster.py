@@ -22,14 +22,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyspark
+from waiting import poll_until, wait_until
 
 from livectl import local
 
@@ -39,18 +39,6 @@ SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
 SPARK_SUBMIT = SPARK_HOME / "bin" / "spark-submit"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-
-
-def wait_for(what: str, check: Callable[[], object], timeout: float, interval: float = 0.5) -> Any:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` and the last value."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
 
 
 def machine_env(home: Path, conf_dir: Path) -> dict[str, str]:
@@ -154,7 +142,7 @@ class SparkProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
-        wait_for(f"{self.name}'s processes to be gone", lambda: not any(_alive(p) for p in pids), timeout=30)
+        wait_until(f"{self.name}'s processes to be gone", lambda: not any(_alive(p) for p in pids), timeout=30)
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM to the group, then SIGKILL to whatever of its tree is left after ``timeout``."""
@@ -163,17 +151,19 @@ class SparkProcess:
         pids = self.tree()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.2)
-            self.proc.poll()
+
+        def gone() -> bool:
+            self.proc.poll()  # reaps the group leader once it exits
+            return not any(_alive(p) for p in pids)
+
+        poll_until(gone, timeout, interval=0.2)
         for pid in [*pids, *self.tree()]:
             if _alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        wait_for(f"{self.name}'s processes to be gone", lambda: not any(_alive(p) for p in pids), timeout=30)
+        wait_until(f"{self.name}'s processes to be gone", lambda: not any(_alive(p) for p in pids), timeout=30)
 
     def tail(self, lines: int = 40) -> str:
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from admin_env import Env, answer, env, write_tree
+from waiting import WatchedText
 
 from admin.cli import main
 from core.decisions import AdminStatus
@@ -229,8 +230,12 @@ def test_bad_reassignment_file_gives_a_clear_error_and_exit_code_2(env: Env) -> 
 # ----------------------------------------------------------------------------- --wait
 
 
-def test_wait_follows_in_progress_until_ok(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+def test_wait_follows_in_progress_until_ok(
+    env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_tree(env.zk)
+    err = WatchedText(sys.stderr)
+    monkeypatch.setattr(sys, "stderr", err)
     t = answer(
         env,
         [
@@ -239,13 +244,15 @@ def test_wait_follows_in_progress_until_ok(env: Env, capsys: pytest.CaptureFixtu
             (AdminStatus.IN_PROGRESS, None, {"done": 2, "total": 3}),
             (AdminStatus.OK, None, {}),
         ],
+        # the next answer only once the tool has drawn this one: each progress step is shown
+        between=lambda i: err.wait_for(f"{i + 1}/3 in_progress"),
     )
     argv = ["topics", "--create", "--topic", "pay", "--partitions", "3", "--replication-factor", "1", "--wait"]
     assert main(env.args(*argv, "--timeout", "20")) == 0
     t.join(5)
     captured = capsys.readouterr()
     assert "Created topic pay." in captured.out
-    assert "2/3" in captured.err and "ok" in captured.err
+    assert "1/3" in captured.err and "2/3" in captured.err and "ok" in captured.err
 
 
 def test_wait_reports_the_controllers_error(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
@@ -256,9 +263,13 @@ def test_wait_reports_the_controllers_error(env: Env, capsys: pytest.CaptureFixt
     assert "INVALID_REPLICATION_FACTOR: step 0" in capsys.readouterr().err
 
 
-def test_wait_ignores_results_of_a_controller_already_replaced(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+def test_wait_ignores_results_of_a_controller_already_replaced(
+    env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The new controller (epoch 4) answers first; a late "ok" from the fenced one (epoch 3) must not end
     the wait; the new controller's final answer does."""
+    err = WatchedText(sys.stderr)
+    monkeypatch.setattr(sys, "stderr", err)
     t = answer(
         env,
         [
@@ -267,6 +278,9 @@ def test_wait_ignores_results_of_a_controller_already_replaced(env: Env, capsys:
             (AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", {}),
         ],
         epochs=[4, 3, 4],
+        # the stale "ok" only once the tool has taken the new controller's first answer; the final error is
+        # the later marker: on the same partition, the "ok" before it has been read when it ends the wait
+        between=lambda i: None if i else err.wait_for("1/3 in_progress"),
     )
     argv = ["topics", "--create", "--topic", "pay", "--partitions", "3", "--replication-factor", "9", "--wait"]
     assert main(env.args(*argv, "--timeout", "20")) == 1

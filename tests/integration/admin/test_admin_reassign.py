@@ -4,14 +4,15 @@ by :class:`FakeController` on the real admin topics; ZooKeeper and the broker ar
 from __future__ import annotations
 
 import json
+import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from admin_env import Env, env, write_tree
 from kafka import KafkaProducer
+from waiting import WatchedText
 
 from admin.cli import main
 from core.codec.decisions import encode_decision
@@ -26,16 +27,32 @@ Answer = tuple[AdminStatus, str | None, str, dict[str, object]]
 
 
 class FakeController:
-    """Answers every command on the admin topic with ``handler(command)`` (a list of results, sent in turn);
-    applies topic config changes to ZooKeeper as the controller would."""
+    """Answers every command on the admin topic with ``handler(command)`` (a list of results, sent in turn,
+    on one partition: the tool reads them in that order, in one poll or several); ``between(command, i)``, if
+    given, runs once result ``i`` is on the topic and before the next is sent: where a test waits for the
+    tool to have taken it. Applies topic config changes to ZooKeeper as the controller would. What its
+    thread raises, :meth:`close` raises."""
 
-    def __init__(self, env: Env, handler: Callable[[Event], list[Answer]]) -> None:
+    def __init__(
+        self,
+        env: Env,
+        handler: Callable[[Event], list[Answer]],
+        between: Callable[[Event, int], object] | None = None,
+    ) -> None:
         self.env = env
         self.handler = handler
+        self.between = between
         self.seen: list[Event] = []
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self.play, daemon=True)
         self.thread.start()
+
+    def play(self) -> None:
+        try:
+            self.run()
+        except BaseException as e:  # raised on the test's thread by close()
+            self.error = e
 
     def run(self) -> None:
         c = self.env.consumer(self.env.admin)
@@ -48,14 +65,15 @@ class FakeController:
                     self.seen.append(ev)
                     if isinstance(ev, AlterTopicConfig):
                         self.apply_config(ev)
-                    for status, error, message, details in self.handler(ev):
+                    for i, (status, error, message, details) in enumerate(self.handler(ev)):
                         rid = ev.request_id  # type: ignore[attr-defined]
                         res = AdminResult(rid, ev.TYPE, status, error, message, details)
                         batch += 1
                         value = encode_decision(res) | {"batch_id": batch, "controller_epoch": 3}
                         p.send(self.env.results, key=rid.encode(), value=json.dumps(value).encode())
                         p.flush()
-                        time.sleep(0.3)
+                        if self.between is not None:
+                            self.between(ev, i)
         c.close()
         p.close()
 
@@ -74,6 +92,8 @@ class FakeController:
     def close(self) -> None:
         self.stop.set()
         self.thread.join(5)
+        if self.error is not None:
+            raise self.error
 
 
 def ok(_ev: Event) -> list[Answer]:
@@ -196,8 +216,12 @@ def test_list_shows_adding_and_removing(env: Env, capsys: pytest.CaptureFixture[
     ]
 
 
-def test_wait_reports_a_superseded_reassignment_as_such(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+def test_wait_reports_a_superseded_reassignment_as_such(
+    env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     clean_tree(env)
+    stderr = WatchedText(sys.stderr)
+    monkeypatch.setattr(sys, "stderr", stderr)
 
     def answer(ev: Event) -> list[Answer]:
         message = "The reassignment of orders-0 was superseded by a newer reassignment."
@@ -207,7 +231,8 @@ def test_wait_reports_a_superseded_reassignment_as_such(env: Env, capsys: pytest
             (AdminStatus.ERROR, "REASSIGNMENT_SUPERSEDED", "superseded", {"partitions": parts}),
         ]
 
-    ctl = FakeController(env, answer)
+    # the error only once the tool follows (its first line): --execute's own answer is the in-progress one
+    ctl = FakeController(env, answer, lambda _ev, i: None if i else stderr.wait_for("0/1 partitions done"))
     try:
         path = plan(env, "move.json", [("orders", 0, [2, 3])])
         argv = ["reassign", "--execute", "--reassignment-json-file", str(path), "--wait", "--timeout", "20"]
@@ -221,18 +246,33 @@ def test_wait_reports_a_superseded_reassignment_as_such(env: Env, capsys: pytest
 
 
 def test_wait_follows_progress_until_zookeeper_shows_every_partition_done(
-    env: Env, capsys: pytest.CaptureFixture[str]
+    env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An ok from one bucket is final only once every partition of the request is at its target."""
     clean_tree(env)
+    stderr = WatchedText(sys.stderr)
+    monkeypatch.setattr(sys, "stderr", stderr)
 
     def answer(ev: Event) -> list[Answer]:
         set_orders(env, {"0": [2, 3, 1], "1": [2, 3], "2": [3, 1]}, {"0": [3]}, {"0": [1]})
-        threading.Timer(2.0, lambda: set_orders(env, {"0": [2, 3], "1": [2, 3], "2": [3, 1]})).start()
         return [(AdminStatus.IN_PROGRESS, None, "", {"partitions": {"orders-0": {"error": "NONE"}}}),
                 (AdminStatus.OK, None, "Reassignment completed.", {})]  # fmt: skip
 
-    ctl = FakeController(env, answer)
+    def between(_ev: Event, i: int) -> None:
+        if i == 0:
+            # the "ok" only once the tool follows: --execute's own first answer is the in-progress one
+            stderr.wait_for("0/1 partitions done")
+            return
+        # the "ok" is on the topic. Broker 3 joins the ISR: the tool's round that draws that reads ZooKeeper
+        # after the "ok" was written and polls the results next, so it holds the "ok" while ZooKeeper still
+        # shows the partition moving; only then does the reassignment end in ZooKeeper
+        stderr.wait_for("adding replicas not yet in the ISR: 3")
+        isr = {"version": 1, "leader": 1, "leader_epoch": 4, "controller_epoch": 2, "isr": [1, 2, 3]}
+        env.zk.set("/brokers/topics/orders/partitions/0/state", json.dumps(isr).encode())
+        stderr.wait_for("adding replicas not yet in the ISR: none (finishing)")
+        set_orders(env, {"0": [2, 3], "1": [2, 3], "2": [3, 1]})
+
+    ctl = FakeController(env, answer, between)
     try:
         path = plan(env, "move.json", [("orders", 0, [2, 3])])
         argv = ["reassign", "--execute", "--reassignment-json-file", str(path), "--wait", "--timeout", "20"]
@@ -241,7 +281,8 @@ def test_wait_follows_progress_until_zookeeper_shows_every_partition_done(
         ctl.close()
     out, err = capsys.readouterr()
     assert "Reassignment of 1 partition(s) completed." in out
-    assert "  orders-0: adding replicas not yet in the ISR: 3" in err  # no state znode: 3 is not in an ISR
+    assert "  orders-0: adding replicas not yet in the ISR: 3" in err  # ISR [1, 2]: 3 is not in it
+    assert "  orders-0: adding replicas not yet in the ISR: none (finishing)" in err
     assert err.rstrip().endswith("1/1 partitions done")
 
 

@@ -22,6 +22,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kazoo.client import KazooClient
+from waiting import wait_until
 
 from core.codec.events import event_from_json
 from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrResponse
@@ -94,13 +95,8 @@ class Env:
         assert len(got) >= count, f"expected {count} events, got {got}"
         return got
 
-    def wait_for(self, cond: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if cond():
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; logs: {self.logs()}")
+    def wait_for(self, cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
+        wait_until(what, cond, timeout, interval=0.1, detail=lambda: f"logs: {self.logs()}")
 
     def logs(self) -> str:
         return "\n".join(p.read_text()[-3000:] for p in self.tmp.glob("simbrokers-*.log"))

@@ -4,6 +4,7 @@ later than an unthrottled one with the same backlog, in the same processes."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -19,6 +20,7 @@ __all__ = ["env"]
 
 PRODUCE = 40  # records/s per partition on the leader
 RATE = 60 * 1024  # the follower quota: 60 records/s of 1 KiB
+BACKLOG = 120  # records on each partition before the follower starts: 3 s of producing
 
 
 def lisr(leader_port: int) -> dict[str, Any]:
@@ -38,12 +40,21 @@ def test_the_throttled_partition_catches_up_measurably_later(env: Env) -> None:
     # the throttle as `reassign --throttle` writes it: broker 2 follows partition 0 under a quota
     write_entity_configs(env.zk, "topics", "orders", {"follower.replication.throttled.replicas": "0:2"})
     change_broker_configs(env.zk, "2", {"follower.replication.throttled.rate": str(RATE)})
-    env.start("1", "--produce-rate", str(PRODUCE))
+    status = env.tmp / "status-1.json"
+    env.start("1", "--produce-rate", str(PRODUCE), "--status-file", str(status))
     env.wait_for(lambda: env.zk.exists("/brokers/ids/1"), what="broker 1")
     leader_port = registration(env, 1)[0]["port"]
     env.send(1, RequestApi.LEADER_AND_ISR, lisr(leader_port), batch=1)
     env.wait_events(lambda e: isinstance(e, LeaderAndIsrResponse), count=1)
-    time.sleep(3.0)  # a backlog of about 120 records on each partition
+
+    def log_ends() -> list[int]:
+        if not status.exists():
+            return []
+        partitions = json.loads(status.read_text())["brokers"]["1"]["partitions"]
+        return [partitions.get(f"orders-{p}", {}).get("leo", 0) for p in (0, 1)]
+
+    # a backlog of at least BACKLOG records on each partition, as the leader's status file shows it
+    env.wait_for(lambda: min(log_ends() or [0]) >= BACKLOG, timeout=60, what=f"{BACKLOG} records on each partition")
     env.start("2")
     env.wait_for(lambda: env.zk.exists("/brokers/ids/2"), what="broker 2")
     env.send(2, RequestApi.LEADER_AND_ISR, lisr(leader_port), batch=2)

@@ -211,8 +211,9 @@ def test_replay_after_a_crash_leaves_zookeeper_as_a_clean_run(zk_connect: str, c
     dying = ZooKeeperSink(_CrashingClient(crashed, crash_after), fence, "q", ops_per_transaction=12)  # type: ignore[arg-type]
     with pytest.raises(SinkUnavailableError):
         dying.write_batch(1, _reassign_batch())
-    # let what was sent before the "crash" land, then restart: a new sink replays batch 1
-    time.sleep(0.2)
+    # what was sent before the "crash" lands before anything the same session asks later (ZooKeeper answers
+    # a session's requests in order): this read is the marker. Then a restart: a new sink replays batch 1
+    crashed.sync("/")
     replayed = ZooKeeperSink(crashed, fence, "q", ops_per_transaction=12).write_batch(1, _reassign_batch())
     assert replayed.ok, replayed.failed
     assert replayed.skipped > 0 and replayed.skipped + replayed.applied == len(_reassign_batch())
@@ -289,7 +290,7 @@ def test_a_replay_resumes_only_the_progress_of_its_own_checkpoint(zk: KazooClien
     dying = ZooKeeperSink(_CrashingClient(zk, 1), fence, "q", ops_per_transaction=12, checkpoint_id="a")  # type: ignore[arg-type]
     with pytest.raises(SinkUnavailableError):
         dying.write_batch(0, batch)
-    time.sleep(0.2)
+    # the first transaction, sent before the "crash", is answered before this read on the same session
     assert zk.exists("/brokers/topics/c") is not None
     resumed = ZooKeeperSink(zk, fence, "q", ops_per_transaction=12, checkpoint_id="a").write_batch(0, batch)
     assert resumed.ok, resumed.failed

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPartition
 from kazoo.client import KazooClient
+from waiting import wait_until
 
 from core.codec.events import event_from_json
 from core.events import (
@@ -78,16 +79,6 @@ def _read(bootstrap: str, topic: str) -> list[Event]:
     return out
 
 
-def _until(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_each_path_is_published_once_after_the_snapshot(
     zk_chrooted: KazooClient, kafka_broker: Any, events_topic: tuple[str, KafkaProducer]
 ) -> None:
@@ -121,7 +112,7 @@ def test_each_path_is_published_once_after_the_snapshot(
         assert watcher.published == [ZkTopicDeletion(EPOCH, "late")], "the snapshot's own content is not published"
 
         def wait(n: int) -> list[Event]:
-            return list(_until(f"{n} events", lambda: len(watcher.published) >= n and watcher.published))
+            return list(wait_until(f"{n} events", lambda: len(watcher.published) >= n and watcher.published, 20))
 
         # the reassignment znode's data changes (a tool or the controller rewriting it): not a creation
         _, stat = zk.get("/admin/reassign_partitions")
@@ -178,10 +169,14 @@ def test_each_path_is_published_once_after_the_snapshot(
             EPOCH, (("auto.leader.rebalance.enable", "false"), ("leader.imbalance.check.interval.seconds", "5"))
         )
 
-        # a resync reads everything again and publishes nothing more
+        # a resync reads everything again and publishes nothing more: not in its own round, nor in a round of
+        # the watcher's thread after it (the watches it set again). The later marker: a topic queued for
+        # deletion, written after the resync; the watches fire in order, so what a round would publish for the
+        # resync is published before it or with it
         assert watcher.sync() == []
-        time.sleep(0.5)
-        assert len(watcher.published) == 9
+        zk.create("/admin/delete_topics/marker", b"")
+        assert wait(10)[9:] == [ZkTopicDeletion(EPOCH, "marker")]
+        assert len(watcher.published) == 10
         assert _read(kafka_broker.bootstrap, topic) == watcher.published, "every event is on the topic, in order"
     finally:
         watcher.stop()
@@ -208,25 +203,31 @@ def test_the_controllers_own_topic_writes_do_not_come_back_unless_they_failed(
         watcher.expect({"own": frozenset({0, 1}), "t": frozenset({0, 1})})
         zk.create("/brokers/topics/own", _topic({0: [1, 2], 1: [2, 3]}))
         zk.set("/brokers/topics/t", _topic({0: [1, 2], 1: [2, 1]}))
-        time.sleep(0.3)  # the watches fire and the watcher's thread runs its round meanwhile
+        # a round after the writes (the one the watches wake the thread for runs the same code, at no known
+        # time): it meets the new topic while it is expected and leaves it to settle()
+        round_done()
         watcher.settle({"own": frozenset({0, 1}), "t": frozenset({0, 1})}, failed=())
         round_done()
-        time.sleep(0.3)
         assert watcher.published == []
 
         # the controller's create failed because someone else wrote the topic first: read as anyone's write
         watcher.expect({"raced": frozenset({0})})
         zk.create("/brokers/topics/raced", _topic({0: [3, 1]}))
-        time.sleep(0.3)
+        round_done()  # it meets the raced topic as expected
         assert watcher.published == [], "undecided while the controller's own write may be what is there"
         watcher.settle({"raced": frozenset({0})}, failed=["raced"])
-        got = _until("the raced topic", lambda: watcher.published)
+        got = wait_until("the raced topic", lambda: watcher.published, 20)
         assert got == [ZkTopicChange(EPOCH, "raced", ((0, (3, 1)),))]
 
-        # a partition someone else adds later to the controller's topic is published as ever
+        # a partition someone else adds later to the controller's topic is published as ever. It is also the
+        # later marker for everything above: the watches fire in order, so had any write of the controller's
+        # own come back, it would be published before this one
         zk.set("/brokers/topics/own", _topic({0: [1, 2], 1: [2, 3], 2: [3, 1]}))
-        got = _until("the added partition", lambda: len(watcher.published) == 2 and watcher.published)
-        assert got[1] == ZkTopicChange(EPOCH, "own", ((0, (1, 2)), (1, (2, 3)), (2, (3, 1))))
+        got = wait_until("the added partition", lambda: len(watcher.published) >= 2 and watcher.published, 20)
+        assert got == [
+            ZkTopicChange(EPOCH, "raced", ((0, (3, 1)),)),
+            ZkTopicChange(EPOCH, "own", ((0, (1, 2)), (1, (2, 3)), (2, (3, 1)))),
+        ]
     finally:
         watcher.stop()
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 from broker_registration import registration
 from kazoo.client import KazooClient, KazooState
+from waiting import wait_until
 
 from core.codec.snapshot import encode_failover_json
 from core.model import TopicPartition
@@ -137,15 +138,14 @@ def test_a_standby_reads_ahead_until_stopped_and_the_early_read_is_a_future(zk: 
     _cluster(zk)
     reader = SnapshotReader(zk)
     prepared = threading.Event()
+    before = set(threading.enumerate())
     ahead = ReadAhead(reader, interval_s=0.05, prepare=prepared.set).start()
-    deadline = time.monotonic() + 20
-    while reader.reads < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    [thread] = [t for t in threading.enumerate() if t not in before and t.name == "livectl-read-ahead"]
+    wait_until("two reads ahead", lambda: reader.reads >= 2, 20)
     ahead.stop()
     assert prepared.is_set() and reader.reads >= 2
     reads = reader.reads
-    time.sleep(0.2)
-    assert reader.reads == reads  # stopped
+    assert not thread.is_alive() and reader.reads == reads  # stopped: its thread has ended, nothing reads on
 
     zk.set("/brokers/topics/a/partitions/2/state", _state(2, [2], 7))
     won = read_in_background(reader).result(timeout=20)
@@ -158,16 +158,23 @@ def test_a_standby_reads_ahead_until_stopped_and_the_early_read_is_a_future(zk: 
     assert encode_failover_json(1000, won, texts) == encode_failover_json(1000, won)
 
 
-def test_a_failed_read_ahead_is_tried_again(zk: KazooClient) -> None:
+def test_a_failed_read_ahead_is_tried_again(zk: KazooClient, caplog: pytest.LogCaptureFixture) -> None:
     zk.create("/brokers/topics/bad", b"not json", makepath=True)
     reader = SnapshotReader(zk)
-    ahead = ReadAhead(reader, interval_s=0.05).start()
-    time.sleep(0.3)
-    zk.delete("/brokers/topics/bad")
-    deadline = time.monotonic() + 20
-    while reader.reads < 1 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    ahead.stop()
+
+    def failures() -> int:
+        return sum("reading the ZooKeeper snapshot ahead failed" in r.getMessage() for r in list(caplog.records))
+
+    with caplog.at_level("WARNING", logger="livectl.app"):
+        ahead = ReadAhead(reader, interval_s=0.05).start()
+        try:
+            # failed, and tried again (and failed again) while the znode is not Kafka's JSON
+            wait_until("two failed reads ahead", lambda: failures() >= 2, 20)
+            assert reader.reads == 0
+            zk.delete("/brokers/topics/bad")
+            wait_until("a read ahead after the bad znode went", lambda: reader.reads >= 1, 20)
+        finally:
+            ahead.stop()
     assert reader.reads >= 1
 
 
@@ -253,9 +260,7 @@ def test_a_standby_decides_after_each_read_ahead_and_a_stop_does_not_wait_for_a_
     store = MemoryCheckpointStore("memory:/decide-ahead")
     decider = Decider(controller_id=1000, checkpoint_dir=store.root, num_buckets=2, config=ControllerConfig())
     ahead = ReadAhead(SnapshotReader(zk), interval_s=0.05, decider=decider).start()
-    deadline = time.monotonic() + 20
-    while len(decider.outcomes()) < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until("both buckets decided ahead", lambda: len(decider.outcomes()) >= 2, 20)
     ahead.stop()
     # decided for the tree as it will be read after winning: the next epoch (ZooKeeper's /controller_epoch 3)
     assert {o.controller_epoch for o in decider.outcomes().values()} == {4}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from waiting import wait_until
 
 from core.decisions import ZkOp, ZkWrite
 from sinks.errors import ControllerFencedError
@@ -156,16 +156,18 @@ def test_a_waiting_standby_tries_again_only_when_the_controller_znode_or_its_ses
 
     b.transaction = counted  # type: ignore[method-assign]
     second = ControllerLease(b, 2)
-    stop = threading.Event()
+    stop = LookedAtStop()
     won: list[Fence | None] = []
     waiter = threading.Thread(target=lambda: won.append(second.acquire(stop=stop)))
     waiter.start()
     try:
-        assert _settles(lambda: len(tries) == 1)
-        threading.Event().wait(1.5)  # seven wakes to look at the stop request
+        wait_until("the first try", lambda: len(tries) == 1, timeout=5)
+        # seven wakes to look at the stop request. On the waiter's thread a try a wake led to would come before
+        # its next look, so once it has looked eight more times any try of the seven wakes before is counted
+        stop.wait_looks(stop.looks + 8, timeout=10)
         assert len(tries) == 1
         second._on_state(KazooState.CONNECTED)  # a reconnection: watches may be gone, look again
-        assert _settles(lambda: len(tries) == 2)
+        wait_until("the try after the reconnection", lambda: len(tries) == 2, timeout=5)
         first.release()
         waiter.join(10)
         assert won and won[0] is not None and won[0].controller_epoch == 2
@@ -174,10 +176,20 @@ def test_a_waiting_standby_tries_again_only_when_the_controller_znode_or_its_ses
         waiter.join(5)
 
 
-def _settles(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+class LookedAtStop(threading.Event):
+    """A stop request that counts how often the waiter looked at it (:meth:`is_set`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looks = 0
+        self._looked = threading.Condition()
+
+    def is_set(self) -> bool:
+        with self._looked:
+            self.looks += 1
+            self._looked.notify_all()
+        return super().is_set()
+
+    def wait_looks(self, looks: int, timeout: float) -> None:
+        with self._looked:
+            assert self._looked.wait_for(lambda: self.looks >= looks, timeout), f"looked {self.looks} times"

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_harness import Cluster, start_controller, wait_for
+from controller_harness import Cluster, start_controller
+from waiting import wait_until
 
 from admin.cli import main
 from core import events as ev
@@ -38,7 +39,7 @@ def test_tools_against_the_real_controller(
         assert cli(cluster, *create, "--wait") == 0
         # the controller refuses what the tool would have refused (a command sent without the tool)
         cluster.send_admin(ev.AlterTopicConfig("raw", "orders", (("foo", "bar"),)))
-        raw = wait_for(
+        raw = wait_until(
             "the raw command answered", lambda: [r for r in cluster.admin_results() if r["request_id"] == "raw"]
         )
         assert (raw[0]["status"], raw[0]["error"], raw[0]["message"]) == (
@@ -61,7 +62,7 @@ def test_tools_against_the_real_controller(
         plan.write_text(json.dumps({"version": 1, "partitions": [
             {"topic": "orders", "partition": 0, "replicas": [1, 2, 3, 4]}]}))  # fmt: skip
         assert cli(cluster, "reassign", "--execute", "--reassignment-json-file", str(plan), "--throttle", "1000") == 0
-        cfg = wait_for("throttled replicas", lambda: (cluster.znode("/config/topics/orders") or {}).get("config"))
+        cfg = wait_until("throttled replicas", lambda: (cluster.znode("/config/topics/orders") or {}).get("config"))
         assert cfg["leader.replication.throttled.replicas"] == "0:1,0:2,0:3"
         assert cfg["follower.replication.throttled.replicas"] == "0:4"
         assert cluster.znode("/config/brokers/4") == {
@@ -82,7 +83,7 @@ def test_tools_against_the_real_controller(
         assert "Successfully cancelled partition reassignments for: orders-0" in out
         assert "orders-1: NO_REASSIGNMENT_IN_PROGRESS" in err
         # the cancelled reassignment's own request is answered "cancelled", never "completed"
-        results = wait_for(
+        results = wait_until(
             "the reassignment's final answer",
             lambda: [
                 r for r in cluster.admin_results() if r["command"] == "reassign_partitions" and r["status"] == "error"

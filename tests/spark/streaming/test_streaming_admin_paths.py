@@ -11,8 +11,9 @@ import time
 from typing import Any
 
 import pytest
-from controller_harness import Cluster, start_controller, wait_for
+from controller_harness import Cluster, start_controller
 from request_bodies import recipients
+from waiting import wait_until
 
 from core import events as ev
 
@@ -60,7 +61,7 @@ def _catch_up(cluster: Cluster, topic: str, partition: int, add: int, timeout: f
             )
         )
         # until ``add`` is in the ISR, or the state moved on without it (then the request is sent again)
-        outcome = wait_for(
+        outcome = wait_until(
             f"{add} in the ISR of {topic}-{partition}",
             lambda sent=stat.version: (
                 ("joined" if add in (cluster.state(topic, partition) or {}).get("isr", []) else None)
@@ -76,7 +77,7 @@ def _return(cluster: Cluster, broker: int) -> None:
     """Register ``broker`` again and wait until the controller has seen it (its UpdateMetadata)."""
     before = len([m for m in cluster.requests("UpdateMetadata") if broker in recipients(m)])
     cluster.register_broker(broker)
-    wait_for(
+    wait_until(
         f"broker {broker}'s startup handled",
         lambda: len([m for m in cluster.requests("UpdateMetadata") if broker in recipients(m)]) > before,
     )
@@ -96,13 +97,13 @@ def test_zookeeper_admin_paths_drive_the_running_controller(spark: Any, cluster:
         zk.create("/config/topics/zt", _json({"version": 1, "config": {}}), makepath=True)
         zk.create("/brokers/topics/zt", _topic_znode({0: [1, 2], 1: [4, 2]}), makepath=True)
         # the first micro-batch pays the Python workers' start (tens of seconds on a busy machine)
-        s1 = wait_for("zt-1 created with its live replica leading", lambda: cluster.state("zt", 1), timeout=240)
+        s1 = wait_until("zt-1 created with its live replica leading", lambda: cluster.state("zt", 1), timeout=240)
         assert s1["leader"] == 2 and s1["isr"] == [2]
         assert (cluster.state("zt", 0) or {})["leader"] == 1
 
         # AdminZkClient.addPartitions: the same znode with a partition more
         zk.set("/brokers/topics/zt", _topic_znode({0: [1, 2], 1: [4, 2], 2: [3, 1]}))
-        s2 = wait_for("zt-2 added", lambda: cluster.state("zt", 2))
+        s2 = wait_until("zt-2 added", lambda: cluster.state("zt", 2))
         assert s2["leader"] == 3 and s2["isr"] == [3, 1]
 
         # kafka-reassign-partitions --zookeeper: target broker 5 is down; the controller waits for it
@@ -110,7 +111,7 @@ def test_zookeeper_admin_paths_drive_the_running_controller(spark: Any, cluster:
             "/admin/reassign_partitions",
             _json({"version": 1, "partitions": [{"topic": "zt", "partition": 0, "replicas": [2, 5]}]}),
         )
-        topic = wait_for(
+        topic = wait_until(
             "RS written", lambda: (t := cluster.znode("/brokers/topics/zt")) and t["adding_replicas"] and t
         )
         assert topic["partitions"]["0"] == [2, 5, 1] and topic["adding_replicas"] == {"0": [5]}
@@ -119,28 +120,28 @@ def test_zookeeper_admin_paths_drive_the_running_controller(spark: Any, cluster:
         data, stat = zk.get("/admin/reassign_partitions")
         zk.set("/admin/reassign_partitions", data, version=stat.version)
         cluster.register_broker(5)
-        wait_for(
+        wait_until(
             "LeaderAndIsr to the returning target broker",
             lambda: any(m["brokerId"] == 5 for m in cluster.requests("LeaderAndIsr")),
         )
         assert zk.exists("/admin/reassign_partitions") is not None, "in progress: the path stays"
         _catch_up(cluster, "zt", 0, 5)
-        wait_for("the reassign path deleted", lambda: zk.exists("/admin/reassign_partitions") is None)
+        wait_until("the reassign path deleted", lambda: zk.exists("/admin/reassign_partitions") is None)
         done = cluster.znode("/brokers/topics/zt")
         assert done is not None and done["partitions"]["0"] == [2, 5] and done["adding_replicas"] == {}
         assert len(_events(cluster, "zk_reassign_partitions")) == 1, "published once, however often the watch fired"
 
         # preferred replica election (kafka-preferred-replica-election --zookeeper)
         cluster.kill_broker(3)
-        wait_for("zt-2 led by 1", lambda: (cluster.state("zt", 2) or {}).get("leader") == 1)
+        wait_until("zt-2 led by 1", lambda: (cluster.state("zt", 2) or {}).get("leader") == 1)
         _return(cluster, 3)
         _catch_up(cluster, "zt", 2, 3)
         zk.create(
             "/admin/preferred_replica_election",
             _json({"version": 1, "partitions": [{"topic": "zt", "partition": 2}]}),
         )
-        wait_for("zt-2 back on its preferred replica", lambda: (cluster.state("zt", 2) or {}).get("leader") == 3)
-        wait_for("the election path deleted", lambda: zk.exists("/admin/preferred_replica_election") is None)
+        wait_until("zt-2 back on its preferred replica", lambda: (cluster.state("zt", 2) or {}).get("leader") == 3)
+        wait_until("the election path deleted", lambda: zk.exists("/admin/preferred_replica_election") is None)
 
         # a log dir failed on broker 2: LogDirEventNotificationSequenceZNode
         before = len([m for m in cluster.requests("LeaderAndIsr") if m["brokerId"] == 2])
@@ -150,11 +151,11 @@ def test_zookeeper_admin_paths_drive_the_running_controller(spark: Any, cluster:
             sequence=True,
             makepath=True,
         )
-        wait_for(
+        wait_until(
             "LeaderAndIsr to broker 2's replicas",
             lambda: len([m for m in cluster.requests("LeaderAndIsr") if m["brokerId"] == 2]) > before,
         )
-        wait_for("the notification deleted", lambda: zk.get_children("/log_dir_event_notification") == [])
+        wait_until("the notification deleted", lambda: zk.get_children("/log_dir_event_notification") == [])
 
         def delete_requests() -> dict[int, list[ev.PartitionError]]:
             out: dict[int, list[ev.PartitionError]] = {}
@@ -168,17 +169,17 @@ def test_zookeeper_admin_paths_drive_the_running_controller(spark: Any, cluster:
         # kafka-topics --delete --zookeeper: /admin/delete_topics/<t>, no data. Broker 4 (a replica of zt-1)
         # is down: the topic waits, ineligible for deletion, until it is back (Kafka's TopicDeletionManager)
         zk.create("/admin/delete_topics/zt", b"", makepath=True)
-        live = wait_for(
+        live = wait_until(
             "StopReplica (delete) to the live replicas", lambda: (d := delete_requests()) and len(d) >= 4 and d
         )
         assert sorted(live) == [1, 2, 3, 5]
         for broker, parts in sorted(live.items()):
             cluster.send_broker_event(ev.StopReplicaResponse(broker, tuple(parts)))
         _return(cluster, 4)
-        asked = wait_for("StopReplica (delete) to the returning replica", lambda: delete_requests().get(4))
+        asked = wait_until("StopReplica (delete) to the returning replica", lambda: delete_requests().get(4))
         cluster.send_broker_event(ev.StopReplicaResponse(4, tuple(asked)))
-        wait_for("zt deleted", lambda: zk.exists("/brokers/topics/zt") is None, timeout=90)
-        wait_for("its delete_topics child removed", lambda: zk.exists("/admin/delete_topics/zt") is None)
+        wait_until("zt deleted", lambda: zk.exists("/brokers/topics/zt") is None, timeout=90)
+        wait_until("its delete_topics child removed", lambda: zk.exists("/admin/delete_topics/zt") is None)
         assert controller.error == []
     finally:
         controller.stop()
@@ -202,18 +203,18 @@ def test_preferred_leaders_come_back_within_one_check_interval(spark: Any, clust
     controller = start_controller(spark, settings)
     try:
         cluster.send_admin(ev.CreateTopic("c", "ar", 2, 2, replica_assignment=((1, 2), (1, 2))))
-        wait_for(
+        wait_until(
             "ar online",
             lambda: all((cluster.state("ar", p) or {}).get("leader") == 1 for p in (0, 1)),
             timeout=240,
         )
         cluster.kill_broker(1)
-        wait_for("led by 2", lambda: all((cluster.state("ar", p) or {}).get("leader") == 2 for p in (0, 1)))
+        wait_until("led by 2", lambda: all((cluster.state("ar", p) or {}).get("leader") == 2 for p in (0, 1)))
         _return(cluster, 1)
         for p in (0, 1):
             _catch_up(cluster, "ar", p, 1)
         caught_up = time.monotonic()
-        wait_for(
+        wait_until(
             "the preferred leaders back",
             lambda: all((cluster.state("ar", p) or {}).get("leader") == 1 for p in (0, 1)),
             timeout=60,

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_harness import Cluster, start_controller, wait_for
+from controller_harness import Cluster, start_controller
+from waiting import wait_until
 
 from core import events as ev
 from streaming.stateful import load_state
@@ -55,7 +56,7 @@ def test_changelog_checkpointing_switched_on_for_an_existing_checkpoint(spark: A
         controller = start_controller(spark, cluster.settings)
         try:
             cluster.send_admin(ev.CreateTopic("c1", "kept", 2, 3, replica_assignment=((1, 2, 3), (2, 3, 1))))
-            wait_for("kept online", lambda: all(cluster.state("kept", p) for p in (0, 1)), timeout=180)
+            wait_until("kept online", lambda: all(cluster.state("kept", p) for p in (0, 1)), timeout=180)
         finally:
             controller.stop()
         assert not controller.error
@@ -68,10 +69,10 @@ def test_changelog_checkpointing_switched_on_for_an_existing_checkpoint(spark: A
         controller = start_controller(spark, cluster.settings)
         try:
             cluster.send_admin(ev.CreateTopic("c2", "added", 1, 3, replica_assignment=((3, 1, 2),)))
-            wait_for("added online", lambda: cluster.state("added", 0), timeout=180)
+            wait_until("added online", lambda: cluster.state("added", 0), timeout=180)
             # broker 1 dies: partition 0 of the topic made before the switch moves to broker 2
             cluster.kill_broker(1)
-            wait_for("kept/0 re-elected", lambda: (s := cluster.state("kept", 0)) and s["leader"] == 2)
+            wait_until("kept/0 re-elected", lambda: (s := cluster.state("kept", 0)) and s["leader"] == 2)
         finally:
             controller.stop()
         assert not controller.error
@@ -83,7 +84,7 @@ def test_changelog_checkpointing_switched_on_for_an_existing_checkpoint(spark: A
         controller = start_controller(spark, cluster.settings)
         try:
             cluster.send_admin(ev.CreateTopic("c3", "third", 1, 2, replica_assignment=((2, 3),)))
-            wait_for("third online", lambda: cluster.state("third", 0), timeout=180)
+            wait_until("third online", lambda: cluster.state("third", 0), timeout=180)
         finally:
             controller.stop()
         assert not controller.error

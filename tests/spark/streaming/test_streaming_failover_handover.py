@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 import pytest
-from controller_harness import Cluster, start_controller, wait_for
+from controller_harness import Cluster, start_controller
+from waiting import wait_until
 
 from core import events as ev
 from core.model import PartitionTarget
@@ -47,7 +48,7 @@ def test_a_takeover_with_a_reassignment_in_flight_writes_nothing_its_snapshot_mi
     first = start_controller(spark, cluster.settings)
     try:
         cluster.send_admin(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),)))
-        wait_for("moving online", lambda: cluster.state("moving", 0))
+        wait_until("moving online", lambda: cluster.state("moving", 0))
     finally:
         first.stop()
     assert not first.error
@@ -64,12 +65,12 @@ def test_a_takeover_with_a_reassignment_in_flight_writes_nothing_its_snapshot_mi
     second = start_controller(spark, cluster.settings, wrap_sinks=wrap)
     epoch = int(cluster.zk.get("/controller_epoch")[0])
     try:
-        topic = wait_for(
+        topic = wait_until(
             "RS written",
             lambda: (t := cluster.znode("/brokers/topics/moving")) and t["partitions"]["0"] == [4, 5, 6, 1, 2, 3] and t,
         )
         assert topic["adding_replicas"] == {"0": [4, 5, 6]} and topic["removing_replicas"] == {"0": [1, 2, 3]}
-        wait_for("during online", lambda: cluster.state("during", 0))
+        wait_until("during online", lambda: cluster.state("during", 0))
         # the new replicas caught up: the leader says so, at the leader epoch ZooKeeper holds
         state = cluster.state("moving", 0)
         assert state is not None
@@ -85,7 +86,7 @@ def test_a_takeover_with_a_reassignment_in_flight_writes_nothing_its_snapshot_mi
                 (1, 2, 3, 4, 5, 6),
             )
         )
-        final = wait_for(
+        final = wait_until(
             "the reassignment completed",
             lambda: (t := cluster.znode("/brokers/topics/moving")) and t["partitions"]["0"] == [4, 5, 6] and t,
             timeout=90,
@@ -94,7 +95,7 @@ def test_a_takeover_with_a_reassignment_in_flight_writes_nothing_its_snapshot_mi
         s = cluster.state("moving", 0)
         assert s is not None and s["leader"] == 4 and s["isr"] == [4, 5, 6] and s["controller_epoch"] == epoch
         # answered once with its final result, by the new controller
-        results = wait_for(
+        results = wait_until(
             "r1's final result",
             lambda: (
                 (r := [x for x in cluster.admin_results() if x["request_id"] == "r1"]) and r[-1]["status"] == "ok" and r
@@ -137,8 +138,8 @@ def test_a_new_checkpoint_loads_the_cluster_from_its_own_reference(
     controller = start_controller(spark, settings)
     try:
         cluster.send_admin(ev.CreateTopic("new", "fresh", 2, 3))
-        wait_for("fresh online", lambda: all(cluster.state("fresh", p) for p in (0, 1)))
-        results = wait_for(
+        wait_until("fresh online", lambda: all(cluster.state("fresh", p) for p in (0, 1)))
+        results = wait_until(
             "the command answered",
             lambda: (r := {x["request_id"]: x for x in cluster.admin_results()}).get("new") and r,
         )
@@ -146,13 +147,13 @@ def test_a_new_checkpoint_loads_the_cluster_from_its_own_reference(
         assert cluster.znode("/brokers/topics/history") is None, "history was applied"
         if starting_offsets == "earliest":
             # read, but older than the first failover: answered so that its sender can retry
-            old = wait_for(
+            old = wait_until(
                 "the old command answered", lambda: {x["request_id"]: x for x in cluster.admin_results()}.get("old")
             )
             assert old["error"] == "NOT_CONTROLLER"
         else:
             assert "old" not in results, "latest read a record from before the start"
-        metrics = wait_for(
+        metrics = wait_until(
             "the cluster loaded",
             lambda: (
                 (p := controller.app.query.lastProgress)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_harness import Cluster, start_controller, wait_for
+from controller_harness import Cluster, start_controller
+from waiting import poll_until, wait_until
 
 from core import events as ev
 from livectl.local import free_port
@@ -64,7 +65,7 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, list[int]]]:
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_for("Prometheus ready", lambda: _get(f"{url}/-/ready") is not None, timeout=30)
+        wait_until("Prometheus ready", lambda: _get(f"{url}/-/ready") is not None, timeout=30)
         yield url, targets
     finally:
         proc.terminate()
@@ -90,17 +91,16 @@ def query(prom: str, expr: str, timeout: float = 30.0) -> dict[str, float]:
     Every series queried here exists once the controller has started, so an empty answer is asked again
     (until ``timeout``): when one scrape misses its 0.4 s timeout on a loaded machine, Prometheus marks every
     series of that target stale and an instant query finds none of them until the next scrape succeeds."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def values() -> dict[str, float]:
         raw = _get(f"{prom}/api/v1/query?query={urllib.parse.quote(expr)}")
-        values: dict[str, float] = {}
-        if raw is not None:
-            body = json.loads(raw)
-            assert body["status"] == "success", body
-            values = {r["metric"].get("controller", ""): float(r["value"][1]) for r in body["data"]["result"]}
-        if values or time.monotonic() >= deadline:
-            return values
-        time.sleep(0.25)
+        if raw is None:
+            return {}
+        body = json.loads(raw)
+        assert body["status"] == "success", body
+        return {r["metric"].get("controller", ""): float(r["value"][1]) for r in body["data"]["result"]}
+
+    return poll_until(values, timeout, interval=0.25)
 
 
 def chromium(*args: str) -> str:
@@ -130,43 +130,43 @@ def test_prometheus_and_status_page_after_a_broker_failure(
     try:
         cluster.send_admin(ev.CreateTopic("c1", "orders", 3, 3, replica_assignment=((1, 2, 3), (2, 3, 1), (3, 1, 2))))
         cluster.send_admin(ev.CreateTopic("c2", "solo", 1, 1, replica_assignment=((3,),)))
-        wait_for("topics online", lambda: cluster.state("orders", 2) and cluster.state("solo", 0), timeout=240)
+        wait_until("topics online", lambda: cluster.state("orders", 2) and cluster.state("solo", 0), timeout=240)
 
         cluster.kill_broker(3)
-        wait_for("solo-0 offline in ZooKeeper", lambda: (s := cluster.state("solo", 0)) and s["leader"] == -1)
-        wait_for("orders-2 led by 1", lambda: (s := cluster.state("orders", 2)) and s["leader"] == 1)
+        wait_until("solo-0 offline in ZooKeeper", lambda: (s := cluster.state("solo", 0)) and s["leader"] == -1)
+        wait_until("orders-2 led by 1", lambda: (s := cluster.state("orders", 2)) and s["leader"] == 1)
 
         # Prometheus' view, through its query API
         def scraped(expr: str, want: dict[str, float]) -> bool:
             return query(prom, expr) == want
 
-        wait_for(
+        wait_until(
             "active 1 / standby 0",
             lambda: scraped("kafka_controller_kafkacontroller_activecontrollercount", {"active": 1, "standby": 0}),
         )
-        wait_for(
+        wait_until(
             "offline partitions 1",
             lambda: scraped(
                 'kafka_controller_kafkacontroller_offlinepartitionscount{controller="active"}', {"active": 1}
             ),
         )
-        wait_for(
+        wait_until(
             "global partition count 4",
             lambda: scraped(
                 'kafka_controller_kafkacontroller_globalpartitioncount{controller="active"}', {"active": 4}
             ),
         )
-        wait_for(
+        wait_until(
             "3 under-replicated",
             lambda: scraped('livectl_under_replicated_partitions{controller="active"}', {"active": 3}),
         )
         # orders-0/1/2 and solo-0 got their first leaders, then orders-2 moved from 3 to 1
-        wait_for(
+        wait_until(
             "5 leader elections", lambda: scraped('livectl_leader_elections_total{controller="active"}', {"active": 5})
         )
         # Kafka's BrokerChange timer: the failure's micro-batch, once Spark reported its duration (the
         # progress event comes after the batch's writes, so it may trail them by a scrape or two)
-        wait_for(
+        wait_until(
             "the broker-change timer",
             lambda: (
                 query(
@@ -189,8 +189,15 @@ def test_prometheus_and_status_page_after_a_broker_failure(
         )
         assert topic_changes["active"] in (1, 2)
 
-        # idle: no new input, the values stay as they were (the scrape is computed, not cached)
-        time.sleep(2)
+        # idle: no new input, the values stay as they were (the scrape is computed, not cached). The marker: a
+        # scrape Prometheus took over a second (two scrape intervals) from now, by the sample's own timestamp
+        idle_from = time.time()
+        offline = 'kafka_controller_kafkacontroller_offlinepartitionscount{controller="active"}'
+        wait_until(
+            "a scrape a second after the controller went idle",
+            lambda: query(prom, f"timestamp({offline})").get("active", 0) > idle_from + 1,
+            timeout=30,
+        )
         assert query(prom, 'kafka_controller_kafkacontroller_offlinepartitionscount{controller="active"}') == {
             "active": 1
         }

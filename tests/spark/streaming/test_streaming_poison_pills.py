@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 import pytest
-from controller_harness import Cluster, start_controller, wait_for
+from controller_harness import Cluster, start_controller
+from waiting import wait_until
 
 from core import events as ev
 from core.codec.decisions import read_details
@@ -52,7 +53,7 @@ def test_poison_pills_are_rejected_and_the_query_lives_on(spark: Any, cluster: C
         producer.send(cluster.settings.broker_events_topic, value=json.dumps(forged).encode()).get(timeout=10)
         cluster.send_admin(ev.CreateTopic("after", "later", 2, 2))
 
-        results = wait_for(
+        results = wait_until(
             "the command after the pills answered",
             lambda: (rs := {r["request_id"]: r for r in cluster.admin_results()}) and "after" in rs and rs,
             timeout=240,
@@ -62,7 +63,7 @@ def test_poison_pills_are_rejected_and_the_query_lives_on(spark: Any, cluster: C
         assert cluster.znode("/brokers/topics/later") is not None
         assert cluster.znode("/brokers/topics/orders") is not None  # the surrogate delete was not applied
 
-        rejected = wait_for(
+        rejected = wait_until(
             "every pill on the rejected topic", lambda: len(r := cluster.rejected()) >= 9 and r, timeout=120
         )
         assert len(rejected) == 9

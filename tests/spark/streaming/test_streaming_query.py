@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from controller_harness import Cluster, start_controller, wait_for
+from controller_harness import Cluster, start_controller
+from waiting import wait_until
 
 from core import events as ev
 from core.model import PartitionTarget
@@ -38,7 +39,7 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         cluster.send_admin(ev.CreateTopic("good", "orders", 2, 3, replica_assignment=((1, 2, 3), (2, 3, 1))))
 
         # the first query of the session also starts the Python workers: slow on a loaded machine
-        wait_for("orders online", lambda: all(cluster.state("orders", p) for p in (0, 1)), timeout=180)
+        wait_until("orders online", lambda: all(cluster.state("orders", p) for p in (0, 1)), timeout=180)
         topic = cluster.znode("/brokers/topics/orders")
         assert topic is not None
         assert topic["partitions"] == {"0": [1, 2, 3], "1": [2, 3, 1]}
@@ -61,7 +62,7 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         controller_znode = cluster.znode("/controller")
         assert controller_znode is not None and controller_znode["brokerid"] == cluster.settings.controller_id
 
-        entries = wait_for(
+        entries = wait_until(
             "LeaderAndIsr for every replica", lambda: (e := lisr_entries(cluster, "orders")) and len(e) >= 6 and e
         )
         assert sorted((b, p) for b, p, _ in entries) == sorted([(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1)]), (
@@ -73,11 +74,11 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         assert {m["brokerId"] for m in lisr_msgs} == {1, 2, 3}
         assert all(m["body"]["brokerEpoch"] == epochs[m["brokerId"]] for m in lisr_msgs)
 
-        rejected = wait_for("the bad command rejected", cluster.rejected)
+        rejected = wait_until("the bad command rejected", cluster.rejected)
         assert len(rejected) == 1
         assert rejected[0]["source"]["topic"] == cluster.settings.admin_topic
         assert any("partitions_positive" in r for r in rejected[0]["reasons"])
-        results = wait_for("two admin results", lambda: len(r := cluster.admin_results()) >= 2 and r)
+        results = wait_until("two admin results", lambda: len(r := cluster.admin_results()) >= 2 and r)
         by_id = {r["request_id"]: r for r in results}
         assert by_id["good"]["status"] == "ok"
         assert by_id["bad"]["status"] == "error" and by_id["bad"]["error"] == "INVALID_REQUEST"
@@ -90,8 +91,8 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
 
         # broker 1 dies: partition 0 moves to broker 2, both ISRs lose broker 1
         cluster.kill_broker(1)
-        wait_for("partition 0 re-elected", lambda: (s := cluster.state("orders", 0)) and s["leader"] == 2)
-        wait_for(
+        wait_until("partition 0 re-elected", lambda: (s := cluster.state("orders", 0)) and s["leader"] == 2)
+        wait_until(
             "partition 1's ISR shrunk after the re-read",
             lambda: (s := cluster.state("orders", 1)) and s["isr"] == [2, 3],
         )
@@ -171,10 +172,10 @@ def test_reassignment_survives_restart_and_a_crash_inside_a_micro_batch(spark: A
     controller = start_controller(spark, cluster.settings)
     try:
         cluster.send_admin(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),)))
-        wait_for("moving online", lambda: cluster.state("moving", 0))
+        wait_until("moving online", lambda: cluster.state("moving", 0))
         cluster.send_admin(ev.ReassignPartitions("r1", (PartitionTarget("moving", 0, (4, 5, 6)),)))
         # RS = distinct(target ++ origin) is written first
-        topic = wait_for(
+        topic = wait_until(
             "RS written",
             lambda: (t := cluster.znode("/brokers/topics/moving")) and t["partitions"]["0"] == [4, 5, 6, 1, 2, 3] and t,
         )
@@ -197,7 +198,7 @@ def test_reassignment_survives_restart_and_a_crash_inside_a_micro_batch(spark: A
     assert epoch == 2
     try:
         # the leader acts on the newest LeaderAndIsr it received (the new controller resumes the move)
-        wait_for(
+        wait_until(
             "the resumed reassignment's LeaderAndIsr",
             lambda: any(m["controllerEpoch"] == epoch and m["brokerId"] == 1 for m in cluster.requests("LeaderAndIsr")),
         )
@@ -215,7 +216,7 @@ def test_reassignment_survives_restart_and_a_crash_inside_a_micro_batch(spark: A
                 (1, 2, 3, 4, 5, 6),
             )
         )
-        wait_for("the injected crash", lambda: controller.error or not controller.thread.is_alive(), timeout=90)
+        wait_until("the injected crash", lambda: controller.error or not controller.thread.is_alive(), timeout=90)
     finally:
         controller.stop()
     assert crash[0].crashed and controller.error, "the controller should have died inside the micro-batch"
@@ -224,7 +225,7 @@ def test_reassignment_survives_restart_and_a_crash_inside_a_micro_batch(spark: A
 
     controller = start_controller(spark, cluster.settings)
     try:
-        final = wait_for(
+        final = wait_until(
             "reassignment complete",
             lambda: (t := cluster.znode("/brokers/topics/moving")) and t["partitions"]["0"] == [4, 5, 6] and t,
         )
@@ -242,7 +243,7 @@ def test_reassignment_survives_restart_and_a_crash_inside_a_micro_batch(spark: A
                         out.extend(m["brokerId"] for p in ts["partitionStates"] if p["deletePartition"])
             return out
 
-        assert sorted(wait_for("StopReplica(delete) to the old replicas", deletes)) == [1, 2, 3]
+        assert sorted(wait_until("StopReplica(delete) to the old replicas", deletes)) == [1, 2, 3]
         identities = [(m["controllerEpoch"], m["batchId"], m["brokerId"], m["api"]) for m in cluster.requests()]
         assert len(identities) == len(set(identities)), "a request was written twice"
     finally:
@@ -256,13 +257,13 @@ def test_zombie_is_fenced_and_a_cold_start_rebuilds_from_zookeeper(spark: Any, c
     zombie = start_controller(spark, cluster.settings)
     try:
         cluster.send_admin(ev.CreateTopic("c1", "kept", 2, 2, replica_assignment=((1, 2), (2, 3))))
-        wait_for("kept online", lambda: all(cluster.state("kept", p) for p in (0, 1)))
+        wait_until("kept online", lambda: all(cluster.state("kept", p) for p in (0, 1)))
         # another controller is elected behind the zombie's back: /controller_epoch moves on
         # while the zombie's own ZooKeeper session and /controller znode stay as they were
         data, _ = cluster.zk.get("/controller_epoch")
         cluster.zk.set("/controller_epoch", str(int(data) + 1).encode())
         cluster.send_admin(ev.CreateTopic("c2", "refused", 1, 1))
-        wait_for("the zombie to stop", lambda: not zombie.thread.is_alive(), timeout=90)
+        wait_until("the zombie to stop", lambda: not zombie.thread.is_alive(), timeout=90)
     finally:
         zombie.stop()
     from streaming.shutdown import ControllerStoppedError
@@ -280,15 +281,15 @@ def test_zombie_is_fenced_and_a_cold_start_rebuilds_from_zookeeper(spark: Any, c
     controller = start_controller(spark, cold)
     try:
         # rebuilt from ZooKeeper: the partition led by the dead broker is elected again, the ISRs shrink
-        s0 = wait_for("kept-0 re-elected", lambda: (s := cluster.state("kept", 0)) and s["leader"] == 2 and s)
+        s0 = wait_until("kept-0 re-elected", lambda: (s := cluster.state("kept", 0)) and s["leader"] == 2 and s)
         assert s0["isr"] == [2]
-        s1 = wait_for("kept-1 unchanged", lambda: cluster.state("kept", 1))
+        s1 = wait_until("kept-1 unchanged", lambda: cluster.state("kept", 1))
         assert s1["leader"] == 2 and s1["isr"] == [2, 3]
         # and it runs on: a command submitted now is carried out
         cluster.send_admin(ev.CreateTopic("c3", "fresh", 1, 2))
-        wait_for("fresh online", lambda: cluster.state("fresh", 0))
+        wait_until("fresh online", lambda: cluster.state("fresh", 0))
         # lastProgress is published once the micro-batch's foreachBatch has returned
-        metrics = wait_for(
+        metrics = wait_until(
             "metrics of both topics",
             lambda: (
                 (p := controller.app.query.lastProgress)
@@ -330,29 +331,30 @@ def test_standby_takes_over_from_the_shared_checkpoint(
     standby = threading.Thread(target=run_standby, name="livectl-standby", daemon=True)
     try:
         cluster.send_admin(ev.CreateTopic("c1", "before", 1, 3))
-        wait_for("before online", lambda: cluster.state("before", 0))
+        wait_until("before online", lambda: cluster.state("before", 0))
         caplog.set_level(logging.INFO, logger="livectl.app")
         standby.start()
         # the standby waits for the lease while the active controller works: it reads the tree ahead and
-        # decides each bucket's failover batch for it (streaming.decided)
-        assert not standby_ready.wait(3)
-        wait_for("the standby to decide ahead", lambda: _logged(caplog, "standby: decided the failover batch"))
+        # decides each bucket's failover batch for it (streaming.decided). Deciding ahead is a standby's
+        # alone: once it has, it is seen waiting, not started
+        wait_until("the standby to decide ahead", lambda: _logged(caplog, "standby: decided the failover batch"))
+        assert not standby_ready.is_set()
         epoch_before = int(cluster.zk.get("/controller_epoch")[0])
 
         # the active controller's ZooKeeper session ends, as when its driver dies
         active.app.zk.stop()
-        wait_for("the standby to take over", standby_ready.is_set, timeout=120)
+        wait_until("the standby to take over", standby_ready.is_set, timeout=120)
         assert int(cluster.zk.get("/controller_epoch")[0]) == epoch_before + 1
         # nothing changed in ZooKeeper since: every bucket's batch was the one decided, and handed over
         buckets = cluster.settings.num_buckets or int(spark.conf.get("spark.sql.shuffle.partitions"))
         assert _logged(caplog, f"{buckets} of {buckets} buckets' failover batch decided ahead")
-        wait_for("the old controller to stop", lambda: not active.thread.is_alive(), timeout=60)
+        wait_until("the old controller to stop", lambda: not active.thread.is_alive(), timeout=60)
 
         # the new controller resumed the shared checkpoint: it knows the topic and acts on new commands
         cluster.send_admin(ev.CreatePartitions("p1", "before", 2))
-        wait_for("the new partition", lambda: cluster.state("before", 1))
+        wait_until("the new partition", lambda: cluster.state("before", 1))
         cluster.kill_broker(1)
-        wait_for(
+        wait_until(
             "broker 1 out of every ISR",
             lambda: all((s := cluster.state("before", p)) and 1 not in s["isr"] for p in (0, 1)),
         )

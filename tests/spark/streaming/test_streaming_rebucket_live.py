@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_harness import Cluster, RunningController, start_controller, wait_for
+from controller_harness import Cluster, RunningController, start_controller
+from waiting import wait_until
 
 from core import events as ev
 from streaming.zk_snapshot import read_snapshot
@@ -31,7 +32,7 @@ def _figures(controller: RunningController, topics: int) -> dict[str, int]:
         m = (progress or {}).get("observedMetrics", {}).get("livectl")
         return {k: int(m[k]) for k in FIGURES} if m and int(m["GlobalTopicCount"]) == topics else None
 
-    figures: dict[str, int] = wait_for(f"{topics} topics in the figures", now)
+    figures: dict[str, int] = wait_until(f"{topics} topics in the figures", now)
     return figures
 
 
@@ -56,9 +57,9 @@ def test_eight_buckets_to_two_through_a_new_checkpoint(spark: Any, cluster: Clus
         for t in TOPICS:
             cluster.send_admin(ev.CreateTopic(f"c-{t}", t, 2, 2))
         for t in TOPICS:
-            wait_for(f"{t} online", lambda t=t: cluster.state(t, 0) and cluster.state(t, 1), timeout=180)
+            wait_until(f"{t} online", lambda t=t: cluster.state(t, 0) and cluster.state(t, 1), timeout=180)
         before = _figures(first, len(TOPICS))
-        wait_for("no micro-batch in flight", lambda: _idle(tmp_path / "ck8"), timeout=120)
+        wait_until("no micro-batch in flight", lambda: _idle(tmp_path / "ck8"), timeout=120)
     finally:
         first.stop()
     assert not first.error
@@ -70,7 +71,7 @@ def test_eight_buckets_to_two_through_a_new_checkpoint(spark: Any, cluster: Clus
             break
         again = start_controller(spark, eight)
         try:
-            wait_for("the replay committed", lambda: _idle(tmp_path / "ck8"), timeout=180)
+            wait_until("the replay committed", lambda: _idle(tmp_path / "ck8"), timeout=180)
         finally:
             again.stop()
     assert _idle(tmp_path / "ck8")
@@ -86,8 +87,10 @@ def test_eight_buckets_to_two_through_a_new_checkpoint(spark: Any, cluster: Clus
     )
     second = start_controller(spark, two)
     try:
-        wait_for("late online", lambda: cluster.state("late", 0), timeout=180)
-        answers = wait_for("late answered", lambda: [r for r in cluster.admin_results() if r["request_id"] == "c-late"])
+        wait_until("late online", lambda: cluster.state("late", 0), timeout=180)
+        answers = wait_until(
+            "late answered", lambda: [r for r in cluster.admin_results() if r["request_id"] == "c-late"]
+        )
         assert [a["status"] for a in answers] == ["ok"]
         after = _figures(second, len(TOPICS) + 1)
         assert after == {**before, "GlobalTopicCount": 7, "GlobalPartitionCount": 13}
@@ -105,7 +108,7 @@ def test_eight_buckets_to_two_through_a_new_checkpoint(spark: Any, cluster: Clus
         assert led
         cluster.kill_broker(1)
         for t, p in led:
-            wait_for(f"{t}-{p} moved", lambda t=t, p=p: (s := cluster.state(t, p)) and s["leader"] not in (1, -1))
+            wait_until(f"{t}-{p} moved", lambda t=t, p=p: (s := cluster.state(t, p)) and s["leader"] not in (1, -1))
     finally:
         second.stop()
     assert not second.error

@@ -5,10 +5,10 @@ planning itself on a real session: tests/spark/streaming/test_streaming_read_pla
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 from streaming.query import PreparedSource, SourceAhead, SourceStart, StartTimes, source_options
 from streaming.settings import Settings
@@ -236,16 +236,14 @@ def test_the_read_is_planned_again_every_interval_until_stopped(monkeypatch: pyt
     spark = _FakeSession()
     _record_plannings(monkeypatch, spark)
     planning = ReadPlanning(spark, SOURCE_NAME, {"topics": "a"}, "frame", interval=0.02).start()
-    deadline = time.monotonic() + 10
-    while len(planning.seconds) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until("three plannings", lambda: len(planning.seconds) >= 3, 10, interval=0.02)
     planning.stop()
     planning.thread.join(10)
     made = len(spark.calls)
+    # its thread has ended: nothing plans again
     assert made >= 3 and not planning.thread.is_alive()
     assert spark.calls[0] == ("plan read", SOURCE_NAME, {"topics": "a"}, "frame")
-    time.sleep(0.1)
-    assert len(spark.calls) == made
+    assert all(c == spark.calls[0] for c in spark.calls) and len(spark.calls) == made
 
 
 class _Prepared:

@@ -28,14 +28,35 @@ def _store(*committed: int) -> MemoryCheckpointStore:
     return store
 
 
+class _WatchedQuery:
+    """An active query that tells when the wait has looked at it: the wait does so after each look at the
+    checkpoint that did not find the batch committed."""
+
+    def __init__(self) -> None:
+        self.looked = threading.Event()
+
+    @property
+    def isActive(self) -> bool:
+        self.looked.set()
+        return True
+
+
 def test_a_committed_replay_is_waited_for() -> None:
     store = _store(25)
-    done = threading.Timer(0.3, lambda: store.write_text(child(store.root, "commits", "26"), "v1\n{}"))
+    query = _WatchedQuery()
+
+    def replay() -> None:
+        # the replay commits once the wait has found batch 26 missing: it waits, it did not return at once
+        if query.looked.wait(10):
+            store.write_text(child(store.root, "commits", "26"), "v1\n{}")
+
+    done = threading.Thread(target=replay, daemon=True)
     done.start()
     try:
-        assert wait_committed(store, _Query(), 26, threading.Event(), timeout=10) is True
+        assert wait_committed(store, query, 26, threading.Event(), timeout=10) is True
+        assert query.looked.is_set()
     finally:
-        done.cancel()
+        done.join(10)
 
 
 def test_a_query_that_stopped_in_the_replay_is_left_to_the_outcome() -> None:
