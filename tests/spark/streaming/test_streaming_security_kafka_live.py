@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_harness import Cluster, start_controller, wait_for
+from controller_harness import Cluster, start_controller
+from waiting import wait_until
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 from kafka_secure import ADMIN, BROKER, CONTROLLER
@@ -102,7 +103,7 @@ def test_a_controller_runs_over_sasl_ssl_within_the_acls(
                 return [v for v in seen if v["api"] == "LeaderAndIsr" and topic in json.dumps(v["body"])]
 
             seen: list[Any] = []
-            lisr = wait_for("the brokers' principal reads the LeaderAndIsr", lisr_for_topic)
+            lisr = wait_until("the brokers' principal reads the LeaderAndIsr", lisr_for_topic)
             assert {v["controllerEpoch"] for v in lisr} == {1}
         finally:
             requests.close()
