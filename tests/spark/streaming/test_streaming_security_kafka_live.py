@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 from controller_harness import Cluster, start_controller
-from waiting import wait_until
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 from kafka_secure import ADMIN, BROKER, CONTROLLER
 from kazoo.client import KazooClient
+from waiting import wait_until
 
 from admin.acls import Topics
 from admin.cli import main as admin_main
