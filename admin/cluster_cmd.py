@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
 
 from admin.common import EXIT_FAILED, EXIT_OK, OperationFailedError, UsageError, run_command, zk_connect
 from admin.zkread import connect
@@ -73,16 +74,34 @@ def cmd_controller_status(args: argparse.Namespace) -> int:
     return run_command(args, _controller_status)
 
 
+def iso_utc(epoch_ms: str | None) -> str | None:
+    """``/controller``'s ``timestamp`` (epoch milliseconds, as Kafka writes it) as ISO-8601 UTC with
+    milliseconds (``2023-11-14T22:13:20.000Z``); ``None`` when absent or not a number."""
+    try:
+        ms = int(epoch_ms) if epoch_ms is not None else None
+    except ValueError:
+        return None
+    if ms is None:
+        return None
+    try:
+        moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _controller_status(args: argparse.Namespace) -> int:
     with connect(zk_connect(args)) as zk:
         info = zk.controller()
+    elected_at = iso_utc(info.timestamp)
     if args.json or args.output == "json":
-        print(json.dumps(info.__dict__, indent=2))
+        # the znode's raw epoch-milliseconds stay under "timestamp"; "elected_at" is the same moment, readable
+        print(json.dumps(info.__dict__ | {"elected_at": elected_at}, indent=2))
     else:
         active = "none" if info.broker_id is None else str(info.broker_id)
         print(f"Active controller: {active}")
         if info.timestamp is not None:
-            print(f"Elected at (ms):   {info.timestamp}")
+            print(f"Elected at:        {elected_at or info.timestamp}")
         epoch = "none" if info.epoch is None else f"{info.epoch} (zkVersion {info.epoch_zk_version})"
         print(f"Controller epoch:  {epoch}")
     return EXIT_OK if info.broker_id is not None else EXIT_FAILED

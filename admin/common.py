@@ -4,7 +4,6 @@ a command to the controller (``--wait``), and the parsing of Kafka's option synt
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from core.codec.events import decode_event, encode_event
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
 from core.events import AdminCommand
-from sinks.local_services import recorded_address
+from sinks.local_services import default_bootstrap_server, default_zookeeper
 from sinks.security import KafkaSecurity, SecurityConfigError
 
 EXIT_OK = 0
@@ -72,17 +71,6 @@ class NotFinishedError(AdminError):
 
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-# ----------------------------------------------------------------------------- defaults
-
-
-def default_bootstrap() -> str:
-    return os.environ.get("LIVECTL_BOOTSTRAP_SERVER") or recorded_address("broker") or "127.0.0.1:9092"
-
-
-def default_zookeeper() -> str:
-    return os.environ.get("LIVECTL_ZOOKEEPER") or recorded_address("zookeeper") or "127.0.0.1:2181"
 
 
 # ----------------------------------------------------------------------------- options
@@ -149,7 +137,7 @@ def zk_connect(args: argparse.Namespace) -> str:
 
 
 def bootstrap_server(args: argparse.Namespace) -> str:
-    return str(args.bootstrap_server or default_bootstrap())
+    return str(args.bootstrap_server or default_bootstrap_server())
 
 
 def kafka_config(args: argparse.Namespace) -> dict[str, Any]:

@@ -42,6 +42,11 @@ __all__ = [
 ]
 
 KAFKA_LIBS_ENV = "LIVECTL_KAFKA_LIBS"
+#: the Kafka line the local bus is tested with (jvm/kafka/pom.xml pins 3.9.2), and where to get it
+KAFKA_LINE = "3.9"
+KAFKA_DOWNLOADS = "https://kafka.apache.org/downloads"
+#: the folder holding the packages: a checkout has scripts/setup and .cache/jvm there; an install does not
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 KAFKA_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
 #: what the broker logs (kafka.server.KafkaRaftServer) once it is unfenced and serving
@@ -132,16 +137,25 @@ class KafkaSettings:
 
 def kafka_classpath() -> str:
     """The broker's classpath (``<dir>/*``): ``$LIVECTL_KAFKA_LIBS``, else ``<repo>/.cache/jvm/kafka``.
-    Raises :class:`LocalServiceError` saying what is missing and how to get it."""
+    Raises :class:`LocalServiceError` saying in one line what is missing and how to get it: in a checkout
+    (``scripts/setup`` beside the package) by running setup, in an installed wheel by pointing
+    ``$LIVECTL_KAFKA_LIBS`` at an Apache Kafka distribution's ``libs/``."""
     env = os.environ.get(KAFKA_LIBS_ENV)
-    libs = Path(env) if env else Path(__file__).resolve().parents[1] / ".cache" / "jvm" / "kafka"
-    if not any(libs.glob("kafka_2.13-*.jar")):
-        source = f"${KAFKA_LIBS_ENV}={env}" if env else str(libs)
+    libs = Path(env) if env else PACKAGE_ROOT / ".cache" / "jvm" / "kafka"
+    if any(libs.glob("kafka_2.13-*.jar")):
+        return f"{libs}/*"
+    distribution = f"the libs/ folder of an Apache Kafka {KAFKA_LINE} distribution ({KAFKA_DOWNLOADS})"
+    if env:
         raise LocalServiceError(
-            f"Apache Kafka's jars are missing ({source} has no kafka_2.13-*.jar): run scripts/setup, which "
-            f"resolves them with Maven from jvm/kafka/pom.xml, or set {KAFKA_LIBS_ENV} to a folder holding them"
+            f"Apache Kafka's jars are missing: ${KAFKA_LIBS_ENV}={env} has no kafka_2.13-*.jar; point it to "
+            f"{distribution}"
         )
-    return f"{libs}/*"
+    if (PACKAGE_ROOT / "scripts" / "setup").exists():
+        raise LocalServiceError(
+            f"Apache Kafka's jars are missing ({libs} has no kafka_2.13-*.jar): run scripts/setup, which "
+            f"resolves them with Maven from jvm/kafka/pom.xml, or set {KAFKA_LIBS_ENV} to {distribution}"
+        )
+    raise LocalServiceError(f"Apache Kafka's jars are missing: set {KAFKA_LIBS_ENV} to {distribution}")
 
 
 def kafka_version() -> str:

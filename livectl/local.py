@@ -55,6 +55,7 @@ __all__ = [
     "free_port",
     "kafka_classpath",
     "kafka_version",
+    "missing_prerequisites",
     "pid_matches",
     "port_free",
     "restart_kafka",
@@ -109,9 +110,11 @@ class LocalServices:
         """Start whatever is not already running (port 0 = the broker's last port if free, else a free
         one; ZooKeeper always takes a free one). ``kafka``: the broker's settings (listeners, security)."""
         br = self.broker
-        if br is None or not br.running():
-            kafka_classpath()  # missing jars: said before anything starts
         zk = self.zookeeper
+        # whatever is missing is said at once, in one line, before anything starts (nothing is left running)
+        problems = missing_prerequisites(zookeeper=zk is None or not zk.running(), kafka=br is None or not br.running())
+        if problems:
+            raise LocalServiceError("; ".join(problems))
         if zk is None or not zk.running():
             self.services["zookeeper"] = start_zookeeper(self.run_dir / "zookeeper", zk_port or free_port(), timeout)
             self.save()
@@ -152,6 +155,20 @@ class LocalServices:
 
 
 # -------------------------------------------------------------------- helpers
+
+
+def missing_prerequisites(*, zookeeper: bool, kafka: bool) -> list[str]:
+    """What starting ZooKeeper (``zookeeper``) and the Kafka broker (``kafka``) needs and is not installed:
+    Java, Debian's zookeeper package, Apache Kafka's jars; each one line saying how to get it."""
+    problems: list[str] = []
+    checks = ((zookeeper or kafka, find_java), (zookeeper, check_zookeeper_installed), (kafka, kafka_classpath))
+    for needed, check in checks:
+        if needed:
+            try:
+                check()
+            except LocalServiceError as e:
+                problems.append(str(e))
+    return problems
 
 
 def check_zookeeper_installed() -> None:

@@ -25,6 +25,7 @@ that must also serve as a Spark installation).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -101,10 +102,18 @@ class PackResult:
 
 
 def check_options(o: PackOptions) -> None:
-    """Raise :class:`PackageEnvError` naming the option when one is unusable."""
+    """Raise :class:`PackageEnvError` naming the option when one is unusable, or saying in one line what is
+    not installed (venv-pack, the ``pack`` extra) and how to get it."""
+    if importlib.util.find_spec("venv_pack") is None:
+        raise PackageEnvError("venv-pack is not installed: pip install 'livectl[pack]' (or pip install venv-pack)")
     pyproject = o.source / "pyproject.toml"
     if not pyproject.is_file():
-        raise PackageEnvError(f"--source: {o.source} is not a livectl checkout (no pyproject.toml)")
+        installed = (
+            "; this livectl is installed, not a checkout: pass --source with a clone of livectl's repository"
+            if o.source == REPO_ROOT
+            else ""
+        )
+        raise PackageEnvError(f"--source: {o.source} is not a livectl checkout (no pyproject.toml){installed}")
     if 'name = "livectl"' not in pyproject.read_text():
         raise PackageEnvError(f'--source: {pyproject} is not livectl\'s (no name = "livectl")')
     if not o.output.name.endswith(ARCHIVE_SUFFIXES):
@@ -115,10 +124,6 @@ def check_options(o: PackOptions) -> None:
         raise PackageEnvError(f"--python: {o.python} is not an executable")
     if o.python_prefix is not None and not o.python_prefix.startswith("/"):
         raise PackageEnvError(f"--python-prefix: must be an absolute path, got {o.python_prefix}")
-    try:
-        import venv_pack  # noqa: F401
-    except ImportError:
-        raise PackageEnvError("venv-pack is not installed here: pip install 'livectl[pack]' (or venv-pack)") from None
 
 
 def _run(step: str, cmd: Sequence[str], log: Callable[[str], None], cwd: Path) -> str:
@@ -133,9 +138,9 @@ def _run(step: str, cmd: Sequence[str], log: Callable[[str], None], cwd: Path) -
 def build(o: PackOptions, log: Callable[[str], None] = lambda _m: None) -> PackResult:
     """Build the environment and pack it into ``o.output`` (replaced if it exists). The scratch folder is
     removed afterwards unless ``keep_build_dir``."""
-    import venv_pack
-
     check_options(o)
+    import venv_pack  # the `pack` extra: check_options said how to install it when it is missing
+
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="livectl-package-env-"))
     try:

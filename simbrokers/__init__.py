@@ -23,8 +23,10 @@ a direct call on the leader object (:class:`simbrokers.fabric.LocalFabric`); acr
 JSON line over TCP loopback to the endpoint the leader registered (:mod:`simbrokers.fetchnet`), found
 from LeaderAndIsr ``liveLeaders`` / UpdateMetadata ``liveBrokers`` — no ZooKeeper or topic involved.
 
-Run: ``python -m simbrokers --brokers 1,2,3 --zookeeper 127.0.0.1:2181 --bootstrap-server 127.0.0.1:9092``
-(several processes with different ids make a multi-process cluster). Faults and shutdowns on command
+Run: ``python -m simbrokers --brokers 1,2,3 [--zookeeper HOST:PORT] [--bootstrap-server HOST:PORT]``
+(several processes with different ids make a multi-process cluster; without the addresses, the lookup the
+admin commands use: :func:`sinks.local_services.default_zookeeper`). Every option: ``python -m simbrokers
+--help`` and docs/operations.md, "Simulated brokers". Faults and shutdowns on command
 through the control topic ``livectl.simbrokers.control`` (:mod:`simbrokers.control`), most easily with
 ``livectl-simbrokers fault N slow-follower|stuck-follower|disk-failure|clear|produce-rate``,
 ``livectl-simbrokers shutdown N`` and ``livectl-simbrokers kill N`` (:mod:`simbrokers.ctl`).

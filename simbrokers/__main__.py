@@ -1,9 +1,12 @@
-"""``python -m simbrokers --brokers 1,2,3 --zookeeper HOST:PORT --bootstrap-server HOST:PORT``.
+"""``python -m simbrokers --brokers 1,2,3 [--zookeeper HOST:PORT] [--bootstrap-server HOST:PORT]``.
 
 Runs the listed brokers in this process (run several processes for a multi-process cluster: fetches
 between them go over TCP loopback to the registered endpoints). Faults are injected through the
 control topic (``livectl-simbrokers fault ...``; see :mod:`simbrokers.control`). SIGTERM: controlled
-shutdown of every broker here; SIGKILL: the brokers vanish and their sessions expire.
+shutdown of every broker here; SIGKILL: the brokers vanish and their sessions expire. Without
+``--zookeeper`` / ``--bootstrap-server`` the addresses come from
+:func:`sinks.local_services.default_zookeeper` / :func:`~sinks.local_services.default_bootstrap_server`,
+as for the admin commands.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from simbrokers.broker import BrokerConfig
 from simbrokers.control import CONTROL_TOPIC
 from simbrokers.registration import RegistrationError
 from simbrokers.runner import ProcessSettings, SimBrokersError, SimBrokersProcess
+from sinks.local_services import default_bootstrap_server, default_zookeeper
 from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity
 
 
@@ -32,59 +36,157 @@ def broker_ids(text: str) -> tuple[int, ...]:
     return ids
 
 
+_DESCRIPTION = """\
+Simulated Kafka brokers that talk to the livectl controller only as ZooKeeper-era brokers do: each registers
+/brokers/ids/<id> in ZooKeeper, reads its requests from the requests topic and answers on the broker-events
+topic. Several processes with different ids make one cluster: followers fetch from leaders over TCP.
+"""
+
+_EPILOG = """\
+connection defaults:
+  Without --zookeeper / --bootstrap-server, as for the admin commands: $LIVECTL_ZOOKEEPER and
+  $LIVECTL_BOOTSTRAP_SERVER, then the addresses `livectl local up` recorded in run/local/services.json
+  (relative to the working directory), then 127.0.0.1:2181 and 127.0.0.1:9092.
+
+signals:
+  SIGTERM or Ctrl-C: a controlled shutdown of every broker of this process, then exit (a second Ctrl-C
+  exits at once). SIGKILL: the brokers vanish and their ZooKeeper sessions expire.
+
+commands to running brokers (livectl-simbrokers, on the control topic):
+  livectl-simbrokers shutdown|kill N, livectl-simbrokers fault N slow-follower|stuck-follower|disk-failure|
+  clear|produce-rate; see livectl-simbrokers --help and docs/operations.md, "Simulated brokers".
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m simbrokers",
-        description="Simulated Kafka brokers that talk to the livectl controller through ZooKeeper and topics.",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--brokers", type=broker_ids, required=True, help="broker ids to run here, e.g. 1,2,3")
-    p.add_argument("--zookeeper", required=True, help="ZooKeeper connect string, e.g. 127.0.0.1:2181")
-    p.add_argument("--bootstrap-server", required=True, help="Kafka bootstrap server, e.g. 127.0.0.1:9092")
-    p.add_argument("--host", default="127.0.0.1", help="host registered and listened on for fetches")
-    p.add_argument("--base-port", type=int, default=0, help="fetch port of the first broker (others +1); 0 = free")
-    p.add_argument("--rack", default=None, help="broker.rack of these brokers")
-    p.add_argument("--produce-rate", type=float, default=10.0, help="records/s per led partition (default 10)")
-    p.add_argument("--replica-lag-time-max-ms", type=int, default=10_000, help="replica.lag.time.max.ms")
-    p.add_argument("--min-insync-replicas", type=int, default=1, help="min.insync.replicas")
-    p.add_argument("--fetch-interval-ms", type=int, default=50, help="follower fetch pacing")
-    p.add_argument(
-        "--controlled-shutdown-max-retries",
+    b = p.add_argument_group("brokers")
+    b.add_argument("--brokers", type=broker_ids, required=True, help="broker ids to run in this process, e.g. 1,2,3")
+    b.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="host registered in each endpoint and listened on for fetches (default: %(default)s)",
+    )
+    b.add_argument(
+        "--base-port",
         type=int,
-        default=3,
-        help="Kafka's controlled.shutdown.max.retries (default: %(default)s)",
+        default=0,
+        help="fetch port of the first broker, the next ones +1 each; 0 = a free port each (default: %(default)s)",
     )
-    p.add_argument(
-        "--controlled-shutdown-retry-backoff-ms",
-        type=int,
-        default=2_000,
-        help="Kafka's controlled.shutdown.retry.backoff.ms (default: %(default)s)",
+    b.add_argument("--rack", default=None, help="broker.rack registered for these brokers (default: none)")
+    b.add_argument(
+        "--status-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write every broker's partitions (role, leader epoch, ISR, LEO, HW) and the acknowledged-loss "
+        "audit to FILE as JSON each second (default: not written)",
     )
-    p.add_argument(
-        "--controlled-shutdown-timeout-ms",
-        type=int,
-        default=15_000,
-        help="how long one ControlledShutdown request waits for the controller's answer (default: %(default)s)",
+    b.add_argument("--log-level", default="INFO", help="Python logging level (default: %(default)s)")
+
+    c = p.add_argument_group("connection")
+    c.add_argument(
+        "--zookeeper",
+        default=None,
+        help="ZooKeeper connect string (default: $LIVECTL_ZOOKEEPER, `livectl local up`, or 127.0.0.1:2181)",
     )
-    p.add_argument("--session-timeout-ms", type=int, default=6_000, help="ZooKeeper session timeout")
-    p.add_argument("--status-file", type=Path, default=None, help="write brokers' status JSON here every second")
-    p.add_argument("--topic-wait-s", type=float, default=60.0, help="wait this long for livectl topics")
-    p.add_argument("--requests-topic", default=REQUESTS_TOPIC, help=f"default {REQUESTS_TOPIC}")
-    p.add_argument("--events-topic", default=BROKER_EVENTS_TOPIC, help=f"default {BROKER_EVENTS_TOPIC}")
-    p.add_argument("--control-topic", default=CONTROL_TOPIC, help=f"default {CONTROL_TOPIC}")
-    p.add_argument(
+    c.add_argument(
+        "--bootstrap-server",
+        default=None,
+        help="Kafka bootstrap server (default: $LIVECTL_BOOTSTRAP_SERVER, `livectl local up`, or 127.0.0.1:9092)",
+    )
+    c.add_argument(
         "--command-config",
         type=Path,
         default=None,
         metavar="FILE",
         help="Kafka client security properties (security.protocol, sasl.*, ssl.*), as for Kafka's tools",
     )
-    p.add_argument("--zookeeper-auth", default="", metavar="digest|sasl:USER:PASSWORD", help="ZooKeeper authentication")
-    p.add_argument(
+    c.add_argument(
+        "--zookeeper-auth",
+        default="",
+        metavar="digest|sasl:USER:PASSWORD",
+        help="ZooKeeper authentication of every broker session (default: none)",
+    )
+    c.add_argument(
         "--zookeeper-set-acl",
         action="store_true",
         help="registrations get Kafka's ACLs (writable with --zookeeper-auth's credential only)",
     )
-    p.add_argument("--log-level", default="INFO", help="Python logging level (default: %(default)s)")
+    c.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=6_000,
+        help="ZooKeeper session timeout of each broker, zookeeper.session.timeout.ms (default: %(default)s)",
+    )
+    c.add_argument(
+        "--topic-wait-s",
+        type=float,
+        default=60.0,
+        help="seconds to wait at start for the livectl topics to exist (default: %(default)s)",
+    )
+
+    k = p.add_argument_group("Kafka broker settings")
+    k.add_argument(
+        "--replica-lag-time-max-ms",
+        type=int,
+        default=10_000,
+        help="replica.lag.time.max.ms: a follower behind this long leaves the ISR (default: %(default)s)",
+    )
+    k.add_argument(
+        "--min-insync-replicas",
+        type=int,
+        default=1,
+        help="min.insync.replicas, unless the topic or /config/brokers sets it (default: %(default)s)",
+    )
+    k.add_argument(
+        "--controlled-shutdown-max-retries",
+        type=int,
+        default=3,
+        help="controlled.shutdown.max.retries (default: %(default)s)",
+    )
+    k.add_argument(
+        "--controlled-shutdown-retry-backoff-ms",
+        type=int,
+        default=2_000,
+        help="controlled.shutdown.retry.backoff.ms (default: %(default)s)",
+    )
+    k.add_argument(
+        "--controlled-shutdown-timeout-ms",
+        type=int,
+        default=15_000,
+        help="how long one ControlledShutdown request waits for the controller's answer (default: %(default)s)",
+    )
+
+    sim = p.add_argument_group("simulation")
+    sim.add_argument(
+        "--produce-rate",
+        type=float,
+        default=10.0,
+        help="records per second appended to each partition a broker leads (default: %(default)s)",
+    )
+    sim.add_argument(
+        "--fetch-interval-ms",
+        type=int,
+        default=50,
+        help="how often a follower fetches from its leader (default: %(default)s)",
+    )
+
+    t = p.add_argument_group("topics")
+    t.add_argument("--requests-topic", default=REQUESTS_TOPIC, help="the controller's requests (default: %(default)s)")
+    t.add_argument(
+        "--events-topic", default=BROKER_EVENTS_TOPIC, help="the brokers' answers and events (default: %(default)s)"
+    )
+    t.add_argument(
+        "--control-topic",
+        default=CONTROL_TOPIC,
+        help="commands from livectl-simbrokers: shutdown, kill, faults (default: %(default)s)",
+    )
     return p
 
 
@@ -118,8 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     settings = ProcessSettings(
         broker_ids=args.brokers,
-        zookeeper=args.zookeeper,
-        bootstrap_server=args.bootstrap_server,
+        zookeeper=args.zookeeper or default_zookeeper(),
+        bootstrap_server=args.bootstrap_server or default_bootstrap_server(),
         host=args.host,
         base_port=args.base_port,
         rack=args.rack,

@@ -20,7 +20,6 @@ shutdown failed); 2 invalid input (option and reason named); 3 not finished (``-
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -39,6 +38,7 @@ from simbrokers import shutdown_watch
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, validate
 from sinks.errors import SinkUnavailableError
 from sinks.kafka_read import consumer_at_end
+from sinks.local_services import default_bootstrap_server, default_zookeeper
 from sinks.security import KafkaSecurity, SecurityConfigError
 
 PROG = "livectl-simbrokers"
@@ -70,10 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--bootstrap-server",
         default=None,
-        help="Kafka bootstrap server (default: $LIVECTL_BOOTSTRAP_SERVER or 127.0.0.1:9092)",
+        help="Kafka bootstrap server (default: $LIVECTL_BOOTSTRAP_SERVER, `livectl local up`, or 127.0.0.1:9092)",
     )
     g.add_argument(
-        "--zookeeper", default=None, help="ZooKeeper connect string (default: $LIVECTL_ZOOKEEPER or 127.0.0.1:2181)"
+        "--zookeeper",
+        default=None,
+        help="ZooKeeper connect string (default: $LIVECTL_ZOOKEEPER, `livectl local up`, or 127.0.0.1:2181)",
     )
     g.add_argument(
         "--command-config",
@@ -134,9 +136,9 @@ def _run(args: argparse.Namespace) -> int:
     except FormatError as e:
         option = {"fetch_interval_ms": "--fetch-interval-ms", "rate": "--rate"}.get(e.field, e.field)
         raise UsageError(f"{option}: {e.reason}") from None
-    bootstrap = args.bootstrap_server or os.environ.get("LIVECTL_BOOTSTRAP_SERVER") or "127.0.0.1:9092"
+    bootstrap = args.bootstrap_server or default_bootstrap_server()
     config = _kafka_config(args.command_config)
-    zk = _connect(args.zookeeper or os.environ.get("LIVECTL_ZOOKEEPER") or "127.0.0.1:2181")
+    zk = _connect(args.zookeeper or default_zookeeper())
     try:
         path = zkdata.broker_path(args.broker_id)
 

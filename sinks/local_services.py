@@ -3,22 +3,38 @@
 ``livectl local up`` keeps, in its run folder (default ``./run/local``), ``services.json``: one entry per
 service (``zookeeper``, ``broker``) with its PID, port, address, log and command-line marker. The starter
 (:mod:`livectl.local`) writes it through :func:`save_records`; every tool that defaults to the local
-services (the admin commands) reads an address through :func:`recorded_address`. Both sit on this one
-module, below them, so that neither the tools nor the starter import each other.
+services (the admin commands, the simulated brokers and their ``livectl-simbrokers`` tool) reads an address
+through :func:`recorded_address`, and takes its default connection from :func:`default_bootstrap_server` and
+:func:`default_zookeeper`. Both sit on this one module, below them, so that neither the tools nor the starter
+import each other.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_RUN_DIR", "STATE_FILE", "load_records", "recorded_address", "save_records"]
+__all__ = [
+    "BOOTSTRAP_SERVER_ENV",
+    "DEFAULT_RUN_DIR",
+    "STATE_FILE",
+    "ZOOKEEPER_ENV",
+    "default_bootstrap_server",
+    "default_zookeeper",
+    "load_records",
+    "recorded_address",
+    "save_records",
+]
 
 STATE_FILE = "services.json"
 #: where ``livectl local up`` keeps its services unless told otherwise (relative to the working directory)
 DEFAULT_RUN_DIR = Path("run") / "local"
+#: environment variables that name the services for every tool, before the record and the built-in address
+BOOTSTRAP_SERVER_ENV = "LIVECTL_BOOTSTRAP_SERVER"
+ZOOKEEPER_ENV = "LIVECTL_ZOOKEEPER"
 
 
 def load_records(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -50,3 +66,15 @@ def recorded_address(name: str, run_dir: Path = DEFAULT_RUN_DIR) -> str | None:
     except (OSError, ValueError):
         return None
     return address if isinstance(address, str) else None
+
+
+def default_bootstrap_server(run_dir: Path = DEFAULT_RUN_DIR) -> str:
+    """The Kafka bootstrap server a tool connects to when not told: ``$LIVECTL_BOOTSTRAP_SERVER``, else the
+    broker ``livectl local up`` recorded in ``run_dir``, else ``127.0.0.1:9092``."""
+    return os.environ.get(BOOTSTRAP_SERVER_ENV) or recorded_address("broker", run_dir) or "127.0.0.1:9092"
+
+
+def default_zookeeper(run_dir: Path = DEFAULT_RUN_DIR) -> str:
+    """The ZooKeeper connect string a tool uses when not told: ``$LIVECTL_ZOOKEEPER``, else the ZooKeeper
+    ``livectl local up`` recorded in ``run_dir``, else ``127.0.0.1:2181``."""
+    return os.environ.get(ZOOKEEPER_ENV) or recorded_address("zookeeper", run_dir) or "127.0.0.1:2181"

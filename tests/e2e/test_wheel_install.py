@@ -14,6 +14,13 @@ interpreter), ``SPARK_LOCAL_IP=127.0.0.1`` (so the Spark UI address it prints mu
 and must answer), and a ``file://`` checkpoint URI, written through Hadoop's FileSystem. A checkpoint URI
 whose scheme Spark cannot open stops the installed ``livectl run`` with exit code 1 and one line naming
 the URI and Spark's reason.
+
+A newcomer's install is tried too, as the docs give it: ``python3 -m venv`` from the system's Python and a
+plain ``pip install`` of the wheel (its dependencies from the package index, none of the extras). Each entry
+point then either works or says in one line what is missing and how to get it: ``livectl --help``,
+``livectl run --help``, the simulated brokers' ``--help``; ``livectl local up`` and ``livectl demo`` without
+Apache Kafka's jars (``LIVECTL_KAFKA_LIBS``) start nothing; ``livectl package-env`` without the ``pack``
+extra names it; and ``local up`` / ``down`` with ``LIVECTL_KAFKA_LIBS`` set run the real services.
 """
 
 from __future__ import annotations
@@ -59,10 +66,8 @@ def _fresh_env(tmp: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with livectl installed from a wheel built here; returns its ``bin`` folder."""
-    work = tmp_path_factory.mktemp("wheel")
+def _build_wheel(work: Path) -> Path:
+    """A wheel built from a copy of the sources (the work tree is left as it is)."""
     src = work / "src"
     src.mkdir()
     for name in SOURCES:
@@ -78,6 +83,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=300,
     )
     (wheel,) = dist.glob("livectl-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with livectl installed from a wheel built here; returns its ``bin`` folder."""
+    work = tmp_path_factory.mktemp("wheel")
+    wheel = _build_wheel(work)
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
@@ -387,3 +400,107 @@ def test_a_checkpoint_uri_spark_cannot_open_is_refused_at_start(
     )
     assert done.stderr.strip().splitlines()[-1] == expected, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
+
+
+#: the newcomer's Python: the system's, as the docs' ``python3 -m venv`` takes it
+SYSTEM_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else (shutil.which("python3") or "python3")
+
+
+@pytest.fixture(scope="module")
+def pip_installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A newcomer's install: a venv of the system's Python and ``pip install livectl-*.whl``, the dependencies
+    from the package index, no extras. Returns its ``bin`` folder."""
+    work = tmp_path_factory.mktemp("newcomer")
+    wheel = _build_wheel(work)
+    venv = work / "venv"
+    subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", str(wheel)],
+        check=True,
+        timeout=1200,
+    )
+    return venv / "bin"
+
+
+def _newcomer(
+    bin_dir: Path, cwd: Path, *argv: str, timeout: float = 300, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` run as a newcomer runs it: the venv's ``bin`` first on ``PATH``, from an empty folder, with
+    no ``LIVECTL_*`` variable but those in ``extra``."""
+    env = _fresh_env(cwd)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    env.update(extra)
+    return subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _running_under(folder: Path) -> list[str]:
+    """Command lines of live processes that name ``folder`` (what a service started there would)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and str(folder) in (line := cmdline(int(entry.name))):
+            found.append(line)
+    return found
+
+
+def test_a_newcomers_pip_install_shows_every_command(pip_installed: Path, tmp_path: Path) -> None:
+    for argv in (
+        ("livectl", "--help"),
+        ("livectl", "run", "--help"),
+        ("livectl", "demo", "--help"),
+        ("livectl-simbrokers", "--help"),
+        ("python", "-m", "simbrokers", "--help"),
+    ):
+        done = _newcomer(pip_installed, tmp_path, *argv, timeout=120)
+        assert done.returncode == 0, f"{argv}: {done.stderr[-2000:]}"
+        assert done.stdout.startswith("usage: "), (argv, done.stdout[:300])
+    commands = _newcomer(pip_installed, tmp_path, "livectl", "--help").stdout
+    for name in ("local", "run", "demo", "package-env", "topics", "controller"):
+        assert re.search(rf"^    {name}\b", commands, flags=re.MULTILINE), commands
+
+
+def test_a_newcomer_without_kafka_jars_is_told_in_one_line_and_nothing_runs(
+    pip_installed: Path, tmp_path: Path
+) -> None:
+    """``local up`` and ``demo`` from a plain install: Apache Kafka's jars are not in the wheel; one line says
+    to set ``LIVECTL_KAFKA_LIBS`` and to what, and neither leaves a process or a service record behind."""
+    up = _newcomer(pip_installed, tmp_path, "livectl", "local", "up", timeout=120)
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert up.stderr == (
+        "livectl local up: Apache Kafka's jars are missing: set LIVECTL_KAFKA_LIBS to the libs/ folder of an "
+        "Apache Kafka 3.9 distribution (https://kafka.apache.org/downloads)\n"
+    )
+    assert not (tmp_path / "run").exists()
+    demo = _newcomer(pip_installed, tmp_path, "livectl", "demo", "--quiet", timeout=300)
+    assert demo.returncode == 1, demo.stdout + demo.stderr
+    assert "Traceback" not in demo.stdout + demo.stderr
+    failed = [line for line in demo.stdout.splitlines() if "FAIL" in line]
+    assert failed and all("set LIVECTL_KAFKA_LIBS to the libs/ folder" in line for line in failed), demo.stdout
+    assert _running_under(tmp_path) == []
+
+
+def test_a_newcomer_without_the_pack_extra_is_told_to_install_it(pip_installed: Path, tmp_path: Path) -> None:
+    done = _newcomer(pip_installed, tmp_path, "livectl", "package-env", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr == (
+        "livectl package-env: venv-pack is not installed: pip install 'livectl[pack]' (or pip install venv-pack)\n"
+    )
+
+
+def test_a_newcomer_with_kafka_jars_runs_the_local_services(pip_installed: Path, tmp_path: Path) -> None:
+    """``LIVECTL_KAFKA_LIBS`` set (here: to the jars ``scripts/setup`` resolved): ``local up`` starts ZooKeeper
+    and Kafka from the plain install, ``status`` finds them answering, ``down`` stops both, by PID."""
+    libs = {"LIVECTL_KAFKA_LIBS": str(REPO / ".cache" / "jvm" / "kafka")}
+    try:
+        up = _newcomer(pip_installed, tmp_path, "livectl", "local", "up", timeout=240, **libs)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "Apache Kafka, KRaft" in up.stdout and "stop with:  livectl local down" in up.stdout
+        status = _newcomer(pip_installed, tmp_path, "livectl", "local", "status", "--json", timeout=120, **libs)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert {name: s["state"] for name, s in json.loads(status.stdout).items()} == {
+            "zookeeper": "running",
+            "broker": "running",
+        }
+    finally:
+        down = _newcomer(pip_installed, tmp_path, "livectl", "local", "down", timeout=120, **libs)
+    assert down.returncode == 0 and down.stdout == "stopped: broker, zookeeper\n", down.stdout + down.stderr
+    assert _running_under(tmp_path) == []

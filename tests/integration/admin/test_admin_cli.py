@@ -123,10 +123,17 @@ def test_brokers_list_and_controller_status(env: Env, capsys: pytest.CaptureFixt
     assert out[0].split() == ["ID", "EPOCH", "RACK", "ENDPOINTS"]
     assert [ln.split()[0] for ln in out[1:]] == ["1", "2", "3"]
     assert "PLAINTEXT://127.0.0.1:9091" in out[1]
+    assert main(env.args("controller", "status", write=False)) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "Active controller: 7",
+        "Elected at:        2023-11-14T22:13:20.000Z",
+        "Controller epoch:  5 (zkVersion 0)",
+    ]
     assert main(env.args("controller", "status", "--json", write=False)) == 0
     assert json.loads(capsys.readouterr().out) == {
         "broker_id": 7,
         "timestamp": "1700000000000",
+        "elected_at": "2023-11-14T22:13:20.000Z",
         "epoch": 5,
         "epoch_zk_version": 0,
     }

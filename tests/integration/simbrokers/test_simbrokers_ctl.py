@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from core.kafka.envelope import encode_request
 from core.kafka.requests import RequestApi
 from simbrokers.control import parse_control
 from simbrokers.ctl import main
+from sinks.local_services import DEFAULT_RUN_DIR, save_records
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]
@@ -116,3 +118,20 @@ def test_broker_shutdown_publishes_a_control_message(env: Env, capsys: pytest.Ca
     assert main(env.args("kill", "9", "--control-topic", env.control, write=False)) == 1
     assert "broker 9 is not registered" in capsys.readouterr().err
     assert main(env.args("fault", "3", "slow-follower", "--control-topic", env.control, write=False)) == 2
+
+
+def test_without_addresses_it_connects_where_local_up_recorded(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``--zookeeper`` / ``--bootstrap-server`` and no environment: the services ``livectl local up``
+    recorded in ``run/local/services.json`` of the working directory, as for the admin commands."""
+    write_tree(env.zk)
+    monkeypatch.delenv("LIVECTL_ZOOKEEPER", raising=False)
+    monkeypatch.delenv("LIVECTL_BOOTSTRAP_SERVER", raising=False)
+    records = {"zookeeper": {"address": env.zk_connect}, "broker": {"address": env.bootstrap}}
+    save_records(tmp_path / DEFAULT_RUN_DIR, records)
+    monkeypatch.chdir(tmp_path)
+    assert main(["fault", "1", "disk-failure", "--control-topic", env.control]) == 0
+    assert [(m.broker_id, m.command) for m in (parse_control(k, v) for k, v in env.read(env.control, 1))] == [
+        (1, "disk-failure")
+    ]

@@ -29,6 +29,7 @@ from core.events import AlterPartition, ControlledShutdown, Event, LeaderAndIsrR
 from core.kafka.envelope import encode_envelope, encode_request
 from core.kafka.requests import SHARED_BROKER_ID, Addressee, RequestApi
 from simbrokers.control import ControlCommand
+from sinks.local_services import DEFAULT_RUN_DIR, save_records
 
 pytestmark = pytest.mark.integration
 
@@ -48,17 +49,18 @@ class Env:
     procs: list[subprocess.Popen[bytes]]
     tmp: Path
 
-    def start(self, brokers: str, *extra: str) -> subprocess.Popen[bytes]:
+    def start(self, brokers: str, *extra: str, addresses: bool = True, cwd: Path = REPO) -> subprocess.Popen[bytes]:
+        """One ``python -m simbrokers`` process; ``addresses=False`` leaves out ``--zookeeper`` and
+        ``--bootstrap-server`` and their environment variables (the defaults' lookup decides)."""
+        connect = ["--zookeeper", self.zk_connect, "--bootstrap-server", self.bootstrap] if addresses else []
+        environ = {k: v for k, v in os.environ.items() if k not in ("LIVECTL_ZOOKEEPER", "LIVECTL_BOOTSTRAP_SERVER")}
         cmd = [
             sys.executable,
             "-m",
             "simbrokers",
             "--brokers",
             brokers,
-            "--zookeeper",
-            self.zk_connect,
-            "--bootstrap-server",
-            self.bootstrap,
+            *connect,
             "--requests-topic",
             self.requests,
             "--events-topic",
@@ -70,7 +72,7 @@ class Env:
             *extra,
         ]
         log = (self.tmp / f"simbrokers-{brokers}.log").open("wb")
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=environ, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(proc)
         return proc
 
@@ -294,3 +296,19 @@ def test_a_shared_update_metadata_is_applied_by_its_addressees_only(env: Env) ->
     env.wait_for(lambda: epochs()[1] == 5 and epochs()[2] == 5, what="brokers 1 and 2 to apply it")
     # the same status write saw broker 3 after the same message: not addressed, not applied
     assert epochs()[3] == -1
+
+
+def test_without_addresses_brokers_join_the_services_local_up_recorded(env: Env) -> None:
+    """No ``--zookeeper`` / ``--bootstrap-server``, no ``$LIVECTL_*``: the brokers take the addresses
+    ``livectl local up`` recorded in ``run/local/services.json`` of their working directory, as the admin
+    commands do; they register there and answer on its Kafka."""
+    cwd = env.tmp / "cwd"
+    save_records(
+        cwd / DEFAULT_RUN_DIR, {"zookeeper": {"address": env.zk_connect}, "broker": {"address": env.bootstrap}}
+    )
+    env.start("5", addresses=False, cwd=cwd)
+    env.wait_for(lambda: env.zk.exists("/brokers/ids/5") is not None, what="broker 5 registered")
+    port = registration(env, 5)[0]["port"]
+    env.send(5, RequestApi.LEADER_AND_ISR, lisr(5, 0, [5], [5], [(5, port)]), batch=1)
+    answers = env.wait_events(lambda e: isinstance(e, LeaderAndIsrResponse) and e.broker_id == 5)
+    assert answers

@@ -5,6 +5,7 @@ one that help names. ``livectl conf path …`` is cheap and is run for real."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -89,6 +90,25 @@ def _command(where: str, tokens: list[str]) -> Command | None:
     return None
 
 
+def _spark_submit(where: str, tokens: list[str]) -> list[Command]:
+    """A ``spark-submit`` line that runs livectl's entry (a path ending in ``streaming/main.py``, the
+    checkout's or a packed environment's): spark-submit's own options are checked against the virtual
+    environment's ``spark-submit --help`` (as ``source .venv/bin/activate`` gives it), the entry's against
+    ``python streaming/main.py --help``."""
+    for i, token in enumerate(tokens):
+        if Path(token).name != "spark-submit":
+            continue
+        rest = tokens[i + 1 :]
+        app = next((j for j, t in enumerate(rest) if t.endswith("streaming/main.py")), None)
+        if app is None:
+            return []
+        return [
+            Command(where, (str(BIN / "spark-submit"),), _options(rest[:app])),
+            Command(where, (sys.executable, str(ROOT / "streaming" / "main.py")), _options(rest[app + 1 :])),
+        ]
+    return []
+
+
 def _options(tokens: list[str]) -> tuple[str, ...]:
     return tuple(t.split("=", 1)[0] for t in tokens if t.startswith("--") and len(t) > 2)
 
@@ -103,9 +123,11 @@ def documented_commands(page_list: list[Path]) -> list[Command]:
             for number, line in _logical_lines(block):
                 where = f"{page.relative_to(ROOT)}:{number}"
                 for text in [line, *_SUBSHELL.findall(line)]:
-                    command = _command(where, _tokens(_SUBSHELL.sub("SUBSHELL", text) if text is line else text))
+                    tokens = _tokens(_SUBSHELL.sub("SUBSHELL", text) if text is line else text)
+                    command = _command(where, tokens)
                     if command is not None:
                         found.append(command)
+                    found += _spark_submit(where, tokens)
     return found
 
 
@@ -127,7 +149,10 @@ def table_commands(page: Path) -> list[Command]:
 
 
 def _run(argv: tuple[str, ...]) -> tuple[int, str]:
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    # the virtual environment first on PATH, as the docs' `source .venv/bin/activate` (spark-submit finds
+    # Spark through the python it finds there)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     return done.returncode, done.stdout + done.stderr
 
 
@@ -155,7 +180,15 @@ def _problems(commands: list[Command]) -> list[str]:
 def test_every_documented_command_runs_with_help_and_knows_its_options() -> None:
     commands = documented_commands(pages()) + table_commands(ROOT / "README.md")
     programs = {Path(c.argv[-1]).name if c.argv[0] == sys.executable else Path(c.argv[0]).name for c in commands}
-    assert {"livectl", "livectl-simbrokers", "quickstart", "test", "simbrokers"} <= programs, programs
+    assert {
+        "livectl",
+        "livectl-simbrokers",
+        "quickstart",
+        "test",
+        "simbrokers",
+        "spark-submit",
+        "main.py",
+    } <= programs, programs
     assert len(commands) > 40
     assert _problems(commands) == []
 
@@ -205,3 +238,21 @@ def test_a_wrong_command_or_option_is_reported() -> None:
     assert len(problems) == 2, problems
     assert problems[0].startswith("docs/example.md:2: `livectl topics --help` does not know --no-such-option")
     assert problems[1].startswith("docs/example.md:5: `livectl no-such-command --help` exits 2")
+
+
+def test_a_spark_submit_line_is_checked_against_spark_submit_and_livectls_entry() -> None:
+    tokens = _tokens(
+        "$SPARK_HOME/bin/spark-submit --master spark://h:7077 --conf a=b --jars x.jar "
+        "environment/lib/python3.11/site-packages/streaming/main.py --controller-id 1 --zookeeper zk:2181"
+    )
+    commands = _spark_submit("docs/example.md:1", tokens)
+    assert [(Path(c.argv[-1]).name, c.options) for c in commands] == [
+        ("spark-submit", ("--master", "--conf", "--jars")),
+        ("main.py", ("--controller-id", "--zookeeper")),
+    ]
+    assert _spark_submit("docs/example.md:1", _tokens("spark-submit --jars x.jar other.py --flag")) == []
+    wrong = [Command("docs/example.md:1", commands[1].argv, ("--no-such-flag",))]
+    (problem,) = _problems(wrong)
+    assert problem.startswith("docs/example.md:1: `python ") and problem.endswith(
+        "streaming/main.py --help` does not know --no-such-flag"
+    )

@@ -68,13 +68,15 @@ def _pages() -> dict[str, str]:
 
 
 def _undescribed(page: str) -> list[str]:
-    """The options and arguments of a page that have no help text."""
+    """The options and arguments of a page that have no help text: those under "options" and "positional
+    arguments", and the options of every argument group (a section whose entries start with ``-``)."""
     missing: list[str] = []
     for title, lines in _sections(page).items():
-        if title not in ("options", "positional arguments"):
-            continue
+        whole = title in ("options", "positional arguments")
         for i, line in enumerate(lines):
             if not _ENTRY.match(line) or re.search(r"\S {2,}\S", line.strip()):
+                continue
+            if not whole and not line.startswith("  -"):
                 continue
             following = lines[i + 1] if i + 1 < len(lines) else ""
             described = following.startswith("   ") and not _SUBCOMMAND.match(following)
@@ -105,4 +107,7 @@ def test_an_undescribed_option_is_found() -> None:
     parser.add_argument("--bare")
     parser.add_argument("--long-described-option-name-here", help="on the next line")
     parser.add_argument("thing")
-    assert _undescribed(parser.format_help()) == ["thing", "--bare BARE"]
+    group = parser.add_argument_group("connection")
+    group.add_argument("--grouped", help="described in its group")
+    group.add_argument("--grouped-bare")
+    assert _undescribed(parser.format_help()) == ["thing", "--bare BARE", "--grouped-bare GROUPED_BARE"]

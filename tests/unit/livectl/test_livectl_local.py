@@ -27,21 +27,64 @@ def test_missing_zookeeper_package_names_the_install_command(monkeypatch: pytest
         local.check_zookeeper_installed()
 
 
+def _checkout_without_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A checkout (scripts/setup beside the packages) whose setup has not resolved Kafka's jars yet."""
+    monkeypatch.delenv(kafka_server.KAFKA_LIBS_ENV, raising=False)
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / "setup").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(kafka_server, "PACKAGE_ROOT", root)
+    return root
+
+
 def test_missing_kafka_jars_say_what_and_to_run_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv(kafka_server.KAFKA_LIBS_ENV, str(tmp_path))  # an empty folder
+    root = _checkout_without_jars(monkeypatch, tmp_path)
     with pytest.raises(local.LocalServiceError, match=r"Apache Kafka's jars are missing .*run scripts/setup") as err:
         local.kafka_classpath()
-    assert "\n" not in str(err.value) and str(tmp_path) in str(err.value)
+    assert "\n" not in str(err.value) and str(root / ".cache" / "jvm" / "kafka") in str(err.value)
+    assert "LIVECTL_KAFKA_LIBS" in str(err.value)
+    monkeypatch.setenv(kafka_server.KAFKA_LIBS_ENV, str(tmp_path))
     (tmp_path / "kafka_2.13-3.9.2.jar").write_bytes(b"")
     assert local.kafka_classpath() == f"{tmp_path}/*"
 
 
 def test_local_up_without_kafka_jars_starts_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv(kafka_server.KAFKA_LIBS_ENV, str(tmp_path / "no-jars"))
+    _checkout_without_jars(monkeypatch, tmp_path)
     services = local.LocalServices(tmp_path / "run")
     with pytest.raises(local.LocalServiceError, match="run scripts/setup"):
         services.up()
     assert services.services == {} and not (tmp_path / "run").exists()  # ZooKeeper was not started either
+
+
+def test_installed_without_a_checkout_missing_kafka_jars_say_to_set_the_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """From a wheel there is no scripts/setup to run: the one line says which variable to set, to what."""
+    monkeypatch.delenv(kafka_server.KAFKA_LIBS_ENV, raising=False)
+    monkeypatch.setattr(kafka_server, "PACKAGE_ROOT", tmp_path / "site-packages")
+    with pytest.raises(local.LocalServiceError) as err:
+        local.kafka_classpath()
+    assert str(err.value) == (
+        "Apache Kafka's jars are missing: set LIVECTL_KAFKA_LIBS to the libs/ folder of an Apache Kafka 3.9 "
+        "distribution (https://kafka.apache.org/downloads)"
+    )
+    monkeypatch.setenv(kafka_server.KAFKA_LIBS_ENV, str(tmp_path / "kafka" / "libs"))
+    with pytest.raises(local.LocalServiceError, match=r"LIVECTL_KAFKA_LIBS=.*/kafka/libs has no kafka_2\.13-\*\.jar"):
+        local.kafka_classpath()
+
+
+def test_local_up_says_everything_missing_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Neither ZooKeeper's package nor Kafka's jars: both are named, with how to get them, and nothing starts."""
+    monkeypatch.setattr(local, "ZOOKEEPER_JAR", tmp_path / "zookeeper.jar")
+    monkeypatch.setenv(kafka_server.KAFKA_LIBS_ENV, str(tmp_path / "no-jars"))
+    services = local.LocalServices(tmp_path / "run")
+    with pytest.raises(local.LocalServiceError) as err:
+        services.up()
+    message = str(err.value)
+    assert "\n" not in message
+    assert "apt-get install -y zookeeper" in message and "LIVECTL_KAFKA_LIBS" in message
+    assert services.services == {} and not (tmp_path / "run").exists()
+    assert local.missing_prerequisites(zookeeper=False, kafka=False) == []
 
 
 def test_the_default_kafka_jars_are_the_ones_scripts_setup_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
