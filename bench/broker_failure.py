@@ -1,7 +1,7 @@
 """Benchmark: broker failure end to end, beside the raw ZooKeeper write rate of the same machine.
 
 For each size (default 1k, 10k, 100k partitions; 10 brokers; replication factor 3; 100 partitions per
-topic, Kafka's default placement) on real local services (ZooKeeper + tansu, free ports, stopped by PID):
+topic, Kafka's default placement) on real local services (ZooKeeper + Apache Kafka, free ports, stopped by PID):
 
 1. a fresh ZooKeeper chroot gets the cluster in Kafka's layout (``/brokers/topics/<t>``, every
    ``…/partitions/<p>/state``; leader = first replica, ISR = all) and ten broker registrations, each

@@ -4,7 +4,7 @@ The messages are those of a 100k-partition broker failure and controller failove
 builds them (as ``bench/request_sink_cost.py`` does: ``--buckets`` buckets' decision rows, decoded by the
 dispatcher's :func:`streaming.dispatch.decode_row`, then :func:`sinks.requests.request_messages`). For each
 codec (``none``, ``gzip``, ``snappy``, ``lz4``, ``zstd``) the product's :class:`sinks.requests.RequestSink`
-(transactional, as the controller runs it) sends them to a fresh topic of a real tansu broker (started
+(transactional, as the controller runs it) sends them to a fresh topic of a real Apache Kafka broker (started
 through :mod:`livectl.local` on a free loopback port, stopped by PID), and the script records
 
 * ``send_s``: the sink's send of the prebuilt messages — compression on the producer, the produce
@@ -77,7 +77,7 @@ def send_once(bootstrap: str, codec: str, msgs: list[rq.OutboundMessage], topic:
         requests_topic=topic,
         transactional_id=f"bench-{topic}",
         compression=codec,
-        # uncompressed, tansu takes ~5 MB/s here: the failover's 199 MB need more than the default 30 s
+        # uncompressed, the failover's 199 MB took more than the default 30 s on the earlier broker (tansu, ~5 MB/s)
         # (kafka-python refuses a request timeout over its 120 s delivery timeout)
         timeout_s=110,
     ) as sink:
@@ -134,8 +134,8 @@ def main() -> None:
         print(f"{event}: {len(messages[event])} messages, {raw / 1e6:.1f} MB", flush=True)
         results[event] = {"messages": len(messages[event]), "raw_bytes": raw, "runs": {c: [] for c in codecs}}
     run_dir = Path(tempfile.mkdtemp(prefix="livectl-bench-compression-"))
-    broker = local.start_broker(run_dir / "broker", local.free_port())
-    print(f"tansu {broker.bootstrap} (pid {broker.pid})", flush=True)
+    broker = local.start_kafka(run_dir / "broker")
+    print(f"Kafka {broker.bootstrap} (pid {broker.pid})", flush=True)
     try:
         for rnd in range(args.rounds):
             order = codecs if rnd % 2 == 0 else list(reversed(codecs))
@@ -153,7 +153,7 @@ def main() -> None:
                         flush=True,
                     )
     finally:
-        local.stop_process(broker.pid, broker.marker)
+        local.stop_kafka(broker)
     rows = []
     for event in events:
         runs = results[event]["runs"]

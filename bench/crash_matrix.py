@@ -1,7 +1,7 @@
 """Crash matrix: the controller process SIGKILLed at points taken from ZooKeeper watches; every point must
 converge to the tree a clean run leaves.
 
-Real services on free loopback ports (Debian's ZooKeeper, the tansu broker), five simulated broker
+Real services on free loopback ports (Debian's ZooKeeper, Apache Kafka), five simulated broker
 *processes* (``python -m simbrokers``, one each), and the controller as real ``livectl run`` processes (each
 its own Spark driver, ``local[2]``) on one shared checkpoint. For each point, on topics of its own:
 

@@ -20,7 +20,7 @@ buckets emit them (:func:`streaming.stateful.decision_rows`), puts them in an Ar
 The ZooKeeper sink is a recorder that accepts every write (its own cost is not the driver's Python);
 the request sink is :class:`sinks.memory.MemoryRequestSink` (the product's message building, no send).
 ``--kafka`` sends the messages for real: the product's request sink (:class:`sinks.requests.RequestSink`,
-transactional, zstd) to a tansu broker this script starts (with ZooKeeper, stopped by PID), a fresh sink
+transactional, zstd) to an Apache Kafka broker this script starts (with ZooKeeper, stopped by PID), a fresh sink
 per round as a standby's first micro-batch has it (its producer made and initialised, the topic's tail read
 for the batch's messages), after the same batch of a predecessor is on the topic (what the tail read then
 scans); ``requests_s`` is then the whole request step, tail read, sends and ``flush``.
@@ -337,7 +337,7 @@ def main() -> None:
     ap.add_argument("--event", choices=["failover", "failure", "both"], default="both")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--audit", action="store_true", help="the state-change log on (the product's default)")
-    ap.add_argument("--kafka", action="store_true", help="the product's request sink, to a tansu broker")
+    ap.add_argument("--kafka", action="store_true", help="the product's request sink, to an Apache Kafka broker")
     ap.add_argument(
         "--crc",
         choices=["installed", "both", "c", "py"],

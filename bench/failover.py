@@ -1,6 +1,6 @@
 """Benchmark: controller failover with 100k partitions — standby takeover and cold start.
 
-On real local services (ZooKeeper + tansu, free ports, stopped by PID), a ZooKeeper chroot gets a
+On real local services (ZooKeeper + Apache Kafka, free ports, stopped by PID), a ZooKeeper chroot gets a
 cluster in Kafka's layout (default 100k partitions: 1,000 topics × 100, replication factor 3, 10
 brokers each holding its registration with its own kazoo session). Then:
 

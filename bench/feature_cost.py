@@ -3,7 +3,7 @@
 The issue's cost clause: the observability features (the metrics endpoint and status page; the audit table,
 ``--features audit``) must keep the micro-batch time within 5 % of the controller without them. For each
 configuration — the baseline (every feature off) and the chosen features on — interleaved ``--rounds``
-times on real local services (ZooKeeper + tansu, free ports, stopped by PID) and one SparkSession:
+times on real local services (ZooKeeper + Apache Kafka, free ports, stopped by PID) and one SparkSession:
 
 The order alternates between rounds (baseline first, then the features first: ABBA), because the first
 configuration in a session also pays warm-up. Per configuration:

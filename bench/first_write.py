@@ -5,7 +5,7 @@ tail of the topic (what of the batch is there already: :func:`sinks.requests.rea
 its transactional producer (which fences the previous controller's) and sends. The tail then holds the previous
 controller's last batch: ~1 MB messages, which the tail read's consumer fetches and decompresses. This script
 sends a 100k-partition failover's requests (2 buckets, as shipped: 86 messages, 75 MB of values, zstd) through
-the product's :class:`sinks.requests.RequestSink` to a real tansu broker (free loopback port, stopped by PID):
+the product's :class:`sinks.requests.RequestSink` to a real Apache Kafka broker (free loopback port, stopped by PID):
 first as an earlier controller, then ``--rounds`` times as a new controller (a new sink, a new epoch, the next
 batch id), its first write timed and then a second one (no tail read, producer started), the tail read's
 first window alternating between ``--windows`` (ABBA). Prints the medians and the ratio to the first window.
@@ -57,8 +57,8 @@ def main() -> None:
     payloads, _ = bucket_decisions(args.partitions // args.buckets, args.buckets, "failover")
     requests = [d for d in decode_rows(payloads) if isinstance(d, dc.BrokerRequest)]
     run_dir = Path(tempfile.mkdtemp(prefix="livectl-bench-first-write-"))
-    broker = local.start_broker(run_dir / "broker", local.free_port())
-    print(f"tansu {broker.bootstrap} (pid {broker.pid}); {len(requests)} requests", flush=True)
+    broker = local.start_kafka(run_dir / "broker")
+    print(f"Kafka {broker.bootstrap} (pid {broker.pid}); {len(requests)} requests", flush=True)
     first: dict[str, list[float]] = {v[0]: [] for v in variants}
     second: dict[str, list[float]] = {v[0]: [] for v in variants}
     messages = 0
@@ -86,7 +86,7 @@ def main() -> None:
                 second[label].append(t2 - t1)
                 print(f"round {r} {label}: first write {t1 - t0:.2f} s, second {t2 - t1:.2f} s", flush=True)
     finally:
-        local.stop_process(broker.pid, broker.marker)
+        local.stop_kafka(broker)
     base = statistics.median(first[variants[0][0]])
     rows: list[list[Any]] = []
     for label, _, _ in variants:

@@ -1,12 +1,12 @@
 """Benchmark: what an idle controller costs in CPU, per trigger interval — the shipped trigger of 0 (the
 source's read waits for records) beside a processing-time trigger (``1 second``, the default before).
 
-On real local services (ZooKeeper + tansu, free ports, stopped by PID) and one SparkSession (``local[2]``,
+On real local services (ZooKeeper + Apache Kafka, free ports, stopped by PID) and one SparkSession (``local[2]``,
 shipped defaults otherwise): for each ``--triggers`` value in turn (ABBA over ``--rounds``), a fresh
 ZooKeeper chroot gets ``--partitions`` partitions in Kafka's layout and ten broker registrations, the
 controller starts on an empty checkpoint and loads them, then nothing happens for ``--seconds``: the CPU
 seconds the controller's process tree (this process, its Spark JVM, its Python workers and source
-runner) and the services (ZooKeeper, tansu) used meanwhile, read from ``/proc``, are reported as a share
+runner) and the services (ZooKeeper, Kafka) used meanwhile, read from ``/proc``, are reported as a share
 of one core, with the ratio against the first trigger.
 
 Run::
@@ -156,7 +156,7 @@ def main() -> None:
             ]
         )
     print()
-    print_table(["trigger", "runs", "controller % of a core", "ZooKeeper + tansu %", "ratio to first"], rows)
+    print_table(["trigger", "runs", "controller % of a core", "ZooKeeper + Kafka %", "ratio to first"], rows)
     print(f"\nresults: {write_results('idle_cost', results)}")
 
 

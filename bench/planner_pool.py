@@ -5,7 +5,7 @@ processes (``pyspark.sql.worker.plan_data_source_read``) forked from pyspark's o
 nothing: each imports pyspark's SQL worker, pyarrow and livectl's source. Spark pools them per Python
 executable, worker module and environment, and closes one idle for a minute. A takeover's first batch met
 them cold (``bench/README.md``, "Where a takeover's failover batch waits"). This script runs three queries
-of livectl's ``livectl-kafka`` source, one after the other, on a real tansu broker (free loopback port,
+of livectl's ``livectl-kafka`` source, one after the other, on a real Apache Kafka broker (free loopback port,
 stopped by PID) in one local SparkSession (shipped ``spark-defaults.conf``): the first with no planner
 process yet, the second right after it (the pool holds the first's), the third after ``--idle`` seconds
 (Spark's idle timeout is a minute), and a fourth after as long idle while livectl's
@@ -93,7 +93,7 @@ def main() -> None:
     args = ap.parse_args()
     load = None if args.no_wait_quiet else wait_quiet()
     run_dir = Path(tempfile.mkdtemp(prefix="livectl-bench-planner-"))
-    broker = local.start_broker(run_dir / "broker", local.free_port())
+    broker = local.start_kafka(run_dir / "broker")
     results: dict[str, Any] = {"args": vars(args), "load_at_start": load}
     try:
         ensure_topics(broker.bootstrap, list(TOPICS))
@@ -121,7 +121,7 @@ def main() -> None:
         producer.close()
         spark.stop()
     finally:
-        local.stop_process(broker.pid, broker.marker)
+        local.stop_kafka(broker)
     rows = [
         [name, r["to_first_foreach_batch_s"], r["first_add_batch_ms"], r["planner_processes_forked"]]
         for name, r in results["runs"].items()

@@ -1,7 +1,7 @@
 """Benchmark: the admin-path watcher's first round after a failover — it reads every topic znode (setting
 the data watch Kafka's ``PartitionModificationsHandler`` sets) and, before, decoded each one too.
 
-ZooKeeper and a tansu broker started here (stopped by PID), a tree of ``--partitions`` partitions (100 per
+ZooKeeper and an Apache Kafka broker started here (stopped by PID), a tree of ``--partitions`` partitions (100 per
 topic: 1,000 topic znodes at 100k) read once by a :class:`streaming.zk_snapshot.SnapshotReader`; then, per
 round and alternating, a new watcher primed with that snapshot does its first round (``sync``, what
 ``start`` runs first):

@@ -32,7 +32,8 @@ def _local_up(args: argparse.Namespace) -> int:
     zk, broker = services.zookeeper, services.broker
     assert zk is not None and broker is not None
     print(f"ZooKeeper   {zk.address}  (pid {zk.pid}, log {zk.log})")
-    print(f"Kafka       {broker.address}  (tansu, pid {broker.pid}, log {broker.log})")
+    print(f"Kafka       {broker.address}  (Apache Kafka, KRaft, pid {broker.pid}, log {broker.log})")
+    print(f"Kafka data  {broker.data_dir}  (kept by `local down`: the next `up` has the same topics)")
     print(f"state       {args.run_dir / local_services.STATE_FILE}")
     print(f"use:        --zookeeper {zk.address} --bootstrap-server {broker.address}")
     print("stop with:  livectl local down")
@@ -62,7 +63,7 @@ def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser("local", help="start, stop and inspect the real local services (ZooKeeper, broker)")
     lsub = p.add_subparsers(dest="local_cmd", required=True)
     for name, fn, helptext in (
-        ("up", _local_up, "start ZooKeeper and the tansu broker on loopback"),
+        ("up", _local_up, "start ZooKeeper and Apache Kafka (KRaft, durable log dir) on loopback"),
         ("down", _local_down, "stop the services started by `up`, by PID"),
         ("status", _local_status, "show what runs and whether it answers"),
     ):
@@ -70,7 +71,7 @@ def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sp.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR, help="run folder (default: %(default)s)")
         if name == "up":
             sp.add_argument("--zookeeper-port", type=int, default=0, help="default: a free port")
-            sp.add_argument("--broker-port", type=int, default=0, help="default: a free port")
+            sp.add_argument("--broker-port", type=int, default=0, help="default: the last one if free, else free")
         if name == "status":
             sp.add_argument("--json", action="store_true", help="print JSON")
         sp.set_defaults(func=fn)

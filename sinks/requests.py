@@ -980,7 +980,7 @@ def read_tail_identities(
         found: set[tuple[int, str]] = set()
         for tp in tps:
             if ends[tp] <= begins[tp]:
-                continue  # empty (tansu may report an end below the true one, never 0 for a non-empty log)
+                continue  # empty (tansu, the earlier local broker, reported ends short but never 0 for a non-empty log)
             consumer.assign([tp])
             got = _scan_partition(
                 consumer,
@@ -1074,7 +1074,7 @@ def _later_batch(batches: Sequence[int | None], batch_id: int) -> bool:
 
 def _window_settles(begin: int, start: int, batches: Sequence[int | None], batch_id: int) -> bool:
     """Whether records read from ``start`` reach back far enough for ``batch_id``: to the log's beginning, or
-    to a message of an earlier batch (none read: an empty log, or a tail tansu reported short)."""
+    to a message of an earlier batch (none read: an empty log, or a tail reported short, as tansu did)."""
     return start <= begin or not batches or batches[0] is None or batches[0] < batch_id
 
 
@@ -1165,7 +1165,8 @@ def ensure_topics(
     replication: int = 1,
     client_config: Mapping[str, Any] | None = None,
 ) -> None:
-    """Create whichever of ``topics`` do not exist (tansu needs topics created explicitly)."""
+    """Create whichever of ``topics`` do not exist, with ``partitions``: a broker may not create topics on
+    first use (``auto.create.topics.enable=false``), and one that does gives them its default partitions."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError

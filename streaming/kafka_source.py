@@ -27,8 +27,9 @@ micro-batch to the checkpoint's offset log before running it, so a query stopped
 checkpoint resumes at exactly that offset: no record is read twice and none is skipped; a batch that was
 planned but not committed is re-read with :meth:`KafkaStreamReader.readBetweenOffsets`, deterministically.
 End offsets are taken from the records actually read (the offset of the last one + 1), never from the
-broker's reported end, which the tansu broker under-reports. No consumer group is used (``assign`` +
-``seek``); nothing is committed to Kafka. Partitions that appear later start at their beginning.
+broker's reported end, which tansu (the local broker before Apache Kafka) under-reported. No consumer
+group is used (``assign`` + ``seek``); nothing is committed to Kafka. Partitions that appear later start
+at their beginning.
 
 **Data loss** (Spark's ``failOnDataLoss``). Before each read the source fetches, per partition, the record
 just before the offset it is to read from, and checks that it is the record it read there (its mark):
@@ -185,8 +186,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 bootstrap_servers=self.options.bootstrap_servers,
                 enable_auto_commit=False,
                 group_id=None,
-                # how soon a record is seen while a read waits: tansu answers a parked fetch only when its
-                # wait is over, whatever arrives meanwhile (Kafka answers at once); shorter costs the idle
+                # how soon a record is seen while a read waits: tansu answered a parked fetch only when its
+                # wait was over, whatever arrived meanwhile (Kafka answers at once); shorter costs the idle
                 # controller CPU in fetches (bench/README.md, "Fifth round of issue 15")
                 fetch_max_wait_ms=min(self.options.poll_timeout_ms, FETCH_MAX_WAIT_MS),
                 max_poll_records=min(self.options.max_records_per_batch, 5000),
@@ -224,8 +225,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
     def _list_offsets(self, which: str, tps: list[Any]) -> dict[Any, int]:
         """The log start (``which="beginning"``) or end offsets of ``tps``. kafka-python leaves out of its
         answer a partition the broker answered without an offset and no error, then fails looking it up
-        (``KeyError``; seen with tansu on a loaded machine, for a topic that exists): such partitions are
-        asked again, one at a time, for up to :data:`OFFSETS_RETRY_S` — a transient answer must not stop
+        (``KeyError``; seen with tansu, the earlier local broker, for a topic that exists): such partitions
+        are asked again, one at a time, for up to :data:`OFFSETS_RETRY_S` — a transient answer must not stop
         the controller's query — and only then is it an error naming the partitions."""
         c = self._client()
         ask = c.beginning_offsets if which == "beginning" else c.end_offsets
@@ -253,7 +254,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             time.sleep(0.2)
 
     def _true_ends(self) -> tuple[Positions, Marks]:
-        """The next offset to be written per partition, read to the real end (tansu under-reports), and the
+        """The next offset to be written per partition, read to the real end (tansu under-reported it), and the
         marks of the last records."""
         tps = self._partitions()
         c = self._client()
@@ -277,7 +278,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
     def _behind(self, tps: list[Any]) -> bool:
         """Whether the broker's last fetch answers put a partition's high watermark past where the consumer
         stands (records it has that this read has not had yet). Fetch answers carry the true high
-        watermark, unlike tansu's ListOffsets."""
+        watermark, unlike tansu's ListOffsets (the earlier local broker)."""
         c = self._client()
         for tp in tps:
             hw = c.highwater(tp)
@@ -321,7 +322,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 out[key] = at[0] if at else None
                 del pending[key]
             for key, tp in list(pending.items()):
-                # tansu answers a fetch past the end with nothing: its high watermark says the log ends earlier
+                # a fetch past the end answered with nothing (tansu's way): the high watermark says the log ends earlier
                 hw = c.highwater(tp)
                 if hw is not None and hw <= wanted[key]:
                     out[key] = None

@@ -121,14 +121,14 @@ def zookeeper(services_dir: Path) -> Iterator[local.Service]:
 
 @pytest.fixture(scope="session")
 def kafka_broker(services_dir: Path) -> Iterator[local.Service]:
-    """The real tansu Kafka-protocol broker; ``.bootstrap`` is ``127.0.0.1:PORT``."""
-    svc = local.start_broker(services_dir / "broker", local.free_port())
+    """Apache Kafka (one KRaft node, the jars scripts/setup resolves); ``.bootstrap`` is ``127.0.0.1:PORT``."""
+    svc = local.start_kafka(services_dir / "broker")
     _SESSION_SERVICES[svc.name] = svc
     try:
         yield svc
     finally:
         _SESSION_SERVICES.pop(svc.name, None)
-        local.stop_process(svc.pid, svc.marker)
+        local.stop_kafka(svc)
 
 
 @pytest.fixture(scope="session")

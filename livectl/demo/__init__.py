@@ -3,8 +3,8 @@ controller decided.
 
 What it starts (and stops again, by PID, at the end or on Ctrl-C):
 
-1. ZooKeeper (Debian's package) and the tansu Kafka-protocol broker on free loopback ports, in the run
-   folder (default ``run/demo``), through :mod:`livectl.local`;
+1. ZooKeeper (Debian's package) and Apache Kafka (one KRaft node) on free loopback ports, in the run
+   folder (default ``run/demo``; each run starts from empty data folders), through :mod:`livectl.local`;
 2. ``--brokers N`` simulated brokers (ids 1..N), **one process each** (``python -m simbrokers``), so a hard
    kill is a real SIGKILL and a controlled shutdown a real SIGTERM; each writes ``brokers/broker-<id>.json``
    (its own view: role, leader, leader epoch, ISR of every partition it hosts);

@@ -23,7 +23,7 @@ class Observer(threading.Thread):
 
     * ZooKeeper (Kafka's layout) every ``zk_interval_s`` → :class:`scenario.ClusterView`, changes printed;
     * ``livectl.requests`` and ``livectl.admin-results`` from their end at :meth:`open` time (assign +
-      seek: consumer groups join slowly on tansu) → printed, requests kept for the checks;
+      seek: no consumer group to join) → printed, requests kept for the checks;
     * the brokers' ``--status-file`` documents in ``status_dir``.
     """
 

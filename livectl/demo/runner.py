@@ -137,7 +137,7 @@ class Demo:
             self.record_processes()
             self.tl.line(
                 "demo",
-                f"ZooKeeper {zk.address} (pid {zk.pid}), Kafka/tansu {br.address} (pid {br.pid}) "
+                f"ZooKeeper {zk.address} (pid {zk.pid}), Kafka {br.address} (pid {br.pid}) "
                 f"up in {time.monotonic() - started:.1f} s",
             )
         else:
@@ -454,7 +454,7 @@ class Demo:
 
     def _teardown(self) -> None:
         """Brokers (asked to exit at once; SIGKILL after 10 s or on a second Ctrl-C), the controller, Spark
-        (its JVM ends when its stdin closes), then ZooKeeper and tansu. Every PID is checked afterwards."""
+        (its JVM ends when its stdin closes), then ZooKeeper and Kafka. Every PID is checked afterwards."""
         self.tl.header("stopping everything this demo started")
         ours: dict[int, str] = {}
         for bid, bp in sorted(self.brokers.items()):
@@ -466,7 +466,7 @@ class Demo:
                 ours[pid] = f"Spark worker ({cmdline(pid)[:60]})"
         if self.services is not None:
             for name, svc in self.services.services.items():
-                ours[svc.pid] = "ZooKeeper" if name == "zookeeper" else "tansu (Kafka)"
+                ours[svc.pid] = "ZooKeeper" if name == "zookeeper" else "Kafka"
 
         if self.observer is not None:
             # what the controller does while everything shuts down is not part of the scenario

@@ -1,4 +1,4 @@
-"""The demo scenario end to end: real ZooKeeper, the real tansu broker, five simulated broker *processes*,
+"""The demo scenario end to end: real ZooKeeper, real Apache Kafka (KRaft), five simulated broker *processes*,
 the controller query on Spark local, and the scripted scenario of ``livectl demo``.
 
 ``test_demo_scenario`` runs :func:`livectl.demo.run_demo` with the session's services and SparkSession
@@ -257,7 +257,7 @@ def test_demo_command_ctrl_c(tmp_path: Path) -> None:
             started[pid] = with_cmd
         assert sum("simbrokers" in c for c in started.values()) == 4, started
         assert any("ZooKeeperServerMain" in c for c in started.values()), started
-        assert any("tansu" in c for c in started.values()), started
+        assert any("kafka.Kafka" in c for c in started.values()), started
         assert any("SparkSubmit" in c for c in started.values()), started
         os.killpg(proc.pid, signal.SIGINT)
         rest, _ = proc.communicate(timeout=120)

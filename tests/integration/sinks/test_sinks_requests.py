@@ -1,4 +1,4 @@
-"""The request-topic sink against the real tansu broker: merging, Kafka's order, headers, replay."""
+"""The request-topic sink against real Apache Kafka: merging, Kafka's order, headers, replay."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every codec of ``request_compression`` through the real tansu broker: the request sink writes a batch in one
+"""Every codec of ``request_compression`` through real Apache Kafka: the request sink writes a batch in one
 transaction, as the controller does, and a ``read_committed`` consumer (as the simulated brokers read) gets
 the same messages back."""
 

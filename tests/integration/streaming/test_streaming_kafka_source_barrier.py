@@ -1,4 +1,4 @@
-"""The source's failover barrier and explicit starting offsets, against the real tansu broker (no Spark:
+"""The source's failover barrier and explicit starting offsets, against real Apache Kafka (no Spark:
 the reader is driven as Spark drives it, ``initialOffset`` / ``read`` / ``readBetweenOffsets``)."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""How a micro-batch's read ends, against the real tansu broker (no Spark: the reader is driven as Spark
+"""How a micro-batch's read ends, against real Apache Kafka (no Spark: the reader is driven as Spark
 drives it). Records the broker already holds all come in the read, across partitions and produce
-batches — tansu's ListOffsets under-reports a log's end, the fetch answers' high watermark does not —
+batches — the read goes to the log's real end, not the one ListOffsets reports (tansu, the local broker
+before Apache Kafka, under-reported it) —
 and the read does not wait out its poll timeout once they have come (that wait was most of every
 micro-batch's ``latestOffset``)."""
 
@@ -45,8 +46,8 @@ def test_a_read_takes_every_record_the_broker_holds_without_waiting_its_poll_tim
     reader = KafkaStreamReader(SourceOptions.parse(opts))
     try:
         start = reader.initialOffset()
-        # several records per produce batch, several batches per partition: the log's real end is past
-        # what tansu's ListOffsets reports
+        # several records per produce batch, several batches per partition: on tansu the log's real end was
+        # past what its ListOffsets reported
         batches = [[(p, f"{p}-{b}-{i}") for p in (0, 2) for i in range(3)] for b in range(3)]
         _send_batches(kafka_broker.bootstrap, events, batches)
         _send_batches(kafka_broker.bootstrap, admin, [[(0, "command-0"), (0, "command-1")]])

