@@ -7,12 +7,13 @@ Two sources give the query the same rows (``key``, ``value`` as text, ``topic``,
   Spark UI, ``failOnDataLoss``, ``maxOffsetsPerTrigger``, every Kafka client option as ``kafka.<name>``.
   Its jars must be on the session's class path (``spark.jars`` / ``spark-submit --jars``, or
   ``spark.jars.packages``); ``livectl run`` adds those ``scripts/setup`` put in ``.cache/jvm/spark-kafka``
-  (or the ``spark_kafka_jars`` setting's) itself.
+  (or the ``spark_kafka_jars`` setting's) itself when the run may read with it.
 - ``python``: livectl's Python data source (:mod:`streaming.kafka_source`, no jar needed).
 
-The ``query_source`` setting chooses: ``auto`` (the default: :data:`AUTO_PREFERS` when its jar is there,
-else ``python``), ``kafka`` or ``python``. The choice is made once per run (:func:`choose`) and said in one
-log line. ``docs/spark-kafka-source.md`` says what each gives and what was measured.
+The ``query_source`` setting chooses: ``auto`` (the default: :data:`AUTO_PREFERS`, the source measured
+faster; were that ``kafka``, Spark's source when its jar is there, else ``python``), ``kafka`` or ``python``.
+The choice is made once per run (:func:`choose`) and said in one log line. ``docs/spark-kafka-source.md``
+says what each gives and what was measured.
 
 A checkpoint is read by the source that can parse its offsets: Spark's Kafka source cannot parse those the
 Python source writes (they carry record marks for its data-loss check, :data:`streaming.source_options.MARKS`),
@@ -33,8 +34,9 @@ from streaming.source_options import MARKS
 #: the values of the ``query_source`` setting
 CHOICES = ("auto", "kafka", "python")
 
-#: what ``auto`` takes when Spark's Kafka connector is on the class path (docs/spark-kafka-source.md, measured)
-AUTO_PREFERS = "kafka"
+#: what ``auto`` takes: the source measured faster here (docs/spark-kafka-source.md, "Measured side by side":
+#: the Python source, in admin latency and in a 100k-partition broker failure); ``kafka`` is then asked for
+AUTO_PREFERS = "python"
 
 #: the connector's Maven artifact (``org.apache.spark:spark-sql-kafka-0-10_2.13``), as named in jar files
 CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10"
@@ -116,10 +118,12 @@ def python_checkpoint(last_offsets: str | None) -> bool:
     return isinstance(offsets, dict) and MARKS in offsets
 
 
-def choose(setting: str, conf: Mapping[str, str], last_offsets: str | None = None) -> Choice:
+def choose(
+    setting: str, conf: Mapping[str, str], last_offsets: str | None = None, prefers: str = AUTO_PREFERS
+) -> Choice:
     """The source of this run: ``setting`` (``query_source``), the session's Spark properties ``conf`` and
-    the checkpoint's last offset log entry (:func:`python_checkpoint`). ``kafka`` that cannot run is an
-    error naming the setting; ``auto`` says why it took what it took."""
+    the checkpoint's last offset log entry (:func:`python_checkpoint`); ``auto`` takes ``prefers`` where it
+    can run. ``kafka`` that cannot run is an error naming the setting; ``auto`` says why it took what it took."""
     if setting not in CHOICES:
         raise SourceChoiceError(f"setting 'query_source': must be one of {', '.join(CHOICES)}, got {setting!r}")
     if setting == "python":
@@ -140,12 +144,16 @@ def choose(setting: str, conf: Mapping[str, str], last_offsets: str | None = Non
                 "to a new checkpoint_dir with resume_from_checkpoint"
             )
         return Choice("kafka", f"query_source=kafka, {where}")
+    if prefers == "python":
+        return Choice(
+            "python",
+            "query_source=auto takes the source measured faster (docs/spark-kafka-source.md); "
+            "query_source=kafka for Spark's",
+        )
     if where is None:
         return Choice("python", f"query_source=auto, no {CONNECTOR_ARTIFACT} jar on spark.jars / spark.jars.packages")
     if written:
         return Choice("python", "query_source=auto, the checkpoint's offsets were written by the Python source")
-    if AUTO_PREFERS == "python":
-        return Choice("python", f"query_source=auto prefers it (docs/spark-kafka-source.md); {where}")
     return Choice("kafka", f"query_source=auto, {where}")
 
 

@@ -65,11 +65,12 @@ def spark_session(
 
 
 def kafka_connector(settings: Settings, conf: Any) -> list[str]:
-    """The jars of Spark's Kafka connector to add to ``spark.jars`` (:func:`streaming.query_source.connector_jars`):
-    none for ``query_source=python``, or when the properties already name the connector."""
-    from streaming.query_source import connector_configured, connector_jars
+    """The jars of Spark's Kafka connector to add to ``spark.jars`` (:func:`streaming.query_source.connector_jars`)
+    when the run may read with it (``query_source=kafka``, or ``auto`` while it prefers Spark's source), unless the
+    properties already name the connector."""
+    from streaming.query_source import AUTO_PREFERS, connector_configured, connector_jars
 
-    if settings.query_source == "python":
+    if settings.query_source == "python" or (settings.query_source == "auto" and AUTO_PREFERS == "python"):
         return []
     given = {key: conf.get(key) or "" for key in ("spark.jars", "spark.jars.packages")}
     if connector_configured(given) is not None:

@@ -77,8 +77,8 @@ class Settings:
     resume_from_checkpoint: str = ""
     #: most input records read per micro-batch (all topics together)
     max_records_per_batch: int = 10000
-    #: the query's source (:mod:`streaming.query_source`): auto (Spark's Kafka source when its connector is on
-    #: the class path, else the Python source), kafka (Spark's ``format("kafka")``) or python (livectl's own)
+    #: the query's source (:mod:`streaming.query_source`): auto (the one measured faster, livectl's Python source:
+    #: docs/spark-kafka-source.md), kafka (Spark's ``format("kafka")``, its connector on the class path) or python
     query_source: str = "auto"
     #: Spark's Kafka connector for ``livectl run``: a folder of jars or comma-separated jar files added to
     #: ``spark.jars``; "" = ``.cache/jvm/spark-kafka`` (``scripts/setup``) when it is there

@@ -17,7 +17,7 @@ from kafka import KafkaProducer
 from sinks.requests import ensure_topics
 from streaming.checkpoint_fs import HadoopCheckpointStore, batch_ids, child
 from streaming.query import load_query_source, query_options
-from streaming.query_source import choose, connector_jars, python_checkpoint
+from streaming.query_source import SourceChoiceError, choose, connector_jars, python_checkpoint
 from streaming.settings import Settings
 
 pytestmark = [
@@ -114,7 +114,7 @@ def test_the_python_source_continues_a_checkpoint_spark_s_kafka_source_wrote(
     assert len(first) == 10
     assert not python_checkpoint(last_offsets())
     kafka_jars = {"spark.jars": ",".join(connector_jars(""))}
-    assert choose("auto", kafka_jars, last_offsets()).source == "kafka"
+    assert choose("auto", kafka_jars, last_offsets(), prefers="kafka").source == "kafka"
 
     _produce(kafka_broker.bootstrap, s, 10, 5)
     _, second = _drain(spark, replace(s, query_source="python"), checkpoint)
@@ -122,4 +122,6 @@ def test_the_python_source_continues_a_checkpoint_spark_s_kafka_source_wrote(
     assert sorted(int(r[1].split(",")[0].split(":")[1]) for r in second) == list(range(10, 15))
     # the Python source's offsets carry its marks: auto stays with it, kafka is refused
     assert python_checkpoint(last_offsets())
-    assert choose("auto", kafka_jars, last_offsets()).source == "python"
+    assert choose("auto", kafka_jars, last_offsets(), prefers="kafka").source == "python"
+    with pytest.raises(SourceChoiceError, match="the Python source wrote"):
+        choose("kafka", kafka_jars, last_offsets())

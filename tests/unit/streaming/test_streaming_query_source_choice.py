@@ -10,6 +10,7 @@ import pytest
 
 from streaming.query import SourceStart, kafka_options, query_options, run_source
 from streaming.query_source import (
+    AUTO_PREFERS,
     SourceChoiceError,
     choose,
     connector_configured,
@@ -30,22 +31,30 @@ PYTHON_WRITTEN = (
 )
 
 
-def test_auto_takes_spark_s_source_when_its_connector_is_on_the_class_path() -> None:
-    assert choose("auto", JARS).source == "kafka"
-    assert choose("auto", PACKAGES).source == "kafka"
-    assert "spark.jars.packages has org.apache.spark:spark-sql-kafka-0-10" in choose("auto", PACKAGES).line()
+def test_auto_takes_the_source_measured_faster_the_python_one_and_says_so() -> None:
+    assert AUTO_PREFERS == "python"
+    for conf in ({}, JARS, PACKAGES):
+        choice = choose("auto", conf)
+        assert choice.source == "python"
+        assert choice.line() == (
+            "query source: livectl's Python Kafka source: query_source=auto takes the source measured faster "
+            "(docs/spark-kafka-source.md); query_source=kafka for Spark's"
+        )
 
 
-def test_auto_falls_back_to_the_python_source_and_says_why() -> None:
-    choice = choose("auto", {"spark.jars": "/x/livectl-spark.jar"})
-    assert choice.source == "python"
-    assert choice.line() == (
+def test_auto_preferring_spark_s_source_takes_it_when_its_connector_is_on_the_class_path() -> None:
+    assert choose("auto", JARS, prefers="kafka").source == "kafka"
+    line = choose("auto", PACKAGES, prefers="kafka").line()
+    assert "spark.jars.packages has org.apache.spark:spark-sql-kafka-0-10" in line
+    without = choose("auto", {"spark.jars": "/x/livectl-spark.jar"}, prefers="kafka")
+    assert without.source == "python"
+    assert without.line() == (
         "query source: livectl's Python Kafka source: query_source=auto, no spark-sql-kafka-0-10 jar on "
         "spark.jars / spark.jars.packages"
     )
     # a checkpoint the Python source wrote stays with it
-    assert choose("auto", JARS, PYTHON_WRITTEN).source == "python"
-    assert choose("auto", JARS, KAFKA_WRITTEN).source == "kafka"
+    assert choose("auto", JARS, PYTHON_WRITTEN, prefers="kafka").source == "python"
+    assert choose("auto", JARS, KAFKA_WRITTEN, prefers="kafka").source == "kafka"
 
 
 def test_python_is_taken_as_asked_and_kafka_is_refused_where_it_cannot_run() -> None:
