@@ -1,6 +1,8 @@
 # The one livectl image: the controller and its standby (spark-submit clients), the Spark standalone master
 # and workers (the pyspark wheel's own spark-class), the admin CLI and the simulated brokers. Every Spark
 # process in it has the same Python, the same dependencies and livectl itself, so executors need no archive.
+# No Kafka broker in it: the bus is docker-compose.yml's apache/kafka service, the Apache Kafka version the
+# tests run (jvm/kafka/pom.xml; docs/kafka-bus.md), checked by tests/unit/deploy/test_compose_file.py.
 FROM python:3.11.11-slim-bookworm
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \

@@ -35,6 +35,7 @@ __all__ = [
     "ScramCredential",
     "kafka_classpath",
     "kafka_version",
+    "restart_kafka",
     "server_properties",
     "start_kafka",
     "stop_kafka",
@@ -122,6 +123,8 @@ class KafkaSettings:
         names = [listener.name for listener in self.listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"KafkaSettings.listeners: names repeat: {names}")
+        if not re.fullmatch(r"[1-9][0-9]*[kKmMgG]?", self.heap):
+            raise ValueError(f"KafkaSettings.heap: {self.heap!r} is not a JVM heap size such as 512m or 1g")
         for key, value in self.properties.items():
             if not key or any(c in key for c in "=: \n") or "\n" in value:
                 raise ValueError(f"KafkaSettings.properties: {key!r} cannot be written as a server property")
@@ -155,18 +158,20 @@ def start_kafka(
     controller_port: int = 0,
     settings: KafkaSettings | None = None,
     timeout: float = 120.0,
+    ports: Mapping[str, int] | None = None,
 ) -> Service:
     """Start the broker with its files under ``run_dir`` (formatting ``run_dir/data`` if it is not yet)
     and wait until it serves. ``port`` (if not 0) is the first listener's, ``controller_port`` the
-    KRaft controller's. Starting again with the same ``run_dir`` after :func:`stop_kafka` keeps the data
-    (and the ports, when they are free or given). Returns the service record (``name`` ``broker``)."""
+    KRaft controller's; ``ports`` (listener name or ``CONTROLLER`` -> port) fixes any of them. Starting
+    again with the same ``run_dir`` after :func:`stop_kafka` keeps the data (and the ports, when they are
+    free or given). Returns the service record (``name`` ``broker``)."""
     settings = settings or KafkaSettings()
     java = find_java()
     classpath = kafka_classpath()
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     data = run_dir / "data"
-    ports = _choose_ports(run_dir, settings, port, controller_port)
+    ports = _choose_ports(run_dir, settings, port, controller_port, ports or {})
     listeners = {name: f"127.0.0.1:{p}" for name, p in ports.items()}
     config = run_dir / "server.properties"
     config.write_text(server_properties(settings, ports, data))
@@ -191,9 +196,22 @@ def start_kafka(
     ]
     start = log.stat().st_size if log.exists() else 0
     proc = spawn(cmd, out)
-    wait_ready(proc, lambda: _logged_since(log, start, STARTED_LINE), "the Kafka broker", log, timeout)
+    try:
+        wait_ready(proc, lambda: _logged_since(log, start, STARTED_LINE), "the Kafka broker", log, timeout)
+    except LocalServiceError as e:
+        # what the JVM itself said (a bad option, no memory) is in broker.out, not in the broker's log
+        tail = out.read_text(errors="replace")[-1000:] if out.exists() else ""
+        raise LocalServiceError(f"{e}\n{out}:\n{tail}") from None
     first = settings.listeners[0].name
     return Service("broker", proc.pid, ports[first], listeners[first], str(log), str(config), listeners, str(data))
+
+
+def restart_kafka(service: Service, *, settings: KafkaSettings | None = None, timeout: float = 120.0) -> Service:
+    """Stop ``service`` (if it runs) and start it again in its folder on exactly its ports (every listener
+    and the controller's), with its data. ``settings`` must name the same listeners as at its start."""
+    stop_kafka(service)
+    ports = {name: int(address.rsplit(":", 1)[1]) for name, address in service.listeners.items()}
+    return start_kafka(Path(service.marker).parent, settings=settings, timeout=timeout, ports=ports)
 
 
 def stop_kafka(service: Service, timeout: float = STOP_TIMEOUT) -> bool:
@@ -201,7 +219,9 @@ def stop_kafka(service: Service, timeout: float = STOP_TIMEOUT) -> bool:
     return stop_process(service.pid, service.marker, timeout)
 
 
-def _choose_ports(run_dir: Path, settings: KafkaSettings, port: int, controller_port: int) -> dict[str, int]:
+def _choose_ports(
+    run_dir: Path, settings: KafkaSettings, port: int, controller_port: int, fixed: Mapping[str, int]
+) -> dict[str, int]:
     try:
         previous = json.loads((run_dir / "ports.json").read_text())
     except (OSError, ValueError):
@@ -210,6 +230,10 @@ def _choose_ports(run_dir: Path, settings: KafkaSettings, port: int, controller_
     if port:
         wanted[settings.listeners[0].name] = port
     wanted[CONTROLLER] = controller_port
+    unknown = set(fixed) - set(wanted)
+    if unknown:
+        raise ValueError(f"ports: no listener called {sorted(unknown)}; the listeners are {sorted(wanted)}")
+    wanted.update(fixed)
     chosen: dict[str, int] = {}
     for name, asked in wanted.items():
         old = previous.get(name) if isinstance(previous, dict) else None

@@ -25,6 +25,7 @@ from livectl.kafka_server import (
     ScramCredential,
     kafka_classpath,
     kafka_version,
+    restart_kafka,
     start_kafka,
     stop_kafka,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "kafka_version",
     "pid_matches",
     "port_free",
+    "restart_kafka",
     "start_broker",
     "start_kafka",
     "start_zookeeper",
@@ -106,11 +108,13 @@ class LocalServices:
     ) -> None:
         """Start whatever is not already running (port 0 = the broker's last port if free, else a free
         one; ZooKeeper always takes a free one). ``kafka``: the broker's settings (listeners, security)."""
+        br = self.broker
+        if br is None or not br.running():
+            kafka_classpath()  # missing jars: said before anything starts
         zk = self.zookeeper
         if zk is None or not zk.running():
             self.services["zookeeper"] = start_zookeeper(self.run_dir / "zookeeper", zk_port or free_port(), timeout)
             self.save()
-        br = self.broker
         if br is None or not br.running():
             self.services["broker"] = start_kafka(
                 self.run_dir / "broker", broker_port, settings=kafka, timeout=max(timeout, kafka_timeout)

@@ -148,6 +148,7 @@ class ControllerApp:
         from kafka import KafkaProducer
 
         from sinks.requests import ensure_topics
+        from streaming.preflight import wait_for_kafka
         from streaming.query import SourceAhead, rehearse_in_background, run_source
 
         zk, lease = opened.zk, opened.lease
@@ -200,6 +201,9 @@ class ControllerApp:
         if fence is None:
             return
         s = self.settings
+        # a standby can win the lease while Kafka is away (restarting): wait for it as a sink waits for an
+        # unreachable service, then stop with one line (livectl run: Kafka at … is unreachable …)
+        wait_for_kafka(s, s.sink_retry_timeout_ms / 1000)
         kafka_config = s.kafka_security().client_kwargs()
         ensure_topics(s.bootstrap_servers, livectl_topics(s), client_config=kafka_config)
         producer = opened.producer = KafkaProducer(

@@ -9,6 +9,7 @@ failed. Only reachability is checked here; everything else (the lease, topics, A
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -100,3 +101,17 @@ def check_kafka(settings: Settings, timeout_s: float = 10.0) -> None:
             raise UnreachableError("Kafka", address, f"metadata request failed: {e}") from None
         finally:
             consumer.close()
+
+
+def wait_for_kafka(settings: Settings, timeout_s: float, interval_s: float = 1.0) -> None:
+    """:func:`check_kafka` until a broker answers, for up to ``timeout_s``; then the last
+    :class:`UnreachableError`, its reason saying how long it was waited for."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            check_kafka(settings, timeout_s=max(1.0, min(10.0, deadline - time.monotonic())))
+            return
+        except UnreachableError as e:
+            if time.monotonic() >= deadline:
+                raise UnreachableError(e.service, e.address, f"{e.reason} (waited {timeout_s:g} s)") from None
+        time.sleep(interval_s)

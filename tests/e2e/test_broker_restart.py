@@ -1,26 +1,29 @@
-"""The Kafka broker restarted under a running controller, without its data (the local tansu broker keeps
-none): the input offsets in the checkpoint now point past the end of the new logs.
+"""Apache Kafka restarted under livectl, with its data (a durable log directory): nothing is lost.
 
-Real processes: ZooKeeper of the session, a broker of this test's own (restarted on the same port), five
-simulated brokers and ``livectl run`` processes (the harness of ``bench/crash_matrix.py``). By default
-(``fail_on_data_loss=true``) the controller stops with one clear line and exit code 1, and applies
-nothing it cannot account for; the next controller, started on the same checkpoint with
-``fail_on_data_loss=false``, takes the lease, logs the loss, reads the new logs from their beginning and
-applies and answers the commands sent after the restart exactly once — and nothing from before them again —
-even when the new log has grown past the checkpoint's offset (the source tells the logs apart by the mark of
-the last record read: ``streaming.kafka_source``).
+Real processes: ZooKeeper of the session, a Kafka broker of this test's own (restarted on the same ports
+and log directory), five simulated brokers and ``livectl run`` processes (the harness of
+``bench/crash_matrix.py``). In order, on one cluster:
+
+1. Kafka restarted under a running controller and a standby: the active one goes on (same process) and
+   answers the next command; the standby keeps waiting; nothing is answered or applied twice;
+2. Kafka down while the active controller stops: the standby wins the lease without Kafka, waits for it
+   (up to ``sink_retry_timeout_ms``) and answers once it is back;
+3. the controller restarted (a new ``livectl run`` on the same checkpoint) while Kafka is down: it stops at
+   once with one line and exit code 4 (``streaming.preflight``); started again once Kafka is back, it
+   answers, and nothing from before is applied again.
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from livectl import local
-from sinks.requests import ensure_topics
 
 pytestmark = pytest.mark.e2e
 
@@ -36,54 +39,109 @@ def _crash_matrix() -> Any:
     return crash_matrix
 
 
-def test_broker_restarted_without_its_data(zookeeper: local.Service, tmp_path: Path) -> None:
+class Bus:
+    """This module's Kafka broker, stopped and started again on the same ports with its data."""
+
+    def __init__(self, folder: Path) -> None:
+        self.svc = local.start_kafka(folder)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.svc.bootstrap
+
+    def stop(self) -> None:
+        local.stop_kafka(self.svc)
+
+    def start(self) -> None:
+        self.svc = local.restart_kafka(self.svc)
+
+
+@pytest.fixture
+def bus(tmp_path: Path) -> Iterator[Bus]:
+    b = Bus(tmp_path / "kafka")
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def _answered_once(cm: Any, m: Any, rid: str, timeout: float = 300) -> None:
+    final = cm.wait_until(
+        f"the command {rid} answered",
+        lambda: [r for r in m.results(rid) if r["status"] != "in_progress"],
+        timeout,
+    )
+    assert [r["status"] for r in final] == ["ok"], final
+
+
+def test_kafka_restarted_under_controllers_and_while_none_runs(
+    zookeeper: local.Service, bus: Bus, tmp_path: Path
+) -> None:
     cm = _crash_matrix()
-    port = local.free_port()
-    broker = local.start_broker(tmp_path / "broker", port)
-    m = cm.Matrix(zookeeper.connect, broker.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
+    m = cm.Matrix(zookeeper.connect, bus.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
+    rids: list[str] = []
+
+    def create(rid: str, assignment: dict[int, tuple[int, ...]]) -> None:
+        cm._create(m, rid, f"{m.name}-{rid}", assignment)
+        rids.append(rid)
+
+    def restart_bus() -> None:
+        bus.start()
+        # the harness's own producer, not livectl's: a new one rather than wait out its reconnect back-off
+        m.producer.close()
+        m.producer = cm.KafkaProducer(bootstrap_servers=bus.bootstrap, acks="all", linger_ms=0)
+
     try:
         m.open()
-        assert m.zk is not None and m.producer is not None
-        a = m.start_controller()
+        assert m.zk is not None
+        # Kafka restarts in up to a minute on a loaded machine: a wait past the default 60 s
+        patient = {"sink_retry_timeout_ms": 180_000}
+        a = m.start_controller(patient)
         m.wait_loaded(a)
-        first = {0: (1, 2, 3), 1: (2, 3, 4)}
-        cm._create(m, "kb-before", f"{m.name}-before", first)
-        cm.wait_until("the first command answered", lambda: m.results("kb-before"), 180)
-        before_version = m.znode(f"/brokers/topics/{m.name}-before")[1]
+        b = m.start_controller(patient)
+        m.wait_waiting(b)
+        create("kb-before", {0: (1, 2, 3), 1: (2, 3, 4)})
+        _answered_once(cm, m, "kb-before")
+        before_version = m.znode(f"/brokers/topics/{m.name}-kb-before")[1]
 
-        local.stop_process(broker.pid, broker.marker)
-        broker = local.start_broker(tmp_path / "broker", port)
-        ensure_topics(broker.bootstrap, list(m.topics.values()))
-        m.producer.close()
-        m.producer = cm.KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=0)
-        after = {0: (3, 4, 5)}
-        cm._create(m, "kb-after", f"{m.name}-after", after)
-        # the new log grows past the checkpoint's admin offset (1): offsets alone cannot tell it from the old
-        # one, and a read from offset 1 would skip kb-after
-        cm._create(m, "kb-after-2", f"{m.name}-after-2", after)
+        # 1. under the active controller and the standby
+        bus.stop()
+        time.sleep(5)
+        restart_bus()
+        create("kb-mid", {0: (3, 4, 5)})
+        _answered_once(cm, m, "kb-mid")
+        assert a.alive() and b.alive(), (a.text()[-2000:], b.text()[-2000:])
+        assert "failover snapshot:" not in b.text(), "the standby kept waiting"
 
-        # the default: stop, with the reason on one line
-        rc = a.proc.wait(240)
-        log = a.text()
-        assert rc == 1, log[-3000:]
-        [line] = [x for x in log.splitlines() if x.startswith("livectl run:")]
-        assert "data loss on" in line and "fail_on_data_loss=false" in line, line
-        assert m.zk.exists(f"/brokers/topics/{m.name}-after") is None, "nothing applied past the loss"
-
-        # the operator accepts the loss: the next controller goes on from the earliest offsets
-        b = m.start_controller({"fail_on_data_loss": "false"})
+        # 2. Kafka down while the active one stops: the standby takes over without Kafka and waits for it
+        bus.stop()
+        a.stop()
+        time.sleep(5)
+        assert b.alive(), b.text()[-3000:]
+        restart_bus()
         m.wait_loaded(b)
-        for rid in ("kb-after", "kb-after-2"):
-            final = cm.wait_until(
-                f"the command {rid} sent after the restart answered",
-                lambda rid=rid: [r for r in m.results(rid) if r["status"] != "in_progress"],
-                420,
-            )
-            assert [r["status"] for r in final] == ["ok"], final
-        assert "data loss on" in b.text()
-        assert m.znode(f"/brokers/topics/{m.name}-before")[1] == before_version, "nothing from before applied again"
-        assert m.results("kb-before") == [], "the lost log's answers are not written again"
+        create("kb-late", {0: (1, 5, 4)})
+        _answered_once(cm, m, "kb-late")
+
+        # 3. a new controller on the same checkpoint, started while Kafka is down: one line, exit 4
+        bus.stop()
         b.stop()
+        early = m.start_controller(patient)
+        assert early.proc.wait(120) == 4, early.text()[-3000:]
+        [line] = [x for x in early.text().splitlines() if x.startswith("livectl run:")]
+        assert line == f"livectl run: Kafka at {bus.bootstrap} is unreachable: no broker answered within 10 s", line
+        restart_bus()
+        c = m.start_controller(patient)
+        m.wait_loaded(c)
+        create("kb-last", {0: (2, 1, 3)})
+        _answered_once(cm, m, "kb-last")
+
+        # nothing lost, nothing twice: every command answered exactly once, nothing applied again
+        for rid in rids:
+            _answered_once(cm, m, rid, timeout=30)
+            assert m.znode(f"/brokers/topics/{m.name}-{rid}")[0] is not None, rid
+        assert m.znode(f"/brokers/topics/{m.name}-kb-before")[1] == before_version
+        assert not any("data loss" in x.text() for x in (a, b, c))
+        c.stop()
     finally:
         m.close()
-        local.stop_process(broker.pid, broker.marker)

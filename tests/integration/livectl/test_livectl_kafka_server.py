@@ -51,6 +51,7 @@ def test_a_restarted_broker_keeps_its_topics_ports_and_cluster(tmp_path: Path) -
     assert not broker.running()
 
     again = kafka_server.start_kafka(folder)
+    started = [again]
     try:
         # the same ports (recorded at the first start, free again), the same cluster: not formatted twice
         assert again.listeners == broker.listeners and again.pid != broker.pid
@@ -58,8 +59,14 @@ def test_a_restarted_broker_keeps_its_topics_ports_and_cluster(tmp_path: Path) -
         assert _read_all(again.bootstrap, topic, 1) == [(b"k", b"before the restart")]
         log = Path(again.log).read_text()
         assert log.count(kafka_server.STARTED_LINE) == 2  # both starts logged to the one file in the folder
+        # restart_kafka: the same ports, whatever is free meanwhile
+        third = kafka_server.restart_kafka(again)
+        started.append(third)
+        assert third.listeners == broker.listeners and not again.running()
+        assert _read_all(third.bootstrap, topic, 1) == [(b"k", b"before the restart")]
     finally:
-        kafka_server.stop_kafka(again)
+        for svc in started:
+            kafka_server.stop_kafka(svc)
 
 
 def test_local_services_keep_the_broker_data_across_down_and_up(tmp_path: Path) -> None:
@@ -81,3 +88,11 @@ def test_local_services_keep_the_broker_data_across_down_and_up(tmp_path: Path) 
         admin.close()
     finally:
         local.LocalServices.load(tmp_path).down()
+
+
+def test_a_broker_that_cannot_start_says_why_with_the_jvms_own_words(tmp_path: Path) -> None:
+    settings = kafka_server.KafkaSettings(jvm_options=("-XX:+LivectlNoSuchOption",))
+    with pytest.raises(local.LocalServiceError) as failed:
+        kafka_server.start_kafka(tmp_path / "kafka", settings=settings, timeout=60)
+    assert "the Kafka broker exited with code" in str(failed.value)
+    assert "LivectlNoSuchOption" in str(failed.value) and "broker.out" in str(failed.value)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from livectl import local
-from streaming.preflight import UnreachableError, check_kafka, check_zookeeper
+from streaming.preflight import UnreachableError, check_kafka, check_zookeeper, wait_for_kafka
 from streaming.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -70,3 +71,24 @@ def test_reachable_services_pass(zookeeper: local.Service, kafka_broker: local.S
     with pytest.raises(UnreachableError) as e:
         check_zookeeper(Settings.from_mapping({"zookeeper_connect": "127.0.0.1:notaport"}), timeout_s=2)
     assert e.value.service == "ZooKeeper" and e.value.address == "127.0.0.1:notaport"
+
+
+def test_waiting_for_kafka_ends_when_it_answers_or_after_the_timeout_with_one_reason(tmp_path: Path) -> None:
+    """What a controller that won the lease while Kafka was away does: wait, then go on or stop."""
+    port = local.free_port()
+    settings = Settings.from_mapping({"bootstrap_servers": f"127.0.0.1:{port}"})
+    started = time.monotonic()
+    with pytest.raises(UnreachableError) as e:
+        wait_for_kafka(settings, timeout_s=3)
+    assert "(waited 3 s)" in str(e.value) and "\n" not in str(e.value)
+    assert 3 <= time.monotonic() - started < 30
+    # a broker that comes up on that address while it waits ends the wait
+    done: list[float] = []
+    waiter = threading.Thread(target=lambda: (wait_for_kafka(settings, timeout_s=120), done.append(1.0)))
+    waiter.start()
+    broker = local.start_kafka(tmp_path / "kafka", port)
+    try:
+        waiter.join(60)
+        assert done == [1.0]
+    finally:
+        local.stop_kafka(broker)

@@ -145,6 +145,20 @@ def test_checkpoint_volume_is_shared_by_every_spark_service() -> None:
     assert len(dirs) == 1, "active and standby must share one checkpoint"
 
 
+def test_kafka_is_the_tests_version_in_kraft_mode_on_a_durable_volume() -> None:
+    """The compose bus is the Apache Kafka the tests and ``livectl local up`` run (``jvm/kafka/pom.xml``),
+    in KRaft mode (never registered in the ZooKeeper tree livectl controls), its log directory a volume."""
+    pom = (REPO / "jvm" / "kafka" / "pom.xml").read_text()
+    version = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom)
+    assert version is not None
+    doc = load()
+    kafka = doc["services"]["kafka"]
+    assert kafka["image"] == f"apache/kafka:{version.group(1)}"
+    env = kafka["environment"]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller" and "KAFKA_ZOOKEEPER_CONNECT" not in env
+    assert "kafka-data" in doc["volumes"] and f"kafka-data:{env['KAFKA_LOG_DIRS']}" in kafka["volumes"]
+
+
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(exit_on_error=False)
     add_run_arguments(p)

@@ -36,6 +36,14 @@ def test_missing_kafka_jars_say_what_and_to_run_setup(monkeypatch: pytest.Monkey
     assert local.kafka_classpath() == f"{tmp_path}/*"
 
 
+def test_local_up_without_kafka_jars_starts_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(kafka_server.KAFKA_LIBS_ENV, str(tmp_path / "no-jars"))
+    services = local.LocalServices(tmp_path / "run")
+    with pytest.raises(local.LocalServiceError, match="run scripts/setup"):
+        services.up()
+    assert services.services == {} and not (tmp_path / "run").exists()  # ZooKeeper was not started either
+
+
 def test_the_default_kafka_jars_are_the_ones_scripts_setup_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(kafka_server.KAFKA_LIBS_ENV, raising=False)
     repo = Path(kafka_server.__file__).resolve().parents[1]
@@ -63,6 +71,8 @@ def test_bad_kafka_settings_name_the_field() -> None:
         local.Listener("CLIENT")  # not a protocol name, and none given
     with pytest.raises(ValueError, match=r"Listener\.name"):
         local.Listener("CONTROLLER", "PLAINTEXT")
+    with pytest.raises(ValueError, match=r"KafkaSettings\.heap"):
+        local.KafkaSettings(heap="lots")
     with pytest.raises(ValueError, match=r"KafkaSettings\.listeners"):
         local.KafkaSettings(listeners=())
     with pytest.raises(ValueError, match=r"KafkaSettings\.properties"):
