@@ -206,6 +206,16 @@ def add_scale_options(ap: Any) -> None:
     ap.add_argument("--zk-heap", default="512m", help="ZooKeeper's maximum heap (-Xmx); 1M partitions: 4g")
 
 
+def add_source_option(ap: Any) -> None:
+    """``--source``: the query's source (``query_source``: docs/spark-kafka-source.md), for side-by-side runs."""
+    ap.add_argument(
+        "--source",
+        choices=("auto", "kafka", "python"),
+        default="auto",
+        help="the query's source: Spark's format(kafka) or livectl's Python source (auto: kafka when its jar is there)",
+    )
+
+
 def parse_confs(items: Sequence[str]) -> dict[str, str]:
     """``--conf key=value`` texts (as given to a bench script) as a mapping; a text without ``=`` is an error."""
     out: dict[str, str] = {}
@@ -270,11 +280,14 @@ def bench_python() -> str:
     return worker_python({}, {}, MASTER) or sys.executable
 
 
-def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tuple[Any, float]:
+def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None, source: str = "auto") -> tuple[Any, float]:
     """A local[2] SparkSession configured like the shipped ``spark-defaults.conf``, then ``conf`` (a bench
     script's ``--conf key=value`` options; they win over the file); returns (session, start-up s). Its
-    scratch goes to :func:`spark_scratch`."""
+    scratch goes to :func:`spark_scratch`. As ``livectl run``, Spark's Kafka connector is on ``spark.jars``
+    when ``scripts/setup`` resolved it, unless ``source`` (``query_source``) is ``python``."""
     from pyspark.sql import SparkSession
+
+    from streaming.query_source import connector_jars
 
     python = bench_python()
     os.environ["PYSPARK_PYTHON"] = python
@@ -290,7 +303,10 @@ def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None) -> tu
     builder = (
         builder.config("spark.sql.shuffle.partitions", str(num_buckets))
         .config("spark.pyspark.python", python)
-        .config("spark.jars", str(conf_path(SPARK_JAR)))  # as livectl run: the Spark UI's figures job
+        # as livectl run: the Spark UI's figures job, and Spark's Kafka connector
+        .config(
+            "spark.jars", ",".join([str(conf_path(SPARK_JAR)), *(connector_jars("") if source != "python" else [])])
+        )
         .config("spark.ui.enabled", "false")
         # profiling: LIVECTL_BENCH_EVENT_LOG=<dir> keeps Spark's event log (every task's metrics: run time,
         # deserialisation, JVM GC, result size) for bench/task_metrics.py

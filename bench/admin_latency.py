@@ -39,6 +39,7 @@ from typing import Any
 
 from _common import (
     SinkClock,
+    add_source_option,
     close,
     machine_info,
     make_chroot,
@@ -209,6 +210,7 @@ def main() -> None:
         action="store_true",
         help="turn the Spark UI on and profile the counted batches' stages and tasks through its REST API",
     )
+    add_source_option(ap)
     args = ap.parse_args()
     extra_conf = parse_confs(args.conf)
     if args.stages:
@@ -222,7 +224,7 @@ def main() -> None:
     work = work_dir("livectl-bench-admin-")
     results: dict[str, Any] = {"benchmark": "admin_latency"}
     with services() as svc:
-        spark, spark_s = spark_session(args.buckets, extra_conf)
+        spark, spark_s = spark_session(args.buckets, extra_conf, args.source)
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
             results["spark_conf"] = extra_conf
@@ -231,8 +233,14 @@ def main() -> None:
             name = f"adm{uuid.uuid4().hex[:6]}"
             make_chroot(svc, name)
             settings = settings_for(
-                svc, name, work / "checkpoint", num_buckets=args.buckets, trigger_interval=args.trigger
+                svc,
+                name,
+                work / "checkpoint",
+                num_buckets=args.buckets,
+                trigger_interval=args.trigger,
+                query_source=args.source,
             )
+            results["query_source"] = args.source
             results["settings"] = {
                 k: settings.to_dict()[k] for k in ("num_buckets", "trigger_interval", "zk_ops_per_transaction")
             }
@@ -289,6 +297,8 @@ def main() -> None:
                     if rc.failed is not None:
                         raise RuntimeError(f"the controller failed: {rc.failed!r}")
                 progress = [p for p in progress_list(rc.app.query) if p["batchId"] > first_batch]
+                # which source ran (Spark's "KafkaV2[Subscribe[…]]" or the Python source), as Spark names it
+                results["source_description"] = progress[-1]["sources"][0]["description"] if progress else None
                 if args.stages:
                     results["stages"] = stage_profile(spark, first_stage)
             finally:

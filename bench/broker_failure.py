@@ -50,6 +50,7 @@ from _common import (
     Services,
     SinkClock,
     add_scale_options,
+    add_source_option,
     batch_end,
     close,
     large_request_sinks,
@@ -167,7 +168,12 @@ def run_size(
     name = f"bf{n_partitions}x{uuid.uuid4().hex[:6]}"
     make_chroot(svc, name)
     settings = settings_for(
-        svc, name, work / name / "checkpoint", num_buckets=args.buckets, trigger_interval=args.trigger
+        svc,
+        name,
+        work / name / "checkpoint",
+        num_buckets=args.buckets,
+        trigger_interval=args.trigger,
+        query_source=args.source,
     )
     connect = settings.zookeeper_connect
     admin = zk_client(connect)
@@ -257,6 +263,8 @@ def run_size(
         time.sleep(1.5)  # progress of the last batch is published after foreachBatch returns
         batches = sorted(set(zk_batches) | set(rq_batches))
         progress = {p["batchId"]: p for p in progress_list(rc.app.query)}
+        # which source ran (Spark's "KafkaV2[Subscribe[…]]" or the Python source), as Spark names it
+        out["source_description"] = next((p["sources"][0]["description"] for p in progress.values()), None)
         out["batches"] = []
         for b in batches:
             p = progress.get(b, {})
@@ -348,6 +356,7 @@ def main() -> None:
     )
     ap.add_argument("--no-wait-quiet", action="store_true", help="do not wait for load average < 1.5")
     add_scale_options(ap)
+    add_source_option(ap)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.trigger is None:
@@ -362,9 +371,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="livectl-bench-bf-"))
     results: dict[str, Any] = {"benchmark": "broker_failure", "sizes": []}
     with services(zk_heap=args.zk_heap) as svc:
-        spark, spark_s = spark_session(args.buckets, parse_confs(args.conf))
+        spark, spark_s = spark_session(args.buckets, parse_confs(args.conf), args.source)
         try:
             results["machine"] = machine_info(svc.zookeeper.port, spark)
+            results["query_source"] = args.source
             results["spark_startup_s"] = round(spark_s, 1)
             results["spark_conf"] = parse_confs(args.conf)  # --conf over the shipped spark-defaults.conf
             for n in sizes:

@@ -59,6 +59,7 @@ from streaming.startup import (
     resolve_buckets,
     source_start,
     uncommitted_batch,
+    with_query_source,
     zookeeper_client,
 )
 from streaming.warmup import Warmup, start_warmup, warmup_early, warmup_enabled
@@ -148,10 +149,14 @@ class ControllerApp:
 
         from sinks.requests import ensure_topics
         from streaming.preflight import wait_for_kafka
-        from streaming.query import SourceAhead, rehearse_in_background
+        from streaming.query import SourceAhead, rehearse_in_background, run_source
 
         zk, lease = opened.zk, opened.lease
         store = self._start_spark(zk)
+        # which source the query reads with, for the preparation ahead; again once elected (the checkpoint's
+        # offsets may have been written meanwhile by the active controller's source)
+        asked = self.settings.query_source
+        self.settings = with_query_source(self.spark, self.settings, store)
         standby = other_controller(zk) is not None
         # Python workers started before the first batch needs them: now (a standby while it waits), or for an
         # active start told so, once the tree is read (beside the read, on local[N], they slow it: streaming.warmup)
@@ -236,6 +241,7 @@ class ControllerApp:
             on_batch_timed=self.on_batch_timed,
         )
         s = self.settings = resolve_buckets(self.spark, s, store)
+        s = self.settings = with_query_source(self.spark, replace(s, query_source=asked), store, say=True)
         log.info("Spark UI: %s (query %s)", spark_ui_address(self.spark) or "disabled", s.query_name)
         opened.spark = self.spark
         opened.listeners = add_listeners(self.spark, dispatcher, self.observatory)
@@ -267,24 +273,33 @@ class ControllerApp:
                 # only the files needed them: a string per partition state (~35 MB at 100k) need not stay
                 reader.state_texts.clear()
 
-        # nothing to replay: the hand-off (snapshot written, shipped, its reference published) runs beside the
-        # query's start — the query's first trigger waits for the reference (the barrier), and the source's
-        # start (``where``) is fixed above, before the reference, which it therefore reads
-        # (docs/decisions/2026-11-24-warm-standby-read-ahead.md)
-        handing = in_background(handed_off, "livectl-hand-off") if replay is None else None
-        try:
-            self.query = start_query_when_free(
-                self.spark, s, dispatcher, where, stop=self._stop, prepared=source_ahead.result()
-            )
-        except BaseException:
-            if handing is not None:
-                handing.exception()  # not closed under it (the producer, the session): it ends first
-            raise
-        # the micro-batch the previous controller planned but did not commit is replayed first; the snapshot
-        # must be read after it, or it would miss that batch's writes. A query that fails in the replay goes
-        # straight to the outcome below, which says its error
-        if replay is None or wait_committed(store, self.query, replay, self._stop):
-            snapshot = handing.result() if handing is not None else handed_off()
+        snapshot: Any = None
+        if run_source(s) == "kafka" and where.barrier_epoch is not None:
+            # Spark's Kafka source has no failover barrier: the reference is published before its query starts
+            # (uncapped: kafka_options), after the replay, which the Python source runs held at the barrier
+            if replay is None or self._replay_held(s, dispatcher, where, store, replay):
+                snapshot = handed_off()
+                self.query = start_query_when_free(self.spark, s, dispatcher, where, stop=self._stop)
+        else:
+            # nothing to replay: the hand-off (snapshot written, shipped, its reference published) runs beside
+            # the query's start — the query's first trigger waits for the reference (the barrier), and the
+            # source's start (``where``) is fixed above, before the reference, which it therefore reads
+            # (docs/decisions/2026-11-24-warm-standby-read-ahead.md)
+            handing = in_background(handed_off, "livectl-hand-off") if replay is None else None
+            try:
+                self.query = start_query_when_free(
+                    self.spark, s, dispatcher, where, stop=self._stop, prepared=source_ahead.result()
+                )
+            except BaseException:
+                if handing is not None:
+                    handing.exception()  # not closed under it (the producer, the session): it ends first
+                raise
+            # the micro-batch the previous controller planned but did not commit is replayed first; the
+            # snapshot must be read after it, or it would miss that batch's writes. A query that fails in the
+            # replay goes straight to the outcome below, which says its error
+            if replay is None or wait_committed(store, self.query, replay, self._stop):
+                snapshot = handing.result() if handing is not None else handed_off()
+        if snapshot is not None:
             opened.bridge, opened.rebalancer = start_side_threads(
                 zk, producer, s, watcher=watcher, dispatcher=dispatcher, snapshot=snapshot
             )
@@ -305,6 +320,21 @@ class ControllerApp:
             lost_reason=self.lost_reason,
             stopped=self._stop.is_set(),
         )
+
+    def _replay_held(
+        self, s: Settings, dispatcher: Dispatcher, where: Any, store: CheckpointStore, replay: int
+    ) -> bool:
+        """Replay micro-batch ``replay`` (planned by the previous controller, not committed) before the failover
+        reference, for Spark's Kafka source: with the Python source held at the barrier, which reads Spark's
+        offsets and, held, reads no record past them; its run is stopped once the batch is committed. False
+        when it did not complete (``self.query`` is that run, for the outcome)."""
+        self.query = start_query_when_free(
+            self.spark, replace(s, query_source="python"), dispatcher, where, stop=self._stop
+        )
+        if not wait_committed(store, self.query, replay, self._stop):
+            return False
+        stop_query(self.query)
+        return True
 
     def _start_spark(self, zk: Any) -> CheckpointStore:
         """The SparkSession (unless given) and the checkpoint's file system; returns the checkpoint."""

@@ -2,7 +2,8 @@
 
 ::
 
-    livectl-kafka source (livectl.admin + livectl.broker-events, Kafka offsets as source offsets)
+    Kafka source (livectl.admin + livectl.broker-events, Kafka offsets as source offsets): Spark's
+    format("kafka") or livectl's Python livectl-kafka (:mod:`streaming.query_source`), the same rows
       → mapInPandas(prepare): great-expectations suite, decode, route to buckets (+ one tick per bucket)
       → groupBy(bucket).applyInPandasWithState(make_step(checkpoint)) — core.controller.step per bucket
       → observe("livectl", Kafka's controller metrics)
@@ -97,6 +98,69 @@ def source_options(settings: Settings, start: SourceStart | None = None) -> dict
     return options
 
 
+def kafka_options(settings: Settings, start: SourceStart | None = None) -> dict[str, str]:
+    """The options of Spark's Kafka source (``format("kafka")``) for ``start``: both topics subscribed, the
+    starting offsets (without the Python source's marks), ``failOnDataLoss`` from ``fail_on_data_loss``,
+    ``maxOffsetsPerTrigger`` from ``max_records_per_batch``, and livectl's Kafka client security as
+    ``kafka.<name>`` (the Java client's names: :func:`streaming.query_source.java_security`).
+
+    Spark's source has no failover barrier: behind one, the controller publishes its reference before the
+    query starts (:class:`streaming.app.ControllerApp`), and the run is not capped, so that its first
+    micro-batch reaches the reference, whatever the backlog before it (the Python source's barrier batch
+    is not capped either)."""
+    from streaming.query_source import java_security, without_marks
+
+    start = start or SourceStart()
+    options = {
+        "kafka.bootstrap.servers": settings.bootstrap_servers,
+        "subscribe": f"{settings.admin_topic},{settings.broker_events_topic}",
+        "startingOffsets": without_marks(start.starting_offsets or settings.starting_offsets),
+        "failOnDataLoss": str(settings.fail_on_data_loss).lower(),
+    }
+    if start.barrier_epoch is None:
+        options["maxOffsetsPerTrigger"] = str(settings.max_records_per_batch)
+    for name, value in java_security(settings.kafka_security().properties()).items():
+        options[f"kafka.{name}"] = value
+    return options
+
+
+def load_kafka(spark: Any, options: Mapping[str, str]) -> Any:
+    """Spark's Kafka source with ``options`` (:func:`kafka_options`), as the rows the Python source gives
+    (:data:`streaming.kafka_source.SCHEMA`): key and value as UTF-8 text, then topic, partition, offset and
+    timestamp; Spark's ``timestampType`` (and headers) are left out."""
+    reader = spark.readStream.format("kafka")
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load().selectExpr(
+        "CAST(key AS STRING) AS key",
+        "CAST(value AS STRING) AS value",
+        "topic",
+        "CAST(partition AS INT) AS partition",
+        "CAST(offset AS BIGINT) AS offset",
+        "timestamp",
+    )
+
+
+def run_source(settings: Settings) -> str:
+    """The source a frame is built on: ``kafka`` or ``python``. The controller resolves ``auto`` once per run
+    (:func:`streaming.query_source.choose`); a caller that did not (a test, a bench script) gets the Python
+    source, as before Spark's connector was an option."""
+    return "kafka" if settings.query_source == "kafka" else "python"
+
+
+def query_options(settings: Settings, start: SourceStart | None = None) -> dict[str, str]:
+    """The options of the run's source (:func:`run_source`) for ``start``."""
+    return kafka_options(settings, start) if run_source(settings) == "kafka" else source_options(settings, start)
+
+
+def load_query_source(spark: Any, settings: Settings, options: Mapping[str, str]) -> Any:
+    """The run's source (:func:`run_source`) loaded with ``options``; the Python source registered first."""
+    if run_source(settings) == "kafka":
+        return load_kafka(spark, options)
+    register_source(spark)
+    return load_source(spark, options)
+
+
 def load_source(spark: Any, options: Mapping[str, str]) -> Any:
     """The ``livectl-kafka`` streaming DataFrame with ``options``; the source must be registered
     (:func:`register_source`, which its callers time apart). Spark creates the source in a Python planner
@@ -126,10 +190,13 @@ def prepare_source(spark: Any, settings: Settings) -> PreparedSource:
     ``starting_offsets`` setting): the session's data-source lookup and the source's creation done."""
     started = time.monotonic()
     times = StartTimes()
-    register_source(spark)
-    times.lap("source registered")
-    options = source_options(settings)
-    frame = load_source(spark, options)
+    options = query_options(settings)
+    if run_source(settings) == "kafka":
+        frame = load_kafka(spark, options)
+    else:
+        register_source(spark)
+        times.lap("source registered")
+        frame = load_source(spark, options)
     times.lap("source loaded")
     return PreparedSource(options, frame, time.monotonic() - started, str(times))
 
@@ -191,7 +258,8 @@ class SourceAhead:
         finally:
             self._done.set()
             # before the warm-up: the planner processes' daemons start inside the lock the warm-up's daemon holds
-            if self._prepared is not None and self._keep_planned:
+            # Spark's Kafka source plans its reads in the JVM: nothing to keep warm
+            if self._prepared is not None and self._keep_planned and run_source(self._settings) == "python":
                 self._keep_planning(self._prepared)
             if self._then is not None:
                 self._then()
@@ -241,14 +309,12 @@ def controller_frame(
     from streaming.peer_states import share_states_enabled
 
     times = times if times is not None else StartTimes()
-    options = source_options(settings, start)
+    options = query_options(settings, start)
     if prepared is not None and dict(prepared.options) == options:
         records = prepared.frame
         times.lap("source prepared ahead")
     else:
-        register_source(spark)
-        times.lap("source registered")
-        records = load_source(spark, options)
+        records = load_query_source(spark, settings, options)
         times.lap("source loaded")
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)
     routed = keyed_by_bucket(spark, routed, settings, scheme)

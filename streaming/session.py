@@ -23,7 +23,9 @@ def spark_session(
     Spark properties, the first that sets a key wins: ``spark_conf`` (``livectl run --conf``), what was
     submitted (``spark-submit --conf`` / ``--properties-file``, read from the running JVM), the bucket count
     as ``spark.sql.shuffle.partitions``, then the shipped ``spark-defaults.conf`` (``streaming/conf/``).
-    With ``master``, the shipped ``livectl-spark.jar`` is added to ``spark.jars`` (:mod:`streaming.spark_ui`).
+    With ``master``, the shipped ``livectl-spark.jar`` is added to ``spark.jars`` (:mod:`streaming.spark_ui`),
+    and so is Spark's Kafka connector (:func:`kafka_connector`) unless ``query_source`` is ``python``; under
+    ``spark-submit`` the connector comes with ``--jars`` or ``--packages`` (docs/spark-kafka-source.md).
     ``worker_python`` (the entry point passes the driver's own interpreter unless the user chose one) is
     set as ``spark.pyspark.python``, unless that is set. Without ``master`` the process runs under
     ``spark-submit`` and Spark's master is the submitted one; with it (``livectl run``), the driver's JVM
@@ -51,7 +53,7 @@ def spark_session(
         conf.setIfMissing("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={log4j}")
         # the Spark UI's per-batch figures (streaming.spark_ui): on the driver's class path and the executors'
         jars = [j for j in (conf.get("spark.jars") or "").split(",") if j]
-        conf.set("spark.jars", ",".join([*jars, str(conf_path(SPARK_JAR))]))
+        conf.set("spark.jars", ",".join([*jars, str(conf_path(SPARK_JAR)), *kafka_connector(settings, conf)]))
     for key, value in spark_defaults().items():
         conf.setIfMissing(key, value)
     if not ui:
@@ -60,6 +62,20 @@ def spark_session(
     # Spark's INFO chatter buries the controller's own log lines (the shipped log4j2.properties has the same)
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def kafka_connector(settings: Settings, conf: Any) -> list[str]:
+    """The jars of Spark's Kafka connector to add to ``spark.jars`` (:func:`streaming.query_source.connector_jars`)
+    when the run may read with it (``query_source=kafka``, or ``auto`` while it prefers Spark's source), unless the
+    properties already name the connector."""
+    from streaming.query_source import AUTO_PREFERS, connector_configured, connector_jars
+
+    if settings.query_source == "python" or (settings.query_source == "auto" and AUTO_PREFERS == "python"):
+        return []
+    given = {key: conf.get(key) or "" for key in ("spark.jars", "spark.jars.packages")}
+    if connector_configured(given) is not None:
+        return []
+    return connector_jars(settings.spark_kafka_jars)
 
 
 def spark_defaults() -> dict[str, str]:

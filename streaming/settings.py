@@ -27,6 +27,7 @@ from core.errors import FormatError
 from sinks.compression import COMPRESSIONS
 from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity, is_secret
 from streaming.errors import StreamingError
+from streaming.query_source import CHOICES as QUERY_SOURCES
 from streaming.resources import DEFAULTS, conf_file
 
 #: the shipped defaults, ``streaming/conf/livectl-defaults.json`` inside the package
@@ -76,6 +77,12 @@ class Settings:
     resume_from_checkpoint: str = ""
     #: most input records read per micro-batch (all topics together)
     max_records_per_batch: int = 10000
+    #: the query's source (:mod:`streaming.query_source`): auto (the one measured faster, livectl's Python source:
+    #: docs/spark-kafka-source.md), kafka (Spark's ``format("kafka")``, its connector on the class path) or python
+    query_source: str = "auto"
+    #: Spark's Kafka connector for ``livectl run``: a folder of jars or comma-separated jar files added to
+    #: ``spark.jars``; "" = ``.cache/jvm/spark-kafka`` (``scripts/setup``) when it is there
+    spark_kafka_jars: str = ""
     #: ZooKeeper operations per fenced multi-op (docs/design/decisions.md, decision 4: 100 ≈ 20k writes/s)
     zk_ops_per_transaction: int = 100
     #: how long a micro-batch's writes are retried while ZooKeeper or Kafka is unavailable (a restart)
@@ -161,6 +168,8 @@ class Settings:
             raise SettingsError(
                 "request_compression", f"must be one of {', '.join(COMPRESSIONS)}, got {self.request_compression!r}"
             )
+        if self.query_source not in QUERY_SOURCES:
+            raise SettingsError("query_source", f"must be one of {', '.join(QUERY_SOURCES)}, got {self.query_source!r}")
         if self.starting_offsets not in ("earliest", "latest"):
             raise SettingsError("starting_offsets", f"must be 'earliest' or 'latest', got {self.starting_offsets!r}")
         try:
@@ -302,7 +311,7 @@ def parse_value(key: str, text: str) -> Any:
 
 #: text settings whose empty value means "unset"
 _MAY_BE_EMPTY = frozenset(
-    {"zookeeper_auth", "audit_dir", "resume_from_checkpoint"}
+    {"zookeeper_auth", "audit_dir", "resume_from_checkpoint", "spark_kafka_jars"}
     | {f.name for f in fields(Settings) if f.name.startswith("kafka_")}
 )
 

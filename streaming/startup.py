@@ -160,6 +160,22 @@ def resolve_buckets(spark: Any, settings: Settings, store: CheckpointStore) -> S
     return replace(settings, num_buckets=buckets)
 
 
+def with_query_source(spark: Any, s: Settings, store: CheckpointStore, *, say: bool = False) -> Settings:
+    """``s`` with ``query_source`` resolved to the source this run reads with (:func:`streaming.query_source.choose`:
+    the setting, the session's ``spark.jars`` / ``spark.jars.packages``, and which source wrote the checkpoint's
+    last offsets); ``say``: log the one line that says which one runs and why."""
+    from streaming.query_source import choose
+
+    conf = spark.sparkContext.getConf()
+    props = {key: conf.get(key) or "" for key in ("spark.jars", "spark.jars.packages")}
+    planned = batch_ids(store, child(store.root, "offsets"))
+    last = store.read_text(child(store.root, "offsets", str(planned[-1]))) if planned else None
+    choice = choose(s.query_source, props, last)
+    if say:
+        log.info("%s", choice.line())
+    return replace(s, query_source=choice.source)
+
+
 def other_controller(zk: Any) -> int | None:
     """The ``brokerid`` in ``/controller`` (Kafka's JSON), or ``None`` when no controller is elected."""
     from streaming.lease import LeaseError, read_controller_id
