@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -358,47 +359,50 @@ def start_zookeeper_ensemble(
         text = template.substitute(data_dir=str(data), client_port=client_port)
         cfg.write_text(f"{text}# livectl: server {n} heap {heap} client port {client_port}\n{quorum}")
         configs.append(cfg)
-    started: list[Service] = []
+    started: list[tuple[Service, subprocess.Popen[bytes]]] = []
     try:
         for cfg in configs:
             started.append(_spawn_server(cfg))
-        for svc in started:
-            _wait_serving(svc, timeout)
+        for svc, proc in started:
+            _wait_serving(svc, proc, timeout)
     except LocalServiceError:
-        for svc in started:
+        for svc, _ in started:
             stop_process(svc.pid, svc.marker)
         raise
-    return started
+    return [svc for svc, _ in started]
 
 
 def start_zookeeper_server(cfg: Path, timeout: float = 60.0) -> Service:
     """Start again one ensemble server from the ``zoo.cfg`` :func:`start_zookeeper_ensemble` wrote for it
     (its recorded marker); returns once it serves (as leader or follower: a majority must be up)."""
-    svc = _spawn_server(cfg)
+    svc, proc = _spawn_server(cfg)
     try:
-        _wait_serving(svc, timeout)
+        _wait_serving(svc, proc, timeout)
     except LocalServiceError:
         stop_process(svc.pid, svc.marker)
         raise
     return svc
 
 
-def _spawn_server(cfg: Path) -> Service:
+def _spawn_server(cfg: Path) -> tuple[Service, subprocess.Popen[bytes]]:
     m = _SERVER_LINE.search(cfg.read_text()) if cfg.exists() else None
     if m is None:
         raise LocalServiceError(f"{cfg}: not a zoo.cfg written by `livectl local up --zookeeper-servers`")
     n, heap, port = int(m.group(1)), m.group(2), int(m.group(3))
     log = cfg.parent / "zookeeper.log"
     proc = spawn(_zookeeper_command(find_java(), heap, [], ZOOKEEPER_QUORUM_MAIN, cfg), log)
-    return Service(f"zookeeper-{n}", proc.pid, port, f"127.0.0.1:{port}", str(log), str(cfg))
+    return Service(f"zookeeper-{n}", proc.pid, port, f"127.0.0.1:{port}", str(log), str(cfg)), proc
 
 
-def _wait_serving(svc: Service, timeout: float) -> None:
+def _wait_serving(svc: Service, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    # the child's own exit status, not /proc's command line: until it execs Java that is still Python's
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not svc.running():
+        if proc.poll() is not None:
             tail = Path(svc.log).read_text(errors="replace")[-2000:]
-            raise LocalServiceError(f"ZooKeeper server {svc.name} exited while starting; log {svc.log}:\n{tail}")
+            raise LocalServiceError(
+                f"ZooKeeper server {svc.name} exited with code {proc.returncode} while starting; log {svc.log}:\n{tail}"
+            )
         if zookeeper_mode(svc.port) in ("leader", "follower"):
             return
         time.sleep(0.2)
