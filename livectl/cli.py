@@ -25,17 +25,19 @@ DEFAULT_RUN_DIR = local_services.DEFAULT_RUN_DIR
 def _local_up(args: argparse.Namespace) -> int:
     services = local.LocalServices.load(args.run_dir)
     try:
-        services.up(zk_port=args.zookeeper_port, broker_port=args.broker_port)
+        services.up(zk_port=args.zookeeper_port, broker_port=args.broker_port, zookeeper_servers=args.zookeeper_servers)
     except local.LocalServiceError as e:
         print(f"livectl local up: {e}", file=sys.stderr)
         return 1
-    zk, broker = services.zookeeper, services.broker
-    assert zk is not None and broker is not None
-    print(f"ZooKeeper   {zk.address}  (pid {zk.pid}, log {zk.log})")
+    servers, broker = services.zookeeper_servers, services.broker
+    assert servers and broker is not None
+    for zk in servers:
+        label = "ZooKeeper" if len(servers) == 1 else f"ZK server {zk.name[10:]}"
+        print(f"{label:<11} {zk.address}  (pid {zk.pid}, log {zk.log})")
     print(f"Kafka       {broker.address}  (Apache Kafka, KRaft, pid {broker.pid}, log {broker.log})")
     print(f"Kafka data  {broker.data_dir}  (kept by `local down`: the next `up` has the same topics)")
     print(f"state       {args.run_dir / local_services.STATE_FILE}")
-    print(f"use:        --zookeeper {zk.address} --bootstrap-server {broker.address}")
+    print(f"use:        --zookeeper {services.zookeeper_connect} --bootstrap-server {broker.address}")
     print("stop with:  livectl local down")
     return 0
 
@@ -55,7 +57,9 @@ def _local_status(args: argparse.Namespace) -> int:
     else:
         for name, st in status.items():
             detail = "" if "pid" not in st else f"  {st['address']}  pid {st['pid']}"
-            print(f"{name:<10} {st['state']}{detail}")
+            if "mode" in st:
+                detail += f"  mode {st['mode'] or '-'}"
+            print(f"{name:<11} {st['state']}{detail}")
     return 0 if all(s["state"] == "running" for s in status.values()) else 3
 
 
@@ -71,6 +75,15 @@ def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sp.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR, help="run folder (default: %(default)s)")
         if name == "up":
             sp.add_argument("--zookeeper-port", type=int, default=0, help="default: a free port")
+            sp.add_argument(
+                "--zookeeper-servers",
+                type=int,
+                default=1,
+                metavar="N",
+                help="1 (default): one standalone ZooKeeper; 3 (or 5, 7): an ensemble of N servers on free "
+                "loopback ports, recorded as zookeeper-1..N; `local status` shows each one's mode "
+                "(leader/follower) and the printed --zookeeper connect string lists them all",
+            )
             sp.add_argument("--broker-port", type=int, default=0, help="default: the last one if free, else free")
         if name == "status":
             sp.add_argument("--json", action="store_true", help="print JSON")

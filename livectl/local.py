@@ -1,5 +1,9 @@
 """Real local services on loopback: ZooKeeper (Debian's package) and Apache Kafka (one KRaft node).
 
+ZooKeeper is one standalone server by default, or an ensemble (``livectl local up --zookeeper-servers 3``):
+each server its own process, ``zoo.cfg`` (the ``server.N`` lines) and ``myid``, recorded as ``zookeeper-N``;
+the connect string lists them all (:attr:`LocalServices.zookeeper_connect`).
+
 ``livectl local up`` starts both under a run folder (default ``./run/local``), records their ports and
 PIDs in ``services.json`` there, and ``livectl local down`` stops exactly those processes, by PID, after
 checking that each PID still runs the command line we started (a recycled PID is never signalled).
@@ -13,6 +17,8 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib.resources import files
@@ -62,14 +68,21 @@ __all__ = [
     "start_broker",
     "start_kafka",
     "start_zookeeper",
+    "start_zookeeper_ensemble",
+    "start_zookeeper_server",
     "stop_kafka",
     "stop_process",
+    "zookeeper_mode",
     "zookeeper_ok",
 ]
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+#: an ensemble's servers run ZooKeeper's quorum peer (the standalone main refuses ``server.N`` lines)
+ZOOKEEPER_QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+#: the most servers ``local up`` starts in one ensemble (each is a JVM on this machine)
+MAX_ZOOKEEPER_SERVERS = 7
 
 
 @dataclass
@@ -81,7 +94,22 @@ class LocalServices:
 
     @property
     def zookeeper(self) -> Service | None:
-        return self.services.get("zookeeper")
+        """The standalone ZooKeeper, or an ensemble's first server."""
+        servers = self.zookeeper_servers
+        return servers[0] if servers else None
+
+    @property
+    def zookeeper_servers(self) -> list[Service]:
+        """Every recorded ZooKeeper server: ``zookeeper`` alone, or ``zookeeper-1`` … ``zookeeper-N``."""
+        if "zookeeper" in self.services:
+            return [self.services["zookeeper"]]
+        names = sorted((n for n in self.services if _ENSEMBLE_NAME.fullmatch(n)), key=lambda n: int(n[10:]))
+        return [self.services[n] for n in names]
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """The ZooKeeper connect string: every recorded server's address, comma-separated."""
+        return ",".join(svc.address for svc in self.zookeeper_servers)
 
     @property
     def broker(self) -> Service | None:
@@ -106,18 +134,54 @@ class LocalServices:
         *,
         kafka: KafkaSettings | None = None,
         kafka_timeout: float = 120.0,
+        zookeeper_servers: int = 1,
     ) -> None:
         """Start whatever is not already running (port 0 = the broker's last port if free, else a free
-        one; ZooKeeper always takes a free one). ``kafka``: the broker's settings (listeners, security)."""
+        one; ZooKeeper always takes a free one). ``kafka``: the broker's settings (listeners, security).
+
+        ``zookeeper_servers``: 1 (a standalone server) or an ensemble of that many (odd, at most
+        :data:`MAX_ZOOKEEPER_SERVERS`; ``zk_port`` must then be 0). An ensemble's stopped servers are started
+        again with their recorded ``zoo.cfg``; asking for another shape than the one recorded is refused
+        until ``down``."""
+        if zookeeper_servers < 1 or zookeeper_servers > MAX_ZOOKEEPER_SERVERS or zookeeper_servers % 2 == 0:
+            raise LocalServiceError(
+                f"zookeeper_servers must be 1 or an odd count up to {MAX_ZOOKEEPER_SERVERS} "
+                f"(a majority of an even ensemble tolerates no more failures), got {zookeeper_servers}"
+            )
+        if zookeeper_servers > 1 and zk_port:
+            raise LocalServiceError("zk_port: an ensemble's servers take free ports; leave it 0")
+        recorded = self.zookeeper_servers
+        if recorded and len(recorded) != zookeeper_servers:
+            raise LocalServiceError(
+                f"zookeeper_servers: {len(recorded)} ZooKeeper server(s) recorded in {self.run_dir}, "
+                f"{zookeeper_servers} asked; run `livectl local down` first"
+            )
         br = self.broker
         zk = self.zookeeper
+        zk_missing = (
+            (zk is None or not zk.running())
+            if zookeeper_servers == 1
+            else not recorded or any(not svc.running() for svc in recorded)
+        )
         # whatever is missing is said at once, in one line, before anything starts (nothing is left running)
-        problems = missing_prerequisites(zookeeper=zk is None or not zk.running(), kafka=br is None or not br.running())
+        problems = missing_prerequisites(zookeeper=zk_missing, kafka=br is None or not br.running())
         if problems:
             raise LocalServiceError("; ".join(problems))
-        if zk is None or not zk.running():
-            self.services["zookeeper"] = start_zookeeper(self.run_dir / "zookeeper", zk_port or free_port(), timeout)
+        if zookeeper_servers == 1:
+            if zk is None or not zk.running():
+                self.services["zookeeper"] = start_zookeeper(
+                    self.run_dir / "zookeeper", zk_port or free_port(), timeout
+                )
+                self.save()
+        elif not recorded:
+            ensemble = start_zookeeper_ensemble(self.run_dir / "zookeeper-ensemble", zookeeper_servers, timeout)
+            self.services.update({svc.name: svc for svc in ensemble})
             self.save()
+        else:
+            for svc in recorded:
+                if not svc.running():
+                    self.services[svc.name] = start_zookeeper_server(Path(svc.marker), timeout)
+                    self.save()
         if br is None or not br.running():
             self.services["broker"] = start_kafka(
                 self.run_dir / "broker", broker_port, settings=kafka, timeout=max(timeout, kafka_timeout)
@@ -127,7 +191,7 @@ class LocalServices:
     def down(self) -> list[str]:
         """Stop the recorded services, by PID. Returns what was stopped."""
         stopped = []
-        for name in ("broker", "zookeeper"):
+        for name in ("broker", *(svc.name for svc in self.zookeeper_servers)):
             svc = self.services.get(name)
             if svc is not None and (stop_kafka(svc) if name == "broker" else stop_process(svc.pid, svc.marker)):
                 stopped.append(name)
@@ -136,19 +200,24 @@ class LocalServices:
         return stopped
 
     def status(self) -> dict[str, dict[str, object]]:
+        """Each service's state; a ZooKeeper server's also its ``mode`` as its ``srvr`` answer says
+        (``standalone``, ``leader``, ``follower``; ``None`` when it does not serve)."""
         out: dict[str, dict[str, object]] = {}
-        for name in ("zookeeper", "broker"):
+        names = [svc.name for svc in self.zookeeper_servers] or ["zookeeper"]
+        for name in (*names, "broker"):
             svc = self.services.get(name)
             if svc is None:
                 out[name] = {"state": "not started"}
                 continue
             alive = svc.running()
-            healthy = alive and (zookeeper_ok(svc.port) if name == "zookeeper" else broker_ok(svc.address, timeout=3.0))
+            mode = zookeeper_mode(svc.port) if alive and name != "broker" else None
+            healthy = alive and (mode is not None if name != "broker" else broker_ok(svc.address, timeout=3.0))
             out[name] = {
                 "state": "running" if healthy else ("unhealthy" if alive else "stopped"),
                 "pid": svc.pid,
                 "address": svc.address,
                 "log": svc.log,
+                **({"mode": mode} if name != "broker" else {}),
                 **({"data": svc.data_dir} if svc.data_dir else {}),
             }
         return out
@@ -187,6 +256,22 @@ def zookeeper_ok(port: int, timeout: float = 1.0) -> bool:
             return s.recv(16) == b"imok"
     except OSError:
         return False
+
+
+def zookeeper_mode(port: int, timeout: float = 1.0) -> str | None:
+    """The server's role from ZooKeeper's four-letter ``srvr`` (whitelisted in ``zoo.cfg.template``):
+    ``standalone``, ``leader`` or ``follower``; ``None`` when it is unreachable or not serving (an
+    ensemble's server without a quorum answers that it is "not currently serving requests")."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(b"srvr")
+            chunks = []
+            while chunk := s.recv(4096):
+                chunks.append(chunk)
+    except OSError:
+        return None
+    m = re.search(r"^Mode: (\S+)", b"".join(chunks).decode(errors="replace"), re.MULTILINE)
+    return m.group(1) if m else None
 
 
 def broker_ok(address: str, timeout: float = 1.0) -> bool:
@@ -243,19 +328,109 @@ def start_zookeeper(
         jvm_options.append(f"-Djava.security.auth.login.config={jaas}")
     cfg.write_text(text)
     log = run_dir / "zookeeper.log"
-    cmd = [
+    proc = spawn(_zookeeper_command(java, heap, jvm_options, ZOOKEEPER_MAIN, cfg), log)
+    wait_ready(proc, lambda: zookeeper_ok(port), "ZooKeeper", log, timeout)
+    return Service("zookeeper", proc.pid, port, f"127.0.0.1:{port}", str(log), str(cfg))
+
+
+def _zookeeper_command(java: str, heap: str, jvm_options: list[str], main: str, cfg: Path) -> list[str]:
+    return [
         java,
         "-Xms64m",
         f"-Xmx{heap}",
         *jvm_options,
         "-cp",
         f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
-        ZOOKEEPER_MAIN,
+        main,
         str(cfg),
     ]
-    proc = spawn(cmd, log)
-    wait_ready(proc, lambda: zookeeper_ok(port), "ZooKeeper", log, timeout)
-    return Service("zookeeper", proc.pid, port, f"127.0.0.1:{port}", str(log), str(cfg))
+
+
+_ENSEMBLE_NAME = re.compile(r"zookeeper-[1-9][0-9]*")
+#: what an ensemble server's ``zoo.cfg`` records beside the template (read back by a restart)
+_SERVER_LINE = re.compile(r"^# livectl: server (\d+) heap (\S+) client port (\d+)$", re.MULTILINE)
+
+
+def start_zookeeper_ensemble(
+    run_dir: Path, servers: int = 3, timeout: float = 60.0, *, heap: str = "256m"
+) -> list[Service]:
+    """Start an ensemble of ``servers`` ZooKeeper servers (Debian's package, ZooKeeper's quorum peer) on
+    loopback, each under ``run_dir/server-N`` with its ``myid`` and a ``zoo.cfg`` listing every server's
+    ``server.N=127.0.0.1:<quorum port>:<election port>``; client, quorum and election ports are free
+    ones. Returns the servers (``zookeeper-1`` …), each serving as leader or follower. On failure the
+    servers started are stopped and :class:`LocalServiceError` says which one failed, with its log."""
+    if servers < 1:
+        raise LocalServiceError(f"servers must be at least 1, got {servers}")
+    find_java()
+    check_zookeeper_installed()
+    ports: list[int] = []
+    while len(ports) < 3 * servers:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    quorum = "".join(f"server.{n}=127.0.0.1:{ports[3 * n - 2]}:{ports[3 * n - 1]}\n" for n in range(1, servers + 1))
+    template = Template((files("livectl") / "conf" / "zoo.cfg.template").read_text())
+    configs = []
+    for n in range(1, servers + 1):
+        server_dir = run_dir / f"server-{n}"
+        data = server_dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "myid").write_text(f"{n}\n")
+        cfg = server_dir / "zoo.cfg"
+        client_port = ports[3 * n - 3]
+        text = template.substitute(data_dir=str(data), client_port=client_port)
+        cfg.write_text(f"{text}# livectl: server {n} heap {heap} client port {client_port}\n{quorum}")
+        configs.append(cfg)
+    started: list[tuple[Service, subprocess.Popen[bytes]]] = []
+    try:
+        for cfg in configs:
+            started.append(_spawn_server(cfg))
+        for svc, proc in started:
+            _wait_serving(svc, proc, timeout)
+    except LocalServiceError:
+        for svc, _ in started:
+            stop_process(svc.pid, svc.marker)
+        raise
+    return [svc for svc, _ in started]
+
+
+def start_zookeeper_server(cfg: Path, timeout: float = 60.0) -> Service:
+    """Start again one ensemble server from the ``zoo.cfg`` :func:`start_zookeeper_ensemble` wrote for it
+    (its recorded marker); returns once it serves (as leader or follower: a majority must be up)."""
+    svc, proc = _spawn_server(cfg)
+    try:
+        _wait_serving(svc, proc, timeout)
+    except LocalServiceError:
+        stop_process(svc.pid, svc.marker)
+        raise
+    return svc
+
+
+def _spawn_server(cfg: Path) -> tuple[Service, subprocess.Popen[bytes]]:
+    m = _SERVER_LINE.search(cfg.read_text()) if cfg.exists() else None
+    if m is None:
+        raise LocalServiceError(f"{cfg}: not a zoo.cfg written by `livectl local up --zookeeper-servers`")
+    n, heap, port = int(m.group(1)), m.group(2), int(m.group(3))
+    log = cfg.parent / "zookeeper.log"
+    proc = spawn(_zookeeper_command(find_java(), heap, [], ZOOKEEPER_QUORUM_MAIN, cfg), log)
+    return Service(f"zookeeper-{n}", proc.pid, port, f"127.0.0.1:{port}", str(log), str(cfg)), proc
+
+
+def _wait_serving(svc: Service, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    # the child's own exit status, not /proc's command line: until it execs Java that is still Python's
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = Path(svc.log).read_text(errors="replace")[-2000:]
+            raise LocalServiceError(
+                f"ZooKeeper server {svc.name} exited with code {proc.returncode} while starting; log {svc.log}:\n{tail}"
+            )
+        if zookeeper_mode(svc.port) in ("leader", "follower"):
+            return
+        time.sleep(0.2)
+    raise LocalServiceError(
+        f"ZooKeeper server {svc.name} was not serving after {timeout:.0f} s (no quorum?); see {svc.log}"
+    )
 
 
 def start_broker(

@@ -60,11 +60,20 @@ def save_records(run_dir: Path, records: Mapping[str, Mapping[str, Any]]) -> Non
 
 def recorded_address(name: str, run_dir: Path = DEFAULT_RUN_DIR) -> str | None:
     """The address of service ``name`` (``zookeeper`` or ``broker``) as ``livectl local up`` recorded it in
-    ``run_dir``; ``None`` when nothing (readable) is recorded there. Whether it still runs is not checked."""
+    ``run_dir``; ``None`` when nothing (readable) is recorded there. Whether it still runs is not checked.
+    ``zookeeper`` of an ensemble (servers recorded as ``zookeeper-1`` …) is the connect string of them all."""
     try:
-        address = load_records(run_dir).get(name, {}).get("address")
+        records = load_records(run_dir)
     except (OSError, ValueError):
         return None
+    if name == "zookeeper" and name not in records:
+        servers = sorted(
+            (k for k in records if k.startswith("zookeeper-") and k[10:].isdigit()), key=lambda k: int(k[10:])
+        )
+        addresses = [records[k].get("address") for k in servers]
+        strings = [a for a in addresses if isinstance(a, str)]
+        return ",".join(strings) if strings and len(strings) == len(addresses) else None
+    address = records.get(name, {}).get("address")
     return address if isinstance(address, str) else None
 
 

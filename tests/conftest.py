@@ -121,6 +121,16 @@ def zookeeper(services_dir: Path) -> Iterator[local.Service]:
         local.stop_process(svc.pid, svc.marker)
 
 
+@pytest.fixture(scope="module")
+def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real ZooKeeper ensemble of three (:class:`zk_ensemble.Ensemble`; ``.connect`` lists the servers),
+    for the tests of one module: a test that kills or stops a server calls ``heal()`` when it is done."""
+    from zk_ensemble import running_ensemble
+
+    with running_ensemble(tmp_path_factory.mktemp("zookeeper-ensemble")) as ensemble:
+        yield ensemble
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(services_dir: Path) -> Iterator[local.Service]:
     """Apache Kafka (one KRaft node, the jars scripts/setup resolves); ``.bootstrap`` is ``127.0.0.1:PORT``."""

@@ -178,3 +178,35 @@ def test_recorded_address_reads_what_local_up_saved(tmp_path: Path) -> None:
     assert local_services.recorded_address("prometheus", tmp_path) is None
     (tmp_path / local_services.STATE_FILE).write_text("{not json")
     assert local_services.recorded_address("zookeeper", tmp_path) is None
+
+
+def test_an_ensemble_is_recorded_server_by_server_and_its_connect_string_lists_them(tmp_path: Path) -> None:
+    services = local.LocalServices(tmp_path)
+    for n, port in ((1, 2181), (2, 2182), (10, 2190), (3, 2183)):  # 10 sorts after 3, by number
+        name = f"zookeeper-{n}"
+        services.services[name] = local.Service(name, 999999, port, f"127.0.0.1:{port}", "zk.log", f"{n}/zoo.cfg")
+    services.save()
+    again = local.LocalServices.load(tmp_path)
+    assert [s.name for s in again.zookeeper_servers] == ["zookeeper-1", "zookeeper-2", "zookeeper-3", "zookeeper-10"]
+    expected = "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183,127.0.0.1:2190"
+    assert again.zookeeper_connect == expected
+    assert local_services.recorded_address("zookeeper", tmp_path) == expected
+    status = again.status()
+    assert status["zookeeper-2"] == {**status["zookeeper-2"], "state": "stopped", "mode": None}
+    assert "zookeeper" not in status
+    # another shape than the one recorded is refused before anything starts
+    with pytest.raises(
+        local.LocalServiceError, match=r"4 ZooKeeper server.* recorded .* 1 asked; run `livectl local down`"
+    ):
+        again.up()
+
+
+@pytest.mark.parametrize("count", [0, 2, 9])
+def test_an_ensemble_size_that_is_not_odd_or_too_big_is_refused_naming_the_field(tmp_path: Path, count: int) -> None:
+    with pytest.raises(local.LocalServiceError, match=rf"zookeeper_servers must be 1 or an odd count.*got {count}"):
+        local.LocalServices(tmp_path).up(zookeeper_servers=count)
+    assert not (tmp_path / local_services.STATE_FILE).exists()
+
+
+def test_a_zookeeper_mode_of_nothing_listening_is_none() -> None:
+    assert local.zookeeper_mode(local.free_port()) is None
