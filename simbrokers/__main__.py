@@ -3,7 +3,8 @@
 Runs the listed brokers in this process (run several processes for a multi-process cluster: fetches
 between them go over TCP loopback to the registered endpoints). Faults are injected through the
 control topic (``livectl-simbrokers fault ...``; see :mod:`simbrokers.control`). SIGTERM: controlled
-shutdown of every broker here; SIGKILL: the brokers vanish and their sessions expire.
+shutdown of every broker here, the process gone within ``--shutdown-timeout-s`` + 5 s whatever is
+unreachable; SIGKILL: the brokers vanish and their sessions expire.
 """
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=15_000,
         help="how long one ControlledShutdown request waits for the controller's answer (default: %(default)s)",
     )
+    p.add_argument(
+        "--shutdown-timeout-s",
+        type=float,
+        default=30.0,
+        help="after SIGTERM, stop anyway when the controlled shutdowns are not done within this many seconds; "
+        "the process exits within this + 5 s whatever is unreachable (default: %(default)s)",
+    )
     p.add_argument("--session-timeout-ms", type=int, default=6_000, help="ZooKeeper session timeout")
     p.add_argument("--status-file", type=Path, default=None, help="write brokers' status JSON here every second")
     p.add_argument("--topic-wait-s", type=float, default=60.0, help="wait this long for livectl topics")
@@ -89,7 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.shutdown_timeout_s <= 0:
+        parser.error("--shutdown-timeout-s: must be > 0")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
     logging.getLogger("kazoo").setLevel(logging.WARNING)
@@ -132,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         control_topic=args.control_topic,
         kafka_security=kafka_security,
         zookeeper_security=zk_security,
+        shutdown_timeout_s=args.shutdown_timeout_s,
     )
     proc = SimBrokersProcess(settings)
     proc.install_signal_handlers()
