@@ -3,7 +3,8 @@
 Runs the listed brokers in this process (run several processes for a multi-process cluster: fetches
 between them go over TCP loopback to the registered endpoints). Faults are injected through the
 control topic (``livectl-simbrokers fault ...``; see :mod:`simbrokers.control`). SIGTERM: controlled
-shutdown of every broker here; SIGKILL: the brokers vanish and their sessions expire. Without
+shutdown of every broker here, the process gone within ``--shutdown-timeout-s`` + 5 s whatever is
+unreachable; SIGKILL: the brokers vanish and their sessions expire. Without
 ``--zookeeper`` / ``--bootstrap-server`` the addresses come from
 :func:`sinks.local_services.default_zookeeper` / :func:`~sinks.local_services.default_bootstrap_server`,
 as for the admin commands.
@@ -145,6 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="min.insync.replicas, unless the topic or /config/brokers sets it (default: %(default)s)",
     )
     k.add_argument(
+        "--shutdown-timeout-s",
+        type=float,
+        default=30.0,
+        help="after SIGTERM, stop anyway when the controlled shutdowns are not done within this many seconds; "
+        "the process exits within this + 5 s whatever is unreachable (default: %(default)s)",
+    )
+    k.add_argument(
         "--controlled-shutdown-max-retries",
         type=int,
         default=3,
@@ -191,7 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.shutdown_timeout_s <= 0:
+        parser.error("--shutdown-timeout-s: must be > 0")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
     logging.getLogger("kazoo").setLevel(logging.WARNING)
@@ -234,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         control_topic=args.control_topic,
         kafka_security=kafka_security,
         zookeeper_security=zk_security,
+        shutdown_timeout_s=args.shutdown_timeout_s,
     )
     proc = SimBrokersProcess(settings)
     proc.install_signal_handlers()

@@ -56,6 +56,10 @@ class UsageError(CtlError):
     exit_code = EXIT_USAGE
 
 
+#: how long one ZooKeeper call of ``--wait`` may take
+ZK_CALL_TIMEOUT_S = 10.0
+
+
 class NotFinishedError(CtlError):
     exit_code = EXIT_PENDING
 
@@ -143,7 +147,14 @@ def _run(args: argparse.Namespace) -> int:
         path = zkdata.broker_path(args.broker_id)
 
         def registered() -> bool:
-            return zk.exists(path) is not None
+            # bounded: a request made while kazoo reconnects to a ZooKeeper that is gone waits for ever
+            try:
+                return zk.exists_async(path).get(timeout=ZK_CALL_TIMEOUT_S) is not None
+            except KazooTimeoutError:
+                raise NotFinishedError(
+                    f"ZooKeeper did not answer within {ZK_CALL_TIMEOUT_S:g}s: broker {args.broker_id}'s outcome "
+                    "is unknown"
+                ) from None
 
         if not registered():
             raise CtlError(f"broker {args.broker_id} is not registered ({path} does not exist)")

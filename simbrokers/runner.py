@@ -16,7 +16,9 @@ processes over TCP), publish the events, flush.
 
 Signals: SIGTERM / SIGINT start a controlled shutdown of every broker of the process; each deregisters
 (closes its session) when its shutdown succeeded or ran out of retries; the process exits when none is
-left. A second SIGINT exits at once. SIGKILL needs no handling: sessions expire.
+left, and at the latest ``shutdown_timeout_s`` + :data:`simbrokers.stopping.CLOSE_TIMEOUT_S` seconds after
+the signal whatever is unreachable, saying what it could not finish (:mod:`simbrokers.stopping`). A second
+SIGINT exits at once. SIGKILL needs no handling: sessions expire.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import KafkaTimeoutError, TopicAlreadyExistsError
 from kazoo.client import KazooClient, KazooState
 
 from core.codec.events import event_to_json
@@ -44,6 +46,7 @@ from core.errors import FormatError
 from core.events import Event
 from core.kafka import zkdata
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
+from core.kafka.error_codes import error_name
 from core.kafka.requests import SHARED_BROKER_ID
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
@@ -51,6 +54,8 @@ from simbrokers.dynconfig import DynamicConfigWatcher
 from simbrokers.fabric import LocalFabric, LossTracker
 from simbrokers.fetchnet import FetchClient, FetchServer
 from simbrokers.registration import register
+from simbrokers.shutdown import ShutdownPhase
+from simbrokers.stopping import CLOSE_TIMEOUT_S, SEND_MAX_BLOCK_MS, Watchdog, bounded, say
 from simbrokers.throttle import throttle_config
 from sinks.security import KafkaSecurity, ZkSecurity
 
@@ -86,6 +91,8 @@ class ProcessSettings:
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
     #: ZooKeeper authentication and ACLs of the registrations (``--zookeeper-auth``, ``--zookeeper-set-acl``)
     zookeeper_security: ZkSecurity = field(default_factory=ZkSecurity)
+    #: after SIGTERM, how long the brokers' controlled shutdowns may take before the process stops anyway
+    shutdown_timeout_s: float = 30.0
 
 
 @dataclass
@@ -114,6 +121,10 @@ class SimBrokersProcess:
         self._loss = LossTracker()
         self._last_status_ms = 0
         self._config_zk: KazooClient | None = None
+        #: set on the first stop signal: the orderly stop's last resort
+        self._watchdog: Watchdog | None = None
+        #: events the producer could not take (Kafka away): counted, said once per stop
+        self._unsent = 0
 
     # ------------------------------------------------------------------ start
 
@@ -135,7 +146,9 @@ class SimBrokersProcess:
         self._consumer.seek_to_end(*assigned)
         for tp in assigned:
             self._consumer.position(tp)  # resolve the end offsets now, before registering
-        self._producer = KafkaProducer(**kafka, bootstrap_servers=s.bootstrap_server, linger_ms=5, acks="all")
+        self._producer = KafkaProducer(
+            **kafka, bootstrap_servers=s.bootstrap_server, linger_ms=5, acks="all", max_block_ms=SEND_MAX_BLOCK_MS
+        )
         for i, bid in enumerate(s.broker_ids):
             self._start_broker(bid, s.base_port + i if s.base_port else 0)
         self._start_config_watcher()
@@ -242,38 +255,95 @@ class SimBrokersProcess:
     def run(self) -> int:
         """Run until every broker has shut down; returns the exit code."""
         assert self._consumer is not None and self._producer is not None
-        shutdown_started = False
+        stop_by: float | None = None
         try:
             while self.members and not self.hard_stop.is_set():
-                if self.stopping.is_set() and not shutdown_started:
-                    shutdown_started = True
+                if self.stopping.is_set() and stop_by is None:
+                    stop_by = time.monotonic() + self.settings.shutdown_timeout_s
+                    self._watchdog = Watchdog(self.settings.shutdown_timeout_s + CLOSE_TIMEOUT_S + 1).start()
+                    self._watchdog.step = "asking the controller for controlled shutdown"
                     for bid in list(self.members):
                         self._controlled_shutdown(bid)
                 self._poll_once()
                 t = now_ms()
                 for bid, m in list(self.members.items()):
                     if m.session_lost.is_set():
+                        if stop_by is not None:
+                            # stopping: the registration is gone already, which is where the stop ends
+                            say(f"broker {bid}: ZooKeeper session lost during its controlled shutdown: stopping")
+                            self._deregister(bid)
+                            continue
                         self._reregister(bid)
                     with self.fabric.locks[bid]:
                         events = m.broker.tick(t)
                     self._publish(bid, events)
                     if m.broker.shutdown.done:
-                        log.info("broker %s controlled shutdown %s", bid, m.broker.shutdown_phase.value)
+                        self._report_shutdown(bid, m.broker)
                         self._deregister(bid)
                 self.fabric.step(now_ms())
-                self._producer.flush()
+                if stop_by is None:
+                    self._producer.flush()
+                else:
+                    self._producer.flush(timeout=max(0.0, min(1.0, stop_by - time.monotonic())))
+                    if time.monotonic() >= stop_by:
+                        self._stop_anyway()
+                        break
                 self._write_status()
         finally:
-            for bid in list(self.members):
-                self._deregister(bid)
-            self.fetch_client.close()
-            if self._config_zk is not None:
-                self._config_zk.stop()
-                self._config_zk.close()
-            self._producer.flush()
-            self._producer.close()
-            self._consumer.close()
+            self._close()
         return 0
+
+    def _report_shutdown(self, bid: int, broker: SimBroker) -> None:
+        """The outcome of a finished controlled shutdown: a log line when it succeeded, one line saying what
+        it could not do when it ran out of retries."""
+        sd = broker.shutdown
+        if sd.phase is ShutdownPhase.SUCCEEDED:
+            log.info("broker %s controlled shutdown succeeded", bid)
+            return
+        why = f"last error {error_name(sd.last_error)}" if sd.last_error is not None else "no answer"
+        still = f"; partitions still led: {','.join(map(str, sd.last_remaining))}" if sd.last_remaining else ""
+        say(f"broker {bid}: controlled shutdown failed after {sd.attempts} attempts ({why}{still}): stopping anyway")
+
+    def _stop_anyway(self) -> None:
+        """The shutdown timeout passed: one line per broker whose controlled shutdown is unfinished."""
+        for bid, m in sorted(self.members.items()):
+            sd = m.broker.shutdown
+            what = "no answer"
+            if sd.last_error is not None:
+                what = f"{sd.attempts} attempt(s), last {error_name(sd.last_error)}"
+                if sd.last_remaining:
+                    what += f", partitions still led: {','.join(map(str, sd.last_remaining))}"
+            say(
+                f"broker {bid}: controlled shutdown not acknowledged by the controller within "
+                f"{self.settings.shutdown_timeout_s:g} s ({what}): stopping anyway"
+            )
+
+    def _close(self) -> None:
+        """Deregister what is left and close every client, within :data:`CLOSE_TIMEOUT_S` in all."""
+        assert self._consumer is not None and self._producer is not None
+        producer, consumer = self._producer, self._consumer
+        close_by = time.monotonic() + CLOSE_TIMEOUT_S
+        if self._watchdog is None:  # an error, not a signal: the same bound on closing
+            self._watchdog = Watchdog(CLOSE_TIMEOUT_S + 1).start()
+
+        def left() -> float:
+            return max(0.1, close_by - time.monotonic())
+
+        for bid in list(self.members):
+            self._deregister(bid, timeout_s=left())
+        self.fetch_client.close()
+        config_zk = self._config_zk
+        if config_zk is not None:
+            self._watchdog.step = "closing the dynamic-config ZooKeeper session"
+            bounded("closing the dynamic-config ZooKeeper session", lambda: _close_zk(config_zk), left())
+        self._watchdog.step = "sending the last events to Kafka"
+        if not bounded("sending the last events to Kafka", lambda: _flush_all(producer), left()):
+            producer.close(timeout=0)
+        if self._unsent:
+            say(f"{self._unsent} event(s) could not be sent to Kafka (unreachable)")
+        self._watchdog.step = "closing the Kafka consumer"
+        bounded("closing the Kafka consumer", lambda: consumer.close(timeout_ms=int(left() * 1000)), left())
+        self._watchdog.cancel()
 
     def _poll_once(self) -> None:
         assert self._consumer is not None
@@ -353,21 +423,30 @@ class SimBrokersProcess:
     def _publish(self, broker_id: int, events: list[Event]) -> None:
         assert self._producer is not None
         for ev in events:
-            self._producer.send(
-                self.settings.events_topic, key=str(broker_id).encode(), value=event_to_json(ev).encode()
-            )
+            try:
+                self._producer.send(
+                    self.settings.events_topic, key=str(broker_id).encode(), value=event_to_json(ev).encode()
+                )
+            except KafkaTimeoutError as e:
+                # Kafka away: the event is lost, as a real broker's request to an unreachable controller is
+                self._unsent += 1
+                log.error("broker %s: could not send %s to Kafka: %s", broker_id, type(ev).__name__, e)
 
-    def _deregister(self, bid: int) -> None:
+    def _deregister(self, bid: int, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         m = self.members.pop(bid, None)
         if m is None:
             return
         self.fabric.remove(bid)
+        what = f"closing broker {bid}'s ZooKeeper session (its registration goes when the session expires)"
+        if self._watchdog is not None and not m.zk.connected:
+            say(f"broker {bid}: ZooKeeper unreachable: its registration goes when its session expires")
+        if self._watchdog is not None:
+            self._watchdog.step = what
         try:
-            m.zk.stop()
-            m.zk.close()
+            closed = bounded(what, lambda: _close_zk(m.zk), timeout_s)
         finally:
             m.server.stop()
-        log.info("broker %s deregistered", bid)
+        log.info("broker %s deregistered%s", bid, "" if closed else " (its session left to expire)")
 
     def _reregister(self, bid: int) -> None:
         """The session expired (Kafka re-registers with a new broker epoch)."""
@@ -409,3 +488,13 @@ class SimBrokersProcess:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(status, indent=1))
         tmp.replace(path)
+
+
+def _close_zk(zk: KazooClient) -> None:
+    zk.stop()
+    zk.close()
+
+
+def _flush_all(producer: KafkaProducer) -> None:
+    producer.flush()
+    producer.close()

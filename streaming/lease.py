@@ -33,7 +33,8 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent
 
 from core.errors import FormatError
@@ -43,6 +44,9 @@ from sinks.ports import Fence
 from streaming.errors import StreamingError
 
 log = logging.getLogger(__name__)
+
+#: how long resigning may wait for ZooKeeper (each of its two calls); past it, the session's end does it
+RELEASE_TIMEOUT_S = 5.0
 
 #: Kafka's ``KafkaController.InitialControllerEpoch`` / ``InitialControllerEpochZkVersion``
 INITIAL_CONTROLLER_EPOCH = 0
@@ -192,13 +196,20 @@ class ControllerLease:
         # on kazoo's thread, then stops quietly instead of reporting the resignation as a loss; and no write
         # this lease fences can go out once a successor can be elected
         self._mark_lost("resigned", notify=False)
-        if held:
-            try:
-                _, stat = self._zk.get(CONTROLLER_PATH)
-                if stat.ephemeralOwner == self._session_id():
-                    self._zk.delete(CONTROLLER_PATH, version=stat.version)
-            except (NoNodeError, BadVersionError):
-                pass
+        if not held:
+            return
+        if not self._zk.connected:
+            # a request queued while kazoo reconnects waits for the connection, with no end if ZooKeeper is gone
+            log.warning("resigning without ZooKeeper: /controller goes when this controller's session expires")
+            return
+        try:
+            _, stat = self._zk.get_async(CONTROLLER_PATH).get(timeout=RELEASE_TIMEOUT_S)
+            if stat.ephemeralOwner == self._session_id():
+                self._zk.delete_async(CONTROLLER_PATH, version=stat.version).get(timeout=RELEASE_TIMEOUT_S)
+        except (NoNodeError, BadVersionError):
+            pass
+        except (KazooException, KazooTimeoutError) as e:
+            log.warning("could not delete /controller (%s): it goes when this controller's session expires", e)
 
     # ------------------------------------------------------------------ internals
 

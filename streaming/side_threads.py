@@ -16,6 +16,9 @@ from streaming.settings import Settings
 
 log = logging.getLogger(__name__)
 
+#: how long stopping waits for the driver's producer to send what it holds
+PRODUCER_CLOSE_TIMEOUT_S = 5.0
+
 
 def admin_watcher(zk: Any, producer: Any, s: Settings, controller_epoch: int) -> Any:
     """The admin-path watcher of this controller (not started: it is primed with the failover snapshot first;
@@ -99,9 +102,24 @@ class Opened:
             if thread is not None:
                 thread.stop()
         if self.request_sink is not None:
-            self.request_sink.close()
+            try:
+                self.request_sink.close()
+            except Exception as e:  # Kafka away: the lease and the session must still go
+                log.warning("could not close the request sink (%s): stopping anyway", e)
         if self.producer is not None:
-            self.producer.close()
+            close_producer(self.producer, "the driver's producer")
         self.lease.release()
         self.zk.stop()
         self.zk.close()
+
+
+def close_producer(producer: Any, what: str) -> None:
+    """Close within :data:`PRODUCER_CLOSE_TIMEOUT_S`: events not yet sent when Kafka is away are dropped, not
+    waited for (``delivery.timeout.ms``), and said. kafka-python raises from a close whose flush timed out;
+    its sender thread is a daemon, left to die with the process."""
+    from kafka.errors import KafkaError
+
+    try:
+        producer.close(timeout=PRODUCER_CLOSE_TIMEOUT_S)
+    except KafkaError as e:
+        log.warning("could not send what %s held within %g s (%s): stopping anyway", what, PRODUCER_CLOSE_TIMEOUT_S, e)

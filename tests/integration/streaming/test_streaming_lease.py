@@ -109,17 +109,18 @@ def test_resign_lets_a_standby_in(clients: list[KazooClient]) -> None:
     waiter = threading.Thread(target=lambda: won.append(second.acquire(timeout=30)))
     waiter.start()
     lost_when_deleted: list[bool] = []
-    delete = a.delete
+    # resigning deletes with a bounded wait (delete_async(...).get(timeout)): watch that call
+    delete = a.delete_async
 
     def watched_delete(*args: Any, **kwargs: Any) -> Any:
         lost_when_deleted.append(first.lost)
         return delete(*args, **kwargs)
 
-    a.delete = watched_delete  # type: ignore[method-assign]
+    a.delete_async = watched_delete  # type: ignore[method-assign]
     try:
         first.release()
     finally:
-        del a.delete
+        del a.delete_async
     waiter.join(10)
     assert lost_when_deleted == [True]
     assert won and won[0].controller_epoch == 2 and first.lost_reason == "resigned"
