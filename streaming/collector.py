@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import sys
 from collections.abc import Iterator
 
 __all__ = ["collect_after_task", "gc_paused"]
@@ -32,13 +31,6 @@ def gc_paused() -> Iterator[None]:
 
 
 def collect_after_task() -> None:
-    """The collection a Python worker's daemon runs after each task, run now (for objects made outside a task,
-    so that the next task's collections do not walk them): livectl's
-    :class:`streaming.worker_daemon.TaskEndCollector`, which then freezes the survivors, is ``pyspark.daemon``'s
-    ``gc`` in the workers it forks; under another daemon, or outside a worker, a plain full collection."""
-    daemon = sys.modules.get("pyspark.daemon")
-    collector = getattr(daemon, "gc", gc)
-    if collector is gc:
-        gc.collect()
-    else:
-        collector.collect()
+    """A full collection now, for objects made outside a task (so that the next task's collections do not
+    walk them): what pyspark's daemon runs in a reused worker after each task."""
+    gc.collect()
