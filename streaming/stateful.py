@@ -46,8 +46,7 @@ from streaming import decided, failover, observability, peer_states
 from streaming.bucket_keys import bucket_of_key
 from streaming.collector import collect_after_task, gc_paused
 from streaming.failover_refs import Origin, applicable_events, events_of
-from streaming.routing import KIND_REJECTED, REJECTED_BUCKET, worker_validator
-from streaming.worker_validator import during_task
+from streaming.routing import KIND_REJECTED, REJECTED_BUCKET
 
 STATE_FORMAT = 1
 
@@ -211,7 +210,7 @@ def make_step(
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         if num_buckets > 0:
             key = (bucket_of_key(int(key[0]), num_buckets), *key[1:])
-        rows = step_bucket(
+        return step_bucket(
             key,
             frames,
             state,
@@ -222,7 +221,6 @@ def make_step(
             outcomes=decided.shipped_outcome,
             peers=worker_peers() if share_states else None,
         )
-        return during_task(worker_validator(), rows)
 
     return step
 
