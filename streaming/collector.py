@@ -14,7 +14,7 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
-__all__ = ["collect_after_task", "gc_paused"]
+__all__ = ["gc_paused"]
 
 
 @contextlib.contextmanager
@@ -28,9 +28,3 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def collect_after_task() -> None:
-    """A full collection now, for objects made outside a task (so that the next task's collections do not
-    walk them): what pyspark's daemon runs in a reused worker after each task."""
-    gc.collect()

@@ -207,8 +207,6 @@ def controller_frame(
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from streaming.peer_states import share_states_enabled
-
     times = times if times is not None else StartTimes()
     options = source_options(settings, start)
     if prepared is not None and dict(prepared.options) == options:
@@ -226,7 +224,6 @@ def controller_frame(
         settings.controller_config(),
         summaries=settings.metrics_port > 0,
         num_buckets=settings.num_buckets,
-        share_states=share_states_enabled(spark),
     )
     decisions = routed.groupBy("bucket").applyInPandasWithState(
         step, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
