@@ -138,10 +138,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     # Python workers must run this venv's interpreter (the one that has pyspark, pandas, livectl), as
-    # livectl run gives it to Spark with a local master: through its launcher (streaming.python_launcher)
-    from streaming.python_launcher import local_python
-
-    os.environ["PYSPARK_PYTHON"] = local_python(sys.executable)
+    # livectl run gives it to Spark
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
         SparkSession.builder.master("local[2]")
         .appName("livectl-tests")
