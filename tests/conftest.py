@@ -29,7 +29,6 @@ import sinks
 import streaming
 from livectl import local
 from streaming.resources import SPARK_JAR, conf_path
-from streaming.session import spark_defaults
 
 _PRODUCT_PACKAGES = (admin, core, livectl, simbrokers, sinks, streaming)
 
@@ -157,8 +156,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         # as shipped: Python workers forked by livectl's daemon (streaming.worker_daemon)
         .config("spark.python.daemon.module", "streaming.worker_daemon")
         .config("spark.driver.memory", "2g")
-        # as shipped: the JVM compiles with C1 only (spark-defaults.conf, "the JVM's just-in-time compiler")
-        .config("spark.driver.defaultJavaOptions", spark_defaults()["spark.driver.defaultJavaOptions"])
         # as livectl run: the Spark UI's per-batch figures job (streaming.spark_ui)
         .config("spark.jars", str(conf_path(SPARK_JAR)))
         .getOrCreate()
