@@ -4,7 +4,7 @@ A bucket's state (a 12.5k-partition bucket is ~0.5M small objects: partitions, r
 tuples) and a batch's decision rows hold no reference cycles; reference counting frees them. But the
 collector's generation-2 passes walk every tracked object, and a step that builds a new state (and a
 driver that decodes rows) allocates enough to trigger several such passes over all the states a Python
-worker keeps (:data:`streaming.stateful._STATE_CACHE`): measured, 25–30 % of a bucket call's CPU and
+worker keeps (:func:`streaming.stateful.cached_state`): measured, 25–30 % of a bucket call's CPU and
 five times the driver's row decode (``bench/README.md``, "Large micro-batch"; ``request_sink_cost.py``).
 """
 

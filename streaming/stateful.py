@@ -64,7 +64,7 @@ OUTPUT_SCHEMA = (
     + f", {PACKED_COLUMN} binary"
 )
 #: the columns of a decision row as :func:`decision_rows` makes it (:func:`output_frame` adds the packed one)
-_OUTPUT_COLUMNS = ["bucket", "seq", "kind", "payload", *METRIC_COLUMNS]
+OUTPUT_COLUMNS = ["bucket", "seq", "kind", "payload", *METRIC_COLUMNS]
 #: a payload of at least this many characters leaves the bucket compressed: a failover's request rows are
 #: megabytes of JSON each (75 MB for 100k partitions), which the JVM otherwise copies row by row out of the
 #: Python worker, into the task's result, to the driver and back to its Python (bench/README.md, "Packed
@@ -111,8 +111,40 @@ def state_dict(fmt: int, size: int, blob: bytes) -> dict[str, Any]:
 _STATE_CACHE: dict[int, tuple[bytes, controller.ControllerState]] = {}
 
 
-def _digest(blob: bytes) -> bytes:
+def state_digest(blob: bytes) -> bytes:
+    """The name a stored blob's state has in this worker's cache (BLAKE2, 16 bytes)."""
     return hashlib.blake2b(blob, digest_size=16).digest()
+
+
+def whole_state(bucket: int, fmt: int, size: int, blob: bytes) -> controller.ControllerState:
+    """The bucket's whole stored state as a step gets it: from this worker's cache when ``blob`` is the one
+    cached, else decoded (context included) and cached."""
+    current, undecoded = _stored(bucket, fmt, size, blob)
+    return current if undecoded is None else _decoded(bucket, undecoded)
+
+
+def cached_state(bucket: int) -> controller.ControllerState | None:
+    """The state this worker keeps for ``bucket`` (whatever blob it came from), or ``None``."""
+    hit = _STATE_CACHE.get(bucket)
+    return None if hit is None else hit[1]
+
+
+def cached_buckets() -> frozenset[int]:
+    """The buckets whose states this worker keeps."""
+    return frozenset(_STATE_CACHE)
+
+
+def cache_state(bucket: int, blob: bytes, state: controller.ControllerState) -> None:
+    """Keep ``state`` as what the stored ``blob`` of ``bucket`` decodes to (a later step with that blob uses it)."""
+    _STATE_CACHE[bucket] = (state_digest(blob), state)
+
+
+def forget_states(bucket: int | None = None) -> None:
+    """Drop the kept state of ``bucket``, or of every bucket: its next step decodes its stored blob."""
+    if bucket is None:
+        _STATE_CACHE.clear()
+    else:
+        _STATE_CACHE.pop(bucket, None)
 
 
 def _stored(
@@ -122,7 +154,7 @@ def _stored(
     otherwise decoded but for its context, of which only the head (:func:`core.context.context_head`), with
     the blob's digest and the state's JSON object to decode it whole from once the step needs the context
     (:func:`decide_rows`: a takeover's failover batch replaces it first, in a worker that never ran the bucket)."""
-    digest = _digest(blob)
+    digest = state_digest(blob)
     hit = _STATE_CACHE.get(bucket)
     if hit is not None and hit[0] == digest and fmt == STATE_FORMAT:
         return hit[1], None
@@ -272,7 +304,7 @@ def decide_rows(
         )
         if ahead is not None:  # the standby's outcome of this very batch: the same rows and state bytes
             state.update(ahead.state)
-            _STATE_CACHE.pop(bucket, None)  # the new state's objects are not here: the next batch decodes it
+            forget_states(bucket)  # the new state's objects are not here: the next batch decodes it
             return ahead.frame()
     loaded = current.context.controller_id >= 0
     origins: list[Origin] = []
@@ -304,7 +336,7 @@ def decide_rows(
     if new_state != stored:
         dumped = dump_state(new_state)
         state.update(dumped)
-        _STATE_CACHE[bucket] = (_digest(dumped[2]), new_state)
+        cache_state(bucket, dumped[2], new_state)
     # else the batch changed nothing here (ticks only, as in every bucket but one for an admin command):
     # the stored blob stands, so neither re-serialised (0.15 s per 12.5k partitions) nor written to the
     # state store; comparing costs ~3 ms, the unchanged parts being the same objects
@@ -324,7 +356,7 @@ def decide_rows(
 
 
 def output_frame(rows: list[list[Any]]) -> pd.DataFrame:
-    """The bucket's output: ``rows`` (of :data:`_OUTPUT_COLUMNS`) with the :data:`PACKED_COLUMN` of
+    """The bucket's output: ``rows`` (of :data:`OUTPUT_COLUMNS`) with the :data:`PACKED_COLUMN` of
     :data:`OUTPUT_SCHEMA`. A payload of :data:`PACK_MIN_CHARS` or more goes there as a zstd frame (level 1, its
     size in the frame) of its UTF-8 text, the row's ``payload`` then empty — in ``rows`` too, which the frame
     takes over (a copy would hold a failover's 37 MB texts twice); :func:`payloads` gives them back."""
@@ -338,7 +370,7 @@ def output_frame(rows: list[list[Any]]) -> pd.DataFrame:
         packer = packer or zstandard.ZstdCompressor(level=1)
         packed.append(packer.compress(payload.encode()))
         row[3] = ""
-    out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
+    out = pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
     for c in METRIC_COLUMNS:
         out[c] = out[c].astype("int64")
     out[PACKED_COLUMN] = pd.Series(packed, index=out.index, dtype=object)
