@@ -270,14 +270,11 @@ def work_dir(prefix: str) -> Path:
 
 
 def bench_python() -> str:
-    """The interpreter Spark's Python processes run, as ``livectl run`` chooses it for a local master
-    (:func:`streaming.entry.worker_python`: the launcher of :mod:`streaming.python_launcher`); with
-    ``LIVECTL_BENCH_PLAIN_PYTHON=1`` this interpreter itself (the baseline of before the launcher)."""
+    """The interpreter Spark's Python processes run, as ``livectl run`` chooses it
+    (:func:`streaming.entry.worker_python`): this one."""
     from streaming.entry import worker_python
 
-    if os.environ.get("LIVECTL_BENCH_PLAIN_PYTHON"):
-        return sys.executable
-    return worker_python({}, {}, MASTER) or sys.executable
+    return worker_python({}, {}) or sys.executable
 
 
 def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None, source: str = "auto") -> tuple[Any, float]:

@@ -108,11 +108,10 @@ def snapshot_for(
 
 def cached_load(bucket: int, fmt: int, size: int, blob: bytes) -> controller.ControllerState:
     """The bucket's whole state as a worker's call gets it: from the worker's cache when the blob is the one
-    cached, else decoded (context included) and cached (``streaming.stateful._stored`` then ``_decoded``)."""
+    cached, else decoded (context included) and cached (:func:`streaming.stateful.whole_state`)."""
     from streaming import stateful
 
-    current, undecoded = stateful._stored(bucket, fmt, size, blob)
-    return current if undecoded is None else stateful._decoded(bucket, undecoded)
+    return stateful.whole_state(bucket, fmt, size, blob)
 
 
 class _GroupState:
@@ -370,9 +369,10 @@ def failure_call(
     if before:
         state, _ = controller.step(state, before)
     stored = stateful.dump_state(state)
-    stateful._STATE_CACHE.clear()
+    stateful.forget_states()
     cached_load(0, *stored)  # the worker's cache, as an earlier call of this bucket left it
-    cached_state = stateful._STATE_CACHE[0][1]
+    cached_state = stateful.cached_state(0)
+    assert cached_state is not None
     rows_in = [
         (0, 5 + i, "livectl.broker-events/0", 10 + i, 0, KIND_EVENT, event_to_json(e)) for i, e in enumerate(events)
     ]
@@ -388,7 +388,7 @@ def failure_call(
 
     res: dict[str, Any] = {"core_file": core.__file__, "scenario": scenario, "state_cached": cached}
     if not cached:
-        stateful._STATE_CACHE.clear()
+        stateful.forget_states()
     gc.collect()
     gs = _GroupState(stored)
     c0, w0 = time.process_time(), time.perf_counter()
@@ -415,9 +415,9 @@ def failure_call(
         parts[name], walls[name] = time.process_time() - c, time.perf_counter() - w
         return got
 
-    stateful._STATE_CACHE[0] = (stateful._digest(stored[2]), cached_state)
+    stateful.cache_state(0, stored[2], cached_state)
     if not cached:
-        stateful._STATE_CACHE.clear()
+        stateful.forget_states()
     gc.collect()
     with gc_paused():  # as the call runs
         current = part("state_from_cache" if cached else "state_decode", cached_load, 0, *stored)
@@ -426,7 +426,7 @@ def failure_call(
         new_state, decisions, _ = part("step", controller.step_isolating, current, kept)
         part("state_compare", lambda: new_state != current)
         dumped = part("dump_state", stateful.dump_state, new_state)
-        part("state_digest", stateful._digest, dumped[2])
+        part("state_digest", stateful.state_digest, dumped[2])
         rows = part("decision_rows", stateful.decision_rows, 0, [*refused, *decisions, *skipped])
         part(
             "metrics_and_imbalance",
@@ -444,7 +444,7 @@ def failure_call(
     res["parts_cpu_sum_s"] = sum(parts.values())
     if profile:
         prof = cProfile.Profile()
-        stateful._STATE_CACHE[0] = (stateful._digest(stored[2]), cached_state)
+        stateful.cache_state(0, stored[2], cached_state)
         gc.collect()
         prof.enable()
         (out,) = stateful.step_bucket((0,), iter([frame]), _GroupState(stored))
@@ -499,7 +499,7 @@ def scenario_hashes(state: controller.ControllerState, scenario: str) -> dict[st
         before, events = _failure_events(scenario)
         if before:
             state, _ = controller.step(state, before)
-        stateful._STATE_CACHE.clear()
+        stateful.forget_states()
         gs = _GroupState(stateful.dump_state(state))
         rows_in = [
             (0, 5 + i, "livectl.broker-events/0", 10 + i, 0, KIND_EVENT, event_to_json(e)) for i, e in enumerate(events)
@@ -523,7 +523,7 @@ def _output_frame(rows: list[list[Any]]) -> Any:
 
     if hasattr(stateful, "output_frame"):
         return stateful.output_frame(rows)
-    return pd.DataFrame(rows, columns=stateful._OUTPUT_COLUMNS)
+    return pd.DataFrame(rows, columns=stateful.OUTPUT_COLUMNS)
 
 
 def _payloads(out: Any) -> list[str]:

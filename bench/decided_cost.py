@@ -90,7 +90,7 @@ def main() -> None:
     files = failover.StoreSnapshots(store)
 
     def call(with_outcome: bool) -> tuple[float, str, str]:
-        stateful._STATE_CACHE.clear()  # a worker that never ran the bucket, as in a takeover
+        stateful.forget_states()  # a worker that never ran the bucket, as in a takeover
         gs = _GroupState(stored)  # the previous controller's stored state, as a takeover finds it
         gc.collect()
         (out,), s = cpu(

@@ -81,7 +81,7 @@ from sinks.ports import Fence, ZkBatchResult
 from streaming.audit_log import STATE_CHANGE_LOGGER, AuditLog, MemoryAuditFiles
 from streaming.checkpoint_fs import MemoryCheckpointStore
 from streaming.dispatch import Dispatcher
-from streaming.stateful import _OUTPUT_COLUMNS, METRIC_COLUMNS, decision_rows
+from streaming.stateful import METRIC_COLUMNS, OUTPUT_COLUMNS, decision_rows
 
 _ARROW_SCHEMA = pa.schema(
     [("bucket", pa.int32()), ("seq", pa.int32()), ("kind", pa.string()), ("payload", pa.string())]
@@ -148,11 +148,11 @@ def bucket_rows(per_bucket: int, buckets: int, event: str) -> pa.Table:
     t0 = time.perf_counter()
     rows = decision_rows(0, decisions)
     ENCODE_S.append(time.perf_counter() - t0)
-    cols: dict[str, list[Any]] = {c: [] for c in _OUTPUT_COLUMNS}
+    cols: dict[str, list[Any]] = {c: [] for c in OUTPUT_COLUMNS}
     for b in range(buckets):
         for row in rows:
             out = [b, row[1], row[2], row[3].replace("topic-", f"b{b}-topic-"), *row[4:]]
-            for c, v in zip(_OUTPUT_COLUMNS, out, strict=True):
+            for c, v in zip(OUTPUT_COLUMNS, out, strict=True):
                 cols[c].append(v)
     return pa.table(cols, schema=_ARROW_SCHEMA)
 

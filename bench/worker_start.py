@@ -7,12 +7,10 @@ session (the daemon and its workers start), right after (the workers reused), an
 seconds without a job (Spark has closed the idle workers after its minute: new ones come from the daemon).
 Each job's wall time and each task's in-worker import time are recorded. Variants, interleaved ABBA:
 
-* ``pyspark``: ``spark.python.daemon.module=pyspark.daemon`` (``main`` before this change);
-* ``livectl``: the shipped default, :mod:`streaming.worker_daemon` (imports once, before forking);
-* ``livectl-archives``: the same with Spark's archives (``pyspark.zip``, py4j's zip, ``spark-core``'s jar)
-  left on ``sys.path``, as before :func:`streaming.worker_daemon.drop_shipped_archives`.
+* ``pyspark``: ``spark.python.daemon.module=pyspark.daemon`` (pyspark's own, which imports nothing);
+* ``livectl``: the shipped default, :mod:`streaming.worker_daemon` (imports once, before forking).
 
-``--variants A,B`` picks two of them (default ``pyspark,livectl``).
+``--variants A,B`` picks the order (default ``pyspark,livectl``).
 
 Run::
 
@@ -38,7 +36,6 @@ from _common import machine_info, print_table, spark_session, wait_quiet, write_
 VARIANTS = {
     "pyspark": "pyspark.daemon",
     "livectl": "streaming.worker_daemon",
-    "livectl-archives": "bench.keep_archives_daemon",
 }
 
 

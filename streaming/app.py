@@ -164,17 +164,13 @@ class ControllerApp:
         # the source's Python planner work first (beside the election, or while a standby waits), then the
         # warm-up: Spark starts the warm-up's worker daemon inside a lock those planner processes need
         # (streaming.query.SourceAhead)
-        warm = warmup_enabled(self.spark)
-        warmup = Warmup(self.spark) if not warm_after_read and warm else None
+        warmup = Warmup(self.spark) if not warm_after_read and warmup_enabled(self.spark) else None
         source_ahead = SourceAhead(
             self.spark,
             self.settings,
             then=(lambda: warmup.start(after_prime=True)) if warmup is not None else None,
             beside=warmup.prime if warmup is not None else None,
-            # Spark's planner processes for the first batch's read, warm while a standby waits (streaming.read_planning)
-            keep_planned=warm,
         ).start()
-        opened.source_ahead = source_ahead
         if standby:
             # the query's plan built once while it waits: built again after winning, it is quicker
             rehearse_in_background(self.spark, self.settings, source_ahead)
@@ -251,7 +247,6 @@ class ControllerApp:
         resume_from = HadoopCheckpointStore(self.spark, s.resume_from_checkpoint) if s.resume_from_checkpoint else None
         resumes = resume_from is not None and not has_planned_batch(store)
         where = source_start(s, store, fence.controller_epoch, resume_from)
-        source_ahead.stop_planning()
 
         def handed_off() -> Any:
             try:

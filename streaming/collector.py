@@ -4,7 +4,7 @@ A bucket's state (a 12.5k-partition bucket is ~0.5M small objects: partitions, r
 tuples) and a batch's decision rows hold no reference cycles; reference counting frees them. But the
 collector's generation-2 passes walk every tracked object, and a step that builds a new state (and a
 driver that decodes rows) allocates enough to trigger several such passes over all the states a Python
-worker keeps (:data:`streaming.stateful._STATE_CACHE`): measured, 25–30 % of a bucket call's CPU and
+worker keeps (:func:`streaming.stateful.cached_state`): measured, 25–30 % of a bucket call's CPU and
 five times the driver's row decode (``docs/decisions/2026-11-24-collector-paused.md``).
 """
 
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import sys
 from collections.abc import Iterator
 
-__all__ = ["collect_after_task", "gc_paused"]
+__all__ = ["gc_paused"]
 
 
 @contextlib.contextmanager
@@ -29,16 +28,3 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def collect_after_task() -> None:
-    """The collection a Python worker's daemon runs after each task, run now (for objects made outside a task,
-    so that the next task's collections do not walk them): livectl's
-    :class:`streaming.worker_daemon.TaskEndCollector`, which then freezes the survivors, is ``pyspark.daemon``'s
-    ``gc`` in the workers it forks; under another daemon, or outside a worker, a plain full collection."""
-    daemon = sys.modules.get("pyspark.daemon")
-    collector = getattr(daemon, "gc", gc)
-    if collector is gc:
-        gc.collect()
-    else:
-        collector.collect()

@@ -171,7 +171,7 @@ def decide_bucket(
         out = stateful.decide_rows(bucket, frame, state, checkpoint_dir, _OneSlice(folder, bucket, text), config=config)
     finally:
         # the step keeps the new state for the worker's next batch; in this driver nothing steps next
-        stateful._STATE_CACHE.pop(bucket, None)
+        stateful.forget_states(bucket)
     if state.value is None or bool((out["kind"] == KIND_REJECTED).any()):
         return None
     return Outcome(

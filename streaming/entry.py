@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"livectl run: {e}", file=sys.stderr, flush=True)
         return 4
     master = args.master or ("local[*]" if not _under_spark_submit() else None)
-    workers = worker_python(os.environ, spark_conf, master)
+    workers = worker_python(os.environ, spark_conf)
     if workers is not None:
         os.environ["PYSPARK_PYTHON"] = workers
     app = ControllerApp(settings, master=master, worker_python=workers, spark_conf=spark_conf)
@@ -148,22 +148,16 @@ def parse_spark_conf(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def worker_python(environ: Mapping[str, str], spark_conf: Mapping[str, str], master: str | None = None) -> str | None:
+def worker_python(environ: Mapping[str, str], spark_conf: Mapping[str, str]) -> str | None:
     """The interpreter Spark's Python processes run: ``None`` (the user's choice stands) when ``PYSPARK_PYTHON``
     or ``spark.pyspark.python`` is set, else this driver's own — it has livectl and its dependencies,
-    which a ``python3`` found on the PATH may not (a venv that is not activated); with a ``local`` master
-    (every Python process on this machine) through :func:`streaming.python_launcher.local_python`, which
-    keeps Spark's processes from compiling pyspark out of its zip.
+    which a ``python3`` found on the PATH may not (a venv that is not activated).
 
     Spark's Python side takes the workers' interpreter from ``PYSPARK_PYTHON`` (``spark-submit`` sets it
     from ``spark.pyspark.python``), so :func:`run` puts the default into its environment too, before the
     SparkContext exists."""
     if environ.get("PYSPARK_PYTHON") or spark_conf.get("spark.pyspark.python"):
         return None
-    if master is not None and (master == "local" or master.startswith("local[")):
-        from streaming.python_launcher import local_python
-
-        return local_python()
     return sys.executable
 
 

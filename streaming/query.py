@@ -26,7 +26,6 @@ from typing import Any
 from streaming.bucket_keys import BucketKeys, checkpoint_scheme, group_keys
 from streaming.dispatch import Dispatcher
 from streaming.errors import first_line
-from streaming.read_planning import ReadPlanning
 from streaming.routing import ROUTED_SCHEMA, make_prepare
 from streaming.settings import Settings
 from streaming.stateful import METRIC_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, make_step
@@ -202,9 +201,8 @@ def prepare_source(spark: Any, settings: Settings) -> PreparedSource:
 
 
 class SourceAhead:
-    """:func:`prepare_source` in a background thread as soon as the SparkSession is up, then (``keep_planned``)
-    the source's read planned and kept warm until :meth:`stop_planning` (:class:`streaming.read_planning.ReadPlanning`),
-    then ``then`` (the Python workers' warm-up, :meth:`streaming.warmup.Warmup.start`), in that order;
+    """:func:`prepare_source` in a background thread as soon as the SparkSession is up, then ``then`` (the
+    Python workers' warm-up, :meth:`streaming.warmup.Warmup.start`), in that order;
     ``beside`` (what the warm-up does without Python, :meth:`streaming.warmup.Warmup.prime`) runs in a
     thread of its own meanwhile.
 
@@ -221,19 +219,13 @@ class SourceAhead:
         settings: Settings,
         then: Callable[[], object] | None = None,
         beside: Callable[[], object] | None = None,
-        keep_planned: bool = False,
     ) -> None:
         self._spark = spark
         self._settings = settings
         self._then = then
         self._beside = beside
-        self._keep_planned = keep_planned
         self._done = threading.Event()
         self._prepared: PreparedSource | None = None
-        self._planning_lock = threading.Lock()
-        self._planning_stopped = False
-        #: the read planning kept warm (``keep_planned``), once the source is prepared
-        self.planning: ReadPlanning | None = None
         self.thread = threading.Thread(target=self._run, name="livectl-source-ahead", daemon=True)
 
     def start(self) -> SourceAhead:
@@ -257,32 +249,8 @@ class SourceAhead:
             log.info("query source not prepared ahead: %s", first_line(e))
         finally:
             self._done.set()
-            # before the warm-up: the planner processes' daemons start inside the lock the warm-up's daemon holds
-            # Spark's Kafka source plans its reads in the JVM: nothing to keep warm
-            if self._prepared is not None and self._keep_planned and run_source(self._settings) == "python":
-                self._keep_planning(self._prepared)
             if self._then is not None:
                 self._then()
-
-    def _keep_planning(self, prepared: PreparedSource) -> None:
-        from streaming.source_options import SOURCE_NAME
-
-        planning = ReadPlanning(self._spark, SOURCE_NAME, prepared.options, prepared.frame)
-        with self._planning_lock:
-            if self._planning_stopped:
-                return
-            self.planning = planning
-        if planning.plan():
-            planning.start()
-
-    def stop_planning(self) -> None:
-        """No more read planning (the query is starting and will plan its own read, the pool's processes
-        warm); also when it has not begun yet."""
-        with self._planning_lock:
-            self._planning_stopped = True
-            planning = self.planning
-        if planning is not None:
-            planning.stop()
 
     def result(self, timeout: float = 120.0) -> PreparedSource | None:
         """The prepared source once ready (waits up to ``timeout``), or ``None`` when it failed or is late."""
@@ -306,8 +274,6 @@ def controller_frame(
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from streaming.peer_states import share_states_enabled
-
     times = times if times is not None else StartTimes()
     options = query_options(settings, start)
     if prepared is not None and dict(prepared.options) == options:
@@ -323,7 +289,6 @@ def controller_frame(
         settings.controller_config(),
         summaries=settings.metrics_port > 0,
         num_buckets=settings.num_buckets,
-        share_states=share_states_enabled(spark),
     )
     decisions = routed.groupBy("bucket").applyInPandasWithState(
         step, OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout

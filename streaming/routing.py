@@ -28,7 +28,6 @@ from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka.error_codes import KafkaError as Errors
 from streaming.request_ids import claim_rows
-from streaming.worker_validator import WorkerValidator, during_task
 
 REJECTED_BUCKET = -1
 
@@ -202,9 +201,8 @@ def _millis(value: Any) -> int:
 
 @functools.cache
 def shared_validator() -> Any:
-    """One great-expectations context per Python worker (its import costs seconds: a task never builds it
-    unless the suite has an expectation :class:`streaming.validation.SuiteRules` does not know; see
-    :func:`worker_validator`)."""
+    """One great-expectations context per Python worker (its import costs seconds: livectl's worker daemon
+    builds it before forking, :mod:`streaming.worker_daemon`, so a forked worker inherits it)."""
     from streaming.validation import InputValidator
 
     return InputValidator()
@@ -215,28 +213,11 @@ def validator_built() -> bool:
     return shared_validator.cache_info().currsize > 0
 
 
-@functools.cache
-def plain_rules() -> Any:
-    """The suite without great-expectations, for a worker that does not have it yet."""
-    from streaming.validation import SuiteRules
-
-    return SuiteRules()
-
-
-_VALIDATOR = WorkerValidator(validator_built, shared_validator, plain_rules)
-
-
-def worker_validator() -> WorkerValidator:
-    """This worker's :class:`streaming.worker_validator.WorkerValidator` (a function, so that the query's
-    closures refer to it by name: pickled by value they would carry a copy)."""
-    return _VALIDATOR
-
-
 def make_prepare(num_buckets: int, admin_topic: str) -> Any:
     """The ``mapInPandas`` function of the query's first step."""
 
-    def routed(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        validator = worker_validator().current()
+    def prepare(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        validator = shared_validator()
         latest = 0
         for frame in batches:
             out = prepare_frame(frame, num_buckets, admin_topic, validator)
@@ -245,8 +226,5 @@ def make_prepare(num_buckets: int, admin_topic: str) -> Any:
                 yield out
         # ticks carry the batch's newest record time, so a replay makes the same ticks
         yield tick_rows(latest, num_buckets)
-
-    def prepare(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        return during_task(worker_validator(), routed(batches))
 
     return prepare

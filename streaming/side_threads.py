@@ -71,9 +71,8 @@ def start_side_threads(
 
 @dataclass
 class Opened:
-    """What a controller's run opened besides its query, closed by :meth:`close` in this order: the source's
-    read planning kept warm (:meth:`streaming.query.SourceAhead.stop_planning`), the session's query
-    listeners it added, the threads that publish events, the request sink, the producer, then the lease
+    """What a controller's run opened besides its query, closed by :meth:`close` in this order: the session's
+    query listeners it added, the threads that publish events, the request sink, the producer, then the lease
     and its ZooKeeper session (closing the session is what lets a standby take over)."""
 
     zk: Any
@@ -85,11 +84,8 @@ class Opened:
     producer: Any = None
     spark: Any = None
     listeners: list[Any] = field(default_factory=list)
-    source_ahead: Any = None
 
     def close(self) -> None:
-        if self.source_ahead is not None:
-            self.source_ahead.stop_planning()
         # a later run in the same driver (the demo, a test session) adds its own; left here, every one of
         # them would be called back, through py4j, for every query event of every later run
         for listener in self.listeners:

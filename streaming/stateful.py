@@ -25,8 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -42,13 +41,12 @@ from core.context_codec import context_head
 from core.controller.metrics import BUCKET_GAUGES
 from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.request_encoding import EncodeMemo
-from streaming import decided, failover, observability, peer_states
+from streaming import decided, failover, observability
 from streaming.bucket_keys import bucket_of_key
-from streaming.collector import collect_after_task, gc_paused
+from streaming.collector import gc_paused
 from streaming.failover_refs import Origin, applicable_events, events_of
 from streaming.request_ids import refuse_reused
-from streaming.routing import KIND_REJECTED, REJECTED_BUCKET, worker_validator
-from streaming.worker_validator import during_task
+from streaming.routing import KIND_REJECTED, REJECTED_BUCKET
 
 STATE_FORMAT = 1
 
@@ -67,7 +65,7 @@ OUTPUT_SCHEMA = (
     + f", {PACKED_COLUMN} binary"
 )
 #: the columns of a decision row as :func:`decision_rows` makes it (:func:`output_frame` adds the packed one)
-_OUTPUT_COLUMNS = ["bucket", "seq", "kind", "payload", *METRIC_COLUMNS]
+OUTPUT_COLUMNS = ["bucket", "seq", "kind", "payload", *METRIC_COLUMNS]
 #: a payload of at least this many characters leaves the bucket compressed: a failover's request rows are
 #: megabytes of JSON each (75 MB for 100k partitions), which the JVM otherwise copies row by row out of the
 #: Python worker, into the task's result, to the driver and back to its Python
@@ -92,10 +90,10 @@ def dump_state(state: controller.ControllerState) -> tuple[int, int, bytes]:
     return STATE_FORMAT, len(raw), pa.compress(raw, codec="zstd", asbytes=True)
 
 
-def load_state(fmt: int, size: int, blob: bytes, stop: Callable[[], bool] | None = None) -> controller.ControllerState:
+def load_state(fmt: int, size: int, blob: bytes) -> controller.ControllerState:
     """Inverse of :func:`dump_state`; reads every blob of format :data:`STATE_FORMAT` (those written with the
-    standard library's ``json`` before too: the same JSON). ``stop``: see ``ControllerState.from_dict``."""
-    return controller.ControllerState.from_dict(state_dict(fmt, size, blob), stop=stop)
+    standard library's ``json`` before too: the same JSON)."""
+    return controller.ControllerState.from_dict(state_dict(fmt, size, blob))
 
 
 def state_dict(fmt: int, size: int, blob: bytes) -> dict[str, Any]:
@@ -114,24 +112,40 @@ def state_dict(fmt: int, size: int, blob: bytes) -> dict[str, Any]:
 _STATE_CACHE: dict[int, tuple[bytes, controller.ControllerState]] = {}
 
 
-def _digest(blob: bytes) -> bytes:
+def state_digest(blob: bytes) -> bytes:
+    """The name a stored blob's state has in this worker's cache (BLAKE2, 16 bytes)."""
     return hashlib.blake2b(blob, digest_size=16).digest()
 
 
-def _decode_paused(fmt: int, size: int, blob: bytes, stop: Callable[[], bool]) -> controller.ControllerState:
-    with gc_paused():  # as a step's own decode runs (streaming.collector)
-        return load_state(fmt, size, blob, stop)
+def whole_state(bucket: int, fmt: int, size: int, blob: bytes) -> controller.ControllerState:
+    """The bucket's whole stored state as a step gets it: from this worker's cache when ``blob`` is the one
+    cached, else decoded (context included) and cached."""
+    current, undecoded = _stored(bucket, fmt, size, blob)
+    return current if undecoded is None else _decoded(bucket, undecoded)
 
 
-#: this worker's side of the states its executor's workers share (:mod:`streaming.peer_states`); after
-#: states decoded ahead, the collection the worker's daemon runs after a task
-_PEERS = peer_states.PeerStates(_STATE_CACHE, _digest, _decode_paused, settle=collect_after_task)
+def cached_state(bucket: int) -> controller.ControllerState | None:
+    """The state this worker keeps for ``bucket`` (whatever blob it came from), or ``None``."""
+    hit = _STATE_CACHE.get(bucket)
+    return None if hit is None else hit[1]
 
 
-def worker_peers() -> peer_states.PeerStates:
-    """This worker's :data:`_PEERS` (a function, so that the step's closure refers to it by name: pickled
-    with it, the object would be a copy, with locks Spark cannot pickle)."""
-    return _PEERS
+def cached_buckets() -> frozenset[int]:
+    """The buckets whose states this worker keeps."""
+    return frozenset(_STATE_CACHE)
+
+
+def cache_state(bucket: int, blob: bytes, state: controller.ControllerState) -> None:
+    """Keep ``state`` as what the stored ``blob`` of ``bucket`` decodes to (a later step with that blob uses it)."""
+    _STATE_CACHE[bucket] = (state_digest(blob), state)
+
+
+def forget_states(bucket: int | None = None) -> None:
+    """Drop the kept state of ``bucket``, or of every bucket: its next step decodes its stored blob."""
+    if bucket is None:
+        _STATE_CACHE.clear()
+    else:
+        _STATE_CACHE.pop(bucket, None)
 
 
 def _stored(
@@ -141,8 +155,7 @@ def _stored(
     otherwise decoded but for its context, of which only the head (:func:`core.context_codec.context_head`), with
     the blob's digest and the state's JSON object to decode it whole from once the step needs the context
     (:func:`decide_rows`: a takeover's failover batch replaces it first, in a worker that never ran the bucket)."""
-    digest = _digest(blob)
-    _PEERS.wait_for(bucket, digest)  # being decoded ahead by this worker's thread: then it is in the cache
+    digest = state_digest(blob)
     hit = _STATE_CACHE.get(bucket)
     if hit is not None and hit[0] == digest and fmt == STATE_FORMAT:
         return hit[1], None
@@ -196,7 +209,6 @@ def make_step(
     config: controller.ControllerConfig | None = None,
     summaries: bool = False,
     num_buckets: int = 0,
-    share_states: bool = False,
 ) -> Any:
     """The function given to ``applyInPandasWithState`` for the query whose checkpoint is ``checkpoint_dir``
     (its qualified URI). It runs in Python workers on the executors, which read failover snapshots from
@@ -204,14 +216,13 @@ def make_step(
     controller configs with ZooKeeper's dynamic ones, as read at the driver's start) is what a bucket runs
     with from the controller failover of this run on. With ``summaries`` each bucket also reports its
     ``summary`` row (the metrics endpoint and status page are on). With ``num_buckets`` the grouping key
-    is a :mod:`streaming.bucket_keys` key, and the bucket is that key modulo ``num_buckets``. With
-    ``share_states`` the workers of an executor share the buckets' stored states (:mod:`streaming.peer_states`)."""
+    is a :mod:`streaming.bucket_keys` key, and the bucket is that key modulo ``num_buckets``."""
     shipped = failover.ShippedSnapshots()
 
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         if num_buckets > 0:
             key = (bucket_of_key(int(key[0]), num_buckets), *key[1:])
-        rows = step_bucket(
+        return step_bucket(
             key,
             frames,
             state,
@@ -220,9 +231,7 @@ def make_step(
             config=config,
             summaries=summaries,
             outcomes=decided.shipped_outcome,
-            peers=worker_peers() if share_states else None,
         )
-        return during_task(worker_validator(), rows)
 
     return step
 
@@ -237,12 +246,10 @@ def step_bucket(
     config: controller.ControllerConfig | None = None,
     summaries: bool = False,
     outcomes: decided.DecidedFiles | None = None,
-    peers: peer_states.PeerStates | None = None,
 ) -> Iterator[pd.DataFrame]:
     """One bucket's micro-batch (``GroupStateTimeout.NoTimeout``); ``checkpoint_dir`` (when given) is where
     this query's failover snapshots live, ``snapshots`` how to read them (default: the shipped copies),
-    ``outcomes`` where failover outcomes decided ahead are (:mod:`streaming.decided`; default: none),
-    ``peers`` the states shared with the executor's other workers (default: none)."""
+    ``outcomes`` where failover outcomes decided ahead are (:mod:`streaming.decided`; default: none)."""
     bucket = int(key[0])
     frame = pd.concat(list(frames), ignore_index=True)
     if bucket == REJECTED_BUCKET:
@@ -250,38 +257,18 @@ def step_bucket(
         rows = [[bucket, i, KIND_REJECTED, p, *_NO_METRICS] for i, p in enumerate(rejected["payload"])]
         yield output_frame(rows)
         return
-    if peers is not None:
-        peers.step_started(shared_folder(checkpoint_dir))
-    try:
-        with gc_paused():  # the new state is ~0.5M acyclic objects per 12.5k partitions (streaming.collector)
-            out = decide_rows(
-                bucket,
-                frame,
-                state,
-                checkpoint_dir,
-                snapshots,
-                config=config,
-                summaries=summaries,
-                outcomes=outcomes,
-                published=peers.publish if peers is not None else None,
-            )
-    finally:
-        if peers is not None:
-            peers.step_ended()
+    with gc_paused():  # the new state is ~0.5M acyclic objects per 12.5k partitions (streaming.collector)
+        out = decide_rows(
+            bucket,
+            frame,
+            state,
+            checkpoint_dir,
+            snapshots,
+            config=config,
+            summaries=summaries,
+            outcomes=outcomes,
+        )
     yield out
-
-
-def shared_folder(checkpoint_dir: str | None) -> Path | None:
-    """Where this executor's workers share the states of the query of ``checkpoint_dir``
-    (:func:`streaming.peer_states.folder_for` under the files directory Spark gives the task); ``None``
-    without a checkpoint or outside a Spark task."""
-    if checkpoint_dir is None:
-        return None
-    from pyspark import SparkFiles
-
-    if not getattr(SparkFiles, "_is_running_on_worker", False) or SparkFiles._root_directory is None:
-        return None
-    return peer_states.folder_for(SparkFiles._root_directory, checkpoint_dir)
 
 
 def decide_rows(
@@ -294,10 +281,8 @@ def decide_rows(
     config: controller.ControllerConfig | None,
     summaries: bool = False,
     outcomes: decided.DecidedFiles | None = None,
-    published: Any = None,
 ) -> pd.DataFrame:
-    """The bucket's step (see :func:`step_bucket`): its state updated, its output frame returned;
-    ``published`` (when given) is called with the bucket and each new stored state."""
+    """The bucket's step (see :func:`step_bucket`): its state updated, its output frame returned."""
     stored: controller.ControllerState | None = None
     undecoded: tuple[bytes, dict[str, Any]] | None = None
     if state.exists:
@@ -319,9 +304,7 @@ def decide_rows(
         )
         if ahead is not None:  # the standby's outcome of this very batch: the same rows and state bytes
             state.update(ahead.state)
-            _STATE_CACHE.pop(bucket, None)  # the new state's objects are not here: the next batch decodes it
-            if published is not None:  # (or this worker's thread does, between batches)
-                published(bucket, ahead.state)
+            forget_states(bucket)  # the new state's objects are not here: the next batch decodes it
             return ahead.frame()
     loaded = current.context.controller_id >= 0
     # an admin record whose request_id an earlier one of the batch holds is refused, in every bucket alike
@@ -355,9 +338,7 @@ def decide_rows(
     if new_state != stored:
         dumped = dump_state(new_state)
         state.update(dumped)
-        _STATE_CACHE[bucket] = (_digest(dumped[2]), new_state)
-        if published is not None:
-            published(bucket, dumped)
+        cache_state(bucket, dumped[2], new_state)
     # else the batch changed nothing here (ticks only, as in every bucket but one for an admin command):
     # the stored blob stands, so neither re-serialised (0.15 s per 12.5k partitions) nor written to the
     # state store; comparing costs ~3 ms, the unchanged parts being the same objects
@@ -378,7 +359,7 @@ def decide_rows(
 
 
 def output_frame(rows: list[list[Any]]) -> pd.DataFrame:
-    """The bucket's output: ``rows`` (of :data:`_OUTPUT_COLUMNS`) with the :data:`PACKED_COLUMN` of
+    """The bucket's output: ``rows`` (of :data:`OUTPUT_COLUMNS`) with the :data:`PACKED_COLUMN` of
     :data:`OUTPUT_SCHEMA`. A payload of :data:`PACK_MIN_CHARS` or more goes there as a zstd frame (level 1, its
     size in the frame) of its UTF-8 text, the row's ``payload`` then empty — in ``rows`` too, which the frame
     takes over (a copy would hold a failover's 37 MB texts twice); :func:`payloads` gives them back."""
@@ -392,7 +373,7 @@ def output_frame(rows: list[list[Any]]) -> pd.DataFrame:
         packer = packer or zstandard.ZstdCompressor(level=1)
         packed.append(packer.compress(payload.encode()))
         row[3] = ""
-    out = pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
+    out = pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
     for c in METRIC_COLUMNS:
         out[c] = out[c].astype("int64")
     out[PACKED_COLUMN] = pd.Series(packed, index=out.index, dtype=object)

@@ -21,8 +21,8 @@ admin result gets (``INVALID_TOPIC_EXCEPTION``, ``INVALID_PARTITIONS``, ``INVALI
 Nothing raises for bad input, however malformed or large: :meth:`InputValidator.check` returns, for each
 record, either the decoded event or the reasons (a record nested too deeply for the JSON parser is "not a
 JSON object"; an unexpected exception while decoding one record rejects that record with the exception).
-great-expectations is imported once per Python worker (~2–6 s) and its progress bars are off; until a
-worker has it, :class:`SuiteRules` judges by the same suite without it (:mod:`streaming.worker_validator`).
+great-expectations is imported once per Python worker daemon, before it forks the workers
+(:mod:`streaming.worker_daemon`), and its progress bars are off.
 """
 
 from __future__ import annotations
@@ -319,28 +319,6 @@ def check_failover_ref(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-#: the suite's expectation types :class:`SuiteRules` evaluates, each as great-expectations' pandas engine
-#: does (``great_expectations/expectations/metrics/column_map_metrics``): a column-map expectation judges
-#: only the rows whose value is not null, except the two about nulls themselves
-_RULES: dict[str, Callable[[pd.Series, dict[str, Any]], pd.Series]] = {
-    "expect_column_values_to_be_in_set": lambda col, kw: col.isin(kw["value_set"]),
-    "expect_column_values_to_be_between": lambda col, kw: (col >= kw["min_value"]) & (col <= kw["max_value"]),
-    "expect_column_values_to_match_regex": lambda col, kw: col.astype(str).str.contains(kw["regex"]),
-    "expect_column_values_to_not_be_null": lambda col, kw: col.notna(),
-    "expect_column_values_to_be_null": lambda col, kw: col.isna(),
-}
-#: the arguments each rule reads, all of them required: an expectation with any other (``mostly``,
-#: ``strict_min``, a one-sided range...) is one these rules would judge differently, so it is refused
-_RULE_KWARGS: dict[str, frozenset[str]] = {
-    "expect_column_values_to_be_in_set": frozenset(("column", "value_set")),
-    "expect_column_values_to_be_between": frozenset(("column", "min_value", "max_value")),
-    "expect_column_values_to_match_regex": frozenset(("column", "regex")),
-    "expect_column_values_to_not_be_null": frozenset(("column",)),
-    "expect_column_values_to_be_null": frozenset(("column",)),
-}
-_NULL_RULES = frozenset(("expect_column_values_to_not_be_null", "expect_column_values_to_be_null"))
-
-
 def check_with(
     failed_rows: Callable[[pd.DataFrame], dict[int, list[Expectation]]],
     values: Sequence[str | bytes | None],
@@ -366,46 +344,6 @@ def check_with(
         except Exception as e:  # a decoder bug must cost this record only, never the query
             out.append(Rejection(("decode:$",), (f"$: the record could not be decoded: {e!r}"[:2000],)))
     return out
-
-
-class SuiteRules:
-    """The suite judged without great-expectations: each expectation evaluated on the flattened rows as
-    great-expectations' pandas engine does. A Python worker uses it only until it has great-expectations
-    (:mod:`streaming.worker_validator`: a worker forked before the import, which takes ~3–6 s, must not
-    make its batch wait for it); the suite holds only the expectation types this knows (any other is
-    refused here, and the worker then waits for great-expectations instead). Unit tests compare the two
-    verdicts row by row over every kind of record the suite judges."""
-
-    def __init__(self, suite_path: Traversable = SUITE_PATH) -> None:
-        self.suite_name, self.expectations = load_suite(suite_path)
-        unknown = sorted({e.type for e in self.expectations} - set(_RULES))
-        if unknown:
-            raise ValueError(f"suite {self.suite_name}: no plain rule for {', '.join(unknown)}")
-        for e in self.expectations:
-            given = {k for k, v in e.kwargs.items() if v is not None}
-            if given != _RULE_KWARGS[e.type]:
-                raise ValueError(
-                    f"suite {self.suite_name}: {e.name}: the plain rule for {e.type} takes exactly "
-                    f"{', '.join(sorted(_RULE_KWARGS[e.type]))}, got {', '.join(sorted(given))}"
-                )
-
-    def failed_rows(self, frame: pd.DataFrame) -> dict[int, list[Expectation]]:
-        """Row index (position) -> the expectations it failed, in suite order."""
-        failed: dict[int, list[Expectation]] = {}
-        for e in self.expectations:
-            col = frame[e.kwargs["column"]].reset_index(drop=True)
-            holds = _RULES[e.type](col, e.kwargs).fillna(False).astype(bool)
-            if e.type not in _NULL_RULES:
-                holds |= col.isna()
-            for i in holds.index[~holds]:
-                failed.setdefault(int(i), []).append(e)
-        return failed
-
-    def check(
-        self, values: Sequence[str | bytes | None], sources: Sequence[str]
-    ) -> list[ev.Event | dict[str, Any] | Rejection]:
-        """As :meth:`InputValidator.check`."""
-        return check_with(self.failed_rows, values, sources)
 
 
 class InputValidator:

@@ -63,18 +63,19 @@ class Warmed:
 def warm_task(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """The ``mapInPandas`` function: in the Python worker, do what livectl's worker daemon does before it
     forks (:func:`streaming.worker_daemon.preload` of :data:`streaming.worker_daemon.PRELOADED`: what the
-    query's steps import), so that one list says what a worker needs; one row: pid, seconds, and whether
-    the modules were there before (``ready``: a reused worker, or one forked from livectl's daemon). A
-    module that cannot be imported fails the task, naming it. great-expectations is not among them
-    (:mod:`streaming.worker_validator`)."""
+    query's steps import, and the input validator built), so that one list says what a worker needs; one
+    row: pid, seconds, and whether the modules were there before (``ready``: a reused worker, or one forked
+    from livectl's daemon). A module that cannot be imported, or a validator that cannot be built, fails
+    the task, naming it."""
     import os
     import sys
 
     start = time.perf_counter()
+    from streaming.routing import shared_validator
     from streaming.worker_daemon import PRELOADED, preload
 
     ready = all(name in sys.modules for name in PRELOADED)
-    done = preload(PRELOADED)
+    done = preload(PRELOADED, build_validator=shared_validator)
     if done.failures:
         raise RuntimeError("Python worker warm-up: " + "; ".join(done.failures))
     for _ in batches:

@@ -31,7 +31,6 @@ import streaming
 from livectl import local
 from streaming.query_source import connector_jars
 from streaming.resources import SPARK_JAR, conf_path
-from streaming.session import spark_defaults
 
 _PRODUCT_PACKAGES = (admin, core, livectl, simbrokers, sinks, streaming)
 
@@ -150,10 +149,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     # Python workers must run this venv's interpreter (the one that has pyspark, pandas, livectl), as
-    # livectl run gives it to Spark with a local master: through its launcher (streaming.python_launcher)
-    from streaming.python_launcher import local_python
-
-    os.environ["PYSPARK_PYTHON"] = local_python(sys.executable)
+    # livectl run gives it to Spark
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
         SparkSession.builder.master("local[2]")
         .appName("livectl-tests")
@@ -171,8 +168,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         # as shipped: Python workers forked by livectl's daemon (streaming.worker_daemon)
         .config("spark.python.daemon.module", "streaming.worker_daemon")
         .config("spark.driver.memory", "2g")
-        # as shipped: the JVM compiles with C1 only (spark-defaults.conf, "the JVM's just-in-time compiler")
-        .config("spark.driver.defaultJavaOptions", spark_defaults()["spark.driver.defaultJavaOptions"])
         # as livectl run: the Spark UI's per-batch figures job (streaming.spark_ui), and Spark's Kafka connector
         # when scripts/setup resolved it (a test of query_source=kafka needs it; the others read with the Python
         # source, as the query does when the choice was not resolved: streaming.query.run_source)

@@ -20,8 +20,8 @@ def start_spark(settings: Any, master: str, spark_log: Path) -> tuple[Any, subpr
     from streaming.session import spark_session
 
     # Spark's Python processes run this interpreter (it has livectl's dependencies), as livectl run gives it
-    # to Spark: through its launcher on a local master (streaming.python_launcher); a user's choice stands
-    workers = worker_python(os.environ, {}, master)
+    # to Spark; a user's choice stands
+    workers = worker_python(os.environ, {})
     if workers is not None:
         os.environ["PYSPARK_PYTHON"] = workers
     previous = signal.getsignal(signal.SIGINT)

@@ -309,12 +309,13 @@ def test_controller_on_a_spark_cluster(
         for app in (active_app, standby_app):
             for w in cluster.workers.values():
                 assert executor_dirs(w, app), f"{app} has no executor on {w.name}"
-                # the shipped spark-defaults.conf reached the executors' JVMs, which the worker launched after the
-                # driver read it: C1 only (its "just-in-time compiler" part); the worker logs each command
+                # the executors' JVMs keep the JVM's own tiered compilation (up to C2, what a long-running job
+                # wants): the shipped spark-defaults.conf stops no compiler; the worker logs each command
                 for d in executor_dirs(w, app).values():
                     lines = (d / "stderr").read_text(errors="replace").splitlines()
                     command = next((ln for ln in lines if "Executor Command" in ln), "")
-                    assert '"-XX:TieredStopAtLevel=1"' in command, (d, command[:2000])
+                    assert command, (d, lines[:20])
+                    assert "TieredStopAtLevel" not in command, (d, command[:2000])
         wait_until("every broker registered", lambda: sorted(run.view().brokers) == list(BROKERS), timeout=60)
 
         def first_batch_done() -> bool:

@@ -312,8 +312,6 @@ def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: P
         "--conf", f"spark.executor.memory={spec.executor_memory}",
         # an executor's temporary files in its own working directory (under its worker's folder), not /tmp
         "--conf", "spark.executor.extraJavaOptions=-Djava.io.tmpdir=.",
-        # the driver's JVM starts before livectl reads spark-defaults.conf: its C1-only setting given here
-        "--conf", "spark.driver.defaultJavaOptions=-XX:TieredStopAtLevel=1",
         "--conf", "spark.driver.host=127.0.0.1",
         "--conf", "spark.driver.bindAddress=127.0.0.1",
         "--conf", f"spark.ui.port={ui}",

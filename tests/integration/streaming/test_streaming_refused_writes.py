@@ -43,7 +43,7 @@ from sinks.ports import NOT_ATTEMPTED, Fence
 from sinks.zookeeper import ZooKeeperSink
 from streaming.dispatch import Dispatcher
 from streaming.refresh import StatesRefresher
-from streaming.stateful import _OUTPUT_COLUMNS, decision_rows
+from streaming.stateful import OUTPUT_COLUMNS, decision_rows
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +78,7 @@ class Harness:
     def run(self, *events: Event) -> dict[str, Any]:
         """One micro-batch: the core decides, the dispatcher carries out. Returns what went out."""
         self.state, ds = step(self.state, events)
-        frame = pd.DataFrame(decision_rows(0, ds), columns=_OUTPUT_COLUMNS)
+        frame = pd.DataFrame(decision_rows(0, ds), columns=OUTPUT_COLUMNS)
         before = len(self.requests.messages)
         sent_before = len(self.producer.sent)
         report = self.dispatcher.dispatch(frame, self.batch)

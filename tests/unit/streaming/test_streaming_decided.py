@@ -102,7 +102,7 @@ def _run(
 ) -> tuple[list[list[Any]], dict[int, tuple[Any, ...] | None], list[int]]:
     """Each bucket's step on its stored state (no worker cache), with the outcomes as shipped (or the files
     ``shipped``) or none: rows, the states stored, the buckets that took an outcome."""
-    stateful._STATE_CACHE.clear()
+    stateful.forget_states()
     rows: list[list[Any]] = []
     states: dict[int, tuple[Any, ...] | None] = {}
     taken: list[int] = []
@@ -146,9 +146,9 @@ def test_an_outcome_decided_ahead_is_the_steps_own_rows_and_state(tmp_path: Path
     stored = _stored_states(tmp_path, validator)
     ahead = _cluster(epoch=1)
     decider = _decider(tmp_path, config)
-    stateful._STATE_CACHE.clear()
+    stateful.forget_states()
     assert decider.update(ahead, {}, threading.Event()) == BUCKETS
-    assert not stateful._STATE_CACHE  # the driver keeps the outcomes, not the states the step built
+    assert not stateful.cached_buckets()  # the driver keeps the outcomes, not the states the step built
     assert decider.update(ahead, {}, threading.Event()) == 0  # nothing changed: nothing decided again
     # won: the tree read after winning is the one read ahead, one epoch on
     ref, written = _hand_off(tmp_path, decided.predicted(ahead))

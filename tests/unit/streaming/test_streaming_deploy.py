@@ -80,6 +80,7 @@ def test_python_workers_run_the_drivers_interpreter_unless_the_user_chose() -> N
     assert worker_python({}, {}) == sys.executable
     assert worker_python({"PYSPARK_PYTHON": "/opt/py"}, {}) is None
     assert worker_python({}, {"spark.pyspark.python": "./environment/bin/python"}) is None
+    assert worker_python({"PYSPARK_PYTHON": "/opt/py"}, {"spark.pyspark.python": "/opt/py"}) is None
 
 
 class _System:

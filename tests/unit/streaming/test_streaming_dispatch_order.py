@@ -17,7 +17,7 @@ from core.errors import FormatError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, ZkBatchResult
 from streaming.dispatch import Dispatcher
-from streaming.stateful import _OUTPUT_COLUMNS, KIND_REQUEST, KIND_ZK, METRIC_COLUMNS
+from streaming.stateful import KIND_REQUEST, KIND_ZK, METRIC_COLUMNS, OUTPUT_COLUMNS
 
 pytestmark = pytest.mark.unit
 
@@ -37,7 +37,7 @@ class RecordingZkSink:
 
 
 def _frame(rows: list[tuple[int, int, str, str]]) -> pd.DataFrame:
-    return pd.DataFrame([[*r, *(0,) * len(METRIC_COLUMNS)] for r in rows], columns=_OUTPUT_COLUMNS)
+    return pd.DataFrame([[*r, *(0,) * len(METRIC_COLUMNS)] for r in rows], columns=OUTPUT_COLUMNS)
 
 
 def test_zookeeper_writes_are_made_before_the_other_rows_are_decoded() -> None:

@@ -1,6 +1,5 @@
 """The controller query's source options, and its preparation ahead of the query's start (the source loaded in a
-background thread, its read planned and kept warm, then the warm-up), with a fake session: no Spark (the
-planning itself on a real session: tests/spark/streaming/test_streaming_read_planning.py)."""
+background thread, then the warm-up), with a fake session: no Spark."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import threading
 from typing import Any
 
 import pytest
-from waiting import wait_until
 
 from streaming.query import PreparedSource, SourceAhead, SourceStart, StartTimes, source_options
 from streaming.settings import Settings
@@ -150,100 +148,6 @@ def test_start_times_name_each_phase_in_order() -> None:
     assert [name for name, _ in times.phases] == ["source registered", "plan built"]
     assert all(seconds >= 0 for _, seconds in times.phases)
     assert str(times).startswith("source registered ") and ", plan built " in str(times)
-
-
-def _record_plannings(monkeypatch: pytest.MonkeyPatch, spark: _FakeSession, fail: bool = False) -> None:
-    """``plan_read`` records its call in the fake session's calls (the real one needs a JVM)."""
-
-    def plan_read(session: Any, name: str, options: Any, frame: Any) -> float:
-        session.calls.append(("plan read", name, dict(options), frame))
-        if fail:
-            raise RuntimeError("no such method: createReadInfoInPython\nsecond line")
-        return 0.01
-
-    monkeypatch.setattr("streaming.read_planning.plan_read", plan_read)
-
-
-def test_kept_planned_the_read_is_planned_after_the_load_and_before_the_warmup_until_stopped(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    spark = _FakeSession(registered=True)
-    _record_plannings(monkeypatch, spark)
-    s = _settings()
-    warmed = threading.Event()
-
-    def then() -> None:
-        spark.calls.append(("then",))
-        warmed.set()
-
-    ahead = SourceAhead(spark, s, then=then, keep_planned=True).start()
-    assert warmed.wait(10)
-    assert spark.calls == [
-        ("exists", SOURCE_NAME),
-        ("load", SOURCE_NAME, source_options(s)),
-        # what the query's first batch will plan: the prepared source's options and frame
-        ("plan read", SOURCE_NAME, source_options(s), ("frame", SOURCE_NAME)),
-        ("then",),
-    ]
-    planning = ahead.planning
-    assert planning is not None and planning.seconds == [0.01] and planning.thread.is_alive()
-    ahead.stop_planning()
-    planning.thread.join(10)
-    assert not planning.thread.is_alive()
-    assert not planning.plan()
-
-
-def test_stopped_before_the_source_is_prepared_nothing_is_planned(monkeypatch: pytest.MonkeyPatch) -> None:
-    spark = _FakeSession(registered=True)
-    _record_plannings(monkeypatch, spark)
-    release = threading.Event()
-    warmed = threading.Event()
-    original_load = _Reader.load
-
-    def slow_load(reader: _Reader) -> Any:
-        release.wait(10)
-        return original_load(reader)
-
-    monkeypatch.setattr(_Reader, "load", slow_load)
-    ahead = SourceAhead(spark, _settings(), then=warmed.set, keep_planned=True).start()
-    ahead.stop_planning()  # the lease won (or the controller stopped) before the source was loaded
-    release.set()
-    assert warmed.wait(10)
-    assert [c[0] for c in spark.calls] == ["exists", "load"] and ahead.planning is None
-
-
-def test_a_read_planning_that_fails_is_logged_once_and_the_keeping_ends(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    from streaming.read_planning import ReadPlanning
-
-    spark = _FakeSession()
-    _record_plannings(monkeypatch, spark, fail=True)
-    planning = ReadPlanning(spark, SOURCE_NAME, {"topics": "a"}, "frame", interval=0.01)
-    with caplog.at_level("INFO", logger="livectl.read_planning"):
-        assert not planning.plan()
-        planning.start().thread.join(10)
-    assert not planning.thread.is_alive() and planning.seconds == []
-    # the thread made no second attempt: the next would fail alike
-    assert [c[0] for c in spark.calls] == ["plan read"]
-    messages = [r.getMessage() for r in caplog.records]
-    assert messages == ["the source's read planning is not kept warm: no such method: createReadInfoInPython"]
-
-
-def test_the_read_is_planned_again_every_interval_until_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streaming.read_planning import ReadPlanning
-
-    spark = _FakeSession()
-    _record_plannings(monkeypatch, spark)
-    planning = ReadPlanning(spark, SOURCE_NAME, {"topics": "a"}, "frame", interval=0.02).start()
-    wait_until("three plannings", lambda: len(planning.seconds) >= 3, 10, interval=0.02)
-    planning.stop()
-    planning.thread.join(10)
-    made = len(spark.calls)
-    # its thread has ended: nothing plans again
-    assert made >= 3 and not planning.thread.is_alive()
-    assert spark.calls[0] == ("plan read", SOURCE_NAME, {"topics": "a"}, "frame")
-    assert all(c == spark.calls[0] for c in spark.calls) and len(spark.calls) == made
 
 
 class _Prepared:

@@ -162,7 +162,7 @@ def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator:
 
     def run(cache_cleared: bool) -> list[str]:
         if cache_cleared:
-            stateful._STATE_CACHE.clear()
+            stateful.forget_states()
         out: list[str] = []
         for bucket, frame in routed.groupby("bucket"):
             gs = FakeGroupState()
@@ -203,7 +203,7 @@ def _run_uncached(
 ) -> tuple[list[list[object]], dict[int, tuple[object, ...] | None]]:
     """Each bucket's step on its saved state in a worker that has not cached it: rows (summary rows left
     out) and the states stored."""
-    stateful._STATE_CACHE.clear()
+    stateful.forget_states()
     rows: list[list[object]] = []
     states: dict[int, tuple[object, ...] | None] = {}
     for bucket, frame in routed.groupby("bucket"):
@@ -284,14 +284,14 @@ def test_large_payloads_leave_the_bucket_packed_and_come_back_the_same() -> None
     zeros = (0,) * len(stateful.METRIC_COLUMNS)
     rows = [[0, i, stateful.KIND_REQUEST, p, *zeros] for i, p in enumerate([small, large])]
     out = stateful.output_frame([list(r) for r in rows])
-    assert list(out.columns) == [*stateful._OUTPUT_COLUMNS, stateful.PACKED_COLUMN]
+    assert list(out.columns) == [*stateful.OUTPUT_COLUMNS, stateful.PACKED_COLUMN]
     assert out["payload"].tolist() == [small, ""]
     assert out[stateful.PACKED_COLUMN][0] is None
     packed = out[stateful.PACKED_COLUMN][1]
     assert isinstance(packed, bytes) and len(packed) < len(large) // 100
     assert stateful.payloads(out) == [small, large]
     # rows made without the column (tests, the dispatcher's own frames) are read as they are
-    assert stateful.payloads(pd.DataFrame(rows, columns=stateful._OUTPUT_COLUMNS)) == [small, large]
+    assert stateful.payloads(pd.DataFrame(rows, columns=stateful.OUTPUT_COLUMNS)) == [small, large]
 
 
 def test_a_batch_of_packed_rows_dispatches_as_the_same_rows_unpacked(
