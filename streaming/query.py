@@ -152,11 +152,16 @@ def query_options(settings: Settings, start: SourceStart | None = None) -> dict[
     return kafka_options(settings, start) if run_source(settings) == "kafka" else source_options(settings, start)
 
 
-def load_query_source(spark: Any, settings: Settings, options: Mapping[str, str]) -> Any:
-    """The run's source (:func:`run_source`) loaded with ``options``; the Python source registered first."""
+def load_query_source(
+    spark: Any, settings: Settings, options: Mapping[str, str], times: StartTimes | None = None
+) -> Any:
+    """The run's source (:func:`run_source`) loaded with ``options``; the Python source registered first
+    (``times`` gets that phase)."""
     if run_source(settings) == "kafka":
         return load_kafka(spark, options)
     register_source(spark)
+    if times is not None:
+        times.lap("source registered")
     return load_source(spark, options)
 
 
@@ -190,12 +195,7 @@ def prepare_source(spark: Any, settings: Settings) -> PreparedSource:
     started = time.monotonic()
     times = StartTimes()
     options = query_options(settings)
-    if run_source(settings) == "kafka":
-        frame = load_kafka(spark, options)
-    else:
-        register_source(spark)
-        times.lap("source registered")
-        frame = load_source(spark, options)
+    frame = load_query_source(spark, settings, options, times)
     times.lap("source loaded")
     return PreparedSource(options, frame, time.monotonic() - started, str(times))
 
@@ -280,7 +280,7 @@ def controller_frame(
         records = prepared.frame
         times.lap("source prepared ahead")
     else:
-        records = load_query_source(spark, settings, options)
+        records = load_query_source(spark, settings, options, times)
         times.lap("source loaded")
     routed = records.mapInPandas(make_prepare(settings.num_buckets, settings.admin_topic), ROUTED_SCHEMA)
     routed = keyed_by_bucket(spark, routed, settings, scheme)

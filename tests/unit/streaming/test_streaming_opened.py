@@ -21,7 +21,7 @@ class Closable:
         self.calls, self.name = calls, name
 
     def __getattr__(self, method: str) -> Any:
-        return lambda: self.calls.made.append(f"{self.name}.{method}")
+        return lambda *_args, **_kwargs: self.calls.made.append(f"{self.name}.{method}")
 
 
 class Streams:
