@@ -120,6 +120,16 @@ def zookeeper(services_dir: Path) -> Iterator[local.Service]:
         local.stop_process(svc.pid, svc.marker)
 
 
+@pytest.fixture()
+def private_zookeeper(tmp_path: Path) -> Iterator[local.Service]:
+    """A ZooKeeper of the test's own, which it may stop (the session's is shared)."""
+    svc = local.start_zookeeper(tmp_path / "zookeeper", local.free_port(), heap="128m")
+    try:
+        yield svc
+    finally:
+        local.stop_process(svc.pid, svc.marker)
+
+
 @pytest.fixture(scope="module")
 def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real ZooKeeper ensemble of three (:class:`zk_ensemble.Ensemble`; ``.connect`` lists the servers),

@@ -56,9 +56,4 @@ def cluster(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Pat
     try:
         yield c
     finally:
-        for b in list(c.brokers):
-            c.kill_broker(b)
-        if c.producer is not None:
-            c.producer.close()
-        zk.stop()
-        zk.close()
+        c.close()

@@ -52,6 +52,15 @@ class Cluster:
         client.stop()
         client.close()
 
+    def close(self) -> None:
+        """Every registered broker gone, the producer closed, the ZooKeeper session ended."""
+        for b in list(self.brokers):
+            self.kill_broker(b)
+        if self.producer is not None:
+            self.producer.close()
+        self.zk.stop()
+        self.zk.close()
+
     # ------------------------------------------------------------------ topics
 
     def _producer(self) -> KafkaProducer:

@@ -31,15 +31,6 @@ SHUTDOWN_TIMEOUT_S = 6.0
 
 
 @pytest.fixture()
-def private_zookeeper(tmp_path: Path) -> Iterator[local.Service]:
-    svc = local.start_zookeeper(tmp_path / "zookeeper", local.free_port(), heap="128m")
-    try:
-        yield svc
-    finally:
-        local.stop_process(svc.pid, svc.marker)
-
-
-@pytest.fixture()
 def private_kafka(tmp_path: Path) -> Iterator[local.Service]:
     svc = local.start_kafka(tmp_path / "kafka")
     try:

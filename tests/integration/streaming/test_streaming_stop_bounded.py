@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,6 @@ pytestmark = pytest.mark.integration
 
 #: kazoo's own stop waits up to max(10 s, session timeout) for its connection thread
 KAZOO_STOP_S = 10.0
-
-
-@pytest.fixture()
-def private_zookeeper(tmp_path: Path) -> Iterator[local.Service]:
-    svc = local.start_zookeeper(tmp_path / "zookeeper", local.free_port(), heap="128m")
-    try:
-        yield svc
-    finally:
-        local.stop_process(svc.pid, svc.marker)
 
 
 def _elected(connect: str) -> tuple[KazooClient, ControllerLease]:

@@ -66,10 +66,7 @@ def secure_cluster(zookeeper: local.Service, secure_kafka: Any, tmp_path: Path) 
     try:
         yield c
     finally:
-        for b in list(c.brokers):
-            c.kill_broker(b)
-        zk.stop()
-        zk.close()
+        c.close()
 
 
 def test_a_controller_runs_over_sasl_ssl_within_the_acls(
