@@ -15,6 +15,8 @@ format --add-scram``); :func:`add_scram_user` adds one later through the Admin A
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,10 @@ CONTROLLER, BROKER, ADMIN, OUTSIDER = "controller", "broker-1", "alice", "mallor
 MECHANISM = "SCRAM-SHA-512"
 SUPER_ADMIN = "admin"
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+#: batch ids for the tests that write livectl's topics on the session's secure broker: one counter for all of
+#: them, above any earlier session's, so no test finds a later batch (another test's) on a tail it replays
+BATCH_IDS = itertools.count(int(time.time()) * 100)
 
 
 @dataclass(frozen=True)

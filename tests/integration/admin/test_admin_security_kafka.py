@@ -18,7 +18,6 @@ applied; ``mallory`` is a user with a certificate and no rights).
 
 from __future__ import annotations
 
-import itertools
 import json
 import shlex
 import subprocess
@@ -36,7 +35,7 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
 )
-from kafka_secure import ADMIN, BROKER, CONTROLLER, OUTSIDER, SUPER_ADMIN
+from kafka_secure import ADMIN, BATCH_IDS, BROKER, CONTROLLER, OUTSIDER, SUPER_ADMIN
 from request_bodies import lisr_request
 
 from admin.acls import Deployment, Topics, acl_set
@@ -54,7 +53,7 @@ from sinks.requests import RequestSink, ensure_topics, transactional_id
 pytestmark = pytest.mark.integration
 
 T = Topics()
-_BATCHES = itertools.count(int(time.time()) % 1_000_000 * 100 + 50)
+_BATCHES = BATCH_IDS
 
 
 @pytest.fixture(scope="module")

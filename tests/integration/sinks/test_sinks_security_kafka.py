@@ -9,7 +9,6 @@ password, an unknown CA and a missing client certificate fail the handshake."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import subprocess
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
-from kafka_secure import ADMIN, BROKER, CONTROLLER, OUTSIDER, add_scram_user
+from kafka_secure import ADMIN, BATCH_IDS, BROKER, CONTROLLER, OUTSIDER, add_scram_user
 from request_bodies import lisr_request, um_request
 
 from admin.acls import Topics
@@ -37,8 +36,7 @@ pytestmark = pytest.mark.integration
 
 T = Topics()
 FENCE = Fence(controller_epoch=7, epoch_zk_version=6)
-#: batch ids above any earlier run's in this session (the topics are shared by the session's tests)
-_BATCHES = itertools.count(int(time.time()) % 1_000_000 * 100)
+_BATCHES = BATCH_IDS
 
 
 def _props(kafka: Any, protocol: str, name: str) -> dict[str, str]:
