@@ -22,6 +22,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 from kafka_secure import ADMIN, BATCH_IDS, BROKER, CONTROLLER, OUTSIDER, add_scram_user
 from request_bodies import lisr_request, um_request
+from waiting import poll_until
 
 from admin.acls import Topics
 from core.decisions import AdminResult, AdminStatus
@@ -90,41 +91,50 @@ def test_the_controllers_sinks_write_and_replay_over_a_real_handshake(secure_kaf
         results_at_end.close()
 
 
-def _refused(kafka: Any, props: Mapping[str, str], caplog: pytest.LogCaptureFixture, bootstrap: str = "") -> str:
+def _refused(
+    kafka: Any, props: Mapping[str, str], caplog: pytest.LogCaptureFixture, *reasons: str, bootstrap: str = ""
+) -> str:
     """The client gets no metadata (kafka-python retries, then says it could not bootstrap); returns the
-    broker's log of the attempt and what the client logged: the reason is on one side or the other."""
+    broker's log of the attempt and what the client logged, once every one of ``reasons`` is in them: each
+    reason is on one side or the other, the broker's line maybe a moment after the client gave up."""
     caplog.clear()
     log = Path(kafka.service.log)
     seen = log.stat().st_size
-    kwargs = {**kafka.client_kwargs(props), "request_timeout_ms": 5000}
+    # a refused handshake is answered at once: the client retries it until this bound, then gives up
+    kwargs = {**kafka.client_kwargs(props), "request_timeout_ms": 2000}
     kwargs["bootstrap_servers"] = bootstrap or kafka.bootstrap_for(props)
     with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaError):
-        KafkaConsumer(**kwargs, bootstrap_timeout_ms=5000).topics()
-    time.sleep(0.5)  # the broker's log line of the last attempt
-    with log.open("rb") as f:
-        f.seek(seen)
-        return f.read().decode(errors="replace") + caplog.text
+        KafkaConsumer(**kwargs, bootstrap_timeout_ms=2000).topics()
+
+    def said() -> str:
+        with log.open("rb") as f:
+            f.seek(seen)
+            return f.read().decode(errors="replace") + caplog.text
+
+    return poll_until(lambda: said() if all(r in said() for r in reasons) else "", timeout=10) or said()
 
 
 def test_a_bad_credential_is_refused_by_the_handshake(secure_kafka: Any, caplog: pytest.LogCaptureFixture) -> None:
     kafka = secure_kafka
     scram_refused = "Failed authentication with /127.0.0.1"
+    scram_reason = "invalid credentials with SASL mechanism SCRAM-SHA-512"
     wrong_password = kafka.sasl_properties(CONTROLLER, password="not-the-password")
-    said = _refused(kafka, wrong_password, caplog)
-    assert scram_refused in said and "invalid credentials with SASL mechanism SCRAM-SHA-512" in said
+    said = _refused(kafka, wrong_password, caplog, scram_refused, scram_reason)
+    assert scram_refused in said and scram_reason in said
     assert "not-the-password" not in said
     jaas = wrong_password["sasl.jaas.config"].replace('username="controller"', 'username="nobody"')
-    said = _refused(kafka, {**wrong_password, "sasl.jaas.config": jaas}, caplog)
+    said = _refused(kafka, {**wrong_password, "sasl.jaas.config": jaas}, caplog, scram_refused, "invalid credentials")
     assert scram_refused in said and "invalid credentials" in said
     # a client that does not trust the broker's CA (its own certificate is no CA): the client refuses
     untrusted = {**kafka.sasl_properties(CONTROLLER), "ssl.truststore.location": str(kafka.pki.client(OUTSIDER).cert)}
-    assert "CERTIFICATE_VERIFY_FAILED" in _refused(kafka, untrusted, caplog)
+    assert "CERTIFICATE_VERIFY_FAILED" in _refused(kafka, untrusted, caplog, "CERTIFICATE_VERIFY_FAILED")
     # TLS without a client certificate on the mutual-TLS listener, and plaintext to a TLS listener: the broker
     # refuses the handshake
     no_cert = {k: v for k, v in kafka.ssl_properties(CONTROLLER).items() if not k.startswith("ssl.key")}
-    assert "SSL handshake failed" in _refused(kafka, no_cert, caplog)
-    plaintext = _refused(kafka, {"security.protocol": "PLAINTEXT"}, caplog, bootstrap=kafka.sasl_bootstrap)
-    assert "SSL handshake failed" in plaintext
+    assert "SSL handshake failed" in _refused(kafka, no_cert, caplog, "SSL handshake failed")
+    plaintext = {"security.protocol": "PLAINTEXT"}
+    said = _refused(kafka, plaintext, caplog, "SSL handshake failed", bootstrap=kafka.sasl_bootstrap)
+    assert "SSL handshake failed" in said
 
 
 def test_a_scram_user_added_after_start_authenticates(secure_kafka: Any) -> None:
