@@ -176,6 +176,7 @@ JAVA_PROPERTIES = frozenset(
         "ssl.truststore.location",
         "ssl.truststore.type",
         "ssl.keystore.location",
+        "ssl.keystore.type",
         "ssl.key.password",
         "ssl.endpoint.identification.algorithm",
         "ssl.cipher.suites",
@@ -192,20 +193,24 @@ _LOGIN_MODULES = {
 def java_security(props: Mapping[str, str]) -> dict[str, str]:
     """livectl's Kafka client security properties as the Java client's (Spark's Kafka source takes them as
     ``kafka.<name>``): Java's names as they are; ``sasl.username`` / ``sasl.password`` (librdkafka's names)
-    as the ``sasl.jaas.config`` of the mechanism; ``ssl.ca.location`` as a PEM trust store. A property the
-    Java client has no counterpart for is an error naming it."""
+    as the ``sasl.jaas.config`` of the mechanism; ``ssl.ca.location`` as the trust store. The trust store and
+    key store are PEM files (livectl's own clients read no other kind: :mod:`sinks.security`), so Java is told
+    so when the properties do not say it (its default is JKS). A property the Java client has no counterpart
+    for is an error naming it."""
     out: dict[str, str] = {}
     for name, value in props.items():
         if name in JAVA_PROPERTIES:
             out[name] = value
         elif name == "ssl.ca.location":
             out["ssl.truststore.location"] = value
-            out.setdefault("ssl.truststore.type", "PEM")
         elif name not in ("sasl.username", "sasl.password"):
             raise SourceChoiceError(
                 f"Kafka client property {name!r}: Spark's Kafka source (Java client) has no counterpart; use "
                 "query_source=python or Java's property (docs/spark-kafka-source.md)"
             )
+    for store in ("ssl.truststore", "ssl.keystore"):
+        if f"{store}.location" in out:
+            out.setdefault(f"{store}.type", "PEM")
     if "sasl.username" in props and "sasl.jaas.config" not in props:
         mechanism = props.get("sasl.mechanism", "PLAIN")
         module = _LOGIN_MODULES.get(mechanism)

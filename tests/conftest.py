@@ -196,10 +196,11 @@ def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Apache Kafka enforcing SASL_SSL (SCRAM-SHA-512), mutual TLS and ACLs (:mod:`kafka_secure`), with the
     users and certificates of ``controller``, ``broker-1``, ``alice`` (an admin; her key is encrypted) and
     ``mallory`` (an outsider), and livectl's ACL set for them applied (``livectl acls --apply``'s own call,
-    as the bootstrap super user)."""
+    as the bootstrap super user), with the consumer groups of Spark's Kafka source for the controller (the
+    Spark test reads with it)."""
     from kafka_secure import ADMIN, BROKER, CONTROLLER, OUTSIDER, start_secure_kafka
 
-    from admin.acls import Deployment, acl_set
+    from admin.acls import SPARK_GROUP_PREFIX, Deployment, acl_set
     from admin.acls_cmd import apply
     from livectl.kafka_server import stop_kafka
     from sinks.requests import transactional_id
@@ -213,6 +214,7 @@ def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             brokers=(f"User:{BROKER}",),
             admins=(f"User:{ADMIN}",),
             transactional_id=transactional_id("livectl"),
+            spark_group_prefix=SPARK_GROUP_PREFIX,
         )
         apply(acl_set(deployment), kafka.sasl_bootstrap, kafka.admin_kwargs())
         yield kafka

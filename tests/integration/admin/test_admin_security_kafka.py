@@ -38,7 +38,7 @@ from kafka.errors import (
 from kafka_secure import ADMIN, BATCH_IDS, BROKER, CONTROLLER, OUTSIDER, SUPER_ADMIN
 from request_bodies import lisr_request
 
-from admin.acls import Deployment, Topics, acl_set
+from admin.acls import SPARK_GROUP_PREFIX, Deployment, Topics, acl_set
 from admin.acls_cmd import bindings
 from admin.cli import main as admin_main
 from core.codec.events import event_from_json
@@ -102,6 +102,7 @@ def _acls_argv(kafka: Any, config: str) -> list[str]:
         f"User:{BROKER}",
         "--admin-principal",
         f"User:{ADMIN}",
+        "--spark-group-prefix",
         "--bootstrap-server",
         kafka.sasl_bootstrap,
         "--command-config",
@@ -115,7 +116,11 @@ def test_livectl_acls_apply_creates_exactly_the_set(kafka: Any, capsys: pytest.C
     assert admin_main(_acls_argv(kafka, str(superuser))) == 0  # the fixture applied them already: no change
     assert "ACL bindings" in capsys.readouterr().out
     deployment = Deployment(
-        (f"User:{CONTROLLER}",), (f"User:{BROKER}",), (f"User:{ADMIN}",), transactional_id("livectl")
+        (f"User:{CONTROLLER}",),
+        (f"User:{BROKER}",),
+        (f"User:{ADMIN}",),
+        transactional_id("livectl"),
+        spark_group_prefix=SPARK_GROUP_PREFIX,
     )
     wanted = {
         (b.principal, b.operation, b.resource_pattern.resource_type, b.resource_pattern.resource_name)

@@ -2,12 +2,14 @@
 
 The controller query runs with the controller's principal (SCRAM-SHA-512 over TLS, as ``kafka_*``
 settings) on livectl's own topic names and transactional id, so every Kafka client it runs — the topics'
-creation check, the query's source on the Spark workers, the liveness bridge, the failover reference, the
-request sink's transactions and tail reads — passes the broker's authorizer with the ACL set and nothing
-more. The admin's principal creates a topic with ``livectl topics --create --wait`` (the command on
-``livectl.admin``, the answer read from ``livectl.admin-results``); the brokers' principal reads the
-LeaderAndIsr requests; a broker failure forged by the admin is refused by the broker and the controller
-goes on answering (broker 1 stays in every ISR).
+creation check, the query's source (Spark's own Kafka source, ``query_source=kafka``: the JVM connector's
+consumers on the driver and the executors, in consumer groups of Spark's prefix), the liveness bridge, the
+failover reference, the request sink's transactions and tail reads — passes the broker's authorizer with the
+ACL set and nothing more (livectl's Python source over the same handshakes:
+``tests/integration/streaming/test_streaming_security_kafka.py``). The admin's principal creates a topic
+with ``livectl topics --create --wait`` (the command on ``livectl.admin``, the answer read from
+``livectl.admin-results``); the brokers' principal reads the LeaderAndIsr requests; a broker failure forged
+by the admin is refused by the broker and the controller goes on answering (broker 1 stays in every ISR).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def secure_cluster(zookeeper: local.Service, secure_kafka: Any, tmp_path: Path) 
             "trigger_interval": "500 milliseconds",
             # livectl's own topic names and query name: the ones the ACLs are for (transactional id livectl-livectl)
             "starting_offsets": "latest",
+            # Spark's connector, not the Python source (the default): its Java clients make the handshake
+            "query_source": "kafka",
             **{f"kafka_{k.replace('.', '_')}": v for k, v in ctl.items()},
         }
     )
@@ -121,6 +125,11 @@ def test_a_controller_runs_over_sasl_ssl_within_the_acls(
             == 0
         )
         assert controller.error == []
+        # the commands were read by Spark's connector (its source, as the query's progress names it)
+        sources = [
+            src["description"] for q in spark.streams.active for src in (q.lastProgress or {}).get("sources", [])
+        ]
+        assert any(d.startswith("KafkaV2") for d in sources), sources
         # broker 1 did not "fail": it is still in every ISR
         assert all(1 in (cluster.state(t, p) or {}).get("isr", []) for t, p in ((topic, 0), (topic, 1), (second, 0)))
     finally:

@@ -133,6 +133,7 @@ def test_spark_s_kafka_source_options_from_livectl_s_settings() -> None:
         "kafka.sasl.mechanism": "SCRAM-SHA-512",
         "kafka.sasl.jaas.config": jaas,
         "kafka.ssl.truststore.location": "/ca.pem",
+        "kafka.ssl.truststore.type": "PEM",
     }
     # behind the failover barrier: the reference is published before the start; the run is not capped
     marked = json.dumps({"adm": {"0": 3}, "ev": {"0": 5}, "@last": {"ev": {"0": "1-00000000"}}})
@@ -149,6 +150,11 @@ def test_security_properties_as_the_java_client_s() -> None:
         "ssl.truststore.location": "/ca.pem",
         "ssl.truststore.type": "PEM",
     }
+    # Java's names as livectl's clients take them (PEM files): Java's default store type is JKS
+    pem = {"ssl.truststore.location": "/ca.pem", "ssl.keystore.location": "/me.pem", "ssl.key.password": "k"}
+    assert java_security(pem) == {**pem, "ssl.truststore.type": "PEM", "ssl.keystore.type": "PEM"}
+    said = {**pem, "ssl.truststore.type": "PEM", "ssl.keystore.type": "PEM"}
+    assert java_security(said) == said
     jaas = java_security({"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "u", "sasl.password": 'p"w'})
     assert jaas["sasl.jaas.config"] == (
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p\\"w";'
