@@ -23,24 +23,27 @@ down (whether to ask, how often to retry), not by the controller, so they are no
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from core.errors import FormatError
 
 #: Kafka name -> (field of ControllerConfig, type, Kafka's default)
-CONTROLLER_CONFIGS: dict[str, tuple[str, type, Any]] = {
-    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", bool, True),
-    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", int, 10),
-    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", int, 300),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", bool, False),
-    "delete.topic.enable": ("delete_topic_enable", bool, True),
-}
+CONTROLLER_CONFIGS: Mapping[str, tuple[str, type, Any]] = MappingProxyType(
+    {
+        "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", bool, True),
+        "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", int, 10),
+        "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", int, 300),
+        "unclean.leader.election.enable": ("unclean_leader_election_enable", bool, False),
+        "delete.topic.enable": ("delete_topic_enable", bool, True),
+    }
+)
 
 #: field name -> Kafka name
-KAFKA_NAMES: dict[str, str] = {fname: kafka for kafka, (fname, _, _) in CONTROLLER_CONFIGS.items()}
+KAFKA_NAMES: Mapping[str, str] = MappingProxyType({fname: kafka for kafka, (fname, _, _) in CONTROLLER_CONFIGS.items()})
 
 #: the smallest value Kafka accepts per integer config (``atLeast`` in ``KafkaConfig``)
-_MINIMUM = {"leader.imbalance.per.broker.percentage": 0, "leader.imbalance.check.interval.seconds": 1}
+_MINIMUM = MappingProxyType({"leader.imbalance.per.broker.percentage": 0, "leader.imbalance.check.interval.seconds": 1})
 
 
 def parse_config(name: str, text: str) -> bool | int:

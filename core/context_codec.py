@@ -5,7 +5,8 @@ Both directions are built for a 100k-partition bucket: equal values are encoded 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from core.context import ControllerContext
@@ -119,8 +120,8 @@ def context_to_dict(ctx: ControllerContext) -> dict[str, Any]:
 
 
 #: enum members by their JSON value (``Enum(value)`` is a Python-level call through the metaclass)
-_PARTITION_STATE_OF: dict[str, PartitionState] = {s.value: s for s in PartitionState}
-_REPLICA_STATE_OF: dict[str, ReplicaState] = {s.value: s for s in ReplicaState}
+_PARTITION_STATE_OF: Mapping[str, PartitionState] = MappingProxyType({s.value: s for s in PartitionState})
+_REPLICA_STATE_OF: Mapping[str, ReplicaState] = MappingProxyType({s.value: s for s in ReplicaState})
 
 
 def context_head(d: dict[str, Any]) -> ControllerContext:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from core.errors import FormatError
@@ -166,6 +167,6 @@ class StateChangeFailure(Decision):
     reason: str
 
 
-DECISION_TYPES: dict[str, type[Decision]] = {
-    c.TYPE: c for c in (ZkWrite, BrokerRequest, AdminResult, StateChangeFailure)
-}
+DECISION_TYPES: Mapping[str, type[Decision]] = MappingProxyType(
+    {c.TYPE: c for c in (ZkWrite, BrokerRequest, AdminResult, StateChangeFailure)}
+)

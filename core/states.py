@@ -23,7 +23,9 @@ per-item :class:`core.decisions.StateChangeFailure`, never raised.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
+from types import MappingProxyType
 
 
 class PartitionState(Enum):
@@ -60,22 +62,26 @@ class ReplicaState(Enum):
 _P = PartitionState
 _R = ReplicaState
 
-PARTITION_VALID_PREVIOUS: dict[PartitionState, frozenset[PartitionState]] = {
-    _P.NEW: frozenset({_P.NON_EXISTENT}),
-    _P.ONLINE: frozenset({_P.NEW, _P.ONLINE, _P.OFFLINE}),
-    _P.OFFLINE: frozenset({_P.NEW, _P.ONLINE, _P.OFFLINE}),
-    _P.NON_EXISTENT: frozenset({_P.OFFLINE}),
-}
+PARTITION_VALID_PREVIOUS: Mapping[PartitionState, frozenset[PartitionState]] = MappingProxyType(
+    {
+        _P.NEW: frozenset({_P.NON_EXISTENT}),
+        _P.ONLINE: frozenset({_P.NEW, _P.ONLINE, _P.OFFLINE}),
+        _P.OFFLINE: frozenset({_P.NEW, _P.ONLINE, _P.OFFLINE}),
+        _P.NON_EXISTENT: frozenset({_P.OFFLINE}),
+    }
+)
 
-REPLICA_VALID_PREVIOUS: dict[ReplicaState, frozenset[ReplicaState]] = {
-    _R.NEW: frozenset({_R.NON_EXISTENT}),
-    _R.ONLINE: frozenset({_R.NEW, _R.ONLINE, _R.OFFLINE, _R.DELETION_INELIGIBLE}),
-    _R.OFFLINE: frozenset({_R.NEW, _R.ONLINE, _R.OFFLINE, _R.DELETION_INELIGIBLE}),
-    _R.DELETION_STARTED: frozenset({_R.OFFLINE}),
-    _R.DELETION_SUCCESSFUL: frozenset({_R.DELETION_STARTED}),
-    _R.DELETION_INELIGIBLE: frozenset({_R.OFFLINE, _R.DELETION_STARTED}),
-    _R.NON_EXISTENT: frozenset({_R.DELETION_SUCCESSFUL}),
-}
+REPLICA_VALID_PREVIOUS: Mapping[ReplicaState, frozenset[ReplicaState]] = MappingProxyType(
+    {
+        _R.NEW: frozenset({_R.NON_EXISTENT}),
+        _R.ONLINE: frozenset({_R.NEW, _R.ONLINE, _R.OFFLINE, _R.DELETION_INELIGIBLE}),
+        _R.OFFLINE: frozenset({_R.NEW, _R.ONLINE, _R.OFFLINE, _R.DELETION_INELIGIBLE}),
+        _R.DELETION_STARTED: frozenset({_R.OFFLINE}),
+        _R.DELETION_SUCCESSFUL: frozenset({_R.DELETION_STARTED}),
+        _R.DELETION_INELIGIBLE: frozenset({_R.OFFLINE, _R.DELETION_STARTED}),
+        _R.NON_EXISTENT: frozenset({_R.DELETION_SUCCESSFUL}),
+    }
+)
 
 
 def is_valid_partition_transition(current: PartitionState, target: PartitionState) -> bool:

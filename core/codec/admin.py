@@ -4,6 +4,7 @@ command's :class:`core.errors.FormatError` carries Kafka's error name where Kafk
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from core import jsonform as jf
@@ -167,12 +168,14 @@ def _alter_config(o: Mapping[str, Any]) -> Event:
     return AlterTopicConfig(_request_id(o), read_topic(o), configs, tuple(sorted(set(deletes))))
 
 
-DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
-    CreateTopic.TYPE: _create_topic,
-    DeleteTopic.TYPE: lambda o: DeleteTopic(_request_id(o), read_topic(o)),
-    CreatePartitions.TYPE: _create_partitions,
-    ReassignPartitions.TYPE: decode_reassign,
-    CancelReassignment.TYPE: _cancel,
-    ElectLeaders.TYPE: _elect,
-    AlterTopicConfig.TYPE: _alter_config,
-}
+DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Event]] = MappingProxyType(
+    {
+        CreateTopic.TYPE: _create_topic,
+        DeleteTopic.TYPE: lambda o: DeleteTopic(_request_id(o), read_topic(o)),
+        CreatePartitions.TYPE: _create_partitions,
+        ReassignPartitions.TYPE: decode_reassign,
+        CancelReassignment.TYPE: _cancel,
+        ElectLeaders.TYPE: _elect,
+        AlterTopicConfig.TYPE: _alter_config,
+    }
+)

@@ -6,6 +6,7 @@ the core."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from core import jsonform as jf
@@ -106,12 +107,14 @@ def _log_dir_failure(o: Mapping[str, Any]) -> Event:
     return LogDirFailure(read_broker_id(o))
 
 
-DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
-    BrokerStartup.TYPE: _broker_startup,
-    BrokerFailure.TYPE: _broker_failure,
-    AlterPartition.TYPE: _alter_partition,
-    LeaderAndIsrResponse.TYPE: _lisr_response,
-    StopReplicaResponse.TYPE: _stop_replica_response,
-    ControlledShutdown.TYPE: _controlled_shutdown,
-    LogDirFailure.TYPE: _log_dir_failure,
-}
+DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Event]] = MappingProxyType(
+    {
+        BrokerStartup.TYPE: _broker_startup,
+        BrokerFailure.TYPE: _broker_failure,
+        AlterPartition.TYPE: _alter_partition,
+        LeaderAndIsrResponse.TYPE: _lisr_response,
+        StopReplicaResponse.TYPE: _stop_replica_response,
+        ControlledShutdown.TYPE: _controlled_shutdown,
+        LogDirFailure.TYPE: _log_dir_failure,
+    }
+)

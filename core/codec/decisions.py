@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from enum import Enum
 from json.encoder import encode_basestring_ascii as _json_string
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from core import jsonform as jf
@@ -332,7 +333,7 @@ def decode_decision(raw: Any, *, typed: bool = False) -> Decision:
     raise FormatError("type", f"unknown decision type '{t}'")
 
 
-_ZK_OPS = {op.value: op for op in ZkOp}
+_ZK_OPS = MappingProxyType({op.value: op for op in ZkOp})
 _INT64 = range(-(2**63), 2**63)
 
 

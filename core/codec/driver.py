@@ -4,6 +4,7 @@ partition states and topics it re-read after ZooKeeper refused a write, and the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from core import jsonform as jf
@@ -69,10 +70,12 @@ def _tick(o: Mapping[str, Any]) -> Event:
     return Tick(jf.opt_integer(o, "now_ms", 0, minimum=0))
 
 
-DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
-    ControllerFailover.TYPE: _failover,
-    PartitionStatesRead.TYPE: _partition_states_read,
-    TopicCreationRefused.TYPE: _topic_creation_refused,
-    AutoRebalanceTick.TYPE: _rebalance,
-    Tick.TYPE: _tick,
-}
+DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Event]] = MappingProxyType(
+    {
+        ControllerFailover.TYPE: _failover,
+        PartitionStatesRead.TYPE: _partition_states_read,
+        TopicCreationRefused.TYPE: _topic_creation_refused,
+        AutoRebalanceTick.TYPE: _rebalance,
+        Tick.TYPE: _tick,
+    }
+)

@@ -11,6 +11,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 from core import jsonform as jf
@@ -23,12 +24,14 @@ from core.model import Broker
 
 EVENT_VERSION = 1
 
-_DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
-    **admin.DECODERS,
-    **broker.DECODERS,
-    **driver.DECODERS,
-    **zk_paths.DECODERS,
-}
+_DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Event]] = MappingProxyType(
+    {
+        **admin.DECODERS,
+        **broker.DECODERS,
+        **driver.DECODERS,
+        **zk_paths.DECODERS,
+    }
+)
 #: every event ``type`` that decodes
 EVENT_TYPES = frozenset(_DECODERS)
 #: the ``type`` of every admin command (topic ``livectl.admin``)

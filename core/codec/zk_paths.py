@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from core import jsonform as jf
@@ -82,11 +83,13 @@ def _cluster_config(o: Mapping[str, Any]) -> Event:
     return ClusterConfigChanged(_controller_epoch(o), configs)
 
 
-DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
-    ZkReassignment.TYPE: _zk_reassignment,
-    ZkPreferredElection.TYPE: _zk_preferred,
-    ZkTopicDeletion.TYPE: lambda o: ZkTopicDeletion(_controller_epoch(o), read_topic(o)),
-    ZkTopicChange.TYPE: _zk_topic_change,
-    ZkLogDirEvents.TYPE: _zk_log_dir_events,
-    ClusterConfigChanged.TYPE: _cluster_config,
-}
+DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Event]] = MappingProxyType(
+    {
+        ZkReassignment.TYPE: _zk_reassignment,
+        ZkPreferredElection.TYPE: _zk_preferred,
+        ZkTopicDeletion.TYPE: lambda o: ZkTopicDeletion(_controller_epoch(o), read_topic(o)),
+        ZkTopicChange.TYPE: _zk_topic_change,
+        ZkLogDirEvents.TYPE: _zk_log_dir_events,
+        ClusterConfigChanged.TYPE: _cluster_config,
+    }
+)

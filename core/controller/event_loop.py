@@ -3,8 +3,9 @@ event at a time); and :func:`step_isolating`, which leaves out an event whose ha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from core.controller import brokers, elections, failover, isr, reassignment, topic_deletion, topics
@@ -42,34 +43,36 @@ from core.events import (
 
 __all__ = ["HANDLERS", "Quarantined", "step", "step_isolating"]
 
-#: the handler of each event type; an event of a type not listed changes nothing
-HANDLERS: dict[type[Event], Callable[[StepContext, Any], None]] = {
-    BrokerStartup: brokers.broker_startup,
-    BrokerFailure: brokers.broker_failure,
-    ControlledShutdown: brokers.controlled_shutdown,
-    LogDirFailure: brokers.log_dir_failure,
-    LeaderAndIsrResponse: brokers.leader_and_isr_response,
-    StopReplicaResponse: topic_deletion.stop_replica_response,
-    AlterPartition: isr.alter_partition,
-    CreateTopic: topics.create_topic,
-    CreatePartitions: topics.create_partitions,
-    DeleteTopic: topic_deletion.delete_topic,
-    AlterTopicConfig: topics.alter_topic_config,
-    ReassignPartitions: reassignment.reassign_partitions,
-    CancelReassignment: reassignment.reassign_partitions,
-    ElectLeaders: elections.elect_leaders,
-    AutoRebalanceTick: elections.auto_rebalance,
-    ControllerFailover: failover.failover,
-    PartitionStatesRead: isr.partition_states_read,
-    TopicCreationRefused: topics.topic_creation_refused,
-    Tick: topic_deletion.tick,
-    ZkReassignment: reassignment.zk_reassignment,
-    ZkPreferredElection: elections.zk_preferred_election,
-    ZkTopicDeletion: topic_deletion.zk_topic_deletion,
-    ZkTopicChange: topics.zk_topic_change,
-    ZkLogDirEvents: brokers.zk_log_dir_events,
-    ClusterConfigChanged: elections.cluster_config_changed,
-}
+#: the handler of each event type (read-only); an event of a type not listed changes nothing
+HANDLERS: Mapping[type[Event], Callable[[StepContext, Any], None]] = MappingProxyType(
+    {
+        BrokerStartup: brokers.broker_startup,
+        BrokerFailure: brokers.broker_failure,
+        ControlledShutdown: brokers.controlled_shutdown,
+        LogDirFailure: brokers.log_dir_failure,
+        LeaderAndIsrResponse: brokers.leader_and_isr_response,
+        StopReplicaResponse: topic_deletion.stop_replica_response,
+        AlterPartition: isr.alter_partition,
+        CreateTopic: topics.create_topic,
+        CreatePartitions: topics.create_partitions,
+        DeleteTopic: topic_deletion.delete_topic,
+        AlterTopicConfig: topics.alter_topic_config,
+        ReassignPartitions: reassignment.reassign_partitions,
+        CancelReassignment: reassignment.reassign_partitions,
+        ElectLeaders: elections.elect_leaders,
+        AutoRebalanceTick: elections.auto_rebalance,
+        ControllerFailover: failover.failover,
+        PartitionStatesRead: isr.partition_states_read,
+        TopicCreationRefused: topics.topic_creation_refused,
+        Tick: topic_deletion.tick,
+        ZkReassignment: reassignment.zk_reassignment,
+        ZkPreferredElection: elections.zk_preferred_election,
+        ZkTopicDeletion: topic_deletion.zk_topic_deletion,
+        ZkTopicChange: topics.zk_topic_change,
+        ZkLogDirEvents: brokers.zk_log_dir_events,
+        ClusterConfigChanged: elections.cluster_config_changed,
+    }
+)
 
 
 def handle(c: StepContext, ev: Event) -> None:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 
 from core.kafka.error_codes import KafkaError
 
@@ -63,48 +64,52 @@ _MESSAGE_FORMATS = (
     *("2.4", "2.5", "2.6", "2.7", "2.8", "3.0"),
 )
 
-TOPIC_CONFIGS: dict[str, ConfigKey] = {
-    k.name: k
-    for k in (
-        ConfigKey("segment.bytes", _T.INT, at_least=14),
-        ConfigKey("segment.ms", _T.LONG, at_least=1),
-        ConfigKey("segment.jitter.ms", _T.LONG, at_least=0),
-        ConfigKey("segment.index.bytes", _T.INT, at_least=0),
-        ConfigKey("flush.messages", _T.LONG, at_least=0),
-        ConfigKey("flush.ms", _T.LONG, at_least=0),
-        ConfigKey("retention.bytes", _T.LONG),
-        ConfigKey("retention.ms", _T.LONG, at_least=-1),
-        ConfigKey("max.message.bytes", _T.INT, at_least=0),
-        ConfigKey("index.interval.bytes", _T.INT, at_least=0),
-        ConfigKey("delete.retention.ms", _T.LONG, at_least=0),
-        ConfigKey("min.compaction.lag.ms", _T.LONG, at_least=0),
-        ConfigKey("max.compaction.lag.ms", _T.LONG, at_least=1),
-        ConfigKey("file.delete.delay.ms", _T.LONG, at_least=0),
-        ConfigKey("min.cleanable.dirty.ratio", _T.DOUBLE, at_least=0, at_most=1),
-        ConfigKey("cleanup.policy", _T.LIST, one_of=("compact", "delete")),
-        ConfigKey("unclean.leader.election.enable", _T.BOOLEAN),
-        ConfigKey(MIN_INSYNC_REPLICAS, _T.INT, at_least=1),
-        ConfigKey("compression.type", _T.STRING, one_of=_COMPRESSION),
-        ConfigKey("preallocate", _T.BOOLEAN),
-        ConfigKey("message.format.version", _T.STRING, one_of=_MESSAGE_FORMATS),
-        ConfigKey("message.timestamp.type", _T.STRING, one_of=("CreateTime", "LogAppendTime")),
-        ConfigKey("message.timestamp.difference.max.ms", _T.LONG, at_least=0),
-        ConfigKey(LEADER_THROTTLED_REPLICAS, _T.LIST, throttled_replicas=True),
-        ConfigKey(FOLLOWER_THROTTLED_REPLICAS, _T.LIST, throttled_replicas=True),
-        ConfigKey("message.downconversion.enable", _T.BOOLEAN),
-    )
-}
+TOPIC_CONFIGS: Mapping[str, ConfigKey] = MappingProxyType(
+    {
+        k.name: k
+        for k in (
+            ConfigKey("segment.bytes", _T.INT, at_least=14),
+            ConfigKey("segment.ms", _T.LONG, at_least=1),
+            ConfigKey("segment.jitter.ms", _T.LONG, at_least=0),
+            ConfigKey("segment.index.bytes", _T.INT, at_least=0),
+            ConfigKey("flush.messages", _T.LONG, at_least=0),
+            ConfigKey("flush.ms", _T.LONG, at_least=0),
+            ConfigKey("retention.bytes", _T.LONG),
+            ConfigKey("retention.ms", _T.LONG, at_least=-1),
+            ConfigKey("max.message.bytes", _T.INT, at_least=0),
+            ConfigKey("index.interval.bytes", _T.INT, at_least=0),
+            ConfigKey("delete.retention.ms", _T.LONG, at_least=0),
+            ConfigKey("min.compaction.lag.ms", _T.LONG, at_least=0),
+            ConfigKey("max.compaction.lag.ms", _T.LONG, at_least=1),
+            ConfigKey("file.delete.delay.ms", _T.LONG, at_least=0),
+            ConfigKey("min.cleanable.dirty.ratio", _T.DOUBLE, at_least=0, at_most=1),
+            ConfigKey("cleanup.policy", _T.LIST, one_of=("compact", "delete")),
+            ConfigKey("unclean.leader.election.enable", _T.BOOLEAN),
+            ConfigKey(MIN_INSYNC_REPLICAS, _T.INT, at_least=1),
+            ConfigKey("compression.type", _T.STRING, one_of=_COMPRESSION),
+            ConfigKey("preallocate", _T.BOOLEAN),
+            ConfigKey("message.format.version", _T.STRING, one_of=_MESSAGE_FORMATS),
+            ConfigKey("message.timestamp.type", _T.STRING, one_of=("CreateTime", "LogAppendTime")),
+            ConfigKey("message.timestamp.difference.max.ms", _T.LONG, at_least=0),
+            ConfigKey(LEADER_THROTTLED_REPLICAS, _T.LIST, throttled_replicas=True),
+            ConfigKey(FOLLOWER_THROTTLED_REPLICAS, _T.LIST, throttled_replicas=True),
+            ConfigKey("message.downconversion.enable", _T.BOOLEAN),
+        )
+    }
+)
 
-BROKER_CONFIGS: dict[str, ConfigKey] = {
-    k.name: k
-    for k in (
-        ConfigKey(LEADER_THROTTLED_RATE, _T.LONG, at_least=0),
-        ConfigKey(FOLLOWER_THROTTLED_RATE, _T.LONG, at_least=0),
-        ConfigKey(ALTER_LOG_DIRS_THROTTLED_RATE, _T.LONG, at_least=0),
-        ConfigKey("unclean.leader.election.enable", _T.BOOLEAN),
-        ConfigKey(MIN_INSYNC_REPLICAS, _T.INT, at_least=1),
-    )
-}
+BROKER_CONFIGS: Mapping[str, ConfigKey] = MappingProxyType(
+    {
+        k.name: k
+        for k in (
+            ConfigKey(LEADER_THROTTLED_RATE, _T.LONG, at_least=0),
+            ConfigKey(FOLLOWER_THROTTLED_RATE, _T.LONG, at_least=0),
+            ConfigKey(ALTER_LOG_DIRS_THROTTLED_RATE, _T.LONG, at_least=0),
+            ConfigKey("unclean.leader.election.enable", _T.BOOLEAN),
+            ConfigKey(MIN_INSYNC_REPLICAS, _T.INT, at_least=1),
+        )
+    }
+)
 
 _REPLICA_ITEM = re.compile(r"[0-9]+:[0-9]+")
 

@@ -6,6 +6,7 @@ defaults); :func:`read_addressees` reads a shared request's addressees."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from core import jsonform as jf
@@ -211,10 +212,12 @@ def _alter_partition_response(o: Mapping[str, Any]) -> AlterPartitionResponse:
     )
 
 
-_PARSERS: dict[RequestApi, Any] = {
-    RequestApi.LEADER_AND_ISR: _lisr,
-    RequestApi.UPDATE_METADATA: _update_metadata,
-    RequestApi.STOP_REPLICA: _stop_replica,
-    RequestApi.CONTROLLED_SHUTDOWN_RESPONSE: _controlled_shutdown_response,
-    RequestApi.ALTER_PARTITION_RESPONSE: _alter_partition_response,
-}
+_PARSERS: Mapping[RequestApi, Any] = MappingProxyType(
+    {
+        RequestApi.LEADER_AND_ISR: _lisr,
+        RequestApi.UPDATE_METADATA: _update_metadata,
+        RequestApi.STOP_REPLICA: _stop_replica,
+        RequestApi.CONTROLLED_SHUTDOWN_RESPONSE: _controlled_shutdown_response,
+        RequestApi.ALTER_PARTITION_RESPONSE: _alter_partition_response,
+    }
+)

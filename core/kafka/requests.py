@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 from core.model import TopicPartition
@@ -28,19 +29,21 @@ class RequestApi(Enum):
 
 
 #: Kafka's send order within one batch per broker
-REQUEST_ORDER: dict[RequestApi, int] = {
-    RequestApi.LEADER_AND_ISR: 0,
-    RequestApi.UPDATE_METADATA: 1,
-    RequestApi.STOP_REPLICA: 2,
-    RequestApi.CONTROLLED_SHUTDOWN_RESPONSE: 3,
-    RequestApi.ALTER_PARTITION_RESPONSE: 4,
-}
+REQUEST_ORDER: Mapping[RequestApi, int] = MappingProxyType(
+    {
+        RequestApi.LEADER_AND_ISR: 0,
+        RequestApi.UPDATE_METADATA: 1,
+        RequestApi.STOP_REPLICA: 2,
+        RequestApi.CONTROLLED_SHUTDOWN_RESPONSE: 3,
+        RequestApi.ALTER_PARTITION_RESPONSE: 4,
+    }
+)
 
 
 #: Kafka's ``Uuid.ZERO_UUID`` in base64: the topic id of a topic that has none
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 #: Kafka's ``SecurityProtocol`` ids, as UpdateMetadata's ``securityProtocol`` carries them
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+SECURITY_PROTOCOL_IDS = MappingProxyType({"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3})
 
 
 #: ``broker_id`` of a request addressed to a set of brokers (:class:`Addressee`) rather than one

@@ -29,6 +29,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from core.errors import FormatError
@@ -96,7 +97,9 @@ def topic_config_path(topic: str) -> str:
 
 _STATE_PATH = re.compile(rf"^{BROKER_TOPICS}/([^/]+)/partitions/(\d+)/state$")
 _PARTITION_PATH = re.compile(rf"^{BROKER_TOPICS}/([^/]+)/partitions/(\d+)(?:/state)?$")
-_TOPIC_PATHS = {root: re.compile(rf"^{root}/([^/]+)$") for root in (BROKER_TOPICS, DELETE_TOPICS, CONFIG_TOPICS)}
+_TOPIC_PATHS = MappingProxyType(
+    {root: re.compile(rf"^{root}/([^/]+)$") for root in (BROKER_TOPICS, DELETE_TOPICS, CONFIG_TOPICS)}
+)
 
 
 def partition_of_state_path(path: str) -> tuple[str, int] | None:

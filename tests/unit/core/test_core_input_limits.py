@@ -242,7 +242,7 @@ def _explode(_c: object, _e: object) -> None:
 
 
 def test_an_event_that_raises_is_left_out_and_the_rest_applied(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(event_loop.HANDLERS, _Poison, _explode)
+    monkeypatch.setattr(event_loop, "HANDLERS", {**event_loop.HANDLERS, _Poison: _explode})
     c = Cluster.start([1, 2, 3], ControllerConfig())
     events: list[ev.Event] = [
         ev.CreateTopic("a", "t", 2, 2),

@@ -311,7 +311,7 @@ def test_a_failover_the_step_leaves_out_keeps_no_outcome_and_is_not_decided_agai
     def broken(c: object, e: object) -> None:
         raise RuntimeError("a bug in the failover")
 
-    monkeypatch.setitem(event_loop.HANDLERS, ev.ControllerFailover, broken)
+    monkeypatch.setattr(event_loop, "HANDLERS", {**event_loop.HANDLERS, ev.ControllerFailover: broken})
     decider = _decider(tmp_path, ControllerConfig())
     assert decider.update(_cluster(), {}, threading.Event()) == BUCKETS
     assert decider.outcomes() == {}

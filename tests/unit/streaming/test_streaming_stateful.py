@@ -249,7 +249,7 @@ def test_a_failover_that_raises_leaves_the_other_events_on_the_stored_context(
     def broken(c: object, e: object) -> None:
         raise RuntimeError("a bug in the failover")
 
-    monkeypatch.setitem(event_loop.HANDLERS, ev.ControllerFailover, broken)
+    monkeypatch.setattr(event_loop, "HANDLERS", {**event_loop.HANDLERS, ev.ControllerFailover: broken})
     broken_rows, broken_states = _run_uncached(tmp_path, saved, routed, summaries=True)
     rows, states = _run_uncached(tmp_path, saved, routed, summaries=False)
     # the failover quarantined, the command created its topic on the contexts the first controller left
