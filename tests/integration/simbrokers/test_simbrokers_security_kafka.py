@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka_secure import ADMIN, BROKER, CONTROLLER
 from kazoo.client import KazooClient
+from waiting import poll_until
 
 from admin.acls import Topics
 from core.codec.events import event_from_json
@@ -64,12 +64,8 @@ def _lisr(broker: int, port: int) -> dict[str, Any]:
 
 
 def _wait(cond: Any, what: str, log: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; simbrokers log: {log.read_text()[-3000:]}")
+    if not poll_until(cond, timeout, interval=0.2):
+        raise AssertionError(f"timed out waiting for {what}; simbrokers log: {log.read_text()[-3000:]}")
 
 
 @pytest.mark.parametrize(("protocol", "broker_id"), [("SASL_SSL", 41), ("SSL", 42)])

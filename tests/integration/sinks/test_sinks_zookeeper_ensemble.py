@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from waiting import poll_until
 from zk_ensemble import Ensemble
 
 from core.decisions import ZkOp, ZkWrite
@@ -144,21 +145,27 @@ def test_the_leader_killed_mid_batch_loses_and_doubles_nothing(zookeeper_ensembl
         for epoch in (1, 2):
             controller.write(epoch, _move_batch(epoch))
         killed_at: list[float] = []
-        batch_started = threading.Event()
+        watcher = KazooClient(hosts=ensemble.connect + chroot, timeout=10)
+        watcher.start(timeout=30)
+
+        def moved_by_batch_3() -> bool:
+            stat = watcher.exists(_path(0))
+            return stat is not None and stat.version >= 3
 
         def kill_when_writing() -> None:
-            batch_started.wait(30)
-            time.sleep(0.05)  # the batch's first transactions are in flight
+            # batch 3's first transaction (partition 0 comes first) is committed: the rest are to come
+            poll_until(moved_by_batch_3, timeout=30, interval=0.005)
             killed_at.append(time.monotonic())
             ensemble.kill(old_leader)
 
         killer = threading.Thread(target=kill_when_writing, daemon=True)
         killer.start()
-        batch_started.set()
         last = 8
         for epoch in range(3, last + 1):
             controller.write(epoch, _move_batch(epoch))
         killer.join(30)
+        watcher.stop()
+        watcher.close()
         assert killed_at, "the leader was not killed"
         new_leader = ensemble.leader()
         assert new_leader.name != old_leader.name and not old_leader.running()

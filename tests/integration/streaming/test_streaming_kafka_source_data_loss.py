@@ -9,13 +9,13 @@ same object Spark drives (``KafkaStreamReader.read``), called here without Spark
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
+from waiting import wait_until
 
 from livectl import local
 from sinks.requests import ensure_topics
@@ -38,10 +38,7 @@ class Topic:
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
         try:
             admin.delete_topics([self.name])
-            deadline = time.monotonic() + 30
-            while self.name in admin.list_topics():
-                assert time.monotonic() < deadline, f"{self.name} still listed 30 s after its deletion"
-                time.sleep(0.2)
+            wait_until(f"{self.name} gone from the broker's metadata", lambda: self.name not in admin.list_topics(), 30)
         finally:
             admin.close()
         ensure_topics(self.bootstrap, [self.name])

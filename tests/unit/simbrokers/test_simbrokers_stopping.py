@@ -58,5 +58,8 @@ def test_a_cancelled_watchdog_does_nothing() -> None:
     codes: list[int] = []
     dog = Watchdog(0.2, exit=codes.append).start()
     dog.cancel()
-    time.sleep(0.4)
+    # the marker: a watchdog started after it with the same limit fires, so the cancelled one would have by then
+    fired = threading.Event()
+    Watchdog(0.2, exit=lambda code: fired.set()).start()
+    assert fired.wait(10)
     assert codes == []
