@@ -56,6 +56,8 @@ from core import events as ev
 from core.codec.decisions import decode_decision
 from sinks import requests as rq
 from sinks.ports import Fence
+from sinks.requests import messages as rq_messages
+from sinks.requests import split as rq_split
 from streaming.collector import gc_paused
 from streaming.dispatch import decode_row
 from streaming.stateful import decision_rows
@@ -103,7 +105,12 @@ def _stdlib_dumps(obj: Any) -> bytes:
 
 def stdlib_request_messages(reqs: list[dc.BrokerRequest], fence: Fence) -> list[Any]:
     """The product's ``request_messages`` with the standard library's JSON in place of orjson."""
-    with patch.object(rq, "_dumps", _stdlib_dumps), patch.object(rq, "orjson", SimpleNamespace(loads=json.loads)):
+    with (
+        patch.object(rq_split, "dumps", _stdlib_dumps),
+        patch.object(rq_messages, "dumps", _stdlib_dumps),
+        patch.object(rq_split, "orjson", SimpleNamespace(loads=json.loads)),
+        patch.object(rq_messages, "orjson", SimpleNamespace(loads=json.loads)),
+    ):
         return rq.request_messages("t", fence, 1, reqs)
 
 
