@@ -30,7 +30,7 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
 
 The per-batch floor of the query is about ``buckets / 2`` times the per-bucket sum (2 cores).
 
-Run: ``.venv/bin/python bench/bucket_cost.py [--partitions 100000] [--buckets 8]``; the failover call
+Run: ``.venv/bin/python -m bench bucket_cost [--partitions 100000] [--buckets 8]``; the failover call
 alone: ``--failover-call [--profile] [--trees /path/to/main,/path/to/branch --rounds 2]``.
 ``--failure-call --state-not-cached`` times a broker failure's call whose worker has not cached the bucket's
 state (Spark gave the bucket's task to the other Python worker): the call decodes the stored blob.
@@ -48,20 +48,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-if "--tree" in sys.argv:  # a fresh process of --trees: import that source tree's code (its _common puts
-    # its own root first on the path)
+if "--tree" in sys.argv:  # a fresh process of --trees: import that source tree's product code (this benchmark's
+    # own harness still comes from this checkout: the tree's bench/ folder is no package before it)
     _tree = sys.argv[sys.argv.index("--tree") + 1]
-    sys.path[:0] = [str(Path(_tree) / "bench"), _tree]
+    sys.path[:0] = [_tree]
 
-from _common import RESULTS_DIR, machine_info, write_results
-from core_step import build_state
-
+from bench.core_step import build_state
+from bench.harness import RESULTS_DIR, ROOT, machine_info, write_results
 from core import controller
 from core import decisions as dc
 from core import events as ev
 from core.kafka.request_encoding import encode_body
+from core.kafka.requests import WireBody
 from core.kafka.zkdata import encode_partition_state, encode_topic_znode
 from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker
@@ -219,9 +217,10 @@ def whole_call_ab(args: argparse.Namespace) -> dict[str, Any]:
     runs: dict[str, list[dict[str, float]]] = {"paused": [], "running": []}
     for r in range(args.rounds):
         for mode in ("paused", "running") if r % 2 == 0 else ("running", "paused"):
-            cmd = [sys.executable, __file__, "--partitions", str(args.partitions), "--buckets", str(args.buckets)]
+            cmd = [sys.executable, "-m", "bench", "bucket_cost"]
+            cmd += ["--partitions", str(args.partitions), "--buckets", str(args.buckets)]
             cmd += ["--held", str(args.held), "--calls", str(args.calls), "--whole-call-only", mode]
-            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
             runs[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
     out: dict[str, Any] = {"whole_call_buckets_held": args.held, "whole_call_runs_per_mode": args.rounds}
     for mode, got in runs.items():
@@ -553,10 +552,11 @@ def failure_call_trees(args: argparse.Namespace) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {t: [] for t in trees}
     for r in range(args.rounds):
         for tree in trees if r % 2 == 0 else list(reversed(trees)):
-            cmd = [sys.executable, __file__, "--partitions", str(args.partitions), "--buckets", str(args.buckets)]
+            cmd = [sys.executable, "-m", "bench", "bucket_cost"]
+            cmd += ["--partitions", str(args.partitions), "--buckets", str(args.buckets)]
             cmd += ["--failure-call-only", "--scenario", args.scenario, "--tree", tree]
             cmd += ["--state-not-cached"] if args.state_not_cached else []
-            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
             got = json.loads(done.stdout.strip().splitlines()[-1])
             if not str(got["core_file"]).startswith(str(Path(tree).resolve())):
                 raise SystemExit(f"the run for {tree} imported {got['core_file']}")
@@ -564,7 +564,7 @@ def failure_call_trees(args: argparse.Namespace) -> dict[str, Any]:
             runs[tree].append(got)
     out: dict[str, Any] = {"failure_call_rounds": args.rounds, "order": "A B B A ...", "scenario": args.scenario}
     out["state_cached"] = not args.state_not_cached
-    hashes = set()
+    hashes: set[tuple[Any, Any]] = set()
     for tree, got in runs.items():
         med: dict[str, Any] = {"core_file": got[0]["core_file"]}
         for k in ("whole_call_cpu_s", "whole_call_wall_s", "arrow_after_call_cpu_s", "parts_cpu_sum_s"):
@@ -592,9 +592,10 @@ def failover_call_trees(args: argparse.Namespace) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {t: [] for t in trees}
     for r in range(args.rounds):
         for tree in trees if r % 2 == 0 else list(reversed(trees)):
-            cmd = [sys.executable, __file__, "--partitions", str(args.partitions), "--buckets", str(args.buckets)]
+            cmd = [sys.executable, "-m", "bench", "bucket_cost"]
+            cmd += ["--partitions", str(args.partitions), "--buckets", str(args.buckets)]
             cmd += ["--failover-call-only", "--tree", tree]
-            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
             got = json.loads(done.stdout.strip().splitlines()[-1])
             if not str(got["core_file"]).startswith(str(Path(tree).resolve())):
                 raise SystemExit(f"the run for {tree} imported {got['core_file']}")
@@ -734,7 +735,9 @@ def main() -> None:
         out["failover_decisions"] = len(fo_decisions)
         out["failover_output_json_bytes"] = sum(len(r[3]) for r in fo_rows)
         reqs = [d for d in fo_decisions if isinstance(d, dc.BrokerRequest)]
-        out["failover_largest_request_bytes"] = max((len(encode_body(r.body)) for r in reqs), default=0)
+        out["failover_largest_request_bytes"] = max(
+            (len(encode_body(r.body)) for r in reqs if not isinstance(r.body, WireBody)), default=0
+        )
     out.update(tick_call(state))
     out.update(whole_call_ab(args))
     for k, v in list(out.items()):

@@ -21,7 +21,7 @@ typed=True)``), the alternative the driver does not take, and with ``--stdlib-ba
 built with the standard library's ``json`` in place of orjson (what the sink used before), checked to be
 the same messages.
 
-Run: ``.venv/bin/python bench/request_sink_cost.py [--partitions 100000] [--buckets 8] [--rounds 2] [--profile]``.
+Run: ``.venv/bin/python -m bench request_sink_cost [--partitions 100000] [--buckets 8] [--rounds 2] [--profile]``.
 """
 
 from __future__ import annotations
@@ -33,23 +33,17 @@ import io
 import json
 import pstats
 import statistics
-import sys
 import time
 import zlib
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 from unittest.mock import patch
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import machine_info, write_results
-from bucket_cost import snapshot_for
-from core_step import build_state
-
+from bench.bucket_cost import snapshot_for
+from bench.core_step import build_state
+from bench.harness import machine_info, write_results
 from core import controller
 from core import decisions as dc
 from core import events as ev
