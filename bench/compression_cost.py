@@ -41,7 +41,7 @@ from kafka import codec as kcodec
 
 import core
 from bench.harness import machine_info, print_table, read_back, write_results
-from bench.request_sink_cost import bucket_decisions, decode_rows
+from bench.harness.workloads import bucket_decisions, decode_rows
 from core import decisions as dc
 from livectl import local
 from sinks import requests as rq

@@ -15,35 +15,13 @@ import argparse
 import gc
 import time
 
-from core.context import ControllerContext
+from bench.harness.workloads import build_state
 from core.controller import ControllerState, step
 from core.decisions import BrokerRequest, ZkWrite
 from core.events import BrokerFailure
 from core.kafka.request_encoding import encode_body
 from core.kafka.requests import WireBody
-from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
-from core.placement import BrokerRack, assign_replicas
-from core.states import PartitionState, ReplicaState
-
-
-def build_state(n_brokers: int, n_partitions: int, rf: int, per_topic: int) -> ControllerState:
-    ctx = ControllerContext(controller_id=0, epoch=1, epoch_zk_version=0)
-    for b in range(n_brokers):
-        ctx.add_live_broker(Broker(b, 1000 + b, None, (Endpoint("PLAINTEXT", f"broker{b}", 9092),)))
-    brokers = [BrokerRack(b) for b in range(n_brokers)]
-    n_topics = n_partitions // per_topic
-    for t in range(n_topics):
-        topic = f"topic-{t:05d}"
-        ctx.topic_ids[topic] = f"{t:022d}"
-        placed = assign_replicas(brokers, per_topic, rf, start_index=t % n_brokers)
-        for p, reps in placed.items():
-            tp = TopicPartition(topic, p)
-            ctx.set_assignment(tp, ReplicaAssignment(reps))
-            ctx.put_leadership(tp, LeaderAndIsr(reps[0], reps, 0, 0), 1)
-            ctx.put_partition_state(tp, PartitionState.ONLINE)
-            for r in reps:
-                ctx.replica_states[PartitionReplica(topic, p, r)] = ReplicaState.ONLINE
-    return ControllerState(ctx)
+from core.states import PartitionState
 
 
 def baseline(state: ControllerState, broker: int) -> float:

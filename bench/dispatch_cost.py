@@ -63,13 +63,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.bucket_cost import snapshot_for
-from bench.core_step import build_state
 from bench.harness import machine_info, services, write_results
+from bench.harness.workloads import event_decisions
 from core import controller
 from core import decisions as dc
-from core import events as ev
-from core.model import Endpoint
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, ZkBatchResult
 from streaming.audit_log import STATE_CHANGE_LOGGER, AuditLog, MemoryAuditFiles
@@ -110,25 +107,6 @@ class TimedRequestSink(MemoryRequestSink):
             return super().write_requests(batch_id, requests)
         finally:
             self.requests_s = time.perf_counter() - t0
-
-
-def event_decisions(per_bucket: int, event: str) -> list[dc.Decision]:
-    """One bucket's decisions for ``event``."""
-    state = build_state(10, per_bucket, 3, 100)
-    if event == "failover":
-        _, decisions = controller.step(controller.ControllerState(), [ev.ControllerFailover(1000, snapshot_for(state))])
-    elif event == "failure":
-        _, decisions = controller.step(state, [ev.BrokerFailure(1, 1001)])
-    elif event == "double":
-        _, decisions = controller.step(state, [ev.BrokerFailure(1, 1001), ev.BrokerFailure(2, 1002)])
-    elif event == "return":
-        after, _ = controller.step(state, [ev.BrokerFailure(1, 1001)])
-        _, decisions = controller.step(
-            after, [ev.BrokerStartup(1, 2001, None, (Endpoint("PLAINTEXT", "broker1", 9092),))]
-        )
-    else:
-        raise ValueError(f"unknown event {event!r}")
-    return list(decisions)
 
 
 ENCODE_S: list[float] = []

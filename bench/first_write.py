@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import machine_info, print_table, wait_quiet, write_results
-from bench.request_sink_cost import bucket_decisions, decode_rows
+from bench.harness.workloads import bucket_decisions, decode_rows
 from core import decisions as dc
 from livectl import local
 from sinks import requests as rq

@@ -34,8 +34,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from bench.dispatch_cost import event_decisions
 from bench.harness import machine_info, print_table, spark_session, wait_quiet, work_dir, write_results
+from bench.harness.workloads import event_decisions
 from streaming import stateful
 
 

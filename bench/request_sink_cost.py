@@ -39,58 +39,20 @@ from types import SimpleNamespace
 from typing import Any
 from unittest.mock import patch
 
-import orjson
-
-from bench.bucket_cost import snapshot_for
-from bench.core_step import build_state
 from bench.harness import machine_info, write_results
+from bench.harness.workloads import bucket_decisions, decode_rows
 from core import controller
 from core import decisions as dc
-from core import events as ev
-from core.codec.decisions import decode_decision
 from sinks import requests as rq
 from sinks.ports import Fence
 from sinks.requests import messages as rq_messages
 from sinks.requests import split as rq_split
-from streaming.collector import gc_paused
-from streaming.dispatch import decode_row
-from streaming.stateful import decision_rows
-
-
-def bucket_decisions(per_bucket: int, buckets: int, event: str, *, per_broker: bool = False) -> tuple[list[str], float]:
-    """Decision-row payloads of ``buckets`` buckets (topic names made distinct per bucket), and the time
-    one bucket took to encode its rows. ``per_broker``: the shared UpdateMetadata fanned out into one
-    request per broker first (what the core built before it was shared: the baseline)."""
-    state = build_state(10, per_bucket, 3, 100)
-    if event == "failure":
-        _, decisions = controller.step(state, [ev.BrokerFailure(1, 1001)])
-    else:
-        _, decisions = controller.step(controller.ControllerState(), [ev.ControllerFailover(1000, snapshot_for(state))])
-    if per_broker:
-        decisions = [r for d in decisions for r in (d.fan_out() if isinstance(d, dc.BrokerRequest) else [d])]
-    gc.collect()
-    t0 = time.perf_counter()
-    payloads = [r[3] for r in decision_rows(0, decisions)]
-    encode_s = time.perf_counter() - t0
-    out: list[str] = []
-    for b in range(buckets):
-        out.extend(p.replace("topic-", f"b{b}-topic-") for p in payloads)
-    return out, encode_s
 
 
 def gzip_mb(msgs: list[Any]) -> float:
     """The messages' bytes after gzip at level 9 (kafka-python's gzip), each compressed alone (a message
     near 1 MB fills a produce batch by itself)."""
     return round(sum(len(zlib.compress(m.value, 9)) for m in msgs) / 1e6, 2)
-
-
-def decode_rows(payloads: list[str], typed: bool = False) -> list[dc.Decision]:
-    """The rows decoded as the dispatcher decodes them (collector paused); ``typed``: request bodies
-    rebuilt into typed values as well."""
-    with gc_paused():
-        if typed:
-            return [decode_decision(orjson.loads(x), typed=True) for x in payloads]
-        return [decode_row(x) for x in payloads]
 
 
 def _stdlib_dumps(obj: Any) -> bytes:

@@ -4,7 +4,10 @@
 - :mod:`bench.harness.spark` — the SparkSession, scratch and work folders, shared options;
 - :mod:`bench.harness.services` — ZooKeeper and Kafka, registered brokers, a prepared tree, the request topic, memory;
 - :mod:`bench.harness.controller` — a controller app on a thread with its sinks timed;
-- :mod:`bench.harness.matrix` and :mod:`bench.harness.points` — the crash matrix's cluster and its points.
+- :mod:`bench.harness.matrix` and :mod:`bench.harness.points` — the crash matrix's cluster and its points;
+- :mod:`bench.harness.workloads` — the controller states and decisions benchmarks build without services;
+- :mod:`bench.harness.bucket_calls` — one bucket's calls as a Python worker makes them, part by part;
+- :mod:`bench.harness.large_request_controller` — ``failover``'s active controller with large requests.
 """
 
 from bench.harness.controller import (

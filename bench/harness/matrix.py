@@ -143,7 +143,7 @@ class Matrix:
         self.producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0)
         for b in BROKERS:
             self.start_broker(b)
-        wait_until("brokers registered", lambda: set(self._registered()) >= set(BROKERS), 60)
+        wait_until("brokers registered", lambda: set(self.registered_brokers()) >= set(BROKERS), 60)
 
     def close(self, *, at_once: bool = False) -> None:
         """Stop every controller (SIGTERM, or SIGKILL ``at_once``) and broker, then the clients."""
@@ -176,7 +176,8 @@ class Matrix:
             session_timeout_ms=self.session_timeout_ms,
         )
 
-    def _registered(self) -> list[int]:
+    def registered_brokers(self) -> list[int]:
+        """The broker ids registered in ZooKeeper now (``/brokers/ids``)."""
         assert self.zk is not None
         return [int(c) for c in self.zk.get_children("/brokers/ids")] if self.zk.exists("/brokers/ids") else []
 
@@ -282,7 +283,7 @@ class Matrix:
     def problems(self, expect: Expect) -> list[str]:
         """What still differs from the tree a clean run leaves (empty: converged)."""
         out: list[str] = []
-        registered = set(self._registered())
+        registered = set(self.registered_brokers())
         live = registered - set(expect.down)
         out += [f"broker {b} still registered" for b in sorted(registered & set(expect.down))]
         views = self.views()

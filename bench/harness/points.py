@@ -334,9 +334,9 @@ class BrokerDown(Point):
         if b.running():
             b.signal(signal.SIGKILL)
             b.proc.wait(10)
-        wait_until(f"broker {self.BROKER} unregistered", lambda: self.BROKER not in m._registered(), 60)
+        wait_until(f"broker {self.BROKER} unregistered", lambda: self.BROKER not in m.registered_brokers(), 60)
         m.start_broker(self.BROKER)
-        wait_until(f"broker {self.BROKER} registered again", lambda: self.BROKER in m._registered(), 60)
+        wait_until(f"broker {self.BROKER} registered again", lambda: self.BROKER in m.registered_brokers(), 60)
         # back in the ISRs before the next point (its absence is this point's business only); leadership
         # goes back to it only with the next preferred-replica election, so the leader is not checked
 
