@@ -17,9 +17,7 @@ before. For each: the rows' JSON bytes, one bucket's row encoding, the driver's 
 building, the messages' count and bytes, and their bytes after gzip level 9 (kafka-python's gzip).
 
 Beside it, the cost of rebuilding typed request values from those rows (``decode_decision(...,
-typed=True)``), the alternative the driver does not take, and with ``--stdlib-baseline`` the same messages
-built with the standard library's ``json`` in place of orjson (what the sink used before), checked to be
-the same messages.
+typed=True)``), the alternative the driver does not take.
 
 Run: ``.venv/bin/python -m bench request_sink_cost [--partitions 100000] [--buckets 8] [--rounds 2] [--profile]``.
 """
@@ -35,9 +33,7 @@ import pstats
 import statistics
 import time
 import zlib
-from types import SimpleNamespace
 from typing import Any
-from unittest.mock import patch
 
 from bench.harness import machine_info, write_results
 from bench.harness.workloads import bucket_decisions, decode_rows
@@ -45,29 +41,12 @@ from core import controller
 from core import decisions as dc
 from sinks import requests as rq
 from sinks.ports import Fence
-from sinks.requests import messages as rq_messages
-from sinks.requests import split as rq_split
 
 
 def gzip_mb(msgs: list[Any]) -> float:
     """The messages' bytes after gzip at level 9 (kafka-python's gzip), each compressed alone (a message
     near 1 MB fills a produce batch by itself)."""
     return round(sum(len(zlib.compress(m.value, 9)) for m in msgs) / 1e6, 2)
-
-
-def _stdlib_dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
-
-
-def stdlib_request_messages(reqs: list[dc.BrokerRequest], fence: Fence) -> list[Any]:
-    """The product's ``request_messages`` with the standard library's JSON in place of orjson."""
-    with (
-        patch.object(rq_split, "dumps", _stdlib_dumps),
-        patch.object(rq_messages, "dumps", _stdlib_dumps),
-        patch.object(rq_split, "orjson", SimpleNamespace(loads=json.loads)),
-        patch.object(rq_messages, "orjson", SimpleNamespace(loads=json.loads)),
-    ):
-        return rq.request_messages("t", fence, 1, reqs)
 
 
 def profiled(fn: Any, top: int = 12) -> tuple[Any, float, str]:
@@ -97,9 +76,6 @@ def main() -> None:
     ap.add_argument("--event", choices=["failure", "failover", "both"], default="both")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds per variant (ABBA)")
-    ap.add_argument(
-        "--stdlib-baseline", action="store_true", help="also the messages built with the standard library's JSON"
-    )
     args = ap.parse_args()
     fence = Fence(2, 1)
     results: dict[str, Any] = {
@@ -149,14 +125,6 @@ def main() -> None:
             del payloads
         shared, base = variants["shared"], variants["per_broker"]
         msgs = shared.pop("_msgs")
-        if args.stdlib_baseline:
-            reqs = [d for d in decode_rows(bucket_decisions(args.partitions // args.buckets, args.buckets, event)[0])
-                    if isinstance(d, dc.BrokerRequest)]  # fmt: skip
-            stdlib, t = timed(lambda q=reqs: stdlib_request_messages(q, fence))
-            shared["baseline_stdlib_json_s"] = round(t, 3)
-            shared["baseline_same_messages"] = [json.loads(m.value) for m in stdlib] == [
-                json.loads(m.value) for m in msgs
-            ]
         r = {
             "shared": shared,
             "per_broker": base,
