@@ -16,9 +16,9 @@ Spark closes idle Python workers: the latency of a command to a controller that 
 
 Run::
 
-    .venv/bin/python bench/admin_latency.py                    # 200 commands
-    .venv/bin/python bench/admin_latency.py --commands 20      # quick (~2 min)
-    .venv/bin/python bench/admin_latency.py --commands 4 --idle-gap 75   # after idle minutes (~7 min)
+    .venv/bin/python -m bench admin_latency                    # 200 commands
+    .venv/bin/python -m bench admin_latency --commands 20      # quick (~2 min)
+    .venv/bin/python -m bench admin_latency --commands 4 --idle-gap 75   # after idle minutes (~7 min)
 
 Prints p50 / p90 / p99 / max; writes ``bench/results/admin_latency-<UTC stamp>.json`` (and ``…-latest.json``).
 """
@@ -37,7 +37,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from _common import (
+from kafka import KafkaProducer
+from kazoo.client import KazooClient
+
+import core
+from bench.harness import (
     SinkClock,
     add_source_option,
     close,
@@ -60,10 +64,6 @@ from _common import (
     write_results,
     zk_client,
 )
-from kafka import KafkaProducer
-from kazoo.client import KazooClient
-
-import core
 from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka import zkdata

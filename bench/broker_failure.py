@@ -25,8 +25,8 @@ topic, Kafka's default placement) on real local services (ZooKeeper + Apache Kaf
 
 Run::
 
-    .venv/bin/python bench/broker_failure.py                 # 1k, 10k, 100k
-    .venv/bin/python bench/broker_failure.py --sizes 1000    # quick (~2 min)
+    .venv/bin/python -m bench broker_failure                 # 1k, 10k, 100k
+    .venv/bin/python -m bench broker_failure --sizes 1000    # quick (~2 min)
 
 Prints a table; writes ``bench/results/broker_failure-<UTC stamp>.json`` (and ``…-latest.json``).
 """
@@ -42,7 +42,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from _common import (
+from kazoo.client import KazooClient
+
+from bench.harness import (
     DISPATCH_CALLS,
     Layout,
     MemoryPeaks,
@@ -72,8 +74,6 @@ from _common import (
     write_results,
     zk_client,
 )
-from kazoo.client import KazooClient
-
 from core.kafka import zkdata
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
 

@@ -20,8 +20,8 @@ ratio against gzip, the codec shipped before, measured in the same run.
 
 Run::
 
-    .venv/bin/python bench/compression_cost.py                      # 100k partitions, 2 rounds (~4 min)
-    .venv/bin/python bench/compression_cost.py --partitions 10000   # quick
+    .venv/bin/python -m bench compression_cost                      # 100k partitions, 2 rounds (~4 min)
+    .venv/bin/python -m bench compression_cost --partitions 10000   # quick
 
 Writes ``bench/results/compression_cost-<UTC stamp>.json`` (and ``…-latest.json``).
 """
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -38,14 +37,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import machine_info, print_table, read_back, write_results
 from kafka import codec as kcodec
-from request_sink_cost import bucket_decisions, decode_rows
 
 import core
+from bench.harness import machine_info, print_table, read_back, write_results
+from bench.harness.workloads import bucket_decisions, decode_rows
 from core import decisions as dc
 from livectl import local
 from sinks import requests as rq
@@ -127,7 +123,7 @@ def main() -> None:
     }
     messages: dict[str, list[rq.OutboundMessage]] = {}
     for event in events:
-        payloads = bucket_decisions(args.partitions // args.buckets, args.buckets, event)
+        payloads, _ = bucket_decisions(args.partitions // args.buckets, args.buckets, event)
         reqs = [d for d in decode_rows(payloads) if isinstance(d, dc.BrokerRequest)]
         messages[event] = rq.request_messages("t", FENCE, 1, reqs)
         raw = sum(len(m.value) for m in messages[event])

@@ -8,10 +8,10 @@ rest of the JVM, the benchmark's own process (the driver's Python), ZooKeeper, a
 
 Run, beside a benchmark::
 
-    .venv/bin/python bench/cpu_threads.py record /tmp/cpu.jsonl --seconds 900 &
-    LIVECTL_BENCH_EVENT_LOG=/tmp/evlog .venv/bin/python bench/broker_failure.py --sizes 100000
+    .venv/bin/python -m bench cpu_threads record /tmp/cpu.jsonl --seconds 900 &
+    LIVECTL_BENCH_EVENT_LOG=/tmp/evlog .venv/bin/python -m bench broker_failure --sizes 100000
     kill %1
-    .venv/bin/python bench/cpu_threads.py report /tmp/cpu.jsonl /tmp/evlog/local-*
+    .venv/bin/python -m bench cpu_threads report /tmp/cpu.jsonl /tmp/evlog/local-*
 
 ``--interval`` (default 0.5 s): a shorter one costs the sampler itself more (0.1 s: a quarter of a core).
 """

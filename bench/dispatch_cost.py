@@ -38,7 +38,7 @@ failover, a broker failure, a double broker failure and a broker's return, to co
 byte for byte; with ``--audit``, also a SHA-256 of the state-change log's table (every row, read back
 from the Parquet file) and one of its log text with the DEBUG lines (every partition state sent).
 
-Run: ``.venv/bin/python bench/dispatch_cost.py [--partitions 100000] [--buckets 2] [--rounds 3]
+Run: ``.venv/bin/python -m bench dispatch_cost [--partitions 100000] [--buckets 2] [--rounds 3]
 [--event failover|failure|both] [--audit] [--kafka [--crc both|c|py]] [--profile] [--digest] [--out NAME]``.
 """
 
@@ -56,26 +56,17 @@ import logging
 import os
 import pstats
 import statistics
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import machine_info, services, write_results
-from bucket_cost import snapshot_for
-from core_step import build_state
-
+from bench.harness import machine_info, services, write_results
+from bench.harness.workloads import event_decisions
 from core import controller
 from core import decisions as dc
-from core import events as ev
-from core.model import Endpoint
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, ZkBatchResult
 from streaming.audit_log import STATE_CHANGE_LOGGER, AuditLog, MemoryAuditFiles
@@ -116,25 +107,6 @@ class TimedRequestSink(MemoryRequestSink):
             return super().write_requests(batch_id, requests)
         finally:
             self.requests_s = time.perf_counter() - t0
-
-
-def event_decisions(per_bucket: int, event: str) -> list[dc.Decision]:
-    """One bucket's decisions for ``event``."""
-    state = build_state(10, per_bucket, 3, 100)
-    if event == "failover":
-        _, decisions = controller.step(controller.ControllerState(), [ev.ControllerFailover(1000, snapshot_for(state))])
-    elif event == "failure":
-        _, decisions = controller.step(state, [ev.BrokerFailure(1, 1001)])
-    elif event == "double":
-        _, decisions = controller.step(state, [ev.BrokerFailure(1, 1001), ev.BrokerFailure(2, 1002)])
-    elif event == "return":
-        after, _ = controller.step(state, [ev.BrokerFailure(1, 1001)])
-        _, decisions = controller.step(
-            after, [ev.BrokerStartup(1, 2001, None, (Endpoint("PLAINTEXT", "broker1", 9092),))]
-        )
-    else:
-        raise ValueError(f"unknown event {event!r}")
-    return list(decisions)
 
 
 ENCODE_S: list[float] = []
@@ -319,15 +291,15 @@ def record_crc(arm: str) -> Any:
 
     chosen = default_records.calc_crc32c
     if arm == "py":
-        default_records.calc_crc32c = util.crc32c_py  # type: ignore[assignment]
+        default_records.calc_crc32c = util.crc32c_py
     elif arm == "c":
         if util.crc32c_c is None:
             raise SystemExit("--crc c: the crc32c package is not installed")
-        default_records.calc_crc32c = util.crc32c_c  # type: ignore[assignment]
+        default_records.calc_crc32c = util.crc32c_c
     try:
         yield
     finally:
-        default_records.calc_crc32c = chosen  # type: ignore[assignment]
+        default_records.calc_crc32c = chosen
 
 
 def main() -> None:

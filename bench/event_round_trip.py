@@ -18,25 +18,20 @@ same process, interleaved ``--repeat`` times, beside the other steps of the trip
 * ``ISR churn`` — 1,000 AlterPartition requests over 100 topics (one bucket each);
 * ``reassignment`` — one reassignment of 3,000 partitions over 300 topics (split by topic).
 
-Run: ``.venv/bin/python bench/event_round_trip.py [--buckets 8] [--repeat 7]``.
+Run: ``.venv/bin/python -m bench event_round_trip [--buckets 8] [--repeat 7]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import pandas as pd
-from _common import machine_info, print_table, write_results
 
+from bench.harness import machine_info, print_table, write_results
 from core import events as ev
 from core.codec.events import event_from_json, event_to_json
 from core.model import PartitionTarget

@@ -23,8 +23,8 @@ brokers each holding its registration with its own kazoo session). Then:
 
 Run::
 
-    .venv/bin/python bench/failover.py                       # 100k partitions
-    .venv/bin/python bench/failover.py --partitions 1000     # quick (~3 min)
+    .venv/bin/python -m bench failover                       # 100k partitions
+    .venv/bin/python -m bench failover --partitions 1000     # quick (~3 min)
 
 Prints a table; writes ``bench/results/failover-<UTC stamp>.json`` (and ``…-latest.json``).
 """
@@ -48,7 +48,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _common import (
+import core
+from bench.harness import (
     DISPATCH_CALLS,
     ROOT,
     MemoryPeaks,
@@ -80,8 +81,6 @@ from _common import (
     write_results,
     zk_client,
 )
-
-import core
 from core.kafka.zkdata import CONTROLLER_PATH
 from streaming.settings import Settings, SettingsError
 
@@ -186,7 +185,8 @@ def start_active(
     sets: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """The active controller in its own process group (own Spark driver): the product's entry point
-    (``python -m streaming``), or ``bench/_active.py`` (the same app with the large-request prototype)."""
+    (``python -m streaming``), or ``python -m bench.harness.large_request_controller`` (the same app with the
+    large-request prototype)."""
     overrides = [
         f"{key}={getattr(settings, key)}"
         for key in (
@@ -207,7 +207,7 @@ def start_active(
     overrides.append("controller_id=1")
     overrides += sets
     if prototype:
-        cmd = [sys.executable, str(ROOT / "bench" / "_active.py"), "--master", "local[2]"]
+        cmd = [sys.executable, "-m", "bench.harness.large_request_controller", "--master", "local[2]"]
     else:
         cmd = [sys.executable, "-m", "streaming", "--master", "local[2]"]
     for o in overrides:

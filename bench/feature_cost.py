@@ -30,9 +30,9 @@ alone.
 
 Run::
 
-    .venv/bin/python bench/feature_cost.py                       # metrics, 10k partitions, 2 rounds (ABBA)
-    .venv/bin/python bench/feature_cost.py --features metrics,audit --rounds 4   # the endpoint and the audit table
-    .venv/bin/python bench/feature_cost.py --partitions 1000 --commands 10 --rounds 1 --no-wait-quiet
+    .venv/bin/python -m bench feature_cost                       # metrics, 10k partitions, 2 rounds (ABBA)
+    .venv/bin/python -m bench feature_cost --features metrics,audit --rounds 4   # the endpoint and the audit table
+    .venv/bin/python -m bench feature_cost --partitions 1000 --commands 10 --rounds 1 --no-wait-quiet
 
 Writes ``bench/results/feature_cost-<UTC stamp>.json`` (and ``…-latest.json``).
 """
@@ -40,6 +40,7 @@ Writes ``bench/results/feature_cost-<UTC stamp>.json`` (and ``…-latest.json``)
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import tempfile
 import threading
@@ -51,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import (
+from bench.harness import (
     Services,
     close,
     machine_info,
@@ -69,7 +70,6 @@ from _common import (
     write_results,
     zk_client,
 )
-
 from core import events as ev
 from core.codec.events import event_to_json
 from livectl.local import free_port
@@ -177,6 +177,7 @@ def run_config(spark: Any, svc: Services, work: Path, features: list[str], args:
         q = wait_for("the query", lambda: rc.app.query, args.timeout)
         own = OwnTime()
         d = rc.app.dispatcher
+        assert d is not None, "the query is running: its dispatcher is made"
         if d.audit is not None:
             d.audit = own.wrap("audit_log", d.audit, lambda a: int(a.batch_id))
         if d.observer is not None:
@@ -201,7 +202,9 @@ def run_config(spark: Any, svc: Services, work: Path, features: list[str], args:
                 topic = f"bench-{i}"
                 cmd = ev.CreateTopic(f"c{i}", topic, 1, 3, replica_assignment=((2, 3, 4),))
                 producer.send(settings.admin_topic, event_to_json(cmd).encode()).get(timeout=30)
-                wait_for(topic, lambda t=topic: admin.exists(f"/brokers/topics/{t}/partitions/0/state"), args.timeout)
+                wait_for(
+                    topic, functools.partial(admin.exists, f"/brokers/topics/{topic}/partitions/0/state"), args.timeout
+                )
         finally:
             producer.close()
         small_last = max(int(p["batchId"]) for p in progress_list(q))

@@ -13,25 +13,20 @@ first window alternating between ``--windows`` (ABBA). Prints the medians and th
 (before) with one started ahead by :meth:`sinks.requests.RequestSink.start` (as a controller does when it
 wins the lease, seconds before its first micro-batch ends; here the write waits until the producer is up).
 
-Run: ``.venv/bin/python bench/first_write.py [--windows 128,8] [--rounds 4] [--start-ahead]``.
+Run: ``.venv/bin/python -m bench first_write [--windows 128,8] [--rounds 4] [--start-ahead]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import machine_info, print_table, wait_quiet, write_results
-from request_sink_cost import bucket_decisions, decode_rows
-
+from bench.harness import machine_info, print_table, wait_quiet, write_results
+from bench.harness.workloads import bucket_decisions, decode_rows
 from core import decisions as dc
 from livectl import local
 from sinks import requests as rq

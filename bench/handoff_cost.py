@@ -21,7 +21,7 @@ file system and ``SparkContext.addFile``); no broker, no query. Per round, in AB
 
 Each snapshot is checked equal to a fresh ``read_snapshot`` and each file to the generic encoder's text.
 
-Run: ``.venv/bin/python bench/handoff_cost.py [--partitions 100000] [--rounds 2] [--changes 1000]``.
+Run: ``.venv/bin/python -m bench handoff_cost [--partitions 100000] [--rounds 2] [--changes 1000]``.
 """
 
 from __future__ import annotations
@@ -30,13 +30,12 @@ import argparse
 import dataclasses
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import (
+from bench.harness import (
     close,
     machine_info,
     plan_layout,
@@ -46,7 +45,6 @@ from _common import (
     spark_session,
     write_results,
 )
-
 from core import events as ev
 from core.codec.events import event_to_json
 from livectl import local
@@ -139,7 +137,7 @@ def main() -> None:
         for m in ("cold", "warm", "warm_uncached"):
             out[f"{m}_over_before"] = round(med[m]["total_s"] / med["before"]["total_s"], 2)
         out["warm_write_over_uncached"] = round(med["warm"]["write_s"] / med["warm_uncached"]["write_s"], 2)
-        keys = ("median", "cold_over_before", "warm_over_before", "warm_uncached_over_before")
+        keys: tuple[str, ...] = ("median", "cold_over_before", "warm_over_before", "warm_uncached_over_before")
         keys += ("warm_write_over_uncached",)
         print(json.dumps({k: out[k] for k in keys}, indent=1))
         for c in brokers.values():
@@ -152,10 +150,10 @@ def main() -> None:
 
 
 def local_client(connect: str) -> Any:
-    from _common import zk_client
+    from bench.harness import zk_client
 
     return zk_client(connect)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -11,8 +11,8 @@ of one core, with the ratio against the first trigger.
 
 Run::
 
-    .venv/bin/python bench/idle_cost.py                                  # 0 s and 1 s, 60 s each, 2 rounds
-    .venv/bin/python bench/idle_cost.py --triggers "0 seconds,500 milliseconds" --rounds 1 --seconds 30
+    .venv/bin/python -m bench idle_cost                                  # 0 s and 1 s, 60 s each, 2 rounds
+    .venv/bin/python -m bench idle_cost --triggers "0 seconds,500 milliseconds" --rounds 1 --seconds 30
 
 Writes ``bench/results/idle_cost-<UTC stamp>.json`` (and ``…-latest.json``).
 """
@@ -26,7 +26,7 @@ import time
 import uuid
 from typing import Any
 
-from _common import (
+from bench.harness import (
     SinkClock,
     close,
     machine_info,

@@ -18,7 +18,7 @@ batch's stateful stage does — and collects them with ``toPandas``; then the dr
 Both forms' payloads are checked equal every round (a SHA-256 of them all). Prints both and the ratio
 packed / plain of the medians; writes ``bench/results/packed_rows-<stamp>.json``.
 
-Run: ``.venv/bin/python bench/packed_rows.py [--partitions 100000] [--buckets 2] [--rounds 5]``.
+Run: ``.venv/bin/python -m bench packed_rows [--partitions 100000] [--buckets 2] [--rounds 5]``.
 """
 
 from __future__ import annotations
@@ -27,19 +27,15 @@ import argparse
 import hashlib
 import pickle
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import pandas as pd
 import pyarrow as pa
-from _common import machine_info, print_table, spark_session, wait_quiet, work_dir, write_results
-from dispatch_cost import event_decisions
 
+from bench.harness import machine_info, print_table, spark_session, wait_quiet, work_dir, write_results
+from bench.harness.workloads import event_decisions
 from streaming import stateful
 
 

@@ -17,11 +17,9 @@ before. For each: the rows' JSON bytes, one bucket's row encoding, the driver's 
 building, the messages' count and bytes, and their bytes after gzip level 9 (kafka-python's gzip).
 
 Beside it, the cost of rebuilding typed request values from those rows (``decode_decision(...,
-typed=True)``), the alternative the driver does not take, and with ``--stdlib-baseline`` the same messages
-built with the standard library's ``json`` in place of orjson (what the sink used before), checked to be
-the same messages.
+typed=True)``), the alternative the driver does not take.
 
-Run: ``.venv/bin/python bench/request_sink_cost.py [--partitions 100000] [--buckets 8] [--rounds 2] [--profile]``.
+Run: ``.venv/bin/python -m bench request_sink_cost [--partitions 100000] [--buckets 8] [--rounds 2] [--profile]``.
 """
 
 from __future__ import annotations
@@ -33,78 +31,22 @@ import io
 import json
 import pstats
 import statistics
-import sys
 import time
 import zlib
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
-from unittest.mock import patch
 
-import orjson
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import machine_info, write_results
-from bucket_cost import snapshot_for
-from core_step import build_state
-
+from bench.harness import machine_info, write_results
+from bench.harness.workloads import bucket_decisions, decode_rows
 from core import controller
 from core import decisions as dc
-from core import events as ev
-from core.codec.decisions import decode_decision
 from sinks import requests as rq
 from sinks.ports import Fence
-from streaming.collector import gc_paused
-from streaming.dispatch import decode_row
-from streaming.stateful import decision_rows
-
-
-def bucket_decisions(per_bucket: int, buckets: int, event: str, *, per_broker: bool = False) -> tuple[list[str], float]:
-    """Decision-row payloads of ``buckets`` buckets (topic names made distinct per bucket), and the time
-    one bucket took to encode its rows. ``per_broker``: the shared UpdateMetadata fanned out into one
-    request per broker first (what the core built before it was shared: the baseline)."""
-    state = build_state(10, per_bucket, 3, 100)
-    if event == "failure":
-        _, decisions = controller.step(state, [ev.BrokerFailure(1, 1001)])
-    else:
-        _, decisions = controller.step(controller.ControllerState(), [ev.ControllerFailover(1000, snapshot_for(state))])
-    if per_broker:
-        decisions = [r for d in decisions for r in (d.fan_out() if isinstance(d, dc.BrokerRequest) else [d])]
-    gc.collect()
-    t0 = time.perf_counter()
-    payloads = [r[3] for r in decision_rows(0, decisions)]
-    encode_s = time.perf_counter() - t0
-    out: list[str] = []
-    for b in range(buckets):
-        out.extend(p.replace("topic-", f"b{b}-topic-") for p in payloads)
-    return out, encode_s
 
 
 def gzip_mb(msgs: list[Any]) -> float:
     """The messages' bytes after gzip at level 9 (kafka-python's gzip), each compressed alone (a message
     near 1 MB fills a produce batch by itself)."""
     return round(sum(len(zlib.compress(m.value, 9)) for m in msgs) / 1e6, 2)
-
-
-def decode_rows(payloads: list[str], typed: bool = False) -> list[dc.Decision]:
-    """The rows decoded as the dispatcher decodes them (collector paused); ``typed``: request bodies
-    rebuilt into typed values as well."""
-    with gc_paused():
-        if typed:
-            return [decode_decision(orjson.loads(x), typed=True) for x in payloads]
-        return [decode_row(x) for x in payloads]
-
-
-def _stdlib_dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
-
-
-def stdlib_request_messages(reqs: list[dc.BrokerRequest], fence: Fence) -> list[Any]:
-    """The product's ``request_messages`` with the standard library's JSON in place of orjson."""
-    with patch.object(rq, "_dumps", _stdlib_dumps), patch.object(rq, "orjson", SimpleNamespace(loads=json.loads)):
-        return rq.request_messages("t", fence, 1, reqs)
 
 
 def profiled(fn: Any, top: int = 12) -> tuple[Any, float, str]:
@@ -134,9 +76,6 @@ def main() -> None:
     ap.add_argument("--event", choices=["failure", "failover", "both"], default="both")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds per variant (ABBA)")
-    ap.add_argument(
-        "--stdlib-baseline", action="store_true", help="also the messages built with the standard library's JSON"
-    )
     args = ap.parse_args()
     fence = Fence(2, 1)
     results: dict[str, Any] = {
@@ -186,14 +125,6 @@ def main() -> None:
             del payloads
         shared, base = variants["shared"], variants["per_broker"]
         msgs = shared.pop("_msgs")
-        if args.stdlib_baseline:
-            reqs = [d for d in decode_rows(bucket_decisions(args.partitions // args.buckets, args.buckets, event)[0])
-                    if isinstance(d, dc.BrokerRequest)]  # fmt: skip
-            stdlib, t = timed(lambda q=reqs: stdlib_request_messages(q, fence))
-            shared["baseline_stdlib_json_s"] = round(t, 3)
-            shared["baseline_same_messages"] = [json.loads(m.value) for m in stdlib] == [
-                json.loads(m.value) for m in msgs
-            ]
         r = {
             "shared": shared,
             "per_broker": base,

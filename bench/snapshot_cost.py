@@ -11,7 +11,7 @@ between winning the lease and publishing the failover reference:
 * ``write_snapshot`` — :func:`streaming.failover.write_snapshot`: split by bucket, JSON, in memory;
 * cProfile's top functions of ``read_snapshot`` with ``--profile``.
 
-Run: ``.venv/bin/python bench/snapshot_cost.py [--partitions 100000] [--buckets 8] [--profile]``.
+Run: ``.venv/bin/python -m bench snapshot_cost [--partitions 100000] [--buckets 8] [--profile]``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import tempfile
 import time
 from typing import Any
 
-from _common import (
+from bench.harness import (
     close,
     machine_info,
     plan_layout,
@@ -34,7 +34,6 @@ from _common import (
     write_results,
     zk_client,
 )
-
 from core.kafka import zkdata
 from core.kafka.zksnapshot import snapshot_from_znodes
 from livectl import local

@@ -13,7 +13,7 @@ The ``before`` arm is ``--base``'s reader: ``streaming/zk_snapshot.py`` and ``co
 were at that revision (``git show``), loaded as modules of their own beside this tree's. Every snapshot read is
 checked equal to a fresh ``read_snapshot`` (outside the timing).
 
-Run: ``.venv/bin/python bench/snapshot_reread.py [--partitions 100000] [--rounds 3] [--changes 1000]
+Run: ``.venv/bin/python -m bench snapshot_reread [--partitions 100000] [--rounds 3] [--changes 1000]
 [--base 6bcf6cd] [--only cold|warm]``.
 """
 
@@ -30,7 +30,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from _common import (
+from bench.harness import (
     close,
     machine_info,
     plan_layout,
@@ -40,7 +40,6 @@ from _common import (
     write_results,
     zk_client,
 )
-
 from livectl import local
 from streaming.zk_snapshot import SnapshotReader, read_snapshot
 

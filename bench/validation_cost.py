@@ -5,7 +5,7 @@ with one bad record. Both give the same failing rows (checked here on every roun
 mostly great-expectations' own per-expectation set-up, so it hardly depends on the row count: it is a
 fixed cost of every micro-batch with input, an admin command's included. No Spark, no services.
 
-Run: ``.venv/bin/python bench/validation_cost.py [--repeat 9]``.
+Run: ``.venv/bin/python -m bench validation_cost [--repeat 9]``.
 """
 
 from __future__ import annotations
@@ -13,17 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import pandas as pd
-from _common import machine_info, print_table, wait_quiet, write_results
 
+from bench.harness import machine_info, print_table, wait_quiet, write_results
 from streaming.validation import Expectation, InputValidator, flatten
 
 

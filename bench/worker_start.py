@@ -14,8 +14,8 @@ Each job's wall time and each task's in-worker import time are recorded. Variant
 
 Run::
 
-    .venv/bin/python bench/worker_start.py --no-wait-quiet            # 2 rounds of each, ~10 min
-    .venv/bin/python bench/worker_start.py --rounds 1 --idle-gap 0    # quick: first job only
+    .venv/bin/python -m bench worker_start --no-wait-quiet            # 2 rounds of each, ~10 min
+    .venv/bin/python -m bench worker_start --rounds 1 --idle-gap 0    # quick: first job only
 
 Writes ``bench/results/worker_start-<UTC stamp>.json`` (and ``…-latest.json``).
 """
@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any
 
-from _common import machine_info, print_table, spark_session, wait_quiet, write_results
+from bench.harness import machine_info, print_table, spark_session, wait_quiet, write_results
 
 VARIANTS = {
     "pyspark": "pyspark.daemon",

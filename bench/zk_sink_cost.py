@@ -14,7 +14,7 @@ Each round also times the sink's planning alone (``_plan``: no ZooKeeper call fo
 same process. ``--profile`` adds cProfile's top functions of one sink round (the main thread only: kazoo's
 connection thread encodes and decodes the requests beside it). Wall seconds; medians per arm.
 
-Run: ``.venv/bin/python bench/zk_sink_cost.py [--writes 30000] [--rounds 6] [--profile] [--output NAME]
+Run: ``.venv/bin/python -m bench zk_sink_cost [--writes 30000] [--rounds 6] [--profile] [--output NAME]
 [--tree /path/to/another/checkout]``.
 """
 
@@ -34,16 +34,15 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-if "--tree" in sys.argv:  # another source tree (a baseline): its _common puts its own root first on the path
+if "--tree" in sys.argv:  # another source tree (a baseline): import its product code (the harness stays this
+    # checkout's: the tree's bench/ folder is no package before it)
     _tree = sys.argv[sys.argv.index("--tree") + 1]
-    sys.path[:0] = [str(Path(_tree) / "bench"), _tree]
+    sys.path[:0] = [_tree]
 
-from _common import close, machine_info, write_results, zk_client
 from kazoo.client import KazooClient
 
 import sinks
+from bench.harness import close, machine_info, write_results, zk_client
 from core.decisions import ZkOp, ZkWrite
 from core.kafka import zkdata
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH

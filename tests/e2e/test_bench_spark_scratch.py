@@ -1,4 +1,4 @@
-"""The benchmarks' Spark scratch (``bench/_common.py`` ``spark_scratch``: one folder per process, handed to
+"""The benchmarks' Spark scratch (:func:`bench.harness.spark_scratch`: one folder per process, handed to
 every JVM through the environment) and their work folders (``work_dir``) are removed when the process ends:
 no ``/tmp/spark-*`` or checkpoints left behind."""
 
@@ -18,8 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent(
     """
     import os, sys
-    sys.path.insert(0, "bench")
-    from _common import spark_scratch, work_dir
+    from bench.harness import spark_scratch, work_dir
 
     scratch = spark_scratch()
     assert spark_scratch() == scratch, "one folder per process"

@@ -1,8 +1,8 @@
 """Apache Kafka restarted under livectl, with its data (a durable log directory): nothing is lost.
 
 Real processes: ZooKeeper of the session, a Kafka broker of this test's own (restarted on the same ports
-and log directory), five simulated brokers and ``livectl run`` processes (the harness of
-``bench/crash_matrix.py``). In order, on one cluster:
+and log directory), five simulated brokers and ``livectl run`` processes (the crash
+matrix's harness, :mod:`bench.harness`). In order, on one cluster:
 
 1. Kafka restarted under a running controller and a standby: the active one goes on (same process) and
    answers the next command; the standby keeps waiting; nothing is answered or applied twice;
@@ -15,28 +15,18 @@ and log directory), five simulated brokers and ``livectl run`` processes (the ha
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaProducer
 
+from bench import harness as cm
 from livectl import local
 
 pytestmark = pytest.mark.e2e
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _crash_matrix() -> Any:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import crash_matrix
-    finally:
-        sys.path.remove(str(BENCH))
-    return crash_matrix
 
 
 class Bus:
@@ -77,19 +67,18 @@ def _answered_once(cm: Any, m: Any, rid: str, timeout: float = 300) -> None:
 def test_kafka_restarted_under_controllers_and_while_none_runs(
     zookeeper: local.Service, bus: Bus, tmp_path: Path
 ) -> None:
-    cm = _crash_matrix()
     m = cm.Matrix(zookeeper.connect, bus.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
     rids: list[str] = []
 
     def create(rid: str, assignment: dict[int, tuple[int, ...]]) -> None:
-        cm._create(m, rid, f"{m.name}-{rid}", assignment)
+        cm.create_topic(m, rid, f"{m.name}-{rid}", assignment)
         rids.append(rid)
 
     def restart_bus() -> None:
         bus.start()
         # the harness's own producer, not livectl's: a new one rather than wait out its reconnect back-off
         m.producer.close()
-        m.producer = cm.KafkaProducer(bootstrap_servers=bus.bootstrap, acks="all", linger_ms=0)
+        m.producer = KafkaProducer(bootstrap_servers=bus.bootstrap, acks="all", linger_ms=0)
 
     try:
         m.open()

@@ -1,6 +1,7 @@
 """The crash matrix's CI selection: real ``livectl run`` processes SIGKILLed from ZooKeeper watches.
 
-``bench/crash_matrix.py`` holds the harness and the full matrix (every point, restart and standby modes);
+:mod:`bench.harness` holds the harness and ``python -m bench crash_matrix`` runs the full matrix (every point,
+restart and standby modes);
 here the points with the most distinct recovery paths run on the session's ZooKeeper and broker, with
 five simulated broker processes: a creation cut between its ZooKeeper transactions (restart: the replay
 of a half-written micro-batch), a reassignment cut after target+origin was written (standby: resumed
@@ -15,30 +16,20 @@ once.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
+from bench import harness as cm
 from livectl import local
 
 pytestmark = pytest.mark.e2e
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 def test_crash_points_converge(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> None:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import crash_matrix
-    finally:
-        sys.path.remove(str(BENCH))
-
     # each point's line is printed as it ends (pytest shows them when the test fails)
-    rows = crash_matrix.run_matrix(
-        zookeeper.connect, kafka_broker.bootstrap, tmp_path / "matrix", crash_matrix.CI_POINTS
-    )
-    assert [(r.point, r.mode) for r in rows] == list(crash_matrix.CI_POINTS)
+    rows = cm.run_matrix(zookeeper.connect, kafka_broker.bootstrap, tmp_path / "matrix", cm.CI_POINTS)
+    assert [(r.point, r.mode) for r in rows] == list(cm.CI_POINTS)
     for r in rows:
         assert r.seen != "not reached", f"{r.point} ({r.mode}): the watch never saw the point"
         assert r.converged, f"{r.point} ({r.mode}) did not converge: {r.problems}"

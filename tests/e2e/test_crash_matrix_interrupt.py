@@ -1,4 +1,4 @@
-"""Ctrl-C stops the crash matrix (``bench/crash_matrix.py``) even when the process inherited SIGINT ignored,
+"""Ctrl-C stops the crash matrix (``python -m bench crash_matrix``) even when the process inherited SIGINT ignored,
 as a job started in the background by a non-interactive shell does: it used to go on killing and restarting
 controllers until SIGTERM."""
 
@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from bench import harness as cm
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,12 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent(
     """
     import signal, sys, time
-    sys.path.insert(0, "bench")
-    import crash_matrix
+    from bench.harness import interruptible
 
     assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN, "the test starts the process with SIGINT ignored"
     try:
-        with crash_matrix.interruptible():
+        with interruptible():
             print("inside", flush=True)
             time.sleep(120)
     except KeyboardInterrupt:
@@ -61,19 +62,13 @@ def test_an_interrupt_stops_the_matrix_even_with_sigint_inherited_ignored() -> N
 
 
 def test_a_controller_of_an_interrupted_matrix_is_killed_at_once(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import crash_matrix
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-
-    m = crash_matrix.Matrix("127.0.0.1:1", "127.0.0.1:1", tmp_path)
+    m = cm.Matrix("127.0.0.1:1", "127.0.0.1:1", tmp_path)
     # a process that ignores SIGTERM, as a controller busy in a long stop would take its minute
     proc = subprocess.Popen(
         [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"],
         start_new_session=True,
     )
-    m.controllers.append(crash_matrix.ControllerProcess(1001, proc, tmp_path / "c.log"))
+    m.controllers.append(cm.ControllerProcess(1001, proc, tmp_path / "c.log"))
     started = time.monotonic()
     m.close(at_once=True)
     assert proc.poll() == -signal.SIGKILL

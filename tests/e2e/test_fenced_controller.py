@@ -1,11 +1,11 @@
 """A controller paused past its ZooKeeper session and resumed after a takeover writes nothing anywhere.
 
 Real processes: ZooKeeper and the broker of the session, five simulated brokers, three ``livectl run``
-processes on one checkpoint (the harness of ``bench/crash_matrix.py``). Controller A is stopped with SIGSTOP (its whole
-process group: Python, its Spark JVM and workers) in the middle of a micro-batch — right after the first
-partition state of a large creation reached ZooKeeper, with that batch's other transactions, requests,
-admin results and rejected records still to go. Its session expires, the standby B is elected and
-finishes the work; then A gets SIGCONT. A must write nothing more: no znode (whatever changes after A
+processes on one checkpoint (the crash matrix's harness, :mod:`bench.harness`). Controller A is stopped
+with SIGSTOP (its whole process group: Python, its Spark JVM and workers) in the middle of a micro-batch —
+right after the first partition state of a large creation reached ZooKeeper, with that batch's other
+transactions, requests, admin results and rejected records still to go. Its session expires, the standby B is
+elected and finishes the work; then A gets SIGCONT. A must write nothing more: no znode (whatever changes after A
 resumes carries B's epoch), no message stamped with A's epoch after B's first one on the requests,
 admin-results or rejected topics, and none of its epoch at all once resumed; and it must exit with code 3
 and one line saying it was fenced — nothing else on stdout or stderr, no Spark or py4j traceback.
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,23 +28,14 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kazoo.exceptions import NoNodeError
 
+from bench import harness as cm
 from core import events as ev
 from core.codec.events import event_to_json
 from livectl import local
 
 pytestmark = pytest.mark.e2e
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 PARTITIONS = 150
-
-
-def _crash_matrix() -> Any:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import crash_matrix
-    finally:
-        sys.path.remove(str(BENCH))
-    return crash_matrix
 
 
 def _messages(bootstrap: str, topic: str) -> dict[int, list[dict[str, Any]]]:
@@ -152,7 +142,6 @@ def _epoch_counts(bootstrap: str, topics: dict[str, str], epoch: int) -> dict[st
 def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
     zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path
 ) -> None:
-    cm = _crash_matrix()
     m = cm.Matrix(zookeeper.connect, kafka_broker.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
     a: Any = None
     paused = threading.Event()
@@ -254,7 +243,7 @@ def _paused_between_batches(cm: Any, m: Any, active: Any, standby: Any, *, boots
     assert epoch_new == epoch_old + 1
 
     second = {0: (3, 4, 5)}
-    cm._create(m, "idle-2", f"{m.name}-second", second)
+    cm.create_topic(m, "idle-2", f"{m.name}-second", second)
     for value in ('{"version":1,"type":"delete_topic","request_id":"idle-bad","topic":""}', "not json at all"):
         m.producer.send(m.topics["admin"], key=b"fencing", value=value.encode())
     m.producer.flush()
@@ -278,6 +267,6 @@ def _paused_between_batches(cm: Any, m: Any, active: Any, standby: Any, *, boots
     assert [r["controller_epoch"] for r in m.results("idle-bad")] == [epoch_new]
     assert standby.alive()
     third = {0: (5, 1)}
-    cm._create(m, "idle-3", f"{m.name}-third", third)
+    cm.create_topic(m, "idle-3", f"{m.name}-third", third)
     expect = cm.Expect({f"{m.name}-third": third}, request_id="idle-3")
     cm.wait_converged(m, "the new controller still answers", expect, 120)

@@ -14,7 +14,6 @@ Real processes as in ``test_broker_restart.py`` (the session's ZooKeeper and Kaf
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,23 +22,14 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
 
+from bench import harness as cm
 from livectl import local
 from sinks.requests import ensure_topics
 
 pytestmark = pytest.mark.e2e
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 #: the broker's own setting: how often it applies retention (Kafka's default: every 5 minutes)
 RETENTION_CHECK = {"log.retention.check.interval.ms": "1000"}
-
-
-def _crash_matrix() -> Any:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import crash_matrix
-    finally:
-        sys.path.remove(str(BENCH))
-    return crash_matrix
 
 
 def _answers(m: Any, rid: str) -> list[str]:
@@ -78,13 +68,12 @@ def _recreate(bootstrap: str, topic: str) -> None:
 
 
 def test_records_lost_unread_stop_or_skip_as_the_setting_says(zookeeper: local.Service, tmp_path: Path) -> None:
-    cm = _crash_matrix()
     bus = local.start_kafka(tmp_path / "kafka", settings=local.KafkaSettings(properties=RETENTION_CHECK))
     m = cm.Matrix(zookeeper.connect, bus.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
     admin_topic = m.topics["admin"]
 
     def create(rid: str) -> None:
-        cm._create(m, rid, f"{m.name}-{rid}", {0: (1, 2, 3)})
+        cm.create_topic(m, rid, f"{m.name}-{rid}", {0: (1, 2, 3)})
 
     try:
         m.open()

@@ -1,6 +1,6 @@
 """A broker shut down cleanly while the controller was replaced comes back (issue 41's first defect).
 
-Real processes, the harness of ``bench/crash_matrix.py``: the session's ZooKeeper and broker, five simulated
+Real processes, the crash matrix's harness, :mod:`bench.harness`: the session's ZooKeeper and broker, five simulated
 broker processes and ``livectl run`` processes on one checkpoint. Broker 2, which leads both partitions of the
 point's topic, is given SIGTERM (a controlled shutdown), and the active controller is SIGKILLed at the two
 points the issue names: when the micro-batch holding the ControlledShutdown is planned in the checkpoint and
@@ -18,16 +18,14 @@ test reproduce that step every time.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
+from bench import harness as cm
 from livectl import local
 
 pytestmark = pytest.mark.e2e
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 PLAN = (("shutdown:batch-planned", "restart"), ("shutdown:first-leader-moved", "standby"))
 
@@ -35,14 +33,8 @@ PLAN = (("shutdown:batch-planned", "restart"), ("shutdown:first-leader-moved", "
 def test_a_broker_shut_down_during_a_takeover_rejoins(
     zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path
 ) -> None:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import crash_matrix
-    finally:
-        sys.path.remove(str(BENCH))
-
     # a broker that never rejoins fails the point's after(), which raises MatrixError naming the wait
-    rows = crash_matrix.run_matrix(zookeeper.connect, kafka_broker.bootstrap, tmp_path / "matrix", PLAN)
+    rows = cm.run_matrix(zookeeper.connect, kafka_broker.bootstrap, tmp_path / "matrix", PLAN)
     assert [(r.point, r.mode) for r in rows] == list(PLAN)
     for r in rows:
         assert r.seen != "not reached", f"{r.point} ({r.mode}): the kill point was never seen"

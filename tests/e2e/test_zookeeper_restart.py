@@ -1,8 +1,8 @@
 """ZooKeeper restarted under a running controller: it recovers, and no command is lost or applied twice.
 
 Real processes: a ZooKeeper of this test's own (so that it can be restarted on the same port and data
-folder), the session's broker, five simulated brokers and one ``livectl run`` (the harness of
-``bench/crash_matrix.py``). A command is sent while ZooKeeper is down: the micro-batch's ZooKeeper writes
+folder), the session's broker, five simulated brokers and one ``livectl run`` (the crash
+matrix's harness, :mod:`bench.harness`). A command is sent while ZooKeeper is down: the micro-batch's ZooKeeper writes
 fail, are retried (``sink_retry_timeout_ms``) and land once ZooKeeper is back; the controller keeps its
 session, its lease and its epoch; every command is answered exactly once.
 """
@@ -10,32 +10,19 @@ session, its lease and its epoch; every command is answered exactly once.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from waiting import wait_until
 
+from bench import harness as cm
 from livectl import local
 
 pytestmark = pytest.mark.e2e
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _crash_matrix() -> Any:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import crash_matrix
-    finally:
-        sys.path.remove(str(BENCH))
-    return crash_matrix
-
 
 def test_zookeeper_restarted_under_the_controller(kafka_broker: local.Service, tmp_path: Path) -> None:
-    cm = _crash_matrix()
     port = local.free_port()
     zk_dir = tmp_path / "zookeeper"
     svc = local.start_zookeeper(zk_dir, port)
@@ -48,12 +35,12 @@ def test_zookeeper_restarted_under_the_controller(kafka_broker: local.Service, t
         m.wait_loaded(a)
         before = {0: (1, 2, 3), 1: (2, 3, 4)}
         during = {0: (3, 4, 5), 1: (4, 5, 1)}
-        cm._create(m, "zk-before", f"{m.name}-before", before)
+        cm.create_topic(m, "zk-before", f"{m.name}-before", before)
         cm.wait_until("the first topic answered", lambda: m.results("zk-before"), 180)
         epoch = m.zk.get("/controller_epoch")[0]
 
         local.stop_process(svc.pid, svc.marker)
-        cm._create(m, "zk-during", f"{m.name}-during", during)
+        cm.create_topic(m, "zk-during", f"{m.name}-during", during)
         # the controller reads the command and meets an unreachable ZooKeeper: the micro-batch that carries it
         # is planned (Spark's offset log reaches the command) and cannot commit while ZooKeeper is down
         ends = _end_offsets(kafka_broker.bootstrap, m.topics["admin"])

@@ -36,12 +36,8 @@ from core.model import TopicPartition
 from simbrokers.broker import SimBroker
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence
-from sinks.requests import (
-    OutboundMessage,
-    _identity_of,
-    partition_for_key,
-    request_messages,
-)
+from sinks.requests import OutboundMessage, partition_for_key, request_messages
+from sinks.requests.messages import identity_of
 
 pytestmark = pytest.mark.unit
 
@@ -227,7 +223,7 @@ def test_a_large_shared_update_metadata_is_split_and_each_part_names_the_address
     assert got == [(f"t{t}", p) for t in range(10) for p in range(300)]
     # identities: per part, naming the addressees; read back from the values as the sink's tail read does
     assert [m.identity for m in msgs] == [(5, f"1+2+3/UpdateMetadata#{k}") for k in range(1, len(msgs) + 1)]
-    assert [_identity_of(m.value) for m in msgs] == [m.identity for m in msgs]
+    assert [identity_of(m.value) for m in msgs] == [m.identity for m in msgs]
 
 
 def test_a_replayed_batch_writes_the_shared_message_once() -> None:

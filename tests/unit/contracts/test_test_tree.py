@@ -72,10 +72,11 @@ def test_folders_mirror_the_source_packages() -> None:
 
 def test_a_package_folder_of_the_tests_does_not_shadow_the_package() -> None:
     """The root conftest imports every product package first (see its comment): ``streaming`` is the
-    package, not the test folder of the same name."""
+    package, not the test folder of the same name; ``bench`` (not imported there) is the checkout's, a
+    regular package, which no test folder named ``bench`` can shadow."""
     import importlib
 
-    for name in ("admin", "core", "livectl", "simbrokers", "sinks", "streaming"):
+    for name in ("admin", "core", "livectl", "simbrokers", "sinks", "streaming", "bench"):
         module = importlib.import_module(name)
         assert module.__file__ is not None, f"{name} resolved to a namespace package: {list(module.__path__)}"
         assert Path(module.__file__).resolve() == REPO / name / "__init__.py", name

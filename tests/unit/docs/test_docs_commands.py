@@ -1,5 +1,5 @@
 """Every command line the docs show can be run as written: ``livectl …``, ``livectl-simbrokers …``,
-``python -m simbrokers …``, ``scripts/…`` and ``bench/….py`` lines in fenced blocks of README.md,
+``python -m simbrokers …``, ``scripts/…`` and ``python -m bench NAME …`` lines in fenced blocks of README.md,
 bench/README.md and docs/ are run with ``--help`` (exit 0), and every ``--option`` the line uses must be
 one that help names. ``livectl conf path …`` is cheap and is run for real."""
 
@@ -85,8 +85,9 @@ def _command(where: str, tokens: list[str]) -> Command | None:
             return Command(where, (str(ROOT / name),), _options(rest))
         if name.endswith("python") and rest[:2] == ["-m", "simbrokers"]:
             return Command(where, (sys.executable, "-m", "simbrokers"), _options(rest[2:]))
-        if name.endswith("python") and rest and rest[0].startswith("bench/") and rest[0].endswith(".py"):
-            return Command(where, (sys.executable, str(ROOT / rest[0])), _options(rest[1:]))
+        if name.endswith("python") and rest[:2] == ["-m", "bench"] and len(rest) > 2:
+            # run from the checkout's root (as _run does), where ``bench`` is importable
+            return Command(where, (sys.executable, "-m", "bench", rest[2]), _options(rest[3:]))
     return None
 
 
@@ -188,6 +189,7 @@ def test_every_documented_command_runs_with_help_and_knows_its_options() -> None
         "simbrokers",
         "spark-submit",
         "main.py",
+        "broker_failure",
     } <= programs, programs
     assert len(commands) > 40
     assert _problems(commands) == []

@@ -10,7 +10,8 @@ import pytest
 from core.codec.decisions import decode_decision, read_details
 from core.decisions import AdminResult, AdminStatus
 from sinks.ports import Fence
-from sinks.requests import admin_result_messages, fit_admin_value
+from sinks.requests import admin_result_messages
+from sinks.requests.messages import fit_admin_value
 
 pytestmark = pytest.mark.unit
 

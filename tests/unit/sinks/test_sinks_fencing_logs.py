@@ -8,7 +8,7 @@ import logging
 import pytest
 from kafka.errors import InvalidProducerEpochError, KafkaConnectionError, ProducerFencedError
 
-from sinks.requests import quiet_fencing_reports
+from sinks.requests.fencing import quiet_fencing_reports
 
 pytestmark = pytest.mark.unit
 

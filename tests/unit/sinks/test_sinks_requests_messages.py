@@ -11,7 +11,7 @@ from request_bodies import lisr_request, um_request
 from core import decisions as dc
 from core.kafka.requests import RequestApi, WireBody
 from sinks.ports import Fence
-from sinks.requests import merge_bodies
+from sinks.requests.merge import merge_bodies
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +26,8 @@ def test_merge_bodies_joins_topic_states_and_dedupes_live_brokers() -> None:
 
 
 def test_large_requests_are_split_into_complete_parts() -> None:
-    from sinks.requests import MAX_MESSAGE_BYTES, request_messages, split_body
+    from sinks.requests import MAX_MESSAGE_BYTES, request_messages
+    from sinks.requests.split import split_body
 
     states = [
         {

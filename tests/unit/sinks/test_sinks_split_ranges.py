@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from sinks.requests import _dumps, _split_dumped
+from sinks.requests.split import dumps, split_dumped
 
 pytestmark = pytest.mark.unit
 
 
 def _reference(body: dict[str, Any], max_bytes: int) -> list[tuple[dict[str, Any], bytes]]:
-    dumped = _dumps(body)
+    dumped = dumps(body)
     states = body.get("topicStates")
     if not isinstance(states, list) or len(dumped) <= max_bytes:
         return [(body, dumped)]
@@ -40,7 +40,7 @@ def _fit(
     body: dict[str, Any], flat: list[tuple[dict[str, Any], Any]], max_bytes: int
 ) -> list[tuple[dict[str, Any], bytes]]:
     part = _part(body, flat)
-    dumped = _dumps(part)
+    dumped = dumps(part)
     if len(flat) <= 1 or len(dumped) <= max_bytes:
         return [(part, dumped)]
     half = len(flat) // 2
@@ -71,7 +71,7 @@ def test_the_split_by_ranges_gives_the_same_parts_and_bytes(seed: int) -> None:
     rng = random.Random(seed)
     body = _body(rng)
     for max_bytes in (200, 2_000, 20_000, 10**9):
-        got = _split_dumped(body, max_bytes)
+        got = split_dumped(body, max_bytes)
         want = _reference(body, max_bytes)
         assert [b for _, b in got] == [b for _, b in want]
         assert [p for p, _ in got] == [p for p, _ in want]
@@ -80,7 +80,7 @@ def test_the_split_by_ranges_gives_the_same_parts_and_bytes(seed: int) -> None:
 def test_one_oversized_state_is_a_part_of_its_own() -> None:
     big = {"partitionIndex": 1, "blob": "z" * 5_000}
     body = {"topicStates": [{"topicName": "a", "partitionStates": [{"partitionIndex": 0}, big, {"partitionIndex": 2}]}]}
-    got = _split_dumped(body, 1_000)
+    got = split_dumped(body, 1_000)
     assert [b for _, b in got] == [b for _, b in _reference(body, 1_000)]
     assert [p["topicStates"][0]["partitionStates"] for p, _ in got] == [
         [{"partitionIndex": 0}],
@@ -92,7 +92,7 @@ def test_one_oversized_state_is_a_part_of_its_own() -> None:
 def test_a_body_without_partition_states_is_as_before() -> None:
     for states in ([{"topicName": "a", "partitionStates": []}], []):
         body = {"topicStates": states, "pad": "p" * 500}
-        assert _split_dumped(body, 1000) == _reference(body, 1000)
+        assert split_dumped(body, 1000) == _reference(body, 1000)
 
 
 def test_an_oversized_body_without_partition_states_is_sent_whole_not_dropped() -> None:
@@ -101,8 +101,8 @@ def test_an_oversized_body_without_partition_states_is_sent_whole_not_dropped() 
     for states in ([{"topicName": "a", "partitionStates": []}], []):
         body = {"topicStates": states, "pad": "p" * 500}
         assert _reference(body, 100) == []
-        parts = _split_dumped(body, 100)
-        assert [b for _, b in parts] == [_dumps(body)]
+        parts = split_dumped(body, 100)
+        assert [b for _, b in parts] == [dumps(body)]
         assert parts[0][0] is body
 
 
@@ -110,7 +110,7 @@ def test_text_orjson_cannot_write_falls_back_to_the_escaping_encoder() -> None:
     # a lone surrogate (orjson refuses it): the standard encoder's escapes, whole message, as before
     body = {"topicStates": [{"topicName": "a\ud800", "partitionStates": [{"partitionIndex": i} for i in range(50)]}]}
     for max_bytes in (100, 10**6):
-        assert _split_dumped(body, max_bytes) == _reference(body, max_bytes)
+        assert split_dumped(body, max_bytes) == _reference(body, max_bytes)
 
 
 def test_equal_requests_to_several_brokers_keep_their_bytes() -> None:
@@ -148,9 +148,9 @@ def test_parts_of_entries_as_text_without_their_requests_are_the_same_bytes(seed
     )
     for max_bytes in (200, 2_000, 20_000, 10**9):
         want = _reference(body, max_bytes)
-        got = _split_dumped(spliced, max_bytes, mappings=False)
+        got = split_dumped(spliced, max_bytes, mappings=False)
         assert [b for _, b in got] == [b for _, b in want]
-        with_requests = _split_dumped(spliced, max_bytes)
+        with_requests = split_dumped(spliced, max_bytes)
         assert [b for _, b in with_requests] == [b for _, b in want]
         assert [dict(p) for p, _ in with_requests if p is not None] == [p for p, _ in want]
         if len(want) > 1:

@@ -34,7 +34,8 @@ from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, Replica
 from core.placement import BrokerRack, assign_replicas
 from core.states import PartitionState, ReplicaState
 from sinks.ports import FailedWrite, Fence, ZkCode
-from sinks.requests import merge_spliced, request_messages
+from sinks.requests import request_messages
+from sinks.requests.merge import merge_spliced
 from streaming.audit_log import (
     STATE_CHANGE_LOGGER,
     AuditBatch,

@@ -1,8 +1,8 @@
-"""The active controller of ``bench/failover.py`` when the bench-only large-request prototype is on.
+"""The active controller of ``python -m bench failover`` when the bench-only large-request prototype is on.
 
 Same as the product's entry point (``python -m streaming``: :class:`streaming.app.ControllerApp` with
 its own local SparkSession), except that the request sink's producer accepts messages over 1 MB
-(:func:`_common.large_request_sinks`). Arguments: ``--master M --set key=value ... --conf key=value ...``.
+(:func:`bench.harness.large_request_sinks`). Arguments: ``--master M --set key=value ... --conf key=value ...``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import logging
 import signal
 from typing import Any
 
-from _common import large_request_sinks, parse_confs
-
+from bench.harness import large_request_sinks, parse_confs
 from streaming.app import ControllerApp
 from streaming.settings import Settings
 
