@@ -1,6 +1,6 @@
 """The active controller of ``bench/failover.py`` when the bench-only large-request prototype is on.
 
-Same as the product's entry point (``python -m streaming``: :class:`streaming.app.ControllerApp` with
+Same as the product's entry point (``python -m streaming``: :class:`streaming.driver.app.ControllerApp` with
 its own local SparkSession), except that the request sink's producer accepts messages over 1 MB
 (:func:`_common.large_request_sinks`). Arguments: ``--master M --set key=value ... --conf key=value ...``.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from _common import large_request_sinks, parse_confs
 
-from streaming.app import ControllerApp
+from streaming.driver.app import ControllerApp
 from streaming.settings import Settings
 
 

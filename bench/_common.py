@@ -3,7 +3,7 @@
 Everything here is the benchmark's own scaffolding: it starts real services with :mod:`livectl.local`
 (free ports, stopped by PID), one local SparkSession, registers brokers with their own kazoo sessions
 (Kafka's ``/brokers/ids/<id>`` JSON), prepares a ZooKeeper tree in Kafka's layout with
-:mod:`core.kafka.zkdata`'s encoders, runs :class:`streaming.app.ControllerApp` on a thread, and times the
+:mod:`core.kafka.zkdata`'s encoders, runs :class:`streaming.driver.app.ControllerApp` on a thread, and times the
 ZooKeeper sink and the request sink inside ``foreachBatch`` through the app's ``wrap_sinks`` hook.
 Nothing here changes product behaviour: the wrappers call the real sinks and only record times.
 """
@@ -40,8 +40,8 @@ from core.model import LeaderAndIsr, ReplicaAssignment  # noqa: E402
 from core.placement import BrokerRack, assign_replicas  # noqa: E402
 from livectl import local  # noqa: E402
 from sinks.ports import RequestBatchResult, RequestSinkPort, ZkBatchResult, ZkSinkPort  # noqa: E402
-from streaming.app import ControllerApp  # noqa: E402
-from streaming.dispatch import BatchTiming  # noqa: E402
+from streaming.driver.app import ControllerApp  # noqa: E402
+from streaming.query.dispatch import BatchTiming  # noqa: E402
 from streaming.resources import SPARK_DEFAULTS, SPARK_JAR, conf_file, conf_path  # noqa: E402
 from streaming.settings import Settings  # noqa: E402
 
@@ -233,7 +233,7 @@ MASTER = "local[2]"
 
 def shipped_buckets() -> int:
     """What ``num_buckets`` = 0 (the shipped default) makes of a new checkpoint on :data:`MASTER`."""
-    from streaming.startup import executor_cores
+    from streaming.driver.startup import executor_cores
 
     return executor_cores({"spark.master": MASTER}, default_parallelism=2)[0]
 
@@ -271,8 +271,8 @@ def work_dir(prefix: str) -> Path:
 
 def bench_python() -> str:
     """The interpreter Spark's Python processes run, as ``livectl run`` chooses it
-    (:func:`streaming.entry.worker_python`): this one."""
-    from streaming.entry import worker_python
+    (:func:`streaming.driver.entry.worker_python`): this one."""
+    from streaming.driver.entry import worker_python
 
     return worker_python({}, {}) or sys.executable
 
@@ -284,7 +284,7 @@ def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None, sourc
     when ``scripts/setup`` resolved it, unless ``source`` (``query_source``) is ``python``."""
     from pyspark.sql import SparkSession
 
-    from streaming.query_source import connector_jars
+    from streaming.source.query_source import connector_jars
 
     python = bench_python()
     os.environ["PYSPARK_PYTHON"] = python
@@ -586,7 +586,7 @@ class _TimedRequests:
 
 #: every foreachBatch call of the controllers :func:`start_controller` started in this process: when the
 #: micro-batch's Spark job (``toPandas()``) and then its dispatch (decode + sinks) ended
-#: (:class:`streaming.dispatch.BatchTiming`, from the dispatcher's ``on_batch_timed`` hook)
+#: (:class:`streaming.query.dispatch.BatchTiming`, from the dispatcher's ``on_batch_timed`` hook)
 DISPATCH_CALLS: list[BatchTiming] = []
 
 

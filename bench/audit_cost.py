@@ -1,6 +1,6 @@
-"""Benchmark: what the state-change log (the audit table, :mod:`streaming.audit_log`) adds to a micro-batch.
+"""Benchmark: what the state-change log (the audit table, :mod:`streaming.monitoring.audit_log`) adds to a micro-batch.
 
-One real controller (:class:`streaming.app.ControllerApp`, shipped defaults: 8 buckets, 1 s trigger) on real
+One real controller (:class:`streaming.driver.app.ControllerApp`, shipped defaults: 8 buckets, 1 s trigger) on real
 local services (ZooKeeper + Apache Kafka, free ports, stopped by PID), on a cluster of ``--partitions`` partitions
 (default 10k; 10 brokers, replication factor 3, 100 partitions per topic) prepared in ZooKeeper in Kafka's
 layout. After the cold start, ``--rounds`` rounds of: broker ``b`` hard-killed (its session closed: a third
@@ -61,7 +61,7 @@ RF = 3
 
 
 class TimedAudit:
-    """Wraps the app's :class:`streaming.audit_log.AuditLog`: the seconds of each call, by batch id."""
+    """Wraps the app's :class:`streaming.monitoring.audit_log.AuditLog`: the seconds of each call, by batch id."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner

@@ -1,6 +1,6 @@
 """Profile: the Python cost of one bucket's ``applyInPandasWithState`` call, without Spark.
 
-The controller query runs :func:`streaming.stateful.step_bucket` once per bucket per micro-batch. With
+The controller query runs :func:`streaming.query.stateful.step_bucket` once per bucket per micro-batch. With
 the shipped 8 buckets, each holds 1/8 of the partitions (100k partitions: 12.5k per bucket), and local[2]
 runs two buckets at a time. This script builds one bucket's state as the query holds it (10 brokers,
 replication factor 3, Kafka's default placement, all online) and times, in this process, the parts of
@@ -10,7 +10,7 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
 * ``step`` — ``core.controller.step(state, [BrokerFailure(1)])``;
 * ``dump_state`` — ``to_dict`` + JSON + zstd of the new state (written back to the state store);
 * ``decision_rows`` — the decisions as JSON rows (the call's output);
-* ``dispatch decode`` — the driver decoding those rows once (:func:`streaming.dispatch.decode_row`);
+* ``dispatch decode`` — the driver decoding those rows once (:func:`streaming.query.dispatch.decode_row`);
 * ``failover load`` — reading the bucket's failover snapshot file and stepping ``ControllerFailover`` (the
   takeover / cold-start batch);
 * ``tick call`` — the whole call in a batch that leaves the bucket unchanged, beside what it cost when such
@@ -19,7 +19,7 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
   the snapshot slice read from the shipped file, on an empty state), first as one call, then part by part
   in the same process so that the parts account for every second of it: reading the file, decoding it,
   the ``ControllerFailover`` step, the state dump, the decision rows, metrics, the output frame (large
-  payloads packed: :func:`streaming.stateful.output_frame`) and its Arrow conversion (what
+  payloads packed: :func:`streaming.query.stateful.output_frame`) and its Arrow conversion (what
   ``applyInPandasWithState``'s serializer does with the frame), CPU and wall seconds; with ``--profile``
   also the call's top functions (cProfile). ``--trees A,B`` runs it in fresh processes importing each
   source tree in turn (A B B A ...), for a before/after in one session;
@@ -66,11 +66,11 @@ from core.kafka.zkdata import encode_partition_state, encode_topic_znode
 from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
-from streaming import failover
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.collector import gc_paused
-from streaming.dispatch import decode_row
-from streaming.stateful import decision_rows, dump_state, load_state
+from streaming.query import failover
+from streaming.query.dispatch import decode_row
+from streaming.query.stateful import decision_rows, dump_state, load_state
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
+from streaming.runtime.collector import gc_paused
 
 
 def _decode_rows(payloads: list[str]) -> list[dc.Decision]:
@@ -108,8 +108,8 @@ def snapshot_for(
 
 def cached_load(bucket: int, fmt: int, size: int, blob: bytes) -> controller.ControllerState:
     """The bucket's whole state as a worker's call gets it: from the worker's cache when the blob is the one
-    cached, else decoded (context included) and cached (:func:`streaming.stateful.whole_state`)."""
-    from streaming import stateful
+    cached, else decoded (context included) and cached (:func:`streaming.query.stateful.whole_state`)."""
+    from streaming.query import stateful
 
     return stateful.whole_state(bucket, fmt, size, blob)
 
@@ -145,8 +145,8 @@ def whole_call(state: controller.ControllerState, calls: int, held: int, paused:
 
     from core.codec.events import event_to_json
     from core.model import Endpoint
-    from streaming import stateful
-    from streaming.routing import KIND_EVENT
+    from streaming.query import stateful
+    from streaming.query.routing import KIND_EVENT
 
     cached = [stateful.dump_state(state)]
     for _ in range(held - 1):  # the other buckets of the worker: same size, their own objects
@@ -185,8 +185,8 @@ def tick_call(state: controller.ControllerState) -> dict[str, float]:
     import pandas as pd
 
     from core.codec.events import event_to_json
-    from streaming import stateful
-    from streaming.routing import KIND_TICK
+    from streaming.query import stateful
+    from streaming.query.routing import KIND_TICK
 
     stored = stateful.dump_state(state)
     cached_load(0, *stored)
@@ -243,8 +243,8 @@ def failover_call(state: controller.ControllerState, profile: bool) -> dict[str,
 
     import core
     from core.codec.events import event_from_json, event_to_json
-    from streaming import stateful
-    from streaming.routing import KIND_FAILOVER_REF, KIND_TICK
+    from streaming.query import stateful
+    from streaming.query.routing import KIND_FAILOVER_REF, KIND_TICK
 
     store = MemoryCheckpointStore()
     ref = failover.write_snapshot(store, 1000, snapshot_for(state), 1)
@@ -361,9 +361,9 @@ def failure_call(
 
     import core
     from core.codec.events import event_to_json
-    from streaming import stateful
-    from streaming.failover_refs import applicable_events, events_of
-    from streaming.routing import KIND_EVENT, KIND_TICK
+    from streaming.query import stateful
+    from streaming.query.failover_refs import applicable_events, events_of
+    from streaming.query.routing import KIND_EVENT, KIND_TICK
 
     before, events = _failure_events(scenario)
     if before:
@@ -468,8 +468,8 @@ def scenario_hashes(state: controller.ControllerState, scenario: str) -> dict[st
     import pandas as pd
 
     from core.codec.events import event_to_json
-    from streaming import stateful
-    from streaming.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_TICK
+    from streaming.query import stateful
+    from streaming.query.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_TICK
 
     columns = ["bucket", "ts", "src", "offset", "sub", "kind", "payload"]
     files: Any = None
@@ -519,7 +519,7 @@ def _output_frame(rows: list[list[Any]]) -> Any:
     """The bucket's output frame of ``rows`` (a tree before packing: the plain frame)."""
     import pandas as pd
 
-    from streaming import stateful
+    from streaming.query import stateful
 
     if hasattr(stateful, "output_frame"):
         return stateful.output_frame(rows)
@@ -528,7 +528,7 @@ def _output_frame(rows: list[list[Any]]) -> Any:
 
 def _payloads(out: Any) -> list[str]:
     """The output rows' payloads, the packed ones unpacked (a tree before packing has none)."""
-    from streaming import stateful
+    from streaming.query import stateful
 
     return stateful.payloads(out) if hasattr(stateful, "payloads") else list(out["payload"])
 

@@ -29,8 +29,8 @@ from _common import machine_info, spark_session, wait_quiet, work_dir, write_res
 from bucket_cost import snapshot_for
 from core_step import build_state
 
-from streaming import failover
-from streaming.checkpoint_fs import HadoopCheckpointStore, child, parent
+from streaming.query import failover
+from streaming.runtime.checkpoint_fs import HadoopCheckpointStore, child, parent
 
 
 class Py4jWrites(HadoopCheckpointStore):

@@ -1,4 +1,4 @@
-"""The failover batch decided ahead (:mod:`streaming.decided`): what each side costs, without Spark.
+"""The failover batch decided ahead (:mod:`streaming.query.decided`): what each side costs, without Spark.
 
 One bucket of ``--partitions / --buckets`` partitions (10 brokers, RF 3, Kafka's default placement, as
 ``bucket_cost.py`` builds it), its ZooKeeper snapshot as a standby reads it ahead, then:
@@ -10,7 +10,7 @@ One bucket of ``--partitions / --buckets`` partitions (10 brokers, RF 3, Kafka's
   bytes (what :func:`ship_decided` writes);
 * the bucket's call of the takeover's failover batch (its reference and a tick, on a stored state as a
   takeover finds it), **A** as before (the slice decoded and stepped) and **B** with the outcome shipped
-  (:func:`streaming.decided.take`): CPU seconds per call, alternating A B B A in this process, and the
+  (:func:`streaming.query.decided.take`): CPU seconds per call, alternating A B B A in this process, and the
   check that both give the same output rows and the same state bytes.
 
 Run: ``.venv/bin/python bench/decided_cost.py [--partitions 100000] [--buckets 2] [--rounds 2]``.
@@ -38,9 +38,9 @@ from core_step import build_state
 from core import controller
 from core import events as ev
 from core.codec.events import event_to_json
-from streaming import decided, failover, stateful
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.routing import KIND_FAILOVER_REF, KIND_TICK, ROUTED_COLUMNS
+from streaming.query import decided, failover, stateful
+from streaming.query.routing import KIND_FAILOVER_REF, KIND_TICK, ROUTED_COLUMNS
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
 
 def cpu(fn: Any, *a: Any, **kw: Any) -> tuple[Any, float]:

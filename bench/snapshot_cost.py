@@ -1,14 +1,14 @@
 """Profile: what a new controller's ZooKeeper read costs, part by part, before its first micro-batch.
 
 On a real local ZooKeeper (free port, stopped by PID) with a cluster in Kafka's layout (default 100k
-partitions, 10 brokers, replication factor 3), this times what :class:`streaming.app.ControllerApp` does
+partitions, 10 brokers, replication factor 3), this times what :class:`streaming.driver.app.ControllerApp` does
 between winning the lease and publishing the failover reference:
 
-* ``read_snapshot`` — :func:`streaming.zk_snapshot.read_snapshot` as the product runs it, and inside it:
+* ``read_snapshot`` — :func:`streaming.zk.snapshot_reader.read_snapshot` as the product runs it, and inside it:
   the state znodes read with ``multiRead`` (100 ``getData`` per request, pipelined; the product's way),
   beside the baseline of one pipelined ``get_async`` per znode (same window, same data checked), and
   the decoding (:func:`core.kafka.zksnapshot.snapshot_from_znodes`);
-* ``write_snapshot`` — :func:`streaming.failover.write_snapshot`: split by bucket, JSON, in memory;
+* ``write_snapshot`` — :func:`streaming.query.failover.write_snapshot`: split by bucket, JSON, in memory;
 * cProfile's top functions of ``read_snapshot`` with ``--profile``.
 
 Run: ``.venv/bin/python bench/snapshot_cost.py [--partitions 100000] [--buckets 8] [--profile]``.
@@ -38,9 +38,10 @@ from _common import (
 from core.kafka import zkdata
 from core.kafka.zksnapshot import snapshot_from_znodes
 from livectl import local
-from streaming import failover, zk_snapshot
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.zk_snapshot import read_brokers, read_snapshot
+from streaming.query import failover
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
+from streaming.zk import snapshot_reader as zk_snapshot
+from streaming.zk.snapshot_reader import read_brokers, read_snapshot
 
 
 def main() -> None:
@@ -92,7 +93,7 @@ def main() -> None:
         snapshot_from_znodes(got, infos, 1, 0)
         out["decode_s"] = round(time.perf_counter() - t0, 3)
         # split + JSON into an in-memory checkpoint: the real one is Spark's (Hadoop FileSystem through the
-        # driver's JVM, streaming.checkpoint_fs), whose cost depends on the checkpoint's file system
+        # driver's JVM, streaming.runtime.checkpoint_fs), whose cost depends on the checkpoint's file system
         t0 = time.perf_counter()
         failover.write_snapshot(MemoryCheckpointStore(), 1000, snap, args.buckets)
         out["write_snapshot_s"] = round(time.perf_counter() - t0, 3)

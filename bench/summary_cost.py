@@ -1,10 +1,10 @@
 """Profile: what the metrics endpoint adds to one bucket's ``applyInPandasWithState`` call, without Spark.
 
 With ``metrics_port`` set, every bucket's step also builds its ``summary`` row
-(:func:`streaming.observability.summary_payload`: one pass over the bucket's partitions, only when the step
+(:func:`streaming.monitoring.observability.summary_payload`: one pass over the bucket's partitions, only when the step
 decided something). This script builds one bucket's state as the query holds it (10 brokers, replication
 factor 3, Kafka's default placement; 10k partitions over 8 buckets = 1,250 per bucket by default) and times
-:func:`streaming.stateful.step_bucket` — the whole call: state load (cached), step, dump, rows — with
+:func:`streaming.query.stateful.step_bucket` — the whole call: state load (cached), step, dump, rows — with
 summaries off and on, interleaved ``--repeat`` times, for two micro-batches:
 
 * ``tick`` — nothing to do (the common case for most buckets of most micro-batches);
@@ -35,7 +35,8 @@ from core_step import build_state
 
 from core import events as ev
 from core.codec.events import event_to_json
-from streaming import failover_refs, observability, routing, stateful
+from streaming.monitoring import observability
+from streaming.query import failover_refs, routing, stateful
 
 
 class GroupState:

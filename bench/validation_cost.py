@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pandas as pd
 from _common import machine_info, print_table, wait_quiet, write_results
 
-from streaming.validation import Expectation, InputValidator, flatten
+from streaming.query.validation import Expectation, InputValidator, flatten
 
 
 def _names(failed: dict[int, list[Expectation]]) -> dict[int, list[str]]:

@@ -2,7 +2,7 @@
 the data watch Kafka's ``PartitionModificationsHandler`` sets) and, before, decoded each one too.
 
 ZooKeeper and an Apache Kafka broker started here (stopped by PID), a tree of ``--partitions`` partitions (100 per
-topic: 1,000 topic znodes at 100k) read once by a :class:`streaming.zk_snapshot.SnapshotReader`; then, per
+topic: 1,000 topic znodes at 100k) read once by a :class:`streaming.zk.snapshot_reader.SnapshotReader`; then, per
 round and alternating, a new watcher primed with that snapshot does its first round (``sync``, what
 ``start`` runs first):
 
@@ -30,8 +30,8 @@ from kafka import KafkaProducer
 from core.kafka import zkdata
 from core.model import ReplicaAssignment
 from sinks.requests import ensure_topics
-from streaming.admin_watch import AdminPathWatcher
-from streaming.zk_snapshot import SnapshotReader
+from streaming.zk.admin_watch import AdminPathWatcher
+from streaming.zk.snapshot_reader import SnapshotReader
 
 
 def main() -> None:

@@ -5,12 +5,12 @@ them from any working directory:
 
 - ``livectl-defaults.json`` — the settings' defaults (:meth:`streaming.settings.Settings.load`);
 - ``spark-defaults.conf`` — Spark properties applied when the user has not set them
-  (:func:`streaming.session.spark_session`);
+  (:func:`streaming.driver.session.spark_session`);
 - ``log4j2.properties`` — the driver's log4j2 configuration under ``livectl run``;
-- ``expectations/livectl-input.json`` — the great-expectations input suite (:mod:`streaming.validation`);
+- ``expectations/livectl-input.json`` — the great-expectations input suite (:mod:`streaming.query.validation`);
 - ``prometheus/prometheus.yml``, ``grafana/`` — monitoring for ``docker-compose.yml`` (Prometheus' scrape
   configuration, the Grafana dashboard ``grafana/dashboards/livectl-controller.json`` and its provisioning);
-- ``jars/livectl-spark.jar`` — the JVM side of the Spark UI's per-batch figures (:mod:`streaming.spark_ui`;
+- ``jars/livectl-spark.jar`` — the JVM side of the Spark UI's per-batch figures (:mod:`streaming.monitoring.spark_ui`;
   built from ``streaming/jvm/src`` by ``scripts/build-jar``), for ``spark.jars`` / ``spark-submit --jars``.
 
 ``livectl conf path [NAME]`` prints where they are, e.g. for ``spark-submit --properties-file``. Users

@@ -15,7 +15,7 @@ from core.decisions import ZkOp, ZkWrite
 from sinks.errors import ControllerFencedError
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
-from streaming.lease import ControllerLease, LeaseTimeoutError, read_controller_id
+from streaming.driver.lease import ControllerLease, LeaseTimeoutError, read_controller_id
 
 pytestmark = pytest.mark.integration
 

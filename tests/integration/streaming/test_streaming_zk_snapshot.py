@@ -16,8 +16,8 @@ from core.model import Endpoint, PartitionTarget, TopicPartition
 from core.snapshot import PartitionStateZnode
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
-from streaming import zk_snapshot
-from streaming.zk_snapshot import read_snapshot
+from streaming.zk import snapshot_reader as zk_snapshot
+from streaming.zk.snapshot_reader import read_snapshot
 
 pytestmark = pytest.mark.integration
 

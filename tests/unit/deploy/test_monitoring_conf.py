@@ -22,9 +22,9 @@ from observations import batch
 from prometheus_client import generate_latest
 from test_compose_file import COMPOSE, controller_parts, services
 
-from streaming import observatory as oy
+from streaming.driver.session import spark_defaults
+from streaming.monitoring import observatory as oy
 from streaming.resources import GRAFANA_DASHBOARD, PROMETHEUS, conf_path
-from streaming.session import spark_defaults
 
 pytestmark = pytest.mark.unit
 
@@ -79,7 +79,7 @@ def exposed_names() -> set[str]:
     o.set_role(oy.Role.ACTIVE, 1)
     o.record_batch(batch())
     o.record_progress(7, 100.0)
-    from streaming.metrics_http import MetricsServer
+    from streaming.monitoring.metrics_http import MetricsServer
 
     text = generate_latest(MetricsServer(o, 1).registry).decode()
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}

@@ -11,8 +11,8 @@ import pytest
 
 from core import decisions as dc
 from core.codec.decisions import decision_to_json, encode_decision
-from streaming.audit_log import AuditBatch, audit_rows
-from streaming.dispatch import _rejected_result, decode_row, merge_admin_results
+from streaming.monitoring.audit_log import AuditBatch, audit_rows
+from streaming.query.dispatch import _rejected_result, decode_row, merge_admin_results
 
 pytestmark = pytest.mark.unit
 

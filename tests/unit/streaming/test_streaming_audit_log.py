@@ -2,7 +2,7 @@
 log lines, the ``livectl audit`` filters, and the Spark UI's texts.
 
 The pipeline is the one :mod:`shell_pipeline` drives by hand (prepare → bucket step → dispatcher on
-in-memory sinks); the table's files are real Parquet bytes written by :class:`streaming.audit_log.AuditLog`
+in-memory sinks); the table's files are real Parquet bytes written by :class:`streaming.monitoring.audit_log.AuditLog`
 into an in-memory folder, copied to disk where the CLI reads them.
 """
 
@@ -27,8 +27,8 @@ from core.codec.events import event_to_json
 from core.kafka.requests import RequestApi, WireBody
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import FailedWrite, Fence
-from streaming import spark_ui
-from streaming.audit_log import (
+from streaming.monitoring import spark_ui
+from streaming.monitoring.audit_log import (
     AUDIT_SCHEMA,
     PROGRESS_FILE,
     STATE_CHANGE_LOGGER,
@@ -43,8 +43,8 @@ from streaming.audit_log import (
     topic_partition_of_item,
     topic_partition_of_path,
 )
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.validation import InputValidator
+from streaming.query.validation import InputValidator
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""A standby's failover batch decided ahead (:mod:`streaming.decided`): the bucket hands over the outcome
+"""A standby's failover batch decided ahead (:mod:`streaming.query.decided`): the bucket hands over the outcome
 only for exactly the batch it was computed for, and it is the step's own rows and state bytes."""
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from core.model import Broker, TopicPartition
 from core.snapshot import ZkSnapshot
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import decided, failover, routing, stateful
-from streaming.failover import StoreSnapshots
-from streaming.validation import InputValidator
+from streaming.query import decided, failover, routing, stateful
+from streaming.query.failover import StoreSnapshots
+from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
 
@@ -272,8 +272,8 @@ def test_the_switch_is_true_or_false_and_anything_else_is_refused() -> None:
 def test_a_standby_decides_only_on_a_checkpoint_with_its_bucket_count_and_without_the_summaries(
     tmp_path: Path,
 ) -> None:
-    from streaming.bucket_keys import CHECKPOINT_META
-    from streaming.checkpoint_fs import MemoryCheckpointStore, child
+    from streaming.query.bucket_keys import CHECKPOINT_META
+    from streaming.runtime.checkpoint_fs import MemoryCheckpointStore, child
     from streaming.settings import Settings
 
     store = MemoryCheckpointStore(f"memory:{tmp_path}/decider")

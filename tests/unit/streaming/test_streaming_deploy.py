@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from livectl.cli import main as livectl_main
-from streaming import failover, resources
-from streaming.checkpoint_fs import CheckpointError, MemoryCheckpointStore, batch_ids, child, parent
-from streaming.entry import parse_spark_conf, worker_python
-from streaming.session import spark_defaults, spark_ui_address
+from streaming import resources
+from streaming.driver.entry import parse_spark_conf, worker_python
+from streaming.driver.session import spark_defaults, spark_ui_address
+from streaming.query import failover
+from streaming.query.validation import load_suite
+from streaming.runtime.checkpoint_fs import CheckpointError, MemoryCheckpointStore, batch_ids, child, parent
 from streaming.settings import Settings, SettingsError
-from streaming.validation import load_suite
 
 pytestmark = pytest.mark.unit
 

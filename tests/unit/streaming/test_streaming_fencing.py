@@ -18,7 +18,7 @@ from core.codec.events import event_to_json
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence, RequestBatchResult
-from streaming.validation import InputValidator
+from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kafka import TopicPartition
 
-from streaming.kafka_source import UNANSWERED_CHECKS_WARNED, KafkaStreamReader, record_mark
-from streaming.source_options import KafkaSourceError, SourceOptions
+from streaming.source.kafka_source import UNANSWERED_CHECKS_WARNED, KafkaStreamReader, record_mark
+from streaming.source.options import KafkaSourceError, SourceOptions
 
 pytestmark = pytest.mark.unit
 

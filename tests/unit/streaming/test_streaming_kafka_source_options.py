@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streaming.source_options import MARKS, KafkaSourceError, SourceOptions, source_offset, split_offset
+from streaming.source.options import MARKS, KafkaSourceError, SourceOptions, source_offset, split_offset
 
 pytestmark = pytest.mark.unit
 
@@ -71,7 +71,7 @@ def test_bad_marks_in_starting_offsets_name_the_field(marks: str, reason: str) -
 
 def test_security_settings_reach_the_source_options_and_errors_name_the_setting() -> None:
     from streaming.settings import Settings, SettingsError
-    from streaming.source_options import KafkaSourceError, SourceOptions
+    from streaming.source.options import KafkaSourceError, SourceOptions
 
     s = Settings().with_overrides(
         [
@@ -82,7 +82,7 @@ def test_security_settings_reach_the_source_options_and_errors_name_the_setting(
     )
     props = s.kafka_security().properties()
     assert props["security.protocol"] == "SASL_PLAINTEXT" and "pw" not in repr(s)
-    # what streaming.query gives the source: kafka.<name> options
+    # what streaming.query.pipeline gives the source: kafka.<name> options
     options = {"bootstrap_servers": "h:1", "topics": "a", **{f"kafka.{k}": v for k, v in props.items()}}
     parsed = SourceOptions.parse(options)
     assert dict(parsed.security) == props
@@ -119,7 +119,7 @@ class _ListOffsetsLike:
 
 
 def _reader(consumer: _ListOffsetsLike) -> Any:
-    from streaming.kafka_source import KafkaStreamReader
+    from streaming.source.kafka_source import KafkaStreamReader
 
     reader = KafkaStreamReader(SourceOptions.parse({"bootstrap_servers": "h:1", "topics": "a,b"}))
     reader._consumer = consumer
@@ -140,7 +140,7 @@ def test_a_partition_answered_without_an_offset_is_asked_again_not_fatal() -> No
 def test_a_partition_never_answered_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from kafka import TopicPartition
 
-    import streaming.kafka_source as ks
+    import streaming.source.kafka_source as ks
 
     monkeypatch.setattr(ks, "OFFSETS_RETRY_S", 0.5)
     reader = _reader(_ListOffsetsLike({"b": 10**6}))

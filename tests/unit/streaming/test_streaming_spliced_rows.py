@@ -35,7 +35,7 @@ from core.placement import BrokerRack, assign_replicas
 from core.states import PartitionState, ReplicaState
 from sinks.ports import FailedWrite, Fence, ZkCode
 from sinks.requests import merge_spliced, request_messages
-from streaming.audit_log import (
+from streaming.monitoring.audit_log import (
     STATE_CHANGE_LOGGER,
     AuditBatch,
     audit_rows,
@@ -43,9 +43,9 @@ from streaming.audit_log import (
     log_state_changes,
     per_broker,
 )
-from streaming.dispatch import decode_row
-from streaming.observability import describe_decision
-from streaming.refusals import classify, withhold
+from streaming.monitoring.observability import describe_decision
+from streaming.query.dispatch import decode_row
+from streaming.query.refusals import classify, withhold
 
 pytestmark = pytest.mark.unit
 
@@ -314,7 +314,7 @@ class _AcceptingZk:
 def _frame(decisions: list[dc.Decision]) -> Any:
     import pandas as pd
 
-    from streaming.stateful import decision_rows
+    from streaming.query.stateful import decision_rows
 
     rows = decision_rows(0, decisions)
     return pd.DataFrame(
@@ -331,9 +331,9 @@ def test_the_dispatcher_makes_the_audit_rows_beside_the_request_sink_and_writes_
     import threading
 
     from sinks.memory import MemoryRequestSink
-    from streaming.audit_log import AuditLog, MemoryAuditFiles, PreparedRows
-    from streaming.checkpoint_fs import MemoryCheckpointStore
-    from streaming.dispatch import Dispatcher
+    from streaming.monitoring.audit_log import AuditLog, MemoryAuditFiles, PreparedRows
+    from streaming.query.dispatch import Dispatcher
+    from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
     events: list[str] = []
     when = dt.datetime(2026, 11, 24, 21, 0, tzinfo=dt.UTC)
@@ -365,9 +365,9 @@ def test_the_dispatcher_makes_the_audit_rows_beside_the_request_sink_and_writes_
 
 def test_an_error_making_the_audit_rows_is_raised_by_the_batch_after_its_requests() -> None:
     from sinks.memory import MemoryRequestSink
-    from streaming.audit_log import AuditLog, MemoryAuditFiles, PreparedRows
-    from streaming.checkpoint_fs import MemoryCheckpointStore
-    from streaming.dispatch import Dispatcher
+    from streaming.monitoring.audit_log import AuditLog, MemoryAuditFiles, PreparedRows
+    from streaming.query.dispatch import Dispatcher
+    from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
     class Log(AuditLog):
         def prepare(self, batch: AuditBatch) -> PreparedRows:
@@ -385,7 +385,7 @@ def test_an_error_making_the_audit_rows_is_raised_by_the_batch_after_its_request
 def test_the_request_rows_made_in_arrow_are_the_rows_made_in_python(
     events: list[ev.Event], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from streaming import audit_log
+    from streaming.monitoring import audit_log
 
     new, old = _rows([*_decisions("a", events), *_decisions("b", events)])
     # one broker's LeaderAndIsr and StopReplica bodies as a bucket's text: the Arrow path
@@ -407,7 +407,7 @@ def test_the_request_rows_made_in_arrow_are_the_rows_made_in_python(
 
 
 def test_a_state_sent_twice_to_one_broker_is_one_row_naming_it_once(caplog: pytest.LogCaptureFixture) -> None:
-    from streaming import audit_log
+    from streaming.monitoring import audit_log
 
     spliced = [r for r in _requests(_rows(_decisions("a", _FAILURE))[0]) if r.api is RequestApi.LEADER_AND_ISR]
     twice = [*spliced, spliced[0]]
@@ -420,7 +420,7 @@ def test_a_state_sent_twice_to_one_broker_is_one_row_naming_it_once(caplog: pyte
 def test_a_state_text_without_a_readable_partition_index_takes_the_python_path(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from streaming import audit_log
+    from streaming.monitoring import audit_log
 
     (r,) = [r for r in _requests(_rows(_decisions("a", _FAILURE))[0]) if r.api is RequestApi.LEADER_AND_ISR][:1]
     body = wire_object_of(r)
@@ -445,7 +445,7 @@ def test_a_state_text_without_a_readable_partition_index_takes_the_python_path(
 
 
 def test_the_states_are_counted_as_they_would_be_cut() -> None:
-    from streaming import audit_log
+    from streaming.monitoring import audit_log
 
     bodies = [
         b
