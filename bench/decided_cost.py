@@ -10,7 +10,7 @@ One bucket of ``--partitions / --buckets`` partitions (10 brokers, RF 3, Kafka's
   bytes (what :func:`ship_decided` writes);
 * the bucket's call of the takeover's failover batch (its reference and a tick, on a stored state as a
   takeover finds it), **A** as before (the slice decoded and stepped) and **B** with the outcome shipped
-  (:func:`streaming.query.decided.take`): CPU seconds per call, alternating A B B A in this process, and the
+  (:func:`streaming.query.outcome.take`): CPU seconds per call, alternating A B B A in this process, and the
   check that both give the same output rows and the same state bytes.
 
 Run: ``.venv/bin/python bench/decided_cost.py [--partitions 100000] [--buckets 2] [--rounds 2]``.
@@ -39,6 +39,7 @@ from core import controller
 from core import events as ev
 from core.codec.events import event_to_json
 from streaming.query import decided, failover, stateful
+from streaming.query.outcome import matching
 from streaming.query.routing import KIND_FAILOVER_REF, KIND_TICK, ROUTED_COLUMNS
 from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
@@ -75,7 +76,7 @@ def main() -> None:
     # the winner: the tree read after winning is the one read ahead, one epoch on
     written: dict[str, str] = {}
     ref = failover.write_snapshot(store, 1000, decided.predicted(ahead), 1, written=written)
-    found, res["matching_cpu_s"] = cpu(decided.matching, decider.outcomes(), ref, written, config)
+    found, res["matching_cpu_s"] = cpu(matching, decider.outcomes(), ref, written, config)
     assert list(found) == [0]
     res["slice_text_bytes"] = sum(len(t) for t in written.values())
 

@@ -68,17 +68,17 @@ def main() -> None:
         out["read_snapshot_s"] = round(time.perf_counter() - t0, 3)
         # its parts: the state znodes, the product's multiRead against the baseline of one get per znode
         topic_paths = [zkdata.topic_path(t) for t in client.get_children(zkdata.BROKER_TOPICS)]
-        topic_data = zk_snapshot._get_all(client, topic_paths, 5000)
+        topic_data = zk_snapshot.get_all(client, topic_paths, 5000)
         state_paths = [
             zkdata.partition_state_path(p.rsplit("/", 1)[1], int(n))
             for p, (d, _) in topic_data.items()
             for n in json.loads(d)["partitions"]
         ]
         t0 = time.perf_counter()
-        multi = zk_snapshot._multi_get_all(client, state_paths, 5000)
+        multi = zk_snapshot.multi_get_all(client, state_paths, 5000)
         out["state_znodes_multiread_s"] = round(time.perf_counter() - t0, 3)
         t0 = time.perf_counter()
-        single = zk_snapshot._get_all(client, state_paths, 5000)
+        single = zk_snapshot.get_all(client, state_paths, 5000)
         out["state_znodes_get_async_s"] = round(time.perf_counter() - t0, 3)
         out["state_znodes"] = len(state_paths)
         out["multiread_per_s"] = round(len(state_paths) / out["state_znodes_multiread_s"])

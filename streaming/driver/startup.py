@@ -26,7 +26,8 @@ from core.codec.snapshot import StateTexts
 from core.snapshot import ZkSnapshot
 from streaming.query import failover
 from streaming.query.bucket_keys import checkpoint_meta, pin_scheme
-from streaming.query.decided import Outcome, matching, ship_decided
+from streaming.query.decided import ship_decided
+from streaming.query.outcome import Outcome, matching
 from streaming.runtime.checkpoint_fs import CheckpointStore, batch_ids, child
 from streaming.settings import Settings, SettingsError
 

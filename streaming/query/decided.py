@@ -14,26 +14,22 @@ slice whose text changed, computes the bucket's outcome with the bucket's own co
 (:func:`streaming.query.stateful.decide_rows`) in the standby's driver.
 
 The snapshot that counts is still the one read after winning, and Kafka's semantics do not move: the hand-off
-(:func:`matching`, :func:`ship_decided`) ships an outcome beside a slice only when the slice it wrote has the
-very text the outcome was computed from (a digest), under the configs the query runs with; a bucket
-(:func:`take`) uses it only when its batch is exactly that reference and ticks and its stored bookkeeping is
-empty. Anything else — a write between the last read ahead and the win, another epoch, a dynamic config
-changed, the metrics endpoint on (its summary compares with the stored context), commands that waited behind
-the failover barrier (their buckets) — runs the step as before. The outcome holds the same rows and state
+(:func:`streaming.query.outcome.matching`, :func:`ship_decided`) ships an outcome beside a slice only when the slice it
+wrote has the very text the outcome was computed from (a digest), under the configs the query runs with; a bucket
+(:func:`streaming.query.outcome.take`) uses it only when its batch is exactly that reference and ticks and its stored
+bookkeeping is empty. Anything else — a write between the last read ahead and the win, another epoch, a dynamic config
+changed, the metrics endpoint on (its summary compares with the stored context), commands that waited behind the
+failover barrier (their buckets) — runs the step as before. The outcome holds the same rows and state
 bytes the step would give (unit tests).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-import pickle
 import threading
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -43,8 +39,8 @@ from core.codec.events import event_to_json
 from core.codec.snapshot import StateTexts, encode_failover_json
 from core.events import Tick
 from core.snapshot import ZkSnapshot
-from streaming.query import failover
-from streaming.query.request_ids import KIND_CLAIM
+from streaming.query import failover, stateful
+from streaming.query.outcome import Outcome, decided_name, text_digest
 from streaming.query.routing import KIND_FAILOVER_REF, KIND_REJECTED, KIND_TICK, ROUTED_COLUMNS
 from streaming.query.validation import FAILOVER_REF_TYPE
 from streaming.runtime.checkpoint_fs import CheckpointStore, child
@@ -52,9 +48,6 @@ from streaming.runtime.spark_flags import spark_flag
 from streaming.settings import Settings
 
 log = logging.getLogger("livectl.app")
-
-#: the version of an outcome's file (:meth:`Outcome.to_bytes`)
-DECIDED_FORMAT = 1
 
 #: the Spark property that switches deciding ahead off (``false``); default ``true``
 DECIDE_AHEAD_CONF = "spark.livectl.failover.decideAhead"
@@ -90,45 +83,6 @@ def standby_decider(
     )
 
 
-def text_digest(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One bucket's outcome of a failover batch of exactly its reference and a tick: the reference's folder
-    and epoch, the digest of the slice's text, the configs, then the bucket's output columns (as
-    :func:`streaming.query.stateful.output_frame` made them, packed payloads included) and its new stored state."""
-
-    folder: str
-    bucket: int
-    controller_id: int
-    controller_epoch: int
-    digest: str
-    config: controller.ControllerConfig
-    columns: dict[str, list[Any]]
-    state: tuple[int, int, bytes]
-
-    def to_bytes(self) -> bytes:
-        # pickle of plain values (str, int, bytes, lists, the frozen config): written by this driver for its own
-        # executors, as Spark pickles the step's closure; its format is checked before anything is used
-        return pickle.dumps((DECIDED_FORMAT, self), protocol=pickle.HIGHEST_PROTOCOL)
-
-    @staticmethod
-    def from_bytes(data: bytes) -> Outcome | None:
-        fmt, outcome = pickle.loads(data)
-        return outcome if fmt == DECIDED_FORMAT and isinstance(outcome, Outcome) else None
-
-    def frame(self) -> pd.DataFrame:
-        """The bucket's output frame (the step's own dtypes)."""
-        from streaming.query.stateful import METRIC_COLUMNS
-
-        out = pd.DataFrame(self.columns)
-        for c in METRIC_COLUMNS:
-            out[c] = out[c].astype("int64")
-        return out
-
-
 def predicted(snapshot: ZkSnapshot) -> ZkSnapshot:
     """The snapshot a standby's read after winning gives if nothing else changes: its win wrote the next
     controller epoch, one version on (:mod:`streaming.driver.lease`)."""
@@ -152,8 +106,6 @@ def decide_bucket(
     """The outcome of ``bucket``'s failover batch (its reference to ``folder`` and a tick) when its slice is
     ``text``, computed by the bucket's own step on an empty stored state; ``None`` when the step left the
     failover out (it raised: the batch will run the step and report it)."""
-    from streaming.query import stateful
-
     ref = {
         "version": 1,
         "type": FAILOVER_REF_TYPE,
@@ -277,110 +229,10 @@ class Decider:
             return dict(self._outcomes)
 
 
-def decided_name(folder: str, bucket: int) -> str:
-    """The name an outcome is shipped under (``SparkContext.addFile``): the slice's, marked."""
-    return failover.shipped_name(folder, bucket).replace("livectl-failover-", "livectl-decided-", 1)
-
-
-def matching(
-    outcomes: Mapping[int, Outcome],
-    ref: Mapping[str, Any],
-    written: Mapping[str, str],
-    config: controller.ControllerConfig,
-) -> dict[int, Outcome]:
-    """The outcomes that apply to the reference the hand-off is about to publish: each bucket's whose slice
-    the hand-off wrote (``written``: text by URI) with the very text it was computed from, for that
-    reference's folder, epoch and controller, under the configs the query runs with."""
-    folder = str(ref["path"])
-    if ref.get("resumes"):  # the records that waited for the reference are in the batch too
-        return {}
-    found: dict[int, Outcome] = {}
-    for b, outcome in sorted(outcomes.items()):
-        text = written.get(failover.bucket_file(folder, b))
-        if (
-            text is not None
-            and outcome.folder == folder
-            and outcome.controller_epoch == int(ref["controller_epoch"])
-            and outcome.controller_id == int(ref["controller_id"])
-            and outcome.config == config
-            and outcome.digest == text_digest(text)
-        ):
-            found[b] = outcome
-    return found
-
-
 def ship_decided(spark: Any, outcomes: Mapping[int, Outcome], folder: str) -> None:
-    """Driver, in the hand-off before the reference is published: add the :func:`matching` outcomes to the SparkContext
-    (:func:`streaming.query.failover.ship_file`), as :func:`shipped_outcome` finds them on the executors."""
+    """Driver, in the hand-off before the reference is published: add the
+    :func:`~streaming.query.outcome.matching` outcomes to the SparkContext (:func:`streaming.query.failover.ship_file`),
+    as :func:`~streaming.query.outcome.shipped_outcome` finds them on the executors."""
     staging = failover.staging_folder(spark)
     for b, outcome in sorted(outcomes.items()):
         failover.ship_file(spark, os.path.join(staging, decided_name(folder, b)), outcome.to_bytes)
-
-
-#: how a bucket finds an outcome shipped for (folder, bucket): its bytes, or ``None``
-DecidedFiles = Callable[[str, int], "bytes | None"]
-
-
-def shipped_outcome(folder: str, bucket: int) -> bytes | None:
-    """The executors' copy of a shipped outcome (:func:`streaming.query.failover.shipped_copy`), or ``None``."""
-    local = failover.shipped_copy(decided_name(folder, bucket))
-    if local is None:
-        return None
-    with open(local, "rb") as f:
-        return f.read()
-
-
-def take(
-    bucket: int,
-    frame: pd.DataFrame,
-    current: controller.ControllerState,
-    *,
-    checkpoint_dir: str | None,
-    snapshots: failover.SnapshotFiles,
-    config: controller.ControllerConfig | None,
-    files: DecidedFiles,
-) -> Outcome | None:
-    """The outcome decided ahead for this bucket's batch, when it applies: the batch is one failover
-    reference (usable by the bucket, :func:`streaming.query.failover.unusable_reason`) and ticks, the reference is
-    the outcome's, the slice the step would load is the very text decided from, the configs are its, and the
-    stored state (``current``, its context's head at least) holds no admin bookkeeping. ``None``: run the
-    step."""
-    kinds = frame["kind"]
-    refs = frame["payload"][kinds == KIND_FAILOVER_REF]
-    if config is None or len(refs) != 1 or not (kinds == KIND_TICK).any():
-        return None
-    # claims (the request ids of admin commands that went to other buckets) change nothing here
-    if not ((kinds == KIND_FAILOVER_REF) | (kinds == KIND_TICK) | (kinds == KIND_CLAIM)).all():
-        return None
-    c = current
-    if c.pending_reassignments or c.pending_deletions or c.zk_reassignments or c.interrupted_reassignments:
-        return None
-    ref = json.loads(refs.iloc[0])
-    if ref.get("resumes"):
-        return None
-    folder = str(ref.get("path", ""))
-    if failover.unusable_reason(ref, bucket, current.context.epoch, checkpoint_dir, snapshots) is not None:
-        return None
-    data = files(folder, bucket)
-    if data is None:
-        return None
-    started = time.monotonic()
-    try:
-        outcome = Outcome.from_bytes(data)
-    except Exception as e:  # a damaged copy: the step decides
-        log.warning("bucket %d: the failover outcome decided ahead could not be read: %r", bucket, e)
-        return None
-    if (
-        outcome is None
-        or outcome.folder != folder
-        or outcome.bucket != bucket
-        or outcome.controller_epoch != int(ref.get("controller_epoch", -1))
-        or outcome.controller_id != int(ref.get("controller_id", -1))
-        or outcome.config != config
-    ):
-        return None
-    text = snapshots.read(folder, bucket)  # ~20 ms at 50k partitions: the hand-off compared it too
-    if text is None or text_digest(text) != outcome.digest:
-        return None
-    log.debug("bucket %d: failover outcome decided ahead, read in %.3f s", bucket, time.monotonic() - started)
-    return outcome

@@ -406,7 +406,7 @@ class Dispatcher:
                 rid = _request_id_of(r["payload"])
                 # a record refused for reusing a request id gets no answer under it: the id is another's
                 if rid is not None and not r.get(NOT_ANSWERED):
-                    results.append(_rejected_result(rid, r, reasons))
+                    results.append(rejected_result(rid, r, reasons))
                     result_buckets.append(int(bucket))
 
         report.zk_applied, report.zk_skipped, report.zk_failed = zk.applied, zk.skipped, len(zk.failed)
@@ -551,7 +551,7 @@ def withhold_refused(requests: Sequence[dc.BrokerRequest], failed: Sequence[Fail
     return withhold(requests, classify(failed))
 
 
-def _rejected_result(rid: str, row: dict[str, Any], reasons: Sequence[str]) -> dc.AdminResult:
+def rejected_result(rid: str, row: dict[str, Any], reasons: Sequence[str]) -> dc.AdminResult:
     """The answer to a rejected command. Input refused at the edge is ``INVALID_REQUEST`` (what
     ``--wait`` and scripts test for), with the limit's own Kafka error name (``INVALID_TOPIC_EXCEPTION``,
     ``INVALID_PARTITIONS``, ``INVALID_REPLICATION_FACTOR``, …) leading the message and in

@@ -42,7 +42,8 @@ from core.controller.metrics import BUCKET_GAUGES
 from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.request_encoding import EncodeMemo
 from streaming.monitoring import observability
-from streaming.query import decided, failover
+from streaming.query import failover
+from streaming.query import outcome as decided
 from streaming.query.bucket_keys import bucket_of_key
 from streaming.query.failover_refs import Origin, applicable_events, events_of
 from streaming.query.request_ids import refuse_reused

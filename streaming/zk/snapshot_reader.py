@@ -78,7 +78,7 @@ def parse_broker_registration(broker_id: int, data: bytes | str, czxid: int, pat
         raise SnapshotError(e.field, e.reason) from None
 
 
-def _get_all(
+def get_all(
     client: KazooClient,
     paths: Iterable[str],
     window: int,
@@ -156,10 +156,10 @@ class MultiRead:
         return results
 
 
-def _multi_get_all(
+def multi_get_all(
     client: KazooClient, paths: list[str], window: int, per_request: int = MULTI_READ_SIZE
 ) -> dict[str, tuple[bytes, Any]]:
-    """As :func:`_get_all`, with ``multiRead`` requests of ``per_request`` paths, ``window`` znodes in
+    """As :func:`get_all`, with ``multiRead`` requests of ``per_request`` paths, ``window`` znodes in
     flight at most. Raises ``UnimplementedError`` from a server without ``multiRead``."""
     out: dict[str, tuple[bytes, Any]] = {}
     chroot = client.chroot or ""
@@ -192,9 +192,9 @@ def read_znodes(
     """``path -> (data, stat)`` for each of ``paths`` that exists: ``multiRead`` (``per_request`` znodes a
     request) where the server has it, one ``get_async`` per znode where it does not."""
     try:
-        return _multi_get_all(client, paths, window, per_request)
+        return multi_get_all(client, paths, window, per_request)
     except UnimplementedError:
-        return _get_all(client, paths, window)
+        return get_all(client, paths, window)
 
 
 def _children(client: KazooClient, path: str) -> list[str]:
@@ -208,7 +208,7 @@ def _children(client: KazooClient, path: str) -> list[str]:
 def read_brokers(client: KazooClient, window: int = 5000) -> tuple[Broker, ...]:
     """The live broker registrations, sorted by id; ids that are not integers are skipped."""
     ids = sorted(int(c) for c in _children(client, zkdata.BROKER_IDS) if c.isdigit())
-    got = _get_all(client, (zkdata.broker_path(i) for i in ids), window)
+    got = get_all(client, (zkdata.broker_path(i) for i in ids), window)
     return tuple(
         parse_broker_registration(i, got[p][0], got[p][1].czxid, p) for i in ids if (p := zkdata.broker_path(i)) in got
     )
@@ -537,7 +537,7 @@ class SnapshotReader:
         try:
             # a read ahead goes in small windows, so that winning the lease stops it within one
             window = min(self.window, AHEAD_WINDOW) if ahead else self.window
-            got = _get_all(self.client, todo, window, watch=self._on_watch, abort=abort)
+            got = get_all(self.client, todo, window, watch=self._on_watch, abort=abort)
             if abort is not None and abort.is_set():
                 raise ReadAbortedError()  # before decoding: the read after winning is waiting for the lock
         except ReadAbortedError:
