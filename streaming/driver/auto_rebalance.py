@@ -20,7 +20,6 @@ The configs come from the settings and ``/config/brokers/<default>`` (:mod:`stre
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +29,7 @@ from core.cluster_config import CONTROLLER_CONFIGS, controller_fields
 from core.codec.events import event_to_json
 from core.controller import brokers_over_imbalance
 from core.events import AutoRebalanceTick
+from streaming.runtime.watch_thread import WatchThread
 from streaming.zk.liveness import Producer
 
 log = logging.getLogger(__name__)
@@ -62,9 +62,9 @@ class AutoRebalanceScheduler:
         self._reassigning = reassigning
         self._values = _fields(configs)
         self._flush_timeout = flush_timeout_s
-        self._first_delay = first_delay_s
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = WatchThread(
+            "livectl-auto-rebalance", self._round, lambda: self.interval_s, first_delay_s=first_delay_s
+        )
         #: every tick published, in order
         self.published: list[AutoRebalanceTick] = []
 
@@ -77,14 +77,10 @@ class AutoRebalanceScheduler:
         self._values = _fields(configs)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="livectl-auto-rebalance", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._thread.stop(timeout)
 
     def check(self) -> AutoRebalanceTick | None:
         """One run: the tick published, or ``None`` (auto rebalance off, a reassignment in progress, or no
@@ -105,11 +101,8 @@ class AutoRebalanceScheduler:
         log.info("auto leader rebalance: brokers %s are above the imbalance threshold", list(brokers))
         return tick
 
-    def _loop(self) -> None:
-        delay = self._first_delay
-        while not self._stopped.wait(delay):
-            delay = self.interval_s
-            try:
-                self.check()
-            except (KafkaError, OSError) as e:
-                log.warning("auto leader rebalance check failed, the next one is in %.0f s: %s", self.interval_s, e)
+    def _round(self) -> None:
+        try:
+            self.check()
+        except (KafkaError, OSError) as e:
+            log.warning("auto leader rebalance check failed, the next one is in %.0f s: %s", self.interval_s, e)

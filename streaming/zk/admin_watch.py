@@ -65,6 +65,7 @@ from core.kafka import zkdata
 from core.model import PartitionTarget, TopicPartition
 from core.snapshot import ZkSnapshot
 from streaming.errors import StreamingError
+from streaming.runtime.watch_thread import WatchThread
 from streaming.zk.liveness import Producer
 
 log = logging.getLogger(__name__)
@@ -106,12 +107,9 @@ class AdminPathWatcher:
         self._static = dict(static_configs or {})
         #: called with the effective configs whenever they change (e.g. the auto-rebalance schedule's update)
         self.on_configs = on_configs
-        self._resync = resync_interval_s
         self._flush_timeout = flush_timeout_s
-        self._wake = threading.Event()
-        self._stopped = threading.Event()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._thread = WatchThread("livectl-admin-watch", self._round, resync_interval_s)
         self._reassign_czxid: int | None = None
         self._preferred_czxid: int | None = None
         self._deleting: set[str] = set()
@@ -166,15 +164,10 @@ class AdminPathWatcher:
     def start(self) -> None:
         """Publish what changed since :meth:`prime`, then follow changes on a thread of the watcher's own."""
         self.sync()
-        self._thread = threading.Thread(target=self._loop, name="livectl-admin-watch", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stopped.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._thread.stop(timeout)
 
     def sync(self) -> list[Event]:
         """Read every watched path now (re-arming the watches) and publish what changed; returns the events."""
@@ -234,7 +227,7 @@ class AdminPathWatcher:
                     self._own[topic] = self._own.get(topic, frozenset()) | partitions
             self._dirty_topics |= again
         if again:
-            self._wake.set()
+            self._thread.wake()
 
     def _topics_round(self, events: list[Event], commits: list[Callable[[], None]]) -> None:
         # before the children are read: a topic written (and settled) since is then among them
@@ -456,28 +449,23 @@ class AdminPathWatcher:
         return configs
 
     def _on_event(self, _event: Any) -> None:
-        self._wake.set()
+        self._thread.wake()
 
     def _on_topic_data(self, event: Any) -> None:
         path = getattr(event, "path", "") or ""
         if path.startswith(zkdata.BROKER_TOPICS + "/"):
             with self._dirty_lock:
                 self._dirty_topics.add(path[len(zkdata.BROKER_TOPICS) + 1 :])
-        self._wake.set()
+        self._thread.wake()
 
-    def _loop(self) -> None:
-        while not self._stopped.is_set():
-            self._wake.wait(self._resync)
-            self._wake.clear()
-            if self._stopped.is_set():
-                return
-            try:
-                self.sync()
-            except (KazooException, AdminWatchError) as e:
-                # a lost connection or session is the lease's to report (a controller whose session ended
-                # says so itself, in one line); anything else is this watcher's
-                quiet = isinstance(e, (ConnectionLoss, SessionExpiredError, ConnectionClosedError))
-                (log.debug if quiet else log.warning)("admin-path watcher round failed, will retry: %r", e)
+    def _round(self) -> None:
+        try:
+            self.sync()
+        except (KazooException, AdminWatchError) as e:
+            # a lost connection or session is the lease's to report (a controller whose session ended
+            # says so itself, in one line); anything else is this watcher's
+            quiet = isinstance(e, (ConnectionLoss, SessionExpiredError, ConnectionClosedError))
+            (log.debug if quiet else log.warning)("admin-path watcher round failed, will retry: %r", e)
 
     def _publish(self, events: list[Event]) -> None:
         try:

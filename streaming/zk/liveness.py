@@ -39,6 +39,7 @@ from core.codec.events import event_to_json
 from core.events import BrokerFailure, BrokerStartup, Event
 from core.kafka.zkdata import BROKER_IDS
 from streaming.errors import StreamingError
+from streaming.runtime.watch_thread import WatchThread
 from streaming.zk.snapshot_reader import SnapshotError, parse_broker_registration
 
 log = logging.getLogger(__name__)
@@ -74,13 +75,10 @@ class LivenessBridge:
         self._producer = producer
         self.topic = topic
         self._known: dict[int, int] = dict(known or {})
-        self._resync = resync_interval_s
         self._flush_timeout = flush_timeout_s
         self._on_error = on_error
-        self._wake = threading.Event()
-        self._stopped = threading.Event()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._thread = WatchThread("livectl-liveness", self._round, resync_interval_s)
         #: every event published, in order (for the driver's metrics and for tests)
         self.published: list[Event] = []
 
@@ -95,15 +93,10 @@ class LivenessBridge:
         self._zk.ensure_path(BROKER_IDS)
         self.sync()
         self._zk.ChildrenWatch(BROKER_IDS, self._on_children)
-        self._thread = threading.Thread(target=self._loop, name="livectl-liveness", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stopped.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._thread.stop(timeout)
 
     def sync(self) -> list[Event]:
         """Read all registrations now and publish the differences; returns the events published."""
@@ -134,26 +127,21 @@ class LivenessBridge:
     # ------------------------------------------------------------------ internals
 
     def _on_children(self, children: list[str]) -> bool | None:
-        if self._stopped.is_set():
+        if self._thread.stopping:
             return False  # kazoo stops the watch
-        self._wake.set()
+        self._thread.wake()
         return None
 
-    def _loop(self) -> None:
-        while not self._stopped.is_set():
-            self._wake.wait(self._resync)
-            self._wake.clear()
-            if self._stopped.is_set():
-                return
-            try:
-                self.sync()
-            except (KazooException, LivenessError) as e:
-                # a lost connection or session is the lease's to report (a session that ended is the end of
-                # this controller: it says so itself, in one line); anything else is this bridge's
-                quiet = isinstance(e, (ConnectionLoss, SessionExpiredError, ConnectionClosedError))
-                (log.debug if quiet else log.warning)("liveness bridge round failed, will retry: %r", e)
-                if self._on_error is not None:
-                    self._on_error(e)
+    def _round(self) -> None:
+        try:
+            self.sync()
+        except (KazooException, LivenessError) as e:
+            # a lost connection or session is the lease's to report (a session that ended is the end of
+            # this controller: it says so itself, in one line); anything else is this bridge's
+            quiet = isinstance(e, (ConnectionLoss, SessionExpiredError, ConnectionClosedError))
+            (log.debug if quiet else log.warning)("liveness bridge round failed, will retry: %r", e)
+            if self._on_error is not None:
+                self._on_error(e)
 
     def _read(self) -> dict[int, tuple[int, bytes]]:
         """broker id -> (czxid, registration JSON) for every registration present."""
