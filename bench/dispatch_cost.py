@@ -78,7 +78,8 @@ from core import events as ev
 from core.model import Endpoint
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, ZkBatchResult
-from streaming.monitoring.audit_log import STATE_CHANGE_LOGGER, AuditLog, MemoryAuditFiles
+from streaming.monitoring.audit_log import AuditLog, MemoryAuditFiles
+from streaming.monitoring.state_change_log import STATE_CHANGE_LOGGER
 from streaming.query.dispatch import Dispatcher
 from streaming.query.stateful import METRIC_COLUMNS, OUTPUT_COLUMNS, decision_rows
 from streaming.runtime.checkpoint_fs import MemoryCheckpointStore

@@ -245,7 +245,7 @@ class SplicedBody(Mapping[str, Any]):
     are (:mod:`sinks.requests`): a large batch's bodies are then never parsed on the driver.
 
     **The texts' form**, which readers may rely on without parsing (the state-change log cuts LeaderAndIsr
-    and StopReplica partition states out of them: ``streaming.monitoring.audit_log``'s ``_state_texts``). Each text is
+    and StopReplica partition states out of them: ``streaming.monitoring.request_digest.state_spans``). Each text is
     one ``topicStates`` entry as :func:`core.codec.decisions.sorted_entries` writes it:
 
     * canonical JSON, keys sorted at every level, no spaces: byte for byte

@@ -85,7 +85,7 @@ from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
 from streaming.monitoring import observability
-from streaming.monitoring.audit_log import AuditBatch, PreparedRows
+from streaming.monitoring.audit_rows import AuditBatch, PreparedRows
 from streaming.monitoring.spark_ui import batch_head, batch_summary, publish_figures
 from streaming.query.refusals import answer_existing_topics, classify, withhold
 from streaming.query.request_ids import NOT_ANSWERED

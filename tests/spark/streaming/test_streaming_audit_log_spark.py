@@ -20,7 +20,8 @@ from core.kafka.requests import RequestApi, WireBody
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
 from streaming.monitoring import spark_ui
-from streaming.monitoring.audit_log import AuditBatch, AuditLog, HadoopAuditFiles
+from streaming.monitoring.audit_log import AuditLog, HadoopAuditFiles
+from streaming.monitoring.audit_rows import AuditBatch
 from streaming.query.dispatch import Dispatcher
 from streaming.query.stateful import KIND_METRICS, METRIC_COLUMNS, OUTPUT_SCHEMA
 from streaming.runtime.checkpoint_fs import HadoopCheckpointStore

@@ -28,21 +28,16 @@ from core.kafka.requests import RequestApi, WireBody
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import FailedWrite, Fence
 from streaming.monitoring import spark_ui
-from streaming.monitoring.audit_log import (
+from streaming.monitoring.audit_log import PROGRESS_FILE, AuditLog, MemoryAuditFiles, default_audit_dir
+from streaming.monitoring.audit_rows import (
     AUDIT_SCHEMA,
-    PROGRESS_FILE,
-    STATE_CHANGE_LOGGER,
     AuditBatch,
-    AuditLog,
-    MemoryAuditFiles,
     audit_rows,
-    default_audit_dir,
-    digest_requests,
-    log_state_changes,
-    per_broker,
     topic_partition_of_item,
     topic_partition_of_path,
 )
+from streaming.monitoring.request_digest import digest_requests, per_broker
+from streaming.monitoring.state_change_log import STATE_CHANGE_LOGGER, log_state_changes
 from streaming.query.validation import InputValidator
 from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
