@@ -19,17 +19,15 @@ nullable), ``topic string``, ``partition int``, ``offset long``, ``timestamp tim
 also accepted under Spark's Kafka source names (``kafka.bootstrap.servers``, ``subscribe``,
 ``startingOffsets``, ``maxOffsetsPerTrigger``) and in camelCase.
 
-**Offsets.** A source offset is ``{topic: {partition: next_offset}}`` (partition ids as text, topics and
-partitions in sorted order so that equal offsets serialise equally), plus ``"@last": {topic: {partition:
-mark}}``: the mark (:func:`record_mark`: timestamp and checksum) of the record just before each position,
-for the data-loss check. Spark writes the end offset of each
-micro-batch to the checkpoint's offset log before running it, so a query stopped and restarted from its
-checkpoint resumes at exactly that offset: no record is read twice and none is skipped; a batch that was
-planned but not committed is re-read with :meth:`KafkaStreamReader.readBetweenOffsets`, deterministically.
-End offsets are taken from the records actually read (the offset of the last one + 1), never from the
-broker's reported end, which tansu (the local broker before Apache Kafka) under-reported. No consumer
-group is used (``assign`` + ``seek``); nothing is committed to Kafka. Partitions that appear later start
-at their beginning.
+**Offsets.** A source offset is ``{topic: {partition: next_offset}}`` (partition ids as text, topics and partitions in
+sorted order so that equal offsets serialise equally), plus ``"@last": {topic: {partition: mark}}``: the mark
+(:func:`~streaming.source.consumer.record_mark`: timestamp and checksum) of the record just before each position, for
+the data-loss check. Spark writes the end offset of each micro-batch to the checkpoint's offset log before running it,
+so a query stopped and restarted from its checkpoint resumes at exactly that offset: no record is read twice and none is
+skipped; a batch that was planned but not committed is re-read with :meth:`KafkaStreamReader.readBetweenOffsets`,
+deterministically. End offsets are taken from the records actually read (the offset of the last one + 1), never from the
+broker's reported end, which tansu (the local broker before Apache Kafka) under-reported. No consumer group is used
+(``assign`` + ``seek``); nothing is committed to Kafka. Partitions that appear later start at their beginning.
 
 **Data loss** (Spark's ``failOnDataLoss``). Before each read the source fetches, per partition, the record
 just before the offset it is to read from, and checks that it is the record it read there (its mark):
@@ -42,7 +40,8 @@ spot) are all data loss. A log that begins exactly at the offset lost only recor
 with ``false`` it logs a warning and reads that partition again from its earliest offset. Re-reading a
 planned batch checks its last record's mark too. Offsets without marks (explicit starting offsets, a
 checkpoint written before marks) are checked by the offsets alone until their first record is read. A
-partition whose check the broker does not answer within ``poll_timeout_ms`` is not read that time.
+partition whose check the broker does not answer within ``poll_timeout_ms`` is not read that time. The check, and the
+consumer's offsets and positions, are :class:`streaming.source.consumer.SourceConsumer`'s.
 
 **Starting offsets** (a new checkpoint only): ``earliest``, ``latest`` (the true ends when the query
 plans its first batch), or a JSON object ``{"topic": {"partition": offset}}`` as Spark's Kafka source
@@ -84,7 +83,6 @@ import datetime as dt
 import json
 import logging
 import time
-import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -92,11 +90,10 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from sinks.security import KafkaSecurity
+from streaming.source.consumer import SourceConsumer, poll_until, record_mark
 from streaming.source.options import (
     SOURCE_NAME,
     KafkaSourceError,
-    Marks,
     Positions,
     SourceOptions,
     source_offset,
@@ -112,30 +109,13 @@ log = logging.getLogger("livectl.kafka_source")
 _FAILOVER_REF_TYPE = "controller_failover_ref"
 
 
-#: the consumer's ``fetch_max_wait_ms`` (at most the poll timeout)
-FETCH_MAX_WAIT_MS = 50
-
-#: how long each poll of the read to the true ends waits (:meth:`KafkaStreamReader._true_ends`): an empty
-#: answer comes after :data:`FETCH_MAX_WAIT_MS`, so this sees one
-ENDS_POLL_MS = 100
-
 #: how long a read's last poll waits once records came and no partition is behind its high watermark: a
 #: fetch the broker can answer from what it holds comes back in a few milliseconds on a LAN
 CONFIRM_POLL_MS = 10
 
-#: how long a partition the broker answered without an offset is asked again before it is an error
-OFFSETS_RETRY_S = 30.0
-
 
 def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", "replace")
-
-
-def record_mark(r: Any) -> str:
-    """What tells a record from another written at the same offset of a log written again: its timestamp
-    and a checksum of its key and value (``"<timestamp>-<crc32>"``)."""
-    crc = zlib.crc32(r.value or b"", zlib.crc32(r.key or b""))
-    return f"{r.timestamp}-{crc:08x}"
 
 
 def _row(r: Any) -> tuple[Any, ...]:
@@ -143,27 +123,13 @@ def _row(r: Any) -> tuple[Any, ...]:
     return (_text(r.key), _text(r.value), r.topic, r.partition, r.offset, ts)
 
 
-#: data-loss checks in a row left unanswered by the broker before the source says so as a warning (info before)
-UNANSWERED_CHECKS_WARNED = 3
-
-
-def _poll_until(consumer: Any, deadline: float, timeout_ms: int, max_records: int, retry_ms: int) -> Any:
-    """``consumer.poll(timeout_ms, max_records)``, polled again (``retry_ms`` each) while it brings nothing and
-    ``time.monotonic()`` has not reached ``deadline``: the first read's wait for a record."""
-    got = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
-    while not got and time.monotonic() < deadline:
-        got = consumer.poll(timeout_ms=retry_ms, max_records=max_records)
-    return got
-
-
 class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads ``options.topics`` from ``start`` offsets (see the module docstring)."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._consumer: Any = None
-        #: where the consumer stands per (topic, partition), to avoid needless seeks
-        self._positions: dict[tuple[str, int], int] = {}
+        #: the consumer: partitions, offsets, where it stands, the data-loss check
+        self.kafka = SourceConsumer(options)
         self._target: Positions | None = None
         #: the failover barrier: not yet passed; where the scan for the reference stands
         self._held = options.barrier_topic is not None
@@ -172,252 +138,14 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         self._scanned: dict[tuple[str, int], int] = {}
         #: the last poll of a read once records came and none is known to be left (see :meth:`read`)
         self._confirm_ms = min(options.poll_timeout_ms, CONFIRM_POLL_MS)
-        #: data-loss checks in a row that the broker did not answer in time (see :meth:`_check_data_loss`)
-        self._unanswered_checks = 0
-
-    # ------------------------------------------------------------------ kafka plumbing
-
-    def _client(self) -> Any:
-        if self._consumer is None:
-            from kafka import KafkaConsumer
-
-            self._consumer = KafkaConsumer(
-                **KafkaSecurity(self.options.security).client_kwargs(),
-                bootstrap_servers=self.options.bootstrap_servers,
-                enable_auto_commit=False,
-                group_id=None,
-                # how soon a record is seen while a read waits: tansu answered a parked fetch only when its
-                # wait was over, whatever arrived meanwhile (Kafka answers at once); shorter costs the idle
-                # controller CPU in fetches (docs/decisions/2026-11-25-trigger-zero.md)
-                fetch_max_wait_ms=min(self.options.poll_timeout_ms, FETCH_MAX_WAIT_MS),
-                max_poll_records=min(self.options.max_records_per_batch, 5000),
-                auto_offset_reset="earliest",
-            )
-        return self._consumer
-
-    def _partitions(self) -> list[Any]:
-        from kafka import TopicPartition
-
-        c = self._client()
-        out = []
-        for topic in self.options.topics:
-            parts = c.partitions_for_topic(topic)
-            if not parts:
-                # metadata may lag right after creation: ask once more
-                c.topics()
-                parts = c.partitions_for_topic(topic)
-            if not parts:
-                raise KafkaSourceError("topics", f"topic {topic!r} does not exist")
-            out += [TopicPartition(topic, p) for p in sorted(parts)]
-        return out
-
-    def _assign(self, tps: list[Any], starts: Mapping[tuple[str, int], int]) -> None:
-        c = self._client()
-        if set(c.assignment()) != set(tps):
-            c.assign(tps)
-            self._positions = {}
-        for tp in tps:
-            want = starts[(tp.topic, tp.partition)]
-            if self._positions.get((tp.topic, tp.partition)) != want:
-                c.seek(tp, want)
-                self._positions[(tp.topic, tp.partition)] = want
-
-    def _list_offsets(self, which: str, tps: list[Any]) -> dict[Any, int]:
-        """The log start (``which="beginning"``) or end offsets of ``tps``. kafka-python leaves out of its
-        answer a partition the broker answered without an offset and no error, then fails looking it up
-        (``KeyError``; seen with tansu, the earlier local broker, for a topic that exists): such partitions
-        are asked again, one at a time, for up to :data:`OFFSETS_RETRY_S` — a transient answer must not stop
-        the controller's query — and only then is it an error naming the partitions."""
-        c = self._client()
-        ask = c.beginning_offsets if which == "beginning" else c.end_offsets
-        try:
-            return dict(ask(tps))
-        except KeyError:
-            pass
-        out: dict[Any, int] = {}
-        todo = list(tps)
-        deadline = time.monotonic() + OFFSETS_RETRY_S
-        while True:
-            for tp in list(todo):
-                try:
-                    out.update(ask([tp]))
-                    todo.remove(tp)
-                except KeyError:
-                    continue
-            if not todo:
-                return out
-            if time.monotonic() >= deadline:
-                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in todo)
-                raise KafkaSourceError(
-                    names, f"the broker gave no {which} offset for {OFFSETS_RETRY_S:.0f} s (asked again every 0.2 s)"
-                )
-            time.sleep(0.2)
-
-    def _true_ends(self) -> tuple[Positions, Marks]:
-        """The next offset to be written per partition, read to the real end (tansu under-reported it), and the
-        marks of the last records."""
-        tps = self._partitions()
-        c = self._client()
-        reported = self._list_offsets("end", tps)
-        self._assign(tps, {(tp.topic, tp.partition): reported[tp] for tp in tps})
-        ends = {(tp.topic, tp.partition): reported[tp] for tp in tps}
-        marks: Marks = {}
-        while True:
-            got = c.poll(timeout_ms=min(self.options.poll_timeout_ms, ENDS_POLL_MS), max_records=5000)
-            if not got:
-                break
-            for tp, records in got.items():
-                key = (tp.topic, tp.partition)
-                if records and records[-1].offset + 1 >= ends[key]:
-                    ends[key] = records[-1].offset + 1
-                    marks[key] = record_mark(records[-1])
-                if records:
-                    self._positions[key] = records[-1].offset + 1
-        return ends, marks
-
-    def _behind(self, tps: list[Any]) -> bool:
-        """Whether the broker's last fetch answers put a partition's high watermark past where the consumer
-        stands (records it has that this read has not had yet). Fetch answers carry the true high
-        watermark, unlike tansu's ListOffsets (the earlier local broker)."""
-        c = self._client()
-        for tp in tps:
-            hw = c.highwater(tp)
-            if hw is not None and hw > self._positions.get((tp.topic, tp.partition), hw):
-                return True
-        return False
-
-    def _starts(self, positions: Positions, tps: list[Any]) -> Positions:
-        missing = [tp for tp in tps if (tp.topic, tp.partition) not in positions]
-        begins = self._list_offsets("beginning", missing) if missing else {}
-        return {
-            (tp.topic, tp.partition): begins[tp] if tp in begins else positions[(tp.topic, tp.partition)] for tp in tps
-        }
-
-    def _records_before(self, tps: list[Any], todo: list[Any], starts: Positions) -> dict[tuple[str, int], Any]:
-        """Per partition of ``todo`` (some of ``tps``, the partitions read), the first record at or after the
-        offset just before its start — that record itself when the log holds it — or ``None`` when the log
-        has none there (it ends before it); a partition the broker did not answer for within
-        ``poll_timeout_ms`` is left out. One fetch answers a log that holds the record at once. The consumer
-        keeps ``tps`` assigned (the read that follows only seeks)."""
-        c = self._client()
-        wanted = {(tp.topic, tp.partition): starts[(tp.topic, tp.partition)] - 1 for tp in todo}
-        self._assign(tps, {**starts, **wanted})
-        pending = {(tp.topic, tp.partition): tp for tp in todo}
-        out: dict[tuple[str, int], Any] = {}
-        deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
-        while pending:
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            if left_ms <= 0:
-                break
-            got = c.poll(timeout_ms=min(left_ms, ENDS_POLL_MS), max_records=5000)
-            for tp, records in got.items():
-                key = (tp.topic, tp.partition)
-                if records:
-                    self._positions[key] = records[-1].offset + 1
-                if key not in pending or not records:
-                    continue
-                # only earlier records: the consumer was moved to the log's beginning (Kafka answers a fetch
-                # out of the log's range with an error, and the consumer resets to the earliest offset)
-                at = [r for r in records if r.offset >= wanted[key]]
-                out[key] = at[0] if at else None
-                del pending[key]
-            for key, tp in list(pending.items()):
-                # a fetch past the end answered with nothing (tansu's way): the high watermark says the log ends earlier
-                hw = c.highwater(tp)
-                if hw is not None and hw <= wanted[key]:
-                    out[key] = None
-                    del pending[key]
-        return out
-
-    def _check_data_loss(
-        self, tps: list[Any], starts: Positions, marks: Marks
-    ) -> tuple[Positions, Marks, set[tuple[str, int]]]:
-        """``starts`` and ``marks`` with lost offsets handled (see "Data loss" in the module docstring), and
-        the partitions that could not be checked this time (the broker did not answer: they are not read)."""
-        # checked on every read, not remembered: a broker that restarts empty makes any offset lost again
-        todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] > 0]
-        if not todo:
-            return starts, marks, set()
-        before = self._records_before(tps, todo, starts)
-        found = {
-            (tp.topic, tp.partition)
-            for tp in todo
-            if before.get((tp.topic, tp.partition)) is not None
-            and before[(tp.topic, tp.partition)].offset == starts[(tp.topic, tp.partition)] - 1
-        }
-        absent = [tp for tp in todo if (tp.topic, tp.partition) in before and (tp.topic, tp.partition) not in found]
-        begins = self._list_offsets("beginning", absent) if absent else {}
-        c = self._client()
-        lost: dict[Any, str] = {}
-        for tp in todo:
-            key = (tp.topic, tp.partition)
-            if key not in before:
-                continue
-            start, r = starts[key], before[key]
-            if key in found:
-                if key not in marks or record_mark(r) == marks[key]:
-                    continue
-                lost[tp] = f"the record at offset {start - 1} is not the one it read there (the log was written again)"
-            elif begins[tp] == start:
-                continue  # the records before it were deleted (retention): none it has not read
-            elif begins[tp] > start:
-                lost[tp] = f"the log now begins at offset {begins[tp]}"
-            elif r is not None and key not in marks:
-                # the log holds later records but gives none at that offset (a transaction marker): nothing
-                # read there to compare, and the offset is inside the log
-                continue
-            elif r is not None:
-                lost[tp] = (
-                    f"the record at offset {start - 1}, the last it read, is not there (the log was written again)"
-                )
-            else:
-                hw = c.highwater(tp)
-                lost[tp] = f"the log now ends at offset {hw if hw is not None and hw < start else start - 1}"
-        unchecked = {(tp.topic, tp.partition) for tp in todo} - set(before)
-        self._unanswered_checks = self._unanswered_checks + 1 if unchecked else 0
-        if unchecked:
-            # once is a slow answer (a process resumed after a pause meets its stale connections first: a
-            # controller paused past a takeover then exits as fenced, and says only that); a warning when it
-            # goes on, since those partitions are not read meanwhile
-            log.log(
-                logging.WARNING if self._unanswered_checks >= UNANSWERED_CHECKS_WARNED else logging.INFO,
-                "could not check the offsets of %s within %d ms (the broker did not answer; %d time(s) in a row):"
-                " not read this time",
-                ", ".join(f"{t}-{p}" for t, p in sorted(unchecked)),
-                self.options.poll_timeout_ms,
-                self._unanswered_checks,
-            )
-        if not lost:
-            return starts, marks, unchecked
-        out, kept = dict(starts), dict(marks)
-        unlisted = [tp for tp in lost if tp not in begins]
-        firsts = self._list_offsets("beginning", unlisted) if unlisted else {}
-        for tp, reason in lost.items():
-            key = (tp.topic, tp.partition)
-            what = (
-                f"{tp.topic}-{tp.partition}: the checkpoint reads from offset {starts[key]} but {reason}"
-                " (the broker lost data: restarted without storage, the topic was deleted and created again,"
-                " or records were deleted)"
-            )
-            if self.options.fail_on_data_loss:
-                raise KafkaSourceError(
-                    "fail_on_data_loss",
-                    f"data loss on {what}; set fail_on_data_loss=false to go on from the earliest offset"
-                    " (the records in between are lost), or start on a new checkpoint_dir",
-                )
-            begin = begins[tp] if tp in begins else firsts[tp]
-            log.warning("data loss on %s; fail_on_data_loss=false: reading it again from offset %d", what, begin)
-            out[key] = begin
-            kept.pop(key, None)
-        return out, kept, unchecked
 
     # ------------------------------------------------------------------ Spark's interface
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
         if self.options.starting_offsets == "latest":
-            return source_offset(*self._true_ends())
-        tps = self._partitions()
-        begins = self._list_offsets("beginning", tps)
+            return source_offset(*self.kafka.true_ends())
+        tps = self.kafka.partitions()
+        begins = self.kafka.list_offsets("beginning", tps)
         given = {(t, p): o for t, p, o in self.options.starting_positions or ()}
         marks = {(t, p): m for t, p, m in self.options.starting_marks}
         positions = {(tp.topic, tp.partition): given.get((tp.topic, tp.partition), begins[tp]) for tp in tps}
@@ -441,19 +169,19 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             )
             for tp in tps
         }
-        self._assign(tps, positions)
-        c = self._client()
+        self.kafka.assign(tps, positions)
+        c = self.kafka.client()
         deadline = time.monotonic() + wait_s
         poll_ms = self.options.poll_timeout_ms
         while True:
-            got = _poll_until(c, deadline, poll_ms, 5000, poll_ms)
+            got = poll_until(c, deadline, poll_ms, 5000, poll_ms)
             if not got:
                 return None
             for tp, records in got.items():
                 key = (tp.topic, tp.partition)
                 if records:
                     # where the consumer now stands, before any early return: the barrier batch seeks back
-                    self._positions[key] = records[-1].offset + 1
+                    self.kafka.positions[key] = records[-1].offset + 1
                 for r in records:
                     if r.offset < positions[key]:
                         continue
@@ -478,9 +206,9 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         """Records from ``start`` up to ``max_records_per_batch``; the end offset follows the last record
         read per partition (unchanged where nothing was read). Behind a failover barrier: nothing until
         the reference is there, then the reference's partition up to and including it."""
-        tps = self._partitions()
+        tps = self.kafka.partitions()
         positions, marks = split_offset(start)
-        starts, marks, unchecked = self._check_data_loss(tps, self._starts(positions, tps), marks)
+        starts, marks, unchecked = self.kafka.check_data_loss(tps, self.kafka.with_beginnings(positions, tps), marks)
         first_wait_s = self.options.first_read_wait_ms / 1000 if self._first_read else 0.0
         self._first_read = False
         if self._held:
@@ -507,14 +235,14 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         last: dict[tuple[str, int], Any] = {}
         rows: list[tuple[Any, ...]] = []
         if tps:
-            self._assign(tps, starts)
-            c = self._client()
+            self.kafka.assign(tps, starts)
+            c = self.kafka.client()
             timeout = self.options.poll_timeout_ms
             deadline = time.monotonic() + first_wait_s
             while len(rows) < limit:
                 # the first read waits for its first record; a read that has records waits no longer
                 until = deadline if not rows else 0.0
-                got = _poll_until(c, until, timeout, limit - len(rows), self.options.poll_timeout_ms)
+                got = poll_until(c, until, timeout, limit - len(rows), self.options.poll_timeout_ms)
                 if not got:
                     break
                 for tp, records in got.items():
@@ -529,11 +257,11 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                         last[key] = r
                     if records:
                         # where the consumer now stands; when we kept fewer, the next read seeks back
-                        self._positions[key] = records[-1].offset + 1
+                        self.kafka.positions[key] = records[-1].offset + 1
                 # Once records came, a poll that waits its whole timeout only to find nothing more delays
                 # every micro-batch (it was most of Spark's ``latestOffset``): what the broker already
                 # holds comes at once, so only a partition behind its high watermark is waited for.
-                timeout = self.options.poll_timeout_ms if self._behind(tps) else self._confirm_ms
+                timeout = self.options.poll_timeout_ms if self.kafka.behind(tps) else self._confirm_ms
         marks.update((key, record_mark(r)) for key, r in last.items())
         return iter(rows), source_offset(ends, marks)
 
@@ -543,14 +271,14 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         data loss (see the module docstring); with ``fail_on_data_loss=false`` its records are left out."""
         positions, _ = split_offset(start)
         stops, end_marks = split_offset(end)
-        tps = [tp for tp in self._partitions() if (tp.topic, tp.partition) in stops]
-        starts = self._starts(positions, tps)
+        tps = [tp for tp in self.kafka.partitions() if (tp.topic, tp.partition) in stops]
+        starts = self.kafka.with_beginnings(positions, tps)
         todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] < stops[(tp.topic, tp.partition)]]
         rows: list[tuple[tuple[str, int], tuple[Any, ...]]] = []
         if not todo:
             return iter([])
-        self._assign(todo, starts)
-        c = self._client()
+        self.kafka.assign(todo, starts)
+        c = self.kafka.client()
         reached = {(tp.topic, tp.partition): starts[(tp.topic, tp.partition)] for tp in todo}
         last: dict[tuple[str, int], Any] = {}
         deadline = time.monotonic() + self.options.replay_timeout_s
@@ -570,7 +298,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                     elif r.offset >= stops[key]:
                         reached[key] = stops[key]
                 if records:
-                    self._positions[key] = records[-1].offset + 1
+                    self.kafka.positions[key] = records[-1].offset + 1
         left_out: set[tuple[str, int]] = set()
         for key, mark in end_marks.items():
             r = last.get(key)
@@ -594,12 +322,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
-        self._target = self._true_ends()[0]
+        self._target = self.kafka.true_ends()[0]
 
     def stop(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        self.kafka.close()
 
 
 class KafkaDataSource(DataSource):

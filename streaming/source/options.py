@@ -16,7 +16,7 @@ SOURCE_NAME = "livectl-kafka"
 
 #: where a read stands: (topic, partition) -> the next offset to read
 Positions = dict[tuple[str, int], int]
-#: (topic, partition) -> the mark (:func:`streaming.source.kafka_source.record_mark`) of the record just before its
+#: (topic, partition) -> the mark (:func:`streaming.source.consumer.record_mark`) of the record just before its
 #: position
 Marks = dict[tuple[str, int], str]
 

@@ -122,7 +122,7 @@ def _reader(consumer: _ListOffsetsLike) -> Any:
     from streaming.source.kafka_source import KafkaStreamReader
 
     reader = KafkaStreamReader(SourceOptions.parse({"bootstrap_servers": "h:1", "topics": "a,b"}))
-    reader._consumer = consumer
+    reader.kafka.consumer = consumer
     return reader
 
 
@@ -132,17 +132,17 @@ def test_a_partition_answered_without_an_offset_is_asked_again_not_fatal() -> No
     tps = [TopicPartition("a", 0), TopicPartition("b", 1)]
     consumer = _ListOffsetsLike({"b": 3})
     reader = _reader(consumer)
-    assert reader._list_offsets("beginning", tps) == {tps[0]: 0, tps[1]: 1}
-    assert reader._list_offsets("end", tps) == {tps[0]: 100, tps[1]: 101}
+    assert reader.kafka.list_offsets("beginning", tps) == {tps[0]: 0, tps[1]: 1}
+    assert reader.kafka.list_offsets("end", tps) == {tps[0]: 100, tps[1]: 101}
     assert consumer.calls > 2
 
 
 def test_a_partition_never_answered_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from kafka import TopicPartition
 
-    import streaming.source.kafka_source as ks
+    import streaming.source.consumer as ks
 
     monkeypatch.setattr(ks, "OFFSETS_RETRY_S", 0.5)
     reader = _reader(_ListOffsetsLike({"b": 10**6}))
     with pytest.raises(KafkaSourceError, match=r"b-1: the broker gave no end offset for 0 s"):
-        reader._list_offsets("end", [TopicPartition("a", 0), TopicPartition("b", 1)])
+        reader.kafka.list_offsets("end", [TopicPartition("a", 0), TopicPartition("b", 1)])
