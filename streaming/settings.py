@@ -1,7 +1,7 @@
 """Settings of the whole controller job, built once at the entry point and passed down.
 
 :class:`Settings` is a frozen dataclass. The entry point builds it with :meth:`Settings.load` from
-``livectl-defaults.json`` shipped in the package (``streaming/conf/``, a flat JSON object whose keys are
+``livectl-defaults.json`` shipped in the package (``conf/``, a flat JSON object whose keys are
 the field names below), the user's ``--config`` file (the same form, any subset of the keys) and the
 command line's ``--set key=value`` overrides, applied in order (the last one wins). Nothing below the
 entry point reads ``os.environ`` or files for configuration.
@@ -30,7 +30,7 @@ from streaming.errors import StreamingError
 from streaming.resources import DEFAULTS, conf_file
 from streaming.source.query_source import CHOICES as QUERY_SOURCES
 
-#: the shipped defaults, ``streaming/conf/livectl-defaults.json`` inside the package
+#: the shipped defaults, ``conf/livectl-defaults.json`` inside the package
 DEFAULTS_PATH: Traversable = conf_file(DEFAULTS)
 
 
@@ -45,7 +45,7 @@ class SettingsError(StreamingError, ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the job needs to know; see ``streaming/conf/livectl-defaults.json`` for the shipped defaults."""
+    """Everything the job needs to know; see ``conf/livectl-defaults.json`` for the shipped defaults."""
 
     #: ZooKeeper connect string, ``host:port[,host:port…][/chroot]``
     zookeeper_connect: str = "127.0.0.1:2181"

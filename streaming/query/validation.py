@@ -4,7 +4,7 @@ Every input record (a Kafka record of ``livectl.admin`` or ``livectl.broker-even
 
 1. flattened by :func:`flatten` into one row of plain columns (``type``, ``version``, ``broker_id``,
    ``partitions``, ``replication_factor``, ``duplicate_replicas``, ...);
-2. checked by the suite in ``streaming/conf/expectations/livectl-input.json`` (great-expectations on pandas;
+2. checked by the suite in ``conf/expectations/livectl-input.json`` (great-expectations on pandas;
    a micro-batch that fails it is checked again with ``result_format="COMPLETE"`` for the failing row
    indices). A row failing any expectation is rejected
    with the names of the failed expectations and their reasons;
@@ -45,7 +45,7 @@ from core.errors import FormatError
 from core.kafka.error_codes import KafkaError as Errors
 from streaming.resources import INPUT_SUITE, conf_file
 
-#: the shipped suite, ``streaming/conf/expectations/livectl-input.json`` inside the package
+#: the shipped suite, ``conf/expectations/livectl-input.json`` inside the package
 SUITE_PATH: Traversable = conf_file(INPUT_SUITE)
 
 #: the driver's reference to a ZooKeeper snapshot written under the checkpoint (see streaming.query.failover)

@@ -179,8 +179,8 @@ def test_controllers_are_spark_submit_clients_of_the_cluster_with_a_standby() ->
         assert app == f"{site_packages()}/streaming/main.py"
         assert (REPO / "streaming" / "main.py").is_file()  # in the package the image installs
         # the Spark UI's figures job (streaming.monitoring.spark_ui) on the driver's class path and the executors'
-        assert opts["--jars"] == [f"{site_packages()}/streaming/conf/{SPARK_JAR}"]
-        assert (REPO / "streaming" / "conf" / SPARK_JAR).is_file()
+        assert opts["--jars"] == [f"{site_packages()}/livectl_conf/{SPARK_JAR}"]
+        assert (REPO / "conf" / SPARK_JAR).is_file()
         ns = _run_parser().parse_args(args)
         assert ns.zookeeper == "zookeeper:2181" and ns.bootstrap_server == "kafka:9092"
         ids.add(ns.controller_id)

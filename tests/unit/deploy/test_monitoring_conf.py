@@ -29,7 +29,7 @@ from streaming.resources import GRAFANA_DASHBOARD, PROMETHEUS, conf_path
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[3]
-CONF = REPO / "streaming" / "conf"
+CONF = REPO / "conf"
 
 
 def test_prometheus_config_is_valid_and_scrapes_both_controllers() -> None:
@@ -56,15 +56,15 @@ def test_prometheus_config_is_valid_and_scrapes_both_controllers() -> None:
     assert jobs["spark-driver"]["metrics_path"] == "/metrics/prometheus/"
     assert jobs["spark-executors"]["metrics_path"] == "/metrics/executors/prometheus/"
     prom = svcs["prometheus"]
-    assert "./streaming/conf/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prom["volumes"]
+    assert "./conf/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prom["volumes"]
     assert prom["ports"] == ["127.0.0.1:9090:9090"]
 
 
 def test_grafana_is_provisioned_with_prometheus_and_the_dashboard() -> None:
     g = services()["grafana"]
     mounts = {v.split(":")[1]: v.split(":")[0] for v in g["volumes"]}
-    assert mounts["/etc/grafana/provisioning"] == "./streaming/conf/grafana/provisioning"
-    assert mounts["/var/lib/grafana/dashboards"] == "./streaming/conf/grafana/dashboards"
+    assert mounts["/etc/grafana/provisioning"] == "./conf/grafana/provisioning"
+    assert mounts["/var/lib/grafana/dashboards"] == "./conf/grafana/dashboards"
     assert g["depends_on"]["prometheus"]["condition"] == "service_healthy"
     assert all(str(p).startswith("127.0.0.1:") for p in g["ports"])
     ds = yaml.safe_load((CONF / "grafana/provisioning/datasources/livectl.yml").read_text())["datasources"][0]

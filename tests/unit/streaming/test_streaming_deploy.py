@@ -22,12 +22,13 @@ from streaming.settings import Settings, SettingsError
 pytestmark = pytest.mark.unit
 
 
-def test_the_configuration_ships_inside_the_packages() -> None:
+def test_the_configuration_ships_with_the_packages() -> None:
     for name in resources.SHIPPED:
         assert resources.conf_file(name).is_file(), name
         assert resources.conf_path(name).is_file()
-    # the files the code reads come from the package, not from the working directory
-    assert Path(resources.conf_path(resources.DEFAULTS)).parent.parent.name == "streaming"
+    # the files the code reads come from the installed conf package (here the editable install maps it onto the
+    # repository's conf/), not from the working directory
+    assert resources.conf_root() == Path(__file__).resolve().parents[3] / "conf"
     assert (
         Settings.load().controller_id
         == json.loads(resources.conf_file(resources.DEFAULTS).read_text())["controller_id"]
