@@ -95,7 +95,7 @@ class ControllerLease:
         self._lost_reason: str | None = None
         self._changed = threading.Event()
         self._lock = threading.Lock()
-        self._zk.add_listener(self._on_state)
+        self._zk.add_listener(self.on_connection_state)
 
     # ------------------------------------------------------------------ public
 
@@ -275,7 +275,9 @@ class ControllerLease:
 
         self._zk.DataWatch(CONTROLLER_PATH, check)
 
-    def _on_state(self, state: str) -> None:
+    def on_connection_state(self, state: str) -> None:
+        """kazoo's connection listener: a lost session fences this controller; a (re)connection makes a standby
+        look at the lease again."""
         if state == KazooState.LOST and self._fence is not None:
             self._mark_lost("ZooKeeper session lost")
         elif state == KazooState.CONNECTED:

@@ -354,7 +354,7 @@ class Dispatcher:
         if own is not None and topics:
             own.expect(topics)
         try:
-            zk = self._step(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
+            zk = self.retried(batch_id, "ZooKeeper writes", lambda: self.zk_sink.write_batch(batch_id, zk_writes))
         except BaseException:
             if own is not None and topics:
                 own.settle(topics, failed=topics.keys())  # whatever is there now is read as anyone's
@@ -497,9 +497,9 @@ class Dispatcher:
                 self.fence_check()
             return write()
 
-        return self._step(batch_id, what, checked)
+        return self.retried(batch_id, what, checked)
 
-    def _step(self, batch_id: int, what: str, run: Callable[[], _T]) -> _T:
+    def retried(self, batch_id: int, what: str, run: Callable[[], _T]) -> _T:
         """``run``, retried while a service is unavailable; a fencing error marks this dispatcher fenced."""
         deadline = time.monotonic() + self.retry_timeout_s
         attempt = 0

@@ -329,7 +329,7 @@ class SnapshotReader:
         self._guard = threading.Lock()
         self._changed: set[str] = set()
         self._stale = True
-        client.add_listener(self._on_connection)
+        client.add_listener(self.on_connection_state)
         #: reads completed (a standby's reads ahead included)
         self.reads = 0
         #: partition-state znodes the last read read from ZooKeeper (the others were known unchanged)
@@ -433,7 +433,9 @@ class SnapshotReader:
                 self._stale_reason = reason
             self._stale = True
 
-    def _on_connection(self, state: str) -> None:
+    def on_connection_state(self, state: str) -> None:
+        """kazoo's connection listener: in any state but connected the watches cannot be relied on, so the next
+        read reads every znode again."""
         if state != KazooState.CONNECTED:
             self._mark_stale(f"ZooKeeper connection {state}")
 

@@ -99,7 +99,7 @@ def test_a_lost_connection_makes_the_next_read_read_every_state(zk: KazooClient)
     _cluster(zk)
     reader = SnapshotReader(zk)
     reader.read(ahead=True)
-    reader._on_connection(KazooState.SUSPENDED)  # as kazoo's listener is told: watches may be gone
+    reader.on_connection_state(KazooState.SUSPENDED)  # as kazoo's listener is told: watches may be gone
     assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 9  # multiRead, no watches
     assert reader.last_state_reason == "all: ZooKeeper connection SUSPENDED"
     assert reader.read(ahead=True) == read_snapshot(zk) and reader.last_state_reads == 9  # watches set again
