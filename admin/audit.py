@@ -1,6 +1,6 @@
 """``livectl audit``: what the controller decided about a topic, a partition or an admin request.
 
-Reads the state-change log (:mod:`streaming.audit_log`, a Parquet table partitioned by ``date``) and prints
+Reads the state-change log (:mod:`streaming.monitoring.audit_log`, a Parquet table partitioned by ``date``) and prints
 the matching decisions oldest first: ZooKeeper writes, the partition states sent to brokers, admin results
 and state-change failures, each with its time, micro-batch id and the controller's id and epoch.
 

@@ -2,7 +2,7 @@
 
 On real local services (ZooKeeper + Apache Kafka, free ports, stopped by PID): ten brokers registered (each
 with its own kazoo session), an optional background cluster in Kafka's layout (``--background``
-partitions), and the controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core,
+partitions), and the controller (:class:`streaming.driver.app.ControllerApp`, shipped defaults: a bucket per core,
 trigger 0) on an empty checkpoint, in this process. Once it has loaded and is idle, ``--commands``
 create-topic commands (``--topic-partitions`` partitions, replication factor 3, Kafka's default
 placement) are sent one at a time to ``livectl.admin`` as the CLI sends them (keyed by request id,

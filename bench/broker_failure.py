@@ -6,7 +6,7 @@ topic, Kafka's default placement) on real local services (ZooKeeper + Apache Kaf
 1. a fresh ZooKeeper chroot gets the cluster in Kafka's layout (``/brokers/topics/<t>``, every
    ``…/partitions/<p>/state``; leader = first replica, ISR = all) and ten broker registrations, each
    held by its own kazoo session;
-2. the controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core, trigger 0) starts
+2. the controller (:class:`streaming.driver.app.ControllerApp`, shipped defaults: a bucket per core, trigger 0) starts
    on an empty checkpoint and loads the tree (cold start; timed too);
 3. broker 1 is hard-killed: its kazoo session is closed, so ZooKeeper deletes ``/brokers/ids/1``. A watch
    of an observer session stamps ``t0`` when the znode disappears. Then, from ``t0``:

@@ -1,6 +1,6 @@
 """Profile: the Python cost of one bucket's ``applyInPandasWithState`` call, without Spark.
 
-The controller query runs :func:`streaming.stateful.step_bucket` once per bucket per micro-batch. With
+The controller query runs :func:`streaming.query.stateful.step_bucket` once per bucket per micro-batch. With
 the shipped 8 buckets, each holds 1/8 of the partitions (100k partitions: 12.5k per bucket), and local[2]
 runs two buckets at a time. This script builds one bucket's state as the query holds it (10 brokers,
 replication factor 3, Kafka's default placement, all online) and times, in this process, the parts of
@@ -10,7 +10,7 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
 * ``step`` — ``core.controller.step(state, [BrokerFailure(1)])``;
 * ``dump_state`` — ``to_dict`` + JSON + zstd of the new state (written back to the state store);
 * ``decision_rows`` — the decisions as JSON rows (the call's output);
-* ``dispatch decode`` — the driver decoding those rows once (:func:`streaming.dispatch.decode_row`);
+* ``dispatch decode`` — the driver decoding those rows once (:func:`streaming.query.dispatch.decode_row`);
 * ``failover load`` — reading the bucket's failover snapshot file and stepping ``ControllerFailover`` (the
   takeover / cold-start batch);
 * ``tick call`` — the whole call in a batch that leaves the bucket unchanged, beside what it cost when such
@@ -19,7 +19,7 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
   the snapshot slice read from the shipped file, on an empty state), first as one call, then part by part
   in the same process so that the parts account for every second of it: reading the file, decoding it,
   the ``ControllerFailover`` step, the state dump, the decision rows, metrics, the output frame (large
-  payloads packed: :func:`streaming.stateful.output_frame`) and its Arrow conversion (what
+  payloads packed: :func:`streaming.query.stateful.output_frame`) and its Arrow conversion (what
   ``applyInPandasWithState``'s serializer does with the frame), CPU and wall seconds; with ``--profile``
   also the call's top functions (cProfile). ``--trees A,B`` runs it in fresh processes importing each
   source tree in turn (A B B A ...), for a before/after in one session;
@@ -67,9 +67,9 @@ from core import decisions as dc
 from core import events as ev
 from core.kafka.request_encoding import encode_body
 from core.kafka.requests import WireBody
-from streaming import failover
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.stateful import decision_rows, dump_state, load_state
+from streaming.query import failover
+from streaming.query.stateful import decision_rows, dump_state, load_state
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
 
 def whole_call_ab(args: argparse.Namespace) -> dict[str, Any]:

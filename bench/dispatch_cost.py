@@ -1,13 +1,13 @@
 """Profile: the driver's whole side of one large micro-batch — from the Spark job's Arrow result to the
 messages the request sink sends — without Spark, ZooKeeper or Kafka.
 
-``foreachBatch`` (:class:`streaming.dispatch.Dispatcher`) collects the batch's decision rows
+``foreachBatch`` (:class:`streaming.query.dispatch.Dispatcher`) collects the batch's decision rows
 (``toPandas``: Arrow record batches, then pandas object columns), decodes them, writes the ZooKeeper
 writes, then builds and sends the request messages (the producer compresses them). This script makes
 the decision rows a failover or a broker failure gives (``--buckets`` buckets of ``--partitions /
 --buckets`` partitions each, every bucket with its own topics, as :mod:`bench.request_sink_cost`), as the
-buckets emit them (:func:`streaming.stateful.decision_rows`), puts them in an Arrow table of
-:data:`streaming.stateful.OUTPUT_SCHEMA`, and times, per round:
+buckets emit them (:func:`streaming.query.stateful.decision_rows`), puts them in an Arrow table of
+:data:`streaming.query.stateful.OUTPUT_SCHEMA`, and times, per round:
 
 * ``to_pandas_s`` — the Arrow table to the pandas frame the dispatcher gets (what ``toPandas()`` does on
   the driver once the job's Arrow batches have arrived);
@@ -25,7 +25,7 @@ per round as a standby's first micro-batch has it (its producer made and initial
 for the batch's messages), after the same batch of a predecessor is on the topic (what the tail read then
 scans); ``requests_s`` is then the whole request step, tail read, sends and ``flush``.
 ``--audit`` adds the state-change log as the product has it on by default
-(:class:`streaming.audit_log.AuditLog` with its log lines at INFO, into an in-memory table folder and
+(:class:`streaming.monitoring.audit_log.AuditLog` with its log lines at INFO, into an in-memory table folder and
 checkpoint, a fixed clock) and times it (``audit_s``: the call after the topic writes — rows, Parquet, log
 lines — and ``audit_prepare_s``, the rows made on a thread beside the request sink, when the dispatcher
 does that).
@@ -69,10 +69,11 @@ from core import controller
 from core import decisions as dc
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, ZkBatchResult
-from streaming.audit_log import STATE_CHANGE_LOGGER, AuditLog, MemoryAuditFiles
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.dispatch import Dispatcher
-from streaming.stateful import METRIC_COLUMNS, OUTPUT_COLUMNS, decision_rows
+from streaming.monitoring.audit_log import AuditLog, MemoryAuditFiles
+from streaming.monitoring.state_change_log import STATE_CHANGE_LOGGER
+from streaming.query.dispatch import Dispatcher
+from streaming.query.stateful import METRIC_COLUMNS, OUTPUT_COLUMNS, decision_rows
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
 _ARROW_SCHEMA = pa.schema(
     [("bucket", pa.int32()), ("seq", pa.int32()), ("kind", pa.string()), ("payload", pa.string())]

@@ -2,15 +2,15 @@
 
 A record on ``livectl.admin`` / ``livectl.broker-events`` is
 
-1. parsed and decoded by validation (:meth:`streaming.validation.InputValidator.check`: great-expectations
+1. parsed and decoded by validation (:meth:`streaming.query.validation.InputValidator.check`: great-expectations
    over the batch, then :func:`core.codec.events.decode_event` per record);
-2. routed and re-encoded as the routed row's payload (:func:`streaming.routing.prepare_frame`); a
+2. routed and re-encoded as the routed row's payload (:func:`streaming.query.routing.prepare_frame`); a
    cluster-scoped event goes to every bucket;
-3. decoded again in its bucket (:func:`streaming.failover_refs.events_of`, on the other side of the shuffle);
+3. decoded again in its bucket (:func:`streaming.query.failover_refs.events_of`, on the other side of the shuffle);
    with the metrics endpoint on, parsed once more there for its type
-   (:func:`streaming.observability.input_counts`).
+   (:func:`streaming.monitoring.observability.input_counts`).
 
-Step 2 today encodes each distinct event once (:func:`streaming.routing.encode_routed`); before, it encoded
+Step 2 today encodes each distinct event once (:func:`streaming.query.routing.encode_routed`); before, it encoded
 once per routed row, so a cluster-scoped event was encoded once per bucket. This script times both, in the
 same process, interleaved ``--repeat`` times, beside the other steps of the trip, for three micro-batches:
 
@@ -35,7 +35,8 @@ from bench.harness import machine_info, print_table, write_results
 from core import events as ev
 from core.codec.events import event_from_json, event_to_json
 from core.model import PartitionTarget
-from streaming import failover_refs, observability, routing
+from streaming.monitoring import observability
+from streaming.query import failover_refs, routing
 
 ADMIN = "livectl.admin"
 EVENTS = "livectl.broker-events"
@@ -68,7 +69,7 @@ def batches() -> dict[str, pd.DataFrame]:
 
 
 def per_row(routed: list[tuple[int, ev.Event]]) -> list[tuple[int, str]]:
-    """The encoding before :func:`streaming.routing.encode_routed`: once per routed row."""
+    """The encoding before :func:`streaming.query.routing.encode_routed`: once per routed row."""
     return [(b, event_to_json(e)) for b, e in routed]
 
 

@@ -4,7 +4,7 @@ On real local services (ZooKeeper + Apache Kafka, free ports, stopped by PID), a
 cluster in Kafka's layout (default 100k partitions: 1,000 topics × 100, replication factor 3, 10
 brokers each holding its registration with its own kazoo session). Then:
 
-(b) **cold start** — a controller (:class:`streaming.app.ControllerApp`, shipped defaults: a bucket per core,
+(b) **cold start** — a controller (:class:`streaming.driver.app.ControllerApp`, shipped defaults: a bucket per core,
     trigger 0) on an empty checkpoint, in this process, with the SparkSession already started: from
     ``run()`` to the end of the first completed micro-batch carrying the failover reference (the one
     that loads every bucket from the ZooKeeper snapshot: ``GlobalPartitionCount`` = all partitions).
@@ -293,8 +293,8 @@ def takeover(
         clock = SinkClock(track_paths=False, inner_wrap=large_request_sinks() if prototype else None)
         rc = start_controller(spark, settings, clock, wait_ready=None)
         time.sleep(3)  # the standby is waiting for the lease
-        if importlib.util.find_spec("streaming.failover_warm") is not None:
-            # a standby that reads ahead (streaming.failover_warm): killed once it has read the tree ahead,
+        if importlib.util.find_spec("streaming.warm.failover_warm") is not None:
+            # a standby that reads ahead (streaming.warm.failover_warm): killed once it has read the tree ahead,
             # as a standby that has been waiting for a while has (its first read ahead sets a watch on
             # every state znode, one get each); a tree without it just waits as before
             t_ready = time.time()
@@ -302,8 +302,8 @@ def takeover(
                 time.sleep(0.5)
             out["standby_read_ahead_s"] = round(time.time() - t_ready + 3, 1)
         decide_off = str(spark.conf.get("spark.livectl.failover.decideAhead", "true")).strip().lower() == "false"
-        if importlib.util.find_spec("streaming.decided") is not None and not decide_off:
-            # and once it has decided the buckets' failover batch for that tree (streaming.decided), unless
+        if importlib.util.find_spec("streaming.query.decided") is not None and not decide_off:
+            # and once it has decided the buckets' failover batch for that tree (streaming.query.decided), unless
             # switched off (--conf spark.livectl.failover.decideAhead=false)
             t_ready = time.time()
             while logs.first("standby: decided") is None and time.time() - t_ready < 120:

@@ -48,9 +48,9 @@ from bench.harness import (
 from core import events as ev
 from core.codec.events import event_to_json
 from livectl import local
-from streaming import failover
-from streaming.checkpoint_fs import HadoopCheckpointStore, child
-from streaming.zk_snapshot import SnapshotReader, read_snapshot
+from streaming.query import failover
+from streaming.runtime.checkpoint_fs import HadoopCheckpointStore, child
+from streaming.zk.snapshot_reader import SnapshotReader, read_snapshot
 
 
 def before(zk: Any, spark: Any, store: Any, epoch: int, buckets: int) -> tuple[dict[str, float], Any]:

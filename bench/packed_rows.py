@@ -2,9 +2,9 @@
 
 A bucket's output rows leave its Python worker through Spark: Arrow to the JVM, rows in the task's result,
 the driver's ``toPandas`` (Arrow again, then pandas). A 100k-partition failover's rows are 75 MB of request
-JSON (two buckets of 37.5 MB). :func:`streaming.stateful.output_frame` sends each payload of
-:data:`~streaming.stateful.PACK_MIN_CHARS` or more zstd-compressed in the binary ``packed`` column instead
-(:func:`streaming.stateful.payloads` unpacks it on the driver). This script makes the rows of a real
+JSON (two buckets of 37.5 MB). :func:`streaming.query.stateful.output_frame` sends each payload of
+:data:`~streaming.query.stateful.PACK_MIN_CHARS` or more zstd-compressed in the binary ``packed`` column instead
+(:func:`streaming.query.stateful.payloads` unpacks it on the driver). This script makes the rows of a real
 failover (``--partitions`` over ``--buckets`` buckets, :func:`core.controller.step` of a
 ``ControllerFailover``, the buckets' own row encoding), and in one local[2] session runs, alternating
 (plain, packed, plain, ...), the Spark job that returns them from one task per bucket — as the failover
@@ -12,7 +12,7 @@ batch's stateful stage does — and collects them with ``toPandas``; then the dr
 
 * ``job_s`` — ``toPandas()`` of the buckets' output: the task (reading the rows, the frame, packing when
   packed), the JVM's conversions and the result, the driver's Arrow-to-pandas;
-* ``unpack_s`` — :func:`streaming.stateful.payloads` on the driver (zero work for plain rows);
+* ``unpack_s`` — :func:`streaming.query.stateful.payloads` on the driver (zero work for plain rows);
 * ``result_mb`` — the Arrow bytes of the frames, as the Python workers return them.
 
 Both forms' payloads are checked equal every round (a SHA-256 of them all). Prints both and the ratio
@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from bench.harness import machine_info, print_table, spark_session, wait_quiet, work_dir, write_results
 from bench.harness.workloads import event_decisions
-from streaming import stateful
+from streaming.query import stateful
 
 
 def bucket_files(folder: Path, partitions: int, buckets: int) -> list[Path]:
@@ -56,7 +56,7 @@ def bucket_output(files: list[str], packed: bool) -> Any:
     packed or not (plain: nothing reaches the packing threshold)."""
 
     def run(key: tuple[Any, ...], _frame: pd.DataFrame) -> pd.DataFrame:
-        from streaming import stateful as st
+        from streaming.query import stateful as st
 
         rows = pickle.loads(Path(files[int(key[0])]).read_bytes())
         st.PACK_MIN_CHARS = 64 * 1024 if packed else 1 << 62

@@ -1,8 +1,8 @@
 """Profile: the driver's side of one micro-batch at scale — decoding the decision rows and building the
 request messages — without Spark, ZooKeeper or Kafka.
 
-``foreachBatch`` (:class:`streaming.dispatch.Dispatcher`) decodes every decision row once
-(:func:`streaming.dispatch.decode_row`: a request body stays its parsed JSON object), then the request
+``foreachBatch`` (:class:`streaming.query.dispatch.Dispatcher`) decodes every decision row once
+(:func:`streaming.query.dispatch.decode_row`: a request body stays its parsed JSON object), then the request
 sink builds one message per (broker, API) (:func:`sinks.requests.request_messages`: ``merge_bodies`` of
 the buckets' bodies, then JSON) before it sends them. This script makes the decisions of a broker failure
 (and of a controller failover) for ``--buckets`` buckets of ``--partitions / --buckets`` partitions each

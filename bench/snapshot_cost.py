@@ -1,14 +1,14 @@
 """Profile: what a new controller's ZooKeeper read costs, part by part, before its first micro-batch.
 
 On a real local ZooKeeper (free port, stopped by PID) with a cluster in Kafka's layout (default 100k
-partitions, 10 brokers, replication factor 3), this times what :class:`streaming.app.ControllerApp` does
+partitions, 10 brokers, replication factor 3), this times what :class:`streaming.driver.app.ControllerApp` does
 between winning the lease and publishing the failover reference:
 
-* ``read_snapshot`` — :func:`streaming.zk_snapshot.read_snapshot` as the product runs it, and inside it:
+* ``read_snapshot`` — :func:`streaming.zk.snapshot_reader.read_snapshot` as the product runs it, and inside it:
   the state znodes read with ``multiRead`` (100 ``getData`` per request, pipelined; the product's way),
   beside the baseline of one pipelined ``get_async`` per znode (same window, same data checked), and
   the decoding (:func:`core.kafka.zksnapshot.snapshot_from_znodes`);
-* ``write_snapshot`` — :func:`streaming.failover.write_snapshot`: split by bucket, JSON, in memory;
+* ``write_snapshot`` — :func:`streaming.query.failover.write_snapshot`: split by bucket, JSON, in memory;
 * cProfile's top functions of ``read_snapshot`` with ``--profile``.
 
 Run: ``.venv/bin/python -m bench snapshot_cost [--partitions 100000] [--buckets 8] [--profile]``.
@@ -37,9 +37,10 @@ from bench.harness import (
 from core.kafka import zkdata
 from core.kafka.zksnapshot import snapshot_from_znodes
 from livectl import local
-from streaming import failover, zk_snapshot
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.zk_snapshot import read_brokers, read_snapshot
+from streaming.query import failover
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
+from streaming.zk import snapshot_reader as zk_snapshot
+from streaming.zk.snapshot_reader import read_brokers, read_snapshot
 
 
 def main() -> None:
@@ -66,17 +67,17 @@ def main() -> None:
         out["read_snapshot_s"] = round(time.perf_counter() - t0, 3)
         # its parts: the state znodes, the product's multiRead against the baseline of one get per znode
         topic_paths = [zkdata.topic_path(t) for t in client.get_children(zkdata.BROKER_TOPICS)]
-        topic_data = zk_snapshot._get_all(client, topic_paths, 5000)
+        topic_data = zk_snapshot.get_all(client, topic_paths, 5000)
         state_paths = [
             zkdata.partition_state_path(p.rsplit("/", 1)[1], int(n))
             for p, (d, _) in topic_data.items()
             for n in json.loads(d)["partitions"]
         ]
         t0 = time.perf_counter()
-        multi = zk_snapshot._multi_get_all(client, state_paths, 5000)
+        multi = zk_snapshot.multi_get_all(client, state_paths, 5000)
         out["state_znodes_multiread_s"] = round(time.perf_counter() - t0, 3)
         t0 = time.perf_counter()
-        single = zk_snapshot._get_all(client, state_paths, 5000)
+        single = zk_snapshot.get_all(client, state_paths, 5000)
         out["state_znodes_get_async_s"] = round(time.perf_counter() - t0, 3)
         out["state_znodes"] = len(state_paths)
         out["multiread_per_s"] = round(len(state_paths) / out["state_znodes_multiread_s"])
@@ -91,7 +92,7 @@ def main() -> None:
         snapshot_from_znodes(got, infos, 1, 0)
         out["decode_s"] = round(time.perf_counter() - t0, 3)
         # split + JSON into an in-memory checkpoint: the real one is Spark's (Hadoop FileSystem through the
-        # driver's JVM, streaming.checkpoint_fs), whose cost depends on the checkpoint's file system
+        # driver's JVM, streaming.runtime.checkpoint_fs), whose cost depends on the checkpoint's file system
         t0 = time.perf_counter()
         failover.write_snapshot(MemoryCheckpointStore(), 1000, snap, args.buckets)
         out["write_snapshot_s"] = round(time.perf_counter() - t0, 3)

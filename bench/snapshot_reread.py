@@ -9,7 +9,7 @@ Two reads, each timed per arm in ABBA order:
   partition-state znodes are rewritten (the active controller's last writes, in the first topics); the topic
   and admin znodes are read afresh, of the state znodes only those whose watch fired.
 
-The ``before`` arm is ``--base``'s reader: ``streaming/zk_snapshot.py`` and ``core/kafka/zksnapshot.py`` as they
+The ``before`` arm is ``--base``'s reader: ``streaming/zk/snapshot_reader.py`` and ``core/kafka/zksnapshot.py`` as they
 were at that revision (``git show``), loaded as modules of their own beside this tree's. Every snapshot read is
 checked equal to a fresh ``read_snapshot`` (outside the timing).
 
@@ -41,7 +41,7 @@ from bench.harness import (
     zk_client,
 )
 from livectl import local
-from streaming.zk_snapshot import SnapshotReader, read_snapshot
+from streaming.zk.snapshot_reader import SnapshotReader, read_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,7 +60,7 @@ def base_reader(rev: str) -> Any:
     """``SnapshotReader`` as it was at ``rev``, with ``snapshot_from_znodes`` of the same revision."""
     zks = _module_at(rev, "core/kafka/zksnapshot.py", "zksnapshot_base")
     return _module_at(
-        rev, "streaming/zk_snapshot.py", "zk_snapshot_base", snapshot_from_znodes=zks.snapshot_from_znodes
+        rev, "streaming/zk/snapshot_reader.py", "zk_snapshot_base", snapshot_from_znodes=zks.snapshot_from_znodes
     ).SnapshotReader
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from bench.harness import machine_info, print_table, wait_quiet, write_results
-from streaming.validation import Expectation, InputValidator, flatten
+from streaming.query.validation import Expectation, InputValidator, flatten
 
 
 def _names(failed: dict[int, list[Expectation]]) -> dict[int, list[str]]:

@@ -1,14 +1,14 @@
 """Profile: what a Python worker's start costs a task, with pyspark's daemon and with livectl's.
 
 Each round starts a fresh Spark driver (a subprocess: ``local[2]``, the shipped ``spark-defaults.conf``,
-Python workers on this interpreter) and runs the warm-up job of :mod:`streaming.warmup` (one task per core,
+Python workers on this interpreter) and runs the warm-up job of :mod:`streaming.warm.warmup` (one task per core,
 each importing what the query's tasks import and building the input validator) three times: first in the
 session (the daemon and its workers start), right after (the workers reused), and after ``--idle-gap``
 seconds without a job (Spark has closed the idle workers after its minute: new ones come from the daemon).
 Each job's wall time and each task's in-worker import time are recorded. Variants, interleaved ABBA:
 
 * ``pyspark``: ``spark.python.daemon.module=pyspark.daemon`` (pyspark's own, which imports nothing);
-* ``livectl``: the shipped default, :mod:`streaming.worker_daemon` (imports once, before forking).
+* ``livectl``: the shipped default, :mod:`streaming.warm.worker_daemon` (imports once, before forking).
 
 ``--variants A,B`` picks the order (default ``pyspark,livectl``).
 
@@ -35,14 +35,14 @@ from bench.harness import machine_info, print_table, spark_session, wait_quiet, 
 
 VARIANTS = {
     "pyspark": "pyspark.daemon",
-    "livectl": "streaming.worker_daemon",
+    "livectl": "streaming.warm.worker_daemon",
 }
 
 
 def one_round(daemon: str, idle_gap: float) -> dict[str, Any]:
     """In this (child) process: a fresh session, the three jobs."""
     import core
-    from streaming.warmup import warm_workers
+    from streaming.warm.warmup import warm_workers
 
     spark, spark_s = spark_session(2, {"spark.python.daemon.module": daemon})
     try:

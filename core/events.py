@@ -316,7 +316,7 @@ class Tick(Event):
 
 
 # --------------------------------------------------------------------------- ZooKeeper admin paths
-# Published by the driver's admin-path watcher (``streaming/admin_watch.py``) when a ZooKeeper-era tool writes
+# Published by the driver's admin-path watcher (``streaming/zk/admin_watch.py``) when a ZooKeeper-era tool writes
 # a path Kafka's controller watches, with the controller epoch it was read under: a bucket applies it only under
 # that epoch, so after a takeover (whose snapshot read the same znodes) it is not applied a second time.
 

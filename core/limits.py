@@ -2,7 +2,7 @@
 
 One place for every bound, so that the decoder (:mod:`core.events`), the great-expectations suite
 (``conf/expectations/livectl-input.json`` names them as ``$NAME`` placeholders, filled in from here by
-:mod:`streaming.validation`) and the controller operations agree:
+:mod:`streaming.query.validation`) and the controller operations agree:
 
 * Kafka's wire types: broker ids, partition ids and epochs are int32, broker epochs and times int64,
   ``replicationFactor`` of CreateTopics is int16, error codes int16;

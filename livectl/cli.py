@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_local(sub)
     _add_conf(sub)
-    for module_name in ("admin.cli", "admin.audit", "streaming.entry", "livectl.demo", "livectl.packenv"):
+    for module_name in ("admin.cli", "admin.audit", "streaming.driver.entry", "livectl.demo", "livectl.packenv"):
         # each package adds its own subcommands through a `register(subparsers)` function
         module = importlib.import_module(module_name) if importlib.util.find_spec(module_name) else None
         if module is not None and hasattr(module, "register"):

@@ -21,7 +21,6 @@ import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from importlib.resources import files
 from pathlib import Path
 from string import Template
 
@@ -47,6 +46,7 @@ from livectl.spawn import (
     wait_ready,
 )
 from sinks.local_services import load_records, save_records
+from streaming.resources import ZOO_CFG_TEMPLATE, conf_file
 
 __all__ = [
     "KafkaSettings",
@@ -312,7 +312,7 @@ def start_zookeeper(
     data = run_dir / "data"
     data.mkdir(parents=True, exist_ok=True)
     cfg = run_dir / "zoo.cfg"
-    template = Template((files("livectl") / "conf" / "zoo.cfg.template").read_text())
+    template = Template(conf_file(ZOO_CFG_TEMPLATE).read_text())
     text = template.substitute(data_dir=str(data), client_port=port)
     jvm_options: list[str] = []
     if sasl_users:
@@ -369,7 +369,7 @@ def start_zookeeper_ensemble(
         if port not in ports:
             ports.append(port)
     quorum = "".join(f"server.{n}=127.0.0.1:{ports[3 * n - 2]}:{ports[3 * n - 1]}\n" for n in range(1, servers + 1))
-    template = Template((files("livectl") / "conf" / "zoo.cfg.template").read_text())
+    template = Template(conf_file(ZOO_CFG_TEMPLATE).read_text())
     configs = []
     for n in range(1, servers + 1):
         server_dir = run_dir / f"server-{n}"

@@ -43,8 +43,8 @@ ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 #: what the executors' Python workers import; the build fails when one of them does not import
 REQUIRED_MODULES = (
     "core",
-    "streaming.stateful",
-    "streaming.validation",
+    "streaming.query.stateful",
+    "streaming.query.validation",
     "sinks",
     "pyspark",
     "pandas",

@@ -30,7 +30,7 @@ Contract of :meth:`ZooKeeperSink.write_batch` ``(batch_id, writes)``:
   ``NotEmpty`` (a child was added since; Kafka's ``deleteRecursive`` retries too). When the creation of
   a znode is refused with ``NodeExists``, the later writes of the batch beneath it are not attempted
   (:data:`sinks.ports.NOT_ATTEMPTED`): the znode is someone else's. The caller decides what a refusal
-  means for the requests built on it (:mod:`streaming.refusals`).
+  means for the requests built on it (:mod:`streaming.query.refusals`).
 * **Idempotent replay by batch id.** Each transaction also writes the progress znode
   ``/livectl/sink/<query_name>`` = ``{"version":1,"batch_id":B,"next":N,"controller_epoch":E,
   "failed":[[index,error],…],"checkpoint":ID}``: after it commits, the first ``N`` writes of batch ``B`` are done

@@ -1,1 +1,1 @@
-"""streaming."""
+"""The controller as a Spark Structured Streaming job; its packages by concern are in docs/design/architecture.md."""

@@ -2,6 +2,6 @@
 
 import sys
 
-from streaming.entry import main
+from streaming.driver.entry import main
 
 sys.exit(main())

@@ -2,7 +2,7 @@
 
 import sys
 
-from streaming.entry import main
+from streaming.driver.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

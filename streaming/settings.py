@@ -1,7 +1,7 @@
 """Settings of the whole controller job, built once at the entry point and passed down.
 
 :class:`Settings` is a frozen dataclass. The entry point builds it with :meth:`Settings.load` from
-``livectl-defaults.json`` shipped in the package (``streaming/conf/``, a flat JSON object whose keys are
+``livectl-defaults.json`` shipped in the package (``conf/``, a flat JSON object whose keys are
 the field names below), the user's ``--config`` file (the same form, any subset of the keys) and the
 command line's ``--set key=value`` overrides, applied in order (the last one wins). Nothing below the
 entry point reads ``os.environ`` or files for configuration.
@@ -27,10 +27,10 @@ from core.errors import FormatError
 from sinks.compression import COMPRESSIONS
 from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity, is_secret
 from streaming.errors import StreamingError
-from streaming.query_source import CHOICES as QUERY_SOURCES
 from streaming.resources import DEFAULTS, conf_file
+from streaming.source.query_source import CHOICES as QUERY_SOURCES
 
-#: the shipped defaults, ``streaming/conf/livectl-defaults.json`` inside the package
+#: the shipped defaults, ``conf/livectl-defaults.json`` inside the package
 DEFAULTS_PATH: Traversable = conf_file(DEFAULTS)
 
 
@@ -45,7 +45,7 @@ class SettingsError(StreamingError, ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the job needs to know; see ``streaming/conf/livectl-defaults.json`` for the shipped defaults."""
+    """Everything the job needs to know; see ``conf/livectl-defaults.json`` for the shipped defaults."""
 
     #: ZooKeeper connect string, ``host:port[,host:port…][/chroot]``
     zookeeper_connect: str = "127.0.0.1:2181"
@@ -61,24 +61,25 @@ class Settings:
     #: the id this controller writes into ``/controller`` (``brokerid``)
     controller_id: int = 1000
     #: number of state buckets; 0 = ``spark.sql.shuffle.partitions`` when set, else one per executor core
-    #: (:func:`streaming.startup.default_buckets`); the job sets shuffle partitions equal to it
+    #: (:func:`streaming.driver.startup.default_buckets`); the job sets shuffle partitions equal to it
     #: (docs/design/decisions.md, decision 1). Fixed for the life of a checkpoint.
     num_buckets: int = 0
     checkpoint_dir: str = "checkpoints/livectl"
     #: Spark processing-time trigger, e.g. ``"1 second"``; ``"0 seconds"``: a micro-batch as soon as records
-    #: come (the source's read waits for them, :mod:`streaming.kafka_source`), the next as soon as one ends
+    #: come (the source's read waits for them, :mod:`streaming.source.kafka_source`), the next as soon as one ends
     trigger_interval: str = "0 seconds"
     #: the streaming query's name; also names the ZooKeeper sink's progress znode
     query_name: str = "livectl"
     #: where a query without a checkpoint starts reading its input topics: earliest or latest
     starting_offsets: str = "earliest"
     #: a new checkpoint only: the old checkpoint's URI to move from (another bucket count); the input is
-    #: read from where its last committed micro-batch ended (:mod:`streaming.rebucket`); "" = none
+    #: read from where its last committed micro-batch ended (:mod:`streaming.driver.rebucket`); "" = none
     resume_from_checkpoint: str = ""
     #: most input records read per micro-batch (all topics together)
     max_records_per_batch: int = 10000
-    #: the query's source (:mod:`streaming.query_source`): auto (the one measured faster, livectl's Python source:
-    #: docs/spark-kafka-source.md), kafka (Spark's ``format("kafka")``, its connector on the class path) or python
+    #: the query's source (:mod:`streaming.source.query_source`): auto (the one measured faster, livectl's Python
+    #: source: docs/spark-kafka-source.md), kafka (Spark's ``format("kafka")``, its connector on the class path) or
+    #: python
     query_source: str = "auto"
     #: Spark's Kafka connector for ``livectl run``: a folder of jars or comma-separated jar files added to
     #: ``spark.jars``; "" = ``.cache/jvm/spark-kafka`` (``scripts/setup``) when it is there
@@ -96,7 +97,7 @@ class Settings:
     #: the query with a clear message (true, Spark's ``failOnDataLoss``) or go on from the earliest
     #: offset with a logged warning (false)
     fail_on_data_loss: bool = True
-    #: the state-change log (:mod:`streaming.audit_log`): every decision appended to a Parquet table
+    #: the state-change log (:mod:`streaming.monitoring.audit_log`): every decision appended to a Parquet table
     audit_log: bool = True
     #: the state-change log's folder (any Hadoop file system URI); "" = beside the checkpoint,
     #: ``<checkpoint_dir>-audit``

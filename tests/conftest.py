@@ -29,8 +29,8 @@ import simbrokers
 import sinks
 import streaming
 from livectl import local
-from streaming.query_source import connector_jars
 from streaming.resources import SPARK_JAR, conf_path
+from streaming.source.query_source import connector_jars
 
 _PRODUCT_PACKAGES = (admin, core, livectl, simbrokers, sinks, streaming)
 
@@ -175,12 +175,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         # as shipped in spark-defaults.conf: each commit writes a changelog, not a whole snapshot
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # as shipped: Python workers forked by livectl's daemon (streaming.worker_daemon)
-        .config("spark.python.daemon.module", "streaming.worker_daemon")
+        # as shipped: Python workers forked by livectl's daemon (streaming.warm.worker_daemon)
+        .config("spark.python.daemon.module", "streaming.warm.worker_daemon")
         .config("spark.driver.memory", "2g")
-        # as livectl run: the Spark UI's per-batch figures job (streaming.spark_ui), and Spark's Kafka connector
-        # when scripts/setup resolved it (a test of query_source=kafka needs it; the others read with the Python
-        # source, as the query does when the choice was not resolved: streaming.query.run_source)
+        # as livectl run: the Spark UI's per-batch figures job (streaming.monitoring.spark_ui), and Spark's Kafka
+        # connector when scripts/setup resolved it (a test of query_source=kafka needs it; the others read with the
+        # Python source, as the query does when the choice was not resolved: streaming.query.pipeline.run_source)
         .config("spark.jars", ",".join([str(conf_path(SPARK_JAR)), *connector_jars("")]))
         .getOrCreate()
     )

@@ -15,10 +15,10 @@ from bench.harness.workloads import snapshot_for
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from streaming import failover
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.collector import gc_paused
-from streaming.dispatch import decode_row
+from streaming.query import failover
+from streaming.query.dispatch import decode_row
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
+from streaming.runtime.collector import gc_paused
 
 
 def decode_payloads(payloads: list[str]) -> list[dc.Decision]:
@@ -37,8 +37,8 @@ def timed(fn: Any, *a: Any) -> tuple[Any, float]:
 
 def cached_load(bucket: int, fmt: int, size: int, blob: bytes) -> controller.ControllerState:
     """The bucket's whole state as a worker's call gets it: from the worker's cache when the blob is the one
-    cached, else decoded (context included) and cached (:func:`streaming.stateful.whole_state`)."""
-    from streaming import stateful
+    cached, else decoded (context included) and cached (:func:`streaming.query.stateful.whole_state`)."""
+    from streaming.query import stateful
 
     return stateful.whole_state(bucket, fmt, size, blob)
 
@@ -74,8 +74,8 @@ def whole_call(state: controller.ControllerState, calls: int, held: int, paused:
 
     from core.codec.events import event_to_json
     from core.model import Endpoint
-    from streaming import stateful
-    from streaming.routing import KIND_EVENT
+    from streaming.query import stateful
+    from streaming.query.routing import KIND_EVENT
 
     cached = [stateful.dump_state(state)]
     for _ in range(held - 1):  # the other buckets of the worker: same size, their own objects
@@ -114,8 +114,8 @@ def tick_call(state: controller.ControllerState) -> dict[str, float]:
     import pandas as pd
 
     from core.codec.events import event_to_json
-    from streaming import stateful
-    from streaming.routing import KIND_TICK
+    from streaming.query import stateful
+    from streaming.query.routing import KIND_TICK
 
     stored = stateful.dump_state(state)
     cached_load(0, *stored)
@@ -150,8 +150,8 @@ def failover_call(state: controller.ControllerState, profile: bool) -> dict[str,
 
     import core
     from core.codec.events import event_from_json, event_to_json
-    from streaming import stateful
-    from streaming.routing import KIND_FAILOVER_REF, KIND_TICK
+    from streaming.query import stateful
+    from streaming.query.routing import KIND_FAILOVER_REF, KIND_TICK
 
     store = MemoryCheckpointStore()
     ref = failover.write_snapshot(store, 1000, snapshot_for(state), 1)
@@ -268,9 +268,9 @@ def failure_call(
 
     import core
     from core.codec.events import event_to_json
-    from streaming import stateful
-    from streaming.failover_refs import applicable_events, events_of
-    from streaming.routing import KIND_EVENT, KIND_TICK
+    from streaming.query import stateful
+    from streaming.query.failover_refs import applicable_events, events_of
+    from streaming.query.routing import KIND_EVENT, KIND_TICK
 
     before, events = _failure_events(scenario)
     if before:
@@ -375,8 +375,8 @@ def scenario_hashes(state: controller.ControllerState, scenario: str) -> dict[st
     import pandas as pd
 
     from core.codec.events import event_to_json
-    from streaming import stateful
-    from streaming.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_TICK
+    from streaming.query import stateful
+    from streaming.query.routing import KIND_EVENT, KIND_FAILOVER_REF, KIND_TICK
 
     columns = ["bucket", "ts", "src", "offset", "sub", "kind", "payload"]
     files: Any = None
@@ -426,7 +426,7 @@ def _output_frame(rows: list[list[Any]]) -> Any:
     """The bucket's output frame of ``rows`` (a tree before packing: the plain frame)."""
     import pandas as pd
 
-    from streaming import stateful
+    from streaming.query import stateful
 
     if hasattr(stateful, "output_frame"):
         return stateful.output_frame(rows)
@@ -435,7 +435,7 @@ def _output_frame(rows: list[list[Any]]) -> Any:
 
 def _payloads(out: Any) -> list[str]:
     """The output rows' payloads, the packed ones unpacked (a tree before packing has none)."""
-    from streaming import stateful
+    from streaming.query import stateful
 
     return stateful.payloads(out) if hasattr(stateful, "payloads") else list(out["payload"])
 

@@ -1,4 +1,4 @@
-"""A controller under measurement: :class:`streaming.app.ControllerApp` on a thread of the benchmark's
+"""A controller under measurement: :class:`streaming.driver.app.ControllerApp` on a thread of the benchmark's
 process, its ZooKeeper sink and request sink timed inside ``foreachBatch`` through the app's ``wrap_sinks``
 hook, and its micro-batches' progress. Nothing here changes product behaviour: the wrappers call the real
 sinks and only record times."""
@@ -16,8 +16,8 @@ from typing import Any
 from core.decisions import BrokerRequest, ZkWrite
 from core.kafka.requests import RequestApi
 from sinks.ports import RequestBatchResult, RequestSinkPort, ZkBatchResult, ZkSinkPort
-from streaming.app import ControllerApp
-from streaming.dispatch import BatchTiming
+from streaming.driver.app import ControllerApp
+from streaming.query.dispatch import BatchTiming
 from streaming.settings import Settings
 
 
@@ -125,7 +125,7 @@ class _TimedRequests:
 
 #: every foreachBatch call of the controllers :func:`start_controller` started in this process: when the
 #: micro-batch's Spark job (``toPandas()``) and then its dispatch (decode + sinks) ended
-#: (:class:`streaming.dispatch.BatchTiming`, from the dispatcher's ``on_batch_timed`` hook)
+#: (:class:`streaming.query.dispatch.BatchTiming`, from the dispatcher's ``on_batch_timed`` hook)
 DISPATCH_CALLS: list[BatchTiming] = []
 
 

@@ -1,6 +1,6 @@
 """The active controller of ``python -m bench failover`` when the bench-only large-request prototype is on.
 
-Same as the product's entry point (``python -m streaming``: :class:`streaming.app.ControllerApp` with
+Same as the product's entry point (``python -m streaming``: :class:`streaming.driver.app.ControllerApp` with
 its own local SparkSession), except that the request sink's producer accepts messages over 1 MB
 (:func:`bench.harness.large_request_sinks`). Arguments: ``--master M --set key=value ... --conf key=value ...``.
 """
@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from bench.harness import large_request_sinks, parse_confs
-from streaming.app import ControllerApp
+from streaming.driver.app import ControllerApp
 from streaming.settings import Settings
 
 

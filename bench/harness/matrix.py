@@ -207,7 +207,7 @@ class Matrix:
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
         log = self.work / f"controller-{cid}.log"
-        # livectl run chooses the Python processes' interpreter itself (streaming.entry.worker_python)
+        # livectl run chooses the Python processes' interpreter itself (streaming.driver.entry.worker_python)
         env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         with log.open("ab") as out:

@@ -62,7 +62,7 @@ def services(keep: bool = False, zk_heap: str = "512m") -> Iterator[Services]:
 
 
 def settings_for(svc: Services, name: str, checkpoint_dir: Path, *, num_buckets: int = 8, **overrides: Any) -> Settings:
-    """The shipped defaults (``streaming/conf/livectl-defaults.json``) with this run's chroot, topics and checkpoint."""
+    """The shipped defaults (``conf/livectl-defaults.json``) with this run's chroot, topics and checkpoint."""
     base = Settings.load()
     values = base.to_dict()
     values.update(

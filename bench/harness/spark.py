@@ -54,7 +54,7 @@ MASTER = "local[2]"
 
 def shipped_buckets() -> int:
     """What ``num_buckets`` = 0 (the shipped default) makes of a new checkpoint on :data:`MASTER`."""
-    from streaming.startup import executor_cores
+    from streaming.driver.startup import executor_cores
 
     return executor_cores({"spark.master": MASTER}, default_parallelism=2)[0]
 
@@ -92,8 +92,8 @@ def work_dir(prefix: str) -> Path:
 
 def bench_python() -> str:
     """The interpreter Spark's Python processes run, as ``livectl run`` chooses it
-    (:func:`streaming.entry.worker_python`): this one."""
-    from streaming.entry import worker_python
+    (:func:`streaming.driver.entry.worker_python`): this one."""
+    from streaming.driver.entry import worker_python
 
     return worker_python({}, {}) or sys.executable
 
@@ -105,7 +105,7 @@ def spark_session(num_buckets: int, conf: Mapping[str, str] | None = None, sourc
     when ``scripts/setup`` resolved it, unless ``source`` (``query_source``) is ``python``."""
     from pyspark.sql import SparkSession
 
-    from streaming.query_source import connector_jars
+    from streaming.source.query_source import connector_jars
 
     python = bench_python()
     os.environ["PYSPARK_PYTHON"] = python

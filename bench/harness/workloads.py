@@ -22,9 +22,9 @@ from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, Replica
 from core.placement import BrokerRack, assign_replicas
 from core.snapshot import ZkSnapshot
 from core.states import PartitionState, ReplicaState
-from streaming.collector import gc_paused
-from streaming.dispatch import decode_row
-from streaming.stateful import decision_rows
+from streaming.query.dispatch import decode_row
+from streaming.query.stateful import decision_rows
+from streaming.runtime.collector import gc_paused
 
 
 def build_state(n_brokers: int, n_partitions: int, rf: int, per_topic: int) -> ControllerState:

@@ -92,7 +92,7 @@ def auto_rebalance(c: StepContext, ev: AutoRebalanceTick) -> None:
     topic is not queued for deletion and whose preferred replica can lead — and only while no partition
     is being reassigned (``partitionsBeingReassigned.isEmpty``: a reassignment moves leaders itself, and
     the tick must not fight it). The driver publishes no tick while the buckets report a reassignment
-    (:mod:`streaming.auto_rebalance`); this bucket also skips while one of its own is in flight, as it
+    (:mod:`streaming.driver.auto_rebalance`); this bucket also skips while one of its own is in flight, as it
     knows at the moment it runs the tick."""
     if not c.config.auto_leader_rebalance_enable or not ev.brokers:
         return

@@ -231,7 +231,7 @@ class WireBody:
     """A request body in its wire form: Kafka's JSON object, already parsed. It is what the driver holds
     after decoding a bucket's row (:func:`core.codec.decisions.decode_decision`): the sink merges and
     serialises these objects as they are, and rebuilding typed values for them would cost more than the
-    whole decode (see :mod:`streaming.dispatch`). Never mutated; compared and hashed by identity."""
+    whole decode (see :mod:`streaming.query.dispatch`). Never mutated; compared and hashed by identity."""
 
     obj: Mapping[str, Any]
 
@@ -248,7 +248,7 @@ class SplicedBody(Mapping[str, Any]):
     are (:mod:`sinks.requests`): a large batch's bodies are then never parsed on the driver.
 
     **The texts' form**, which readers may rely on without parsing (the state-change log cuts LeaderAndIsr
-    and StopReplica partition states out of them: ``streaming.audit_log``'s ``_state_texts``). Each text is
+    and StopReplica partition states out of them: ``streaming.monitoring.request_digest.state_spans``). Each text is
     one ``topicStates`` entry as :func:`core.codec.decisions.sorted_entries` writes it:
 
     * canonical JSON, keys sorted at every level, no spaces: byte for byte

@@ -1,6 +1,6 @@
 """The :class:`core.snapshot.ZkSnapshot` a new controller reads (Kafka's ``initializeControllerContext``), built
 from ZooKeeper's znodes in Kafka's layout (:mod:`core.kafka.zkdata`) given as a map path -> (data, version);
-the driver (:mod:`streaming.zk_snapshot`) and the tests' fake ZooKeeper use it."""
+the driver (:mod:`streaming.zk.snapshot_reader`) and the tests' fake ZooKeeper use it."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ What it starts (and stops again, by PID, at the end or on Ctrl-C):
 2. ``--brokers N`` simulated brokers (ids 1..N), **one process each** (``python -m simbrokers``), so a hard
    kill is a real SIGKILL and a controlled shutdown a real SIGTERM; each writes ``brokers/broker-<id>.json``
    (its own view: role, leader, leader epoch, ISR of every partition it hosts);
-3. the controller: :class:`streaming.app.ControllerApp` in a thread of this process, on a Spark session in
+3. the controller: :class:`streaming.driver.app.ControllerApp` in a thread of this process, on a Spark session in
    local mode. Its address (``SparkContext.uiWebUrl``) is printed as soon as Spark is up. The JVM's output
    goes to ``spark.log``, the controller's log to ``controller.log``, each broker's to ``brokers/``.
 

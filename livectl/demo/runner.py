@@ -116,8 +116,8 @@ class Demo:
     # ------------------------------------------------------------------ set-up
 
     def _setup(self) -> None:
+        from streaming.driver.startup import livectl_topics
         from streaming.settings import Settings
-        from streaming.startup import livectl_topics
 
         o = self.o
         self.tl.plain(f"livectl demo: {o.brokers} simulated brokers, run folder {self.run_dir}")
@@ -307,7 +307,7 @@ class Demo:
         self._check_stop()
 
     def _start_controller(self) -> None:
-        from streaming.app import ControllerApp
+        from streaming.driver.app import ControllerApp
 
         app = ControllerApp(self.settings, spark=self.spark)
         errors: list[BaseException] = []

@@ -16,8 +16,8 @@ from livectl.demo.processes import output_to
 def start_spark(settings: Any, master: str, spark_log: Path) -> tuple[Any, subprocess.Popen[bytes] | None]:
     """A SparkSession for ``settings`` on ``master`` and its JVM process (``None`` when PySpark did not
     start one itself). The JVM's output goes to ``spark_log``; Ctrl-C stays with the caller."""
-    from streaming.entry import worker_python
-    from streaming.session import spark_session
+    from streaming.driver.entry import worker_python
+    from streaming.driver.session import spark_session
 
     # Spark's Python processes run this interpreter (it has livectl's dependencies), as livectl run gives it
     # to Spark; a user's choice stands

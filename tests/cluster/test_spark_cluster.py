@@ -85,7 +85,7 @@ def test_env_archive_holds_livectl_non_editable(env_archive: Path) -> None:
         for pkg in ("core", "streaming", "sinks", "admin", "livectl", "simbrokers"):
             assert f"{site}/{pkg}/__init__.py" in members, pkg
         # the configuration travels as package data (a non-editable install has no conf/ beside it)
-        for data in ("streaming/conf/livectl-defaults.json", "streaming/conf/expectations/livectl-input.json"):
+        for data in ("livectl_conf/livectl-defaults.json", "livectl_conf/expectations/livectl-input.json"):
             assert f"{site}/{data}" in members, data
         for dep in ("pyspark", "pandas", "pyarrow", "great_expectations", "kazoo", "kafka", "orjson"):
             assert f"{site}/{dep}/__init__.py" in members, dep

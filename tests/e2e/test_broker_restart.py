@@ -9,7 +9,7 @@ matrix's harness, :mod:`bench.harness`). In order, on one cluster:
 2. Kafka down while the active controller stops: the standby wins the lease without Kafka, waits for it
    (up to ``sink_retry_timeout_ms``) and answers once it is back;
 3. the controller restarted (a new ``livectl run`` on the same checkpoint) while Kafka is down: it stops at
-   once with one line and exit code 4 (``streaming.preflight``); started again once Kafka is back, it
+   once with one line and exit code 4 (``streaming.driver.preflight``); started again once Kafka is back, it
    answers, and nothing from before is applied again.
 """
 

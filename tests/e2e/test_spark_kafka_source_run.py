@@ -4,7 +4,7 @@ Real processes: the session's ZooKeeper and Apache Kafka, five simulated brokers
 (the crash matrix's harness, :mod:`bench.harness`). ``livectl run`` puts the connector's jars that ``scripts/setup``
 resolved (``.cache/jvm/spark-kafka``) on ``spark.jars`` itself and says in one line which source runs; a
 command is answered, and after a clean stop the next controller on the same checkpoint (its failover reference
-published before Spark's source starts: ``streaming.app``) answers the next command, and nothing twice.
+published before Spark's source starts: ``streaming.driver.app``) answers the next command, and nothing twice.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from bench import harness as cm
 from livectl import local
-from streaming.query_source import connector_jars
+from streaming.source.query_source import connector_jars
 
 pytestmark = [
     pytest.mark.e2e,

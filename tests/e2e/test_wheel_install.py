@@ -51,7 +51,7 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 #: what the wheel is built from (the Dockerfile copies the same)
-SOURCES = ("pyproject.toml", "README.md", "core", "streaming", "sinks", "livectl", "simbrokers", "admin")
+SOURCES = ("pyproject.toml", "README.md", "conf", "core", "streaming", "sinks", "livectl", "simbrokers", "admin")
 
 
 def _fresh_env(tmp: Path) -> dict[str, str]:
@@ -114,7 +114,7 @@ def test_the_wheel_carries_its_configuration(installed: Path) -> None:
     probe = (
         "import json, streaming, livectl, streaming.resources as r, streaming.settings as s;"
         "print(json.dumps([streaming.__file__, livectl.__file__, str(r.conf_path(r.SPARK_DEFAULTS)),"
-        " str(r.conf_path(r.INPUT_SUITE)), s.Settings.load().query_name]))"
+        " str(r.conf_path(r.INPUT_SUITE)), str(r.conf_path(r.ZOO_CFG_TEMPLATE)), s.Settings.load().query_name]))"
     )
     out = subprocess.run(
         [str(installed / "python"), "-c", probe],
@@ -125,9 +125,9 @@ def test_the_wheel_carries_its_configuration(installed: Path) -> None:
         text=True,
         timeout=60,
     ).stdout
-    streaming_file, livectl_file, spark_defaults, suite, query = json.loads(out)
+    streaming_file, livectl_file, spark_defaults, suite, zoo_cfg, query = json.loads(out)
     venv = str(installed.parent)
-    for path in (streaming_file, livectl_file, spark_defaults, suite):
+    for path in (streaming_file, livectl_file, spark_defaults, suite, zoo_cfg):
         assert path.startswith(venv), f"{path} is not from the wheel's install in {venv}"
     assert query == "livectl"
     conf = subprocess.run(

@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka.zkdata import encode_broker_registration
-from streaming.app import ControllerApp
+from streaming.driver.app import ControllerApp
 from streaming.settings import Settings
 
 

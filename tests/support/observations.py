@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core import decisions as dc
 from core import observe
 from core.kafka.requests import RequestApi, WireBody
-from streaming import observability as ob
+from streaming.monitoring import observability as ob
 
 
 def summary_row(**kw: object) -> str:

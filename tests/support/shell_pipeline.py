@@ -13,11 +13,11 @@ from core.model import Broker
 from core.snapshot import ZkSnapshot
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import failover, routing, stateful
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.dispatch import Dispatcher
-from streaming.failover import StoreSnapshots
-from streaming.validation import InputValidator
+from streaming.query import failover, routing, stateful
+from streaming.query.dispatch import Dispatcher
+from streaming.query.failover import StoreSnapshots
+from streaming.query.validation import InputValidator
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
 BUCKETS = 4
 ADMIN = "livectl.admin"

@@ -299,8 +299,8 @@ def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: P
     shared = unpack_env(env_archive, run_dir / "driver-environment")
     (home / "environment").symlink_to(shared, target_is_directory=True)
     (main_py,) = (home / "environment").glob("lib/python3.*/site-packages/streaming/main.py")
-    # the Spark UI's figures job (streaming.spark_ui), shipped in the package: driver and executors
-    (ui_jar,) = (home / "environment").glob("lib/python3.*/site-packages/streaming/conf/jars/livectl-spark.jar")
+    # the Spark UI's figures job (streaming.monitoring.spark_ui), shipped in the package: driver and executors
+    (ui_jar,) = (home / "environment").glob("lib/python3.*/site-packages/livectl_conf/jars/livectl-spark.jar")
     cmd = [
         str(SPARK_SUBMIT),
         "--master", cluster_url,

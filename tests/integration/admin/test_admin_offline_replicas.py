@@ -27,7 +27,7 @@ from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker, Endpoint
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
-from streaming.zk_snapshot import read_snapshot
+from streaming.zk.snapshot_reader import read_snapshot
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]
@@ -81,7 +81,7 @@ def test_offline_is_dead_brokers_plus_failed_log_dirs(env: Env, capsys: pytest.C
         "version": 1,
         "partitions": {"0": [1], "1": [1]},
     }
-    # what a new controller reads lists the record (streaming.zk_snapshot, the real reader)
+    # what a new controller reads lists the record (streaming.zk.snapshot_reader, the real reader)
     assert read_snapshot(env.zk).offline_replica_topics == ("t",)
     env.zk.delete("/brokers/ids/3")
     c.run(BrokerFailure(3))

@@ -18,7 +18,7 @@ from kazoo.security import Permissions, make_digest_acl_credential
 from core.decisions import ZkOp, ZkWrite
 from sinks.security import ZkSecurity
 from sinks.zookeeper import ZooKeeperSink
-from streaming.lease import ControllerLease
+from streaming.driver.lease import ControllerLease
 from streaming.settings import Settings
 
 pytestmark = pytest.mark.integration

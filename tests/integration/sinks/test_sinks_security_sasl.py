@@ -24,8 +24,8 @@ from core.decisions import ZkOp, ZkWrite
 from livectl import local
 from sinks.security import ZkSecurity
 from sinks.zookeeper import ZooKeeperSink
-from streaming.lease import ControllerLease
-from streaming.preflight import UnreachableError, check_zookeeper
+from streaming.driver.lease import ControllerLease
+from streaming.driver.preflight import UnreachableError, check_zookeeper
 from streaming.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
 """The controller's ZooKeeper session and sink against a real ensemble of three (Debian's ZooKeeper).
 
-The controller's own client (:func:`streaming.startup.zookeeper_client`, connect string listing the three
-servers) holds the lease (:class:`streaming.lease.ControllerLease`) and writes micro-batches through
+The controller's own client (:func:`streaming.driver.startup.zookeeper_client`, connect string listing the three
+servers) holds the lease (:class:`streaming.driver.lease.ControllerLease`) and writes micro-batches through
 :class:`sinks.zookeeper.ZooKeeperSink`: every batch moves every partition state one version on with a
 compare-and-set ``SET``, so a write applied twice is refused (``BadVersion``) and a write lost leaves a
 version behind. A batch the sink could not finish (:class:`SinkUnavailableError`) is replayed with the
@@ -27,9 +27,9 @@ from core.decisions import ZkOp, ZkWrite
 from sinks.errors import SinkUnavailableError
 from sinks.ports import Fence, ZkBatchResult
 from sinks.zookeeper import ZooKeeperSink, progress_path
-from streaming.lease import ControllerLease
+from streaming.driver.lease import ControllerLease
+from streaming.driver.startup import zookeeper_client
 from streaming.settings import Settings
-from streaming.startup import zookeeper_client
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from livectl import local
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
+from streaming.driver.startup import zookeeper_client
 from streaming.settings import Settings
-from streaming.startup import zookeeper_client
 
 pytestmark = pytest.mark.integration
 

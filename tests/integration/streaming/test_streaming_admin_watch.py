@@ -27,8 +27,8 @@ from core.events import (
 )
 from core.model import PartitionTarget, TopicPartition
 from sinks.requests import ensure_topics
-from streaming.admin_watch import AdminPathWatcher
-from streaming.zk_snapshot import read_snapshot
+from streaming.zk.admin_watch import AdminPathWatcher
+from streaming.zk.snapshot_reader import read_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -239,7 +239,7 @@ def test_the_first_round_decodes_only_the_topic_znodes_the_snapshot_did_not_read
     topic znode to set its watch) decodes only those whose data differ now — and publishes what a watcher
     primed without them publishes: the changes since the read."""
     from core.kafka import zkdata
-    from streaming.zk_snapshot import SnapshotReader
+    from streaming.zk.snapshot_reader import SnapshotReader
 
     zk = zk_chrooted
     topic, producer = events_topic

@@ -15,8 +15,8 @@ from waiting import wait_until
 
 from core.codec.snapshot import encode_failover_json
 from core.model import TopicPartition
-from streaming.failover_warm import ReadAhead, read_in_background
-from streaming.zk_snapshot import ReadAbortedError, SnapshotError, SnapshotReader, read_snapshot
+from streaming.warm.failover_warm import ReadAhead, read_in_background
+from streaming.zk.snapshot_reader import ReadAbortedError, SnapshotError, SnapshotReader, read_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -99,7 +99,7 @@ def test_a_lost_connection_makes_the_next_read_read_every_state(zk: KazooClient)
     _cluster(zk)
     reader = SnapshotReader(zk)
     reader.read(ahead=True)
-    reader._on_connection(KazooState.SUSPENDED)  # as kazoo's listener is told: watches may be gone
+    reader.on_connection_state(KazooState.SUSPENDED)  # as kazoo's listener is told: watches may be gone
     assert reader.read() == read_snapshot(zk) and reader.last_state_reads == 9  # multiRead, no watches
     assert reader.last_state_reason == "all: ZooKeeper connection SUSPENDED"
     assert reader.read(ahead=True) == read_snapshot(zk) and reader.last_state_reads == 9  # watches set again
@@ -181,7 +181,7 @@ def test_a_failed_read_ahead_is_tried_again(zk: KazooClient, caplog: pytest.LogC
 def test_many_changed_states_are_read_with_multiread_and_then_forgotten(
     zk: KazooClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streaming import zk_snapshot
+    from streaming.zk import snapshot_reader as zk_snapshot
 
     monkeypatch.setattr(zk_snapshot, "BULK_REREAD", 2)
     _cluster(zk)
@@ -253,8 +253,8 @@ def test_a_read_that_failed_to_decode_keeps_nothing_stale(zk: KazooClient) -> No
 
 def test_a_standby_decides_after_each_read_ahead_and_a_stop_does_not_wait_for_a_decision(zk: KazooClient) -> None:
     from core.controller import ControllerConfig
-    from streaming.checkpoint_fs import MemoryCheckpointStore
-    from streaming.decided import Decider, predicted
+    from streaming.query.decided import Decider, predicted
+    from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
     _cluster(zk)
     store = MemoryCheckpointStore("memory:/decide-ahead")
@@ -286,8 +286,8 @@ def test_a_standby_decides_after_each_read_ahead_and_a_stop_does_not_wait_for_a_
 
 
 def test_a_standby_decides_with_the_controller_configs_zookeeper_holds_now(zk: KazooClient) -> None:
+    from streaming.driver.side_threads import controller_config_now
     from streaming.settings import Settings
-    from streaming.side_threads import controller_config_now
 
     settings = Settings(controller_id=1000, unclean_leader_election_enable=False, delete_topic_enable=True)
     assert controller_config_now(zk, settings) == settings.controller_config()

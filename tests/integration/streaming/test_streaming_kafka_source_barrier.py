@@ -13,8 +13,8 @@ import pytest
 from kafka import KafkaProducer
 
 from sinks.requests import ensure_topics
-from streaming.kafka_source import KafkaStreamReader
-from streaming.source_options import MARKS, SourceOptions
+from streaming.source.kafka_source import KafkaStreamReader
+from streaming.source.options import MARKS, SourceOptions
 
 pytestmark = pytest.mark.integration
 

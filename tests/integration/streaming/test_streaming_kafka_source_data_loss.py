@@ -19,8 +19,8 @@ from waiting import wait_until
 
 from livectl import local
 from sinks.requests import ensure_topics
-from streaming.kafka_source import KafkaStreamReader
-from streaming.source_options import MARKS, KafkaSourceError, SourceOptions
+from streaming.source.kafka_source import KafkaStreamReader
+from streaming.source.options import MARKS, KafkaSourceError, SourceOptions
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from core.decisions import ZkOp, ZkWrite
 from sinks.errors import ControllerFencedError
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
-from streaming.lease import ControllerLease, LeaseTimeoutError, read_controller_id
+from streaming.driver.lease import ControllerLease, LeaseTimeoutError, read_controller_id
 
 pytestmark = pytest.mark.integration
 
@@ -167,7 +167,7 @@ def test_a_waiting_standby_tries_again_only_when_the_controller_znode_or_its_ses
         # its next look, so once it has looked eight more times any try of the seven wakes before is counted
         stop.wait_looks(stop.looks + 8, timeout=10)
         assert len(tries) == 1
-        second._on_state(KazooState.CONNECTED)  # a reconnection: watches may be gone, look again
+        second.on_connection_state(KazooState.CONNECTED)  # a reconnection: watches may be gone, look again
         wait_until("the try after the reconnection", lambda: len(tries) == 2, timeout=5)
         first.release()
         waiter.join(10)

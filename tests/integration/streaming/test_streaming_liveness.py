@@ -16,7 +16,7 @@ from core.codec.events import event_from_json
 from core.events import BrokerFailure, BrokerStartup, Event
 from core.model import Endpoint
 from sinks.requests import ensure_topics
-from streaming.liveness import LivenessBridge
+from streaming.zk.liveness import LivenessBridge
 
 pytestmark = pytest.mark.integration
 

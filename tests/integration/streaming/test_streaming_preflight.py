@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from livectl import local
-from streaming.preflight import UnreachableError, check_kafka, check_zookeeper, wait_for_kafka
+from streaming.driver.preflight import UnreachableError, check_kafka, check_zookeeper, wait_for_kafka
 from streaming.settings import Settings
 
 pytestmark = pytest.mark.integration

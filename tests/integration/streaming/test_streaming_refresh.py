@@ -16,7 +16,7 @@ from core.events import PartitionStatesRead
 from core.snapshot import PartitionStateZnode
 from sinks.ports import FailedWrite
 from sinks.requests import ensure_topics
-from streaming.refresh import StatesRefresher, refused_states
+from streaming.query.refresh import StatesRefresher, refused_states
 
 pytestmark = pytest.mark.integration
 

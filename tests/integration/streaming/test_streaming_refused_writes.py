@@ -41,9 +41,9 @@ from sinks.errors import SinkUnavailableError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import NOT_ATTEMPTED, Fence
 from sinks.zookeeper import ZooKeeperSink
-from streaming.dispatch import Dispatcher
-from streaming.refresh import StatesRefresher
-from streaming.stateful import OUTPUT_COLUMNS, decision_rows
+from streaming.query.dispatch import Dispatcher
+from streaming.query.refresh import StatesRefresher
+from streaming.query.stateful import OUTPUT_COLUMNS, decision_rows
 
 pytestmark = pytest.mark.integration
 

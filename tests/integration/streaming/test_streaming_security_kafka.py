@@ -2,7 +2,7 @@
 enforcing them and livectl's ACLs (``secure_kafka``).
 
 The controller's settings carry Kafka's client properties (``kafka_security_protocol``, …); they reach
-the source as ``kafka.<name>`` options (:func:`streaming.query.source_options`, as with Spark's own Kafka
+the source as ``kafka.<name>`` options (:func:`streaming.query.pipeline.source_options`, as with Spark's own Kafka
 source) and the source's consumer reads, as the controller's principal, an admin command the admin's
 principal wrote and a broker event the broker's principal wrote (driven as Spark drives it, without
 Spark). The preflight passes with the right credential and stops ``livectl run`` with a wrong one."""
@@ -19,11 +19,11 @@ from kafka_secure import ADMIN, BROKER, CONTROLLER
 
 from admin.acls import Topics
 from sinks.requests import ensure_topics
-from streaming.kafka_source import KafkaStreamReader
-from streaming.preflight import UnreachableError, check_kafka
-from streaming.query import source_options
+from streaming.driver.preflight import UnreachableError, check_kafka
+from streaming.query.pipeline import source_options
 from streaming.settings import Settings
-from streaming.source_options import SourceOptions
+from streaming.source.kafka_source import KafkaStreamReader
+from streaming.source.options import SourceOptions
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""The controller's stop with ZooKeeper or Kafka gone: :meth:`streaming.side_threads.Opened.close` (what
+"""The controller's stop with ZooKeeper or Kafka gone: :meth:`streaming.driver.side_threads.Opened.close` (what
 ``livectl run`` does after its query stopped: the producer, the lease, the session) ends within its bound.
 
 Before the bound, resigning the lease with ZooKeeper gone waited for ever (kazoo queues a request while it
@@ -18,8 +18,8 @@ from kafka import KafkaProducer
 from kazoo.client import KazooClient
 
 from livectl import local
-from streaming.lease import RELEASE_TIMEOUT_S, ControllerLease
-from streaming.side_threads import PRODUCER_CLOSE_TIMEOUT_S, Opened
+from streaming.driver.lease import RELEASE_TIMEOUT_S, ControllerLease
+from streaming.driver.side_threads import PRODUCER_CLOSE_TIMEOUT_S, Opened
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,7 @@ def test_close_with_zookeeper_gone_ends_and_says_so(
     zk, lease = _elected(private_zookeeper.connect)
     local.stop_process(private_zookeeper.pid, private_zookeeper.marker)
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="streaming.lease"):
+    with caplog.at_level(logging.WARNING, logger="streaming.driver.lease"):
         Opened(zk, lease).close()
     assert time.monotonic() - started < 2 * RELEASE_TIMEOUT_S + KAZOO_STOP_S
     assert "resigning without ZooKeeper: /controller goes when this controller's session expires" in caplog.text

@@ -16,8 +16,8 @@ from core.model import Endpoint, PartitionTarget, TopicPartition
 from core.snapshot import PartitionStateZnode
 from sinks.ports import Fence
 from sinks.zookeeper import ZooKeeperSink
-from streaming import zk_snapshot
-from streaming.zk_snapshot import read_snapshot
+from streaming.zk import snapshot_reader as zk_snapshot
+from streaming.zk.snapshot_reader import read_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -84,8 +84,8 @@ def test_multi_read_answers_what_per_znode_gets_answer(zk: KazooClient) -> None:
         if i % 7:
             zk.create(p, b"" if i == 1 else f"value {i}".encode(), makepath=True)
     zk.set(paths[3], b"changed")
-    multi = zk_snapshot._multi_get_all(zk, paths, window=150)
-    single = zk_snapshot._get_all(zk, paths, window=5000)
+    multi = zk_snapshot.multi_get_all(zk, paths, window=150)
+    single = zk_snapshot.get_all(zk, paths, window=5000)
     assert len(multi) == 250 - len(range(0, 250, 7))
     assert {p: (d, st.version, st.czxid) for p, (d, st) in multi.items()} == {
         p: (d, st.version, st.czxid) for p, (d, st) in single.items()
@@ -99,7 +99,7 @@ def test_a_server_without_multi_read_is_read_znode_by_znode(zk: KazooClient, mon
     def unimplemented(*_: Any) -> Any:
         raise UnimplementedError()
 
-    monkeypatch.setattr(zk_snapshot, "_multi_get_all", unimplemented)
+    monkeypatch.setattr(zk_snapshot, "multi_get_all", unimplemented)
     got = zk_snapshot.read_znodes(zk, ["/old/a", "/old/missing"], window=10)
     assert list(got) == ["/old/a"] and got["/old/a"][0] == b"1"
 

@@ -19,11 +19,12 @@ from core import decisions as dc
 from core.kafka.requests import RequestApi, WireBody
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import spark_ui
-from streaming.audit_log import AuditBatch, AuditLog, HadoopAuditFiles
-from streaming.checkpoint_fs import HadoopCheckpointStore
-from streaming.dispatch import Dispatcher
-from streaming.stateful import KIND_METRICS, METRIC_COLUMNS, OUTPUT_SCHEMA
+from streaming.monitoring import spark_ui
+from streaming.monitoring.audit_log import AuditLog, HadoopAuditFiles
+from streaming.monitoring.audit_rows import AuditBatch
+from streaming.query.dispatch import Dispatcher
+from streaming.query.stateful import KIND_METRICS, METRIC_COLUMNS, OUTPUT_SCHEMA
+from streaming.runtime.checkpoint_fs import HadoopCheckpointStore
 
 pytestmark = pytest.mark.spark
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from streaming.bucket_keys import CHECKPOINT_META, group_keys
-from streaming.query import keyed_by_bucket
+from streaming.query.bucket_keys import CHECKPOINT_META, group_keys
+from streaming.query.pipeline import keyed_by_bucket
 from streaming.settings import Settings
 
 pytestmark = pytest.mark.spark

@@ -11,7 +11,7 @@ from controller_harness import Cluster, start_controller
 from waiting import wait_until
 
 from core import events as ev
-from streaming.stateful import load_state
+from streaming.query.stateful import load_state
 
 pytestmark = pytest.mark.spark
 
@@ -36,7 +36,7 @@ def stored_topics(spark: Any, checkpoint: str) -> set[str]:
 
 
 def _state_struct(value: dict[str, Any]) -> dict[str, Any]:
-    """The bucket's state (``streaming.stateful.STATE_SCHEMA``) inside the stored value (Spark nests the
+    """The bucket's state (``streaming.query.stateful.STATE_SCHEMA``) inside the stored value (Spark nests the
     group state of ``applyInPandasWithState`` in its own wrapper)."""
     if "blob" in value:
         return value

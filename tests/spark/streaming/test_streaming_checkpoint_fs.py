@@ -20,11 +20,11 @@ from core.codec.events import event_from_json
 from core.model import Broker, TopicPartition
 from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from livectl import local
-from streaming import failover
-from streaming.app import ControllerApp
-from streaming.checkpoint_fs import CheckpointError, HadoopCheckpointStore, batch_ids, child
+from streaming.driver.app import ControllerApp
+from streaming.driver.startup import has_committed_batch, resolve_buckets, uncommitted_batch
+from streaming.query import failover
+from streaming.runtime.checkpoint_fs import CheckpointError, HadoopCheckpointStore, batch_ids, child
 from streaming.settings import Settings
-from streaming.startup import has_committed_batch, resolve_buckets, uncommitted_batch
 
 pytestmark = pytest.mark.spark
 

@@ -15,8 +15,8 @@ import pytest
 from kafka import KafkaProducer
 
 from sinks.requests import ensure_topics
-from streaming.kafka_source import KafkaDataSource
-from streaming.source_options import SOURCE_NAME, KafkaSourceError, SourceOptions
+from streaming.source.kafka_source import KafkaDataSource
+from streaming.source.options import SOURCE_NAME, KafkaSourceError, SourceOptions
 
 pytestmark = pytest.mark.spark
 
@@ -115,7 +115,7 @@ def test_records_are_read_exactly_once_across_a_restart(spark: Any, kafka_broker
 
 def test_a_planned_batch_is_re_read_exactly(kafka_broker: Any) -> None:
     """What Spark does after a crash between planning and committing a batch: readBetweenOffsets."""
-    from streaming.kafka_source import KafkaStreamReader
+    from streaming.source.kafka_source import KafkaStreamReader
 
     topic = f"src-c-{uuid.uuid4().hex[:8]}"
     ensure_topics(kafka_broker.bootstrap, [topic], partitions=3)
@@ -145,7 +145,7 @@ def test_a_planned_batch_is_re_read_exactly(kafka_broker: Any) -> None:
 def test_the_query_uses_the_source_prepared_ahead_only_when_loaded_with_its_options(
     spark: Any, kafka_broker: Any, tmp_path: Path
 ) -> None:
-    from streaming.query import SourceStart, StartTimes, controller_frame, prepare_source
+    from streaming.query.pipeline import SourceStart, StartTimes, controller_frame, prepare_source
     from streaming.settings import Settings
 
     s = Settings().with_overrides(

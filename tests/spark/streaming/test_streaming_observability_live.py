@@ -23,7 +23,7 @@ from waiting import poll_until, wait_until
 
 from core import events as ev
 from livectl.local import free_port
-from streaming.app import ControllerApp
+from streaming.driver.app import ControllerApp
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""A bucket's large payloads cross Spark packed (:func:`streaming.stateful.output_frame`): the binary column of
+"""A bucket's large payloads cross Spark packed (:func:`streaming.query.stateful.output_frame`): the binary column of
 ``OUTPUT_SCHEMA`` through Spark's Arrow conversions both ways — pandas to the JVM in the Python worker, the JVM
 to pandas in the driver's ``toPandas`` — gives the driver the very texts the bucket made."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from streaming import stateful
+from streaming.query import stateful
 
 pytestmark = pytest.mark.spark
 

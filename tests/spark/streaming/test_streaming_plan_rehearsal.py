@@ -1,4 +1,4 @@
-"""A standby's rehearsal of the query's plan (:func:`streaming.query.rehearse_frame`) on a real session: it
+"""A standby's rehearsal of the query's plan (:func:`streaming.query.pipeline.rehearse_frame`) on a real session: it
 builds the frame the query would and plans it, compiling the code Spark generates for it, and writes nothing
 to the checkpoint, which only the lease holder may."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from streaming.bucket_keys import CHECKPOINT_META
-from streaming.query import controller_frame, prepare_source, rehearse_frame
+from streaming.query.bucket_keys import CHECKPOINT_META
+from streaming.query.pipeline import controller_frame, prepare_source, rehearse_frame
 from streaming.settings import Settings
 
 pytestmark = pytest.mark.spark

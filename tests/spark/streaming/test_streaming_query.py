@@ -11,9 +11,9 @@ from waiting import wait_until
 
 from core import events as ev
 from core.model import PartitionTarget
-from streaming.audit_log import default_audit_dir
-from streaming.query_source import connector_jars
-from streaming.spark_ui import job_descriptions
+from streaming.monitoring.audit_log import default_audit_dir
+from streaming.monitoring.spark_ui import job_descriptions
+from streaming.source.query_source import connector_jars
 
 pytestmark = pytest.mark.spark
 
@@ -173,7 +173,7 @@ class CrashOnStopReplica:
     [
         "python",
         # Spark's format("kafka"): the restart publishes the failover reference before the query starts, and
-        # the crashed batch is replayed by the Python source held at the barrier (streaming.app)
+        # the crashed batch is replayed by the Python source held at the barrier (streaming.driver.app)
         pytest.param(
             "kafka",
             marks=pytest.mark.skipif(not connector_jars(""), reason="Spark's Kafka connector: run scripts/setup"),
@@ -293,7 +293,7 @@ def test_zombie_is_fenced_and_a_cold_start_rebuilds_from_zookeeper(spark: Any, c
         wait_until("the zombie to stop", lambda: not zombie.thread.is_alive(), timeout=90)
     finally:
         zombie.stop()
-    from streaming.shutdown import ControllerStoppedError
+    from streaming.driver.shutdown import ControllerStoppedError
 
     assert zombie.error and isinstance(zombie.error[0], ControllerStoppedError)
     assert zombie.app.dispatcher is not None and zombie.app.dispatcher.fenced
@@ -340,7 +340,7 @@ def test_standby_takes_over_from_the_shared_checkpoint(
     import logging
     import threading
 
-    from streaming.app import ControllerApp
+    from streaming.driver.app import ControllerApp
 
     for b in (1, 2, 3):
         cluster.register_broker(b)
@@ -362,7 +362,7 @@ def test_standby_takes_over_from_the_shared_checkpoint(
         caplog.set_level(logging.INFO, logger="livectl.app")
         standby.start()
         # the standby waits for the lease while the active controller works: it reads the tree ahead and
-        # decides each bucket's failover batch for it (streaming.decided). Deciding ahead is a standby's
+        # decides each bucket's failover batch for it (streaming.query.decided). Deciding ahead is a standby's
         # alone: once it has, it is seen waiting, not started
         wait_until("the standby to decide ahead", lambda: _logged(caplog, "standby: decided the failover batch"))
         assert not standby_ready.is_set()

@@ -18,7 +18,7 @@ from controller_harness import Cluster, RunningController, start_controller
 from waiting import wait_until
 
 from core import events as ev
-from streaming.zk_snapshot import read_snapshot
+from streaming.zk.snapshot_reader import read_snapshot
 
 pytestmark = pytest.mark.spark
 

@@ -15,10 +15,10 @@ import pytest
 from kafka import KafkaProducer
 
 from sinks.requests import ensure_topics
-from streaming.checkpoint_fs import HadoopCheckpointStore, batch_ids, child
-from streaming.query import load_query_source, query_options
-from streaming.query_source import SourceChoiceError, choose, connector_jars, python_checkpoint
+from streaming.query.pipeline import load_query_source, query_options
+from streaming.runtime.checkpoint_fs import HadoopCheckpointStore, batch_ids, child
 from streaming.settings import Settings
+from streaming.source.query_source import SourceChoiceError, choose, connector_jars, python_checkpoint
 
 pytestmark = [
     pytest.mark.spark,

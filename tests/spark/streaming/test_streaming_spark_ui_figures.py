@@ -15,9 +15,9 @@ from pyspark.errors import IllegalArgumentException
 
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import spark_ui
-from streaming.dispatch import Dispatcher
-from streaming.stateful import KIND_METRICS, METRIC_COLUMNS, OUTPUT_SCHEMA
+from streaming.monitoring import spark_ui
+from streaming.query.dispatch import Dispatcher
+from streaming.query.stateful import KIND_METRICS, METRIC_COLUMNS, OUTPUT_SCHEMA
 
 pytestmark = pytest.mark.spark
 

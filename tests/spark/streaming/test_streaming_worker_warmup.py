@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streaming.warmup import WARMED_SCHEMA, warm_task, warm_workers
+from streaming.warm.warmup import WARMED_SCHEMA, warm_task, warm_workers
 
 pytestmark = pytest.mark.spark
 

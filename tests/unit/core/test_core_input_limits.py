@@ -24,7 +24,7 @@ from core.errors import FormatError
 from core.model import PartitionTarget, TopicPartition
 from sinks.ports import Fence, Rejected
 from sinks.requests import MAX_MESSAGE_BYTES, admin_result_messages, rejected_messages
-from streaming.dispatch import merge_admin_results
+from streaming.query.dispatch import merge_admin_results
 
 pytestmark = pytest.mark.unit
 
@@ -311,7 +311,7 @@ def test_superseded_reassignment_in_the_same_step_is_answered_finally() -> None:
 
 
 def test_the_suite_and_the_decoder_agree_at_every_bound() -> None:
-    from streaming.validation import SUITE_CONSTANTS, InputValidator, Rejection, flatten, load_suite
+    from streaming.query.validation import SUITE_CONSTANTS, InputValidator, Rejection, flatten, load_suite
 
     _, expectations = load_suite()
     for e in expectations:  # every placeholder was filled in from core.limits

@@ -11,7 +11,7 @@
 * every service has a healthcheck; the livectl ones parse as real ``livectl`` commands (and the brokers'
   one demands a minimum count, so it can fail), the Spark ones are Python that compiles;
 * the controllers' ``spark-submit`` lines point at the master's port, run the packaged ``streaming/main.py``
-  with arguments ``streaming.entry`` accepts, and ask for no more executor slots than the workers offer.
+  with arguments ``streaming.driver.entry`` accepts, and ask for no more executor slots than the workers offer.
 
 Running the livectl healthchecks against a real ZooKeeper (they fail below the count, pass at it) is in
 ``tests/integration/deploy/test_compose_healthchecks.py``.
@@ -30,9 +30,9 @@ import pytest
 import yaml
 
 from livectl.cli import build_parser
-from streaming.entry import add_run_arguments
+from streaming.driver.entry import add_run_arguments
+from streaming.driver.session import spark_defaults
 from streaming.resources import SPARK_JAR
-from streaming.session import spark_defaults
 
 pytestmark = pytest.mark.unit
 
@@ -178,9 +178,9 @@ def test_controllers_are_spark_submit_clients_of_the_cluster_with_a_standby() ->
         assert opts["--master"] == [f"spark://spark-master:{master_port}"]
         assert app == f"{site_packages()}/streaming/main.py"
         assert (REPO / "streaming" / "main.py").is_file()  # in the package the image installs
-        # the Spark UI's figures job (streaming.spark_ui) on the driver's class path and the executors'
-        assert opts["--jars"] == [f"{site_packages()}/streaming/conf/{SPARK_JAR}"]
-        assert (REPO / "streaming" / "conf" / SPARK_JAR).is_file()
+        # the Spark UI's figures job (streaming.monitoring.spark_ui) on the driver's class path and the executors'
+        assert opts["--jars"] == [f"{site_packages()}/livectl_conf/{SPARK_JAR}"]
+        assert (REPO / "conf" / SPARK_JAR).is_file()
         ns = _run_parser().parse_args(args)
         assert ns.zookeeper == "zookeeper:2181" and ns.bootstrap_server == "kafka:9092"
         ids.add(ns.controller_id)

@@ -22,14 +22,14 @@ from observations import batch
 from prometheus_client import generate_latest
 from test_compose_file import COMPOSE, controller_parts, services
 
-from streaming import observatory as oy
+from streaming.driver.session import spark_defaults
+from streaming.monitoring import observatory as oy
 from streaming.resources import GRAFANA_DASHBOARD, PROMETHEUS, conf_path
-from streaming.session import spark_defaults
 
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[3]
-CONF = REPO / "streaming" / "conf"
+CONF = REPO / "conf"
 
 
 def test_prometheus_config_is_valid_and_scrapes_both_controllers() -> None:
@@ -56,15 +56,15 @@ def test_prometheus_config_is_valid_and_scrapes_both_controllers() -> None:
     assert jobs["spark-driver"]["metrics_path"] == "/metrics/prometheus/"
     assert jobs["spark-executors"]["metrics_path"] == "/metrics/executors/prometheus/"
     prom = svcs["prometheus"]
-    assert "./streaming/conf/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prom["volumes"]
+    assert "./conf/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prom["volumes"]
     assert prom["ports"] == ["127.0.0.1:9090:9090"]
 
 
 def test_grafana_is_provisioned_with_prometheus_and_the_dashboard() -> None:
     g = services()["grafana"]
     mounts = {v.split(":")[1]: v.split(":")[0] for v in g["volumes"]}
-    assert mounts["/etc/grafana/provisioning"] == "./streaming/conf/grafana/provisioning"
-    assert mounts["/var/lib/grafana/dashboards"] == "./streaming/conf/grafana/dashboards"
+    assert mounts["/etc/grafana/provisioning"] == "./conf/grafana/provisioning"
+    assert mounts["/var/lib/grafana/dashboards"] == "./conf/grafana/dashboards"
     assert g["depends_on"]["prometheus"]["condition"] == "service_healthy"
     assert all(str(p).startswith("127.0.0.1:") for p in g["ports"])
     ds = yaml.safe_load((CONF / "grafana/provisioning/datasources/livectl.yml").read_text())["datasources"][0]
@@ -79,7 +79,7 @@ def exposed_names() -> set[str]:
     o.set_role(oy.Role.ACTIVE, 1)
     o.record_batch(batch())
     o.record_progress(7, 100.0)
-    from streaming.metrics_http import MetricsServer
+    from streaming.monitoring.metrics_http import MetricsServer
 
     text = generate_latest(MetricsServer(o, 1).registry).decode()
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from docs_pages import ROOT, pages
 
-from streaming.preflight import check_kafka, check_zookeeper
+from streaming.driver.preflight import check_kafka, check_zookeeper
 
 pytestmark = pytest.mark.unit
 

@@ -10,8 +10,8 @@ from shell_pipeline import store_at
 from sinks.compression import COMPRESSIONS, CompressionError, compression_type
 from sinks.ports import Fence
 from sinks.requests import RequestSink
+from streaming.driver.wiring import fenced_sinks
 from streaming.settings import Settings, SettingsError
-from streaming.wiring import fenced_sinks
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.validation import InputValidator
+from streaming.query.validation import InputValidator
 
 
 @pytest.fixture(scope="module")

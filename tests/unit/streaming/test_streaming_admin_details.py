@@ -11,8 +11,8 @@ import pytest
 
 from core import decisions as dc
 from core.codec.decisions import decision_to_json, encode_decision
-from streaming.audit_log import AuditBatch, audit_rows
-from streaming.dispatch import _rejected_result, decode_row, merge_admin_results
+from streaming.monitoring.audit_rows import AuditBatch, audit_rows
+from streaming.query.dispatch import decode_row, merge_admin_results, rejected_result
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +49,7 @@ def test_parts_decoded_from_rows_merge_as_objects() -> None:
 def test_a_refused_command_is_answered_with_an_object() -> None:
     payload = json.dumps({"version": 1, "type": "create_topic", "request_id": "q", "topic": "t"})
     row = {"payload": payload, "error": "INVALID_PARTITIONS", "expectations": ["limits"]}
-    result = _rejected_result("q", row, ["partitions: too many"])
+    result = rejected_result("q", row, ["partitions: too many"])
     assert result.error == "INVALID_REQUEST" and result.details_json() == {"kafka_error": "INVALID_PARTITIONS"}
     assert json.loads(decision_to_json(result))["details"] == {"kafka_error": "INVALID_PARTITIONS"}
 

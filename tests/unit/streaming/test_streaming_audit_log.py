@@ -2,7 +2,7 @@
 log lines, the ``livectl audit`` filters, and the Spark UI's texts.
 
 The pipeline is the one :mod:`shell_pipeline` drives by hand (prepare → bucket step → dispatcher on
-in-memory sinks); the table's files are real Parquet bytes written by :class:`streaming.audit_log.AuditLog`
+in-memory sinks); the table's files are real Parquet bytes written by :class:`streaming.monitoring.audit_log.AuditLog`
 into an in-memory folder, copied to disk where the CLI reads them.
 """
 
@@ -27,24 +27,19 @@ from core.codec.events import event_to_json
 from core.kafka.requests import RequestApi, WireBody
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import FailedWrite, Fence
-from streaming import spark_ui
-from streaming.audit_log import (
+from streaming.monitoring import spark_ui
+from streaming.monitoring.audit_log import PROGRESS_FILE, AuditLog, MemoryAuditFiles, default_audit_dir
+from streaming.monitoring.audit_rows import (
     AUDIT_SCHEMA,
-    PROGRESS_FILE,
-    STATE_CHANGE_LOGGER,
     AuditBatch,
-    AuditLog,
-    MemoryAuditFiles,
     audit_rows,
-    default_audit_dir,
-    digest_requests,
-    log_state_changes,
-    per_broker,
     topic_partition_of_item,
     topic_partition_of_path,
 )
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.validation import InputValidator
+from streaming.monitoring.request_digest import digest_requests, per_broker
+from streaming.monitoring.state_change_log import STATE_CHANGE_LOGGER, log_state_changes
+from streaming.query.validation import InputValidator
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
 pytestmark = pytest.mark.unit
 

@@ -17,9 +17,9 @@ from core.controller import ControllerConfig
 from core.model import PartitionTarget
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import stateful
-from streaming.auto_rebalance import AutoRebalanceScheduler
-from streaming.validation import InputValidator
+from streaming.driver.auto_rebalance import AutoRebalanceScheduler
+from streaming.query import stateful
+from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
 

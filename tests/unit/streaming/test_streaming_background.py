@@ -1,4 +1,4 @@
-"""One call on a thread of its own (:func:`streaming.background.in_background`)."""
+"""One call on a thread of its own (:func:`streaming.runtime.background.in_background`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from streaming.background import in_background
+from streaming.runtime.background import in_background
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Bucket → grouping key (:mod:`streaming.bucket_keys`): one Spark shuffle partition per bucket, and each
+"""Bucket → grouping key (:mod:`streaming.query.bucket_keys`): one Spark shuffle partition per bucket, and each
 checkpoint keeps the scheme its state was written under."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from core import events as ev
 from core.codec.events import event_to_json
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import routing, stateful
-from streaming.bucket_keys import (
+from streaming.query import routing, stateful
+from streaming.query.bucket_keys import (
     CHECKPOINT_META,
     BucketKeys,
     bucket_of_key,
@@ -24,8 +24,8 @@ from streaming.bucket_keys import (
     murmur3_int,
     spark_partition,
 )
-from streaming.checkpoint_fs import MemoryCheckpointStore, child
-from streaming.validation import InputValidator
+from streaming.query.validation import InputValidator
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore, child
 
 pytestmark = pytest.mark.unit
 

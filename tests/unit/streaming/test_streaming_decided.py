@@ -1,4 +1,4 @@
-"""A standby's failover batch decided ahead (:mod:`streaming.decided`): the bucket hands over the outcome
+"""A standby's failover batch decided ahead (:mod:`streaming.query.decided`): the bucket hands over the outcome
 only for exactly the batch it was computed for, and it is the step's own rows and state bytes."""
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from core.model import Broker, TopicPartition
 from core.snapshot import ZkSnapshot
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import decided, failover, routing, stateful
-from streaming.failover import StoreSnapshots
-from streaming.validation import InputValidator
+from streaming.query import decided, failover, outcome, routing, stateful
+from streaming.query.failover import StoreSnapshots
+from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
 
@@ -95,9 +95,9 @@ def _run(
     stored: dict[int, tuple[Any, ...] | None],
     batch: pd.DataFrame,
     config: ControllerConfig,
-    outcomes: dict[int, decided.Outcome] | None,
+    outcomes: dict[int, outcome.Outcome] | None,
     *,
-    shipped: decided.DecidedFiles | None = None,
+    shipped: outcome.DecidedFiles | None = None,
     summaries: bool = False,
 ) -> tuple[list[list[Any]], dict[int, tuple[Any, ...] | None], list[int]]:
     """Each bucket's step on its stored state (no worker cache), with the outcomes as shipped (or the files
@@ -111,15 +111,15 @@ def _run(
         o = (outcomes or {}).get(bucket)
         return o.to_bytes() if o is not None and o.folder == folder else None
 
-    real_take = decided.take
+    real_take = outcome.take
 
-    def spy(bucket: int, *a: Any, **kw: Any) -> decided.Outcome | None:
+    def spy(bucket: int, *a: Any, **kw: Any) -> outcome.Outcome | None:
         got = real_take(bucket, *a, **kw)
         if got is not None:
             taken.append(bucket)
         return got
 
-    decided.take = spy  # type: ignore[assignment]
+    outcome.take = spy  # type: ignore[assignment]
     try:
         for bucket, frame in batch.groupby("bucket"):
             gs = FakeGroupState()
@@ -137,7 +137,7 @@ def _run(
                 rows.extend(df.values.tolist())
             states[int(bucket)] = gs.value
     finally:
-        decided.take = real_take  # type: ignore[assignment]
+        outcome.take = real_take  # type: ignore[assignment]
     return rows, states, taken
 
 
@@ -152,7 +152,7 @@ def test_an_outcome_decided_ahead_is_the_steps_own_rows_and_state(tmp_path: Path
     assert decider.update(ahead, {}, threading.Event()) == 0  # nothing changed: nothing decided again
     # won: the tree read after winning is the one read ahead, one epoch on
     ref, written = _hand_off(tmp_path, decided.predicted(ahead))
-    outcomes = decided.matching(decider.outcomes(), ref, written, config)
+    outcomes = outcome.matching(decider.outcomes(), ref, written, config)
     assert sorted(outcomes) == list(range(BUCKETS))
     batch = _batch(tmp_path, validator, ref)
     rows, states, taken = _run(tmp_path, stored, batch, config, outcomes)
@@ -179,7 +179,7 @@ def test_a_tree_that_changed_after_the_read_ahead_gets_its_outcome_only_where_it
     changed = ((tp, replace(st, leader=st.isr[1], leader_epoch=st.leader_epoch + 1, zk_version=1)),)
     after = replace(after, partition_states=changed + after.partition_states[1:])
     ref, written = _hand_off(tmp_path, after)
-    outcomes = decided.matching(decider.outcomes(), ref, written, config)
+    outcomes = outcome.matching(decider.outcomes(), ref, written, config)
     moved = routing.bucket_of(tp.topic, BUCKETS)
     assert moved not in outcomes and len(outcomes) == BUCKETS - 1
     stored = _stored_states(tmp_path, validator)
@@ -195,13 +195,13 @@ def test_another_epoch_other_configs_or_a_resuming_reference_take_no_outcome(tmp
     decider.update(ahead, {}, threading.Event())
     # another controller won first: the next epoch's tree is not the one predicted
     ref, written = _hand_off(tmp_path, replace(ahead, controller_epoch=3, controller_epoch_zk_version=2))
-    assert decided.matching(decider.outcomes(), ref, written, ControllerConfig()) == {}
+    assert outcome.matching(decider.outcomes(), ref, written, ControllerConfig()) == {}
     ref, written = _hand_off(tmp_path, decided.predicted(ahead))
     # a dynamic controller config read after winning differs from the one decided with
-    assert decided.matching(decider.outcomes(), ref, written, ControllerConfig(delete_topic_enable=False)) == {}
-    assert decided.matching(decider.outcomes(), {**ref, "resumes": True}, written, ControllerConfig()) == {}
+    assert outcome.matching(decider.outcomes(), ref, written, ControllerConfig(delete_topic_enable=False)) == {}
+    assert outcome.matching(decider.outcomes(), {**ref, "resumes": True}, written, ControllerConfig()) == {}
     # a file kept from an earlier attempt of the same epoch is not in ``written``: nothing to compare with
-    assert decided.matching(decider.outcomes(), ref, {}, ControllerConfig()) == {}
+    assert outcome.matching(decider.outcomes(), ref, {}, ControllerConfig()) == {}
 
 
 def test_a_batch_with_more_than_the_reference_and_ticks_or_bookkeeping_runs_the_step(
@@ -213,7 +213,7 @@ def test_a_batch_with_more_than_the_reference_and_ticks_or_bookkeeping_runs_the_
     decider = _decider(tmp_path, config)
     decider.update(ahead, {}, threading.Event())
     ref, written = _hand_off(tmp_path, decided.predicted(ahead))
-    outcomes = decided.matching(decider.outcomes(), ref, written, config)
+    outcomes = outcome.matching(decider.outcomes(), ref, written, config)
     # records that waited behind the failover barrier go into the same batch: every bucket of theirs steps
     command = [(ADMIN, event_to_json(ev.CreateTopic("r2", "late", 3, 2)))]
     batch = _batch(tmp_path, validator, ref, command)
@@ -245,7 +245,7 @@ def test_a_damaged_or_foreign_outcome_file_runs_the_step(tmp_path: Path, validat
     decider = _decider(tmp_path, config)
     decider.update(ahead, {}, threading.Event())
     ref, written = _hand_off(tmp_path, decided.predicted(ahead))
-    outcomes = decided.matching(decider.outcomes(), ref, written, config)
+    outcomes = outcome.matching(decider.outcomes(), ref, written, config)
     batch = _batch(tmp_path, validator, ref)
     expected = _run(tmp_path, {}, batch, config, None)[:2]
     # bucket 0's outcome served to every bucket: only bucket 0 takes it; one decided from another slice text:
@@ -272,8 +272,8 @@ def test_the_switch_is_true_or_false_and_anything_else_is_refused() -> None:
 def test_a_standby_decides_only_on_a_checkpoint_with_its_bucket_count_and_without_the_summaries(
     tmp_path: Path,
 ) -> None:
-    from streaming.bucket_keys import CHECKPOINT_META
-    from streaming.checkpoint_fs import MemoryCheckpointStore, child
+    from streaming.query.bucket_keys import CHECKPOINT_META
+    from streaming.runtime.checkpoint_fs import MemoryCheckpointStore, child
     from streaming.settings import Settings
 
     store = MemoryCheckpointStore(f"memory:{tmp_path}/decider")

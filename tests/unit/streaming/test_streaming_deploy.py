@@ -11,22 +11,24 @@ from typing import Any
 import pytest
 
 from livectl.cli import main as livectl_main
-from streaming import failover, resources
-from streaming.checkpoint_fs import CheckpointError, MemoryCheckpointStore, batch_ids, child, parent
-from streaming.entry import parse_spark_conf, worker_python
-from streaming.session import spark_defaults, spark_ui_address
+from streaming import resources
+from streaming.driver.entry import parse_spark_conf, worker_python
+from streaming.driver.session import spark_defaults, spark_ui_address
+from streaming.query import failover
+from streaming.query.validation import load_suite
+from streaming.runtime.checkpoint_fs import CheckpointError, MemoryCheckpointStore, batch_ids, child, parent
 from streaming.settings import Settings, SettingsError
-from streaming.validation import load_suite
 
 pytestmark = pytest.mark.unit
 
 
-def test_the_configuration_ships_inside_the_packages() -> None:
+def test_the_configuration_ships_with_the_packages() -> None:
     for name in resources.SHIPPED:
         assert resources.conf_file(name).is_file(), name
         assert resources.conf_path(name).is_file()
-    # the files the code reads come from the package, not from the working directory
-    assert Path(resources.conf_path(resources.DEFAULTS)).parent.parent.name == "streaming"
+    # the files the code reads come from the installed conf package (here the editable install maps it onto the
+    # repository's conf/), not from the working directory
+    assert resources.conf_root() == Path(__file__).resolve().parents[3] / "conf"
     assert (
         Settings.load().controller_id
         == json.loads(resources.conf_file(resources.DEFAULTS).read_text())["controller_id"]

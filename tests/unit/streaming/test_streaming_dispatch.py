@@ -19,8 +19,8 @@ from core.kafka.zkdata import decode_partition_state
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
-from streaming.dispatch import merge_admin_results
-from streaming.validation import InputValidator
+from streaming.query.dispatch import merge_admin_results
+from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
 
@@ -74,7 +74,7 @@ def test_admin_results_of_a_split_command_are_merged() -> None:
 
 def test_a_refused_state_write_is_read_again_and_redone(tmp_path: Path, validator: InputValidator) -> None:
     # the dispatcher hands refused writes to its hook; the app's hook re-reads the znodes and publishes
-    # them (streaming.refresh); here the same is done on the fakes and fed to the next batch
+    # them (streaming.query.refresh); here the same is done on the fakes and fed to the next batch
     zk = MemoryZooKeeper()
     epoch_znode(zk)
     p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
@@ -142,7 +142,7 @@ def test_requests_of_a_refused_state_write_are_withheld(tmp_path: Path, validato
 
 def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
     from sinks.ports import FailedWrite
-    from streaming.dispatch import withhold_refused
+    from streaming.query.dispatch import withhold_refused
 
     def body(*parts: tuple[str, int]) -> WireBody:
         topics: dict[str, list[dict[str, int]]] = {}
@@ -172,7 +172,7 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
         for r in kept
     ]
     # a refused partition state holds back that partition's LeaderAndIsr / UpdateMetadata; a refused
-    # topic znode every request of the topic (streaming.refusals)
+    # topic znode every request of the topic (streaming.query.refusals)
     assert got == [
         (1, lisr, [("a", 1)]),
         (3, um, []),
@@ -184,7 +184,7 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
 def test_withhold_refused_keeps_a_shared_requests_addressees() -> None:
     from core.kafka.requests import SHARED_BROKER_ID, Addressee
     from sinks.ports import FailedWrite
-    from streaming.dispatch import withhold_refused
+    from streaming.query.dispatch import withhold_refused
 
     states = [{"topicName": "a", "partitionStates": [{"partitionIndex": 0}, {"partitionIndex": 1}]}]
     addressees = (Addressee(1, 5), Addressee(2, 6))
@@ -203,7 +203,7 @@ def test_withhold_refused_keeps_a_shared_requests_addressees() -> None:
 def test_withhold_refused_filters_typed_bodies_as_values() -> None:
     from core.kafka.requests import LeaderAndIsrRequest, LisrPartitionState, StopReplicaPartition, StopReplicaRequest
     from sinks.ports import FailedWrite
-    from streaming.dispatch import withhold_refused
+    from streaming.query.dispatch import withhold_refused
 
     a0, a1 = (LisrPartitionState("a", p, 1, 1, 1, (1,), 0, (1,)) for p in (0, 1))
     lisr = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, LeaderAndIsrRequest(0, 1, 5, 0, (a0, a1), ()))

@@ -16,8 +16,8 @@ from core.codec.decisions import decision_to_json, decode_decision
 from core.errors import FormatError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, ZkBatchResult
-from streaming.dispatch import Dispatcher
-from streaming.stateful import KIND_REQUEST, KIND_ZK, METRIC_COLUMNS, OUTPUT_COLUMNS
+from streaming.query.dispatch import Dispatcher
+from streaming.query.stateful import KIND_REQUEST, KIND_ZK, METRIC_COLUMNS, OUTPUT_COLUMNS
 
 pytestmark = pytest.mark.unit
 

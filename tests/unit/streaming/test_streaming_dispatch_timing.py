@@ -11,13 +11,13 @@ import pytest
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
-from streaming.dispatch import BatchTiming, Dispatcher
+from streaming.query.dispatch import BatchTiming, Dispatcher
 
 pytestmark = pytest.mark.unit
 
 
 class _JavaContext:
-    """The part of ``JavaSparkContext`` the Jobs-tab announcement uses (``streaming.spark_ui.announce``)."""
+    """The part of ``JavaSparkContext`` the Jobs-tab announcement uses (``streaming.monitoring.spark_ui.announce``)."""
 
     def __init__(self) -> None:
         self.properties: dict[str, str | None] = {}
@@ -39,7 +39,7 @@ class _JavaContext:
 
 class _JvmPackages:
     """py4j's view of JVM packages on a driver without livectl's jar: every name is another package, never
-    a class (``streaming.spark_ui.publish_figures`` then announces a job of no task)."""
+    a class (``streaming.monitoring.spark_ui.publish_figures`` then announces a job of no task)."""
 
     def __getattr__(self, name: str) -> _JvmPackages:
         return self

@@ -14,9 +14,9 @@ from core.model import Broker, PartitionTarget, TopicPartition
 from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import failover, routing
-from streaming.failover import StoreSnapshots
-from streaming.validation import InputValidator
+from streaming.query import failover, routing
+from streaming.query.failover import StoreSnapshots
+from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
 
@@ -74,7 +74,8 @@ def test_every_part_of_the_snapshot_goes_to_its_topics_bucket_in_order() -> None
 
 
 def _snapshot_of_tree(zk: MemoryZooKeeper, brokers: tuple[int, ...]) -> ZkSnapshot:
-    """What a controller elected now reads from the fake tree (as :func:`streaming.zk_snapshot.read_snapshot`)."""
+    """What a controller elected now reads from the fake tree (as
+    :func:`streaming.zk.snapshot_reader.read_snapshot`)."""
     from core.kafka.zksnapshot import snapshot_from_znodes
 
     data, version = zk.get("/controller_epoch")

@@ -18,7 +18,7 @@ from core.codec.events import event_to_json
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence, RequestBatchResult
-from streaming.validation import InputValidator
+from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
 
@@ -171,5 +171,5 @@ def test_an_outage_seen_by_a_replaced_controller_is_reported_as_fencing(
 
     p.dispatcher.fence_check = check
     with pytest.raises(ControllerFencedError):
-        p.dispatcher._step(7, "admin results", lambda: p.dispatcher.request_sink.write_admin_results(7, []))
+        p.dispatcher.retried(7, "admin results", lambda: p.dispatcher.request_sink.write_admin_results(7, []))
     assert p.dispatcher.fenced

@@ -36,10 +36,10 @@ from core.snapshot import ZkSnapshot
 from core.states import ReplicaState
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import failover, routing, stateful
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.dispatch import Dispatcher
-from streaming.validation import InputValidator, Rejection, flatten
+from streaming.query import failover, routing, stateful
+from streaming.query.dispatch import Dispatcher
+from streaming.query.validation import InputValidator, Rejection, flatten
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from kafka import TopicPartition
 
-from streaming.kafka_source import UNANSWERED_CHECKS_WARNED, KafkaStreamReader, record_mark
-from streaming.source_options import KafkaSourceError, SourceOptions
+from streaming.source.consumer import UNANSWERED_CHECKS_WARNED, record_mark
+from streaming.source.kafka_source import KafkaStreamReader
+from streaming.source.options import KafkaSourceError, SourceOptions
 
 pytestmark = pytest.mark.unit
 
@@ -79,13 +80,13 @@ def _records(offsets: range | list[int], stamp: int = 1000, tag: str = "old") ->
 def _reader(log: Log, fail: bool) -> KafkaStreamReader:
     options = {"bootstrap_servers": "h:1", "topics": "t", "fail_on_data_loss": str(fail).lower()}
     reader = KafkaStreamReader(SourceOptions.parse({**options, "poll_timeout_ms": "50"}))
-    reader._consumer = log
+    reader.kafka.consumer = log
     return reader
 
 
 def _check(log: Log, start: int, mark: str | None, *, fail: bool = False) -> tuple[int, dict[Any, str], set[Any]]:
     marks = {KEY: mark} if mark is not None else {}
-    starts, kept, unchecked = _reader(log, fail)._check_data_loss([TP], {KEY: start}, marks)
+    starts, kept, unchecked = _reader(log, fail).kafka.check_data_loss([TP], {KEY: start}, marks)
     return starts[KEY], kept, unchecked
 
 
@@ -151,10 +152,10 @@ def test_a_broker_that_goes_on_not_answering_is_warned_of(caplog: pytest.LogCapt
     answering = Log(OLD, 5)
     levels: list[int] = []
     with caplog.at_level(logging.INFO, logger="livectl.kafka_source"):
-        for consumer in [silent._consumer] * UNANSWERED_CHECKS_WARNED + [answering, silent._consumer]:
-            silent._consumer = consumer
+        for consumer in [silent.kafka.consumer] * UNANSWERED_CHECKS_WARNED + [answering, silent.kafka.consumer]:
+            silent.kafka.consumer = consumer
             caplog.clear()
-            silent._check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})
+            silent.kafka.check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})
             levels.append(max((r.levelno for r in caplog.records), default=0))
     assert levels == [logging.INFO] * (UNANSWERED_CHECKS_WARNED - 1) + [logging.WARNING, 0, logging.INFO]
 

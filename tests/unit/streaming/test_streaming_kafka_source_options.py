@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streaming.source_options import MARKS, KafkaSourceError, SourceOptions, source_offset, split_offset
+from streaming.source.options import MARKS, KafkaSourceError, SourceOptions, source_offset, split_offset
 
 pytestmark = pytest.mark.unit
 
@@ -71,7 +71,7 @@ def test_bad_marks_in_starting_offsets_name_the_field(marks: str, reason: str) -
 
 def test_security_settings_reach_the_source_options_and_errors_name_the_setting() -> None:
     from streaming.settings import Settings, SettingsError
-    from streaming.source_options import KafkaSourceError, SourceOptions
+    from streaming.source.options import KafkaSourceError, SourceOptions
 
     s = Settings().with_overrides(
         [
@@ -82,7 +82,7 @@ def test_security_settings_reach_the_source_options_and_errors_name_the_setting(
     )
     props = s.kafka_security().properties()
     assert props["security.protocol"] == "SASL_PLAINTEXT" and "pw" not in repr(s)
-    # what streaming.query gives the source: kafka.<name> options
+    # what streaming.query.pipeline gives the source: kafka.<name> options
     options = {"bootstrap_servers": "h:1", "topics": "a", **{f"kafka.{k}": v for k, v in props.items()}}
     parsed = SourceOptions.parse(options)
     assert dict(parsed.security) == props
@@ -119,10 +119,10 @@ class _ListOffsetsLike:
 
 
 def _reader(consumer: _ListOffsetsLike) -> Any:
-    from streaming.kafka_source import KafkaStreamReader
+    from streaming.source.kafka_source import KafkaStreamReader
 
     reader = KafkaStreamReader(SourceOptions.parse({"bootstrap_servers": "h:1", "topics": "a,b"}))
-    reader._consumer = consumer
+    reader.kafka.consumer = consumer
     return reader
 
 
@@ -132,17 +132,17 @@ def test_a_partition_answered_without_an_offset_is_asked_again_not_fatal() -> No
     tps = [TopicPartition("a", 0), TopicPartition("b", 1)]
     consumer = _ListOffsetsLike({"b": 3})
     reader = _reader(consumer)
-    assert reader._list_offsets("beginning", tps) == {tps[0]: 0, tps[1]: 1}
-    assert reader._list_offsets("end", tps) == {tps[0]: 100, tps[1]: 101}
+    assert reader.kafka.list_offsets("beginning", tps) == {tps[0]: 0, tps[1]: 1}
+    assert reader.kafka.list_offsets("end", tps) == {tps[0]: 100, tps[1]: 101}
     assert consumer.calls > 2
 
 
 def test_a_partition_never_answered_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from kafka import TopicPartition
 
-    import streaming.kafka_source as ks
+    import streaming.source.consumer as ks
 
     monkeypatch.setattr(ks, "OFFSETS_RETRY_S", 0.5)
     reader = _reader(_ListOffsetsLike({"b": 10**6}))
     with pytest.raises(KafkaSourceError, match=r"b-1: the broker gave no end offset for 0 s"):
-        reader._list_offsets("end", [TopicPartition("a", 0), TopicPartition("b", 1)])
+        reader.kafka.list_offsets("end", [TopicPartition("a", 0), TopicPartition("b", 1)])

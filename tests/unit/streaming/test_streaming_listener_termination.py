@@ -1,5 +1,5 @@
-"""The metrics listener's report of a query's end (``streaming.listener.MetricsListener.onQueryTerminated``):
-a failed query is the app's to report (``streaming.shutdown.raise_outcome``), so the listener says it only at
+"""The metrics listener's report of a query's end (``streaming.query.listener.MetricsListener.onQueryTerminated``):
+a failed query is the app's to report (``streaming.driver.shutdown.raise_outcome``), so the listener says it only at
 DEBUG — a fenced controller's one line must stay its only line, whenever Spark's listener bus calls back."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from streaming.listener import MetricsListener
+from streaming.query.listener import MetricsListener
 
 pytestmark = pytest.mark.unit
 

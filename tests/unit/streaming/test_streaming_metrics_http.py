@@ -9,8 +9,8 @@ import urllib.request
 import pytest
 from observations import samples
 
-from streaming import observatory as oy
-from streaming.metrics_http import MetricsServer, MetricsServerError, start_endpoint
+from streaming.monitoring import observatory as oy
+from streaming.monitoring.metrics_http import MetricsServer, MetricsServerError, start_endpoint
 from streaming.settings import Settings, SettingsError
 
 pytestmark = pytest.mark.unit

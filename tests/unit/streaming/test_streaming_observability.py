@@ -11,9 +11,9 @@ import pytest
 from observations import batch, samples
 
 from core import decisions as dc
-from streaming import observability as ob
-from streaming import observatory as oy
-from streaming.metrics_http import MetricsServer
+from streaming.monitoring import observability as ob
+from streaming.monitoring import observatory as oy
+from streaming.monitoring.metrics_http import MetricsServer
 
 pytestmark = pytest.mark.unit
 
@@ -105,9 +105,9 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
     from core.codec.events import event_to_json
     from sinks.memory import MemoryZooKeeper
     from sinks.ports import Fence
-    from streaming import routing, stateful
-    from streaming.failover import StoreSnapshots
-    from streaming.validation import InputValidator
+    from streaming.query import routing, stateful
+    from streaming.query.failover import StoreSnapshots
+    from streaming.query.validation import InputValidator
 
     class Observed(Pipeline):
         def run_batch(self, items: list[tuple[str, str]]) -> pd.DataFrame:

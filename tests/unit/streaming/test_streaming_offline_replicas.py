@@ -10,7 +10,7 @@ from core.codec.events import event_from_json, event_to_json
 from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker
 from core.snapshot import ZkSnapshot
-from streaming import failover, routing
+from streaming.query import failover, routing
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,5 @@
-"""What a controller's run opened is closed in order, its query listeners first (``streaming.side_threads.Opened``)."""
+"""What a controller's run opened is closed in order, its query listeners first
+(``streaming.driver.side_threads.Opened``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streaming.side_threads import Opened
+from streaming.driver.side_threads import Opened
 
 pytestmark = pytest.mark.unit
 

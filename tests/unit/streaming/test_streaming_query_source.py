@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from streaming.query import PreparedSource, SourceAhead, SourceStart, StartTimes, source_options
+from streaming.query.pipeline import PreparedSource, SourceAhead, SourceStart, StartTimes, source_options
 from streaming.settings import Settings
-from streaming.source_options import SOURCE_NAME, SourceOptions
+from streaming.source.options import SOURCE_NAME, SourceOptions
 
 pytestmark = pytest.mark.unit
 
@@ -163,7 +163,7 @@ class _Prepared:
 
 
 def test_no_plan_is_rehearsed_without_a_prepared_source(caplog: pytest.LogCaptureFixture) -> None:
-    from streaming.query import rehearse_in_background
+    from streaming.query.pipeline import rehearse_in_background
 
     source = _Prepared(None)
     with caplog.at_level("INFO", logger="livectl.query"):
@@ -173,7 +173,7 @@ def test_no_plan_is_rehearsed_without_a_prepared_source(caplog: pytest.LogCaptur
 
 
 def test_a_rehearsal_that_fails_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
-    from streaming.query import rehearse_in_background
+    from streaming.query.pipeline import rehearse_in_background
 
     prepared = PreparedSource(source_options(_settings()), frame=None, seconds=0.0)
     with caplog.at_level("INFO", logger="livectl.query"):

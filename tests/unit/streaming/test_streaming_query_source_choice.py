@@ -1,4 +1,4 @@
-"""Which source the query reads with (streaming.query_source), the connector's jars, and Spark's Kafka source's
+"""Which source the query reads with (streaming.source.query_source), the connector's jars, and Spark's Kafka source's
 options: no Spark (the sources themselves: tests/spark/streaming/test_streaming_spark_kafka_source.py)."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from streaming.query import SourceStart, kafka_options, query_options, run_source
-from streaming.query_source import (
+from streaming.query.pipeline import SourceStart, kafka_options, query_options, run_source
+from streaming.settings import Settings, SettingsError
+from streaming.source.query_source import (
     AUTO_PREFERS,
     SourceChoiceError,
     choose,
@@ -19,7 +20,6 @@ from streaming.query_source import (
     python_checkpoint,
     without_marks,
 )
-from streaming.settings import Settings, SettingsError
 
 pytestmark = pytest.mark.unit
 

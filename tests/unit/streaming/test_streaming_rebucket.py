@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from streaming.checkpoint_fs import MemoryCheckpointStore
-from streaming.rebucket import ResumeError, offsets_of, resume_offsets
+from streaming.driver.rebucket import ResumeError, offsets_of, resume_offsets
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
 pytestmark = pytest.mark.unit
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from streaming.checkpoint_fs import MemoryCheckpointStore, child
+from streaming.driver.wiring import wait_committed
 from streaming.errors import StreamingError
-from streaming.wiring import wait_committed
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore, child
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""One admin record per request id in a micro-batch (:mod:`streaming.request_ids`), through the query's steps
+"""One admin record per request id in a micro-batch (:mod:`streaming.query.request_ids`), through the query's steps
 without Spark: prepare → per-bucket step → dispatch to the in-memory sinks."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from core import events as ev
 from core.codec.events import event_to_json
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
-from streaming.validation import InputValidator
+from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ import pytest
 from core import events as ev
 from core.codec.events import event_from_json, event_to_json
 from core.model import ElectionType, PartitionTarget
-from streaming import routing
-from streaming.validation import InputValidator, Rejection
+from streaming.query import routing
+from streaming.query.validation import InputValidator, Rejection
 
 pytestmark = pytest.mark.unit
 

@@ -65,7 +65,7 @@ class FakeSpark:
 
 
 def test_bucket_count_follows_spark_and_is_fixed_by_the_checkpoint(tmp_path: Path) -> None:
-    from streaming.startup import resolve_buckets
+    from streaming.driver.startup import resolve_buckets
 
     base = Settings.from_mapping({"checkpoint_dir": str(tmp_path / "ck"), "num_buckets": 0})
     spark = FakeSpark(6)
@@ -87,7 +87,7 @@ def test_bucket_count_follows_spark_and_is_fixed_by_the_checkpoint(tmp_path: Pat
 def test_a_new_checkpoint_gets_one_bucket_per_executor_core_unless_told(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from streaming.startup import resolve_buckets
+    from streaming.driver.startup import resolve_buckets
 
     made = iter(range(100))
 
@@ -124,13 +124,13 @@ def test_a_new_checkpoint_gets_one_bucket_per_executor_core_unless_told(
     ],
 )
 def test_executor_cores_of_each_master_form(master: str, cores: int) -> None:
-    from streaming.startup import executor_cores
+    from streaming.driver.startup import executor_cores
 
     assert executor_cores({"spark.master": master}, default_parallelism=99, cpu_count=16) == (cores, f"master {master}")
 
 
 def test_local_star_counts_the_cores_spark_gave_it() -> None:
-    from streaming.startup import executor_cores
+    from streaming.driver.startup import executor_cores
 
     # Spark's own count (in local mode defaultParallelism is the thread count it gave "*", from the JVM's
     # view of the CPUs), not the machine's
@@ -161,9 +161,9 @@ class CountingStore:
 def test_the_checkpoint_meta_is_read_once_per_start(tmp_path: Path) -> None:
     import json
 
-    from streaming.bucket_keys import CHECKPOINT_META, checkpoint_scheme
-    from streaming.checkpoint_fs import child
-    from streaming.startup import resolve_buckets
+    from streaming.driver.startup import resolve_buckets
+    from streaming.query.bucket_keys import CHECKPOINT_META, checkpoint_scheme
+    from streaming.runtime.checkpoint_fs import child
 
     s = Settings.from_mapping({"checkpoint_dir": str(tmp_path / "once"), "num_buckets": 0})
     inner = store_at(tmp_path / "once")

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from sinks.errors import ControllerFencedError, SinkUnavailableError
-from streaming.errors import StreamingError
-from streaming.shutdown import (
+from streaming.driver.shutdown import (
     ControllerStoppedError,
     fenced_if_replaced,
     query_failure_reason,
     raise_outcome,
     stop_query,
 )
+from streaming.errors import StreamingError
 
 pytestmark = pytest.mark.unit
 
@@ -117,7 +117,8 @@ def test_a_source_error_inside_sparks_traceback_is_reported_by_its_own_line() ->
     text = (
         "[STREAM_FAILED] Query [id = 1] terminated with exception: ... Traceback (most recent call last):\n"
         '  File "kafka_source.py", line 250, in read\n'
-        "streaming.kafka_source.KafkaSourceError: livectl-kafka fail_on_data_loss: data loss on livectl.admin-0: "
+        "streaming.source.kafka_source.KafkaSourceError: livectl-kafka fail_on_data_loss: "
+        "data loss on livectl.admin-0: "
         "the checkpoint reads from offset 57 but the log now ends at offset 3\n\tat org.apache.spark..."
     )
     assert query_failure_reason(text) == (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming import spark_ui
+from streaming.monitoring import spark_ui
 from streaming.resources import SPARK_JAR, conf_path
 
 pytestmark = pytest.mark.unit

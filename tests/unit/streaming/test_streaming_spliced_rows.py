@@ -36,17 +36,12 @@ from core.states import PartitionState, ReplicaState
 from sinks.ports import FailedWrite, Fence, ZkCode
 from sinks.requests import request_messages
 from sinks.requests.merge import merge_spliced
-from streaming.audit_log import (
-    STATE_CHANGE_LOGGER,
-    AuditBatch,
-    audit_rows,
-    digest_requests,
-    log_state_changes,
-    per_broker,
-)
-from streaming.dispatch import decode_row
-from streaming.observability import describe_decision
-from streaming.refusals import classify, withhold
+from streaming.monitoring.audit_rows import AuditBatch, audit_rows
+from streaming.monitoring.observability import describe_decision
+from streaming.monitoring.request_digest import digest_requests, per_broker
+from streaming.monitoring.state_change_log import STATE_CHANGE_LOGGER, log_state_changes
+from streaming.query.dispatch import decode_row
+from streaming.query.refusals import classify, withhold
 
 pytestmark = pytest.mark.unit
 
@@ -315,7 +310,7 @@ class _AcceptingZk:
 def _frame(decisions: list[dc.Decision]) -> Any:
     import pandas as pd
 
-    from streaming.stateful import decision_rows
+    from streaming.query.stateful import decision_rows
 
     rows = decision_rows(0, decisions)
     return pd.DataFrame(
@@ -332,9 +327,10 @@ def test_the_dispatcher_makes_the_audit_rows_beside_the_request_sink_and_writes_
     import threading
 
     from sinks.memory import MemoryRequestSink
-    from streaming.audit_log import AuditLog, MemoryAuditFiles, PreparedRows
-    from streaming.checkpoint_fs import MemoryCheckpointStore
-    from streaming.dispatch import Dispatcher
+    from streaming.monitoring.audit_log import AuditLog, MemoryAuditFiles
+    from streaming.monitoring.audit_rows import PreparedRows
+    from streaming.query.dispatch import Dispatcher
+    from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
     events: list[str] = []
     when = dt.datetime(2026, 11, 24, 21, 0, tzinfo=dt.UTC)
@@ -366,9 +362,10 @@ def test_the_dispatcher_makes_the_audit_rows_beside_the_request_sink_and_writes_
 
 def test_an_error_making_the_audit_rows_is_raised_by_the_batch_after_its_requests() -> None:
     from sinks.memory import MemoryRequestSink
-    from streaming.audit_log import AuditLog, MemoryAuditFiles, PreparedRows
-    from streaming.checkpoint_fs import MemoryCheckpointStore
-    from streaming.dispatch import Dispatcher
+    from streaming.monitoring.audit_log import AuditLog, MemoryAuditFiles
+    from streaming.monitoring.audit_rows import PreparedRows
+    from streaming.query.dispatch import Dispatcher
+    from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 
     class Log(AuditLog):
         def prepare(self, batch: AuditBatch) -> PreparedRows:
@@ -386,7 +383,7 @@ def test_an_error_making_the_audit_rows_is_raised_by_the_batch_after_its_request
 def test_the_request_rows_made_in_arrow_are_the_rows_made_in_python(
     events: list[ev.Event], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from streaming import audit_log
+    from streaming.monitoring import audit_rows
 
     new, old = _rows([*_decisions("a", events), *_decisions("b", events)])
     # one broker's LeaderAndIsr and StopReplica bodies as a bucket's text: the Arrow path
@@ -394,11 +391,11 @@ def test_the_request_rows_made_in_arrow_are_the_rows_made_in_python(
     spliced = [r for r in _requests(new) if r.api in flat or r.api is RequestApi.UPDATE_METADATA]
     parsed = [r for r in _requests(old) if r.api in flat or r.api is RequestApi.UPDATE_METADATA]
     digests = digest_requests(spliced)
-    in_arrow = audit_log._request_columns(digests)
+    in_arrow = audit_rows.request_columns(digests)
     assert in_arrow is not None and len(in_arrow["kind"]) > 400
     table, _ = _audit(spliced, caplog)
     with monkeypatch.context() as m:
-        m.setattr(audit_log, "_request_columns", lambda _digests: None)
+        m.setattr(audit_rows, "request_columns", lambda _digests: None)
         in_python, _ = _audit(spliced, caplog)
     want, _ = _audit(parsed, caplog)  # parsed entries: the Python path whatever the patch
     assert table.equals(in_python) and table.equals(want)
@@ -408,11 +405,11 @@ def test_the_request_rows_made_in_arrow_are_the_rows_made_in_python(
 
 
 def test_a_state_sent_twice_to_one_broker_is_one_row_naming_it_once(caplog: pytest.LogCaptureFixture) -> None:
-    from streaming import audit_log
+    from streaming.monitoring import audit_rows
 
     spliced = [r for r in _requests(_rows(_decisions("a", _FAILURE))[0]) if r.api is RequestApi.LEADER_AND_ISR]
     twice = [*spliced, spliced[0]]
-    assert audit_log._request_columns(digest_requests(twice)) is None  # the Python path dedupes
+    assert audit_rows.request_columns(digest_requests(twice)) is None  # the Python path dedupes
     table, _ = _audit(twice, caplog)
     once, _ = _audit(spliced, caplog)
     assert table.equals(once)
@@ -421,7 +418,7 @@ def test_a_state_sent_twice_to_one_broker_is_one_row_naming_it_once(caplog: pyte
 def test_a_state_text_without_a_readable_partition_index_takes_the_python_path(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from streaming import audit_log
+    from streaming.monitoring import audit_rows
 
     (r,) = [r for r in _requests(_rows(_decisions("a", _FAILURE))[0]) if r.api is RequestApi.LEADER_AND_ISR][:1]
     body = wire_object_of(r)
@@ -433,20 +430,20 @@ def test_a_state_text_without_a_readable_partition_index_takes_the_python_path(
 
     spaced = with_first_text(body.texts[0].replace('"partitionIndex":0,', '"partitionIndex": 0,', 1))
     keyless = with_first_text(body.texts[0].replace('"partitionIndex":0,', "", 1))
-    assert audit_log._request_columns(digest_requests([r])) is not None
-    assert audit_log._request_columns(digest_requests(spaced)) is None  # int() would read " 0": Python's
-    assert audit_log._request_columns(digest_requests(keyless)) is not None  # no index: both leave it empty
+    assert audit_rows.request_columns(digest_requests([r])) is not None
+    assert audit_rows.request_columns(digest_requests(spaced)) is None  # int() would read " 0": Python's
+    assert audit_rows.request_columns(digest_requests(keyless)) is not None  # no index: both leave it empty
     for requests in (spaced, keyless):
         table, _ = _audit(requests, caplog)
         with monkeypatch.context() as m:
-            m.setattr(audit_log, "_request_columns", lambda _digests: None)
+            m.setattr(audit_rows, "request_columns", lambda _digests: None)
             in_python, _ = _audit(requests, caplog)
         assert table.equals(in_python)
     assert None in _audit(keyless, caplog)[0].column("partition").to_pylist()
 
 
 def test_the_states_are_counted_as_they_would_be_cut() -> None:
-    from streaming import audit_log
+    from streaming.monitoring import request_digest
 
     bodies = [
         b
@@ -467,10 +464,10 @@ def test_the_states_are_counted_as_they_would_be_cut() -> None:
     ]
 
     def counted(body: SplicedBody) -> int | None:
-        spans = audit_log._state_spans(body)
+        spans = request_digest.state_spans(body)
         if spans is None:
             return None
-        cut = audit_log._cut(body, spans)
+        cut = request_digest.cut_states(body, spans)
         # as many pieces per entry as it counts, each entry's text cut where its spans say
         assert [len(states) for _t, states in cut] == list(body.counts), body.texts
         return sum(body.counts)

@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 from shell_pipeline import BUCKETS, snapshot_of
 
-from streaming import failover
-from streaming.checkpoint_fs import MemoryCheckpointStore
+from streaming.query import failover
+from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 from streaming.settings import Settings
 
 pytestmark = pytest.mark.unit
 
 
 def test_a_used_checkpoint_starts_behind_the_failover_barrier(tmp_path: Path) -> None:
-    from streaming.query import SourceStart
-    from streaming.startup import source_start
+    from streaming.driver.startup import source_start
+    from streaming.query.pipeline import SourceStart
 
     store = MemoryCheckpointStore(f"memory:{tmp_path}/cp")
     settings = Settings.from_mapping({"checkpoint_dir": store.root})

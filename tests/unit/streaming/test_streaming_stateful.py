@@ -17,9 +17,9 @@ from core import events as ev
 from core.codec.events import event_to_json
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import routing, stateful
-from streaming.failover import StoreSnapshots
-from streaming.validation import InputValidator
+from streaming.query import routing, stateful
+from streaming.query.failover import StoreSnapshots
+from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
 

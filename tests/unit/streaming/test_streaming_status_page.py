@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from observations import batch
 
-from streaming import observatory as oy
-from streaming.status_page import render
+from streaming.monitoring import observatory as oy
+from streaming.monitoring.status_page import render
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from great_expectations.datasource.fluent.interfaces import Batch
 from great_expectations.expectations.expectation import ColumnMapExpectation
 
 from core import limits as lim
-from streaming.validation import Expectation, InputValidator, flatten
+from streaming.query.validation import Expectation, InputValidator, flatten
 
 pytestmark = pytest.mark.unit
 

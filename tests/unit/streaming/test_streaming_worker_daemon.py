@@ -1,4 +1,4 @@
-"""livectl's Python worker daemon (streaming.worker_daemon): what it preloads, and that it then runs
+"""livectl's Python worker daemon (streaming.warm.worker_daemon): what it preloads, and that it then runs
 pyspark's daemon as Spark starts it (``python -m``, the port first on its standard output, a fork per
 connection). No Spark: the daemon is driven through its socket protocol, as PythonWorkerFactory does."""
 
@@ -16,14 +16,15 @@ from pathlib import Path
 import pytest
 from spark_conf import FakeSpark
 
-from streaming import routing, warmup, worker_daemon
+from streaming.query import routing
 from streaming.resources import SPARK_DEFAULTS, conf_file
+from streaming.warm import warmup, worker_daemon
 
 pytestmark = pytest.mark.unit
 
 
 def test_preloaded_covers_what_a_query_worker_imports() -> None:
-    for name in ("pyspark.worker", "pandas", "pyarrow", "streaming.routing", "streaming.stateful"):
+    for name in ("pyspark.worker", "pandas", "pyarrow", "streaming.query.routing", "streaming.query.stateful"):
         assert name in worker_daemon.PRELOADED
     # a batch with input judges it by great-expectations: imported before the first fork too
     assert "great_expectations" in worker_daemon.PRELOADED
@@ -31,18 +32,18 @@ def test_preloaded_covers_what_a_query_worker_imports() -> None:
 
 def test_preload_imports_each_module_then_builds_the_validator() -> None:
     built: list[bool] = []
-    done = worker_daemon.preload(("json", "streaming.routing"), build_validator=lambda: built.append(True))
-    assert [name for name, _ in done.seconds] == ["json", "streaming.routing"]
+    done = worker_daemon.preload(("json", "streaming.query.routing"), build_validator=lambda: built.append(True))
+    assert [name for name, _ in done.seconds] == ["json", "streaming.query.routing"]
     assert all(s >= 0 for _, s in done.seconds)
     assert built == [True]
     assert done.validator_seconds is not None
     assert done.failures == ()
-    assert "streaming.routing" in sys.modules
+    assert "streaming.query.routing" in sys.modules
 
 
 def test_preload_builds_no_validator_unless_told() -> None:
     routing.shared_validator.cache_clear()
-    done = worker_daemon.preload(("streaming.routing",))
+    done = worker_daemon.preload(("streaming.query.routing",))
     assert done.failures == () and done.validator_seconds is None
     assert not routing.validator_built()
 
@@ -64,7 +65,7 @@ def test_main_preloads_before_handing_over_to_the_manager() -> None:
     routing.shared_validator.cache_clear()
 
     def manager() -> None:
-        seen.append(("streaming.stateful" in sys.modules, routing.validator_built(), gc.get_freeze_count() > 0))
+        seen.append(("streaming.query.stateful" in sys.modules, routing.validator_built(), gc.get_freeze_count() > 0))
 
     try:
         worker_daemon.main(manager=manager)
@@ -101,13 +102,13 @@ def test_imports_print_nothing_on_the_daemons_standard_output(capfd: pytest.Capt
 
 def test_the_shipped_spark_defaults_name_this_daemon() -> None:
     lines = [line.split() for line in conf_file(SPARK_DEFAULTS).read_text().splitlines() if line.strip()]
-    assert ["spark.python.daemon.module", "streaming.worker_daemon"] in lines
+    assert ["spark.python.daemon.module", "streaming.warm.worker_daemon"] in lines
     # the warm-up job's switch is not in the file: on by default
     assert not any(parts[0] == warmup.WARMUP_CONF for parts in lines)
 
 
 def test_run_as_spark_runs_it_the_daemon_forks_a_worker_per_connection(tmp_path: Path) -> None:
-    """``python -m streaming.worker_daemon`` with the environment PythonWorkerFactory gives it: the first
+    """``python -m streaming.warm.worker_daemon`` with the environment PythonWorkerFactory gives it: the first
     four bytes on its standard output are the port, each connection gets a forked child's pid, and closing
     its standard input stops it (pyspark's daemon protocol)."""
     env = {
@@ -116,7 +117,7 @@ def test_run_as_spark_runs_it_the_daemon_forks_a_worker_per_connection(tmp_path:
         "PYTHONUNBUFFERED": "YES",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streaming.worker_daemon"],
+        [sys.executable, "-m", "streaming.warm.worker_daemon"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -170,7 +171,7 @@ def test_warm_task_preloads_and_reports_its_process_and_whether_the_modules_were
     assert rows[0]["pid"].tolist() == [os.getpid()]
     assert 0 <= rows[0]["seconds"].tolist()[0] <= time.perf_counter() - start
     assert rows[0]["ready"].tolist() == [False]
-    assert "json.tool" in sys.modules and "streaming.stateful" in sys.modules
+    assert "json.tool" in sys.modules and "streaming.query.stateful" in sys.modules
     again = list(warmup.warm_task(iter([])))
     assert again[0]["ready"].tolist() == [True]
 

@@ -7,7 +7,7 @@ from broker_registration import registration
 
 from core.events import Endpoint
 from core.model import Broker
-from streaming.zk_snapshot import SnapshotError, parse_broker_registration
+from streaming.zk.snapshot_reader import SnapshotError, parse_broker_registration
 
 pytestmark = pytest.mark.unit
 

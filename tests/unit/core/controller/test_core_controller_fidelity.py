@@ -264,7 +264,7 @@ def test_decoder_accepts_what_kafka_answers_and_names_what_the_wire_cannot_carry
 def test_the_input_suite_agrees_with_the_decoder_on_alter_partition() -> None:
     """great-expectations must not reject as malformed what the core answers (negative epochs, an ISR
     with duplicates or negative ids, an unknown recovery state)."""
-    from streaming.validation import InputValidator, Rejection
+    from streaming.query.validation import InputValidator, Rejection
 
     records = [_alter_record(), _alter_record(new_isr=[-5], leader_recovery_state=0, topic_id="AAAAAAAAAAAAAAAAAAAAAA")]
     validator = InputValidator()

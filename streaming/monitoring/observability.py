@@ -1,0 +1,135 @@
+"""What one micro-batch reports for operators, from the executors to the driver.
+
+Each bucket's step adds a ``summary`` row (:data:`KIND_SUMMARY`, :func:`summary_payload`: its
+:class:`core.observe.BucketSummary`, live brokers and input records by type, or only the input counts when
+the step decided nothing); the dispatcher folds those rows, Kafka's controller gauges summed over the buckets
+and the micro-batch's decisions into one :class:`BatchObservation` (:func:`observation`), which it hands to
+the :class:`streaming.monitoring.observatory.Observatory` (the figures the endpoint and the status page show;
+:mod:`streaming.monitoring.prometheus` names them as Kafka's JMX exporter does). :func:`describe_decision` is one
+decision as the status page lists it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from core import decisions as dc
+from core import observe
+from core.kafka.request_encoding import wire_object
+from core.kafka.requests import partition_count
+
+#: the decision row a bucket adds after its metrics row when the endpoint is on
+KIND_SUMMARY = "summary"
+
+
+@dataclass(frozen=True)
+class BatchObservation:
+    """What the dispatcher learnt from one micro-batch (``seconds``: its Spark job, ZooKeeper and topic
+    writes, as measured on the driver)."""
+
+    batch_id: int
+    kafka_metrics: Mapping[str, int]
+    #: the buckets whose summary changed in this micro-batch (the others keep their last one)
+    summaries: Mapping[int, observe.BucketSummary]
+    input_by_type: Mapping[str, int]
+    rejected: int
+    decisions: Sequence[dc.Decision]
+    seconds: Mapping[str, float] = field(default_factory=dict)
+    #: the live brokers as the buckets see them (``None``: not reported)
+    live_brokers: tuple[int, ...] | None = None
+
+
+def describe_decision(d: dc.Decision) -> tuple[str, str]:
+    """(kind, one line) for the status page."""
+    if isinstance(d, dc.ZkWrite):
+        data = f" {d.data}" if d.data is not None and len(d.data) <= 200 else ""
+        return "zookeeper", f"{d.op.value} {d.path}{data}"
+    if isinstance(d, dc.BrokerRequest):
+        parts = partition_count(wire_object(d.body))
+        what = f"{parts} partitions" if parts else "brokers only"
+        if d.shared:
+            return "request", f"{d.api.value} to brokers {','.join(map(str, d.recipients()))} ({what})"
+        return "request", f"{d.api.value} to broker {d.broker_id} ({what})"
+    if isinstance(d, dc.AdminResult):
+        err = f" {d.error}" if d.error else ""
+        msg = f": {d.message}" if d.message else ""
+        return "admin", f"{d.request_id} {d.command} {d.status.value}{err}{msg}"[:300]
+    if isinstance(d, dc.StateChangeFailure):
+        return "failure", f"{d.item}: {d.from_state} -> {d.to_state}: {d.reason}"[:300]
+    return "other", str(d)[:300]
+
+
+def input_counts(frame: Any, bucket: int) -> dict[str, int]:
+    """Input records by event type in one bucket's routed rows, each record counted once across buckets: a
+    record routed to several buckets (a cluster-wide event, a command split by topic) has split index
+    (``sub``) 0 in exactly one of them; a failover reference (every bucket, ``sub`` 0) counts in bucket 0."""
+    import json
+
+    out: dict[str, int] = {}
+    if frame.empty:
+        return out
+    # a plain loop: a micro-batch's rows for one bucket are few, and pandas' masks cost more than they save
+    for kind, sub, payload in zip(frame["kind"], frame["sub"], frame["payload"], strict=True):
+        if kind == "event" and sub == 0:
+            t = str(json.loads(payload).get("type", "unknown"))
+            out[t] = out.get(t, 0) + 1
+        elif kind == "failover_ref" and bucket == 0:
+            out["controller_failover"] = out.get("controller_failover", 0) + 1
+    return out
+
+
+def summary_payload(before: Any, after: Any, frame: Any, bucket: int, *, changed: bool = True) -> str:
+    """The ``summary`` row of a bucket's step: :func:`core.observe.bucket_summary` of the step, the live
+    brokers, and the step's input records by type.
+
+    A step that decided nothing (``changed`` false: no ZooKeeper write, request, result or failure) changed
+    nothing the summary shows — every partition-state, leader, ISR, assignment or live-broker change is
+    written to ZooKeeper or announced to brokers — so its row carries only the input counts and
+    ``"unchanged": true``, and the driver keeps the bucket's previous summary. Most buckets of most
+    micro-batches are like that (one command touches one bucket), so the summary's pass over the
+    partitions is paid only where something changed."""
+    import json
+
+    if not changed:
+        return json.dumps({"unchanged": True, "input_by_type": input_counts(frame, bucket)}, separators=(",", ":"))
+    d = observe.bucket_summary(before, after).to_dict()
+    d["live_brokers"] = sorted(after.live_brokers)
+    d["input_by_type"] = input_counts(frame, bucket)
+    return json.dumps(d, separators=(",", ":"))
+
+
+def observation(
+    batch_id: int,
+    kafka_metrics: Mapping[str, int],
+    summary_rows: Mapping[int, str],
+    *,
+    rejected: int,
+    decisions: Sequence[dc.Decision],
+    seconds: Mapping[str, float],
+) -> BatchObservation:
+    """A :class:`BatchObservation` from the dispatcher's figures and the buckets' ``summary`` rows."""
+    import json
+
+    summaries: dict[int, observe.BucketSummary] = {}
+    inputs: dict[str, int] = {}
+    live: set[int] | None = None
+    for bucket, payload in summary_rows.items():
+        d = json.loads(payload)
+        for t, n in d.get("input_by_type", {}).items():
+            inputs[t] = inputs.get(t, 0) + int(n)
+        if d.get("unchanged"):
+            continue
+        summaries[bucket] = observe.BucketSummary.from_dict(d)
+        live = set(d.get("live_brokers", ())) if live is None else live
+    return BatchObservation(
+        batch_id,
+        kafka_metrics,
+        summaries,
+        inputs,
+        rejected,
+        decisions,
+        seconds,
+        tuple(sorted(live)) if live is not None else None,
+    )

@@ -1,0 +1,257 @@
+"""The driver's view for operators: the figures the Prometheus endpoint (:mod:`streaming.monitoring.prometheus`) and
+the status page (:mod:`streaming.monitoring.status_page`) show.
+
+:class:`Observatory` is fed by the controller process — its role (standby, active, fenced), every
+micro-batch the dispatcher carried out (:class:`BatchObservation`: Kafka's controller gauges summed over the
+buckets, each bucket's :class:`core.observe.BucketSummary`, input records by type, decisions) and every
+progress report of the query (the micro-batch's duration) — and keeps:
+
+* the latest figures (replaced after every micro-batch; a bucket's figures stand until its next report, so
+  nothing goes stale while the controller is idle: the state they describe has not changed);
+* cumulative counters (input records by type, rejected records, decisions by kind, leader elections) and
+  Kafka's ``ControllerStats`` timers;
+* a ring buffer of the most recent decisions (:attr:`Observatory.recent`), newest last.
+
+**Kafka's controller-event timers, per micro-batch.** Kafka times each controller event by its
+``ControllerState`` (``BrokerChange`` is ``LeaderElectionRateAndTimeMs``, ``TopicChange``,
+``PartitionReassignment``, …). livectl handles all of a micro-batch's events in one pass, so each state's
+timer counts the micro-batches that handled at least one event of that state and records the
+micro-batch's duration for it (:data:`CONTROLLER_STATES` maps event types to states).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from core import decisions as dc
+from core import observe
+from core.controller.metrics import KAFKA_CONTROLLER_GAUGES
+from streaming.monitoring.observability import BatchObservation, describe_decision
+
+#: Kafka's ``KafkaController`` gauges, in the order the dispatcher's sums carry them
+KAFKA_GAUGES = KAFKA_CONTROLLER_GAUGES
+#: input event type -> Kafka's ``ControllerState`` whose ``…RateAndTimeMs`` timer covers it
+CONTROLLER_STATES: Mapping[str, str] = {
+    "controller_failover": "ControllerChange",
+    "broker_startup": "LeaderElection",  # Kafka's BrokerChange keeps the old timer name
+    "broker_failure": "LeaderElection",
+    "create_topic": "TopicChange",
+    "create_partitions": "TopicChange",
+    "delete_topic": "TopicDeletion",
+    "stop_replica_response": "TopicDeletion",
+    "reassign_partitions": "PartitionReassignment",
+    "cancel_reassignment": "PartitionReassignment",
+    "auto_rebalance_tick": "AutoLeaderBalance",
+    "elect_leaders": "ManualLeaderBalance",
+    "controlled_shutdown": "ControlledShutdown",
+    "alter_partition": "IsrChange",
+    "leader_and_isr_response": "LeaderAndIsrResponseReceived",
+    "log_dir_failure": "LogDirChange",
+    "alter_topic_config": "TopicUncleanLeaderElectionEnable",
+}
+TIMER_NAMES = tuple(dict.fromkeys(CONTROLLER_STATES.values()))
+#: samples kept per timer for its quantiles (Yammer's default reservoir size)
+TIMER_WINDOW = 1028
+QUANTILES = (0.5, 0.75, 0.95, 0.98, 0.99, 0.999)
+#: decisions kept for the status page
+RECENT_DECISIONS = 200
+#: decisions of one micro-batch that enter the ring buffer (the rest are counted only)
+DECISIONS_PER_BATCH = 60
+
+
+class Role(Enum):
+    STARTING = "starting"
+    STANDBY = "standby"
+    ACTIVE = "active"
+    FENCED = "fenced"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class DecisionLine:
+    """One decision as the status page lists it."""
+
+    time_s: float
+    batch_id: int
+    kind: str
+    text: str
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.count = 0
+        self.total_ms = 0.0
+        self.window: deque[float] = deque(maxlen=TIMER_WINDOW)
+
+    def record(self, ms: float) -> None:
+        self.count += 1
+        self.total_ms += ms
+        self.window.append(ms)
+
+    def quantiles(self) -> list[tuple[float, float]]:
+        values = sorted(self.window)
+        if not values:
+            return [(q, 0.0) for q in QUANTILES]
+        return [(q, values[min(len(values) - 1, int(q * len(values)))]) for q in QUANTILES]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A consistent copy of the observatory's figures (what one scrape or one page shows)."""
+
+    controller_id: int
+    role: Role
+    controller_epoch: int
+    kafka_metrics: Mapping[str, int]
+    cluster: observe.BucketSummary
+    live_brokers: tuple[int, ...]
+    last_batch_id: int
+    last_batch_time_s: float
+    last_batch_seconds: Mapping[str, float]
+    batches: int
+    batch_seconds_total: float
+    input_by_type: Mapping[str, int]
+    rejected: int
+    decisions_by_kind: Mapping[str, int]
+    requests_by_api: Mapping[str, int]
+    leader_elections: int
+    unclean_leader_elections: int
+    timers: Mapping[str, tuple[int, float, list[tuple[float, float]]]]
+    recent: tuple[DecisionLine, ...]
+    now_s: float
+
+
+class Observatory:
+    """Thread-safe: the micro-batch thread and the listener write, the HTTP server reads."""
+
+    def __init__(self, controller_id: int, clock: Callable[[], float] = time.time) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self.controller_id = controller_id
+        self._role = Role.STARTING
+        self._epoch = 0
+        self._kafka: dict[str, int] = {}
+        self._summaries: dict[int, observe.BucketSummary] = {}
+        self._live: tuple[int, ...] = ()
+        self._last_batch = -1
+        self._last_batch_time = 0.0
+        self._last_seconds: dict[str, float] = {}
+        self._batches = 0
+        self._batch_seconds = 0.0
+        self._input: dict[str, int] = {}
+        self._rejected = 0
+        self._decisions: dict[str, int] = {}
+        self._requests: dict[str, int] = {}
+        self._elected = 0
+        self._unclean = 0
+        self._timers = {name: _Timer() for name in TIMER_NAMES}
+        #: the event types of batches whose duration the listener has not reported yet
+        self._pending_types: dict[int, tuple[str, ...]] = {}
+        self.recent: deque[DecisionLine] = deque(maxlen=RECENT_DECISIONS)
+
+    # ------------------------------------------------------------------ role
+
+    def set_role(self, role: Role, controller_epoch: int | None = None) -> None:
+        with self._lock:
+            self._role = role
+            if controller_epoch is not None:
+                self._epoch = controller_epoch
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    def set_live_brokers(self, brokers: Iterable[int]) -> None:
+        with self._lock:
+            self._live = tuple(sorted(brokers))
+
+    # ------------------------------------------------------------------ feeds
+
+    def record_batch(self, batch: BatchObservation) -> None:
+        """After the dispatcher carried out micro-batch ``batch.batch_id`` (a replayed batch counts again:
+        its decisions were carried out again, idempotently)."""
+        now = self._clock()
+        lines: list[DecisionLine] = []
+        by_kind: dict[str, int] = {}
+        by_api: dict[str, int] = {}
+        for d in batch.decisions:
+            kind, text = describe_decision(d)
+            # requests count per broker: a shared request (one UpdateMetadata for a set of brokers) counts
+            # as the requests to each that it stands for, as the counters counted before it was shared
+            n = len(d.recipients()) if isinstance(d, dc.BrokerRequest) else 1
+            by_kind[kind] = by_kind.get(kind, 0) + n
+            if isinstance(d, dc.BrokerRequest):
+                by_api[d.api.value] = by_api.get(d.api.value, 0) + n
+            if len(lines) < DECISIONS_PER_BATCH:
+                lines.append(DecisionLine(now, batch.batch_id, kind, text))
+        if len(batch.decisions) > len(lines):
+            more = len(batch.decisions) - len(lines)
+            lines.append(DecisionLine(now, batch.batch_id, "more", f"… and {more} more decisions in this micro-batch"))
+        with self._lock:
+            self._kafka = dict(batch.kafka_metrics)
+            if batch.live_brokers is not None:
+                self._live = batch.live_brokers
+            self._summaries.update(batch.summaries)
+            self._last_batch = batch.batch_id
+            self._last_batch_time = now
+            self._last_seconds = dict(batch.seconds)
+            for k, n in batch.input_by_type.items():
+                self._input[k] = self._input.get(k, 0) + n
+            self._rejected += batch.rejected
+            for k, n in by_kind.items():
+                self._decisions[k] = self._decisions.get(k, 0) + n
+            for k, n in by_api.items():
+                self._requests[k] = self._requests.get(k, 0) + n
+            for s in batch.summaries.values():
+                self._elected += s.leader_elections
+                self._unclean += s.unclean_leader_elections
+            self._pending_types[batch.batch_id] = tuple(t for t, n in batch.input_by_type.items() if n > 0)
+            while len(self._pending_types) > 100:
+                self._pending_types.pop(next(iter(self._pending_types)))
+            self.recent.extend(lines)
+
+    def record_progress(self, batch_id: int, duration_ms: float) -> None:
+        """The query's progress report of a micro-batch (its ``triggerExecution`` duration)."""
+        with self._lock:
+            self._batches += 1
+            self._batch_seconds += duration_ms / 1000
+            self._last_seconds["micro_batch"] = duration_ms / 1000
+            types = self._pending_types.pop(batch_id, ())
+            for name in dict.fromkeys(CONTROLLER_STATES[t] for t in types if t in CONTROLLER_STATES):
+                self._timers[name].record(duration_ms)
+
+    # ------------------------------------------------------------------ reading
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            kafka = dict.fromkeys(KAFKA_GAUGES, 0)
+            kafka.update({k: v for k, v in self._kafka.items() if k in kafka})
+            # the gauge says what this process is now, not what it was at its last micro-batch
+            kafka["ActiveControllerCount"] = 1 if self._role is Role.ACTIVE else 0
+            return Snapshot(
+                controller_id=self.controller_id,
+                role=self._role,
+                controller_epoch=self._epoch,
+                kafka_metrics=kafka,
+                cluster=observe.merge(self._summaries.values()),
+                live_brokers=self._live,
+                last_batch_id=self._last_batch,
+                last_batch_time_s=self._last_batch_time,
+                last_batch_seconds=dict(self._last_seconds),
+                batches=self._batches,
+                batch_seconds_total=self._batch_seconds,
+                input_by_type=dict(self._input),
+                rejected=self._rejected,
+                decisions_by_kind=dict(self._decisions),
+                requests_by_api=dict(self._requests),
+                leader_elections=self._elected,
+                unclean_leader_elections=self._unclean,
+                timers={n: (t.count, t.total_ms, t.quantiles()) for n, t in self._timers.items()},
+                recent=tuple(self.recent),
+                now_s=self._clock(),
+            )

@@ -1,0 +1,178 @@
+"""The liveness bridge: broker registrations in ZooKeeper -> broker events on Kafka.
+
+The driver watches ``/brokers/ids`` (kazoo ``ChildrenWatch``) and, on every change and every
+``resync_interval_s`` seconds, reads all registrations (pipelined ``get_async``) and compares them with
+what it last published (broker id -> broker epoch, the registration znode's ``czxid``):
+
+* a registration whose id is new, or whose czxid differs (the broker re-registered between two reads)
+  -> :class:`core.events.BrokerStartup` with the new epoch, rack and endpoints from Kafka's v5 JSON;
+* a published id whose registration is gone -> :class:`core.events.BrokerFailure` with the last epoch.
+
+Events are published with ``event_to_json`` to the broker-events topic, key = the broker id as text,
+failures before startups, each round flushed before the bridge records it as published (a round whose
+publish fails is retried on the next change or resync). The watch callback only wakes the bridge's own
+thread, so kazoo's callback thread (shared with the lease's watch) never blocks on Kafka.
+
+``known`` seeds what counts as already published (e.g. the brokers of the failover snapshot); without
+it, every registration present at start is announced (the core ignores a startup whose epoch is not
+newer than the one it knows).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from kafka.errors import KafkaError
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NoNodeError,
+    SessionExpiredError,
+)
+
+from core.codec.events import event_to_json
+from core.events import BrokerFailure, BrokerStartup, Event
+from core.kafka.zkdata import BROKER_IDS
+from streaming.errors import StreamingError
+from streaming.runtime.watch_thread import WatchThread
+from streaming.zk.snapshot_reader import SnapshotError, parse_broker_registration
+
+log = logging.getLogger(__name__)
+
+
+class Producer(Protocol):
+    """What the bridge needs of a ``kafka.KafkaProducer``."""
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None) -> Any: ...
+
+    def flush(self, timeout: float | None = None) -> None: ...
+
+
+class LivenessError(StreamingError):
+    """The bridge could not publish a round of events; ``reason`` says why."""
+
+
+class LivenessBridge:
+    """Publishes broker startups and failures seen under ``/brokers/ids`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        producer: Producer,
+        topic: str,
+        *,
+        known: Mapping[int, int] | None = None,
+        resync_interval_s: float = 10.0,
+        flush_timeout_s: float = 30.0,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self._zk = client
+        self._producer = producer
+        self.topic = topic
+        self._known: dict[int, int] = dict(known or {})
+        self._flush_timeout = flush_timeout_s
+        self._on_error = on_error
+        self._lock = threading.Lock()
+        self._thread = WatchThread("livectl-liveness", self._round, resync_interval_s)
+        #: every event published, in order (for the driver's metrics and for tests)
+        self.published: list[Event] = []
+
+    @property
+    def known(self) -> dict[int, int]:
+        """Broker id -> broker epoch, as last published."""
+        with self._lock:
+            return dict(self._known)
+
+    def start(self) -> None:
+        """Publish the current differences, then follow changes on a thread of the bridge's own."""
+        self._zk.ensure_path(BROKER_IDS)
+        self.sync()
+        self._zk.ChildrenWatch(BROKER_IDS, self._on_children)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._thread.stop(timeout)
+
+    def sync(self) -> list[Event]:
+        """Read all registrations now and publish the differences; returns the events published."""
+        with self._lock:
+            current = self._read()
+            events: list[Event] = [
+                BrokerFailure(b, epoch) for b, epoch in sorted(self._known.items()) if b not in current
+            ]
+            for b, (epoch, data) in sorted(current.items()):
+                if self._known.get(b) != epoch:
+                    try:
+                        info = parse_broker_registration(b, data, epoch)
+                    except SnapshotError as e:
+                        log.error("ignoring broker registration: %s", e)
+                        continue
+                    events.append(BrokerStartup(b, epoch, info.rack, info.endpoints))
+            if not events:
+                return []
+            self._publish(events)
+            for ev in events:
+                if isinstance(ev, BrokerFailure):
+                    self._known.pop(ev.broker_id, None)
+                elif isinstance(ev, BrokerStartup):
+                    self._known[ev.broker_id] = ev.broker_epoch
+            self.published.extend(events)
+            return events
+
+    # ------------------------------------------------------------------ internals
+
+    def _on_children(self, children: list[str]) -> bool | None:
+        if self._thread.stopping:
+            return False  # kazoo stops the watch
+        self._thread.wake()
+        return None
+
+    def _round(self) -> None:
+        try:
+            self.sync()
+        except (KazooException, LivenessError) as e:
+            # a lost connection or session is the lease's to report (a session that ended is the end of
+            # this controller: it says so itself, in one line); anything else is this bridge's
+            quiet = isinstance(e, (ConnectionLoss, SessionExpiredError, ConnectionClosedError))
+            (log.debug if quiet else log.warning)("liveness bridge round failed, will retry: %r", e)
+            if self._on_error is not None:
+                self._on_error(e)
+
+    def _read(self) -> dict[int, tuple[int, bytes]]:
+        """broker id -> (czxid, registration JSON) for every registration present."""
+        try:
+            children = self._zk.get_children(BROKER_IDS)
+        except NoNodeError:
+            return {}
+        handles = [(int(c), self._zk.get_async(f"{BROKER_IDS}/{c}")) for c in children if c.isdigit()]
+        out: dict[int, tuple[int, bytes]] = {}
+        for b, h in handles:
+            try:
+                data, stat = h.get()
+            except NoNodeError:
+                continue  # gone between listing and reading: a failure if it was known
+            out[b] = (stat.czxid, data)
+        return out
+
+    def _publish(self, events: list[Event]) -> None:
+        try:
+            futures = [
+                self._producer.send(self.topic, key=str(_broker_of(ev)).encode(), value=event_to_json(ev).encode())
+                for ev in events
+            ]
+            self._producer.flush(timeout=self._flush_timeout)
+            for f in futures:
+                if hasattr(f, "get"):
+                    f.get(timeout=self._flush_timeout)
+        except (KafkaError, OSError) as e:
+            raise LivenessError(f"could not publish {len(events)} broker events to {self.topic}: {e!r}") from e
+
+
+def _broker_of(ev: Event) -> int:
+    assert isinstance(ev, BrokerStartup | BrokerFailure)
+    return ev.broker_id
