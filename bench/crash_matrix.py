@@ -197,6 +197,11 @@ class Matrix:
         self.zk: KazooClient | None = None
         self.producer: KafkaProducer | None = None
         self._next_id = 1001
+        #: what goes before a process's command, by its name (``controller-<id>``, ``broker-<id>``): the
+        #: partition tests run each in a network namespace (``ip netns exec``); nothing by default
+        self.prefix: Callable[[str], Sequence[str]] = lambda name: ()
+        #: the address a broker registers and serves fetches on, by its name (``broker-<id>``)
+        self.address: Callable[[str], str] = lambda name: "127.0.0.1"
 
     # ------------------------------------------------------------------ set-up and tear-down
 
@@ -243,6 +248,8 @@ class Matrix:
             },
             brokers_dir=self.work / "brokers",
             session_timeout_ms=self.session_timeout_ms,
+            prefix=self.prefix(f"broker-{broker_id}"),
+            host=self.address(f"broker-{broker_id}"),
         )
 
     def _registered(self) -> list[int]:
@@ -271,7 +278,7 @@ class Matrix:
             "zk_ops_per_transaction": 20,
             **(extra or {}),
         }
-        cmd = [sys.executable, "-m", "livectl", "run", "--master", "local[2]"]
+        cmd = [*self.prefix(f"controller-{cid}"), sys.executable, "-m", "livectl", "run", "--master", "local[2]"]
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
         log = self.work / f"controller-{cid}.log"

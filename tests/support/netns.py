@@ -234,10 +234,16 @@ class Host:
     def address(self) -> str:
         return self.addrs.address
 
+    @property
+    def prefix(self) -> list[str]:
+        """What runs a command in this host (``ip netns exec`` and ``env`` both exec it: its pid is the
+        command's). Spark's driver binds loopback: the machine's name resolves to an address this host
+        does not have."""
+        return ["ip", "netns", "exec", self.namespace, "env", "SPARK_LOCAL_IP=127.0.0.1"]
+
     def command(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` run in this host. Spark's driver binds loopback (the machine's name resolves to an
-        address this host does not have)."""
-        return ["ip", "netns", "exec", self.namespace, "env", "SPARK_LOCAL_IP=127.0.0.1", *argv]
+        """``argv`` run in this host."""
+        return [*self.prefix, *argv]
 
     def run(self, argv: Sequence[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
