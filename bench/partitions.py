@@ -19,6 +19,8 @@ Faults (``--faults``):
   registration expires while it still serves; the link returns.
 - ``kafka-cut``: the active controller cut off from Kafka, not from ZooKeeper, while input waits; the link
   returns.
+- ``kafka-cut:in-batch``: the same, cut as the micro-batch holding a creation is planned, a standby waiting,
+  held past ``sink_retry_timeout_ms``; what the controller does is recorded, then the link returns.
 
 Checked for every fault (item 8): no message of the cut-off controller's epoch on the requests,
 admin-results or rejected topics once it was cut off (and no znode written after the link returned but
@@ -63,7 +65,14 @@ import netns  # noqa: E402
 
 from livectl import local  # noqa: E402
 
-FAULTS = ("zk-cut:idle", "zk-cut:before-zk-writes", "zk-cut:after-zk-writes", "broker-zk-cut", "kafka-cut")
+FAULTS = (
+    "zk-cut:idle",
+    "zk-cut:before-zk-writes",
+    "zk-cut:after-zk-writes",
+    "broker-zk-cut",
+    "kafka-cut",
+    "kafka-cut:in-batch",
+)
 #: the faults CI runs (tests/e2e/test_partitions.py)
 CI_FAULTS = ("zk-cut:idle", "broker-zk-cut", "kafka-cut")
 SESSION_TIMEOUT_MS = 6000
@@ -441,6 +450,66 @@ def kafka_cut(
     return row
 
 
+def kafka_cut_in_batch(h: Hosts, m: cm.Matrix, *, hold_s: float = 100.0, log: Callable[[str], None] = print) -> Row:
+    """Item 2 inside a micro-batch: the active controller cut off from Kafka as the batch holding a creation
+    is planned (its records still to read, its requests to write), a standby waiting, for up to ``hold_s``
+    (past ``sink_retry_timeout_ms``): what the controller does is recorded; then the link returns and
+    everything must be answered once, with nothing written twice or out of epoch order."""
+    row = Row("kafka-cut:in-batch")
+    assert m.zk is not None and m.active is not None
+    c = m.active
+    s = m.start_controller()
+    m.wait_waiting(s)
+    epoch = int(m.zk.get("/controller_epoch")[0])
+    cm.wait_until(
+        "the controller between micro-batches", lambda: fencing.between_batches(m.checkpoint), 60, interval=0.2
+    )
+    c_host, kafka_host = _controller_host(h, c), h.host("kafka")
+    topic = f"{m.name}-kbcut"
+    assignment = {0: (1, 2, 3), 1: (3, 4, 5)}
+    cut_at: list[float] = []
+
+    def cut() -> None:
+        h.net.cut(c_host, kafka_host)
+        cut_at.append(time.monotonic())
+
+    watcher = _cut_when_planned(m, cut)
+    cm._create(m, f"{topic}-c", topic, assignment)
+    _send_raw(m, f'{{"version":1,"type":"delete_topic","request_id":"{topic}-bad","topic":""}}')
+    cm.wait_until("the cut", lambda: cut_at, 90, interval=0.05)
+    watcher.join(5)
+    mark = len(c.text())
+
+    def moved() -> bool:
+        return not c.alive() or int(m.zk.get("/controller_epoch")[0]) != epoch
+
+    cm.wait_until("the hold", lambda: moved() or time.monotonic() - cut_at[0] >= hold_s, hold_s + 10, interval=0.5)
+    held = time.monotonic() - cut_at[0]
+    h.net.heal(c_host, kafka_host)
+    if c.alive() and int(m.zk.get("/controller_epoch")[0]) == epoch:
+        what = f"kept the lease {held:.0f} s, still running"
+        new_epoch = epoch
+    else:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            c.proc.wait(60)
+        said = [line for line in c.text()[mark:].splitlines() if line.strip() and "WARN" not in line]
+        what = f"exited {c.proc.returncode} {held:.0f} s after the cut ({said[-1][:80] if said else ''})"
+        m.wait_loaded(s)
+        new_epoch = int(m.zk.get("/controller_epoch")[0])
+    cm.wait_converged(m, "the creation after healing", cm.Expect({topic: assignment}, request_id=f"{topic}-c"), 180)
+    cm.wait_until("the invalid command answered", lambda: m.results(f"{topic}-bad"), 60)
+    row.problems += _answered_once(m, f"{topic}-c") + _answered_once(m, f"{topic}-bad")
+    row.problems += _repeated_requests(m)
+    if new_epoch != epoch:
+        row.problems += _in_order(m, epoch, new_epoch)
+    else:
+        s.stop()
+    row.outcome = f"cut as the batch was planned; the controller {what}"
+    row.seconds = round(time.monotonic() - cut_at[0], 1)
+    log(f"{row.fault}: {row.outcome}; problems {row.problems[:3]}")
+    return row
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -460,6 +529,8 @@ def run(faults: list[str], run_dir: Path, log: Callable[[str], None] = print) ->
                     rows.append(broker_zk_cut(h, m, log))
                 elif fault == "kafka-cut":
                     rows.append(kafka_cut(h, m, log=log))
+                elif fault == "kafka-cut:in-batch":
+                    rows.append(kafka_cut_in_batch(h, m, log=log))
                 else:
                     raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
         finally:
