@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,7 +97,7 @@ class Row:
 class Expect:
     """What the point's topics must look like once converged."""
 
-    assignments: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    assignments: Mapping[str, Mapping[int, tuple[int, ...]]] = field(default_factory=dict)
     deleted: tuple[str, ...] = ()
     request_id: str | None = None
     #: brokers down at the end of the point (restarted after the check)
@@ -128,6 +128,11 @@ class Matrix:
         self.zk: KazooClient | None = None
         self.producer: KafkaProducer | None = None
         self._next_id = 1001
+        #: what goes before a process's command, by its name (``controller-<id>``, ``broker-<id>``): the
+        #: partition tests run each in a network namespace (``ip netns exec``); nothing by default
+        self.prefix: Callable[[str], Sequence[str]] = lambda name: ()
+        #: the address a broker registers and serves fetches on, by its name (``broker-<id>``)
+        self.address: Callable[[str], str] = lambda name: "127.0.0.1"
 
     # ------------------------------------------------------------------ set-up and tear-down
 
@@ -174,6 +179,8 @@ class Matrix:
             },
             brokers_dir=self.work / "brokers",
             session_timeout_ms=self.session_timeout_ms,
+            prefix=self.prefix(f"broker-{broker_id}"),
+            host=self.address(f"broker-{broker_id}"),
         )
 
     def registered_brokers(self) -> list[int]:
@@ -203,7 +210,7 @@ class Matrix:
             "zk_ops_per_transaction": 20,
             **(extra or {}),
         }
-        cmd = [sys.executable, "-m", "livectl", "run", "--master", "local[2]"]
+        cmd = [*self.prefix(f"controller-{cid}"), sys.executable, "-m", "livectl", "run", "--master", "local[2]"]
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
         log = self.work / f"controller-{cid}.log"
@@ -422,7 +429,7 @@ def wait_converged(m: Matrix, what: str, expect: Expect, timeout: float) -> None
         raise MatrixError(f"timed out after {timeout:.0f} s waiting for {what}: {last[:5]}") from None
 
 
-def create_topic(m: Matrix, rid: str, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
+def create_topic(m: Matrix, rid: str, topic: str, assignment: Mapping[int, tuple[int, ...]]) -> None:
     """Send the admin command ``rid`` creating ``topic`` with ``assignment`` (partition → replicas)."""
     m.send_admin(
         ev.CreateTopic(

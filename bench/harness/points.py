@@ -10,7 +10,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -362,7 +362,7 @@ class BrokerDown(Point):
             raise MatrixError(f"the brokers' views of {self.topic} never agreed with ZooKeeper: {last[:5]}") from None
 
 
-def view_problems(m: Matrix, topic: str, assignment: dict[int, tuple[int, ...]]) -> list[str]:
+def view_problems(m: Matrix, topic: str, assignment: Mapping[int, tuple[int, ...]]) -> list[str]:
     """Where a replica's own view of ``topic`` differs from ZooKeeper (leader, leader epoch; the leader's
     ISR), for every replica in ZooKeeper's ISR."""
     out: list[str] = []

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,14 +90,20 @@ def start_broker_process(
     topics: dict[str, str],
     brokers_dir: Path,
     session_timeout_ms: int,
+    prefix: Sequence[str] = (),
+    host: str = "127.0.0.1",
 ) -> BrokerProcess:
     """Start simulated broker ``broker_id`` in its own process and session (Ctrl-C in the terminal reaches
-    only the demo, which then stops the brokers itself)."""
+    only the demo, which then stops the brokers itself). ``prefix`` goes before the command (the
+    reliability tests run a broker in a network namespace of its own: ``ip netns exec NAME``); it must
+    exec the command, so that the process started is the broker; ``host`` is the address the broker
+    registers and serves fetches on (``--host``)."""
     brokers_dir.mkdir(parents=True, exist_ok=True)
     status = (brokers_dir / f"broker-{broker_id}.json").resolve()
     status.unlink(missing_ok=True)  # a previous incarnation's view must not be mistaken for this one's
     log_file = brokers_dir / f"broker-{broker_id}.log"
     cmd = [
+        *prefix,
         sys.executable,
         "-m",
         "simbrokers",
@@ -109,6 +115,8 @@ def start_broker_process(
         bootstrap,
         "--status-file",
         str(status),
+        "--host",
+        host,
         "--session-timeout-ms",
         str(session_timeout_ms),
         "--requests-topic",

@@ -24,10 +24,15 @@ class ControllerStoppedError(StreamingError):
 
 def query_failure_reason(text: str) -> str:
     """The line that says why the query failed: a livectl error raised inside Spark (e.g. the source's
-    data-loss error) arrives wrapped in Spark's and Python's tracebacks; the last line naming it is the
-    reason. Anything else is returned as it is."""
-    found = re.findall(r"(?:KafkaSourceError|StreamingError|SinkError|\w+Error): (livectl-kafka .*)", text)
-    return found[-1].strip() if found else text
+    data-loss error, or a sink's service unreachable past its retries) arrives wrapped in Spark's and Python's
+    tracebacks, followed by the query's plan; the last line naming it is the reason. Anything else is
+    returned as it is."""
+    found: list[str] = re.findall(r"(?:KafkaSourceError|StreamingError|SinkError|\w+Error): (livectl-kafka .*)", text)
+    if found:
+        return found[-1].strip()
+    # a sink's own error, as the Python traceback inside the Py4J message ends with it
+    sink: list[tuple[str, str]] = re.findall(r"^sinks\.errors\.(\w+Error): (.+)$", text, re.MULTILINE)
+    return f"{sink[-1][0]}: {sink[-1][1].strip()}" if sink else text
 
 
 def fence_check(lease: Any, zk_sink: Any) -> Callable[[], None]:

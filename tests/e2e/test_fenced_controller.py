@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from kazoo.exceptions import NoNodeError
 
 from bench import harness as cm
+from bench.harness import fencing
 from core import events as ev
 from core.codec.events import event_to_json
 from livectl import local
@@ -36,107 +35,6 @@ from livectl import local
 pytestmark = pytest.mark.e2e
 
 PARTITIONS = 150
-
-
-def _messages(bootstrap: str, topic: str) -> dict[int, list[dict[str, Any]]]:
-    """Every message of ``topic``, per partition in offset order, as JSON."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        out: dict[int, list[dict[str, Any]]] = {tp.partition: [] for tp in tps}
-        quiet_polls = 0
-        while quiet_polls < 5:
-            got = consumer.poll(timeout_ms=300)
-            quiet_polls = 0 if got else quiet_polls + 1
-            for tp, records in got.items():
-                out[tp.partition].extend(json.loads(r.value) for r in records)
-        return out
-    finally:
-        consumer.close()
-
-
-def _epoch_of(message: dict[str, Any]) -> int:
-    return int(message["controllerEpoch"] if "controllerEpoch" in message else message["controller_epoch"])
-
-
-def _old_epoch_after_new(per_partition: dict[int, list[dict[str, Any]]], old: int, new: int) -> list[dict[str, Any]]:
-    """Messages stamped ``old`` that come after the first message stamped ``new`` in their partition."""
-    late = []
-    for messages in per_partition.values():
-        first_new = next((i for i, m in enumerate(messages) if _epoch_of(m) >= new), len(messages))
-        late += [m for m in messages[first_new:] if _epoch_of(m) == old]
-    return late
-
-
-def _tree(zk: Any, path: str = "/") -> dict[str, tuple[int, int]]:
-    """Every znode under ``path`` (the cluster's chroot) with its data and children change ids."""
-    out: dict[str, tuple[int, int]] = {}
-    try:
-        children = zk.get_children(path)
-    except NoNodeError:  # deleted since its parent listed it
-        return out
-    for child in children:
-        full = f"{path.rstrip('/')}/{child}"
-        stat = zk.exists(full)
-        if stat is None:
-            continue
-        out[full] = (stat.mzxid, stat.pzxid)
-        out.update(_tree(zk, full))
-    return out
-
-
-def _writes_not_by(zk: Any, before: dict[str, tuple[int, int]], epoch: int) -> list[str]:
-    """Znodes created, changed or deleted since ``before`` whose data does not carry ``epoch`` (every sink
-    transaction also sets the progress znode with the writer's epoch; states carry their writer's)."""
-    after = _tree(zk)
-    out = [f"deleted {path}" for path in sorted(set(before) - set(after))]
-    for path, ids in sorted(after.items()):
-        if before.get(path) == ids:
-            continue
-        if before.get(path, (None,))[0] == ids[0]:
-            out.append(f"children of {path} changed")
-            continue
-        data = zk.get(path)[0]
-        try:
-            stamped = json.loads(data).get("controller_epoch") if data else None
-        except ValueError:
-            stamped = None
-        if stamped != epoch:
-            out.append(f"{path} written (controller_epoch {stamped})")
-    return out
-
-
-def _batch_ids(folder: Path) -> set[int]:
-    return {int(f.name) for f in folder.glob("*") if f.name.isdigit()} if folder.is_dir() else set()
-
-
-def _between_batches(checkpoint: Path) -> bool:
-    """No micro-batch in flight: the last one planned (``offsets/N``) is committed (``commits/N``)."""
-    planned = _batch_ids(checkpoint / "offsets")
-    return bool(planned) and max(planned) in _batch_ids(checkpoint / "commits")
-
-
-def _check_fenced_exit(a: Any, mark: int) -> None:
-    """``a`` (resumed at log offset ``mark``) exits with code 3 and one line saying it was fenced: nothing
-    else on its stdout and stderr (the harness sends both to one file), no Spark or py4j traceback."""
-    rc = a.proc.wait(120)
-    resumed = a.text()[mark:]
-    assert rc == 3, resumed
-    for noise in ("Traceback", "CONCURRENT_STREAM_LOG_UPDATE", "py4j", "Py4J"):
-        assert noise not in resumed, resumed
-    lines = [line for line in resumed.splitlines() if line.strip()]
-    assert len(lines) == 1, resumed
-    assert lines[0].startswith("livectl run: controller ") and "was fenced" in lines[0], resumed
-
-
-def _epoch_counts(bootstrap: str, topics: dict[str, str], epoch: int) -> dict[str, int]:
-    """How many messages stamped ``epoch`` each output topic holds."""
-    return {
-        name: sum(1 for msgs in _messages(bootstrap, topics[name]).values() for x in msgs if _epoch_of(x) == epoch)
-        for name in ("requests", "results", "rejected")
-    }
 
 
 def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
@@ -193,11 +91,13 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
         progress_path = f"/livectl/sink/{m.name}"
         before = {path: m.zk.get(path)[1].mzxid for path in [*states, progress_path]}
 
-        old_epoch_before = _epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a)
+        old_epoch_before = fencing.epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a)
         mark = len(a.text())
         os.killpg(a.proc.pid, signal.SIGCONT)
-        _check_fenced_exit(a, mark)
-        assert _epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a) == old_epoch_before, "A wrote after resuming"
+        fencing.check_fenced_exit(a, mark)
+        assert fencing.epoch_counts(kafka_broker.bootstrap, m.topics, epoch_a) == old_epoch_before, (
+            "A wrote after resuming"
+        )
 
         # ZooKeeper: whatever changed after A resumed was written by B (every sink transaction also sets
         # the progress znode with the writer's epoch; new partition states carry the new epoch)
@@ -209,9 +109,9 @@ def test_a_paused_controller_resumed_after_a_takeover_writes_nothing(
 
         # the topics: nothing of A's epoch after B's first message, on any of them
         for name in ("requests", "results", "rejected"):
-            per_partition = _messages(kafka_broker.bootstrap, m.topics[name])
-            assert any(_epoch_of(x) == epoch_b for msgs in per_partition.values() for x in msgs), name
-            assert _old_epoch_after_new(per_partition, epoch_a, epoch_b) == [], name
+            per_partition = fencing.messages(kafka_broker.bootstrap, m.topics[name])
+            assert any(fencing.epoch_of(x) == epoch_b for msgs in per_partition.values() for x in msgs), name
+            assert fencing.old_epoch_after_new(per_partition, epoch_a, epoch_b) == [], name
         bad = m.results("bad-1")
         assert [r["controller_epoch"] for r in bad] == [epoch_b], "the invalid command is answered once, by B"
 
@@ -235,7 +135,9 @@ def _paused_between_batches(cm: Any, m: Any, active: Any, standby: Any, *, boots
     whose checkpoint the resumed one shares, goes on answering."""
     epoch_old = int(m.zk.get("/controller_epoch")[0])
     m.wait_waiting(standby)
-    cm.wait_until("the controller between micro-batches", lambda: _between_batches(m.checkpoint), 60, interval=0.2)
+    cm.wait_until(
+        "the controller between micro-batches", lambda: fencing.between_batches(m.checkpoint), 60, interval=0.2
+    )
     os.killpg(active.proc.pid, signal.SIGSTOP)
     paused.append(active)
     m.wait_loaded(standby)  # the session expired; the standby was elected and published its failover reference
@@ -250,20 +152,20 @@ def _paused_between_batches(cm: Any, m: Any, active: Any, standby: Any, *, boots
     expect = cm.Expect({f"{m.name}-second": second}, request_id="idle-2")
     cm.wait_converged(m, "the new controller creates a topic", expect, 180)
     cm.wait_until("the new controller answers the invalid command", lambda: m.results("idle-bad"), 60)
-    cm.wait_until("the new controller between micro-batches", lambda: _between_batches(m.checkpoint), 60)
+    cm.wait_until("the new controller between micro-batches", lambda: fencing.between_batches(m.checkpoint), 60)
 
-    tree = _tree(m.zk)
-    old_epoch_before = _epoch_counts(bootstrap, m.topics, epoch_old)
+    tree = fencing.tree(m.zk)
+    old_epoch_before = fencing.epoch_counts(bootstrap, m.topics, epoch_old)
     mark = len(active.text())
     os.killpg(active.proc.pid, signal.SIGCONT)
     paused.remove(active)
-    _check_fenced_exit(active, mark)
+    fencing.check_fenced_exit(active, mark)
 
-    assert _writes_not_by(m.zk, tree, epoch_new) == []
-    assert _epoch_counts(bootstrap, m.topics, epoch_old) == old_epoch_before, "the resumed controller wrote"
+    assert fencing.writes_not_by(m.zk, tree, epoch_new) == []
+    assert fencing.epoch_counts(bootstrap, m.topics, epoch_old) == old_epoch_before, "the resumed controller wrote"
     for name in ("requests", "results", "rejected"):
-        per_partition = _messages(bootstrap, m.topics[name])
-        assert _old_epoch_after_new(per_partition, epoch_old, epoch_new) == [], name
+        per_partition = fencing.messages(bootstrap, m.topics[name])
+        assert fencing.old_epoch_after_new(per_partition, epoch_old, epoch_new) == [], name
     assert [r["controller_epoch"] for r in m.results("idle-bad")] == [epoch_new]
     assert standby.alive()
     third = {0: (5, 1)}

@@ -126,3 +126,22 @@ def test_a_source_error_inside_sparks_traceback_is_reported_by_its_own_line() ->
         "the checkpoint reads from offset 57 but the log now ends at offset 3"
     )
     assert query_failure_reason("something else") == "something else"
+
+
+def test_a_sink_error_inside_py4js_message_is_reported_by_its_own_line() -> None:
+    """The controller cut off from Kafka inside a micro-batch (bench/partitions.py, kafka-cut:in-batch): the
+    request sink gives up after its retries and the query fails with Py4J's message, the Python traceback and
+    the query's plan; the exit line is the sink's error alone."""
+    text = (
+        "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+        '  File "/work/sinks/requests.py", line 874, in _partitions\n'
+        '    raise SinkUnavailableError(f"could not read the partitions of {topic}: {e!r}") from e\n'
+        "sinks.errors.SinkUnavailableError: could not read the partitions of cm.requests: "
+        "KafkaTimeoutError('Unable to bootstrap from 10.231.112.10:9092')\n"
+        "\n=== Streaming Query ===\nIdentifier: cm [id = 58df]\n"
+        "   +- ~StreamingDataSourceV2ScanRelation[key#2, value#3] livectl-kafka\n"
+    )
+    assert query_failure_reason(text) == (
+        "SinkUnavailableError: could not read the partitions of cm.requests: "
+        "KafkaTimeoutError('Unable to bootstrap from 10.231.112.10:9092')"
+    )
