@@ -82,6 +82,9 @@ def test_the_log_is_appended_once_through_hadoop_and_spark_sql_reads_it(spark: A
     assert [(r["batch_id"], r["outcome"]) for r in found] == [(1, "ok")]
     assert found[0]["time"] == T0 + dt.timedelta(seconds=2)
     assert read_spark(files.root, topic="orders", since=T0 + dt.timedelta(seconds=1)) == []
+    # a table that is not there: livectl audit's "no state-change log" (Spark's PATH_NOT_FOUND)
+    with pytest.raises(FileNotFoundError):
+        read_spark((tmp_path / "no-audit").as_uri())
 
 
 def test_the_jobs_tab_says_the_figures_after_the_batch(spark: Any) -> None:
