@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from streaming.bucket_keys import CHECKPOINT_META
+from streaming.plan_text import explain_text
 from streaming.query import controller_frame, prepare_source, rehearse_frame
 from streaming.settings import Settings
 
@@ -31,7 +32,7 @@ def test_a_rehearsed_plan_leaves_the_checkpoint_alone(spark: Any, tmp_path: Path
     assert (checkpoint / CHECKPOINT_META).exists()
     # the query's own frame generates the same code: planned, it compiles nothing the rehearsal did not
     compiled = _classes_compiled(spark)
-    spark._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "codegen")
+    explain_text(frame, "codegen")
     assert _classes_compiled(spark) == compiled
 
 
