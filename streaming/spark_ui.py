@@ -91,13 +91,13 @@ def batch_summary(controller_id: int, epoch: int, batch_id: int, metrics: Mappin
 def announce(spark_context: Any, description: str) -> None:
     """Put ``description`` in the Jobs tab as a job of no task (see the module docstring), then restore the
     thread's description."""
-    jsc = spark_context._jsc
-    previous = jsc.getLocalProperty("spark.job.description")
-    jsc.setLocalProperty("spark.job.description", description)
+    previous = spark_context.getLocalProperty("spark.job.description")
+    spark_context.setJobDescription(description)
     try:
-        jsc.emptyRDD().count()
+        # no partition, so no task (and no Python worker): Spark still lists the job with its description
+        spark_context.emptyRDD().count()
     finally:
-        jsc.setLocalProperty("spark.job.description", previous)
+        spark_context.setLocalProperty("spark.job.description", previous)
 
 
 def figures_lines(metrics: Mapping[str, int]) -> str:
@@ -143,53 +143,14 @@ def publish_figures(spark_context: Any, description: str, metrics: Mapping[str, 
         announce(spark_context, description)
         return None
     lines = figures_lines(metrics)
-    jsc = spark_context._jsc
     keys = ("spark.job.description", "callSite.short", "callSite.long")
-    previous = {k: jsc.getLocalProperty(k) for k in keys}
+    previous = {k: spark_context.getLocalProperty(k) for k in keys}
     site = f"livectl figures after batch {batch_id}"
-    jsc.setLocalProperty("spark.job.description", description)
-    jsc.setLocalProperty("callSite.short", site)
-    jsc.setLocalProperty("callSite.long", site)
+    spark_context.setJobDescription(description)
+    spark_context.setLocalProperty("callSite.short", site)
+    spark_context.setLocalProperty("callSite.long", site)
     try:
-        return cls.publishAsync(jsc.sc(), lines)
+        return cls.publishAsync(spark_context._jsc.sc(), lines)
     finally:
         for k, v in previous.items():
-            jsc.setLocalProperty(k, v)
-
-
-def stage_figures(spark_context: Any, limit: int = 20) -> list[tuple[str, dict[str, int]]]:
-    """The newest ``limit`` stages that carry ``livectl.`` accumulators, newest first: (stage name, figures
-    without the prefix), from Spark's status store (what the Stages tab and
-    ``/api/v1/applications/<id>/stages`` → ``accumulatorUpdates`` show; kept when the UI is disabled)."""
-    store = spark_context._jsc.sc().statusStore()
-    jobs = store.jobsList(None)  # newest first
-    out: list[tuple[str, dict[str, int]]] = []
-    for i in range(int(jobs.size())):
-        ids = jobs.apply(i).stageIds()
-        for stage_id in sorted((int(ids.apply(k)) for k in range(int(ids.size()))), reverse=True):
-            stage = store.lastStageAttempt(stage_id)
-            updates = stage.accumulatorUpdates()
-            figures: dict[str, int] = {}
-            for k in range(int(updates.size())):
-                acc = updates.apply(k)
-                name = str(acc.name())
-                if name.startswith(ACCUMULATOR_PREFIX):
-                    figures[name[len(ACCUMULATOR_PREFIX) :]] = int(str(acc.value()))
-            if figures:
-                out.append((str(stage.name()), figures))
-                if len(out) == limit:
-                    return out
-    return out
-
-
-def job_descriptions(spark_context: Any, limit: int = 50) -> list[str]:
-    """The descriptions of the newest ``limit`` jobs, newest first, from Spark's status store (what the
-    Jobs tab and ``/api/v1/applications/<id>/jobs`` show; kept even when the UI is disabled)."""
-    jobs = spark_context._jsc.sc().statusStore().jobsList(None)
-    out: list[tuple[int, str]] = []
-    for i in range(int(jobs.size())):
-        job = jobs.apply(i)
-        desc = job.description()
-        out.append((int(job.jobId()), str(desc.get()) if desc.isDefined() else ""))
-    out.sort(reverse=True)
-    return [d for _id, d in out[:limit]]
+            spark_context.setLocalProperty(k, v)

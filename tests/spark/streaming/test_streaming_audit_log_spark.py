@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_status import job_descriptions
 
 from admin.audit import read_spark
 from core import decisions as dc
 from core.kafka.requests import RequestApi, WireBody
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import spark_ui
 from streaming.audit_log import AuditBatch, AuditLog, HadoopAuditFiles
 from streaming.checkpoint_fs import HadoopCheckpointStore
 from streaming.dispatch import Dispatcher
@@ -96,7 +96,7 @@ def test_the_jobs_tab_says_the_figures_after_the_batch(spark: Any) -> None:
     figures["GlobalPartitionCount"] = 30
     row = (0, 0, KIND_METRICS, json.dumps(figures), *[figures[c] for c in METRIC_COLUMNS], None)
     d(spark.createDataFrame([row], OUTPUT_SCHEMA), 68)
-    newest = spark_ui.job_descriptions(spark.sparkContext, limit=5)
+    newest = job_descriptions(spark.sparkContext, limit=5)
     assert newest[0].startswith("livectl c1000 e4 batch 68: offline 0, URP 3, reassigning 2; imbalanced 0")
     assert "partitions 30" in newest[0]
     assert "livectl c1000 e4 batch 68: deciding" in newest[1:]

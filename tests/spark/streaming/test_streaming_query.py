@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 from controller_harness import Cluster, start_controller
+from spark_status import job_descriptions
 from waiting import wait_until
 
 from core import events as ev
 from core.model import PartitionTarget
 from streaming.audit_log import default_audit_dir
 from streaming.query_source import connector_jars
-from streaming.spark_ui import job_descriptions
 
 pytestmark = pytest.mark.spark
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from pyspark.errors import IllegalArgumentException
+from spark_status import job_descriptions, stage_figures
 
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
-from streaming import spark_ui
 from streaming.dispatch import Dispatcher
 from streaming.stateful import KIND_METRICS, METRIC_COLUMNS, OUTPUT_SCHEMA
 
@@ -41,7 +41,7 @@ def test_each_batch_stage_lists_the_figures_after_it_as_named_accumulators(spark
     # the status store is fed by Spark's listener bus; its default 10 s wait is short on a loaded machine
     sc._jsc.sc().listenerBus().waitUntilEmpty(120_000)
 
-    newest = spark_ui.stage_figures(sc, limit=2)
+    newest = stage_figures(sc, limit=2)
     # each stage its own batch's figures (fresh accumulators: never a sum over batches), newest first
     assert newest[0] == (
         "livectl figures after batch 69",
@@ -51,7 +51,7 @@ def test_each_batch_stage_lists_the_figures_after_it_as_named_accumulators(spark
     assert newest[1][0] == "livectl figures after batch 68"
     assert newest[1][1]["OfflinePartitionsCount"] == 2 and newest[1][1]["GlobalTopicCount"] == 0
     # the stage's job carries the batch summary as its description, and leaves the thread's own as it was
-    summary = spark_ui.job_descriptions(sc, limit=1)[0]
+    summary = job_descriptions(sc, limit=1)[0]
     assert summary.startswith("livectl c1000 e4 batch 69: offline 0; imbalanced 0, topics 4")
     assert sc.getLocalProperty("spark.job.description") == "livectl c1000 e4 batch 69: deciding"
     assert sc.getLocalProperty("callSite.short") is None
