@@ -16,27 +16,6 @@ from streaming.dispatch import BatchTiming, Dispatcher
 pytestmark = pytest.mark.unit
 
 
-class _JavaContext:
-    """The part of ``JavaSparkContext`` the Jobs-tab announcement uses (``streaming.spark_ui.announce``)."""
-
-    def __init__(self) -> None:
-        self.properties: dict[str, str | None] = {}
-        self.empty_jobs = 0
-
-    def getLocalProperty(self, key: str) -> str | None:
-        return self.properties.get(key)
-
-    def setLocalProperty(self, key: str, value: str | None) -> None:
-        self.properties[key] = value
-
-    def emptyRDD(self) -> _JavaContext:
-        return self
-
-    def count(self) -> int:
-        self.empty_jobs += 1
-        return 0
-
-
 class _JvmPackages:
     """py4j's view of JVM packages on a driver without livectl's jar: every name is another package, never
     a class (``streaming.spark_ui.publish_figures`` then announces a job of no task)."""
@@ -49,12 +28,27 @@ class _SparkContext:
     applicationId = "local-dispatch-timing"  # noqa: N815 (SparkContext's name)
 
     def __init__(self) -> None:
-        self._jsc = _JavaContext()
         self._jvm = _JvmPackages()
+        self.properties: dict[str, str | None] = {}
         self.descriptions: list[str] = []
+        self.empty_jobs = 0
 
     def setJobDescription(self, text: str) -> None:
         self.descriptions.append(text)
+        self.properties["spark.job.description"] = text
+
+    def getLocalProperty(self, key: str) -> str | None:
+        return self.properties.get(key)
+
+    def setLocalProperty(self, key: str, value: str | None) -> None:
+        self.properties[key] = value
+
+    def emptyRDD(self) -> _SparkContext:
+        return self
+
+    def count(self) -> int:
+        self.empty_jobs += 1
+        return 0
 
 
 class _Session:
