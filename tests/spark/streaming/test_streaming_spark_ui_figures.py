@@ -11,12 +11,13 @@ import json
 from typing import Any
 
 import pytest
-from pyspark.errors import IllegalArgumentException
+from pyspark.sql.types import LongType
 from spark_status import job_descriptions, stage_figures
 
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
 from streaming.dispatch import Dispatcher
+from streaming.spark_ui import FIGURES_CLASS, FIGURES_PROPERTY
 from streaming.stateful import KIND_METRICS, METRIC_COLUMNS, OUTPUT_SCHEMA
 
 pytestmark = pytest.mark.spark
@@ -33,7 +34,7 @@ def test_each_batch_stage_lists_the_figures_after_it_as_named_accumulators(spark
         row = (0, 0, KIND_METRICS, json.dumps(figures), *[figures[c] for c in METRIC_COLUMNS], None)
         d(spark.createDataFrame([row], OUTPUT_SCHEMA), batch_id)
         assert d.figures_job is not None, "the jar is on the session's spark.jars: the figures job ran"
-        d.figures_job.get()  # the job is submitted asynchronously; its task adds the figures
+        d.figures_job.result(120)  # the job runs in a thread of its own; its task adds the figures
 
     first = dict.fromkeys(METRIC_COLUMNS, 0) | {"OfflinePartitionsCount": 2, "GlobalPartitionCount": 30}
     batch(68, first)
@@ -56,8 +57,11 @@ def test_each_batch_stage_lists_the_figures_after_it_as_named_accumulators(spark
     assert sc.getLocalProperty("spark.job.description") == "livectl c1000 e4 batch 69: deciding"
     assert sc.getLocalProperty("callSite.short") is None
 
-    # bad input to the JVM side is refused with the line and the reason
-    cls = sc._jvm.livectl.spark.BatchFigures
+    # bad input to the JVM side is refused with the line and the reason, and the property is cleared
+    sc.setLocalProperty(FIGURES_PROPERTY, "OfflinePartitionsCount\t1\nGlobalTopicCount\tfour\n")
     refused = "figures line 2: value of GlobalTopicCount is not a whole number: 'four'"
-    with pytest.raises(IllegalArgumentException, match=refused):
-        cls.publishAsync(sc._jsc.sc(), "OfflinePartitionsCount\t1\nGlobalTopicCount\tfour\n")
+    try:
+        with pytest.raises(Exception, match=refused):
+            spark.udf.registerJavaFunction("livectl_bad_figures", FIGURES_CLASS, LongType())
+    finally:
+        sc.setLocalProperty(FIGURES_PROPERTY, None)

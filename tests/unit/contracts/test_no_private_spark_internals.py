@@ -35,8 +35,6 @@ PRIVATE = frozenset(
 CLASSES = frozenset({"SparkContext", "SparkSession", "SparkConf", "DataFrame", "RDD"})
 #: uses not replaced yet, each with what is missing (the decision record says more); this map only shrinks
 NOT_YET_REPLACED: dict[str, set[str]] = {
-    # the figures job calls livectl's own jar (BatchFigures.publishAsync) through the gateway
-    "streaming/spark_ui.py": {"_jvm", "_jsc", "import py4j"},
     # Hadoop's FileSystem for the checkpoint's URI with the session's Hadoop configuration
     "streaming/checkpoint_fs.py": {"_jvm", "_jsparkSession", "import py4j"},
     # under spark-submit the gateway is brought up before the SparkConf reads the submitted properties

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from pyspark.errors import AnalysisException
 
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
@@ -16,19 +17,26 @@ from streaming.dispatch import BatchTiming, Dispatcher
 pytestmark = pytest.mark.unit
 
 
-class _JvmPackages:
-    """py4j's view of JVM packages on a driver without livectl's jar: every name is another package, never
-    a class (``streaming.spark_ui.publish_figures`` then announces a job of no task)."""
+class _NoJar(AnalysisException):
+    """What ``spark.udf.registerJavaFunction`` raises on a driver without livectl's jar
+    (``streaming.spark_ui.publish_figures`` then announces a job of no task)."""
 
-    def __getattr__(self, name: str) -> _JvmPackages:
-        return self
+    def __init__(self) -> None:
+        Exception.__init__(self, "[CANNOT_LOAD_FUNCTION_CLASS] Cannot load class livectl.spark.BatchFigures")
+
+    def getCondition(self) -> str:
+        return "CANNOT_LOAD_FUNCTION_CLASS"
+
+
+class _Udf:
+    def registerJavaFunction(self, name: str, java_class: str, return_type: Any) -> None:
+        raise _NoJar()
 
 
 class _SparkContext:
     applicationId = "local-dispatch-timing"  # noqa: N815 (SparkContext's name)
 
     def __init__(self) -> None:
-        self._jvm = _JvmPackages()
         self.properties: dict[str, str | None] = {}
         self.descriptions: list[str] = []
         self.empty_jobs = 0
@@ -54,6 +62,7 @@ class _SparkContext:
 class _Session:
     def __init__(self) -> None:
         self.sparkContext = _SparkContext()
+        self.udf = _Udf()
 
 
 class _BatchFrame:
