@@ -37,7 +37,8 @@ task of before (:func:`announce`: the Jobs tab line only) and the driver logs on
 
 The figures job runs in a thread of its own: the micro-batch waits only for the registration and the
 query's planning, not for the job. The job is submitted after the batch's own work, so it is listed above
-the batch. Being a query, it is listed in the SQL tab too.
+the batch. Being a query, it is listed in the SQL tab too, beside the ``DROP TEMPORARY FUNCTION`` that frees
+the function's name for the next batch.
 """
 
 from __future__ import annotations
