@@ -142,16 +142,19 @@ def read_spark(
     kind: str | None = None,
 ) -> list[dict[str, Any]]:
     """The same as :func:`read_local`, through a local SparkSession (any Hadoop file system)."""
+    from pyspark.errors import AnalysisException
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     spark = SparkSession.builder.master("local[1]").appName("livectl audit").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    jvm: Any = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    if not path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()).exists(path):
-        raise FileNotFoundError(uri)
-    df = spark.read.parquet(uri)
+    try:
+        df = spark.read.parquet(uri)
+    except AnalysisException as e:
+        # Spark's own answer for a table that is not there (its error condition, not a message to parse)
+        if e.getCondition() == "PATH_NOT_FOUND":
+            raise FileNotFoundError(uri) from None
+        raise
     if topic is not None:
         df = df.where(F.col("topic") == topic)
     if partition is not None:

@@ -27,6 +27,21 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (from ``/proc/*/stat``)."""
+    out: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid and pid_alive(int(entry.name)):
+            out.append(int(entry.name))
+    return out
+
+
 def descendants(pid: int) -> list[int]:
     """Every live process below ``pid`` (from ``/proc/*/stat``), depth first."""
     children: dict[int, list[int]] = {}

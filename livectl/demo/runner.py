@@ -77,7 +77,8 @@ class Demo:
         self.brokers: dict[int, BrokerProcess] = {}
         self.observer: Observer | None = None
         self.controller: _Controller | None = None
-        self._jvm: subprocess.Popen[bytes] | None = None
+        #: the pid of the Spark JVM this demo started
+        self._spark_jvm: int | None = None
         self.kill_id = 3
         self.shutdown_id = options.brokers
         self.inspect = inspect
@@ -294,10 +295,10 @@ class Demo:
             return
         started = time.monotonic()
         spark_log = self.run_dir / "spark.log"
-        self.spark, self._jvm = start_spark(self.settings, self.o.master, spark_log)
+        self.spark, self._spark_jvm = start_spark(self.settings, self.o.master, spark_log)
         self.report.spark_ui = self.spark.sparkContext.uiWebUrl
         ui = self.report.spark_ui or "disabled"
-        jvm = f"pid {self._jvm.pid}" if self._jvm is not None else "pid unknown"
+        jvm = f"pid {self._spark_jvm}" if self._spark_jvm is not None else "pid unknown"
         self.tl.line(
             "demo",
             f"Spark {self.spark.version} {self.o.master} up in {time.monotonic() - started:.1f} s "
@@ -460,9 +461,9 @@ class Demo:
         for bid, bp in sorted(self.brokers.items()):
             if bp.running():
                 ours[bp.pid] = f"broker {bid}"
-        if self._owns_spark and self._jvm is not None:
-            ours[self._jvm.pid] = "Spark JVM"
-            for pid in descendants(self._jvm.pid):
+        if self._owns_spark and self._spark_jvm is not None:
+            ours[self._spark_jvm] = "Spark JVM"
+            for pid in descendants(self._spark_jvm):
                 ours[pid] = f"Spark worker ({cmdline(pid)[:60]})"
         if self.services is not None:
             for name, svc in self.services.services.items():
@@ -502,7 +503,7 @@ class Demo:
             else:
                 self.report.stopped.append("controller query")
         if self._owns_spark and self.spark is not None:
-            stopped = stop_spark(self.spark, self._jvm)
+            stopped = stop_spark(self.spark, self._spark_jvm)
             if stopped is not None:
                 self.report.stopped.append(stopped)
         if self.services is not None:

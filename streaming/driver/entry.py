@@ -172,14 +172,10 @@ def quiet_for_fenced_exit(spark: Any) -> None:
     threading.excepthook = lambda _args: None
     if spark is not None:
         # the JVM may be stopping already: nothing to silence then
+        # setLogLevel sets the root logger; the shipped log4j2.properties gives Spark's streaming loggers no
+        # level of their own, so they follow it (a logger with its own level would still speak)
         with contextlib.suppress(Exception):
             spark.sparkContext.setLogLevel("OFF")
-        with contextlib.suppress(Exception):
-            # setLogLevel sets the root logger only; the shipped log4j2.properties gives Spark's streaming
-            # loggers levels of their own, which would still report the stopped micro-batch
-            jvm = spark.sparkContext._jvm
-            log4j = jvm.org.apache.logging.log4j
-            log4j.core.config.Configurator.setAllLevels(log4j.LogManager.ROOT_LOGGER_NAME, log4j.Level.OFF)
 
 
 def _under_spark_submit() -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,23 +91,23 @@ def spark_defaults() -> dict[str, str]:
     return out
 
 
-def spark_ui_address(spark: Any) -> str | None:
+def spark_ui_address(spark: Any, environ: Mapping[str, str] = os.environ) -> str | None:
     """The Spark UI's address as a user can open it, or ``None`` when the UI is off.
 
     Spark reports ``http://<spark.driver.host>:<port>`` (or ``SPARK_PUBLIC_DNS``), while its UI listens on
     ``SPARK_LOCAL_IP`` when that is set and on every interface otherwise. So: ``SPARK_PUBLIC_DNS`` set —
     Spark's address as it is; ``SPARK_LOCAL_IP`` set to one address — that address, the only one the UI
     answers on (loopback when Spark binds to loopback); else ``spark.driver.host`` (set by the user or
-    chosen by Spark), on which the UI answers. The environment is read from the driver's JVM: what Spark
-    itself saw."""
+    chosen by Spark), on which the UI answers. ``environ`` is this process's environment, which is the
+    driver JVM's: PySpark starts the JVM with it (``livectl run``), or the JVM starts Python with its own
+    (``spark-submit``)."""
     url = spark.sparkContext.uiWebUrl
     if not url:
         return None
     port = url.rsplit(":", 1)[1]
-    jvm = spark.sparkContext._jvm
-    if jvm.System.getenv("SPARK_PUBLIC_DNS"):
+    if environ.get("SPARK_PUBLIC_DNS"):
         return str(url)
-    local_ip = jvm.System.getenv("SPARK_LOCAL_IP")
+    local_ip = environ.get("SPARK_LOCAL_IP")
     if local_ip and local_ip not in ("0.0.0.0", "::"):
         host = str(local_ip)
     else:

@@ -25,30 +25,38 @@ So:
 
 Why a jar: PySpark's accumulators are unnamed in the UI, a named JVM accumulator shows in a stage only
 when JVM code in that stage's tasks adds to it, and the accumulator behind ``observe("livectl", …)`` is
-not listed (checked with Spark's status store, 4.3.0). So the task is a small Java class,
+not listed (checked with Spark's status store, 4.3.0). So the task runs a small Java UDF,
 ``livectl.spark.BatchFigures`` (source ``streaming/jvm/src``, shipped built as ``conf/jars/livectl-spark.jar``
-by ``scripts/build-jar``). It must be on the driver's class path and reach the executors: ``livectl run``
-adds it to ``spark.jars`` (:func:`streaming.driver.session.spark_session`); under ``spark-submit`` it is
+by ``scripts/build-jar``), registered through PySpark's public ``spark.udf.registerJavaFunction``: the one
+instance Spark makes on the driver reads the batch's figures from a local property of the registering
+thread and registers fresh accumulators, and a one-row query of one task calls it. It must be on the
+driver's class path and reach the executors: ``livectl run`` adds it to ``spark.jars``
+(:func:`streaming.driver.session.spark_session`); under ``spark-submit`` it is
 ``--jars "$(livectl conf path jars/livectl-spark.jar)"``. Without it the figures job is the job of no
 task of before (:func:`announce`: the Jobs tab line only) and the driver logs once how to add the jar.
 
-The figures job is submitted asynchronously: the micro-batch does not wait for its task, only for the
-submission, which costs what the job of no task did (measured with ``local[2]`` on a loaded machine, 40
-each: submission median 19.5 ms, the job of no task 20.7 ms; the task then takes another ~30 ms, off the
-batch's path). Its job id and stage are taken at submission, after the batch's own work, so it is still
-listed above the batch.
+The figures job runs in a thread of its own: the micro-batch waits only for the registration and the
+query's planning, not for the job. The job is submitted after the batch's own work, so it is listed above
+the batch. Being a query, it is listed in the SQL tab too, beside the ``DROP TEMPORARY FUNCTION`` that frees
+the function's name for the next batch.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any
 
 log = logging.getLogger("livectl.spark_ui")
 
-#: the Java class whose one-task job adds the figures to named accumulators (``streaming/jvm/src``)
+#: the Java UDF whose call, in a one-task job, adds the figures to named accumulators (``streaming/jvm/src``)
 FIGURES_CLASS = "livectl.spark.BatchFigures"
+#: the name it is registered under in the session (``spark.udf.registerJavaFunction``)
+FIGURES_FUNCTION = "livectl_batch_figures"
+#: the local property its constructor reads the figures from (``BatchFigures.FIGURES_PROPERTY``)
+FIGURES_PROPERTY = "livectl.figures"
 #: what the accumulators' names start with (``livectl.OfflinePartitionsCount``)
 ACCUMULATOR_PREFIX = "livectl."
 
@@ -91,18 +99,18 @@ def batch_summary(controller_id: int, epoch: int, batch_id: int, metrics: Mappin
 def announce(spark_context: Any, description: str) -> None:
     """Put ``description`` in the Jobs tab as a job of no task (see the module docstring), then restore the
     thread's description."""
-    jsc = spark_context._jsc
-    previous = jsc.getLocalProperty("spark.job.description")
-    jsc.setLocalProperty("spark.job.description", description)
+    previous = spark_context.getLocalProperty("spark.job.description")
+    spark_context.setJobDescription(description)
     try:
-        jsc.emptyRDD().count()
+        # no partition, so no task (and no Python worker): Spark still lists the job with its description
+        spark_context.emptyRDD().count()
     finally:
-        jsc.setLocalProperty("spark.job.description", previous)
+        spark_context.setLocalProperty("spark.job.description", previous)
 
 
 def figures_lines(metrics: Mapping[str, int]) -> str:
     """``Name<TAB>value`` per figure, the batch summary's order first, then the rest by name: what
-    ``BatchFigures.publish`` takes (one py4j call, whatever the number of figures)."""
+    ``BatchFigures`` reads from :data:`FIGURES_PROPERTY` (one property, whatever the number of figures)."""
     first = [k for _label, k in (*HEAD, *TAIL) if k in metrics]
     rest = sorted(k for k in metrics if k not in first)
     for k in (*first, *rest):
@@ -114,24 +122,24 @@ def figures_lines(metrics: Mapping[str, int]) -> str:
 _warned_no_jar: set[str] = set()
 
 
-def _figures_class(spark_context: Any) -> Any | None:
-    """``BatchFigures`` through py4j, or ``None`` when it is not on the driver's class path."""
-    from py4j.java_gateway import JavaClass
-
-    node = spark_context._jvm
-    for part in FIGURES_CLASS.split("."):
-        node = getattr(node, part)
-    return node if isinstance(node, JavaClass) else None
-
-
-def publish_figures(spark_context: Any, description: str, metrics: Mapping[str, int], batch_id: int) -> Any | None:
+def publish_figures(spark: Any, description: str, metrics: Mapping[str, int], batch_id: int) -> Future[None] | None:
     """Say ``description`` in the Jobs tab and ``metrics`` as named accumulators in the Stages tab: a job
-    of one task, submitted asynchronously (see the module docstring). Returns the job's future (Spark's
-    ``JavaFutureAction``: ``get()`` waits for it), or ``None`` when the jar is missing and the description
-    went out as a job of no task (:func:`announce`). The thread's description and call site are restored."""
-    cls = _figures_class(spark_context)
-    if cls is None:
-        app = str(spark_context.applicationId)
+    of one task, run in a thread of its own (see the module docstring). Returns the job's future (``result()``
+    waits for it), or ``None`` when the jar is missing and the description went out as a job of no task
+    (:func:`announce`). The calling thread's local properties are left as they were."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql.types import LongType
+
+    sc = spark.sparkContext
+    previous = sc.getLocalProperty(FIGURES_PROPERTY)
+    # the UDF's constructor, on the driver in this thread, reads the figures from this property
+    sc.setLocalProperty(FIGURES_PROPERTY, figures_lines(metrics))
+    try:
+        spark.udf.registerJavaFunction(FIGURES_FUNCTION, FIGURES_CLASS, LongType())
+    except AnalysisException as e:
+        if e.getCondition() != "CANNOT_LOAD_FUNCTION_CLASS":
+            raise
+        app = str(sc.applicationId)
         if app not in _warned_no_jar:
             _warned_no_jar.add(app)
             log.warning(
@@ -140,56 +148,33 @@ def publish_figures(spark_context: Any, description: str, metrics: Mapping[str, 
                 "adds it itself)",
                 FIGURES_CLASS,
             )
-        announce(spark_context, description)
+        announce(sc, description)
         return None
-    lines = figures_lines(metrics)
-    jsc = spark_context._jsc
-    keys = ("spark.job.description", "callSite.short", "callSite.long")
-    previous = {k: jsc.getLocalProperty(k) for k in keys}
-    site = f"livectl figures after batch {batch_id}"
-    jsc.setLocalProperty("spark.job.description", description)
-    jsc.setLocalProperty("callSite.short", site)
-    jsc.setLocalProperty("callSite.long", site)
-    try:
-        return cls.publishAsync(jsc.sc(), lines)
     finally:
-        for k, v in previous.items():
-            jsc.setLocalProperty(k, v)
+        sc.setLocalProperty(FIGURES_PROPERTY, previous)
+    try:
+        # planned here, with this batch's UDF instance (a filter: Spark prunes no filter, so the task calls it)
+        frame = spark.range(0, 1, numPartitions=1).where(f"{FIGURES_FUNCTION}(id) = id")
+    finally:
+        # the plan keeps the instance; dropped, the name is free for the next batch without Spark's warning
+        # that a function was replaced
+        spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {FIGURES_FUNCTION}")
+    site = f"livectl figures after batch {batch_id}"
+    done: Future[None] = Future()
 
+    def run() -> None:
+        # local properties are per thread: this one's job carries the description and the stage's name
+        sc.setJobDescription(description)
+        sc.setLocalProperty("callSite.short", site)
+        sc.setLocalProperty("callSite.long", site)
+        try:
+            # isEmpty: one task (a limit of one row over one partition); unlike collect, PySpark does not
+            # replace the call site with its own, so the stage keeps the name set above
+            frame.isEmpty()
+        except BaseException as e:  # handed to whoever waits on the future
+            done.set_exception(e)
+        else:
+            done.set_result(None)
 
-def stage_figures(spark_context: Any, limit: int = 20) -> list[tuple[str, dict[str, int]]]:
-    """The newest ``limit`` stages that carry ``livectl.`` accumulators, newest first: (stage name, figures
-    without the prefix), from Spark's status store (what the Stages tab and
-    ``/api/v1/applications/<id>/stages`` → ``accumulatorUpdates`` show; kept when the UI is disabled)."""
-    store = spark_context._jsc.sc().statusStore()
-    jobs = store.jobsList(None)  # newest first
-    out: list[tuple[str, dict[str, int]]] = []
-    for i in range(int(jobs.size())):
-        ids = jobs.apply(i).stageIds()
-        for stage_id in sorted((int(ids.apply(k)) for k in range(int(ids.size()))), reverse=True):
-            stage = store.lastStageAttempt(stage_id)
-            updates = stage.accumulatorUpdates()
-            figures: dict[str, int] = {}
-            for k in range(int(updates.size())):
-                acc = updates.apply(k)
-                name = str(acc.name())
-                if name.startswith(ACCUMULATOR_PREFIX):
-                    figures[name[len(ACCUMULATOR_PREFIX) :]] = int(str(acc.value()))
-            if figures:
-                out.append((str(stage.name()), figures))
-                if len(out) == limit:
-                    return out
-    return out
-
-
-def job_descriptions(spark_context: Any, limit: int = 50) -> list[str]:
-    """The descriptions of the newest ``limit`` jobs, newest first, from Spark's status store (what the
-    Jobs tab and ``/api/v1/applications/<id>/jobs`` show; kept even when the UI is disabled)."""
-    jobs = spark_context._jsc.sc().statusStore().jobsList(None)
-    out: list[tuple[int, str]] = []
-    for i in range(int(jobs.size())):
-        job = jobs.apply(i)
-        desc = job.description()
-        out.append((int(job.jobId()), str(desc.get()) if desc.isDefined() else ""))
-    out.sort(reverse=True)
-    return [d for _id, d in out[:limit]]
+    threading.Thread(target=run, name=f"livectl-figures-{batch_id}", daemon=True).start()
+    return done

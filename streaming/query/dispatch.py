@@ -318,7 +318,9 @@ class Dispatcher:
         finally:
             if self.on_batch_timed is not None:
                 self.on_batch_timed(BatchTiming(int(batch_id), wall_start, wall_spark_end, time.time()))
-        self.figures_job = publish_figures(sc, self.describe(int(batch_id)), self.metrics, int(batch_id))
+        self.figures_job = publish_figures(
+            batch_df.sparkSession, self.describe(int(batch_id)), self.metrics, int(batch_id)
+        )
 
     def describe(self, batch_id: int) -> str:
         """The controller's figures after ``batch_id`` (:func:`streaming.monitoring.spark_ui.batch_summary`)."""

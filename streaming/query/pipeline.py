@@ -19,6 +19,7 @@ import logging
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ from streaming.query.bucket_keys import BucketKeys, checkpoint_scheme, group_key
 from streaming.query.dispatch import Dispatcher
 from streaming.query.routing import ROUTED_SCHEMA, make_prepare
 from streaming.query.stateful import METRIC_COLUMNS, OUTPUT_SCHEMA, STATE_SCHEMA, make_step
+from streaming.runtime.plan_text import explain_text
 from streaming.settings import Settings
 
 OBSERVATION_NAME = "livectl"
@@ -35,15 +37,19 @@ OBSERVATION_NAME = "livectl"
 log = logging.getLogger("livectl.query")
 
 
-def register_source(spark: Any) -> None:
-    """Register the ``livectl-kafka`` source in ``spark``'s session, unless it is there already (a second
-    registration only makes Spark warn that it replaced the first). The session's first data-source call
-    makes Spark look for ``pyspark_*`` data-source packages in a Python planner process, once per JVM."""
-    from streaming.source.kafka_source import KafkaDataSource
-    from streaming.source.options import SOURCE_NAME
+#: the sessions :func:`register_source` registered the source in (a registration is per session)
+_REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
 
-    if not spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(SOURCE_NAME):
+
+def register_source(spark: Any) -> None:
+    """Register the ``livectl-kafka`` source in ``spark``'s session, unless this process did already (a
+    second registration only makes Spark warn that it replaced the first). The session's first data-source
+    call makes Spark look for ``pyspark_*`` data-source packages in a Python planner process, once per JVM."""
+    from streaming.source.kafka_source import KafkaDataSource
+
+    if spark not in _REGISTERED:
         spark.dataSource.register(KafkaDataSource)
+        _REGISTERED.add(spark)
 
 
 @dataclass(frozen=True)
@@ -320,7 +326,7 @@ def rehearse_frame(spark: Any, settings: Settings, prepared: PreparedSource) -> 
     started = time.monotonic()
     frame = controller_frame(spark, settings, prepared=prepared, scheme=BucketKeys.SPREAD)
     built = time.monotonic()
-    text = str(spark._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "codegen"))
+    text = explain_text(frame, "codegen")
     found = re.search(r"Found (\d+) WholeStageCodegen subtrees", text)
     return built - started, time.monotonic() - built, int(found.group(1)) if found else 0
 

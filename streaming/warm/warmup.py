@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from streaming.errors import first_line
+from streaming.runtime.plan_text import explain_text
 from streaming.runtime.spark_flags import flag_value, spark_flag
 
 log = logging.getLogger("livectl.warmup")
@@ -149,7 +150,7 @@ class Warmup:
             n = max(1, int(spark.sparkContext.defaultParallelism))
             spark.range(0, n, numPartitions=n).collect()
             frame = warm_frame(spark)
-            frame._jdf.queryExecution().executedPlan()
+            explain_text(frame)  # plans it: the frame keeps the plan for its job
             self._frame = frame
             self.prime_seconds = time.perf_counter() - start
         except Exception as e:  # an optimisation only

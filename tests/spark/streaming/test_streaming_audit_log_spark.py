@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_status import job_descriptions
 
 from admin.audit import read_spark
 from core import decisions as dc
 from core.kafka.requests import RequestApi, WireBody
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
-from streaming.monitoring import spark_ui
 from streaming.monitoring.audit_log import AuditLog, HadoopAuditFiles
 from streaming.monitoring.audit_rows import AuditBatch
 from streaming.query.dispatch import Dispatcher
@@ -83,6 +83,9 @@ def test_the_log_is_appended_once_through_hadoop_and_spark_sql_reads_it(spark: A
     assert [(r["batch_id"], r["outcome"]) for r in found] == [(1, "ok")]
     assert found[0]["time"] == T0 + dt.timedelta(seconds=2)
     assert read_spark(files.root, topic="orders", since=T0 + dt.timedelta(seconds=1)) == []
+    # a table that is not there: livectl audit's "no state-change log" (Spark's PATH_NOT_FOUND)
+    with pytest.raises(FileNotFoundError):
+        read_spark((tmp_path / "no-audit").as_uri())
 
 
 def test_the_jobs_tab_says_the_figures_after_the_batch(spark: Any) -> None:
@@ -94,7 +97,7 @@ def test_the_jobs_tab_says_the_figures_after_the_batch(spark: Any) -> None:
     figures["GlobalPartitionCount"] = 30
     row = (0, 0, KIND_METRICS, json.dumps(figures), *[figures[c] for c in METRIC_COLUMNS], None)
     d(spark.createDataFrame([row], OUTPUT_SCHEMA), 68)
-    newest = spark_ui.job_descriptions(spark.sparkContext, limit=5)
+    newest = job_descriptions(spark.sparkContext, limit=5)
     assert newest[0].startswith("livectl c1000 e4 batch 68: offline 0, URP 3, reassigning 2; imbalanced 0")
     assert "partitions 30" in newest[0]
     assert "livectl c1000 e4 batch 68: deciding" in newest[1:]

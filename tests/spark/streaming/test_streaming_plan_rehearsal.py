@@ -12,6 +12,7 @@ import pytest
 
 from streaming.query.bucket_keys import CHECKPOINT_META
 from streaming.query.pipeline import controller_frame, prepare_source, rehearse_frame
+from streaming.runtime.plan_text import explain_text
 from streaming.settings import Settings
 
 pytestmark = pytest.mark.spark
@@ -31,7 +32,7 @@ def test_a_rehearsed_plan_leaves_the_checkpoint_alone(spark: Any, tmp_path: Path
     assert (checkpoint / CHECKPOINT_META).exists()
     # the query's own frame generates the same code: planned, it compiles nothing the rehearsal did not
     compiled = _classes_compiled(spark)
-    spark._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "codegen")
+    explain_text(frame, "codegen")
     assert _classes_compiled(spark) == compiled
 
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from controller_harness import Cluster, start_controller
+from spark_status import job_descriptions
 from waiting import wait_until
 
 from core import events as ev
 from core.model import PartitionTarget
 from streaming.monitoring.audit_log import default_audit_dir
-from streaming.monitoring.spark_ui import job_descriptions
 from streaming.source.query_source import connector_jars
 
 pytestmark = pytest.mark.spark

@@ -85,19 +85,6 @@ def test_python_workers_run_the_drivers_interpreter_unless_the_user_chose() -> N
     assert worker_python({"PYSPARK_PYTHON": "/opt/py"}, {"spark.pyspark.python": "/opt/py"}) is None
 
 
-class _System:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-
-    def getenv(self, name: str) -> str | None:
-        return self.env.get(name)
-
-
-class _Jvm:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.System = _System(env)
-
-
 class _Conf:
     def __init__(self, values: dict[str, str]) -> None:
         self.values = values
@@ -107,9 +94,8 @@ class _Conf:
 
 
 class _Context:
-    def __init__(self, url: str | None, env: dict[str, str], conf: dict[str, str]) -> None:
+    def __init__(self, url: str | None, conf: dict[str, str]) -> None:
         self.uiWebUrl = url
-        self._jvm = _Jvm(env)
         self._conf = _Conf(conf)
 
     def getConf(self) -> _Conf:
@@ -117,23 +103,23 @@ class _Context:
 
 
 class _Spark:
-    def __init__(self, url: str | None, env: dict[str, str] | None = None, conf: dict[str, str] | None = None) -> None:
-        self.sparkContext = _Context(url, env or {}, conf or {})
+    def __init__(self, url: str | None, conf: dict[str, str] | None = None) -> None:
+        self.sparkContext = _Context(url, conf or {})
 
 
 def test_the_spark_ui_address_is_one_that_answers() -> None:
     # SPARK_LOCAL_IP: the UI listens there only, whatever host name Spark reports
-    spark = _Spark("http://myhost.example:4041", {"SPARK_LOCAL_IP": "127.0.0.1"}, {"spark.driver.host": "myhost"})
-    assert spark_ui_address(spark) == "http://127.0.0.1:4041"
+    spark = _Spark("http://myhost.example:4041", {"spark.driver.host": "myhost"})
+    assert spark_ui_address(spark, {"SPARK_LOCAL_IP": "127.0.0.1"}) == "http://127.0.0.1:4041"
     # listening on every interface: the driver host (the user's spark.driver.host, or Spark's choice)
-    assert spark_ui_address(_Spark("http://a:4040", {}, {"spark.driver.host": "10.1.2.3"})) == "http://10.1.2.3:4040"
-    assert spark_ui_address(_Spark("http://a:4040", {"SPARK_LOCAL_IP": "0.0.0.0"})) == "http://a:4040"
+    assert spark_ui_address(_Spark("http://a:4040", {"spark.driver.host": "10.1.2.3"}), {}) == "http://10.1.2.3:4040"
+    assert spark_ui_address(_Spark("http://a:4040"), {"SPARK_LOCAL_IP": "0.0.0.0"}) == "http://a:4040"
     # the public name the user asked Spark to report stands
-    assert spark_ui_address(_Spark("http://pub:4040", {"SPARK_PUBLIC_DNS": "pub", "SPARK_LOCAL_IP": "127.0.0.1"})) == (
+    assert spark_ui_address(_Spark("http://pub:4040"), {"SPARK_PUBLIC_DNS": "pub", "SPARK_LOCAL_IP": "127.0.0.1"}) == (
         "http://pub:4040"
     )
-    assert spark_ui_address(_Spark("http://a:4040", {"SPARK_LOCAL_IP": "::1"})) == "http://[::1]:4040"
-    assert spark_ui_address(_Spark(None)) is None
+    assert spark_ui_address(_Spark("http://a:4040"), {"SPARK_LOCAL_IP": "::1"}) == "http://[::1]:4040"
+    assert spark_ui_address(_Spark(None), {}) is None
 
 
 def test_the_memory_store_and_uri_helpers() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from pyspark.errors import AnalysisException
 
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
@@ -16,12 +17,33 @@ from streaming.query.dispatch import BatchTiming, Dispatcher
 pytestmark = pytest.mark.unit
 
 
-class _JavaContext:
-    """The part of ``JavaSparkContext`` the Jobs-tab announcement uses (``streaming.monitoring.spark_ui.announce``)."""
+class _NoJar(AnalysisException):
+    """What ``spark.udf.registerJavaFunction`` raises on a driver without livectl's jar
+    (``streaming.monitoring.spark_ui.publish_figures`` then announces a job of no task)."""
+
+    def __init__(self) -> None:
+        Exception.__init__(self, "[CANNOT_LOAD_FUNCTION_CLASS] Cannot load class livectl.spark.BatchFigures")
+
+    def getCondition(self) -> str:
+        return "CANNOT_LOAD_FUNCTION_CLASS"
+
+
+class _Udf:
+    def registerJavaFunction(self, name: str, java_class: str, return_type: Any) -> None:
+        raise _NoJar()
+
+
+class _SparkContext:
+    applicationId = "local-dispatch-timing"  # noqa: N815 (SparkContext's name)
 
     def __init__(self) -> None:
         self.properties: dict[str, str | None] = {}
+        self.descriptions: list[str] = []
         self.empty_jobs = 0
+
+    def setJobDescription(self, text: str) -> None:
+        self.descriptions.append(text)
+        self.properties["spark.job.description"] = text
 
     def getLocalProperty(self, key: str) -> str | None:
         return self.properties.get(key)
@@ -29,7 +51,7 @@ class _JavaContext:
     def setLocalProperty(self, key: str, value: str | None) -> None:
         self.properties[key] = value
 
-    def emptyRDD(self) -> _JavaContext:
+    def emptyRDD(self) -> _SparkContext:
         return self
 
     def count(self) -> int:
@@ -37,29 +59,10 @@ class _JavaContext:
         return 0
 
 
-class _JvmPackages:
-    """py4j's view of JVM packages on a driver without livectl's jar: every name is another package, never
-    a class (``streaming.monitoring.spark_ui.publish_figures`` then announces a job of no task)."""
-
-    def __getattr__(self, name: str) -> _JvmPackages:
-        return self
-
-
-class _SparkContext:
-    applicationId = "local-dispatch-timing"  # noqa: N815 (SparkContext's name)
-
-    def __init__(self) -> None:
-        self._jsc = _JavaContext()
-        self._jvm = _JvmPackages()
-        self.descriptions: list[str] = []
-
-    def setJobDescription(self, text: str) -> None:
-        self.descriptions.append(text)
-
-
 class _Session:
     def __init__(self) -> None:
         self.sparkContext = _SparkContext()
+        self.udf = _Udf()
 
 
 class _BatchFrame:

@@ -68,30 +68,13 @@ class _Reader:
         return ("frame", self.fmt)
 
 
-class _Manager:
-    def __init__(self, session: _FakeSession) -> None:
-        self.session = session
-
-    def dataSourceExists(self, name: str) -> bool:
-        self.session.calls.append(("exists", name))
-        return self.session.registered
-
-
 class _FakeSession:
     """The calls the source's preparation makes on a SparkSession, recorded in order."""
 
-    def __init__(self, *, registered: bool = False, fail_load: bool = False) -> None:
+    def __init__(self, *, fail_load: bool = False) -> None:
         self.calls: list[tuple[Any, ...]] = []
-        self.registered, self.fail_load = registered, fail_load
+        self.registered, self.fail_load = False, fail_load
         session = self
-
-        class _State:
-            def dataSourceManager(self) -> _Manager:
-                return _Manager(session)
-
-        class _J:
-            def sessionState(self) -> _State:
-                return _State()
 
         class _DataSource:
             def register(self, cls: type) -> None:
@@ -102,7 +85,6 @@ class _FakeSession:
             def format(self, fmt: str) -> _Reader:
                 return _Reader(session, fmt)
 
-        self._jsparkSession = _J()
         self.dataSource = _DataSource()
         self.readStream = _ReadStream()
 
@@ -122,10 +104,8 @@ def test_the_source_is_registered_once_and_loaded_ahead_then_the_warmup_starts()
     assert isinstance(prepared, PreparedSource)
     assert prepared.frame == ("frame", SOURCE_NAME) and prepared.options == source_options(s)
     assert "source registered" in prepared.phases and "source loaded" in prepared.phases
-    # registered once (a second registration only makes Spark warn) and asked once, loaded with the options,
-    # then the warm-up
+    # registered, loaded with the options, then the warm-up
     assert spark.calls == [
-        ("exists", SOURCE_NAME),
         ("register", SOURCE_NAME),
         ("load", SOURCE_NAME, source_options(s)),
         ("then",),
@@ -133,12 +113,22 @@ def test_the_source_is_registered_once_and_loaded_ahead_then_the_warmup_starts()
 
 
 def test_a_source_that_cannot_be_prepared_leaves_the_query_to_load_its_own_and_still_warms() -> None:
-    spark = _FakeSession(registered=True, fail_load=True)
+    spark = _FakeSession(fail_load=True)
     warmed = threading.Event()
     ahead = SourceAhead(spark, _settings(), then=warmed.set).start()
     assert ahead.result(timeout=10) is None
     assert warmed.wait(10)
-    assert [c[0] for c in spark.calls] == ["exists", "load"]
+    assert [c[0] for c in spark.calls] == ["register", "load"]
+
+
+def test_a_session_gets_the_source_registered_once() -> None:
+    from streaming.query.pipeline import register_source
+
+    spark, other = _FakeSession(), _FakeSession()
+    register_source(spark)
+    register_source(spark)  # a second registration would only make Spark warn that it replaced the first
+    register_source(other)
+    assert spark.calls == [("register", SOURCE_NAME)] and other.calls == [("register", SOURCE_NAME)]
 
 
 def test_start_times_name_each_phase_in_order() -> None:

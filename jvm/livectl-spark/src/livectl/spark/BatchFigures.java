@@ -1,41 +1,50 @@
 package livectl.spark;
 
-import java.io.Serializable;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import org.apache.spark.SparkContext;
-import org.apache.spark.api.java.JavaFutureAction;
-import org.apache.spark.api.java.JavaSparkContext;
-import org.apache.spark.api.java.function.VoidFunction;
+import org.apache.spark.sql.api.java.UDF1;
 import org.apache.spark.util.LongAccumulator;
 
 /**
  * The controller's figures after a micro-batch, shown in Spark's Stages tab and REST API.
  *
  * <p>A named accumulator appears in a stage only when a task of that stage adds to it, and only JVM code
- * running in the task can: so {@link #publishAsync} registers one named {@link LongAccumulator} per figure and
- * runs a job of one task whose task adds each figure to its accumulator. The stage then lists
- * {@code livectl.OfflinePartitionsCount = 3}, and so on, under the job description the caller set.
- * Fresh accumulators per call: each stage shows its own batch's figures, never a sum over batches.
+ * running in the task can. So this is a Java UDF, registered from Python with PySpark's public
+ * {@code spark.udf.registerJavaFunction}, which makes one instance on the driver: its constructor reads the
+ * figures from the registering thread's local property {@value #FIGURES_PROPERTY} and registers one named
+ * {@link LongAccumulator} per figure; a one-row query of one task then calls it, and the call adds each
+ * figure to its accumulator. The stage lists {@code livectl.OfflinePartitionsCount = 3}, and so on, under
+ * the job description the caller set. One instance (fresh accumulators) per batch: each stage shows its
+ * own batch's figures, never a sum over batches.
  */
-public final class BatchFigures {
+public final class BatchFigures implements UDF1<Long, Long> {
+  private static final long serialVersionUID = 2L;
+
   /** The prefix of every accumulator name. */
   public static final String PREFIX = "livectl.";
 
-  private BatchFigures() {}
+  /**
+   * The local property the figures are read from: one per line, {@code Name<TAB>value} (value a whole
+   * number); the accumulator is named {@code livectl.Name}.
+   */
+  public static final String FIGURES_PROPERTY = "livectl.figures";
+
+  private final LongAccumulator[] accumulators;
+  private final long[] amounts;
 
   /**
-   * Submits the one-task job that shows {@code figures} as named accumulators, without waiting for it.
+   * Registers the accumulators of the figures in the calling thread's {@value #FIGURES_PROPERTY}.
    *
-   * @param sc the application's SparkContext (the caller sets the job description and call site: they
-   *     are taken when the job is submitted, before this returns)
-   * @param figures one figure per line, {@code Name<TAB>value} (value a whole number); the accumulator is
-   *     named {@code livectl.Name}
-   * @return the job's future ({@code get()} waits for the task)
-   * @throws IllegalArgumentException naming the line, when a line is not {@code Name<TAB>value}
+   * @throws IllegalArgumentException naming the line, when a line is not {@code Name<TAB>value}, or when the
+   *     property is not set
    */
-  public static JavaFutureAction<Void> publishAsync(SparkContext sc, String figures) {
+  public BatchFigures() {
+    SparkContext sc = SparkContext.getOrCreate();
+    String figures = sc.getLocalProperty(FIGURES_PROPERTY);
+    if (figures == null) {
+      throw new IllegalArgumentException("local property " + FIGURES_PROPERTY + " is not set");
+    }
     List<String> names = new ArrayList<>();
     List<Long> values = new ArrayList<>();
     int lineNo = 0;
@@ -59,33 +68,20 @@ public final class BatchFigures {
       }
       names.add(line.substring(0, tab));
     }
-    LongAccumulator[] accumulators = new LongAccumulator[names.size()];
-    long[] amounts = new long[names.size()];
+    accumulators = new LongAccumulator[names.size()];
+    amounts = new long[names.size()];
     for (int i = 0; i < accumulators.length; i++) {
       accumulators[i] = sc.longAccumulator(PREFIX + names.get(i));
       amounts[i] = values.get(i);
     }
-    return JavaSparkContext.fromSparkContext(sc)
-        .parallelize(Collections.singletonList(0), 1)
-        .foreachAsync(new Add(accumulators, amounts));
   }
 
-  /** The task: adds each figure to its accumulator (the task's copy, merged into the driver's). */
-  private static final class Add implements VoidFunction<Integer>, Serializable {
-    private static final long serialVersionUID = 1L;
-    private final LongAccumulator[] accumulators;
-    private final long[] amounts;
-
-    Add(LongAccumulator[] accumulators, long[] amounts) {
-      this.accumulators = accumulators;
-      this.amounts = amounts;
+  /** Adds each figure to its accumulator (in the task); returns {@code row} unchanged. */
+  @Override
+  public Long call(Long row) {
+    for (int i = 0; i < accumulators.length; i++) {
+      accumulators[i].add(amounts[i]);
     }
-
-    @Override
-    public void call(Integer ignored) {
-      for (int i = 0; i < accumulators.length; i++) {
-        accumulators[i].add(amounts[i]);
-      }
-    }
+    return row;
   }
 }
