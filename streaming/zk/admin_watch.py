@@ -67,6 +67,7 @@ from core.snapshot import ZkSnapshot
 from streaming.errors import StreamingError
 from streaming.runtime.watch_thread import WatchThread
 from streaming.zk.liveness import Producer
+from streaming.zk.publishing import publish_events
 
 log = logging.getLogger(__name__)
 
@@ -469,14 +470,7 @@ class AdminPathWatcher:
 
     def _publish(self, events: list[Event]) -> None:
         try:
-            futures = [
-                self._producer.send(self.topic, key=_key_of(e).encode(), value=event_to_json(e).encode())
-                for e in events
-            ]
-            self._producer.flush(timeout=self._flush_timeout)
-            for f in futures:
-                if hasattr(f, "get"):
-                    f.get(timeout=self._flush_timeout)
+            publish_events(self._producer, self.topic, events, _key_of, self._flush_timeout)
         except (KafkaError, OSError) as e:
             raise AdminWatchError(f"could not publish {len(events)} admin-path events to {self.topic}: {e!r}") from e
 

@@ -35,11 +35,11 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from core.codec.events import event_to_json
 from core.events import BrokerFailure, BrokerStartup, Event
 from core.kafka.zkdata import BROKER_IDS
 from streaming.errors import StreamingError
 from streaming.runtime.watch_thread import WatchThread
+from streaming.zk.publishing import publish_events
 from streaming.zk.snapshot_reader import SnapshotError, parse_broker_registration
 
 log = logging.getLogger(__name__)
@@ -161,14 +161,7 @@ class LivenessBridge:
 
     def _publish(self, events: list[Event]) -> None:
         try:
-            futures = [
-                self._producer.send(self.topic, key=str(_broker_of(ev)).encode(), value=event_to_json(ev).encode())
-                for ev in events
-            ]
-            self._producer.flush(timeout=self._flush_timeout)
-            for f in futures:
-                if hasattr(f, "get"):
-                    f.get(timeout=self._flush_timeout)
+            publish_events(self._producer, self.topic, events, lambda ev: str(_broker_of(ev)), self._flush_timeout)
         except (KafkaError, OSError) as e:
             raise LivenessError(f"could not publish {len(events)} broker events to {self.topic}: {e!r}") from e
 
