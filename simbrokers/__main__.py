@@ -18,6 +18,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from kafka.errors import KafkaError
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
 from simbrokers.broker import BrokerConfig
 from simbrokers.control import CONTROL_TOPIC
@@ -253,6 +257,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         proc.start()
     except (SimBrokersError, RegistrationError) as e:
         print(f"simbrokers: {e}", file=sys.stderr)
+        proc.close()
+        return 1
+    except (KazooException, KazooTimeoutError, KafkaError) as e:
+        print(f"simbrokers: could not start: {type(e).__name__}: {e}", file=sys.stderr)
+        proc.close()
         return 1
     return proc.run()
 

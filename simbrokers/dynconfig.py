@@ -46,6 +46,11 @@ class DynamicConfigWatcher:
         except NoNodeError:
             return []
 
+    def current(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+        """The broker and topic configs read so far (copies)."""
+        with self._lock:
+            return dict(self.brokers), dict(self.topics)
+
     def start(self) -> None:
         """Read everything once, then follow the notifications."""
         self.zk.ensure_path(zkdata.CONFIG_CHANGES)

@@ -121,6 +121,7 @@ class SimBrokersProcess:
         self._loss = LossTracker()
         self._last_status_ms = 0
         self._config_zk: KazooClient | None = None
+        self._config_watcher: DynamicConfigWatcher | None = None
         #: set on the first stop signal: the orderly stop's last resort
         self._watchdog: Watchdog | None = None
         #: events the producer could not take (Kafka away): counted, said once per stop
@@ -149,9 +150,10 @@ class SimBrokersProcess:
         self._producer = KafkaProducer(
             **kafka, bootstrap_servers=s.bootstrap_server, linger_ms=5, acks="all", max_block_ms=SEND_MAX_BLOCK_MS
         )
+        # quotas first: a registered broker is a started process (tests and operators wait on registration)
+        self._start_config_watcher()
         for i, bid in enumerate(s.broker_ids):
             self._start_broker(bid, s.base_port + i if s.base_port else 0)
-        self._start_config_watcher()
 
     def _start_config_watcher(self) -> None:
         """Replication quotas from Kafka's dynamic configs, reloaded on ``/config/changes`` notifications."""
@@ -161,7 +163,8 @@ class SimBrokersProcess:
         )
         zk.start(timeout=15)
         self._config_zk = zk
-        DynamicConfigWatcher(zk, self._apply_configs).start()
+        self._config_watcher = DynamicConfigWatcher(zk, self._apply_configs)
+        self._config_watcher.start()
 
     def _apply_configs(self, brokers: Mapping[str, Mapping[str, str]], topics: Mapping[str, Mapping[str, str]]) -> None:
         for bid, m in list(self.members.items()):
@@ -204,6 +207,8 @@ class SimBrokersProcess:
     def _start_broker(self, broker_id: int, port: int) -> None:
         s = self.settings
         broker = SimBroker(broker_id, s.config)
+        if self._config_watcher is not None:  # the quotas read before this broker existed
+            broker.set_throttle(throttle_config(broker_id, *self._config_watcher.current()))
         server = FetchServer(s.host, port, self._serve)
         server.start()
         zk = KazooClient(
@@ -318,9 +323,12 @@ class SimBrokersProcess:
                 f"{self.settings.shutdown_timeout_s:g} s ({what}): stopping anyway"
             )
 
+    def close(self) -> None:
+        """Undo a :meth:`start` that failed part-way: deregister and close whatever it had started."""
+        self._close()
+
     def _close(self) -> None:
         """Deregister what is left and close every client, within :data:`CLOSE_TIMEOUT_S` in all."""
-        assert self._consumer is not None and self._producer is not None
         producer, consumer = self._producer, self._consumer
         close_by = time.monotonic() + CLOSE_TIMEOUT_S
         if self._watchdog is None:  # an error, not a signal: the same bound on closing
@@ -336,13 +344,15 @@ class SimBrokersProcess:
         if config_zk is not None:
             self._watchdog.step = "closing the dynamic-config ZooKeeper session"
             bounded("closing the dynamic-config ZooKeeper session", lambda: _close_zk(config_zk), left())
-        self._watchdog.step = "sending the last events to Kafka"
-        if not bounded("sending the last events to Kafka", lambda: _flush_all(producer), left()):
-            producer.close(timeout=0)
+        if producer is not None:
+            self._watchdog.step = "sending the last events to Kafka"
+            if not bounded("sending the last events to Kafka", lambda: _flush_all(producer), left()):
+                producer.close(timeout=0)
         if self._unsent:
             say(f"{self._unsent} event(s) could not be sent to Kafka (unreachable)")
-        self._watchdog.step = "closing the Kafka consumer"
-        bounded("closing the Kafka consumer", lambda: consumer.close(timeout_ms=int(left() * 1000)), left())
+        if consumer is not None:
+            self._watchdog.step = "closing the Kafka consumer"
+            bounded("closing the Kafka consumer", lambda: consumer.close(timeout_ms=int(left() * 1000)), left())
         self._watchdog.cancel()
 
     def _poll_once(self) -> None:

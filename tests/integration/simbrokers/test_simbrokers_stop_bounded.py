@@ -111,6 +111,28 @@ def test_sigterm_with_zookeeper_gone_stops_within_the_bound(
         assert line in out, out[-3000:]
 
 
+def test_zookeeper_gone_before_start_is_one_line_and_exit_1(
+    private_zookeeper: local.Service, kafka_broker: Any, tmp_path: Path
+) -> None:
+    connect = private_zookeeper.connect
+    local.stop_process(private_zookeeper.pid, private_zookeeper.marker)
+    run = uuid.uuid4().hex[:8]
+    names = (f"gone-{run}.requests", f"gone-{run}.events", f"gone-{run}.control")
+    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    admin.create_topics([NewTopic(n, 1, 1) for n in names])
+    admin.close()
+    cmd = [sys.executable, "-m", "simbrokers", "--brokers", "1", "--zookeeper", connect]
+    cmd += ["--bootstrap-server", kafka_broker.bootstrap, "--session-timeout-ms", "4000"]
+    cmd += ["--requests-topic", names[0], "--events-topic", names[1], "--control-topic", names[2]]
+    started = time.monotonic()
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
+    # no traceback, no process left waiting on its own threads: one line and exit 1
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert time.monotonic() - started < 40
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "simbrokers: could not start: KazooTimeoutError" in done.stderr, done.stderr[-3000:]
+
+
 def test_sigterm_with_kafka_gone_stops_within_the_bound(
     zookeeper: Any, private_kafka: local.Service, tmp_path: Path
 ) -> None:
