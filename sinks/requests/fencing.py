@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka import KafkaProducer
 from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 
 #: the errors that say a newer producer took this transactional id
@@ -56,13 +55,14 @@ def quiet_fencing_reports() -> None:
             logger.addFilter(_FENCING_FILTER)
 
 
-def producer_fenced(producer: KafkaProducer | None, error: BaseException) -> bool:
-    """Whether ``error`` (or the transactional state it left) says a newer producer took the id."""
+def producer_fenced(error: BaseException) -> bool:
+    """Whether ``error``, or an error it was raised from, says a newer producer took the transactional id.
+
+    After a fence kafka-python raises later calls as a plain ``KafkaError`` whose message names the state's
+    cause (``… in an error state: [Error 90] ProducerFencedError …``): that text is the public trace of it."""
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, _FENCING_ERRORS):
+        if isinstance(seen, _FENCING_ERRORS) or any(name in str(seen) for name in _FENCING_NAMES):
             return True
         seen = seen.__cause__ or seen.__context__
-    # kafka-python reports later calls as a plain KafkaError naming the state's cause: ask the state
-    manager = getattr(producer, "_transaction_manager", None)
-    return isinstance(getattr(manager, "last_error", None), _FENCING_ERRORS)
+    return False

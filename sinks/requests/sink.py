@@ -218,7 +218,7 @@ class RequestSink:
             if self._transactional_id is not None:
                 producer.commit_transaction()
         except (KafkaError, OSError) as e:
-            fenced = self._transactional_id is not None and producer_fenced(producer, e)
+            fenced = self._transactional_id is not None and producer_fenced(e)
             # a transactional producer in an error state cannot be used again: the retry starts a new one,
             # whose init aborts the open transaction (abort_transaction here could wait without a bound)
             self._drop_producer()

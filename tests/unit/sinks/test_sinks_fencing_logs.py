@@ -1,14 +1,14 @@
-"""kafka-python's own ERROR lines about a fenced transactional producer are dropped (the sink raises and
-``livectl run`` says it once); every other line of its producer loggers passes."""
+"""A fenced transactional producer told from other failures; kafka-python's own ERROR lines about it are
+dropped (the sink raises and ``livectl run`` says it once), every other line of its producer loggers passes."""
 
 from __future__ import annotations
 
 import logging
 
 import pytest
-from kafka.errors import InvalidProducerEpochError, KafkaConnectionError, ProducerFencedError
+from kafka.errors import InvalidProducerEpochError, KafkaConnectionError, KafkaError, ProducerFencedError
 
-from sinks.requests.fencing import quiet_fencing_reports
+from sinks.requests.fencing import producer_fenced, quiet_fencing_reports
 
 pytestmark = pytest.mark.unit
 
@@ -62,3 +62,22 @@ def test_batches_in_flight_when_fenced_are_not_reported(caplog: pytest.LogCaptur
     kept = _warned(caplog, batch, failed, "livectl.requests-0", -1, KafkaConnectionError())
     assert len(kept) == 1 and "KafkaConnectionError" in kept[0]
     assert len(_warned(caplog, accumulator, KafkaConnectionError())) == 1
+
+
+def test_a_fence_is_told_by_its_type_or_by_the_state_error_naming_it() -> None:
+    fenced = ProducerFencedError("epoch bumped")
+    assert producer_fenced(fenced)
+    assert producer_fenced(InvalidProducerEpochError("old epoch"))
+    # kafka-python's later calls: a plain KafkaError whose message names the state's cause
+    assert producer_fenced(
+        KafkaError(f"Cannot execute transactional method because we are in an error state: {fenced}")
+    )
+    try:
+        try:
+            raise fenced
+        except ProducerFencedError as e:
+            raise KafkaError("commit failed") from e
+    except KafkaError as chained:
+        assert producer_fenced(chained)
+    assert not producer_fenced(KafkaError("Cannot execute transactional method: NotCoordinatorError"))
+    assert not producer_fenced(OSError("connection reset"))
