@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jvm_options import SHORT_LIVED_JIT
 
 # The test tree mirrors the source tree (tests/<tier>/core/, .../streaming/, ...), and pytest puts the folder of
 # each conftest.py on sys.path: with the editable install, a later ``import streaming`` could then resolve to a
@@ -42,7 +43,7 @@ _PRODUCT_PACKAGES = (admin, core, livectl, simbrokers, sinks, streaming)
 _JVM_SCRATCH = Path(tempfile.mkdtemp(prefix="livectl-test-jvm-"))
 os.environ["SPARK_LOCAL_DIRS"] = str(_JVM_SCRATCH)
 os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
-    filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"), f"-Djava.io.tmpdir={_JVM_SCRATCH}"))
+    filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"), f"-Djava.io.tmpdir={_JVM_SCRATCH}", SHORT_LIVED_JIT))
 )
 
 #: the session's own services, by name, once started (for the diagnosis of a test that failed)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pyspark
+from jvm_options import SHORT_LIVED_JIT
 from waiting import poll_until, wait_until
 
 from livectl import local
@@ -51,7 +52,7 @@ def machine_env(home: Path, conf_dir: Path) -> dict[str, str]:
     # run after run until the disk, and the session's ZooKeeper on it, gave out
     scratch = home / "machine-tmp"
     scratch.mkdir(parents=True, exist_ok=True)
-    tmpdir = f"-Djava.io.tmpdir={scratch}"
+    jvm = f"-Djava.io.tmpdir={scratch} {SHORT_LIVED_JIT}"
     env = {
         "PATH": path,
         "HOME": str(home),
@@ -61,8 +62,8 @@ def machine_env(home: Path, conf_dir: Path) -> dict[str, str]:
         "SPARK_CONF_DIR": str(conf_dir),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOCAL_DIRS": str(scratch),
-        "SPARK_SUBMIT_OPTS": tmpdir,
-        "SPARK_DAEMON_JAVA_OPTS": tmpdir,
+        "SPARK_SUBMIT_OPTS": jvm,
+        "SPARK_DAEMON_JAVA_OPTS": jvm,
         # the daemons themselves need little; executors get spark.executor.memory
         "SPARK_DAEMON_MEMORY": "384m",
     }
@@ -311,7 +312,7 @@ def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: P
         "--conf", "spark.executor.cores=1",
         "--conf", f"spark.executor.memory={spec.executor_memory}",
         # an executor's temporary files in its own working directory (under its worker's folder), not /tmp
-        "--conf", "spark.executor.extraJavaOptions=-Djava.io.tmpdir=.",
+        "--conf", f"spark.executor.extraJavaOptions=-Djava.io.tmpdir=. {SHORT_LIVED_JIT}",
         "--conf", "spark.driver.host=127.0.0.1",
         "--conf", "spark.driver.bindAddress=127.0.0.1",
         "--conf", f"spark.ui.port={ui}",
