@@ -7,8 +7,8 @@ codec (``none``, ``gzip``, ``snappy``, ``lz4``, ``zstd``) the product's :class:`
 (transactional, as the controller runs it) sends them to a fresh topic of a real Apache Kafka broker (started
 through :mod:`livectl.local` on a free loopback port, stopped by PID), and the script records
 
-* ``send_s``: the sink's send of the prebuilt messages — compression on the producer, the produce
-  requests (``acks=all``, one in flight), the transaction's commit — the part the codec changes;
+* ``send_s``: the sink's ``write_requests`` — building the messages (the same for every codec), compression
+  on the producer, the produce requests (``acks=all``, one in flight), the transaction's commit;
 * ``batch_bytes``: the bytes of the record batches on the topic, summed from what a ``read_committed``
   consumer fetches back (each stored batch's size as the broker returns it), and the messages read back
   checked equal to those sent;
@@ -29,6 +29,7 @@ Writes ``bench/results/compression_cost-<UTC stamp>.json`` (and ``…-latest.jso
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -61,12 +62,10 @@ ENCODERS: dict[str, Callable[[bytes], bytes]] = {
 }
 
 
-def send_once(bootstrap: str, codec: str, msgs: list[rq.OutboundMessage], topic: str) -> dict[str, Any]:
-    """The product's sink sends ``msgs`` (retargeted to ``topic``) with ``codec``; then they are read back."""
+def send_once(bootstrap: str, codec: str, reqs: list[dc.BrokerRequest], topic: str) -> dict[str, Any]:
+    """The product's sink writes ``reqs`` to ``topic`` with ``codec`` (its public ``write_requests``, building
+    the messages included: the same work for every codec); then they are read back."""
     rq.ensure_topics(bootstrap, [topic], partitions=10)
-    ours = [
-        rq.OutboundMessage(topic, m.key, m.value, m.headers, m.identity) for m in msgs
-    ]  # the same messages on this run's topic
     with rq.RequestSink(
         bootstrap,
         FENCE,
@@ -77,14 +76,15 @@ def send_once(bootstrap: str, codec: str, msgs: list[rq.OutboundMessage], topic:
         # (kafka-python refuses a request timeout over its 120 s delivery timeout)
         timeout_s=110,
     ) as sink:
-        sink._get_producer()  # the producer's start and transaction init are not the codec's
+        sink.start().join()  # the producer's start and transaction init are not the codec's
         t0 = time.perf_counter()
         try:
-            result = sink._send(1, ours)  # write_requests minus building the messages
+            result = sink.write_requests(1, reqs)
         except SinkUnavailableError as e:
             print(f"{codec}: {e}", flush=True)
             return {"send_s": float("nan"), "batch_bytes": float("nan"), "written": 0, "read_back_same": False}
         send_s = time.perf_counter() - t0
+    ours = rq.request_messages(topic, FENCE, 1, reqs, partitions=tuple(range(10)))
     records, nbytes = read_back(bootstrap, topic, len(ours))
     got = sorted((r.key, r.value) for r in records)
     same = got == sorted((m.key, m.value) for m in ours)
@@ -111,7 +111,7 @@ def main() -> None:
     if "gzip" not in codecs:
         codecs.insert(0, "gzip")  # the baseline of every ratio
     events = ["failure", "failover"] if args.event == "both" else [args.event]
-    load0 = Path("/proc/loadavg").read_text().split()[0]
+    load0 = round(os.getloadavg()[0], 2)
     results: dict[str, Any] = {
         "benchmark": "compression_cost",
         "machine": machine_info(),
@@ -119,13 +119,14 @@ def main() -> None:
         "partitions": args.partitions,
         "buckets": args.buckets,
         "rounds": args.rounds,
-        "load_at_start": float(load0),
+        "load_at_start": load0,
     }
     messages: dict[str, list[rq.OutboundMessage]] = {}
+    requests: dict[str, list[dc.BrokerRequest]] = {}
     for event in events:
         payloads, _ = bucket_decisions(args.partitions // args.buckets, args.buckets, event)
-        reqs = [d for d in decode_rows(payloads) if isinstance(d, dc.BrokerRequest)]
-        messages[event] = rq.request_messages("t", FENCE, 1, reqs)
+        requests[event] = [d for d in decode_rows(payloads) if isinstance(d, dc.BrokerRequest)]
+        messages[event] = rq.request_messages("t", FENCE, 1, requests[event])
         raw = sum(len(m.value) for m in messages[event])
         print(f"{event}: {len(messages[event])} messages, {raw / 1e6:.1f} MB", flush=True)
         results[event] = {"messages": len(messages[event]), "raw_bytes": raw, "runs": {c: [] for c in codecs}}
@@ -138,9 +139,9 @@ def main() -> None:
             for event in events:
                 for codec in order:
                     topic = f"cc-{event}-{codec}-{rnd}-{uuid.uuid4().hex[:6]}"
-                    r = send_once(broker.bootstrap, codec, messages[event], topic)
+                    r = send_once(broker.bootstrap, codec, requests[event], topic)
                     r["compress_s"] = compress_alone(codec, messages[event])
-                    r["load"] = float(Path("/proc/loadavg").read_text().split()[0])
+                    r["load"] = round(os.getloadavg()[0], 2)
                     results[event]["runs"][codec].append(r)
                     print(
                         f"round {rnd + 1} {event:8} {codec:6} send {r['send_s']:6.2f} s  "
@@ -174,7 +175,7 @@ def main() -> None:
                     all(r["read_back_same"] for r in runs[c]),
                 ]
             )
-    results["load_at_end"] = float(Path("/proc/loadavg").read_text().split()[0])
+    results["load_at_end"] = round(os.getloadavg()[0], 2)
     print()
     print_table(
         ["event", "codec", "send s", "/ gzip", "compress alone s", "MB on topic", "/ gzip", "raw / stored", "same"],

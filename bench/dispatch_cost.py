@@ -29,17 +29,13 @@ scans); ``requests_s`` is then the whole request step, tail read, sends and ``fl
 checkpoint, a fixed clock) and times it (``audit_s``: the call after the topic writes — rows, Parquet, log
 lines — and ``audit_prepare_s``, the rows made on a thread beside the request sink, when the dispatcher
 does that).
-``--crc both`` (with ``--kafka``) alternates kafka-python's record-batch checksum (CRC-32C, computed for every
-batch the producer writes and checked for every batch a consumer reads: the sink's tail read) between its
-pure-Python fallback and the ``crc32c`` package's C (a dependency), ABBA over ``--rounds`` pairs, and reports
-each arm's medians and their ratio; ``--crc py`` / ``--crc c`` runs one of them.
 ``--digest`` prints a SHA-256 of every message (topic, key, value, headers, partition, identity) of a
 failover, a broker failure, a double broker failure and a broker's return, to compare two trees' messages
 byte for byte; with ``--audit``, also a SHA-256 of the state-change log's table (every row, read back
 from the Parquet file) and one of its log text with the DEBUG lines (every partition state sent).
 
 Run: ``.venv/bin/python -m bench dispatch_cost [--partitions 100000] [--buckets 2] [--rounds 3]
-[--event failover|failure|both] [--audit] [--kafka [--crc both|c|py]] [--profile] [--digest] [--out NAME]``.
+[--event failover|failure|both] [--audit] [--kafka] [--profile] [--digest] [--out NAME]``.
 """
 
 from __future__ import annotations
@@ -283,26 +279,6 @@ def digest(msgs: list[Any]) -> str:
     return h.hexdigest()
 
 
-@contextlib.contextmanager
-def record_crc(arm: str) -> Any:
-    """kafka-python's record-batch CRC-32C (``default_records.calc_crc32c``, which the producer's batch builder
-    and the consumer's batch check call) as ``arm`` says: ``py`` its pure-Python fallback, ``c`` the
-    ``crc32c`` package's, ``installed`` whichever kafka-python picked."""
-    from kafka.record import default_records, util
-
-    chosen = default_records.calc_crc32c
-    if arm == "py":
-        default_records.calc_crc32c = util.crc32c_py
-    elif arm == "c":
-        if util.crc32c_c is None:
-            raise SystemExit("--crc c: the crc32c package is not installed")
-        default_records.calc_crc32c = util.crc32c_c
-    try:
-        yield
-    finally:
-        default_records.calc_crc32c = chosen
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=100_000)
@@ -311,12 +287,6 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--audit", action="store_true", help="the state-change log on (the product's default)")
     ap.add_argument("--kafka", action="store_true", help="the product's request sink, to an Apache Kafka broker")
-    ap.add_argument(
-        "--crc",
-        choices=["installed", "both", "c", "py"],
-        default="installed",
-        help="kafka-python's record CRC-32C: as installed, its pure-Python fallback, the crc32c package's C, or both",
-    )
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions of one dispatch")
     ap.add_argument("--digest", action="store_true", help="only the messages' digests (4 events)")
     ap.add_argument("--out", default="dispatch_cost", help="results file name prefix under bench/results/")
@@ -331,7 +301,6 @@ def main() -> None:
         "core_file": controller.__file__,
         "audit": args.audit,
         "kafka": args.kafka,
-        "crc": args.crc,
     }
     print("core from", controller.__file__)
     with contextlib.ExitStack() as stack:
@@ -366,24 +335,9 @@ def measure(args: argparse.Namespace, per_bucket: int, results: dict[str, Any]) 
         table = bucket_rows(per_bucket, args.buckets, event)
         r: dict[str, Any] = {"rows": table.num_rows, "row_mb": round(table.nbytes / 1e6, 1)}
         r["bucket_encode_rows_s"] = round(ENCODE_S[-1], 3)
-        if args.crc == "both":
-            by_arm: dict[str, list[dict[str, float]]] = {"py": [], "c": []}
-            for arm in [a for i in range(args.rounds) for a in (("py", "c") if i % 2 == 0 else ("c", "py"))]:
-                with record_crc(arm):
-                    t, msgs, _ = run_once(table, args.audit)
-                by_arm[arm].append(t)
-            for arm, arm_runs in by_arm.items():
-                r[arm] = {k: round(statistics.median(x[k] for x in arm_runs), 3) for k in arm_runs[0]}
-                r[arm]["requests_s_all"] = [round(x["requests_s"], 3) for x in arm_runs]
-            r["requests_s_ratio_c_to_py"] = round(r["c"]["requests_s"] / r["py"]["requests_s"], 3)
-            r["dispatch_s_ratio_c_to_py"] = round(r["c"]["dispatch_s"] / r["py"]["dispatch_s"], 3)
-            results[event] = r
-            print(event, json.dumps(r))
-            continue
         runs = []
         for _ in range(args.rounds):
-            with record_crc(args.crc):
-                t, msgs, _ = run_once(table, args.audit)
+            t, msgs, _ = run_once(table, args.audit)
             runs.append(t)
         for k in runs[0]:
             r[k] = round(statistics.median(x[k] for x in runs), 3)

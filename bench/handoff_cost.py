@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -128,7 +129,7 @@ def main() -> None:
                     got, snap = after(reader, spark, store, epoch, args.buckets, texts=mode == "warm")
                     got["state_znodes_read"] = float(reader.last_state_reads)
                 assert snap == dataclasses.replace(read_snapshot(zk), controller_epoch=epoch), mode
-                got["load1"] = float(Path("/proc/loadavg").read_text().split()[0])
+                got["load1"] = round(os.getloadavg()[0], 2)
                 runs[mode].append(got)
                 print(f"round {r} {mode:6s} " + " ".join(f"{k}={v:.2f}" for k, v in got.items()), flush=True)
         out["runs"] = runs

@@ -10,8 +10,7 @@ by PID) and writes them again and again, alternating (A B B A ...):
   ``SET`` writes (the versions the znodes have), a new batch id each round, the shipped settings
   (100 operations per transaction, 8 in flight): the product's path, every guarantee on.
 
-Each round also times the sink's planning alone (``_plan``: no ZooKeeper call for ``SET`` writes) in the
-same process. ``--profile`` adds cProfile's top functions of one sink round (the main thread only: kazoo's
+``--profile`` adds cProfile's top functions of one sink round (the main thread only: kazoo's
 connection thread encodes and decodes the requests beside it). Wall seconds; medians per arm.
 
 Run: ``.venv/bin/python -m bench zk_sink_cost [--writes 30000] [--rounds 6] [--profile] [--output NAME]
@@ -112,7 +111,6 @@ def main() -> None:
         sink = ZooKeeperSink(client, fence, "bench-zk-sink")
         version = 0  # every znode's version: each round (raw or sink) bumps it by one
         runs: dict[str, list[float]] = {"raw": [], "sink": []}
-        plans: list[float] = []
         batch = 0
         raw_data = [zkdata.encode_partition_state(s, 1).encode() for s in states]
         for r in range(args.rounds * 2):
@@ -125,9 +123,6 @@ def main() -> None:
                     for p, s in zip(paths, states, strict=True)
                 ]
                 t0 = time.perf_counter()
-                list(sink._plan(writes, 0, ()))  # reads and cuts every transaction
-                plans.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
                 res = sink.write_batch(batch, writes)
                 runs["sink"].append(time.perf_counter() - t0)
                 if res.failed:
@@ -138,7 +133,6 @@ def main() -> None:
         for arm, got in runs.items():
             out[f"{arm}_s_runs"] = [round(x, 3) for x in got]
             out[f"{arm}_s_median"] = round(statistics.median(got), 3)
-        out["sink_plan_s_median"] = round(statistics.median(plans), 3)
         out["sink_to_raw_rate"] = round(out["raw_s_median"] / out["sink_s_median"], 3)
         if args.profile:
             writes = [

@@ -47,3 +47,13 @@ def test_a_benchmark_runs_by_name_with_its_own_options() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: bench core_step")
     assert "--partitions" in done.stdout
+
+
+def test_results_stay_out_of_git_and_only_the_baselines_file_is_committed() -> None:
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (an unpacked source archive): nothing is committed to check")
+    tracked = subprocess.run(
+        ["git", "ls-files", "bench"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True
+    ).stdout.split()
+    data = [p for p in tracked if p.endswith(".json")]
+    assert data == ["bench/baselines.json"], f"results in git (bench writes them to bench/results/): {data}"
