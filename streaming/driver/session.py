@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from streaming.resources import LOG4J2, SPARK_DEFAULTS, SPARK_JAR, conf_file, conf_path
 from streaming.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def spark_session(
@@ -21,41 +24,35 @@ def spark_session(
 ) -> Any:
     """The job's SparkSession.
 
-    Spark properties, the first that sets a key wins: ``spark_conf`` (``livectl run --conf``), what was
-    submitted (``spark-submit --conf`` / ``--properties-file``, read from the running JVM), the bucket count
-    as ``spark.sql.shuffle.partitions``, then the shipped ``spark-defaults.conf`` (``conf/``). With ``master``,
-    the shipped ``livectl-spark.jar`` is added to ``spark.jars`` (:mod:`streaming.monitoring.spark_ui`), and so is
-    Spark's Kafka connector (:func:`kafka_connector`) unless ``query_source`` is ``python``; under
-    ``spark-submit`` the connector comes with ``--jars`` or ``--packages`` (docs/spark-kafka-source.md).
-    ``worker_python`` (the entry point passes the driver's own interpreter unless the user chose one) is
-    set as ``spark.pyspark.python``, unless that is set. Without ``master`` the process runs under
-    ``spark-submit`` and Spark's master is the submitted one; with it (``livectl run``), the driver's JVM
-    is started here and takes the shipped ``log4j2.properties`` unless driver Java options are set."""
+    With ``master`` (``livectl run``) the driver's JVM is started here, its properties the first that sets a
+    key wins: ``spark_conf`` (``livectl run --conf``), the bucket count as ``spark.sql.shuffle.partitions``,
+    then the shipped ``spark-defaults.conf`` (``conf/``). The shipped ``livectl-spark.jar`` is added to
+    ``spark.jars`` (:mod:`streaming.monitoring.spark_ui`), and so is Spark's Kafka connector
+    (:func:`kafka_connector`) unless ``query_source`` is ``python``; ``worker_python`` (the entry point passes
+    the driver's own interpreter unless the user chose one) is set as ``spark.pyspark.python`` unless set; the
+    JVM takes the shipped ``log4j2.properties`` unless driver Java options are set.
+
+    Without ``master`` the process runs under ``spark-submit``: :func:`submitted_session`."""
+    if master is None:
+        return submitted_session(settings, ui, worker_python=worker_python)
     from pyspark import SparkConf
-    from pyspark.core.context import SparkContext
     from pyspark.sql import SparkSession
 
-    if master is None:
-        # under spark-submit the gateway is up: the SparkConf below then starts from the submitted properties
-        SparkContext._ensure_initialized()
     conf = SparkConf()
     for key, value in (spark_conf or {}).items():
         conf.set(key, value)
-    if master:
-        conf.setMaster(master)
+    conf.setMaster(master)
     # app_name: controller id and role (streaming.monitoring.spark_ui.app_name); a name the user gave wins
     conf.setIfMissing("spark.app.name", app_name or f"livectl-{settings.query_name}")
     if settings.num_buckets > 0:
         conf.setIfMissing("spark.sql.shuffle.partitions", str(settings.num_buckets))
     if worker_python:
         conf.setIfMissing("spark.pyspark.python", worker_python)
-    if master:
-        log4j = conf_path(LOG4J2).as_uri()
-        conf.setIfMissing("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={log4j}")
-        # the Spark UI's per-batch figures (streaming.monitoring.spark_ui): on the driver's class path and the
-        # executors'
-        jars = [j for j in (conf.get("spark.jars") or "").split(",") if j]
-        conf.set("spark.jars", ",".join([*jars, str(conf_path(SPARK_JAR)), *kafka_connector(settings, conf)]))
+    log4j = conf_path(LOG4J2).as_uri()
+    conf.setIfMissing("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={log4j}")
+    # the Spark UI's per-batch figures (streaming.monitoring.spark_ui): on the driver's class path and the executors'
+    jars = [j for j in (conf.get("spark.jars") or "").split(",") if j]
+    conf.set("spark.jars", ",".join([*jars, str(conf_path(SPARK_JAR)), *kafka_connector(settings, conf)]))
     for key, value in spark_defaults().items():
         conf.setIfMissing(key, value)
     if not ui:
@@ -64,6 +61,53 @@ def spark_session(
     # Spark's INFO chatter buries the controller's own log lines (the shipped log4j2.properties has the same)
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def submitted_session(settings: Settings, ui: bool = True, *, worker_python: str | None = None) -> Any:
+    """The session of an application run by ``spark-submit``: its properties are what was submitted, Spark's
+    own precedence (``--conf``, then ``--properties-file``, then ``spark-defaults.conf``). livectl's shipped
+    defaults reach it the Spark way, ``--properties-file "$(livectl conf path spark-defaults.conf)"``
+    (docs/cluster.md); the SQL properties among them that were not submitted are set on the session here, as is
+    the bucket count, and one warning names the others when they are missing. ``worker_python`` becomes
+    ``spark.pyspark.python`` when neither it nor ``PYSPARK_PYTHON`` was given (spark-submit exports the
+    property to the driver's environment as ``PYSPARK_PYTHON``)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    if worker_python and not os.environ.get("PYSPARK_PYTHON"):
+        builder = builder.config("spark.pyspark.python", worker_python)
+    if not ui:
+        builder = builder.config("spark.ui.enabled", "false")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    submitted = session.sparkContext.getConf()
+    if settings.num_buckets > 0 and not submitted.contains("spark.sql.shuffle.partitions"):
+        session.conf.set("spark.sql.shuffle.partitions", str(settings.num_buckets))
+    to_set, missing = defaults_not_submitted(submitted.contains)
+    for key, value in to_set.items():
+        session.conf.set(key, value)
+    if missing:
+        log.warning(
+            "spark-submit: %d of livectl's Spark defaults were not submitted (%s): pass "
+            '--properties-file "$(livectl conf path spark-defaults.conf)" (docs/cluster.md)',
+            len(missing),
+            ", ".join(missing[:3]) + (", …" if len(missing) > 3 else ""),
+        )
+    return session
+
+
+#: properties spark-submit settles itself (its --name, --driver-memory): never livectl's to supply there
+_SUBMIT_SETS = frozenset({"spark.app.name", "spark.driver.memory"})
+
+
+def defaults_not_submitted(submitted: Callable[[str], bool]) -> tuple[dict[str, str], list[str]]:
+    """Of the shipped defaults that ``submitted`` says were not submitted: the session properties
+    (``spark.sql.*``) to set now, and the names of the others, which only spark-submit could have given."""
+    defaults = spark_defaults()
+    unset = [key for key in defaults if not submitted(key)]
+    to_set = {key: defaults[key] for key in unset if key.startswith("spark.sql.")}
+    missing = sorted(key for key in unset if key not in to_set and key not in _SUBMIT_SETS)
+    return to_set, missing
 
 
 def kafka_connector(settings: Settings, conf: Any) -> list[str]:

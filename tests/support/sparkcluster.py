@@ -302,11 +302,13 @@ def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: P
     (main_py,) = (home / "environment").glob("lib/python3.*/site-packages/streaming/main.py")
     # the Spark UI's figures job (streaming.monitoring.spark_ui), shipped in the package: driver and executors
     (ui_jar,) = (home / "environment").glob("lib/python3.*/site-packages/livectl_conf/jars/livectl-spark.jar")
+    (defaults,) = (home / "environment").glob("lib/python3.*/site-packages/livectl_conf/spark-defaults.conf")
     cmd = [
         str(SPARK_SUBMIT),
         "--master", cluster_url,
         "--deploy-mode", "client",
         "--name", f"livectl-{spec.name}",
+        "--properties-file", str(defaults.relative_to(home)),
         "--driver-memory", spec.driver_memory,
         "--conf", f"spark.cores.max={spec.cores_max}",
         "--conf", "spark.executor.cores=1",

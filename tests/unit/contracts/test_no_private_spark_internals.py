@@ -37,8 +37,6 @@ CLASSES = frozenset({"SparkContext", "SparkSession", "SparkConf", "DataFrame", "
 NOT_YET_REPLACED: dict[str, set[str]] = {
     # Hadoop's FileSystem for the checkpoint's URI with the session's Hadoop configuration
     "streaming/runtime/checkpoint_fs.py": {"_jvm", "_jsparkSession", "import py4j"},
-    # under spark-submit the gateway is brought up before the SparkConf reads the submitted properties
-    "streaming/driver/session.py": {"SparkContext._ensure_initialized", "_ensure_initialized"},
 }
 
 

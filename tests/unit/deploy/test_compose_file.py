@@ -180,6 +180,9 @@ def test_controllers_are_spark_submit_clients_of_the_cluster_with_a_standby() ->
         assert (REPO / "streaming" / "main.py").is_file()  # in the package the image installs
         # the Spark UI's figures job (streaming.monitoring.spark_ui) on the driver's class path and the executors'
         assert opts["--jars"] == [f"{site_packages()}/livectl_conf/{SPARK_JAR}"]
+        # livectl's Spark defaults as Spark loads any (streaming.driver.session.submitted_session)
+        assert opts["--properties-file"] == [f"{site_packages()}/livectl_conf/spark-defaults.conf"]
+        assert (REPO / "conf" / "spark-defaults.conf").is_file()
         assert (REPO / "conf" / SPARK_JAR).is_file()
         ns = _run_parser().parse_args(args)
         assert ns.zookeeper == "zookeeper:2181" and ns.bootstrap_server == "kafka:9092"
@@ -187,8 +190,7 @@ def test_controllers_are_spark_submit_clients_of_the_cluster_with_a_standby() ->
         conf = confs(opts)
         # executors connect back to the driver by its service's host name
         assert conf["spark.driver.host"] == svc["hostname"]
-        # the driver's JVM is started by spark-submit, before livectl reads spark-defaults.conf: the file ships
-        # no Java options it would miss, and the compose file sets none (the JVM's own tiered compilation)
+        # the file ships no Java options, and the compose file sets none (the JVM's own tiered compilation)
         assert "spark.driver.defaultJavaOptions" not in spark_defaults()
         assert "spark.driver.defaultJavaOptions" not in conf
         slots += int(conf["spark.cores.max"])

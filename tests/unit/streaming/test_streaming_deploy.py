@@ -13,7 +13,7 @@ import pytest
 from livectl.cli import main as livectl_main
 from streaming import resources
 from streaming.driver.entry import parse_spark_conf, worker_python
-from streaming.driver.session import spark_defaults, spark_ui_address
+from streaming.driver.session import defaults_not_submitted, spark_defaults, spark_ui_address
 from streaming.query import failover
 from streaming.query.validation import load_suite
 from streaming.runtime.checkpoint_fs import CheckpointError, MemoryCheckpointStore, batch_ids, child, parent
@@ -149,3 +149,19 @@ def test_shipped_names_are_unique_per_checkpoint_epoch_and_bucket() -> None:
     # outside a Spark worker nothing was shipped: the step reports the snapshot as gone
     ref: dict[str, Any] = {"controller_epoch": 2, "path": "file:/a/ck/failover/epoch-2"}
     assert "is gone" in str(failover.unusable_reason(ref, 0, 1, "file:/a/ck", failover.ShippedSnapshots()))
+
+
+def test_under_spark_submit_only_the_defaults_not_submitted_are_supplied() -> None:
+    defaults = spark_defaults()
+    # everything submitted (--properties-file with livectl's file): nothing to set, nothing missing
+    assert defaults_not_submitted(lambda key: True) == ({}, [])
+    # nothing submitted: the session properties are set now; the rest is named, spark-submit's own excepted
+    to_set, missing = defaults_not_submitted(lambda key: False)
+    assert to_set == {k: v for k, v in defaults.items() if k.startswith("spark.sql.")}
+    assert "spark.python.daemon.module" in missing and "spark.task.maxDirectResultSize" in missing
+    assert not {"spark.app.name", "spark.driver.memory"} & set(missing)
+    assert not any(k.startswith("spark.sql.") for k in missing)
+    # a submitted value is never replaced: the state store the user chose stays theirs
+    chosen = "spark.sql.streaming.stateStore.providerClass"
+    to_set, _ = defaults_not_submitted(lambda key: key == chosen)
+    assert chosen not in to_set
