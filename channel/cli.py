@@ -79,7 +79,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--inter-broker-protocol",
         type=_ibp,
-        default="",
+        default=None,
         metavar="VERSION",
         help="send no newer request versions than Kafka 3.9's controller sends for this "
         "inter.broker.protocol.version (default: the highest both sides speak)",
@@ -124,7 +124,7 @@ def _run(args: argparse.Namespace) -> int:
         events_topic=args.events_topic,
         group=args.group,
         listener=args.listener,
-        inter_broker_protocol=args.inter_broker_protocol,
+        inter_broker_protocol=args.inter_broker_protocol or "",
         retry_s=args.retry_s,
         kafka=kafka.client_kwargs(),
     )

@@ -18,7 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 
-from channel.convert import LEADER_AND_ISR, OUR_VERSIONS, STOP_REPLICA, UPDATE_METADATA, ibp_cap, to_events, to_kafka
+from channel.convert import LEADER_AND_ISR, OUR_VERSIONS, STOP_REPLICA, UPDATE_METADATA, to_events, to_kafka
 from channel.wire import BrokerConnection
 from core.events import LeaderAndIsrResponse, PartitionError, StopReplicaResponse
 from core.kafka.requests import (
@@ -132,18 +132,3 @@ def test_each_version_is_obeyed(broker: Broker, lisr_v: int, um_v: int, sr_v: in
         call = to_kafka(stop, sr_v, broker_epoch=broker.epoch)
         stopped = to_events(1, stop, conn.send(call.request, call.response_type))
         assert stopped == [StopReplicaResponse(1, (PartitionError(topic, 0, NONE),), NONE)]
-
-
-def test_versions_follow_the_inter_broker_protocol() -> None:
-    # Kafka 3.9's ZooKeeper controller: 3.4-IV0 and later send the newest; 2.8-IV1 gave topic ids (LISR 5)
-    assert [ibp_cap(LEADER_AND_ISR, v) for v in ("3.9", "3.4", "3.3", "2.8-IV1", "2.8-IV0", "2.4", "2.1")] == [
-        7,
-        7,
-        6,
-        5,
-        4,
-        4,
-        -1,
-    ]
-    assert [ibp_cap(UPDATE_METADATA, v) for v in ("3.9", "3.3", "2.8-IV1", "2.5", "2.2")] == [8, 7, 7, 6, 5]
-    assert [ibp_cap(STOP_REPLICA, v) for v in ("3.9", "3.3", "2.6", "2.5")] == [4, 3, 3, -1]
