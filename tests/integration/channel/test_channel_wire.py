@@ -10,6 +10,8 @@ with STALE_CONTROLLER_EPOCH, and deletes the partition on StopReplica.
 from __future__ import annotations
 
 import base64
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -19,8 +21,12 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 
 from channel.convert import LEADER_AND_ISR, OUR_VERSIONS, STOP_REPLICA, UPDATE_METADATA, to_events, to_kafka
+from channel.runner import ChannelSettings, ControllerChannel
 from channel.wire import BrokerConnection
+from core.codec.events import event_from_json
 from core.events import LeaderAndIsrResponse, PartitionError, StopReplicaResponse
+from core.kafka.envelope import encode_envelope
+from core.kafka.request_encoding import encode_body
 from core.kafka.requests import (
     BrokerAddress,
     LeaderAndIsrRequest,
@@ -28,12 +34,14 @@ from core.kafka.requests import (
     MetadataBroker,
     MetadataEndpoint,
     MetadataPartitionState,
+    RequestApi,
     StopReplicaPartition,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
 from livectl import local
 from livectl.kafka_zk_brokers import start_zk_broker, stop_zk_broker
+from sinks.requests import ensure_topics
 
 pytestmark = pytest.mark.integration
 
@@ -43,8 +51,8 @@ CONTROLLER, EPOCH = 1000, 50
 
 
 class Broker:
-    def __init__(self, svc: local.Service, epoch: int) -> None:
-        self.svc, self.epoch = svc, epoch
+    def __init__(self, svc: local.Service, epoch: int, zookeeper: str) -> None:
+        self.svc, self.epoch, self.zookeeper = svc, epoch, zookeeper
         self.host, port = svc.address.rsplit(":", 1)
         self.port = int(port)
 
@@ -57,7 +65,7 @@ def broker(zookeeper: local.Service, tmp_path_factory: pytest.TempPathFactory) -
     zk.start(timeout=15)
     try:
         _, stat = zk.get("/brokers/ids/1")
-        yield Broker(svc, int(stat.czxid))
+        yield Broker(svc, int(stat.czxid), zookeeper.connect + chroot)
     finally:
         zk.stop()
         zk.close()
@@ -132,3 +140,49 @@ def test_each_version_is_obeyed(broker: Broker, lisr_v: int, um_v: int, sr_v: in
         call = to_kafka(stop, sr_v, broker_epoch=broker.epoch)
         stopped = to_events(1, stop, conn.send(call.request, call.response_type))
         assert stopped == [StopReplicaResponse(1, (PartitionError(topic, 0, NONE),), NONE)]
+
+
+def _run_until(channel: ControllerChannel, delivered: int, timeout: float = 60) -> None:
+    """Run ``channel`` in a thread until it delivered ``delivered`` requests, then stop and close it."""
+    channel.start()
+    thread = threading.Thread(target=channel.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while channel.delivered < delivered and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.1)
+    channel.stopping.set()
+    thread.join(30)
+    channel.close()
+    assert channel.delivered == delivered
+
+
+def test_the_channel_resumes_where_it_stopped(broker: Broker, kafka_broker: local.Service) -> None:
+    """Requests for broker 1 and one for broker 9 (not registered); a channel delivers the first and stops; a
+    second one on the same group delivers only what came after, skipping broker 9's: each LeaderAndIsr is
+    answered once on the events topic."""
+    name = f"chan-{uuid.uuid4().hex[:6]}"
+    requests, events = f"{name}.requests", f"{name}.broker-events"
+    ensure_topics(kafka_broker.bootstrap, [requests, events])
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+    topics = [f"{name}-a", f"{name}-b"]
+
+    def send(batch: int, broker_id: int, topic: str) -> None:
+        lisr, _ = _states(broker, topic, _topic_id(), leader_epoch=1)
+        key, value = encode_envelope(broker_id, RequestApi.LEADER_AND_ISR, EPOCH, batch, encode_body(lisr))
+        producer.send(requests, key=key, value=value).get(timeout=10)
+
+    settings = ChannelSettings(broker.zookeeper, kafka_broker.bootstrap, requests, events, group=f"{name}.channel")
+    send(1, 1, topics[0])
+    _run_until(ControllerChannel(settings), delivered=1)
+    send(2, 9, f"{name}-nobody")
+    send(3, 1, topics[1])
+    _run_until(ControllerChannel(settings), delivered=1)
+    producer.close()
+
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, consumer_timeout_ms=5000)
+    tp = KafkaTopicPartition(events, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    answers = [(r.key, event_from_json(r.value)) for r in consumer]
+    consumer.close()
+    assert answers == [(b"1", LeaderAndIsrResponse(1, (PartitionError(t, 0, NONE),), NONE)) for t in topics]
