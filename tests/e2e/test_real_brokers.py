@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -189,8 +190,9 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
     # livectl holds /controller (Kafka's format) before any Kafka broker starts: none of them races for it
     held, _ = m.znode("/controller")
     assert held is not None and held["brokerid"] == controller.controller_id
-    for bid in BROKERS:
-        cluster.start_broker(bid)
+    # the three JVMs start side by side (each waits for its own "started" line)
+    with ThreadPoolExecutor(len(BROKERS)) as pool:
+        list(pool.map(cluster.start_broker, BROKERS))
     cm.wait_until("the Kafka brokers registered", lambda: set(m.registered_brokers()) == set(BROKERS), 60)
     assert m.znode("/controller")[0] == held, "a Kafka broker took /controller"
     # livectl's controller saw them: each got its UpdateMetadata (onBrokerStartup) through the channel
