@@ -108,7 +108,8 @@ class ControllerChannel:
                 for rec in records:
                     if self.stopping.is_set():
                         return 0
-                    self._deliver_message(rec.key, rec.value)
+                    if not self._deliver_message(rec.key, rec.value):
+                        return 0  # stopped before every addressee answered: not committed, sent again
                     self._commit(tp, rec.offset + 1)
         return 0
 
@@ -132,22 +133,26 @@ class ControllerChannel:
         self._producer.flush()
         self._consumer.commit({tp: OffsetAndMetadata(offset, "", -1)})
 
-    def _deliver_message(self, key: bytes | None, value: bytes) -> None:
+    def _deliver_message(self, key: bytes | None, value: bytes) -> bool:
+        """Deliver one message to each broker it names; ``False`` when stopped before all of them answered."""
         try:
             env = parse_request(key, value)
         except FormatError as e:
             log.error("skipping a malformed request (%s)", e)
-            return
+            return True
         if env.body.__class__ not in API_KEYS:
             # ControlledShutdownResponse / AlterPartitionResponse answer brokers' own requests: not yet
             log.info("not delivering %s to broker(s) %s (not supported yet)", env.api.value, env.recipients())
-            return
+            return True
         for broker_id in env.recipients():
             mine = env.for_broker(broker_id)
-            if mine is not None:
-                self._deliver(mine)
+            if mine is not None and not self._deliver(mine):
+                return False
+        return True
 
-    def _deliver(self, env: Envelope) -> None:
+    def _deliver(self, env: Envelope) -> bool:
+        """Send ``env`` to its broker until it answers (``True``; also when the message is dropped) or the
+        channel stops (``False``)."""
         body: Any = env.body
         while not self.stopping.is_set():
             broker = self._registration(env.broker_id)
@@ -155,7 +160,7 @@ class ControllerChannel:
                 log.info(
                     "broker %s is not registered: dropping %s of batch %s", env.broker_id, env.api.value, env.batch_id
                 )
-                return
+                return True
             if 0 <= body.broker_epoch < broker.epoch:
                 log.info(
                     "broker %s registered again (epoch %s > %s): dropping %s of batch %s",
@@ -165,7 +170,7 @@ class ControllerChannel:
                     env.api.value,
                     env.batch_id,
                 )
-                return
+                return True
             try:
                 conn = self._connection(broker)
                 version = self._version(conn, API_KEYS[type(body)])
@@ -178,7 +183,7 @@ class ControllerChannel:
                 continue
             except UnsupportedVersionError as e:
                 log.error("broker %s: cannot send %s: %s", env.broker_id, env.api.value, e)
-                return
+                return True
             self.delivered += 1
             events = to_events(env.broker_id, body, response)
             log.info(
@@ -191,7 +196,8 @@ class ControllerChannel:
                 int(response.error_code.value),
             )
             self._publish(env.broker_id, events)
-            return
+            return True
+        return False
 
     def _version(self, conn: BrokerConnection, api_key: int) -> int:
         ours = OUR_VERSIONS[api_key]
