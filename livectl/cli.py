@@ -3,7 +3,8 @@
 ``livectl local up|down|status`` manages the real local services; ``livectl conf path`` prints where the
 configuration shipped inside the package is; the admin commands (topics, reassign,
 elect-leaders, configs, brokers, controller) come from :mod:`admin.cli`; ``livectl run`` and
-``livectl demo`` start the controller job.
+``livectl demo`` start the controller job; ``livectl channel`` delivers its requests to real Kafka brokers
+(:mod:`channel.cli`).
 """
 
 from __future__ import annotations
@@ -125,7 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_local(sub)
     _add_conf(sub)
-    for module_name in ("admin.cli", "admin.audit", "streaming.driver.entry", "livectl.demo", "livectl.packenv"):
+    for module_name in (
+        "admin.cli",
+        "admin.audit",
+        "streaming.driver.entry",
+        "livectl.demo",
+        "livectl.packenv",
+        "channel.cli",
+    ):
         # each package adds its own subcommands through a `register(subparsers)` function
         module = importlib.import_module(module_name) if importlib.util.find_spec(module_name) else None
         if module is not None and hasattr(module, "register"):

@@ -24,6 +24,7 @@ from jvm_options import SHORT_LIVED_JIT
 # namespace package made of test folders. Importing every product package here, in the first conftest pytest
 # loads, fixes each name to the real package before any test folder is on sys.path.
 import admin
+import channel
 import core
 import livectl
 import simbrokers
@@ -33,7 +34,7 @@ from livectl import local
 from streaming.resources import SPARK_JAR, conf_path
 from streaming.source.query_source import connector_jars
 
-_PRODUCT_PACKAGES = (admin, core, livectl, simbrokers, sinks, streaming)
+_PRODUCT_PACKAGES = (admin, channel, core, livectl, simbrokers, sinks, streaming)
 
 # Every JVM the tests start (the shared SparkSession, each `livectl run` and `spark-submit` subprocess) keeps
 # its temporary files here instead of /tmp: Spark's local dirs (block manager, copies of --archives) and

@@ -1,4 +1,4 @@
-"""What the wheel is built from (``pyproject.toml``'s ``[tool.setuptools]``): every package of the six source
+"""What the wheel is built from (``pyproject.toml``'s ``[tool.setuptools]``): every package of the seven source
 folders is listed, ``conf/`` is installed as ``livectl_conf``, and every file in ``conf/`` is package data.
 
 The list is written out because ``conf/`` is installed under another name (``package-dir``), which a find
@@ -18,7 +18,7 @@ from streaming.resources import CONF_PACKAGE, SHIPPED, conf_file, conf_root
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[3]
-SOURCE_FOLDERS = ("core", "streaming", "sinks", "livectl", "simbrokers", "admin")
+SOURCE_FOLDERS = ("core", "streaming", "sinks", "livectl", "simbrokers", "admin", "channel")
 
 
 def _setuptools() -> dict[str, object]:

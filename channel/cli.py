@@ -1,0 +1,147 @@
+"""``livectl channel``: deliver the controller's requests to real Kafka brokers (:mod:`channel.runner`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from kafka.errors import KafkaError
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
+from channel.runner import DEFAULT_GROUP, ChannelSettings, ControllerChannel
+from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
+from sinks.local_services import default_bootstrap_server, default_zookeeper
+from sinks.security import KafkaSecurity, SecurityConfigError
+
+_DESCRIPTION = """\
+The controller channel: reads the requests livectl's controller writes (the requests topic, committed
+transactions only) and sends each broker its LeaderAndIsr, UpdateMetadata and StopReplica as Kafka's own
+RPCs, in the order the controller decided them, at the highest version both sides speak; the brokers'
+answers go to the broker-events topic as livectl's events. For real Apache Kafka brokers in ZooKeeper mode
+registered in the controlled cluster's ZooKeeper (docs/real-brokers.md).
+"""
+
+_EPILOG = """\
+once per message:
+  the consumer group's offset of a message is committed after every broker it names answered and the
+  events were written; a channel restarted in between sends that message again (Kafka's brokers ignore
+  a repeated LeaderAndIsr of the same leader epoch). Run one channel per group.
+
+exit status:
+  0 stopped by SIGTERM / Ctrl-C; 1 could not start (ZooKeeper or Kafka unreachable); 2 bad options.
+"""
+
+
+def _ibp(text: str) -> str:
+    if not re.fullmatch(r"[0-9]+\.[0-9]+(-IV[0-9]+)?", text):
+        raise argparse.ArgumentTypeError(f"expected a Kafka version such as 3.9 or 2.8-IV1, got {text!r}")
+    return text
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "channel",
+        help="deliver the controller's requests to real Kafka brokers (ZooKeeper mode) as Kafka RPCs",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--zookeeper",
+        default=None,
+        help="ZooKeeper of the controlled cluster, where the brokers register "
+        "(default: $LIVECTL_ZOOKEEPER, `livectl local up`, or 127.0.0.1:2181)",
+    )
+    p.add_argument(
+        "--bootstrap-server",
+        default=None,
+        help="livectl's Kafka bus (default: $LIVECTL_BOOTSTRAP_SERVER, `livectl local up`, or 127.0.0.1:9092)",
+    )
+    p.add_argument(
+        "--command-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the bus's client security properties (security.protocol, sasl.*, ssl.*), as for Kafka's tools",
+    )
+    p.add_argument("--group", default=DEFAULT_GROUP, help="consumer group keeping its place (default: %(default)s)")
+    p.add_argument(
+        "--listener",
+        default="PLAINTEXT",
+        help="the brokers' listener the channel connects to (default: %(default)s; else their first endpoint)",
+    )
+    p.add_argument(
+        "--inter-broker-protocol",
+        type=_ibp,
+        default=None,
+        metavar="VERSION",
+        help="send no newer request versions than Kafka 3.9's controller sends for this "
+        "inter.broker.protocol.version (default: the highest both sides speak)",
+    )
+    p.add_argument("--requests-topic", default=REQUESTS_TOPIC, help="default: %(default)s")
+    p.add_argument("--events-topic", default=BROKER_EVENTS_TOPIC, help="default: %(default)s")
+    p.add_argument("--retry-s", type=float, default=1.0, help="retry interval for an unreachable broker")
+    p.add_argument("--log-level", default="INFO", help="Python logging level (default: %(default)s)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.retry_s <= 0:
+        print("livectl channel: --retry-s: must be > 0", file=sys.stderr)
+        return 2
+    try:
+        level = logging.getLevelNamesMapping()[args.log_level.upper()]
+    except KeyError:
+        print(f"livectl channel: --log-level: {args.log_level!r} is not a logging level", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    try:
+        kafka = (
+            KafkaSecurity.from_file_text(args.command_config.read_text(), str(args.command_config))
+            if args.command_config is not None
+            else KafkaSecurity()
+        )
+    except OSError as e:
+        print(
+            f"livectl channel: --command-config: cannot read {args.command_config}: {e.strerror or e}", file=sys.stderr
+        )
+        return 2
+    except SecurityConfigError as e:
+        print(f"livectl channel: --command-config: {e}", file=sys.stderr)
+        return 2
+    settings = ChannelSettings(
+        zookeeper=args.zookeeper or default_zookeeper(),
+        bootstrap_server=args.bootstrap_server or default_bootstrap_server(),
+        requests_topic=args.requests_topic,
+        events_topic=args.events_topic,
+        group=args.group,
+        listener=args.listener,
+        inter_broker_protocol=args.inter_broker_protocol or "",
+        retry_s=args.retry_s,
+        kafka=kafka.client_kwargs(),
+    )
+    channel = ControllerChannel(settings)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        channel.stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        channel.start()
+    except (KazooException, KazooTimeoutError, KafkaError) as e:
+        print(f"livectl channel: could not start: {type(e).__name__}: {e}", file=sys.stderr)
+        channel.close()
+        return 1
+    try:
+        return channel.run()
+    finally:
+        channel.close()

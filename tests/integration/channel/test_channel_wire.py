@@ -1,0 +1,188 @@
+"""The controller channel's encoders, judged by a real Apache Kafka 3.9.2 broker in ZooKeeper mode.
+
+One broker (:mod:`livectl.kafka_zk_brokers`) registered under a chroot of the session's ZooKeeper (its own
+controller is the only one there). Every version the channel builds of LeaderAndIsr (2-7), UpdateMetadata
+(5-8) and StopReplica (3-4) is sent to it and must be read and obeyed: the broker becomes leader of a new
+partition, serves it to a producer and a consumer after UpdateMetadata, answers a repeated LeaderAndIsr
+with STALE_CONTROLLER_EPOCH, and deletes the partition on StopReplica.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+from kazoo.client import KazooClient
+
+from channel.convert import LEADER_AND_ISR, OUR_VERSIONS, STOP_REPLICA, UPDATE_METADATA, to_events, to_kafka
+from channel.runner import ChannelSettings, ControllerChannel
+from channel.wire import BrokerConnection
+from core.codec.events import event_from_json
+from core.events import LeaderAndIsrResponse, PartitionError, StopReplicaResponse
+from core.kafka.envelope import encode_envelope
+from core.kafka.request_encoding import encode_body
+from core.kafka.requests import (
+    BrokerAddress,
+    LeaderAndIsrRequest,
+    LisrPartitionState,
+    MetadataBroker,
+    MetadataEndpoint,
+    MetadataPartitionState,
+    RequestApi,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from livectl import local
+from livectl.kafka_zk_brokers import start_zk_broker, stop_zk_broker
+from sinks.requests import ensure_topics
+
+pytestmark = pytest.mark.integration
+
+NONE, STALE_CONTROLLER_EPOCH = 0, 11
+#: the controller's id and epoch in these requests: above what the broker's own controller holds (1)
+CONTROLLER, EPOCH = 1000, 50
+
+
+class Broker:
+    def __init__(self, svc: local.Service, epoch: int, zookeeper: str) -> None:
+        self.svc, self.epoch, self.zookeeper = svc, epoch, zookeeper
+        self.host, port = svc.address.rsplit(":", 1)
+        self.port = int(port)
+
+
+@pytest.fixture(scope="module")
+def broker(zookeeper: local.Service, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    chroot = f"/channel-wire-{uuid.uuid4().hex[:8]}"
+    svc = start_zk_broker(tmp_path_factory.mktemp("zkbroker"), 1, zookeeper.connect + chroot)
+    zk = KazooClient(zookeeper.connect + chroot)
+    zk.start(timeout=15)
+    try:
+        _, stat = zk.get("/brokers/ids/1")
+        yield Broker(svc, int(stat.czxid), zookeeper.connect + chroot)
+    finally:
+        zk.stop()
+        zk.close()
+        stop_zk_broker(svc, timeout=0)
+
+
+def _topic_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _states(
+    b: Broker, topic: str, topic_id: str, leader_epoch: int
+) -> tuple[LeaderAndIsrRequest, UpdateMetadataRequest]:
+    lisr = LeaderAndIsrRequest(
+        CONTROLLER,
+        EPOCH,
+        b.epoch,
+        0,
+        (LisrPartitionState(topic, 0, EPOCH, 1, leader_epoch, (1,), 0, (1,), (), (), True, 0, topic_id),),
+        (BrokerAddress(1, b.host, b.port),),
+    )
+    um = UpdateMetadataRequest(
+        CONTROLLER,
+        EPOCH,
+        b.epoch,
+        (MetadataPartitionState(topic, 0, EPOCH, 1, leader_epoch, (1,), 0, (1,), (), topic_id),),
+        (MetadataBroker(1, (MetadataEndpoint(b.port, b.host, "PLAINTEXT", 0),)),),
+    )
+    return lisr, um
+
+
+def test_the_broker_speaks_the_zookeeper_era_rpcs(broker: Broker) -> None:
+    with BrokerConnection(broker.host, broker.port) as conn:
+        versions = conn.negotiate()
+    # Kafka 3.9 in ZooKeeper mode: the versions the channel builds are all spoken
+    assert versions[LEADER_AND_ISR] == (0, 7)
+    assert versions[UPDATE_METADATA] == (0, 8)
+    assert versions[STOP_REPLICA] == (0, 4)
+
+
+@pytest.mark.parametrize(("lisr_v", "um_v", "sr_v"), [(7, 8, 4), (6, 7, 3), (5, 7, 3), (4, 6, 3), (3, 6, 3), (2, 5, 3)])
+def test_each_version_is_obeyed(broker: Broker, lisr_v: int, um_v: int, sr_v: int) -> None:
+    assert lisr_v in OUR_VERSIONS[LEADER_AND_ISR] and um_v in OUR_VERSIONS[UPDATE_METADATA]
+    topic = f"wire-{lisr_v}-{um_v}-{sr_v}"
+    topic_id = _topic_id()
+    lisr, um = _states(broker, topic, topic_id, leader_epoch=1)
+    with BrokerConnection(broker.host, broker.port) as conn:
+        conn.negotiate()
+        call = to_kafka(lisr, lisr_v, broker_epoch=broker.epoch)
+        answer = to_events(1, lisr, conn.send(call.request, call.response_type))
+        assert answer == [LeaderAndIsrResponse(1, (PartitionError(topic, 0, NONE),), NONE)]
+        call = to_kafka(um, um_v, broker_epoch=broker.epoch)
+        assert to_events(1, um, conn.send(call.request, call.response_type)) == []
+
+        # the broker leads the partition: a producer's acknowledged record is read back
+        producer = KafkaProducer(bootstrap_servers=broker.svc.address, acks="all")
+        producer.send(topic, b"v%d" % lisr_v).get(timeout=30)
+        producer.close()
+        consumer = KafkaConsumer(bootstrap_servers=broker.svc.address, consumer_timeout_ms=10_000)
+        tp = KafkaTopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        assert [r.value for r in consumer] == [b"v%d" % lisr_v]
+        consumer.close()
+
+        # the same LeaderAndIsr again: Kafka ignores a leader epoch it has and says so
+        call = to_kafka(lisr, lisr_v, broker_epoch=broker.epoch)
+        again = to_events(1, lisr, conn.send(call.request, call.response_type))
+        assert again == [LeaderAndIsrResponse(1, (PartitionError(topic, 0, STALE_CONTROLLER_EPOCH),), NONE)]
+
+        stop = StopReplicaRequest(CONTROLLER, EPOCH, broker.epoch, (StopReplicaPartition(topic, 0, -2, True),))
+        call = to_kafka(stop, sr_v, broker_epoch=broker.epoch)
+        stopped = to_events(1, stop, conn.send(call.request, call.response_type))
+        assert stopped == [StopReplicaResponse(1, (PartitionError(topic, 0, NONE),), NONE)]
+
+
+def _run_until(channel: ControllerChannel, delivered: int, timeout: float = 60) -> None:
+    """Run ``channel`` in a thread until it delivered ``delivered`` requests, then stop and close it."""
+    channel.start()
+    thread = threading.Thread(target=channel.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while channel.delivered < delivered and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.1)
+    channel.stopping.set()
+    thread.join(30)
+    channel.close()
+    assert channel.delivered == delivered
+
+
+def test_the_channel_resumes_where_it_stopped(broker: Broker, kafka_broker: local.Service) -> None:
+    """Requests for broker 1 and one for broker 9 (not registered); a channel delivers the first and stops; a
+    second one on the same group delivers only what came after, skipping broker 9's: each LeaderAndIsr is
+    answered once on the events topic."""
+    name = f"chan-{uuid.uuid4().hex[:6]}"
+    requests, events = f"{name}.requests", f"{name}.broker-events"
+    ensure_topics(kafka_broker.bootstrap, [requests, events])
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+    topics = [f"{name}-a", f"{name}-b"]
+
+    def send(batch: int, broker_id: int, topic: str) -> None:
+        lisr, _ = _states(broker, topic, _topic_id(), leader_epoch=1)
+        key, value = encode_envelope(broker_id, RequestApi.LEADER_AND_ISR, EPOCH, batch, encode_body(lisr))
+        producer.send(requests, key=key, value=value).get(timeout=10)
+
+    settings = ChannelSettings(broker.zookeeper, kafka_broker.bootstrap, requests, events, group=f"{name}.channel")
+    send(1, 1, topics[0])
+    _run_until(ControllerChannel(settings), delivered=1)
+    send(2, 9, f"{name}-nobody")
+    send(3, 1, topics[1])
+    _run_until(ControllerChannel(settings), delivered=1)
+    producer.close()
+
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, consumer_timeout_ms=5000)
+    tp = KafkaTopicPartition(events, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    answers = [(r.key, event_from_json(r.value)) for r in consumer]
+    consumer.close()
+    assert answers == [(b"1", LeaderAndIsrResponse(1, (PartitionError(t, 0, NONE),), NONE)) for t in topics]
