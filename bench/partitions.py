@@ -671,10 +671,14 @@ def ensemble_fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None
         hit.remove("armed")
         struck = at[0]
         moved: list[float] = []
+        served_by: list[str] = []
 
         def session_moved() -> bool:
-            if _server_of(h, c_address, but=victim[0]) is not None:
+            # a server lists its clients only while it serves (a server without a quorum answers "not serving")
+            server = _server_of(h, c_address, but=victim[0])
+            if server is not None:
                 moved.append(time.monotonic() - struck)
+                served_by.append(server.name)
                 return True
             return False
 
@@ -716,10 +720,11 @@ def ensemble_fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None
     # ``after``); leadership goes back to it only with a preferred-replica election, which is not this fault's
     row.problems += _replica_problems(h, m)
     role = "leader" if victim[0] is leader_before else "follower"
+    was_on = held_before.name if held_before else "?"
     session = (
-        f"its session moved off {victim[0].name} in {moved[0]:.1f} s"
-        if moved and held_before is victim[0]
-        else f"its session was on {held_before.name if held_before else '?'}, not moved"
+        f"its session (on {was_on}) served by {served_by[0]} {moved[0]:.1f} s after"
+        if moved
+        else f"its session (on {was_on}) not seen on another server"
     )
     struck_how = "killed" if kind == "zk-leader-kill" else "cut off"
     row.outcome = (
