@@ -27,10 +27,12 @@ Faults (``--faults``):
   again once the work is done.
 - ``zk-minority-cut:reassign`` / ``zk-minority-cut:broker-failure``: the same moments, the server holding the
   active controller's session (a follower, or the leader when the session is there) cut off from the other
-  two servers and from every other host; healed once the work is done.
-
-  For these four the active controller must keep its lease and epoch (its session moves to another
-  server) and finish the work, and every server's copy of the tree must be the same afterwards.
+  two servers and from every other host; healed once the work is done. For these four the active
+  controller must keep its lease and epoch (its session moves to another server) and finish the work, and
+  every server's copy of the tree must be the same afterwards.
+- ``zk-quorum-cut:reassign``: the server holding the active controller's session cut off from the other two
+  servers only, its clients still reaching it, a standby waiting, as a reassignment is sent: the controller
+  keeps its lease, or is fenced (exit 3, one line) and the standby finishes.
 
 Checked for every fault (item 8): no message of the cut-off controller's epoch on the requests,
 admin-results or rejected topics once it was cut off (and no znode written after the link returned but
@@ -81,6 +83,7 @@ FAULTS = (
     "zk-leader-kill:broker-failure",
     "zk-minority-cut:reassign",
     "zk-minority-cut:broker-failure",
+    "zk-quorum-cut:reassign",
 )
 #: the faults CI runs (tests/e2e/test_partitions.py); of the ensemble's, the leader killed mid-reassignment:
 #: every session (the controller's, wherever it was) loses its server in the middle of the most ZooKeeper writes
@@ -736,6 +739,82 @@ def ensemble_fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None
     return row
 
 
+def quorum_cut(h: Hosts, m: cm.Matrix, log: Callable[[str], None] = print) -> Row:
+    """``zk-quorum-cut:reassign``: the server holding the active controller's session cut off from the other
+    two servers only (its clients still reach it), a standby waiting, as a reassignment is sent. The server
+    answers its clients' pings until it gives up on its quorum (``syncLimit × tickTime``, 10 s here) while
+    the leader expires their sessions after the session timeout (6 s here): the controller may be fenced.
+    Either it keeps its lease and finishes, or it exits with code 3 and one line and the standby finishes;
+    nothing of its epoch after the standby's, every command answered once, every server's tree the same."""
+    row = Row("zk-quorum-cut:reassign")
+    assert m.zk is not None and m.active is not None
+    a = m.active
+    standby = m.start_controller()
+    m.wait_waiting(standby)
+    epoch = int(m.zk.get("/controller_epoch")[0])
+    tag = f"eq{len(m.controllers)}"
+    point = cm.Reassign(m, "reassign:rs-written", tag)
+    point.stage()
+    leader = h.ensemble.leader()
+    held = _server_of(h, _controller_host(h, a).address)
+    target = held or next(s for s in h.ensemble.servers if s is not leader)
+    role = "leader" if target is leader else "follower"
+    t_host = h.ensemble.host_of(target)
+    others = [x for x in h.ensemble.hosts if x is not t_host]
+    sessions = _broker_sessions(m)
+    mark = len(a.text())
+    with Views(m, point.topic) as views:
+        time.sleep(1.0)
+        for x in others:
+            h.net.cut(t_host, x)
+        cut_at = time.monotonic()
+        point.fire()
+        try:
+            cm.wait_converged(m, "the reassignment finished", point.expect(), 240)
+        except cm.MatrixError as e:
+            row.problems.append(str(e)[:400])
+        converged = time.monotonic() - cut_at
+        for x in others:
+            h.net.heal(t_host, x)
+        h.ensemble.leader()
+        cm.wait_until("the test's own session back", lambda: m.zk is not None and m.zk.connected, 60)
+        time.sleep(1.0)
+    now = int(m.zk.get("/controller_epoch")[0])
+    if now == epoch:
+        what = f"kept its lease (epoch {epoch})"
+        if not a.alive():
+            row.problems.append(f"controller {a.controller_id} exited {a.proc.returncode} with the epoch unchanged")
+        standby.stop()
+    else:
+        # it ran batches while its server still answered, so it logged before its one last line
+        try:
+            rc = a.proc.wait(90)
+        except subprocess.TimeoutExpired:
+            rc = None
+        said = [line for line in a.text()[mark:].splitlines() if line.strip()]
+        last = said[-1] if said else ""
+        outcome = f"exit {rc}: {last[:90]}"
+        if rc != 3 or "was fenced" not in last or "Traceback" in a.text()[mark:]:
+            row.problems.append(f"controller {a.controller_id} exited {rc} saying {said[-3:]}")
+        m.wait_loaded(standby, 60)
+        what = f"fenced ({outcome}); the standby took over at epoch {now} and finished"
+        row.problems += _in_order(m, epoch, now)
+    now_sessions = _broker_sessions(m)
+    expired = sorted(b for b, z in sessions.items() if now_sessions.get(b, z) != z)
+    row.problems += views.problems()
+    row.problems += _answered_once(m, f"{tag}-r")
+    row.problems += _repeated_requests(m)
+    row.problems += m.problems(cm.Expect({point.topic: point.expect().assignments[point.topic]}))
+    row.problems += _replica_problems(h, m)
+    row.outcome = (
+        f"{target.name} ({role}) cut off from the other two servers, not from its clients, as the reassignment "
+        f"was sent; the controller {what}; broker sessions expired: {expired or 'none'}"
+    )
+    row.seconds = round(converged, 1)
+    log(f"{row.fault}: {row.outcome}; converged {converged:.1f} s after; problems {row.problems[:3]}")
+    return row
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -757,6 +836,8 @@ def run(faults: list[str], run_dir: Path, log: Callable[[str], None] = print) ->
                     rows.append(kafka_cut(h, m, log=log))
                 elif fault == "kafka-cut:in-batch":
                     rows.append(kafka_cut_in_batch(h, m, log=log))
+                elif fault == "zk-quorum-cut:reassign":
+                    rows.append(quorum_cut(h, m, log))
                 elif fault.split(":")[0] in ("zk-leader-kill", "zk-minority-cut") and fault in FAULTS:
                     rows.append(ensemble_fault(h, m, fault, log))
                 else:
