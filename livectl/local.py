@@ -19,7 +19,7 @@ import re
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from string import Template
@@ -49,6 +49,7 @@ from sinks.local_services import load_records, save_records
 from streaming.resources import ZOO_CFG_TEMPLATE, conf_file
 
 __all__ = [
+    "EnsembleServer",
     "KafkaSettings",
     "Listener",
     "LocalServiceError",
@@ -65,13 +66,17 @@ __all__ = [
     "pid_matches",
     "port_free",
     "restart_kafka",
+    "spawn_zookeeper_server",
     "start_broker",
+    "start_ensemble_servers",
     "start_kafka",
     "start_zookeeper",
     "start_zookeeper_ensemble",
     "start_zookeeper_server",
     "stop_kafka",
     "stop_process",
+    "write_ensemble_configs",
+    "zookeeper_config",
     "zookeeper_mode",
     "zookeeper_ok",
 ]
@@ -258,12 +263,12 @@ def zookeeper_ok(port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def zookeeper_mode(port: int, timeout: float = 1.0) -> str | None:
+def zookeeper_mode(port: int, timeout: float = 1.0, *, host: str = "127.0.0.1") -> str | None:
     """The server's role from ZooKeeper's four-letter ``srvr`` (whitelisted in ``zoo.cfg.template``):
     ``standalone``, ``leader`` or ``follower``; ``None`` when it is unreachable or not serving (an
     ensemble's server without a quorum answers that it is "not currently serving requests")."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with socket.create_connection((host, port), timeout=timeout) as s:
             s.sendall(b"srvr")
             chunks = []
             while chunk := s.recv(4096):
@@ -312,8 +317,7 @@ def start_zookeeper(
     data = run_dir / "data"
     data.mkdir(parents=True, exist_ok=True)
     cfg = run_dir / "zoo.cfg"
-    template = Template(conf_file(ZOO_CFG_TEMPLATE).read_text())
-    text = template.substitute(data_dir=str(data), client_port=port)
+    text = zookeeper_config(data, port)
     jvm_options: list[str] = []
     if sasl_users:
         for user, password in sasl_users.items():
@@ -331,6 +335,15 @@ def start_zookeeper(
     proc = spawn(_zookeeper_command(java, heap, jvm_options, ZOOKEEPER_MAIN, cfg), log)
     wait_ready(proc, lambda: zookeeper_ok(port), "ZooKeeper", log, timeout)
     return Service("zookeeper", proc.pid, port, f"127.0.0.1:{port}", str(log), str(cfg))
+
+
+def zookeeper_config(data_dir: Path, client_port: int, address: str = "127.0.0.1") -> str:
+    """The shipped ``zoo.cfg`` template rendered: data in ``data_dir``, clients served on
+    ``address:client_port`` (loopback unless a test host's address is given). Every ``zoo.cfg`` livectl
+    writes starts with it."""
+    template = Template(conf_file(ZOO_CFG_TEMPLATE).read_text())
+    text = template.substitute(data_dir=str(data_dir), client_port=client_port)
+    return text.replace("clientPortAddress=127.0.0.1", f"clientPortAddress={address}")
 
 
 def _zookeeper_command(java: str, heap: str, jvm_options: list[str], main: str, cfg: Path) -> list[str]:
@@ -351,6 +364,37 @@ _ENSEMBLE_NAME = re.compile(r"zookeeper-[1-9][0-9]*")
 _SERVER_LINE = re.compile(r"^# livectl: server (\d+) heap (\S+) client port (\d+)$", re.MULTILINE)
 
 
+@dataclass(frozen=True)
+class EnsembleServer:
+    """Where one ensemble server listens: clients on ``address:client_port``, the other servers on
+    ``address:quorum_port`` (followers to the leader) and ``address:election_port``."""
+
+    address: str
+    client_port: int
+    quorum_port: int
+    election_port: int
+
+
+def write_ensemble_configs(run_dir: Path, servers: Sequence[EnsembleServer], *, heap: str = "256m") -> list[Path]:
+    """Each server's ``run_dir/server-N/zoo.cfg`` (the template, its ``server.N`` lines listing every server)
+    and ``myid``, N from 1 in the order of ``servers``; the paths of the ``zoo.cfg`` files, for
+    :func:`spawn_zookeeper_server`."""
+    quorum = "".join(
+        f"server.{n}={s.address}:{s.quorum_port}:{s.election_port}\n" for n, s in enumerate(servers, start=1)
+    )
+    configs = []
+    for n, s in enumerate(servers, start=1):
+        server_dir = run_dir / f"server-{n}"
+        data = server_dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "myid").write_text(f"{n}\n")
+        cfg = server_dir / "zoo.cfg"
+        text = zookeeper_config(data, s.client_port, s.address)
+        cfg.write_text(f"{text}# livectl: server {n} heap {heap} client port {s.client_port}\n{quorum}")
+        configs.append(cfg)
+    return configs
+
+
 def start_zookeeper_ensemble(
     run_dir: Path, servers: int = 3, timeout: float = 60.0, *, heap: str = "256m"
 ) -> list[Service]:
@@ -368,23 +412,20 @@ def start_zookeeper_ensemble(
         port = free_port()
         if port not in ports:
             ports.append(port)
-    quorum = "".join(f"server.{n}=127.0.0.1:{ports[3 * n - 2]}:{ports[3 * n - 1]}\n" for n in range(1, servers + 1))
-    template = Template(conf_file(ZOO_CFG_TEMPLATE).read_text())
-    configs = []
-    for n in range(1, servers + 1):
-        server_dir = run_dir / f"server-{n}"
-        data = server_dir / "data"
-        data.mkdir(parents=True, exist_ok=True)
-        (data / "myid").write_text(f"{n}\n")
-        cfg = server_dir / "zoo.cfg"
-        client_port = ports[3 * n - 3]
-        text = template.substitute(data_dir=str(data), client_port=client_port)
-        cfg.write_text(f"{text}# livectl: server {n} heap {heap} client port {client_port}\n{quorum}")
-        configs.append(cfg)
+    members = [EnsembleServer("127.0.0.1", *ports[3 * n : 3 * n + 3]) for n in range(servers)]
+    return start_ensemble_servers(write_ensemble_configs(run_dir, members, heap=heap), timeout)
+
+
+def start_ensemble_servers(
+    configs: Sequence[Path], timeout: float = 60.0, prefixes: Sequence[Sequence[str]] = ()
+) -> list[Service]:
+    """Start a server from each of ``configs`` (:func:`write_ensemble_configs`), the i-th command after
+    ``prefixes[i]`` if given (a test host's ``ip netns exec``), and wait until every one serves; on failure
+    the ones started are stopped."""
     started: list[tuple[Service, subprocess.Popen[bytes]]] = []
     try:
-        for cfg in configs:
-            started.append(_spawn_server(cfg))
+        for i, cfg in enumerate(configs):
+            started.append(spawn_zookeeper_server(cfg, prefixes[i] if prefixes else ()))
         for svc, proc in started:
             _wait_serving(svc, proc, timeout)
     except LocalServiceError:
@@ -394,10 +435,11 @@ def start_zookeeper_ensemble(
     return [svc for svc, _ in started]
 
 
-def start_zookeeper_server(cfg: Path, timeout: float = 60.0) -> Service:
-    """Start again one ensemble server from the ``zoo.cfg`` :func:`start_zookeeper_ensemble` wrote for it
-    (its recorded marker); returns once it serves (as leader or follower: a majority must be up)."""
-    svc, proc = _spawn_server(cfg)
+def start_zookeeper_server(cfg: Path, timeout: float = 60.0, prefix: Sequence[str] = ()) -> Service:
+    """Start again one ensemble server from the ``zoo.cfg`` :func:`write_ensemble_configs` wrote for it
+    (its recorded marker), after ``prefix`` if given; returns once it serves (as leader or follower: a
+    majority must be up)."""
+    svc, proc = spawn_zookeeper_server(cfg, prefix)
     try:
         _wait_serving(svc, proc, timeout)
     except LocalServiceError:
@@ -406,18 +448,27 @@ def start_zookeeper_server(cfg: Path, timeout: float = 60.0) -> Service:
     return svc
 
 
-def _spawn_server(cfg: Path) -> tuple[Service, subprocess.Popen[bytes]]:
-    m = _SERVER_LINE.search(cfg.read_text()) if cfg.exists() else None
+_CLIENT_ADDRESS = re.compile(r"^clientPortAddress=(\S+)$", re.MULTILINE)
+
+
+def spawn_zookeeper_server(cfg: Path, prefix: Sequence[str] = ()) -> tuple[Service, subprocess.Popen[bytes]]:
+    """Start (not wait for) the ensemble server of ``cfg``, its command after ``prefix``; its record
+    (``zookeeper-N``, the address from ``clientPortAddress``) and process."""
+    text = cfg.read_text() if cfg.exists() else ""
+    m = _SERVER_LINE.search(text)
     if m is None:
         raise LocalServiceError(f"{cfg}: not a zoo.cfg written by `livectl local up --zookeeper-servers`")
     n, heap, port = int(m.group(1)), m.group(2), int(m.group(3))
+    a = _CLIENT_ADDRESS.search(text)
+    address = a.group(1) if a else "127.0.0.1"
     log = cfg.parent / "zookeeper.log"
-    proc = spawn(_zookeeper_command(find_java(), heap, [], ZOOKEEPER_QUORUM_MAIN, cfg), log)
-    return Service(f"zookeeper-{n}", proc.pid, port, f"127.0.0.1:{port}", str(log), str(cfg)), proc
+    proc = spawn([*prefix, *_zookeeper_command(find_java(), heap, [], ZOOKEEPER_QUORUM_MAIN, cfg)], log)
+    return Service(f"zookeeper-{n}", proc.pid, port, f"{address}:{port}", str(log), str(cfg)), proc
 
 
 def _wait_serving(svc: Service, proc: subprocess.Popen[bytes], timeout: float) -> None:
     # the child's own exit status, not /proc's command line: until it execs Java that is still Python's
+    host = svc.address.rsplit(":", 1)[0]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -425,7 +476,7 @@ def _wait_serving(svc: Service, proc: subprocess.Popen[bytes], timeout: float) -
             raise LocalServiceError(
                 f"ZooKeeper server {svc.name} exited with code {proc.returncode} while starting; log {svc.log}:\n{tail}"
             )
-        if zookeeper_mode(svc.port) in ("leader", "follower"):
+        if zookeeper_mode(svc.port, host=host) in ("leader", "follower"):
             return
         time.sleep(0.2)
     raise LocalServiceError(

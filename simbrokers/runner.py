@@ -461,9 +461,12 @@ class SimBrokersProcess:
     def _reregister(self, bid: int) -> None:
         """The session expired (Kafka re-registers with a new broker epoch)."""
         m = self.members[bid]
-        m.session_lost.clear()
         try:
-            m.zk.restart()
+            if not m.zk.connected:  # kazoo starts a new session by itself after an expiry; else a new client
+                m.zk.restart()
+            # cleared after the restart: closing a connected client reports LOST too, and that loss is this
+            # one (cleared before it, every round restarted the client and its new registration went with it)
+            m.session_lost.clear()
             epoch = register(m.zk, bid, self.settings.host, m.server.port, self.settings.rack)
         except Exception as e:
             log.error("broker %s could not re-register: %s", bid, e)

@@ -20,7 +20,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import ConnectionLoss, NoNodeError
 
 from bench.harness.results import ROOT
 from core import events as ev
@@ -42,7 +42,12 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float, interval: fl
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
-        last = check()
+        try:
+            last = check()
+        except ConnectionLoss as e:  # the test's own session moving between ensemble servers: look again
+            last = e
+            time.sleep(interval)
+            continue
         if last:
             return last
         time.sleep(interval)

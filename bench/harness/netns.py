@@ -17,8 +17,10 @@ namespaces (their veths go with them) and every rule it added; :func:`sweep_stal
 that died left (namespaces whose pid no longer runs, their processes, and the rules on their /24).
 
 The services: :func:`start_zookeeper` (Debian's ZooKeeper, from :mod:`livectl.local`'s template, listening
-on the host's address) and :func:`start_kafka` (Apache Kafka through :mod:`livectl.kafka_server`, run by a
-Python started in the host so the broker runs there; it advertises the host's address).
+on the host's address), :func:`start_zookeeper_ensemble` (an ensemble of them, each server in a host of its
+own; :class:`Ensemble` finds the leader, kills and restarts a server) and :func:`start_kafka` (Apache Kafka
+through :mod:`livectl.kafka_server`, run by a Python started in the host so the broker runs there; it
+advertises the host's address).
 """
 
 from __future__ import annotations
@@ -35,11 +37,9 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from string import Template
 
 from livectl import local
 from livectl.spawn import spawn, wait_ready
-from streaming.resources import ZOO_CFG_TEMPLATE, conf_path
 
 #: every namespace of these tests starts with it (the sweep looks for it)
 PREFIX = "lvt"
@@ -339,11 +339,8 @@ def start_zookeeper(host: Host, run_dir: Path, port: int = 2181, timeout: float 
     local.check_zookeeper_installed()
     data = run_dir / "data"
     data.mkdir(parents=True, exist_ok=True)
-    template = Template(conf_path(ZOO_CFG_TEMPLATE).read_text())
-    text = template.substitute(data_dir=str(data), client_port=port)
-    text = text.replace("clientPortAddress=127.0.0.1", f"clientPortAddress={host.address}")
     cfg = run_dir / "zoo.cfg"
-    cfg.write_text(text)
+    cfg.write_text(local.zookeeper_config(data, port, host.address))
     log = run_dir / "zookeeper.log"
     cp = f"{local.ZOOKEEPER_CONF_DIR}:{local.ZOOKEEPER_JAR}"
     cmd = host.command([java, "-Xms64m", "-Xmx128m", "-cp", cp, local.ZOOKEEPER_MAIN, str(cfg)])
@@ -359,6 +356,80 @@ def start_zookeeper(host: Host, run_dir: Path, port: int = 2181, timeout: float 
 
     wait_ready(proc, ok, "ZooKeeper", log, timeout)
     return local.Service("zookeeper", proc.pid, port, f"{host.address}:{port}", str(log), str(cfg))
+
+
+@dataclass
+class Ensemble:
+    """A ZooKeeper ensemble whose every server runs in a host of its own (``servers[i]`` in ``hosts[i]``)."""
+
+    hosts: list[Host]
+    servers: list[local.Service]
+
+    @property
+    def connect(self) -> str:
+        return ",".join(s.address for s in self.servers)
+
+    def host_of(self, server: local.Service) -> Host:
+        return self.hosts[self.servers.index(server)]
+
+    def modes(self) -> list[str | None]:
+        """Each server's ``srvr`` mode (``leader``, ``follower``; ``None``: down or not serving)."""
+        return [local.zookeeper_mode(s.port, host=h.address) if s.running() else None for s, h in self._pairs()]
+
+    def leader(self, timeout: float = 60.0) -> local.Service:
+        """The leader, once there is one and every running server serves."""
+        deadline = time.monotonic() + timeout
+        modes: list[str | None] = []
+        while time.monotonic() < deadline:
+            modes = self.modes()
+            running = [m for m, s in zip(modes, self.servers, strict=True) if s.running()]
+            if running.count("leader") == 1 and all(m in ("leader", "follower") for m in running):
+                return self.servers[modes.index("leader")]
+            time.sleep(0.2)
+        raise NetnsError(f"no settled ZooKeeper leader after {timeout:.0f} s: modes {modes}")
+
+    def clients(self, server: local.Service) -> list[str]:
+        """The addresses of the clients connected to ``server`` (its four-letter ``stat``)."""
+        host = self.host_of(server)
+        try:
+            with socket.create_connection((host.address, server.port), timeout=2) as s:
+                s.sendall(b"stat")
+                chunks = []
+                while chunk := s.recv(4096):
+                    chunks.append(chunk)
+        except OSError:
+            return []
+        return re.findall(r"^\s*/([\d.]+):\d+\[", b"".join(chunks).decode(errors="replace"), re.MULTILINE)
+
+    def kill(self, server: local.Service) -> None:
+        """SIGKILL ``server`` (no shutdown of its own) and wait until it is gone."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.pid, signal.SIGKILL)
+        local.stop_process(server.pid, server.marker)
+
+    def restart(self, server: local.Service, timeout: float = 60.0) -> local.Service:
+        """Start ``server`` again in its host from its own ``zoo.cfg`` (same data), once it serves."""
+        i = self.servers.index(server)
+        self.servers[i] = local.start_zookeeper_server(Path(server.marker), timeout, self.hosts[i].prefix)
+        return self.servers[i]
+
+    def stop(self) -> None:
+        for s in self.servers:
+            local.stop_process(s.pid, s.marker)
+
+    def _pairs(self) -> list[tuple[local.Service, Host]]:
+        return list(zip(self.servers, self.hosts, strict=True))
+
+
+def start_zookeeper_ensemble(hosts: Sequence[Host], run_dir: Path, timeout: float = 60.0) -> Ensemble:
+    """An ensemble of Debian's ZooKeeper, server N in ``hosts[N-1]`` on the host's address (clients on 2181,
+    quorum 2888, election 3888): :mod:`livectl.local`'s ``zoo.cfg`` files, each server started in its host."""
+    local.find_java()
+    local.check_zookeeper_installed()
+    members = [local.EnsembleServer(h.address, 2181, 2888, 3888) for h in hosts]
+    configs = local.write_ensemble_configs(run_dir, members, heap="128m")
+    servers = local.start_ensemble_servers(configs, timeout, [h.prefix for h in hosts])
+    return Ensemble(list(hosts), servers)
 
 
 _START_KAFKA = """

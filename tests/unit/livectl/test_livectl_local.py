@@ -210,3 +210,26 @@ def test_an_ensemble_size_that_is_not_odd_or_too_big_is_refused_naming_the_field
 
 def test_a_zookeeper_mode_of_nothing_listening_is_none() -> None:
     assert local.zookeeper_mode(local.free_port()) is None
+
+
+def test_ensemble_configs_bind_each_server_to_its_own_address_and_list_every_server(tmp_path: Path) -> None:
+    # the partition tests' ensemble: each server on a test host's address, the same ports everywhere
+    members = [local.EnsembleServer(f"10.231.7.{4 * n + 2}", 2181, 2888, 3888) for n in (1, 2, 3)]
+    configs = local.write_ensemble_configs(tmp_path, members, heap="128m")
+    assert configs == [tmp_path / f"server-{n}" / "zoo.cfg" for n in (1, 2, 3)]
+    quorum = ["server.1=10.231.7.6:2888:3888", "server.2=10.231.7.10:2888:3888", "server.3=10.231.7.14:2888:3888"]
+    for n, (cfg, member) in enumerate(zip(configs, members, strict=True), start=1):
+        lines = cfg.read_text().splitlines()
+        assert f"clientPortAddress={member.address}" in lines
+        assert "clientPortAddress=127.0.0.1" not in lines
+        assert "clientPort=2181" in lines
+        assert f"# livectl: server {n} heap 128m client port 2181" in lines
+        assert [line for line in lines if line.startswith("server.")] == quorum
+        assert (cfg.parent / "data" / "myid").read_text() == f"{n}\n"
+
+
+def test_the_standalone_and_the_ensemble_configs_share_one_template(tmp_path: Path) -> None:
+    text = local.zookeeper_config(tmp_path / "data", 2181)
+    assert "clientPortAddress=127.0.0.1" in text.splitlines()
+    cfg = local.write_ensemble_configs(tmp_path, [local.EnsembleServer("127.0.0.1", 2181, 2888, 3888)])[0]
+    assert cfg.read_text().startswith(local.zookeeper_config(cfg.parent / "data", 2181))
