@@ -25,7 +25,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from livectl.spawn import LocalServiceError, Service, find_java, free_port, port_free, spawn, stop_process, wait_ready
+from livectl.spawn import (
+    LocalServiceError,
+    Service,
+    find_java,
+    free_port,
+    logged_since,
+    port_free,
+    spawn,
+    stop_process,
+    wait_ready,
+)
 
 __all__ = [
     "KAFKA_LIBS_ENV",
@@ -211,7 +221,7 @@ def start_kafka(
     start = log.stat().st_size if log.exists() else 0
     proc = spawn(cmd, out)
     try:
-        wait_ready(proc, lambda: _logged_since(log, start, STARTED_LINE), "the Kafka broker", log, timeout)
+        wait_ready(proc, lambda: logged_since(log, start, STARTED_LINE), "the Kafka broker", log, timeout)
     except LocalServiceError as e:
         # what the JVM itself said (a bad option, no memory) is in broker.out, not in the broker's log
         tail = out.read_text(errors="replace")[-1000:] if out.exists() else ""
@@ -306,16 +316,6 @@ def _format(java: str, classpath: str, config: Path, settings: KafkaSettings, ou
         f.write(f"$ StorageTool format -t {cluster_id} -c {config}\n{done.stdout}{done.stderr}")
     if done.returncode != 0:
         raise LocalServiceError(f"formatting Kafka's log directory failed ({config}): {done.stderr.strip()[-1500:]}")
-
-
-def _logged_since(log: Path, start: int, line: str) -> bool:
-    try:
-        with log.open("rb") as f:
-            # a log rotated since the start is read from its beginning
-            f.seek(start if log.stat().st_size >= start else 0)
-            return line.encode() in f.read()
-    except OSError:
-        return False
 
 
 _LOG4J = """\

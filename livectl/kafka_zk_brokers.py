@@ -23,7 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from livectl.kafka_server import KAFKA_MAIN, kafka_classpath
-from livectl.spawn import LocalServiceError, Service, find_java, free_port, port_free, spawn, stop_process, wait_ready
+from livectl.spawn import (
+    LocalServiceError,
+    Service,
+    find_java,
+    free_port,
+    logged_since,
+    port_free,
+    spawn,
+    stop_process,
+    wait_ready,
+)
 
 __all__ = ["ZkBrokerSettings", "start_zk_broker", "stop_zk_broker", "zk_broker_properties"]
 
@@ -133,7 +143,7 @@ def start_zk_broker(
     start = log.stat().st_size if log.exists() else 0
     proc = spawn(cmd, out)
     try:
-        wait_ready(proc, lambda: _logged_since(log, start, STARTED_LINE), f"Kafka broker {broker_id}", log, timeout)
+        wait_ready(proc, lambda: logged_since(log, start, STARTED_LINE), f"Kafka broker {broker_id}", log, timeout)
     except LocalServiceError as e:
         tail = out.read_text(errors="replace")[-1000:] if out.exists() else ""
         raise LocalServiceError(f"{e}\n{out}:\n{tail}") from None
@@ -155,15 +165,6 @@ def _previous_port(run_dir: Path) -> int:
     except (OSError, ValueError):
         return 0
     return port if isinstance(port, int) and port_free(port) else 0
-
-
-def _logged_since(log: Path, start: int, line: str) -> bool:
-    try:
-        with log.open("rb") as f:
-            f.seek(start if log.stat().st_size >= start else 0)
-            return line.encode() in f.read()
-    except OSError:
-        return False
 
 
 _LOG4J = """\

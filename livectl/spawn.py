@@ -23,6 +23,7 @@ __all__ = [
     "Service",
     "find_java",
     "free_port",
+    "logged_since",
     "pid_matches",
     "spawn",
     "stop_process",
@@ -157,3 +158,14 @@ def _reap(pid: int) -> None:
     # our own children would linger as zombies otherwise
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def logged_since(log: Path, start: int, line: str) -> bool:
+    """Whether ``line`` is in ``log`` after byte ``start`` (a service's readiness line written since its start; a
+    log rotated since then is read from its beginning)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(start if log.stat().st_size >= start else 0)
+            return line.encode() in f.read()
+    except OSError:
+        return False
