@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -52,7 +53,19 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 #: what the wheel is built from (the Dockerfile copies the same)
-SOURCES = ("pyproject.toml", "README.md", "conf", "core", "streaming", "sinks", "livectl", "simbrokers", "admin")
+#: what a wheel is built from: the packages pyproject.toml lists (their top folders) and conf/ (livectl_conf)
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "conf",
+    *sorted(
+        {
+            p.split(".")[0]
+            for p in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+        }
+        - {"livectl_conf"}
+    ),
+)
 
 
 def _fresh_env(tmp: Path) -> dict[str, str]:
