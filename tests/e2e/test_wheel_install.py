@@ -41,7 +41,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jvm_options import SHORT_LIVED_JIT
 from kazoo.client import KazooClient
 from sparkcluster import group_members
 from waiting import wait_until
@@ -74,7 +73,8 @@ def _fresh_env(tmp: Path) -> dict[str, str]:
     env = {"PATH": path, "HOME": os.environ.get("HOME", str(tmp)), "TMPDIR": str(tmp), "SPARK_LOCAL_IP": "127.0.0.1"}
     # the JVM's temporary files beside the Python ones (a killed JVM leaves them; not in the shared /tmp)
     env["SPARK_LOCAL_DIRS"] = str(tmp)
-    env["SPARK_SUBMIT_OPTS"] = f"-Djava.io.tmpdir={tmp} {SHORT_LIVED_JIT}"
+    # no test JVM option here (tests/support/jvm_options.py): the installed controller's JVM is checked as shipped
+    env["SPARK_SUBMIT_OPTS"] = f"-Djava.io.tmpdir={tmp}"
     if "JAVA_HOME" in os.environ:
         env["JAVA_HOME"] = os.environ["JAVA_HOME"]
     return env
