@@ -45,6 +45,7 @@ __all__ = [
     "ScramCredential",
     "kafka_classpath",
     "kafka_version",
+    "log4j_properties",
     "restart_kafka",
     "server_properties",
     "start_kafka",
@@ -201,7 +202,7 @@ def start_kafka(
     config.write_text(server_properties(settings, ports, data))
     log4j = run_dir / "log4j.properties"
     log = run_dir / "server.log"
-    log4j.write_text(_LOG4J.format(log=log))
+    log4j.write_text(log4j_properties(log, _BUS_LEVELS))
     out = run_dir / "broker.out"
     if not (data / "meta.properties").exists():
         _format(java, classpath, config, settings, out)
@@ -327,8 +328,17 @@ log4j.appender.file.MaxFileSize=20MB
 log4j.appender.file.MaxBackupIndex=2
 log4j.appender.file.layout=org.apache.log4j.PatternLayout
 log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.request.logger=WARN
-log4j.logger.kafka.log.LogCleaner=WARN
-log4j.logger.state.change.logger=WARN
-log4j.logger.org.apache.kafka.storage.internals.log.LogLoader=WARN
 """
+
+#: the bus's loggers: its own request, cleaner, state-change and loader chatter kept to warnings
+_BUS_LEVELS = {
+    "kafka.request.logger": "WARN",
+    "kafka.log.LogCleaner": "WARN",
+    "state.change.logger": "WARN",
+    "org.apache.kafka.storage.internals.log.LogLoader": "WARN",
+}
+
+
+def log4j_properties(log: Path, levels: Mapping[str, str]) -> str:
+    """A broker's ``log4j.properties``: everything into one rolling file (``log``), with ``levels`` per logger."""
+    return _LOG4J.format(log=log) + "".join(f"log4j.logger.{name}={level}\n" for name, level in levels.items())

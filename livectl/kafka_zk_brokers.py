@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from livectl.kafka_server import KAFKA_MAIN, kafka_classpath
+from livectl.kafka_server import KAFKA_MAIN, kafka_classpath, log4j_properties
 from livectl.spawn import (
     LocalServiceError,
     Service,
@@ -125,7 +125,7 @@ def start_zk_broker(
     (run_dir / "port.json").write_text(json.dumps(port))
     log = run_dir / "server.log"
     log4j = run_dir / "log4j.properties"
-    log4j.write_text(_LOG4J.format(log=log))
+    log4j.write_text(log4j_properties(log, {"kafka.request.logger": "WARN", "state.change.logger": "INFO"}))
     out = run_dir / "broker.out"
     cmd = [
         java,
@@ -165,17 +165,3 @@ def _previous_port(run_dir: Path) -> int:
     except (OSError, ValueError):
         return 0
     return port if isinstance(port, int) and port_free(port) else 0
-
-
-_LOG4J = """\
-# written by livectl at each start: the broker logs to one file in its run folder
-log4j.rootLogger=INFO, file
-log4j.appender.file=org.apache.log4j.RollingFileAppender
-log4j.appender.file.File={log}
-log4j.appender.file.MaxFileSize=20MB
-log4j.appender.file.MaxBackupIndex=2
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.request.logger=WARN
-log4j.logger.state.change.logger=INFO
-"""
