@@ -1,9 +1,9 @@
 """Profile: the failover hand-off before the failover batch — read the ZooKeeper tree, write each bucket's
-snapshot file through the checkpoint's file system (Hadoop, a local ``file:`` checkpoint), ship the files
+snapshot file through the checkpoint's file system (``pyarrow.fs``, a local ``file:`` checkpoint), ship the files
 to the executors — the way ``main`` did it beside the way this tree does it, interleaved in one process.
 
-Needs ZooKeeper (started here on a free port, stopped by PID) and a local SparkSession (the Hadoop
-file system and ``SparkContext.addFile``); no broker, no query. Per round, in ABBA order:
+Needs ZooKeeper (started here on a free port, stopped by PID) and a local SparkSession
+(``SparkContext.addFile``); no broker, no query. Per round, in ABBA order:
 
 * ``before`` — ``read_snapshot`` (decoding every znode), each file's text by the generic event encoder
   (``event_to_json``), written, then read back through the checkpoint to be shipped (the code of ``main``
@@ -50,7 +50,7 @@ from core import events as ev
 from core.codec.events import event_to_json
 from livectl import local
 from streaming.query import failover
-from streaming.runtime.checkpoint_fs import HadoopCheckpointStore, child
+from streaming.runtime.checkpoint_fs import FileSystemCheckpointStore, child
 from streaming.zk.snapshot_reader import SnapshotReader, read_snapshot
 
 
@@ -109,7 +109,7 @@ def main() -> None:
         layout = plan_layout(args.partitions, 10, 3)
         prepare_tree(zk, layout)
         brokers = register_brokers(zk_svc.connect, list(range(10)))
-        store = HadoopCheckpointStore(spark, str(work / "checkpoint"))
+        store = FileSystemCheckpointStore(str(work / "checkpoint"))
         runs: dict[str, list[dict[str, float]]] = {"before": [], "cold": [], "warm": [], "warm_uncached": []}
         epoch = 10
         order = ["before", "cold", "warm", "warm_uncached", "warm_uncached", "warm", "cold", "before"]

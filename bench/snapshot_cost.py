@@ -91,8 +91,8 @@ def main() -> None:
         t0 = time.perf_counter()
         snapshot_from_znodes(got, infos, 1, 0)
         out["decode_s"] = round(time.perf_counter() - t0, 3)
-        # split + JSON into an in-memory checkpoint: the real one is Spark's (Hadoop FileSystem through the
-        # driver's JVM, streaming.runtime.checkpoint_fs), whose cost depends on the checkpoint's file system
+        # split + JSON into an in-memory checkpoint: the real one (streaming.runtime.checkpoint_fs) costs what
+        # the checkpoint's file system costs
         t0 = time.perf_counter()
         failover.write_snapshot(MemoryCheckpointStore(), 1000, snap, args.buckets)
         out["write_snapshot_s"] = round(time.perf_counter() - t0, 3)

@@ -64,6 +64,8 @@ class Settings:
     #: (:func:`streaming.driver.startup.default_buckets`); the job sets shuffle partitions equal to it
     #: (docs/design/decisions.md, decision 1). Fixed for the life of a checkpoint.
     num_buckets: int = 0
+    #: Spark's checkpoint and livectl's files beside it: a local path or a URI (file:, hdfs://, s3a://, …;
+    #: :mod:`streaming.runtime.checkpoint_fs`)
     checkpoint_dir: str = "checkpoints/livectl"
     #: Spark processing-time trigger, e.g. ``"1 second"``; ``"0 seconds"``: a micro-batch as soon as records
     #: come (the source's read waits for them, :mod:`streaming.source.kafka_source`), the next as soon as one ends
@@ -99,7 +101,7 @@ class Settings:
     fail_on_data_loss: bool = True
     #: the state-change log (:mod:`streaming.monitoring.audit_log`): every decision appended to a Parquet table
     audit_log: bool = True
-    #: the state-change log's folder (any Hadoop file system URI); "" = beside the checkpoint,
+    #: the state-change log's folder (a location as for ``checkpoint_dir``); "" = beside the checkpoint,
     #: ``<checkpoint_dir>-audit``
     audit_dir: str = ""
     #: ZooKeeper authentication added to the controller's session: "" (none) or ``digest:USER:PASSWORD``

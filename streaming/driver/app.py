@@ -2,8 +2,8 @@
 
 :meth:`ControllerApp.run` does, in order:
 
-1. connects to ZooKeeper, starts its SparkSession, opens the checkpoint through Hadoop's FileSystem for its
-   URI (:mod:`streaming.runtime.checkpoint_fs`; a URI Spark cannot open is refused here, before the election),
+1. connects to ZooKeeper, starts its SparkSession, opens the checkpoint through ``pyarrow.fs`` for its
+   URI (:mod:`streaming.runtime.checkpoint_fs`; a URI it cannot open is refused here, before the election),
    and takes the controller lease (Kafka's election: ephemeral ``/controller`` and ``/controller_epoch``
    + 1 in one multi-op). Meanwhile, in the background, the query's source is loaded and then the Python
    workers are warmed (:class:`streaming.query.pipeline.SourceAhead`, :class:`streaming.warm.warmup.Warmup`). A second
@@ -69,7 +69,7 @@ from streaming.query import failover
 from streaming.query.decided import decide_ahead_enabled, standby_decider
 from streaming.query.dispatch import BatchTiming, Dispatcher
 from streaming.runtime.background import in_background
-from streaming.runtime.checkpoint_fs import CheckpointStore, HadoopCheckpointStore
+from streaming.runtime.checkpoint_fs import CheckpointStore, FileSystemCheckpointStore
 from streaming.settings import Settings
 from streaming.warm.failover_warm import ReadAhead, read_in_background
 from streaming.warm.warmup import Warmup, start_warmup, warmup_early, warmup_enabled
@@ -245,7 +245,11 @@ class ControllerApp:
 
         # the snapshots of earlier controllers, for references a replayed batch may still meet
         failover.ship_snapshots(self.spark, store)
-        resume_from = HadoopCheckpointStore(self.spark, s.resume_from_checkpoint) if s.resume_from_checkpoint else None
+        resume_from = (
+            FileSystemCheckpointStore.for_spark(self.spark, s.resume_from_checkpoint)
+            if s.resume_from_checkpoint
+            else None
+        )
         resumes = resume_from is not None and not has_planned_batch(store)
         where = source_start(s, store, fence.controller_epoch, resume_from)
 
@@ -345,9 +349,9 @@ class ControllerApp:
                 spark_conf=self.spark_conf,
                 app_name=spark_ui.app_name(s.query_name, s.controller_id, standby=other_controller(zk) is not None),
             )
-        # refused here, before the lease, when Spark cannot open the checkpoint's URI; from now on the
-        # checkpoint is named by its qualified URI (the same string on the driver, source and executors)
-        store = self.checkpoint = HadoopCheckpointStore(self.spark, s.checkpoint_dir)
+        # refused here, before the lease, when the checkpoint's URI cannot be opened; from now on the
+        # checkpoint is named by its qualified URI (the same string for Spark, the driver, source and executors)
+        store = self.checkpoint = FileSystemCheckpointStore.for_spark(self.spark, s.checkpoint_dir)
         self.settings = replace(s, checkpoint_dir=store.root)
         return store
 

@@ -8,7 +8,7 @@ All three build :class:`streaming.settings.Settings` once, from the shipped ``li
 
 Exit codes: 0 stopped on request (Ctrl-C / SIGTERM), 1 bad configuration or a failed query, 3 the
 controller lost its lease or was fenced by a newer controller, 4 ZooKeeper or Kafka unreachable at start (one
-line naming the address). A checkpoint URI Spark cannot open is bad configuration (1).
+line naming the address). A checkpoint URI livectl cannot open is bad configuration (1).
 """
 
 from __future__ import annotations

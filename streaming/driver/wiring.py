@@ -16,7 +16,7 @@ from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming.driver.shutdown import fence_check, fenced_reason
 from streaming.driver.startup import checkpoint_identity
 from streaming.errors import StreamingError
-from streaming.monitoring.audit_log import AuditLog, HadoopAuditFiles, default_audit_dir
+from streaming.monitoring.audit_log import AuditLog, FileSystemAuditFiles, default_audit_dir
 from streaming.query.dispatch import BatchTiming, Dispatcher
 from streaming.query.listener import MetricsListener
 from streaming.runtime.checkpoint_fs import CheckpointStore, batch_ids, child
@@ -94,10 +94,10 @@ def build_dispatcher(
 
 def audit_log(spark: Any, s: Settings, store: CheckpointStore, epoch: int) -> AuditLog | None:
     """The state-change log of this controller's batches (``audit_log`` setting), in ``audit_dir`` or
-    beside the checkpoint, through Hadoop's FileSystem for its URI."""
+    beside the checkpoint, through ``pyarrow.fs`` for its URI."""
     if not s.audit_log:
         return None
-    files = HadoopAuditFiles(spark, s.audit_dir or default_audit_dir(store.root))
+    files = FileSystemAuditFiles.for_spark(spark, s.audit_dir or default_audit_dir(store.root))
     log.info("state-change log: %s", files.root)
     return AuditLog(files, store, s.controller_id, epoch)
 

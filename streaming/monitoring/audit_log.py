@@ -30,8 +30,8 @@ the time and file name its first attempt chose):
 3. the Parquet file is written under a hidden name and renamed into place (a reader never sees half of
    it; a replay by another driver replaces it whole, with the same rows).
 
-One progress write per batch, not two (pending, then committed): each write through Hadoop's
-``FileSystem`` costs ~20 ms of the micro-batch here (``bench/feature_cost.py``'s own-time figures).
+One progress write per batch, not two (pending, then committed): each write is a round trip to the checkpoint's
+file system (``bench/feature_cost.py`` measures it).
 
 The progress file lives in the checkpoint, so a new checkpoint (batch ids starting again at 0) starts a new
 sequence; file names carry the first attempt's time as well as the batch id, so the new files never
@@ -42,8 +42,8 @@ Where each part lives: the rows in :mod:`streaming.monitoring.audit_rows`, the l
 :mod:`streaming.monitoring.state_change_log`, both from the requests as :mod:`streaming.monitoring.request_digest`
 reads them once; this module appends the table, exactly once per batch.
 
-Every file goes through Hadoop's ``FileSystem`` for the table's URI (:class:`HadoopAuditFiles`), as the
-checkpoint does (:mod:`streaming.runtime.checkpoint_fs`): ``file://``, ``hdfs://``, ``s3a://``.
+Every file goes through ``pyarrow.fs`` for the table's URI (:class:`FileSystemAuditFiles`), as the
+checkpoint's do (:mod:`streaming.runtime.checkpoint_fs`): ``file:``, ``hdfs://``, ``s3a://``, ….
 """
 
 from __future__ import annotations
@@ -60,12 +60,10 @@ import pyarrow.parquet as pq
 from streaming.monitoring.audit_rows import AuditBatch, PreparedRows
 from streaming.monitoring.state_change_log import log_state_changes
 from streaming.runtime.checkpoint_fs import (
-    CheckpointError,
     CheckpointStore,
-    HadoopCheckpointStore,
+    FileSystemCheckpointStore,
     MemoryCheckpointStore,
     child,
-    parent,
 )
 
 #: the progress file, inside the checkpoint
@@ -80,36 +78,21 @@ class AuditFiles(CheckpointStore, Protocol):
         ...
 
 
-class HadoopAuditFiles(HadoopCheckpointStore):
-    """The table's folder through Hadoop's ``FileSystem`` for its URI (the session's Hadoop configuration)."""
+class FileSystemAuditFiles(FileSystemCheckpointStore):
+    """The table's folder through ``pyarrow.fs`` for its URI, as the checkpoint's files."""
 
-    def __init__(self, spark: Any, root: str) -> None:
-        super().__init__(spark, root)
-        #: the date folders made so far: one ``mkdirs`` per folder, not per file (each call is a round trip)
+    def __init__(self, location: str, *, default_fs: str | None = None) -> None:
+        super().__init__(location, default_fs=default_fs)
+        #: the date folders made so far: one ``create_dir`` per folder, not per file (on HDFS a round trip each)
         self._made: set[str] = set()
 
+    def _make_folder(self, path: str) -> None:
+        if path not in self._made:
+            super()._make_folder(path)
+            self._made.add(path)
+
     def write_bytes(self, uri: str, data: bytes) -> None:
-        folder, name = parent(uri), uri.rstrip("/").rsplit("/", 1)[1]
-        tmp = child(folder, f".{name}.tmp")
-
-        def write() -> None:
-            if folder not in self._made:
-                self._fs.mkdirs(self._path(folder))
-                self._made.add(folder)
-            temporary = self._path(tmp)
-            out = self._fs.create(temporary, True)
-            try:
-                out.write(bytearray(data))
-            finally:
-                out.close()
-            target = self._path(uri)
-            if not self._fs.rename(temporary, target):
-                # HDFS's rename refuses an existing target (a replayed batch's file): replace it
-                self._fs.delete(target, False)
-                if not self._fs.rename(temporary, target):
-                    raise CheckpointError(uri, f"cannot rename {tmp} into place")
-
-        self._call(uri, "write it", write)
+        self._write(uri, data)
 
 
 class MemoryAuditFiles(MemoryCheckpointStore):

@@ -4,8 +4,8 @@ When the driver wins the controller lease (a cold start with an empty checkpoint
 taking over) it does what Kafka's ``onControllerFailover`` does first: read the cluster from ZooKeeper.
 The snapshot can be far too large for a Kafka record (100k partitions ≈ 10 MB), so the driver
 
-1. splits it by bucket and writes ``<checkpoint>/failover/epoch-<N>/bucket-<b>.json`` through Hadoop's
-   FileSystem for the checkpoint's URI (:mod:`streaming.runtime.checkpoint_fs`; each file the versioned JSON of
+1. splits it by bucket and writes ``<checkpoint>/failover/epoch-<N>/bucket-<b>.json`` through the
+   checkpoint's file system (:mod:`streaming.runtime.checkpoint_fs`; each file the versioned JSON of
    a :class:`core.events.ControllerFailover` restricted to that bucket's topics; write-once: a replayed
    micro-batch reads exactly what the first attempt read), then
 2. ships the files to the executors (``SparkContext.addFile``, :func:`ship_snapshots`), then
@@ -165,9 +165,9 @@ class ShippedSnapshots:
     found with ``SparkFiles.get`` in the Python worker.
 
     Why this way: the bucket step runs in a Python worker on an executor, possibly on another machine,
-    with no JVM gateway, so it cannot call Hadoop's FileSystem; and a Python client per scheme (HDFS,
-    S3, …) would need its own libraries and credentials on every executor. The driver reads the
-    checkpoint through Hadoop and adds each slice to the SparkContext; Spark's own file distribution
+    and a file system client per scheme (libhdfs for HDFS, S3's credentials, …) would be needed on every
+    executor. The driver reads the checkpoint (:mod:`streaming.runtime.checkpoint_fs`) and adds each slice
+    to the SparkContext; Spark's own file distribution
     (the driver's file server) hands every added file to every executor before its next task runs, and
     to executors that join later (a restarted worker) before their first. The reference is published
     only after its files are added, so the task that meets it has them. Stateless: the step's closure

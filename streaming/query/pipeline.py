@@ -363,10 +363,11 @@ def keyed_by_bucket(spark: Any, routed: Any, settings: Settings, scheme: BucketK
     (:mod:`streaming.query.bucket_keys`: one shuffle partition, so one task, per bucket)."""
     from pyspark.sql import functions as F
 
-    from streaming.runtime.checkpoint_fs import HadoopCheckpointStore
+    from streaming.runtime.checkpoint_fs import FileSystemCheckpointStore
 
     if scheme is None:
-        scheme = checkpoint_scheme(HadoopCheckpointStore(spark, settings.checkpoint_dir), settings.num_buckets)
+        store = FileSystemCheckpointStore.for_spark(spark, settings.checkpoint_dir)
+        scheme = checkpoint_scheme(store, settings.num_buckets)
     if scheme is BucketKeys.IDENTITY:
         return routed
     keys = F.array(*[F.lit(k) for k in group_keys(settings.num_buckets, scheme)])

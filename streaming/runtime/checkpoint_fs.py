@@ -1,35 +1,42 @@
-"""Files livectl keeps beside Spark's checkpoint, through Hadoop's FileSystem for the checkpoint's URI.
+"""Files livectl keeps beside Spark's checkpoint, through ``pyarrow.fs`` for the checkpoint's URI.
 
-The checkpoint may live on any file system Spark can open — ``file:///…``, ``hdfs://…``, ``s3a://…``; a
-bare path means Hadoop's default file system (``fs.defaultFS``), relative to its working directory, as
-Spark itself treats ``checkpointLocation``. livectl's own files there (``livectl.json``, the failover
-snapshots under ``failover/``) and its reading of Spark's ``commits/`` and ``offsets/`` listings go through
-the same API, with the Hadoop configuration Spark uses for the checkpoint (the session's, so
-``spark.hadoop.*`` settings apply), so that active and standby drivers on different machines see one
-checkpoint. Nothing here opens a checkpoint path with ``open()`` or ``pathlib`` (a file written is staged
-in the driver's own temporary folder, and Hadoop copies it to the checkpoint).
+The checkpoint may live on ``file:/…`` (or a bare path), ``hdfs://…`` / ``viewfs://…`` (pyarrow's
+``HadoopFileSystem``: needs libhdfs and a Hadoop client on the driver), ``s3a://…`` (pyarrow's
+``S3FileSystem``, credentials from AWS's default chain), ``gs://…`` or ``abfs(s)://…``. livectl's own files
+there (``livectl.json``, the failover snapshots under ``failover/``, ``audit-progress.json``) and its reading
+of Spark's ``commits/`` and ``offsets/`` listings go through that file system, configured by pyarrow's own
+means (environment, libhdfs's ``core-site.xml``, AWS's files), not by Spark's ``spark.hadoop.*``. The
+store's :attr:`~CheckpointStore.root` is the fully qualified URI that the driver also hands Spark as
+``checkpointLocation``, so the two always name one location. A bare path is local unless the session was
+started with ``spark.hadoop.fs.defaultFS`` (:meth:`FileSystemCheckpointStore.for_spark`). Nothing here
+opens a checkpoint path with ``open()`` or ``pathlib``. Why pyarrow and what changed:
+``docs/decisions/2026-12-06-no-private-internals.md``.
 
-:class:`CheckpointStore` is the port; :class:`HadoopCheckpointStore` the driver's implementation (it
-needs the driver's JVM gateway; Python workers have none: executors get their files from the driver with
-``SparkContext.addFile``, see :mod:`streaming.query.failover`); :class:`MemoryCheckpointStore` an in-memory one
-for tests and benchmarks, like :mod:`sinks.memory`.
+:class:`CheckpointStore` is the port; :class:`FileSystemCheckpointStore` the driver's implementation
+(executors get their files from the driver with ``SparkContext.addFile``, see :mod:`streaming.query.failover`,
+so that only the driver needs the file system's client and credentials); :class:`MemoryCheckpointStore` an
+in-memory one for tests and benchmarks, like :mod:`sinks.memory`.
 
 Every location is a URI string; :func:`child` joins names with ``/``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
-import pathlib
-import tempfile
-from typing import Any, Protocol
+import posixpath
+import re
+from collections.abc import Callable
+from typing import Any, Protocol, Self, TypeVar
 
 from streaming.errors import StreamingError
+
+T = TypeVar("T")
 
 
 class CheckpointError(StreamingError):
     """A checkpoint location cannot be opened, read or written. ``uri`` names it, ``reason`` says why
-    (for a Hadoop failure: the Java exception as Spark reported it)."""
+    (for a file system's failure: pyarrow's exception, ``ArrowInvalid: …``, ``FileNotFoundError: …``)."""
 
     def __init__(self, uri: str, reason: str) -> None:
         self.uri = uri
@@ -73,108 +80,188 @@ def batch_ids(store: CheckpointStore, folder: str) -> list[int]:
     return sorted(int(name) for name in store.list_names(folder) if name.isdigit())
 
 
-class HadoopCheckpointStore:
-    """The checkpoint through Hadoop's ``FileSystem`` in the driver's JVM (py4j).
+#: the schemes livectl opens, each with the name pyarrow opens it by (Spark's Hadoop names S3 ``s3a``)
+SCHEMES = {
+    "file": "file",
+    "hdfs": "hdfs",
+    "viewfs": "viewfs",
+    "s3a": "s3",
+    "s3": "s3",
+    "gs": "gs",
+    "abfs": "abfs",
+    "abfss": "abfss",
+}
+#: how long an operation on ``gs://`` is retried before it fails
+GCS_RETRY_LIMIT_S = 30
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(.*)", re.DOTALL)
 
-    Built once per driver, at start: a URI whose scheme Spark cannot open (no ``FileSystem`` for it on
-    the classpath, a malformed URI, an unreachable name node…) raises :class:`CheckpointError` with the URI
-    and Spark's reason before anything else happens."""
 
-    def __init__(self, spark: Any, checkpoint_dir: str) -> None:
-        from py4j.protocol import Py4JJavaError
+def split_uri(location: str) -> tuple[str, str, str]:
+    """``(scheme, authority, path)`` of ``location``; the scheme is ``""`` for a bare path. As Hadoop's
+    ``Path`` reads one: a scheme is what comes before a ``:`` that no ``/`` precedes, and nothing is
+    percent-decoded (``a%20b`` names a folder called that, for Spark and livectl alike)."""
+    m = _SCHEME.fullmatch(location)
+    if m is None:
+        return "", "", location
+    scheme, rest = m.group(1).lower(), m.group(2)
+    if rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        return scheme, authority, slash + path
+    return scheme, "", rest
 
-        self._jvm = spark.sparkContext._jvm
-        # the configuration Spark's streaming engine opens the checkpoint with (spark.hadoop.* included)
-        self._conf = spark._jsparkSession.sessionState().newHadoopConf()
-        # py4j resolves ``jvm.org.apache.hadoop.fs.Path`` one name at a time, a round trip each: once here
-        self._path_class = self._jvm.org.apache.hadoop.fs.Path
+
+def qualify(location: str, default_fs: str | None = None) -> str:
+    """``location`` fully qualified, in the form Hadoop's ``makeQualified`` gives it (``file:/abs/path``,
+    ``hdfs://namenode:8020/path``): the string livectl names the checkpoint by and hands Spark as its
+    ``checkpointLocation``. A bare path is local (relative to the working folder), or on ``default_fs``
+    (``spark.hadoop.fs.defaultFS``) when that is given and not local, where it must be absolute; a URI with
+    no authority (``hdfs:/path``) takes ``default_fs``'s when their schemes match."""
+    if not location.strip():
+        raise CheckpointError(location, "no location given")
+    if "?" in location or "#" in location:
+        # pyarrow would read a query as its own options, while Spark's Hadoop Path takes it as part of a name
+        raise CheckpointError(location, "a checkpoint location has no query or fragment ('?', '#')")
+    scheme, authority, path = split_uri(location)
+    fs_scheme, fs_authority, _ = split_uri(default_fs.strip()) if default_fs else ("file", "", "")
+    if not scheme:
+        scheme, authority = fs_scheme or "file", fs_authority
+        if scheme != "file" and not path.startswith("/"):
+            raise CheckpointError(
+                location,
+                f"a relative path on the default file system {default_fs} (spark.hadoop.fs.defaultFS): "
+                "give an absolute path or a full URI",
+            )
+    elif not authority and scheme == fs_scheme:
+        authority = fs_authority
+    if scheme == "file":
+        if authority not in ("", "localhost"):
+            raise CheckpointError(location, f"a file: URI with a host ({authority}): give a local path")
+        return "file:" + os.path.abspath(path)
+    return f"{scheme}://{authority}{posixpath.normpath(re.sub('/+', '/', path or '/'))}"
+
+
+def _failures() -> tuple[type[BaseException], ...]:
+    """What ``pyarrow.fs`` raises for a file system's refusal (an I/O error, a URI it cannot open)."""
+    import pyarrow
+
+    return (OSError, pyarrow.ArrowException)
+
+
+def _reason(e: BaseException) -> str:
+    """pyarrow's exception on one line (libhdfs's and the cloud clients' messages span several)."""
+    return f"{type(e).__name__}: " + "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
+
+
+class FileSystemCheckpointStore:
+    """The checkpoint through ``pyarrow.fs``: the file system its URI names (see the module docstring).
+
+    Built once per driver, at start: a location livectl cannot open (a scheme not in :data:`SCHEMES`, a
+    missing libhdfs, an unreachable name node or bucket, a file where the folder should be…) raises
+    :class:`CheckpointError` with the location and pyarrow's reason before anything else happens.
+    ``default_fs`` qualifies a bare path (:func:`qualify`); :meth:`for_spark` takes it from the session.
+    Every URI a method is given lies under :attr:`root`."""
+
+    def __init__(self, location: str, *, default_fs: str | None = None) -> None:
+        import pyarrow.fs as pafs
+
+        self._root = qualify(location, default_fs)
+        scheme, authority, path = split_uri(self._root)
         try:
-            path = self._path_class(checkpoint_dir)
-            self._fs = path.getFileSystem(self._conf)
-            self._root = str(self._fs.makeQualified(path).toString())
-        except Py4JJavaError as e:
-            raise CheckpointError(checkpoint_dir, f"Spark cannot open it: {_java_reason(e)}") from None
-        except Exception as e:  # py4j wraps an illegal URI (e.g. "a:b c") in its own errors
-            raise CheckpointError(checkpoint_dir, f"Spark cannot open it: {e}") from None
+            if scheme == "file":
+                self._fs: Any = pafs.LocalFileSystem()
+                self._base: str = path
+            elif scheme == "gs":
+                # pyarrow's GCS retries an operation for 15 minutes by default: a start that would hang that long
+                # on an unreachable bucket, and a batch on a failing write
+                self._fs = pafs.GcsFileSystem(retry_time_limit=dt.timedelta(seconds=GCS_RETRY_LIMIT_S))
+                self._base = f"{authority}{path}"
+            else:
+                self._fs, self._base = pafs.FileSystem.from_uri(f"{SCHEMES.get(scheme, scheme)}://{authority}{path}")
+            # asks the file system itself: libhdfs's name node, the bucket
+            kind = self._fs.get_file_info(self._base).type
+        except _failures() as e:
+            raise CheckpointError(location, f"cannot open it: {_reason(e)}") from e
+        if scheme not in SCHEMES:  # pyarrow opens it (gcs://, mock://…), Spark's Hadoop does not
+            raise CheckpointError(location, f"cannot open it: not a scheme for Spark's checkpoint: {sorted(SCHEMES)}")
+        if kind == pafs.FileType.File:
+            raise CheckpointError(location, "cannot open it: a file, not a folder")
+
+    @classmethod
+    def for_spark(cls, spark: Any, location: str) -> Self:
+        """The store for ``location``, a bare path qualified as the session was told to
+        (``spark.hadoop.fs.defaultFS`` in its ``SparkConf``; local without it). Hadoop's own configuration
+        files (``core-site.xml``) are not read here: on a cluster, give a full URI."""
+        return cls(location, default_fs=spark.sparkContext.getConf().get("spark.hadoop.fs.defaultFS", None))
 
     @property
     def root(self) -> str:
         return self._root
 
-    def _path(self, uri: str) -> Any:
-        return self._path_class(uri)
+    def _path(self, uri: str) -> str:
+        """The file system's path of ``uri``, which lies under :attr:`root`."""
+        root = self._root.rstrip("/")
+        if uri.rstrip("/") == root:
+            return str(self._base)
+        if uri.startswith(root + "/"):
+            return self._base.rstrip("/") + uri[len(root) :]
+        raise CheckpointError(uri, f"not under {self._root}, the folder this store opens")
 
-    def _call(self, uri: str, what: str, fn: Any) -> Any:
-        from py4j.protocol import Py4JJavaError
-
+    def _call(self, uri: str, what: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
-        except Py4JJavaError as e:
-            raise CheckpointError(uri, f"cannot {what}: {_java_reason(e)}") from None
+        except _failures() as e:
+            raise CheckpointError(uri, f"cannot {what}: {_reason(e)}") from e
 
     def exists(self, uri: str) -> bool:
-        return bool(self._call(uri, "check it", lambda: self._fs.exists(self._path(uri))))
+        from pyarrow.fs import FileType
+
+        path = self._path(uri)
+        return self._call(uri, "check it", lambda: bool(self._fs.get_file_info(path).type != FileType.NotFound))
 
     def read_text(self, uri: str) -> str:
-        def read() -> bytes:
-            stream = self._fs.open(self._path(uri))
-            try:
-                return bytes(self._jvm.org.apache.hadoop.io.IOUtils.readFullyToByteArray(stream))
-            finally:
-                stream.close()
+        path = self._path(uri)
 
-        data: bytes = self._call(uri, "read it", read)
-        return data.decode("utf-8")
+        def read() -> bytes:
+            # compression=None: pyarrow would otherwise guess one from the name's extension
+            with self._fs.open_input_stream(path, compression=None) as f:
+                return bytes(f.read())
+
+        return self._call(uri, "read it", read).decode("utf-8")
 
     def write_text(self, uri: str, text: str) -> None:
-        folder, name = parent(uri), uri.rstrip("/").rsplit("/", 1)[1]
-        tmp = child(folder, f".{name}.tmp")
+        self._write(uri, text.encode("utf-8"))
 
-        # the bytes go to the JVM as a local file Hadoop copies, not through py4j: py4j sends a byte array as
-        # base64 text over its socket, 0.15-0.35 s for a 5 MB failover slice, on a takeover's path (a local
-        # file and the copy: 0.03-0.05 s; docs/decisions/2026-11-24-warm-standby-read-ahead.md); the file
-        # is the driver's own, in its temporary folder, never a checkpoint path
-        fd, local = tempfile.mkstemp(prefix="livectl-write-", suffix=".tmp")
+    def _make_folder(self, path: str) -> None:
+        self._fs.create_dir(path, recursive=True)
+
+    def _write(self, uri: str, data: bytes) -> None:
+        """``data`` under a hidden temporary name beside ``uri``, then moved into place, replacing it."""
+        from pyarrow.fs import FileType
+
+        folder, name = parent(uri), uri.rstrip("/").rsplit("/", 1)[1]
+        where, temporary, target = self._path(folder), self._path(child(folder, f".{name}.tmp")), self._path(uri)
 
         def write() -> None:
-            self._fs.mkdirs(self._path(folder))
-            temporary = self._path(tmp)
-            # delSrc: Hadoop removes the local copy once copied; overwrite: a temporary left by a crash
-            self._fs.copyFromLocalFile(True, True, self._path(pathlib.Path(local).as_uri()), temporary)
-            target = self._path(uri)
-            # HDFS's rename refuses an existing target where the local file system replaces it: make both
-            # replace, so a rewrite (livectl.json) behaves the same everywhere
-            if not self._fs.rename(temporary, target):
-                self._fs.delete(target, False)
-                if not self._fs.rename(temporary, target):
-                    raise CheckpointError(uri, f"cannot rename {tmp} into place")
-
-        try:
+            self._make_folder(where)
+            with self._fs.open_output_stream(temporary, compression=None) as out:
+                out.write(data)
             try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(text.encode("utf-8"))
-            except OSError as e:
-                raise CheckpointError(uri, f"cannot stage it in the driver's temporary folder: {e}") from None
-            self._call(uri, "write it", write)
-        finally:
-            if os.path.exists(local):  # not staged, or the copy failed before Hadoop removed it
-                os.remove(local)
+                self._fs.move(temporary, target)
+            except OSError:
+                # HDFS's rename refuses an existing target where a local disk or an object store replaces it:
+                # replace it here too, so that a rewrite (livectl.json) behaves the same everywhere
+                if self._fs.get_file_info(target).type == FileType.NotFound:
+                    raise
+                self._fs.delete_file(target)
+                self._fs.move(temporary, target)
+
+        self._call(uri, "write it", write)
 
     def list_names(self, uri: str) -> list[str]:
-        def names() -> list[str]:
-            path = self._path(uri)
-            if not self._fs.exists(path):
-                return []
-            return [str(status.getPath().getName()) for status in self._fs.listStatus(path)]
+        from pyarrow.fs import FileSelector
 
-        result: list[str] = self._call(uri, "list it", names)
-        return result
-
-
-def _java_reason(e: Any) -> str:
-    """The Java exception's own ``Class: message`` line (without py4j's stack trace)."""
-    java = getattr(e, "java_exception", None)
-    return str(java.toString()) if java is not None else str(e).strip().splitlines()[0]
+        selector = FileSelector(self._path(uri), allow_not_found=True)
+        return self._call(uri, "list it", lambda: [str(i.base_name) for i in self._fs.get_file_info(selector)])
 
 
 class MemoryCheckpointStore:

@@ -233,7 +233,7 @@ def test_controller_on_a_spark_cluster(
     ensure_topics(bootstrap, list(topics.values()))
     common = ["--zookeeper", zk_connect, "--bootstrap-server", bootstrap]
     write = [*common, "--admin-topic", topics["admin"], "--admin-results-topic", topics["results"]]
-    # the checkpoint both drivers share, outside the repository, as a file: URI (Hadoop's local FileSystem)
+    # the checkpoint both drivers share, outside the repository, as a file: URI
     checkpoint = tmp_path / "checkpoint"
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()

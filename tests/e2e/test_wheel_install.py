@@ -11,9 +11,9 @@ handles ``.pth`` files only in site folders), so livectl itself can come only fr
 checks that. The controller runs with an environment of its own: no ``PYSPARK_PYTHON``, no venv on the
 ``PATH`` (so a ``python3`` found there may lack pyarrow: the Python workers must run the driver's
 interpreter), ``SPARK_LOCAL_IP=127.0.0.1`` (so the Spark UI address it prints must be the loopback one,
-and must answer), and a ``file://`` checkpoint URI, written through Hadoop's FileSystem. A checkpoint URI
-whose scheme Spark cannot open stops the installed ``livectl run`` with exit code 1 and one line naming
-the URI and Spark's reason.
+and must answer), and a ``file://`` checkpoint URI, written through ``pyarrow.fs``. A checkpoint URI
+whose scheme livectl cannot open stops the installed ``livectl run`` with exit code 1 and one line naming
+the URI and pyarrow's reason.
 
 A newcomer's install is tried too, as the docs give it: ``python3 -m venv`` from the system's Python and a
 plain ``pip install`` of the wheel (its dependencies from the package index, none of the extras). Each entry
@@ -376,7 +376,7 @@ def test_the_installed_controller_runs_from_root_and_answers(
     finally:
         root.stop()
         root.close()
-    # the checkpoint URI was written through Hadoop's FileSystem, where the URI says
+    # the checkpoint URI was written through pyarrow's file system for it, where the URI says
     assert json.loads((checkpoint / "livectl.json").read_text())["num_buckets"] == 2
     assert sorted(p.name for p in (checkpoint / "failover").glob("epoch-*/bucket-*.json")) == [
         "bucket-0.json",
@@ -411,8 +411,8 @@ def test_a_checkpoint_uri_spark_cannot_open_is_refused_at_start(
     )
     assert done.returncode == 1, done.stderr[-3000:]
     expected = (
-        "livectl run: checkpoint nosuch://bucket/livectl: Spark cannot open it: "
-        'org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "nosuch"'
+        "livectl run: checkpoint nosuch://bucket/livectl: cannot open it: "
+        "ArrowInvalid: Unrecognized filesystem type in URI: nosuch://bucket/livectl"
     )
     assert done.stderr.strip().splitlines()[-1] == expected, done.stderr[-3000:]
     assert "Traceback" not in done.stderr

@@ -1,6 +1,6 @@
-"""The state-change log through Hadoop's FileSystem and Spark, and the Spark UI's job descriptions.
+"""The state-change log written through ``pyarrow.fs`` and read by Spark, and the Spark UI's job descriptions.
 
-HDFS cannot be had on this machine: the ``file:`` scheme (Hadoop's LocalFileSystem, the same ``FileSystem``
+HDFS cannot be had on this machine: the ``file:`` scheme (pyarrow's ``LocalFileSystem``, the same ``FileSystem``
 API and code path) stands in for it. The UI is disabled in the shared test session; Spark's status store,
 which the Jobs tab and the REST API ``/api/v1/applications/<id>/jobs`` both read, is kept regardless.
 """
@@ -20,11 +20,11 @@ from core import decisions as dc
 from core.kafka.requests import RequestApi, WireBody
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import Fence
-from streaming.monitoring.audit_log import AuditLog, HadoopAuditFiles
+from streaming.monitoring.audit_log import AuditLog, FileSystemAuditFiles
 from streaming.monitoring.audit_rows import AuditBatch
 from streaming.query.dispatch import Dispatcher
 from streaming.query.stateful import KIND_METRICS, METRIC_COLUMNS, OUTPUT_SCHEMA
-from streaming.runtime.checkpoint_fs import HadoopCheckpointStore
+from streaming.runtime.checkpoint_fs import FileSystemCheckpointStore
 
 pytestmark = pytest.mark.spark
 
@@ -45,8 +45,8 @@ def lai(broker: int, partition: int, leader: int) -> dc.BrokerRequest:
     return dc.BrokerRequest(broker, RequestApi.LEADER_AND_ISR, WireBody(body))
 
 
-def test_the_log_is_appended_once_through_hadoop_and_spark_sql_reads_it(spark: Any, tmp_path: Path) -> None:
-    class CrashOnce(HadoopAuditFiles):
+def test_the_log_is_appended_once_and_spark_sql_reads_it(spark: Any, tmp_path: Path) -> None:
+    class CrashOnce(FileSystemAuditFiles):
         crashed = False
 
         def write_bytes(self, uri: str, data: bytes) -> None:
@@ -55,8 +55,8 @@ def test_the_log_is_appended_once_through_hadoop_and_spark_sql_reads_it(spark: A
                 self.crashed = True
                 raise OSError("driver killed after the data file")
 
-    files = CrashOnce(spark, (tmp_path / "ck-audit").as_uri())
-    checkpoint = HadoopCheckpointStore(spark, (tmp_path / "ck").as_uri())
+    files = CrashOnce.for_spark(spark, (tmp_path / "ck-audit").as_uri())
+    checkpoint = FileSystemCheckpointStore.for_spark(spark, (tmp_path / "ck").as_uri())
     now = [T0]
     log = AuditLog(files, checkpoint, 1000, 4, clock=lambda: now[0], log_lines=False)
     b0 = AuditBatch(0, requests=[lai(1, 0, 1), lai(2, 0, 1)])

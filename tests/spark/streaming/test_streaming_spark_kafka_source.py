@@ -16,7 +16,7 @@ from kafka import KafkaProducer
 
 from sinks.requests import ensure_topics
 from streaming.query.pipeline import load_query_source, query_options
-from streaming.runtime.checkpoint_fs import HadoopCheckpointStore, batch_ids, child
+from streaming.runtime.checkpoint_fs import FileSystemCheckpointStore, batch_ids, child
 from streaming.settings import Settings
 from streaming.source.query_source import SourceChoiceError, choose, connector_jars, python_checkpoint
 
@@ -90,10 +90,12 @@ def test_both_sources_read_the_same_records_into_the_same_frame(spark: Any, kafk
     assert len(kafka_rows) == 30
     assert sorted(kafka_rows, key=repr) == sorted(python_rows, key=repr)
     assert any(r[0] is None for r in kafka_rows) and any("ü" in r[1] for r in kafka_rows)
-    # maxOffsetsPerTrigger came from max_records_per_batch: more than one batch
-    store = HadoopCheckpointStore(spark, str(tmp_path / "kafka"))
+    # maxOffsetsPerTrigger came from max_records_per_batch: more than one batch, each planned and committed in
+    # the checkpoint Spark wrote, as livectl's store reads it
+    store = FileSystemCheckpointStore.for_spark(spark, str(tmp_path / "kafka"))
     offsets = batch_ids(store, child(store.root, "offsets"))
     assert len(offsets) >= 30 // 7
+    assert batch_ids(store, child(store.root, "commits")) == offsets == list(range(len(offsets)))
 
 
 def test_the_python_source_continues_a_checkpoint_spark_s_kafka_source_wrote(
@@ -103,7 +105,7 @@ def test_the_python_source_continues_a_checkpoint_spark_s_kafka_source_wrote(
     s = _settings(kafka_broker.bootstrap, suffix, max_records_per_batch=1000)
     ensure_topics(kafka_broker.bootstrap, [s.admin_topic, s.broker_events_topic], partitions=2)
     checkpoint = tmp_path / "checkpoint"
-    store = HadoopCheckpointStore(spark, str(checkpoint))
+    store = FileSystemCheckpointStore.for_spark(spark, str(checkpoint))
 
     def last_offsets() -> str | None:
         planned = batch_ids(store, child(store.root, "offsets"))
