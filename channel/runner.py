@@ -386,11 +386,11 @@ class ControllerChannel:
                 self._next_correlation = (ours + 1) % 2**31
             events, asked = alter_partition_events(broker_id, version, body, self._topic_name, ours)
             log.info(
-                "broker %s: AlterPartition v%s of %s partition(s) (our correlation id %s)",
+                "broker %s: AlterPartition v%s (our correlation id %s): %s",
                 broker_id,
                 version,
-                len(asked.partitions),
                 ours,
+                " ".join(f"{e.topic}-{e.partition} isr={','.join(map(str, e.new_isr))}" for e in events) or "-",
             )
             if not events:
                 self._reply(conn, correlation_id, alter_partition_response(asked, 0, {}))
@@ -413,7 +413,7 @@ class ControllerChannel:
                 log.info("AllocateProducerIds from broker %s at stale epoch %s", broker_id, broker_epoch)
                 return allocate_producer_ids_response(KafkaError.STALE_BROKER_EPOCH)
             block = allocate_block(self._zk, broker_id)
-        except (KazooException, ProducerIdsExhaustedError, ValueError) as e:
+        except (KazooException, FormatError, ProducerIdsExhaustedError, ValueError) as e:
             log.error("AllocateProducerIds from broker %s: %s", broker_id, e)
             return allocate_producer_ids_response(KafkaError.UNKNOWN_SERVER_ERROR)
         log.info("broker %s: producer ids %s-%s", broker_id, block.first, block.last)
