@@ -138,7 +138,8 @@ class ChannelSettings:
     requests_topic: str = REQUESTS_TOPIC
     events_topic: str = BROKER_EVENTS_TOPIC
     group: str = DEFAULT_GROUP
-    listener: str = "PLAINTEXT"
+    #: the brokers' listener the channel connects to (their control.plane.listener.name), else their first
+    listener: str = "CONTROL_PLANE"
     #: caps the versions at Kafka 3.9's controller's choice for this inter.broker.protocol.version ("" = none)
     inter_broker_protocol: str = ""
     retry_s: float = 1.0
