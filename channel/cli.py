@@ -25,6 +25,12 @@ transactions only) and sends each broker its LeaderAndIsr, UpdateMetadata and St
 RPCs, in the order the controller decided them, at the highest version both sides speak; the brokers'
 answers go to the broker-events topic as livectl's events. For real Apache Kafka brokers in ZooKeeper mode
 registered in the controlled cluster's ZooKeeper (docs/real-brokers.md).
+
+It is also the controller's endpoint: it listens (--listen) and each UpdateMetadata it delivers lists the
+controller as a live broker with the channel's address on --controller-listeners only, where a broker looks
+its controller up. The brokers' ControlledShutdown and AlterPartition become livectl's events and are
+answered with the controller's answers; AllocateProducerIds is answered from ZooKeeper's
+/latest_producer_id_block, as Kafka's ZooKeeper controller does.
 """
 
 _EPILOG = """\
@@ -42,6 +48,21 @@ def _ibp(text: str) -> str:
     if not re.fullmatch(r"[0-9]+\.[0-9]+(-IV[0-9]+)?", text):
         raise argparse.ArgumentTypeError(f"expected a Kafka version such as 3.9 or 2.8-IV1, got {text!r}")
     return text
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT (PORT 0: chosen at start), got {text!r}")
+    return host, int(port)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9_.-]+", n)]
+    if bad:
+        raise argparse.ArgumentTypeError(f"not a listener name: {bad[0]!r}")
+    return names
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,8 +94,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--group", default=DEFAULT_GROUP, help="consumer group keeping its place (default: %(default)s)")
     p.add_argument(
         "--listener",
-        default="PLAINTEXT",
-        help="the brokers' listener the channel connects to (default: %(default)s; else their first endpoint)",
+        default="CONTROL_PLANE",
+        help="the brokers' listener the channel connects to, their control.plane.listener.name as Kafka's "
+        "controller does (default: %(default)s; else their first endpoint)",
+    )
+    p.add_argument(
+        "--listen",
+        type=_host_port,
+        default=("127.0.0.1", 0),
+        metavar="HOST:PORT",
+        help="where the controller's endpoint listens for the brokers' own requests (default: 127.0.0.1:0, a "
+        "port chosen at start and logged; give a fixed one in production, as brokers keep the address of the "
+        "last UpdateMetadata)",
+    )
+    p.add_argument(
+        "--advertised-host",
+        default="",
+        help="the host UpdateMetadata advertises for the endpoint (default: the --listen host)",
+    )
+    p.add_argument(
+        "--controller-listeners",
+        type=_names,
+        default=("CONTROL_PLANE", "INTERNAL"),
+        metavar="NAMES",
+        help="the brokers' listener names under which UpdateMetadata advertises the endpoint: their "
+        "control.plane.listener.name and inter.broker.listener.name, none a client listener (default: "
+        "CONTROL_PLANE,INTERNAL; empty: do not listen)",
     )
     p.add_argument(
         "--inter-broker-protocol",
@@ -94,6 +139,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.retry_s <= 0:
         print("livectl channel: --retry-s: must be > 0", file=sys.stderr)
+        return 2
+    listen_host, listen_port = args.listen
+    if args.controller_listeners and not (args.advertised_host or listen_host not in ("", "0.0.0.0", "::")):
+        print("livectl channel: --advertised-host: required when --listen is on every interface", file=sys.stderr)
         return 2
     try:
         level = logging.getLevelNamesMapping()[args.log_level.upper()]
@@ -127,6 +176,10 @@ def _run(args: argparse.Namespace) -> int:
         inter_broker_protocol=args.inter_broker_protocol or "",
         retry_s=args.retry_s,
         kafka=kafka.client_kwargs(),
+        controller_listeners=args.controller_listeners,
+        listen_host=listen_host,
+        listen_port=listen_port,
+        advertised_host=args.advertised_host,
     )
     channel = ControllerChannel(settings)
 
@@ -137,7 +190,7 @@ def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         channel.start()
-    except (KazooException, KazooTimeoutError, KafkaError) as e:
+    except (KazooException, KazooTimeoutError, KafkaError, OSError) as e:
         print(f"livectl channel: could not start: {type(e).__name__}: {e}", file=sys.stderr)
         channel.close()
         return 1

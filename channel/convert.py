@@ -18,7 +18,7 @@ import base64
 import importlib
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -27,12 +27,23 @@ from core.events import Event, LeaderAndIsrResponse, PartitionError, StopReplica
 from core.kafka.requests import (
     ZERO_UUID,
     LeaderAndIsrRequest,
+    MetadataBroker,
+    MetadataEndpoint,
     RequestBody,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
 
-__all__ = ["API_KEYS", "OUR_VERSIONS", "KafkaCall", "UnsupportedVersionError", "ibp_cap", "to_events", "to_kafka"]
+__all__ = [
+    "API_KEYS",
+    "OUR_VERSIONS",
+    "KafkaCall",
+    "UnsupportedVersionError",
+    "advertise_controller",
+    "ibp_cap",
+    "to_events",
+    "to_kafka",
+]
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 
@@ -120,6 +131,16 @@ T = TypeVar("T")
 def _by_topic(items: Iterable[T], topic: Callable[[T], str]) -> list[tuple[str, list[T]]]:
     # the wire form groups consecutive entries of one topic, as livectl's own encoding does
     return [(name, list(group)) for name, group in groupby(items, key=topic)]
+
+
+def advertise_controller(body: UpdateMetadataRequest, endpoints: tuple[MetadataEndpoint, ...]) -> UpdateMetadataRequest:
+    """``body`` listing its controller (``controllerId``) among the live brokers with ``endpoints`` only: a
+    ZooKeeper-mode broker sends its own requests to the live broker its last UpdateMetadata names as
+    controller. Unchanged without endpoints, without a controller id, or when a broker of that id is live
+    (the brokers then talk to that broker, not to the channel)."""
+    if not endpoints or body.controller_id < 0 or any(b.broker_id == body.controller_id for b in body.live_brokers):
+        return body
+    return replace(body, live_brokers=(*body.live_brokers, MetadataBroker(body.controller_id, endpoints)))
 
 
 def to_kafka(body: RequestBody, version: int, *, broker_epoch: int) -> KafkaCall:

@@ -17,6 +17,21 @@ order the controller decided them), to each broker it names:
 * the answer becomes the events the simulated brokers publish for it (:mod:`channel.convert`) on the
   broker-events topic, keyed by broker id.
 
+The brokers' own requests to their controller (:mod:`channel.endpoint`, when ``controller_listeners`` is
+set): the channel listens as the controller's endpoint and each UpdateMetadata it delivers also lists the
+controller (the request's ``controllerId``) as a live broker whose only endpoints are the channel's, on
+``controller_listeners`` (the brokers' ``control.plane.listener.name`` and ``inter.broker.listener.name``:
+a 3.9 broker looks its controller up there). Then:
+
+* a ControlledShutdown becomes a :class:`core.events.ControlledShutdown` on the broker-events topic; the
+  controller's next ControlledShutdownResponse to that broker (all parts of its batch, written after the
+  request arrived) answers it;
+* an AlterPartition becomes one :class:`core.events.AlterPartition` per partition, all with one correlation
+  id of the channel's; the request is answered when every partition's AlterPartitionResponse entry (or a
+  top-level error naming it) has come back;
+* AllocateProducerIds is answered by the channel itself, as Kafka's ZooKeeper controller answers it
+  (:mod:`channel.producer_ids`): the sender must be registered at the request's broker epoch.
+
 Once per message: the consumer's offset of a message is committed only after every addressee answered and
 the events were acknowledged by Kafka (``acks=all``). A channel stopped between a broker's answer and the
 commit sends that one message again when it restarts; Kafka's broker answers a repeated LeaderAndIsr of
@@ -26,31 +41,94 @@ UpdateMetadata or StopReplica is idempotent (``docs/real-brokers.md``).
 
 from __future__ import annotations
 
+import json
 import logging
+import secrets
 import threading
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 
-from channel.convert import API_KEYS, OUR_VERSIONS, UnsupportedVersionError, ibp_cap, to_events, to_kafka
+from channel.answers import (
+    ALLOCATE_PRODUCER_IDS,
+    ALTER_PARTITION,
+    BROKER_ID_NOT_REGISTERED,
+    CONTROLLED_SHUTDOWN,
+    AlterPartitionAsked,
+    allocate_producer_ids_response,
+    alter_partition_events,
+    alter_partition_response,
+    controlled_shutdown_response,
+)
+from channel.convert import (
+    API_KEYS,
+    OUR_VERSIONS,
+    UnsupportedVersionError,
+    advertise_controller,
+    ibp_cap,
+    to_events,
+    to_kafka,
+)
+from channel.endpoint import Connection, ControllerEndpoint
+from channel.producer_ids import ProducerIdsExhaustedError, allocate_block
 from channel.wire import BrokerConnection, WireError
 from core.codec.events import event_to_json
 from core.errors import FormatError
-from core.events import Event
+from core.events import ControlledShutdown, Event
 from core.kafka import zkdata
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, Envelope, parse_request
-from core.model import Broker
+from core.kafka.error_codes import KafkaError
+from core.kafka.requests import (
+    ZERO_UUID,
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    MetadataEndpoint,
+    UpdateMetadataRequest,
+)
+from core.model import Broker, TopicPartition
 
 __all__ = ["DEFAULT_GROUP", "ChannelSettings", "ControllerChannel"]
 
 log = logging.getLogger("livectl.channel")
 
 DEFAULT_GROUP = "livectl-channel"
+#: an answer written (by the bus's record timestamp) this long before a ControlledShutdown arrived is not its
+#: answer: it is one to an earlier request, read again after a restart of the channel
+ANSWER_SKEW_MS = 1000
+
+
+@dataclass
+class _Asked:
+    """A broker's request waiting for the controller's answer."""
+
+    conn: Connection
+    correlation_id: int
+    version: int
+    arrived_ms: int
+
+
+@dataclass
+class _AskedAlter(_Asked):
+    broker_id: int = -1
+    asked: AlterPartitionAsked | None = None
+    answers: dict[TopicPartition, AlterPartitionResult] = field(default_factory=dict)
+
+
+@dataclass
+class _ShutdownAnswer:
+    """The parts of one ControlledShutdownResponse read so far (the sink may split one answer)."""
+
+    seen: int = 0
+    error_code: int = 0
+    remaining: list[TopicPartition] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -60,13 +138,22 @@ class ChannelSettings:
     requests_topic: str = REQUESTS_TOPIC
     events_topic: str = BROKER_EVENTS_TOPIC
     group: str = DEFAULT_GROUP
-    listener: str = "PLAINTEXT"
+    #: the brokers' listener the channel connects to (their control.plane.listener.name), else their first
+    listener: str = "CONTROL_PLANE"
     #: caps the versions at Kafka 3.9's controller's choice for this inter.broker.protocol.version ("" = none)
     inter_broker_protocol: str = ""
     retry_s: float = 1.0
     request_timeout_s: float = 30.0
     kafka: Mapping[str, Any] | None = None
     zk: Mapping[str, Any] | None = None
+    #: the brokers' listener names on which UpdateMetadata advertises the channel as the controller's endpoint
+    #: (their control.plane.listener.name and inter.broker.listener.name); empty: the channel does not listen
+    controller_listeners: tuple[str, ...] = ()
+    #: where the controller's endpoint listens (port 0: one chosen at start)
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 0
+    #: the host UpdateMetadata advertises ("": ``listen_host``)
+    advertised_host: str = ""
 
 
 class ControllerChannel:
@@ -81,6 +168,18 @@ class ControllerChannel:
         self._zk: KazooClient | None = None
         #: messages delivered (per addressee), for the log and tests
         self.delivered = 0
+        #: the controller's endpoint, once started (``controller_listeners`` set)
+        self.endpoint: ControllerEndpoint | None = None
+        self._advertised: tuple[MetadataEndpoint, ...] = ()
+        self._lock = threading.Lock()
+        self._shutdowns: dict[int, list[_Asked]] = {}
+        self._shutdown_answers: dict[tuple[int, int, int], _ShutdownAnswer] = {}
+        self._alters: dict[int, _AskedAlter] = {}
+        # unique across restarts of the channel with high probability: an old answer never matches a new request
+        self._next_correlation = secrets.randbelow(2**30)
+        self._topic_names: dict[str, str] = {}
+        #: brokers' requests answered, for the log and tests
+        self.answered = 0
 
     def start(self) -> None:
         s = self.settings
@@ -99,6 +198,19 @@ class ControllerChannel:
             isolation_level="read_committed",
         )
         self._producer = KafkaProducer(**kafka, bootstrap_servers=s.bootstrap_server, acks="all", linger_ms=5)
+        if s.controller_listeners:
+            self.endpoint = ControllerEndpoint(s.listen_host, s.listen_port, self._on_request, self._on_close)
+            host = s.advertised_host or s.listen_host
+            self._advertised = tuple(
+                MetadataEndpoint(self.endpoint.port, host, name, 0) for name in s.controller_listeners
+            )
+            self.endpoint.start()
+            log.info(
+                "controller endpoint listening on %s:%s, advertised as %s",
+                s.listen_host,
+                self.endpoint.port,
+                ",".join(f"{e.listener}://{e.host}:{e.port}" for e in self._advertised),
+            )
 
     def run(self) -> int:
         assert self._consumer is not None
@@ -108,12 +220,14 @@ class ControllerChannel:
                 for rec in records:
                     if self.stopping.is_set():
                         return 0
-                    if not self._deliver_message(rec.key, rec.value):
+                    if not self._deliver_message(rec.key, rec.value, int(rec.timestamp)):
                         return 0  # stopped before every addressee answered: not committed, sent again
                     self._commit(tp, rec.offset + 1)
         return 0
 
     def close(self) -> None:
+        if self.endpoint is not None:
+            self.endpoint.close()
         for _, conn in self._connections.values():
             conn.close()
         self._connections.clear()
@@ -133,16 +247,19 @@ class ControllerChannel:
         self._producer.flush()
         self._consumer.commit({tp: OffsetAndMetadata(offset, "", -1)})
 
-    def _deliver_message(self, key: bytes | None, value: bytes) -> bool:
-        """Deliver one message to each broker it names; ``False`` when stopped before all of them answered."""
+    def _deliver_message(self, key: bytes | None, value: bytes, timestamp_ms: int = -1) -> bool:
+        """Deliver one message to each broker it names; ``False`` when stopped before all of them answered. An
+        answer to a broker's own request goes to the request waiting for it, if any."""
         try:
             env = parse_request(key, value)
         except FormatError as e:
             log.error("skipping a malformed request (%s)", e)
             return True
-        if env.body.__class__ not in API_KEYS:
-            # ControlledShutdownResponse / AlterPartitionResponse answer brokers' own requests: not yet
-            log.info("not delivering %s to broker(s) %s (not supported yet)", env.api.value, env.recipients())
+        if isinstance(env.body, ControlledShutdownResponse):
+            self._answer_shutdown(env, env.body, _parts(value), timestamp_ms)
+            return True
+        if isinstance(env.body, AlterPartitionResponse):
+            self._answer_alter(env.broker_id, env.body)
             return True
         for broker_id in env.recipients():
             mine = env.for_broker(broker_id)
@@ -171,6 +288,9 @@ class ControllerChannel:
                     env.batch_id,
                 )
                 return True
+            self._learn_topic_ids(body)
+            if isinstance(body, UpdateMetadataRequest):
+                body = advertise_controller(body, self._advertised)
             try:
                 conn = self._connection(broker)
                 version = self._version(conn, API_KEYS[type(body)])
@@ -248,3 +368,154 @@ class ControllerChannel:
             self._producer.send(
                 self.settings.events_topic, key=str(broker_id).encode(), value=event_to_json(ev).encode()
             )
+
+    # ------------------------------------------------------------------ the brokers' requests to their controller
+
+    def _on_request(self, conn: Connection, api_key: int, version: int, correlation_id: int, body: Any) -> None:
+        broker_id = int(body.broker_id)
+        conn.broker_id = broker_id
+        now_ms = int(time.time() * 1000)
+        if api_key == CONTROLLED_SHUTDOWN:
+            epoch = int(body.broker_epoch) if version >= 2 else -1
+            with self._lock:
+                self._shutdowns.setdefault(broker_id, []).append(_Asked(conn, correlation_id, version, now_ms))
+            log.info("broker %s asks for a controlled shutdown (v%s, broker epoch %s)", broker_id, version, epoch)
+            self._publish(broker_id, [ControlledShutdown(broker_id, epoch)])
+        elif api_key == ALTER_PARTITION:
+            with self._lock:
+                ours = self._next_correlation
+                self._next_correlation = (ours + 1) % 2**31
+            events, asked = alter_partition_events(broker_id, version, body, self._topic_name, ours)
+            log.info(
+                "broker %s: AlterPartition v%s (our correlation id %s): %s",
+                broker_id,
+                version,
+                ours,
+                " ".join(f"{e.topic}-{e.partition} isr={','.join(map(str, e.new_isr))}" for e in events) or "-",
+            )
+            if not events:
+                self._reply(conn, correlation_id, alter_partition_response(asked, 0, {}))
+                return
+            with self._lock:
+                self._alters[ours] = _AskedAlter(conn, correlation_id, version, now_ms, broker_id, asked)
+            self._publish(broker_id, list(events))
+        elif api_key == ALLOCATE_PRODUCER_IDS:
+            self._reply(conn, correlation_id, self._allocate_producer_ids(broker_id, int(body.broker_epoch)))
+
+    def _allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Any:
+        """Kafka 3.9's ZooKeeper controller's answer (``processAllocateProducerIds``)."""
+        assert self._zk is not None
+        try:
+            broker = self._registration(broker_id)
+            if broker is None:
+                log.info("AllocateProducerIds from broker %s, which is not registered", broker_id)
+                return allocate_producer_ids_response(BROKER_ID_NOT_REGISTERED)
+            if broker.epoch != broker_epoch:
+                log.info("AllocateProducerIds from broker %s at stale epoch %s", broker_id, broker_epoch)
+                return allocate_producer_ids_response(KafkaError.STALE_BROKER_EPOCH)
+            block = allocate_block(self._zk, broker_id)
+        except (KazooException, FormatError, ProducerIdsExhaustedError, ValueError) as e:
+            log.error("AllocateProducerIds from broker %s: %s", broker_id, e)
+            return allocate_producer_ids_response(KafkaError.UNKNOWN_SERVER_ERROR)
+        log.info("broker %s: producer ids %s-%s", broker_id, block.first, block.last)
+        return allocate_producer_ids_response(0, block.first, block.size)
+
+    def _on_close(self, conn: Connection) -> None:
+        with self._lock:
+            for broker_id, waiting in list(self._shutdowns.items()):
+                self._shutdowns[broker_id] = [a for a in waiting if a.conn is not conn]
+            for ours in [k for k, a in self._alters.items() if a.conn is conn]:
+                del self._alters[ours]
+
+    def _reply(self, conn: Connection, correlation_id: int, response: Any) -> None:
+        if conn.answer(correlation_id, response):
+            with self._lock:
+                self.answered += 1
+
+    def _answer_shutdown(
+        self, env: Envelope, body: ControlledShutdownResponse, part: tuple[int, int], timestamp_ms: int
+    ) -> None:
+        key = (env.broker_id, env.controller_epoch, env.batch_id)
+        with self._lock:
+            acc = self._shutdown_answers.setdefault(key, _ShutdownAnswer())
+            acc.seen += 1
+            acc.error_code = acc.error_code or body.error_code
+            acc.remaining.extend(body.remaining)
+            if acc.seen < part[1]:
+                return
+            del self._shutdown_answers[key]
+            waiting = self._shutdowns.get(env.broker_id, [])
+            due: list[_Asked] = []
+            later: list[_Asked] = []
+            for a in waiting:
+                (due if timestamp_ms < 0 or a.arrived_ms <= timestamp_ms + ANSWER_SKEW_MS else later).append(a)
+            self._shutdowns[env.broker_id] = later
+        if not due:
+            log.info("broker %s: a ControlledShutdownResponse no request waits for (batch %s)", *key[::2])
+        for a in due:
+            log.info(
+                "broker %s: controlled shutdown answered error %s, %s partition(s) remaining (batch %s)",
+                env.broker_id,
+                acc.error_code,
+                len(acc.remaining),
+                env.batch_id,
+            )
+            answer = controlled_shutdown_response(a.version, acc.error_code, acc.remaining)
+            self._reply(a.conn, a.correlation_id, answer)
+
+    def _answer_alter(self, broker_id: int, body: AlterPartitionResponse) -> None:
+        done: list[tuple[_AskedAlter, int]] = []
+        with self._lock:
+            if body.error_code:
+                a = self._alters.get(body.correlation_id)
+                if a is not None and a.broker_id == broker_id:
+                    del self._alters[body.correlation_id]
+                    done.append((a, body.error_code))
+            for r in body.partitions:
+                a = self._alters.get(r.correlation_id)
+                if a is None or a.broker_id != broker_id or a.asked is None:
+                    continue
+                a.answers[TopicPartition(r.topic, r.partition)] = r
+                if all(tp in a.answers or tp in a.asked.own_answers for tp, _ in a.asked.partitions):
+                    del self._alters[r.correlation_id]
+                    done.append((a, 0))
+        for a, error in done:
+            assert a.asked is not None
+            log.info("broker %s: AlterPartition answered (top-level error %s)", broker_id, error)
+            self._reply(a.conn, a.correlation_id, alter_partition_response(a.asked, error, a.answers))
+
+    def _learn_topic_ids(self, body: Any) -> None:
+        if isinstance(body, LeaderAndIsrRequest | UpdateMetadataRequest):
+            for s in body.partitions:
+                if s.topic_id != ZERO_UUID:
+                    self._topic_names[s.topic_id] = s.topic
+
+    def _topic_name(self, topic_id: str) -> str | None:
+        """The topic ``topic_id`` names: from the requests delivered, else from ZooKeeper's topic znodes."""
+        name = self._topic_names.get(topic_id)
+        if name is not None:
+            return name
+        assert self._zk is not None
+        try:
+            for topic in self._zk.get_children(zkdata.BROKER_TOPICS):
+                if topic in self._topic_names.values():
+                    continue
+                try:
+                    data, _ = self._zk.get(zkdata.topic_path(topic))
+                except NoNodeError:
+                    continue
+                tid = zkdata.topic_znode_id(data)
+                if tid:
+                    self._topic_names[tid] = topic
+        except (KazooException, FormatError) as e:
+            log.warning("cannot read the topic ids in ZooKeeper: %s", e)
+        return self._topic_names.get(topic_id)
+
+
+def _parts(value: bytes) -> tuple[int, int]:
+    """``(part, parts)`` of a message (``(1, 1)`` when it is whole)."""
+    try:
+        o = json.loads(value)
+        return int(o.get("part", 1)), int(o.get("parts", 1))
+    except (ValueError, TypeError, AttributeError):
+        return 1, 1

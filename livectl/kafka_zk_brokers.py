@@ -2,8 +2,13 @@
 
 Each broker is one JVM from the same jars as the local bus (:func:`livectl.kafka_server.kafka_classpath`,
 Kafka 3.9.2), with ``broker.id``, ``zookeeper.connect`` = the ZooKeeper of the cluster livectl controls, a
-durable log directory (``<run_dir>/data``, kept across restarts in the same folder) and one PLAINTEXT
-listener on a loopback port chosen at run time (the port of the last start in the folder when it is free).
+durable log directory (``<run_dir>/data``, kept across restarts in the same folder) and three plaintext
+listeners on loopback ports chosen at run time (the ports of the last start in the folder when they are
+free): ``PLAINTEXT`` for clients, ``INTERNAL`` (``inter.broker.listener.name``: replication, and where a
+broker sends ControlledShutdown) and ``CONTROL_PLANE`` (``control.plane.listener.name``: where the
+controller's requests arrive and where a broker sends AlterPartition / AllocateProducerIds). livectl's
+controller channel is advertised to the brokers on ``INTERNAL`` and ``CONTROL_PLANE`` only, so clients, who
+see only the brokers with an endpoint on their own listener, never see it (``docs/real-brokers.md``).
 It registers under ``/brokers/ids/<id>`` exactly as livectl's controller expects of a broker.
 
 Every ZooKeeper-mode broker also runs Kafka's own controller, which tries to create ``/controller``
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +40,19 @@ from livectl.spawn import (
     wait_ready,
 )
 
-__all__ = ["ZkBrokerSettings", "start_zk_broker", "stop_zk_broker", "zk_broker_properties"]
+__all__ = [
+    "CONTROL_PLANE_LISTENER",
+    "INTER_BROKER_LISTENER",
+    "LISTENERS",
+    "ZkBrokerSettings",
+    "start_zk_broker",
+    "stop_zk_broker",
+    "zk_broker_properties",
+]
+
+#: the brokers' listeners: clients, replication and ControlledShutdown, the controller's requests
+CLIENT_LISTENER, INTER_BROKER_LISTENER, CONTROL_PLANE_LISTENER = "PLAINTEXT", "INTERNAL", "CONTROL_PLANE"
+LISTENERS = (CLIENT_LISTENER, INTER_BROKER_LISTENER, CONTROL_PLANE_LISTENER)
 
 #: what kafka.server.KafkaServer logs once it serves
 STARTED_LINE = "started (kafka.server.KafkaServer)"
@@ -68,15 +85,23 @@ class ZkBrokerSettings:
 
 
 def zk_broker_properties(
-    broker_id: int, zookeeper_connect: str, port: int, data: Path, settings: ZkBrokerSettings
+    broker_id: int, zookeeper_connect: str, ports: Mapping[str, int], data: Path, settings: ZkBrokerSettings
 ) -> str:
-    """The ``server.properties`` text of one ZooKeeper-mode broker."""
+    """The ``server.properties`` text of one ZooKeeper-mode broker; ``ports``: listener name -> port, one for
+    each of :data:`LISTENERS`."""
+    missing = [name for name in LISTENERS if name not in ports]
+    if missing:
+        raise ValueError(f"ports: no port for listener(s) {', '.join(missing)}")
+    endpoints = ",".join(f"{name}://127.0.0.1:{ports[name]}" for name in LISTENERS)
     props: dict[str, str] = {
         "broker.id": str(broker_id),
         "zookeeper.connect": zookeeper_connect,
         "zookeeper.session.timeout.ms": "6000",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": endpoints,
+        "advertised.listeners": endpoints,
+        "listener.security.protocol.map": ",".join(f"{name}:PLAINTEXT" for name in LISTENERS),
+        "inter.broker.listener.name": INTER_BROKER_LISTENER,
+        "control.plane.listener.name": CONTROL_PLANE_LISTENER,
         "log.dirs": str(data),
         # topics are livectl's to create (its admin path); a producer must not create one behind it
         "auto.create.topics.enable": "false",
@@ -109,8 +134,9 @@ def start_zk_broker(
     timeout: float = 90.0,
 ) -> Service:
     """Start broker ``broker_id`` with its files under ``run_dir`` and wait until it serves (registered in
-    ZooKeeper). ``port`` 0: the last start's port in this folder when free, else a free one. Returns the
-    service record (``name`` ``kafka-<id>``; ``address`` its listener, ``data_dir`` its log directory)."""
+    ZooKeeper). ``port``: the clients' listener's; 0: the last start's ports in this folder when free, else
+    free ones. Returns the service record (``name`` ``kafka-<id>``; ``address`` the clients' listener,
+    ``listeners`` every listener's address by name, ``data_dir`` its log directory)."""
     if broker_id < 0:
         raise ValueError(f"broker_id: must be at least 0, got {broker_id}")
     settings = settings or ZkBrokerSettings()
@@ -119,10 +145,16 @@ def start_zk_broker(
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     data = run_dir / "data"
-    port = port or _previous_port(run_dir) or free_port()
+    ports = _previous_ports(run_dir)
+    if port:
+        ports[CLIENT_LISTENER] = port
+    for name in LISTENERS:
+        if name not in ports:
+            ports[name] = _another_free_port(ports.values())
+    port = ports[CLIENT_LISTENER]
     config = run_dir / "server.properties"
-    config.write_text(zk_broker_properties(broker_id, zookeeper_connect, port, data, settings))
-    (run_dir / "port.json").write_text(json.dumps(port))
+    config.write_text(zk_broker_properties(broker_id, zookeeper_connect, ports, data, settings))
+    (run_dir / "port.json").write_text(json.dumps(ports))
     log = run_dir / "server.log"
     log4j = run_dir / "log4j.properties"
     log4j.write_text(log4j_properties(log, {"kafka.request.logger": "WARN", "state.change.logger": "INFO"}))
@@ -148,9 +180,8 @@ def start_zk_broker(
         tail = out.read_text(errors="replace")[-1000:] if out.exists() else ""
         raise LocalServiceError(f"{e}\n{out}:\n{tail}") from None
     address = f"127.0.0.1:{port}"
-    return Service(
-        f"kafka-{broker_id}", proc.pid, port, address, str(log), str(config), {"PLAINTEXT": address}, str(data)
-    )
+    endpoints = {name: f"127.0.0.1:{ports[name]}" for name in LISTENERS}
+    return Service(f"kafka-{broker_id}", proc.pid, port, address, str(log), str(config), endpoints, str(data))
 
 
 def stop_zk_broker(service: Service, timeout: float = STOP_TIMEOUT) -> bool:
@@ -159,9 +190,26 @@ def stop_zk_broker(service: Service, timeout: float = STOP_TIMEOUT) -> bool:
     return stop_process(service.pid, service.marker, timeout)
 
 
-def _previous_port(run_dir: Path) -> int:
+def _previous_ports(run_dir: Path) -> dict[str, int]:
+    """The last start's ports in ``run_dir`` that are free now, by listener (a bare number: the clients')."""
     try:
-        port = json.loads((run_dir / "port.json").read_text())
+        held = json.loads((run_dir / "port.json").read_text())
     except (OSError, ValueError):
-        return 0
-    return port if isinstance(port, int) and port_free(port) else 0
+        return {}
+    if isinstance(held, int):
+        held = {CLIENT_LISTENER: held}
+    if not isinstance(held, dict):
+        return {}
+    return {
+        name: p
+        for name, p in held.items()
+        if name in LISTENERS and isinstance(p, int) and not isinstance(p, bool) and port_free(p)
+    }
+
+
+def _another_free_port(taken: Iterable[int]) -> int:
+    taken = set(taken)
+    while True:
+        port = free_port()
+        if port not in taken:
+            return port

@@ -10,16 +10,29 @@ run`` (the controller; started first, so it holds ``/controller`` before any Kaf
    the leaders and ISRs livectl wrote in ZooKeeper, and the LeaderAndIsr answers are on broker-events;
 2. the leader of partition 0 hard-killed (SIGKILL): livectl moves its partitions' leaders to the two
    others (the channel delivers the LeaderAndIsr), records written after that are acknowledged by the
-   new leaders, and every acknowledged record is read back.
+   new leaders, and every acknowledged record is read back;
+   Before that, a follower paused (SIGSTOP): its leaders shrink their ISRs with AlterPartition, which
+   reaches livectl through the channel's endpoint, is written to ZooKeeper and answered; resumed, it
+   catches up and they expand the ISRs again the same way;
+3. a leader stopped with SIGTERM: its ControlledShutdown reaches livectl, which moves its leadership first
+   and answers; the broker's first attempt succeeds and it exits cleanly; records written to the last
+   broker are all read back.
+
+The producers are kafka-python's default, idempotent: each InitProducerId needs a block of producer ids
+that the brokers get from their controller (AllocateProducerIds, answered by the channel). The brokers'
+metadata seen by clients never lists livectl's controller (it has no endpoint on the clients' listener).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,13 +49,18 @@ from bench import harness as cm
 from bench.harness.results import ROOT
 from channel.wire import BrokerConnection
 from livectl import local
-from livectl.kafka_zk_brokers import start_zk_broker, stop_zk_broker
+from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
 from sinks.requests import ensure_topics
 
 pytestmark = pytest.mark.e2e
 
 BROKERS = (1, 2, 3)
 PARTITIONS = 3
+#: a follower that stops fetching leaves the ISR after 2 s (Kafka's default: 30 s); a broker paused a few
+#: seconds longer keeps its ZooKeeper session (15 s)
+BROKER_SETTINGS = ZkBrokerSettings(
+    properties={"replica.lag.time.max.ms": "2000", "zookeeper.session.timeout.ms": "15000"}
+)
 
 
 class Cluster:
@@ -79,7 +97,9 @@ class Cluster:
             )
 
     def start_broker(self, broker_id: int) -> None:
-        self.brokers[broker_id] = start_zk_broker(self.work / f"kafka-{broker_id}", broker_id, self.m.zk_connect)
+        self.brokers[broker_id] = start_zk_broker(
+            self.work / f"kafka-{broker_id}", broker_id, self.m.zk_connect, settings=BROKER_SETTINGS
+        )
 
     def close(self) -> None:
         if self.channel is not None:
@@ -126,12 +146,11 @@ def cluster(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Pat
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    # not idempotent: a 3.9 broker gets producer ids from its controller (AllocateProducerIds), which livectl
-    # does not answer yet (docs/real-brokers.md); max_block_ms: a hang fails the test instead
+    # idempotent (kafka-python's default): the brokers' AllocateProducerIds must be answered; max_block_ms: a
+    # hang fails the test instead
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
-        enable_idempotence=False,
         retries=10,
         request_timeout_ms=15_000,
         max_block_ms=30_000,
@@ -155,17 +174,21 @@ def _consume(bootstrap: str, topic: str) -> list[bytes]:
         consumer.close()
 
 
-def _kafka_view(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
-    """partition -> (leader, ISR) as a broker's own metadata says (Kafka's view, not livectl's), asked with a
-    MetadataRequest."""
+def _metadata(bootstrap: str, topic: str) -> Any:
     host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
     with BrokerConnection(host, int(port)) as conn:
-        answer: Any = conn.send(
+        return conn.send(
             MetadataRequest(
                 topics=(MetadataRequestTopic(topic_id=None, name=topic),), include_topic_authorized_operations=False
             ),
             MetadataResponse,
         )
+
+
+def _kafka_view(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """partition -> (leader, ISR) as a broker's own metadata says (Kafka's view, not livectl's), asked with a
+    MetadataRequest."""
+    answer = _metadata(bootstrap, topic)
     (described,) = answer.topics
     return {
         int(p.partition_index): (int(p.leader_id), sorted(int(i) for i in p.isr_nodes)) for p in described.partitions
@@ -233,6 +256,68 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
     _produce(bootstrap, topic, first)
     assert sorted(_consume(bootstrap, topic)) == sorted(first)
 
+    # a follower paused (SIGSTOP) stops fetching: the other leaders shrink their ISRs with AlterPartition;
+    # resumed, it catches up and they expand them again; both reach ZooKeeper through livectl
+    paused = leaders[2]
+    shrinking = [p for p in range(PARTITIONS) if leaders[p] != paused]
+
+    def settled() -> bool:
+        # every ISR whole in ZooKeeper and no AlterPartition waiting (a leader sends one per partition at a time)
+        log = cluster.channel_log.read_text()
+        whole = all(sorted(cluster.state(topic, p)["isr"]) == list(BROKERS) for p in range(PARTITIONS))
+        return whole and log.count("AlterPartition v") == log.count("AlterPartition answered")
+
+    cm.wait_until("every ISR whole and no ISR change pending", settled, 90)
+    versions = {p: m.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version for p in shrinking}
+    seen = len(cluster.channel_log.read_text())
+
+    def shrinks_asked() -> bool:
+        lines = cluster.channel_log.read_text()[seen:]
+        return all(
+            any(
+                str(paused) not in isr.split(",") for isr in re.findall(rf"{re.escape(topic)}-{p} isr=([0-9,]*)", lines)
+            )
+            for p in shrinking
+        )
+
+    # a follower is out of sync only when it lags the leader's log end: records keep coming while it sleeps
+    others = ",".join(svc.address for bid, svc in sorted(cluster.brokers.items()) if bid != paused)
+    side = KafkaProducer(bootstrap_servers=others, acks="all", request_timeout_ms=30_000, max_block_ms=30_000)
+    during = [f"p-{i}".encode() for i in range(30)]
+    for p in shrinking:  # the producer id and the connections to the leaders, before the pause
+        side.send(topic, value=b"p-%d" % (100 + p), partition=p).get(timeout=30)
+    during += [b"p-%d" % (100 + p) for p in shrinking]
+    os.kill(cluster.brokers[paused].pid, signal.SIGSTOP)
+    try:
+        futures = [
+            side.send(topic, value=v, partition=shrinking[i % len(shrinking)]) for i, v in enumerate(during[:30])
+        ]
+        cm.wait_until("the leaders' AlterPartition dropping the paused follower", shrinks_asked, 9)
+    finally:
+        os.kill(cluster.brokers[paused].pid, signal.SIGCONT)
+    for f in futures:
+        f.get(timeout=30)
+    side.close()
+    first = first + during
+    cm.wait_until(
+        f"broker {paused} back in every ISR in ZooKeeper after its leaders shrank them",
+        lambda: all(
+            sorted(cluster.state(topic, p)["isr"]) == list(BROKERS)
+            and m.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version >= versions[p] + 2
+            for p in shrinking
+        ),
+        120,
+    )
+    proposals = [
+        (e["partition"], paused in e["new_isr"])
+        for _, e in cluster.events()
+        if e.get("type") == "alter_partition" and e["topic"] == topic and e["partition"] in shrinking
+    ]
+    for p in shrinking:
+        # out of the ISR, then back in it, each proposal from the leader and written by livectl
+        assert (p, False) in proposals and (p, True) in proposals[proposals.index((p, False)) :], proposals
+    assert "AlterPartition answered (top-level error 0)" in cluster.channel_log.read_text()
+
     # the channel turned each broker's LeaderAndIsr answer into livectl's event, with no error
     answers = [(key, e) for key, e in cluster.events() if e.get("type") == "leader_and_isr_response"]
     assert all(key == str(e["broker_id"]).encode() for key, e in answers), answers
@@ -266,6 +351,40 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
     assert sorted(_consume(survivors, topic)) == sorted(first + second)
     # at the end each surviving broker's metadata agrees with livectl's ZooKeeper state
     for address in survivors.split(","):
+        view = _kafka_view(address, topic)
+        for p in range(PARTITIONS):
+            st = cluster.state(topic, p)
+            assert view[p] == (st["leader"], sorted(st["isr"])), (address, p, view[p], st)
+
+    # SIGTERM to a leader: Kafka's controlled shutdown, through livectl; leadership moves before it exits
+    stopping = cluster.state(topic, 0)["leader"]
+    before = {p: cluster.state(topic, p) for p in range(PARTITIONS)}
+    svc = cluster.brokers[stopping]
+    started = time.monotonic()
+    assert stop_zk_broker(svc, timeout=60), f"broker {stopping} did not exit after SIGTERM"
+    took = time.monotonic() - started
+    text = Path(svc.log).read_text()
+    # the first attempt succeeded: livectl answered with no partition left to move
+    assert "Controlled shutdown request returned successfully" in text
+    assert "Retrying controlled shutdown" not in text and "unclean shutdown" not in text
+    # Kafka's retry path alone (controlled.shutdown.max.retries 3, back-off 5 s) takes longer than this
+    assert took < 20, took
+    asked = [e for _, e in cluster.events() if e.get("type") == "controlled_shutdown"]
+    assert asked and {e["broker_id"] for e in asked} == {stopping}, asked
+    for p in range(PARTITIONS):
+        st = cluster.state(topic, p)
+        assert st["leader"] != stopping and stopping not in st["isr"], (p, st)
+        if before[p]["leader"] == stopping:
+            assert st["leader_epoch"] > before[p]["leader_epoch"], (p, before[p], st)
+    remaining = ",".join(a.address for bid, a in sorted(cluster.brokers.items()) if bid != stopping and a.running())
+    third = [f"c-{i}".encode() for i in range(300)]
+    _produce(remaining, topic, third)
+    assert sorted(_consume(remaining, topic)) == sorted(first + second + third)
+    for address in remaining.split(","):
+        answer = _metadata(address, topic)
+        # clients see the brokers only: livectl's controller has no endpoint on their listener
+        listed = sorted(int(b.node_id) for b in answer.brokers)
+        assert listed == sorted(set(BROKERS) - {stopping, victim}), answer.brokers
         view = _kafka_view(address, topic)
         for p in range(PARTITIONS):
             st = cluster.state(topic, p)

@@ -1,0 +1,236 @@
+"""The controller channel as the controller's endpoint, judged by a real Apache Kafka 3.9.2 broker (ZooKeeper mode).
+
+One broker (:mod:`livectl.kafka_zk_brokers`: clients on ``PLAINTEXT``, ``INTERNAL`` between brokers,
+``CONTROL_PLANE`` for the controller) under its own ZooKeeper chroot, and a channel in this process with its
+endpoint advertised on ``CONTROL_PLANE`` and ``INTERNAL``. The test plays livectl's controller on the bus: it
+writes the requests (LeaderAndIsr, UpdateMetadata naming controller 1000) and, for the broker's own requests
+that the channel turns into events, the controller's answers. Then, from the broker itself:
+
+* ApiVersions of the endpoint lists what it serves;
+* an idempotent producer (kafka-python's default) completes InitProducerId: the broker got a block of
+  producer ids from the channel (AllocateProducerIds), recorded in ``/latest_producer_id_block``;
+* the leader of a partition whose other replica never fetches shrinks the ISR: its AlterPartition reaches
+  the bus as an event and the controller's answer reaches the broker, which takes the new ISR;
+* SIGTERM: the broker's ControlledShutdown reaches the bus, the answer reaches the broker, and it shuts
+  down at its first attempt.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+from kazoo.client import KazooClient
+
+from channel.answers import SERVED
+from channel.runner import ChannelSettings, ControllerChannel
+from channel.wire import BrokerConnection
+from core.codec.events import event_from_json
+from core.events import AlterPartition, ControlledShutdown, Event
+from core.kafka import zkdata
+from core.kafka.envelope import encode_envelope
+from core.kafka.request_encoding import encode_body
+from core.kafka.requests import (
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    BrokerAddress,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LisrPartitionState,
+    MetadataBroker,
+    MetadataEndpoint,
+    MetadataPartitionState,
+    RequestApi,
+    UpdateMetadataRequest,
+)
+from livectl import local
+from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
+from sinks.requests import ensure_topics
+
+pytestmark = pytest.mark.integration
+
+#: the controller's id and epoch in these requests: above what the broker's own controller holds (1)
+CONTROLLER, EPOCH = 1000, 50
+
+
+@dataclass
+class Setup:
+    svc: local.Service
+    epoch: int
+    zk: KazooClient
+    channel: ControllerChannel
+    bus: str
+    requests: str
+    events: str
+    producer: KafkaProducer
+    batch: int = 0
+
+    def send(self, api: RequestApi, body: Any) -> None:
+        self.batch += 1
+        key, value = encode_envelope(1, api, EPOCH, self.batch, encode_body(body))
+        self.producer.send(self.requests, key=key, value=value).get(timeout=10)
+
+    def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
+        consumer = KafkaConsumer(bootstrap_servers=self.bus, consumer_timeout_ms=1000)
+        tp = KafkaTopicPartition(self.events, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                for r in consumer:
+                    ev = event_from_json(r.value)
+                    if what(ev):
+                        assert r.key == b"1", r.key
+                        return ev
+        finally:
+            consumer.close()
+        raise AssertionError("no such event on the broker-events topic")
+
+
+def _topic_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Setup]:
+    chroot = f"/channel-endpoint-{uuid.uuid4().hex[:8]}"
+    root = KazooClient(zookeeper.connect)
+    root.start(timeout=15)
+    root.ensure_path(chroot)
+    root.stop()
+    root.close()
+    zk = KazooClient(zookeeper.connect + chroot)
+    zk.start(timeout=15)
+    # the controller's znode held for controller 1000, as livectl's controller holds it: the broker's own
+    # controller never takes over, so the broker knows no controller but the one UpdateMetadata names
+    zk.create(zkdata.CONTROLLER_PATH, zkdata.encode_controller(CONTROLLER, int(time.time() * 1000)), ephemeral=True)
+    # a follower that never fetches drops out of the ISR after 2 s (Kafka's default: 30 s)
+    settings = ZkBrokerSettings(properties={"replica.lag.time.max.ms": "2000"})
+    svc = start_zk_broker(tmp_path / "broker", 1, zookeeper.connect + chroot, settings=settings)
+    name = f"endpoint-{uuid.uuid4().hex[:6]}"
+    requests, events = f"{name}.requests", f"{name}.broker-events"
+    ensure_topics(kafka_broker.bootstrap, [requests, events])
+    channel = ControllerChannel(
+        ChannelSettings(
+            zookeeper.connect + chroot,
+            kafka_broker.bootstrap,
+            requests,
+            events,
+            group=f"{name}.channel",
+            listener="CONTROL_PLANE",
+            retry_s=0.5,
+            controller_listeners=("CONTROL_PLANE", "INTERNAL"),
+        )
+    )
+    channel.start()
+    thread = threading.Thread(target=channel.run, daemon=True)
+    thread.start()
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+    _, stat = zk.get("/brokers/ids/1")
+    try:
+        yield Setup(svc, int(stat.czxid), zk, channel, kafka_broker.bootstrap, requests, events, producer)
+    finally:
+        channel.stopping.set()
+        thread.join(30)
+        channel.close()
+        producer.close()
+        zk.stop()
+        zk.close()
+        stop_zk_broker(svc, timeout=0)
+
+
+def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: Setup) -> None:
+    s = setup
+    assert s.channel.endpoint is not None
+    with BrokerConnection("127.0.0.1", s.channel.endpoint.port) as conn:
+        assert conn.negotiate() == {k: (r.start, r.stop - 1) for k, r in SERVED.items()}
+
+    # broker 1 leads "solo" alone and "pair" with broker 2 (never started) in its ISR; the UpdateMetadata
+    # names controller 1000, which the channel lists as a live broker at its own endpoint
+    solo, pair = (f"{s.requests}-solo", _topic_id()), (f"{s.requests}-pair", _topic_id())
+    states = tuple(
+        LisrPartitionState(t, 0, EPOCH, 1, 1, isr, 0, isr, (), (), True, 0, tid)
+        for (t, tid), isr in ((solo, (1,)), (pair, (1, 2)))
+    )
+    host, port = s.svc.listeners["CONTROL_PLANE"].rsplit(":", 1)
+    s.send(
+        RequestApi.LEADER_AND_ISR,
+        LeaderAndIsrRequest(CONTROLLER, EPOCH, s.epoch, 0, states, (BrokerAddress(1, host, int(port)),)),
+    )
+    endpoints = tuple(
+        MetadataEndpoint(int(a.rsplit(":", 1)[1]), "127.0.0.1", name, 0) for name, a in s.svc.listeners.items()
+    )
+    s.send(
+        RequestApi.UPDATE_METADATA,
+        UpdateMetadataRequest(
+            CONTROLLER,
+            EPOCH,
+            s.epoch,
+            tuple(
+                MetadataPartitionState(st.topic, 0, EPOCH, 1, 1, st.isr, 0, st.replicas, (), st.topic_id)
+                for st in states
+            ),
+            (MetadataBroker(1, endpoints),),
+        ),
+    )
+    _wait("both requests delivered", lambda: s.channel.delivered == 2)
+
+    # AllocateProducerIds: an idempotent producer's InitProducerId completes
+    producer = KafkaProducer(bootstrap_servers=s.svc.address, acks="all", max_block_ms=30_000)
+    try:
+        producer.send(solo[0], b"once").get(timeout=30)
+    finally:
+        producer.close()
+    data, _ = s.zk.get("/latest_producer_id_block")
+    assert json.loads(data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
+    assert s.channel.answered == 1  # the channel's answer, not a Kafka controller's
+
+    # AlterPartition: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
+    asked = s.event(lambda e: isinstance(e, AlterPartition))
+    assert isinstance(asked, AlterPartition)
+    assert (asked.broker_id, asked.broker_epoch, asked.topic, asked.partition) == (1, s.epoch, pair[0], 0)
+    assert (asked.leader_epoch, asked.partition_epoch, asked.new_isr, asked.topic_id) == (1, 0, (1,), pair[1])
+    result = AlterPartitionResult(pair[0], 0, 0, 1, 1, (1,), 1, 0, asked.correlation_id, pair[1])
+    s.send(RequestApi.ALTER_PARTITION_RESPONSE, AlterPartitionResponse(0, (result,)))
+    log = Path(s.svc.log)
+    taken = f"[Partition {pair[0]}-0 broker=1] ISR updated to 1 "
+    _wait("the broker taking the new ISR", lambda: taken in log.read_text())
+    assert s.channel.answered == 2
+
+    # ControlledShutdown on SIGTERM: answered with nothing left to move, the first attempt succeeds
+    stopped: list[bool] = []
+    stopper = threading.Thread(target=lambda: stopped.append(stop_zk_broker(s.svc, timeout=60)))
+    started = time.monotonic()
+    stopper.start()
+    ev = s.event(lambda e: isinstance(e, ControlledShutdown))
+    assert ev == ControlledShutdown(1, s.epoch)
+    s.send(RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, ControlledShutdownResponse(0, ()))
+    stopper.join(60)
+    assert stopped == [True]
+    text = log.read_text()
+    assert "Controlled shutdown request returned successfully" in text
+    assert "Retrying controlled shutdown" not in text
+    assert "Proceeding to do an unclean shutdown" not in text
+    assert s.channel.answered == 3
+    # the first attempt succeeded: no retry back-off (controlled.shutdown.retry.backoff.ms, 5 s)
+    assert time.monotonic() - started < 30
