@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import logging
 import signal
@@ -283,7 +284,7 @@ def _rebalance_while_a_reassignment_runs(
     for topic, count in ((t, 2), (moved, 1)):
         view = cm.wait_until(
             f"the brokers' metadata showing {preferred} as the leader of {topic}",
-            lambda topic=topic, count=count: _all_led_by(bootstrap, topic, count, preferred),
+            functools.partial(_all_led_by, bootstrap, topic, count, preferred),
             30,
         )
         for p in range(count):
