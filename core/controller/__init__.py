@@ -7,7 +7,8 @@ answers to broker requests), then admin results, then per-item state-change fail
 is never modified. Nothing raises per item: impossible commands get an :class:`AdminResult` with
 Kafka's error name.
 
-Operations, each with its ordered side effects (Kafka 3.x ZooKeeper-mode semantics):
+Operations, each with its ordered side effects (the semantics of Kafka 3.9's ZooKeeper-mode controller, the
+last release with one; where releases differ, 3.9's):
 
 * **new topic / new partitions** — ``/config/topics/<t>`` and ``/brokers/topics/<t>`` written; partitions
   -> New, replicas -> New, partitions -> Online (state znodes created), replicas -> Online.
@@ -27,7 +28,8 @@ Operations, each with its ordered side effects (Kafka 3.x ZooKeeper-mode semanti
 * **reassignment** (KIP-455) — :func:`on_partition_reassignment`; submit, supersede (a new target
   replaces the old; replicas no longer needed are stopped at once), cancel (= reassign to origin).
 * **elections on demand** — preferred / unclean per partition, with Kafka's per-partition errors.
-* **auto leader rebalance** — preferred election for the partitions of the brokers named by the tick.
+* **auto leader rebalance** — preferred election for the partitions of the brokers named by the tick,
+  reassignments in progress or not (3.9; before 3.4 none while any partition was being reassigned).
 * **AlterPartition** — ISR changes from leaders, Kafka's validation and error codes, then
   UpdateMetadata and reassignment completion.
 * **log-dir failure** — LeaderAndIsr to the broker's replicas; ``KAFKA_STORAGE_ERROR`` in the response

@@ -87,16 +87,18 @@ def can_preferred_replica_be_leader(c: StepContext, tp: TopicPartition) -> bool:
 
 
 def auto_rebalance(c: StepContext, ev: AutoRebalanceTick) -> None:
-    """Kafka's ``checkAndTriggerAutoLeaderRebalance`` for the brokers the driver found above the
+    """Kafka 3.9's ``checkAndTriggerAutoLeaderRebalance`` for the brokers the driver found above the
     threshold: a candidate is a partition they are the preferred replica of, led by another broker, whose
-    topic is not queued for deletion and whose preferred replica can lead — and only while no partition
-    is being reassigned (``partitionsBeingReassigned.isEmpty``: a reassignment moves leaders itself, and
-    the tick must not fight it). The driver publishes no tick while the buckets report a reassignment
-    (:mod:`streaming.driver.auto_rebalance`); this bucket also skips while one of its own is in flight, as it
-    knows at the moment it runs the tick."""
+    topic is not queued for deletion and whose preferred replica can lead (live, in the ISR:
+    ``canPreferredReplicaBeLeader``); each gets a preferred election.
+
+    Reassignments in progress do not hold the tick back, as in Kafka from 3.4 (KAFKA-10149) to 3.9, the
+    last ZooKeeper-mode release; older releases took no candidate while any partition was being
+    reassigned (``partitionsBeingReassigned.isEmpty``). A partition being reassigned is a candidate
+    too: its preferred replica is the head of its full replica set, which is the head of the target
+    replicas, and it can lead only once it is in the ISR (an adding replica that has not caught up
+    cannot)."""
     if not c.config.auto_leader_rebalance_enable or not ev.brokers:
-        return
-    if c.ctx.partitions_being_reassigned:
         return
     candidates = auto_rebalance_candidates(c.ctx, ev.brokers)
     good = [tp for tp in candidates if can_preferred_replica_be_leader(c, tp)]
@@ -142,8 +144,10 @@ def cluster_config_changed(c: StepContext, ev: ClusterConfigChanged) -> None:
 
 
 def auto_rebalance_candidates(ctx: ControllerContext, brokers: Iterable[int]) -> list[TopicPartition]:
-    """Partitions (not queued for deletion) whose preferred replica is one of ``brokers`` but whose
-    leader is another broker — what ``checkAndTriggerAutoLeaderRebalance`` re-elects."""
+    """Partitions (not queued for deletion) whose preferred replica (the head of the full replica set,
+    Kafka's ``partitionReplicaAssignment(tp).head``, also during a reassignment) is one of ``brokers`` but
+    whose leader is another broker — what ``checkAndTriggerAutoLeaderRebalance`` re-elects when their
+    preferred replica can lead."""
     wanted = set(brokers)
     out = []
     for tp, ra in ctx.partition_assignments.items():

@@ -53,6 +53,16 @@ def brokers_over_imbalance(counts: dict[int, tuple[int, int]], percentage: int) 
     return tuple(b for b, (bad, total) in sorted(counts.items()) if total and bad / total > percentage / 100)
 
 
+def _imbalanced(preferred: int, adding: tuple[int, ...], leader: int, isr: tuple[int, ...]) -> bool:
+    """Kafka 3.9's ``PreferredReplicaImbalanceCount`` test for one partition (``!hasPreferredLeader``): its
+    preferred replica (the head of the full replica set) does not lead; but a preferred replica that a
+    reassignment is adding counts only once it is in the ISR, whoever leads (Kafka's own rule since 2.4;
+    before, only the leader counted)."""
+    if preferred in adding:
+        return preferred in isr
+    return leader != preferred
+
+
 def metrics(state: ControllerState) -> dict[str, int]:
     """Kafka's controller gauges for this bucket (sum them across buckets)."""
     ctx = state.context
@@ -72,10 +82,8 @@ def metrics(state: ControllerState) -> dict[str, int]:
             continue
         ra = assignments.get(tp)
         replicas = ra.replicas if ra is not None else no_replicas
-        # the target replicas: RS less the removing ones (RS itself when nothing is being removed)
-        target = ra.target_replicas if ra is not None and ra.removing_replicas else replicas
         lai = li.leader_and_isr
-        if target and lai.leader != target[0]:
+        if replicas and _imbalanced(replicas[0], ra.adding_replicas if ra is not None else (), lai.leader, lai.isr):
             imbalanced += 1
         if len(lai.isr) < len(replicas):
             under_replicated += 1

@@ -9,12 +9,10 @@ Here each bucket counts its own partitions (:func:`core.controller.imbalance`, i
 driver sums the buckets' latest counts (:attr:`streaming.query.dispatch.Dispatcher.imbalance`) and
 :class:`AutoRebalanceScheduler` publishes :class:`core.events.AutoRebalanceTick` naming the brokers above
 the threshold to the broker-events topic; each bucket then elects the preferred leaders of its partitions
-of those brokers whose preferred replica can lead. Kafka takes no candidate while any partition is being
-reassigned: the scheduler publishes no tick while the buckets' latest counts of partitions being
-reassigned sum above zero, and a bucket that has a reassignment in flight when the tick reaches it elects
-nothing (:func:`core.controller.elections.auto_rebalance`); the next run, an interval later, looks again.
-The configs come from the settings and ``/config/brokers/<default>`` (:mod:`streaming.zk.admin_watch` calls
-:meth:`AutoRebalanceScheduler.update`).
+of those brokers whose preferred replica can lead (:func:`core.controller.elections.auto_rebalance`).
+Reassignments in progress do not stop a run, as in Kafka 3.9's controller (releases before 3.4 skipped
+every candidate while any partition was being reassigned). The configs come from the settings and
+``/config/brokers/<default>`` (:mod:`streaming.zk.admin_watch` calls :meth:`AutoRebalanceScheduler.update`).
 """
 
 from __future__ import annotations
@@ -51,15 +49,12 @@ class AutoRebalanceScheduler:
         imbalance: Callable[[], dict[int, tuple[int, int]]],
         configs: tuple[tuple[str, str], ...],
         *,
-        reassigning: Callable[[], int],
         first_delay_s: float = 5.0,
         flush_timeout_s: float = 30.0,
     ) -> None:
         self._producer = producer
         self.topic = topic
         self._imbalance = imbalance
-        #: partitions being reassigned, summed over the buckets' latest counts
-        self._reassigning = reassigning
         self._values = _fields(configs)
         self._flush_timeout = flush_timeout_s
         self._thread = WatchThread(
@@ -83,13 +78,9 @@ class AutoRebalanceScheduler:
         self._thread.stop(timeout)
 
     def check(self) -> AutoRebalanceTick | None:
-        """One run: the tick published, or ``None`` (auto rebalance off, a reassignment in progress, or no
-        broker above the threshold)."""
+        """One run: the tick published, or ``None`` (auto rebalance off, or no broker above the
+        threshold)."""
         if not self._values["auto_leader_rebalance_enable"]:
-            return None
-        reassigning = self._reassigning()
-        if reassigning:
-            log.info("auto leader rebalance: skipped, %d partitions are being reassigned", reassigning)
             return None
         brokers = brokers_over_imbalance(self._imbalance(), int(self._values["leader_imbalance_per_broker_percentage"]))
         if not brokers:

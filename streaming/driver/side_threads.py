@@ -54,13 +54,7 @@ def start_side_threads(
     known = {b.id: b.epoch for b in snapshot.brokers}
     bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
     bridge.start()
-    rebalancer = AutoRebalanceScheduler(
-        producer,
-        s.broker_events_topic,
-        dispatcher.imbalance,
-        watcher.configs,
-        reassigning=lambda: dispatcher.metrics.get("ReassigningPartitions", 0),
-    )
+    rebalancer = AutoRebalanceScheduler(producer, s.broker_events_topic, dispatcher.imbalance, watcher.configs)
     watcher.on_configs = rebalancer.update
     # the controller's own topic znode writes are not published back to it (AdminPathWatcher.expect)
     dispatcher.own_writes = watcher

@@ -14,7 +14,11 @@ run`` (the controller; started first, so it holds ``/controller`` before any Kaf
    Before that, a follower paused (SIGSTOP): its leaders shrink their ISRs with AlterPartition, which
    reaches livectl through the channel's endpoint, is written to ZooKeeper and answered; resumed, it
    catches up and they expand the ISRs again the same way;
-3. a leader stopped with SIGTERM: its ControlledShutdown reaches livectl, which moves its leadership first
+3. the auto leader rebalance while a reassignment runs (:func:`_rebalance_while_a_reassignment_runs`):
+   livectl elects the preferred leaders although a reassignment to the dead broker cannot finish, as
+   Kafka 3.9's own controller does in the same scenario (the second test: three Kafka brokers and no
+   livectl, one of them the controller);
+4. a leader stopped with SIGTERM: its ControlledShutdown reaches livectl, which moves its leadership first
    and answers; the broker's first attempt succeeds and it exits cleanly; records written to the last
    broker are all read back.
 
@@ -25,14 +29,18 @@ metadata seen by clients never lists livectl's controller (it has no endpoint on
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import functools
 import json
+import logging
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -53,6 +61,7 @@ from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_
 from sinks.requests import ensure_topics
 
 pytestmark = pytest.mark.e2e
+log = logging.getLogger(__name__)
 
 BROKERS = (1, 2, 3)
 PARTITIONS = 3
@@ -61,6 +70,8 @@ PARTITIONS = 3
 BROKER_SETTINGS = ZkBrokerSettings(
     properties={"replica.lag.time.max.ms": "2000", "zookeeper.session.timeout.ms": "15000"}
 )
+#: leader.imbalance.check.interval.seconds of both controllers (Kafka's default is 300)
+REBALANCE_INTERVAL_S = 2
 
 
 class Cluster:
@@ -205,9 +216,108 @@ def _moved_from(bootstrap: str, topic: str, victim: int) -> dict[int, tuple[int,
     return view if all(view.get(p, (victim,))[0] not in (victim, -1) for p in range(PARTITIONS)) else None
 
 
+def _kafka_uuid() -> str:
+    """A random topic id as Kafka's ``Uuid.randomUuid().toString`` writes it (URL-safe base64 of 16 bytes, no
+    padding, never starting with ``-``)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _write_topic(zk: KazooClient, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
+    """Create ``topic`` in ZooKeeper as Kafka 3.9's ``AdminZkClient`` does (its config, then its assignment with
+    a new topic id): the same request whichever controller watches."""
+    zk.create(f"/config/topics/{topic}", json.dumps({"version": 1, "config": {}}).encode(), makepath=True)
+    partitions = {str(p): list(r) for p, r in sorted(assignment.items())}
+    znode = {
+        "version": 3,
+        "topic_id": _kafka_uuid(),
+        "partitions": partitions,
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }
+    zk.create(f"/brokers/topics/{topic}", json.dumps(znode).encode(), makepath=True)
+
+
+def _json_znode(zk: KazooClient, path: str) -> dict[str, Any]:
+    data, _ = zk.get(path)
+    value: dict[str, Any] = json.loads(data)
+    return value
+
+
+def _all_led_by(bootstrap: str, topic: str, count: int, leader: int) -> dict[int, tuple[int, list[int]]] | None:
+    view = _kafka_view(bootstrap, topic)
+    return view if sorted(view) == list(range(count)) and all(v[0] == leader for v in view.values()) else None
+
+
+def _rebalance_while_a_reassignment_runs(
+    zk: KazooClient, bootstrap: str, *, preferred: int, leader: int, dead: int, prefix: str
+) -> float:
+    """Issue 42 item 5: does the auto leader rebalance elect while a partition is being reassigned? Topics
+    ``<prefix>-t`` (2 partitions) and ``<prefix>-m`` (1) on ``[leader, preferred]``, then one
+    ``/admin/reassign_partitions`` (the ZooKeeper path both controllers watch): t's partitions reordered to
+    ``[preferred, leader]`` (done at once: both in sync; the leader stays), m-0 moved to ``[preferred, leader,
+    dead]``, which cannot finish (``dead`` is down: its replica never catches up). ``preferred`` is then the
+    preferred replica of all three partitions and leads none: 100 % above the 10 % threshold. Kafka 3.9's
+    controller elects it (3.4's KAFKA-10149 removed the ``partitionsBeingReassigned.isEmpty`` guard);
+    the controller under test must too, m-0 included, while m-0 stays reassigning. Returns the seconds from
+    the reassignment's creation to the last election."""
+    t, moved = f"{prefix}-t", f"{prefix}-m"
+    _write_topic(zk, t, {0: (leader, preferred), 1: (leader, preferred)})
+    _write_topic(zk, moved, {0: (leader, preferred)})
+    tps = [(t, 0), (t, 1), (moved, 0)]
+
+    def states() -> list[dict[str, Any]]:
+        out = []
+        for topic, p in tps:
+            path = f"/brokers/topics/{topic}/partitions/{p}/state"
+            out.append(_json_znode(zk, path) if zk.exists(path) else {})
+        return out
+
+    cm.wait_until(
+        f"the new partitions led by {leader} with both replicas in sync",
+        lambda: all(st.get("leader") == leader and sorted(st["isr"]) == sorted((leader, preferred)) for st in states()),
+        60,
+    )
+    entries = [{"topic": t, "partition": p, "replicas": [preferred, leader]} for p in (0, 1)]
+    entries.append({"topic": moved, "partition": 0, "replicas": [preferred, leader, dead]})
+    zk.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": entries}).encode())
+    started = time.monotonic()
+    cm.wait_until(
+        f"{moved}-0 being reassigned to [{preferred}, {leader}, {dead}]",
+        lambda: _json_znode(zk, f"/brokers/topics/{moved}").get("adding_replicas") == {"0": [dead]},
+        30,
+    )
+    cm.wait_until(
+        f"the auto leader rebalance electing {preferred} (every {REBALANCE_INTERVAL_S} s)",
+        lambda: all(st.get("leader") == preferred for st in states()),
+        10 * REBALANCE_INTERVAL_S + 20,
+    )
+    elected_after = time.monotonic() - started
+    log.info("%s: elected %.1f s after the reassignment was written", prefix, elected_after)
+    # the reassignment of m-0 goes on, and t's reorder is done
+    znode = _json_znode(zk, f"/brokers/topics/{moved}")
+    assert (znode["partitions"], znode["adding_replicas"]) == ({"0": [preferred, leader, dead]}, {"0": [dead]})
+    znode = _json_znode(zk, f"/brokers/topics/{t}")
+    assert znode["partitions"] == {"0": [preferred, leader], "1": [preferred, leader]}, znode
+    assert not znode.get("adding_replicas") and not znode.get("removing_replicas"), znode
+    # Kafka's own view: the brokers serve the new leaders
+    for topic, count in ((t, 2), (moved, 1)):
+        view = cm.wait_until(
+            f"the brokers' metadata showing {preferred} as the leader of {topic}",
+            functools.partial(_all_led_by, bootstrap, topic, count, preferred),
+            30,
+        )
+        for p in range(count):
+            st = _json_znode(zk, f"/brokers/topics/{topic}/partitions/{p}/state")
+            assert view[p] == (st["leader"], sorted(st["isr"])), (topic, p, view[p], st)
+    return elected_after
+
+
 def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
     m = cluster.m
-    controller = m.start_controller()
+    controller = m.start_controller({"leader_imbalance_check_interval_seconds": REBALANCE_INTERVAL_S})
     cluster.start_channel()
     m.wait_loaded(controller, timeout=180)
     # livectl holds /controller (Kafka's format) before any Kafka broker starts: none of them races for it
@@ -356,6 +466,14 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
             st = cluster.state(topic, p)
             assert view[p] == (st["leader"], sorted(st["isr"])), (address, p, view[p], st)
 
+    # the auto leader rebalance while a reassignment to the dead broker cannot finish: as Kafka 3.9's own
+    # controller (test_kafka_controller_rebalances_while_a_reassignment_runs)
+    preferred, leader = sorted(b for b in BROKERS if b != victim)
+    assert m.zk is not None
+    _rebalance_while_a_reassignment_runs(
+        m.zk, survivors, preferred=preferred, leader=leader, dead=victim, prefix=m.name
+    )
+
     # SIGTERM to a leader: Kafka's controlled shutdown, through livectl; leadership moves before it exits
     stopping = cluster.state(topic, 0)["leader"]
     before = {p: cluster.state(topic, p) for p in range(PARTITIONS)}
@@ -389,3 +507,55 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
         for p in range(PARTITIONS):
             st = cluster.state(topic, p)
             assert view[p] == (st["leader"], sorted(st["isr"])), (address, p, view[p], st)
+
+
+def test_kafka_controller_rebalances_while_a_reassignment_runs(zookeeper: local.Service, tmp_path: Path) -> None:
+    """What Kafka 3.9.2's own ZooKeeper-mode controller does (no livectl: three brokers, one of them elected
+    controller) in the scenario of :func:`_rebalance_while_a_reassignment_runs`; the broker that goes down is
+    not the controller."""
+    chroot = f"/k39-{uuid.uuid4().hex[:6]}"
+    root = KazooClient(hosts=zookeeper.connect, timeout=10)
+    root.start(timeout=15)
+    root.ensure_path(chroot)
+    root.stop()
+    root.close()
+    connect = zookeeper.connect + chroot
+    settings = ZkBrokerSettings(properties={"leader.imbalance.check.interval.seconds": str(REBALANCE_INTERVAL_S)})
+    zk = KazooClient(hosts=connect, timeout=10)
+    with ThreadPoolExecutor(len(BROKERS)) as pool:
+        starting = {
+            b: pool.submit(start_zk_broker, tmp_path / f"kafka-{b}", b, connect, settings=settings) for b in BROKERS
+        }
+    try:
+        brokers = {b: f.result() for b, f in starting.items()}
+        zk.start(timeout=15)
+        kafka_controller: int = cm.wait_until(
+            "a Kafka broker elected controller",
+            lambda: _json_znode(zk, "/controller")["brokerid"] if zk.exists("/controller") else None,
+            60,
+        )
+        dead = max(b for b in BROKERS if b != kafka_controller)
+        preferred, leader = sorted(b for b in BROKERS if b != dead)
+        stop_zk_broker(brokers[dead])  # SIGTERM: its controlled shutdown, then it deregisters
+        cm.wait_until(
+            f"broker {dead} gone from ZooKeeper",
+            lambda: not zk.exists(f"/brokers/ids/{dead}"),
+            30,
+        )
+        live = ",".join(brokers[b].address for b in (preferred, leader))
+        _rebalance_while_a_reassignment_runs(zk, live, preferred=preferred, leader=leader, dead=dead, prefix="k39")
+        assert _json_znode(zk, "/controller")["brokerid"] == kafka_controller, "Kafka's controller did it all"
+        # and by its auto leader rebalance (onReplicaElection's log line, AutoTriggered)
+        elections = [
+            line
+            for line in Path(brokers[kafka_controller].log).read_text(errors="replace").splitlines()
+            if "Starting replica leader election (PREFERRED)" in line and "triggered by AutoTriggered" in line
+        ]
+        assert any("k39-m-0" in line for line in elections), elections
+        assert all(any(f"k39-t-{p}" in line for line in elections) for p in (0, 1)), elections
+    finally:
+        for f in starting.values():
+            if f.exception() is None:
+                stop_zk_broker(f.result(), timeout=0)
+        zk.stop()
+        zk.close()

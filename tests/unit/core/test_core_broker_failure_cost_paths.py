@@ -64,23 +64,46 @@ def _metrics_the_long_way(state: ControllerState) -> tuple[int, int]:
     for tp, li in ctx.partition_leadership.items():
         if tp.topic in ctx.topics_to_be_deleted:
             continue
-        target = ctx.assignment(tp).target_replicas
-        if target and li.leader_and_isr.leader != target[0]:
-            imbalanced += 1
+        ra = ctx.assignment(tp)
+        if ra.replicas:  # Kafka 3.9's hasPreferredLeader, negated
+            preferred, lai = ra.replicas[0], li.leader_and_isr
+            if ra.is_being_reassigned and preferred in ra.adding_replicas:
+                imbalanced += preferred in lai.isr
+            else:
+                imbalanced += lai.leader != preferred
         if len(li.leader_and_isr.isr) < len(ctx.assignment(tp).replicas):
             under += 1
     return imbalanced, under
 
 
+#: (RS, adding, removing, leader and ISR) and whether Kafka 3.9 counts the partition in
+#: PreferredReplicaImbalanceCount
+GAUGE_CASES = [
+    ((1, 2, 3), (), (), LeaderAndIsr(1, (1, 2, 3)), False),  # balanced, fully replicated
+    ((1, 2, 3), (), (), LeaderAndIsr(2, (2, 3)), True),  # not the preferred leader, under-replicated
+    # reassigning to (4, 2, 3), led by 1: the preferred replica 4 is being added and not in the ISR yet
+    ((4, 1, 2, 3), (4,), (1,), LeaderAndIsr(1, (1, 2, 3)), False),
+    # the adding preferred replica 4 is in the ISR: counted, though it leads (3.9's hasPreferredLeader)
+    ((4, 1, 2), (4,), (), LeaderAndIsr(4, (4, 1, 2)), True),
+    ((2, 1, 3), (), (3,), LeaderAndIsr(1, (1, 2, 3)), True),  # removing only: the preferred replica 2 does not lead
+    ((1, 2), (), (1, 2), LeaderAndIsr(1, (1,)), False),  # removing everything: 1 is still RS's head and leads
+]
+
+
+@pytest.mark.parametrize(("rs", "adding", "removing", "lai", "counted"), GAUGE_CASES)
+def test_preferred_replica_imbalance_count_is_kafka_39s(
+    rs: tuple[int, ...], adding: tuple[int, ...], removing: tuple[int, ...], lai: LeaderAndIsr, counted: bool
+) -> None:
+    ctx = ControllerContext(controller_id=1, epoch=2)
+    tp = TopicPartition("t", 0)
+    ctx.set_assignment(tp, ReplicaAssignment(rs, adding, removing))
+    ctx.put_leadership(tp, lai, 2)
+    assert metrics(ControllerState(ctx))["PreferredReplicaImbalanceCount"] == int(counted)
+
+
 def test_gauges_counted_in_one_pass_match_the_long_way() -> None:
     ctx = ControllerContext(controller_id=1, epoch=2)
-    cases = [
-        ((1, 2, 3), (), (), LeaderAndIsr(1, (1, 2, 3))),  # balanced, fully replicated
-        ((1, 2, 3), (), (), LeaderAndIsr(2, (2, 3))),  # not the preferred leader, under-replicated
-        ((4, 1, 2, 3), (4,), (1,), LeaderAndIsr(1, (1, 2, 3))),  # reassigning: target (4, 2, 3), leader 1
-        ((4, 1, 2), (4,), (), LeaderAndIsr(4, (4, 1, 2))),  # adding only: target = RS
-        ((1, 2), (), (1, 2), LeaderAndIsr(1, (1,))),  # removing everything: no target
-    ]
+    cases = [case[:4] for case in GAUGE_CASES]
     for p, (rs, adding, removing, lai) in enumerate(cases):
         tp = TopicPartition("t", p)
         ctx.set_assignment(tp, ReplicaAssignment(rs, adding, removing))
@@ -94,8 +117,8 @@ def test_gauges_counted_in_one_pass_match_the_long_way() -> None:
     state = ControllerState(ctx)
     m = metrics(state)
     assert (m["PreferredReplicaImbalanceCount"], m["UnderReplicatedPartitions"]) == _metrics_the_long_way(state)
-    assert (m["PreferredReplicaImbalanceCount"], m["UnderReplicatedPartitions"]) == (2, 3)
-    assert imbalance(state) == {1: (1, 3), 4: (1, 2)}
+    assert (m["PreferredReplicaImbalanceCount"], m["UnderReplicatedPartitions"]) == (3, 3)
+    assert imbalance(state) == {1: (1, 3), 2: (1, 1), 4: (1, 2)}
 
 
 def test_update_metadata_addressees_skip_no_broker_ids_on_every_path() -> None:
