@@ -94,6 +94,7 @@ from core.kafka.requests import (
     UpdateMetadataRequest,
 )
 from core.model import Broker, TopicPartition
+from core.request_states import metadata_broker
 
 __all__ = ["DEFAULT_GROUP", "ChannelSettings", "ControllerChannel"]
 
@@ -180,6 +181,8 @@ class ControllerChannel:
         self._topic_names: dict[str, str] = {}
         #: brokers' requests answered, for the log and tests
         self.answered = 0
+        #: the broker epoch each broker last got an UpdateMetadata at (see :meth:`_announce`)
+        self._announced: dict[int, int] = {}
 
     def start(self) -> None:
         s = self.settings
@@ -293,6 +296,8 @@ class ControllerChannel:
                 body = advertise_controller(body, self._advertised)
             try:
                 conn = self._connection(broker)
+                if isinstance(body, LeaderAndIsrRequest) and self._announced.get(broker.id) != broker.epoch:
+                    self._announce(conn, broker, body)
                 version = self._version(conn, API_KEYS[type(body)])
                 call = to_kafka(body, version, broker_epoch=body.broker_epoch)
                 response: Any = conn.send(call.request, call.response_type)
@@ -305,6 +310,8 @@ class ControllerChannel:
                 log.error("broker %s: cannot send %s: %s", env.broker_id, env.api.value, e)
                 return True
             self.delivered += 1
+            if isinstance(body, UpdateMetadataRequest):
+                self._announced[broker.id] = broker.epoch
             events = to_events(env.broker_id, body, response)
             log.info(
                 "broker %s: %s v%s of batch %s (epoch %s) answered error %s",
@@ -318,6 +325,33 @@ class ControllerChannel:
             self._publish(env.broker_id, events)
             return True
         return False
+
+    def _announce(self, conn: BrokerConnection, broker: Broker, lisr: LeaderAndIsrRequest) -> None:
+        """Send ``broker`` the registered brokers in an UpdateMetadata with no partitions before its first
+        LeaderAndIsr. A ZooKeeper-mode broker becomes a follower only of a leader its metadata cache lists,
+        and Kafka's controller sends a starting broker its UpdateMetadata first (``onBrokerStartup``), where a
+        batch on the requests topic has it after the LeaderAndIsr."""
+        assert self._zk is not None
+        live = []
+        for child in sorted(self._zk.get_children(zkdata.BROKER_IDS), key=int):
+            registered = self._registration(int(child))
+            if registered is not None:
+                live.append(metadata_broker(registered))
+        um = UpdateMetadataRequest(lisr.controller_id, lisr.controller_epoch, broker.epoch, (), tuple(live))
+        um = advertise_controller(um, self._advertised)
+        version = self._version(conn, API_KEYS[UpdateMetadataRequest])
+        call = to_kafka(um, version, broker_epoch=broker.epoch)
+        response: Any = conn.send(call.request, call.response_type)
+        log.info(
+            "broker %s (epoch %s): UpdateMetadata v%s of the %s registered brokers before its first LeaderAndIsr, "
+            "answered error %s",
+            broker.id,
+            broker.epoch,
+            version,
+            len(live),
+            int(response.error_code.value),
+        )
+        self._announced[broker.id] = broker.epoch
 
     def _version(self, conn: BrokerConnection, api_key: int) -> int:
         ours = OUR_VERSIONS[api_key]

@@ -110,17 +110,16 @@ def sorted_states(ctx: ControllerContext, states: Iterable[_S]) -> tuple[_S, ...
 
 def metadata_brokers(ctx: ControllerContext) -> tuple[MetadataBroker, ...]:
     """The live brokers as UpdateMetadata lists them (``liveBrokers``), by id."""
-    return tuple(
-        MetadataBroker(
-            b.id,
-            tuple(
-                MetadataEndpoint(e.port, e.host, e.listener, SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0))
-                for e in b.endpoints
-            ),
-            b.rack,
-        )
-        for b in sorted(ctx.live_brokers.values(), key=lambda b: b.id)
+    return tuple(metadata_broker(b) for b in sorted(ctx.live_brokers.values(), key=lambda b: b.id))
+
+
+def metadata_broker(b: Broker) -> MetadataBroker:
+    """One registered broker as UpdateMetadata lists it."""
+    endpoints = tuple(
+        MetadataEndpoint(e.port, e.host, e.listener, SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0))
+        for e in b.endpoints
     )
+    return MetadataBroker(b.id, endpoints, b.rack)
 
 
 def leader_node(b: Broker) -> BrokerAddress:

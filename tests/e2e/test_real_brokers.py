@@ -508,6 +508,25 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
             st = cluster.state(topic, p)
             assert view[p] == (st["leader"], sorted(st["isr"])), (address, p, view[p], st)
 
+    # the hard-killed broker started again: Kafka's onBrokerStartup — it hears of the live brokers before its
+    # LeaderAndIsr, becomes a follower of the remaining leader, catches up and rejoins every ISR
+    first_life = Path(cluster.brokers[victim].log).stat().st_size
+    cluster.start_broker(victim)
+    cm.wait_until(
+        f"broker {victim} back in every ISR (ZooKeeper, by AlterPartition through the channel)",
+        lambda: all(victim in cluster.state(topic, p)["isr"] for p in range(PARTITIONS)),
+        90,
+    )
+    back = cluster.brokers[victim].address
+    with open(cluster.brokers[victim].log, "rb") as f:
+        f.seek(first_life)
+        assert b"cannot become follower" not in f.read()
+    assert sorted(_consume(back, topic)) == sorted(first + second + third)
+    view = _kafka_view(back, topic)
+    for p in range(PARTITIONS):
+        st = cluster.state(topic, p)
+        assert view[p] == (st["leader"], sorted(st["isr"])), (back, p, view[p], st)
+
 
 def test_kafka_controller_rebalances_while_a_reassignment_runs(zookeeper: local.Service, tmp_path: Path) -> None:
     """What Kafka 3.9.2's own ZooKeeper-mode controller does (no livectl: three brokers, one of them elected
