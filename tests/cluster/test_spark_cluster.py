@@ -636,6 +636,7 @@ def test_controller_on_a_spark_cluster(machines: Machines, env_archive: Path, tm
         assert props.get("spark.sql.streaming.stateStore.providerClass", "").endswith("RocksDBStateStoreProvider")
 
         # ------------------------------------------------------------------ cut worker 1 off from the active driver
+        step_started = time.monotonic()
         lost, kept = cluster.workers["worker-1"], cluster.workers["worker-2"]
         (cut_executor,) = _active_executors_on(active, active_app, machines.worker_1.address)
         kept_ids = set(executor_dirs(kept, active_app))
@@ -725,7 +726,8 @@ def test_controller_on_a_spark_cluster(machines: Machines, env_archive: Path, tm
             f"worker 1 cut off from {active.name} while tasks {sorted(cut_ids)} of stage {stage} (batch {batch}, "
             f"try {attempt}) ran on executor {cut_executor}; declared lost {declared_lost_s:.1f} s after the cut "
             f"({removed.get('removeReason')!r}; its process {'still running' if zombie_alive_then else 'gone'} then), "
-            f"batch committed {committed_s:.1f} s after; healed, executor {replacement} joined {rejoined_s:.1f} s after"
+            f"batch committed {committed_s:.1f} s after; healed, executor {replacement} joined "
+            f"{rejoined_s:.1f} s after; the step took {time.monotonic() - step_started:.1f} s"
         )
 
         # ------------------------------------------------------------------ reassign payments, lose worker 1
