@@ -565,8 +565,8 @@ def test_controller_on_a_spark_cluster(machines: Machines, env_archive: Path, tm
             return len(apps) == 2 and all(int(a.get("cores", 0)) == 2 for a in apps)
 
         wait_until("both applications holding 2 executors", both_apps_have_two_executors, timeout=180)
-        active_app = wait_until("the active driver's application id", lambda: app_id_of(active), timeout=60)
-        standby_app = wait_until("the standby driver's application id", lambda: app_id_of(standby), timeout=60)
+        active_app = wait_until("the active driver's application id", lambda: app_id_of(active), timeout=180)
+        standby_app = wait_until("the standby driver's application id", lambda: app_id_of(standby), timeout=180)
         for app in (active_app, standby_app):
             for w in cluster.workers.values():
                 assert executor_dirs(w, app), f"{app} has no executor on {w.name}"

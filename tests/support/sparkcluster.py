@@ -200,9 +200,12 @@ def http_json(url: str, timeout: float = 5.0) -> Any:
         return json.loads(resp.read())
 
 
-def try_json(url: str) -> Any:
+def try_json(url: str, timeout: float = 20.0) -> Any:
+    """``url``'s JSON, or ``None`` when it does not answer within ``timeout``. With 5 s, the cluster test's
+    60 s wait for a driver's application id ran out on a loaded 2-core machine (load average ~14) while the
+    driver was starting its query."""
     try:
-        return http_json(url)
+        return http_json(url, timeout)
     except (OSError, ValueError):
         return None
 
