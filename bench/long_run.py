@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import shutil
 import signal
@@ -393,6 +394,8 @@ class LongRun:
         self.samples: list[Sample] = []
         self.epochs = Epochs()
         self.errors: list[str] = []
+        #: called after each window's checks (``python -m bench long_run`` writes the windows so far)
+        self.on_window: Callable[[LongRun], None] | None = None
         self._n = 0
 
     def now(self) -> float:
@@ -619,13 +622,23 @@ class LongRun:
                 self.check_epochs(f"window {k - 1}")
             except Exception as e:  # a read that failed is said, not a reason to stop the run
                 self.errors.append(f"window {k - 1}'s epoch check: {e!r}")
+            if self.on_window is not None:
+                self.on_window(self)
             k += 1
 
-    def windows(self) -> list[Window]:
-        n = max(1, round((self.end - self.start) / self.cfg.window_seconds))
+    def windows(self, upto: float | None = None) -> list[Window]:
+        """The windows of the run (``upto``: of its first ``upto`` seconds, while it runs)."""
+        span = (self.end - self.start) if upto is None else upto
+        n = max(1, round(span / self.cfg.window_seconds))
         w = self.cfg.window_seconds
-        out = [Window(i, round(i * w, 1), round(min((i + 1) * w, self.end - self.start), 1)) for i in range(n)]
-        for c in self.commands.values():
+        with self.lock:
+            commands = [dataclasses.replace(c) for c in self.commands.values()]
+            samples = list(self.samples)
+            events = list(self.events)
+        out = [Window(i, round(i * w, 1), round(min((i + 1) * w, span), 1)) for i in range(n)]
+        for c in commands:
+            if c.sent >= span:
+                continue
             win = out[min(int(c.sent // w), n - 1)]
             win.commands += 1
             if c.answered is not None:
@@ -633,12 +646,12 @@ class LongRun:
         for win in out:
             lat = sorted(
                 c.answered - c.sent
-                for c in self.commands.values()
-                if c.answered is not None and win.start <= c.sent < win.end + (1e9 if win.index == n - 1 else 0)
+                for c in commands
+                if c.answered is not None and win.start <= c.sent < (win.end if win.index < n - 1 else span + 1e9)
             )
             if lat:
                 win.p50_s, win.p99_s, win.max_s = round(_pct(lat, 0.5), 2), round(_pct(lat, 0.99), 2), round(lat[-1], 2)
-            in_window = [s for s in self.samples if win.start <= s.t < win.end + (1e9 if win.index == n - 1 else 0)]
+            in_window = [s for s in samples if win.start <= s.t < (win.end if win.index < n - 1 else span + 1e9)]
             roles = sorted({r for s in in_window for r in s.roles})
             for r in roles:
                 us = [s.roles[r] for s in in_window if r in s.roles]
@@ -648,7 +661,7 @@ class LongRun:
                     "fds": max(u.fds for u in us),
                     "processes": max(u.processes for u in us),
                 }
-        for e in self.events:
+        for e in events:
             out[min(int(e["t"] // w), n - 1)].events.append(_short(e))
         return out
 
@@ -899,7 +912,15 @@ def cluster(
         m.close(at_once=True)
 
 
-def run(zk_root: str, bootstrap: str, work: Path, cfg: Config, log: Callable[[str], None] = print) -> Report:
+def run(
+    zk_root: str,
+    bootstrap: str,
+    work: Path,
+    cfg: Config,
+    *,
+    log: Callable[[str], None] = print,
+    on_window: Callable[[LongRun], None] | None = None,
+) -> Report:
     """The whole long run on services already running (``zk_root``: ZooKeeper's connect string)."""
     import datetime as dt
 
@@ -907,6 +928,7 @@ def run(zk_root: str, bootstrap: str, work: Path, cfg: Config, log: Callable[[st
     t0 = time.monotonic()
     with cluster(zk_root, bootstrap, work, cfg, log) as m:
         lr = LongRun(m, cfg, log)
+        lr.on_window = on_window
         report.setup_s = round(time.monotonic() - t0, 1)
         lr.run(report)
     return report
@@ -1091,11 +1113,18 @@ def main() -> int:
     with interruptible(), services(keep=args.keep, zk_heap=args.zk_heap) as svc:
         work = Path(tempfile.mkdtemp(prefix="livectl-long-run-"))
         try:
-            report = run(svc.zookeeper.connect, svc.broker.bootstrap, work, cfg)
+            machine = machine_info(svc.zookeeper.port)
+
+            def partial(lr: LongRun) -> None:
+                # the windows so far, rewritten after each: a run cut short still leaves its figures
+                windows = lr.windows(upto=lr.now() // cfg.window_seconds * cfg.window_seconds)
+                progress = {"partial": True, "config": asdict(cfg), "windows": [asdict(w) for w in windows]}
+                write_results("long_run", {"machine": machine, "command": " ".join(sys.argv), **progress})
+
+            report = run(svc.zookeeper.connect, svc.broker.bootstrap, work, cfg, on_window=partial)
         finally:
             if not args.keep:
                 shutil.rmtree(work, ignore_errors=True)
-        machine = machine_info(svc.zookeeper.port)
     print()
     print_report(report)
     path = write_results("long_run", {"machine": machine, "command": " ".join(sys.argv), **asdict(report)})
