@@ -10,7 +10,8 @@ Asserted: every command answered exactly once with ``ok`` (the admin-results top
 every broker's own view in agreement at the end, leader and controller epochs only growing, and, after the
 warm-up window, the threads and open descriptors of the active controller's JVM and Python and of the
 brokers not still rising (the last window within :data:`bench.long_run.SHORT_SLACK` of the first after the
-warm-up). Memory is reported, not asserted: 75 s says nothing of a leak per hour.
+warm-up: a few for the Python processes; the JVM's thread pools still grow in its first minutes). Memory is
+reported, not asserted: 75 s says nothing of a leak per hour.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ def test_a_short_long_run_keeps_every_invariant(
     happened = [e["what"] for e in report.events]
     assert happened.count("broker-back") >= 1, happened
     assert happened.count("takeover-loaded") >= 1, happened
-    for role in ("active_jvm", "active_python", "brokers"):
+    for role, slack in long_run.SHORT_SLACK.items():
         # a window in the middle of the takeover has no active controller
         seen = [w for w in report.windows[cfg.warmup_windows :] if role in w.roles]
         assert seen, (role, report.windows)
         first, last = seen[0], seen[-1]
-        for metric in long_run.SHORT_SLACK:
-            assert long_run.within_slack(first.roles[role][metric], last.roles[role][metric], metric), (
+        for metric in slack:
+            assert long_run.within_slack(role, metric, first.roles[role][metric], last.roles[role][metric]), (
                 role,
                 metric,
                 first,
