@@ -16,6 +16,8 @@ BENCHMARKS: dict[str, str] = {
     "admin_latency": "create-topic command -> all its partitions Online in ZooKeeper: p50 / p90 / p99",
     "crash_matrix": "the controller SIGKILLed at points seen by ZooKeeper watches: does every point converge",
     "partitions": "links cut between test hosts (network namespaces) under a running cluster: do the invariants hold",
+    "long_run": "an hour at 100k partitions under admin commands, broker kills and takeovers: memory, threads, "
+    "descriptors and admin latency per window, growth per hour, the invariants at the end",
     "feature_cost": "an optional feature's cost to the micro-batch (metrics, audit), with and without",
     "idle_cost": "an idle controller's CPU per trigger interval",
     "compression_cost": "each request_compression codec on a large batch's messages: send time and bytes",

@@ -90,7 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="write every broker's partitions (role, leader epoch, ISR, LEO, HW) and the acknowledged-loss "
-        "audit to FILE as JSON each second (default: not written)",
+        "audit to FILE as JSON every --status-interval-ms (default: not written)",
+    )
+    b.add_argument(
+        "--status-interval-ms",
+        type=int,
+        default=1_000,
+        help="how often --status-file is rewritten (default: %(default)s)",
     )
     b.add_argument("--log-level", default="INFO", help="Python logging level (default: %(default)s)")
 
@@ -188,6 +194,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=50,
         help="how often a follower fetches from its leader (default: %(default)s)",
     )
+    sim.add_argument(
+        "--tick-ms",
+        type=int,
+        default=50,
+        help="how often the process ticks its brokers (produce, ISR checks, due fetches); it also waits this long "
+        "for requests between ticks (default: %(default)s)",
+    )
 
     t = p.add_argument_group("topics")
     t.add_argument("--requests-topic", default=REQUESTS_TOPIC, help="the controller's requests (default: %(default)s)")
@@ -207,6 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.shutdown_timeout_s <= 0:
         parser.error("--shutdown-timeout-s: must be > 0")
+    for name in ("tick_ms", "status_interval_ms"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')}: must be > 0")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
     logging.getLogger("kazoo").setLevel(logging.WARNING)
@@ -243,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config=config,
         session_timeout_ms=args.session_timeout_ms,
         status_file=args.status_file,
+        status_interval_ms=args.status_interval_ms,
+        tick_ms=args.tick_ms,
         topic_wait_s=args.topic_wait_s,
         requests_topic=args.requests_topic,
         events_topic=args.events_topic,

@@ -85,8 +85,10 @@ class ProcessSettings:
     control_topic: str = CONTROL_TOPIC
     #: wait this long for the controller's topics to exist
     topic_wait_s: float = 60.0
-    #: write a JSON status of every broker here once a second
+    #: write a JSON status of every broker here every ``status_interval_ms``
     status_file: Path | None = None
+    #: at 100k partitions a status file is megabytes of JSON: the long run writes it less often
+    status_interval_ms: int = 1000
     #: Kafka client security properties by Kafka's names (``--command-config``), for every Kafka client
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
     #: ZooKeeper authentication and ACLs of the registrations (``--zookeeper-auth``, ``--zookeeper-set-acl``)
@@ -479,7 +481,7 @@ class SimBrokersProcess:
     def _write_status(self) -> None:
         path = self.settings.status_file
         t = now_ms()
-        if path is None or t - self._last_status_ms < 1000:
+        if path is None or t - self._last_status_ms < self.settings.status_interval_ms:
             return
         self._last_status_ms = t
         status: dict[str, Any] = {"brokers": {}, "time_ms": int(time.time() * 1000)}

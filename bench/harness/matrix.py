@@ -112,11 +112,24 @@ class Expect:
 class Matrix:
     """One cluster (a ZooKeeper chroot, topic names, a checkpoint), its brokers and its controllers."""
 
-    def __init__(self, zk_root: str, bootstrap: str, work: Path, *, session_timeout_ms: int = 6000) -> None:
+    def __init__(
+        self,
+        zk_root: str,
+        bootstrap: str,
+        work: Path,
+        *,
+        session_timeout_ms: int = 6000,
+        broker_ids: Sequence[int] = BROKERS,
+        broker_args: Sequence[str] = (),
+    ) -> None:
         self.name = f"cm{uuid.uuid4().hex[:6]}"
         self.bootstrap = bootstrap
         self.work = work
         self.session_timeout_ms = session_timeout_ms
+        #: the simulated brokers :meth:`open` starts (one process each) and more ``python -m simbrokers``
+        #: options for each
+        self.broker_ids = tuple(broker_ids)
+        self.broker_args = tuple(broker_args)
         self.zk_connect = f"{zk_root}/{self.name}"
         self.topics = {
             "admin": f"{self.name}.admin",
@@ -151,9 +164,9 @@ class Matrix:
         self.zk.start(timeout=15)
         ensure_topics(self.bootstrap, list(self.topics.values()))
         self.producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0)
-        for b in BROKERS:
+        for b in self.broker_ids:
             self.start_broker(b)
-        wait_until("brokers registered", lambda: set(self.registered_brokers()) >= set(BROKERS), 60)
+        wait_until("brokers registered", lambda: set(self.registered_brokers()) >= set(self.broker_ids), 60)
 
     def close(self, *, at_once: bool = False) -> None:
         """Stop every controller (SIGTERM, or SIGKILL ``at_once``) and broker, then the clients."""
@@ -186,6 +199,7 @@ class Matrix:
             session_timeout_ms=self.session_timeout_ms,
             prefix=self.prefix(f"broker-{broker_id}"),
             host=self.address(f"broker-{broker_id}"),
+            extra_args=self.broker_args,
         )
 
     def registered_brokers(self) -> list[int]:

@@ -107,12 +107,13 @@ def start_broker_process(
     session_timeout_ms: int,
     prefix: Sequence[str] = (),
     host: str = "127.0.0.1",
+    extra_args: Sequence[str] = (),
 ) -> BrokerProcess:
     """Start simulated broker ``broker_id`` in its own process and session (Ctrl-C in the terminal reaches
     only the demo, which then stops the brokers itself). ``prefix`` goes before the command (the
     reliability tests run a broker in a network namespace of its own: ``ip netns exec NAME``); it must
     exec the command, so that the process started is the broker; ``host`` is the address the broker
-    registers and serves fetches on (``--host``)."""
+    registers and serves fetches on (``--host``); ``extra_args`` are more ``python -m simbrokers`` options."""
     brokers_dir.mkdir(parents=True, exist_ok=True)
     status = (brokers_dir / f"broker-{broker_id}.json").resolve()
     status.unlink(missing_ok=True)  # a previous incarnation's view must not be mistaken for this one's
@@ -140,6 +141,7 @@ def start_broker_process(
         topics["events"],
         "--control-topic",
         topics["control"],
+        *extra_args,
     ]
     env = dict(os.environ)
     # the packages of this checkout, whether or not livectl is installed in the interpreter

@@ -63,7 +63,8 @@ def split_dumped(
     other bodies its size is known from its entries')."""
     split = _Split.of(body)
     if split is None:
-        return [(body, dumps(body))]
+        answers = _split_answers(body, max_bytes)
+        return answers if answers is not None else [(body, dumps(body))]
     split.mappings = mappings
     size = split.whole_size()
     dumped = split.whole() if size is None else None
@@ -78,6 +79,44 @@ def split_dumped(
     return [
         p for start in range(0, split.total, step) for p in split.fit(start, min(start + step, split.total), max_bytes)
     ]
+
+
+def _split_answers(body: Mapping[str, Any], max_bytes: int) -> list[tuple[Mapping[str, Any] | None, bytes]] | None:
+    """An AlterPartitionResponse body (``topics[].partitions[]``) cut at partition boundaries into parts
+    whose JSON each fits in ``max_bytes``, halving a part until it fits; ``None`` when ``body`` holds no such
+    list. Each partition entry answers its own request (it names it by ``correlationId``), so a part is
+    as complete an answer as the whole: after a broker failure at 100k partitions one micro-batch answers
+    10,000 ISR proposals from one leader, a message of over 1 MB that the producer refused."""
+    topics = body.get("topics")
+    if not isinstance(topics, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("partitions"), list) for t in topics
+    ):
+        return None
+    flat = [(i, p) for i, t in enumerate(topics) for p in t["partitions"]]
+    rest = {k: body[k] for k in body if k != "topics"}
+
+    def part(lo: int, hi: int) -> tuple[Mapping[str, Any], bytes]:
+        grouped: list[tuple[int, list[Any]]] = []
+        for i, p in flat[lo:hi]:
+            if grouped and grouped[-1][0] == i:
+                grouped[-1][1].append(p)
+            else:
+                grouped.append((i, [p]))
+        entries = [{**{k: v for k, v in topics[i].items() if k != "partitions"}, "partitions": ps} for i, ps in grouped]
+        cut = {**rest, "topics": entries}
+        return cut, dumps(cut)
+
+    def fit(lo: int, hi: int) -> list[tuple[Mapping[str, Any] | None, bytes]]:
+        cut, data = part(lo, hi)
+        if hi - lo <= 1 or len(data) <= max_bytes:
+            return [(cut, data)]
+        half = (hi - lo) // 2
+        return fit(lo, lo + half) + fit(lo + half, hi)
+
+    whole = dumps(body)
+    if len(whole) <= max_bytes or len(flat) <= 1:
+        return [(body, whole)]
+    return fit(0, len(flat))
 
 
 def _framed(prefix: bytes, texts: Sequence[bytes], suffix: bytes) -> bytes:

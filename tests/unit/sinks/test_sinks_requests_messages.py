@@ -4,6 +4,7 @@ into complete parts."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from request_bodies import lisr_request, um_request
@@ -127,3 +128,47 @@ def test_a_stale_alter_partition_answer_leaves_another_requests_results_intact()
         (0, -1, [(1, fresh.correlation_id)]),
         (KafkaError.STALE_BROKER_EPOCH, stale.correlation_id, []),
     ]
+
+
+def test_a_large_alter_partition_answer_is_split_into_complete_parts() -> None:
+    """After a broker failure at 100k partitions one micro-batch answers 10,000 ISR proposals of one leader:
+    one AlterPartitionResponse of over 1 MB, which the producer refused (the long run's takeover). Each
+    partition entry answers its own request, so parts at partition boundaries are complete answers."""
+    from sinks.requests import MAX_MESSAGE_BYTES, request_messages
+
+    topics: list[dict[str, Any]] = [
+        {
+            "topicName": f"base-{t:05d}",
+            "topicId": "AAAAAAAAAAAAAAAAAAAAAA",
+            "partitions": [
+                {
+                    "partitionIndex": p,
+                    "errorCode": 0,
+                    "leaderId": 3,
+                    "leaderEpoch": 4,
+                    "isr": [3, 4],
+                    "partitionEpoch": 7,
+                    "leaderRecoveryState": 0,
+                    "correlationId": t * 100 + p,
+                }
+                for p in range(100)
+            ],
+        }
+        for t in range(100)
+    ]
+    body = {"errorCode": 0, "throttleTimeMs": 0, "topics": topics}
+    assert len(json.dumps(body, separators=(",", ":"))) > 1_048_576  # kafka-python's max_request_size
+    request = dc.BrokerRequest(3, RequestApi.ALTER_PARTITION_RESPONSE, WireBody(body))
+    msgs = request_messages("livectl.requests", Fence(2, 1), 7, [request])
+    assert len(msgs) > 1
+    assert all(len(m.value) <= MAX_MESSAGE_BYTES for m in msgs)
+    values = [m.value_json() for m in msgs]
+    assert [(v["part"], v["parts"]) for v in values] == [(k, len(msgs)) for k in range(1, len(msgs) + 1)]
+    assert all(v["body"]["errorCode"] == 0 for v in values)
+    answered = [
+        (t["topicName"], p["correlationId"]) for v in values for t in v["body"]["topics"] for p in t["partitions"]
+    ]
+    assert answered == [(t["topicName"], p["correlationId"]) for t in topics for p in t["partitions"]]
+    # an answer that fits is one message, as before
+    small = dc.BrokerRequest(3, RequestApi.ALTER_PARTITION_RESPONSE, WireBody({**body, "topics": topics[:2]}))
+    assert len(request_messages("livectl.requests", Fence(2, 1), 7, [small])) == 1
