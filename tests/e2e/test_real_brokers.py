@@ -140,8 +140,17 @@ class Cluster:
             tps = [KafkaTopicPartition(self.m.topics["events"], p) for p in parts]
             consumer.assign(tps)
             consumer.seek_to_beginning(*tps)
-            # keyed by broker id, or by what else wrote it (the controller's own events)
-            return [(r.key, json.loads(r.value)) for r in consumer]
+            # up to the end as of now: the controller keeps writing its own events (the auto-rebalance ticks
+            # every REBALANCE_INTERVAL_S), so the topic never goes quiet for the consumer's timeout
+            ends = consumer.end_offsets(tps)
+            out: list[tuple[bytes, dict[str, Any]]] = []
+            deadline = time.monotonic() + 60
+            while any(consumer.position(tp) < ends[tp] for tp in tps):
+                assert time.monotonic() < deadline, f"broker-events not read to {ends} in 60 s"
+                for tp, records in consumer.poll(timeout_ms=1000).items():
+                    # keyed by broker id, or by what else wrote it (the controller's own events)
+                    out.extend((r.key, json.loads(r.value)) for r in records if r.offset < ends[tp])
+            return out
         finally:
             consumer.close()
 
