@@ -209,7 +209,8 @@ class ControllerLease:
         except (NoNodeError, BadVersionError):
             pass
         except (KazooException, KazooTimeoutError) as e:
-            log.warning("could not delete /controller (%s): it goes when this controller's session expires", e)
+            reason = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            log.warning("could not delete /controller (%s): it goes when this controller's session expires", reason)
 
     # ------------------------------------------------------------------ internals
 

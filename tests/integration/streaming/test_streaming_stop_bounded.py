@@ -44,7 +44,12 @@ def test_close_with_zookeeper_gone_ends_and_says_so(
     with caplog.at_level(logging.WARNING, logger="streaming.driver.lease"):
         Opened(zk, lease).close()
     assert time.monotonic() - started < 2 * RELEASE_TIMEOUT_S + KAZOO_STOP_S
-    assert "resigning without ZooKeeper: /controller goes when this controller's session expires" in caplog.text
+    # kazoo may not have noticed the loss yet: then the delete is tried and fails within its bound; either way
+    # the line says /controller is left to the session's expiry
+    said = [r.getMessage() for r in caplog.records if "goes when this controller's session expires" in r.getMessage()]
+    assert said, caplog.text
+    assert said[0].startswith(("resigning without ZooKeeper:", "could not delete /controller (")), said
+    assert "()" not in said[0], said  # the reason is named (an exception with no message: its type)
 
 
 def test_close_with_kafka_gone_ends_within_the_producer_bound(zookeeper: Any, tmp_path: Path) -> None:
