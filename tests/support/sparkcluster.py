@@ -11,12 +11,6 @@ controller submitted to it with ``bin/spark-submit`` — every piece a separate 
   mode) from a folder holding the packed environment unpacked as ``environment``; executors get the same
   environment with ``--archives <env>#environment``; ``spark.pyspark.python`` and
   ``spark.pyspark.driver.python`` are both ``./environment/bin/python``.
-
-Every process binds and advertises one address (``127.0.0.1`` unless told): the cluster test runs worker 1
-and each driver on a network namespace host of its own (``bench/harness/netns.py``) and the rest on an
-address of the root namespace that those hosts reach, so that one link (worker 1 to the active driver) can
-be cut while every process keeps running. ``prefix`` runs a process in its host (``ip netns exec NAME``,
-which execs the command: the PID started is the process's own).
 """
 
 from __future__ import annotations
@@ -48,9 +42,8 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
 
-def machine_env(home: Path, conf_dir: Path, address: str = "127.0.0.1") -> dict[str, str]:
-    """The environment of a Spark machine whose address is ``address``: Java and ``SPARK_HOME``; nothing of
-    this repository's venv."""
+def machine_env(home: Path, conf_dir: Path) -> dict[str, str]:
+    """The environment of a Spark machine: Java and ``SPARK_HOME``; nothing of this repository's venv."""
     venv_bin = str(Path(sys.executable).parent)
     path = os.pathsep.join(p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p != venv_bin)
     # the machine's own temporary space (its "/tmp"): Spark's local dirs (block manager, the driver's copy of
@@ -67,7 +60,7 @@ def machine_env(home: Path, conf_dir: Path, address: str = "127.0.0.1") -> dict[
         "TMPDIR": str(scratch),
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_CONF_DIR": str(conf_dir),
-        "SPARK_LOCAL_IP": address,
+        "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOCAL_DIRS": str(scratch),
         "SPARK_SUBMIT_OPTS": jvm,
         "SPARK_DAEMON_JAVA_OPTS": jvm,
@@ -120,8 +113,6 @@ class SparkProcess:
     log: Path
     marker: str
     ports: dict[str, int] = field(default_factory=dict)
-    #: the address it binds and advertises (its web UI's too)
-    address: str = "127.0.0.1"
 
     @property
     def pid(self) -> int:
@@ -182,17 +173,15 @@ class SparkProcess:
             return ""
 
 
-def _spawn(
-    name: str, cmd: Sequence[str], cwd: Path, env: dict[str, str], marker: str, *, prefix: Sequence[str] = ()
-) -> SparkProcess:
+def _spawn(name: str, cmd: Sequence[str], cwd: Path, env: dict[str, str], marker: str) -> SparkProcess:
     cwd.mkdir(parents=True, exist_ok=True)
     log = cwd / f"{name}.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [*prefix, *cmd], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            list(cmd), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
-    return SparkProcess(name, proc, log, marker, address=env["SPARK_LOCAL_IP"])
+    return SparkProcess(name, proc, log, marker)
 
 
 def http_json(url: str, timeout: float = 5.0) -> Any:
@@ -200,12 +189,9 @@ def http_json(url: str, timeout: float = 5.0) -> Any:
         return json.loads(resp.read())
 
 
-def try_json(url: str, timeout: float = 20.0) -> Any:
-    """``url``'s JSON, or ``None`` when it does not answer within ``timeout``. With 5 s, the cluster test's
-    60 s wait for a driver's application id ran out on a loaded 2-core machine (load average ~14) while the
-    driver was starting its query."""
+def try_json(url: str) -> Any:
     try:
-        return http_json(url, timeout)
+        return http_json(url)
     except (OSError, ValueError):
         return None
 
@@ -218,11 +204,11 @@ class StandaloneCluster:
 
     @property
     def url(self) -> str:
-        return f"spark://{self.master.address}:{self.master.ports['port']}"
+        return f"spark://127.0.0.1:{self.master.ports['port']}"
 
     def state(self) -> dict[str, Any]:
         """The master's own view (its web UI's ``/json/``): workers, applications."""
-        doc = try_json(f"http://{self.master.address}:{self.master.ports['webui']}/json/")
+        doc = try_json(f"http://127.0.0.1:{self.master.ports['webui']}/json/")
         return doc if isinstance(doc, dict) else {}
 
     def alive_workers(self) -> int:
@@ -237,45 +223,34 @@ class StandaloneCluster:
         self.master.stop()
 
 
-def start_master(run_dir: Path, conf_dir: Path, address: str = "127.0.0.1") -> SparkProcess:
+def start_master(run_dir: Path, conf_dir: Path) -> SparkProcess:
     port, webui = local.free_port(), local.free_port()
     home = run_dir / "master"
-    env = machine_env(home, conf_dir, address)
+    env = machine_env(home, conf_dir)
     # a worker that stops heart-beating is declared dead after 10 s (default 60): the test kills one. The
     # workers are given the same value (they heart-beat every timeout / 4)
     env["SPARK_MASTER_OPTS"] = "-Dspark.worker.timeout=10"
-    cmd = [str(SPARK_CLASS), MASTER_CLASS, "--host", address, "--port", str(port), "--webui-port", str(webui)]
+    cmd = [str(SPARK_CLASS), MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui)]
     p = _spawn("master", cmd, home, env, MASTER_CLASS)
     p.ports = {"port": port, "webui": webui}
     return p
 
 
-def start_worker(
-    run_dir: Path,
-    conf_dir: Path,
-    name: str,
-    master_url: str,
-    *,
-    cores: int,
-    memory: str,
-    address: str = "127.0.0.1",
-    prefix: Sequence[str] = (),
-) -> SparkProcess:
+def start_worker(run_dir: Path, conf_dir: Path, name: str, master_url: str, *, cores: int, memory: str) -> SparkProcess:
     """A worker with its own folder (its working directory) and work dir ``<folder>/work``, where each
-    executor gets ``<app id>/<executor id>/`` and unpacks ``spark.archives``. Its executors inherit its
-    address (``SPARK_LOCAL_IP``) and, started with ``prefix``, its network namespace."""
+    executor gets ``<app id>/<executor id>/`` and unpacks ``spark.archives``."""
     port, webui = local.free_port(), local.free_port()
     home = run_dir / name
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
     cmd = [
-        str(SPARK_CLASS), WORKER_CLASS, master_url, "--host", address, "--port", str(port),
+        str(SPARK_CLASS), WORKER_CLASS, master_url, "--host", "127.0.0.1", "--port", str(port),
         "--webui-port", str(webui), "--cores", str(cores), "--memory", memory, "--work-dir", str(work),
     ]  # fmt: skip
-    env = machine_env(home, conf_dir, address)
+    env = machine_env(home, conf_dir)
     # the same timeout as the master's: a worker heart-beats every timeout / 4
     env["SPARK_WORKER_OPTS"] = "-Dspark.worker.timeout=10"
-    p = _spawn(name, cmd, home, env, str(work), prefix=prefix)
+    p = _spawn(name, cmd, home, env, str(work))
     p.ports = {"port": port, "webui": webui}
     return p
 
@@ -288,8 +263,7 @@ def executor_dirs(worker: SparkProcess, app_id: str) -> dict[str, Path]:
 
 @dataclass(frozen=True)
 class DriverSpec:
-    """One controller under ``spark-submit``: ``args`` go to ``streaming/main.py``; ``conf``: more Spark
-    properties (``--conf key=value``), the test's own."""
+    """One controller under ``spark-submit``: ``args`` go to ``streaming/main.py``."""
 
     name: str
     controller_id: int
@@ -297,7 +271,6 @@ class DriverSpec:
     cores_max: int = 2
     executor_memory: str = "512m"
     driver_memory: str = "768m"
-    conf: tuple[tuple[str, str], ...] = ()
 
 
 def unpack_env(env_archive: Path, into: Path) -> Path:
@@ -308,16 +281,7 @@ def unpack_env(env_archive: Path, into: Path) -> Path:
     return into
 
 
-def start_driver(
-    run_dir: Path,
-    conf_dir: Path,
-    cluster_url: str,
-    env_archive: Path,
-    spec: DriverSpec,
-    *,
-    address: str = "127.0.0.1",
-    prefix: Sequence[str] = (),
-) -> SparkProcess:
+def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: Path, spec: DriverSpec) -> SparkProcess:
     """``spark-submit`` in client mode, in its own folder and session; the driver's UI on a free port.
 
     The driver machine has the same environment unpacked as ``./environment`` in the driver's working
@@ -351,20 +315,19 @@ def start_driver(
         "--conf", f"spark.executor.memory={spec.executor_memory}",
         # an executor's temporary files in its own working directory (under its worker's folder), not /tmp
         "--conf", f"spark.executor.extraJavaOptions=-Djava.io.tmpdir=. {SHORT_LIVED_JIT}",
-        "--conf", f"spark.driver.host={address}",
-        "--conf", f"spark.driver.bindAddress={address}",
+        "--conf", "spark.driver.host=127.0.0.1",
+        "--conf", "spark.driver.bindAddress=127.0.0.1",
         "--conf", f"spark.ui.port={ui}",
         "--conf", f"spark.driver.port={rpc}",
         "--archives", f"{env_archive}#environment",
         "--conf", "spark.pyspark.python=./environment/bin/python",
         "--conf", "spark.pyspark.driver.python=./environment/bin/python",
         "--jars", str(ui_jar.relative_to(home)),
-        *[arg for key, value in spec.conf for arg in ("--conf", f"{key}={value}")],
         str(main_py.relative_to(home)),
         "--controller-id", str(spec.controller_id),
         *spec.args,
     ]  # fmt: skip
-    p = _spawn(spec.name, cmd, home, machine_env(home, conf_dir, address), f"livectl-{spec.name}", prefix=prefix)
+    p = _spawn(spec.name, cmd, home, machine_env(home, conf_dir), f"livectl-{spec.name}")
     p.ports = {"ui": ui}
     return p
 
@@ -391,20 +354,15 @@ def discard_copies(run_dir: Path) -> None:
 
 def app_id_of(driver: SparkProcess) -> str | None:
     """The application id, from the driver's own REST API (``/api/v1/applications``)."""
-    doc = try_json(f"http://{driver.address}:{driver.ports['ui']}/api/v1/applications")
+    doc = try_json(f"http://127.0.0.1:{driver.ports['ui']}/api/v1/applications")
     if isinstance(doc, list) and doc:
         return str(doc[0]["id"])
     return None
 
 
-def api_url(driver: SparkProcess, app_id: str) -> str:
-    """The driver's REST API for application ``app_id`` (``http://<address>:<ui>/api/v1/applications/<id>``)."""
-    return f"http://{driver.address}:{driver.ports['ui']}/api/v1/applications/{app_id}"
-
-
 def executors_of(driver: SparkProcess, app_id: str) -> list[dict[str, Any]]:
     """Every executor the driver has had (``allexecutors``: active and removed), without the driver."""
-    doc = try_json(f"{api_url(driver, app_id)}/allexecutors")
+    doc = try_json(f"http://127.0.0.1:{driver.ports['ui']}/api/v1/applications/{app_id}/allexecutors")
     return [e for e in doc or [] if e.get("id") != "driver"]
 
 
