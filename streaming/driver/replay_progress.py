@@ -39,7 +39,7 @@ def planned_records(store: CheckpointStore, batch_id: int) -> str:
         start = _offsets(store, batch_id - 1) if batch_id > 0 else None
     except (CheckpointError, ValueError, OSError):
         return ""
-    if end is None or start is None:
+    if not end or start is None:
         return ""
     moved = {tp: (start.get(tp, 0), o) for tp, o in sorted(end.items()) if o != start.get(tp, 0)}
     total = sum(b - a for a, b in moved.values())
@@ -49,7 +49,8 @@ def planned_records(store: CheckpointStore, batch_id: int) -> str:
 
 def _offsets(store: CheckpointStore, batch_id: int) -> dict[tuple[str, int], int] | None:
     """(topic, partition) → offset of every source in offset-log entry ``batch_id`` (Spark's Kafka source's
-    form and livectl's source's, whose ``@last`` marks are left out); ``None`` when it is not there."""
+    form and livectl's source's, whose ``@last`` marks are left out; other sources' offsets are not read);
+    ``None`` when it is not there."""
     path = child(store.root, "offsets", str(batch_id))
     if not store.exists(path):
         return None
