@@ -340,7 +340,8 @@ class ControllerApp:
     def _replayed(self, store: CheckpointStore, dispatcher: Dispatcher, replay: int) -> bool:
         """:func:`~streaming.driver.wiring.wait_committed` for micro-batch ``replay`` on ``self.query``, bounded by
         ``replay_stall_timeout_ms`` without progress (:class:`~streaming.driver.replay_progress.ReplayWatch`)."""
-        watch = ReplayWatch(self.spark, self.query, replay, dispatcher.activity)
+        sinks = (dispatcher.zk_sink, dispatcher.request_sink)
+        watch = ReplayWatch(self.spark, self.query, replay, dispatcher.activity, sinks)
         stall_s = self.settings.replay_stall_timeout_ms / 1000
         return wait_committed(store, self.query, replay, self._stop, stall_s, progress=watch)
 

@@ -6,13 +6,15 @@ A replay is one micro-batch (Spark re-runs exactly the offsets the previous cont
 moves until it commits. What moves while it is worked on: the Spark jobs of the query's run (Spark's job group
 is the run id) — a job begun, a task of one of their stages done — and the driver's steps of the batch
 (:class:`streaming.query.dispatch.Activity`: ZooKeeper writes, broker requests, admin results, the state-change
-log). The finest grain is a task: a bucket's stateful task shows no progress until it is done.
+log) and, within them, the sinks' counts (ZooKeeper transactions committed, messages the broker acknowledged).
+On Spark's side the finest grain is a task: a bucket's stateful task shows no progress until it is done.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,13 +73,21 @@ def _offsets(store: CheckpointStore, batch_id: int) -> dict[tuple[str, int], int
 
 class ReplayWatch:
     """Samples the replay of ``batch_id`` by ``query``: Spark's status tracker for the jobs of the query's
-    run and the dispatcher's :class:`Activity`."""
+    run, the dispatcher's :class:`Activity` and, when given, ``sinks`` whose counts grow as they write
+    (the ZooKeeper sink's ``transactions_committed``, the request sink's ``messages_acked``)."""
 
-    def __init__(self, spark: Any, query: Any, batch_id: int, activity: Activity) -> None:
+    def __init__(self, spark: Any, query: Any, batch_id: int, activity: Activity, sinks: Sequence[Any] = ()) -> None:
         self.tracker = spark.sparkContext.statusTracker()
         self.group = str(query.runId)
         self.batch_id = batch_id
         self.activity = activity
+        self.sinks = tuple(sinks)
+
+    def _written(self) -> tuple[int, int]:
+        """(ZooKeeper transactions committed, messages acknowledged) by the sinks so far."""
+        txns = sum(int(getattr(s, "transactions_committed", 0)) for s in self.sinks)
+        acked = sum(int(getattr(s, "messages_acked", 0)) for s in self.sinks)
+        return txns, acked
 
     def __call__(self) -> ReplaySample:
         jobs = self.tracker.getJobIdsForGroup(self.group)
@@ -94,9 +104,10 @@ class ReplayWatch:
                 running += s.numActiveTasks
         steps, batch, step = self.activity.seen()
         mine = batch == self.batch_id
+        txns, acked = self._written()
         said = f"Spark: {len(jobs)} jobs, {done} of {tasks} tasks done, {running} running"
         if failed:
             said += f", {failed} failed"
         if mine:
-            said += f"; driver: {step}"
-        return ReplaySample((len(jobs), done, failed, steps if mine else 0), said)
+            said += f"; driver: {step} ({txns} ZooKeeper transactions committed, {acked} messages sent so far)"
+        return ReplaySample((len(jobs), done, failed, steps if mine else 0, txns, acked), said)
