@@ -158,16 +158,17 @@ def wait_committed(
     *,
     progress: Callable[[], ReplaySample] | None = None,
     report_every: float = 30.0,
+    sample_every: float = 1.0,
 ) -> bool:
     """Wait until micro-batch ``batch_id`` is committed in the checkpoint (the replay of the batch a
     previous controller planned). False when the query stopped first or this controller was asked to stop
     (the caller reports the query's outcome: its failure, if that is why). The wait is bounded by the time
     without progress, not by the replay's length: ``progress`` (:class:`streaming.driver.replay_progress.ReplayWatch`)
     is sampled as the wait goes, and the wait is refused once its marks have not changed for ``stall_timeout``
-    seconds (without ``progress``, once ``stall_timeout`` has passed). Every ``report_every`` seconds the log
-    says how it goes."""
+    seconds (without ``progress``, once ``stall_timeout`` has passed); it is sampled every ``sample_every``
+    seconds (a sample is a few calls into Spark's JVM). Every ``report_every`` seconds the log says how it goes."""
     commits = child(store.root, "commits")
-    started = last_change = last_report = time.monotonic()
+    started = last_change = last_report = last_sample = time.monotonic()
     records = planned_records(store, batch_id)
     sample = progress() if progress is not None else None
     while batch_id not in batch_ids(store, commits):
@@ -175,7 +176,8 @@ def wait_committed(
             log.info("the replay of micro-batch %d did not complete: the query stopped", batch_id)
             return False
         now = time.monotonic()
-        if progress is not None:
+        if progress is not None and now - last_sample >= sample_every:
+            last_sample = now
             seen = progress()
             if sample is None or seen.marks != sample.marks:
                 last_change = now

@@ -92,7 +92,9 @@ def test_a_replay_that_progresses_may_outlast_the_stall_timeout(caplog: pytest.L
         return ReplaySample((ticks[0],), f"step {ticks[0]}")
 
     with caplog.at_level(logging.INFO, logger="livectl.app"):
-        assert wait_committed(store, _Query(), 26, threading.Event(), 0.5, progress=progress, report_every=0.3)
+        assert wait_committed(
+            store, _Query(), 26, threading.Event(), 0.5, progress=progress, report_every=0.3, sample_every=0.05
+        )
     assert time.monotonic() - began > 1.5
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("replaying micro-batch 26")]
     assert said and all("last progress 0 s ago; step " in m for m in said), said
@@ -107,7 +109,7 @@ def test_progress_that_stops_is_refused_after_the_stall_timeout_naming_the_last_
         return ReplaySample((int(moved * 10),), "Spark: 1 jobs, 3 of 4 tasks done, 1 running")
 
     with pytest.raises(StreamingError, match=r"no progress for 0.4 s .*; Spark: 1 jobs, 3 of 4 tasks done, 1 running"):
-        wait_committed(_store(25), _Query(), 26, threading.Event(), 0.4, progress=progress)
+        wait_committed(_store(25), _Query(), 26, threading.Event(), 0.4, progress=progress, sample_every=0.05)
     assert time.monotonic() - began >= 1.0
 
 
