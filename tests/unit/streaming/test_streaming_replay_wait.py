@@ -126,3 +126,12 @@ def test_the_planned_records_come_from_the_offset_log() -> None:
     )
     assert planned_records(store, 26) == "210155 records (e-0 40074→250229)"
     assert planned_records(store, 25) == ""  # no batch before it in the log
+
+
+def test_the_stall_timeout_setting_is_at_least_one_ms() -> None:
+    from streaming.settings import Settings, SettingsError
+
+    assert Settings.load(overrides=["replay_stall_timeout_ms=1500"]).replay_stall_timeout_ms == 1500
+    with pytest.raises(SettingsError) as e:
+        Settings.load(overrides=["replay_stall_timeout_ms=0"])
+    assert e.value.key == "replay_stall_timeout_ms" and "at least 1" in e.value.reason
