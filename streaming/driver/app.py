@@ -343,7 +343,9 @@ class ControllerApp:
         sinks = (dispatcher.zk_sink, dispatcher.request_sink)
         watch = ReplayWatch(self.spark, self.query, replay, dispatcher.activity, sinks)
         stall_s = self.settings.replay_stall_timeout_ms / 1000
-        return wait_committed(store, self.query, replay, self._stop, stall_s, progress=watch)
+        # said at least twice within a stall timeout, at most every 30 s
+        every = min(30.0, stall_s / 2)
+        return wait_committed(store, self.query, replay, self._stop, stall_s, progress=watch, report_every=every)
 
     def _start_spark(self, zk: Any) -> CheckpointStore:
         """The SparkSession (unless given) and the checkpoint's file system; returns the checkpoint."""
