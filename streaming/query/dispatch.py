@@ -483,13 +483,10 @@ class Dispatcher:
         return in_background(lambda: audit_log.prepare(batch), f"livectl-audit-rows-{batch.batch_id}")
 
     def metrics_with_all(self) -> dict[str, int]:
-        """:attr:`metrics` plus every other gauge the buckets report (``TopicsIneligibleToDeleteCount``)."""
-        total = self.metrics
-        for m in self.bucket_metrics.values():
-            for k, v in m.items():
-                if k not in METRIC_COLUMNS:
-                    total[k] = total.get(k, 0) + int(v)
-        return total
+        """Every gauge the buckets report, summed once: :attr:`metrics` (which sums the payload's gauges, the
+        ones beside the columns too: ``TopicsIneligibleToDeleteCount``, the partition figures), the same sums
+        the Spark UI shows."""
+        return self.metrics
 
     def _topic_step(self, batch_id: int, what: str, write: Callable[[], _T]) -> _T:
         """``write`` behind the fence check (see the module docstring)."""

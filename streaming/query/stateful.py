@@ -354,8 +354,16 @@ def decide_rows(
     payload = json.dumps({**m, IMBALANCE_KEY: imbalance})
     rows.append([bucket, len(rows), KIND_METRICS, payload, *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     if summaries:
-        changed = len(rows) > 1  # anything besides the metrics row: see summary_payload
-        summary = observability.summary_payload(current.context, new_state.context, frame, bucket, changed=changed)
+        # anything besides the metrics row (see summary_payload), or a new cluster min.insync.replicas
+        changed = len(rows) > 1 or new_state.config.min_insync_replicas != current.config.min_insync_replicas
+        summary = observability.summary_payload(
+            current.context,
+            new_state.context,
+            frame,
+            bucket,
+            changed=changed,
+            cluster_min_isr=new_state.config.min_insync_replicas,
+        )
         rows.append([bucket, len(rows), observability.KIND_SUMMARY, summary, *_NO_METRICS])
     return output_frame(rows)
 
