@@ -50,7 +50,7 @@ class PartitionView:
         return not figures.has_live_leader(self.leader, live)
 
     def under_min_isr(self, min_isr: int, live: set[int]) -> bool:
-        return figures.is_under_min_isr(figures.has_live_leader(self.leader, live), len(self.isr), min_isr)
+        return figures.is_under_min_isr(self.leader, live, len(self.isr), min_isr)
 
 
 @dataclass(frozen=True)

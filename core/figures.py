@@ -32,7 +32,7 @@ Kafka's brokers stop them and its tool no longer lists them once the deletion st
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.context import ControllerContext
 from core.kafka.configs import MIN_INSYNC_REPLICAS
@@ -66,15 +66,18 @@ def replication_factor(replicas: Sequence[int], adding: Sequence[int]) -> int:
 
 
 def is_under_replicated(replicas: Sequence[int], adding: Sequence[int], isr_size: int) -> bool:
-    return isr_size < replication_factor(replicas, adding)
+    return isr_size < len(replicas) - len(adding)  # replication_factor, inline: the bucket's hot loop
 
 
-def has_live_leader(leader: int, live: Mapping[int, object] | frozenset[int] | set[int]) -> bool:
+Live = Mapping[int, object] | frozenset[int] | set[int]
+
+
+def has_live_leader(leader: int, live: Live) -> bool:
     return leader != NO_LEADER and leader in live
 
 
-def is_under_min_isr(live_leader: bool, isr_size: int, min_isr: int) -> bool:
-    return not live_leader or isr_size < min_isr
+def is_under_min_isr(leader: int, live: Live, isr_size: int, min_isr: int) -> bool:
+    return leader == NO_LEADER or leader not in live or isr_size < min_isr
 
 
 def is_at_min_isr(isr_size: int, min_isr: int) -> bool:
@@ -109,12 +112,14 @@ def is_preferred_imbalanced(preferred: int, adding: Sequence[int], leader: int, 
 
 @dataclass(frozen=True)
 class PartitionFigures:
-    """One context's figures: the partitions each one counts (unordered) and the imbalance count."""
+    """One context's figures: the partitions each one counts (unordered) and the imbalance count; with
+    ``per_broker``, :func:`preferred_leader_counts` too (else empty)."""
 
     offline: tuple[TopicPartition, ...] = ()
     under_replicated: tuple[TopicPartition, ...] = ()
     under_min_isr: tuple[TopicPartition, ...] = ()
     preferred_imbalance: int = 0
+    preferred_by_broker: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         """By Kafka's gauge names (``UnderMinIsrPartitionCount`` is a broker gauge of Kafka's, summed here)."""
@@ -126,55 +131,59 @@ class PartitionFigures:
         }
 
 
-def partition_figures(ctx: ControllerContext, cluster_min_isr: int = DEFAULT_MIN_ISR) -> PartitionFigures:
-    """The figures of one bucket's context (one pass over its partitions); ``cluster_min_isr``: the cluster
-    default ``min.insync.replicas``."""
-    offline: list[TopicPartition] = []
+def partition_figures(
+    ctx: ControllerContext, cluster_min_isr: int = DEFAULT_MIN_ISR, *, per_broker: bool = False
+) -> PartitionFigures:
+    """The figures of one bucket's context, in one pass over its partitions (every bucket, every step: kept
+    lean); ``cluster_min_isr``: the cluster default ``min.insync.replicas``; ``per_broker``: also
+    :func:`preferred_leader_counts`, in the same pass."""
+    started = ctx.topics_with_deletion_started
+    offline_state = PartitionState.OFFLINE
+    offline = [tp for tp, st in ctx.partition_states.items() if st is offline_state and tp.topic not in started]
     urp: list[TopicPartition] = []
     under_min: list[TopicPartition] = []
     imbalanced = 0
-    queued, started = ctx.topics_to_be_deleted, ctx.topics_with_deletion_started
-    states, leadership, live = ctx.partition_states, ctx.partition_leadership, ctx.live_brokers
+    preferred: dict[int, list[int]] = {}
+    queued, leadership, live = ctx.topics_to_be_deleted, ctx.partition_leadership, ctx.live_brokers
     floors: dict[str, int] = {}
-    nonexistent = PartitionState.NON_EXISTENT
+    # locals: no global lookup per partition
+    under_replicated, under_min_isr = is_under_replicated, is_under_min_isr
+    preferred_imbalanced = is_preferred_imbalanced
+    no_isr: tuple[int, ...] = ()
     for tp, ra in ctx.partition_assignments.items():
         topic = tp.topic
-        if is_offline(states.get(tp, nonexistent), topic in started):
-            offline.append(tp)
         if topic in queued:
             continue
         li = leadership.get(tp)
         replicas, adding = ra.replicas, ra.adding_replicas
-        isr: tuple[int, ...] = ()
         if li is None:
-            leader = NO_LEADER
+            leader, isr = NO_LEADER, no_isr
         else:
-            leader, isr = li.leader_and_isr.leader, li.leader_and_isr.isr
+            lai = li.leader_and_isr
+            leader, isr = lai.leader, lai.isr
             # Kafka counts the partitions it holds leadership information of
-            if replicas and is_preferred_imbalanced(replicas[0], adding, leader, isr):
+            if replicas and preferred_imbalanced(replicas[0], adding, leader, isr):
                 imbalanced += 1
-        if is_under_replicated(replicas, adding, len(isr)):
+        if per_broker and replicas:
+            counts = preferred.get(replicas[0])
+            if counts is None:
+                counts = preferred[replicas[0]] = [0, 0]
+            counts[1] += 1
+            if li is not None and leader != replicas[0]:
+                counts[0] += 1
+        if under_replicated(replicas, adding, len(isr)):
             urp.append(tp)
         floor = floors.get(topic)
         if floor is None:
             floor = floors[topic] = effective_min_isr(ctx.topic_configs.get(topic, {}), cluster_min_isr)
-        if is_under_min_isr(has_live_leader(leader, live), len(isr), floor):
+        if under_min_isr(leader, live, len(isr), floor):
             under_min.append(tp)
-    return PartitionFigures(tuple(offline), tuple(urp), tuple(under_min), imbalanced)
+    by_broker = {b: (c[0], c[1]) for b, c in sorted(preferred.items())}
+    return PartitionFigures(tuple(offline), tuple(urp), tuple(under_min), imbalanced, by_broker)
 
 
 def preferred_leader_counts(ctx: ControllerContext) -> dict[int, tuple[int, int]]:
     """Per preferred broker: (partitions it prefers that another broker leads, partitions it prefers),
     topics queued for deletion excepted — the auto leader rebalance's ratio; a partition without leadership
     information is not counted as led by another (Kafka's ``partitionLeadershipInfo(tp).exists(...)``)."""
-    out: dict[int, list[int]] = {}
-    deleting, leadership = ctx.topics_to_be_deleted, ctx.partition_leadership
-    for tp, ra in ctx.partition_assignments.items():
-        if not ra.replicas or tp.topic in deleting:
-            continue
-        counts = out.setdefault(ra.replicas[0], [0, 0])
-        counts[1] += 1
-        li = leadership.get(tp)
-        if li is not None and li.leader_and_isr.leader != ra.replicas[0]:
-            counts[0] += 1
-    return {b: (c[0], c[1]) for b, c in sorted(out.items())}
+    return dict(partition_figures(ctx, per_broker=True).preferred_by_broker)

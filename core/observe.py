@@ -140,7 +140,7 @@ def summarize(ctx: ControllerContext, limit: int = LIST_LIMIT, cluster_min_isr: 
     """The figures of one bucket's context: :func:`core.figures.partition_figures` and the per-broker
     counts of :func:`core.figures.preferred_leader_counts`, with the partitions by state, the leaders per
     broker and the reassignments (``cluster_min_isr``: the cluster default ``min.insync.replicas``)."""
-    fig = figures.partition_figures(ctx, cluster_min_isr)
+    fig = figures.partition_figures(ctx, cluster_min_isr, per_broker=True)
     by_state: dict[PartitionState, int] = {}
     leaders: dict[int, int] = {}
     moving: list[TopicPartition] = []
@@ -184,7 +184,7 @@ def summarize(ctx: ControllerContext, limit: int = LIST_LIMIT, cluster_min_isr: 
     return BucketSummary(
         partitions_by_state=dict(sorted((st.value, n) for st, n in by_state.items())),
         leaders_by_broker=dict(sorted(leaders.items())),
-        preferred_by_broker=figures.preferred_leader_counts(ctx),
+        preferred_by_broker=dict(fig.preferred_by_broker),
         under_replicated_count=len(fig.under_replicated),
         under_min_isr_count=len(fig.under_min_isr),
         offline_count=len(fig.offline),

@@ -7,7 +7,14 @@ from core import figures
 from core.controller.state import ControllerState
 from core.states import ReplicaState
 
-__all__ = ["BUCKET_GAUGES", "KAFKA_CONTROLLER_GAUGES", "brokers_over_imbalance", "imbalance", "metrics"]
+__all__ = [
+    "BUCKET_GAUGES",
+    "KAFKA_CONTROLLER_GAUGES",
+    "brokers_over_imbalance",
+    "imbalance",
+    "metrics",
+    "metrics_and_imbalance",
+]
 
 #: Kafka's ``KafkaController`` gauges, in the order the Prometheus endpoint and the dispatcher's sums
 #: carry them
@@ -46,6 +53,16 @@ def brokers_over_imbalance(counts: dict[int, tuple[int, int]], percentage: int) 
 def metrics(state: ControllerState) -> dict[str, int]:
     """Kafka's controller gauges for this bucket (sum them across buckets), with the partition figures of
     :mod:`core.figures` (``UnderReplicatedPartitions``, ``UnderMinIsrPartitionCount``: what every view shows)."""
+    return _gauges(state, figures.partition_figures(state.context, state.config.min_insync_replicas))
+
+
+def metrics_and_imbalance(state: ControllerState) -> tuple[dict[str, int], dict[int, tuple[int, int]]]:
+    """:func:`metrics` and :func:`imbalance` in one pass over the bucket's partitions (what every step reports)."""
+    fig = figures.partition_figures(state.context, state.config.min_insync_replicas, per_broker=True)
+    return _gauges(state, fig), dict(fig.preferred_by_broker)
+
+
+def _gauges(state: ControllerState, fig: figures.PartitionFigures) -> dict[str, int]:
     ctx = state.context
     to_delete = 0
     ineligible = 0
@@ -56,7 +73,7 @@ def metrics(state: ControllerState) -> dict[str, int]:
                 to_delete += 1
             if st is ReplicaState.DELETION_INELIGIBLE:
                 ineligible += 1
-    counts = figures.partition_figures(ctx, state.config.min_insync_replicas).counts()
+    counts = fig.counts()
     return {
         "OfflinePartitionsCount": counts["OfflinePartitionsCount"],
         "PreferredReplicaImbalanceCount": counts["PreferredReplicaImbalanceCount"],

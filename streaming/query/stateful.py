@@ -348,9 +348,9 @@ def decide_rows(
     rows.extend([bucket, len(rows) + i, KIND_REJECTED, r, *_NO_METRICS] for i, r in enumerate(reused))
     for q in quarantined:
         rows.append([bucket, len(rows), KIND_REJECTED, quarantine_row(bucket, origins[q.index], q.error), *_NO_METRICS])
-    m = controller.metrics(new_state)
+    m, counts = controller.metrics_and_imbalance(new_state)
     # per preferred broker (not led by it, preferred by it): the driver sums them for auto leader rebalance
-    imbalance = {str(b): list(c) for b, c in controller.imbalance(new_state).items()}
+    imbalance = {str(b): list(c) for b, c in counts.items()}
     payload = json.dumps({**m, IMBALANCE_KEY: imbalance})
     rows.append([bucket, len(rows), KIND_METRICS, payload, *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     if summaries:

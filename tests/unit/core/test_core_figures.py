@@ -22,8 +22,9 @@ def test_the_definitions_are_kafka_topics() -> None:
     assert figures.is_under_replicated((3,), (), 0)  # an offline partition whose ISR was emptied
     assert not figures.is_under_replicated((3,), (), 1)  # an offline partition keeps its last ISR
     # under min ISR: no live leader, or an ISR below the effective min.insync.replicas
-    assert figures.is_under_min_isr(False, 3, 2)
-    assert figures.is_under_min_isr(True, 1, 2) and not figures.is_under_min_isr(True, 2, 2)
+    live = {1, 2}
+    assert figures.is_under_min_isr(-1, live, 3, 2) and figures.is_under_min_isr(3, live, 3, 2)
+    assert figures.is_under_min_isr(1, live, 1, 2) and not figures.is_under_min_isr(1, live, 2, 2)
     assert figures.is_at_min_isr(2, 2)
     assert figures.has_live_leader(1, {1, 2}) and not figures.has_live_leader(3, {1, 2})
     assert not figures.has_live_leader(-1, {1, 2})
