@@ -166,12 +166,17 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
     assert s.leader_elections == 3  # the three first leaders; broker 3 led nothing it shared
     assert any(d.kind == "zookeeper" and "/brokers/topics/solo/partitions/0/state" in d.text for d in s.recent)
     assert s.last_batch_id == 2 and set(s.last_batch_seconds) == {"spark_job", "zookeeper_sink", "request_sink"}
+    # a cluster default min.insync.replicas of 2 decides nothing, yet changes the figure: the buckets count it
+    # in their gauges and send their summaries again, so the two agree (orders-1: an ISR of one; solo-0)
+    p.run_batch([(EVENTS, event_to_json(ev.ClusterConfigChanged(1, (("min.insync.replicas", "2"),))))])
+    s = o.snapshot()
+    assert s.figures["UnderMinIsrPartitionCount"] == s.cluster.under_min_isr_count == 2
     # a micro-batch that decides nothing (ticks only): the buckets skip their summaries, the driver keeps them
     out = p.run_batch([])
     rows = [json.loads(x) for x in out[out["kind"] == ob.KIND_SUMMARY]["payload"]]
     assert rows and all(r == {"unchanged": True, "input_by_type": {}} for r in rows)
     after = o.snapshot()
-    assert after.last_batch_id == 3 and after.cluster == s.cluster and after.live_brokers == (1, 2)
+    assert after.last_batch_id == 4 and after.cluster == s.cluster and after.live_brokers == (1, 2)
 
 
 def test_a_shared_update_metadata_counts_and_reads_per_addressee() -> None:
