@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from admin import files
-from admin.common import EXIT_OK, OperationFailedError, forbid, require, run_command, submit
+from admin.common import EXIT_CODES_HELP, EXIT_OK, OperationFailedError, forbid, require, run_command, submit
 from admin.publish import new_request_id
 from admin.reassign.answers import partition_outcomes
 from core.decisions import AdminResult
@@ -21,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
         parents=[common],
         help="run a preferred or unclean leader election (kafka-leader-election)",
         description="Run a leader election, like kafka-leader-election.",
+        epilog=EXIT_CODES_HELP,
     )
     p.add_argument(
         "--election-type",

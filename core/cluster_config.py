@@ -11,13 +11,15 @@ Kafka config                                     field                          
 ``leader.imbalance.check.interval.seconds``      ``leader_imbalance_check_interval_seconds`` ``300``
 ``unclean.leader.election.enable``               ``unclean_leader_election_enable``      ``false``
 ``delete.topic.enable``                          ``delete_topic_enable``                 ``true``
+``min.insync.replicas``                          ``min_insync_replicas``                 ``1``
 ================================================ ======================================= ==========
 
-``unclean.leader.election.enable`` is the cluster default: a topic's own value (``/config/topics/<t>``)
-wins. The order of precedence is Kafka's: static settings, then the cluster-wide dynamic default
-``/config/brokers/<default>``, then the controller's own ``/config/brokers/<id>``
-(:func:`effective_configs`). Kafka's ``controlled.shutdown.*`` configs are read by the broker that shuts
-down (whether to ask, how often to retry), not by the controller, so they are not here.
+``unclean.leader.election.enable`` and ``min.insync.replicas`` are cluster defaults: a topic's own value
+(``/config/topics/<t>``) wins. ``min.insync.replicas`` is no controller config in Kafka: livectl reads it for
+its under-min-ISR figure (:mod:`core.figures`). The order of precedence is Kafka's: static settings, then
+the cluster-wide dynamic default ``/config/brokers/<default>``, then the controller's own
+``/config/brokers/<id>`` (:func:`effective_configs`). Kafka's ``controlled.shutdown.*`` configs are read by
+the broker that shuts down (whether to ask, how often to retry), not by the controller, so they are not here.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ CONTROLLER_CONFIGS: Mapping[str, tuple[str, type, Any]] = MappingProxyType(
         "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", int, 300),
         "unclean.leader.election.enable": ("unclean_leader_election_enable", bool, False),
         "delete.topic.enable": ("delete_topic_enable", bool, True),
+        "min.insync.replicas": ("min_insync_replicas", int, 1),
     }
 )
 
@@ -43,7 +46,13 @@ CONTROLLER_CONFIGS: Mapping[str, tuple[str, type, Any]] = MappingProxyType(
 KAFKA_NAMES: Mapping[str, str] = MappingProxyType({fname: kafka for kafka, (fname, _, _) in CONTROLLER_CONFIGS.items()})
 
 #: the smallest value Kafka accepts per integer config (``atLeast`` in ``KafkaConfig``)
-_MINIMUM = MappingProxyType({"leader.imbalance.per.broker.percentage": 0, "leader.imbalance.check.interval.seconds": 1})
+_MINIMUM = MappingProxyType(
+    {
+        "leader.imbalance.per.broker.percentage": 0,
+        "leader.imbalance.check.interval.seconds": 1,
+        "min.insync.replicas": 1,
+    }
+)
 
 
 def parse_config(name: str, text: str) -> bool | int:

@@ -120,6 +120,8 @@ class Settings:
     #: the cluster default; a topic's own ``unclean.leader.election.enable`` wins
     unclean_leader_election_enable: bool = False
     delete_topic_enable: bool = True
+    #: the cluster default ``min.insync.replicas`` the under-min-ISR figure uses (a topic's own wins)
+    min_insync_replicas: int = 1
     kafka_security_protocol: str = ""
     kafka_sasl_mechanism: str = ""
     kafka_sasl_jaas_config: str = ""

@@ -32,6 +32,8 @@ class ControllerConfig:
     leader_imbalance_per_broker_percentage: int = 10
     #: ``leader.imbalance.check.interval.seconds`` (the driver's schedule of :class:`AutoRebalanceTick`)
     leader_imbalance_check_interval_seconds: int = 300
+    #: ``min.insync.replicas``, the cluster default (topics may override): the under-min-ISR figure only
+    min_insync_replicas: int = 1
 
 
 @dataclass(frozen=True)

@@ -433,7 +433,7 @@ class Demo:
         self.tl.plain(f"  livectl brokers list --zookeeper {zk}")
         self.tl.plain(
             f"  livectl elect-leaders --election-type PREFERRED --all-topic-partitions "
-            f"--bootstrap-server {self.bootstrap} --zookeeper {zk} --wait"
+            f"--bootstrap-server {self.bootstrap} --zookeeper {zk}"
         )
         self.tl.plain(f"  Spark UI: {self.report.spark_ui or 'disabled'}")
         while not self.stop.is_set():

@@ -106,19 +106,27 @@ class ControllerCollector:
         yield CounterMetricFamily(
             "livectl_leader_elections", "partitions whose leader the controller changed", s.leader_elections
         )
-        c = s.cluster
-        yield GaugeMetricFamily("livectl_reassignments_in_progress", "partitions being reassigned", c.reassigning_count)
+        c, f = s.cluster, s.figures
+        yield GaugeMetricFamily(
+            "livectl_reassignments_in_progress", "partitions being reassigned", f["ReassigningPartitions"]
+        )
+        # the figures of core.figures, as the CLI's filters and the status page count them
         yield GaugeMetricFamily(
             "livectl_under_replicated_partitions",
-            "partitions with an ISR below their replication factor",
-            c.under_replicated_count,
+            "partitions with an ISR below their replication factor (kafka-topics --under-replicated-partitions)",
+            f["UnderReplicatedPartitions"],
         )
         yield GaugeMetricFamily(
             "livectl_under_min_isr_partitions",
-            "partitions with an ISR below min.insync.replicas",
-            c.under_min_isr_count,
+            "partitions without a live leader or with an ISR below min.insync.replicas "
+            "(kafka-topics --under-min-isr-partitions)",
+            f["UnderMinIsrPartitionCount"],
         )
-        yield GaugeMetricFamily("livectl_offline_partitions", "partitions without a live leader", c.offline_count)
+        yield GaugeMetricFamily(
+            "livectl_offline_partitions",
+            "partitions in OfflinePartition state (Kafka's OfflinePartitionsCount)",
+            f["OfflinePartitionsCount"],
+        )
         states = GaugeMetricFamily("livectl_partitions", "partitions by state", labels=["state"])
         for st in ("NewPartition", "OnlinePartition", "OfflinePartition", "NonExistentPartition"):
             states.add_metric([st], c.partitions_by_state.get(st, 0))

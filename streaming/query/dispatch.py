@@ -284,8 +284,9 @@ class Dispatcher:
 
     @property
     def metrics(self) -> dict[str, int]:
-        """Every bucket metric summed (Kafka's :data:`METRIC_COLUMNS` always present), with
-        ``ActiveControllerCount``."""
+        """Every gauge of the buckets' metrics payloads (Kafka's :data:`METRIC_COLUMNS` always present, the
+        partition figures of :mod:`core.figures` and ``TopicsIneligibleToDeleteCount`` beside them), each summed
+        once, with ``ActiveControllerCount``: what the Spark UI, the status page and the endpoint show."""
         total = dict.fromkeys(METRIC_COLUMNS, 0)
         for m in self.bucket_metrics.values():
             for k, v in m.items():
@@ -466,7 +467,8 @@ class Dispatcher:
             self.observer(
                 observability.observation(
                     batch_id,
-                    self.metrics_with_all(),
+                    # every gauge the payloads carry, each summed once: the sums the Spark UI shows
+                    self.metrics,
                     summaries,
                     rejected=len(rejected),
                     decisions=[*zk_writes, *requests, *merged, *failures],
@@ -481,15 +483,6 @@ class Dispatcher:
         if not isinstance(audit_log, PreparesAudit):
             return None
         return in_background(lambda: audit_log.prepare(batch), f"livectl-audit-rows-{batch.batch_id}")
-
-    def metrics_with_all(self) -> dict[str, int]:
-        """:attr:`metrics` plus every other gauge the buckets report (``TopicsIneligibleToDeleteCount``)."""
-        total = self.metrics
-        for m in self.bucket_metrics.values():
-            for k, v in m.items():
-                if k not in METRIC_COLUMNS:
-                    total[k] = total.get(k, 0) + int(v)
-        return total
 
     def _topic_step(self, batch_id: int, what: str, write: Callable[[], _T]) -> _T:
         """``write`` behind the fence check (see the module docstring)."""

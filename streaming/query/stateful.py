@@ -348,14 +348,22 @@ def decide_rows(
     rows.extend([bucket, len(rows) + i, KIND_REJECTED, r, *_NO_METRICS] for i, r in enumerate(reused))
     for q in quarantined:
         rows.append([bucket, len(rows), KIND_REJECTED, quarantine_row(bucket, origins[q.index], q.error), *_NO_METRICS])
-    m = controller.metrics(new_state)
+    m, counts = controller.metrics_and_imbalance(new_state)
     # per preferred broker (not led by it, preferred by it): the driver sums them for auto leader rebalance
-    imbalance = {str(b): list(c) for b, c in controller.imbalance(new_state).items()}
+    imbalance = {str(b): list(c) for b, c in counts.items()}
     payload = json.dumps({**m, IMBALANCE_KEY: imbalance})
     rows.append([bucket, len(rows), KIND_METRICS, payload, *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     if summaries:
-        changed = len(rows) > 1  # anything besides the metrics row: see summary_payload
-        summary = observability.summary_payload(current.context, new_state.context, frame, bucket, changed=changed)
+        # anything besides the metrics row (see summary_payload), or a new cluster min.insync.replicas
+        changed = len(rows) > 1 or new_state.config.min_insync_replicas != current.config.min_insync_replicas
+        summary = observability.summary_payload(
+            current.context,
+            new_state.context,
+            frame,
+            bucket,
+            changed=changed,
+            cluster_min_isr=new_state.config.min_insync_replicas,
+        )
         rows.append([bucket, len(rows), observability.KIND_SUMMARY, summary, *_NO_METRICS])
     return output_frame(rows)
 
