@@ -3,10 +3,18 @@ buckets)."""
 
 from __future__ import annotations
 
+from core.controller.elections import movable_partitions
 from core.controller.state import ControllerState
 from core.states import PartitionState, ReplicaState
 
-__all__ = ["BUCKET_GAUGES", "KAFKA_CONTROLLER_GAUGES", "brokers_over_imbalance", "imbalance", "metrics"]
+__all__ = [
+    "BUCKET_GAUGES",
+    "KAFKA_CONTROLLER_GAUGES",
+    "brokers_over_imbalance",
+    "imbalance",
+    "leader_moves",
+    "metrics",
+]
 
 #: Kafka's ``KafkaController`` gauges, in the order the Prometheus endpoint and the dispatcher's sums
 #: carry them
@@ -46,6 +54,14 @@ def imbalance(state: ControllerState) -> dict[int, tuple[int, int]]:
         if li is not None and li.leader_and_isr.leader != ra.replicas[0]:
             counts[0] += 1
     return {b: (c[0], c[1]) for b, c in sorted(out.items())}
+
+
+def leader_moves(state: ControllerState) -> tuple[dict[int, int], bool]:
+    """This bucket's report for the leader-balance plan (:mod:`core.leader_balance`): per preferred broker its
+    movable partitions (led by another broker, the preferred replica able to lead), and whether an
+    ``elect-leaders --all`` is queued here."""
+    movable = {b: len(tps) for b, tps in movable_partitions(state.context).items()}
+    return movable, state.preferred_all_queued
 
 
 def brokers_over_imbalance(counts: dict[int, tuple[int, int]], percentage: int) -> tuple[int, ...]:
