@@ -124,6 +124,11 @@ class Snapshot:
     timers: Mapping[str, tuple[int, float, list[tuple[float, float]]]]
     recent: tuple[DecisionLine, ...]
     now_s: float
+    #: gentle leader balance (core.leader_balance): preferred-leader moves left, the bound per pass
+    #: (``leader.imbalance.max.leaders.per.interval``) and the moves of the last pass
+    leader_moves_left: int = 0
+    leader_moves_bound: int = 2**31 - 1
+    leader_moves_last_pass: int = 0
 
 
 class Observatory:
@@ -153,6 +158,9 @@ class Observatory:
         #: the event types of batches whose duration the listener has not reported yet
         self._pending_types: dict[int, tuple[str, ...]] = {}
         self.recent: deque[DecisionLine] = deque(maxlen=RECENT_DECISIONS)
+        #: the active controller's leader-balance figures (moves left, bound, last pass), read at each
+        #: snapshot; ``None`` until its rebalance schedule runs
+        self.leader_moves: Callable[[], tuple[int, int, int]] | None = None
 
     # ------------------------------------------------------------------ role
 
@@ -228,6 +236,8 @@ class Observatory:
     # ------------------------------------------------------------------ reading
 
     def snapshot(self) -> Snapshot:
+        source = self.leader_moves
+        left, bound, last_pass = source() if source is not None else (0, 2**31 - 1, 0)
         with self._lock:
             kafka = dict.fromkeys(KAFKA_GAUGES, 0)
             kafka.update({k: v for k, v in self._kafka.items() if k in kafka})
@@ -254,4 +264,7 @@ class Observatory:
                 timers={n: (t.count, t.total_ms, t.quantiles()) for n, t in self._timers.items()},
                 recent=tuple(self.recent),
                 now_s=self._clock(),
+                leader_moves_left=left,
+                leader_moves_bound=bound,
+                leader_moves_last_pass=last_pass,
             )

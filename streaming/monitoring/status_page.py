@@ -113,6 +113,10 @@ def _reassignments_table(items: tuple[observe.ReassignmentInfo, ...], total: int
     )
 
 
+def _bound(bound: int) -> str:
+    return "no bound on the leaders one pass moves" if bound >= 2**31 - 1 else f"at most {bound} per pass"
+
+
 def render(s: Snapshot) -> str:
     """The whole page."""
     k = s.kafka_metrics
@@ -130,6 +134,7 @@ def render(s: Snapshot) -> str:
             _card("Under-replicated", c.under_replicated_count, bad=c.under_replicated_count > 0),
             _card("Under min ISR", c.under_min_isr_count, bad=c.under_min_isr_count > 0),
             _card("Preferred imbalance", k["PreferredReplicaImbalanceCount"]),
+            _card("Leader moves left", s.leader_moves_left),
             _card("Reassigning", c.reassigning_count),
             _card("Topics to delete", k["TopicsToDeleteCount"]),
         ]
@@ -157,6 +162,8 @@ last micro-batch {s.last_batch_id} ({since}) · <a href="/metrics">/metrics</a><
 <p>Bars: partitions led; dashed outline: partitions the broker is the preferred leader of; imb: share of those
 led by another broker.</p>
 {leaders_chart(c, s.live_brokers)}
+<p id="leader-moves">Preferred-leader moves left: {s.leader_moves_left}; last pass: {s.leader_moves_last_pass};
+{_bound(s.leader_moves_bound)} (<code>leader.imbalance.max.leaders.per.interval</code>).</p>
 <h2>Under-replicated partitions ({c.under_replicated_count})</h2>
 {_partitions_table("under-replicated", c.under_replicated, c.under_replicated_count)}
 <h2>Offline partitions ({c.offline_count})</h2>
