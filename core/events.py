@@ -410,3 +410,14 @@ class ClusterConfigChanged(Event):
     SCOPE: ClassVar[str] = "cluster"
     controller_epoch: int
     configs: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class BrokersCordoned(Event):
+    """``/livectl/cordoned_brokers`` changed (:mod:`core.cordon`): ``brokers`` are the cordoned brokers now,
+    as the driver read them; no new replica is placed on them."""
+
+    TYPE: ClassVar[str] = "brokers_cordoned"
+    SCOPE: ClassVar[str] = "cluster"
+    controller_epoch: int
+    brokers: tuple[int, ...] = ()

@@ -209,10 +209,11 @@ def movable_partitions(ctx: ControllerContext) -> dict[int, list[TopicPartition]
     """Per preferred broker, the partitions (not queued for deletion) another broker leads whose preferred
     replica can lead now (:func:`preferred_can_lead`): what a preferred election would move, ascending."""
     out: dict[int, list[TopicPartition]] = {}
-    deleting = ctx.topics_to_be_deleted
+    deleting, assignments = ctx.topics_to_be_deleted, ctx.partition_assignments
     for tp, li in ctx.partition_leadership.items():
-        ra = ctx.partition_assignments.get(tp)
-        if ra is None or not ra.replicas or tp.topic in deleting or li.leader_and_isr.leader == ra.replicas[0]:
+        ra = assignments.get(tp)
+        # most partitions are led by their preferred replica: that test first, the rest only for the others
+        if ra is None or not ra.replicas or li.leader_and_isr.leader == ra.replicas[0] or tp.topic in deleting:
             continue
         if preferred_can_lead(ctx, tp):
             out.setdefault(ra.replicas[0], []).append(tp)

@@ -57,6 +57,8 @@ class ControllerState:
     #: an ``elect-leaders --all`` (preferred) waits under ``leader.imbalance.max.leaders.per.interval``: the
     #: rebalance passes move this bucket's movable preferred leaders until none is left
     preferred_all_queued: bool = False
+    #: the brokers no new replica is placed on (:mod:`core.cordon`), as ZooKeeper last said
+    cordoned_brokers: frozenset[int] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +74,7 @@ class ControllerState:
                 rid: dict(sorted(v.items())) for rid, v in sorted(self.interrupted_reassignments.items())
             },
             "preferred_all_queued": self.preferred_all_queued,
+            "cordoned_brokers": sorted(self.cordoned_brokers),
         }
 
     @staticmethod
@@ -91,6 +94,7 @@ class ControllerState:
             frozenset(TopicPartition(t, p) for t, p in d["zk_reassignments"]),
             {rid: dict(v) for rid, v in d.get("interrupted_reassignments", {}).items()},
             bool(d.get("preferred_all_queued", False)),
+            frozenset(int(b) for b in d.get("cordoned_brokers", ())),
         )
 
     def to_bytes(self) -> bytes:

@@ -44,6 +44,8 @@ class StepContext:
         self.interrupted = {k: dict(v) for k, v in state.interrupted_reassignments.items()}
         #: an ``elect-leaders --all`` waits for the rebalance passes (:mod:`core.leader_balance`)
         self.preferred_all_queued = state.preferred_all_queued
+        #: the brokers no new replica is placed on (:mod:`core.cordon`)
+        self.cordoned: frozenset[int] = state.cordoned_brokers
         self.fx = Effects()
         self._offline_before = offline_replicas.record(self.ctx)
         #: on failover, the topics ZooKeeper holds a record of (the new context knows no failed dir)
@@ -65,6 +67,7 @@ class StepContext:
             frozenset(self.zk_reassignments),
             {k: dict(v) for k, v in self.interrupted.items()},
             self.preferred_all_queued,
+            self.cordoned,
         )
 
     # ------------------------------------------------------------------ effects shared by the handlers
