@@ -305,6 +305,7 @@ class ControllerApp:
             )
             if self.observatory is not None:
                 self.observatory.leader_moves = opened.rebalancer.figures
+                self.observatory.cordoned = lambda: watcher.cordoned
             if ready is not None:
                 ready.set()
 

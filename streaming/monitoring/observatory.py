@@ -129,6 +129,8 @@ class Snapshot:
     leader_moves_left: int = 0
     leader_moves_bound: int = 2**31 - 1
     leader_moves_last_pass: int = 0
+    #: the cordoned brokers (``/livectl/cordoned_brokers``, core.cordon), as the active controller last read them
+    cordoned_brokers: tuple[int, ...] = ()
 
 
 class Observatory:
@@ -161,6 +163,8 @@ class Observatory:
         #: the active controller's leader-balance figures (moves left, bound, last pass), read at each
         #: snapshot; ``None`` until its rebalance schedule runs
         self.leader_moves: Callable[[], tuple[int, int, int]] | None = None
+        #: the active controller's cordoned brokers (its admin-path watcher's), read at each snapshot
+        self.cordoned: Callable[[], tuple[int, ...]] | None = None
 
     # ------------------------------------------------------------------ role
 
@@ -238,6 +242,7 @@ class Observatory:
     def snapshot(self) -> Snapshot:
         source = self.leader_moves
         left, bound, last_pass = source() if source is not None else (0, 2**31 - 1, 0)
+        cordoned = self.cordoned() if self.cordoned is not None else ()
         with self._lock:
             kafka = dict.fromkeys(KAFKA_GAUGES, 0)
             kafka.update({k: v for k, v in self._kafka.items() if k in kafka})
@@ -267,4 +272,5 @@ class Observatory:
                 leader_moves_left=left,
                 leader_moves_bound=bound,
                 leader_moves_last_pass=last_pass,
+                cordoned_brokers=tuple(cordoned),
             )

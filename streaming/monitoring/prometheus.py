@@ -141,6 +141,14 @@ class ControllerCollector:
         yield leaders
         yield preferred
         yield imbalance
+        cordoned = GaugeMetricFamily(
+            "livectl_broker_cordoned",
+            "1 for a cordoned broker (no new replica is placed on it: /livectl/cordoned_brokers), else 0",
+            labels=["broker"],
+        )
+        for b in sorted(set(brokers) | set(s.cordoned_brokers)):
+            cordoned.add_metric([str(b)], 1 if b in s.cordoned_brokers else 0)
+        yield cordoned
         yield GaugeMetricFamily(
             "livectl_preferred_leader_moves_left",
             "preferred-leader moves the leader-balance passes still want (brokers above the imbalance threshold, "

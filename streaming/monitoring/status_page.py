@@ -128,6 +128,7 @@ def render(s: Snapshot) -> str:
             _card("Role", role, bad=s.role.value in ("fenced", "stopped")),
             _card("Controller epoch", s.controller_epoch),
             _card("Live brokers", len(s.live_brokers)),
+            _card("Cordoned", ", ".join(map(str, s.cordoned_brokers)) or "none"),
             _card("Topics", k["GlobalTopicCount"]),
             _card("Partitions", k["GlobalPartitionCount"]),
             _card("Offline", k["OfflinePartitionsCount"], bad=k["OfflinePartitionsCount"] > 0),

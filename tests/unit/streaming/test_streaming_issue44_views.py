@@ -1,5 +1,5 @@
-"""Gentle leader balance in the operator's views (issue 44, item 4): the Prometheus endpoint and the status page
-show the preferred-leader moves left, the bound per pass and the last pass's moves."""
+"""Issue 44 in the operator's views, the Prometheus endpoint and the status page: gentle leader balance (item 4:
+the preferred-leader moves left, the bound per pass, the last pass's moves) and the cordoned brokers (item 1)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,19 @@ def test_the_endpoint_and_the_page_show_the_moves_left() -> None:
     page = render(o.snapshot())
     assert 'id="card-leader-moves-left">Leader moves left<b>17</b>' in page
     assert "Preferred-leader moves left: 17; last pass: 5;\nat most 5 per pass" in page
+
+
+def test_the_endpoint_and_the_page_show_the_cordoned_brokers() -> None:
+    """Issue 44, item 1: a cordoned broker is 1 on ``livectl_broker_cordoned`` and listed on the page."""
+    from prometheus_client import generate_latest
+
+    o = oy.Observatory(1)
+    o.record_batch(batch())
+    server = MetricsServer(o, 1)
+    assert 'id="card-cordoned">Cordoned<b>none</b>' in render(o.snapshot())
+    o.cordoned = lambda: (2, 9)
+    m = samples(generate_latest(server.registry).decode())
+    assert m[("livectl_broker_cordoned", (("broker", "2"),))] == 1
+    assert m[("livectl_broker_cordoned", (("broker", "9"),))] == 1, "cordoned though not registered"
+    assert m[("livectl_broker_cordoned", (("broker", "1"),))] == 0
+    assert 'id="card-cordoned">Cordoned<b>2, 9</b>' in render(o.snapshot())
