@@ -12,11 +12,15 @@ from core.errors import FormatError
 
 
 def add_brokers_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    write: argparse.ArgumentParser | None = None,
 ) -> None:
+    """``common``: the read options (``brokers list``); ``write``: the options of commands the controller
+    answers (``--drain``), given to ``brokers`` itself (``common`` when not given)."""
     p = sub.add_parser(
         "brokers",
-        parents=[common],
+        parents=[write if write is not None else common],
         help="list registered brokers; cordon or uncordon one",
         description="Brokers registered in ZooKeeper. --cordon N: no new replica is placed on broker N (topic "
         "creation, partition addition and reassign --generate skip it; its replicas stay); --uncordon N ends it. "
@@ -25,6 +29,15 @@ def add_brokers_parser(
     action = p.add_mutually_exclusive_group()
     action.add_argument("--cordon", type=int, metavar="N", help="place no new replica on broker N")
     action.add_argument("--uncordon", type=int, metavar="N", help="let broker N take new replicas again")
+    action.add_argument(
+        "--drain",
+        type=int,
+        metavar="N",
+        help="cordon broker N and move every replica off it, leaders first (resumable: run it again)",
+    )
+    action.add_argument("--cancel-drain", type=int, metavar="N", help="stop draining broker N (it stays cordoned)")
+    p.add_argument("--batch-size", type=int, default=None, help="--drain: partitions moving at once (default 10)")
+    p.add_argument("--throttle", type=int, default=None, help="--drain: replication throttle, bytes/s (default none)")
     p.set_defaults(func=cmd_brokers_cordon)
     bsub = p.add_subparsers(dest="brokers_cmd", required=False, metavar="COMMAND")
     lp = bsub.add_parser("list", parents=[common], help="list /brokers/ids", description="List /brokers/ids.")
@@ -60,8 +73,12 @@ def cmd_brokers_cordon(args: argparse.Namespace) -> int:
 def _brokers_cordon(args: argparse.Namespace) -> int:
     from admin.cordon import cordon_command
 
+    if getattr(args, "drain", None) is not None or getattr(args, "cancel_drain", None) is not None:
+        from admin.drain import cancel_command, drain_command
+
+        return drain_command(args) if args.drain is not None else cancel_command(args)
     if args.cordon is None and args.uncordon is None:
-        raise UsageError("brokers", "give a command (list), or --cordon N or --uncordon N")
+        raise UsageError("brokers", "give a command (list), or --cordon N, --uncordon N, --drain N or --cancel-drain N")
     return cordon_command(args)
 
 

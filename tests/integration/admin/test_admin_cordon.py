@@ -51,7 +51,9 @@ def test_bad_input_names_the_option(env: Env, capsys: pytest.CaptureFixture[str]
     assert main(env.args("brokers", "--cordon", "-1", write=False)) == 2
     assert "error: --cordon: must be a broker id (0 or more), got -1" in capsys.readouterr().err
     assert main(env.args("brokers", write=False)) == 2
-    assert "give a command (list), or --cordon N or --uncordon N" in capsys.readouterr().err
+    assert (
+        "give a command (list), or --cordon N, --uncordon N, --drain N or --cancel-drain N" in capsys.readouterr().err
+    )
     env.zk.create(CORDONED_BROKERS, b"not json", makepath=True)
     assert main(env.args("brokers", "--cordon", "1", write=False)) == 1
     assert "/livectl/cordoned_brokers holds something else than livectl wrote" in capsys.readouterr().err
