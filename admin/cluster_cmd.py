@@ -101,9 +101,11 @@ def _brokers_list(args: argparse.Namespace) -> int:
             cordoned = set(zk.cordoned())
         except FormatError as e:
             raise OperationFailedError(f"/livectl/cordoned_brokers is not livectl's JSON: {e}") from None
+        draining = zk.draining()
     if args.json or args.output == "json":
         listing = {
-            str(b): r.raw | {"broker_epoch": r.epoch, "cordoned": b in cordoned} for b, r in sorted(brokers.items())
+            str(b): r.raw | {"broker_epoch": r.epoch, "cordoned": b in cordoned, "draining": b in draining}
+            for b, r in sorted(brokers.items())
         }
         print(json.dumps(listing, indent=2))
     elif not brokers:
@@ -112,7 +114,7 @@ def _brokers_list(args: argparse.Namespace) -> int:
         print(f"{'ID':>4}  {'EPOCH':>12}  {'RACK':<8}  ENDPOINTS")
         for b, r in sorted(brokers.items()):
             mark = "  (controller)" if b == controller else ""
-            mark += "  (cordoned)" if b in cordoned else ""
+            mark += "  (draining)" if b in draining else "  (cordoned)" if b in cordoned else ""
             print(f"{b:>4}  {r.epoch:>12}  {r.rack or '-':<8}  {','.join(r.endpoints)}{mark}")
     away = sorted(cordoned - set(brokers))
     if away and not (args.json or args.output == "json"):

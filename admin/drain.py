@@ -41,6 +41,7 @@ from admin.publish import ResultFollower, new_request_id, publish_command
 from admin.reassign.state import Moving, in_progress
 from admin.reassign.throttles import clear_throttles, throttled_replicas
 from admin.zkread import ZkReader, connect
+from core.cordon import DRAINS
 from core.decisions import AdminResult, AdminStatus
 from core.drain import DrainStep, PartitionView, plan_drain
 from core.errors import FormatError
@@ -54,7 +55,6 @@ from core.kafka.configs import (
 from core.model import ElectionType, PartitionTarget, TopicPartition
 from core.placement import BrokerRack
 
-DRAINS = "/livectl/drains"
 DRAIN_VERSION = 1
 #: seconds between rounds while replicas are moving
 POLL_S = 1.0

@@ -20,7 +20,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from core import offline_replicas
-from core.cordon import CORDONED_BROKERS, decode_cordoned
+from core.cordon import CORDONED_BROKERS, DRAINS, decode_cordoned
 from core.errors import FormatError
 from core.kafka import zkdata
 from core.model import PartitionTarget
@@ -113,6 +113,10 @@ class ZkReader:
         JSON raises :class:`core.errors.FormatError`."""
         got = self._get(CORDONED_BROKERS)
         return decode_cordoned(got[0]) if got is not None else ()
+
+    def draining(self) -> set[int]:
+        """The brokers a drain is recorded for (children of ``/livectl/drains``, :mod:`admin.drain`)."""
+        return {int(c) for c in self._children(DRAINS) if c.isdigit()}
 
     def topics(self) -> list[str]:
         return self._children(zkdata.BROKER_TOPICS)

@@ -19,10 +19,12 @@ from typing import Any
 
 from core.errors import FormatError
 
-__all__ = ["CORDONED_BROKERS", "CORDONED_VERSION", "decode_cordoned", "encode_cordoned"]
+__all__ = ["CORDONED_BROKERS", "CORDONED_VERSION", "DRAINS", "decode_cordoned", "encode_cordoned"]
 
 #: the znode (livectl's own, beside ``/livectl/offline_replicas``)
 CORDONED_BROKERS = "/livectl/cordoned_brokers"
+#: the parent of the drain records, ``/livectl/drains/<broker>`` (``livectl brokers --drain``: ``admin.drain``)
+DRAINS = "/livectl/drains"
 CORDONED_VERSION = 1
 
 

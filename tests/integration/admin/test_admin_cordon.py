@@ -77,3 +77,22 @@ def test_reassign_generate_skips_a_cordoned_broker(env: Env, capsys: pytest.Capt
     assert "Skipping cordoned broker(s) 4 of --broker-list" in captured.err
     assert main(env.args(*argv[:-1], "1,4")) == 1, "replication factor 2 over one uncordoned broker"
     assert "1 cordoned: 4" in capsys.readouterr().err
+
+
+def test_brokers_list_marks_a_draining_broker(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    from admin.drain import DrainRecord, drain_path
+
+    write_tree(env.zk)
+    env.zk.create(drain_path(3), DrainRecord(10, -1).encode(), makepath=True)
+    assert main(env.args("brokers", "--cordon", "3", write=False)) == 0
+    capsys.readouterr()
+    assert main(env.args("brokers", "list", write=False)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[3].endswith("(draining)") and not out[2].endswith(")")
+    assert main(env.args("brokers", "list", "--json", write=False)) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert {b: (r["cordoned"], r["draining"]) for b, r in listing.items()} == {
+        "1": (False, False),
+        "2": (False, False),
+        "3": (True, True),
+    }
