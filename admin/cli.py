@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     topics_cmd.add_parser(subparsers, write)
     reassign_cmd.add_parser(subparsers, write)
     elect_cmd.add_parser(subparsers, write)
-    cluster_cmd.add_brokers_parser(subparsers, read)
+    cluster_cmd.add_brokers_parser(subparsers, read, write)
     cluster_cmd.add_controller_parser(subparsers, read)
     configs.add_parser(subparsers, write)
     acls_cmd.add_parser(subparsers)

@@ -4,6 +4,7 @@ buckets)."""
 from __future__ import annotations
 
 from core import figures
+from core.controller.elections import movable_partitions
 from core.controller.state import ControllerState
 from core.states import ReplicaState
 
@@ -12,6 +13,7 @@ __all__ = [
     "KAFKA_CONTROLLER_GAUGES",
     "brokers_over_imbalance",
     "imbalance",
+    "leader_moves",
     "metrics",
     "metrics_and_imbalance",
 ]
@@ -43,6 +45,14 @@ def imbalance(state: ControllerState) -> dict[int, tuple[int, int]]:
     driver sums these across buckets, divides and compares with
     ``leader.imbalance.per.broker.percentage`` (see :func:`brokers_over_imbalance`)."""
     return figures.preferred_leader_counts(state.context)
+
+
+def leader_moves(state: ControllerState) -> tuple[dict[int, int], bool]:
+    """This bucket's report for the leader-balance plan (:mod:`core.leader_balance`): per preferred broker its
+    movable partitions (led by another broker, the preferred replica able to lead), and whether an
+    ``elect-leaders --all`` is queued here."""
+    movable = {b: len(tps) for b, tps in movable_partitions(state.context).items()}
+    return movable, state.preferred_all_queued
 
 
 def brokers_over_imbalance(counts: dict[int, tuple[int, int]], percentage: int) -> tuple[int, ...]:

@@ -138,6 +138,13 @@ class Snapshot:
     timers: Mapping[str, tuple[int, float, list[tuple[float, float]]]]
     recent: tuple[DecisionLine, ...]
     now_s: float
+    #: gentle leader balance (core.leader_balance): preferred-leader moves left, the bound per pass
+    #: (``leader.imbalance.max.leaders.per.interval``) and the moves of the last pass
+    leader_moves_left: int = 0
+    leader_moves_bound: int = 2**31 - 1
+    leader_moves_last_pass: int = 0
+    #: the cordoned brokers (``/livectl/cordoned_brokers``, core.cordon), as the active controller last read them
+    cordoned_brokers: tuple[int, ...] = ()
 
 
 class Observatory:
@@ -167,6 +174,11 @@ class Observatory:
         #: the controller states (timer names) of batches whose duration the listener has not reported yet
         self._pending_states: dict[int, tuple[str, ...]] = {}
         self.recent: deque[DecisionLine] = deque(maxlen=RECENT_DECISIONS)
+        #: the active controller's leader-balance figures (moves left, bound, last pass), read at each
+        #: snapshot; ``None`` until its rebalance schedule runs
+        self.leader_moves: Callable[[], tuple[int, int, int]] | None = None
+        #: the active controller's cordoned brokers (its admin-path watcher's), read at each snapshot
+        self.cordoned: Callable[[], tuple[int, ...]] | None = None
 
     # ------------------------------------------------------------------ role
 
@@ -244,6 +256,9 @@ class Observatory:
     # ------------------------------------------------------------------ reading
 
     def snapshot(self) -> Snapshot:
+        source = self.leader_moves
+        left, bound, last_pass = source() if source is not None else (0, 2**31 - 1, 0)
+        cordoned = self.cordoned() if self.cordoned is not None else ()
         with self._lock:
             kafka = dict.fromkeys(KAFKA_GAUGES, 0)
             kafka.update({k: v for k, v in self._kafka.items() if k in kafka})
@@ -271,4 +286,8 @@ class Observatory:
                 timers={n: (t.count, t.total_ms, t.quantiles()) for n, t in self._timers.items()},
                 recent=tuple(self.recent),
                 now_s=self._clock(),
+                leader_moves_left=left,
+                leader_moves_bound=bound,
+                leader_moves_last_pass=last_pass,
+                cordoned_brokers=tuple(cordoned),
             )

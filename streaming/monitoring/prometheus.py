@@ -149,6 +149,30 @@ class ControllerCollector:
         yield leaders
         yield preferred
         yield imbalance
+        cordoned = GaugeMetricFamily(
+            "livectl_broker_cordoned",
+            "1 for a cordoned broker (no new replica is placed on it: /livectl/cordoned_brokers), else 0",
+            labels=["broker"],
+        )
+        for b in sorted(set(brokers) | set(s.cordoned_brokers)):
+            cordoned.add_metric([str(b)], 1 if b in s.cordoned_brokers else 0)
+        yield cordoned
+        yield GaugeMetricFamily(
+            "livectl_preferred_leader_moves_left",
+            "preferred-leader moves the leader-balance passes still want (brokers above the imbalance threshold, "
+            "an elect-leaders --all queued)",
+            s.leader_moves_left,
+        )
+        yield GaugeMetricFamily(
+            "livectl_preferred_leader_moves_per_interval_max",
+            "leader.imbalance.max.leaders.per.interval: the most leaders one pass moves (2147483647: no bound)",
+            s.leader_moves_bound,
+        )
+        yield GaugeMetricFamily(
+            "livectl_preferred_leader_moves_last_pass",
+            "preferred-leader moves the last leader-balance pass made",
+            s.leader_moves_last_pass,
+        )
 
 
 def registry_for(observatory: Observatory) -> Any:

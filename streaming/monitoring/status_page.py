@@ -113,6 +113,10 @@ def _reassignments_table(items: tuple[observe.ReassignmentInfo, ...], total: int
     )
 
 
+def _bound(bound: int) -> str:
+    return "no bound on the leaders one pass moves" if bound >= 2**31 - 1 else f"at most {bound} per pass"
+
+
 def render(s: Snapshot) -> str:
     """The whole page."""
     k, f = s.kafka_metrics, s.figures
@@ -124,12 +128,14 @@ def render(s: Snapshot) -> str:
             _card("Role", role, bad=s.role.value in ("fenced", "stopped")),
             _card("Controller epoch", s.controller_epoch),
             _card("Live brokers", len(s.live_brokers)),
+            _card("Cordoned", ", ".join(map(str, s.cordoned_brokers)) or "none"),
             _card("Topics", k["GlobalTopicCount"]),
             _card("Partitions", k["GlobalPartitionCount"]),
             _card("Offline", f["OfflinePartitionsCount"], bad=f["OfflinePartitionsCount"] > 0),
             _card("Under-replicated", f["UnderReplicatedPartitions"], bad=f["UnderReplicatedPartitions"] > 0),
             _card("Under min ISR", f["UnderMinIsrPartitionCount"], bad=f["UnderMinIsrPartitionCount"] > 0),
             _card("Preferred imbalance", f["PreferredReplicaImbalanceCount"]),
+            _card("Leader moves left", s.leader_moves_left),
             _card("Reassigning", f["ReassigningPartitions"]),
             _card("Topics to delete", k["TopicsToDeleteCount"]),
         ]
@@ -157,6 +163,8 @@ last micro-batch {s.last_batch_id} ({since}) · <a href="/metrics">/metrics</a><
 <p>Bars: partitions led; dashed outline: partitions the broker is the preferred leader of; imb: share of those
 led by another broker.</p>
 {leaders_chart(c, s.live_brokers)}
+<p id="leader-moves">Preferred-leader moves left: {s.leader_moves_left}; last pass: {s.leader_moves_last_pass};
+{_bound(s.leader_moves_bound)} (<code>leader.imbalance.max.leaders.per.interval</code>).</p>
 <h2>Under-replicated partitions ({f["UnderReplicatedPartitions"]})</h2>
 {_partitions_table("under-replicated", c.under_replicated, f["UnderReplicatedPartitions"])}
 <h2>Offline partitions ({f["OfflinePartitionsCount"]})</h2>

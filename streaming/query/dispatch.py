@@ -96,6 +96,7 @@ from streaming.query.stateful import (
     KIND_METRICS,
     KIND_REQUEST,
     KIND_ZK,
+    LEADER_MOVES_KEY,
     METRIC_COLUMNS,
 )
 from streaming.query.stateful import payloads as row_payloads
@@ -271,6 +272,11 @@ class Dispatcher:
     bucket_metrics: dict[int, dict[str, int]] = field(default_factory=dict)
     #: per bucket, its latest per-broker leader imbalance counts (not led by, preferred by)
     bucket_imbalance: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    #: per bucket, its latest leader-balance report: movable partitions per preferred broker, and whether an
+    #: ``elect-leaders --all`` is queued there (core.leader_balance)
+    bucket_leader_moves: dict[int, tuple[dict[int, int], bool]] = field(default_factory=dict)
+    #: called when a bucket reports an ``elect-leaders --all`` newly queued (the rebalance schedule's wake)
+    on_leader_moves_queued: Callable[[], object] | None = None
     last_report: BatchReport | None = None
     #: called after every micro-batch with what operators watch (the metrics endpoint and status page)
     observer: Callable[[observability.BatchObservation], None] | None = None
@@ -303,6 +309,12 @@ class Dispatcher:
                 t[0] += bad
                 t[1] += all_
         return {b: (t[0], t[1]) for b, t in sorted(total.items())}
+
+    def leader_move_reports(self) -> tuple[dict[int, dict[int, int]], dict[int, bool]]:
+        """The buckets' latest leader-balance reports: (per bucket its movable partitions per preferred
+        broker, per bucket whether an ``elect-leaders --all`` is queued)."""
+        reports = dict(self.bucket_leader_moves)
+        return {b: dict(m) for b, (m, _) in reports.items()}, {b: q for b, (_, q) in reports.items()}
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         sc = batch_df.sparkSession.sparkContext
@@ -372,6 +384,7 @@ class Dispatcher:
         rejected_by_source: dict[tuple[str, int, int], Rejected] = {}
         failures: list[dc.StateChangeFailure] = []
         summaries: dict[int, str] = {}
+        newly_queued = False
         for bucket, kind, payload in zip(buckets, kinds, payloads, strict=True):
             if kind == KIND_ZK:
                 continue
@@ -396,6 +409,12 @@ class Dispatcher:
                 m = json.loads(payload)
                 counts = m.pop(IMBALANCE_KEY, {})
                 self.bucket_imbalance[int(bucket)] = {int(b): (int(c[0]), int(c[1])) for b, c in counts.items()}
+                moves = m.pop(LEADER_MOVES_KEY, {})
+                queued = bool(moves.get("queued", False))
+                was = self.bucket_leader_moves.get(int(bucket), ({}, False))[1]
+                movable = {int(b): int(n) for b, n in moves.get("movable", {}).items()}
+                self.bucket_leader_moves[int(bucket)] = (movable, queued)
+                newly_queued = newly_queued or (queued and not was)
                 self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in m.items()}
             elif kind == "rejected":
                 r = json.loads(payload)
@@ -412,6 +431,8 @@ class Dispatcher:
                     results.append(rejected_result(rid, r, reasons))
                     result_buckets.append(int(bucket))
 
+        if newly_queued and self.on_leader_moves_queued is not None:
+            self.on_leader_moves_queued()  # once per batch, however many buckets queued it
         report.zk_applied, report.zk_skipped, report.zk_failed = zk.applied, zk.skipped, len(zk.failed)
         for f in zk.failed:
             log.warning(

@@ -79,6 +79,9 @@ _NO_METRICS = (0,) * len(METRIC_COLUMNS)
 KIND_METRICS = "metrics"
 #: the metrics row's per-broker leader imbalance counts (:func:`core.controller.imbalance`)
 IMBALANCE_KEY = "imbalance"
+#: the metrics row's leader-balance report: movable partitions per preferred broker and whether an
+#: ``elect-leaders --all`` is queued (:func:`core.controller.leader_moves`)
+LEADER_MOVES_KEY = "leader_moves"
 KIND_ZK = dc.ZkWrite.TYPE
 KIND_REQUEST = dc.BrokerRequest.TYPE
 KIND_ADMIN_RESULT = dc.AdminResult.TYPE
@@ -351,7 +354,9 @@ def decide_rows(
     m, counts = controller.metrics_and_imbalance(new_state)
     # per preferred broker (not led by it, preferred by it): the driver sums them for auto leader rebalance
     imbalance = {str(b): list(c) for b, c in counts.items()}
-    payload = json.dumps({**m, IMBALANCE_KEY: imbalance})
+    movable, queued = controller.leader_moves(new_state)
+    moves = {"movable": {str(b): n for b, n in movable.items()}, "queued": queued}
+    payload = json.dumps({**m, IMBALANCE_KEY: imbalance, LEADER_MOVES_KEY: moves})
     rows.append([bucket, len(rows), KIND_METRICS, payload, *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     if summaries:
         # anything besides the metrics row (see summary_payload), or a new cluster min.insync.replicas
