@@ -55,8 +55,9 @@ class Traffic:
         self._acked: set[bytes] = set()
         self._failed: dict[bytes, str] = {}
         self._consumed: set[bytes] = set()
-        self._producing = threading.Event()
-        self._consuming = threading.Event()
+        #: set = stop (waited on between records, so the producer keeps its rate)
+        self._stop_producing = threading.Event()
+        self._stop_consuming = threading.Event()
         self._producer: Any = None
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []
@@ -74,8 +75,6 @@ class Traffic:
             max_block_ms=10_000,
             client_id="livectl-demo-producer",
         )
-        self._producing.set()
-        self._consuming.set()
         for name, target in (("producer", self._produce), ("consumer", self._consume)):
             t = threading.Thread(target=target, name=f"livectl-demo-{name}", daemon=True)
             t.start()
@@ -84,7 +83,7 @@ class Traffic:
     def stop_producing(self, timeout: float = 130.0) -> None:
         """No more records; wait (up to ``timeout``, above the producer's delivery timeout) until every record
         sent is acknowledged or failed."""
-        self._producing.clear()
+        self._stop_producing.set()
         if self._threads:
             self._threads[0].join(10)
         if self._producer is not None:
@@ -93,8 +92,8 @@ class Traffic:
 
     def close(self) -> None:
         """Stop both clients (idempotent)."""
-        self._producing.clear()
-        self._consuming.clear()
+        self._stop_producing.set()
+        self._stop_consuming.set()
         for t in self._threads:
             t.join(15)
         if self._producer is not None:
@@ -136,7 +135,7 @@ class Traffic:
         interval = 1.0 / self.rate
         n = 0
         next_at = time.monotonic()
-        while self._producing.is_set():
+        while not self._stop_producing.is_set():
             topic, partition = targets[n % len(targets)]
             value = f"{topic}:{n}".encode()
             try:
@@ -150,7 +149,9 @@ class Traffic:
                 future.add_errback(self._on_error, value)
             n += 1
             next_at += interval
-            self._producing.wait(max(0.0, next_at - time.monotonic()))
+            # a send that blocked (no leader) does not make up for lost time with a burst
+            next_at = max(next_at, time.monotonic() - interval)
+            self._stop_producing.wait(max(0.0, next_at - time.monotonic()))
 
     def _on_ack(self, value: bytes, metadata: Any) -> None:
         del metadata
@@ -180,12 +181,12 @@ class Traffic:
             tps = [TopicPartition(t, p) for t, n in sorted(self.topics.items()) for p in range(n)]
             consumer.assign(tps)
             consumer.seek_to_beginning(*tps)
-            while self._consuming.is_set():
+            while not self._stop_consuming.is_set():
                 try:
                     batches = consumer.poll(timeout_ms=300)
                 except Exception as e:  # a broker going away mid-fetch: kafka-python retries on the next poll
                     log.warning("demo consumer: %s", e)
-                    self._consuming.wait(0.5)
+                    self._stop_consuming.wait(0.5)
                     continue
                 values = [r.value for records in batches.values() for r in records]
                 if values:
