@@ -337,6 +337,11 @@ class KafkaDemo(Demo):
             "data", f"every one of the {counts.acknowledged} acknowledged records was consumed ({counts.text()})"
         )
 
+    def _keep_running(self) -> None:
+        live = ",".join(kb.service.address for _, kb in sorted(self._kafka().items()) if kb.running())
+        self.tl.line("demo", f"Kafka brokers for clients: --bootstrap-server {live}")
+        super()._keep_running()
+
     # ------------------------------------------------------------------ teardown
 
     def _stop_brokers(self) -> None:
