@@ -348,7 +348,7 @@ class KafkaDemo(Demo):
         """The clients, the brokers (SIGKILL: the scenario showed a controlled shutdown, and their data goes
         with the run folder), then the channel (SIGTERM; SIGKILL after 15 s)."""
         if self.traffic is not None:
-            self.traffic.close()
+            self.traffic.close(give_up=self.hard_stop.is_set)
         for kb in list(self._kafka().values()):
             self._drop_connection(kb)
             if kb.running():

@@ -7,11 +7,14 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger("livectl.demo.traffic")
+
+#: the producer's delivery.timeout.ms, in seconds
+DELIVERY_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Traffic:
         self._stop_consuming = threading.Event()
         self._producer: Any = None
         self._threads: list[threading.Thread] = []
+        self._unclosed: list[Any] = []
         self.errors: list[str] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -73,6 +77,9 @@ class Traffic:
             linger_ms=0,
             request_timeout_ms=10_000,
             max_block_ms=10_000,
+            # a record no leader takes within this long fails (counted, never acknowledged): closing the
+            # producer waits at most about as long
+            delivery_timeout_ms=int(DELIVERY_TIMEOUT_S * 1000),
             client_id="livectl-demo-producer",
         )
         for name, target in (("producer", self._produce), ("consumer", self._consume)):
@@ -80,7 +87,7 @@ class Traffic:
             t.start()
             self._threads.append(t)
 
-    def stop_producing(self, timeout: float = 130.0) -> None:
+    def stop_producing(self, timeout: float = DELIVERY_TIMEOUT_S + 10) -> None:
         """No more records; wait (up to ``timeout``, above the producer's delivery timeout) until every record
         sent is acknowledged or failed."""
         self._stop_producing.set()
@@ -90,16 +97,27 @@ class Traffic:
             with contextlib.suppress(Exception):
                 self._producer.flush(timeout=timeout)
 
-    def close(self) -> None:
-        """Stop both clients (idempotent)."""
+    def close(self, give_up: Callable[[], bool] = lambda: False) -> None:
+        """Stop both clients (idempotent). The producer closes once every record sent is acknowledged or has
+        failed (at most about its delivery timeout; a producer whose close timed out would try again, with a
+        traceback, when it is collected); ``give_up`` true: no more waiting."""
         self._stop_producing.set()
         self._stop_consuming.set()
         for t in self._threads:
             t.join(15)
-        if self._producer is not None:
-            with contextlib.suppress(Exception):
-                self._producer.close(timeout=5)
-            self._producer = None
+        producer, self._producer = self._producer, None
+        if producer is None:
+            return
+        deadline = time.monotonic() + DELIVERY_TIMEOUT_S + 10
+        while True:
+            try:
+                producer.close(timeout=2)
+                return
+            except Exception as e:  # records still waiting for a leader
+                if give_up() or time.monotonic() >= deadline:
+                    log.warning("demo producer: not closed: %s", e)
+                    self._unclosed.append(producer)  # not collected (and closed again) in the middle of teardown
+                    return
 
     # ------------------------------------------------------------------ what the demo reads
 
