@@ -188,6 +188,9 @@ class ZooKeeperSink:
         self._zk = client
         self.fence = fence
         self.query_name = query_name
+        #: transactions this sink has had committed, all batches together: a count that grows while a large
+        #: batch is written (the replay wait's progress, :mod:`streaming.driver.replay_progress`)
+        self.transactions_committed = 0
         self._progress_path = progress_path(query_name)
         self._capacity = ops_per_transaction - 2
         self._max_bytes = max_transaction_bytes
@@ -344,6 +347,7 @@ class ZooKeeperSink:
                 progress.batch_id, progress.next = batch_id, txn.next
                 committed_next = txn.next
                 committed += 1
+                self.transactions_committed += 1
                 continue
             index, exc = bad
             if index == 0:

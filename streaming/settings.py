@@ -91,6 +91,10 @@ class Settings:
     #: how long a micro-batch's writes are retried while ZooKeeper or Kafka is unavailable (a restart)
     #: before the query fails; 0 = not retried
     sink_retry_timeout_ms: int = 60000
+    #: how long the replay of the micro-batch a previous controller planned but did not commit may go without
+    #: progress (a Spark task of it done, a step of its writes) before the controller stops with one line;
+    #: the replay itself may take longer (:func:`streaming.driver.wiring.wait_committed`)
+    replay_stall_timeout_ms: int = 300000
     #: compression of the request sink's messages (the requests, admin results and rejected input):
     #: none, gzip, snappy, lz4 or zstd; zstd sends 11-15x faster than gzip
     #: (docs/decisions/2026-11-24-zstd-request-compression.md)
@@ -158,7 +162,12 @@ class Settings:
                 f"must be at least 0 (0: spark.sql.shuffle.partitions when set, else one per executor core), "
                 f"got {self.num_buckets}",
             )
-        for name in ("zookeeper_session_timeout_ms", "max_records_per_batch", "zk_ops_per_transaction"):
+        for name in (
+            "zookeeper_session_timeout_ms",
+            "max_records_per_batch",
+            "zk_ops_per_transaction",
+            "replay_stall_timeout_ms",
+        ):
             if getattr(self, name) < 1:
                 raise SettingsError(name, f"must be at least 1, got {getattr(self, name)}")
         if self.sink_retry_timeout_ms < 0:

@@ -97,6 +97,9 @@ class RequestSink:
         #: per topic: (latest batch id written by this instance, identities written for it); absent
         #: means "unknown, read the topic's tail first"
         self._written: dict[str, tuple[int, set[tuple[int, str]]]] = {}
+        #: messages the broker acknowledged, all batches together: a count that grows while a large batch is
+        #: sent (the replay wait's progress, :mod:`streaming.driver.replay_progress`)
+        self.messages_acked = 0
         #: the requests topic's tail as read by :meth:`start` once the producer had fenced every earlier one,
         #: for the first write (:class:`TailAhead`); dropped by the first write, used or not
         self._ahead: TailAhead | None = None
@@ -209,7 +212,9 @@ class RequestSink:
             if self._transactional_id is not None:
                 producer.begin_transaction()
             futures = [
-                producer.send(m.topic, key=m.key, value=m.value, headers=list(m.headers), partition=m.partition)
+                producer.send(
+                    m.topic, key=m.key, value=m.value, headers=list(m.headers), partition=m.partition
+                ).add_callback(self._acked)
                 for m in todo
             ]
             producer.flush(timeout=self._timeout)
@@ -232,6 +237,10 @@ class RequestSink:
             raise SinkUnavailableError(f"could not write batch {batch_id} to {topic}: {e!r}") from e
         self._written[topic] = (batch_id, done | {m.identity for m in todo})
         return RequestBatchResult(batch_id, len(todo), len(msgs) - len(todo))
+
+    def _acked(self, _metadata: Any) -> None:
+        # on the producer's I/O thread, its only writer
+        self.messages_acked += 1
 
     def _partitions(self, topic: str) -> tuple[int, ...]:
         """The partition ids of ``topic`` as the producer knows them now (from its metadata: the same count

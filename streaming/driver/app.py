@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sinks.ports import RequestSinkPort, ZkSinkPort
+from streaming.driver.replay_progress import ReplayWatch
 from streaming.driver.session import spark_session, spark_ui_address
 from streaming.driver.shutdown import fence_check, fenced_if_replaced, raise_outcome, stop_query
 from streaming.driver.side_threads import Opened, admin_watcher, controller_config_now, start_side_threads
@@ -297,7 +298,7 @@ class ControllerApp:
             # the micro-batch the previous controller planned but did not commit is replayed first; the
             # snapshot must be read after it, or it would miss that batch's writes. A query that fails in the
             # replay goes straight to the outcome below, which says its error
-            if replay is None or wait_committed(store, self.query, replay, self._stop):
+            if replay is None or self._replayed(store, dispatcher, replay):
                 snapshot = handing.result() if handing is not None else handed_off()
         if snapshot is not None:
             opened.bridge, opened.rebalancer = start_side_threads(
@@ -334,10 +335,18 @@ class ControllerApp:
         self.query = start_query_when_free(
             self.spark, replace(s, query_source="python"), dispatcher, where, stop=self._stop
         )
-        if not wait_committed(store, self.query, replay, self._stop):
+        if not self._replayed(store, dispatcher, replay):
             return False
         stop_query(self.query)
         return True
+
+    def _replayed(self, store: CheckpointStore, dispatcher: Dispatcher, replay: int) -> bool:
+        """:func:`~streaming.driver.wiring.wait_committed` for micro-batch ``replay`` on ``self.query``, bounded by
+        ``replay_stall_timeout_ms`` without progress (:class:`~streaming.driver.replay_progress.ReplayWatch`)."""
+        sinks = (dispatcher.zk_sink, dispatcher.request_sink)
+        watch = ReplayWatch(self.spark, self.query, replay, dispatcher.activity, sinks)
+        stall_s = self.settings.replay_stall_timeout_ms / 1000
+        return wait_committed(store, self.query, replay, self._stop, stall_s, progress=watch)
 
     def _start_spark(self, zk: Any) -> CheckpointStore:
         """The SparkSession (unless given) and the checkpoint's file system; returns the checkpoint."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sinks.errors import ControllerFencedError
 from sinks.ports import RequestSinkPort, ZkSinkPort
+from streaming.driver.replay_progress import ReplaySample, planned_records
 from streaming.driver.shutdown import fence_check, fenced_reason
 from streaming.driver.startup import checkpoint_identity
 from streaming.errors import StreamingError
@@ -149,19 +150,55 @@ def start_query_when_free(
 
 
 def wait_committed(
-    store: CheckpointStore, query: Any, batch_id: int, stop: threading.Event, timeout: float = 300.0
+    store: CheckpointStore,
+    query: Any,
+    batch_id: int,
+    stop: threading.Event,
+    stall_timeout: float = 300.0,
+    *,
+    progress: Callable[[], ReplaySample] | None = None,
+    report_every: float = 30.0,
+    sample_every: float = 1.0,
 ) -> bool:
     """Wait until micro-batch ``batch_id`` is committed in the checkpoint (the replay of the batch a
     previous controller planned). False when the query stopped first or this controller was asked to stop
-    (the caller reports the query's outcome: its failure, if that is why); refused when ``timeout`` passes."""
-    deadline = time.monotonic() + timeout
+    (the caller reports the query's outcome: its failure, if that is why). The wait is bounded by the time
+    without progress, not by the replay's length: ``progress`` (:class:`streaming.driver.replay_progress.ReplayWatch`)
+    is sampled as the wait goes, and the wait is refused once its marks have not changed for ``stall_timeout``
+    seconds (without ``progress``, once ``stall_timeout`` has passed); it is sampled every ``sample_every``
+    seconds (a sample is a few calls into Spark's JVM). Every ``report_every`` seconds the log says how it goes."""
     commits = child(store.root, "commits")
+    started = last_change = last_report = last_sample = time.monotonic()
+    records = planned_records(store, batch_id)
+    sample = progress() if progress is not None else None
     while batch_id not in batch_ids(store, commits):
         if not query.isActive or stop.is_set():
             log.info("the replay of micro-batch %d did not complete: the query stopped", batch_id)
             return False
-        if time.monotonic() > deadline:
-            raise StreamingError(f"the replay of micro-batch {batch_id} was not committed within {timeout:g} s")
+        now = time.monotonic()
+        if progress is not None and now - last_sample >= sample_every:
+            last_sample = now
+            seen = progress()
+            if sample is None or seen.marks != sample.marks:
+                last_change = now
+            sample = seen
+        if now - last_report >= report_every:
+            last_report = now
+            log.info(
+                "replaying micro-batch %d%s: %.0f s in, last progress %.0f s ago%s",
+                batch_id,
+                f" ({records})" if records else "",
+                now - started,
+                now - last_change,
+                f"; {sample.said}" if sample is not None else "",
+            )
+        if now - last_change > stall_timeout:
+            raise StreamingError(
+                f"the replay of micro-batch {batch_id} made no progress for {stall_timeout:g} s"
+                f" (replay_stall_timeout_ms; {now - started:.0f} s in all"
+                + (f"; {sample.said}" if sample is not None else "")
+                + ")"
+            )
         time.sleep(0.1)
-    log.info("micro-batch %d replayed", batch_id)
+    log.info("micro-batch %d replayed in %.1f s", batch_id, time.monotonic() - started)
     return True

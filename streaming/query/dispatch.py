@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
@@ -244,6 +245,25 @@ class BatchTiming:
     end: float
 
 
+class Activity:
+    """What the dispatcher is doing, for a watcher on another thread (the wait for a replayed micro-batch,
+    :mod:`streaming.driver.replay_progress`): the batch, its current step and how many steps were begun so
+    far (a count that grows while work is done)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int, str] = (0, -1, "")
+
+    def note(self, batch_id: int, step: str) -> None:
+        with self._lock:
+            self._seen = (self._seen[0] + 1, batch_id, step)
+
+    def seen(self) -> tuple[int, int, str]:
+        """(steps begun, batch id or -1, the current step)."""
+        with self._lock:
+            return self._seen
+
+
 @dataclass
 class Dispatcher:
     """Callable given to ``foreachBatch``. Holds the sinks of the current controller lease."""
@@ -287,6 +307,8 @@ class Dispatcher:
     _spark_s: float = 0.0
     #: the latest batch's figures job in the Spark UI (:func:`streaming.monitoring.spark_ui.publish_figures`)
     figures_job: Any = None
+    #: the current batch's step, for the replay wait's progress (:class:`Activity`)
+    activity: Activity = field(default_factory=Activity)
 
     @property
     def metrics(self) -> dict[str, int]:
@@ -323,6 +345,7 @@ class Dispatcher:
         sc.setJobDescription(f"{batch_head(self.controller_id, self.controller_epoch, int(batch_id))}: deciding")
         wall_start = time.time()
         started = time.monotonic()
+        self.activity.note(int(batch_id), "the buckets' step (Spark)")
         frame: pd.DataFrame = batch_df.toPandas()
         self._spark_s = time.monotonic() - started
         wall_spark_end = time.time()
@@ -363,6 +386,7 @@ class Dispatcher:
                 assert isinstance(d, dc.ZkWrite)
                 zk_writes.append(d)
         zk_started = time.monotonic()
+        self.activity.note(batch_id, f"{len(zk_writes)} ZooKeeper writes")
         own = self.own_writes
         # nobody listens before the side threads start (the failover batch, the largest)
         topics = topic_writes(zk_writes) if own is not None else {}
@@ -456,20 +480,24 @@ class Dispatcher:
         preparing = self._prepare_audit(audit_batch) if requests else None
         topics_started = time.monotonic()
         if requests:
+            self.activity.note(batch_id, f"{len(requests)} broker requests")
             report.requests = self._topic_step(
                 batch_id, "requests", lambda: self.request_sink.write_requests(batch_id, requests)
             ).written
         if merged:
+            self.activity.note(batch_id, f"{len(merged)} admin results")
             report.admin_results = self._topic_step(
                 batch_id, "admin results", lambda: self.request_sink.write_admin_results(batch_id, merged)
             ).written
         if rejected:
+            self.activity.note(batch_id, f"{len(rejected)} rejected records")
             report.rejected = self._topic_step(
                 batch_id, "rejected records", lambda: self.request_sink.write_rejected(batch_id, rejected)
             ).written
         topics_s = time.monotonic() - topics_started
         audit_s = 0.0
         if self.audit is not None:
+            self.activity.note(batch_id, "the state-change log")
             audit_started = time.monotonic()
             prepared = preparing.result() if preparing is not None else None
             if prepared is not None:

@@ -142,6 +142,8 @@ def test_replay_after_a_partial_write_sends_only_what_is_missing(kafka_broker: A
     with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as restarted:
         replay = restarted.write_requests(6, batch)
         assert (replay.written, replay.skipped) == (3, 3)
+        # the count the replay wait watches: the messages the broker acknowledged
+        assert restarted.messages_acked == 3
         # the same instance replaying again knows it is done, and an older batch is skipped too
         assert restarted.write_requests(6, batch).written == 0
         assert restarted.write_requests(5, batch).written == 0

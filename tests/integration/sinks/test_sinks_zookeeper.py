@@ -92,14 +92,18 @@ def test_writes_are_applied_in_order_with_parents_cas_and_trees(zk: KazooClient)
     assert json.loads(data)["leader"] == 3 and stat.version == 2
     assert sorted(zk.get_children("/brokers/topics/a/partitions"), key=int) == [str(p) for p in range(30)]
     assert result.transactions >= 4  # 34 writes + 30 parent pairs in transactions of 8 writes
+    # the count the replay wait watches grows with every transaction committed
+    assert sink.transactions_committed == result.transactions
 
     deletion = [
         ZkWrite(ZkOp.DELETE_TREE, "/brokers/topics/a"),
         ZkWrite(ZkOp.DELETE, "/admin/delete_topics/a"),
         ZkWrite(ZkOp.DELETE_TREE, "/brokers/topics/never-existed"),
     ]
+    before = sink.transactions_committed
     result = sink.write_batch(1, deletion)
     assert result.ok and result.applied == 3
+    assert sink.transactions_committed == before + result.transactions
     assert zk.exists("/brokers/topics/a") is None
     assert zk.get_children("/admin/delete_topics") == []
     assert json.loads(zk.get(progress_path("q"))[0]) == {

@@ -7,7 +7,7 @@ import json
 import pytest
 from core_support import Cluster
 
-from core.decisions import AdminResult, AdminStatus, ZkWrite
+from core.decisions import AdminResult, AdminStatus, Decision, ZkWrite
 from core.events import BrokerFailure, CancelReassignment, CreateTopic, ReassignPartitions
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import REASSIGN_PARTITIONS, encode_reassignment
@@ -235,3 +235,58 @@ def test_new_broker_startup_resumes_reassignment() -> None:
     c.run(startup(4, epoch=200))
     c.catch_up(TP)
     assert c.ctx.assignment(TP) == ReplicaAssignment((1, 2, 4))
+
+
+def _takeover(c: Cluster) -> list[Decision]:
+    """A new controller on the same bucket state (as a takeover on a used checkpoint: the pending admin
+    requests are kept), its context rebuilt from the fake ZooKeeper (:meth:`Cluster.failover` starts afresh)."""
+    from core.events import ControllerFailover
+    from core.kafka.zksnapshot import snapshot_from_znodes
+    from core.model import Broker
+
+    c.controller_epoch += 1
+    brokers = [
+        Broker(b.id, b.epoch, b.rack, b.endpoints) for b in sorted(c.ctx.live_brokers.values(), key=lambda b: b.id)
+    ]
+    return c.run(
+        ControllerFailover(0, snapshot_from_znodes(c.zk.nodes, brokers, c.controller_epoch, c.controller_epoch - 1))
+    )
+
+
+def test_failover_mid_reassignment_reports_kafkas_online_to_new_failure_and_finishes() -> None:
+    """The long run's ``OnlineReplica -> NewReplica`` failures (issue 41), small: a controller failover while a
+    reassignment waits for its adding replica. Kafka 3.9's ``onControllerFailover`` does the same:
+    ``ReplicaStateMachine.startup`` puts every replica of RS (ORS + TRS) on a live broker in OnlineReplica, then
+    ``maybeResumeReassignments`` runs ``onPartitionReassignment``, whose step A2 moves AR to NewReplica —
+    invalid from OnlineReplica, so logged as a failed state change and the replica stays Online. Step A1 has
+    already sent the adding replica its LeaderAndIsr (new leader epoch, RS with AR and RR), so nothing is lost:
+    the reassignment completes once the ISR catches up, with no other failure."""
+    from core.decisions import StateChangeFailure
+
+    c = Cluster.start([1, 2, 3, 4])
+    c.run(CreateTopic("create", "t", replica_assignment=((1, 2, 3),), partitions=1, replication_factor=3))
+    c.run(ReassignPartitions("r", (PartitionTarget("t", 0, (1, 2, 4)),)))
+    li = c.ctx.leadership(TP)
+    assert li is not None
+    epoch_before = li.leader_and_isr.leader_epoch
+    ds = _takeover(c)
+    failures = [d for d in ds if isinstance(d, StateChangeFailure)]
+    assert failures == [
+        StateChangeFailure(
+            "[Topic=t,Partition=0,Replica=4]",
+            "OnlineReplica",
+            "NewReplica",
+            "Invalid state transition for replica 4 of partition t-0 from OnlineReplica to NewReplica",
+        )
+    ]
+    assert c.ctx.replica_state(PartitionReplica("t", 0, 4)) is ReplicaState.ONLINE
+    # A1 of the resumed reassignment: the adding replica's last LeaderAndIsr of the failover has the bumped
+    # epoch and the reassignment's RS, AR and RR
+    sent = c.requests(RequestApi.LEADER_AND_ISR, 4)[-1].body_json()["topicStates"][0]["partitionStates"][0]
+    assert sent["leaderEpoch"] == epoch_before + 1
+    assert (sorted(sent["replicas"]), sent["addingReplicas"], sent["removingReplicas"]) == ([1, 2, 3, 4], [4], [3])
+    ds = c.catch_up(TP)
+    assert not [d for d in ds if isinstance(d, StateChangeFailure)]
+    assert c.ctx.assignment(TP) == ReplicaAssignment((1, 2, 4))
+    assert not c.ctx.partitions_being_reassigned
+    assert [(a.request_id, a.status) for a in _admin(c)] == [("r", AdminStatus.OK)]
