@@ -15,8 +15,9 @@ every ``ALLOW`` rule the broker's authorizer needs for livectl to run, and nothi
 * **brokers** read ``livectl.requests`` and write ``livectl.broker-events``; the simulated brokers also
   read (and create) their control topic ``livectl.simbrokers.control``.
 * **admins** (who run ``livectl topics``, ``reassign``, ``elect-leaders``, ``configs``) write
-  ``livectl.admin`` and read ``livectl.admin-results`` (``--wait``); with the simulated brokers they also
-  write the control topic and read ``livectl.requests`` (``livectl-simbrokers shutdown --wait``).
+  ``livectl.admin`` and read ``livectl.admin-results`` (the controller's answers, awaited unless
+  ``--no-wait``); with the simulated brokers they also write the control topic and read ``livectl.requests``
+  (``livectl-simbrokers shutdown --wait``).
 
 So only a controller writes requests, results and rejections; only brokers and controllers write broker
 events; only admins write admin commands. Every client here reads without a consumer group (it assigns
@@ -225,7 +226,7 @@ def acl_set(d: Deployment) -> tuple[Acl, ...]:
         a = Role.ADMIN
         out += [
             Acl(a, p, topic(t.admin), (write,), "the admin CLI writes commands"),
-            Acl(a, p, topic(t.admin_results), (read,), "the admin CLI follows results (--wait)"),
+            Acl(a, p, topic(t.admin_results), (read,), "the admin CLI waits for the answers"),
         ]
         if d.simulated_brokers:
             out += [

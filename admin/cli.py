@@ -16,14 +16,18 @@
 Simulated brokers are stopped, killed and given faults by the simulator's own tool,
 ``livectl-simbrokers`` (:mod:`simbrokers.ctl`); a Kafka operator stops a real broker instead.
 
-Writes are :mod:`core.events` admin commands published to ``livectl.admin`` with a fresh request id;
-``--wait`` follows the :class:`core.decisions.AdminResult` on ``livectl.admin-results``. Reads come
-straight from ZooKeeper. Input is validated locally with core's decoders first.
+Writes are :mod:`core.events` admin commands published to ``livectl.admin`` with a fresh request id; the
+tool then waits for the controller's :class:`core.decisions.AdminResult` on ``livectl.admin-results``, as
+Kafka's tools wait for their response (``--no-wait``: fire and forget; ``--wait``, the default kept for
+scripts, also follows a started deletion or reassignment to its end). Reads come straight from ZooKeeper.
+Input is validated locally with core's decoders first.
 
-Exit codes: 0 success; 1 the operation failed (controller error, topic exists, ...); 2 invalid input
-(usage, field and reason named); 3 not finished (``--wait`` timed out, ``--verify`` still in progress);
-4 ZooKeeper or Kafka unreachable. This module only wires the parser: what every command shares (errors,
-exit codes, connection options, submitting) is :mod:`admin.common`.
+Exit codes: 0 success (or accepted, or with ``--no-wait`` submitted); 1 the operation was refused or failed
+(the controller's error and reason in one line, topic exists, ...); 2 invalid input (usage, field and
+reason named); 3 not finished (no answer within ``--timeout``: the line names the request id for
+``livectl audit --request-id``; ``--verify`` still in progress); 4 ZooKeeper or Kafka unreachable. This
+module only wires the parser: what every command shares (errors, exit codes, connection options, submitting)
+is :mod:`admin.common`.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     topics_cmd.add_parser(subparsers, write)
     reassign_cmd.add_parser(subparsers, write)
     elect_cmd.add_parser(subparsers, write)
-    cluster_cmd.add_brokers_parser(subparsers, read)
+    cluster_cmd.add_brokers_parser(subparsers, read, write)
     cluster_cmd.add_controller_parser(subparsers, read)
     configs.add_parser(subparsers, write)
     acls_cmd.add_parser(subparsers)

@@ -8,13 +8,38 @@ from datetime import UTC, datetime
 
 from admin.common import EXIT_FAILED, EXIT_OK, OperationFailedError, UsageError, run_command, zk_connect
 from admin.zkread import connect
+from core.errors import FormatError
 
 
 def add_brokers_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    write: argparse.ArgumentParser | None = None,
 ) -> None:
-    p = sub.add_parser("brokers", help="list registered brokers", description="Brokers registered in ZooKeeper.")
-    bsub = p.add_subparsers(dest="brokers_cmd", required=True, metavar="COMMAND")
+    """``common``: the read options (``brokers list``); ``write``: the options of commands the controller
+    answers (``--drain``), given to ``brokers`` itself (``common`` when not given)."""
+    p = sub.add_parser(
+        "brokers",
+        parents=[write if write is not None else common],
+        help="list registered brokers; cordon or uncordon one",
+        description="Brokers registered in ZooKeeper. --cordon N: no new replica is placed on broker N (topic "
+        "creation, partition addition and reassign --generate skip it; its replicas stay); --uncordon N ends it. "
+        "The set is kept in ZooKeeper at /livectl/cordoned_brokers.",
+    )
+    action = p.add_mutually_exclusive_group()
+    action.add_argument("--cordon", type=int, metavar="N", help="place no new replica on broker N")
+    action.add_argument("--uncordon", type=int, metavar="N", help="let broker N take new replicas again")
+    action.add_argument(
+        "--drain",
+        type=int,
+        metavar="N",
+        help="cordon broker N and move every replica off it, leaders first (resumable: run it again)",
+    )
+    action.add_argument("--cancel-drain", type=int, metavar="N", help="stop draining broker N (it stays cordoned)")
+    p.add_argument("--batch-size", type=int, default=None, help="--drain: partitions moving at once (default 10)")
+    p.add_argument("--throttle", type=int, default=None, help="--drain: replication throttle, bytes/s (default none)")
+    p.set_defaults(func=cmd_brokers_cordon)
+    bsub = p.add_subparsers(dest="brokers_cmd", required=False, metavar="COMMAND")
     lp = bsub.add_parser("list", parents=[common], help="list /brokers/ids", description="List /brokers/ids.")
     lp.add_argument("--json", action="store_true", help="print JSON (same as --output json)")
     lp.add_argument("--output", choices=["text", "json"], default="text", help="text or json")
@@ -41,6 +66,22 @@ def add_controller_parser(
     sp.set_defaults(func=cmd_controller_status)
 
 
+def cmd_brokers_cordon(args: argparse.Namespace) -> int:
+    return run_command(args, _brokers_cordon)
+
+
+def _brokers_cordon(args: argparse.Namespace) -> int:
+    from admin.cordon import cordon_command
+
+    if getattr(args, "drain", None) is not None or getattr(args, "cancel_drain", None) is not None:
+        from admin.drain import cancel_command, drain_command
+
+        return drain_command(args) if args.drain is not None else cancel_command(args)
+    if args.cordon is None and args.uncordon is None:
+        raise UsageError("brokers", "give a command (list), or --cordon N, --uncordon N, --drain N or --cancel-drain N")
+    return cordon_command(args)
+
+
 def cmd_brokers_list(args: argparse.Namespace) -> int:
     return run_command(args, _brokers_list)
 
@@ -51,18 +92,33 @@ def _brokers_list(args: argparse.Namespace) -> int:
     minimum: int | None = args.min
     if minimum is not None and minimum < 0:
         raise UsageError("--min", f"must be 0 or more, got {minimum}")
+    if getattr(args, "cordon", None) is not None or getattr(args, "uncordon", None) is not None:
+        raise UsageError("--cordon", "is not for brokers list: livectl brokers --cordon N")
     with connect(zk_connect(args)) as zk:
         brokers = zk.brokers()
         controller = zk.controller().broker_id
+        try:
+            cordoned = set(zk.cordoned())
+        except FormatError as e:
+            raise OperationFailedError(f"/livectl/cordoned_brokers is not livectl's JSON: {e}") from None
+        draining = zk.draining()
     if args.json or args.output == "json":
-        print(json.dumps({str(b): r.raw | {"broker_epoch": r.epoch} for b, r in sorted(brokers.items())}, indent=2))
+        listing = {
+            str(b): r.raw | {"broker_epoch": r.epoch, "cordoned": b in cordoned, "draining": b in draining}
+            for b, r in sorted(brokers.items())
+        }
+        print(json.dumps(listing, indent=2))
     elif not brokers:
         print("no brokers registered under /brokers/ids")
     else:
         print(f"{'ID':>4}  {'EPOCH':>12}  {'RACK':<8}  ENDPOINTS")
         for b, r in sorted(brokers.items()):
             mark = "  (controller)" if b == controller else ""
+            mark += "  (draining)" if b in draining else "  (cordoned)" if b in cordoned else ""
             print(f"{b:>4}  {r.epoch:>12}  {r.rack or '-':<8}  {','.join(r.endpoints)}{mark}")
+    away = sorted(cordoned - set(brokers))
+    if away and not (args.json or args.output == "json"):
+        print(f"cordoned, not registered: {', '.join(map(str, away))}")
     if minimum is not None and len(brokers) < minimum:
         raise OperationFailedError(
             f"{len(brokers)} broker(s) registered under /brokers/ids, fewer than --min {minimum}"

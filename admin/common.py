@@ -1,5 +1,7 @@
 """What every admin command shares: exit codes and errors, connection options and their defaults, submitting
-a command to the controller (``--wait``), and the parsing of Kafka's option syntaxes."""
+a command to the controller and waiting for its answer (the default; ``--no-wait`` to fire and forget,
+``--wait`` to follow a started deletion or reassignment to its end), and the parsing of Kafka's option
+syntaxes."""
 
 from __future__ import annotations
 
@@ -28,10 +30,20 @@ from sinks.local_services import default_bootstrap_server, default_zookeeper
 from sinks.security import KafkaSecurity, SecurityConfigError
 
 EXIT_OK = 0
+#: refused or failed: the controller's error and reason, in one line
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+#: not finished: no answer within ``--timeout`` (the line names the request id), ``--verify`` still moving
 EXIT_PENDING = 3
 EXIT_UNAVAILABLE = 4
+
+#: the exit codes, as the ``--help`` of every command that sends commands to the controller lists them
+EXIT_CODES_HELP = (
+    "Exit codes: 0 done (or accepted: a topic deletion or reassignment the controller started; with --no-wait, "
+    "submitted); 1 refused or failed, the controller's error and reason in one line; 2 invalid input (option "
+    "and reason named); 3 no answer within --timeout, the line names the request id to look up later with "
+    "`livectl audit --request-id ID`; 4 ZooKeeper or Kafka unreachable."
+)
 
 #: core event field -> the option that sets it (for error messages)
 OPTION_OF = {
@@ -101,10 +113,55 @@ def common_options(write: bool) -> argparse.ArgumentParser:
         g.add_argument(
             "--admin-results-topic", default=ADMIN_RESULTS_TOPIC, help="results topic (default: %(default)s)"
         )
-        w = p.add_argument_group("waiting")
-        w.add_argument("--wait", action="store_true", help="follow the controller's result until ok or error")
-        w.add_argument("--timeout", type=float, default=120.0, help="seconds to --wait (default: %(default)s)")
+        w = p.add_argument_group(
+            "waiting",
+            "The tool waits for the controller's answer on the results topic by default, as kafka-topics waits "
+            "for the broker's response, and exits 1 with the reason when the controller refuses.",
+        )
+        w.add_argument(
+            "--wait",
+            action="store_true",
+            help="the default, kept for the scripts that ask for it; a topic deletion or reassignment the "
+            "controller started is then followed to its end (else the tool ends when it starts)",
+        )
+        w.add_argument(
+            "--no-wait",
+            action="store_true",
+            help='fire and forget: exit 0 once the command is on the admin topic ("submitted", with its '
+            "request id), without the controller's answer",
+        )
+        w.add_argument(
+            "--timeout",
+            type=float,
+            default=120.0,
+            help="seconds to wait for the answer (default: %(default)s); none by then is exit 3",
+        )
     return p
+
+
+def waits(args: argparse.Namespace) -> bool:
+    """The controller's answer is awaited (every write command, unless ``--no-wait``)."""
+    return not getattr(args, "no_wait", False)
+
+
+def follows_to_end(args: argparse.Namespace) -> bool:
+    """``--wait``: an answer ``in_progress`` (a deletion or reassignment started) is followed to the final one."""
+    return bool(getattr(args, "wait", False))
+
+
+def timeout_message(request_id: str, timeout_s: float, last: AdminResult | None = None) -> str:
+    """The one line of a wait that ran out (exit 3): the request id, and where its answer can be read later."""
+    got = f"last answer: {last.status.value}" if last is not None else "no answer yet"
+    return (
+        f"request {request_id} not finished within {timeout_s:g}s ({got}); the controller may still carry it "
+        f"out: look it up later with `livectl audit --request-id {request_id}`"
+    )
+
+
+def refusal_message(result: AdminResult) -> str:
+    """The controller's error and reason on one line (exit 1)."""
+    detail = " ".join(result.message.split()) if result.message else ""
+    return f"{result.error or 'ERROR'}: {detail}" if detail else (result.error or "ERROR")
 
 
 # ----------------------------------------------------------------------------- plumbing
@@ -114,6 +171,8 @@ def run_command(args: argparse.Namespace, body: Handler) -> int:
     """Map this module's exceptions to messages on stderr and exit codes."""
     prog = f"livectl {args.command}"
     try:
+        if follows_to_end(args) and not waits(args):
+            raise UsageError("--no-wait", "can't be used with --wait")
         return body(args)
     except UsageError as e:
         print(f"{prog}: error: {e.field}: {e.reason}", file=sys.stderr)
@@ -172,27 +231,27 @@ class Submitted:
 
 
 def submit(args: argparse.Namespace, command: AdminCommand | ValidCommand, label: str) -> Submitted:
-    """Publish ``command`` (validated here unless it already was); with ``--wait``, follow its result
-    (errors raise :class:`OperationFailedError`)."""
+    """Publish ``command`` (validated here unless it already was) and, unless ``--no-wait``, wait for the
+    controller's answer: the first one, or with ``--wait`` the final one. An error raises
+    :class:`OperationFailedError` (its reason in one line); no answer in time :class:`NotFinishedError`."""
     command = (command if isinstance(command, ValidCommand) else validated(command)).command
     bootstrap = bootstrap_server(args)
     config = kafka_config(args)
-    follower = ResultFollower.open(bootstrap, args.admin_results_topic, config) if args.wait else None
+    follower = ResultFollower.open(bootstrap, args.admin_results_topic, config) if waits(args) else None
     try:
         publish_command(bootstrap, args.admin_topic, command, command.request_id, config)
         print(f"Submitted {command.TYPE} (request {command.request_id}).", file=sys.stderr)
         if follower is None:
             return Submitted(command.request_id, None)
         try:
-            result = follower.wait(command.request_id, args.timeout, Progress(label))
+            result = follower.wait(command.request_id, args.timeout, Progress(label), until_final=follows_to_end(args))
         except WaitTimeoutError as e:
-            raise NotFinishedError(str(e)) from None
+            raise NotFinishedError(timeout_message(command.request_id, args.timeout, e.last)) from None
     finally:
         if follower is not None:
             follower.close()
     if result.status is AdminStatus.ERROR:
-        detail = f": {result.message}" if result.message else ""
-        raise OperationFailedError(f"{result.error or 'ERROR'}{detail}", result)
+        raise OperationFailedError(refusal_message(result), result)
     return Submitted(command.request_id, result)
 
 

@@ -29,7 +29,17 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from admin.common import EXIT_OK, OperationFailedError, UsageError, forbid, run_command, submit, zk_connect
+from admin.common import (
+    EXIT_CODES_HELP,
+    EXIT_OK,
+    OperationFailedError,
+    UsageError,
+    forbid,
+    run_command,
+    submit,
+    waits,
+    zk_connect,
+)
 from admin.publish import new_request_id
 from admin.zkread import ZkUnavailableError, connect
 from core.events import AlterTopicConfig
@@ -37,6 +47,11 @@ from core.kafka import zkdata
 from core.kafka.configs import BROKER_CONFIGS, broker_configs_problem, topic_configs_problem
 
 DEFAULT_BROKER = "<default>"
+#: why a topic config change refuses ``--no-wait``
+NO_WAIT_CONFIGS = (
+    "a topic config change waits for the controller's answer: the /config/changes notification the brokers "
+    "reload from is created after it"
+)
 
 
 # ----------------------------------------------------------------------------- ZooKeeper writes
@@ -148,7 +163,7 @@ def alter_topic_configs(args: argparse.Namespace, topic: str, add: Mapping[str, 
 
     check_topic_change(args, topic, add, delete)
     command = AlterTopicConfig(new_request_id(), topic, tuple(sorted(add.items())), tuple(sorted(set(delete))))
-    waiting = argparse.Namespace(**{**vars(args), "wait": True})
+    waiting = argparse.Namespace(**{**vars(args), "no_wait": False})
     submit(waiting, command, f"alter config {topic}")
     with writer(zk_connect(args)) as zk:
         notify(zk, "topics", topic)
@@ -186,6 +201,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
         description="Describe and alter topic, broker and cluster-default broker configs, like kafka-configs. "
         "Topic changes go through the controller; broker configs are written to /config/brokers/<id> or "
         "/config/brokers/<default>; each change creates a /config/changes notification.",
+        epilog=EXIT_CODES_HELP + " --no-wait is refused for topics (their change notification follows the "
+        "answer); broker configs are written by the tool itself, with nothing to wait for.",
     )
     p.add_argument("--entity-type", required=True, choices=["topics", "brokers"], help="topics or brokers")
     p.add_argument("--entity-name", help="topic name or broker id (all entities of the type for --describe)")
@@ -234,6 +251,8 @@ def _configs(args: argparse.Namespace) -> int:
     if both:
         raise UsageError("--delete-config", f"{both[0]} is both added and deleted")
     if args.entity_type == "topics":
+        if not waits(args):
+            raise UsageError("--no-wait", NO_WAIT_CONFIGS)
         alter_topic_configs(args, name, add, delete)
         print(f"Completed updating config for topic {name}.")
         return EXIT_OK

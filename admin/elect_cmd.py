@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 
 from admin import files
-from admin.common import EXIT_OK, OperationFailedError, forbid, require, run_command, submit
+from admin.common import EXIT_CODES_HELP, EXIT_OK, OperationFailedError, forbid, require, run_command, submit
 from admin.publish import new_request_id
 from admin.reassign.answers import partition_outcomes
+from core.controller.elections import QUEUED
 from core.decisions import AdminResult
 from core.events import ElectLeaders
 from core.kafka.error_codes import KafkaError as Errors
@@ -21,6 +22,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
         parents=[common],
         help="run a preferred or unclean leader election (kafka-leader-election)",
         description="Run a leader election, like kafka-leader-election.",
+        epilog=EXIT_CODES_HELP,
     )
     p.add_argument(
         "--election-type",
@@ -77,10 +79,16 @@ def _election_report(etype: ElectionType, result: AdminResult) -> bool:
     outcomes = partition_outcomes(result)
     if not outcomes:
         return False
-    elected = [tp for tp, error, _ in outcomes if error == Errors.NONE.name]
+    elected = [tp for tp, error, message in outcomes if error == Errors.NONE.name and message != QUEUED]
+    queued = [tp for tp, error, message in outcomes if error == Errors.NONE.name and message == QUEUED]
     noop = [tp for tp, error, _ in outcomes if error == Errors.ELECTION_NOT_NEEDED.name]
     if elected:
         print(f"Successfully completed leader election ({etype.value}) for partitions {', '.join(elected)}")
+    if queued:
+        # leader.imbalance.max.leaders.per.interval: the rebalance passes elect them, a bounded number each
+        print(f"Queued leader election ({etype.value}) for partitions {', '.join(queued)}")
+        if result.message:
+            print(result.message)
     if noop:
         print(f"Valid replica already elected for partitions {', '.join(noop)}")
     return True

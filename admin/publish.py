@@ -2,9 +2,10 @@
 
 A command is :func:`core.codec.events.event_to_json` of a :class:`core.events.AdminCommand` with a fresh
 ``request_id``, keyed by that id. Results are :class:`core.decisions.AdminResult` JSON (the sink adds
-``batch_id`` and ``controller_epoch``), keyed by the request id; ``in_progress`` results are followed until
-``ok`` or ``error``. The consumer's positions are taken at the end of the results topic *before* the
-command is sent, so the answer cannot be missed.
+``batch_id`` and ``controller_epoch``), keyed by the request id; the first answer is awaited, or
+``in_progress`` ones are followed until ``ok`` or ``error`` (:meth:`ResultFollower.wait`). The consumer's
+positions are taken at the end of the results topic *before* the command is sent, so the answer cannot be
+missed.
 
 Results of a controller that was already replaced are ignored: the follower keeps the highest
 ``controller_epoch`` it has seen on the topic (in any result, for any request) and drops a result stamped
@@ -93,7 +94,12 @@ class ResultFollower:
         """``client_config``: extra kafka-python keyword arguments (security, from ``--command-config``)."""
         return cls(consumer_at_end(bootstrap, topic, client_config), topic)
 
-    def wait(self, request_id: str, timeout_s: float, progress: Progress | None = None) -> AdminResult:
+    def wait(
+        self, request_id: str, timeout_s: float, progress: Progress | None = None, *, until_final: bool = True
+    ) -> AdminResult:
+        """The answer to ``request_id``: the final one (``ok`` or ``error``), or with ``until_final`` false the
+        first one (an ``in_progress`` answer: a deletion or reassignment the controller started).
+        :class:`WaitTimeoutError` when none came within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         last: AdminResult | None = None
         try:
@@ -108,7 +114,7 @@ class ResultFollower:
                         if result is None or result.request_id != request_id:
                             continue
                         last = result
-                        if result.status is not AdminStatus.IN_PROGRESS:
+                        if not until_final or result.status is not AdminStatus.IN_PROGRESS:
                             return result
         finally:
             if progress is not None:

@@ -1,5 +1,5 @@
-"""``livectl topics`` (Kafka's ``kafka-topics``): ``--create/--delete/--alter`` send commands to the controller,
-``--list/--describe`` read ZooKeeper (:mod:`admin.topics_read`)."""
+"""``livectl topics`` (Kafka's ``kafka-topics``): ``--create/--delete/--alter`` send commands to the controller
+and wait for its answer (unless ``--no-wait``), ``--list/--describe`` read ZooKeeper (:mod:`admin.topics_read`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from admin import configs, topics_read
 from admin.common import (
+    EXIT_CODES_HELP,
     EXIT_OK,
     OperationFailedError,
     UsageError,
@@ -19,10 +20,13 @@ from admin.common import (
     run_command,
     submit,
     validated,
+    waits,
     zk_connect,
 )
+from admin.configs import NO_WAIT_CONFIGS
 from admin.publish import new_request_id
 from admin.zkread import connect
+from core.decisions import AdminStatus
 from core.events import AdminCommand, CreatePartitions, CreateTopic, DeleteTopic
 from core.kafka.configs import topic_configs_problem
 
@@ -33,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
         parents=[common],
         help="create, delete, describe, list and alter topics (kafka-topics)",
         description="Create, delete, describe, list and alter topics, like kafka-topics.",
+        epilog=EXIT_CODES_HELP,
     )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--create", action="store_true", help="create a topic")
@@ -121,7 +126,13 @@ def _topics_delete(args: argparse.Namespace, topic: str) -> int:
                 return EXIT_OK
             raise OperationFailedError(f"Topic '{topic}' does not exist as expected")
     done = submit(args, DeleteTopic(new_request_id(), topic), f"delete {topic}")
-    print(f"Topic {topic} deleted." if done.result else f"Topic {topic} is marked for deletion.")
+    if done.result is None:
+        print(f"Deletion of topic {topic} submitted.")
+    elif done.result.status is AdminStatus.IN_PROGRESS:
+        # Kafka's DeleteTopics answers once the deletion has started; --wait follows it to its end
+        print(f"Topic {topic} is marked for deletion.")
+    else:
+        print(f"Topic {topic} deleted.")
     return EXIT_OK
 
 
@@ -129,6 +140,8 @@ def _topics_alter(args: argparse.Namespace, topic: str) -> int:
     if args.partitions is None and not args.config and not args.delete_config:
         raise UsageError("--alter", "needs --partitions, --config and/or --delete-config")
     forbid(args, ["--replication-factor"], "with --alter (use reassign to change replicas)")
+    if (args.config or args.delete_config) and not waits(args):
+        raise UsageError("--no-wait", NO_WAIT_CONFIGS)
     with connect(zk_connect(args)) as zk:
         current = zk.topic(topic)
     if current is None:
@@ -158,10 +171,16 @@ def _topics_alter(args: argparse.Namespace, topic: str) -> int:
     if add or delete:
         configs.check_topic_change(args, topic, add, delete)
     checked = [(validated(command), label) for command, label in commands]
+    answered = True
     for valid_command, label in checked:
-        submit(args, valid_command, f"{label} {topic}")
+        answered = submit(args, valid_command, f"{label} {topic}").result is not None
     if args.partitions is not None:
-        print(f"Partitions of topic {topic}: {len(current.partitions)} -> {args.partitions}.")
+        change = f"{len(current.partitions)} -> {args.partitions}"
+        print(
+            f"Partitions of topic {topic}: {change}."
+            if answered
+            else f"Addition of partitions to topic {topic} ({change}) submitted."
+        )
     if add or delete:
         # config changes wait for the controller's answer, as kafka-configs does (see admin.configs)
         configs.alter_topic_configs(args, topic, add, delete)

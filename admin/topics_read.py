@@ -6,12 +6,12 @@
 * ``Offline:`` lists the replicas on brokers that are not registered and the replicas the controller
   holds offline on a failed log dir (``/livectl/offline_replicas/<t>``, :mod:`core.offline_replicas`),
   as Kafka's tool lists the Metadata ``offlineReplicas``: in replica order, each once.
-* ``--under-replicated-partitions`` (ISR smaller than the target replicas), ``--unavailable-partitions``
-  (no live leader), ``--under-min-isr-partitions`` (ISR smaller than ``min.insync.replicas``),
-  ``--at-min-isr-partitions`` (ISR exactly ``min.insync.replicas``) print only the partitions that match;
-  ``--topics-with-overrides`` prints only the topic line of topics with config overrides. The effective
-  ``min.insync.replicas`` is the topic's override, else the cluster default in
-  ``/config/brokers/<default>``, else Kafka's default 1.
+* ``--under-replicated-partitions``, ``--unavailable-partitions``, ``--under-min-isr-partitions`` and
+  ``--at-min-isr-partitions`` print only the partitions that match, each by :mod:`core.figures`' definition
+  (Kafka's ``kafka-topics``), the one the status page, the metrics and the Spark UI count by; partitions of
+  topics marked for deletion match none. ``--topics-with-overrides`` prints only the topic line of topics
+  with config overrides. The effective ``min.insync.replicas`` is the topic's override, else the cluster
+  default in ``/config/brokers/<default>``, else Kafka's default 1.
 * ``--output json`` prints one JSON document with the same facts.
 """
 
@@ -25,9 +25,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from admin.zkread import ZkReader, connect
-from core.kafka.configs import MIN_INSYNC_REPLICAS
-
-DEFAULT_MIN_ISR = 1
+from core import figures
+from core.figures import DEFAULT_MIN_ISR, MIN_INSYNC_REPLICAS
 
 
 @dataclass(frozen=True)
@@ -43,6 +42,15 @@ class PartitionView:
     @property
     def target(self) -> tuple[int, ...]:
         return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    def under_replicated(self) -> bool:
+        return figures.is_under_replicated(self.replicas, self.adding_replicas, len(self.isr))
+
+    def unavailable(self, live: set[int]) -> bool:
+        return not figures.has_live_leader(self.leader, live)
+
+    def under_min_isr(self, min_isr: int, live: set[int]) -> bool:
+        return figures.is_under_min_isr(self.leader, live, len(self.isr), min_isr)
 
 
 @dataclass(frozen=True)
@@ -72,18 +80,11 @@ def _ints(xs: Sequence[int]) -> str:
     return ",".join(map(str, xs))
 
 
-def _min_isr(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 def read_topics(zk: ZkReader, names: Sequence[str]) -> list[TopicView]:
     live = set(zk.brokers())
     deleting = zk.marked_for_deletion()
     default_configs = zk.broker_default_config()
-    cluster_min_isr = _min_isr(default_configs.get(MIN_INSYNC_REPLICAS)) or DEFAULT_MIN_ISR
+    cluster_min_isr = figures.min_isr_of(default_configs.get(MIN_INSYNC_REPLICAS)) or DEFAULT_MIN_ISR
     out = []
     for name in names:
         znode = zk.topic(name)
@@ -117,7 +118,7 @@ def read_topics(zk: ZkReader, names: Sequence[str]) -> list[TopicView]:
                 rf,
                 configs,
                 name in deleting,
-                _min_isr(configs.get(MIN_INSYNC_REPLICAS)) or cluster_min_isr,
+                figures.effective_min_isr(configs, cluster_min_isr),
                 tuple(parts),
             )
         )
@@ -127,16 +128,17 @@ def read_topics(zk: ZkReader, names: Sequence[str]) -> list[TopicView]:
 def _partition_filter(args: argparse.Namespace, live: set[int]) -> Callable[[TopicView, PartitionView], bool] | None:
     checks: list[Callable[[TopicView, PartitionView], bool]] = []
     if args.under_replicated_partitions:
-        checks.append(lambda _t, p: len(p.isr) < len(p.target))
+        checks.append(lambda _t, p: p.under_replicated())
     if args.unavailable_partitions:
-        checks.append(lambda _t, p: p.leader < 0 or p.leader not in live)
+        checks.append(lambda _t, p: p.unavailable(live))
     if args.under_min_isr_partitions:
-        checks.append(lambda t, p: len(p.isr) < t.min_insync_replicas)
+        checks.append(lambda t, p: p.under_min_isr(t.min_insync_replicas, live))
     if args.at_min_isr_partitions:
-        checks.append(lambda t, p: len(p.isr) == t.min_insync_replicas)
+        checks.append(lambda t, p: figures.is_at_min_isr(len(p.isr), t.min_insync_replicas))
     if not checks:
         return None
-    return lambda t, p: any(c(t, p) for c in checks)
+    # a topic queued for deletion counts in no figure (core.figures)
+    return lambda t, p: not t.marked_for_deletion and any(c(t, p) for c in checks)
 
 
 def describe(

@@ -20,6 +20,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from core import offline_replicas
+from core.cordon import CORDONED_BROKERS, DRAINS, decode_cordoned
 from core.errors import FormatError
 from core.kafka import zkdata
 from core.model import PartitionTarget
@@ -106,6 +107,16 @@ class ZkReader:
                 raw,
             )
         return out
+
+    def cordoned(self) -> tuple[int, ...]:
+        """The cordoned brokers (``/livectl/cordoned_brokers``, :mod:`core.cordon`); a znode that is not its
+        JSON raises :class:`core.errors.FormatError`."""
+        got = self._get(CORDONED_BROKERS)
+        return decode_cordoned(got[0]) if got is not None else ()
+
+    def draining(self) -> set[int]:
+        """The brokers a drain is recorded for (children of ``/livectl/drains``, :mod:`admin.drain`)."""
+        return {int(c) for c in self._children(DRAINS) if c.isdigit()}
 
     def topics(self) -> list[str]:
         return self._children(zkdata.BROKER_TOPICS)

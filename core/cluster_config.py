@@ -9,15 +9,22 @@ Kafka config                                     field                          
 ``auto.leader.rebalance.enable``                 ``auto_leader_rebalance_enable``        ``true``
 ``leader.imbalance.per.broker.percentage``       ``leader_imbalance_per_broker_percentage`` ``10``
 ``leader.imbalance.check.interval.seconds``      ``leader_imbalance_check_interval_seconds`` ``300``
+``leader.imbalance.max.leaders.per.interval``    ``leader_imbalance_max_leaders_per_interval`` ``2147483647``
 ``unclean.leader.election.enable``               ``unclean_leader_election_enable``      ``false``
 ``delete.topic.enable``                          ``delete_topic_enable``                 ``true``
+``min.insync.replicas``                          ``min_insync_replicas``                 ``1``
 ================================================ ======================================= ==========
 
-``unclean.leader.election.enable`` is the cluster default: a topic's own value (``/config/topics/<t>``)
-wins. The order of precedence is Kafka's: static settings, then the cluster-wide dynamic default
-``/config/brokers/<default>``, then the controller's own ``/config/brokers/<id>``
-(:func:`effective_configs`). Kafka's ``controlled.shutdown.*`` configs are read by the broker that shuts
-down (whether to ask, how often to retry), not by the controller, so they are not here.
+``leader.imbalance.max.leaders.per.interval`` is livectl's, not Kafka's: the most leaders one auto-rebalance
+pass and one ``elect-leaders --all`` batch move (:mod:`core.leader_balance`); its default, Kafka's largest
+int, is no bound, as Kafka (whose KRaft controller has a fixed 1000 per pass).
+
+``unclean.leader.election.enable`` and ``min.insync.replicas`` are cluster defaults: a topic's own value
+(``/config/topics/<t>``) wins. ``min.insync.replicas`` is no controller config in Kafka: livectl reads it for
+its under-min-ISR figure (:mod:`core.figures`). The order of precedence is Kafka's: static settings, then
+the cluster-wide dynamic default ``/config/brokers/<default>``, then the controller's own
+``/config/brokers/<id>`` (:func:`effective_configs`). Kafka's ``controlled.shutdown.*`` configs are read by
+the broker that shuts down (whether to ask, how often to retry), not by the controller, so they are not here.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from types import MappingProxyType
 from typing import Any
 
 from core.errors import FormatError
+from core.leader_balance import UNBOUNDED
 
 #: Kafka name -> (field of ControllerConfig, type, Kafka's default)
 CONTROLLER_CONFIGS: Mapping[str, tuple[str, type, Any]] = MappingProxyType(
@@ -34,8 +42,10 @@ CONTROLLER_CONFIGS: Mapping[str, tuple[str, type, Any]] = MappingProxyType(
         "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", bool, True),
         "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", int, 10),
         "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", int, 300),
+        "leader.imbalance.max.leaders.per.interval": ("leader_imbalance_max_leaders_per_interval", int, UNBOUNDED),
         "unclean.leader.election.enable": ("unclean_leader_election_enable", bool, False),
         "delete.topic.enable": ("delete_topic_enable", bool, True),
+        "min.insync.replicas": ("min_insync_replicas", int, 1),
     }
 )
 
@@ -43,7 +53,14 @@ CONTROLLER_CONFIGS: Mapping[str, tuple[str, type, Any]] = MappingProxyType(
 KAFKA_NAMES: Mapping[str, str] = MappingProxyType({fname: kafka for kafka, (fname, _, _) in CONTROLLER_CONFIGS.items()})
 
 #: the smallest value Kafka accepts per integer config (``atLeast`` in ``KafkaConfig``)
-_MINIMUM = MappingProxyType({"leader.imbalance.per.broker.percentage": 0, "leader.imbalance.check.interval.seconds": 1})
+_MINIMUM = MappingProxyType(
+    {
+        "leader.imbalance.per.broker.percentage": 0,
+        "leader.imbalance.check.interval.seconds": 1,
+        "min.insync.replicas": 1,
+        "leader.imbalance.max.leaders.per.interval": 1,
+    }
+)
 
 
 def parse_config(name: str, text: str) -> bool | int:

@@ -299,11 +299,25 @@ class TopicCreationRefused(Event):
 @dataclass(frozen=True)
 class AutoRebalanceTick(Event):
     """Periodic check (``leader.imbalance.check.interval.seconds``); ``brokers`` lists the brokers whose
-    cluster-wide imbalance ratio (summed by the driver) is above the threshold."""
+    cluster-wide imbalance ratio (summed by the driver) is above the threshold.
+
+    Under ``leader.imbalance.max.leaders.per.interval`` (:mod:`core.leader_balance`) the driver publishes the
+    pass's limit of each bucket, by bucket number, in ``bucket_limits``; routing gives each bucket a tick with
+    its own limit in ``max_leaders`` (0 for a bucket past the end) and no ``bucket_limits``. A bucket reads
+    ``max_leaders`` only: ``None`` is no bound (Kafka's behaviour)."""
 
     TYPE: ClassVar[str] = "auto_rebalance_tick"
     SCOPE: ClassVar[str] = "cluster"
     brokers: tuple[int, ...] = ()
+    max_leaders: int | None = None
+    bucket_limits: tuple[int, ...] = ()
+
+    def for_bucket(self, bucket: int) -> AutoRebalanceTick:
+        """The tick ``bucket`` applies (its limit from :attr:`bucket_limits`; itself when unbounded)."""
+        if not self.bucket_limits:
+            return self
+        limit = self.bucket_limits[bucket] if 0 <= bucket < len(self.bucket_limits) else 0
+        return AutoRebalanceTick(self.brokers, limit)
 
 
 @dataclass(frozen=True)
@@ -396,3 +410,14 @@ class ClusterConfigChanged(Event):
     SCOPE: ClassVar[str] = "cluster"
     controller_epoch: int
     configs: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class BrokersCordoned(Event):
+    """``/livectl/cordoned_brokers`` changed (:mod:`core.cordon`): ``brokers`` are the cordoned brokers now,
+    as the driver read them; no new replica is placed on them."""
+
+    TYPE: ClassVar[str] = "brokers_cordoned"
+    SCOPE: ClassVar[str] = "cluster"
+    controller_epoch: int
+    brokers: tuple[int, ...] = ()

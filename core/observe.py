@@ -6,21 +6,11 @@ progress) and the leader elections the step made (:func:`elections`, comparing t
 it). The driver sums the buckets' summaries with :func:`merge` into one :class:`ClusterSummary`, which the
 Prometheus endpoint and the status page show.
 
-Definitions, as Kafka's brokers and controller report them:
-
-* **under-replicated** (Kafka's ``UnderReplicatedPartitions``): a partition with a leader whose ISR is
-  smaller than its replication factor; during a reassignment the replication factor is that of the origin
-  replicas (Kafka's ``OngoingReassignmentState``: replicas minus adding replicas);
-* **under min ISR** (``UnderMinIsrPartitionCount``): a partition with a leader whose ISR is smaller than the
-  topic's ``min.insync.replicas`` (1 when the topic does not set it, Kafka's broker default);
-* **offline** (``OfflinePartitionsCount``): in ``OfflinePartition`` state, topics whose deletion started
-  excepted (as :func:`core.controller.metrics` counts them);
-* **preferred-leader imbalance** per broker: partitions whose preferred replica (the head of the
-  assignment) is the broker but whose leader is another one, out of all the partitions it prefers
-  (Kafka's ``checkAndTriggerAutoLeaderRebalance`` ratio);
-* **leader election**: a partition whose leader after the step is a live broker other than its leader
-  before it (a new partition's first leader counts too); **unclean** when the new leader was not in the
-  ISR before the step (Kafka's ``UncleanLeaderElectionsPerSec``).
+The partition figures (under-replicated, under min ISR, offline, the preferred-leader imbalance per
+broker) are :mod:`core.figures`', the one definition every view uses. A **leader election** is a partition
+whose leader after the step is a live broker other than its leader before it (a new partition's first leader
+counts too); **unclean** when the new leader was not in the ISR before the step (Kafka's
+``UncleanLeaderElectionsPerSec``).
 
 Lists (under-replicated, offline, reassignments) are capped at ``limit`` entries per bucket, smallest
 topic-partition first; the counts are always complete.
@@ -32,12 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core import figures
 from core.context import ControllerContext
+from core.events import DeleteTopic, Event, StopReplicaResponse, ZkTopicDeletion
+from core.figures import DEFAULT_MIN_ISR
 from core.model import NO_LEADER, TopicPartition
 from core.states import PartitionState
 
-#: Kafka's broker default of ``min.insync.replicas``
-DEFAULT_MIN_ISR = 1
 #: most partitions listed per bucket and list (the counts are complete)
 LIST_LIMIT = 50
 
@@ -141,68 +132,32 @@ class BucketSummary:
         )
 
 
-def _min_isr(ctx: ControllerContext, topic: str) -> int:
-    raw = ctx.topic_configs.get(topic, {}).get("min.insync.replicas")
-    try:
-        return int(raw) if raw is not None else DEFAULT_MIN_ISR
-    except ValueError:
-        return DEFAULT_MIN_ISR
-
-
 def _key(tp: TopicPartition) -> tuple[str, int]:
     return (tp.topic, tp.partition)
 
 
-def summarize(ctx: ControllerContext, limit: int = LIST_LIMIT) -> BucketSummary:
-    """The figures of one bucket's context (one pass over its partitions)."""
+def summarize(ctx: ControllerContext, limit: int = LIST_LIMIT, cluster_min_isr: int = DEFAULT_MIN_ISR) -> BucketSummary:
+    """The figures of one bucket's context: :func:`core.figures.partition_figures` and the per-broker
+    counts of :func:`core.figures.preferred_leader_counts`, with the partitions by state, the leaders per
+    broker and the reassignments (``cluster_min_isr``: the cluster default ``min.insync.replicas``)."""
+    fig = figures.partition_figures(ctx, cluster_min_isr, per_broker=True)
     by_state: dict[PartitionState, int] = {}
     leaders: dict[int, int] = {}
-    preferred: dict[int, list[int]] = {}
-    urp: list[TopicPartition] = []
-    offline: list[TopicPartition] = []
     moving: list[TopicPartition] = []
-    under_min_isr = 0
-    deleting = ctx.topics_to_be_deleted
-    deletion_started = ctx.topics_with_deletion_started
     states = ctx.partition_states
     leadership = ctx.partition_leadership
-    min_isr: dict[str, int] = {}
-    online, offline_state, nonexistent = PartitionState.ONLINE, PartitionState.OFFLINE, PartitionState.NON_EXISTENT
+    online, nonexistent = PartitionState.ONLINE, PartitionState.NON_EXISTENT
     # one pass, the hot loop of a bucket's summary (10k partitions per micro-batch): no properties, no
-    # enum attribute reads, per-topic lookups cached
+    # enum attribute reads
     for tp, ra in ctx.partition_assignments.items():
         state = states.get(tp, nonexistent)
         by_state[state] = by_state.get(state, 0) + 1
-        li = leadership.get(tp)
-        if li is not None:
-            leader = li.leader_and_isr.leader
-            isr_size = len(li.leader_and_isr.isr)
-        else:
-            leader, isr_size = NO_LEADER, 0
-        topic = tp.topic
-        if state is offline_state and topic not in deletion_started:
-            offline.append(tp)
-        adding = ra.adding_replicas
-        if adding or ra.removing_replicas:
+        if ra.adding_replicas or ra.removing_replicas:
             moving.append(tp)
-        replicas = ra.replicas
-        if leader != NO_LEADER and state is online:
+        li = leadership.get(tp)
+        if li is not None and state is online and li.leader_and_isr.leader != NO_LEADER:
+            leader = li.leader_and_isr.leader
             leaders[leader] = leaders.get(leader, 0) + 1
-            # during a reassignment the replication factor is the origin's (replicas minus adding)
-            if isr_size < len(replicas) - len(adding):
-                urp.append(tp)
-            floor = min_isr.get(topic)
-            if floor is None:
-                floor = min_isr[topic] = _min_isr(ctx, topic)
-            if isr_size < floor:
-                under_min_isr += 1
-        if replicas and topic not in deleting:
-            counts = preferred.get(replicas[0])
-            if counts is None:
-                counts = preferred[replicas[0]] = [0, 0]
-            counts[1] += 1
-            if leader != replicas[0]:
-                counts[0] += 1
 
     def info(tp: TopicPartition) -> PartitionInfo:
         li = ctx.partition_leadership.get(tp)
@@ -229,13 +184,13 @@ def summarize(ctx: ControllerContext, limit: int = LIST_LIMIT) -> BucketSummary:
     return BucketSummary(
         partitions_by_state=dict(sorted((st.value, n) for st, n in by_state.items())),
         leaders_by_broker=dict(sorted(leaders.items())),
-        preferred_by_broker={b: (c[0], c[1]) for b, c in sorted(preferred.items())},
-        under_replicated_count=len(urp),
-        under_min_isr_count=under_min_isr,
-        offline_count=len(offline),
+        preferred_by_broker=dict(fig.preferred_by_broker),
+        under_replicated_count=len(fig.under_replicated),
+        under_min_isr_count=len(fig.under_min_isr),
+        offline_count=len(fig.offline),
         reassigning_count=len(moving),
-        under_replicated=tuple(info(tp) for tp in sorted(urp, key=_key)[:limit]),
-        offline=tuple(info(tp) for tp in sorted(offline, key=_key)[:limit]),
+        under_replicated=tuple(info(tp) for tp in sorted(fig.under_replicated, key=_key)[:limit]),
+        offline=tuple(info(tp) for tp in sorted(fig.offline, key=_key)[:limit]),
         reassignments=tuple(reassignment(tp) for tp in sorted(moving, key=_key)[:limit]),
     )
 
@@ -264,9 +219,32 @@ def elections(before: ControllerContext, after: ControllerContext) -> tuple[int,
     return elected, unclean
 
 
-def bucket_summary(before: ControllerContext, after: ControllerContext, limit: int = LIST_LIMIT) -> BucketSummary:
+def topic_deletion_events(before: ControllerContext, events: Iterable[Event]) -> int:
+    """How many of a step's ``events`` Kafka's controller handles as ``ControllerState.TopicDeletion`` (the
+    state whose ``TopicDeletionRateAndTimeMs`` timer counts them), judged on the context ``before`` the step:
+    ``/admin/delete_topics/<t>`` appearing (``TopicDeletion``); a DeleteTopics request for a topic that exists
+    (Kafka's broker writes that znode only then); a StopReplica answer naming a partition of a topic whose
+    deletion has started (Kafka's channel raises ``TopicDeletionStopReplicaResponseReceived`` only then, not
+    for the replicas a reassignment or a controlled shutdown stops)."""
+    n = 0
+    for e in events:
+        if isinstance(e, ZkTopicDeletion):
+            n += 1
+        elif isinstance(e, DeleteTopic):
+            n += e.topic in before.topic_partitions
+        elif isinstance(e, StopReplicaResponse):
+            n += any(p.topic in before.topics_with_deletion_started for p in e.partitions)
+    return n
+
+
+def bucket_summary(
+    before: ControllerContext,
+    after: ControllerContext,
+    limit: int = LIST_LIMIT,
+    cluster_min_isr: int = DEFAULT_MIN_ISR,
+) -> BucketSummary:
     """:func:`summarize` of ``after`` with the step's :func:`elections`."""
-    s = summarize(after, limit)
+    s = summarize(after, limit, cluster_min_isr)
     elected, unclean = elections(before, after)
     return BucketSummary(
         s.partitions_by_state,
@@ -346,4 +324,5 @@ __all__ = [
     "elections",
     "merge",
     "summarize",
+    "topic_deletion_events",
 ]

@@ -14,7 +14,7 @@ some broker has none. All brokers must have a rack, or none.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.kafka.error_codes import KafkaError
@@ -70,8 +70,10 @@ def assign_replicas(
     start_index: int = 0,
     start_partition_id: int = 0,
     replica_shift: int | None = None,
+    cordoned: Collection[int] = (),
 ) -> dict[int, tuple[int, ...]]:
-    """Partition id -> replicas for ``n_partitions`` partitions numbered from ``start_partition_id``.
+    """Partition id -> replicas for ``n_partitions`` partitions numbered from ``start_partition_id``, over
+    ``brokers`` less the ``cordoned`` ones (:mod:`core.cordon`: they get no new replica).
 
     Raises :class:`PlacementError` (``INVALID_PARTITIONS``, ``INVALID_REPLICATION_FACTOR``,
     ``INVALID_REPLICA_ASSIGNMENT`` for mixed rack information) like Kafka's checks."""
@@ -79,10 +81,14 @@ def assign_replicas(
         raise PlacementError(KafkaError.INVALID_PARTITIONS.name, "Number of partitions must be larger than 0.")
     if replication_factor <= 0:
         raise PlacementError(KafkaError.INVALID_REPLICATION_FACTOR.name, "Replication factor must be larger than 0.")
+    skipped = sorted(b.id for b in brokers if b.id in cordoned)
+    if skipped:
+        brokers = [b for b in brokers if b.id not in cordoned]
     if replication_factor > len(brokers):
+        why = f" ({len(skipped)} cordoned: {', '.join(map(str, skipped))})" if skipped else ""
         raise PlacementError(
             KafkaError.INVALID_REPLICATION_FACTOR.name,
-            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.",
+            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}{why}.",
         )
     shift = start_index if replica_shift is None else replica_shift
     if all(b.rack is None for b in brokers):

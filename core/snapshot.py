@@ -55,3 +55,5 @@ class ZkSnapshot:
     #: children of ``/livectl/offline_replicas`` (:mod:`core.offline_replicas`): the topics whose record a
     #: new controller must rewrite or delete, since it knows no failed log dir yet
     offline_replica_topics: tuple[str, ...] = ()
+    #: ``/livectl/cordoned_brokers`` (:mod:`core.cordon`): the brokers no new replica is placed on
+    cordoned_brokers: tuple[int, ...] = ()

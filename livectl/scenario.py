@@ -14,6 +14,7 @@ out can say exactly what it was waiting for.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,6 +224,36 @@ def describe_admin_result(result: Mapping[str, Any], label: str | None = None) -
 # ---------------------------------------------------------------------------------------------- planning
 
 
+@dataclass(frozen=True)
+class DemoPlan:
+    """Who the scenario acts on, for brokers ``1..brokers``: ``kill`` is hard-killed and restarted,
+    ``shutdown`` shut down under control at the end; ``payments_rf`` is the replication factor of the topic
+    that is reassigned (below the broker count, so that every partition has a broker to move onto);
+    ``audit`` the explicit assignment of the topic deleted last (on brokers still up at that point, so that
+    the deletion completes)."""
+
+    brokers: int
+    kill: int
+    shutdown: int
+    payments_rf: int
+    audit: tuple[tuple[int, ...], ...]
+
+
+def demo_plan(brokers: int) -> DemoPlan:
+    """The scenario adapted to ``brokers`` brokers (at least 3): broker 3 is killed; the last broker is shut
+    down, or broker 2 with only three (3 comes back and stays); ``payments`` has RF 3, or 2 with only three
+    brokers (RF 3 on three brokers leaves no broker to reassign onto); ``audit`` lives on the two lowest ids
+    other than the one shut down."""
+    if brokers < 3:
+        raise ValueError(
+            f"brokers: the scenario needs at least 3 (it kills one, moves a topic onto another and shuts "
+            f"one down), got {brokers}"
+        )
+    shutdown = brokers if brokers >= 4 else 2
+    a, b = [i for i in range(1, brokers + 1) if i != shutdown][:2]
+    return DemoPlan(brokers, kill=3, shutdown=shutdown, payments_rf=min(3, brokers - 1), audit=((a, b), (b, a)))
+
+
 def reassignment_targets(assignment: Mapping[int, Sequence[int]], brokers: Sequence[int]) -> dict[int, tuple[int, ...]]:
     """New replicas for every partition of a topic, moved onto *other* brokers as far as possible: the
     brokers not holding the partition come first (rotated by partition so that leaders spread), then the
@@ -295,6 +326,90 @@ def brokers_disagree(
             assigned = expected.get(name)
             if assigned is None or b not in assigned.replicas:
                 problems.append(f"broker {b} still hosts {name}, which is not assigned to it")
+    return problems + metadata_disagrees(view, status, skip)
+
+
+# ---------------------------------------------------------------------------------------------- real brokers
+
+#: a partition's log directory in a Kafka broker's ``log.dirs`` (a deleted one is renamed ``…-delete`` first)
+_LOG_DIR = re.compile(r"(.+)-([0-9]+)")
+
+
+@dataclass(frozen=True)
+class MetadataPartition:
+    """One partition as a Kafka broker's metadata cache describes it (a MetadataResponse entry)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    error_code: int = 0
+
+
+def hosted_partitions(log_dirs: Iterable[str]) -> list[str]:
+    """``"<t>-<p>"`` of the partition directories among the names in a broker's ``log.dirs`` (directories
+    renamed for deletion, future or stray replicas, and checkpoint files are not partitions it hosts)."""
+    return sorted(n for n in log_dirs if _LOG_DIR.fullmatch(n) and not n.startswith("__"))
+
+
+def kafka_broker_status(
+    broker: int, metadata: Mapping[str, MetadataPartition], hosted: Iterable[str]
+) -> dict[str, Any]:
+    """A real Kafka broker's own view in the simulated brokers' status shape (:func:`brokers_disagree`):
+    ``partitions`` has every partition whose log it hosts, its role, leader and leader epoch from its
+    metadata cache; ``kafka_metadata`` is that whole cache (leader, epoch, ISR, replicas of every partition)."""
+    partitions: dict[str, dict[str, Any]] = {}
+    for name in hosted:
+        m = metadata.get(name)
+        if m is None:
+            partitions[name] = {"role": None, "leader": None, "leader_epoch": None, "isr": []}
+            continue
+        role = "leader" if m.leader == broker else "follower"
+        partitions[name] = {"role": role, "leader": m.leader, "leader_epoch": m.leader_epoch, "isr": list(m.isr)}
+    cache = {
+        name: {"leader": m.leader, "leader_epoch": m.leader_epoch, "isr": list(m.isr), "replicas": list(m.replicas)}
+        for name, m in metadata.items()
+        if not m.error_code
+    }
+    return {"partitions": partitions, "kafka_metadata": cache}
+
+
+def metadata_disagrees(
+    view: ClusterView, status: Mapping[int, Mapping[str, Any]], skip_topics: Iterable[str] = ()
+) -> list[str]:
+    """Where a real broker's metadata cache (``kafka_metadata`` of its status, from :func:`kafka_broker_status`)
+    differs from ZooKeeper: each partition's leader, leader epoch, ISR (as a set) and replicas (in order), and
+    no partition of a topic ZooKeeper no longer has. Status documents without ``kafka_metadata`` (the
+    simulated brokers') are not checked here."""
+    skip = set(skip_topics)
+    problems: list[str] = []
+    for b, doc in sorted(status.items()):
+        cache = doc.get("kafka_metadata")
+        if cache is None:
+            continue
+        for topic, plist in sorted(view.topics.items()):
+            if topic in skip:
+                continue
+            for p, pv in sorted(plist.items()):
+                name = tp_name(topic, p)
+                got = cache.get(name)
+                if pv.leader is None:
+                    continue
+                if got is None:
+                    problems.append(f"broker {b}'s metadata has no {name}")
+                    continue
+                wanted = (pv.leader, pv.leader_epoch, sorted(pv.isr), list(pv.replicas))
+                seen = (got["leader"], got["leader_epoch"], sorted(got["isr"]), list(got["replicas"]))
+                if seen != wanted:
+                    problems.append(
+                        f"broker {b}'s metadata: {name} leader {seen[0]} epoch {seen[1]} isr {_ids(seen[2])} "
+                        f"replicas {_ids(seen[3])}; ZooKeeper: leader {wanted[0]} epoch {wanted[1]} "
+                        f"isr {_ids(wanted[2])} replicas {_ids(wanted[3])}"
+                    )
+        for name in sorted(cache):
+            topic = name.rsplit("-", 1)[0]
+            if topic not in skip and topic not in view.topics:
+                problems.append(f"broker {b}'s metadata still has {name}, a topic ZooKeeper no longer has")
     return problems
 
 

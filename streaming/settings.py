@@ -121,9 +121,14 @@ class Settings:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
     leader_imbalance_check_interval_seconds: int = 300
+    #: livectl's ``leader.imbalance.max.leaders.per.interval``: the most leaders one rebalance pass and one
+    #: ``elect-leaders --all`` batch move (Kafka's largest int: no bound, Kafka's behaviour)
+    leader_imbalance_max_leaders_per_interval: int = 2147483647
     #: the cluster default; a topic's own ``unclean.leader.election.enable`` wins
     unclean_leader_election_enable: bool = False
     delete_topic_enable: bool = True
+    #: the cluster default ``min.insync.replicas`` the under-min-ISR figure uses (a topic's own wins)
+    min_insync_replicas: int = 1
     kafka_security_protocol: str = ""
     kafka_sasl_mechanism: str = ""
     kafka_sasl_jaas_config: str = ""

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from admin.common import (
+    EXIT_CODES_HELP,
     broker_ids,
     forbid,
     require,
@@ -25,7 +26,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
         help="move partition replicas between brokers (kafka-reassign-partitions)",
         description="Generate, execute, verify, cancel and list partition reassignments, like "
         "kafka-reassign-partitions. "
-        'Files use Kafka\'s format {"version":1,"partitions":[{"topic","partition","replicas"}]}.',
+        'Files use Kafka\'s format {"version":1,"partitions":[{"topic","partition","replicas"}]}. '
+        "--execute and --cancel wait for the controller's answer, as Kafka's tool waits for its "
+        "AlterPartitionReassignments response; --wait then follows the moves to their end.",
+        epilog=EXIT_CODES_HELP + " --verify: 0 done, 3 still moving, 1 missing or at another assignment.",
     )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--generate", action="store_true", help="propose an assignment for --topics-to-move-json-file")

@@ -1,5 +1,6 @@
 """``--execute`` (and ``--additional``): check the file against ZooKeeper, print the rollback assignment,
-set the throttles, submit and (``--wait``) follow."""
+set the throttles, submit and wait for the controller's answer (none with ``--no-wait``), and (``--wait``)
+follow."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from admin import files
 from admin.common import (
     OperationFailedError,
     UsageError,
+    follows_to_end,
     ints,
     zk_connect,
 )
@@ -73,15 +75,19 @@ def _submit_and_follow(
     follower = open_follower(args)
     try:
         answer = submit(args, command, follower)
+        if answer is None or follower is None:
+            print(f"Reassignment of {len(targets)} partition(s) submitted.")
+            return 0
         failed = failed_partitions(answer)
         if failed:
             lines = [f"{tp}: {error}: {message}" if message else f"{tp}: {error}" for tp, error, message in failed]
             raise OperationFailedError("Error reassigning partition(s):\n" + "\n".join(lines))
         names = ",".join(f"{t.topic}-{t.partition}" for t in targets)
         print(f"Successfully started partition reassignments for {names}")
-        if not args.wait or answer.status is AdminStatus.OK:
+        if not follows_to_end(args) or answer.status is AdminStatus.OK:
             return 0
         wanted = [(TopicPartition(t.topic, t.partition), t.replicas) for t in targets]
         return follow(args, command, wanted, follower)
     finally:
-        follower.close()
+        if follower is not None:
+            follower.close()

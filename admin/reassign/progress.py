@@ -118,7 +118,12 @@ def follow(
         if tty:
             out.write("\n")
     if final is None or (final.status is AdminStatus.OK and not all(p.done for p in progress)):
-        raise NotFinishedError(f"reassignment not finished after {args.timeout:g}s")
+        rid = command.request_id
+        raise NotFinishedError(
+            f"reassignment (request {rid}) not finished within {args.timeout:g}s; it goes on: follow it with "
+            f"`livectl reassign --verify --reassignment-json-file {args.reassignment_json_file}`, its answer with "
+            f"`livectl audit --request-id {rid}`"
+        )
     if final is not None and final.status is AdminStatus.ERROR:
         failed = failed_partitions(final)
         lines = [f"{tp}: {error}: {message}" for tp, error, message in failed] or [f"{final.error}: {final.message}"]

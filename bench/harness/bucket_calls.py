@@ -207,7 +207,7 @@ def failover_call(state: controller.ControllerState, profile: bool) -> dict[str,
         )
         dumped = part("dump_state", stateful.dump_state, new_state)
         rows = part("decision_rows", stateful.decision_rows, 0, decisions)
-        part("metrics_and_imbalance", lambda: (controller.metrics(new_state), controller.imbalance(new_state)))
+        part("metrics_and_imbalance", controller.metrics_and_imbalance, new_state)
         out = part("output_frame", _output_frame, rows)
         part("arrow_ipc", to_arrow, out)
     res["state_json_bytes"], res["state_blob_bytes"] = dumped[1], len(dumped[2])
@@ -338,7 +338,7 @@ def failure_call(
         part(
             "metrics_and_imbalance",
             lambda: json.dumps(
-                {**controller.metrics(new_state), "imbalance": controller.imbalance(new_state)}, default=list
+                {**(both := controller.metrics_and_imbalance(new_state))[0], "imbalance": both[1]}, default=list
             ),
         )
         out = part("output_frame", _output_frame, rows)

@@ -34,6 +34,26 @@ BROKERS = (1, 2, 3, 4, 5)
 LARGE_PARTITIONS = 150
 
 
+def broker_view_problems(
+    views: Mapping[int, Mapping[str, Any]], name: str, state: Mapping[str, Any], brokers: Sequence[int]
+) -> list[str]:
+    """How the status views of ``brokers`` (the simulated brokers' ``{"partitions": {name: …}}``) disagree
+    with partition ``name``'s ZooKeeper state: not hosted, another leader or epoch, or (its leader) another ISR."""
+    out: list[str] = []
+    for b in brokers:
+        v = views.get(b, {}).get("partitions", {}).get(name)
+        if v is None:
+            out.append(f"broker {b} does not host {name}")
+        elif (v["leader"], v["leader_epoch"]) != (state["leader"], state["leader_epoch"]):
+            out.append(
+                f"broker {b} sees {name} led by {v['leader']} at epoch {v['leader_epoch']}, "
+                f"ZooKeeper {state['leader']} at {state['leader_epoch']}"
+            )
+        elif b == state["leader"] and set(v["isr"]) != set(state["isr"]):
+            out.append(f"leader {b} of {name} has ISR {v['isr']}, ZooKeeper {state['isr']}")
+    return out
+
+
 class MatrixError(RuntimeError):
     pass
 
@@ -334,17 +354,7 @@ class Matrix:
                     out.append(
                         f"{topic}-{p}: leader {state['leader']} isr {state['isr']}, want {leader} {sorted(alive)}"
                     )
-                for b in alive:
-                    v = views.get(b, {}).get("partitions", {}).get(f"{topic}-{p}")
-                    if v is None:
-                        out.append(f"broker {b} does not host {topic}-{p}")
-                    elif (v["leader"], v["leader_epoch"]) != (state["leader"], state["leader_epoch"]):
-                        out.append(
-                            f"broker {b} sees {topic}-{p} led by {v['leader']} at epoch {v['leader_epoch']}, "
-                            f"ZooKeeper {state['leader']} at {state['leader_epoch']}"
-                        )
-                    elif b == state["leader"] and set(v["isr"]) != set(state["isr"]):
-                        out.append(f"leader {b} of {topic}-{p} has ISR {v['isr']}, ZooKeeper {state['isr']}")
+                out += broker_view_problems(views, f"{topic}-{p}", state, alive)
         for topic in expect.deleted:
             for path in (f"/brokers/topics/{topic}", f"/admin/delete_topics/{topic}", f"/config/topics/{topic}"):
                 if self.znode(path)[0] is not None:

@@ -59,10 +59,15 @@ def _failover(o: Mapping[str, Any]) -> Event:
 
 
 def _rebalance(o: Mapping[str, Any]) -> Event:
+    limit = o.get("max_leaders")
     return AutoRebalanceTick(
         jf.int_seq(
             o.get("brokers") or [], "brokers", minimum=0, maximum=lim.MAX_BROKER_ID, max_items=lim.MAX_LIST_ITEMS
-        )
+        ),
+        None if limit is None else jf.integer(o, "max_leaders", minimum=0, maximum=2**31 - 1),
+        jf.int_seq(
+            o.get("bucket_limits") or [], "bucket_limits", minimum=0, maximum=2**31 - 1, max_items=lim.MAX_LIST_ITEMS
+        ),
     )
 
 

@@ -38,13 +38,22 @@ EVENT_TYPES = frozenset(_DECODERS)
 ADMIN_TYPES = frozenset(admin.DECODERS)
 
 
+#: fields added after their dataclass's JSON was first written: left out while empty, so that the form written
+#: before stays the same bytes (a snapshot's ``cordoned_brokers``, :mod:`core.cordon`)
+_OMITTED_WHEN_EMPTY = frozenset({"cordoned_brokers"})
+
+
 def _to_jsonable(v: Any) -> Any:
     if isinstance(v, Enum):
         return v.value
     if isinstance(v, Broker):
         return encode_broker(v)
     if hasattr(v, "__dataclass_fields__"):
-        return {f.name: _to_jsonable(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        return {
+            f.name: _to_jsonable(getattr(v, f.name))
+            for f in dataclasses.fields(v)
+            if f.name not in _OMITTED_WHEN_EMPTY or getattr(v, f.name)
+        }
     if isinstance(v, tuple | list):
         return [_to_jsonable(x) for x in v]
     return v

@@ -166,6 +166,13 @@ def decode_snapshot(raw: Any) -> ZkSnapshot:
             jf.text(t, f"{p}offline_replica_topics", max_length=lim.MAX_NAME_LENGTH)
             for t in (o.get("offline_replica_topics") or ())
         ),
+        jf.int_seq(
+            o.get("cordoned_brokers") or [],
+            f"{p}cordoned_brokers",
+            minimum=0,
+            maximum=lim.MAX_BROKER_ID,
+            max_items=lim.MAX_LIST_ITEMS,
+        ),
     )
 
 
@@ -259,9 +266,12 @@ def encode_failover_json(controller_id: int, snapshot: ZkSnapshot, state_texts: 
         [{"partition": p.partition, "replicas": list(p.replicas), "topic": p.topic} for p in s.pending_reassignments]
     )
     configs = _compact([[t, [list(kv) for kv in cfg]] for t, cfg in s.topic_configs])
+    # left out while empty: the form written before the field was added (core.codec.events)
+    cordoned = f'"cordoned_brokers":{_compact(list(s.cordoned_brokers))},' if s.cordoned_brokers else ""
     return (
         f'{{"controller_id":{controller_id},"snapshot":{{"brokers":{brokers},'
         f'"controller_epoch":{s.controller_epoch},"controller_epoch_zk_version":{s.controller_epoch_zk_version},'
+        f"{cordoned}"
         f'"offline_replica_topics":{_compact(list(s.offline_replica_topics))},"partition_states":[{states}],'
         f'"pending_preferred_elections":{preferred},"pending_reassignments":{pending},"topic_configs":{configs},'
         f'"topics":[{topics}],"topics_to_delete":{_compact(list(s.topics_to_delete))}}},'

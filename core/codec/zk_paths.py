@@ -15,6 +15,7 @@ from core.codec.admin import decode_reassign
 from core.codec.values import read_configs, read_topic, read_tp_list
 from core.errors import FormatError
 from core.events import (
+    BrokersCordoned,
     ClusterConfigChanged,
     Event,
     ReassignPartitions,
@@ -83,8 +84,16 @@ def _cluster_config(o: Mapping[str, Any]) -> Event:
     return ClusterConfigChanged(_controller_epoch(o), configs)
 
 
+def _cordoned(o: Mapping[str, Any]) -> Event:
+    brokers = jf.int_seq(
+        o.get("brokers") or [], "brokers", minimum=0, maximum=lim.MAX_BROKER_ID, max_items=lim.MAX_LIST_ITEMS
+    )
+    return BrokersCordoned(_controller_epoch(o), tuple(sorted(set(brokers))))
+
+
 DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Event]] = MappingProxyType(
     {
+        BrokersCordoned.TYPE: _cordoned,
         ZkReassignment.TYPE: _zk_reassignment,
         ZkPreferredElection.TYPE: _zk_preferred,
         ZkTopicDeletion.TYPE: lambda o: ZkTopicDeletion(_controller_epoch(o), read_topic(o)),

@@ -76,7 +76,7 @@ from __future__ import annotations
 
 from core.controller.elections import auto_rebalance_candidates
 from core.controller.event_loop import Quarantined, step, step_isolating
-from core.controller.metrics import brokers_over_imbalance, imbalance, metrics
+from core.controller.metrics import brokers_over_imbalance, imbalance, leader_moves, metrics, metrics_and_imbalance
 from core.controller.state import ControllerConfig, ControllerState, initial_state
 from core.controller.topics import topic_id_for
 from core.model import PartitionTarget
@@ -90,7 +90,9 @@ __all__ = [
     "brokers_over_imbalance",
     "imbalance",
     "initial_state",
+    "leader_moves",
     "metrics",
+    "metrics_and_imbalance",
     "step",
     "step_isolating",
     "topic_id_for",

@@ -11,6 +11,7 @@ from core.decisions import ANY_VERSION, BrokerRequest, ZkOp, ZkWrite
 from core.election import ElectionStrategy
 from core.events import (
     BrokerFailure,
+    BrokersCordoned,
     BrokerStartup,
     ControlledShutdown,
     LeaderAndIsrResponse,
@@ -167,3 +168,11 @@ def zk_log_dir_events(c: StepContext, ev: ZkLogDirEvents) -> None:
         log_dir_failure(c, LogDirFailure(broker))
     for name, _ in ev.notifications:
         c.fx.zk.append(ZkWrite(ZkOp.DELETE, f"{LOG_DIR_EVENT_NOTIFICATION}/{name}", None, ANY_VERSION))
+
+
+def brokers_cordoned(c: StepContext, ev: BrokersCordoned) -> None:
+    """``/livectl/cordoned_brokers`` changed (:mod:`core.cordon`): placement skips these brokers from now on;
+    the replicas already on them stay."""
+    if not c.read_under_this_epoch(ev.controller_epoch):
+        return
+    c.cordoned = frozenset(ev.brokers)

@@ -18,8 +18,12 @@ from core.election import ElectionStrategy, preferred_leader
 from core.events import AutoRebalanceTick, ClusterConfigChanged, ElectLeaders, ZkPreferredElection
 from core.kafka.error_codes import KafkaError
 from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
+from core.leader_balance import UNBOUNDED, pick_moves
 from core.model import NO_LEADER, ElectionType, TopicPartition
 from core.states import PartitionState
+
+#: the message of a partition an ``elect-leaders --all`` queued for the rebalance passes (its error is ``NONE``)
+QUEUED = "queued: its preferred leader is elected by a leader-balance pass (leader.imbalance.max.leaders.per.interval)"
 
 
 def elect_leaders(c: StepContext, cmd: ElectLeaders) -> None:
@@ -47,6 +51,10 @@ def elect_leaders(c: StepContext, cmd: ElectLeaders) -> None:
                 }
         else:
             electable.append(tp)
+    bound = c.config.leader_imbalance_max_leaders_per_interval
+    if all_partitions and cmd.election_type is ElectionType.PREFERRED and bound < UNBOUNDED:
+        _queue_preferred_all(c, cmd, electable, results, bound)
+        return
     if cmd.election_type is ElectionType.PREFERRED:
         strategy, fail_error = ElectionStrategy.PREFERRED, KafkaError.PREFERRED_LEADER_NOT_AVAILABLE.name
     else:
@@ -66,6 +74,34 @@ def elect_leaders(c: StepContext, cmd: ElectLeaders) -> None:
         c.admin(cmd, AdminStatus.OK, details={"partitions": results})
 
 
+def _queue_preferred_all(
+    c: StepContext, cmd: ElectLeaders, electable: list[TopicPartition], results: dict[str, dict[str, str]], bound: int
+) -> None:
+    """``elect-leaders --all`` (preferred) under ``leader.imbalance.max.leaders.per.interval``: no election
+    now; the partitions whose preferred replica can lead are queued for the rebalance passes (at most
+    ``bound`` leaders each, :mod:`core.leader_balance`), the others fail as Kafka's election would."""
+    queued = 0
+    for tp in electable:
+        if preferred_can_lead(c.ctx, tp):
+            results[str(tp)] = {"error": KafkaError.NONE.name, "message": QUEUED}
+            queued += 1
+        else:
+            strategy = ElectionStrategy.PREFERRED.value
+            results[str(tp)] = {
+                "error": KafkaError.PREFERRED_LEADER_NOT_AVAILABLE.name,
+                "message": f"Failed to elect leader for partition {tp} under strategy {strategy}",
+            }
+    if queued:
+        c.preferred_all_queued = True
+    details: dict[str, Any] = {"partitions": results, "queued": queued}
+    message = f"{queued} preferred leader elections queued: at most {bound} per leader-balance pass" if queued else ""
+    failures = [r for r in results.values() if r["error"] == KafkaError.PREFERRED_LEADER_NOT_AVAILABLE.name]
+    if failures:
+        c.admin(cmd, AdminStatus.ERROR, failures[0]["error"], failures[0]["message"], details)
+    else:
+        c.admin(cmd, AdminStatus.OK, message=message, details=details)
+
+
 def election_needed(c: StepContext, tp: TopicPartition, kind: ElectionType) -> bool:
     lai = c.ctx.leader_and_isr(tp)
     if lai is None:
@@ -77,7 +113,11 @@ def election_needed(c: StepContext, tp: TopicPartition, kind: ElectionType) -> b
 
 
 def can_preferred_replica_be_leader(c: StepContext, tp: TopicPartition) -> bool:
-    ctx = c.ctx
+    return preferred_can_lead(c.ctx, tp)
+
+
+def preferred_can_lead(ctx: ControllerContext, tp: TopicPartition) -> bool:
+    """Kafka's ``canPreferredReplicaBeLeader``: the head of the replica set is live and in the ISR."""
     lai = ctx.leader_and_isr(tp)
     if lai is None:
         return False
@@ -98,11 +138,17 @@ def auto_rebalance(c: StepContext, ev: AutoRebalanceTick) -> None:
     too: its preferred replica is the head of its full replica set, which is the head of the target
     replicas, and it can lead only once it is in the ISR (an adding replica that has not caught up
     cannot)."""
-    if not c.config.auto_leader_rebalance_enable or not ev.brokers:
+    brokers = ev.brokers if c.config.auto_leader_rebalance_enable else ()
+    if not brokers and not c.preferred_all_queued:
         return
-    candidates = auto_rebalance_candidates(c.ctx, ev.brokers)
-    good = [tp for tp in candidates if can_preferred_replica_be_leader(c, tp)]
-    c.partition_states(good, PartitionState.ONLINE, ElectionStrategy.PREFERRED)
+    # the bounded pass (core.leader_balance): at most ev.max_leaders, the brokers taken in turn; a queued
+    # elect-leaders --all wants every movable partition of the bucket, whatever its broker's ratio
+    movable = movable_partitions(c.ctx)
+    wanted = movable if c.preferred_all_queued else {b: movable[b] for b in brokers if b in movable}
+    picked = pick_moves(wanted, ev.max_leaders)
+    c.partition_states(picked, PartitionState.ONLINE, ElectionStrategy.PREFERRED)
+    if c.preferred_all_queued and not movable_partitions(c.ctx):
+        c.preferred_all_queued = False
 
 
 def zk_preferred_election(c: StepContext, ev: ZkPreferredElection) -> None:
@@ -157,3 +203,18 @@ def auto_rebalance_candidates(ctx: ControllerContext, brokers: Iterable[int]) ->
         if lai is not None and lai.leader != ra.replicas[0]:
             out.append(tp)
     return sorted(out)
+
+
+def movable_partitions(ctx: ControllerContext) -> dict[int, list[TopicPartition]]:
+    """Per preferred broker, the partitions (not queued for deletion) another broker leads whose preferred
+    replica can lead now (:func:`preferred_can_lead`): what a preferred election would move, ascending."""
+    out: dict[int, list[TopicPartition]] = {}
+    deleting, assignments = ctx.topics_to_be_deleted, ctx.partition_assignments
+    for tp, li in ctx.partition_leadership.items():
+        ra = assignments.get(tp)
+        # most partitions are led by their preferred replica: that test first, the rest only for the others
+        if ra is None or not ra.replicas or li.leader_and_isr.leader == ra.replicas[0] or tp.topic in deleting:
+            continue
+        if preferred_can_lead(ctx, tp):
+            out.setdefault(ra.replicas[0], []).append(tp)
+    return {b: sorted(tps) for b, tps in sorted(out.items())}

@@ -17,6 +17,7 @@ from core.events import (
     AlterTopicConfig,
     AutoRebalanceTick,
     BrokerFailure,
+    BrokersCordoned,
     BrokerStartup,
     CancelReassignment,
     ClusterConfigChanged,
@@ -71,6 +72,7 @@ HANDLERS: Mapping[type[Event], Callable[[StepContext, Any], None]] = MappingProx
         ZkTopicChange: topics.zk_topic_change,
         ZkLogDirEvents: brokers.zk_log_dir_events,
         ClusterConfigChanged: elections.cluster_config_changed,
+        BrokersCordoned: brokers.brokers_cordoned,
     }
 )
 

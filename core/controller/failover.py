@@ -23,6 +23,7 @@ def failover(c: StepContext, ev: ControllerFailover) -> None:
     snap = ev.snapshot
     c.ctx = ctx = _context_from_snapshot(ev.controller_id, snap)
     c.offline_reset = frozenset(snap.offline_replica_topics)
+    c.cordoned = frozenset(snap.cordoned_brokers)
     fx = c.fx
     # Kafka's fetchTopicDeletionsInProgress: a topic with a replica offline or a partition being
     # reassigned cannot be deleted yet. Kafka tests every topic for an offline replica, but only the

@@ -3,10 +3,20 @@ buckets)."""
 
 from __future__ import annotations
 
+from core import figures
+from core.controller.elections import movable_partitions
 from core.controller.state import ControllerState
-from core.states import PartitionState, ReplicaState
+from core.states import ReplicaState
 
-__all__ = ["BUCKET_GAUGES", "KAFKA_CONTROLLER_GAUGES", "brokers_over_imbalance", "imbalance", "metrics"]
+__all__ = [
+    "BUCKET_GAUGES",
+    "KAFKA_CONTROLLER_GAUGES",
+    "brokers_over_imbalance",
+    "imbalance",
+    "leader_moves",
+    "metrics",
+    "metrics_and_imbalance",
+]
 
 #: Kafka's ``KafkaController`` gauges, in the order the Prometheus endpoint and the dispatcher's sums
 #: carry them
@@ -34,18 +44,15 @@ def imbalance(state: ControllerState) -> dict[int, tuple[int, int]]:
     """Per preferred broker: (partitions not led by it, partitions it prefers) in this bucket — the
     driver sums these across buckets, divides and compares with
     ``leader.imbalance.per.broker.percentage`` (see :func:`brokers_over_imbalance`)."""
-    ctx = state.context
-    out: dict[int, list[int]] = {}
-    deleting, leadership = ctx.topics_to_be_deleted, ctx.partition_leadership
-    for tp, ra in ctx.partition_assignments.items():
-        if not ra.replicas or tp.topic in deleting:
-            continue
-        counts = out.setdefault(ra.replicas[0], [0, 0])
-        counts[1] += 1
-        li = leadership.get(tp)
-        if li is not None and li.leader_and_isr.leader != ra.replicas[0]:
-            counts[0] += 1
-    return {b: (c[0], c[1]) for b, c in sorted(out.items())}
+    return figures.preferred_leader_counts(state.context)
+
+
+def leader_moves(state: ControllerState) -> tuple[dict[int, int], bool]:
+    """This bucket's report for the leader-balance plan (:mod:`core.leader_balance`): per preferred broker its
+    movable partitions (led by another broker, the preferred replica able to lead), and whether an
+    ``elect-leaders --all`` is queued here."""
+    movable = {b: len(tps) for b, tps in movable_partitions(state.context).items()}
+    return movable, state.preferred_all_queued
 
 
 def brokers_over_imbalance(counts: dict[int, tuple[int, int]], percentage: int) -> tuple[int, ...]:
@@ -53,40 +60,20 @@ def brokers_over_imbalance(counts: dict[int, tuple[int, int]], percentage: int) 
     return tuple(b for b, (bad, total) in sorted(counts.items()) if total and bad / total > percentage / 100)
 
 
-def _imbalanced(preferred: int, adding: tuple[int, ...], leader: int, isr: tuple[int, ...]) -> bool:
-    """Kafka 3.9's ``PreferredReplicaImbalanceCount`` test for one partition (``!hasPreferredLeader``): its
-    preferred replica (the head of the full replica set) does not lead; but a preferred replica that a
-    reassignment is adding counts only once it is in the ISR, whoever leads (Kafka's own rule since 2.4;
-    before, only the leader counted)."""
-    if preferred in adding:
-        return preferred in isr
-    return leader != preferred
-
-
 def metrics(state: ControllerState) -> dict[str, int]:
-    """Kafka's controller gauges for this bucket (sum them across buckets)."""
+    """Kafka's controller gauges for this bucket (sum them across buckets), with the partition figures of
+    :mod:`core.figures` (``UnderReplicatedPartitions``, ``UnderMinIsrPartitionCount``: what every view shows)."""
+    return _gauges(state, figures.partition_figures(state.context, state.config.min_insync_replicas))
+
+
+def metrics_and_imbalance(state: ControllerState) -> tuple[dict[str, int], dict[int, tuple[int, int]]]:
+    """:func:`metrics` and :func:`imbalance` in one pass over the bucket's partitions (what every step reports)."""
+    fig = figures.partition_figures(state.context, state.config.min_insync_replicas, per_broker=True)
+    return _gauges(state, fig), dict(fig.preferred_by_broker)
+
+
+def _gauges(state: ControllerState, fig: figures.PartitionFigures) -> dict[str, int]:
     ctx = state.context
-    offline = sum(
-        1
-        for tp, st in ctx.partition_states.items()
-        if st is PartitionState.OFFLINE and tp.topic not in ctx.topics_with_deletion_started
-    )
-    imbalanced = 0
-    # Kafka's broker-side UnderReplicatedPartitions, seen from the controller: ISR smaller than the
-    # partition's full replica set (during a reassignment that set includes the adding replicas)
-    under_replicated = 0
-    deleting, assignments = ctx.topics_to_be_deleted, ctx.partition_assignments
-    no_replicas: tuple[int, ...] = ()
-    for tp, li in ctx.partition_leadership.items():  # one pass for both counts
-        if tp.topic in deleting:
-            continue
-        ra = assignments.get(tp)
-        replicas = ra.replicas if ra is not None else no_replicas
-        lai = li.leader_and_isr
-        if replicas and _imbalanced(replicas[0], ra.adding_replicas if ra is not None else (), lai.leader, lai.isr):
-            imbalanced += 1
-        if len(lai.isr) < len(replicas):
-            under_replicated += 1
     to_delete = 0
     ineligible = 0
     for topic in ctx.topics_to_be_deleted:
@@ -96,15 +83,17 @@ def metrics(state: ControllerState) -> dict[str, int]:
                 to_delete += 1
             if st is ReplicaState.DELETION_INELIGIBLE:
                 ineligible += 1
+    counts = fig.counts()
     return {
-        "OfflinePartitionsCount": offline,
-        "PreferredReplicaImbalanceCount": imbalanced,
+        "OfflinePartitionsCount": counts["OfflinePartitionsCount"],
+        "PreferredReplicaImbalanceCount": counts["PreferredReplicaImbalanceCount"],
         "GlobalTopicCount": len(ctx.topic_partitions),
         "GlobalPartitionCount": len(ctx.partition_assignments),
         "TopicsToDeleteCount": len(ctx.topics_to_be_deleted),
         "ReplicasToDeleteCount": to_delete,
         "TopicsIneligibleToDeleteCount": len(ctx.topics_ineligible_for_deletion),
         "ReplicasIneligibleToDeleteCount": ineligible,
-        "UnderReplicatedPartitions": under_replicated,
+        "UnderReplicatedPartitions": counts["UnderReplicatedPartitions"],
+        "UnderMinIsrPartitionCount": counts["UnderMinIsrPartitionCount"],
         "ReassigningPartitions": len(ctx.partitions_being_reassigned),
     }

@@ -11,6 +11,7 @@ from typing import Any
 from core.context import ControllerContext
 from core.context_codec import context_from_dict, context_to_dict
 from core.errors import FormatError
+from core.leader_balance import UNBOUNDED
 from core.model import TopicPartition
 
 __all__ = ["STATE_VERSION", "ControllerConfig", "ControllerState", "initial_state"]
@@ -32,6 +33,11 @@ class ControllerConfig:
     leader_imbalance_per_broker_percentage: int = 10
     #: ``leader.imbalance.check.interval.seconds`` (the driver's schedule of :class:`AutoRebalanceTick`)
     leader_imbalance_check_interval_seconds: int = 300
+    #: ``min.insync.replicas``, the cluster default (topics may override): the under-min-ISR figure only
+    min_insync_replicas: int = 1
+    #: ``leader.imbalance.max.leaders.per.interval`` (livectl's): the most leaders one rebalance pass and one
+    #: ``elect-leaders --all`` batch move; Kafka's largest int (the default) is no bound (:mod:`core.leader_balance`)
+    leader_imbalance_max_leaders_per_interval: int = UNBOUNDED
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,11 @@ class ControllerState:
     #: request id -> its partitions whose reassignment a later request replaced: partition -> "superseded"
     #: or "cancelled" (its final answer says so instead of "completed")
     interrupted_reassignments: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: an ``elect-leaders --all`` (preferred) waits under ``leader.imbalance.max.leaders.per.interval``: the
+    #: rebalance passes move this bucket's movable preferred leaders until none is left
+    preferred_all_queued: bool = False
+    #: the brokers no new replica is placed on (:mod:`core.cordon`), as ZooKeeper last said
+    cordoned_brokers: frozenset[int] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +75,8 @@ class ControllerState:
             "interrupted_reassignments": {
                 rid: dict(sorted(v.items())) for rid, v in sorted(self.interrupted_reassignments.items())
             },
+            "preferred_all_queued": self.preferred_all_queued,
+            "cordoned_brokers": sorted(self.cordoned_brokers),
         }
 
     @staticmethod
@@ -82,6 +95,8 @@ class ControllerState:
             {rid: frozenset(ts) for rid, ts in d["pending_deletions"].items()},
             frozenset(TopicPartition(t, p) for t, p in d["zk_reassignments"]),
             {rid: dict(v) for rid, v in d.get("interrupted_reassignments", {}).items()},
+            bool(d.get("preferred_all_queued", False)),
+            frozenset(int(b) for b in d.get("cordoned_brokers", ())),
         )
 
     def to_bytes(self) -> bytes:

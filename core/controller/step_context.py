@@ -42,6 +42,10 @@ class StepContext:
         self.had_zk_reassignments = bool(self.zk_reassignments)
         #: request id -> partition -> "superseded" / "cancelled"
         self.interrupted = {k: dict(v) for k, v in state.interrupted_reassignments.items()}
+        #: an ``elect-leaders --all`` waits for the rebalance passes (:mod:`core.leader_balance`)
+        self.preferred_all_queued = state.preferred_all_queued
+        #: the brokers no new replica is placed on (:mod:`core.cordon`)
+        self.cordoned: frozenset[int] = state.cordoned_brokers
         self.fx = Effects()
         self._offline_before = offline_replicas.record(self.ctx)
         #: on failover, the topics ZooKeeper holds a record of (the new context knows no failed dir)
@@ -62,6 +66,8 @@ class StepContext:
             {k: frozenset(v) for k, v in self.pending_deletions.items()},
             frozenset(self.zk_reassignments),
             {k: dict(v) for k, v in self.interrupted.items()},
+            self.preferred_all_queued,
+            self.cordoned,
         )
 
     # ------------------------------------------------------------------ effects shared by the handlers

@@ -57,12 +57,14 @@ def create_topic(c: StepContext, cmd: CreateTopic) -> None:
         placed = dict(enumerate(cmd.replica_assignment))
     else:
         brokers = _placement_brokers(c)
+        free = sum(1 for b in brokers if b.id not in c.cordoned)
         try:
             placed = assign_replicas(
                 brokers,
                 cmd.partitions,
                 cmd.replication_factor,
-                start_index=stable_start_index(cmd.topic, len(brokers)),
+                start_index=stable_start_index(cmd.topic, free),
+                cordoned=c.cordoned,
             )
         except PlacementError as e:
             c.admin(cmd, AdminStatus.ERROR, e.error, str(e))
@@ -147,10 +149,12 @@ def create_partitions(c: StepContext, cmd: CreatePartitions) -> None:
         placed = {n_existing + i: tuple(r) for i, r in enumerate(cmd.replica_assignment)}
     else:
         brokers = _placement_brokers(c)
-        ids = [b.id for b in brokers]
+        ids = [b.id for b in brokers if b.id not in c.cordoned]
         start = next((i for i, b in enumerate(ids) if first and b >= first[0]), 0)
         try:
-            placed = assign_replicas(brokers, to_add, rf, start_index=start, start_partition_id=n_existing)
+            placed = assign_replicas(
+                brokers, to_add, rf, start_index=start, start_partition_id=n_existing, cordoned=c.cordoned
+            )
         except PlacementError as e:
             c.admin(cmd, AdminStatus.ERROR, e.error, str(e))
             return

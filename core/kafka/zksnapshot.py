@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
+from core.cordon import CORDONED_BROKERS, decode_cordoned
 from core.kafka.zkdata import (
     BROKER_TOPICS,
     CONFIG_TOPICS,
@@ -69,6 +70,7 @@ def snapshot_from_znodes(
     pending: tuple[PartitionTarget, ...] = ()
     preferred: tuple[TopicPartition, ...] = ()
     offline_topics: list[str] = []
+    cordoned: tuple[int, ...] = ()
     prefix = BROKER_TOPICS + "/"
     for path, (data, version) in sorted(znodes.items()):
         hit = known.get(path)
@@ -104,6 +106,8 @@ def snapshot_from_znodes(
             preferred = decode_preferred_election(data)
         elif path.startswith(OFFLINE_REPLICAS + "/"):
             offline_topics.append(path[len(OFFLINE_REPLICAS) + 1 :])
+        elif path == CORDONED_BROKERS:
+            cordoned = decode_cordoned(data)
     if blocks is None:
         topics_out, states_out = tuple(topics), tuple(states)
     else:
@@ -125,6 +129,7 @@ def snapshot_from_znodes(
         preferred,
         tuple(configs),
         tuple(offline_topics),
+        cordoned,
     )
 
 

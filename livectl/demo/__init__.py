@@ -26,6 +26,9 @@ The scenario, each step waiting for its effect (ZooKeeper *and* the brokers' own
                                  no broker hosts it
 ==  ===========================  ===============================================================
 
+``--brokers kafka`` runs the same steps on three real Apache Kafka brokers instead, through ``livectl
+channel``, with a producer and a consumer running throughout (:mod:`.kafka`, :mod:`.traffic`).
+
 While it runs it prints a timeline: ZooKeeper changes (``zk``), the requests the controller sent
 (``req``, one line per micro-batch and API, read from ``livectl.requests``) and admin results (``admin``,
 from ``livectl.admin-results``). Exit code: 0 every step succeeded, 1 a step or the set-up failed,
@@ -38,7 +41,8 @@ from ``livectl.admin-results``). Exit code: 0 every step succeeded, 1 a step or 
 The package, one concern a module: :mod:`.report` (options, results, errors), :mod:`.timeline` (the printed
 lines), :mod:`.observer` (what the controller decided and the brokers believe), :mod:`.processes` (broker
 processes, process trees, fd redirection), :mod:`.spark` (the demo's own Spark session and its teardown),
-:mod:`.steps` (the seven steps), :mod:`.runner` (set-up, waiting, teardown) and :mod:`.cli` (``livectl demo``).
+:mod:`.steps` (the seven steps), :mod:`.runner` (set-up, waiting, teardown), :mod:`.kafka` and :mod:`.traffic`
+(the run on real Kafka brokers and its clients) and :mod:`.cli` (``livectl demo``).
 """
 
 from livectl.demo.cli import register

@@ -13,12 +13,27 @@ from types import FrameType
 from typing import TextIO
 
 from livectl.demo.report import DEFAULT_RUN_DIR, DemoOptions
-from livectl.demo.runner import Demo
+from livectl.demo.runner import make_demo
+
+KAFKA = "kafka"
+
+
+def _brokers(text: str) -> int | str:
+    """``--brokers``: a number of simulated brokers, or ``kafka``."""
+    if text.strip().lower() == KAFKA:
+        return KAFKA
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of simulated brokers or 'kafka', got {text!r}") from None
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    kafka = args.brokers == KAFKA
     options = DemoOptions(
-        brokers=args.brokers,
+        brokers=3 if kafka else args.brokers,
+        kafka=kafka,
+        produce_rate=args.produce_rate,
         run_dir=args.run_dir,
         keep_running=args.keep_running,
         buckets=args.buckets,
@@ -26,8 +41,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         step_timeout_s=args.step_timeout,
         verbose=not args.quiet,
     )
-    if options.brokers < 4:
-        print(f"livectl demo: --brokers must be at least 4, got {options.brokers}", file=sys.stderr)
+    if not kafka and options.brokers < 4:
+        print(f"livectl demo: --brokers must be at least 4 or 'kafka', got {options.brokers}", file=sys.stderr)
+        return 2
+    if options.produce_rate <= 0:
+        print(f"livectl demo: --produce-rate must be above 0, got {options.produce_rate:g}", file=sys.stderr)
         return 2
     run_dir = options.run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -50,7 +68,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             hard_stop.set()
         stop.set()
 
-    demo = Demo(options, out, stop=stop, hard_stop=hard_stop)
+    demo = make_demo(options, out, stop=stop, hard_stop=hard_stop)
     original = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     for s in original:
         signal.signal(s, on_signal)
@@ -69,12 +87,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "demo",
         help="run the whole system locally and a scripted scenario, with a timeline of the controller's decisions",
         description=(
-            "Start ZooKeeper, a Kafka-protocol broker, N simulated brokers and the controller (Spark local), run "
+            "Start ZooKeeper, a Kafka-protocol broker, N simulated brokers (or three real Kafka brokers and the "
+            "controller channel) and the controller (Spark local), run "
             "a scenario (create topics, hard-kill and restart a broker, reassign, preferred election, controlled "
             "shutdown, delete), print what the controller decided, then stop everything it started."
         ),
     )
-    p.add_argument("--brokers", type=int, default=5, help="simulated brokers, ids 1..N (at least 4; default 5)")
+    p.add_argument(
+        "--brokers",
+        type=_brokers,
+        default=5,
+        metavar="N|kafka",
+        help="simulated brokers, ids 1..N (at least 4; default 5), or 'kafka': three Apache Kafka 3.9 brokers "
+        "(ZooKeeper mode, through livectl channel) with a producer and a consumer running through every step",
+    )
+    p.add_argument(
+        "--produce-rate",
+        type=float,
+        default=20.0,
+        help="with --brokers kafka: records per second the demo's producer writes (default 20)",
+    )
     p.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR, help="run folder (default: %(default)s)")
     p.add_argument("--keep-running", action="store_true", help="leave the cluster up after the scenario until Ctrl-C")
     p.add_argument("--buckets", type=int, default=4, help="controller state buckets = shuffle partitions (default 4)")

@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ class Observer(threading.Thread):
     * ZooKeeper (Kafka's layout) every ``zk_interval_s`` → :class:`scenario.ClusterView`, changes printed;
     * ``livectl.requests`` and ``livectl.admin-results`` from their end at :meth:`open` time (assign +
       seek: no consumer group to join) → printed, requests kept for the checks;
-    * the brokers' ``--status-file`` documents in ``status_dir``.
+    * the brokers' ``--status-file`` documents in ``status_dir``, or what ``status_reader`` returns (real
+      brokers: :func:`livectl.scenario.kafka_broker_status` of each).
     """
 
     def __init__(
@@ -38,6 +40,7 @@ class Observer(threading.Thread):
         timeline: Timeline,
         verbose: bool,
         zk_interval_s: float = 0.4,
+        status_reader: Callable[[], dict[int, dict[str, Any]]] | None = None,
     ) -> None:
         super().__init__(name="livectl-demo-observer", daemon=True)
         self.zk_connect = zk_connect
@@ -48,6 +51,7 @@ class Observer(threading.Thread):
         self.tl = timeline
         self.verbose = verbose
         self.zk_interval_s = zk_interval_s
+        self.status_reader = status_reader
         self.labels: dict[str, str] = {}
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
@@ -191,6 +195,11 @@ class Observer(threading.Thread):
         )
 
     def _refresh_status(self) -> None:
+        if self.status_reader is not None:
+            read = self.status_reader()
+            with self._lock:
+                self._status = read
+            return
         status: dict[int, dict[str, Any]] = {}
         for path in sorted(self.status_dir.glob("broker-*.json")):
             try:

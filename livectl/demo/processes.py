@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from livectl.local import pid_matches
 
@@ -69,6 +70,40 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+class BrokerHandle(Protocol):
+    """One broker process of the demo, simulated (:class:`BrokerProcess`) or a Kafka JVM
+    (:class:`livectl.demo.kafka.KafkaBroker`): what the steps and the teardown do with it."""
+
+    broker_id: int
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def marker(self) -> str: ...
+
+    @property
+    def log_file(self) -> Path: ...
+
+    def running(self) -> bool: ...
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` if it still runs (checked by its command line)."""
+        ...
+
+    def wait(self, timeout: float) -> bool:
+        """Until it has exited (at most ``timeout`` s); whether it has."""
+        ...
+
+    def exit_problem(self) -> str | None:
+        """After it exited: why that was not a clean controlled shutdown (``None``: it was)."""
+        ...
+
+    def forget_status(self) -> None:
+        """It is gone: its view no longer counts."""
+        ...
+
+
 @dataclass
 class BrokerProcess:
     """One ``python -m simbrokers --brokers <id>`` process. ``marker`` (its status file path) is checked
@@ -77,7 +112,7 @@ class BrokerProcess:
     broker_id: int
     proc: subprocess.Popen[bytes]
     status_file: Path
-    log_file: Path
+    log_path: Path
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -88,6 +123,10 @@ class BrokerProcess:
     def marker(self) -> str:
         return str(self.status_file)
 
+    @property
+    def log_file(self) -> Path:
+        return self.log_path
+
     def running(self) -> bool:
         return self.proc.poll() is None
 
@@ -95,6 +134,21 @@ class BrokerProcess:
         if self.running() and pid_matches(self.pid, self.marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signum)
+
+    def wait(self, timeout: float) -> bool:
+        """Until the process has exited (at most ``timeout`` s); whether it has."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout)
+        return not self.running()
+
+    def exit_problem(self) -> str | None:
+        """Why its exit was not a clean controlled shutdown (``None``: it was): its exit code."""
+        code = self.proc.poll()
+        return None if code == 0 else f"broker {self.broker_id} exited with code {code}; see {self.log_file}"
+
+    def forget_status(self) -> None:
+        """Its status document goes (a broker that is gone has no view)."""
+        self.status_file.unlink(missing_ok=True)
 
 
 def start_broker_process(

@@ -37,8 +37,13 @@ class DemoOptions:
     zookeeper: str | None = None
     bootstrap: str | None = None
     namespace: str | None = None
-    #: the simulated brokers' ZooKeeper session timeout: a SIGKILLed broker is noticed after about this long
+    #: the brokers' ZooKeeper session timeout: a SIGKILLed broker is noticed after about this long
     broker_session_timeout_ms: int = 6000
+    #: three real Apache Kafka brokers (ZooKeeper mode, through ``livectl channel``) instead of simulated
+    #: ones; ``brokers`` must then be 3 (``livectl demo --brokers kafka``)
+    kafka: bool = False
+    #: with ``kafka``: records per second the demo's producer writes (half to each topic)
+    produce_rate: float = 20.0
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ import json
 import logging
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -19,7 +18,7 @@ from typing import Any, TextIO
 from livectl import local
 from livectl import scenario as sc
 from livectl.demo.observer import Observer
-from livectl.demo.processes import BrokerProcess, cmdline, descendants, kinds, pid_alive, start_broker_process
+from livectl.demo.processes import BrokerHandle, cmdline, descendants, kinds, pid_alive, start_broker_process
 from livectl.demo.report import DemoError, DemoInterruptedError, DemoOptions, DemoReport, StepResult
 from livectl.demo.spark import start_spark, stop_spark
 from livectl.demo.steps import SCENARIO
@@ -42,8 +41,16 @@ class _Controller:
 
 
 class Demo:
-    """One run of the scenario. :meth:`run` never raises for a failed step: it reports, stops everything
-    it started and returns the :class:`DemoReport`."""
+    """One run of the scenario on simulated brokers. :meth:`run` never raises for a failed step: it reports,
+    stops everything it started and returns the :class:`DemoReport`. :class:`livectl.demo.kafka.KafkaDemo`
+    runs it on real Kafka brokers through the hooks below (``_start_cluster``, ``_status_reader``,
+    ``_after_step``, ``_after_scenario``, ``_stop_brokers``, ``_owned``)."""
+
+    #: how the timeline names the brokers
+    broker_kind = "simulated"
+    #: the run folder's sub-folders a run starts without (its own services' data, the query's checkpoint,
+    #: the brokers' files)
+    RUN_SUBDIRS: tuple[str, ...] = ("checkpoint", "brokers")
 
     def __init__(
         self,
@@ -55,7 +62,7 @@ class Demo:
         hard_stop: threading.Event | None = None,
         inspect: Callable[[DemoReport], None] | None = None,
     ) -> None:
-        if options.brokers < 4:
+        if not options.kafka and options.brokers < 4:
             raise DemoError(
                 f"--brokers must be at least 4 (the scenario kills one, moves a topic onto others "
                 f"and shuts one down), got {options.brokers}"
@@ -74,13 +81,12 @@ class Demo:
         self.zk_connect = ""
         self.bootstrap = ""
         self.topics: dict[str, str] = {}
-        self.brokers: dict[int, BrokerProcess] = {}
+        self.brokers: dict[int, BrokerHandle] = {}
         self.observer: Observer | None = None
         self.controller: _Controller | None = None
         #: the pid of the Spark JVM this demo started
         self._spark_jvm: int | None = None
-        self.kill_id = 3
-        self.shutdown_id = options.brokers
+        self.plan = sc.demo_plan(options.brokers)
         self.inspect = inspect
 
     # ------------------------------------------------------------------ top level
@@ -90,6 +96,7 @@ class Demo:
         try:
             self._setup()
             self._scenario()
+            self._after_scenario()
             if self.o.keep_running and self.report.ok:
                 self._keep_running()
         except DemoInterruptedError:
@@ -121,7 +128,7 @@ class Demo:
         from streaming.settings import Settings
 
         o = self.o
-        self.tl.plain(f"livectl demo: {o.brokers} simulated brokers, run folder {self.run_dir}")
+        self.tl.plain(f"livectl demo: {o.brokers} {self.broker_kind} brokers, run folder {self.run_dir}")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self._owns_services:
             self._clean_leftovers()
@@ -145,7 +152,7 @@ class Demo:
             assert o.bootstrap is not None and o.zookeeper is not None
             self.zk_connect, self.bootstrap = o.zookeeper, o.bootstrap
             # a checkpoint of an earlier run would make the query resume instead of starting cold
-            for sub in ("checkpoint", "brokers"):
+            for sub in self.RUN_SUBDIRS:
                 shutil.rmtree(self.run_dir / sub, ignore_errors=True)
         self._check_stop()
 
@@ -188,10 +195,19 @@ class Demo:
             status_dir=self.run_dir / "brokers",
             timeline=self.tl,
             verbose=o.verbose,
+            status_reader=self._status_reader(),
         )
         self.observer.open()
         self.observer.start()
+        self._start_cluster()
 
+    def _status_reader(self) -> Callable[[], dict[int, dict[str, Any]]] | None:
+        """The brokers' own view for the observer (``None``: the simulated brokers' status files)."""
+        return None
+
+    def _start_cluster(self) -> None:
+        """The brokers, Spark and the controller."""
+        o, s = self.o, self.settings
         # brokers start (Python imports, kafka clients) while Spark starts: both take seconds
         started = time.monotonic()
         for bid in range(1, o.brokers + 1):
@@ -232,7 +248,7 @@ class Demo:
         stopped = local.LocalServices.load(self.run_dir).down()
         if stopped:
             self.tl.line("demo", f"stopped {', '.join(stopped)} left by an earlier demo")
-        for sub in ("zookeeper", "broker", "checkpoint", "brokers"):
+        for sub in ("zookeeper", "broker", *self.RUN_SUBDIRS):
             shutil.rmtree(self.run_dir / sub, ignore_errors=True)
 
     def record_processes(self) -> None:
@@ -243,9 +259,8 @@ class Demo:
         if self.services is not None:
             for name, svc in self.services.services.items():
                 entries[name] = {"pid": svc.pid, "marker": svc.marker}
-        for bid, bp in self.brokers.items():
-            if bp.running():
-                entries[f"broker {bid}"] = {"pid": bp.pid, "marker": bp.marker}
+        for pid, (name, marker) in self._owned().items():
+            entries[name] = {"pid": pid, "marker": marker}
         tmp = self.run_dir / (PROCESSES_FILE + ".tmp")
         tmp.write_text(json.dumps(entries, indent=1))
         tmp.replace(self.run_dir / PROCESSES_FILE)
@@ -262,7 +277,11 @@ class Demo:
             zk.stop()
             zk.close()
 
-    def start_broker(self, broker_id: int) -> BrokerProcess:
+    def _owned(self) -> dict[int, tuple[str, str]]:
+        """The broker processes (and helpers) this demo started that run now: pid -> (name, marker)."""
+        return {bp.pid: (f"broker {bid}", bp.marker) for bid, bp in sorted(self.brokers.items()) if bp.running()}
+
+    def start_broker(self, broker_id: int) -> BrokerHandle:
         bp = start_broker_process(
             broker_id,
             zookeeper=self.zk_connect,
@@ -282,11 +301,11 @@ class Demo:
             bp = self.brokers.get(bid)
             if bp is not None and not bp.running():
                 tail = bp.log_file.read_text(errors="replace")[-1500:] if bp.log_file.exists() else ""
-                raise DemoError(f"broker {bid} exited with code {bp.proc.returncode}; {bp.log_file}:\n{tail}")
+                raise DemoError(f"{bp.exit_problem() or f'broker {bid} exited'}; {bp.log_file}:\n{tail}")
             if bid not in view.brokers:
                 problems.append(f"broker {bid} not registered")
             elif bid not in status:
-                problems.append(f"broker {bid} has not written its status yet")
+                problems.append(f"broker {bid}'s own view not read yet")
         return problems
 
     def _start_spark(self) -> None:
@@ -385,6 +404,7 @@ class Demo:
                     self.tl.line("demo", note)
                 self._wait(title, step.check, self.o.step_timeout_s)
                 detail = step.done()
+                self._after_step(i, title)
                 ok = True
             except DemoInterruptedError:
                 self.report.steps.append(StepResult(title, False, time.monotonic() - started, "interrupted"))
@@ -396,6 +416,12 @@ class Demo:
             self.tl.line("ok" if ok else "FAIL", f"step {i} {'done' if ok else 'failed'} in {seconds:.1f} s: {detail}")
             if not ok:  # later steps build on this one
                 return
+
+    def _after_step(self, index: int, title: str) -> None:
+        """Called when step ``index`` (1-based) has its effect; a :class:`DemoError` fails the step."""
+
+    def _after_scenario(self) -> None:
+        """Called after the last step (or the first failed one), before ``--keep-running`` and teardown."""
 
     def send(self, label: str, command: Any) -> str:
         from admin.publish import new_request_id, publish_command
@@ -433,7 +459,7 @@ class Demo:
         self.tl.plain(f"  livectl brokers list --zookeeper {zk}")
         self.tl.plain(
             f"  livectl elect-leaders --election-type PREFERRED --all-topic-partitions "
-            f"--bootstrap-server {self.bootstrap} --zookeeper {zk} --wait"
+            f"--bootstrap-server {self.bootstrap} --zookeeper {zk}"
         )
         self.tl.plain(f"  Spark UI: {self.report.spark_ui or 'disabled'}")
         while not self.stop.is_set():
@@ -453,25 +479,9 @@ class Demo:
             self.observer.refresh()
         self.report.final_view, self.report.final_status = self.snapshot()
 
-    def _teardown(self) -> None:
-        """Brokers (asked to exit at once; SIGKILL after 10 s or on a second Ctrl-C), the controller, Spark
-        (its JVM ends when its stdin closes), then ZooKeeper and Kafka. Every PID is checked afterwards."""
-        self.tl.header("stopping everything this demo started")
-        ours: dict[int, str] = {}
-        for bid, bp in sorted(self.brokers.items()):
-            if bp.running():
-                ours[bp.pid] = f"broker {bid}"
-        if self._owns_spark and self._spark_jvm is not None:
-            ours[self._spark_jvm] = "Spark JVM"
-            for pid in descendants(self._spark_jvm):
-                ours[pid] = f"Spark worker ({cmdline(pid)[:60]})"
-        if self.services is not None:
-            for name, svc in self.services.services.items():
-                ours[svc.pid] = "ZooKeeper" if name == "zookeeper" else "Kafka"
-
-        if self.observer is not None:
-            # what the controller does while everything shuts down is not part of the scenario
-            self.observer.stop()
+    def _stop_brokers(self) -> None:
+        """Stop every broker still running (SIGKILL after 10 s or on a second Ctrl-C), noting each in the
+        report."""
         started = time.monotonic()
         running = [bp for bp in self.brokers.values() if bp.running()]
         # SIGINT twice = the simulated brokers' "exit now": sessions closed, clients flushed, no controlled
@@ -490,10 +500,27 @@ class Demo:
                 self.report.stopped.append(f"broker {bp.broker_id} (pid {bp.pid}, SIGKILL)")
             else:
                 self.report.stopped.append(f"broker {bp.broker_id} (pid {bp.pid})")
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                bp.proc.wait(10)
+            bp.wait(10)
         if running:
             self.tl.line("demo", f"brokers stopped in {time.monotonic() - started:.1f} s")
+
+    def _teardown(self) -> None:
+        """Brokers (asked to exit at once; SIGKILL after 10 s or on a second Ctrl-C), the controller, Spark
+        (its JVM ends when its stdin closes), then ZooKeeper and Kafka. Every PID is checked afterwards."""
+        self.tl.header("stopping everything this demo started")
+        ours = {pid: name for pid, (name, _) in self._owned().items()}
+        if self._owns_spark and self._spark_jvm is not None:
+            ours[self._spark_jvm] = "Spark JVM"
+            for pid in descendants(self._spark_jvm):
+                ours[pid] = f"Spark worker ({cmdline(pid)[:60]})"
+        if self.services is not None:
+            for name, svc in self.services.services.items():
+                ours[svc.pid] = "ZooKeeper" if name == "zookeeper" else "Kafka"
+
+        if self.observer is not None:
+            # what the controller does while everything shuts down is not part of the scenario
+            self.observer.stop()
+        self._stop_brokers()
 
         if self.controller is not None:
             self.controller.app.stop()
@@ -554,4 +581,14 @@ def run_demo(
     step. ``spark`` given = use that session and leave it running; ``stop`` set = behave as on Ctrl-C;
     ``inspect`` is called after the scenario and before anything is stopped (tests read the live system
     there; an exception in it is reported in :attr:`DemoReport.error`)."""
-    return Demo(options, out or sys.stdout, spark=spark, stop=stop, hard_stop=hard_stop, inspect=inspect).run()
+    return make_demo(options, out or sys.stdout, spark=spark, stop=stop, hard_stop=hard_stop, inspect=inspect).run()
+
+
+def make_demo(options: DemoOptions, out: TextIO, **kwargs: Any) -> Demo:
+    """The demo ``options`` ask for: on simulated brokers (:class:`Demo`), or on real Kafka brokers
+    (:class:`livectl.demo.kafka.KafkaDemo`, ``options.kafka``). ``kwargs``: those of :class:`Demo`."""
+    if options.kafka:
+        from livectl.demo.kafka import KafkaDemo
+
+        return KafkaDemo(options, out, **kwargs)
+    return Demo(options, out, **kwargs)

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from core.events import CreateTopic, DeleteTopic, ElectLeaders, ReassignPartitions
 from core.model import ElectionType, PartitionTarget
 from livectl import scenario as sc
-from livectl.demo.processes import BrokerProcess
+from livectl.demo.processes import BrokerHandle
 from livectl.demo.report import DemoError, DemoOptions, DemoReport
 
 #: the topics of the scenario
@@ -35,9 +35,10 @@ class Run(Protocol):
 
     o: DemoOptions
     report: DemoReport
-    brokers: dict[int, BrokerProcess]
-    kill_id: int
-    shutdown_id: int
+    brokers: dict[int, BrokerHandle]
+    plan: sc.DemoPlan
+    #: "simulated" or "Kafka": how the timeline names the brokers' kind
+    broker_kind: str
 
     def snapshot(self) -> tuple[sc.ClusterView, dict[int, dict[str, Any]]]:
         """ZooKeeper's view and the brokers' status documents, as last read."""
@@ -55,8 +56,8 @@ class Run(Protocol):
         """The controller's requests seen since ``since`` (``time.monotonic()``)."""
         ...
 
-    def start_broker(self, broker_id: int) -> BrokerProcess:
-        """Start simulated broker ``broker_id`` in its own process."""
+    def start_broker(self, broker_id: int) -> BrokerHandle:
+        """Start broker ``broker_id`` in its own process."""
         ...
 
     def broker_start_problems(self, ids: Sequence[int] | range) -> list[str]:
@@ -71,17 +72,19 @@ class Run(Protocol):
 def create_topics(d: Run) -> Step:
     wanted = {ORDERS: 6, PAYMENTS: 3, AUDIT: 2}
     rids: dict[str, str] = {}
+    rf, audit = d.plan.payments_rf, d.plan.audit
 
     def action() -> str:
         for label, cmd in (
             (f"create_topic {ORDERS}", CreateTopic("", ORDERS, 6, 3)),
-            (f"create_topic {PAYMENTS}", CreateTopic("", PAYMENTS, 3, 3)),
-            (f"create_topic {AUDIT}", CreateTopic("", AUDIT, 2, 2, replica_assignment=((1, 2), (2, 1)))),
+            (f"create_topic {PAYMENTS}", CreateTopic("", PAYMENTS, 3, rf)),
+            (f"create_topic {AUDIT}", CreateTopic("", AUDIT, 2, 2, replica_assignment=audit)),
         ):
             rids[d.send(label, cmd)] = label
+        on = " | ".join(",".join(str(b) for b in r) for r in audit)
         return (
-            f"sent: create {ORDERS} (6 partitions, RF 3) and {PAYMENTS} (3 partitions, RF 3) placed by the "
-            f"controller, {AUDIT} on brokers 1,2 | 2,1"
+            f"sent: create {ORDERS} (6 partitions, RF 3) and {PAYMENTS} (3 partitions, RF {rf}) placed by the "
+            f"controller, {AUDIT} on brokers {on}"
         )
 
     def check() -> list[str]:
@@ -110,7 +113,7 @@ def create_topics(d: Run) -> Step:
 
 
 def hard_kill(d: Run) -> Step:
-    k = d.kill_id
+    k = d.plan.kill
     led: list[str] = []
 
     def action() -> str:
@@ -119,12 +122,13 @@ def hard_kill(d: Run) -> Step:
         d.report.facts["killed"] = k
         bp = d.brokers[k]
         bp.signal(signal.SIGKILL)
-        bp.proc.wait(10)
-        bp.status_file.unlink(missing_ok=True)
+        if not bp.wait(10):
+            raise DemoError(f"broker {k} (pid {bp.pid}) still runs 10 s after SIGKILL")
+        bp.forget_status()
         d.record_processes()
         return (
-            f"SIGKILL broker {k} (pid {bp.pid}); it led {', '.join(led) or 'nothing'}; ZooKeeper ends its "
-            f"session after ~{d.o.broker_session_timeout_ms / 1000:.0f} s"
+            f"SIGKILL {d.broker_kind} broker {k} (pid {bp.pid}); it led {', '.join(led) or 'nothing'}; ZooKeeper "
+            f"ends its session after ~{d.o.broker_session_timeout_ms / 1000:.0f} s"
         )
 
     def check() -> list[str]:
@@ -142,7 +146,7 @@ def hard_kill(d: Run) -> Step:
 
 
 def restart(d: Run) -> Step:
-    k = d.kill_id
+    k = d.plan.kill
 
     def action() -> str:
         bp = d.start_broker(k)
@@ -233,7 +237,7 @@ def preferred_election(d: Run) -> Step:
 
 
 def controlled_shutdown(d: Run) -> Step:
-    s_id = d.shutdown_id
+    s_id = d.plan.shutdown
     since = [0.0]
     led: list[str] = []
 
@@ -259,10 +263,11 @@ def controlled_shutdown(d: Run) -> Step:
         problems = []
         if bp.running():
             problems.append(f"broker {s_id} still shutting down")
-        elif bp.proc.returncode != 0:
-            raise DemoError(f"broker {s_id} exited with code {bp.proc.returncode}; see {bp.log_file}")
         else:
-            bp.status_file.unlink(missing_ok=True)
+            unclean = bp.exit_problem()
+            if unclean is not None:
+                raise DemoError(unclean)
+            bp.forget_status()
         view, status = d.snapshot()
         if s_id in view.brokers:
             problems.append(f"broker {s_id} still registered")
@@ -302,6 +307,10 @@ def delete_topic(d: Run) -> Step:
             hosted = [n for n in (st.get("partitions") or {}) if n.rsplit("-", 1)[0] == AUDIT]
             if hosted:
                 problems.append(f"broker {b} still hosts {', '.join(hosted)}")
+            # a real broker's metadata cache (the simulated brokers have none)
+            cached = [n for n in (st.get("kafka_metadata") or {}) if n.rsplit("-", 1)[0] == AUDIT]
+            if cached:
+                problems.append(f"broker {b}'s metadata still has {', '.join(cached)}")
         return problems + sc.brokers_disagree(view, status, skip_topics=[AUDIT])
 
     def done() -> str:

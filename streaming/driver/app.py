@@ -304,6 +304,9 @@ class ControllerApp:
             opened.bridge, opened.rebalancer = start_side_threads(
                 zk, producer, s, watcher=watcher, dispatcher=dispatcher, snapshot=snapshot
             )
+            if self.observatory is not None:
+                self.observatory.leader_moves = opened.rebalancer.figures
+                self.observatory.cordoned = lambda: watcher.cordoned
             if ready is not None:
                 ready.set()
 

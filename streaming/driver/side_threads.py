@@ -54,8 +54,15 @@ def start_side_threads(
     known = {b.id: b.epoch for b in snapshot.brokers}
     bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
     bridge.start()
-    rebalancer = AutoRebalanceScheduler(producer, s.broker_events_topic, dispatcher.imbalance, watcher.configs)
+    rebalancer = AutoRebalanceScheduler(
+        producer,
+        s.broker_events_topic,
+        dispatcher.imbalance,
+        watcher.configs,
+        leader_moves=dispatcher.leader_move_reports,
+    )
     watcher.on_configs = rebalancer.update
+    dispatcher.on_leader_moves_queued = rebalancer.wake
     # the controller's own topic znode writes are not published back to it (AdminPathWatcher.expect)
     dispatcher.own_writes = watcher
     watcher.start()

@@ -17,11 +17,16 @@ from typing import Any
 
 from core import decisions as dc
 from core import observe
+from core.codec.events import event_from_json
+from core.errors import FormatError
+from core.events import DeleteTopic, StopReplicaResponse, ZkTopicDeletion
 from core.kafka.request_encoding import wire_object
 from core.kafka.requests import partition_count
 
 #: the decision row a bucket adds after its metrics row when the endpoint is on
 KIND_SUMMARY = "summary"
+#: the input event types that may be Kafka's ``TopicDeletion`` controller events (:func:`deletion_events`)
+_DELETION_TYPES = frozenset({DeleteTopic.TYPE, ZkTopicDeletion.TYPE, StopReplicaResponse.TYPE})
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class BatchObservation:
     seconds: Mapping[str, float] = field(default_factory=dict)
     #: the live brokers as the buckets see them (``None``: not reported)
     live_brokers: tuple[int, ...] | None = None
+    #: the input events Kafka's controller handles as ``TopicDeletion`` (:func:`core.observe.topic_deletion_events`)
+    topic_deletion_events: int = 0
 
 
 def describe_decision(d: dc.Decision) -> tuple[str, str]:
@@ -80,9 +87,29 @@ def input_counts(frame: Any, bucket: int) -> dict[str, int]:
     return out
 
 
-def summary_payload(before: Any, after: Any, frame: Any, bucket: int, *, changed: bool = True) -> str:
+def deletion_events(before: Any, frame: Any) -> int:
+    """:func:`core.observe.topic_deletion_events` of the events of a bucket's routed rows."""
+    import json
+
+    events = []
+    if frame.empty:
+        return 0
+    for kind, payload in zip(frame["kind"], frame["payload"], strict=True):
+        if kind != "event" or json.loads(payload).get("type") not in _DELETION_TYPES:
+            continue
+        try:
+            events.append(event_from_json(payload))
+        except FormatError:
+            continue  # refused by the step as well: no controller event
+    return observe.topic_deletion_events(before, events)
+
+
+def summary_payload(
+    before: Any, after: Any, frame: Any, bucket: int, *, changed: bool = True, cluster_min_isr: int = 1
+) -> str:
     """The ``summary`` row of a bucket's step: :func:`core.observe.bucket_summary` of the step, the live
-    brokers, and the step's input records by type.
+    brokers, and the step's input records by type (``cluster_min_isr``: the cluster default
+    ``min.insync.replicas`` the bucket runs with).
 
     A step that decided nothing (``changed`` false: no ZooKeeper write, request, result or failure) changed
     nothing the summary shows — every partition-state, leader, ISR, assignment or live-broker change is
@@ -92,11 +119,14 @@ def summary_payload(before: Any, after: Any, frame: Any, bucket: int, *, changed
     partitions is paid only where something changed."""
     import json
 
+    deleting = {"topic_deletion_events": n} if (n := deletion_events(before, frame)) else {}
     if not changed:
-        return json.dumps({"unchanged": True, "input_by_type": input_counts(frame, bucket)}, separators=(",", ":"))
-    d = observe.bucket_summary(before, after).to_dict()
+        unchanged = {"unchanged": True, "input_by_type": input_counts(frame, bucket), **deleting}
+        return json.dumps(unchanged, separators=(",", ":"))
+    d = observe.bucket_summary(before, after, cluster_min_isr=cluster_min_isr).to_dict()
     d["live_brokers"] = sorted(after.live_brokers)
     d["input_by_type"] = input_counts(frame, bucket)
+    d.update(deleting)
     return json.dumps(d, separators=(",", ":"))
 
 
@@ -115,10 +145,12 @@ def observation(
     summaries: dict[int, observe.BucketSummary] = {}
     inputs: dict[str, int] = {}
     live: set[int] | None = None
+    deleting = 0
     for bucket, payload in summary_rows.items():
         d = json.loads(payload)
         for t, n in d.get("input_by_type", {}).items():
             inputs[t] = inputs.get(t, 0) + int(n)
+        deleting += int(d.get("topic_deletion_events", 0))
         if d.get("unchanged"):
             continue
         summaries[bucket] = observe.BucketSummary.from_dict(d)
@@ -132,4 +164,5 @@ def observation(
         decisions,
         seconds,
         tuple(sorted(live)) if live is not None else None,
+        deleting,
     )

@@ -16,7 +16,9 @@ progress report of the query (the micro-batch's duration) — and keeps:
 ``ControllerState`` (``BrokerChange`` is ``LeaderElectionRateAndTimeMs``, ``TopicChange``,
 ``PartitionReassignment``, …). livectl handles all of a micro-batch's events in one pass, so each state's
 timer counts the micro-batches that handled at least one event of that state and records the
-micro-batch's duration for it (:data:`CONTROLLER_STATES` maps event types to states).
+micro-batch's duration for it (:data:`CONTROLLER_STATES` maps event types to states). ``TopicDeletion``
+depends on more than the type (a StopReplica answer is a deletion event only for a topic being deleted):
+the buckets count those events (:func:`core.observe.topic_deletion_events`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,15 @@ from streaming.monitoring.observability import BatchObservation, describe_decisi
 
 #: Kafka's ``KafkaController`` gauges, in the order the dispatcher's sums carry them
 KAFKA_GAUGES = KAFKA_CONTROLLER_GAUGES
+#: the partition figures every view shows (:mod:`core.figures`), from the buckets' gauges summed after each
+#: micro-batch: the status page, the Prometheus endpoint and the Spark UI read these same sums
+FIGURES = (
+    "OfflinePartitionsCount",
+    "UnderReplicatedPartitions",
+    "UnderMinIsrPartitionCount",
+    "PreferredReplicaImbalanceCount",
+    "ReassigningPartitions",
+)
 #: input event type -> Kafka's ``ControllerState`` whose ``…RateAndTimeMs`` timer covers it
 CONTROLLER_STATES: Mapping[str, str] = {
     "controller_failover": "ControllerChange",
@@ -42,8 +53,6 @@ CONTROLLER_STATES: Mapping[str, str] = {
     "broker_failure": "LeaderElection",
     "create_topic": "TopicChange",
     "create_partitions": "TopicChange",
-    "delete_topic": "TopicDeletion",
-    "stop_replica_response": "TopicDeletion",
     "reassign_partitions": "PartitionReassignment",
     "cancel_reassignment": "PartitionReassignment",
     "auto_rebalance_tick": "AutoLeaderBalance",
@@ -54,7 +63,9 @@ CONTROLLER_STATES: Mapping[str, str] = {
     "log_dir_failure": "LogDirChange",
     "alter_topic_config": "TopicUncleanLeaderElectionEnable",
 }
-TIMER_NAMES = tuple(dict.fromkeys(CONTROLLER_STATES.values()))
+#: the state of the events :func:`core.observe.topic_deletion_events` counts
+TOPIC_DELETION = "TopicDeletion"
+TIMER_NAMES = tuple(dict.fromkeys([*CONTROLLER_STATES.values(), TOPIC_DELETION]))
 #: samples kept per timer for its quantiles (Yammer's default reservoir size)
 TIMER_WINDOW = 1028
 QUANTILES = (0.5, 0.75, 0.95, 0.98, 0.99, 0.999)
@@ -108,6 +119,9 @@ class Snapshot:
     role: Role
     controller_epoch: int
     kafka_metrics: Mapping[str, int]
+    #: the partition figures (:data:`FIGURES`), summed over the buckets after the last micro-batch
+    figures: Mapping[str, int]
+    #: the lists (capped) and per-broker counts; its counts are those of the buckets' last summaries
     cluster: observe.BucketSummary
     live_brokers: tuple[int, ...]
     last_batch_id: int
@@ -124,6 +138,13 @@ class Snapshot:
     timers: Mapping[str, tuple[int, float, list[tuple[float, float]]]]
     recent: tuple[DecisionLine, ...]
     now_s: float
+    #: gentle leader balance (core.leader_balance): preferred-leader moves left, the bound per pass
+    #: (``leader.imbalance.max.leaders.per.interval``) and the moves of the last pass
+    leader_moves_left: int = 0
+    leader_moves_bound: int = 2**31 - 1
+    leader_moves_last_pass: int = 0
+    #: the cordoned brokers (``/livectl/cordoned_brokers``, core.cordon), as the active controller last read them
+    cordoned_brokers: tuple[int, ...] = ()
 
 
 class Observatory:
@@ -150,9 +171,14 @@ class Observatory:
         self._elected = 0
         self._unclean = 0
         self._timers = {name: _Timer() for name in TIMER_NAMES}
-        #: the event types of batches whose duration the listener has not reported yet
-        self._pending_types: dict[int, tuple[str, ...]] = {}
+        #: the controller states (timer names) of batches whose duration the listener has not reported yet
+        self._pending_states: dict[int, tuple[str, ...]] = {}
         self.recent: deque[DecisionLine] = deque(maxlen=RECENT_DECISIONS)
+        #: the active controller's leader-balance figures (moves left, bound, last pass), read at each
+        #: snapshot; ``None`` until its rebalance schedule runs
+        self.leader_moves: Callable[[], tuple[int, int, int]] | None = None
+        #: the active controller's cordoned brokers (its admin-path watcher's), read at each snapshot
+        self.cordoned: Callable[[], tuple[int, ...]] | None = None
 
     # ------------------------------------------------------------------ role
 
@@ -210,9 +236,12 @@ class Observatory:
             for s in batch.summaries.values():
                 self._elected += s.leader_elections
                 self._unclean += s.unclean_leader_elections
-            self._pending_types[batch.batch_id] = tuple(t for t, n in batch.input_by_type.items() if n > 0)
-            while len(self._pending_types) > 100:
-                self._pending_types.pop(next(iter(self._pending_types)))
+            states = [CONTROLLER_STATES[t] for t, n in batch.input_by_type.items() if n > 0 and t in CONTROLLER_STATES]
+            if batch.topic_deletion_events:
+                states.append(TOPIC_DELETION)
+            self._pending_states[batch.batch_id] = tuple(dict.fromkeys(states))
+            while len(self._pending_states) > 100:
+                self._pending_states.pop(next(iter(self._pending_states)))
             self.recent.extend(lines)
 
     def record_progress(self, batch_id: int, duration_ms: float) -> None:
@@ -221,13 +250,15 @@ class Observatory:
             self._batches += 1
             self._batch_seconds += duration_ms / 1000
             self._last_seconds["micro_batch"] = duration_ms / 1000
-            types = self._pending_types.pop(batch_id, ())
-            for name in dict.fromkeys(CONTROLLER_STATES[t] for t in types if t in CONTROLLER_STATES):
+            for name in self._pending_states.pop(batch_id, ()):
                 self._timers[name].record(duration_ms)
 
     # ------------------------------------------------------------------ reading
 
     def snapshot(self) -> Snapshot:
+        source = self.leader_moves
+        left, bound, last_pass = source() if source is not None else (0, 2**31 - 1, 0)
+        cordoned = self.cordoned() if self.cordoned is not None else ()
         with self._lock:
             kafka = dict.fromkeys(KAFKA_GAUGES, 0)
             kafka.update({k: v for k, v in self._kafka.items() if k in kafka})
@@ -238,6 +269,7 @@ class Observatory:
                 role=self._role,
                 controller_epoch=self._epoch,
                 kafka_metrics=kafka,
+                figures={name: int(self._kafka.get(name, 0)) for name in FIGURES},
                 cluster=observe.merge(self._summaries.values()),
                 live_brokers=self._live,
                 last_batch_id=self._last_batch,
@@ -254,4 +286,8 @@ class Observatory:
                 timers={n: (t.count, t.total_ms, t.quantiles()) for n, t in self._timers.items()},
                 recent=tuple(self.recent),
                 now_s=self._clock(),
+                leader_moves_left=left,
+                leader_moves_bound=bound,
+                leader_moves_last_pass=last_pass,
+                cordoned_brokers=tuple(cordoned),
             )

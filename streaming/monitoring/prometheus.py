@@ -106,19 +106,27 @@ class ControllerCollector:
         yield CounterMetricFamily(
             "livectl_leader_elections", "partitions whose leader the controller changed", s.leader_elections
         )
-        c = s.cluster
-        yield GaugeMetricFamily("livectl_reassignments_in_progress", "partitions being reassigned", c.reassigning_count)
+        c, f = s.cluster, s.figures
+        yield GaugeMetricFamily(
+            "livectl_reassignments_in_progress", "partitions being reassigned", f["ReassigningPartitions"]
+        )
+        # the figures of core.figures, as the CLI's filters and the status page count them
         yield GaugeMetricFamily(
             "livectl_under_replicated_partitions",
-            "partitions with an ISR below their replication factor",
-            c.under_replicated_count,
+            "partitions with an ISR below their replication factor (kafka-topics --under-replicated-partitions)",
+            f["UnderReplicatedPartitions"],
         )
         yield GaugeMetricFamily(
             "livectl_under_min_isr_partitions",
-            "partitions with an ISR below min.insync.replicas",
-            c.under_min_isr_count,
+            "partitions without a live leader or with an ISR below min.insync.replicas "
+            "(kafka-topics --under-min-isr-partitions)",
+            f["UnderMinIsrPartitionCount"],
         )
-        yield GaugeMetricFamily("livectl_offline_partitions", "partitions without a live leader", c.offline_count)
+        yield GaugeMetricFamily(
+            "livectl_offline_partitions",
+            "partitions in OfflinePartition state (Kafka's OfflinePartitionsCount)",
+            f["OfflinePartitionsCount"],
+        )
         states = GaugeMetricFamily("livectl_partitions", "partitions by state", labels=["state"])
         for st in ("NewPartition", "OnlinePartition", "OfflinePartition", "NonExistentPartition"):
             states.add_metric([st], c.partitions_by_state.get(st, 0))
@@ -141,6 +149,30 @@ class ControllerCollector:
         yield leaders
         yield preferred
         yield imbalance
+        cordoned = GaugeMetricFamily(
+            "livectl_broker_cordoned",
+            "1 for a cordoned broker (no new replica is placed on it: /livectl/cordoned_brokers), else 0",
+            labels=["broker"],
+        )
+        for b in sorted(set(brokers) | set(s.cordoned_brokers)):
+            cordoned.add_metric([str(b)], 1 if b in s.cordoned_brokers else 0)
+        yield cordoned
+        yield GaugeMetricFamily(
+            "livectl_preferred_leader_moves_left",
+            "preferred-leader moves the leader-balance passes still want (brokers above the imbalance threshold, "
+            "an elect-leaders --all queued)",
+            s.leader_moves_left,
+        )
+        yield GaugeMetricFamily(
+            "livectl_preferred_leader_moves_per_interval_max",
+            "leader.imbalance.max.leaders.per.interval: the most leaders one pass moves (2147483647: no bound)",
+            s.leader_moves_bound,
+        )
+        yield GaugeMetricFamily(
+            "livectl_preferred_leader_moves_last_pass",
+            "preferred-leader moves the last leader-balance pass made",
+            s.leader_moves_last_pass,
+        )
 
 
 def registry_for(observatory: Observatory) -> Any:

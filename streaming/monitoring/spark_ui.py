@@ -64,6 +64,7 @@ ACCUMULATOR_PREFIX = "livectl."
 HEAD = (
     ("offline", "OfflinePartitionsCount"),
     ("URP", "UnderReplicatedPartitions"),
+    ("under min ISR", "UnderMinIsrPartitionCount"),
     ("reassigning", "ReassigningPartitions"),
 )
 #: the tail: (label, metric)

@@ -113,9 +113,13 @@ def _reassignments_table(items: tuple[observe.ReassignmentInfo, ...], total: int
     )
 
 
+def _bound(bound: int) -> str:
+    return "no bound on the leaders one pass moves" if bound >= 2**31 - 1 else f"at most {bound} per pass"
+
+
 def render(s: Snapshot) -> str:
     """The whole page."""
-    k = s.kafka_metrics
+    k, f = s.kafka_metrics, s.figures
     c = s.cluster
     since = f"{s.now_s - s.last_batch_time_s:.0f} s ago" if s.last_batch_id >= 0 else "never"
     role = s.role.value
@@ -124,13 +128,15 @@ def render(s: Snapshot) -> str:
             _card("Role", role, bad=s.role.value in ("fenced", "stopped")),
             _card("Controller epoch", s.controller_epoch),
             _card("Live brokers", len(s.live_brokers)),
+            _card("Cordoned", ", ".join(map(str, s.cordoned_brokers)) or "none"),
             _card("Topics", k["GlobalTopicCount"]),
             _card("Partitions", k["GlobalPartitionCount"]),
-            _card("Offline", k["OfflinePartitionsCount"], bad=k["OfflinePartitionsCount"] > 0),
-            _card("Under-replicated", c.under_replicated_count, bad=c.under_replicated_count > 0),
-            _card("Under min ISR", c.under_min_isr_count, bad=c.under_min_isr_count > 0),
-            _card("Preferred imbalance", k["PreferredReplicaImbalanceCount"]),
-            _card("Reassigning", c.reassigning_count),
+            _card("Offline", f["OfflinePartitionsCount"], bad=f["OfflinePartitionsCount"] > 0),
+            _card("Under-replicated", f["UnderReplicatedPartitions"], bad=f["UnderReplicatedPartitions"] > 0),
+            _card("Under min ISR", f["UnderMinIsrPartitionCount"], bad=f["UnderMinIsrPartitionCount"] > 0),
+            _card("Preferred imbalance", f["PreferredReplicaImbalanceCount"]),
+            _card("Leader moves left", s.leader_moves_left),
+            _card("Reassigning", f["ReassigningPartitions"]),
             _card("Topics to delete", k["TopicsToDeleteCount"]),
         ]
     )
@@ -157,12 +163,14 @@ last micro-batch {s.last_batch_id} ({since}) · <a href="/metrics">/metrics</a><
 <p>Bars: partitions led; dashed outline: partitions the broker is the preferred leader of; imb: share of those
 led by another broker.</p>
 {leaders_chart(c, s.live_brokers)}
-<h2>Under-replicated partitions ({c.under_replicated_count})</h2>
-{_partitions_table("under-replicated", c.under_replicated, c.under_replicated_count)}
-<h2>Offline partitions ({c.offline_count})</h2>
-{_partitions_table("offline", c.offline, c.offline_count)}
-<h2>Reassignments in progress ({c.reassigning_count})</h2>
-{_reassignments_table(c.reassignments, c.reassigning_count)}
+<p id="leader-moves">Preferred-leader moves left: {s.leader_moves_left}; last pass: {s.leader_moves_last_pass};
+{_bound(s.leader_moves_bound)} (<code>leader.imbalance.max.leaders.per.interval</code>).</p>
+<h2>Under-replicated partitions ({f["UnderReplicatedPartitions"]})</h2>
+{_partitions_table("under-replicated", c.under_replicated, f["UnderReplicatedPartitions"])}
+<h2>Offline partitions ({f["OfflinePartitionsCount"]})</h2>
+{_partitions_table("offline", c.offline, f["OfflinePartitionsCount"])}
+<h2>Reassignments in progress ({f["ReassigningPartitions"]})</h2>
+{_reassignments_table(c.reassignments, f["ReassigningPartitions"])}
 <h2>Kafka controller metrics</h2>
 <table id="kafka-metrics"><tr><th>metric</th><th>value</th></tr>{kafka_rows}</table>
 <h2>Last decisions</h2>

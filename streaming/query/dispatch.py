@@ -97,6 +97,7 @@ from streaming.query.stateful import (
     KIND_METRICS,
     KIND_REQUEST,
     KIND_ZK,
+    LEADER_MOVES_KEY,
     METRIC_COLUMNS,
 )
 from streaming.query.stateful import payloads as row_payloads
@@ -291,6 +292,11 @@ class Dispatcher:
     bucket_metrics: dict[int, dict[str, int]] = field(default_factory=dict)
     #: per bucket, its latest per-broker leader imbalance counts (not led by, preferred by)
     bucket_imbalance: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    #: per bucket, its latest leader-balance report: movable partitions per preferred broker, and whether an
+    #: ``elect-leaders --all`` is queued there (core.leader_balance)
+    bucket_leader_moves: dict[int, tuple[dict[int, int], bool]] = field(default_factory=dict)
+    #: called when a bucket reports an ``elect-leaders --all`` newly queued (the rebalance schedule's wake)
+    on_leader_moves_queued: Callable[[], object] | None = None
     last_report: BatchReport | None = None
     #: called after every micro-batch with what operators watch (the metrics endpoint and status page)
     observer: Callable[[observability.BatchObservation], None] | None = None
@@ -306,8 +312,9 @@ class Dispatcher:
 
     @property
     def metrics(self) -> dict[str, int]:
-        """Every bucket metric summed (Kafka's :data:`METRIC_COLUMNS` always present), with
-        ``ActiveControllerCount``."""
+        """Every gauge of the buckets' metrics payloads (Kafka's :data:`METRIC_COLUMNS` always present, the
+        partition figures of :mod:`core.figures` and ``TopicsIneligibleToDeleteCount`` beside them), each summed
+        once, with ``ActiveControllerCount``: what the Spark UI, the status page and the endpoint show."""
         total = dict.fromkeys(METRIC_COLUMNS, 0)
         for m in self.bucket_metrics.values():
             for k, v in m.items():
@@ -324,6 +331,12 @@ class Dispatcher:
                 t[0] += bad
                 t[1] += all_
         return {b: (t[0], t[1]) for b, t in sorted(total.items())}
+
+    def leader_move_reports(self) -> tuple[dict[int, dict[int, int]], dict[int, bool]]:
+        """The buckets' latest leader-balance reports: (per bucket its movable partitions per preferred
+        broker, per bucket whether an ``elect-leaders --all`` is queued)."""
+        reports = dict(self.bucket_leader_moves)
+        return {b: dict(m) for b, (m, _) in reports.items()}, {b: q for b, (_, q) in reports.items()}
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         sc = batch_df.sparkSession.sparkContext
@@ -395,6 +408,7 @@ class Dispatcher:
         rejected_by_source: dict[tuple[str, int, int], Rejected] = {}
         failures: list[dc.StateChangeFailure] = []
         summaries: dict[int, str] = {}
+        newly_queued = False
         for bucket, kind, payload in zip(buckets, kinds, payloads, strict=True):
             if kind == KIND_ZK:
                 continue
@@ -419,6 +433,12 @@ class Dispatcher:
                 m = json.loads(payload)
                 counts = m.pop(IMBALANCE_KEY, {})
                 self.bucket_imbalance[int(bucket)] = {int(b): (int(c[0]), int(c[1])) for b, c in counts.items()}
+                moves = m.pop(LEADER_MOVES_KEY, {})
+                queued = bool(moves.get("queued", False))
+                was = self.bucket_leader_moves.get(int(bucket), ({}, False))[1]
+                movable = {int(b): int(n) for b, n in moves.get("movable", {}).items()}
+                self.bucket_leader_moves[int(bucket)] = (movable, queued)
+                newly_queued = newly_queued or (queued and not was)
                 self.bucket_metrics[int(bucket)] = {k: int(v) for k, v in m.items()}
             elif kind == "rejected":
                 r = json.loads(payload)
@@ -435,6 +455,8 @@ class Dispatcher:
                     results.append(rejected_result(rid, r, reasons))
                     result_buckets.append(int(bucket))
 
+        if newly_queued and self.on_leader_moves_queued is not None:
+            self.on_leader_moves_queued()  # once per batch, however many buckets queued it
         report.zk_applied, report.zk_skipped, report.zk_failed = zk.applied, zk.skipped, len(zk.failed)
         for f in zk.failed:
             log.warning(
@@ -494,7 +516,8 @@ class Dispatcher:
             self.observer(
                 observability.observation(
                     batch_id,
-                    self.metrics_with_all(),
+                    # every gauge the payloads carry, each summed once: the sums the Spark UI shows
+                    self.metrics,
                     summaries,
                     rejected=len(rejected),
                     decisions=[*zk_writes, *requests, *merged, *failures],
@@ -509,15 +532,6 @@ class Dispatcher:
         if not isinstance(audit_log, PreparesAudit):
             return None
         return in_background(lambda: audit_log.prepare(batch), f"livectl-audit-rows-{batch.batch_id}")
-
-    def metrics_with_all(self) -> dict[str, int]:
-        """:attr:`metrics` plus every other gauge the buckets report (``TopicsIneligibleToDeleteCount``)."""
-        total = self.metrics
-        for m in self.bucket_metrics.values():
-            for k, v in m.items():
-                if k not in METRIC_COLUMNS:
-                    total[k] = total.get(k, 0) + int(v)
-        return total
 
     def _topic_step(self, batch_id: int, what: str, write: Callable[[], _T]) -> _T:
         """``write`` behind the fence check (see the module docstring)."""

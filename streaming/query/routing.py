@@ -75,6 +75,9 @@ def split_by_topic(event: ev.Event) -> list[tuple[str, ev.Event]]:
 def route(event: ev.Event, num_buckets: int) -> list[tuple[int, ev.Event]]:
     """``(bucket, event)`` pairs for one decoded event."""
     parts = split_by_topic(event)
+    if isinstance(event, ev.AutoRebalanceTick) and event.bucket_limits:
+        # a bounded rebalance pass: each bucket gets its own share of the bound (core.leader_balance)
+        return [(b, event.for_bucket(b)) for b in range(num_buckets)]
     if not parts:
         return [(b, event) for b in range(num_buckets)]
     return [(bucket_of(t, num_buckets), e) for t, e in parts]

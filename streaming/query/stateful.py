@@ -79,6 +79,9 @@ _NO_METRICS = (0,) * len(METRIC_COLUMNS)
 KIND_METRICS = "metrics"
 #: the metrics row's per-broker leader imbalance counts (:func:`core.controller.imbalance`)
 IMBALANCE_KEY = "imbalance"
+#: the metrics row's leader-balance report: movable partitions per preferred broker and whether an
+#: ``elect-leaders --all`` is queued (:func:`core.controller.leader_moves`)
+LEADER_MOVES_KEY = "leader_moves"
 KIND_ZK = dc.ZkWrite.TYPE
 KIND_REQUEST = dc.BrokerRequest.TYPE
 KIND_ADMIN_RESULT = dc.AdminResult.TYPE
@@ -348,14 +351,24 @@ def decide_rows(
     rows.extend([bucket, len(rows) + i, KIND_REJECTED, r, *_NO_METRICS] for i, r in enumerate(reused))
     for q in quarantined:
         rows.append([bucket, len(rows), KIND_REJECTED, quarantine_row(bucket, origins[q.index], q.error), *_NO_METRICS])
-    m = controller.metrics(new_state)
+    m, counts = controller.metrics_and_imbalance(new_state)
     # per preferred broker (not led by it, preferred by it): the driver sums them for auto leader rebalance
-    imbalance = {str(b): list(c) for b, c in controller.imbalance(new_state).items()}
-    payload = json.dumps({**m, IMBALANCE_KEY: imbalance})
+    imbalance = {str(b): list(c) for b, c in counts.items()}
+    movable, queued = controller.leader_moves(new_state)
+    moves = {"movable": {str(b): n for b, n in movable.items()}, "queued": queued}
+    payload = json.dumps({**m, IMBALANCE_KEY: imbalance, LEADER_MOVES_KEY: moves})
     rows.append([bucket, len(rows), KIND_METRICS, payload, *[int(m.get(c, 0)) for c in METRIC_COLUMNS]])
     if summaries:
-        changed = len(rows) > 1  # anything besides the metrics row: see summary_payload
-        summary = observability.summary_payload(current.context, new_state.context, frame, bucket, changed=changed)
+        # anything besides the metrics row (see summary_payload), or a new cluster min.insync.replicas
+        changed = len(rows) > 1 or new_state.config.min_insync_replicas != current.config.min_insync_replicas
+        summary = observability.summary_payload(
+            current.context,
+            new_state.context,
+            frame,
+            bucket,
+            changed=changed,
+            cluster_min_isr=new_state.config.min_insync_replicas,
+        )
         rows.append([bucket, len(rows), observability.KIND_SUMMARY, summary, *_NO_METRICS])
     return output_frame(rows)
 

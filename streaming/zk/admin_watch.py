@@ -13,6 +13,7 @@ path (Kafka's ``ZkData``)             reacts to (Kafka's handler)    event
 ``/brokers/topics`` and ``/<t>``     new topics, changed topic data :class:`~core.events.ZkTopicChange`
 ``/log_dir_event_notification``      new children                   :class:`~core.events.ZkLogDirEvents`
 ``/config/brokers/<default>|<id>``   data                           :class:`~core.events.ClusterConfigChanged`
+``/livectl/cordoned_brokers``        data (livectl's own)           :class:`~core.events.BrokersCordoned`
 ==================================== ============================== =========================================
 
 The clean-up of each path is the controller's (the bucket that handles the event writes it through the
@@ -51,8 +52,10 @@ from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, KazooExcepti
 
 from core.cluster_config import effective_configs
 from core.codec.events import event_from_json, event_to_json
+from core.cordon import CORDONED_BROKERS, decode_cordoned
 from core.errors import FormatError
 from core.events import (
+    BrokersCordoned,
     ClusterConfigChanged,
     Event,
     ZkLogDirEvents,
@@ -129,6 +132,9 @@ class AdminPathWatcher:
         self._log_dir_events: set[str] = set()
         #: the effective controller configs last published (or baked into the query at its start)
         self.configs: tuple[tuple[str, str], ...] = effective_configs(self._static)
+        #: the cordoned brokers last published (or read in the failover snapshot: :meth:`prime`); ``None``
+        #: before either, so that the first round publishes what it reads
+        self._cordoned: tuple[int, ...] | None = None
         #: every event published, in order (for tests and the log)
         self.published: list[Event] = []
 
@@ -150,6 +156,7 @@ class AdminPathWatcher:
                 zkdata.REASSIGN_PARTITIONS,
                 lambda d: {(t.topic, t.partition, t.replicas) for t in zkdata.decode_reassignment(d)} == pending,
             )
+            self._cordoned = snapshot.cordoned_brokers
             preferred = set(snapshot.pending_preferred_elections)
             self._preferred_czxid = self._seen_czxid(
                 zkdata.PREFERRED_REPLICA_ELECTION, lambda d: set(zkdata.decode_preferred_election(d)) == preferred
@@ -182,6 +189,7 @@ class AdminPathWatcher:
                 self._reassignment_round,
                 self._preferred_round,
                 self._log_dirs_round,
+                self._cordon_round,
             ):
                 read(events, commits)
             if events:
@@ -203,6 +211,31 @@ class AdminPathWatcher:
             self.configs = configs
             if self.on_configs is not None:
                 self.on_configs(configs)
+
+        commits.append(commit)
+
+    @property
+    def cordoned(self) -> tuple[int, ...]:
+        """The cordoned brokers as last published (or read in the failover snapshot)."""
+        return self._cordoned or ()
+
+    def _cordon_round(self, events: list[Event], commits: list[Callable[[], None]]) -> None:
+        self._zk.exists(CORDONED_BROKERS, watch=self._on_event)
+        try:
+            data, _ = self._zk.get(CORDONED_BROKERS, watch=self._on_event)
+        except NoNodeError:
+            data = b""
+        try:
+            cordoned = decode_cordoned(data)
+        except FormatError as e:
+            log.error("keeping the cordoned brokers %s: %s", list(self.cordoned), e)
+            return
+        if cordoned == self._cordoned:
+            return
+        events.append(BrokersCordoned(self.epoch, cordoned))
+
+        def commit() -> None:
+            self._cordoned = cordoned
 
         commits.append(commit)
 

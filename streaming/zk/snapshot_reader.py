@@ -42,6 +42,7 @@ from kazoo.protocol.serialization import (
 from kazoo.protocol.states import Callback, EventType, WatchedEvent
 
 from core.codec.snapshot import StateTexts, remember_state_texts
+from core.cordon import CORDONED_BROKERS
 from core.errors import FormatError
 from core.kafka import zkdata
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
@@ -244,6 +245,7 @@ def _read_admin_znodes(client: KazooClient, window: int) -> dict[str, tuple[byte
     admin += [zkdata.delete_topic_path(t) for t in _children(client, zkdata.DELETE_TOPICS)]
     admin += [zkdata.topic_config_path(t) for t in _children(client, zkdata.CONFIG_TOPICS)]
     admin += [f"{zkdata.OFFLINE_REPLICAS}/{t}" for t in _children(client, zkdata.OFFLINE_REPLICAS)]
+    admin.append(CORDONED_BROKERS)
     return read_znodes(client, admin, window, TOPIC_MULTI_READ_SIZE)
 
 

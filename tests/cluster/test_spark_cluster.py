@@ -425,7 +425,8 @@ def test_controller_on_a_spark_cluster(
         )
         active.kill_group()
         # created while no controller is active: the standby must pick it up from the checkpointed offsets
-        assert _admin(write, "topics", "--create", "--topic", "audit", "--replica-assignment", "1:2,2:4") == 0
+        argv = ["topics", "--create", "--topic", "audit", "--replica-assignment", "1:2,2:4", "--no-wait"]
+        assert _admin(write, *argv) == 0
         wait_until("the standby elected", lambda: run.view().controller == standby_id, timeout=STEP_S)
         assert run.view().controller_epoch == first_epoch + 1
         # the reassignment is still waiting for the stuck broker: the standby took it over in flight

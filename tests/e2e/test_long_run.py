@@ -1,4 +1,4 @@
-"""The long run's short form (issue 41, item 6): ``bench/long_run.py`` for 75 s at 2,000 partitions.
+"""The long run's short form (issue 41, item 6): ``bench/long_run/`` for 75 s at 2,000 partitions.
 
 Real processes on the session's ZooKeeper and Kafka: five simulated broker processes, an active ``livectl
 run`` controller and a standby on one checkpoint. An admin command every 2 s (creations, config changes,

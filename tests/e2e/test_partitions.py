@@ -1,12 +1,12 @@
 """Network partitions (issue 41): a link cut while both ends keep running, on test hosts of their own.
 
 Real processes on network namespaces (:mod:`bench.harness.netns`): a ZooKeeper ensemble of three (a host per
-server), Kafka, five simulated brokers and ``livectl run`` controllers on one checkpoint. ``bench/partitions.py``
+server), Kafka, five simulated brokers and ``livectl run`` controllers on one checkpoint. ``bench/partitions/``
 holds the faults and their checks and runs every one; here CI's selection, in order on one cluster: the
 active controller cut off from ZooKeeper while idle (its standby takes over, it exits when the link returns),
 a leading broker cut off from ZooKeeper (new leaders, it rejoins), and the ensemble's leader SIGKILLed as a
 reassignment's RS is written (the controller keeps its lease, its session moves, the reassignment finishes).
-Each must leave every invariant of ``bench/partitions.py`` holding. The Kafka cuts run in ``python -m bench
+Each must leave every invariant of ``bench/partitions/`` holding. The Kafka cuts run in ``python -m bench
 partitions`` only (CI's 30 minutes).
 """
 

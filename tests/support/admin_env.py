@@ -125,24 +125,29 @@ def answer(
     statuses: list[tuple[AdminStatus, str | None, dict[str, Any] | str]],
     epochs: list[int] | None = None,
     between: Callable[[int], object] | None = None,
+    *,
+    message: str | None = None,
+    skip: int = 0,
 ) -> Player:
-    """Play the controller: read the next command and publish these results for its request id (stamped
-    with ``epochs``, one per result; controller epoch 3 by default). The results go out in order on one
+    """Play the controller: read the command after the first ``skip`` ones on the admin topic and publish
+    these results for its request id (stamped with ``epochs``, one per result; controller epoch 3 by
+    default; with ``message`` as each result's message, else ``step <i>``). The results go out in order on one
     partition and may reach the tool in one poll; ``between(i)``, called once result ``i`` is on the topic
     and before the next is sent, is where a test waits for the tool to have shown it."""
 
     def run() -> None:
         c = env.consumer(env.admin)
         deadline = time.monotonic() + 20
+        recs: list[Any] = []
         while time.monotonic() < deadline:
-            recs = [r for rs in c.poll(timeout_ms=200).values() for r in rs]
-            if recs:
-                ev = event_from_json(recs[0].value)
+            recs += [r for rs in c.poll(timeout_ms=200).values() for r in rs]
+            if len(recs) > skip:
+                ev = event_from_json(recs[skip].value)
                 rid = ev.request_id  # type: ignore[attr-defined]
                 p = KafkaProducer(bootstrap_servers=env.bootstrap)
                 for i, (status, error, details) in enumerate(statuses):
                     plain = details if isinstance(details, dict) else {}
-                    result = AdminResult(rid, ev.TYPE, status, error, f"step {i}", plain)
+                    result = AdminResult(rid, ev.TYPE, status, error, message or f"step {i}", plain)
                     epoch = 3 if epochs is None else epochs[i]
                     value = encode_decision(result) | {"batch_id": 10 + i, "controller_epoch": epoch}
                     if isinstance(details, str):

@@ -47,7 +47,17 @@ def batch(batch_id: int = 7) -> ob.BatchObservation:
         dc.AdminResult("r1", "create_topic", dc.AdminStatus.OK, None, "", {}),
         dc.StateChangeFailure("orders-0", "OnlinePartition", "NewPartition", "invalid transition"),
     ]
-    kafka = {"ActiveControllerCount": 1, "OfflinePartitionsCount": 1, "GlobalTopicCount": 3, "GlobalPartitionCount": 4}
+    # the buckets' gauges summed: the partition figures agree with the summaries above (core.figures)
+    kafka = {
+        "ActiveControllerCount": 1,
+        "OfflinePartitionsCount": 1,
+        "GlobalTopicCount": 3,
+        "GlobalPartitionCount": 4,
+        "PreferredReplicaImbalanceCount": 2,
+        "UnderReplicatedPartitions": 2,
+        "UnderMinIsrPartitionCount": 1,
+        "ReassigningPartitions": 1,
+    }
     return ob.observation(
         batch_id,
         kafka,

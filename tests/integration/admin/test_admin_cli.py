@@ -30,10 +30,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_create_publishes_core_json_with_a_fresh_request_id(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--no-wait``: fire and forget, nothing answers here and the tool exits 0 saying "submitted"."""
     rc = main(
         env.args(
             "topics", "--create", "--topic", "orders", "--partitions", "3", "--replication-factor", "2",
-            "--config", "cleanup.policy=compact", "--config", "unclean.leader.election.enable=true",
+            "--config", "cleanup.policy=compact", "--config", "unclean.leader.election.enable=true", "--no-wait",
         )
     )  # fmt: skip
     assert rc == 0
@@ -42,16 +43,27 @@ def test_create_publishes_core_json_with_a_fresh_request_id(env: Env, capsys: py
     assert key == ev.request_id and len(ev.request_id) == 32
     assert (ev.topic, ev.partitions, ev.replication_factor, ev.replica_assignment) == ("orders", 3, 2, ())
     assert dict(ev.configs) == {"cleanup.policy": "compact", "unclean.leader.election.enable": "true"}
-    assert ev.request_id in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert ev.request_id in err
+    assert out == "Creation of topic orders submitted.\n"
 
 
-def test_create_with_replica_assignment_and_other_commands(env: Env) -> None:
+def test_create_with_replica_assignment_and_other_commands(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     write_tree(env.zk)
-    assert main(env.args("topics", "--create", "--topic", "pay", "--replica-assignment", "1:2,2:3")) == 0
-    assert main(env.args("topics", "--alter", "--topic", "orders", "--partitions", "5")) == 0
-    assert main(env.args("topics", "--delete", "--topic", "orders")) == 0
-    assert main(env.args("elect-leaders", "--election-type", "preferred", "--all-topic-partitions")) == 0
-    assert main(env.args("elect-leaders", "--election-type", "UNCLEAN", "--topic", "orders", "--partition", "2")) == 0
+    fire = "--no-wait"
+    assert main(env.args("topics", "--create", "--topic", "pay", "--replica-assignment", "1:2,2:3", fire)) == 0
+    assert main(env.args("topics", "--alter", "--topic", "orders", "--partitions", "5", fire)) == 0
+    assert main(env.args("topics", "--delete", "--topic", "orders", fire)) == 0
+    assert main(env.args("elect-leaders", "--election-type", "preferred", "--all-topic-partitions", fire)) == 0
+    argv = ["elect-leaders", "--election-type", "UNCLEAN", "--topic", "orders", "--partition", "2", fire]
+    assert main(env.args(*argv)) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "Creation of topic pay submitted.",
+        "Addition of partitions to topic orders (3 -> 5) submitted.",
+        "Deletion of topic orders submitted.",
+        "Leader election (PREFERRED) submitted for all partitions.",
+        "Leader election (UNCLEAN) submitted for orders-2.",
+    ]
     events = [ev for _, ev in env.commands(5)]
     assert events[0] == CreateTopic(events[0].request_id, "pay", 2, 2, ((1, 2), (2, 3)))  # type: ignore[attr-defined]
     assert isinstance(events[1], CreatePartitions) and events[1].total_count == 5
@@ -234,7 +246,7 @@ def test_bad_reassignment_file_gives_a_clear_error_and_exit_code_2(env: Env) -> 
     assert env.read(env.admin, 1, timeout=1.0) == []
 
 
-# ----------------------------------------------------------------------------- --wait
+# ----------------------------------------------------------------------------- waiting for the answer
 
 
 def test_wait_follows_in_progress_until_ok(
@@ -262,12 +274,36 @@ def test_wait_follows_in_progress_until_ok(
     assert "1/3" in captured.err and "2/3" in captured.err and "ok" in captured.err
 
 
-def test_wait_reports_the_controllers_error(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    t = answer(env, [(AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", {})])
-    argv = ["topics", "--create", "--topic", "pay", "--partitions", "3", "--replication-factor", "9", "--wait"]
-    assert main(env.args(*argv, "--timeout", "20")) == 1
+def test_a_refusal_is_exit_1_with_the_reason_in_one_line_without_any_option(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The answer is awaited by default, as kafka-topics awaits its response; ``--wait`` does the same."""
+    reason = "Replication factor: 9 larger than available brokers: 3."
+    for i, extra in enumerate(((), ("--wait",))):
+        t = answer(env, [(AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", {})], message=reason, skip=i)
+        argv = ["topics", "--create", "--topic", "pay", "--partitions", "3", "--replication-factor", "9", *extra]
+        assert main(env.args(*argv, "--timeout", "20")) == 1
+        t.join(5)
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err.splitlines()[-1] == f"livectl topics: error: INVALID_REPLICATION_FACTOR: {reason}", err
+
+
+def test_a_deletion_is_answered_when_it_starts_and_followed_with_wait(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka's DeleteTopics answers once the deletion started: so does the tool by default (exit 0 on the
+    controller's ``in_progress``); ``--wait`` follows it to the controller's ``ok``."""
+    write_tree(env.zk)
+    started, done = (AdminStatus.IN_PROGRESS, None, {}), (AdminStatus.OK, None, {})
+    t = answer(env, [started])
+    assert main(env.args("topics", "--delete", "--topic", "orders", "--timeout", "20")) == 0
     t.join(5)
-    assert "INVALID_REPLICATION_FACTOR: step 0" in capsys.readouterr().err
+    assert capsys.readouterr().out == "Topic orders is marked for deletion.\n"
+    t = answer(env, [started, done], skip=1)
+    assert main(env.args("topics", "--delete", "--topic", "orders", "--wait", "--timeout", "20")) == 0
+    t.join(5)
+    assert capsys.readouterr().out == "Topic orders deleted.\n"
 
 
 def test_wait_ignores_results_of_a_controller_already_replaced(
@@ -295,9 +331,39 @@ def test_wait_ignores_results_of_a_controller_already_replaced(
     assert "INVALID_REPLICATION_FACTOR: step 2" in capsys.readouterr().err
 
 
-def test_wait_times_out_with_exit_3(env: Env) -> None:
-    argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "--wait", "--timeout", "1"]
-    assert main(env.args(*argv)) == 3
+def test_no_answer_in_time_is_exit_3_naming_the_request_id(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    for extra in ((), ("--wait",)):
+        argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", *extra, "--timeout", "1"]
+        assert main(env.args(*argv)) == 3
+        [(rid, _ev)] = env.commands(len(extra) + 1)[len(extra) :]
+        last = capsys.readouterr().err.splitlines()[-1]
+        assert last == (
+            f"livectl elect-leaders: request {rid} not finished within 1s (no answer yet); the controller may "
+            f"still carry it out: look it up later with `livectl audit --request-id {rid}`"
+        )
+
+
+def test_no_wait_and_wait_together_are_invalid(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(env.zk)
+    argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "--wait", "--no-wait"]
+    assert main(env.args(*argv)) == 2
+    assert "livectl elect-leaders: error: --no-wait: can't be used with --wait" in capsys.readouterr().err
+    # a topic config change waits: its /config/changes notification follows the controller's answer
+    argv = ["topics", "--alter", "--topic", "orders", "--config", "retention.ms=1000", "--no-wait"]
+    assert main(env.args(*argv)) == 2
+    assert "--no-wait: a topic config change waits for the controller's answer" in capsys.readouterr().err
+    argv = [
+        "configs",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "orders",
+        "--alter",
+        "--add-config",
+        "retention.ms=1",
+    ]
+    assert main(env.args(*argv, "--no-wait")) == 2
+    assert env.read(env.admin, 1, timeout=1.0) == []  # nothing was published
 
 
 # ----------------------------------------------------------------------------- Kafka client security

@@ -306,3 +306,23 @@ def test_elect_leaders_reports_each_partition_as_kafkas_tool_does(env: Env, caps
     assert "Valid replica already elected for partitions orders-1" in out
     assert "1 replica(s) could not be elected:" in err
     assert "Error completing leader election (PREFERRED) for partition: orders-2: PREFERRED_LEADER_NOT_AVAILABLE" in err
+
+
+def test_elect_leaders_all_says_which_partitions_are_queued(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """Under ``leader.imbalance.max.leaders.per.interval`` an ``--all-topic-partitions`` preferred election is
+    queued for the leader-balance passes: the tool says so instead of claiming the elections done."""
+    from core.controller.elections import QUEUED
+
+    write_tree(env.zk)
+    parts = {"orders-0": {"error": "NONE", "message": QUEUED}, "orders-1": {"error": "NONE"}}
+    message = "1 preferred leader elections queued: at most 5 per leader-balance pass"
+    ctl = FakeController(env, lambda ev: [(AdminStatus.OK, None, message, {"partitions": parts, "queued": 1})])
+    try:
+        argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "--wait", "--timeout", "20"]
+        assert main(env.args(*argv)) == 0
+    finally:
+        ctl.close()
+    out, _ = capsys.readouterr()
+    assert "Successfully completed leader election (PREFERRED) for partitions orders-1\n" in out
+    assert "Queued leader election (PREFERRED) for partitions orders-0\n" in out
+    assert message in out

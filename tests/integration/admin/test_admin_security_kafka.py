@@ -157,7 +157,8 @@ def test_the_admin_cli_publishes_over_a_real_handshake(
     commands = consumer_at_end(kafka.sasl_bootstrap, T.admin, kafka.client_kwargs(ctl))
     topic = f"orders-{protocol.lower().replace('_', '-')}-{next(_BATCHES)}"
     try:
-        argv = ["topics", "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1"]
+        # no controller runs here: fire and forget, the command is what is looked at
+        argv = ["topics", "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1", "--no-wait"]
         argv += ["--zookeeper", zk_connect, "--bootstrap-server", kafka.bootstrap_for(alice)]
         assert admin_main([*argv, "--command-config", str(config)]) == 0, capsys.readouterr().err
         got = _read(commands, lambda rs: any(topic.encode() in r.value for r in rs))
@@ -218,7 +219,7 @@ def test_an_outsiders_admin_command_fails_with_the_reason(
     kafka: Any, zk_connect: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     mallory = kafka.command_config("mallory", kafka.sasl_properties(OUTSIDER))
-    argv = ["topics", "--create", "--topic", "forged", "--partitions", "1", "--replication-factor", "1"]
+    argv = ["topics", "--create", "--topic", "forged", "--partitions", "1", "--replication-factor", "1", "--no-wait"]
     argv += ["--zookeeper", zk_connect, "--bootstrap-server", kafka.sasl_bootstrap, "--command-config", str(mallory)]
     assert admin_main(argv) != 0
     err = capsys.readouterr().err

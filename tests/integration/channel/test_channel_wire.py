@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
@@ -124,12 +125,7 @@ def test_each_version_is_obeyed(broker: Broker, lisr_v: int, um_v: int, sr_v: in
         producer = KafkaProducer(bootstrap_servers=broker.svc.address, acks="all")
         producer.send(topic, b"v%d" % lisr_v).get(timeout=30)
         producer.close()
-        consumer = KafkaConsumer(bootstrap_servers=broker.svc.address, consumer_timeout_ms=10_000)
-        tp = KafkaTopicPartition(topic, 0)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        assert [r.value for r in consumer] == [b"v%d" % lisr_v]
-        consumer.close()
+        assert [r.value for r in _read_all(broker.svc.address, topic)] == [b"v%d" % lisr_v]
 
         # the same LeaderAndIsr again: Kafka ignores a leader epoch it has and says so
         call = to_kafka(lisr, lisr_v, broker_epoch=broker.epoch)
@@ -140,6 +136,21 @@ def test_each_version_is_obeyed(broker: Broker, lisr_v: int, um_v: int, sr_v: in
         call = to_kafka(stop, sr_v, broker_epoch=broker.epoch)
         stopped = to_events(1, stop, conn.send(call.request, call.response_type))
         assert stopped == [StopReplicaResponse(1, (PartitionError(topic, 0, NONE),), NONE)]
+
+
+def _read_all(bootstrap: str, topic: str, timeout: float = 30) -> list[Any]:
+    """Every record of ``topic``'s partition 0, read up to the end offset it has now (no idle wait)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    tp = KafkaTopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    end = consumer.end_offsets([tp])[tp]
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while consumer.position(tp) < end and time.monotonic() < deadline:
+        got += [r for recs in consumer.poll(timeout_ms=500).values() for r in recs]
+    consumer.close()
+    return got
 
 
 def _run_until(channel: ControllerChannel, delivered: int, timeout: float = 60) -> None:
@@ -179,10 +190,5 @@ def test_the_channel_resumes_where_it_stopped(broker: Broker, kafka_broker: loca
     _run_until(ControllerChannel(settings), delivered=1)
     producer.close()
 
-    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, consumer_timeout_ms=5000)
-    tp = KafkaTopicPartition(events, 0)
-    consumer.assign([tp])
-    consumer.seek_to_beginning(tp)
-    answers = [(r.key, event_from_json(r.value)) for r in consumer]
-    consumer.close()
+    answers = [(r.key, event_from_json(r.value)) for r in _read_all(kafka_broker.bootstrap, events)]
     assert answers == [(b"1", LeaderAndIsrResponse(1, (PartitionError(t, 0, NONE),), NONE)) for t in topics]

@@ -286,3 +286,34 @@ def test_the_first_round_decodes_only_the_topic_znodes_the_snapshot_did_not_read
         ("new", (0,)),
         ("recreated-other", (0, 1)),
     ]
+
+
+def test_the_cordoned_brokers_are_read_with_the_snapshot_and_followed(
+    zk_chrooted: KazooClient, events_topic: tuple[str, KafkaProducer]
+) -> None:
+    """Issue 44, item 1: ``/livectl/cordoned_brokers`` is in a new controller's snapshot (a standby that takes
+    over finds it there) and each later change is published once as :class:`BrokersCordoned`."""
+    from core.cordon import CORDONED_BROKERS, encode_cordoned
+    from core.events import BrokersCordoned
+
+    zk = zk_chrooted
+    topic, producer = events_topic
+    zk.create(CORDONED_BROKERS, encode_cordoned([2]).encode(), makepath=True)
+    snapshot = read_snapshot(zk)
+    assert snapshot.cordoned_brokers == (2,)
+    watcher = AdminPathWatcher(zk, producer, topic, EPOCH, 1000, resync_interval_s=60)
+    watcher.prime(snapshot)
+    watcher.start()
+    try:
+        assert watcher.published == [] and watcher.cordoned == (2,), "the snapshot's set is not published again"
+        zk.set(CORDONED_BROKERS, encode_cordoned([2, 3]).encode())
+        wait_until("the cordon", lambda: watcher.published == [BrokersCordoned(EPOCH, (2, 3))], 20)
+        zk.delete(CORDONED_BROKERS)
+        wait_until("the uncordon", lambda: watcher.published[1:] == [BrokersCordoned(EPOCH, ())], 20)
+        zk.create(CORDONED_BROKERS, encode_cordoned([4]).encode())
+        wait_until(
+            "a cordon after the znode was gone", lambda: watcher.published[2:] == [BrokersCordoned(EPOCH, (4,))], 20
+        )
+        assert watcher.sync() == [] and watcher.cordoned == (4,)
+    finally:
+        watcher.stop()

@@ -1,5 +1,6 @@
-"""The Kafka-style tools against the real controller query (real ZooKeeper, broker and Spark): config
-validation on both sides, config notifications, throttles, and a cancel whose partial failure is exit 1."""
+"""The Kafka-style tools against the real controller query (real ZooKeeper, broker and Spark): a refusal
+awaited by default (exit 1 with the reason), config validation on both sides, config notifications,
+throttles, and a cancel whose partial failure is exit 1."""
 
 from __future__ import annotations
 
@@ -37,6 +38,16 @@ def test_tools_against_the_real_controller(
     try:
         create = ["topics", "--create", "--topic", "orders", "--partitions", "2", "--replication-factor", "3"]
         assert cli(cluster, *create, "--wait") == 0
+        assert capsys.readouterr().out == "Created topic orders.\n"
+        # a command the controller refuses, with no option: the tool waits for the answer by default, as
+        # kafka-topics does, and exits 1 with the controller's reason in one line
+        wide = ["topics", "--create", "--topic", "wide", "--partitions", "1", "--replication-factor", "5"]
+        assert cli(cluster, *wide) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and err.splitlines()[-1] == (
+            "livectl topics: error: INVALID_REPLICATION_FACTOR: Replication factor: 5 larger than available brokers: 4."
+        ), err
+        assert not cluster.zk.exists("/brokers/topics/wide")
         # the controller refuses what the tool would have refused (a command sent without the tool)
         cluster.send_admin(ev.AlterTopicConfig("raw", "orders", (("foo", "bar"),)))
         raw = wait_until(

@@ -1,11 +1,14 @@
 """The live controller watched as operators watch it: a real Prometheus (Debian's ``prometheus``) scrapes the
 active controller and a standby, and headless Chromium (Debian's ``chromium``) opens the status page, after
-a broker failure. The screenshot is kept as a test artifact: ``tests/artifacts/status-page.png`` (ignored by
-git) and the test's temporary folder."""
+a broker failure. On that one degraded cluster (a cluster-default ``min.insync.replicas`` of 3) the four views
+— the status page, the Prometheus endpoint, the CLI's ``topics --describe`` filters and the Spark UI's
+figures — give the same figures (:mod:`core.figures`). The screenshot is kept as a test artifact:
+``tests/artifacts/status-page.png`` (ignored by git) and the test's temporary folder."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -19,8 +22,11 @@ from typing import Any
 
 import pytest
 from controller_harness import Cluster, start_controller
+from observations import samples
+from spark_status import job_descriptions, stage_figures
 from waiting import poll_until, wait_until
 
+from admin.cli import main as admin_main
 from core import events as ev
 from livectl.local import free_port
 from streaming.driver.app import ControllerApp
@@ -116,12 +122,29 @@ def chromium(*args: str) -> str:
     return done.stdout.decode()
 
 
+def cli_count(cluster: Cluster, capsys: pytest.CaptureFixture[str], option: str) -> int:
+    """The partitions ``livectl topics --describe <option>`` lists."""
+    capsys.readouterr()
+    assert admin_main(["topics", "--describe", option, "--zookeeper", cluster.zk_connect]) == 0
+    return len(capsys.readouterr().out.splitlines())
+
+
+def card(page: str, label: str) -> int:
+    """A figure of the status page's cards."""
+    found = re.search(rf'id="card-{label}">[^<]*<b[^>]*>(\d+)</b>', page)
+    assert found is not None, label
+    return int(found.group(1))
+
+
 def test_prometheus_and_status_page_after_a_broker_failure(
-    spark: Any, cluster: Cluster, prometheus: tuple[str, list[int]], tmp_path: Path
+    spark: Any, cluster: Cluster, prometheus: tuple[str, list[int]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     prom, (active_port, standby_port) = prometheus
     for b in (1, 2, 3):
         cluster.register_broker(b)
+    # the cluster default every view reads (the controller at its start, the CLI from ZooKeeper): orders keeps an
+    # ISR of two after the failure, below it
+    cluster.zk.create("/config/brokers/<default>", b'{"version":1,"config":{"min.insync.replicas":"3"}}', makepath=True)
     settings = replace(cluster.settings, metrics_port=active_port)
     controller = start_controller(spark, settings)
     standby = ControllerApp(replace(settings, controller_id=1001, metrics_port=standby_port), spark=spark)
@@ -213,6 +236,52 @@ def test_prometheus_and_status_page_after_a_broker_failure(
         assert "LeaderAndIsr to broker 1" in dom and "/brokers/topics/solo/partitions/0/state" in dom
         standby_dom = chromium("--dump-dom", f"http://127.0.0.1:{standby_port}/")
         assert '<span id="role">standby</span>' in standby_dom
+
+        # one truth per figure: the four views of this degraded cluster. orders-0/1/2 have an ISR of 2 of 3
+        # (under-replicated, and under the cluster default min ISR of 3); solo-0 has no live leader (offline,
+        # under min ISR), its last ISR [3] its whole replica set; orders-2 and solo-0 are not led by their
+        # preferred replica 3
+        want = {"offline": 1, "under_replicated": 3, "under_min_isr": 4, "imbalance": 2}
+        page = (_get(url) or b"").decode()
+        status = {
+            "offline": card(page, "offline"),
+            "under_replicated": card(page, "under-replicated"),
+            "under_min_isr": card(page, "under-min-isr"),
+            "imbalance": card(page, "preferred-imbalance"),
+        }
+        endpoint = samples((_get(f"{url}metrics") or b"").decode())
+        metrics = {
+            "offline": endpoint[("livectl_offline_partitions", ())],
+            "under_replicated": endpoint[("livectl_under_replicated_partitions", ())],
+            "under_min_isr": endpoint[("livectl_under_min_isr_partitions", ())],
+            "imbalance": endpoint[("kafka_controller_kafkacontroller_preferredreplicaimbalancecount", ())],
+        }
+        assert endpoint[("kafka_controller_kafkacontroller_offlinepartitionscount", ())] == want["offline"]
+        cli = {
+            "offline": cli_count(cluster, capsys, "--unavailable-partitions"),
+            "under_replicated": cli_count(cluster, capsys, "--under-replicated-partitions"),
+            "under_min_isr": cli_count(cluster, capsys, "--under-min-isr-partitions"),
+        }
+        # the Spark UI: the newest figures stage's accumulators (Spark's listener bus may still be carrying the
+        # last one) and the job line of the batch that made them
+        sc = spark.sparkContext
+        names = {
+            "offline": "OfflinePartitionsCount",
+            "under_replicated": "UnderReplicatedPartitions",
+            "under_min_isr": "UnderMinIsrPartitionCount",
+            "imbalance": "PreferredReplicaImbalanceCount",
+        }
+
+        def newest_stage() -> dict[str, int]:
+            stages = [f for name, f in stage_figures(sc, limit=5) if name.startswith("livectl figures after batch")]
+            return {k: stages[0].get(n, -1) for k, n in names.items()} if stages else {}
+
+        figures_ui = poll_until(lambda: (f := newest_stage()) == want and f, 60) or newest_stage()
+        head = f"livectl c{cluster.settings.controller_id} e{epoch} batch "
+        line = next(d for d in job_descriptions(sc, limit=50) if d.startswith(head) and ": offline" in d)
+        assert ": offline 1, URP 3, under min ISR 4, reassigning 0; imbalanced 2" in line, line
+        assert status == metrics == figures_ui == want, (status, metrics, figures_ui)
+        assert cli == {k: want[k] for k in cli}, cli
 
         shot = tmp_path / "status-page.png"
         chromium(f"--screenshot={shot}", "--window-size=1280,1500", "--hide-scrollbars", url)

@@ -116,7 +116,9 @@ def test_create_topic_bad_command_and_broker_failure(spark: Any, cluster: Cluste
         summary = next(
             d for d in descriptions if d.startswith(f"livectl c{cid} e{controller_epoch} batch ") and ": offline" in d
         )
-        assert ": offline 0, URP 2, reassigning 0; imbalanced 1, topics 1, partitions 2" in summary, summary
+        assert ": offline 0, URP 2, under min ISR 0, reassigning 0; imbalanced 1, topics 1, partitions 2" in summary, (
+            summary
+        )
         assert f"livectl c{cid} e{controller_epoch} active: elected controller" in descriptions
         assert len(listeners()) > before
     finally:

@@ -73,7 +73,7 @@ def test_each_client_reads_what_it_consumes() -> None:
     assert _allowed(acls, read, topic, T.broker_events) == controllers
     # brokers act on requests; the controller reads the tail (replay); livectl-simbrokers shutdown --wait
     assert _allowed(acls, read, topic, T.requests) == brokers | controllers | admins
-    assert _allowed(acls, read, topic, T.admin_results) == controllers | admins  # admins: --wait
+    assert _allowed(acls, read, topic, T.admin_results) == controllers | admins  # admins: the answers
     assert _allowed(acls, read, topic, T.rejected) == controllers
     assert _allowed(acls, read, topic, T.simbrokers_control) == brokers
     # the controller creates its five topics when missing; the simulated brokers their control topic

@@ -1,11 +1,31 @@
-"""The admin CLI's parser: every command has help, one action is required."""
+"""The admin CLI's parser: every command has help, one action is required; the controller's answer is awaited
+unless ``--no-wait``, and each outcome has its exit code and one line."""
 
 from __future__ import annotations
+
+import argparse
 
 import pytest
 
 from admin.cli import build_parser
 from admin.cluster_cmd import iso_utc
+from admin.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PENDING,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    Handler,
+    NotFinishedError,
+    OperationFailedError,
+    UsageError,
+    follows_to_end,
+    refusal_message,
+    run_command,
+    timeout_message,
+    waits,
+)
+from core.decisions import AdminResult, AdminStatus
 
 pytestmark = pytest.mark.unit
 
@@ -38,3 +58,82 @@ def test_controller_timestamp_reads_as_iso_utc() -> None:
     assert iso_utc(None) is None
     assert iso_utc("soon") is None
     assert iso_utc(str(10**30)) is None
+
+
+# ----------------------------------------------------------------------------- waiting for the controller's answer
+
+#: one line of every command that sends a command to the controller
+WRITES = (
+    ["topics", "--create", "--topic", "t", "--partitions", "1", "--replication-factor", "1"],
+    ["topics", "--delete", "--topic", "t"],
+    ["topics", "--alter", "--topic", "t", "--partitions", "2"],
+    ["reassign", "--execute", "--reassignment-json-file", "plan.json"],
+    ["reassign", "--cancel", "--reassignment-json-file", "plan.json"],
+    ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions"],
+    ["configs", "--entity-type", "topics", "--entity-name", "t", "--alter", "--add-config", "retention.ms=1"],
+)
+
+
+@pytest.mark.parametrize("argv", WRITES, ids=lambda argv: " ".join(argv[:2]))
+def test_every_write_waits_for_the_answer_unless_no_wait(argv: list[str]) -> None:
+    parser = build_parser()
+    default = parser.parse_args(argv)
+    assert waits(default) and not follows_to_end(default) and default.timeout == 120.0
+    explicit = parser.parse_args([*argv, "--wait"])  # the former opt-in, still accepted: the default plus following
+    assert waits(explicit) and follows_to_end(explicit)
+    fire = parser.parse_args([*argv, "--no-wait"])
+    assert not waits(fire) and not follows_to_end(fire)
+
+
+def test_wait_and_no_wait_together_is_exit_2_naming_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "--wait", "--no-wait"]
+    args = build_parser().parse_args(argv)
+    reached: list[str] = []
+    assert run_command(args, lambda _a: reached.append("body") or EXIT_OK) == EXIT_USAGE
+    assert reached == []
+    assert capsys.readouterr().err == "livectl elect-leaders: error: --no-wait: can't be used with --wait\n"
+
+
+def _raise(e: Exception) -> Handler:
+    def body(_args: argparse.Namespace) -> int:
+        raise e
+
+    return body
+
+
+def test_each_outcome_has_its_exit_code_and_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(
+        ["topics", "--create", "--topic", "t", "--partitions", "1", "--replication-factor", "3"]
+    )
+    refused = AdminResult("r1", "create_topic", AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR",
+                          "Replication factor: 3 larger\nthan available brokers: 1.")  # fmt: skip
+    cases = [
+        (OperationFailedError(refusal_message(refused), refused), EXIT_FAILED,
+         "livectl topics: error: INVALID_REPLICATION_FACTOR: Replication factor: 3 larger than available brokers: 1."),
+        (NotFinishedError(timeout_message("r2", 120.0)), EXIT_PENDING,
+         "livectl topics: request r2 not finished within 120s (no answer yet); the controller may still carry it "
+         "out: look it up later with `livectl audit --request-id r2`"),
+        (UsageError("--partitions", "must be at least 1"), EXIT_USAGE,
+         "livectl topics: error: --partitions: must be at least 1"),
+    ]  # fmt: skip
+    for error, code, line in cases:
+        assert run_command(args, _raise(error)) == code
+        assert capsys.readouterr().err == line + "\n"
+    assert (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PENDING, EXIT_UNAVAILABLE) == (0, 1, 2, 3, 4)
+
+
+def test_a_timeout_names_the_last_answer_seen() -> None:
+    started = AdminResult("r3", "delete_topic", AdminStatus.IN_PROGRESS, None, "Topic deletion started.")
+    assert timeout_message("r3", 1.5, started).startswith(
+        "request r3 not finished within 1.5s (last answer: in_progress);"
+    )
+    assert refusal_message(AdminResult("r4", "elect_leaders", AdminStatus.ERROR, None, "")) == "ERROR"
+
+
+def test_write_commands_document_their_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("topics", "reassign", "elect-leaders", "configs"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "--no-wait" in text and "Exit codes: 0 done" in text, command
+        assert "3 no answer within --timeout, the line names the request id" in text, command

@@ -1,4 +1,4 @@
-"""The long run's own arithmetic and checks (``bench/long_run.py``), without services: the growth per hour, the
+"""The long run's own arithmetic and checks (``bench/long_run/``), without services: the growth per hour, the
 epoch checks, and the process figures read from /proc."""
 
 from __future__ import annotations

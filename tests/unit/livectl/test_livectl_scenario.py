@@ -129,3 +129,84 @@ def test_leadership_and_preference_checks() -> None:
     assert sc.leadership_problems(v, not_on=[3]) == ["t-0 isr [1,3] still has [3]"]
     assert sc.not_preferred(v) == ["t-0 led by 1, preferred 3"]
     assert sc.missing_from_isr(v, 4) == ["t-1 isr [2] lacks 4"]
+
+
+@pytest.mark.parametrize("brokers", range(3, 10))
+def test_demo_plan_fits_every_broker_count(brokers: int) -> None:
+    plan = sc.demo_plan(brokers)
+    ids = range(1, brokers + 1)
+    assert plan.kill in ids and plan.shutdown in ids and plan.kill != plan.shutdown
+    # the topic deleted last lives on brokers that are up then: the deletion can complete
+    audit_brokers = {b for r in plan.audit for b in r}
+    assert len(audit_brokers) == 2 and audit_brokers <= set(ids) and plan.shutdown not in audit_brokers
+    assert plan.audit[0] == plan.audit[1][::-1]
+    # every payments partition has a broker to move onto, wherever the controller placed it
+    assert 2 <= plan.payments_rf < brokers
+    current = {p: tuple((p + i) % brokers + 1 for i in range(plan.payments_rf)) for p in range(3)}
+    targets = sc.reassignment_targets(current, list(ids))
+    assert all(set(targets[p]) != set(current[p]) for p in current), (current, targets)
+
+
+def test_demo_plan_on_three_brokers_and_on_more() -> None:
+    # three (the real Kafka brokers): 3 killed and restarted, 2 shut down, payments RF 2, audit on 1 and 3
+    assert sc.demo_plan(3) == sc.DemoPlan(3, kill=3, shutdown=2, payments_rf=2, audit=((1, 3), (3, 1)))
+    # more: the simulated demo as it always was
+    assert sc.demo_plan(5) == sc.DemoPlan(5, kill=3, shutdown=5, payments_rf=3, audit=((1, 2), (2, 1)))
+    with pytest.raises(ValueError, match="brokers: the scenario needs at least 3"):
+        sc.demo_plan(2)
+
+
+def test_hosted_partitions_are_the_partition_directories() -> None:
+    names = [
+        "orders-0",
+        "orders-11",
+        "my.topic-2",
+        "audit-0.8f3b2a6c1d4e4f0a9b7c6d5e4f3a2b1c-delete",
+        "orders-1.0a1b2c3d4e5f60718293a4b5c6d7e8f9-future",
+        "__consumer_offsets-3",
+        "meta.properties",
+        "recovery-point-offset-checkpoint",
+    ]
+    assert sc.hosted_partitions(names) == ["my.topic-2", "orders-0", "orders-11"]
+
+
+def test_kafka_broker_status_in_the_simulated_brokers_shape() -> None:
+    metadata = {
+        "t-0": sc.MetadataPartition(1, 3, (1, 2), (1, 2)),
+        "t-1": sc.MetadataPartition(2, 0, (2,), (2, 1)),
+        "u-0": sc.MetadataPartition(-1, -1, (), (3,), error_code=5),
+    }
+    status = sc.kafka_broker_status(2, metadata, ["t-0", "t-1", "gone-0"])
+    assert status["partitions"] == {
+        "t-0": {"role": "follower", "leader": 1, "leader_epoch": 3, "isr": [1, 2]},
+        "t-1": {"role": "leader", "leader": 2, "leader_epoch": 0, "isr": [2]},
+        # a log the metadata does not know: a role no check accepts
+        "gone-0": {"role": None, "leader": None, "leader_epoch": None, "isr": []},
+    }
+    # a partition answered with an error is not in the cache
+    assert sorted(status["kafka_metadata"]) == ["t-0", "t-1"]
+
+
+def test_metadata_disagrees_compares_a_real_brokers_cache_with_zookeeper() -> None:
+    v = view(t={0: sc.PartitionView((1, 2), leader=1, leader_epoch=3, isr=(1, 2))})
+    good = {"t-0": sc.MetadataPartition(1, 3, (2, 1), (1, 2))}
+    agree = {b: sc.kafka_broker_status(b, good, ["t-0"]) for b in (1, 2)}
+    assert sc.brokers_disagree(v, agree) == []
+    assert sc.metadata_disagrees(v, agree) == []
+    # an ISR the broker has not heard of yet
+    stale = {**agree, 2: sc.kafka_broker_status(2, {"t-0": sc.MetadataPartition(1, 3, (1,), (1, 2))}, ["t-0"])}
+    assert sc.metadata_disagrees(v, stale) == [
+        "broker 2's metadata: t-0 leader 1 epoch 3 isr [1] replicas [1,2]; "
+        "ZooKeeper: leader 1 epoch 3 isr [1,2] replicas [1,2]"
+    ]
+    assert sc.brokers_disagree(v, stale) == sc.metadata_disagrees(v, stale)
+    # a broker that does not answer (an empty view) agrees with nothing; a deleted topic still cached is named
+    empty: dict[int, dict[str, Any]] = {1: {"partitions": {}, "kafka_metadata": {}}}
+    assert sc.metadata_disagrees(v, empty) == ["broker 1's metadata has no t-0"]
+    deleted = {1: sc.kafka_broker_status(1, {**good, "gone-0": sc.MetadataPartition(1, 0, (1,), (1,))}, ["t-0"])}
+    assert sc.metadata_disagrees(v, deleted) == [
+        "broker 1's metadata still has gone-0, a topic ZooKeeper no longer has"
+    ]
+    assert sc.metadata_disagrees(v, deleted, skip_topics=["gone"]) == []
+    # the simulated brokers' documents have no cache: nothing to compare here
+    assert sc.metadata_disagrees(v, {1: {"partitions": {}}}) == []

@@ -347,7 +347,11 @@ def test_dispatcher_describes_the_state_after_the_batch(tmp_path: Path, validato
     p.dispatcher.controller_id, p.dispatcher.controller_epoch = 1000, 1
     p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
     p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 4, 3)))])
-    assert p.dispatcher.describe(1).startswith("livectl c1000 e1 batch 1: offline 0, URP 0, reassigning 0;")
+    assert p.dispatcher.describe(1).startswith(
+        "livectl c1000 e1 batch 1: offline 0, URP 0, under min ISR 0, reassigning 0;"
+    )
     p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(3, 103)))])
     # broker 3 is in every ISR: every partition is under-replicated now, in this batch's description
-    assert p.dispatcher.describe(2).startswith("livectl c1000 e1 batch 2: offline 0, URP 4, reassigning 0;")
+    assert p.dispatcher.describe(2).startswith(
+        "livectl c1000 e1 batch 2: offline 0, URP 4, under min ISR 0, reassigning 0;"
+    )

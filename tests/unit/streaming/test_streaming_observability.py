@@ -149,18 +149,34 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
     assert s.kafka_metrics["OfflinePartitionsCount"] == 1 and s.kafka_metrics["GlobalPartitionCount"] == 3
     assert s.cluster.offline_count == 1 and [x.topic for x in s.cluster.offline] == ["solo"]
     assert s.cluster.under_replicated_count == 1  # orders-1: ISR [2]
+    # the gauges every view shows (summed once: each bucket's gauges are added up a single time) and the
+    # summaries' counts: one definition, the same figures
+    assert s.figures == {
+        "OfflinePartitionsCount": 1,
+        "UnderReplicatedPartitions": 1,
+        "UnderMinIsrPartitionCount": 1,  # solo-0: no live leader
+        "PreferredReplicaImbalanceCount": 1,  # solo-0: its preferred replica 3 does not lead
+        "ReassigningPartitions": 0,
+    }
+    c = s.cluster
+    assert (c.offline_count, c.under_replicated_count, c.under_min_isr_count) == (1, 1, 1)
     assert s.live_brokers == (1, 2)
     assert s.input_by_type == {"controller_failover": 1, "create_topic": 2, "broker_failure": 1}
     assert s.rejected == 1
     assert s.leader_elections == 3  # the three first leaders; broker 3 led nothing it shared
     assert any(d.kind == "zookeeper" and "/brokers/topics/solo/partitions/0/state" in d.text for d in s.recent)
     assert s.last_batch_id == 2 and set(s.last_batch_seconds) == {"spark_job", "zookeeper_sink", "request_sink"}
+    # a cluster default min.insync.replicas of 2 decides nothing, yet changes the figure: the buckets count it
+    # in their gauges and send their summaries again, so the two agree (orders-1: an ISR of one; solo-0)
+    p.run_batch([(EVENTS, event_to_json(ev.ClusterConfigChanged(1, (("min.insync.replicas", "2"),))))])
+    s = o.snapshot()
+    assert s.figures["UnderMinIsrPartitionCount"] == s.cluster.under_min_isr_count == 2
     # a micro-batch that decides nothing (ticks only): the buckets skip their summaries, the driver keeps them
     out = p.run_batch([])
     rows = [json.loads(x) for x in out[out["kind"] == ob.KIND_SUMMARY]["payload"]]
     assert rows and all(r == {"unchanged": True, "input_by_type": {}} for r in rows)
     after = o.snapshot()
-    assert after.last_batch_id == 3 and after.cluster == s.cluster and after.live_brokers == (1, 2)
+    assert after.last_batch_id == 4 and after.cluster == s.cluster and after.live_brokers == (1, 2)
 
 
 def test_a_shared_update_metadata_counts_and_reads_per_addressee() -> None:
@@ -177,3 +193,43 @@ def test_a_shared_update_metadata_counts_and_reads_per_addressee() -> None:
     # as many as the per-broker requests it stands for (the counter kept its meaning)
     assert o.snapshot().requests_by_api == {"UpdateMetadata": 3}
     assert o.snapshot().decisions_by_kind == {"request": 3}
+
+
+def test_topic_deletion_timer_counts_only_kafkas_topic_deletion_events() -> None:
+    """Kafka raises ``TopicDeletionStopReplicaResponseReceived`` only for a topic whose deletion started, and a
+    DeleteTopics request writes ``/admin/delete_topics`` only for a topic that exists: the StopReplica answers
+    of a reassignment and a delete of an unknown topic are no ``TopicDeletion`` events."""
+    from core import events as ev
+    from core.codec.events import event_to_json
+    from core.context import ControllerContext
+    from core.model import ReplicaAssignment, TopicPartition
+
+    ctx = ControllerContext(controller_id=1, epoch=2)
+    for topic in ("orders", "gone"):
+        ctx.set_assignment(TopicPartition(topic, 0), ReplicaAssignment((1, 2)))
+    ctx.topics_to_be_deleted.add("gone")
+    ctx.topics_with_deletion_started.add("gone")
+
+    def frame(*payloads: str) -> pd.DataFrame:
+        return pd.DataFrame({"kind": ["event"] * len(payloads), "sub": [0] * len(payloads), "payload": payloads})
+
+    def answer(topic: str) -> str:
+        return event_to_json(ev.StopReplicaResponse(2, (ev.PartitionError(topic, 0, 0),)))
+
+    assert ob.deletion_events(ctx, frame(answer("orders"))) == 0  # a reassignment's removed replica
+    assert ob.deletion_events(ctx, frame(event_to_json(ev.DeleteTopic("d1", "nope")))) == 0
+    assert ob.deletion_events(ctx, frame(answer("gone"), event_to_json(ev.DeleteTopic("d2", "orders")))) == 2
+    assert ob.deletion_events(ctx, frame(event_to_json(ev.ZkTopicDeletion(2, "orders")))) == 1
+
+    # the timer: a batch with StopReplica answers but no deletion event is not timed as TopicDeletion
+    o = oy.Observatory(1000)
+    name = ("kafka_controller_controllerstats_topicdeletionrateandtimems_count", ())
+    for batch_id, deleting in ((1, 0), (2, 0), (3, 1)):
+        observed = ob.BatchObservation(
+            batch_id, {}, {}, {"stop_replica_response": 2}, 0, (), topic_deletion_events=deleting
+        )
+        o.record_batch(observed)
+        o.record_progress(batch_id, 100.0)
+    from prometheus_client import generate_latest
+
+    assert samples(generate_latest(MetricsServer(o, 1).registry).decode())[name] == 1

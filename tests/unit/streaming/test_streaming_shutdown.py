@@ -129,7 +129,7 @@ def test_a_source_error_inside_sparks_traceback_is_reported_by_its_own_line() ->
 
 
 def test_a_sink_error_inside_py4js_message_is_reported_by_its_own_line() -> None:
-    """The controller cut off from Kafka inside a micro-batch (bench/partitions.py, kafka-cut:in-batch): the
+    """The controller cut off from Kafka inside a micro-batch (bench/partitions/kafka_cuts.py, kafka-cut:in-batch): the
     request sink gives up after its retries and the query fails with Py4J's message, the Python traceback and
     the query's plan; the exit line is the sink's error alone."""
     text = (

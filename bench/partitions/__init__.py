@@ -1,0 +1,124 @@
+"""Network partitions and a ZooKeeper ensemble's failures (issue 41, items 1, 2, 3, 4 and 8).
+
+Every process is real and runs on a test host of its own, a network namespace (``bench/harness/netns.py``):
+Debian's ZooKeeper as an ensemble of three servers (one host each), Apache Kafka (one KRaft node), five
+simulated broker processes (``python -m simbrokers``) and ``livectl run`` controllers on one checkpoint (the
+crash matrix's harness, :mod:`bench.harness`). "Cut off from ZooKeeper" cuts a host from all three servers.
+A cut is a pair of blackhole routes between two hosts: silent, both ways, nothing refused; healing deletes
+them. The test process (the root namespace) still reaches every host, so it observes throughout.
+
+Faults (``--faults``):
+
+- ``zk-cut:idle``: the active controller cut off from ZooKeeper between micro-batches, its link to Kafka
+  kept; input (a creation, an invalid command, a record that is not JSON) arrives meanwhile. The standby
+  takes over once the cut-off one's session expires and answers it; the link returns.
+- ``zk-cut:before-zk-writes``: the same, cut as the micro-batch holding a creation is planned in the
+  checkpoint (``offsets/N``) and before its ZooKeeper writes.
+- ``zk-cut:after-zk-writes``: the same, cut right after the first partition state of a 150-partition
+  creation reached ZooKeeper: the batch's other transactions, requests and admin result still to go.
+- ``broker-zk-cut``: a simulated broker that leads partitions cut off from ZooKeeper, not from Kafka: its
+  registration expires while it still serves; the link returns.
+- ``kafka-cut``: the active controller cut off from Kafka, not from ZooKeeper, while input waits; the link
+  returns.
+- ``kafka-cut:in-batch``: the same, cut as the micro-batch holding a creation is planned, a standby waiting,
+  held past ``sink_retry_timeout_ms``; what the controller does is recorded, then the link returns.
+- ``zk-leader-kill:reassign`` / ``zk-leader-kill:broker-failure``: the ensemble's leader SIGKILLed as a
+  reassignment's RS is written / as a leading broker's registration goes after its SIGKILL; it is started
+  again once the work is done.
+- ``zk-minority-cut:reassign`` / ``zk-minority-cut:broker-failure``: the same moments, the server holding the
+  active controller's session (a follower, or the leader when the session is there) cut off from the other
+  two servers and from every other host; healed once the work is done. For these four the active
+  controller must keep its lease and epoch (its session moves to another server) and finish the work, and
+  every server's copy of the tree must be the same afterwards.
+- ``zk-quorum-cut:reassign``: the server holding the active controller's session cut off from the other two
+  servers only, its clients still reaching it, a standby waiting, as a reassignment is sent: the controller
+  keeps its lease, or is fenced (exit 3, one line) and the standby finishes.
+
+Checked for every fault (item 8): no message of the cut-off controller's epoch on the requests,
+admin-results or rejected topics once it was cut off (and no znode written after the link returned but
+by its successor), leader and controller epochs only grow, no two brokers leading one partition at one
+leader epoch (the brokers' own views), every admin command answered once with its final result, no
+acknowledged record lost (the simulated brokers' data plane, where records are produced), and ZooKeeper and
+the brokers' views agreeing after healing (the crash matrix's convergence check).
+
+Run (as root: namespaces and routes)::
+
+    .venv/bin/python -m bench partitions                     # every fault
+    .venv/bin/python -m bench partitions --faults zk-cut:idle
+
+Prints the table (fault, what happened, seconds, problems) and writes
+``bench/results/partitions-<UTC stamp>.json``. Exit code 1 when a fault broke an invariant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.partitions.common import CI_FAULTS, FAULTS, Hosts, Row, hosts
+from bench.partitions.ensemble import ensemble_fault, quorum_cut
+from bench.partitions.kafka_cuts import kafka_cut, kafka_cut_in_batch
+from bench.partitions.zookeeper_cuts import broker_zk_cut, zk_cut
+
+__all__ = ["CI_FAULTS", "FAULTS", "Hosts", "Row", "main", "run"]
+
+
+def run(faults: list[str], run_dir: Path, log: Callable[[str], None] = print) -> list[Row]:
+    """``faults`` in order on one cluster (one Matrix: its controllers and brokers), on fresh hosts."""
+    rows = []
+    with hosts(run_dir) as h:
+        m = h.matrix(run_dir / "cluster")
+        try:
+            m.open()
+            first = m.start_controller()
+            m.wait_loaded(first)
+            for fault in faults:
+                if fault.startswith("zk-cut:"):
+                    rows.append(zk_cut(h, m, fault.split(":", 1)[1], log))
+                elif fault == "broker-zk-cut":
+                    rows.append(broker_zk_cut(h, m, log))
+                elif fault == "kafka-cut":
+                    rows.append(kafka_cut(h, m, log=log))
+                elif fault == "kafka-cut:in-batch":
+                    rows.append(kafka_cut_in_batch(h, m, log=log))
+                elif fault == "zk-quorum-cut:reassign":
+                    rows.append(quorum_cut(h, m, log))
+                elif fault.split(":")[0] in ("zk-leader-kill", "zk-minority-cut") and fault in FAULTS:
+                    rows.append(ensemble_fault(h, m, fault, log))
+                else:
+                    raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        finally:
+            m.close()
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--faults", default=",".join(FAULTS), help="comma-separated faults (default: all)")
+    args = ap.parse_args()
+    faults = [f for f in args.faults.split(",") if f]
+    for f in faults:
+        if f not in FAULTS:
+            ap.error(f"--faults: unknown fault {f!r}; known: {', '.join(FAULTS)}")
+    if os.geteuid() != 0:
+        ap.error("network namespaces need root")
+    from bench.harness import machine_info, print_table, spark_scratch, write_results
+
+    spark_scratch()
+    run_dir = Path(tempfile.mkdtemp(prefix="livectl-partitions-"))
+    rows = run(faults, run_dir)
+    print()
+    print_table(["fault", "what happened", "cut→converged s", "invariants held"], [r.cells() for r in rows])
+    for r in rows:
+        if r.problems:
+            print(f"{r.fault}: {r.problems}")
+    write_results("partitions", {"machine": machine_info(), "rows": [r.__dict__ for r in rows]})
+    return 0 if all(not r.problems for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
