@@ -219,6 +219,13 @@ class ControllerLease:
         :class:`LeaseTimeoutError` after ``timeout`` seconds as standby."""
         deadline = None if timeout is None else time.monotonic() + timeout
         incumbent = self._controller_czxid() if self._take_over_from_kafka else None
+        if self._take_over_from_kafka:
+            # the moment from which a re-election is this standby's to win (an operator waits for this line)
+            log.info(
+                "controller %s: ready to take /controller from a Kafka broker elected from now on (held now by %s)",
+                self.controller_id,
+                read_controller_id(self._zk) if incumbent is not None else "nobody",
+            )
         while True:
             if stop is not None and stop.is_set():
                 return None

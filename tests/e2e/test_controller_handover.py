@@ -18,8 +18,8 @@ controllers in turn: A, then B as A's standby, then C), ``livectl channel`` and 
 4. (item 2b) C started while that broker holds ``/controller``: it waits as a standby and does not depose
    it; the operator deletes ``/controller`` (Kafka's re-election): C ends as the controller with a newer epoch,
    takes the state Kafka's controller wrote (leaders, ISRs and leader epochs unchanged), every broker answers
-   its LeaderAndIsr through the channel and names it as the controller, a broker's controlled shutdown is
-   answered by C, and every acknowledged record is read back.
+   its LeaderAndIsr through the channel and names it as the controller, a leader's controlled shutdown is
+   answered by C (its leaderships moved under C's epoch), and every acknowledged record is read back.
 
 Kafka's and livectl's automatic leader rebalance are off: a bounce leaves a leader off its preferred replica,
 and a rebalance after a hand-over would move it, where the test checks that a hand-over moves nothing.
@@ -32,6 +32,7 @@ import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -100,14 +101,31 @@ def _elected_lines(cluster: Cluster, since: dict[int, int]) -> dict[int, list[st
     return out
 
 
+def _log_term(cluster: Cluster, kafka_won: dict[int, list[str]], livectl_log: str) -> None:
+    """Log how long the Kafka broker that won the race held ``/controller`` before livectl took it (both logs'
+    timestamps, one clock)."""
+    (elected,) = [line for lines in kafka_won.values() for line in lines]
+    took = next(line for line in livectl_log.splitlines() if "took /controller from Kafka broker" in line)
+    stamp = re.search(r"\[([0-9-]+ [0-9:,]+)\]", elected)
+    assert stamp is not None, elected
+    kafka_at = datetime.strptime(stamp[1], "%Y-%m-%d %H:%M:%S,%f")
+    livectl_at = datetime.strptime(took[:23], "%Y-%m-%d %H:%M:%S,%f")
+    log.info(
+        "Kafka's controller held /controller for %.3f s: %s / %s",
+        (livectl_at - kafka_at).total_seconds(),
+        elected,
+        took,
+    )
+
+
 def _log_sizes(cluster: Cluster) -> dict[int, int]:
     return {b: Path(svc.log).stat().st_size for b, svc in cluster.brokers.items()}
 
 
-def _bounce(cluster: Cluster, topic: str, broker: int, controller_epoch: int) -> None:
+def _bounce(cluster: Cluster, topic: str, broker: int, controller_epoch: int, *, start_again: bool = True) -> None:
     """SIGTERM ``broker`` (its controlled shutdown goes to the controller of ``controller_epoch``, which moves
-    its leaderships first), then start it again and wait until it is back in every ISR; both written to
-    ZooKeeper under ``controller_epoch``."""
+    its leaderships first), then (``start_again``) start it again and wait until it is back in every ISR; both
+    written to ZooKeeper under ``controller_epoch``."""
     before = _states(cluster, topic)
     svc = cluster.brokers[broker]
     started = time.monotonic()
@@ -121,6 +139,8 @@ def _bounce(cluster: Cluster, topic: str, broker: int, controller_epoch: int) ->
         assert st["leader"] != broker and broker not in st["isr"], (p, st)
         if leader == broker:
             assert st["leader_epoch"] > epoch and st["controller_epoch"] == controller_epoch, (p, st)
+    if not start_again:
+        return
     cluster.start_broker(broker)
     cm.wait_until(
         f"broker {broker} back in every ISR",
@@ -134,12 +154,18 @@ def _bounce(cluster: Cluster, topic: str, broker: int, controller_epoch: int) ->
 def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> None:
     m = cluster.m
     started = time.monotonic()
+
+    def lap(what: str) -> None:
+        log.info("%s at %.0f s", what, time.monotonic() - started)
+
     a = m.start_controller(LIVECTL)
     cluster.start_channel()
-    m.wait_loaded(a, timeout=180)
-    a_holds = _holder(cluster)
-    assert a_holds is not None and a_holds[0] == a.controller_id
-    b = m.start_controller(LIVECTL)  # A's standby: its Spark starts beside the brokers
+    a_holds = cm.wait_until(
+        "A holding /controller", lambda: (h := _holder(cluster)) is not None and h[0] == a.controller_id and h, 180
+    )
+    lap("A elected")
+    b = m.start_controller(LIVECTL)  # A's standby: its Spark starts beside A's failover and the brokers
+    m.wait_loaded(a, timeout=120)
     with ThreadPoolExecutor(len(BROKERS)) as pool:
         list(pool.map(cluster.start_broker, BROKERS))
     cm.wait_until("the Kafka brokers registered", lambda: set(m.registered_brokers()) == set(BROKERS), 60)
@@ -167,9 +193,14 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
     produce(cluster.bootstrap(), topic, written)
     assert sorted(consume(cluster.bootstrap(), topic)) == sorted(written)
 
+    lap("the topic written")
     # (c) the active livectl controller crashes with its standby waiting: the brokers race the standby when
     # A's session expires; B ends as the controller either way
-    m.wait_waiting(b, timeout=180)
+    cm.wait_until(
+        "B ready to win the next re-election",
+        lambda: "ready to take /controller from a Kafka broker elected from now on" in b.text(),
+        180,
+    )
     since = _log_sizes(cluster)
     a.kill()
     b_holds = cm.wait_until(
@@ -180,6 +211,8 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
     assert b_holds[1] > a_holds[1]
     kafka_won = {broker: lines for broker, lines in _elected_lines(cluster, since).items() if lines}
     took = "took /controller from Kafka broker" in b.text()
+    if took:
+        _log_term(cluster, kafka_won, b.text())
     log.info(
         "A (epoch %s) crashed: %s; B holds epoch %s",
         a_holds[1],
@@ -196,6 +229,7 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
     produce(cluster.bootstrap(), topic, more)
     written += more
 
+    lap("B running the cluster")
     # (a) no livectl controller left: Kafka's controller takes over from the state livectl wrote
     kept = _states(cluster, topic)
     since = _log_sizes(cluster)
@@ -218,9 +252,14 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
     _bounce(cluster, topic, bounced, k_epoch)
     assert _holder(cluster) == (k, k_epoch)
 
+    lap("Kafka's controller done")
     # (b) livectl takes over from Kafka's controller: C waits without deposing it, then the operator deletes
     # /controller (Kafka's re-election) and C ends as the controller
-    m.wait_waiting(c, timeout=180)
+    cm.wait_until(
+        "C ready to win the next re-election",
+        lambda: "ready to take /controller from a Kafka broker elected from now on" in c.text(),
+        180,
+    )
     assert _holder(cluster) == (k, k_epoch), "C deposed the Kafka controller it found"
     kept = _states(cluster, topic)
     since = _log_sizes(cluster)
@@ -233,6 +272,8 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
     )
     assert c_holds[1] > k_epoch
     kafka_won = {broker: lines for broker, lines in _elected_lines(cluster, since).items() if lines}
+    if kafka_won:
+        _log_term(cluster, kafka_won, c.text())
     log.info(
         "/controller deleted: %s; C holds epoch %s",
         f"Kafka broker(s) {sorted(kafka_won)} won the race, C took /controller" if kafka_won else "C won the race",
@@ -253,8 +294,9 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
         120,
     )
     cm.wait_until("the brokers obeying C", lambda: _brokers_agree(cluster, topic, c.controller_id), 120)
+    lap("C elected and obeyed")
     stopping = cluster.state(topic, 0)["leader"]
-    _bounce(cluster, topic, stopping, c_holds[1])
+    _bounce(cluster, topic, stopping, c_holds[1], start_again=False)
     asked = [e for _, e in cluster.events() if e.get("type") == "controlled_shutdown"]
     assert {e["broker_id"] for e in asked} == {stopping}, asked  # the one under C (A saw none)
     more = [f"c-{i}".encode() for i in range(100)]
