@@ -118,6 +118,14 @@ def _log_term(cluster: Cluster, kafka_won: dict[int, list[str]], livectl_log: st
     )
 
 
+def _running(c: cm.ControllerProcess) -> bool:
+    """True while ``c`` runs; a failed controller fails the wait at once, with its last error line."""
+    if not c.alive():
+        errors = [line for line in c.text().splitlines() if " ERROR " in line]
+        raise cm.MatrixError(f"controller {c.controller_id} exited ({c.proc.returncode}): {errors[-1:]}")
+    return True
+
+
 def _log_sizes(cluster: Cluster) -> dict[int, int]:
     return {b: Path(svc.log).stat().st_size for b, svc in cluster.brokers.items()}
 
@@ -172,7 +180,7 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
     assert _holder(cluster) == a_holds, "a Kafka broker took /controller"
     cm.wait_until(
         "livectl's UpdateMetadata delivered to each broker",
-        lambda: all(f"broker {x}: UpdateMetadata" in cluster.channel_log.read_text() for x in BROKERS),
+        lambda: _running(a) and all(f"broker {x}: UpdateMetadata" in cluster.channel_log.read_text() for x in BROKERS),
         120,
     )
 
@@ -181,14 +189,21 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
     cm.create_topic(m, "create-orders", topic, assignment)
     cm.wait_until(
         "every partition led by its preferred replica with a whole ISR",
-        lambda: all(
-            cluster.state(topic, p).get("leader") == assignment[p][0]
-            and sorted(cluster.state(topic, p)["isr"]) == list(BROKERS)
-            for p in range(PARTITIONS)
+        lambda: (
+            _running(a)
+            and all(
+                cluster.state(topic, p).get("leader") == assignment[p][0]
+                and sorted(cluster.state(topic, p)["isr"]) == list(BROKERS)
+                for p in range(PARTITIONS)
+            )
         ),
         120,
     )
-    cm.wait_until("the brokers serving livectl's leaders", lambda: _brokers_agree(cluster, topic, a.controller_id), 120)
+    cm.wait_until(
+        "the brokers serving livectl's leaders",
+        lambda: _running(a) and _brokers_agree(cluster, topic, a.controller_id),
+        120,
+    )
     written = [f"a-{i}".encode() for i in range(100)]
     produce(cluster.bootstrap(), topic, written)
     assert sorted(consume(cluster.bootstrap(), topic)) == sorted(written)
@@ -224,7 +239,7 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
         b_holds[1] - a_holds[1] == 1 and not kafka_won and not took
     ), (a_holds, b_holds, kafka_won, took)
     m.wait_loaded(b, timeout=120)
-    cm.wait_until("the brokers obeying B", lambda: _brokers_agree(cluster, topic, b.controller_id), 120)
+    cm.wait_until("the brokers obeying B", lambda: _running(b) and _brokers_agree(cluster, topic, b.controller_id), 120)
     more = [f"b-{i}".encode() for i in range(100)]
     produce(cluster.bootstrap(), topic, more)
     written += more
@@ -284,16 +299,19 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
     # each broker obeys C through the channel: it answers C's LeaderAndIsr and names C as the controller
     cm.wait_until(
         "every broker answering C's LeaderAndIsr through the channel",
-        lambda: all(
-            re.search(
-                rf"broker {x}: LeaderAndIsr v\d+ of batch \d+ \(epoch {c_holds[1]}\) answered error 0",
-                cluster.channel_log.read_text(),
+        lambda: (
+            _running(c)
+            and all(
+                re.search(
+                    rf"broker {x}: LeaderAndIsr v\d+ of batch \d+ \(epoch {c_holds[1]}\) answered error 0",
+                    cluster.channel_log.read_text(),
+                )
+                for x in BROKERS
             )
-            for x in BROKERS
         ),
         120,
     )
-    cm.wait_until("the brokers obeying C", lambda: _brokers_agree(cluster, topic, c.controller_id), 120)
+    cm.wait_until("the brokers obeying C", lambda: _running(c) and _brokers_agree(cluster, topic, c.controller_id), 120)
     lap("C elected and obeyed")
     stopping = cluster.state(topic, 0)["leader"]
     _bounce(cluster, topic, stopping, c_holds[1], start_again=False)
