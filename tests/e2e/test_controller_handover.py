@@ -118,6 +118,29 @@ def _log_term(cluster: Cluster, kafka_won: dict[int, list[str]], livectl_log: st
     )
 
 
+def _took_from_kafka(c: cm.ControllerProcess) -> bool:
+    """Once ``c`` logged how it won the lease (its line follows the multi-op): True when it took ``/controller``
+    from a Kafka broker, False when it won the election."""
+    took, elected = "took /controller from Kafka broker", f"controller {c.controller_id} elected with epoch"
+    line = cm.wait_until(
+        f"controller {c.controller_id} saying how it won",
+        lambda: next((x for x in c.text().splitlines() if took in x or elected in x), None),
+        30,
+    )
+    return took in line
+
+
+def _kafka_won(cluster: Cluster, since: dict[int, int], took: bool) -> dict[int, list[str]]:
+    """The brokers elected since ``since`` (their "successfully elected" lines): after livectl took
+    ``/controller`` from one, once its line is written (it follows the broker's multi-op, as livectl's take-over
+    may); else none."""
+
+    def won() -> dict[int, list[str]]:
+        return {broker: lines for broker, lines in _elected_lines(cluster, since).items() if lines}
+
+    return cm.wait_until("the elected broker's log line", won, 30) if took else won()
+
+
 def _running(c: cm.ControllerProcess) -> bool:
     """True while ``c`` runs; a failed controller fails the wait at once, with its last error line."""
     if not c.alive():
@@ -224,8 +247,8 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
         60,
     )
     assert b_holds[1] > a_holds[1]
-    kafka_won = {broker: lines for broker, lines in _elected_lines(cluster, since).items() if lines}
-    took = "took /controller from Kafka broker" in b.text()
+    took = _took_from_kafka(b)
+    kafka_won = _kafka_won(cluster, since, took)
     if took:
         _log_term(cluster, kafka_won, b.text())
     log.info(
@@ -286,7 +309,7 @@ def test_controller_hand_over_between_livectl_and_kafka(cluster: Cluster) -> Non
         60,
     )
     assert c_holds[1] > k_epoch
-    kafka_won = {broker: lines for broker, lines in _elected_lines(cluster, since).items() if lines}
+    kafka_won = _kafka_won(cluster, since, _took_from_kafka(c))
     if kafka_won:
         _log_term(cluster, kafka_won, c.text())
     log.info(
