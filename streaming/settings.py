@@ -113,6 +113,9 @@ class Settings:
     #: Kafka's ``zookeeper.set.acl``: znodes livectl creates get Kafka's ACLs (writable only with the
     #: credential of ``zookeeper_auth``; world-readable except Kafka's sensitive paths)
     zookeeper_set_acl: bool = False
+    #: a standby also takes ``/controller`` from a ZooKeeper-mode Kafka broker elected while it waits: it wins
+    #: every re-election among Kafka's controllers (:mod:`streaming.driver.lease`)
+    take_over_from_kafka: bool = False
     #: Kafka client security, by Kafka's property names (``kafka_`` + the name with ``_`` for ``.``),
     #: passed to every Kafka client of the job (source, sinks, producers); "" = unset
     #: Kafka's controller configs, under Kafka's names as well (``--set auto.leader.rebalance.enable=false``)

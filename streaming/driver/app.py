@@ -131,7 +131,11 @@ class ControllerApp:
                 metrics_server.stop()
             raise
         lease = ControllerLease(
-            zk, s.controller_id, on_lost=self._on_lease_lost, acl_for=s.zookeeper_security().acl_for
+            zk,
+            s.controller_id,
+            on_lost=self._on_lease_lost,
+            acl_for=s.zookeeper_security().acl_for,
+            take_over_from_kafka=s.take_over_from_kafka,
         )
         opened = Opened(zk, lease)
         try:

@@ -17,6 +17,15 @@ Election follows ``KafkaZkClient.registerControllerAndIncrementControllerEpoch``
 waits on a watch of ``/controller`` and runs the election again when the znode goes away (the active
 controller's session ended or it resigned).
 
+With ``take_over_from_kafka`` a standby also takes ``/controller`` from a **Kafka broker** (a ZooKeeper-mode
+broker's controller: ``/controller`` owned by the session of that broker's ``/brokers/ids/<id>``) elected after
+the standby started waiting, i.e. it wins every re-election that happens while it waits (a broker won the
+race for a deleted ``/controller``): one multi-op deletes the broker's ``/controller`` at the version read,
+creates its own and bumps ``/controller_epoch`` at the version read first, so no other candidate can be
+elected in between. Kafka's brokers see a deleted ``/controller`` (``Reelect``): they find this controller
+there and elect nothing; the deposed one resigns. The controller found in ``/controller`` when the wait
+began, and any livectl controller, is never deposed: the standby waits for it as above.
+
 After winning, the holder is told when it loses the lease: ZooKeeper session expired (``LOST``), or
 ``/controller`` deleted or owned by another session. Then :attr:`ControllerLease.lost` is set and
 ``on_lost(reason)`` is called once (from kazoo's thread: it must not block; typically it sets a flag the
@@ -83,8 +92,10 @@ class ControllerLease:
         on_lost: Callable[[str], None] | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         acl_for: Callable[[str], Any] | None = None,
+        take_over_from_kafka: bool = False,
     ) -> None:
         self._zk = client
+        self._take_over_from_kafka = take_over_from_kafka
         #: ACLs of the znodes the election creates (Kafka's ``zookeeper.set.acl``); None: open
         self._acl_for = acl_for or (lambda _path: None)
         self.controller_id = controller_id
@@ -145,10 +156,55 @@ class ControllerLease:
             won = self._check_won(new_epoch)
         if won is None:
             return None
-        self._fence = fence = won
+        return self._won(won, "elected")
+
+    def _won(self, fence: Fence, how: str) -> Fence:
+        self._fence = fence
         self._watch_controller()
-        log.info("controller %s elected with epoch %s (zk version %s)", self.controller_id, *self._fence_tuple())
+        log.info("controller %s %s with epoch %s (zk version %s)", self.controller_id, how, *self._fence_tuple())
         return fence
+
+    def try_take_over_from_kafka(self, incumbent: int | None) -> Fence | None:
+        """Take ``/controller`` from the Kafka broker holding it (see the module docstring), unless it is
+        ``incumbent`` (the ``czxid`` of the ``/controller`` found when the wait began): the fence if this
+        controller won, ``None`` if no Kafka broker other than the incumbent holds it or the znodes changed
+        since they were read."""
+        if self._fence is not None:
+            return self._fence
+        # the epoch first: an election between the two reads bumps its version, and the multi-op fails
+        epoch, version = self._read_or_create_epoch()
+        held = self.kafka_broker_controller()
+        if held is None or held[1].czxid == incumbent:
+            return None
+        broker_id, cstat = held
+        new_epoch = epoch + 1
+        txn = self._zk.transaction()
+        txn.delete(CONTROLLER_PATH, version=cstat.version)
+        txn.create(
+            CONTROLLER_PATH,
+            zkdata.encode_controller(self.controller_id, self._clock_ms()),
+            acl=self._acl_for(CONTROLLER_PATH),
+            ephemeral=True,
+        )
+        txn.set_data(CONTROLLER_EPOCH_PATH, zkdata.encode_controller_epoch(new_epoch), version=version)
+        results = txn.commit()
+        if any(isinstance(r, Exception) for r in results):
+            log.info("taking /controller from Kafka broker %s failed (%r): looking again", broker_id, results)
+            return None
+        return self._won(Fence(new_epoch, results[2].version), f"took /controller from Kafka broker {broker_id}")
+
+    def kafka_broker_controller(self) -> tuple[int, Any] | None:
+        """``(broker id, stat of /controller)`` when a Kafka broker's controller holds ``/controller`` (the
+        znode's session is the one of that broker's registration), else ``None``."""
+        try:
+            data, cstat = self._zk.get(CONTROLLER_PATH)
+            broker_id = zkdata.decode_controller(data).broker_id
+            rstat = self._zk.exists(f"/brokers/ids/{broker_id}")
+        except (NoNodeError, FormatError):
+            return None
+        if rstat is None or rstat.ephemeralOwner != cstat.ephemeralOwner:
+            return None
+        return broker_id, cstat
 
     @overload
     def acquire(self, timeout: float | None = None) -> Fence: ...
@@ -162,11 +218,21 @@ class ControllerLease:
         Returns ``None`` only when ``stop`` is given and gets set while waiting; raises
         :class:`LeaseTimeoutError` after ``timeout`` seconds as standby."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        incumbent = self._controller_czxid() if self._take_over_from_kafka else None
+        if self._take_over_from_kafka:
+            # the moment from which a re-election is this standby's to win (an operator waits for this line)
+            log.info(
+                "controller %s: ready to take /controller from a Kafka broker elected from now on (held now by %s)",
+                self.controller_id,
+                read_controller_id(self._zk) if incumbent is not None else "nobody",
+            )
         while True:
             if stop is not None and stop.is_set():
                 return None
             self._changed.clear()
             fence = self.try_acquire()
+            if fence is None and self._take_over_from_kafka:
+                fence = self.try_take_over_from_kafka(incumbent)
             if fence is not None:
                 return fence
             # standby: wake up when /controller changes; if it vanished meanwhile, retry at once
@@ -221,6 +287,10 @@ class ControllerLease:
     def _session_id(self) -> int:
         sid: int = self._zk.client_id[0]
         return sid
+
+    def _controller_czxid(self) -> int | None:
+        stat = self._zk.exists(CONTROLLER_PATH)
+        return None if stat is None else int(stat.czxid)
 
     def _read_or_create_epoch(self) -> tuple[int, int]:
         try:

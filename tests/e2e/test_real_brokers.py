@@ -30,15 +30,12 @@ metadata seen by clients never lists livectl's controller (it has no endpoint on
 from __future__ import annotations
 
 import base64
-import contextlib
 import functools
 import json
 import logging
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -47,24 +44,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KafkaTopicPartition
+from kafka import KafkaProducer
 from kazoo.client import KazooClient
-from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from kio.schema.metadata.v12.response import MetadataResponse
 
 from bench import harness as cm
-from bench.harness.results import ROOT
-from channel.wire import BrokerConnection
+from bench.harness.real_brokers import PARTITIONS, Cluster, consume, kafka_view, metadata, produce
 from livectl import local
 from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
-from sinks.requests import ensure_topics
 
 pytestmark = pytest.mark.e2e
 log = logging.getLogger(__name__)
 
 BROKERS = (1, 2, 3)
-PARTITIONS = 3
 #: a follower that stops fetching leaves the ISR after 2 s (Kafka's default: 30 s); a broker paused a few
 #: seconds longer keeps its ZooKeeper session (15 s)
 BROKER_SETTINGS = ZkBrokerSettings(
@@ -74,90 +65,9 @@ BROKER_SETTINGS = ZkBrokerSettings(
 REBALANCE_INTERVAL_S = 2
 
 
-class Cluster:
-    """The controlled cluster: a ZooKeeper chroot, livectl's topics on the bus, the controller, the channel
-    and the Kafka brokers."""
-
-    def __init__(self, zookeeper: str, bootstrap: str, work: Path) -> None:
-        self.m = cm.Matrix(zookeeper, bootstrap, work)
-        self.work = work
-        self.brokers: dict[int, local.Service] = {}
-        self.channel: subprocess.Popen[bytes] | None = None
-        self.channel_log = work / "channel.log"
-
-    def open(self) -> None:
-        m = self.m
-        root = KazooClient(hosts=m.zk_connect.rsplit("/", 1)[0], timeout=10)
-        root.start(timeout=15)
-        root.ensure_path(f"/{m.name}")
-        root.stop()
-        root.close()
-        m.zk = KazooClient(hosts=m.zk_connect, timeout=10)
-        m.zk.start(timeout=15)
-        ensure_topics(m.bootstrap, list(m.topics.values()))
-        m.producer = KafkaProducer(bootstrap_servers=m.bootstrap, acks="all", linger_ms=0)
-
-    def start_channel(self) -> None:
-        m = self.m
-        cmd = [sys.executable, "-m", "livectl", "channel", "--zookeeper", m.zk_connect]
-        cmd += ["--bootstrap-server", m.bootstrap, "--group", f"{m.name}.channel"]
-        cmd += ["--requests-topic", m.topics["requests"], "--events-topic", m.topics["events"], "--retry-s", "0.5"]
-        with self.channel_log.open("ab") as out:
-            self.channel = subprocess.Popen(
-                cmd, cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-
-    def start_broker(self, broker_id: int) -> None:
-        self.brokers[broker_id] = start_zk_broker(
-            self.work / f"kafka-{broker_id}", broker_id, self.m.zk_connect, settings=BROKER_SETTINGS
-        )
-
-    def close(self) -> None:
-        if self.channel is not None:
-            self.channel.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.channel.wait(15)
-            if self.channel.poll() is None:
-                self.channel.kill()
-                self.channel.wait(5)
-        for svc in self.brokers.values():
-            stop_zk_broker(svc, timeout=0)
-        self.m.close(at_once=True)
-
-    def bootstrap(self) -> str:
-        return ",".join(svc.address for bid, svc in sorted(self.brokers.items()) if svc.running())
-
-    def state(self, topic: str, partition: int) -> dict[str, Any]:
-        znode, _ = self.m.znode(f"/brokers/topics/{topic}/partitions/{partition}/state")
-        return znode or {}
-
-    def events(self) -> list[tuple[bytes, dict[str, Any]]]:
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.m.bootstrap, enable_auto_commit=False, group_id=None, consumer_timeout_ms=3000
-        )
-        try:
-            parts = consumer.partitions_for_topic(self.m.topics["events"]) or {0}
-            tps = [KafkaTopicPartition(self.m.topics["events"], p) for p in parts]
-            consumer.assign(tps)
-            consumer.seek_to_beginning(*tps)
-            # up to the end as of now: the controller keeps writing its own events (the auto-rebalance ticks
-            # every REBALANCE_INTERVAL_S), so the topic never goes quiet for the consumer's timeout
-            ends = consumer.end_offsets(tps)
-            out: list[tuple[bytes, dict[str, Any]]] = []
-            deadline = time.monotonic() + 60
-            while any(consumer.position(tp) < ends[tp] for tp in tps):
-                assert time.monotonic() < deadline, f"broker-events not read to {ends} in 60 s"
-                for tp, records in consumer.poll(timeout_ms=1000).items():
-                    # keyed by broker id, or by what else wrote it (the controller's own events)
-                    out.extend((r.key, json.loads(r.value)) for r in records if r.offset < ends[tp])
-            return out
-        finally:
-            consumer.close()
-
-
 @pytest.fixture
 def cluster(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(zookeeper.connect, kafka_broker.bootstrap, tmp_path)
+    c = Cluster(zookeeper.connect, kafka_broker.bootstrap, tmp_path, BROKER_SETTINGS)
     c.open()
     try:
         yield c
@@ -165,63 +75,13 @@ def cluster(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Pat
         c.close()
 
 
-def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    # idempotent (kafka-python's default): the brokers' AllocateProducerIds must be answered; max_block_ms: a
-    # hang fails the test instead
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        retries=10,
-        request_timeout_ms=15_000,
-        max_block_ms=30_000,
-    )
-    try:
-        futures = [producer.send(topic, value=v, partition=i % PARTITIONS) for i, v in enumerate(values)]
-        for f in futures:
-            f.get(timeout=30)
-    finally:
-        producer.close()
-
-
-def _consume(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=8000)
-    try:
-        tps = [KafkaTopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        return [r.value for r in consumer]
-    finally:
-        consumer.close()
-
-
-def _metadata(bootstrap: str, topic: str) -> Any:
-    host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
-    with BrokerConnection(host, int(port)) as conn:
-        return conn.send(
-            MetadataRequest(
-                topics=(MetadataRequestTopic(topic_id=None, name=topic),), include_topic_authorized_operations=False
-            ),
-            MetadataResponse,
-        )
-
-
-def _kafka_view(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
-    """partition -> (leader, ISR) as a broker's own metadata says (Kafka's view, not livectl's), asked with a
-    MetadataRequest."""
-    answer = _metadata(bootstrap, topic)
-    (described,) = answer.topics
-    return {
-        int(p.partition_index): (int(p.leader_id), sorted(int(i) for i in p.isr_nodes)) for p in described.partitions
-    }
-
-
 def _leaders_are(bootstrap: str, topic: str, leaders: list[int]) -> dict[int, tuple[int, list[int]]] | None:
-    view = _kafka_view(bootstrap, topic)
+    view = kafka_view(bootstrap, topic)
     return view if all(view.get(p, (None,))[0] == leaders[p] for p in range(PARTITIONS)) else None
 
 
 def _moved_from(bootstrap: str, topic: str, victim: int) -> dict[int, tuple[int, list[int]]] | None:
-    view = _kafka_view(bootstrap, topic)
+    view = kafka_view(bootstrap, topic)
     return view if all(view.get(p, (victim,))[0] not in (victim, -1) for p in range(PARTITIONS)) else None
 
 
@@ -256,7 +116,7 @@ def _json_znode(zk: KazooClient, path: str) -> dict[str, Any]:
 
 
 def _all_led_by(bootstrap: str, topic: str, count: int, leader: int) -> dict[int, tuple[int, list[int]]] | None:
-    view = _kafka_view(bootstrap, topic)
+    view = kafka_view(bootstrap, topic)
     return view if sorted(view) == list(range(count)) and all(v[0] == leader for v in view.values()) else None
 
 
@@ -373,8 +233,8 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
         assert view[p] == (st["leader"], sorted(st["isr"])), (p, view[p], st)
 
     first = [f"a-{i}".encode() for i in range(300)]
-    _produce(bootstrap, topic, first)
-    assert sorted(_consume(bootstrap, topic)) == sorted(first)
+    produce(bootstrap, topic, first)
+    assert sorted(consume(bootstrap, topic)) == sorted(first)
 
     # a follower paused (SIGSTOP) stops fetching: the other leaders shrink their ISRs with AlterPartition;
     # resumed, it catches up and they expand them again; both reach ZooKeeper through livectl
@@ -467,11 +327,11 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
         st = cluster.state(topic, p)
         assert moved[p][0] == st["leader"] != victim, (p, moved[p], st)
     second = [f"b-{i}".encode() for i in range(300)]
-    _produce(survivors, topic, second)
-    assert sorted(_consume(survivors, topic)) == sorted(first + second)
+    produce(survivors, topic, second)
+    assert sorted(consume(survivors, topic)) == sorted(first + second)
     # at the end each surviving broker's metadata agrees with livectl's ZooKeeper state
     for address in survivors.split(","):
-        view = _kafka_view(address, topic)
+        view = kafka_view(address, topic)
         for p in range(PARTITIONS):
             st = cluster.state(topic, p)
             assert view[p] == (st["leader"], sorted(st["isr"])), (address, p, view[p], st)
@@ -506,14 +366,18 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
             assert st["leader_epoch"] > before[p]["leader_epoch"], (p, before[p], st)
     remaining = ",".join(a.address for bid, a in sorted(cluster.brokers.items()) if bid != stopping and a.running())
     third = [f"c-{i}".encode() for i in range(300)]
-    _produce(remaining, topic, third)
-    assert sorted(_consume(remaining, topic)) == sorted(first + second + third)
+    produce(remaining, topic, third)
+    assert sorted(consume(remaining, topic)) == sorted(first + second + third)
     for address in remaining.split(","):
-        answer = _metadata(address, topic)
-        # clients see the brokers only: livectl's controller has no endpoint on their listener
-        listed = sorted(int(b.node_id) for b in answer.brokers)
-        assert listed == sorted(set(BROKERS) - {stopping, victim}), answer.brokers
-        view = _kafka_view(address, topic)
+        # clients see the brokers only: livectl's controller has no endpoint on their listener; the stopped
+        # broker goes from the list with livectl's UpdateMetadata after its registration is gone
+        live = sorted(set(BROKERS) - {stopping, victim})
+        cm.wait_until(
+            f"{address} listing the live brokers {live} only",
+            lambda: sorted(int(b.node_id) for b in metadata(address, topic).brokers) == live,  # noqa: B023
+            60,
+        )
+        view = kafka_view(address, topic)
         for p in range(PARTITIONS):
             st = cluster.state(topic, p)
             assert view[p] == (st["leader"], sorted(st["isr"])), (address, p, view[p], st)
@@ -531,8 +395,8 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
     with open(cluster.brokers[victim].log, "rb") as f:
         f.seek(first_life)
         assert b"cannot become follower" not in f.read()
-    assert sorted(_consume(back, topic)) == sorted(first + second + third)
-    view = _kafka_view(back, topic)
+    assert sorted(consume(back, topic)) == sorted(first + second + third)
+    view = kafka_view(back, topic)
     for p in range(PARTITIONS):
         st = cluster.state(topic, p)
         assert view[p] == (st["leader"], sorted(st["isr"])), (back, p, view[p], st)

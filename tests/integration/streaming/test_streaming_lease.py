@@ -194,3 +194,84 @@ class LookedAtStop(threading.Event):
     def wait_looks(self, looks: int, timeout: float) -> None:
         with self._looked:
             assert self._looked.wait_for(lambda: self.looks >= looks, timeout), f"looked {self.looks} times"
+
+
+def _kafka_broker_elects_itself(client: KazooClient, broker_id: int, *, replacing: bool = False) -> None:
+    """What a ZooKeeper-mode Kafka broker writes, in its own session: its registration, then (Kafka's
+    ``registerControllerAndIncrementControllerEpoch``) ``/controller`` and the epoch bump in one multi-op.
+    ``replacing``: the current ``/controller`` deleted in the same multi-op (a new holder without a moment
+    with no ``/controller``: the outcome of a race a broker won, with no race to lose in the test)."""
+    client.ensure_path("/brokers/ids")
+    if not client.exists(f"/brokers/ids/{broker_id}"):
+        client.create(f"/brokers/ids/{broker_id}", b'{"version":5}', ephemeral=True)
+    epoch_text, stat = client.get("/controller_epoch")
+    txn = client.transaction()
+    if replacing:
+        txn.delete("/controller")
+    controller = {"version": 2, "brokerid": broker_id, "timestamp": "1", "kraftControllerEpoch": -1}
+    txn.create("/controller", json.dumps(controller).encode(), ephemeral=True)
+    txn.set_data("/controller_epoch", str(int(epoch_text) + 1).encode(), version=stat.version)
+    assert not any(isinstance(r, Exception) for r in txn.commit())
+
+
+def test_take_over_from_kafka_spares_the_incumbent_and_livectl_controllers(
+    clients: list[KazooClient], zk_connect: str
+) -> None:
+    a, b, observer = clients
+    ControllerLease(a, 1).acquire(timeout=5)
+    lease = ControllerLease(b, 2, take_over_from_kafka=True)
+    # a livectl controller: no broker registration shares its session
+    assert lease.kafka_broker_controller() is None
+    assert lease.try_take_over_from_kafka(None) is None
+    a.stop()
+    wait_until("/controller gone", lambda: observer.exists("/controller") is None, timeout=10)
+    broker = KazooClient(hosts=zk_connect, timeout=6)
+    broker.start(timeout=15)
+    try:
+        _kafka_broker_elects_itself(broker, 7)
+        held = lease.kafka_broker_controller()
+        assert held is not None and held[0] == 7
+        # the controller found when the wait began is never deposed
+        assert lease.try_take_over_from_kafka(held[1].czxid) is None
+        assert read_controller_id(observer) == 7
+        # one elected after it is: one multi-op, the next epoch, the broker's registration untouched
+        fence = lease.try_take_over_from_kafka(held[1].czxid - 1)
+        assert fence == Fence(3, 3)
+        data, stat = observer.get("/controller")
+        assert json.loads(data)["brokerid"] == 2 and stat.ephemeralOwner == b.client_id[0]
+        assert observer.get("/controller_epoch")[0] == b"3"
+        assert observer.exists("/brokers/ids/7") is not None
+    finally:
+        broker.stop()
+        broker.close()
+
+
+def test_a_waiting_standby_taking_over_from_kafka_wins_the_re_election_a_broker_won(
+    clients: list[KazooClient], zk_connect: str
+) -> None:
+    """The standby waits while the Kafka broker it found holds /controller; when another broker is elected
+    (here one that replaced it at once, as if it had won the race for a deleted /controller), the standby
+    takes /controller from it."""
+    _, b, observer = clients
+    brokers = [KazooClient(hosts=zk_connect, timeout=6) for _ in range(2)]
+    for c in brokers:
+        c.start(timeout=15)
+    try:
+        observer.ensure_path("/controller_epoch")
+        observer.set("/controller_epoch", b"4")
+        _kafka_broker_elects_itself(brokers[0], 1)
+        lease = ControllerLease(b, 1000, take_over_from_kafka=True)
+        won: list[Fence] = []
+        waiter = threading.Thread(target=lambda: won.append(lease.acquire(timeout=30)))
+        waiter.start()
+        waiter.join(1.0)
+        assert waiter.is_alive() and read_controller_id(observer) == 1  # the incumbent is not deposed
+        _kafka_broker_elects_itself(brokers[1], 2, replacing=True)
+        waiter.join(20)
+        assert won and won[0].controller_epoch == 7  # 5: broker 1, 6: broker 2, 7: livectl
+        data, stat = observer.get("/controller")
+        assert json.loads(data)["brokerid"] == 1000 and stat.ephemeralOwner == b.client_id[0]
+    finally:
+        for c in brokers:
+            c.stop()
+            c.close()

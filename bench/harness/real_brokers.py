@@ -1,0 +1,181 @@
+"""A cluster of real Apache Kafka 3.9.2 brokers in ZooKeeper mode under livectl, for the e2e tests.
+
+:class:`Cluster` is the controlled cluster: a ZooKeeper chroot and livectl's topics on the bus (a
+:class:`bench.harness.matrix.Matrix`, whose ``start_controller`` starts ``livectl run``), ``livectl channel``
+and the Kafka brokers (:mod:`livectl.kafka_zk_brokers`). The clients below talk to the real brokers:
+:func:`produce` (kafka-python's default idempotent producer, ``acks=all``), :func:`consume` (every record from
+the beginning) and :func:`kafka_view` (a broker's own metadata: Kafka's view, not livectl's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+from kazoo.client import KazooClient
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.types import TopicName
+
+from bench.harness.matrix import Matrix
+from bench.harness.results import ROOT
+from channel.wire import BrokerConnection
+from livectl import local
+from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
+from sinks.requests import ensure_topics
+
+#: the partitions of the tests' topics
+PARTITIONS = 3
+
+
+class Cluster:
+    """The controlled cluster: a ZooKeeper chroot, livectl's topics on the bus, the controller, the channel
+    and the Kafka brokers (each started with ``settings``)."""
+
+    def __init__(self, zookeeper: str, bootstrap: str, work: Path, settings: ZkBrokerSettings) -> None:
+        self.m = Matrix(zookeeper, bootstrap, work)
+        self.work = work
+        self.settings = settings
+        self.brokers: dict[int, local.Service] = {}
+        self.channel: subprocess.Popen[bytes] | None = None
+        self.channel_log = work / "channel.log"
+
+    def open(self) -> None:
+        m = self.m
+        root = KazooClient(hosts=m.zk_connect.rsplit("/", 1)[0], timeout=10)
+        root.start(timeout=15)
+        root.ensure_path(f"/{m.name}")
+        root.stop()
+        root.close()
+        m.zk = KazooClient(hosts=m.zk_connect, timeout=10)
+        m.zk.start(timeout=15)
+        ensure_topics(m.bootstrap, list(m.topics.values()))
+        m.producer = KafkaProducer(bootstrap_servers=m.bootstrap, acks="all", linger_ms=0)
+
+    def start_channel(self) -> None:
+        m = self.m
+        cmd = [sys.executable, "-m", "livectl", "channel", "--zookeeper", m.zk_connect]
+        cmd += ["--bootstrap-server", m.bootstrap, "--group", f"{m.name}.channel"]
+        cmd += ["--requests-topic", m.topics["requests"], "--events-topic", m.topics["events"], "--retry-s", "0.5"]
+        with self.channel_log.open("ab") as out:
+            self.channel = subprocess.Popen(
+                cmd, cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+
+    def start_broker(self, broker_id: int) -> None:
+        self.brokers[broker_id] = start_zk_broker(
+            self.work / f"kafka-{broker_id}", broker_id, self.m.zk_connect, settings=self.settings
+        )
+
+    def close(self) -> None:
+        if self.channel is not None:
+            self.channel.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.channel.wait(15)
+            if self.channel.poll() is None:
+                self.channel.kill()
+                self.channel.wait(5)
+        for svc in self.brokers.values():
+            stop_zk_broker(svc, timeout=0)
+        self.m.close(at_once=True)
+
+    def bootstrap(self) -> str:
+        return ",".join(svc.address for bid, svc in sorted(self.brokers.items()) if svc.running())
+
+    def state(self, topic: str, partition: int) -> dict[str, Any]:
+        znode, _ = self.m.znode(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        return znode or {}
+
+    def events(self) -> list[tuple[bytes, dict[str, Any]]]:
+        """Every record on livectl's broker-events topic up to its end as of now: (key, JSON value)."""
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.m.bootstrap, enable_auto_commit=False, group_id=None, consumer_timeout_ms=3000
+        )
+        try:
+            parts = consumer.partitions_for_topic(self.m.topics["events"]) or {0}
+            tps = [KafkaTopicPartition(self.m.topics["events"], p) for p in parts]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            # up to the end as of now: the controller keeps writing its own events (the auto-rebalance ticks),
+            # so the topic never goes quiet for the consumer's timeout
+            ends = consumer.end_offsets(tps)
+            out: list[tuple[bytes, dict[str, Any]]] = []
+            deadline = time.monotonic() + 60
+            while any(consumer.position(tp) < ends[tp] for tp in tps):
+                assert time.monotonic() < deadline, f"broker-events not read to {ends} in 60 s"
+                for tp, records in consumer.poll(timeout_ms=1000).items():
+                    # keyed by broker id, or by what else wrote it (the controller's own events)
+                    out.extend((r.key, json.loads(r.value)) for r in records if r.offset < ends[tp])
+            return out
+        finally:
+            consumer.close()
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int = PARTITIONS) -> None:
+    """Every value acknowledged with ``acks=all`` (round robin over the partitions), or an error."""
+    # idempotent (kafka-python's default): the brokers' AllocateProducerIds must be answered; max_block_ms: a
+    # hang fails the test instead
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        retries=10,
+        request_timeout_ms=15_000,
+        max_block_ms=30_000,
+    )
+    try:
+        futures = [producer.send(topic, value=v, partition=i % partitions) for i, v in enumerate(values)]
+        for f in futures:
+            f.get(timeout=30)
+    finally:
+        producer.close()
+
+
+def consume(bootstrap: str, topic: str, partitions: int = PARTITIONS, timeout: float = 60) -> list[bytes]:
+    """Every record of ``topic`` from the beginning to the end offsets (high watermarks) as of the call: each
+    record acknowledged with ``acks=all`` before it. No idle timeout: it ends when it is there."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=15_000)
+    try:
+        tps = [KafkaTopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        out: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, f"{topic} not read to {ends} in {timeout:.0f} s"
+            for tp, records in consumer.poll(timeout_ms=1000).items():
+                out.extend(r.value for r in records if r.offset < ends[tp])
+        return out
+    finally:
+        consumer.close()
+
+
+def metadata(bootstrap: str, topic: str) -> Any:
+    """The first broker of ``bootstrap``'s MetadataResponse for ``topic``."""
+    host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
+    with BrokerConnection(host, int(port)) as conn:
+        return conn.send(
+            MetadataRequest(
+                topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
+                include_topic_authorized_operations=False,
+            ),
+            MetadataResponse,
+        )
+
+
+def kafka_view(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """partition -> (leader, ISR) as a broker's own metadata says (Kafka's view, not livectl's), asked with a
+    MetadataRequest."""
+    answer = metadata(bootstrap, topic)
+    (described,) = answer.topics
+    return {
+        int(p.partition_index): (int(p.leader_id), sorted(int(i) for i in p.isr_nodes)) for p in described.partitions
+    }
