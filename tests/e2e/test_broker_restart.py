@@ -15,6 +15,8 @@ matrix's harness, :mod:`bench.harness`). In order, on one cluster:
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -41,7 +43,11 @@ class Bus:
         return self.svc.bootstrap
 
     def stop(self) -> None:
-        local.stop_kafka(self.svc)
+        assert local.stop_kafka(self.svc), f"Kafka's process {self.svc.pid} was not found to stop"
+        host, port = self.svc.bootstrap.rsplit(":", 1)
+        with socket.socket() as s, contextlib.suppress(ConnectionRefusedError):
+            s.connect((host, int(port)))
+            raise AssertionError(f"Kafka still answers at {self.svc.bootstrap} after its stop")
 
     def start(self) -> None:
         self.svc = local.restart_kafka(self.svc)
@@ -53,7 +59,7 @@ def bus(tmp_path: Path) -> Iterator[Bus]:
     try:
         yield b
     finally:
-        b.stop()
+        local.stop_kafka(b.svc)  # it may be stopped already
 
 
 def _answered_once(cm: Any, m: Any, rid: str, timeout: float = 300) -> None:
