@@ -140,14 +140,11 @@ class KafkaDemo(Demo):
     def _start_cluster(self) -> None:
         s = self.settings
         self._start_spark()
-        started = time.monotonic()
-        self._start_controller()
-        self._wait("the controller's first micro-batch", self._controller_ready_problems, timeout=180.0)
-        view, _ = self.snapshot()
+        epoch, took = self._start_controller_until_ready()
         self.tl.line(
             "demo",
-            f"controller {s.controller_id} holds /controller (controller epoch {view.controller_epoch}) before "
-            f"any Kafka broker starts; first micro-batch done {time.monotonic() - started:.1f} s after start",
+            f"controller {s.controller_id} holds /controller (controller epoch {epoch}) before "
+            f"any Kafka broker starts; first micro-batch done {took:.1f} s after start",
         )
         self._start_channel()
         started = time.monotonic()

@@ -221,15 +221,20 @@ class Demo:
         pids = ", ".join(f"{b} (pid {p.pid})" for b, p in sorted(self.brokers.items()))
         self.tl.line("demo", f"brokers registered: {pids} ({time.monotonic() - started:.1f} s)")
 
+        epoch, took = self._start_controller_until_ready()
+        self.tl.line(
+            "demo",
+            f"controller {s.controller_id} elected (controller epoch {epoch}), first micro-batch "
+            f"done {took:.1f} s after start",
+        )
+
+    def _start_controller_until_ready(self) -> tuple[int | None, float]:
+        """Start the controller and wait for its first micro-batch: its controller epoch and the seconds taken."""
         started = time.monotonic()
         self._start_controller()
         self._wait("the controller's first micro-batch", self._controller_ready_problems, timeout=180.0)
         view, _ = self.snapshot()
-        self.tl.line(
-            "demo",
-            f"controller {s.controller_id} elected (controller epoch {view.controller_epoch}), first micro-batch "
-            f"done {time.monotonic() - started:.1f} s after start",
-        )
+        return view.controller_epoch, time.monotonic() - started
 
     def _clean_leftovers(self) -> None:
         """A demo that was SIGKILLed leaves its processes behind: stop them (by PID, after checking their
