@@ -95,6 +95,9 @@ class Settings:
     #: progress (a Spark task of it done, a step of its writes) before the controller stops with one line;
     #: the replay itself may take longer (:func:`streaming.driver.wiring.wait_committed`)
     replay_stall_timeout_ms: int = 300000
+    #: how many times in a row ``livectl run`` stands for election again after its query failed because Spark
+    #: could not start a Python worker in time (a loaded machine); 0 = exit at the first
+    python_worker_start_retries: int = 3
     #: compression of the request sink's messages (the requests, admin results and rejected input):
     #: none, gzip, snappy, lz4 or zstd; zstd sends 11-15x faster than gzip
     #: (docs/decisions/2026-11-24-zstd-request-compression.md)
@@ -173,6 +176,10 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(name, f"must be at least 1, got {getattr(self, name)}")
+        if self.python_worker_start_retries < 0:
+            raise SettingsError(
+                "python_worker_start_retries", f"must be at least 0, got {self.python_worker_start_retries}"
+            )
         if self.sink_retry_timeout_ms < 0:
             raise SettingsError("sink_retry_timeout_ms", f"must be at least 0, got {self.sink_retry_timeout_ms}")
         if self.controller_id < 0:

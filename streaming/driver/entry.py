@@ -6,7 +6,8 @@ All three build :class:`streaming.settings.Settings` once, from the shipped ``li
     livectl run --zookeeper 127.0.0.1:2181 --bootstrap-server 127.0.0.1:9092 [--set key=value ...]
     spark-submit --master local[2] streaming/main.py --zookeeper ... --bootstrap-server ...
 
-Exit codes: 0 stopped on request (Ctrl-C / SIGTERM), 1 bad configuration or a failed query, 3 the
+Exit codes: 0 stopped on request (Ctrl-C / SIGTERM), 1 bad configuration or a failed query (after
+``python_worker_start_retries`` runs again when Spark could not start a Python worker in time), 3 the
 controller lost its lease or was fenced by a newer controller, 4 ZooKeeper or Kafka unreachable at start (one
 line naming the address). A checkpoint URI livectl cannot open is bad configuration (1).
 """
@@ -19,9 +20,10 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from streaming.driver.preflight import UnreachableError, check_kafka, check_zookeeper
 from streaming.errors import StreamingError
@@ -113,17 +115,32 @@ def run(args: argparse.Namespace) -> int:
     workers = worker_python(os.environ, spark_conf)
     if workers is not None:
         os.environ["PYSPARK_PYTHON"] = workers
-    app = ControllerApp(settings, master=master, worker_python=workers, spark_conf=spark_conf)
-    app.on_fenced = lambda _reason: quiet_for_fenced_exit(app.spark)
+    stopping = threading.Event()
+    current: list[ControllerApp] = []
+
+    def make_app() -> ControllerApp:
+        app = ControllerApp(settings, master=master, worker_python=workers, spark_conf=spark_conf)
+        app.on_fenced = lambda _reason: quiet_for_fenced_exit(app.spark)
+        current[:] = [app]
+        if stopping.is_set():
+            app.stop()
+        return app
 
     def on_signal(signum: int, _frame: Any) -> None:
         logging.getLogger("livectl").info("signal %d: stopping", signum)
-        app.stop()
+        stopping.set()
+        for app in current:
+            app.stop()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        app.run()
+        run_again_after_worker_start_failures(
+            make_app,
+            settings.python_worker_start_retries,
+            stopping,
+            lambda line: print(f"livectl run: {line}", file=sys.stderr, flush=True),
+        )
     except ControllerStoppedError as e:
         print(f"livectl run: {e}", file=sys.stderr, flush=True)
         return 3
@@ -131,6 +148,45 @@ def run(args: argparse.Namespace) -> int:
         print(f"livectl run: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+class RunnableApp(Protocol):
+    def run(self, ready: threading.Event | None = None) -> None: ...
+
+
+def run_again_after_worker_start_failures(
+    make_app: Callable[[], RunnableApp],
+    retries: int,
+    stopping: threading.Event,
+    say: Callable[[str], None],
+    pause_s: float = 5.0,
+) -> None:
+    """Run the controller (``make_app().run``) until it stops. When its query failed because Spark could
+    not start a Python worker in time (:class:`~streaming.driver.shutdown.WorkerStartError`), the run has
+    resigned (its lease released, its sinks closed): say so and run a new one after ``pause_s`` times the
+    failures so far, at most ``retries`` times in a row — a run that became the active controller resets
+    the count. The last failure, or any other, is raised; a stop asked during the pause ends it quietly."""
+    from streaming.driver.shutdown import WorkerStartError
+
+    failures = 0
+    while True:
+        ready = threading.Event()
+        try:
+            make_app().run(ready)
+            return
+        except WorkerStartError as e:
+            if ready.is_set():
+                failures = 0
+            if stopping.is_set() or failures >= retries:
+                raise
+            failures += 1
+            pause = pause_s * failures
+            say(
+                f"{e}: Spark could not start a Python worker in time; this controller resigned and stands for "
+                f"election again in {pause:g} s (restart {failures} of {retries} in a row: python_worker_start_retries)"
+            )
+            if stopping.wait(pause):
+                return
 
 
 def parse_spark_conf(items: Sequence[str]) -> dict[str, str]:

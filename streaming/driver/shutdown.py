@@ -22,6 +22,21 @@ class ControllerStoppedError(StreamingError):
     """The controller stopped because it lost its lease or was fenced (exit code 3)."""
 
 
+class WorkerStartError(StreamingError):
+    """The query failed because Spark could not start a Python worker in time: its source's and planner's
+    workers get a fixed 10 s to connect back, its daemon's 60 s, which a loaded machine can miss. Nothing
+    of the controller's is wrong, so ``livectl run`` may stand for election again
+    (``python_worker_start_retries``)."""
+
+
+#: Spark's words when a Python worker it started did not connect back in time, or its daemon could not fork one
+WORKER_START_FAILURES = (
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+    "Python daemon failed to launch worker",
+)
+
+
 def query_failure_reason(text: str) -> str:
     """The line that says why the query failed: a livectl error raised inside Spark (e.g. the source's
     data-loss error, or a sink's service unreachable past its retries) arrives wrapped in Spark's and Python's
@@ -105,12 +120,16 @@ def raise_outcome(
         )
     exc = query.exception()
     if exc is not None and not stopped:
-        # the shipped log4j2.properties leaves Spark's own "terminated with error" report to us
-        log.error("the controller query failed: %s\nJVM stack trace:\n%s", exc, jvm_stack_trace(exc))
-        raise StreamingError(f"the controller query failed: {query_failure_reason(str(exc))}")
+        # the shipped log4j2.properties leaves Spark's own "terminated with error" report to us; the JVM's
+        # stack trace is in it when spark.sql.pyspark.jvmStacktrace.enabled is set (docs/operations.md)
+        log.error("the controller query failed: %s", exc)
+        text = str(exc)
+        reason = query_failure_reason(text)
+        failure = WorkerStartError if worker_start_failed(text, reason) else StreamingError
+        raise failure(f"the controller query failed: {reason}")
 
 
-def jvm_stack_trace(exc: object) -> str:
-    """The JVM stack trace a failed query's exception carries (pyspark prints it only when
-    ``spark.sql.pyspark.jvmStacktrace.enabled`` is set)."""
-    return str(getattr(exc, "_stackTrace", None) or "(none)")
+def worker_start_failed(text: str, reason: str) -> bool:
+    """Whether the failure ``text`` (whose livectl line is ``reason``, or the text itself when it has none)
+    is Spark's Python worker start timing out, not an error of livectl's own."""
+    return reason == text and any(words in text for words in WORKER_START_FAILURES)

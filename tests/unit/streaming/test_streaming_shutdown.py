@@ -10,6 +10,7 @@ import pytest
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from streaming.driver.shutdown import (
     ControllerStoppedError,
+    WorkerStartError,
     fenced_if_replaced,
     query_failure_reason,
     raise_outcome,
@@ -145,3 +146,24 @@ def test_a_sink_error_inside_py4js_message_is_reported_by_its_own_line() -> None
         "SinkUnavailableError: could not read the partitions of cm.requests: "
         "KafkaTimeoutError('Unable to bootstrap from 10.231.112.10:9092')"
     )
+
+
+SPARK_WORKER_TIMEOUT = (
+    "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Python worker failed to connect back.\n"
+    "\tat org.apache.spark.api.python.PythonWorkerFactory.createSimpleWorker(PythonWorkerFactory.scala:1)"
+)
+
+
+def test_spark_failing_to_start_a_python_worker_is_told_apart_from_livectls_own_errors() -> None:
+    with pytest.raises(WorkerStartError) as e:
+        raise_outcome(FakeQuery(SPARK_WORKER_TIMEOUT), **OUTCOME, fenced=False, lost_reason=None, stopped=False)
+    assert str(e.value).startswith("the controller query failed: [STREAM_FAILED]")
+    # livectl's own line wins: a data-loss stop whose trace mentions a worker is still that stop
+    both = SPARK_WORKER_TIMEOUT + "\nKafkaSourceError: livectl-kafka fail_on_data_loss: data loss on t-0"
+    with pytest.raises(StreamingError) as other:
+        raise_outcome(FakeQuery(both), **OUTCOME, fenced=False, lost_reason=None, stopped=False)
+    assert not isinstance(other.value, WorkerStartError)
+    assert str(other.value) == "the controller query failed: livectl-kafka fail_on_data_loss: data loss on t-0"
+    with pytest.raises(StreamingError) as plain:
+        raise_outcome(FakeQuery("boom"), **OUTCOME, fenced=False, lost_reason=None, stopped=False)
+    assert not isinstance(plain.value, WorkerStartError)
