@@ -227,8 +227,11 @@ class Matrix:
         assert self.zk is not None
         return [int(c) for c in self.zk.get_children("/brokers/ids")] if self.zk.exists("/brokers/ids") else []
 
-    def start_controller(self, extra: dict[str, Any] | None = None) -> ControllerProcess:
-        """A ``livectl run`` process on this cluster; ``extra`` settings are added to its ``--set``s."""
+    def start_controller(
+        self, extra: dict[str, Any] | None = None, env_extra: dict[str, str] | None = None
+    ) -> ControllerProcess:
+        """A ``livectl run`` process on this cluster; ``extra`` settings are added to its ``--set``s,
+        ``env_extra`` to its environment."""
         cid = self._next_id
         self._next_id += 1
         sets = {
@@ -256,6 +259,7 @@ class Matrix:
         # livectl run chooses the Python processes' interpreter itself (streaming.driver.entry.worker_python)
         env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        env.update(env_extra or {})
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 cmd,

@@ -125,11 +125,15 @@ def raise_outcome(
         log.error("the controller query failed: %s", exc)
         text = str(exc)
         reason = query_failure_reason(text)
-        failure = WorkerStartError if worker_start_failed(text, reason) else StreamingError
-        raise failure(f"the controller query failed: {reason}")
+        worker = worker_start_failure(text) if reason == text else None
+        if worker is not None:
+            raise WorkerStartError(f"the controller query failed: {worker}")
+        raise StreamingError(f"the controller query failed: {reason}")
 
 
-def worker_start_failed(text: str, reason: str) -> bool:
-    """Whether the failure ``text`` (whose livectl line is ``reason``, or the text itself when it has none)
-    is Spark's Python worker start timing out, not an error of livectl's own."""
-    return reason == text and any(words in text for words in WORKER_START_FAILURES)
+def worker_start_failure(text: str) -> str | None:
+    """The line of a query's failure ``text`` that says Spark's Python worker start timed out, if one does."""
+    for line in text.splitlines():
+        if any(words in line for words in WORKER_START_FAILURES):
+            return line.strip()
+    return None

@@ -7,13 +7,17 @@ Real processes as in ``test_broker_restart.py`` (the session's ZooKeeper and Kaf
    ``retention.bytes`` and ``segment.ms``, and the broker checks retention every second): the next
    controller, with the default ``fail_on_data_loss=true``, stops with one clear line and exit code 1 and
    applies nothing; the one after, with ``fail_on_data_loss=false``, logs the loss and goes on from the log's
-   beginning — the command that survived is answered once, the deleted ones never;
+   beginning — the command that survived is answered once, the deleted ones never. The strict controller's
+   first Python source process is made to start slower than Spark's fixed 10 s (a wrapper interpreter that
+   sleeps once): its query fails with Spark's ``Python worker failed to connect back``, and ``livectl run``
+   resigns and runs again (``python_worker_start_retries``) before it meets the loss;
 2. the admin topic deleted and created again under that running controller: it reads the new log from its
    beginning and answers the commands sent to it once; nothing from before is applied again.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -67,6 +71,21 @@ def _recreate(bootstrap: str, topic: str) -> None:
     ensure_topics(bootstrap, [topic])
 
 
+def _slow_first_source_worker(work: Path) -> str:
+    """An interpreter for Spark's Python processes whose first streaming-source process starts in 12 s (a
+    machine too loaded for Spark's 10 s): the rest start as they would."""
+    wrapper = work / "python-slow-first-source"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *python_streaming_source_runner*)\n'
+        f'    if mkdir "{work / "slowed-once"}" 2>/dev/null; then sleep 12; fi;;\n'
+        "esac\n"
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
 def test_records_lost_unread_stop_or_skip_as_the_setting_says(zookeeper: local.Service, tmp_path: Path) -> None:
     bus = local.start_kafka(tmp_path / "kafka", settings=local.KafkaSettings(properties=RETENTION_CHECK))
     m = cm.Matrix(zookeeper.connect, bus.bootstrap, tmp_path / "cluster", session_timeout_ms=6000)
@@ -93,11 +112,13 @@ def test_records_lost_unread_stop_or_skip_as_the_setting_says(zookeeper: local.S
         cm.wait_until("retention deleted the old segment", lambda: _log_start(bus.bootstrap, admin_topic) == 2, 60)
         _topic_configs(bus.bootstrap, admin_topic, {})
 
-        strict = m.start_controller()
+        strict = m.start_controller(env_extra={"PYSPARK_PYTHON": _slow_first_source_worker(tmp_path)})
         rc = strict.proc.wait(300)
         log = strict.text()
         assert rc == 1, log[-3000:]
-        [line] = [x for x in log.splitlines() if x.startswith("livectl run:")]
+        restarted, line = [x for x in log.splitlines() if x.startswith("livectl run:")]
+        assert "Python worker failed to connect back" in restarted, restarted
+        assert "stands for election again in 5 s (restart 1 of 3 in a row" in restarted, restarted
         assert f"data loss on {admin_topic}-0" in line and "fail_on_data_loss=false" in line, line
         assert m.znode(f"/brokers/topics/{m.name}-kb-kept")[0] is None, "nothing applied past the loss"
 
