@@ -52,11 +52,13 @@ before it publishes its failover reference, so that the reference is inside the 
 past the start of the run (the end of the checkpoint's last planned micro-batch, which Spark re-reads
 as usual) until a ``controller_failover_ref`` of controller epoch ``barrier_epoch`` or newer (and, when
 ``barrier_path`` is set, naming a snapshot folder under that folder) has been published on ``barrier_topic``. Its first
-micro-batch then holds exactly the records of the reference's partition up to and including the
-reference (whatever ``max_records_per_batch`` says): nothing is processed under the new controller epoch
-before the buckets have its ZooKeeper snapshot (:mod:`streaming.query.failover`), and the records that waited
-are processed after it (:func:`streaming.query.failover_refs.events_of`). The first read waits for the
-reference longer than the later ones (see "Waiting for records").
+micro-batch then holds the reference alone: nothing is processed under the new controller epoch before the
+buckets have its ZooKeeper snapshot (:mod:`streaming.query.failover`). The records that waited before it on
+its partition follow in the next micro-batches, ``max_records_per_batch`` at a time, handled on that snapshot
+(:func:`streaming.query.failover_refs.events_of`): the offset says the reference was handed out ahead
+(:data:`streaming.source.options.AHEAD`) until the reads pass it, and they skip it. A takeover's first batch
+is therefore one record whatever backlog it meets (the brokers' retries while no controller answered). The
+first read waits for the reference longer than the later ones (see "Waiting for records").
 
 The options are parsed and checked by :class:`streaming.source.options.SourceOptions`.
 
@@ -93,9 +95,11 @@ from pyspark.sql.types import StructType
 from streaming.source.consumer import SourceConsumer, poll_until, record_mark
 from streaming.source.options import (
     SOURCE_NAME,
+    Ahead,
     KafkaSourceError,
     Positions,
     SourceOptions,
+    ahead_of,
     source_offset,
     split_offset,
 )
@@ -116,6 +120,11 @@ CONFIRM_POLL_MS = 10
 
 def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", "replace")
+
+
+def _handed_out(ahead: Ahead | None, key: tuple[str, int], r: Any) -> bool:
+    """Whether record ``r`` of partition ``key`` is the one handed out ahead (the same record: its mark)."""
+    return ahead is not None and key == ahead.key and r.offset == ahead.offset and record_mark(r) == ahead.mark
 
 
 def _row(r: Any) -> tuple[Any, ...]:
@@ -151,12 +160,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         positions = {(tp.topic, tp.partition): given.get((tp.topic, tp.partition), begins[tp]) for tp in tps}
         return source_offset(positions, marks)
 
-    def _find_barrier(
-        self, starts: Mapping[tuple[str, int], int], wait_s: float = 0.0
-    ) -> tuple[str, int, int, str] | None:
-        """(topic, partition, offset, mark) of the first failover reference that opens the barrier at or
-        after ``starts`` on the barrier topic, or ``None`` once a poll (``poll_timeout_ms``) has brought
-        nothing and ``wait_s`` seconds have passed. The scan goes on from where the previous one ended."""
+    def _find_barrier(self, starts: Mapping[tuple[str, int], int], wait_s: float = 0.0) -> Any | None:
+        """The first failover reference (a consumer record) that opens the barrier at or after ``starts`` on
+        the barrier topic, or ``None`` once a poll (``poll_timeout_ms``) has brought nothing and ``wait_s``
+        seconds have passed. The scan goes on from where the previous one ended."""
         from kafka import TopicPartition
 
         topic = self.options.barrier_topic
@@ -186,7 +193,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                     if r.offset < positions[key]:
                         continue
                     if self._opens_barrier(r.value, least):
-                        return (tp.topic, tp.partition, r.offset, record_mark(r))
+                        return r
                     positions[key] = self._scanned[key] = r.offset + 1
 
     def _opens_barrier(self, value: bytes | None, least: int) -> bool:
@@ -212,17 +219,21 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         first_wait_s = self.options.first_read_wait_ms / 1000 if self._first_read else 0.0
         self._first_read = False
         if self._held:
-            found = self._find_barrier(starts, first_wait_s) if not unchecked else None
-            if found is None:
+            ref = self._find_barrier(starts, first_wait_s) if not unchecked else None
+            if ref is None:
                 return iter([]), source_offset(starts, marks)
             self._held = False
-            topic, partition, offset, mark = found
-            barrier = dict(starts)
-            barrier[(topic, partition)] = offset + 1
             # from ``starts``, not ``start``: a partition found lost above starts again at its beginning
-            begun = source_offset(starts, marks)
-            end = source_offset(barrier, {**marks, (topic, partition): mark})
-            return iter(list(self.readBetweenOffsets(begun, end))), end
+            key = (ref.topic, ref.partition)
+            if ref.offset == starts[key]:
+                return iter([_row(ref)]), source_offset(
+                    {**starts, key: ref.offset + 1}, {**marks, key: record_mark(ref)}
+                )
+            # the records before it wait for the next batches, which handle them on the snapshot it names
+            return iter([_row(ref)]), source_offset(
+                starts, marks, Ahead(ref.topic, ref.partition, ref.offset, record_mark(ref))
+            )
+        ahead = ahead_of(start)
         tps = [tp for tp in tps if (tp.topic, tp.partition) not in unchecked]
         limit = self.options.max_records_per_batch
         if self._target is not None:
@@ -252,9 +263,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                             continue
                         if len(rows) >= limit or (key in caps and r.offset >= caps[key]):
                             break
-                        rows.append(_row(r))
                         ends[key] = r.offset + 1
                         last[key] = r
+                        if not _handed_out(ahead, key, r):
+                            rows.append(_row(r))
                     if records:
                         # where the consumer now stands; when we kept fewer, the next read seeks back
                         self.kafka.positions[key] = records[-1].offset + 1
@@ -263,25 +275,50 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 # holds comes at once, so only a partition behind its high watermark is waited for.
                 timeout = self.options.poll_timeout_ms if self.kafka.behind(tps) else self._confirm_ms
         marks.update((key, record_mark(r)) for key, r in last.items())
-        return iter(rows), source_offset(ends, marks)
+        return iter(rows), source_offset(ends, marks, ahead)
 
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:  # noqa: N802 - Spark's name
-        """Exactly the records in ``[start, end)`` per partition (re-reading a planned batch). A partition
-        whose last record is not the one the batch was planned with (its mark) was written again since:
-        data loss (see the module docstring); with ``fail_on_data_loss=false`` its records are left out."""
+        """Exactly the records in ``[start, end)`` per partition (re-reading a planned batch), but for the one
+        ``start`` says was handed out ahead, and with the one ``end`` says is handed out ahead in this batch
+        (the barrier's: :data:`streaming.source.options.AHEAD`). A partition whose last record is not the one
+        the batch was planned with (its mark) was written again since: data loss (see the module docstring);
+        with ``fail_on_data_loss=false`` its records are left out."""
         positions, _ = split_offset(start)
         stops, end_marks = split_offset(end)
+        skip, handed = ahead_of(start), ahead_of(end)
+        deadline = time.monotonic() + self.options.replay_timeout_s
+        rows = self._read_ranges(positions, stops, end_marks, skip, deadline)
+        if handed is not None and handed != skip:
+            ref = self._read_at(handed.key, handed.offset, deadline)
+            if ref is not None and record_mark(ref) == handed.mark:
+                rows.append(_row(ref))
+            else:
+                self._lost(
+                    f"{handed.topic}-{handed.partition}: the record at offset {handed.offset} is not the "
+                    "failover reference the planned batch handed out (the log was written again since)"
+                )
+        return iter(rows)
+
+    def _read_ranges(
+        self,
+        positions: Positions,
+        stops: Positions,
+        end_marks: Mapping[tuple[str, int], str],
+        skip: Ahead | None,
+        deadline: float,
+    ) -> list[tuple[Any, ...]]:
+        """The records of ``[positions, stops)`` per partition but ``skip``; a partition whose last record is
+        not the one of its mark in ``end_marks`` is data loss (:meth:`_lost`)."""
         tps = [tp for tp in self.kafka.partitions() if (tp.topic, tp.partition) in stops]
         starts = self.kafka.with_beginnings(positions, tps)
         todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] < stops[(tp.topic, tp.partition)]]
         rows: list[tuple[tuple[str, int], tuple[Any, ...]]] = []
         if not todo:
-            return iter([])
+            return []
         self.kafka.assign(todo, starts)
         c = self.kafka.client()
         reached = {(tp.topic, tp.partition): starts[(tp.topic, tp.partition)] for tp in todo}
         last: dict[tuple[str, int], Any] = {}
-        deadline = time.monotonic() + self.options.replay_timeout_s
         while any(reached[k] < stops[k] for k in reached):
             if time.monotonic() > deadline:
                 behind = {f"{t}-{p}": (o, stops[(t, p)]) for (t, p), o in reached.items() if o < stops[(t, p)]}
@@ -292,7 +329,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 key = (tp.topic, tp.partition)
                 for r in records:
                     if reached[key] <= r.offset < stops[key]:
-                        rows.append((key, _row(r)))
+                        if not _handed_out(skip, key, r):
+                            rows.append((key, _row(r)))
                         reached[key] = r.offset + 1
                         last[key] = r
                     elif r.offset >= stops[key]:
@@ -304,19 +342,40 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             r = last.get(key)
             if r is None or r.offset != stops[key] - 1 or record_mark(r) == mark:
                 continue
-            what = (
+            self._lost(
                 f"{key[0]}-{key[1]}: the record at offset {r.offset} is not the one the planned batch ended with"
                 " (the log was written again since)"
             )
-            if self.options.fail_on_data_loss:
-                raise KafkaSourceError(
-                    "fail_on_data_loss",
-                    f"data loss on {what}; set fail_on_data_loss=false to go on (the planned batch's records of"
-                    " that partition are left out, the next read starts it again from its earliest offset)",
-                )
-            log.warning("data loss on %s; fail_on_data_loss=false: its records are left out of the batch", what)
             left_out.add(key)
-        return iter([row for key, row in rows if key not in left_out])
+        return [row for key, row in rows if key not in left_out]
+
+    def _lost(self, what: str) -> None:
+        """Planned records gone: a :class:`KafkaSourceError` naming ``what``, or with ``fail_on_data_loss=false``
+        a warning (the caller leaves them out)."""
+        if self.options.fail_on_data_loss:
+            raise KafkaSourceError(
+                "fail_on_data_loss",
+                f"data loss on {what}; set fail_on_data_loss=false to go on (the planned batch's records of"
+                " that partition are left out, the next read starts it again from its earliest offset)",
+            )
+        log.warning("data loss on %s; fail_on_data_loss=false: its records are left out of the batch", what)
+
+    def _read_at(self, key: tuple[str, int], offset: int, deadline: float) -> Any | None:
+        """The record at ``offset`` of partition ``key``, or ``None`` when the log no longer holds it."""
+        from kafka import TopicPartition
+
+        tp = TopicPartition(*key)
+        self.kafka.assign([tp], {key: offset})
+        c = self.kafka.client()
+        while time.monotonic() <= deadline:
+            for r in c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=1).get(tp, []):
+                self.kafka.positions[key] = r.offset + 1
+                return r if r.offset == offset else None
+        raise KafkaSourceError(
+            "offsets",
+            f"could not re-read the planned batch within {self.options.replay_timeout_s} s: "
+            f"{{'{key[0]}-{key[1]}': ({offset}, {offset + 1})}}",
+        )
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""

@@ -24,6 +24,11 @@ Marks = dict[tuple[str, int], str]
 #: Kafka topic name (those are ``[a-zA-Z0-9._-]``), so never a topic's key
 MARKS = "@last"
 
+#: the key of a source offset that names a failover reference handed out ahead of the records before it on its
+#: partition (the barrier's batch is the reference alone: :mod:`streaming.source.kafka_source`), until the
+#: reads pass it: ``{"@ahead": {"topic": t, "partition": p, "offset": o, "mark": m}}``
+AHEAD = "@ahead"
+
 _ALIASES: dict[str, tuple[str, ...]] = {
     "bootstrap_servers": ("bootstrap_servers", "bootstrapServers", "kafka.bootstrap.servers"),
     "topics": ("topics", "subscribe"),
@@ -226,17 +231,42 @@ def _parse_marks(raw: Any, topics: tuple[str, ...]) -> list[tuple[str, int, str]
     return out
 
 
+@dataclass(frozen=True)
+class Ahead:
+    """A record handed out before the records that precede it on its partition (:data:`AHEAD`)."""
+
+    topic: str
+    partition: int
+    offset: int
+    mark: str
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+def ahead_of(offset: Mapping[str, Any]) -> Ahead | None:
+    """The record a source offset says was handed out ahead (:data:`AHEAD`), if any."""
+    a = offset.get(AHEAD)
+    if a is None:
+        return None
+    return Ahead(str(a["topic"]), int(a["partition"]), int(a["offset"]), str(a["mark"]))
+
+
 def split_offset(offset: Mapping[str, Any]) -> tuple[Positions, Marks]:
     """A source offset (:func:`source_offset`) as its positions and marks."""
-    positions = {(t, int(p)): int(o) for t, parts in offset.items() if t != MARKS for p, o in parts.items()}
+    positions = {(t, int(p)): int(o) for t, parts in offset.items() if not t.startswith("@") for p, o in parts.items()}
     marks = {(t, int(p)): str(m) for t, parts in offset.get(MARKS, {}).items() for p, m in parts.items()}
     return positions, marks
 
 
-def source_offset(positions: Mapping[tuple[str, int], int], marks: Mapping[tuple[str, int], str]) -> dict[str, Any]:
-    """The source offset ``{topic: {partition: next_offset}, "@last": {topic: {partition: mark}}}``: topics
-    sorted, partitions sorted numerically, offsets as int (Spark compares offsets as JSON, so equal offsets
-    must serialise equally); a mark only for a partition whose position is past its first record."""
+def source_offset(
+    positions: Mapping[tuple[str, int], int], marks: Mapping[tuple[str, int], str], ahead: Ahead | None = None
+) -> dict[str, Any]:
+    """The source offset ``{topic: {partition: next_offset}, "@last": {topic: {partition: mark}}}``, and the
+    record handed out ahead (:data:`AHEAD`) while a position is not past it: topics sorted, partitions sorted
+    numerically, offsets as int (Spark compares offsets as JSON, so equal offsets must serialise equally); a
+    mark only for a partition whose position is past its first record."""
     out: dict[str, Any] = {}
     for t, p in sorted(positions):
         out.setdefault(t, {})[str(p)] = int(positions[(t, p)])
@@ -246,4 +276,6 @@ def source_offset(positions: Mapping[tuple[str, int], int], marks: Mapping[tuple
             kept.setdefault(t, {})[str(p)] = marks[(t, p)]
     if kept:
         out[MARKS] = kept
+    if ahead is not None and positions.get(ahead.key, 0) <= ahead.offset:
+        out[AHEAD] = {"topic": ahead.topic, "partition": ahead.partition, "offset": ahead.offset, "mark": ahead.mark}
     return out

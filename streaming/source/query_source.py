@@ -163,7 +163,9 @@ def without_marks(offsets: str) -> str:
     if not offsets.lstrip().startswith("{"):
         return offsets
     raw = json.loads(offsets)
-    return json.dumps({t: parts for t, parts in raw.items() if t != MARKS}, sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {t: parts for t, parts in raw.items() if not t.startswith("@")}, sort_keys=True, separators=(",", ":")
+    )
 
 
 #: Kafka client security properties (:class:`sinks.security.KafkaSecurity`) that the Java client takes as they are

@@ -14,7 +14,7 @@ from kafka import KafkaProducer
 
 from sinks.requests import ensure_topics
 from streaming.source.kafka_source import KafkaStreamReader
-from streaming.source.options import MARKS, SourceOptions
+from streaming.source.options import AHEAD, MARKS, SourceOptions
 
 pytestmark = pytest.mark.integration
 
@@ -61,23 +61,58 @@ def test_the_barrier_holds_records_until_the_new_epochs_reference(kafka_broker: 
         rows, end = reader.read(start)
         assert list(rows) == [] and end == start
         _send(kafka_broker.bootstrap, events, ["waiting-5", _ref(7, "/cp/failover/epoch-7"), "after-7"])
-        # the barrier batch: the reference's partition up to and including it (over max_records_per_batch),
-        # nothing from the other topic yet
+        # the barrier batch: the reference alone, handed out ahead of the records that waited before it
         rows, end = reader.read(start)
-        got = [(r[2], r[3], r[4], r[1]) for r in rows]
-        assert [(t, o) for t, _, o, _ in got] == [(events, o) for o in range(2, 7)]
-        assert got[-1][3] == _ref(7, "/cp/failover/epoch-7")
-        assert {t: o for t, o in end.items() if t != MARKS} == {admin: {"0": 0}, events: {"0": 7}}
-        # the mark of the record before each position past a log's first (the reference, here)
-        assert list(end[MARKS]) == [events] and list(end[MARKS][events]) == ["0"]
-        # open from now on; a replay of the barrier batch reads exactly the same records
-        rows, _ = reader.read(end)
-        assert [r[1] for r in rows] in (["command-0"], ["after-7"])
+        got = [(r[2], r[4], r[1]) for r in rows]
+        assert got == [(events, 6, _ref(7, "/cp/failover/epoch-7"))]
+        assert {t: o for t, o in end.items() if not t.startswith("@")} == start
+        assert end[AHEAD]["offset"] == 6 and (end[AHEAD]["topic"], end[AHEAD]["partition"]) == (events, 0)
+        batches = [(start, end, [(events, 6)])]
+        # open from now on: the records that waited follow, max_records_per_batch (1) at a time, the
+        # reference skipped; the offset names it until the reads pass it
+        while True:
+            begun = end
+            rows, end = reader.read(begun)
+            read = [(r[2], r[4]) for r in rows]
+            if not read:
+                break
+            assert len(read) == 1
+            passed = end.get(events, {}).get("0", 0) > 6
+            assert (AHEAD in end) is not passed, end
+            batches.append((begun, end, read))
+        delivered = [o for _, _, read in batches[1:] for t, o in read if t == events]
+        assert delivered == [2, 3, 4, 5, 7]
+        assert [o for _, _, read in batches for t, o in read if t == admin] == [0]
+        # a replay of each planned batch reads exactly the same records, the barrier's included
         again = KafkaStreamReader(SourceOptions.parse(opts))
         try:
-            assert [(r[2], r[4]) for r in again.readBetweenOffsets(start, end)] == [(events, o) for o in range(2, 7)]
+            for begun, ended, read in batches:
+                assert [(r[2], r[4]) for r in again.readBetweenOffsets(begun, ended)] == read
         finally:
             again.stop()
+    finally:
+        reader.stop()
+
+
+def test_a_barrier_reference_with_nothing_before_it_moves_the_position_past_it(kafka_broker: Any) -> None:
+    events = f"bar-n-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka_broker.bootstrap, [events])
+    _send(kafka_broker.bootstrap, events, ["before-0", _ref(3, "/cp/failover/epoch-3"), "after-2"])
+    opts = {
+        "bootstrap_servers": kafka_broker.bootstrap,
+        "topics": events,
+        "barrier_topic": events,
+        "barrier_epoch": "3",
+        "first_read_wait_ms": "300",
+    }
+    reader = KafkaStreamReader(SourceOptions.parse(opts))
+    try:
+        start = {events: {"0": 1}}
+        rows, end = reader.read(start)
+        assert [r[4] for r in rows] == [1] and AHEAD not in end
+        assert end[events] == {"0": 2} and list(end[MARKS][events]) == ["0"]
+        rows, _ = reader.read(end)
+        assert [r[1] for r in rows] == ["after-2"]
     finally:
         reader.stop()
 
@@ -124,10 +159,16 @@ def test_the_first_read_behind_the_barrier_waits_for_the_reference(kafka_broker:
         "barrier_epoch": "2",
     }
     reader, end, rows, waited = _first_reads(kafka_broker.bootstrap, opts, events, ["waiting-1", _ref(2, "/cp/f/2")])
-    reader.stop()
-    assert [r[1] for r in rows] == ["before-0", "waiting-1", _ref(2, "/cp/f/2")]
-    assert {t: o for t, o in end.items() if t != MARKS} == {events: {"0": 3}}
-    assert 1.0 <= waited < 15.0, waited
+    try:
+        # the reference alone, then the records that waited before it
+        assert [r[1] for r in rows] == [_ref(2, "/cp/f/2")]
+        assert end[events] == {"0": 0} and end[AHEAD]["offset"] == 2
+        assert 1.0 <= waited < 15.0, waited
+        rows, end = reader.read(end)
+        assert [r[1] for r in rows] == ["before-0", "waiting-1"]
+        assert end[events] == {"0": 3} and AHEAD not in end
+    finally:
+        reader.stop()
 
 
 def test_a_first_read_waits_for_the_first_record(kafka_broker: Any) -> None:

@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from streaming.source.options import MARKS, KafkaSourceError, SourceOptions, source_offset, split_offset
+from streaming.source.options import (
+    AHEAD,
+    MARKS,
+    Ahead,
+    KafkaSourceError,
+    SourceOptions,
+    ahead_of,
+    source_offset,
+    split_offset,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -52,6 +61,22 @@ def test_the_source_offset_carries_the_marks_of_the_records_before_its_positions
     opts = SourceOptions.parse({"bootstrap_servers": "h:1", "topics": "a,b", "starting_offsets": json.dumps(offset)})
     assert opts.starting_positions == (("a", 0, 3), ("b", 2, 0), ("b", 10, 7))
     assert opts.starting_marks == (("a", 0, "1795511590146-0a1b2c3d"),)
+
+
+def test_a_record_handed_out_ahead_is_named_until_the_position_passes_it() -> None:
+    ref = Ahead("events", 0, 9, "1795511590146-0a1b2c3d")
+    held = source_offset({("events", 0): 4, ("admin", 0): 2}, {}, ref)
+    assert list(held) == ["admin", "events", AHEAD] and ahead_of(held) == ref
+    # the offset's positions and marks are what they were: the record is not a topic
+    assert split_offset(held) == ({("admin", 0): 2, ("events", 0): 4}, {})
+    assert ahead_of(source_offset({("events", 0): 9}, {}, ref)) == ref
+    passed = source_offset({("events", 0): 10}, {}, ref)
+    assert AHEAD not in passed and ahead_of(passed) is None
+    # as starting offsets (a hand-copied checkpoint offset) it is refused by name, not read as a topic
+    with pytest.raises(KafkaSourceError, match=r"starting_offsets\.@ahead: is not one of the topics read"):
+        SourceOptions.parse(
+            {"bootstrap_servers": "h:1", "topics": "admin,events", "starting_offsets": json.dumps(held)}
+        )
 
 
 @pytest.mark.parametrize(
