@@ -39,14 +39,37 @@ def planned_records(store: CheckpointStore, batch_id: int) -> str:
     try:
         end = _offsets(store, batch_id)
         start = _offsets(store, batch_id - 1) if batch_id > 0 else None
-    except (CheckpointError, ValueError, OSError):
+        handed, before = _ahead(store, batch_id), _ahead(store, batch_id - 1)
+    except (CheckpointError, ValueError, OSError, KeyError, TypeError):
         return ""
     if not end or start is None:
         return ""
     moved = {tp: (start.get(tp, 0), o) for tp, o in sorted(end.items()) if o != start.get(tp, 0)}
     total = sum(b - a for a, b in moved.values())
-    parts = ", ".join(f"{t}-{p} {a}→{b}" for (t, p), (a, b) in moved.items())
-    return f"{total} records ({parts})" if moved else "no records"
+    parts = [f"{t}-{p} {a}→{b}" for (t, p), (a, b) in moved.items()]
+    if handed is not None and handed != before:
+        # the failover barrier's batch: the reference alone, ahead of the records before it
+        total += 1
+        parts.append(f"the failover reference at {handed[0]}-{handed[1]} {handed[2]}")
+    return f"{total} record{'' if total == 1 else 's'} ({', '.join(parts)})" if parts else "no records"
+
+
+def _ahead(store: CheckpointStore, batch_id: int) -> tuple[str, int, int] | None:
+    """(topic, partition, offset) of the record livectl's source names as handed out ahead in offset-log entry
+    ``batch_id`` (:data:`streaming.source.options.AHEAD`), if any."""
+    for source in _sources(store, batch_id):
+        a = source.get("@ahead")
+        if isinstance(a, dict):
+            return (str(a["topic"]), int(a["partition"]), int(a["offset"]))
+    return None
+
+
+def _sources(store: CheckpointStore, batch_id: int) -> list[dict[str, Any]]:
+    path = child(store.root, "offsets", str(batch_id))
+    if batch_id < 0 or not store.exists(path):
+        return []
+    # "v1", the batch's metadata, then one line per source
+    return [s for s in map(json.loads, store.read_text(path).splitlines()[2:]) if isinstance(s, dict)]
 
 
 def _offsets(store: CheckpointStore, batch_id: int) -> dict[tuple[str, int], int] | None:

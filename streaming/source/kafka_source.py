@@ -211,8 +211,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
         """Records from ``start`` up to ``max_records_per_batch``; the end offset follows the last record
-        read per partition (unchanged where nothing was read). Behind a failover barrier: nothing until
-        the reference is there, then the reference's partition up to and including it."""
+        read per partition (unchanged where nothing was read), the record handed out ahead skipped. Behind a
+        failover barrier: nothing until the reference is there, then the reference alone."""
         tps = self.kafka.partitions()
         positions, marks = split_offset(start)
         starts, marks, unchecked = self.kafka.check_data_loss(tps, self.kafka.with_beginnings(positions, tps), marks)

@@ -126,6 +126,13 @@ def test_the_planned_records_come_from_the_offset_log() -> None:
     )
     assert planned_records(store, 26) == "210155 records (e-0 40074→250229)"
     assert planned_records(store, 25) == ""  # no batch before it in the log
+    # a takeover's barrier batch: its reference alone, handed out ahead of the records before it
+    ahead = '"@ahead": {"topic": "e", "partition": 0, "offset": 250400, "mark": "r"}'
+    store.write_text(
+        child(store.root, "offsets", "27"),
+        f'v1\n{meta}\n{{"a": {{"0": 71}}, "e": {{"0": 250229}}, "@last": {{"e": {{"0": "n"}}}}, {ahead}}}',
+    )
+    assert planned_records(store, 27) == "1 record (the failover reference at e-0 250400)"
 
 
 def test_the_stall_timeout_setting_is_at_least_one_ms() -> None:
