@@ -25,6 +25,10 @@ from core.kafka import zkdata
 from core.model import PartitionTarget
 
 
+class NoControllerError(Exception):
+    """The end's agreement wait found disagreement and no controller process left to resolve it."""
+
+
 class LongRun:
     def __init__(self, m: Matrix, cfg: Config, log: Callable[[str], None] = print) -> None:
         self.m, self.cfg, self.log = m, cfg, log
@@ -386,11 +390,20 @@ class LongRun:
         def agreed() -> bool:
             assert m.zk is not None
             last[:] = agreement_problems(m, read_tree(m.zk), expected, gone)
+            if last and not any(c.alive() for c in m.controllers):
+                # nothing will change what ZooKeeper and the brokers hold: said now, not after the settle time
+                raise NoControllerError(last)
             return not last
 
         try:
             wait_until("ZooKeeper and the brokers in agreement", agreed, max(30.0, settle_by - time.monotonic()), 5)
         except MatrixError:
+            problems += [f"at the end: {p}" for p in last]
+        except NoControllerError:
+            exits = ", ".join(f"{c.controller_id}: exit {c.proc.poll()}" for c in m.controllers)
+            problems.append(
+                f"at the end: no livectl controller was running ({exits}); the agreement was not waited for"
+            )
             problems += [f"at the end: {p}" for p in last]
         try:
             self.check_epochs("end")
