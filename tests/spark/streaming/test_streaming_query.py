@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from typing import Any
 
@@ -401,3 +402,70 @@ def test_standby_takes_over_from_the_shared_checkpoint(
         standby.join(60)
         active.stop()
     assert not standby_errors
+
+
+def _offset_log(checkpoint: str) -> dict[int, dict[str, Any]]:
+    """Batch id → the source's end offset, from the checkpoint's offset log."""
+    import json
+    from pathlib import Path
+
+    out: dict[int, dict[str, Any]] = {}
+    for path in (Path(checkpoint) / "offsets").iterdir():
+        if path.name.isdigit():
+            out[int(path.name)] = json.loads(path.read_text().splitlines()[2])
+    return out
+
+
+def test_a_takeover_meets_its_backlog_after_a_failover_batch_of_one_record(spark: Any, cluster: Cluster) -> None:
+    """Broker requests piled up while no controller ran (issue 41: 210k-884k in one failover batch at 100k):
+    the new controller's failover batch is its reference alone, the requests follow ``max_records_per_batch``
+    at a time, and each is answered once, on the snapshot."""
+    cluster.settings = replace(cluster.settings, max_records_per_batch=4)
+    epochs = {b: cluster.register_broker(b) for b in (1, 2, 3)}
+    controller = start_controller(spark, cluster.settings)
+    try:
+        cluster.send_admin(ev.CreateTopic("c1", "piled", 1, 3, replica_assignment=((1, 2, 3),)))
+        wait_until("piled online", lambda: cluster.state("piled", 0), timeout=180)
+    finally:
+        controller.stop()
+    assert not controller.error
+    before = max(_offset_log(cluster.settings.checkpoint_dir))
+    # 10 proposals the leader sends while no controller answers: only the first can apply
+    state = cluster.state("piled", 0)
+    _, stat = cluster.zk.get("/brokers/topics/piled/partitions/0/state")
+    assert state is not None
+    for n in range(10):
+        cluster.send_broker_event(
+            ev.AlterPartition(1, epochs[1], "piled", 0, state["leader_epoch"], stat.version, (1, 2), correlation_id=n)
+        )
+    controller = start_controller(spark, cluster.settings)
+    try:
+        epoch = int(cluster.zk.get("/controller_epoch")[0])
+
+        def answered() -> list[int]:
+            ids = [
+                p["correlationId"]
+                for m in cluster.requests("AlterPartitionResponse")
+                if m["controllerEpoch"] == epoch
+                for t in m["body"]["topics"]
+                for p in t["partitions"]
+            ]
+            return ids if len(ids) >= 10 else []
+
+        ids = wait_until("the 10 proposals answered", answered, timeout=120)
+        assert sorted(ids) == list(range(10))  # each once
+        isr = cluster.state("piled", 0)
+        assert isr is not None and isr["isr"] == [1, 2]
+    finally:
+        controller.stop()
+    assert not controller.error
+    log = _offset_log(cluster.settings.checkpoint_dir)
+    events = cluster.settings.broker_events_topic
+    run = [log[b] for b in sorted(log) if b > before]
+    # the failover batch: no position moved, the reference handed out ahead of the 10 proposals
+    assert run[0][events] == log[before][events] and run[0]["@ahead"]["topic"] == events
+    # then at most 4 records a batch (of every topic), the reference skipped when the reads pass it
+    for prev, end in itertools.pairwise(run):
+        moved = sum(o - prev[t][p] for t, parts in end.items() if not t.startswith("@") for p, o in parts.items())
+        assert moved <= 4 + ("@ahead" in prev and "@ahead" not in end), (prev, end)
+    assert "@ahead" not in run[-1]
