@@ -20,6 +20,7 @@ from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka.zkdata import encode_broker_registration
 from streaming.driver.app import ControllerApp
+from streaming.driver.shutdown import WorkerStartError
 from streaming.settings import Settings
 
 
@@ -120,29 +121,45 @@ class RunningController:
     app: ControllerApp
     thread: threading.Thread
     error: list[BaseException]
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def stop(self, timeout: float = 60) -> None:
+        self.stopping.set()
         self.app.stop()
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "the controller did not stop"
 
 
+#: as ``livectl run`` does (python_worker_start_retries): a run whose query failed because Spark could not
+#: start a Python worker in time (a loaded machine) is run again, as a new controller
+WORKER_START_RETRIES = 2
+
+
 def start_controller(spark: Any, settings: Settings, **kwargs: Any) -> RunningController:
-    app = ControllerApp(settings, spark=spark, **kwargs)
     ready = threading.Event()
     errors: list[BaseException] = []
+    running = RunningController(ControllerApp(settings, spark=spark, **kwargs), threading.Thread(), errors)
 
     def target() -> None:
+        failures = 0
         try:
-            app.run(ready=ready)
+            while True:
+                try:
+                    running.app.run(ready=ready)
+                    return
+                except WorkerStartError:
+                    if ready.is_set() or running.stopping.is_set() or failures >= WORKER_START_RETRIES:
+                        raise
+                    failures += 1
+                    running.app = ControllerApp(settings, spark=spark, **kwargs)
         except BaseException as e:  # surfaced to the test through .error
             errors.append(e)
         finally:
             ready.set()
 
-    thread = threading.Thread(target=target, name="livectl-controller", daemon=True)
-    thread.start()
+    running.thread = threading.Thread(target=target, name="livectl-controller", daemon=True)
+    running.thread.start()
     ready.wait(120)
     if errors:
         raise errors[0]
-    return RunningController(app, thread, errors)
+    return running
