@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,8 +113,13 @@ class Cluster:
             stop_zk_broker(svc, timeout=0)
         self.m.close(at_once=True)
 
-    def bootstrap(self) -> str:
-        return ",".join(svc.address for bid, svc in sorted(self.brokers.items()) if svc.running())
+    def bootstrap(self, listener: str | None = None) -> str:
+        """The running brokers' addresses on ``listener`` (default: the clients')."""
+        return ",".join(
+            svc.listeners[listener] if listener else svc.address
+            for bid, svc in sorted(self.brokers.items())
+            if svc.running()
+        )
 
     def state(self, topic: str, partition: int) -> dict[str, Any]:
         znode, _ = self.m.znode(f"/brokers/topics/{topic}/partitions/{partition}/state")
@@ -155,13 +161,23 @@ def running_cluster(zookeeper: str, bootstrap: str, work: Path, settings: ZkBrok
         c.close()
 
 
-def kafka_topics_describe(bootstrap: str, topic: str, timeout: float = 120) -> str:
+def kafka_topics_describe(
+    bootstrap: str, topic: str, *, api_timeout_ms: int = 60_000, timeout: float = 180, work: Path | None = None
+) -> str:
     """What Kafka's own ``kafka-topics.sh --bootstrap-server BOOTSTRAP --describe --topic TOPIC`` prints, run
-    as its class from the jars ``scripts/setup`` resolved (its Admin client asks the brokers' metadata)."""
-    cmd = [find_java(), "-Xmx128m", "-cp", kafka_classpath(), TOPIC_COMMAND]
-    cmd += ["--bootstrap-server", bootstrap, "--describe", "--topic", topic]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    assert done.returncode == 0, f"kafka-topics --describe exited {done.returncode}: {done.stderr[-2000:]}"
+    as its class from the jars ``scripts/setup`` resolved (its Admin client asks the brokers' metadata and
+    configs, and the controller the reassignments), each Admin call given up after ``api_timeout_ms``
+    (``default.api.timeout.ms``, in a ``--command-config`` file written in ``work``). Raises
+    :class:`RuntimeError` with what it printed when it exits non-zero."""
+    with tempfile.TemporaryDirectory(dir=work) as folder:
+        config = Path(folder) / "admin.properties"
+        request_ms = min(api_timeout_ms, 30_000)
+        config.write_text(f"default.api.timeout.ms={api_timeout_ms}\nrequest.timeout.ms={request_ms}\n")
+        cmd = [find_java(), "-Xmx128m", "-cp", kafka_classpath(), TOPIC_COMMAND, "--command-config", str(config)]
+        cmd += ["--bootstrap-server", bootstrap, "--describe", "--topic", topic]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"kafka-topics --describe exited {done.returncode}: {done.stdout[-2000:]}")
     return done.stdout
 
 
