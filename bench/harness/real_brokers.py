@@ -5,16 +5,22 @@
 and the Kafka brokers (:mod:`livectl.kafka_zk_brokers`). The clients below talk to the real brokers:
 :func:`produce` (kafka-python's default idempotent producer, ``acks=all``), :func:`consume` (every record from
 the beginning) and :func:`kafka_view` (a broker's own metadata: Kafka's view, not livectl's).
+:func:`running_cluster` opens one and closes it whatever happens (the e2e files' fixtures);
+:func:`kafka_topics_describe` runs Kafka's own ``kafka-topics --describe`` from the resolved jars and
+:func:`describe_partitions` reads its output, or ``livectl topics --describe``'s, into comparable facts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +35,19 @@ from bench.harness.matrix import Matrix
 from bench.harness.results import ROOT
 from channel.wire import BrokerConnection
 from livectl import local
+from livectl.kafka_server import kafka_classpath
 from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
+from livectl.spawn import find_java, pid_matches
 from sinks.requests import ensure_topics
 
 #: the partitions of the tests' topics
 PARTITIONS = 3
+#: kafka-topics.sh's class in Kafka 3.9 (formerly kafka.admin.TopicCommand), in the kafka-tools jar
+TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
+#: the fields of a partition's line both tools print (Kafka's also prints ``Elr`` and ``LastKnownElr``, KRaft's)
+PARTITION_FIELDS = ("Leader", "Replicas", "Isr", "Adding Replicas", "Removing Replicas", "Offline")
+#: the fields of a topic's line both tools print
+TOPIC_FIELDS = ("TopicId", "PartitionCount", "ReplicationFactor", "Configs")
 
 
 class Cluster:
@@ -75,6 +89,18 @@ class Cluster:
             self.work / f"kafka-{broker_id}", broker_id, self.m.zk_connect, settings=self.settings
         )
 
+    def kill_broker(self, broker_id: int) -> None:
+        """SIGKILL broker ``broker_id`` (a hard kill: no controlled shutdown) and wait until it is gone."""
+        svc = self.brokers[broker_id]
+        assert pid_matches(svc.pid, svc.marker), f"broker {broker_id} (pid {svc.pid}) is not running"
+        os.kill(svc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while pid_matches(svc.pid, svc.marker):
+            assert time.monotonic() < deadline, f"broker {broker_id} (pid {svc.pid}) still runs 30 s after SIGKILL"
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(svc.pid, os.WNOHANG)
+            time.sleep(0.05)
+
     def close(self) -> None:
         if self.channel is not None:
             self.channel.send_signal(signal.SIGTERM)
@@ -87,8 +113,13 @@ class Cluster:
             stop_zk_broker(svc, timeout=0)
         self.m.close(at_once=True)
 
-    def bootstrap(self) -> str:
-        return ",".join(svc.address for bid, svc in sorted(self.brokers.items()) if svc.running())
+    def bootstrap(self, listener: str | None = None) -> str:
+        """The running brokers' addresses on ``listener`` (default: the clients')."""
+        return ",".join(
+            svc.listeners[listener] if listener else svc.address
+            for bid, svc in sorted(self.brokers.items())
+            if svc.running()
+        )
 
     def state(self, topic: str, partition: int) -> dict[str, Any]:
         znode, _ = self.m.znode(f"/brokers/topics/{topic}/partitions/{partition}/state")
@@ -117,6 +148,52 @@ class Cluster:
             return out
         finally:
             consumer.close()
+
+
+@contextlib.contextmanager
+def running_cluster(zookeeper: str, bootstrap: str, work: Path, settings: ZkBrokerSettings) -> Iterator[Cluster]:
+    """A :class:`Cluster` opened in ``work`` (nothing started in it yet), closed at the end whatever happened."""
+    c = Cluster(zookeeper, bootstrap, work, settings)
+    c.open()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def kafka_topics_describe(
+    bootstrap: str, topic: str, *, api_timeout_ms: int = 60_000, timeout: float = 180, work: Path | None = None
+) -> str:
+    """What Kafka's own ``kafka-topics.sh --bootstrap-server BOOTSTRAP --describe --topic TOPIC`` prints, run
+    as its class from the jars ``scripts/setup`` resolved (its Admin client asks the brokers' metadata and
+    configs, and the controller the reassignments), each Admin call given up after ``api_timeout_ms``
+    (``default.api.timeout.ms``, in a ``--command-config`` file written in ``work``). Raises
+    :class:`RuntimeError` with what it printed when it exits non-zero."""
+    with tempfile.TemporaryDirectory(dir=work) as folder:
+        config = Path(folder) / "admin.properties"
+        request_ms = min(api_timeout_ms, 30_000)
+        config.write_text(f"default.api.timeout.ms={api_timeout_ms}\nrequest.timeout.ms={request_ms}\n")
+        cmd = [find_java(), "-Xmx128m", "-cp", kafka_classpath(), TOPIC_COMMAND, "--command-config", str(config)]
+        cmd += ["--bootstrap-server", bootstrap, "--describe", "--topic", topic]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"kafka-topics --describe exited {done.returncode}: {done.stdout[-2000:]}")
+    return done.stdout
+
+
+def describe_partitions(text: str) -> dict[str, Any]:
+    """The facts of a ``--describe`` output of one topic, as both Kafka's tool and livectl's print them:
+    ``{"topic": {field: value}, "partitions": {partition: {field: value}}}`` with the fields of
+    :data:`TOPIC_FIELDS` and :data:`PARTITION_FIELDS` the line has (a field a line lacks is absent)."""
+    topic: dict[str, str] = {}
+    partitions: dict[int, dict[str, str]] = {}
+    for line in text.splitlines():
+        pairs = dict(f.split(": ", 1) for f in line.strip().split("\t") if ": " in f)
+        if "Partition" in pairs:
+            partitions[int(pairs["Partition"])] = {k: v for k, v in pairs.items() if k in PARTITION_FIELDS}
+        elif "PartitionCount" in pairs:
+            topic = {k: v for k, v in pairs.items() if k in TOPIC_FIELDS}
+    return {"topic": topic, "partitions": partitions}
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int = PARTITIONS) -> None:

@@ -38,7 +38,15 @@ from pathlib import Path
 import pytest
 
 from bench import harness as cm
-from bench.harness.real_brokers import PARTITIONS, Cluster, consume, kafka_view, metadata, produce
+from bench.harness.real_brokers import (
+    PARTITIONS,
+    Cluster,
+    consume,
+    kafka_view,
+    metadata,
+    produce,
+    running_cluster,
+)
 from livectl import local
 from livectl.kafka_zk_brokers import ZkBrokerSettings, stop_zk_broker
 
@@ -53,12 +61,8 @@ LIVECTL = {"auto_leader_rebalance_enable": False, "take_over_from_kafka": True}
 
 @pytest.fixture
 def cluster(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(zookeeper.connect, kafka_broker.bootstrap, tmp_path, BROKER_SETTINGS)
-    c.open()
-    try:
+    with running_cluster(zookeeper.connect, kafka_broker.bootstrap, tmp_path, BROKER_SETTINGS) as c:
         yield c
-    finally:
-        c.close()
 
 
 def _holder(cluster: Cluster) -> tuple[int, int] | None:

@@ -48,7 +48,15 @@ from kafka import KafkaProducer
 from kazoo.client import KazooClient
 
 from bench import harness as cm
-from bench.harness.real_brokers import PARTITIONS, Cluster, consume, kafka_view, metadata, produce
+from bench.harness.real_brokers import (
+    PARTITIONS,
+    Cluster,
+    consume,
+    kafka_view,
+    metadata,
+    produce,
+    running_cluster,
+)
 from livectl import local
 from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
 
@@ -67,12 +75,8 @@ REBALANCE_INTERVAL_S = 2
 
 @pytest.fixture
 def cluster(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(zookeeper.connect, kafka_broker.bootstrap, tmp_path, BROKER_SETTINGS)
-    c.open()
-    try:
+    with running_cluster(zookeeper.connect, kafka_broker.bootstrap, tmp_path, BROKER_SETTINGS) as c:
         yield c
-    finally:
-        c.close()
 
 
 def _leaders_are(bootstrap: str, topic: str, leaders: list[int]) -> dict[int, tuple[int, list[int]]] | None:
