@@ -71,14 +71,10 @@ def start_side_threads(
 
 
 def log_dirs_watch(s: Settings, client_config: dict[str, Any], observatory: Any) -> Any:
-    """The status page's reader of the brokers' log sizes (``log_dirs_topic``), started; it reads while the
-    observatory counts a reassignment in progress."""
+    """The status page's reader of the brokers' log sizes (``log_dirs_topic``), started."""
     from streaming.monitoring.log_dirs_watch import LogDirsWatch
 
-    def wanted() -> bool:
-        return bool(observatory.snapshot().figures.get("ReassigningPartitions", 0))
-
-    watch = LogDirsWatch(s.bootstrap_servers, s.log_dirs_topic, client_config, wanted).start()
+    watch = LogDirsWatch(s.bootstrap_servers, s.log_dirs_topic, client_config).start()
     observatory.log_dirs = watch.reports
     return watch
 
