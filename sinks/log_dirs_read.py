@@ -24,14 +24,19 @@ def recent_log_dirs(
     topic: str,
     since_ms: int,
     client_config: Mapping[str, Any] | None = None,
-    timeout_s: float = 10.0,
+    timeout_s: float = 5.0,
 ) -> list[LogDirsReport]:
     """The reports written to ``topic`` at or after ``since_ms`` (Kafka's record timestamps) up to its end
     now, oldest first; none when the topic does not exist (no broker reports). A malformed message is
-    skipped. Raises :class:`SinkUnavailableError` when Kafka cannot be reached."""
+    skipped. Raises :class:`SinkUnavailableError` when Kafka cannot be reached within ``timeout_s`` (which
+    also bounds the reading)."""
     try:
         consumer = KafkaConsumer(
-            **dict(client_config or {}), bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None
+            **dict(client_config or {}),
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            group_id=None,
+            bootstrap_timeout_ms=int(timeout_s * 1000),
         )
     except KafkaError:
         raise SinkUnavailableError(f"cannot reach Kafka at {bootstrap}") from None
@@ -109,7 +114,11 @@ class LogDirsTail:
         if consumer is None:
             try:
                 consumer = self._consumer = KafkaConsumer(
-                    **self.client_config, bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None
+                    **self.client_config,
+                    bootstrap_servers=self.bootstrap,
+                    enable_auto_commit=False,
+                    group_id=None,
+                    bootstrap_timeout_ms=10_000,
                 )
             except KafkaError:
                 raise SinkUnavailableError(f"cannot reach Kafka at {self.bootstrap}") from None

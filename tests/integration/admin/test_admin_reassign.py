@@ -269,6 +269,15 @@ def test_verify_and_list_show_the_data_moved_from_the_brokers_log_sizes(
     doc = json.loads(capsys.readouterr().out)
     assert [r["progress"] for r in doc["reassignments"]] == [figures]
 
+    # Kafka unreachable: the reassignment's status still comes from ZooKeeper, within seconds, the data unknown
+    started = time.monotonic()
+    argv = [*verify, "--zookeeper", env.zk_connect, "--bootstrap-server", "127.0.0.1:1"]
+    assert main(argv) == 3
+    out, err = capsys.readouterr()
+    assert time.monotonic() - started < 15
+    assert "orders-0: moved 0 B of unknown, rate unknown, time left unknown" in out
+    assert "Warning: no log sizes (cannot reach Kafka at 127.0.0.1:1): bytes moved and time left unknown." in err
+
 
 def test_wait_reports_a_superseded_reassignment_as_such(
     env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
