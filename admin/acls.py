@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from admin.publish import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
-from core.log_dirs import LOG_DIRS_TOPIC
+from core.kafka.log_dirs import LOG_DIRS_TOPIC
 
 REJECTED_TOPIC = "livectl.rejected"
 #: the simulated brokers' control topic (``simbrokers.control.CONTROL_TOPIC``; admin may not import simbrokers)

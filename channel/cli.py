@@ -16,7 +16,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from channel.runner import DEFAULT_GROUP, ChannelSettings, ControllerChannel
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
-from core.log_dirs import LOG_DIRS_TOPIC
+from core.kafka.log_dirs import LOG_DIRS_TOPIC
 from sinks.local_services import default_bootstrap_server, default_zookeeper
 from sinks.security import KafkaSecurity, SecurityConfigError
 

@@ -1,6 +1,6 @@
-"""DescribeLogDirs (API key 35) asked of a real Kafka broker, and its answer as a :class:`core.log_dirs.LogDirsReport`:
-what the channel publishes on the log-dirs topic for the partitions being reassigned, as the simulated
-brokers do (``docs/operations.md``, "Reassignment progress")."""
+"""DescribeLogDirs (API key 35) asked of a real Kafka broker, and its answer as a
+:class:`core.kafka.log_dirs.LogDirsReport`: what the channel publishes on the log-dirs topic for the partitions
+being reassigned, as the simulated brokers do (``docs/operations.md``, "Reassignment progress")."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from kio.static.primitive import i32
 
-from core.log_dirs import (
+from core.kafka.log_dirs import (
     DESCRIBE_LOG_DIRS_API_KEY,
     LogDirResult,
     LogDirsReport,

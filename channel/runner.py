@@ -86,6 +86,7 @@ from core.events import ControlledShutdown, Event
 from core.kafka import zkdata
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, Envelope, parse_request
 from core.kafka.error_codes import KafkaError
+from core.kafka.log_dirs import LOG_DIRS_TOPIC, chunked
 from core.kafka.requests import (
     ZERO_UUID,
     AlterPartitionResponse,
@@ -96,7 +97,6 @@ from core.kafka.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from core.log_dirs import LOG_DIRS_TOPIC, chunked
 from core.model import Broker, TopicPartition
 from core.request_states import metadata_broker
 from sinks.requests import ensure_topics

@@ -1,4 +1,4 @@
-"""How far a reassignment's data has moved, from the brokers' DescribeLogDirs reports (:mod:`core.log_dirs`):
+"""How far a reassignment's data has moved, from the brokers' DescribeLogDirs reports (:mod:`core.kafka.log_dirs`):
 per partition and in total, the bytes to move, moved, the rate and the time left. ``reassign --verify`` and
 ``--list`` and the status page all call :func:`move_progress` and show :meth:`Progress.text`.
 
@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from core.log_dirs import LogDirsReport
+from core.kafka.log_dirs import LogDirsReport
 from core.model import NO_LEADER, TopicPartition
 
 __all__ = ["RATE_WINDOW_MS", "MovingPartition", "PartitionProgress", "Progress", "Totals", "move_progress"]

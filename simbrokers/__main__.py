@@ -23,7 +23,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
-from core.log_dirs import LOG_DIRS_TOPIC
+from core.kafka.log_dirs import LOG_DIRS_TOPIC
 from simbrokers.broker import BrokerConfig
 from simbrokers.control import CONTROL_TOPIC
 from simbrokers.registration import RegistrationError

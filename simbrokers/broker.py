@@ -43,6 +43,7 @@ from core.events import (
 )
 from core.kafka.envelope import Envelope
 from core.kafka.error_codes import KafkaError
+from core.kafka.log_dirs import LogDirResult, LogDirsReport, PartitionLogDir, TopicLogDir
 from core.kafka.requests import (
     AlterPartitionResponse,
     BrokerAddress,
@@ -53,7 +54,6 @@ from core.kafka.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from core.log_dirs import LogDirResult, LogDirsReport, PartitionLogDir, TopicLogDir
 from core.model import EPOCH_DURING_DELETE, NO_EPOCH, TopicPartition
 from simbrokers.partition import FetchPartitionRequest, FetchPartitionResponse, Role, SimPartition
 from simbrokers.shutdown import ControlledShutdownProcess, ShutdownPhase

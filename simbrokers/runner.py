@@ -47,8 +47,8 @@ from core.events import Event
 from core.kafka import zkdata
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
 from core.kafka.error_codes import error_name
+from core.kafka.log_dirs import LOG_DIRS_TOPIC, chunked
 from core.kafka.requests import SHARED_BROKER_ID
-from core.log_dirs import LOG_DIRS_TOPIC, chunked
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
 from simbrokers.dynconfig import DynamicConfigWatcher

@@ -1,4 +1,4 @@
-"""The brokers' recent DescribeLogDirs reports (:mod:`core.log_dirs`), read from their topic: what
+"""The brokers' recent DescribeLogDirs reports (:mod:`core.kafka.log_dirs`), read from their topic: what
 ``reassign --verify`` / ``--list`` and the status page compute a reassignment's progress from."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
 from core.errors import FormatError
-from core.log_dirs import LogDirsReport, parse_log_dirs_report
+from core.kafka.log_dirs import LogDirsReport, parse_log_dirs_report
 from sinks.errors import SinkUnavailableError
 
 log = logging.getLogger(__name__)

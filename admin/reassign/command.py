@@ -17,7 +17,7 @@ from admin.reassign.execute import execute
 from admin.reassign.generate import generate
 from admin.reassign.listing import list_reassignments
 from admin.reassign.verify import verify
-from core.log_dirs import LOG_DIRS_TOPIC
+from core.kafka.log_dirs import LOG_DIRS_TOPIC
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:

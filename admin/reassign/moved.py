@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 
 from admin.common import bootstrap_server, kafka_config
-from core.log_dirs import LogDirsReport
+from core.kafka.log_dirs import LogDirsReport
 from core.model import TopicPartition
 from core.move_progress import RATE_WINDOW_MS, MovingPartition, PartitionProgress, Totals, move_progress
 from sinks.errors import SinkUnavailableError

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from core.log_dirs import LogDirsReport
+from core.kafka.log_dirs import LogDirsReport
 from core.move_progress import RATE_WINDOW_MS
 from sinks.errors import SinkUnavailableError
 from sinks.log_dirs_read import LogDirsTail

@@ -33,7 +33,7 @@ from enum import Enum
 from core import decisions as dc
 from core import observe
 from core.controller.metrics import KAFKA_CONTROLLER_GAUGES
-from core.log_dirs import LogDirsReport
+from core.kafka.log_dirs import LogDirsReport
 from streaming.monitoring.observability import BatchObservation, describe_decision
 
 #: Kafka's ``KafkaController`` gauges, in the order the dispatcher's sums carry them
@@ -146,7 +146,7 @@ class Snapshot:
     leader_moves_last_pass: int = 0
     #: the cordoned brokers (``/livectl/cordoned_brokers``, core.cordon), as the active controller last read them
     cordoned_brokers: tuple[int, ...] = ()
-    #: the brokers' recent DescribeLogDirs reports (core.log_dirs), for the reassignments' bytes moved
+    #: the brokers' recent DescribeLogDirs reports (core.kafka.log_dirs), for the reassignments' bytes moved
     log_dirs: tuple[LogDirsReport, ...] = ()
 
 

@@ -13,7 +13,7 @@ import time
 from html import escape
 
 from core import observe
-from core.log_dirs import LogDirsReport
+from core.kafka.log_dirs import LogDirsReport
 from core.move_progress import MovingPartition, move_progress
 from streaming.monitoring.observatory import Snapshot
 

@@ -31,6 +31,7 @@ from channel.wire import BrokerConnection
 from core.codec.events import event_from_json
 from core.events import LeaderAndIsrResponse, PartitionError, StopReplicaResponse
 from core.kafka.envelope import encode_envelope
+from core.kafka.log_dirs import parse_log_dirs_report
 from core.kafka.request_encoding import encode_body
 from core.kafka.requests import (
     BrokerAddress,
@@ -44,7 +45,6 @@ from core.kafka.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from core.log_dirs import parse_log_dirs_report
 from core.model import TopicPartition as CoreTopicPartition
 from livectl import local
 from livectl.kafka_zk_brokers import start_zk_broker, stop_zk_broker

@@ -11,7 +11,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from core.log_dirs import LogDirResult, LogDirsReport, PartitionLogDir, TopicLogDir
+from core.kafka.log_dirs import LogDirResult, LogDirsReport, PartitionLogDir, TopicLogDir
 from core.move_progress import RATE_WINDOW_MS
 from streaming.monitoring.log_dirs_watch import LogDirsWatch
 

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from channel.log_dirs import describe_log_dirs, to_report
-from core.log_dirs import LogDirResult, LogDirsReport, PartitionLogDir, TopicLogDir
+from core.kafka.log_dirs import LogDirResult, LogDirsReport, PartitionLogDir, TopicLogDir
 from core.model import TopicPartition
 
 pytestmark = pytest.mark.unit

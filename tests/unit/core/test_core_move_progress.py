@@ -1,4 +1,4 @@
-"""core.log_dirs and core.move_progress: the brokers' DescribeLogDirs reports in Kafka's shape, and the bytes to
+"""core.kafka.log_dirs and core.move_progress: the brokers' DescribeLogDirs reports in Kafka's shape, and the bytes to
 move, moved, rate and time left of a reassignment computed from them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.errors import FormatError
-from core.log_dirs import (
+from core.kafka.log_dirs import (
     LogDirResult,
     LogDirsReport,
     PartitionLogDir,

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from observations import batch
 
-from core.log_dirs import LogDirResult, LogDirsReport, PartitionLogDir, TopicLogDir
+from core.kafka.log_dirs import LogDirResult, LogDirsReport, PartitionLogDir, TopicLogDir
 from core.observe import BucketSummary, ReassignmentInfo
 from streaming.monitoring import observatory as oy
 from streaming.monitoring.status_page import render
