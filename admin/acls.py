@@ -13,7 +13,9 @@ every ``ALLOW`` rule the broker's authorizer needs for livectl to run, and nothi
   write, ZooKeeper admin paths, auto-rebalance ticks); create the five topics when they are missing (at
   start); and use the request sink's ``transactional.id`` (:func:`sinks.requests.transactional_id`).
 * **brokers** read ``livectl.requests`` and write ``livectl.broker-events``; the simulated brokers also
-  read (and create) their control topic ``livectl.simbrokers.control``.
+  read (and create) their control topic ``livectl.simbrokers.control``; they (and the controller channel,
+  for real brokers) write (and create) ``livectl.log-dirs``, the brokers' log sizes, which controllers (the
+  status page) and admins (``reassign --verify`` / ``--list``) read.
 * **admins** (who run ``livectl topics``, ``reassign``, ``elect-leaders``, ``configs``) write
   ``livectl.admin`` and read ``livectl.admin-results`` (the controller's answers, awaited unless
   ``--no-wait``); with the simulated brokers they also write the control topic and read ``livectl.requests``
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 
 from admin.publish import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
+from core.kafka.log_dirs import LOG_DIRS_TOPIC
 
 REJECTED_TOPIC = "livectl.rejected"
 #: the simulated brokers' control topic (``simbrokers.control.CONTROL_TOPIC``; admin may not import simbrokers)
@@ -120,6 +123,7 @@ class Topics:
     admin_results: str = ADMIN_RESULTS_TOPIC
     rejected: str = REJECTED_TOPIC
     simbrokers_control: str = SIMBROKERS_CONTROL_TOPIC
+    log_dirs: str = LOG_DIRS_TOPIC
 
     def controller_topics(self) -> tuple[str, ...]:
         return (self.admin, self.broker_events, self.requests, self.admin_results, self.rejected)
@@ -162,6 +166,7 @@ class Deployment:
             "--admin-results-topic": self.topics.admin_results,
             "--rejected-topic": self.topics.rejected,
             "--control-topic": self.topics.simbrokers_control,
+            "--log-dirs-topic": self.topics.log_dirs,
             "--query-name": self.transactional_id,
         }
         if self.spark_group_prefix is not None:
@@ -169,7 +174,7 @@ class Deployment:
         for option, name in names.items():
             if not _NAME.fullmatch(name) or name in (".", ".."):
                 raise AclConfigError(option, f"{name!r} is not a Kafka name (letters, digits, '.', '_', '-')")
-        topics = list(self.topics.controller_topics())
+        topics = [*self.topics.controller_topics(), self.topics.log_dirs]
         if self.simulated_brokers:
             topics.append(self.topics.simbrokers_control)
         if len(set(topics)) != len(topics):
@@ -210,6 +215,7 @@ def acl_set(d: Deployment) -> tuple[Acl, ...]:
                 "the request sink's transactions (one id for every controller: a successor fences the rest)",
             )
         )
+        out.append(Acl(c, p, topic(t.log_dirs), (read,), "the status page reads the brokers' log sizes"))
         if d.spark_group_prefix is not None:
             group = Resource(ResourceType.GROUP, d.spark_group_prefix, PatternType.PREFIXED)
             out.append(Acl(c, p, group, (read,), "Spark's Kafka source: its consumer groups (groupIdPrefix)"))
@@ -218,6 +224,14 @@ def acl_set(d: Deployment) -> tuple[Acl, ...]:
         out += [
             Acl(b, p, topic(t.requests), (read,), "brokers read the controller's requests"),
             Acl(b, p, topic(t.broker_events), (write,), "brokers write AlterPartition, responses, controlled shutdown"),
+            Acl(
+                b,
+                p,
+                topic(t.log_dirs),
+                (write, create),
+                "the simulated brokers and the controller channel publish the brokers' log sizes (DescribeLogDirs) "
+                "and create the topic",
+            ),
         ]
         if d.simulated_brokers:
             why = "the simulated brokers read their control topic (and create it)"
@@ -227,6 +241,7 @@ def acl_set(d: Deployment) -> tuple[Acl, ...]:
         out += [
             Acl(a, p, topic(t.admin), (write,), "the admin CLI writes commands"),
             Acl(a, p, topic(t.admin_results), (read,), "the admin CLI waits for the answers"),
+            Acl(a, p, topic(t.log_dirs), (read,), "reassign --verify/--list read the brokers' log sizes"),
         ]
         if d.simulated_brokers:
             out += [

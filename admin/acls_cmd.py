@@ -35,6 +35,7 @@ _TOPIC_OPTIONS = (
     ("--admin-results-topic", "admin_results", "admin results"),
     ("--rejected-topic", "rejected", "rejected input"),
     ("--control-topic", "simbrokers_control", "the simulated brokers' control topic"),
+    ("--log-dirs-topic", "log_dirs", "the brokers' log sizes"),
 )
 
 

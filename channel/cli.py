@@ -16,6 +16,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from channel.runner import DEFAULT_GROUP, ChannelSettings, ControllerChannel
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
+from core.kafka.log_dirs import LOG_DIRS_TOPIC
 from sinks.local_services import default_bootstrap_server, default_zookeeper
 from sinks.security import KafkaSecurity, SecurityConfigError
 
@@ -131,6 +132,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--requests-topic", default=REQUESTS_TOPIC, help="default: %(default)s")
     p.add_argument("--events-topic", default=BROKER_EVENTS_TOPIC, help="default: %(default)s")
+    p.add_argument(
+        "--log-dirs-topic",
+        default=LOG_DIRS_TOPIC,
+        help="where each broker's DescribeLogDirs answer for its partitions being reassigned is published, for "
+        "reassign --verify/--list and the status page (default: %(default)s)",
+    )
+    p.add_argument(
+        "--log-dirs-interval-s",
+        type=float,
+        default=1.0,
+        help="how often those brokers are asked; 0: never (default: %(default)s)",
+    )
     p.add_argument("--retry-s", type=float, default=1.0, help="retry interval for an unreachable broker")
     p.add_argument("--log-level", default="INFO", help="Python logging level (default: %(default)s)")
     p.set_defaults(func=_run)
@@ -139,6 +152,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.retry_s <= 0:
         print("livectl channel: --retry-s: must be > 0", file=sys.stderr)
+        return 2
+    if args.log_dirs_interval_s < 0:
+        print("livectl channel: --log-dirs-interval-s: must be >= 0", file=sys.stderr)
         return 2
     listen_host, listen_port = args.listen
     if args.controller_listeners and not (args.advertised_host or listen_host not in ("", "0.0.0.0", "::")):
@@ -180,6 +196,8 @@ def _run(args: argparse.Namespace) -> int:
         listen_host=listen_host,
         listen_port=listen_port,
         advertised_host=args.advertised_host,
+        log_dirs_topic=args.log_dirs_topic,
+        log_dirs_interval_s=args.log_dirs_interval_s,
     )
     channel = ControllerChannel(settings)
 

@@ -76,6 +76,8 @@ from channel.convert import (
     to_kafka,
 )
 from channel.endpoint import Connection, ControllerEndpoint
+from channel.log_dirs import DESCRIBE_LOG_DIRS, describe_log_dirs, to_report
+from channel.log_dirs import OUR_VERSIONS as LOG_DIRS_VERSIONS
 from channel.producer_ids import ProducerIdsExhaustedError, allocate_block
 from channel.wire import BrokerConnection, WireError
 from core.codec.events import event_to_json
@@ -84,6 +86,7 @@ from core.events import ControlledShutdown, Event
 from core.kafka import zkdata
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, Envelope, parse_request
 from core.kafka.error_codes import KafkaError
+from core.kafka.log_dirs import LOG_DIRS_TOPIC, chunked
 from core.kafka.requests import (
     ZERO_UUID,
     AlterPartitionResponse,
@@ -91,10 +94,12 @@ from core.kafka.requests import (
     ControlledShutdownResponse,
     LeaderAndIsrRequest,
     MetadataEndpoint,
+    StopReplicaRequest,
     UpdateMetadataRequest,
 )
 from core.model import Broker, TopicPartition
 from core.request_states import metadata_broker
+from sinks.requests import ensure_topics
 
 __all__ = ["DEFAULT_GROUP", "ChannelSettings", "ControllerChannel"]
 
@@ -155,6 +160,11 @@ class ChannelSettings:
     listen_port: int = 0
     #: the host UpdateMetadata advertises ("": ``listen_host``)
     advertised_host: str = ""
+    #: where each broker's DescribeLogDirs answer for its partitions being reassigned is published (as the
+    #: simulated brokers publish theirs: ``reassign --verify`` and the status page read it), and how often
+    #: the brokers are asked (0: never)
+    log_dirs_topic: str = LOG_DIRS_TOPIC
+    log_dirs_interval_s: float = 1.0
 
 
 class ControllerChannel:
@@ -183,6 +193,12 @@ class ControllerChannel:
         self.answered = 0
         #: the broker epoch each broker last got an UpdateMetadata at (see :meth:`_announce`)
         self._announced: dict[int, int] = {}
+        #: per broker, the partitions its last LeaderAndIsr named with adding or removing replicas
+        self._moving: dict[int, set[TopicPartition]] = {}
+        self._log_dirs_due = 0.0
+        self._log_dirs_off = settings.log_dirs_interval_s <= 0
+        #: DescribeLogDirs answers published, for the log and tests
+        self.log_dirs_reports = 0
 
     def start(self) -> None:
         s = self.settings
@@ -201,6 +217,12 @@ class ControllerChannel:
             isolation_level="read_committed",
         )
         self._producer = KafkaProducer(**kafka, bootstrap_servers=s.bootstrap_server, acks="all", linger_ms=5)
+        if not self._log_dirs_off:
+            try:
+                ensure_topics(s.bootstrap_server, [s.log_dirs_topic], client_config=kafka)
+            except Exception as e:  # not allowed to create it: no reports (a send to a missing topic would block)
+                log.warning("cannot create %s (%s): no DescribeLogDirs reports", s.log_dirs_topic, e)
+                self._log_dirs_off = True
         if s.controller_listeners:
             self.endpoint = ControllerEndpoint(s.listen_host, s.listen_port, self._on_request, self._on_close)
             host = s.advertised_host or s.listen_host
@@ -226,6 +248,7 @@ class ControllerChannel:
                     if not self._deliver_message(rec.key, rec.value, int(rec.timestamp)):
                         return 0  # stopped before every addressee answered: not committed, sent again
                     self._commit(tp, rec.offset + 1)
+            self._report_log_dirs()
         return 0
 
     def close(self) -> None:
@@ -312,6 +335,7 @@ class ControllerChannel:
             self.delivered += 1
             if isinstance(body, UpdateMetadataRequest):
                 self._announced[broker.id] = broker.epoch
+            self._track_moving(env.broker_id, body)
             events = to_events(env.broker_id, body, response)
             log.info(
                 "broker %s: %s v%s of batch %s (epoch %s) answered error %s",
@@ -325,6 +349,49 @@ class ControllerChannel:
             self._publish(env.broker_id, events)
             return True
         return False
+
+    # ------------------------------------------------------------------ the brokers' log sizes
+
+    def _track_moving(self, broker_id: int, body: Any) -> None:
+        """Follow which of the broker's partitions are being reassigned, from the requests it was sent."""
+        moving = self._moving.setdefault(broker_id, set())
+        if isinstance(body, LeaderAndIsrRequest):
+            for st in body.partitions:
+                if st.adding_replicas or st.removing_replicas:
+                    moving.add(st.tp)
+                else:
+                    moving.discard(st.tp)
+        elif isinstance(body, StopReplicaRequest):
+            moving.difference_update(p.tp for p in body.partitions)
+
+    def _report_log_dirs(self) -> None:
+        """Every ``log_dirs_interval_s``: ask each broker with partitions being reassigned for their log sizes
+        (DescribeLogDirs naming them) and publish the answer; a broker that cannot be reached is skipped."""
+        s = self.settings
+        if self._log_dirs_off or time.monotonic() < self._log_dirs_due:
+            return
+        self._log_dirs_due = time.monotonic() + s.log_dirs_interval_s
+        assert self._producer is not None
+        for broker_id, moving in sorted(self._moving.items()):
+            broker = self._registration(broker_id) if moving else None
+            if broker is None:
+                continue
+            try:
+                conn = self._connection(broker)
+                version = conn.best_version(DESCRIBE_LOG_DIRS, LOG_DIRS_VERSIONS)
+                if version is None:
+                    log.debug("broker %s does not speak DescribeLogDirs v1-v4", broker_id)
+                    continue
+                request, response_type = describe_log_dirs(version, moving)
+                response = conn.send(request, response_type)
+            except WireError as e:
+                self._drop_connection(broker_id)
+                log.info("broker %s: DescribeLogDirs not answered: %s", broker_id, e)
+                continue
+            report = to_report(broker_id, int(time.time() * 1000), response)
+            for part in chunked(report, 5000):
+                self._producer.send(s.log_dirs_topic, key=str(broker_id).encode(), value=part.to_json().encode())
+            self.log_dirs_reports += 1
 
     def _announce(self, conn: BrokerConnection, broker: Broker, lisr: LeaderAndIsrRequest) -> None:
         """Send ``broker`` the registered brokers in an UpdateMetadata with no partitions before its first

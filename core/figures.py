@@ -24,6 +24,10 @@ bucket's context.
   is adding counts once it is in the ISR, whoever leads. Per broker, the auto leader rebalance ratio
   (``checkAndTriggerAutoLeaderRebalance``): of the partitions a broker prefers, those led by another.
 
+A reassignment's data figures (bytes to move, moved, rate, time left) are defined once too, in
+:mod:`core.move_progress`, from the brokers' DescribeLogDirs reports; ``reassign --verify`` / ``--list`` and the
+status page show them.
+
 Partitions of topics queued for deletion (``/admin/delete_topics``, which the CLI sees as "marked for
 deletion") count in no figure but ``offline`` (which drops them once their deletion started, as Kafka does):
 Kafka's brokers stop them and its tool no longer lists them once the deletion starts.

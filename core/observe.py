@@ -61,6 +61,8 @@ class ReassignmentInfo:
     adding: tuple[int, ...]
     removing: tuple[int, ...]
     isr: tuple[int, ...]
+    #: the leader now (``NO_LEADER``: none): its log is what the adding replicas copy
+    leader: int = NO_LEADER
 
     @property
     def progress(self) -> float:
@@ -70,12 +72,21 @@ class ReassignmentInfo:
         return sum(1 for r in self.target if r in self.isr) / len(self.target)
 
     def to_list(self) -> list[Any]:
-        return [self.topic, self.partition, list(self.target), list(self.adding), list(self.removing), list(self.isr)]
+        return [
+            self.topic,
+            self.partition,
+            list(self.target),
+            list(self.adding),
+            list(self.removing),
+            list(self.isr),
+            self.leader,
+        ]
 
     @classmethod
     def from_list(cls, v: list[Any]) -> ReassignmentInfo:
-        ints = [tuple(int(x) for x in v[i]) for i in range(2, 6)]
-        return cls(str(v[0]), int(v[1]), *ints)
+        t, a, r, i = (tuple(int(x) for x in v[k]) for k in range(2, 6))
+        # a summary written before the leader was part of it: no leader known
+        return cls(str(v[0]), int(v[1]), t, a, r, i, int(v[6]) if len(v) > 6 else NO_LEADER)
 
 
 @dataclass(frozen=True)
@@ -179,6 +190,7 @@ def summarize(ctx: ControllerContext, limit: int = LIST_LIMIT, cluster_min_isr: 
             ra.adding_replicas,
             ra.removing_replicas,
             li.leader_and_isr.isr if li is not None else (),
+            li.leader_and_isr.leader if li is not None else NO_LEADER,
         )
 
     return BucketSummary(

@@ -23,6 +23,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
+from core.kafka.log_dirs import LOG_DIRS_TOPIC
 from simbrokers.broker import BrokerConfig
 from simbrokers.control import CONTROL_TOPIC
 from simbrokers.registration import RegistrationError
@@ -212,6 +213,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=CONTROL_TOPIC,
         help="commands from livectl-simbrokers: shutdown, kill, faults (default: %(default)s)",
     )
+    t.add_argument(
+        "--log-dirs-topic",
+        default=LOG_DIRS_TOPIC,
+        help="each broker's DescribeLogDirs answer for the partitions being reassigned (default: %(default)s)",
+    )
+    t.add_argument(
+        "--log-dirs-interval-ms",
+        type=int,
+        default=1_000,
+        help="how often each broker publishes it on --log-dirs-topic; 0: never (default: %(default)s)",
+    )
     return p
 
 
@@ -223,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("tick_ms", "status_interval_ms"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')}: must be > 0")
+    if args.log_dirs_interval_ms < 0:
+        parser.error("--log-dirs-interval-ms: must be >= 0")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
     logging.getLogger("kazoo").setLevel(logging.WARNING)
@@ -265,6 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         requests_topic=args.requests_topic,
         events_topic=args.events_topic,
         control_topic=args.control_topic,
+        log_dirs_topic=args.log_dirs_topic,
+        log_dirs_interval_ms=args.log_dirs_interval_ms,
         kafka_security=kafka_security,
         zookeeper_security=zk_security,
         shutdown_timeout_s=args.shutdown_timeout_s,

@@ -43,6 +43,7 @@ from core.events import (
 )
 from core.kafka.envelope import Envelope
 from core.kafka.error_codes import KafkaError
+from core.kafka.log_dirs import LogDirResult, LogDirsReport, PartitionLogDir, TopicLogDir
 from core.kafka.requests import (
     AlterPartitionResponse,
     BrokerAddress,
@@ -437,6 +438,24 @@ class SimBroker:
         return self.shutdown.phase
 
     # ------------------------------------------------------------------ views for tests and status
+
+    def describe_log_dirs(self, time_ms: int) -> LogDirsReport:
+        """Kafka's DescribeLogDirs answer for the partitions being reassigned (adding or removing replicas in
+        their latest LeaderAndIsr), as a request naming those partitions gets it: one log directory, each
+        replica's ``partitionSize`` (log end offset x ``record_bytes``) and ``offsetLag`` (high watermark minus
+        log end offset, at least 0); a failed disk answers ``KAFKA_STORAGE_ERROR`` for the directory.
+        ``time_ms``: the wall clock, which readers in other processes compare."""
+        by_topic: dict[str, list[PartitionLogDir]] = {}
+        for tp, p in sorted(self.partitions.items()):
+            if p.adding or p.removing:
+                log = p.log
+                size = log.log_end_offset * self.config.record_bytes
+                lag = max(0, log.high_watermark - log.log_end_offset)
+                by_topic.setdefault(tp.topic, []).append(PartitionLogDir(tp.partition, size, lag))
+        error = KafkaError.KAFKA_STORAGE_ERROR if self.faults.disk_failed else KafkaError.NONE
+        topics = () if error else tuple(TopicLogDir(t, tuple(ps)) for t, ps in by_topic.items())
+        result = LogDirResult(f"/simbrokers/{self.broker_id}", topics, int(error))
+        return LogDirsReport(self.broker_id, time_ms, (result,))
 
     def leader_partitions(self) -> list[TopicPartition]:
         return sorted(tp for tp, p in self.partitions.items() if p.role is Role.LEADER)

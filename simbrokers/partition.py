@@ -113,6 +113,9 @@ class SimPartition:
     partition_epoch: int = -1
     controller_epoch: int = -1
     replicas: tuple[int, ...] = ()
+    #: the reassignment the latest LeaderAndIsr named (KIP-455's adding / removing replicas)
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
     isr: tuple[int, ...] = ()
     remote: dict[int, RemoteReplica] = field(default_factory=dict)
     pending: PendingIsr | None = None
@@ -160,6 +163,8 @@ class SimPartition:
         self.partition_epoch = st.partition_epoch
         self.controller_epoch = st.controller_epoch
         self.replicas = st.replicas
+        self.adding = st.adding_replicas
+        self.removing = st.removing_replicas
         self.isr = st.isr
         self.pending = None
         self.await_leader_and_isr = False

@@ -38,7 +38,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 from kazoo.client import KazooClient, KazooState
 
 from core.codec.events import event_to_json
@@ -47,6 +47,7 @@ from core.events import Event
 from core.kafka import zkdata
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
 from core.kafka.error_codes import error_name
+from core.kafka.log_dirs import LOG_DIRS_TOPIC, chunked
 from core.kafka.requests import SHARED_BROKER_ID
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
@@ -62,6 +63,9 @@ from sinks.security import KafkaSecurity, ZkSecurity
 #: Kafka's ``BrokerIdsZNode.path``
 
 log = logging.getLogger("simbrokers")
+
+#: partitions per log-dirs message: about 80 bytes each, well under Kafka's 1 MB message size
+_LOG_DIRS_CHUNK = 5000
 
 
 class SimBrokersError(RuntimeError):
@@ -83,6 +87,10 @@ class ProcessSettings:
     requests_topic: str = REQUESTS_TOPIC
     events_topic: str = BROKER_EVENTS_TOPIC
     control_topic: str = CONTROL_TOPIC
+    #: where each broker publishes its DescribeLogDirs answer for the partitions being reassigned
+    log_dirs_topic: str = LOG_DIRS_TOPIC
+    #: how often (0: never)
+    log_dirs_interval_ms: int = 1000
     #: wait this long for the controller's topics to exist
     topic_wait_s: float = 60.0
     #: write a JSON status of every broker here every ``status_interval_ms``
@@ -122,6 +130,8 @@ class SimBrokersProcess:
         #: the status file's loss audit, kept between its writes
         self._loss = LossTracker()
         self._last_status_ms = 0
+        self._last_log_dirs_ms = 0
+        self._log_dirs_off = False
         self._config_zk: KazooClient | None = None
         self._config_watcher: DynamicConfigWatcher | None = None
         #: set on the first stop signal: the orderly stop's last resort
@@ -177,14 +187,28 @@ class SimBrokersProcess:
                     m.broker.set_throttle(throttle)
 
     def _ensure_control_topic(self) -> None:
-        admin = KafkaAdminClient(
-            **self.settings.kafka_security.client_kwargs(), bootstrap_servers=self.settings.bootstrap_server
-        )
+        """The control topic, and the log-dirs topic when reports are on (kept an hour: readers look back
+        :data:`core.move_progress.RATE_WINDOW_MS`)."""
+        s = self.settings
+        admin = KafkaAdminClient(**s.kafka_security.client_kwargs(), bootstrap_servers=s.bootstrap_server)
+        wanted = [NewTopic(s.control_topic, 1, 1)]
+        if s.log_dirs_interval_ms > 0:
+            wanted.append(NewTopic(s.log_dirs_topic, 1, 1, topic_configs={"retention.ms": str(3_600_000)}))
         try:
-            if self.settings.control_topic not in admin.list_topics():
-                admin.create_topics([NewTopic(self.settings.control_topic, 1, 1)])
-        except TopicAlreadyExistsError:
-            pass
+            existing = set(admin.list_topics())
+            for topic in wanted:
+                if topic.name in existing:
+                    continue
+                try:
+                    admin.create_topics([topic])
+                except TopicAlreadyExistsError:
+                    pass
+                except KafkaError as e:
+                    if topic.name != s.log_dirs_topic:
+                        raise
+                    # a principal not allowed to create it: no reports (a send to a missing topic would block)
+                    log.warning("cannot create %s (%s): no log-dirs reports", s.log_dirs_topic, e)
+                    self._log_dirs_off = True
         finally:
             admin.close()
 
@@ -288,6 +312,7 @@ class SimBrokersProcess:
                         self._report_shutdown(bid, m.broker)
                         self._deregister(bid)
                 self.fabric.step(now_ms())
+                self._report_log_dirs()
                 if stop_by is None:
                     self._producer.flush()
                 else:
@@ -477,6 +502,32 @@ class SimBrokersProcess:
         with self.fabric.locks[bid]:
             m.broker.broker_epoch = epoch
         log.warning("broker %s re-registered after session loss, epoch %s", bid, epoch)
+
+    def _report_log_dirs(self) -> None:
+        """Every ``log_dirs_interval_ms``: each broker's DescribeLogDirs answer, when it names a partition (or
+        a failed directory), in messages of at most :data:`_LOG_DIRS_CHUNK` partitions."""
+        interval = self.settings.log_dirs_interval_ms
+        t = now_ms()
+        if interval <= 0 or self._log_dirs_off or t - self._last_log_dirs_ms < interval:
+            return
+        self._last_log_dirs_ms = t
+        wall = int(time.time() * 1000)
+        assert self._producer is not None
+        for bid in list(self.members):
+            broker = self.fabric.brokers.get(bid)
+            if broker is None:
+                continue
+            with self.fabric.locks[bid]:
+                report = broker.describe_log_dirs(wall)
+            if not any(r.topics or r.error_code for r in report.results):
+                continue
+            for part in chunked(report, _LOG_DIRS_CHUNK):
+                try:
+                    self._producer.send(
+                        self.settings.log_dirs_topic, key=str(bid).encode(), value=part.to_json().encode()
+                    )
+                except KafkaTimeoutError as e:
+                    log.warning("broker %s: could not send its log-dirs report: %s", bid, e)
 
     def _write_status(self) -> None:
         path = self.settings.status_file

@@ -58,6 +58,8 @@ class Settings:
     requests_topic: str = "livectl.requests"
     admin_results_topic: str = "livectl.admin-results"
     rejected_topic: str = "livectl.rejected"
+    #: the brokers' DescribeLogDirs reports (core.kafka.log_dirs), read for the status page's bytes moved; not created
+    log_dirs_topic: str = "livectl.log-dirs"
     #: the id this controller writes into ``/controller`` (``brokerid``)
     controller_id: int = 1000
     #: number of state buckets; 0 = ``spark.sql.shuffle.partitions`` when set, else one per executor core

@@ -17,6 +17,7 @@ from admin.reassign.execute import execute
 from admin.reassign.generate import generate
 from admin.reassign.listing import list_reassignments
 from admin.reassign.verify import verify
+from core.kafka.log_dirs import LOG_DIRS_TOPIC
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
@@ -64,6 +65,11 @@ def add_options(p: argparse.ArgumentParser, action: argparse._MutuallyExclusiveG
     p.add_argument("--additional", action="store_true", help="--execute: add to reassignments already in progress")
     p.add_argument("--preserve-throttles", action="store_true", help="--verify/--cancel: leave the throttles in place")
     p.add_argument("--output", choices=["text", "json"], default="text", help="--verify/--list: text or json")
+    p.add_argument(
+        "--log-dirs-topic",
+        default=LOG_DIRS_TOPIC,
+        help="--verify/--list: where the brokers report their log sizes, for the bytes moved (default: %(default)s)",
+    )
 
 
 def cmd_reassign(args: argparse.Namespace) -> int:

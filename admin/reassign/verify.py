@@ -1,5 +1,6 @@
-"""``--verify``: the status of each partition of the file (completed, in progress, missing, mismatch) and,
-once none is moving, the throttles cleared (exit 0 done, 3 still moving, 1 missing or mismatched)."""
+"""``--verify``: the status of each partition of the file (completed, in progress, missing, mismatch), the
+data moved of those in progress (:mod:`admin.reassign.moved`) and, once none is moving, the throttles cleared
+(exit 0 done, 3 still moving, 1 missing or mismatched)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from admin.common import (
     ints,
     zk_connect,
 )
+from admin.reassign import moved
 from admin.reassign.state import in_progress
 from admin.reassign.throttles import clear_throttles
 from admin.zkread import connect
-from core.model import TopicPartition
+from core.model import NO_LEADER, TopicPartition
+from core.move_progress import MovingPartition
 
 
 def verify(args: argparse.Namespace, path: Path) -> int:
@@ -58,12 +61,25 @@ def verify(args: argparse.Namespace, path: Path) -> int:
         rows.append(row)
     pending = any(r["status"] == "in_progress" for r in rows)
     mismatch = any(r["status"] in ("missing", "mismatch") for r in rows)
+    targeted = {TopicPartition(r["topic"], r["partition"]) for r in rows if r["status"] == "in_progress"}
+    movers = [
+        MovingPartition(tp.topic, tp.partition, st.leader if st is not None else NO_LEADER, m.adding)
+        for tp, m in sorted(moving.items())
+        if tp in targeted and m.adding
+        for st in [states.get(tp)]
+    ]
+    by_tp, totals = moved.progress(args, movers)
+    for r in rows:
+        if (p := by_tp.get(TopicPartition(r["topic"], r["partition"]))) is not None:
+            r["progress"] = p.to_dict()
     if args.output == "json":
-        print(json.dumps({"partitions": rows}, indent=2))
+        print(json.dumps({"partitions": rows, "progress": totals.to_dict()}, indent=2))
     else:
         print("Status of partition reassignment:")
         for r in rows:
             print(r["message"])
+        if by_tp:
+            moved.print_progress(sorted(by_tp.items()), totals)
     if not pending and not args.preserve_throttles:
         if args.output == "json":
             with _stdout_to(sys.stderr):

@@ -14,6 +14,8 @@
 * :mod:`core.kafka.replicas` — Kafka's rule for a partition's replica list;
 * :mod:`core.kafka.envelope` — the ``livectl.requests`` message around a request: one encoder (the request
   sink's) and one parser (the simulated brokers' and the admin tools').
+* :mod:`core.kafka.log_dirs` — the brokers' replica log sizes in the shape of the DescribeLogDirs response
+  (API key 35), as the simulated brokers and the controller channel publish them.
 
 The package decides nothing: it knows formats. It imports the standard library, core's value types and
 its strict JSON readers (:mod:`core.jsonform`, :mod:`core.errors`), and nothing of the controller.

@@ -44,7 +44,13 @@ from sinks.ports import RequestSinkPort, ZkSinkPort
 from streaming.driver.replay_progress import ReplayWatch
 from streaming.driver.session import spark_session, spark_ui_address
 from streaming.driver.shutdown import fence_check, fenced_if_replaced, raise_outcome, stop_query
-from streaming.driver.side_threads import Opened, admin_watcher, controller_config_now, start_side_threads
+from streaming.driver.side_threads import (
+    Opened,
+    admin_watcher,
+    controller_config_now,
+    log_dirs_watch,
+    start_side_threads,
+)
 from streaming.driver.startup import (
     hand_off,
     has_planned_batch,
@@ -311,6 +317,7 @@ class ControllerApp:
             if self.observatory is not None:
                 self.observatory.leader_moves = opened.rebalancer.figures
                 self.observatory.cordoned = lambda: watcher.cordoned
+                opened.log_dirs = log_dirs_watch(s, kafka_config, self.observatory)
             if ready is not None:
                 ready.set()
 

@@ -70,6 +70,15 @@ def start_side_threads(
     return bridge, rebalancer
 
 
+def log_dirs_watch(s: Settings, client_config: dict[str, Any], observatory: Any) -> Any:
+    """The status page's reader of the brokers' log sizes (``log_dirs_topic``), started."""
+    from streaming.monitoring.log_dirs_watch import LogDirsWatch
+
+    watch = LogDirsWatch(s.bootstrap_servers, s.log_dirs_topic, client_config).start()
+    observatory.log_dirs = watch.reports
+    return watch
+
+
 @dataclass
 class Opened:
     """What a controller's run opened besides its query, closed by :meth:`close` in this order: the session's
@@ -81,6 +90,7 @@ class Opened:
     bridge: Any = None
     watcher: Any = None
     rebalancer: Any = None
+    log_dirs: Any = None
     request_sink: Any = None
     producer: Any = None
     spark: Any = None
@@ -95,7 +105,7 @@ class Opened:
             except Exception as e:  # a stopped session has no listeners left; the lease must still go
                 log.warning("could not remove the query listener %s: %s", type(listener).__name__, e)
         self.listeners = []
-        for thread in (self.bridge, self.watcher, self.rebalancer):
+        for thread in (self.bridge, self.watcher, self.rebalancer, self.log_dirs):
             if thread is not None:
                 thread.stop()
         if self.request_sink is not None:

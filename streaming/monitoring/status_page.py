@@ -3,7 +3,8 @@
 It shows a :class:`streaming.monitoring.observatory.Snapshot`: the cluster summary (role, controller epoch, live
 brokers, Kafka's controller gauges), partitions by state, leaders per broker and the preferred-leader
 imbalance as an inline SVG bar chart, the under-replicated and offline partitions, reassignments with their
-progress, and the most recent decisions. The page refreshes itself every few seconds (``<meta refresh>``).
+progress (target replicas in the ISR, and the data moved from the brokers' log sizes: :mod:`core.move_progress`),
+and the most recent decisions. The page refreshes itself every few seconds (``<meta refresh>``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import time
 from html import escape
 
 from core import observe
+from core.kafka.log_dirs import LogDirsReport
+from core.move_progress import MovingPartition, move_progress
 from streaming.monitoring.observatory import Snapshot
 
 REFRESH_S = 5
@@ -97,19 +100,29 @@ def _partitions_table(table_id: str, items: tuple[observe.PartitionInfo, ...], t
     )
 
 
-def _reassignments_table(items: tuple[observe.ReassignmentInfo, ...], total: int) -> str:
+def _reassignments_table(
+    items: tuple[observe.ReassignmentInfo, ...], total: int, log_dirs: tuple[LogDirsReport, ...], now_s: float
+) -> str:
     if not total:
         return '<p id="reassignments" class="ok">None.</p>'
+    # the CLI's computation (reassign --verify / --list), on the brokers' recent DescribeLogDirs reports
+    moving = [MovingPartition(r.topic, r.partition, r.leader, r.adding) for r in items if r.adding]
+    parts, totals = move_progress(moving, log_dirs, int(now_s * 1000))
+    data = {(p.topic, p.partition): p.text() for p in parts}
     rows = "".join(
         f"<tr><td>{_h(r.topic)}</td><td class=num>{r.partition}</td><td>{_h(list(r.target))}</td>"
         f"<td>{_h(list(r.adding))}</td><td>{_h(list(r.removing))}</td><td>{_h(list(r.isr))}</td>"
-        f'<td><span class="bar"><span style="width:{r.progress:.0%}"></span></span> {r.progress:.0%}</td></tr>'
+        f'<td><span class="bar"><span style="width:{r.progress:.0%}"></span></span> {r.progress:.0%}</td>'
+        f"<td>{_h(data.get((r.topic, r.partition), 'nothing to copy'))}</td></tr>"
         for r in items
     )
+    listed = f"the {len(items)} partitions listed" if total > len(items) else "all"
     more = f"<p>… {total - len(items)} more.</p>" if total > len(items) else ""
     return (
         '<table id="reassignments"><tr><th>topic</th><th>partition</th><th>target</th><th>adding</th>'
-        f"<th>removing</th><th>ISR</th><th>progress (target in ISR)</th></tr>{rows}</table>{more}"
+        "<th>removing</th><th>ISR</th><th>progress (target in ISR)</th>"
+        f"<th>data (brokers' log sizes, DescribeLogDirs)</th></tr>{rows}</table>{more}"
+        f'<p id="reassignment-data">Data, {listed}: {_h(totals.text())}.</p>'
     )
 
 
@@ -170,7 +183,7 @@ led by another broker.</p>
 <h2>Offline partitions ({f["OfflinePartitionsCount"]})</h2>
 {_partitions_table("offline", c.offline, f["OfflinePartitionsCount"])}
 <h2>Reassignments in progress ({f["ReassigningPartitions"]})</h2>
-{_reassignments_table(c.reassignments, f["ReassigningPartitions"])}
+{_reassignments_table(c.reassignments, f["ReassigningPartitions"], s.log_dirs, s.now_s)}
 <h2>Kafka controller metrics</h2>
 <table id="kafka-metrics"><tr><th>metric</th><th>value</th></tr>{kafka_rows}</table>
 <h2>Last decisions</h2>

@@ -5,13 +5,22 @@ every partition it leads (acks=all: refused below ``min.insync.replicas``), a ``
 crash matrix's harness, :mod:`bench.harness`). ``livectl brokers --drain 5`` moves broker 5's leaderships
 first, then its replicas two partitions at a time under a throttle, while a watcher reads every partition's
 state: no partition is ever without a live leader, and at the end broker 5 holds and leads nothing, every
-partition converged on its new replicas, each broker's view agreeing with ZooKeeper."""
+partition converged on its new replicas, each broker's view agreeing with ZooKeeper. Meanwhile ``reassign --list``
+and the controller's status page show each moving partition's data moved, from the brokers' log-dirs reports
+(issue 44, item 3); the 1 MB/s throttle makes each move last long enough to be seen."""
 
 from __future__ import annotations
 
+import json
+import re
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,27 +57,87 @@ class Watch(threading.Thread):
             time.sleep(0.2)
 
 
+class Progress(threading.Thread):
+    """Runs ``livectl reassign --list --output json`` (a process of its own) until stopped: the data moved of
+    every partition being reassigned, from the simulated brokers' log-dirs reports (issue 44, item 3)."""
+
+    def __init__(self, m: cm.Matrix, log_dirs_topic: str, status_page: str) -> None:
+        super().__init__(daemon=True)
+        self.status_page = status_page
+        #: the status page's data cells of the reassignments table, as it showed them
+        self.page_data: list[str] = []
+        self.argv = [
+            sys.executable, "-m", "admin", "reassign", "--list", "--output", "json", "--log-dirs-topic", log_dirs_topic,
+            "--zookeeper", m.zk_connect, "--bootstrap-server", m.bootstrap,
+        ]  # fmt: skip
+        self.stop = threading.Event()
+        self.samples: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            out = subprocess.run(self.argv, check=False, capture_output=True, text=True, timeout=60)
+            if out.returncode != 0:
+                self.errors.append(out.stderr[-500:])
+            else:
+                self.samples += [
+                    {"tp": f"{r['topic']}-{r['partition']}", **r["progress"]}
+                    for r in json.loads(out.stdout)["reassignments"]
+                ]
+            try:
+                with urllib.request.urlopen(self.status_page, timeout=10) as page:
+                    self.page_data += re.findall(r"<td>(moved [^<]*)</td>", page.read().decode())
+            except OSError as e:
+                self.errors.append(f"status page: {e}")
+            self.stop.wait(0.5)
+
+
 def test_drain_a_leading_broker_under_producer_load(
     zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    m = cm.Matrix(zookeeper.connect, kafka_broker.bootstrap, tmp_path / "cluster", broker_args=("--produce-rate", "50"))
+    log_dirs = f"{tmp_path.name[:40]}-{time.monotonic_ns()}.log-dirs"
+    m = cm.Matrix(
+        zookeeper.connect,
+        kafka_broker.bootstrap,
+        tmp_path / "cluster",
+        broker_args=("--produce-rate", "50", "--log-dirs-topic", log_dirs, "--log-dirs-interval-ms", "500"),
+    )
     try:
         m.open()
-        c = m.start_controller()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        c = m.start_controller({"metrics_port": port, "log_dirs_topic": log_dirs})
         m.wait_loaded(c)
         topic = f"{m.name}-orders"
         cm.create_topic(m, "c1", topic, ASSIGNMENT)
         cm.wait_online(m, topic, dict(ASSIGNMENT))
         watch = Watch(m, topic)
         watch.start()
+        progress = Progress(m, log_dirs, f"http://127.0.0.1:{port}/")
+        progress.start()
         argv = [
-            "brokers", "--drain", str(DRAINED), "--batch-size", "2", "--throttle", "10000000", "--timeout", "600",
+            "brokers", "--drain", str(DRAINED), "--batch-size", "2", "--throttle", "1000000", "--timeout", "600",
             "--zookeeper", m.zk_connect, "--bootstrap-server", m.bootstrap,
             "--admin-topic", m.topics["admin"], "--admin-results-topic", m.topics["results"],
         ]  # fmt: skip
         assert main(argv) == 0, c.text()[-3000:]
         watch.stop.set()
         watch.join(10)
+        progress.stop.set()
+        progress.join(60)
+        # the data moved, from the brokers' own log sizes: sane whenever the leader had reported, and seen
+        assert not progress.errors, progress.errors[:3]
+        known = [s for s in progress.samples if s["bytes_to_move"] is not None]
+        assert known, progress.samples[:20]
+        for s in known:
+            assert s["bytes_to_move"] > 0 and 0 <= s["bytes_moved"] <= s["bytes_to_move"], s
+            assert s["seconds_left"] is None or s["seconds_left"] >= 0, s
+            assert s["bytes_per_second"] is None or s["bytes_per_second"] >= 0, s
+        # the status page computed the same figures from the reports its controller read
+        assert any(re.fullmatch(r"moved \S+ \S+ of \S+ \S+ \(\d+%\), .*", d) for d in progress.page_data), (
+            progress.page_data[:20]
+        )
         out = capsys.readouterr().out
         assert "Moved the leadership of 2 partition(s) off broker 5." in out
         assert f"Broker {DRAINED} is drained" in out

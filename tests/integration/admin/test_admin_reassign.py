@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -204,16 +205,78 @@ def test_list_shows_adding_and_removing(env: Env, capsys: pytest.CaptureFixture[
     assert main(env.args("reassign", "--list", write=False)) == 0
     assert capsys.readouterr().out.strip() == "No partition reassignments found."
     set_orders(env, {"0": [2, 3, 1], "1": [2, 3], "2": [3, 1]}, {"0": [3]}, {"0": [1]})
-    assert main(env.args("reassign", "--list", write=False)) == 0
+    # no broker has reported its log sizes on this (empty) topic: the data moved is not known
+    quiet = ["--log-dirs-topic", env.admin]
+    assert main(env.args("reassign", "--list", *quiet, write=False)) == 0
     assert capsys.readouterr().out.splitlines() == [
         "Current partition reassignments:",
         "orders-0: replicas: 2,3,1. adding: 3. removing: 1.",
+        "",
+        "Data moved (the brokers' log sizes, DescribeLogDirs):",
+        "orders-0: moved 0 B of unknown, rate unknown, time left unknown",
+        "Total: moved 0 B of unknown, rate unknown, time left unknown (1 partition(s) not reported yet)",
     ]
-    assert main(env.args("reassign", "--describe", "--output", "json", write=False)) == 0
+    assert main(env.args("reassign", "--describe", "--output", "json", *quiet, write=False)) == 0
     doc = json.loads(capsys.readouterr().out)
+    unknown = {"bytes_to_move": None, "bytes_moved": 0, "bytes_per_second": None, "seconds_left": None}
     assert doc["reassignments"] == [
-        {"topic": "orders", "partition": 0, "replicas": [2, 3, 1], "adding_replicas": [3], "removing_replicas": [1]}
+        {"topic": "orders", "partition": 0, "replicas": [2, 3, 1], "adding_replicas": [3], "removing_replicas": [1],
+         "progress": unknown}
+    ]  # fmt: skip
+    assert doc["progress"] == {**unknown, "partitions_unknown": 1}
+
+
+def test_verify_and_list_show_the_data_moved_from_the_brokers_log_sizes(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # orders-0 (leader 1) is adding broker 3; the brokers report their DescribeLogDirs answers on a topic
+    clean_tree(env)
+    set_orders(env, {"0": [1, 2, 3], "1": [2, 3], "2": [3, 1]}, {"0": [3]})
+    topic = f"{env.admin}.log-dirs"
+    kib = 1024
+    now = int(time.time() * 1000)
+    producer = KafkaProducer(bootstrap_servers=env.bootstrap)
+    reports = [
+        (1, now - 2_000, 400 * kib),  # the leader's log
+        (3, now - 2_000, 100 * kib),
+        (3, now - 1_000, 150 * kib),  # 50 KiB/s over the window
+        (3, now, 200 * kib),
     ]
+    for broker, at, size in reports:
+        sizes = {"partitionIndex": 0, "partitionSize": size, "offsetLag": 0, "isFutureKey": False}
+        dirs = [{"errorCode": 0, "logDir": "/d", "topics": [{"name": "orders", "partitions": [sizes]}]}]
+        doc = {"version": 1, "brokerId": broker, "timeMs": at, "errorCode": 0, "results": dirs}
+        producer.send(topic, key=str(broker).encode(), value=json.dumps(doc).encode())
+    producer.send(topic, key=b"9", value=b"not a report")  # skipped
+    producer.flush()
+    producer.close()
+    figures = {"bytes_to_move": 400 * kib, "bytes_moved": 200 * kib, "bytes_per_second": 50 * kib, "seconds_left": 4.0}
+    path = plan(env, "move.json", [("orders", 0, [1, 2, 3])])
+    verify = ["reassign", "--verify", "--reassignment-json-file", str(path), "--log-dirs-topic", topic]
+    assert main(env.args(*verify, write=False)) == 3
+    assert capsys.readouterr().out.splitlines()[-4:] == [
+        "",
+        "Data moved (the brokers' log sizes, DescribeLogDirs):",
+        "orders-0: moved 200.0 KiB of 400.0 KiB (50%), 50.0 KiB/s, about 4 s left",
+        "Total: moved 200.0 KiB of 400.0 KiB (50%), 50.0 KiB/s, about 4 s left",
+    ]
+    assert main(env.args(*verify, "--output", "json", write=False)) == 3
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["partitions"][0]["progress"] == figures
+    assert doc["progress"] == {**figures, "partitions_unknown": 0}
+    listing = ["reassign", "--list", "--output", "json", "--log-dirs-topic", topic]
+    assert main(env.args(*listing, write=False)) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["progress"] for r in doc["reassignments"]] == [figures]
+
+    # Kafka unreachable: the reassignment's status still comes from ZooKeeper, within seconds, the data unknown
+    started = time.monotonic()
+    argv = [*verify, "--zookeeper", env.zk_connect, "--bootstrap-server", "127.0.0.1:1"]
+    assert main(argv) == 3
+    out, err = capsys.readouterr()
+    assert time.monotonic() - started < 15
+    assert "orders-0: moved 0 B of unknown, rate unknown, time left unknown" in out
+    assert "Warning: no log sizes (cannot reach Kafka at 127.0.0.1:1): bytes moved and time left unknown." in err
 
 
 def test_wait_reports_a_superseded_reassignment_as_such(

@@ -4,7 +4,8 @@ One broker (:mod:`livectl.kafka_zk_brokers`) registered under a chroot of the se
 controller is the only one there). Every version the channel builds of LeaderAndIsr (2-7), UpdateMetadata
 (5-8) and StopReplica (3-4) is sent to it and must be read and obeyed: the broker becomes leader of a new
 partition, serves it to a producer and a consumer after UpdateMetadata, answers a repeated LeaderAndIsr
-with STALE_CONTROLLER_EPOCH, and deletes the partition on StopReplica.
+with STALE_CONTROLLER_EPOCH, and deletes the partition on StopReplica. DescribeLogDirs (1-4) gives its
+replicas' log sizes, which the channel publishes for the partitions being reassigned.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,11 +24,14 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 
 from channel.convert import LEADER_AND_ISR, OUR_VERSIONS, STOP_REPLICA, UPDATE_METADATA, to_events, to_kafka
+from channel.log_dirs import DESCRIBE_LOG_DIRS, describe_log_dirs, to_report
+from channel.log_dirs import OUR_VERSIONS as LOG_DIRS_VERSIONS
 from channel.runner import ChannelSettings, ControllerChannel
 from channel.wire import BrokerConnection
 from core.codec.events import event_from_json
 from core.events import LeaderAndIsrResponse, PartitionError, StopReplicaResponse
 from core.kafka.envelope import encode_envelope
+from core.kafka.log_dirs import parse_log_dirs_report
 from core.kafka.request_encoding import encode_body
 from core.kafka.requests import (
     BrokerAddress,
@@ -40,6 +45,7 @@ from core.kafka.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from core.model import TopicPartition as CoreTopicPartition
 from livectl import local
 from livectl.kafka_zk_brokers import start_zk_broker, stop_zk_broker
 from sinks.requests import ensure_topics
@@ -192,3 +198,85 @@ def test_the_channel_resumes_where_it_stopped(broker: Broker, kafka_broker: loca
 
     answers = [(r.key, event_from_json(r.value)) for r in _read_all(kafka_broker.bootstrap, events)]
     assert answers == [(b"1", LeaderAndIsrResponse(1, (PartitionError(t, 0, NONE),), NONE)) for t in topics]
+
+
+def test_describe_log_dirs_of_a_real_broker_in_livectls_report_shape(broker: Broker) -> None:
+    """DescribeLogDirs (API key 35) v1-v4 of a partition holding records: the broker's own log size of it."""
+    topic = f"logdirs-{uuid.uuid4().hex[:6]}"
+    lisr, um = _states(broker, topic, _topic_id(), leader_epoch=1)
+    with BrokerConnection(broker.host, broker.port) as conn:
+        versions = conn.negotiate()
+        assert versions[DESCRIBE_LOG_DIRS] == (0, 4)
+        for request, v in ((lisr, 7), (um, 8)):
+            call = to_kafka(request, v, broker_epoch=broker.epoch)
+            conn.send(call.request, call.response_type)
+        producer = KafkaProducer(bootstrap_servers=broker.svc.address, acks="all")
+        for i in range(50):
+            producer.send(topic, b"x" * 1000, key=b"%d" % i)
+        producer.flush()
+        producer.close()
+        sizes = []
+        for version in LOG_DIRS_VERSIONS:
+            request, response_type = describe_log_dirs(version, [CoreTopicPartition(topic, 0)])
+            report = to_report(1, 123, conn.send(request, response_type))
+            assert (report.broker_id, report.time_ms, report.error_code) == (1, 123, 0)
+            [result] = report.results
+            assert result.error_code == 0 and result.log_dir
+            assert (result.total_bytes > 0) == (version >= 4), result
+            [(tp, size)] = list(report.replica_sizes())
+            assert tp == CoreTopicPartition(topic, 0)
+            sizes.append(size)
+            assert parse_log_dirs_report(report.to_json()) == report
+        # 50 records of 1000 bytes and their batch overhead, the same answer at every version
+        assert 50_000 < sizes[0] < 60_000 and len(set(sizes)) == 1, sizes
+
+
+def test_the_channel_reports_the_log_sizes_of_partitions_being_reassigned(
+    broker: Broker, kafka_broker: local.Service
+) -> None:
+    """A LeaderAndIsr naming an adding replica goes through the channel: from then on it asks the broker for
+    that partition's log size every interval and publishes the answer on the log-dirs topic; a later
+    LeaderAndIsr without it stops the reports."""
+    name = f"chan-{uuid.uuid4().hex[:6]}"
+    requests, events, log_dirs = f"{name}.requests", f"{name}.broker-events", f"{name}.log-dirs"
+    ensure_topics(kafka_broker.bootstrap, [requests, events])
+    topic, topic_id = f"{name}-moving", _topic_id()
+    lisr, _ = _states(broker, topic, topic_id, leader_epoch=1)
+    [st] = lisr.partitions
+    # replica 2 is being added (KIP-455): replicas 1, 2, adding 2
+    moving = replace(lisr, partitions=(replace(st, replicas=(1, 2), adding_replicas=(2,)),))
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+    key, value = encode_envelope(1, RequestApi.LEADER_AND_ISR, EPOCH, 1, encode_body(moving))
+    producer.send(requests, key=key, value=value).get(timeout=10)
+    settings = ChannelSettings(
+        broker.zookeeper, kafka_broker.bootstrap, requests, events, group=f"{name}.channel",
+        log_dirs_topic=log_dirs, log_dirs_interval_s=0.2,
+    )  # fmt: skip
+    channel = ControllerChannel(settings)
+    channel.start()
+    thread = threading.Thread(target=channel.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while channel.log_dirs_reports < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert channel.log_dirs_reports >= 3
+        # the reassignment completes: replicas 1, 2 and nothing adding; the reports stop
+        done = replace(lisr, partitions=(replace(st, leader_epoch=2, replicas=(1, 2)),))
+        key, value = encode_envelope(1, RequestApi.LEADER_AND_ISR, EPOCH, 2, encode_body(done))
+        producer.send(requests, key=key, value=value).get(timeout=10)
+        while channel.delivered < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        after = channel.log_dirs_reports
+        time.sleep(1.0)
+        assert channel.log_dirs_reports == after
+    finally:
+        channel.stopping.set()
+        thread.join(30)
+        channel.close()
+        producer.close()
+    reports = [parse_log_dirs_report(r.value) for r in _read_all(kafka_broker.bootstrap, log_dirs)]
+    assert len(reports) >= 3
+    assert all(r.broker_id == 1 and r.error_code == 0 for r in reports)
+    assert {tp for r in reports for tp, _ in r.replica_sizes()} == {CoreTopicPartition(topic, 0)}

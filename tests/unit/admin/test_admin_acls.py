@@ -62,6 +62,8 @@ def test_only_the_controllers_write_their_outputs_only_admins_write_commands() -
     assert writers(acls, T.broker_events) == brokers | controllers
     assert writers(acls, T.admin) == admins
     assert writers(acls, T.simbrokers_control) == admins
+    # the simulated brokers, or the controller channel (which runs as a broker principal), publish log sizes
+    assert writers(acls, T.log_dirs) == brokers
 
 
 def test_each_client_reads_what_it_consumes() -> None:
@@ -80,6 +82,9 @@ def test_each_client_reads_what_it_consumes() -> None:
     for name in T.controller_topics():
         assert _allowed(acls, Operation.CREATE, topic, name) == controllers, name
     assert _allowed(acls, Operation.CREATE, topic, T.simbrokers_control) == brokers
+    # the status page and reassign --verify / --list read the brokers' log sizes; their writers create the topic
+    assert _allowed(acls, read, topic, T.log_dirs) == controllers | admins
+    assert _allowed(acls, Operation.CREATE, topic, T.log_dirs) == brokers
 
 
 def test_the_transactional_id_is_the_sinks_and_only_the_controllers() -> None:
@@ -97,7 +102,7 @@ def test_nothing_beyond_the_roles_needs() -> None:
     assert all(a.resource.type is not ResourceType.GROUP for a in acls)
     assert {a.principal for a in acls} == set(CONTROLLERS + BROKERS + ADMINS)
     names = {a.resource.name for a in acls if a.resource.type is ResourceType.TOPIC}
-    assert names == {*T.controller_topics(), T.simbrokers_control}
+    assert names == {*T.controller_topics(), T.simbrokers_control, T.log_dirs}
 
 
 def test_without_simulated_brokers_no_control_topic() -> None:
@@ -124,6 +129,7 @@ def test_the_defaults_are_the_components_names() -> None:
         s.rejected_topic,
     )
     assert T.simbrokers_control == CONTROL_TOPIC
+    assert T.log_dirs == s.log_dirs_topic
     assert transactional_id(s.query_name) == "livectl-livectl"
 
 

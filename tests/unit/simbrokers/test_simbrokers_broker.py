@@ -243,3 +243,33 @@ def test_update_metadata_fills_the_cache_and_stale_one_is_ignored() -> None:
     stale = body | {"controllerEpoch": 1, "liveBrokers": []}
     b.handle(envelope(1, RequestApi.UPDATE_METADATA, stale, batch=1), 0)
     assert 2 in b.metadata.brokers
+
+
+# ----------------------------------------------------------------------------- DescribeLogDirs
+
+
+def test_describe_log_dirs_reports_the_partitions_being_reassigned_in_kafkas_shape() -> None:
+    brokers, fabric = cluster(3)
+    ctl = MiniController(brokers, [1, 2])
+    ctl.elect(1, [1, 2])
+    part(brokers[1]).append(5)
+    # nothing is moving: the answer names no partition
+    assert brokers[1].describe_log_dirs(7).results[0].topics == ()
+    # KIP-455: replica 3 is being added (the controller's LeaderAndIsr names it to every replica)
+    body = lisr_body(leader=1, leader_epoch=1, isr=[1, 2], replicas=[1, 2, 3], partition_epoch=1)
+    body["topicStates"][0]["partitionStates"][0]["addingReplicas"] = [3]
+    for b in (1, 2, 3):
+        brokers[b].handle(envelope(b, RequestApi.LEADER_AND_ISR, body, batch=9), 0)
+    report = brokers[1].describe_log_dirs(7)
+    assert (report.broker_id, report.time_ms) == (1, 7)
+    [result] = report.results
+    assert (result.log_dir, result.error_code) == ("/simbrokers/1", 0)
+    # partitionSize: the log end offset in records of record_bytes (1 KiB); offsetLag: HW - LEO, at least 0
+    assert [(str(tp), n) for tp, n in report.replica_sizes()] == [("orders-0", 5 * 1024)]
+    assert [(str(tp), n) for tp, n in brokers[3].describe_log_dirs(7).replica_sizes()] == [("orders-0", 0)]
+    fabric.step(10)
+    assert [n for _, n in brokers[3].describe_log_dirs(8).replica_sizes()] == [5 * 1024]
+    # a failed disk answers KAFKA_STORAGE_ERROR for its directory, with no partitions
+    brokers[2].inject(Faults(disk_failed=True))
+    [failed] = brokers[2].describe_log_dirs(9).results
+    assert (failed.error_code, failed.topics) == (KafkaError.KAFKA_STORAGE_ERROR, ())

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from observations import batch
 
+from core.kafka.log_dirs import LogDirResult, LogDirsReport, PartitionLogDir, TopicLogDir
+from core.observe import BucketSummary, ReassignmentInfo
 from streaming.monitoring import observatory as oy
 from streaming.monitoring.status_page import render
 
@@ -26,3 +30,29 @@ def test_status_page_content() -> None:
     assert "orders-0: OnlinePartition -&gt; NewPartition: invalid transition" in page
     empty = render(oy.Observatory(1).snapshot())
     assert "No partitions yet." in empty and "never" in empty
+
+
+def test_reassignments_show_the_data_moved_from_the_brokers_log_sizes() -> None:
+    # moving-0 adds brokers 4 and 5; the batch's summary does not name its leader, the one below does (1)
+    def report(broker: int, at_s: float, size: int) -> LogDirsReport:
+        topics = (TopicLogDir("moving", (PartitionLogDir(0, size),)),)
+        return LogDirsReport(broker, int(at_s * 1000), (LogDirResult("/d", topics),))
+
+    o = oy.Observatory(1000, clock=lambda: 2000.0)
+    o.set_role(oy.Role.ACTIVE, 5)
+    o.record_batch(batch())
+    page = render(o.snapshot())
+    # no reports: the sizes are not known
+    assert "moved 0 B of unknown, rate unknown, time left unknown" in page
+    assert '<p id="reassignment-data">Data, all: moved 0 B of unknown' in page
+    o.log_dirs = lambda: (
+        report(1, 1998.0, 8192),  # the leader's log: 8 KiB for each of the two adding replicas
+        report(4, 1998.0, 0),
+        report(4, 2000.0, 4096),  # 2 KiB/s
+        report(5, 2000.0, 8192),
+    )
+    moving = ReassignmentInfo("moving", 0, (4, 5), (4, 5), (1,), (1, 4), leader=1)
+    page = render(replace(o.snapshot(), cluster=BucketSummary(reassigning_count=1, reassignments=(moving,))))
+    assert "moved 12.0 KiB of 16.0 KiB (75%), 2.0 KiB/s, about 2 s left" in page
+    total = "Data, all: moved 12.0 KiB of 16.0 KiB (75%), 2.0 KiB/s, about 2 s left."
+    assert f'<p id="reassignment-data">{total}</p>' in page
