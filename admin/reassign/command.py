@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from admin import dry_run
 from admin.common import (
     EXIT_CODES_HELP,
     broker_ids,
@@ -63,7 +64,10 @@ def add_options(p: argparse.ArgumentParser, action: argparse._MutuallyExclusiveG
     )
     p.add_argument("--additional", action="store_true", help="--execute: add to reassignments already in progress")
     p.add_argument("--preserve-throttles", action="store_true", help="--verify/--cancel: leave the throttles in place")
-    p.add_argument("--output", choices=["text", "json"], default="text", help="--verify/--list: text or json")
+    p.add_argument(
+        "--output", choices=["text", "json"], default="text", help="--verify/--list and a --dry-run: text or json"
+    )
+    dry_run.add_option(p)
 
 
 def cmd_reassign(args: argparse.Namespace) -> int:
@@ -71,6 +75,8 @@ def cmd_reassign(args: argparse.Namespace) -> int:
 
 
 def _reassign(args: argparse.Namespace) -> int:
+    if not (args.execute or args.cancel):
+        forbid(args, ["--dry-run"], "without --execute or --cancel")
     if args.generate:
         path = require(args, "--topics-to-move-json-file", "with --generate")
         brokers = broker_ids(require(args, "--broker-list", "with --generate"), "--broker-list")
