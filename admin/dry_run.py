@@ -69,8 +69,15 @@ def ask(args: argparse.Namespace, command: AdminCommand | ValidCommand, label: s
     finally:
         follower.close()
     report = read_dry_run(result.details)
+    if report is None and result.details.get("truncated") is True:
+        size = result.details.get("original_bytes")
+        print(
+            f"The dry run's decisions were {size} bytes, over what one answer on the results topic may hold: only "
+            "the controller's answer is shown.",
+            file=sys.stderr,
+        )
+        return result, DryRun((), ())
     if report is None:
-        # a controller from before dry runs: it would have applied the command; say so rather than guess
         raise FormatError("details", f"the answer to request {dry.request_id} carries no dry run")
     return result, report
 
