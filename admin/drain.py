@@ -253,7 +253,8 @@ def drain_dry_run(args: argparse.Namespace, broker: int) -> int:
     replica moves. Later rounds depend on the moves finishing and are not shown. Nothing is written."""
     with connect(zk_connect(args)) as zk:
         views, brokers, cordoned, _ = cluster_view(zk)
-        old = read_record(zk, broker)
+    with configs.writer(zk_connect(args)) as client:  # read only: the record's batch size
+        old = read_record(client, broker)
     batch = args.batch_size if args.batch_size is not None else old.batch_size if old else 10
     step = plan_drain(broker, views, brokers, cordoned | {broker}, batch)
     print(

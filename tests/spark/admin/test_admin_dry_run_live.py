@@ -1,8 +1,9 @@
 """Dry runs against the real controller query (real ZooKeeper, broker and Spark; issue 44, item 2): a dry run
 of a topic creation and of a reassignment changes nothing in ZooKeeper and sends no request; the real command
 that follows writes exactly the znodes and sends exactly the LeaderAndIsr / UpdateMetadata requests the dry
-run announced, decision for decision. The one value that differs is a created topic's id, derived from the
-request id (each command has its own): the dry run's is replaced by the real one before comparing."""
+run announced, decision for decision; a drain's dry run cordons and records nothing. The one value that
+differs is a created topic's id, derived from the request id (each command has its own): the dry run's is
+replaced by the real one before comparing."""
 
 from __future__ import annotations
 
@@ -150,6 +151,15 @@ def test_a_dry_run_announces_exactly_what_the_real_command_then_does(
         out, err = capsys.readouterr()
         assert "INVALID_REPLICATION_FACTOR" in err and "the controller would refuse it" in out
         assert tree(cluster) == before and len(cluster.requests()) == sent_before
+
+        # --------------------------------------------------------------- a drain: its first round, nothing done
+        livectl = tree(cluster, "/livectl")
+        assert cli(cluster, "brokers", "--drain", "3", "--dry-run") == 0
+        out = capsys.readouterr().out
+        assert "Dry run of draining broker 3" in out and "First round: move the leadership" in out
+        assert "Nothing was applied." in out
+        assert tree(cluster) == before and tree(cluster, "/livectl") == livectl  # not cordoned, no drain record
+        assert len(cluster.requests()) == sent_before
     finally:
         controller.stop()
     assert not controller.error
