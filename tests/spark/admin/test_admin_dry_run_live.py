@@ -152,6 +152,35 @@ def test_a_dry_run_announces_exactly_what_the_real_command_then_does(
         assert "INVALID_REPLICATION_FACTOR" in err and "the controller would refuse it" in out
         assert tree(cluster) == before and len(cluster.requests()) == sent_before
 
+        # --------------------------------------------------------------- partitions added: announced, then done
+        before, sent_before = tree(cluster), len(cluster.requests())
+        grow = ["topics", "--alter", "--topic", "fresh", "--partitions", "4"]
+        dry = dry_run(cluster, capsys, *grow)
+        assert (dry["would"], [p["partition"] for p in dry["partitions"]]) == ("ok", [3])
+        assert tree(cluster) == before and len(cluster.requests()) == sent_before
+        assert cli(cluster, *grow) == 0
+        compare(cluster, decisions(dry, {}), cluster.requests()[sent_before:])
+
+        # --------------------------------------------------------------- the other commands: answered, nothing done
+        before, sent_before = tree(cluster), len(cluster.requests())
+        configs = tree(cluster, "/config")
+        others = [
+            (["topics", "--delete", "--topic", "fresh"], "in_progress"),
+            (["configs", "--entity-type", "topics", "--entity-name", "fresh", "--alter", "--add-config",
+              "unclean.leader.election.enable=true"], "ok"),
+            (["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions"], None),
+        ]  # fmt: skip
+        for argv, would in others:
+            capsys.readouterr()
+            code = cli(cluster, *argv, "--dry-run", "--output", "json")
+            answer = json.loads(capsys.readouterr().out)
+            assert answer["applied"] is False
+            assert code == (1 if answer["would"] == "error" else 0)
+            if would is not None:
+                assert answer["would"] == would, (argv, answer)
+            assert tree(cluster) == before and tree(cluster, "/config") == configs, argv
+            assert len(cluster.requests()) == sent_before, argv
+
         # --------------------------------------------------------------- a drain: its first round, nothing done
         livectl = tree(cluster, "/livectl")
         assert cli(cluster, "brokers", "--drain", "3", "--dry-run") == 0
