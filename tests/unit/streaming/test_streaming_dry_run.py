@@ -4,18 +4,22 @@ answers merge into one, and the real command that follows writes what that answe
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import logging
 from pathlib import Path
 
 import pytest
 from shell_pipeline import ADMIN, BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of
 
 from core import events as ev
-from core.codec.decisions import decode_decision, read_dry_run
+from core.codec.decisions import decode_decision, dry_run_details, read_dry_run
 from core.codec.events import event_to_json
 from core.decisions import AdminResult, AdminStatus, BrokerRequest, ZkWrite
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
+from streaming.monitoring.audit_rows import AuditBatch, audit_rows
+from streaming.monitoring.state_change_log import STATE_CHANGE_LOGGER, log_state_changes
 from streaming.query.routing import bucket_of
 from streaming.query.validation import InputValidator
 
@@ -87,3 +91,17 @@ def test_in_one_batch_a_dry_run_sees_the_command_before_it(tmp_path: Path, valid
     report = read_dry_run(answer.details)
     assert report is not None
     assert [(r.topic, r.partition) for r in report.partitions] == [("fresh", 2)]
+
+
+def test_the_state_change_log_says_a_dry_run_applied_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    dry = AdminResult("d", "create_topic", AdminStatus.OK, details=dry_run_details([], []))
+    real = AdminResult("r", "create_topic", AdminStatus.OK)
+    batch = AuditBatch(3, admin_results=[dry, real])
+    table = audit_rows(batch, 1000, 2, dt.datetime(2026, 12, 7, tzinfo=dt.UTC))
+    actions = dict(zip(table.column("request_id").to_pylist(), table.column("action").to_pylist(), strict=True))
+    assert actions == {"d": "create_topic (dry run)", "r": "create_topic"}
+    caplog.set_level(logging.INFO, logger=STATE_CHANGE_LOGGER)
+    log_state_changes(batch, 1000, 2)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("Admin request d (create_topic, dry run: nothing applied): ok" in line for line in lines)
+    assert any("Admin request r (create_topic): ok" in line for line in lines)
