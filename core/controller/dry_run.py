@@ -33,8 +33,8 @@ __all__ = ["dry_run"]
 
 def dry_run(c: StepContext, cmd: AdminCommand, handle: Callable[[StepContext, Event], None]) -> None:
     """Answer ``cmd`` (``dry_run`` set) with what ``handle`` would decide for it from ``c``'s state now."""
-    work = StepContext(c.state())
-    before = work.ctx.copy()
+    work = StepContext(c.state())  # its own copy of the context: ``c.ctx`` stays as it was
+    before = c.ctx
     handle(work, dataclasses.replace(cmd, dry_run=False))  # type: ignore[type-var]
     decisions = work.decisions()
     answers = [d for d in decisions if isinstance(d, AdminResult) and d.request_id == cmd.request_id]
