@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from core_support import Cluster
+from core_support import Cluster, startup
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import core.events as ev
 from core.codec.decisions import decision_from_json, decision_to_json, read_dry_run
@@ -167,3 +169,59 @@ def test_a_malformed_dry_run_entry_is_refused_naming_it() -> None:
     with pytest.raises(FormatError) as e:
         read_dry_run(bad.details)
     assert e.value.field.startswith("dry_run_partitions[0].")
+
+
+# ------------------------------------------------------------------------------------------ random clusters
+
+ACTIONS = ("create", "grow", "reassign", "cancel", "elect", "unclean", "delete", "config", "fail", "start", "ack")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(ACTIONS),
+            st.integers(0, 10),
+            st.lists(st.integers(1, 5), min_size=1, max_size=3, unique=True),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_on_random_clusters_every_dry_run_is_the_real_step_and_changes_nothing(
+    actions: list[tuple[str, int, list[int]]],
+) -> None:
+    c = Cluster.start([1, 2, 3, 4, 5])
+    c.run(ev.CreateTopic("c0", "t0", 2, 2))
+    epoch = 1000
+    for n, (action, a, brokers) in enumerate(actions):
+        tps = sorted(c.ctx.partition_assignments)
+        topics = sorted(c.ctx.topic_partitions)
+        tp = tps[a % len(tps)] if tps else TopicPartition("t0", 0)
+        topic = topics[a % len(topics)] if topics else "t0"
+        rid = f"r{n}"
+        command: ev.AdminCommand | None = {
+            "create": ev.CreateTopic(rid, f"t{n}", 1 + a % 3, len(brokers)),
+            "grow": ev.CreatePartitions(rid, topic, 1 + a % 5),
+            "reassign": ev.ReassignPartitions(rid, (PartitionTarget(tp.topic, tp.partition, tuple(brokers)),)),
+            "cancel": ev.CancelReassignment(rid, (tp,)),
+            "elect": ev.ElectLeaders(rid, ElectionType.PREFERRED, (tp,) if a % 2 else ()),
+            "unclean": ev.ElectLeaders(rid, ElectionType.UNCLEAN, (tp,)),
+            "delete": ev.DeleteTopic(rid, topic),
+            "config": ev.AlterTopicConfig(rid, topic, (("unclean.leader.election.enable", "true"),)),
+        }.get(action)
+        if command is not None:
+            state = c.state
+            after, (answer,) = step(state, [dry(command)])
+            assert after.to_dict() == state.to_dict()
+            report = read_dry_run(answer.details)  # type: ignore[attr-defined]
+            assert report is not None
+            real = c.run(command)
+            assert list(report.decisions) == real
+        elif action == "fail":
+            c.run(ev.BrokerFailure(brokers[0]))
+        elif action == "start":
+            epoch += 1
+            c.run(startup(brokers[0], epoch=epoch))
+        else:
+            c.ack_stop_replicas()
