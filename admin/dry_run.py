@@ -30,6 +30,7 @@ from admin.common import (
     validated,
 )
 from admin.publish import Progress, ResultFollower, WaitTimeoutError, publish_command
+from admin.reassign.answers import failed_partitions
 from core.codec.decisions import DryRun, encode_decision, read_dry_run
 from core.decisions import AdminResult, AdminStatus, BrokerRequest, StateChangeFailure, ZkWrite
 from core.errors import FormatError
@@ -176,12 +177,9 @@ def _refusals(result: AdminResult, report: DryRun) -> list[str]:
     out = []
     if result.status is AdminStatus.ERROR:
         out.append(f"{result.command}: {refusal_message(result)}")
-    parts = result.details.get("partitions")
-    if isinstance(parts, Mapping):
-        for name, outcome in parts.items():
-            if isinstance(outcome, Mapping) and outcome.get("error") not in (None, "NONE"):
-                message = outcome.get("message")
-                out.append(f"{name}: {outcome['error']}" + (f": {message}" if message else ""))
+    out.extend(
+        f"{tp}: {error}" + (f": {message}" if message else "") for tp, error, message in failed_partitions(result)
+    )
     out.extend(
         f"{f.item}: {f.from_state} -> {f.to_state}: {f.reason}"
         for f in report.decisions

@@ -18,6 +18,7 @@ from admin.reassign import command
 from core.codec.decisions import decode_decision, read_dry_run
 from core.controller import step
 from core.decisions import AdminResult
+from core.model import ElectionType, TopicPartition
 
 pytestmark = pytest.mark.unit
 
@@ -113,3 +114,13 @@ def test_json_carries_the_decisions_in_cores_form() -> None:
         {"topic": "t", "partition": 0, "state": "OnlinePartition", "replicas": [3, 1, 2], "adding_replicas": [3],
          "removing_replicas": [2], "leader": 1, "leader_epoch": 1, "isr": [1, 2]}
     ]  # fmt: skip
+
+
+def test_per_partition_refusals_are_listed_with_their_reasons() -> None:
+    answer = answer_of(ev.ElectLeaders("x", ElectionType.PREFERRED, (TopicPartition("t", 0), TopicPartition("t", 7))))
+    report = read_dry_run(answer.details)
+    assert report is not None
+    lines = dry_run.text_lines(answer, report)
+    refusals = lines[next(i for i, line in enumerate(lines) if line.startswith("Refusals (")) + 1 : -1]
+    assert any(line.startswith("  t-0: ELECTION_NOT_NEEDED") for line in refusals), lines
+    assert any(line.startswith("  t-7: UNKNOWN_TOPIC_OR_PARTITION") for line in refusals), lines
