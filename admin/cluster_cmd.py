@@ -38,6 +38,12 @@ def add_brokers_parser(
     action.add_argument("--cancel-drain", type=int, metavar="N", help="stop draining broker N (it stays cordoned)")
     p.add_argument("--batch-size", type=int, default=None, help="--drain: partitions moving at once (default 10)")
     p.add_argument("--throttle", type=int, default=None, help="--drain: replication throttle, bytes/s (default none)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="--drain: print the first round's plan from the live state and the controller's dry run of its first "
+        "command; cordon nothing, record nothing, move nothing",
+    )
     p.set_defaults(func=cmd_brokers_cordon)
     bsub = p.add_subparsers(dest="brokers_cmd", required=False, metavar="COMMAND")
     lp = bsub.add_parser("list", parents=[common], help="list /brokers/ids", description="List /brokers/ids.")
@@ -76,9 +82,13 @@ def _brokers_cordon(args: argparse.Namespace) -> int:
     if getattr(args, "drain", None) is not None or getattr(args, "cancel_drain", None) is not None:
         from admin.drain import cancel_command, drain_command
 
+        if args.dry_run and args.drain is None:
+            raise UsageError("--dry-run", "is for --drain only")
         return drain_command(args) if args.drain is not None else cancel_command(args)
     if args.cordon is None and args.uncordon is None:
         raise UsageError("brokers", "give a command (list), or --cordon N, --uncordon N, --drain N or --cancel-drain N")
+    if getattr(args, "dry_run", False):
+        raise UsageError("--dry-run", "is for --drain only")
     return cordon_command(args)
 
 

@@ -29,6 +29,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from admin import dry_run
 from admin.common import (
     EXIT_CODES_HELP,
     EXIT_OK,
@@ -212,7 +213,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
     action.add_argument("--alter", action="store_true", help="change configs (--add-config / --delete-config)")
     p.add_argument("--add-config", help="k1=v1,k2=[v1,v2],k3=v3")
     p.add_argument("--delete-config", action="append", default=[], metavar="K1,K2", help="config names to remove")
-    p.add_argument("--output", choices=["text", "json"], default="text", help="--describe: text or json")
+    p.add_argument(
+        "--output", choices=["text", "json"], default="text", help="--describe, --alter --dry-run: text or json"
+    )
+    dry_run.add_option(p)
     p.set_defaults(func=cmd_configs)
 
 
@@ -239,7 +243,7 @@ def _configs(args: argparse.Namespace) -> int:
 
     name = _entity(args)
     if args.describe:
-        forbid(args, ["--add-config", "--delete-config"], "with --describe")
+        forbid(args, ["--add-config", "--delete-config", "--dry-run"], "with --describe")
         return _describe(args, name)
     if name is None:
         raise UsageError("--entity-name", "is required with --alter (or --entity-default for brokers)")
@@ -250,6 +254,13 @@ def _configs(args: argparse.Namespace) -> int:
     both = sorted(set(add) & set(delete))
     if both:
         raise UsageError("--delete-config", f"{both[0]} is both added and deleted")
+    if args.entity_type == "topics" and dry_run.dry_running(args):
+        check_topic_change(args, name, add, delete)
+        command = AlterTopicConfig(new_request_id(), name, tuple(sorted(add.items())), tuple(sorted(set(delete))))
+        return dry_run.run(args, command, f"alter config {name}")
+    forbid(
+        args, ["--dry-run"], "with --entity-type brokers (broker configs are written by the tool, not the controller)"
+    )
     if args.entity_type == "topics":
         if not waits(args):
             raise UsageError("--no-wait", NO_WAIT_CONFIGS)

@@ -26,13 +26,14 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
-from admin import configs
+from admin import configs, dry_run
 from admin.common import (
     EXIT_OK,
     NotFinishedError,
     OperationFailedError,
     UsageError,
     bootstrap_server,
+    ints,
     kafka_config,
     zk_connect,
 )
@@ -200,6 +201,8 @@ def drain_command(args: argparse.Namespace) -> int:
         raise UsageError("--batch-size", f"must be at least 1, got {args.batch_size}")
     if args.throttle is not None and args.throttle < 0:
         raise UsageError("--throttle", f"must be bytes/s (0 or more), got {args.throttle}")
+    if getattr(args, "dry_run", False):
+        return drain_dry_run(args, broker)
     with configs.writer(zk_connect(args)) as zk:
         change_cordon(zk, broker, True)
         old = read_record(zk, broker)
@@ -241,6 +244,57 @@ def drain_command(args: argparse.Namespace) -> int:
         clear_throttles(args, topics)
     print(f"Broker {broker} is drained: no replica and no leadership left on it; it stays cordoned.")
     return EXIT_OK
+
+
+def drain_dry_run(args: argparse.Namespace, broker: int) -> int:
+    """``--drain N --dry-run``: the first round :func:`core.drain.plan_drain` would make from ZooKeeper now (with N
+    cordoned, as the drain would have it), then the controller's dry run of that round's first command: the
+    reorder reassignment of N's leaderships, else (all in order already) their preferred election, else the
+    replica moves. Later rounds depend on the moves finishing and are not shown. Nothing is written."""
+    with connect(zk_connect(args)) as zk:
+        views, brokers, cordoned, _ = cluster_view(zk)
+    with configs.writer(zk_connect(args)) as client:  # read only: the record's batch size
+        old = read_record(client, broker)
+    batch = args.batch_size if args.batch_size is not None else old.batch_size if old else 10
+    step = plan_drain(broker, views, brokers, cordoned | {broker}, batch)
+    print(
+        f"Dry run of draining broker {broker} (batches of {batch}): {step.remaining} partition(s) on it, "
+        f"{step.in_flight} moving already, {len(step.stuck)} with no broker to go to."
+    )
+    if step.done:
+        print(f"Broker {broker} holds nothing: the drain would end at once.")
+        return EXIT_OK
+    command: AdminCommand
+    if step.leader_moves:
+        print(f"First round: move the leadership of {len(step.leader_moves)} partition(s) off broker {broker}:")
+        for m in step.leader_moves:
+            was = views[TopicPartition(m.topic, m.partition)]
+            print(
+                f"  {m.topic}-{m.partition}: replicas {ints(was.replicas)} -> {ints(m.replicas)}, "
+                "then a preferred election"
+            )
+        reorders = tuple(
+            m for m in step.leader_moves if m.replicas != views[TopicPartition(m.topic, m.partition)].replicas
+        )
+        tps = tuple(TopicPartition(m.topic, m.partition) for m in step.leader_moves)
+        if reorders:
+            print("The controller's dry run of the reorder (the election follows it and is not previewed):")
+            command = ReassignPartitions(new_request_id(), reorders)
+        else:
+            print("The controller's dry run of the preferred election:")
+            command = ElectLeaders(new_request_id(), ElectionType.PREFERRED, tps)
+    elif step.replica_moves:
+        print(f"First round: move {len(step.replica_moves)} partition(s) off broker {broker}:")
+        for m in step.replica_moves:
+            was = views[TopicPartition(m.topic, m.partition)]
+            print(f"  {m.topic}-{m.partition}: replicas {ints(was.replicas)} -> {ints(m.replicas)}")
+        print("The controller's dry run of the reassignment:")
+        command = ReassignPartitions(new_request_id(), step.replica_moves)
+    else:
+        stuck = ", ".join(str(tp) for tp in step.stuck[:10])
+        print(f"Nothing to start now: {step.in_flight} move(s) in flight; stuck: {stuck or 'none'}.")
+        return EXIT_OK
+    return dry_run.run(args, command, f"drain {broker}")
 
 
 def cancel_command(args: argparse.Namespace) -> int:

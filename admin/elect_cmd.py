@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from admin import files
+from admin import dry_run, files
 from admin.common import EXIT_CODES_HELP, EXIT_OK, OperationFailedError, forbid, require, run_command, submit
 from admin.publish import new_request_id
 from admin.reassign.answers import partition_outcomes
@@ -37,6 +37,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
     scope.add_argument("--topic", help="one partition's topic (with --partition)")
     scope.add_argument("--path-to-json-file", type=Path, help='{"partitions":[{"topic":"foo","partition":1}]}')
     p.add_argument("--partition", type=int, help="partition id (with --topic)")
+    p.add_argument("--output", choices=["text", "json"], default="text", help="a --dry-run: text or json")
+    dry_run.add_option(p)
     p.set_defaults(func=cmd_elect)
 
 
@@ -56,6 +58,8 @@ def _elect(args: argparse.Namespace) -> int:
     else:
         forbid(args, ["--partition"], "with --all-topic-partitions")
         command = ElectLeaders(request_id, etype, ())
+    if dry_run.dry_running(args):
+        return dry_run.run(args, command, f"{etype.value.lower()} election")
     try:
         done = submit(args, command, f"{etype.value.lower()} election")
     except OperationFailedError as e:

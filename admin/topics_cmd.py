@@ -7,7 +7,7 @@ import argparse
 import re
 from collections.abc import Callable
 
-from admin import configs, topics_read
+from admin import configs, dry_run, topics_read
 from admin.common import (
     EXIT_CODES_HELP,
     EXIT_OK,
@@ -27,7 +27,7 @@ from admin.configs import NO_WAIT_CONFIGS
 from admin.publish import new_request_id
 from admin.zkread import connect
 from core.decisions import AdminStatus
-from core.events import AdminCommand, CreatePartitions, CreateTopic, DeleteTopic
+from core.events import AdminCommand, AlterTopicConfig, CreatePartitions, CreateTopic, DeleteTopic
 from core.kafka.configs import topic_configs_problem
 
 
@@ -65,6 +65,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
         "--unavailable-partitions", action="store_true", help="--describe: only partitions without a live leader"
     )
     topics_read.add_options(p)
+    dry_run.add_option(p)
     p.set_defaults(func=cmd_topics)
 
 
@@ -73,6 +74,8 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
 
 def _topics(args: argparse.Namespace) -> int:
+    if args.list or args.describe:
+        forbid(args, ["--dry-run"], "with --list or --describe (they change nothing)")
     if args.list:
         return _topics_list(args)
     if args.describe:
@@ -109,6 +112,10 @@ def _topics_create(args: argparse.Namespace, topic: str) -> int:
         rf = require(args, "--replication-factor", "with --create (or give --replica-assignment)")
         command = CreateTopic(new_request_id(), topic, partitions, rf, (), topic_configs)
     valid = validated(command)
+    if dry_run.dry_running(args):
+        # the controller answers an existing topic itself (TOPIC_ALREADY_EXISTS): that is what a dry run shows
+        forbid(args, ["--if-not-exists"], "with --dry-run")
+        return dry_run.run(args, valid, f"create {topic}")
     with connect(zk_connect(args)) as zk:
         if zk.topic(topic) is not None:
             if args.if_not_exists:
@@ -120,6 +127,9 @@ def _topics_create(args: argparse.Namespace, topic: str) -> int:
 
 
 def _topics_delete(args: argparse.Namespace, topic: str) -> int:
+    if dry_run.dry_running(args):
+        forbid(args, ["--if-exists"], "with --dry-run")
+        return dry_run.run(args, DeleteTopic(new_request_id(), topic), f"delete {topic}")
     with connect(zk_connect(args)) as zk:
         if zk.topic(topic) is None:
             if args.if_exists:
@@ -140,6 +150,8 @@ def _topics_alter(args: argparse.Namespace, topic: str) -> int:
     if args.partitions is None and not args.config and not args.delete_config:
         raise UsageError("--alter", "needs --partitions, --config and/or --delete-config")
     forbid(args, ["--replication-factor"], "with --alter (use reassign to change replicas)")
+    if dry_run.dry_running(args) and args.partitions is not None and (args.config or args.delete_config):
+        raise UsageError("--dry-run", "takes one change at a time: --partitions, or --config/--delete-config")
     if (args.config or args.delete_config) and not waits(args):
         raise UsageError("--no-wait", NO_WAIT_CONFIGS)
     with connect(zk_connect(args)) as zk:
@@ -171,6 +183,12 @@ def _topics_alter(args: argparse.Namespace, topic: str) -> int:
     if add or delete:
         configs.check_topic_change(args, topic, add, delete)
     checked = [(validated(command), label) for command, label in commands]
+    if dry_run.dry_running(args):
+        if checked:
+            valid_command, label = checked[0]
+            return dry_run.run(args, valid_command, f"{label} {topic}")
+        command = AlterTopicConfig(new_request_id(), topic, tuple(sorted(add.items())), tuple(sorted(set(delete))))
+        return dry_run.run(args, command, f"alter config {topic}")
     answered = True
     for valid_command, label in checked:
         answered = submit(args, valid_command, f"{label} {topic}").result is not None

@@ -73,7 +73,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
         "--at-min-isr-partitions", action="store_true", help="--describe: only partitions with ISR = min ISR"
     )
     p.add_argument("--topics-with-overrides", action="store_true", help="--describe: only topics with config overrides")
-    p.add_argument("--output", choices=["text", "json"], default="text", help="--describe/--list: text or json")
+    p.add_argument(
+        "--output", choices=["text", "json"], default="text", help="--describe/--list, and a --dry-run: text or json"
+    )
 
 
 def _ints(xs: Sequence[int]) -> str:

@@ -39,7 +39,11 @@ class Event:
 
 
 class AdminCommand(Event):
+    """An admin command. ``dry_run``: the controller answers with the decisions it would make for the
+    command from its live state and applies none of them (:mod:`core.controller.dry_run`)."""
+
     request_id: str
+    dry_run: bool
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class CreateTopic(AdminCommand):
     replication_factor: int = 0
     replica_assignment: tuple[tuple[int, ...], ...] = ()
     configs: tuple[tuple[str, str], ...] = ()
+    dry_run: bool = False
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
@@ -64,6 +69,7 @@ class DeleteTopic(AdminCommand):
     TYPE: ClassVar[str] = "delete_topic"
     request_id: str
     topic: str
+    dry_run: bool = False
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
@@ -78,6 +84,7 @@ class CreatePartitions(AdminCommand):
     topic: str
     total_count: int
     replica_assignment: tuple[tuple[int, ...], ...] = ()
+    dry_run: bool = False
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
@@ -93,6 +100,7 @@ class ReassignPartitions(AdminCommand):
     TYPE: ClassVar[str] = "reassign_partitions"
     request_id: str
     partitions: tuple[PartitionTarget, ...]
+    dry_run: bool = False
 
     def topics(self) -> tuple[str, ...]:
         return tuple(sorted({p.topic for p in self.partitions}))
@@ -105,6 +113,7 @@ class CancelReassignment(AdminCommand):
     TYPE: ClassVar[str] = "cancel_reassignment"
     request_id: str
     partitions: tuple[TopicPartition, ...]
+    dry_run: bool = False
 
     def topics(self) -> tuple[str, ...]:
         return tuple(sorted({p.topic for p in self.partitions}))
@@ -118,6 +127,7 @@ class ElectLeaders(AdminCommand):
     request_id: str
     election_type: ElectionType
     partitions: tuple[TopicPartition, ...] = ()
+    dry_run: bool = False
 
     def topics(self) -> tuple[str, ...]:
         return tuple(sorted({p.topic for p in self.partitions}))
@@ -133,6 +143,7 @@ class AlterTopicConfig(AdminCommand):
     topic: str
     configs: tuple[tuple[str, str], ...]
     delete_configs: tuple[str, ...] = ()
+    dry_run: bool = False
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)

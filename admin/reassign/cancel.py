@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from admin import files
+from admin import dry_run, files
 from admin.common import (
     OperationFailedError,
     follows_to_end,
@@ -22,6 +22,8 @@ from core.events import CancelReassignment
 
 def cancel(args: argparse.Namespace, path: Path) -> int:
     command = files.cancel_command(path, new_request_id())
+    if dry_run.dry_running(args):
+        return dry_run.run(args, command, "cancel reassignment")
     follower = open_follower(args)
     if follower is None:
         submit(args, command, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from admin import dry_run
 from admin.common import (
     EXIT_CODES_HELP,
     broker_ids,
@@ -64,12 +65,15 @@ def add_options(p: argparse.ArgumentParser, action: argparse._MutuallyExclusiveG
     )
     p.add_argument("--additional", action="store_true", help="--execute: add to reassignments already in progress")
     p.add_argument("--preserve-throttles", action="store_true", help="--verify/--cancel: leave the throttles in place")
-    p.add_argument("--output", choices=["text", "json"], default="text", help="--verify/--list: text or json")
+    p.add_argument(
+        "--output", choices=["text", "json"], default="text", help="--verify/--list and a --dry-run: text or json"
+    )
     p.add_argument(
         "--log-dirs-topic",
         default=LOG_DIRS_TOPIC,
         help="--verify/--list: where the brokers report their log sizes, for the bytes moved (default: %(default)s)",
     )
+    dry_run.add_option(p)
 
 
 def cmd_reassign(args: argparse.Namespace) -> int:
@@ -77,6 +81,8 @@ def cmd_reassign(args: argparse.Namespace) -> int:
 
 
 def _reassign(args: argparse.Namespace) -> int:
+    if not (args.execute or args.cancel):
+        forbid(args, ["--dry-run"], "without --execute or --cancel")
     if args.generate:
         path = require(args, "--topics-to-move-json-file", "with --generate")
         brokers = broker_ids(require(args, "--broker-list", "with --generate"), "--broker-list")

@@ -8,11 +8,12 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from admin import files
+from admin import dry_run, files
 from admin.common import (
     OperationFailedError,
     UsageError,
     follows_to_end,
+    forbid,
     ints,
     zk_connect,
 )
@@ -55,6 +56,10 @@ def execute(args: argparse.Namespace, path: Path) -> int:
             raise UsageError(f"{path}: partitions[{i}].replicas", f"unknown broker(s) {ints(unknown)}")
     if moving and not args.additional:
         raise OperationFailedError(CANNOT_EXECUTE)
+    if dry_run.dry_running(args):
+        # the throttles are the tool's own ZooKeeper writes, not the controller's decisions
+        forbid(args, ["--throttle", "--replica-alter-log-dirs-throttle"], "with --dry-run")
+        return dry_run.run(args, ReassignPartitions(request_id, targets), "reassign")
     rollback = {TopicPartition(t.topic, t.partition): current[TopicPartition(t.topic, t.partition)] for t in targets}
     print("Current partition replica assignment")
     print()

@@ -3,6 +3,7 @@ command's :class:`core.errors.FormatError` carries Kafka's error name where Kafk
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -168,14 +169,24 @@ def _alter_config(o: Mapping[str, Any]) -> Event:
     return AlterTopicConfig(_request_id(o), read_topic(o), configs, tuple(sorted(set(deletes))))
 
 
+def _dry_run(decode: Callable[[Mapping[str, Any]], Event]) -> Callable[[Mapping[str, Any]], Event]:
+    """``decode``, then the command's optional ``"dry_run": true`` (absent: false)."""
+
+    def read(o: Mapping[str, Any]) -> Event:
+        event = decode(o)
+        return dataclasses.replace(event, dry_run=True) if jf.boolean(o, "dry_run", False) else event  # type: ignore[type-var]
+
+    return read
+
+
 DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Event]] = MappingProxyType(
     {
-        CreateTopic.TYPE: _create_topic,
-        DeleteTopic.TYPE: lambda o: DeleteTopic(_request_id(o), read_topic(o)),
-        CreatePartitions.TYPE: _create_partitions,
-        ReassignPartitions.TYPE: decode_reassign,
-        CancelReassignment.TYPE: _cancel,
-        ElectLeaders.TYPE: _elect,
-        AlterTopicConfig.TYPE: _alter_config,
+        CreateTopic.TYPE: _dry_run(_create_topic),
+        DeleteTopic.TYPE: _dry_run(lambda o: DeleteTopic(_request_id(o), read_topic(o))),
+        CreatePartitions.TYPE: _dry_run(_create_partitions),
+        ReassignPartitions.TYPE: _dry_run(decode_reassign),
+        CancelReassignment.TYPE: _dry_run(_cancel),
+        ElectLeaders.TYPE: _dry_run(_elect),
+        AlterTopicConfig.TYPE: _dry_run(_alter_config),
     }
 )

@@ -39,8 +39,9 @@ ADMIN_TYPES = frozenset(admin.DECODERS)
 
 
 #: fields added after their dataclass's JSON was first written: left out while empty, so that the form written
-#: before stays the same bytes (a snapshot's ``cordoned_brokers``, :mod:`core.cordon`)
-_OMITTED_WHEN_EMPTY = frozenset({"cordoned_brokers"})
+#: before stays the same bytes (a snapshot's ``cordoned_brokers``, :mod:`core.cordon`; an admin command's
+#: ``dry_run``, :mod:`core.controller.dry_run`)
+_OMITTED_WHEN_EMPTY = frozenset({"cordoned_brokers", "dry_run"})
 
 
 def _to_jsonable(v: Any) -> Any:
@@ -65,6 +66,8 @@ def encode_event(event: Event) -> dict[str, Any]:
     body: dict[str, Any] = {"version": EVENT_VERSION, "type": event.TYPE}
     for name in (f.name for f in dataclasses.fields(event)):  # type: ignore[arg-type]
         value = getattr(event, name)
+        if name in _OMITTED_WHEN_EMPTY and not value:
+            continue
         if name == "configs":
             body[name] = dict(value)
         elif name == "replica_assignment":

@@ -66,6 +66,7 @@ The package keeps each concern where Kafka's engineers look for it, every handle
 ``elections``      ElectLeaders, preferred / unclean / auto-rebalance elections
 ``failover``       the new controller's start from ZooKeeper
 ``metrics``        the controller gauges and leader-imbalance counts
+``dry_run``        an admin command run dry: answered with what it would decide, nothing applied
 =================  ==========================================================================
 
 The state machines (:mod:`core.partition_machine`, :mod:`core.replica_machine`), topic deletion

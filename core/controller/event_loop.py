@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from core.controller import brokers, elections, failover, isr, reassignment, topic_deletion, topics
+from core.controller import brokers, dry_run, elections, failover, isr, reassignment, topic_deletion, topics
 from core.controller.state import ControllerState
 from core.controller.step_context import StepContext
 from core.decisions import Decision
 from core.events import (
+    AdminCommand,
     AlterPartition,
     AlterTopicConfig,
     AutoRebalanceTick,
@@ -78,7 +79,11 @@ HANDLERS: Mapping[type[Event], Callable[[StepContext, Any], None]] = MappingProx
 
 
 def handle(c: StepContext, ev: Event) -> None:
-    """One event, then the admin requests it completed are answered."""
+    """One event, then the admin requests it completed are answered. An admin command run dry is answered
+    with what this would decide for it, and changes nothing (:mod:`core.controller.dry_run`)."""
+    if isinstance(ev, AdminCommand) and ev.dry_run:
+        dry_run.dry_run(c, ev, handle)
+        return
     handler = HANDLERS.get(type(ev))
     if handler is not None:
         handler(c, ev)

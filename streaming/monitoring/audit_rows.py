@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import decisions as dc
+from core.codec.decisions import DRY_RUN_DECISIONS
 from core.kafka import zkdata
 from core.kafka.requests import RequestApi
 from sinks.ports import FailedWrite
@@ -362,7 +363,8 @@ def _columns(batch: AuditBatch, digests: Sequence[RequestDigest]) -> list[dict[s
     for a in batch.admin_results:
         add(
             KIND_ADMIN,
-            a.command,
+            # a dry run's answer (core.controller.dry_run) applied nothing: its row says so
+            f"{a.command} (dry run)" if DRY_RUN_DECISIONS in a.details else a.command,
             a.status.value,
             _admin_topic(a.details),
             request_id=a.request_id,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import orjson
 
+from core.codec.decisions import DRY_RUN_DECISIONS
 from core.kafka.requests import RequestApi
 from streaming.monitoring.audit_rows import AuditBatch
 from streaming.monitoring.request_digest import RequestDigest, digest_requests, per_broker
@@ -87,7 +88,7 @@ def log_state_changes(
             "%sAdmin request %s (%s): %s%s%s",
             prefix,
             a.request_id,
-            a.command,
+            f"{a.command}, dry run: nothing applied" if DRY_RUN_DECISIONS in a.details else a.command,
             a.status.value,
             f" {a.error}" if a.error else "",
             f": {a.message}" if a.message else "",
