@@ -108,6 +108,8 @@ class BucketSummary:
     #: leader elections of the step (all, and unclean ones)
     leader_elections: int = 0
     unclean_leader_elections: int = 0
+    #: broker -> partitions whose replica set names it (what a drain has left to move off it)
+    replicas_by_broker: Mapping[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +125,7 @@ class BucketSummary:
             "reassignments": [r.to_list() for r in self.reassignments],
             "leader_elections": self.leader_elections,
             "unclean_leader_elections": self.unclean_leader_elections,
+            "replicas_by_broker": {str(b): n for b, n in self.replicas_by_broker.items()},
         }
 
     @classmethod
@@ -140,6 +143,7 @@ class BucketSummary:
             reassignments=tuple(ReassignmentInfo.from_list(v) for v in d.get("reassignments", [])),
             leader_elections=int(d.get("leader_elections", 0)),
             unclean_leader_elections=int(d.get("unclean_leader_elections", 0)),
+            replicas_by_broker={int(k): int(v) for k, v in d.get("replicas_by_broker", {}).items()},
         )
 
 
@@ -204,6 +208,7 @@ def summarize(ctx: ControllerContext, limit: int = LIST_LIMIT, cluster_min_isr: 
         under_replicated=tuple(info(tp) for tp in sorted(fig.under_replicated, key=_key)[:limit]),
         offline=tuple(info(tp) for tp in sorted(fig.offline, key=_key)[:limit]),
         reassignments=tuple(reassignment(tp) for tp in sorted(moving, key=_key)[:limit]),
+        replicas_by_broker={b: len(ps) for b, ps in sorted(ctx.partitions_by_broker.items()) if ps},
     )
 
 
@@ -271,6 +276,7 @@ def bucket_summary(
         s.reassignments,
         elected,
         unclean,
+        s.replicas_by_broker,
     )
 
 
@@ -279,6 +285,7 @@ def merge(summaries: Iterable[BucketSummary], limit: int = LIST_LIMIT) -> Bucket
     by_state: dict[str, int] = {}
     leaders: dict[int, int] = {}
     preferred: dict[int, list[int]] = {}
+    replicas: dict[int, int] = {}
     urp: list[PartitionInfo] = []
     offline: list[PartitionInfo] = []
     moving: list[ReassignmentInfo] = []
@@ -292,6 +299,8 @@ def merge(summaries: Iterable[BucketSummary], limit: int = LIST_LIMIT) -> Bucket
             c = preferred.setdefault(b, [0, 0])
             c[0] += bad
             c[1] += total
+        for b, n in s.replicas_by_broker.items():
+            replicas[b] = replicas.get(b, 0) + n
         urp.extend(s.under_replicated)
         offline.extend(s.offline)
         moving.extend(s.reassignments)
@@ -323,6 +332,7 @@ def merge(summaries: Iterable[BucketSummary], limit: int = LIST_LIMIT) -> Bucket
         reassignments=first(moving),
         leader_elections=totals[4],
         unclean_leader_elections=totals[5],
+        replicas_by_broker=dict(sorted(replicas.items())),
     )
 
 

@@ -317,6 +317,7 @@ class ControllerApp:
             if self.observatory is not None:
                 self.observatory.leader_moves = opened.rebalancer.figures
                 self.observatory.cordoned = lambda: watcher.cordoned
+                self.observatory.draining = lambda: watcher.draining
                 opened.log_dirs = log_dirs_watch(s, kafka_config, self.observatory)
             if ready is not None:
                 ready.set()

@@ -146,6 +146,8 @@ class Snapshot:
     leader_moves_last_pass: int = 0
     #: the cordoned brokers (``/livectl/cordoned_brokers``, core.cordon), as the active controller last read them
     cordoned_brokers: tuple[int, ...] = ()
+    #: the brokers a drain is recorded for (``/livectl/drains/<N>``), as the active controller last read them
+    draining_brokers: tuple[int, ...] = ()
     #: the brokers' recent DescribeLogDirs reports (core.kafka.log_dirs), for the reassignments' bytes moved
     log_dirs: tuple[LogDirsReport, ...] = ()
 
@@ -182,6 +184,8 @@ class Observatory:
         self.leader_moves: Callable[[], tuple[int, int, int]] | None = None
         #: the active controller's cordoned brokers (its admin-path watcher's), read at each snapshot
         self.cordoned: Callable[[], tuple[int, ...]] | None = None
+        #: the active controller's draining brokers (its admin-path watcher's), read at each snapshot
+        self.draining: Callable[[], tuple[int, ...]] | None = None
         #: the brokers' recent log-dirs reports (:class:`streaming.monitoring.log_dirs_watch.LogDirsWatch`), read at
         #: each snapshot
         self.log_dirs: Callable[[], tuple[LogDirsReport, ...]] | None = None
@@ -265,6 +269,7 @@ class Observatory:
         source = self.leader_moves
         left, bound, last_pass = source() if source is not None else (0, 2**31 - 1, 0)
         cordoned = self.cordoned() if self.cordoned is not None else ()
+        draining = self.draining() if self.draining is not None else ()
         log_dirs = self.log_dirs() if self.log_dirs is not None else ()
         with self._lock:
             kafka = dict.fromkeys(KAFKA_GAUGES, 0)
@@ -297,5 +302,6 @@ class Observatory:
                 leader_moves_bound=bound,
                 leader_moves_last_pass=last_pass,
                 cordoned_brokers=tuple(cordoned),
+                draining_brokers=tuple(draining),
                 log_dirs=log_dirs,
             )

@@ -157,6 +157,22 @@ class ControllerCollector:
         for b in sorted(set(brokers) | set(s.cordoned_brokers)):
             cordoned.add_metric([str(b)], 1 if b in s.cordoned_brokers else 0)
         yield cordoned
+        draining = GaugeMetricFamily(
+            "livectl_broker_draining",
+            "1 for a broker with a drain recorded (/livectl/drains/<N>: livectl brokers --drain), else 0",
+            labels=["broker"],
+        )
+        replicas = GaugeMetricFamily(
+            "livectl_broker_replica_partitions",
+            "partitions whose replica set names the broker (a drain ends with 0 here and on "
+            "livectl_broker_leader_partitions)",
+            labels=["broker"],
+        )
+        for b in sorted(set(brokers) | set(s.draining_brokers) | set(c.replicas_by_broker)):
+            draining.add_metric([str(b)], 1 if b in s.draining_brokers else 0)
+            replicas.add_metric([str(b)], c.replicas_by_broker.get(b, 0))
+        yield draining
+        yield replicas
         yield GaugeMetricFamily(
             "livectl_preferred_leader_moves_left",
             "preferred-leader moves the leader-balance passes still want (brokers above the imbalance threshold, "

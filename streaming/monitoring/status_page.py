@@ -34,6 +34,15 @@ def _h(text: object) -> str:
     return escape(str(text))
 
 
+def _draining(s: Snapshot) -> str:
+    """Each draining broker with what it still holds: ``3 (12 replicas, 2 leaders left)``."""
+    c = s.cluster
+    return ", ".join(
+        f"{b} ({c.replicas_by_broker.get(b, 0)} replicas, {c.leaders_by_broker.get(b, 0)} leaders left)"
+        for b in s.draining_brokers
+    )
+
+
 def _card(label: str, value: object, bad: bool = False) -> str:
     cls = ' class="bad"' if bad else ""
     return f'<div class="card" id="card-{_h(label.lower().replace(" ", "-"))}">{_h(label)}<b{cls}>{_h(value)}</b></div>'
@@ -142,6 +151,7 @@ def render(s: Snapshot) -> str:
             _card("Controller epoch", s.controller_epoch),
             _card("Live brokers", len(s.live_brokers)),
             _card("Cordoned", ", ".join(map(str, s.cordoned_brokers)) or "none"),
+            _card("Draining", _draining(s) or "none"),
             _card("Topics", k["GlobalTopicCount"]),
             _card("Partitions", k["GlobalPartitionCount"]),
             _card("Offline", f["OfflinePartitionsCount"], bad=f["OfflinePartitionsCount"] > 0),

@@ -14,6 +14,7 @@ path (Kafka's ``ZkData``)             reacts to (Kafka's handler)    event
 ``/log_dir_event_notification``      new children                   :class:`~core.events.ZkLogDirEvents`
 ``/config/brokers/<default>|<id>``   data                           :class:`~core.events.ClusterConfigChanged`
 ``/livectl/cordoned_brokers``        data (livectl's own)           :class:`~core.events.BrokersCordoned`
+``/livectl/drains/<N>``              children (livectl's own)       none: read for the status page and metrics
 ==================================== ============================== =========================================
 
 The clean-up of each path is the controller's (the bucket that handles the event writes it through the
@@ -52,7 +53,7 @@ from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, KazooExcepti
 
 from core.cluster_config import effective_configs
 from core.codec.events import event_from_json, event_to_json
-from core.cordon import CORDONED_BROKERS, decode_cordoned
+from core.cordon import CORDONED_BROKERS, DRAINS, decode_cordoned
 from core.errors import FormatError
 from core.events import (
     BrokersCordoned,
@@ -135,6 +136,9 @@ class AdminPathWatcher:
         #: the cordoned brokers last published (or read in the failover snapshot: :meth:`prime`); ``None``
         #: before either, so that the first round publishes what it reads
         self._cordoned: tuple[int, ...] | None = None
+        #: the brokers a drain is recorded for (``/livectl/drains/<N>``, ``livectl brokers --drain``): shown, not
+        #: published (the drain's moves are the tool's reassignments)
+        self._draining: tuple[int, ...] = ()
         #: every event published, in order (for tests and the log)
         self.published: list[Event] = []
 
@@ -190,6 +194,7 @@ class AdminPathWatcher:
                 self._preferred_round,
                 self._log_dirs_round,
                 self._cordon_round,
+                self._drains_round,
             ):
                 read(events, commits)
             if events:
@@ -218,6 +223,19 @@ class AdminPathWatcher:
     def cordoned(self) -> tuple[int, ...]:
         """The cordoned brokers as last published (or read in the failover snapshot)."""
         return self._cordoned or ()
+
+    @property
+    def draining(self) -> tuple[int, ...]:
+        """The brokers a drain is recorded for, as last read."""
+        return self._draining
+
+    def _drains_round(self, _events: list[Event], _commits: list[Callable[[], None]]) -> None:
+        self._zk.exists(DRAINS, watch=self._on_event)
+        try:
+            children = self._zk.get_children(DRAINS, watch=self._on_event)
+        except NoNodeError:
+            children = []
+        self._draining = tuple(sorted(int(c) for c in children if c.isdigit()))
 
     def _cordon_round(self, events: list[Event], commits: list[Callable[[], None]]) -> None:
         self._zk.exists(CORDONED_BROKERS, watch=self._on_event)

@@ -38,8 +38,9 @@ def batch(batch_id: int = 7) -> ob.BatchObservation:
             reassignments=(moving,),
             leader_elections=1,
             unclean_leader_elections=0,
+            replicas_by_broker={1: 3, 2: 3, 3: 2, 4: 1, 5: 1},
         ),
-        1: summary_row(leader_elections=2, unclean_leader_elections=1),
+        1: summary_row(leader_elections=2, unclean_leader_elections=1, replicas_by_broker={3: 1}),
     }
     decisions: list[dc.Decision] = [
         dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/orders/partitions/0/state", '{"leader":2}', 3),

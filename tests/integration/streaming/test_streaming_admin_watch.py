@@ -293,7 +293,7 @@ def test_the_cordoned_brokers_are_read_with_the_snapshot_and_followed(
 ) -> None:
     """Issue 44, item 1: ``/livectl/cordoned_brokers`` is in a new controller's snapshot (a standby that takes
     over finds it there) and each later change is published once as :class:`BrokersCordoned`."""
-    from core.cordon import CORDONED_BROKERS, encode_cordoned
+    from core.cordon import CORDONED_BROKERS, DRAINS, encode_cordoned
     from core.events import BrokersCordoned
 
     zk = zk_chrooted
@@ -315,5 +315,12 @@ def test_the_cordoned_brokers_are_read_with_the_snapshot_and_followed(
             "a cordon after the znode was gone", lambda: watcher.published[2:] == [BrokersCordoned(EPOCH, (4,))], 20
         )
         assert watcher.sync() == [] and watcher.cordoned == (4,)
+        # a drain's record (livectl brokers --drain) is followed for the status page and the metrics, not published
+        assert watcher.draining == ()
+        zk.create(f"{DRAINS}/3", b'{"version":1,"batch_size":10,"throttle":-1}', makepath=True)
+        wait_until("the drain seen", lambda: watcher.draining == (3,), 20)
+        zk.delete(f"{DRAINS}/3")
+        wait_until("the drain gone", lambda: watcher.draining == (), 20)
+        assert watcher.published[3:] == []
     finally:
         watcher.stop()

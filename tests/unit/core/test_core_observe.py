@@ -39,6 +39,18 @@ def test_healthy_cluster() -> None:
     assert s.under_replicated == s.offline == s.reassignments == ()
     # a new partition's first leader is an election (three partitions); none unclean
     assert (s.leader_elections, s.unclean_leader_elections) == (3, 0)
+    assert s.replicas_by_broker == {1: 3, 2: 3, 3: 3}
+
+
+def test_replicas_by_broker_count_what_a_drain_has_left_and_sum_across_buckets() -> None:
+    c = make((1, 2, 3, 4))
+    create(c, "t", ((1, 2), (1, 3), (2, 3)))
+    # during a move the full replica set (RS) counts: broker 1 still holds t-0 until the move ends
+    s = step_summary(c, ReassignPartitions("r", (PartitionTarget("t", 0, (4, 2)),)))
+    assert s.replicas_by_broker == {1: 2, 2: 2, 3: 2, 4: 1}
+    merged = observe.merge([s, observe.BucketSummary(replicas_by_broker={1: 5, 9: 1})])
+    assert merged.replicas_by_broker == {1: 7, 2: 2, 3: 2, 4: 1, 9: 1}
+    assert observe.BucketSummary.from_dict(s.to_dict()) == s
 
 
 def test_broker_failure_under_replicated_min_isr_and_imbalance() -> None:

@@ -1,5 +1,6 @@
 """Issue 44 in the operator's views, the Prometheus endpoint and the status page: gentle leader balance (item 4:
-the preferred-leader moves left, the bound per pass, the last pass's moves) and the cordoned brokers (item 1)."""
+the preferred-leader moves left, the bound per pass, the last pass's moves), the cordoned brokers and the
+draining ones with what they still hold (item 1)."""
 
 from __future__ import annotations
 
@@ -47,3 +48,25 @@ def test_the_endpoint_and_the_page_show_the_cordoned_brokers() -> None:
     assert m[("livectl_broker_cordoned", (("broker", "9"),))] == 1, "cordoned though not registered"
     assert m[("livectl_broker_cordoned", (("broker", "1"),))] == 0
     assert 'id="card-cordoned">Cordoned<b>2, 9</b>' in render(o.snapshot())
+
+
+def test_the_endpoint_and_the_page_show_the_draining_brokers_and_what_they_hold() -> None:
+    """Issue 44, item 1: a broker with a drain recorded is 1 on ``livectl_broker_draining``; the replicas and
+    leaders it still holds (the drain's progress) are on the endpoint and the page."""
+    from prometheus_client import generate_latest
+
+    o = oy.Observatory(1)
+    o.record_batch(batch())
+    server = MetricsServer(o, 1)
+    assert 'id="card-draining">Draining<b>none</b>' in render(o.snapshot())
+    m = samples(generate_latest(server.registry).decode())
+    # the buckets' counts summed (broker 3: two in one bucket, one in the other)
+    assert m[("livectl_broker_replica_partitions", (("broker", "3"),))] == 3
+    assert m[("livectl_broker_draining", (("broker", "3"),))] == 0
+    o.draining = lambda: (3, 6)
+    m = samples(generate_latest(server.registry).decode())
+    assert m[("livectl_broker_draining", (("broker", "3"),))] == 1
+    assert m[("livectl_broker_draining", (("broker", "6"),))] == 1, "a drain recorded for a broker holding nothing"
+    assert m[("livectl_broker_replica_partitions", (("broker", "6"),))] == 0
+    page = render(o.snapshot())
+    assert "Draining<b>3 (3 replicas, 1 leaders left), 6 (0 replicas, 0 leaders left)</b>" in page
