@@ -20,6 +20,7 @@ from typing import Any
 
 from streaming.query.dispatch import Activity
 from streaming.runtime.checkpoint_fs import CheckpointError, CheckpointStore, child
+from streaming.source.options import Ahead, ahead_of
 
 log = logging.getLogger("livectl.app")
 
@@ -37,12 +38,15 @@ def planned_records(store: CheckpointStore, batch_id: int) -> str:
     the previous batch's, per topic-partition), e.g. ``210155 records (t-0 40074→250229)``; "" when the log
     cannot say (no earlier batch, a form it does not know)."""
     try:
-        end = _offsets(store, batch_id)
-        start = _offsets(store, batch_id - 1) if batch_id > 0 else None
-        handed, before = _ahead(store, batch_id), _ahead(store, batch_id - 1)
+        end_sources = _sources(store, batch_id)
+        start_sources = _sources(store, batch_id - 1) if batch_id > 0 else None
+        if end_sources is None or start_sources is None:
+            return ""
+        end, start = _positions(end_sources), _positions(start_sources)
+        handed, before = _ahead(end_sources), _ahead(start_sources)
     except (CheckpointError, ValueError, OSError, KeyError, TypeError):
         return ""
-    if not end or start is None:
+    if not end:
         return ""
     moved = {tp: (start.get(tp, 0), o) for tp, o in sorted(end.items()) if o != start.get(tp, 0)}
     total = sum(b - a for a, b in moved.values())
@@ -50,41 +54,24 @@ def planned_records(store: CheckpointStore, batch_id: int) -> str:
     if handed is not None and handed != before:
         # the failover barrier's batch: the reference alone, ahead of the records before it
         total += 1
-        parts.append(f"the failover reference at {handed[0]}-{handed[1]} {handed[2]}")
+        parts.append(f"the failover reference at {handed.topic}-{handed.partition} {handed.offset}")
     return f"{total} record{'' if total == 1 else 's'} ({', '.join(parts)})" if parts else "no records"
 
 
-def _ahead(store: CheckpointStore, batch_id: int) -> tuple[str, int, int] | None:
-    """(topic, partition, offset) of the record livectl's source names as handed out ahead in offset-log entry
-    ``batch_id`` (:data:`streaming.source.options.AHEAD`), if any."""
-    for source in _sources(store, batch_id):
-        a = source.get("@ahead")
-        if isinstance(a, dict):
-            return (str(a["topic"]), int(a["partition"]), int(a["offset"]))
-    return None
-
-
-def _sources(store: CheckpointStore, batch_id: int) -> list[dict[str, Any]]:
+def _sources(store: CheckpointStore, batch_id: int) -> list[dict[str, Any]] | None:
+    """The sources' offsets of offset-log entry ``batch_id``; ``None`` when it is not there."""
     path = child(store.root, "offsets", str(batch_id))
-    if batch_id < 0 or not store.exists(path):
-        return []
+    if not store.exists(path):
+        return None
     # "v1", the batch's metadata, then one line per source
     return [s for s in map(json.loads, store.read_text(path).splitlines()[2:]) if isinstance(s, dict)]
 
 
-def _offsets(store: CheckpointStore, batch_id: int) -> dict[tuple[str, int], int] | None:
-    """(topic, partition) → offset of every source in offset-log entry ``batch_id`` (Spark's Kafka source's
-    form and livectl's source's, whose ``@last`` marks are left out; other sources' offsets are not read);
-    ``None`` when it is not there."""
-    path = child(store.root, "offsets", str(batch_id))
-    if not store.exists(path):
-        return None
+def _positions(sources: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """(topic, partition) → offset of every source (Spark's Kafka source's form and livectl's source's, whose
+    ``@`` entries are left out; other sources' offsets are not read)."""
     out: dict[tuple[str, int], int] = {}
-    # "v1", the batch's metadata, then one line per source
-    for line in store.read_text(path).splitlines()[2:]:
-        source = json.loads(line)
-        if not isinstance(source, dict):
-            continue
+    for source in sources:
         for topic, parts in source.items():
             if topic.startswith("@") or not isinstance(parts, dict):
                 continue
@@ -92,6 +79,11 @@ def _offsets(store: CheckpointStore, batch_id: int) -> dict[tuple[str, int], int
                 if isinstance(o, int):
                     out[(topic, int(p))] = o
     return out
+
+
+def _ahead(sources: list[dict[str, Any]]) -> Ahead | None:
+    """The record livectl's source names as handed out ahead (:data:`streaming.source.options.AHEAD`), if any."""
+    return next((a for a in map(ahead_of, sources) if a is not None), None)
 
 
 class ReplayWatch:
