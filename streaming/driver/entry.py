@@ -159,23 +159,26 @@ def run_again_after_worker_start_failures(
     retries: int,
     stopping: threading.Event,
     say: Callable[[str], None],
+    *,
     pause_s: float = 5.0,
+    ready: threading.Event | None = None,
 ) -> None:
     """Run the controller (``make_app().run``) until it stops. When its query failed because Spark could
     not start a Python worker in time (:class:`~streaming.driver.shutdown.WorkerStartError`), the run has
     resigned (its lease released, its sinks closed): say so and run a new one after ``pause_s`` times the
     failures so far, at most ``retries`` times in a row — a run that became the active controller resets
-    the count. The last failure, or any other, is raised; a stop asked during the pause ends it quietly."""
+    the count. The last failure, or any other, is raised; a stop asked during the pause ends it quietly.
+    ``ready``, when given, is set as soon as a run becomes the active controller."""
     from streaming.driver.shutdown import WorkerStartError
 
     failures = 0
     while True:
-        ready = threading.Event()
+        became_active = _Relay(ready)
         try:
-            make_app().run(ready)
+            make_app().run(became_active)
             return
         except WorkerStartError as e:
-            if ready.is_set():
+            if became_active.is_set():
                 failures = 0
             if stopping.is_set() or failures >= retries:
                 raise
@@ -187,6 +190,19 @@ def run_again_after_worker_start_failures(
             )
             if stopping.wait(pause):
                 return
+
+
+class _Relay(threading.Event):
+    """One run's ready event, which also sets ``also`` (the caller's, across runs)."""
+
+    def __init__(self, also: threading.Event | None) -> None:
+        super().__init__()
+        self.also = also
+
+    def set(self) -> None:
+        super().set()
+        if self.also is not None:
+            self.also.set()
 
 
 def parse_spark_conf(items: Sequence[str]) -> dict[str, str]:

@@ -8,6 +8,7 @@ one closes its session, exactly as a crashed broker's session ends.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,8 +21,10 @@ from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka.zkdata import encode_broker_registration
 from streaming.driver.app import ControllerApp
-from streaming.driver.shutdown import WorkerStartError
+from streaming.driver.entry import run_again_after_worker_start_failures
 from streaming.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -139,19 +142,20 @@ def start_controller(spark: Any, settings: Settings, **kwargs: Any) -> RunningCo
     ready = threading.Event()
     errors: list[BaseException] = []
     running = RunningController(ControllerApp(settings, spark=spark, **kwargs), threading.Thread(), errors)
+    runs = 0
+
+    def make_app() -> ControllerApp:
+        nonlocal runs
+        runs += 1
+        if runs > 1:
+            running.app = ControllerApp(settings, spark=spark, **kwargs)
+        return running.app
 
     def target() -> None:
-        failures = 0
         try:
-            while True:
-                try:
-                    running.app.run(ready=ready)
-                    return
-                except WorkerStartError:
-                    if ready.is_set() or running.stopping.is_set() or failures >= WORKER_START_RETRIES:
-                        raise
-                    failures += 1
-                    running.app = ControllerApp(settings, spark=spark, **kwargs)
+            run_again_after_worker_start_failures(
+                make_app, WORKER_START_RETRIES, running.stopping, log.warning, pause_s=0.0, ready=ready
+            )
         except BaseException as e:  # surfaced to the test through .error
             errors.append(e)
         finally:

@@ -103,3 +103,20 @@ def test_the_setting_is_checked() -> None:
     with pytest.raises(SettingsError) as e:
         Settings.load(overrides=["python_worker_start_retries=-1"])
     assert e.value.key == "python_worker_start_retries" and "at least 0" in e.value.reason
+
+
+def test_the_callers_ready_is_set_when_a_later_run_becomes_active() -> None:
+    ready = threading.Event()
+    script = iter(["worker", "worker-after-ready", "ok"])
+    runs: list[str] = []
+    run_again_after_worker_start_failures(
+        lambda: ScriptedApp(next(script), runs), 1, threading.Event(), lambda _: None, pause_s=0.0, ready=ready
+    )
+    assert ready.is_set() and runs == ["worker", "worker-after-ready", "ok"]
+    # a run that never became active leaves it unset
+    never = threading.Event()
+    with pytest.raises(WorkerStartError):
+        run_again_after_worker_start_failures(
+            lambda: ScriptedApp("worker", []), 0, threading.Event(), lambda _: None, ready=never
+        )
+    assert not never.is_set()
