@@ -321,9 +321,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         last: dict[tuple[str, int], Any] = {}
         while any(reached[k] < stops[k] for k in reached):
             if time.monotonic() > deadline:
-                behind = {f"{t}-{p}": (o, stops[(t, p)]) for (t, p), o in reached.items() if o < stops[(t, p)]}
-                reason = f"could not re-read the planned batch within {self.options.replay_timeout_s} s: {behind}"
-                raise KafkaSourceError("offsets", reason)
+                raise self._not_reread({k: (o, stops[k]) for k, o in reached.items() if o < stops[k]})
             got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
             for tp, records in got.items():
                 key = (tp.topic, tp.partition)
@@ -371,10 +369,13 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             for r in c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=1).get(tp, []):
                 self.kafka.positions[key] = r.offset + 1
                 return r if r.offset == offset else None
-        raise KafkaSourceError(
-            "offsets",
-            f"could not re-read the planned batch within {self.options.replay_timeout_s} s: "
-            f"{{'{key[0]}-{key[1]}': ({offset}, {offset + 1})}}",
+        raise self._not_reread({key: (offset, offset + 1)})
+
+    def _not_reread(self, behind: Mapping[tuple[str, int], tuple[int, int]]) -> KafkaSourceError:
+        """The error of a replay that did not reach its planned ends: partition -> (reached, planned end)."""
+        named = {f"{t}-{p}": ends for (t, p), ends in behind.items()}
+        return KafkaSourceError(
+            "offsets", f"could not re-read the planned batch within {self.options.replay_timeout_s} s: {named}"
         )
 
     def commit(self, end: dict[str, Any]) -> None:
