@@ -175,6 +175,13 @@ class Matrix:
     # ------------------------------------------------------------------ set-up and tear-down
 
     def open(self) -> None:
+        self.open_services()
+        for b in self.broker_ids:
+            self.start_broker(b)
+        wait_until("brokers registered", lambda: set(self.registered_brokers()) >= set(self.broker_ids), 60)
+
+    def open_services(self) -> None:
+        """The cluster's ZooKeeper chroot and session, its topics and the harness's producer (no broker)."""
         root = KazooClient(hosts=self.zk_connect.rsplit("/", 1)[0], timeout=10)
         root.start(timeout=15)
         root.ensure_path(f"/{self.name}")
@@ -184,9 +191,6 @@ class Matrix:
         self.zk.start(timeout=15)
         ensure_topics(self.bootstrap, list(self.topics.values()))
         self.producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0)
-        for b in self.broker_ids:
-            self.start_broker(b)
-        wait_until("brokers registered", lambda: set(self.registered_brokers()) >= set(self.broker_ids), 60)
 
     def close(self, *, at_once: bool = False) -> None:
         """Stop every controller (SIGTERM, or SIGKILL ``at_once``) and broker, then the clients."""

@@ -26,7 +26,6 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
-from kazoo.client import KazooClient
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import TopicName
@@ -38,7 +37,6 @@ from livectl import local
 from livectl.kafka_server import kafka_classpath
 from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
 from livectl.spawn import find_java, pid_matches
-from sinks.requests import ensure_topics
 
 #: the partitions of the tests' topics
 PARTITIONS = 3
@@ -63,16 +61,7 @@ class Cluster:
         self.channel_log = work / "channel.log"
 
     def open(self) -> None:
-        m = self.m
-        root = KazooClient(hosts=m.zk_connect.rsplit("/", 1)[0], timeout=10)
-        root.start(timeout=15)
-        root.ensure_path(f"/{m.name}")
-        root.stop()
-        root.close()
-        m.zk = KazooClient(hosts=m.zk_connect, timeout=10)
-        m.zk.start(timeout=15)
-        ensure_topics(m.bootstrap, list(m.topics.values()))
-        m.producer = KafkaProducer(bootstrap_servers=m.bootstrap, acks="all", linger_ms=0)
+        self.m.open_services()
 
     def start_channel(self) -> None:
         m = self.m
