@@ -3,13 +3,13 @@
 :mod:`bench.harness` holds the harness and ``python -m bench crash_matrix`` runs the full matrix (every point,
 restart and standby modes);
 here the points with the most distinct recovery paths run on the session's ZooKeeper and broker, with
-five simulated broker processes: a creation cut between its ZooKeeper transactions (restart: the replay
-of a half-written micro-batch), a broker failure cut at its first state write (standby: ISR
+five simulated broker processes: a broker failure cut at its first state write (standby: ISR
 writes that meet a new controller), and a broker SIGKILLed while no controller runs (restart on the
 checkpoint: the issue's brokers at leader epoch 1 while ZooKeeper held 0; after the point the broker
 comes back and must rejoin every ISR with every view in agreement). Each must converge to the tree a
 clean run leaves, with each broker's own view in agreement with ZooKeeper and the admin command answered
-once. The reassignment and deletion resumptions run in ``python -m bench crash_matrix`` (CI's 30 minutes).
+once. The creation (the replay of a micro-batch cut between its ZooKeeper transactions), reassignment and deletion
+resumptions run in ``python -m bench crash_matrix`` (CI's 30 minutes).
 """
 
 from __future__ import annotations
