@@ -77,7 +77,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.paths import _prefix_root
+from kazoo.protocol.paths import join, normpath
 from kazoo.protocol.serialization import Delete, SetData
 
 from core.decisions import ZkOp, ZkWrite
@@ -151,6 +151,12 @@ def _ancestors(path: str) -> list[str]:
 
 def _depth(path: str) -> int:
     return path.count("/")
+
+
+def under_chroot(chroot: str, path: str) -> str:
+    """``path`` under ``chroot`` as kazoo's own calls send it, from its public ``normpath`` and ``join``."""
+    full: str = normpath(join(normpath(join("/", chroot)), path.lstrip("/")))
+    return full
 
 
 def _is_normal(path: str) -> bool:
@@ -382,7 +388,7 @@ class ZooKeeperSink:
                 t.create(op.path, op.data, acl=self._acl_for(op.path))
                 continue
             path = op.path
-            full = root + path if _is_normal(path) else _prefix_root(self._zk.chroot, path)
+            full = root + path if _is_normal(path) else under_chroot(self._zk.chroot, path)
             if op.kind == "set":
                 operations.append(SetData(full, op.data, op.version))
             else:
@@ -391,7 +397,7 @@ class ZooKeeperSink:
 
     def _chroot(self) -> str:
         """The client's chroot as kazoo prefixes it ('' without one)."""
-        root = _prefix_root(self._zk.chroot, "")
+        root = under_chroot(self._zk.chroot, "")
         return "" if root == "/" else root
 
     # ------------------------------------------------------------------ planning
