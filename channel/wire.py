@@ -38,14 +38,23 @@ class WireError(RuntimeError):
 class BrokerConnection:
     """A connection to one broker (``host``, ``port``); requests are sent one at a time, in order."""
 
-    def __init__(self, host: str, port: int, *, timeout_s: float = 30.0, client_id: str = CLIENT_ID) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout_s: float = 30.0,
+        client_id: str = CLIENT_ID,
+        connect_timeout_s: float | None = None,
+    ) -> None:
         self.host, self.port = host, port
         self.client_id = client_id
         self._correlation = 0
         #: api key -> (min, max) the broker speaks, after :meth:`negotiate`
         self.versions: dict[int, tuple[int, int]] = {}
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+            self._sock = socket.create_connection((host, port), timeout=connect_timeout_s or timeout_s)
+            self._sock.settimeout(timeout_s)
         except OSError as e:
             raise WireError(f"cannot connect to broker {host}:{port}: {e}") from None
 
@@ -110,6 +119,27 @@ class BrokerConnection:
             )
         body, _ = entity_reader(cast(Any, response_type))(frame, offset)
         return cast(R, body)
+
+    def relay(self, frame: bytes, correlation_id: int, *, answered: bool = True) -> bytes | None:
+        """Send ``frame`` (a whole request as a client framed it, without its size) as it is, and return the
+        broker's answer (the response header and body, without the size), which must carry ``correlation_id``;
+        ``None`` without reading when the request gets no answer (``answered`` false: a Produce with acks 0)."""
+        try:
+            self._sock.sendall(struct.pack(">i", len(frame)) + frame)
+            if not answered:
+                return None
+            (size,) = struct.unpack(">i", self._read(4))
+            if not 4 <= size <= _MAX_FRAME:
+                raise WireError(f"broker {self.host}:{self.port} sent a frame of {size} bytes")
+            response = self._read(size)
+        except OSError as e:
+            raise WireError(f"broker {self.host}:{self.port}: {e}") from None
+        (answered_id,) = struct.unpack_from(">i", response, 0)
+        if answered_id != correlation_id:
+            raise WireError(
+                f"broker {self.host}:{self.port} answered correlation id {answered_id}, expected {correlation_id}"
+            )
+        return response
 
     def _read(self, n: int) -> bytes:
         chunks = bytearray()
