@@ -31,7 +31,8 @@ log = logging.getLogger("livectl.channel.forward")
 PRODUCE = 0
 #: the first Produce version with a flexible header and body (KIP-482), and the first with a transactional id
 _PRODUCE_FLEXIBLE, _PRODUCE_TRANSACTIONAL = 9, 3
-#: how long to wait for a broker to accept the forward connection
+#: how long a broker may take to accept the forward connection and answer its ApiVersions (a paused broker
+#: must not hold a client's first request for a whole request timeout)
 CONNECT_TIMEOUT_S = 5.0
 
 
@@ -102,7 +103,7 @@ class Forwarder:
         random.shuffle(candidates)  # spread the clients over the brokers
         for host, port in candidates:
             try:
-                conn = BrokerConnection(host, port, timeout_s=self._timeout_s, connect_timeout_s=CONNECT_TIMEOUT_S)
+                conn = BrokerConnection(host, port, timeout_s=CONNECT_TIMEOUT_S)
             except WireError as e:
                 log.info("%s: %s", listener, e)
                 continue
@@ -112,6 +113,7 @@ class Forwarder:
                 conn.close()
                 log.info("%s: %s", listener, e)
                 continue
+            conn.set_timeout(self._timeout_s)
             return conn
         return None
 

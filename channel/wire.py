@@ -38,28 +38,23 @@ class WireError(RuntimeError):
 class BrokerConnection:
     """A connection to one broker (``host``, ``port``); requests are sent one at a time, in order."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        *,
-        timeout_s: float = 30.0,
-        client_id: str = CLIENT_ID,
-        connect_timeout_s: float | None = None,
-    ) -> None:
+    def __init__(self, host: str, port: int, *, timeout_s: float = 30.0, client_id: str = CLIENT_ID) -> None:
         self.host, self.port = host, port
         self.client_id = client_id
         self._correlation = 0
         #: api key -> (min, max) the broker speaks, after :meth:`negotiate`
         self.versions: dict[int, tuple[int, int]] = {}
         try:
-            self._sock = socket.create_connection((host, port), timeout=connect_timeout_s or timeout_s)
-            self._sock.settimeout(timeout_s)
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as e:
             raise WireError(f"cannot connect to broker {host}:{port}: {e}") from None
 
     def close(self) -> None:
         self._sock.close()
+
+    def set_timeout(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for each answer from now on."""
+        self._sock.settimeout(timeout_s)
 
     def __enter__(self) -> BrokerConnection:
         return self
