@@ -202,7 +202,8 @@ def _metadata(conn: BrokerConnection, topic: str) -> Any:
 
 
 def _nodes(answer: Any) -> dict[int, tuple[str, int]]:
-    return {int(b.node_id): (str(b.host), int(b.port)) for b in answer.brokers}
+    # Metadata names a broker's id node_id, DescribeCluster broker_id
+    return {int(getattr(b, "node_id", None) or b.broker_id): (str(b.host), int(b.port)) for b in answer.brokers}
 
 
 def test_clients_see_the_controller_s_node_and_get_broker_answers_through_it(setup: Setup) -> None:
