@@ -14,7 +14,7 @@ the controller-bound Admin calls; the endpoint answers :data:`SERVED` itself and
   (topic names up to v1, topic ids from v2);
 * :func:`list_partition_reassignments_response`: Kafka's ZooKeeper controller's answer, from the topic znodes;
 * :func:`nothing_hosted_response`: ListGroups, ListTransactions and DescribeLogDirs answered as a node that
-  hosts no group coordinator, transaction coordinator or log directory answers them;
+  hosts no group, no transaction and no replica;
 * :func:`node_versions`: the endpoint's ApiVersions table, its own APIs and those of the broker it forwards to;
 * :func:`controlled_shutdown_response`, :func:`allocate_producer_ids_response`, :func:`api_versions_response`.
 """
@@ -46,6 +46,7 @@ __all__ = [
     "LIST_PARTITION_REASSIGNMENTS",
     "LIST_TRANSACTIONS",
     "NOT_FORWARDED",
+    "NO_LOG_DIR",
     "SERVED",
     "AlterPartitionAsked",
     "allocate_producer_ids_response",
@@ -63,7 +64,10 @@ __all__ = [
 CONTROLLED_SHUTDOWN, API_VERSIONS, ALTER_PARTITION, ALLOCATE_PRODUCER_IDS = 7, 18, 56, 67
 LIST_GROUPS, DESCRIBE_LOG_DIRS, LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS = 16, 35, 46, 66
 #: Kafka's error codes used here
-UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION, UNKNOWN_TOPIC_ID, BROKER_ID_NOT_REGISTERED = -1, 35, 100, 102
+UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION, KAFKA_STORAGE_ERROR = -1, 35, 56
+UNKNOWN_TOPIC_ID, BROKER_ID_NOT_REGISTERED = 100, 102
+#: the one log directory the controller's node lists (offline): it hosts no replica
+NO_LOG_DIR = "livectl-controller-hosts-no-replica"
 
 #: the versions the controller's endpoint reads and answers itself, by api key (its ApiVersions lists them,
 #: narrowed to what the broker it forwards to speaks when that broker lists the API too)
@@ -242,12 +246,18 @@ def wanted_partitions(request: Any) -> dict[str, tuple[int, ...]] | None:
 
 
 def nothing_hosted_response(api_key: int, version: int) -> Any:
-    """The answer of a node that hosts no group, no transaction and no log directory, to ListGroups,
-    ListTransactions or DescribeLogDirs at ``version``: no error and an empty list. Kafka's Admin client asks
-    every node for its groups and transactions and merges the answers: a copy of another broker's would
-    list them twice."""
+    """The answer of a node that hosts no group, no transaction and no replica, to ListGroups, ListTransactions
+    or DescribeLogDirs at ``version``. Kafka's Admin client asks every node for its groups and transactions and
+    merges the answers (a copy of another broker's would list them twice): no error and an empty list. A node
+    answering DescribeLogDirs with no directory is taken for a refusal (``CLUSTER_AUTHORIZATION_FAILED``, so
+    ``kafka-log-dirs --describe`` would fail): one directory, :data:`NO_LOG_DIR`, offline
+    (``KAFKA_STORAGE_ERROR``) and empty, as a broker whose every disk failed answers: the node cannot host a
+    replica, which is the truth."""
     m = _module(api_key, version, "response")
-    lists = {"groups": (), "transaction_states": (), "unknown_state_filters": (), "results": ()}
+    lists: dict[str, Any] = {"groups": (), "transaction_states": (), "unknown_state_filters": (), "results": ()}
+    if api_key == DESCRIBE_LOG_DIRS:
+        offline = _make(m.DescribeLogDirsResult, error_code=_error(KAFKA_STORAGE_ERROR), log_dir=NO_LOG_DIR, topics=())
+        lists["results"] = (offline,)
     return _make(getattr(m, _CLASSES[api_key] + "Response"), throttle_time=_NO_THROTTLE, error_code=_error(0), **lists)
 
 

@@ -8,7 +8,8 @@ the beginning) and :func:`kafka_view` (a broker's own metadata: Kafka's view, no
 :func:`running_cluster` opens one and closes it whatever happens (the e2e files' fixtures);
 :func:`kafka_topics_describe` runs Kafka's own ``kafka-topics --describe`` from the resolved jars and
 :func:`describe_partitions` reads its output, or ``livectl topics --describe``'s, into comparable facts;
-:func:`kafka_reassignments` runs ``kafka-reassign-partitions --list`` and reads what it lists.
+:func:`kafka_reassignments` runs ``kafka-reassign-partitions --list`` and reads what it lists; :func:`kafka_tool`
+runs any of Kafka's tools by its class.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def running_cluster(zookeeper: str, bootstrap: str, work: Path, settings: ZkBrok
         c.close()
 
 
-def _kafka_tool(
+def kafka_tool(
     tool: str, main_class: str, args: list[str], *, api_timeout_ms: int, timeout: float, work: Path | None
 ) -> str:
     """What Kafka's tool ``main_class`` prints with ``args``, run from the jars ``scripts/setup`` resolved, each
@@ -175,9 +176,9 @@ def kafka_topics_describe(
 ) -> str:
     """What Kafka's own ``kafka-topics.sh --bootstrap-server BOOTSTRAP --describe --topic TOPIC`` prints (its
     Admin client asks the brokers' metadata and configs, and the controller the reassignments); see
-    :func:`_kafka_tool`."""
+    :func:`kafka_tool`."""
     args = ["--bootstrap-server", bootstrap, "--describe", "--topic", topic]
-    return _kafka_tool(
+    return kafka_tool(
         "kafka-topics --describe", TOPIC_COMMAND, args, api_timeout_ms=api_timeout_ms, timeout=timeout, work=work
     )
 
@@ -188,8 +189,8 @@ def kafka_reassignments(
     """The reassignments Kafka's own ``kafka-reassign-partitions.sh --bootstrap-server BOOTSTRAP --list`` lists
     (its Admin client asks the controller ListPartitionReassignments): ``{"<topic>-<partition>": {"replicas":
     "2,3,1", "adding": "3", "removing": "1"}}`` (a list it does not print is absent; ``{}`` for "No partition
-    reassignments found."); see :func:`_kafka_tool`."""
-    text = _kafka_tool(
+    reassignments found."); see :func:`kafka_tool`."""
+    text = kafka_tool(
         "kafka-reassign-partitions --list",
         REASSIGN_COMMAND,
         ["--bootstrap-server", bootstrap, "--list"],

@@ -14,7 +14,8 @@ znode with partition 0 being reassigned (adding replica 2), as livectl's reassig
   ListPartitionReassignments lists ``moving-0`` from the znode; ListGroups is empty; a LeaderAndIsr closes
   the connection;
 * Kafka's ``kafka-topics --describe`` and ``kafka-reassign-partitions --list`` on the client listener show the
-  reassignment (before the fix the first timed out on ListPartitionReassignments);
+  reassignment (before the fix the first timed out on ListPartitionReassignments); ``kafka-log-dirs
+  --describe`` lists the controller's node with one offline directory holding nothing;
 * the broker killed: a new connection's ApiVersions lists only what the channel answers itself, and a
   request to forward closes the connection.
 """
@@ -55,8 +56,8 @@ from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from bench.harness.real_brokers import kafka_reassignments, kafka_topics_describe
-from channel.answers import SERVED, node_versions
+from bench.harness.real_brokers import kafka_reassignments, kafka_tool, kafka_topics_describe
+from channel.answers import NO_LOG_DIR, SERVED, node_versions
 from channel.runner import ChannelSettings, ControllerChannel
 from channel.wire import BrokerConnection
 from core.kafka import zkdata
@@ -336,6 +337,23 @@ def test_clients_see_the_controller_s_node_and_get_broker_answers_through_it(set
     assert kafka_reassignments(s.svc.address, api_timeout_ms=20_000) == {
         f"{topic}-0": {"replicas": "1,2", "adding": "2"}
     }
+
+    # kafka-log-dirs asks every node: the controller's lists one offline directory holding nothing (no directory
+    # at all would read as a refusal and fail the tool)
+    text = kafka_tool(
+        "kafka-log-dirs --describe",
+        "org.apache.kafka.tools.LogDirsCommand",
+        ["--bootstrap-server", s.svc.address, "--describe"],
+        api_timeout_ms=20_000,
+        timeout=180,
+        work=None,
+    )
+    dirs = {b["broker"]: b["logDirs"] for b in json.loads(text.strip().splitlines()[-1])["brokers"]}
+    assert set(dirs) == {1, CONTROLLER}, text
+    ((offline,),) = (dirs[CONTROLLER],)
+    assert (offline["logDir"], offline["partitions"]) == (NO_LOG_DIR, []), offline
+    assert "KafkaStorageException" in str(offline["error"]), offline
+    assert all(d["error"] is None for d in dirs[1]), dirs[1]
 
     # the broker gone: nothing to forward to
     stop_zk_broker(s.svc, timeout=0)

@@ -12,6 +12,7 @@ import struct
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
@@ -20,9 +21,11 @@ from channel.answers import (
     API_VERSIONS,
     CONTROLLED_SHUTDOWN,
     DESCRIBE_LOG_DIRS,
+    KAFKA_STORAGE_ERROR,
     LIST_GROUPS,
     LIST_PARTITION_REASSIGNMENTS,
     LIST_TRANSACTIONS,
+    NO_LOG_DIR,
     NOT_FORWARDED,
     SERVED,
     api_versions_response,
@@ -40,6 +43,8 @@ from core.snapshot import TopicZnode
 pytestmark = pytest.mark.unit
 
 METADATA, DESCRIBE_CLUSTER, CREATE_TOPICS, LEADER_AND_ISR = 3, 60, 19, 4
+#: DescribeLogDirs v0-2 have no top-level error code
+_NO_ERROR = ErrorCode(0)
 
 
 def _round_trip(entity: Any) -> Any:
@@ -132,14 +137,23 @@ def test_api_versions_lists_the_served_apis_at_the_broker_s_versions_and_what_is
     assert not set(SERVED) - {API_VERSIONS} & (NOT_FORWARDED - set(SERVED))
 
 
-@pytest.mark.parametrize("api_key", [LIST_GROUPS, LIST_TRANSACTIONS, DESCRIBE_LOG_DIRS])
-def test_a_node_hosting_nothing_answers_with_empty_lists_at_each_version(api_key: int) -> None:
+@pytest.mark.parametrize("api_key", [LIST_GROUPS, LIST_TRANSACTIONS])
+def test_a_node_hosting_nothing_lists_no_group_and_no_transaction_at_each_version(api_key: int) -> None:
     for version in SERVED[api_key]:
         assert request_type(api_key, version).__name__.endswith("Request")
         answer = _round_trip(nothing_hosted_response(api_key, version))
-        assert int(getattr(answer, "error_code", None).value if hasattr(answer, "error_code") else 0) == 0
-        lists = [getattr(answer, f) for f in ("groups", "transaction_states", "results") if hasattr(answer, f)]
+        assert int(answer.error_code.value) == 0
+        lists = [getattr(answer, f) for f in ("groups", "transaction_states") if hasattr(answer, f)]
         assert lists == [()], (api_key, version, answer)
+
+
+def test_a_node_hosting_no_replica_lists_one_offline_empty_log_dir_at_each_version() -> None:
+    # no directory at all would read as CLUSTER_AUTHORIZATION_FAILED to Kafka's Admin client
+    for version in SERVED[DESCRIBE_LOG_DIRS]:
+        answer = _round_trip(nothing_hosted_response(DESCRIBE_LOG_DIRS, version))
+        (result,) = answer.results
+        assert (int(result.error_code.value), result.log_dir, result.topics) == (KAFKA_STORAGE_ERROR, NO_LOG_DIR, ())
+        assert int(getattr(answer, "error_code", _NO_ERROR).value) == 0
 
 
 def _znodes() -> list[TopicZnode]:
