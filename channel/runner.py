@@ -300,6 +300,8 @@ class ControllerChannel:
                 broker = self._registration(int(child)) if child.isdigit() else None
                 if broker is not None:
                     out.append(broker)
+        except NoNodeError:  # no broker ever registered
+            return out
         except (KazooException, FormatError) as e:
             log.warning("cannot read the brokers' registrations: %s", e)
         return out
