@@ -1,7 +1,10 @@
-"""The brokers' own requests to their controller, as livectl's events, and livectl's answers as Kafka's responses.
+"""The requests the controller's endpoint answers itself, and what its ApiVersions lists.
 
 A ZooKeeper-mode Kafka broker sends its controller ControlledShutdown (on SIGTERM), AlterPartition (ISR
-changes, IBP 2.7+) and AllocateProducerIds (IBP 3.0+). This module, pure apart from ``kio``:
+changes, IBP 2.7+) and AllocateProducerIds (IBP 3.0+). Kafka's clients see the endpoint as the node of the
+controller's id (a ZooKeeper-mode controller is also a broker) and send it what they send any broker, and
+the controller-bound Admin calls; the endpoint answers :data:`SERVED` itself and forwards the rest
+(:mod:`channel.forward`) but :data:`NOT_FORWARDED`. This module, pure apart from ``kio``:
 
 * :func:`alter_partition_events`: an AlterPartition request (v0-3) as one :class:`core.events.AlterPartition`
   per partition, as the simulated brokers publish them, all carrying one ``correlation_id`` that the
@@ -9,6 +12,10 @@ changes, IBP 2.7+) and AllocateProducerIds (IBP 3.0+). This module, pure apart f
   answered ``UNKNOWN_TOPIC_ID`` here (Kafka's controller answers them so, without a change);
 * :func:`alter_partition_response`: the answers to one request, in Kafka's response of the request's version
   (topic names up to v1, topic ids from v2);
+* :func:`list_partition_reassignments_response`: Kafka's ZooKeeper controller's answer, from the topic znodes;
+* :func:`nothing_hosted_response`: ListGroups, ListTransactions and DescribeLogDirs answered as a node that
+  hosts no group, no transaction and no replica;
+* :func:`node_versions`: the endpoint's ApiVersions table, its own APIs and those of the broker it forwards to;
 * :func:`controlled_shutdown_response`, :func:`allocate_producer_ids_response`, :func:`api_versions_response`.
 """
 
@@ -16,7 +23,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from types import MappingProxyType
@@ -26,6 +33,7 @@ from channel.convert import _uuid, _uuid_text
 from core.events import AlterPartition
 from core.kafka.requests import ZERO_UUID, AlterPartitionResult
 from core.model import TopicPartition
+from core.snapshot import TopicZnode
 
 __all__ = [
     "ALLOCATE_PRODUCER_IDS",
@@ -33,6 +41,12 @@ __all__ = [
     "API_VERSIONS",
     "BROKER_ID_NOT_REGISTERED",
     "CONTROLLED_SHUTDOWN",
+    "DESCRIBE_LOG_DIRS",
+    "LIST_GROUPS",
+    "LIST_PARTITION_REASSIGNMENTS",
+    "LIST_TRANSACTIONS",
+    "NOT_FORWARDED",
+    "NO_LOG_DIR",
     "SERVED",
     "AlterPartitionAsked",
     "allocate_producer_ids_response",
@@ -40,21 +54,42 @@ __all__ = [
     "alter_partition_response",
     "api_versions_response",
     "controlled_shutdown_response",
+    "list_partition_reassignments_response",
+    "node_versions",
+    "nothing_hosted_response",
     "request_type",
+    "wanted_partitions",
 ]
 
 CONTROLLED_SHUTDOWN, API_VERSIONS, ALTER_PARTITION, ALLOCATE_PRODUCER_IDS = 7, 18, 56, 67
+LIST_GROUPS, DESCRIBE_LOG_DIRS, LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS = 16, 35, 46, 66
 #: Kafka's error codes used here
-UNSUPPORTED_VERSION, UNKNOWN_TOPIC_ID, BROKER_ID_NOT_REGISTERED = 35, 100, 102
+UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION, KAFKA_STORAGE_ERROR = -1, 35, 56
+UNKNOWN_TOPIC_ID, BROKER_ID_NOT_REGISTERED = 100, 102
+#: the one log directory the controller's node lists (offline): it hosts no replica
+NO_LOG_DIR = "livectl-controller-hosts-no-replica"
 
-#: the versions the controller's endpoint reads and answers, by api key (what its ApiVersions advertises)
+#: the versions the controller's endpoint reads and answers itself, by api key (its ApiVersions lists them,
+#: narrowed to what the broker it forwards to speaks when that broker lists the API too)
 SERVED: Mapping[int, range] = MappingProxyType(
     {
         API_VERSIONS: range(0, 5),
         CONTROLLED_SHUTDOWN: range(0, 4),
         ALTER_PARTITION: range(0, 4),
         ALLOCATE_PRODUCER_IDS: range(0, 1),
+        LIST_PARTITION_REASSIGNMENTS: range(0, 1),
+        LIST_GROUPS: range(0, 6),
+        LIST_TRANSACTIONS: range(0, 2),
+        DESCRIBE_LOG_DIRS: range(0, 5),
     }
+)
+#: what is neither answered here (unless :data:`SERVED`) nor forwarded, so that ApiVersions does not list it:
+#: the controller's requests to a broker (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6), requests only
+#: the active controller takes, which a broker answers ``NOT_CONTROLLER`` (CreateTopics 19, DeleteTopics 20,
+#: CreatePartitions 37, ElectLeaders 43, AlterPartitionReassignments 45, UpdateFeatures 57, and the
+#: controller's own 7, 46, 56, 67), AlterReplicaLogDirs 34 (about the receiving node's disks), Envelope 58
+NOT_FORWARDED: frozenset[int] = frozenset(
+    {4, 5, 6, CONTROLLED_SHUTDOWN, 19, 20, 34, 37, 43, 45, LIST_PARTITION_REASSIGNMENTS, 56, 57, 58, 67}
 )
 _NAMES: Mapping[int, str] = MappingProxyType(
     {
@@ -62,6 +97,10 @@ _NAMES: Mapping[int, str] = MappingProxyType(
         CONTROLLED_SHUTDOWN: "controlled_shutdown",
         ALTER_PARTITION: "alter_partition",
         ALLOCATE_PRODUCER_IDS: "allocate_producer_ids",
+        LIST_PARTITION_REASSIGNMENTS: "list_partition_reassignments",
+        LIST_GROUPS: "list_groups",
+        LIST_TRANSACTIONS: "list_transactions",
+        DESCRIBE_LOG_DIRS: "describe_log_dirs",
     }
 )
 _CLASSES: Mapping[int, str] = MappingProxyType(
@@ -70,6 +109,10 @@ _CLASSES: Mapping[int, str] = MappingProxyType(
         CONTROLLED_SHUTDOWN: "ControlledShutdown",
         ALTER_PARTITION: "AlterPartition",
         ALLOCATE_PRODUCER_IDS: "AllocateProducerIds",
+        LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
+        LIST_GROUPS: "ListGroups",
+        LIST_TRANSACTIONS: "ListTransactions",
+        DESCRIBE_LOG_DIRS: "DescribeLogDirs",
     }
 )
 _NO_THROTTLE = datetime.timedelta(0)
@@ -90,14 +133,36 @@ def _error(code: int) -> Any:
     return ErrorCode(code)
 
 
-def api_versions_response(version: int) -> Any:
-    """Kafka's answer to ApiVersions at ``version``: the ranges of :data:`SERVED`; a version newer than ours is
-    answered at v0 with ``UNSUPPORTED_VERSION`` and the ranges, so that the client asks again (Kafka's rule)."""
+def node_versions(theirs: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """The endpoint's ApiVersions table (api key -> (min, max)) when it forwards to a broker speaking ``theirs``
+    (``{}``: no broker to forward to). Its own APIs (:data:`SERVED`) at the versions both it and the broker
+    speak when the broker lists the API (the endpoint speaks as that Kafka release), else at its own; then
+    every API of the broker but :data:`NOT_FORWARDED`, at the broker's versions. An API whose ranges do not
+    meet is left out."""
+    table: dict[int, tuple[int, int]] = {}
+    for key, ours in SERVED.items():
+        low, high = ours.start, ours.stop - 1
+        if key in theirs:
+            low, high = max(low, theirs[key][0]), min(high, theirs[key][1])
+        if low <= high:
+            table[key] = (low, high)
+    for key, (low, high) in theirs.items():
+        if key not in SERVED and key not in NOT_FORWARDED and low <= high:
+            table[key] = (low, high)
+    return dict(sorted(table.items()))
+
+
+def api_versions_response(version: int, table: Mapping[int, tuple[int, int]] | None = None) -> Any:
+    """Kafka's answer to ApiVersions at ``version``: the ranges of ``table`` (:func:`node_versions`; default:
+    :data:`SERVED`); a version newer than ours is answered at v0 with ``UNSUPPORTED_VERSION`` and the ranges, so
+    that the client asks again (Kafka's rule)."""
     error = 0
     if version not in SERVED[API_VERSIONS]:
         version, error = 0, UNSUPPORTED_VERSION
+    if table is None:
+        table = {k: (r.start, r.stop - 1) for k, r in SERVED.items()}
     m = _module(API_VERSIONS, version, "response")
-    keys = tuple(m.ApiVersion(api_key=k, min_version=r.start, max_version=r.stop - 1) for k, r in SERVED.items())
+    keys = tuple(m.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in table.items())
     fields: dict[str, Any] = {"error_code": _error(error), "api_keys": keys, "throttle_time": _NO_THROTTLE}
     if version >= 3:
         fields |= {
@@ -127,6 +192,73 @@ def allocate_producer_ids_response(error_code: int, start: int = -1, length: int
     return m.AllocateProducerIdsResponse(
         throttle_time=_NO_THROTTLE, error_code=_error(error_code), producer_id_start=start, producer_id_len=length
     )
+
+
+def list_partition_reassignments_response(
+    topics: Iterable[TopicZnode], wanted: Mapping[str, Iterable[int]] | None, error_message: str | None = None
+) -> Any:
+    """Kafka 3.9's ZooKeeper controller's ListPartitionReassignmentsResponse (v0; ``listPartitionReassignments``
+    and ``KafkaApis``): every partition of ``topics`` (their ``/brokers/topics/<t>`` znodes) with adding or
+    removing replicas, among the partitions ``wanted`` (topic -> partitions; ``None``: every one); a partition
+    not being reassigned, or that does not exist, is left out. ``replicas`` is the full replica set of the
+    znode's ``partitions`` (targets and the replicas being removed). Sorted by topic and partition (Kafka's
+    order is its hash map's). ``error_message``: the request failed (``UNKNOWN_SERVER_ERROR``, no topics)."""
+    m = _module(LIST_PARTITION_REASSIGNMENTS, 0, "response")
+    if error_message is not None:
+        return m.ListPartitionReassignmentsResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=_error(UNKNOWN_SERVER_ERROR),
+            error_message=error_message,
+            topics=(),
+        )
+    picked = None if wanted is None else {t: frozenset(ps) for t, ps in wanted.items()}
+    out = []
+    for znode in sorted(topics, key=lambda z: z.topic):
+        if picked is not None and znode.topic not in picked:
+            continue
+        replicas, adding, removing = dict(znode.partitions), dict(znode.adding_replicas), dict(znode.removing_replicas)
+        moving = sorted(p for p in set(adding) | set(removing) if p in replicas)
+        parts = tuple(
+            m.OngoingPartitionReassignment(
+                partition_index=p,
+                replicas=replicas[p],
+                adding_replicas=adding.get(p, ()),
+                removing_replicas=removing.get(p, ()),
+            )
+            for p in moving
+            if picked is None or p in picked[znode.topic]
+        )
+        if parts:
+            out.append(m.OngoingTopicReassignment(name=znode.topic, partitions=parts))
+    return m.ListPartitionReassignmentsResponse(
+        throttle_time=_NO_THROTTLE, error_code=_error(0), error_message=None, topics=tuple(out)
+    )
+
+
+def wanted_partitions(request: Any) -> dict[str, tuple[int, ...]] | None:
+    """The partitions a ListPartitionReassignmentsRequest names (topic -> partitions), ``None`` for every one."""
+    if request.topics is None:
+        return None
+    wanted: dict[str, tuple[int, ...]] = {}
+    for t in request.topics:
+        wanted[str(t.name)] = (*wanted.get(str(t.name), ()), *(int(p) for p in t.partition_indexes))
+    return wanted
+
+
+def nothing_hosted_response(api_key: int, version: int) -> Any:
+    """The answer of a node that hosts no group, no transaction and no replica, to ListGroups, ListTransactions
+    or DescribeLogDirs at ``version``. Kafka's Admin client asks every node for its groups and transactions and
+    merges the answers (a copy of another broker's would list them twice): no error and an empty list. A node
+    answering DescribeLogDirs with no directory is taken for a refusal (``CLUSTER_AUTHORIZATION_FAILED``, so
+    ``kafka-log-dirs --describe`` would fail): one directory, :data:`NO_LOG_DIR`, offline
+    (``KAFKA_STORAGE_ERROR``) and empty, as a broker whose every disk failed answers: the node cannot host a
+    replica, which is the truth."""
+    m = _module(api_key, version, "response")
+    lists: dict[str, Any] = {"groups": (), "transaction_states": (), "unknown_state_filters": (), "results": ()}
+    if api_key == DESCRIBE_LOG_DIRS:
+        offline = _make(m.DescribeLogDirsResult, error_code=_error(KAFKA_STORAGE_ERROR), log_dir=NO_LOG_DIR, topics=())
+        lists["results"] = (offline,)
+    return _make(getattr(m, _CLASSES[api_key] + "Response"), throttle_time=_NO_THROTTLE, error_code=_error(0), **lists)
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,13 @@ answers go to the broker-events topic as livectl's events. For real Apache Kafka
 registered in the controlled cluster's ZooKeeper (docs/real-brokers.md).
 
 It is also the controller's endpoint: it listens (--listen) and each UpdateMetadata it delivers lists the
-controller as a live broker with the channel's address on --controller-listeners only, where a broker looks
-its controller up. The brokers' ControlledShutdown and AlterPartition become livectl's events and are
+controller as a live broker with the channel's addresses, one per listener name: --controller-listeners,
+where a broker looks its controller up, and --client-listeners, where clients send the controller's node
+their Admin calls. The brokers' ControlledShutdown and AlterPartition become livectl's events and are
 answered with the controller's answers; AllocateProducerIds is answered from ZooKeeper's
-/latest_producer_id_block, as Kafka's ZooKeeper controller does.
+/latest_producer_id_block and ListPartitionReassignments from the topic znodes, as Kafka's ZooKeeper
+controller does; anything else a client sends (Metadata, DescribeCluster, ...) is forwarded to a registered
+broker on the same listener. Plaintext only: a listener the brokers secure with SSL or SASL is not advertised.
 """
 
 _EPILOG = """\
@@ -104,9 +107,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=_host_port,
         default=("127.0.0.1", 0),
         metavar="HOST:PORT",
-        help="where the controller's endpoint listens for the brokers' own requests (default: 127.0.0.1:0, a "
-        "port chosen at start and logged; give a fixed one in production, as brokers keep the address of the "
-        "last UpdateMetadata)",
+        help="where the controller's endpoint listens, one port per listener name: the names of "
+        "--controller-listeners then --client-listeners on PORT, PORT+1, ... (default: 127.0.0.1:0, ports chosen "
+        "at start and logged; give a fixed one in production, as brokers keep the address of the last "
+        "UpdateMetadata)",
     )
     p.add_argument(
         "--advertised-host",
@@ -118,9 +122,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=_names,
         default=("CONTROL_PLANE", "INTERNAL"),
         metavar="NAMES",
-        help="the brokers' listener names under which UpdateMetadata advertises the endpoint: their "
-        "control.plane.listener.name and inter.broker.listener.name, none a client listener (default: "
-        "CONTROL_PLANE,INTERNAL; empty: do not listen)",
+        help="the brokers' listener names under which UpdateMetadata advertises the endpoint for the brokers' "
+        "own requests: their control.plane.listener.name and inter.broker.listener.name (default: "
+        "CONTROL_PLANE,INTERNAL; empty: do not listen at all)",
+    )
+    p.add_argument(
+        "--client-listeners",
+        type=_names,
+        default=("PLAINTEXT",),
+        metavar="NAMES",
+        help="more listener names where it is advertised, for clients: Kafka's Admin client sends the "
+        "controller's node ListPartitionReassignments (kafka-topics --describe) and more; each needs a port of "
+        "its own, so the names are given, not found (default: PLAINTEXT; empty: none; a name the brokers "
+        "secure with SSL or SASL is not advertised)",
     )
     p.add_argument(
         "--inter-broker-protocol",
@@ -193,6 +207,7 @@ def _run(args: argparse.Namespace) -> int:
         retry_s=args.retry_s,
         kafka=kafka.client_kwargs(),
         controller_listeners=args.controller_listeners,
+        client_listeners=args.client_listeners,
         listen_host=listen_host,
         listen_port=listen_port,
         advertised_host=args.advertised_host,

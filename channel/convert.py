@@ -43,6 +43,7 @@ __all__ = [
     "ibp_cap",
     "to_events",
     "to_kafka",
+    "unadvertised",
 ]
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
@@ -136,11 +137,28 @@ def _by_topic(items: Iterable[T], topic: Callable[[T], str]) -> list[tuple[str, 
 def advertise_controller(body: UpdateMetadataRequest, endpoints: tuple[MetadataEndpoint, ...]) -> UpdateMetadataRequest:
     """``body`` listing its controller (``controllerId``) among the live brokers with ``endpoints`` only: a
     ZooKeeper-mode broker sends its own requests to the live broker its last UpdateMetadata names as
-    controller. Unchanged without endpoints, without a controller id, or when a broker of that id is live
-    (the brokers then talk to that broker, not to the channel)."""
-    if not endpoints or body.controller_id < 0 or any(b.broker_id == body.controller_id for b in body.live_brokers):
+    controller, and clients see that broker on each listener it has an endpoint of. An endpoint under a
+    listener name the live brokers use with another security protocol (:func:`unadvertised`: the channel
+    speaks plaintext only) is left out. Unchanged without endpoints left, without a controller id, or when a
+    broker of that id is live (the brokers then talk to that broker, not to the channel)."""
+    dropped = set(unadvertised(body, endpoints))
+    mine = tuple(e for e in endpoints if e.listener not in dropped)
+    if not mine or body.controller_id < 0 or any(b.broker_id == body.controller_id for b in body.live_brokers):
         return body
-    return replace(body, live_brokers=(*body.live_brokers, MetadataBroker(body.controller_id, endpoints)))
+    return replace(body, live_brokers=(*body.live_brokers, MetadataBroker(body.controller_id, mine)))
+
+
+def unadvertised(body: UpdateMetadataRequest, endpoints: tuple[MetadataEndpoint, ...]) -> dict[str, int]:
+    """The listener names of ``endpoints`` that :func:`advertise_controller` leaves out of ``body``: those a live
+    broker registered with another security protocol (name -> the brokers' protocol id). A client there speaks
+    TLS or SASL first, which the endpoint does not: it would fail to connect, so it had better not see the
+    controller at all."""
+    theirs = {e.listener: e.security_protocol for b in body.live_brokers for e in b.endpoints}
+    return {
+        e.listener: theirs[e.listener]
+        for e in endpoints
+        if e.listener in theirs and theirs[e.listener] != e.security_protocol
+    }
 
 
 def to_kafka(body: RequestBody, version: int, *, broker_epoch: int) -> KafkaCall:

@@ -1,12 +1,17 @@
 """The controller's endpoint: a TCP server speaking Kafka's wire protocol, where brokers send their controller
-requests (:mod:`channel.answers` says which).
+requests and clients what they send the controller's node (:mod:`channel.answers` says which it answers).
 
-Each accepted connection has a reader thread: a frame is a 4-byte size, the request header of the version
-the request's schema names, then the body, decoded with ``kio``. ApiVersions is answered at once; any other
-request served is handed to ``on_request(connection, api_key, version, correlation_id, body)``, which
-answers it now or later with :meth:`Connection.answer` (Kafka's clients match answers by correlation id and
-keep one request in flight to a controller, so answers go out as they come). A request the endpoint does not
-serve closes the connection, as a Kafka broker does; so does a frame that cannot be read.
+One endpoint per listener name the channel advertises (a Metadata answer depends on the listener it was asked
+on). Each accepted connection has a reader thread: a frame is a 4-byte size, the request header of the version
+the request's schema names, then the body. ApiVersions is answered at once, with the endpoint's own APIs and
+those it forwards; a request served (:data:`channel.answers.SERVED`) is decoded with ``kio`` and handed to
+``on_request(connection, api_key, version, correlation_id, body)``, which answers it now or later with
+:meth:`Connection.answer`; any other request but :data:`channel.answers.NOT_FORWARDED` is forwarded as it came
+to a broker's endpoint of the same listener and the broker's answer relayed (:mod:`channel.forward`). The next
+request of a connection is read only once the one before is answered, as a Kafka broker mutes a connection
+while one of its requests is in flight: a client that sends several at once gets the answers in its order.
+A request neither served nor forwarded closes the connection, as a Kafka broker does for an API it does not
+know; so does a frame that cannot be read, or a broker to forward to that fails.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import select
 import socket
 import struct
 import threading
@@ -23,7 +29,9 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-from channel.answers import API_VERSIONS, SERVED, api_versions_response, request_type
+from channel.answers import API_VERSIONS, NOT_FORWARDED, SERVED, api_versions_response, request_type
+from channel.forward import Forwarder, answered
+from channel.wire import BrokerConnection, WireError
 
 __all__ = ["Connection", "ControllerEndpoint"]
 
@@ -33,14 +41,19 @@ _MAX_FRAME = 100 * 1024 * 1024
 
 
 class Connection:
-    """One broker's connection to the endpoint."""
+    """One broker's or client's connection to the endpoint of listener ``listener``."""
 
-    def __init__(self, sock: socket.socket, peer: str) -> None:
-        self.sock, self.peer = sock, peer
+    def __init__(self, sock: socket.socket, peer: str, listener: str = "") -> None:
+        self.sock, self.peer, self.listener = sock, peer, listener
         self._lock = threading.Lock()
         self.closed = threading.Event()
+        #: set while no request of the connection waits for its answer
+        self._idle = threading.Event()
+        self._idle.set()
         #: the broker id the connection's requests named (-1 until one did)
         self.broker_id = -1
+        #: the broker this connection's requests are forwarded to, once one was needed (reader thread only)
+        self.upstream: BrokerConnection | None = None
 
     def answer(self, correlation_id: int, response: Any) -> bool:
         """Send ``response`` (a kio response entity) answering request ``correlation_id``; ``False`` when the
@@ -49,17 +62,43 @@ class Connection:
         buf = io.BytesIO()
         entity_writer(header_type)(buf, header_type(correlation_id=i32(correlation_id)))
         entity_writer(type(response))(buf, response)
-        payload = buf.getvalue()
-        with self._lock:
-            if self.closed.is_set():
-                return False
-            try:
-                self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-            except OSError as e:
-                log.info("connection from %s: cannot answer: %s", self.peer, e)
+        return self.send(buf.getvalue())
+
+    def send(self, payload: bytes) -> bool:
+        """Send one answer (response header and body, as a broker sent it); ``False`` when the connection is
+        gone. The connection's next request is read after it."""
+        try:
+            with self._lock:
+                if self.closed.is_set():
+                    return False
+                try:
+                    self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+                except OSError as e:
+                    log.info("connection from %s: cannot answer: %s", self.peer, e)
+                    self.close()
+                    return False
+            return True
+        finally:
+            self._idle.set()
+
+    def awaiting(self) -> None:
+        """A request was read that will be answered (now or later): hold the next one until it is."""
+        self._idle.clear()
+
+    def wait_answered(self) -> bool:
+        """Wait until the request read last is answered; ``False`` when the connection closed meanwhile (also
+        by its peer: a broker that gave up on a ControlledShutdown reconnects to ask again)."""
+        while not self._idle.wait(1.0):
+            if self._peer_closed():
                 self.close()
-                return False
-        return True
+        return not self.closed.is_set()
+
+    def _peer_closed(self) -> bool:
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+            return bool(readable) and not self.sock.recv(1, socket.MSG_PEEK)
+        except (OSError, ValueError):
+            return True
 
     def close(self) -> None:
         if not self.closed.is_set():
@@ -67,6 +106,7 @@ class Connection:
             with contextlib.suppress(OSError):
                 self.sock.shutdown(socket.SHUT_RDWR)
             self.sock.close()
+        self._idle.set()
 
     def read_frame(self) -> bytes | None:
         head = self._read(4)
@@ -91,12 +131,22 @@ RequestHandler = Callable[[Connection, int, int, int, Any], None]
 
 
 class ControllerEndpoint:
-    """Listens on ``host``:``port`` (0: a free port, then :attr:`port` says which) until :meth:`close`."""
+    """Listens on ``host``:``port`` (0: a free port, then :attr:`port` says which) until :meth:`close`, as the
+    endpoint of ``listener``; requests not served are forwarded with ``forwarder`` (``None``: not at all)."""
 
     def __init__(
-        self, host: str, port: int, on_request: RequestHandler, on_close: Callable[[Connection], None]
+        self,
+        host: str,
+        port: int,
+        on_request: RequestHandler,
+        on_close: Callable[[Connection], None],
+        *,
+        listener: str = "",
+        forwarder: Forwarder | None = None,
     ) -> None:
         self._on_request, self._on_close = on_request, on_close
+        self.listener = listener
+        self._forwarder = forwarder
         self._server = socket.create_server((host, port), reuse_port=False)
         self.host, self.port = host, int(self._server.getsockname()[1])
         self._connections: set[Connection] = set()
@@ -124,7 +174,7 @@ class ControllerEndpoint:
             except OSError:
                 return
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(sock, f"{addr[0]}:{addr[1]}")
+            conn = Connection(sock, f"{addr[0]}:{addr[1]}", self.listener)
             with self._lock:
                 self._connections.add(conn)
             threading.Thread(target=self._serve, args=(conn,), name=f"endpoint-{conn.peer}", daemon=True).start()
@@ -140,10 +190,12 @@ class ControllerEndpoint:
                     return
                 if frame is None:
                     return
-                if not self._dispatch(conn, frame):
+                if not self._dispatch(conn, frame) or not conn.wait_answered():
                     return
         finally:
             conn.close()
+            if conn.upstream is not None:
+                conn.upstream.close()
             with self._lock:
                 self._connections.discard(conn)
             self._on_close(conn)
@@ -156,9 +208,14 @@ class ControllerEndpoint:
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
         if api_key == API_VERSIONS and version not in SERVED[API_VERSIONS]:
             # Kafka's rule: an ApiVersions newer than the server's is answered at v0 with the ranges
-            return conn.answer(correlation_id, api_versions_response(version))
+            return conn.answer(correlation_id, api_versions_response(version, self._versions(conn)))
         served = SERVED.get(api_key)
-        if served is None or version not in served:
+        if served is None:
+            if api_key in NOT_FORWARDED or self._forwarder is None:
+                log.warning("connection from %s: api %s v%s is not served here: closing", conn.peer, api_key, version)
+                return False
+            return self._forward(conn, api_key, version, correlation_id, frame)
+        if version not in served:
             log.warning("connection from %s: api %s v%s is not served here: closing", conn.peer, api_key, version)
             return False
         cls = request_type(api_key, version)
@@ -169,6 +226,47 @@ class ControllerEndpoint:
             log.warning("connection from %s: unreadable api %s v%s: %s", conn.peer, api_key, version, e)
             return False
         if api_key == API_VERSIONS:
-            return conn.answer(correlation_id, api_versions_response(version))
+            return conn.answer(correlation_id, api_versions_response(version, self._versions(conn)))
+        conn.awaiting()
         self._on_request(conn, api_key, version, correlation_id, body)
         return not conn.closed.is_set()
+
+    def _upstream(self, conn: Connection) -> BrokerConnection | None:
+        if conn.upstream is None and self._forwarder is not None:
+            conn.upstream = self._forwarder.open(self.listener)
+        return conn.upstream
+
+    def _versions(self, conn: Connection) -> dict[int, tuple[int, int]] | None:
+        """What ApiVersions lists on ``conn``: the served APIs and what its broker speaks (``None``: served only)."""
+        if self._forwarder is None:
+            return None
+        return Forwarder.versions(self._upstream(conn))
+
+    def _forward(self, conn: Connection, api_key: int, version: int, correlation_id: int, frame: bytes) -> bool:
+        """Send ``frame`` to ``conn``'s broker and its answer back; ``False`` closes the connection."""
+        upstream = self._upstream(conn)
+        if upstream is None:
+            log.warning(
+                "connection from %s: no broker answers on %s to forward api %s v%s to: closing",
+                conn.peer,
+                self.listener,
+                api_key,
+                version,
+            )
+            return False
+        try:
+            expected = answered(api_key, frame)
+        except ValueError as e:
+            log.warning("connection from %s: unreadable api %s v%s: %s", conn.peer, api_key, version, e)
+            return False
+        if expected:
+            conn.awaiting()
+        try:
+            response = upstream.relay(frame, correlation_id, answered=expected)
+        except WireError as e:
+            # as when the broker goes away: the client's connection closes and it asks again elsewhere
+            log.info("connection from %s: api %s v%s not forwarded: %s: closing", conn.peer, api_key, version, e)
+            conn.upstream = None
+            upstream.close()
+            return False
+        return response is None or conn.send(response)

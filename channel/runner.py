@@ -21,7 +21,9 @@ The brokers' own requests to their controller (:mod:`channel.endpoint`, when ``c
 set): the channel listens as the controller's endpoint and each UpdateMetadata it delivers also lists the
 controller (the request's ``controllerId``) as a live broker whose only endpoints are the channel's, on
 ``controller_listeners`` (the brokers' ``control.plane.listener.name`` and ``inter.broker.listener.name``:
-a 3.9 broker looks its controller up there). Then:
+a 3.9 broker looks its controller up there) and ``client_listeners`` (where clients send the controller's
+node their Admin calls), one port per name; a name the brokers secure with SSL or SASL gets no endpoint
+(the channel speaks plaintext). Then:
 
 * a ControlledShutdown becomes a :class:`core.events.ControlledShutdown` on the broker-events topic; the
   controller's next ControlledShutdownResponse to that broker (all parts of its batch, written after the
@@ -30,7 +32,11 @@ a 3.9 broker looks its controller up there). Then:
   id of the channel's; the request is answered when every partition's AlterPartitionResponse entry (or a
   top-level error naming it) has come back;
 * AllocateProducerIds is answered by the channel itself, as Kafka's ZooKeeper controller answers it
-  (:mod:`channel.producer_ids`): the sender must be registered at the request's broker epoch.
+  (:mod:`channel.producer_ids`): the sender must be registered at the request's broker epoch;
+* ListPartitionReassignments is answered from the topic znodes' adding and removing replicas, as Kafka's
+  ZooKeeper controller answers it from its context; ListGroups, ListTransactions and DescribeLogDirs as a
+  node hosting none of them (:mod:`channel.answers`);
+* anything else a client sends is forwarded to a registered broker on the same listener (:mod:`channel.forward`).
 
 Once per message: the consumer's offset of a message is committed only after every addressee answered and
 the events were acknowledged by Kafka (``acks=all``). A channel stopped between a broker's answer and the
@@ -46,25 +52,33 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import BadArgumentsError, KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from channel.answers import (
     ALLOCATE_PRODUCER_IDS,
     ALTER_PARTITION,
     BROKER_ID_NOT_REGISTERED,
     CONTROLLED_SHUTDOWN,
+    DESCRIBE_LOG_DIRS,
+    LIST_GROUPS,
+    LIST_PARTITION_REASSIGNMENTS,
+    LIST_TRANSACTIONS,
     AlterPartitionAsked,
     allocate_producer_ids_response,
     alter_partition_events,
     alter_partition_response,
     controlled_shutdown_response,
+    list_partition_reassignments_response,
+    nothing_hosted_response,
+    wanted_partitions,
 )
 from channel.convert import (
     API_KEYS,
@@ -74,10 +88,12 @@ from channel.convert import (
     ibp_cap,
     to_events,
     to_kafka,
+    unadvertised,
 )
 from channel.endpoint import Connection, ControllerEndpoint
-from channel.log_dirs import DESCRIBE_LOG_DIRS, describe_log_dirs, to_report
+from channel.forward import Forwarder
 from channel.log_dirs import OUR_VERSIONS as LOG_DIRS_VERSIONS
+from channel.log_dirs import describe_log_dirs, to_report
 from channel.producer_ids import ProducerIdsExhaustedError, allocate_block
 from channel.wire import BrokerConnection, WireError
 from core.codec.events import event_to_json
@@ -88,6 +104,7 @@ from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, Envelope, p
 from core.kafka.error_codes import KafkaError
 from core.kafka.log_dirs import LOG_DIRS_TOPIC, chunked
 from core.kafka.requests import (
+    SECURITY_PROTOCOL_IDS,
     ZERO_UUID,
     AlterPartitionResponse,
     AlterPartitionResult,
@@ -99,6 +116,7 @@ from core.kafka.requests import (
 )
 from core.model import Broker, TopicPartition
 from core.request_states import metadata_broker
+from core.snapshot import TopicZnode
 from sinks.requests import ensure_topics
 
 __all__ = ["DEFAULT_GROUP", "ChannelSettings", "ControllerChannel"]
@@ -155,7 +173,10 @@ class ChannelSettings:
     #: the brokers' listener names on which UpdateMetadata advertises the channel as the controller's endpoint
     #: (their control.plane.listener.name and inter.broker.listener.name); empty: the channel does not listen
     controller_listeners: tuple[str, ...] = ()
-    #: where the controller's endpoint listens (port 0: one chosen at start)
+    #: more listener names where the endpoint is advertised, for clients (with ``controller_listeners`` only)
+    client_listeners: tuple[str, ...] = ()
+    #: where the controller's endpoint listens: the listener names in order (controller's, then clients') on
+    #: ``listen_port``, ``listen_port`` + 1, ... (port 0: each one chosen at start)
     listen_host: str = "127.0.0.1"
     listen_port: int = 0
     #: the host UpdateMetadata advertises ("": ``listen_host``)
@@ -179,9 +200,21 @@ class ControllerChannel:
         self._zk: KazooClient | None = None
         #: messages delivered (per addressee), for the log and tests
         self.delivered = 0
-        #: the controller's endpoint, once started (``controller_listeners`` set)
-        self.endpoint: ControllerEndpoint | None = None
+        #: the controller's endpoint by listener name, once started (``controller_listeners`` set)
+        self.endpoints: dict[str, ControllerEndpoint] = {}
         self._advertised: tuple[MetadataEndpoint, ...] = ()
+        #: listener names left out of UpdateMetadata because the brokers secure them, once logged
+        self._unadvertised: set[str] = set()
+        #: what the channel answers itself, by api key (:data:`channel.answers.SERVED` but ApiVersions)
+        self._handlers: Mapping[int, Callable[[Connection, int, int, Any], None]] = {
+            CONTROLLED_SHUTDOWN: self._controlled_shutdown,
+            ALTER_PARTITION: self._alter_partition,
+            ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids_request,
+            LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
+            LIST_GROUPS: self._nothing_hosted(LIST_GROUPS),
+            LIST_TRANSACTIONS: self._nothing_hosted(LIST_TRANSACTIONS),
+            DESCRIBE_LOG_DIRS: self._nothing_hosted(DESCRIBE_LOG_DIRS),
+        }
         self._lock = threading.Lock()
         self._shutdowns: dict[int, list[_Asked]] = {}
         self._shutdown_answers: dict[tuple[int, int, int], _ShutdownAnswer] = {}
@@ -224,18 +257,74 @@ class ControllerChannel:
                 log.warning("cannot create %s (%s): no DescribeLogDirs reports", s.log_dirs_topic, e)
                 self._log_dirs_off = True
         if s.controller_listeners:
-            self.endpoint = ControllerEndpoint(s.listen_host, s.listen_port, self._on_request, self._on_close)
-            host = s.advertised_host or s.listen_host
-            self._advertised = tuple(
-                MetadataEndpoint(self.endpoint.port, host, name, 0) for name in s.controller_listeners
+            self._listen()
+
+    def _listen(self) -> None:
+        """One endpoint per listener name, advertised on it; one line says where, and which names the registered
+        brokers secure (no endpoint is advertised there: the channel speaks plaintext)."""
+        s = self.settings
+        forwarder = Forwarder(self._broker_endpoints, s.request_timeout_s)
+        names = tuple(dict.fromkeys((*s.controller_listeners, *s.client_listeners)))
+        for i, name in enumerate(names):
+            port = s.listen_port + i if s.listen_port else 0
+            self.endpoints[name] = ControllerEndpoint(
+                s.listen_host, port, self._on_request, self._on_close, listener=name, forwarder=forwarder
             )
-            self.endpoint.start()
-            log.info(
-                "controller endpoint listening on %s:%s, advertised as %s",
-                s.listen_host,
-                self.endpoint.port,
-                ",".join(f"{e.listener}://{e.host}:{e.port}" for e in self._advertised),
-            )
+        host = s.advertised_host or s.listen_host
+        plaintext = SECURITY_PROTOCOL_IDS["PLAINTEXT"]
+        self._advertised = tuple(MetadataEndpoint(e.port, host, n, plaintext) for n, e in self.endpoints.items())
+        for endpoint in self.endpoints.values():
+            endpoint.start()
+        secured = self._secured_listeners(names)
+        log.info(
+            "controller endpoint listening on %s, advertised as %s; %s",
+            ", ".join(f"{s.listen_host}:{e.port} ({n})" for n, e in self.endpoints.items()),
+            ",".join(f"{e.listener}://{e.host}:{e.port}" for e in self._advertised),
+            (
+                "the brokers secure "
+                + ", ".join(f"{n} ({p})" for n, p in secured.items())
+                + ": not advertised there, the endpoint speaks PLAINTEXT only (clients there cannot reach the "
+                "controller's node: their Admin calls to it time out)"
+                if secured
+                else "a listener the brokers secure with SSL or SASL is not advertised (PLAINTEXT only)"
+            ),
+        )
+        self._unadvertised.update(secured)
+
+    def _registered(self) -> list[Broker]:
+        """Every registered broker (none when ZooKeeper cannot be read: logged)."""
+        assert self._zk is not None
+        out: list[Broker] = []
+        try:
+            for child in self._zk.get_children(zkdata.BROKER_IDS):
+                broker = self._registration(int(child)) if child.isdigit() else None
+                if broker is not None:
+                    out.append(broker)
+        except NoNodeError:  # no broker ever registered
+            return out
+        except (KazooException, FormatError) as e:
+            log.warning("cannot read the brokers' registrations: %s", e)
+        return out
+
+    def _secured_listeners(self, names: Iterable[str]) -> dict[str, str]:
+        """Of ``names``, those a registered broker secures (name -> its security protocol)."""
+        wanted = set(names)
+        return {
+            e.listener: e.security_protocol
+            for b in self._registered()
+            for e in b.endpoints
+            if e.listener in wanted and e.security_protocol != "PLAINTEXT"
+        }
+
+    def _broker_endpoints(self, listener: str) -> list[tuple[str, int]]:
+        """(host, port) of every registered broker's plaintext endpoint named ``listener``, where the endpoint
+        of that name forwards what it does not answer itself."""
+        return [
+            (e.host, e.port)
+            for b in self._registered()
+            for e in b.endpoints
+            if e.listener == listener and e.security_protocol == "PLAINTEXT"
+        ]
 
     def run(self) -> int:
         assert self._consumer is not None
@@ -252,8 +341,8 @@ class ControllerChannel:
         return 0
 
     def close(self) -> None:
-        if self.endpoint is not None:
-            self.endpoint.close()
+        for endpoint in self.endpoints.values():
+            endpoint.close()
         for _, conn in self._connections.values():
             conn.close()
         self._connections.clear()
@@ -316,7 +405,7 @@ class ControllerChannel:
                 return True
             self._learn_topic_ids(body)
             if isinstance(body, UpdateMetadataRequest):
-                body = advertise_controller(body, self._advertised)
+                body = self._advertise(body)
             try:
                 conn = self._connection(broker)
                 if isinstance(body, LeaderAndIsrRequest) and self._announced.get(broker.id) != broker.epoch:
@@ -405,7 +494,7 @@ class ControllerChannel:
             if registered is not None:
                 live.append(metadata_broker(registered))
         um = UpdateMetadataRequest(lisr.controller_id, lisr.controller_epoch, broker.epoch, (), tuple(live))
-        um = advertise_controller(um, self._advertised)
+        um = self._advertise(um)
         version = self._version(conn, API_KEYS[UpdateMetadataRequest])
         call = to_kafka(um, version, broker_epoch=broker.epoch)
         response: Any = conn.send(call.request, call.response_type)
@@ -419,6 +508,20 @@ class ControllerChannel:
             int(response.error_code.value),
         )
         self._announced[broker.id] = broker.epoch
+
+    def _advertise(self, body: UpdateMetadataRequest) -> UpdateMetadataRequest:
+        """``body`` with the controller's endpoint (:func:`advertise_controller`); a listener name left out because
+        the brokers secure it is logged the first time."""
+        for name, protocol in unadvertised(body, self._advertised).items():
+            if name not in self._unadvertised:
+                self._unadvertised.add(name)
+                log.warning(
+                    "the brokers' listener %s is not PLAINTEXT (protocol id %s): the controller's endpoint is not "
+                    "advertised there; clients on it cannot reach the controller's node",
+                    name,
+                    protocol,
+                )
+        return advertise_controller(body, self._advertised)
 
     def _version(self, conn: BrokerConnection, api_key: int) -> int:
         ours = OUR_VERSIONS[api_key]
@@ -473,35 +576,83 @@ class ControllerChannel:
     # ------------------------------------------------------------------ the brokers' requests to their controller
 
     def _on_request(self, conn: Connection, api_key: int, version: int, correlation_id: int, body: Any) -> None:
-        broker_id = int(body.broker_id)
-        conn.broker_id = broker_id
-        now_ms = int(time.time() * 1000)
-        if api_key == CONTROLLED_SHUTDOWN:
-            epoch = int(body.broker_epoch) if version >= 2 else -1
-            with self._lock:
-                self._shutdowns.setdefault(broker_id, []).append(_Asked(conn, correlation_id, version, now_ms))
-            log.info("broker %s asks for a controlled shutdown (v%s, broker epoch %s)", broker_id, version, epoch)
-            self._publish(broker_id, [ControlledShutdown(broker_id, epoch)])
-        elif api_key == ALTER_PARTITION:
-            with self._lock:
-                ours = self._next_correlation
-                self._next_correlation = (ours + 1) % 2**31
-            events, asked = alter_partition_events(broker_id, version, body, self._topic_name, ours)
-            log.info(
-                "broker %s: AlterPartition v%s (our correlation id %s): %s",
-                broker_id,
-                version,
-                ours,
-                " ".join(f"{e.topic}-{e.partition} isr={','.join(map(str, e.new_isr))}" for e in events) or "-",
-            )
-            if not events:
-                self._reply(conn, correlation_id, alter_partition_response(asked, 0, {}))
-                return
-            with self._lock:
-                self._alters[ours] = _AskedAlter(conn, correlation_id, version, now_ms, broker_id, asked)
-            self._publish(broker_id, list(events))
-        elif api_key == ALLOCATE_PRODUCER_IDS:
-            self._reply(conn, correlation_id, self._allocate_producer_ids(broker_id, int(body.broker_epoch)))
+        self._handlers[api_key](conn, version, correlation_id, body)
+
+    def _controlled_shutdown(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        broker_id = conn.broker_id = int(body.broker_id)
+        epoch = int(body.broker_epoch) if version >= 2 else -1
+        with self._lock:
+            asked = _Asked(conn, correlation_id, version, int(time.time() * 1000))
+            self._shutdowns.setdefault(broker_id, []).append(asked)
+        log.info("broker %s asks for a controlled shutdown (v%s, broker epoch %s)", broker_id, version, epoch)
+        self._publish(broker_id, [ControlledShutdown(broker_id, epoch)])
+
+    def _alter_partition(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        broker_id = conn.broker_id = int(body.broker_id)
+        with self._lock:
+            ours = self._next_correlation
+            self._next_correlation = (ours + 1) % 2**31
+        events, asked = alter_partition_events(broker_id, version, body, self._topic_name, ours)
+        log.info(
+            "broker %s: AlterPartition v%s (our correlation id %s): %s",
+            broker_id,
+            version,
+            ours,
+            " ".join(f"{e.topic}-{e.partition} isr={','.join(map(str, e.new_isr))}" for e in events) or "-",
+        )
+        if not events:
+            self._reply(conn, correlation_id, alter_partition_response(asked, 0, {}))
+            return
+        with self._lock:
+            now_ms = int(time.time() * 1000)
+            self._alters[ours] = _AskedAlter(conn, correlation_id, version, now_ms, broker_id, asked)
+        self._publish(broker_id, list(events))
+
+    def _allocate_producer_ids_request(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        broker_id = conn.broker_id = int(body.broker_id)
+        self._reply(conn, correlation_id, self._allocate_producer_ids(broker_id, int(body.broker_epoch)))
+
+    def _nothing_hosted(self, api_key: int) -> Callable[[Connection, int, int, Any], None]:
+        def answer(conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+            self._reply(conn, correlation_id, nothing_hosted_response(api_key, version))
+
+        return answer
+
+    def _list_partition_reassignments(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        """Kafka 3.9's ZooKeeper controller's answer, from the topic znodes (:mod:`core.kafka.zkdata`'s layout)
+        instead of its context; like AllocateProducerIds, without checking that livectl's controller is active."""
+        wanted = wanted_partitions(body)
+        try:
+            topics = self._topic_znodes(None if wanted is None else sorted(wanted))
+        except (KazooException, KazooTimeoutError) as e:
+            log.error("ListPartitionReassignments from %s: %s", conn.peer, e)
+            answer = list_partition_reassignments_response((), wanted, f"cannot read ZooKeeper: {e}")
+        else:
+            answer = list_partition_reassignments_response(topics, wanted)
+        self._reply(conn, correlation_id, answer)
+
+    def _topic_znodes(self, topics: Iterable[str] | None) -> list[TopicZnode]:
+        """The ``/brokers/topics/<t>`` znodes of ``topics`` (``None``: every topic), read at once; a topic without
+        one is left out, and so is one whose znode is not Kafka's format (logged)."""
+        assert self._zk is not None
+        names = self._zk.get_children(zkdata.BROKER_TOPICS) if topics is None else list(topics)
+        pending = []
+        for name in names:
+            try:
+                pending.append((name, self._zk.get_async(zkdata.topic_path(name))))
+            except ValueError:  # not a name a znode can have: no such topic
+                continue
+        out: list[TopicZnode] = []
+        for name, result in pending:
+            try:
+                data, stat = result.get(timeout=self.settings.request_timeout_s)
+            except (NoNodeError, BadArgumentsError):
+                continue
+            try:
+                out.append(zkdata.decode_topic_znode(name, data.decode(), int(stat.version)))
+            except (ValueError, TypeError, AttributeError, KeyError) as e:
+                log.warning("%s: not a topic znode (%s): left out of ListPartitionReassignments", name, e)
+        return out
 
     def _allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Any:
         """Kafka 3.9's ZooKeeper controller's answer (``processAllocateProducerIds``)."""

@@ -52,6 +52,10 @@ class BrokerConnection:
     def close(self) -> None:
         self._sock.close()
 
+    def set_timeout(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for each answer from now on."""
+        self._sock.settimeout(timeout_s)
+
     def __enter__(self) -> BrokerConnection:
         return self
 
@@ -110,6 +114,27 @@ class BrokerConnection:
             )
         body, _ = entity_reader(cast(Any, response_type))(frame, offset)
         return cast(R, body)
+
+    def relay(self, frame: bytes, correlation_id: int, *, answered: bool = True) -> bytes | None:
+        """Send ``frame`` (a whole request as a client framed it, without its size) as it is, and return the
+        broker's answer (the response header and body, without the size), which must carry ``correlation_id``;
+        ``None`` without reading when the request gets no answer (``answered`` false: a Produce with acks 0)."""
+        try:
+            self._sock.sendall(struct.pack(">i", len(frame)) + frame)
+            if not answered:
+                return None
+            (size,) = struct.unpack(">i", self._read(4))
+            if not 4 <= size <= _MAX_FRAME:
+                raise WireError(f"broker {self.host}:{self.port} sent a frame of {size} bytes")
+            response = self._read(size)
+        except OSError as e:
+            raise WireError(f"broker {self.host}:{self.port}: {e}") from None
+        (answered_id,) = struct.unpack_from(">i", response, 0)
+        if answered_id != correlation_id:
+            raise WireError(
+                f"broker {self.host}:{self.port} answered correlation id {answered_id}, expected {correlation_id}"
+            )
+        return response
 
     def _read(self, n: int) -> bytes:
         chunks = bytearray()

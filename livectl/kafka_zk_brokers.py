@@ -7,8 +7,8 @@ listeners on loopback ports chosen at run time (the ports of the last start in t
 free): ``PLAINTEXT`` for clients, ``INTERNAL`` (``inter.broker.listener.name``: replication, and where a
 broker sends ControlledShutdown) and ``CONTROL_PLANE`` (``control.plane.listener.name``: where the
 controller's requests arrive and where a broker sends AlterPartition / AllocateProducerIds). livectl's
-controller channel is advertised to the brokers on ``INTERNAL`` and ``CONTROL_PLANE`` only, so clients, who
-see only the brokers with an endpoint on their own listener, never see it (``docs/real-brokers.md``).
+controller channel is advertised on all three, one port each: to the brokers on ``INTERNAL`` and
+``CONTROL_PLANE``, and to clients on ``PLAINTEXT`` as the controller's node (``docs/real-brokers.md``).
 It registers under ``/brokers/ids/<id>`` exactly as livectl's controller expects of a broker.
 
 Every ZooKeeper-mode broker also runs Kafka's own controller, which tries to create ``/controller``

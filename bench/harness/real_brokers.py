@@ -7,7 +7,9 @@ and the Kafka brokers (:mod:`livectl.kafka_zk_brokers`). The clients below talk 
 the beginning) and :func:`kafka_view` (a broker's own metadata: Kafka's view, not livectl's).
 :func:`running_cluster` opens one and closes it whatever happens (the e2e files' fixtures);
 :func:`kafka_topics_describe` runs Kafka's own ``kafka-topics --describe`` from the resolved jars and
-:func:`describe_partitions` reads its output, or ``livectl topics --describe``'s, into comparable facts.
+:func:`describe_partitions` reads its output, or ``livectl topics --describe``'s, into comparable facts;
+:func:`kafka_reassignments` runs ``kafka-reassign-partitions --list`` and reads what it lists; :func:`kafka_tool`
+runs any of Kafka's tools by its class.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from livectl.spawn import find_java, pid_matches
 PARTITIONS = 3
 #: kafka-topics.sh's class in Kafka 3.9 (formerly kafka.admin.TopicCommand), in the kafka-tools jar
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
+#: kafka-reassign-partitions.sh's class in Kafka 3.9, in the kafka-tools jar
+REASSIGN_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 #: the fields of a partition's line both tools print (Kafka's also prints ``Elr`` and ``LastKnownElr``, KRaft's)
 PARTITION_FIELDS = ("Leader", "Replicas", "Isr", "Adding Replicas", "Removing Replicas", "Offline")
 #: the fields of a topic's line both tools print
@@ -150,24 +154,61 @@ def running_cluster(zookeeper: str, bootstrap: str, work: Path, settings: ZkBrok
         c.close()
 
 
-def kafka_topics_describe(
-    bootstrap: str, topic: str, *, api_timeout_ms: int = 60_000, timeout: float = 180, work: Path | None = None
+def kafka_tool(
+    tool: str, main_class: str, args: list[str], *, api_timeout_ms: int, timeout: float, work: Path | None
 ) -> str:
-    """What Kafka's own ``kafka-topics.sh --bootstrap-server BOOTSTRAP --describe --topic TOPIC`` prints, run
-    as its class from the jars ``scripts/setup`` resolved (its Admin client asks the brokers' metadata and
-    configs, and the controller the reassignments), each Admin call given up after ``api_timeout_ms``
-    (``default.api.timeout.ms``, in a ``--command-config`` file written in ``work``). Raises
-    :class:`RuntimeError` with what it printed when it exits non-zero."""
+    """What Kafka's tool ``main_class`` prints with ``args``, run from the jars ``scripts/setup`` resolved, each
+    Admin call given up after ``api_timeout_ms`` (``default.api.timeout.ms``, in a ``--command-config`` file
+    written in ``work``). Raises :class:`RuntimeError` with what it printed when it exits non-zero."""
     with tempfile.TemporaryDirectory(dir=work) as folder:
         config = Path(folder) / "admin.properties"
         request_ms = min(api_timeout_ms, 30_000)
         config.write_text(f"default.api.timeout.ms={api_timeout_ms}\nrequest.timeout.ms={request_ms}\n")
-        cmd = [find_java(), "-Xmx128m", "-cp", kafka_classpath(), TOPIC_COMMAND, "--command-config", str(config)]
-        cmd += ["--bootstrap-server", bootstrap, "--describe", "--topic", topic]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        cmd = [find_java(), "-Xmx128m", "-cp", kafka_classpath(), main_class, "--command-config", str(config)]
+        done = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"kafka-topics --describe exited {done.returncode}: {done.stdout[-2000:]}")
+        raise RuntimeError(f"{tool} exited {done.returncode}: {done.stdout[-2000:]}")
     return done.stdout
+
+
+def kafka_topics_describe(
+    bootstrap: str, topic: str, *, api_timeout_ms: int = 60_000, timeout: float = 180, work: Path | None = None
+) -> str:
+    """What Kafka's own ``kafka-topics.sh --bootstrap-server BOOTSTRAP --describe --topic TOPIC`` prints (its
+    Admin client asks the brokers' metadata and configs, and the controller the reassignments); see
+    :func:`kafka_tool`."""
+    args = ["--bootstrap-server", bootstrap, "--describe", "--topic", topic]
+    return kafka_tool(
+        "kafka-topics --describe", TOPIC_COMMAND, args, api_timeout_ms=api_timeout_ms, timeout=timeout, work=work
+    )
+
+
+def kafka_reassignments(
+    bootstrap: str, *, api_timeout_ms: int = 60_000, timeout: float = 180, work: Path | None = None
+) -> dict[str, dict[str, str]]:
+    """The reassignments Kafka's own ``kafka-reassign-partitions.sh --bootstrap-server BOOTSTRAP --list`` lists
+    (its Admin client asks the controller ListPartitionReassignments): ``{"<topic>-<partition>": {"replicas":
+    "2,3,1", "adding": "3", "removing": "1"}}`` (a list it does not print is absent; ``{}`` for "No partition
+    reassignments found."); see :func:`kafka_tool`."""
+    text = kafka_tool(
+        "kafka-reassign-partitions --list",
+        REASSIGN_COMMAND,
+        ["--bootstrap-server", bootstrap, "--list"],
+        api_timeout_ms=api_timeout_ms,
+        timeout=timeout,
+        work=work,
+    )
+    if "No partition reassignments found." in text:
+        return {}
+    if "Current partition reassignments:" not in text:
+        raise RuntimeError(f"kafka-reassign-partitions --list printed neither list nor none: {text[-2000:]}")
+    out: dict[str, dict[str, str]] = {}
+    for line in text.split("Current partition reassignments:", 1)[1].splitlines():
+        name, sep, rest = line.strip().partition(": ")
+        if sep:
+            fields = (f.strip().partition(": ") for f in rest.rstrip(".").split(". "))
+            out[name] = {k: v for k, _, v in fields}
+    return out
 
 
 def describe_partitions(text: str) -> dict[str, Any]:

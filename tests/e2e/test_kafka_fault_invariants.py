@@ -10,8 +10,9 @@ Kafka brokers. Each test creates a topic of its own through ``livectl topics --c
 the beginning (:class:`livectl.demo.traffic.Traffic`) through its faults; at its end every acknowledged
 record was consumed, and Kafka's own ``kafka-topics --describe`` (its class from the resolved jars, bootstrapped
 from the brokers' inter-broker listener) and ``livectl topics --describe`` agree line for line on the topic, its
-partitions' leaders, replicas and ISRs. On the clients' listener Kafka's tool times out on the controller it
-cannot see: :data:`KAFKA_TOPICS_DEFECT`, a test of its own marked ``xfail(strict=True)``.
+partitions' leaders, replicas and ISRs. A test of its own runs Kafka's tools as a client does, on the clients'
+listener, where the controller's node is the channel's endpoint: ``kafka-topics --describe`` and
+``kafka-reassign-partitions --list`` before, during and after a reassignment livectl runs.
 
 * a controlled shutdown (SIGTERM): livectl moves the broker's leaderships and takes it out of every ISR while
   it is still registered, answers its first attempt, and it exits; started again, it rejoins every ISR;
@@ -50,6 +51,7 @@ from bench.harness.real_brokers import (
     Cluster,
     consume,
     describe_partitions,
+    kafka_reassignments,
     kafka_topics_describe,
     kafka_view,
     metadata,
@@ -70,13 +72,6 @@ LIVECTL = {"auto_leader_rebalance_enable": False, "take_over_from_kafka": True}
 MIN_ISR = 2
 #: records a second the producer writes, round robin over the topic's partitions
 RATE = 40.0
-#: what the first run found (docs/reliability.md#kafkas-fault-tests-on-real-brokers)
-KAFKA_TOPICS_DEFECT = (
-    "livectl defect: kafka-topics --describe on the clients' listener exits 1 after default.api.timeout.ms "
-    "('Timed out waiting for a node assignment. Call: listPartitionReassignments'): the brokers' metadata names "
-    "livectl's controller, which has no endpoint on the clients' listener, and Kafka's Admin client sends "
-    "ListPartitionReassignments to the controller"
-)
 READY = "ready to take /controller from a Kafka broker elected from now on"
 SHUTDOWN_OK = "Controlled shutdown request returned successfully"
 SHUTDOWN_RETRY = ("Retrying controlled shutdown", "unclean shutdown")
@@ -200,9 +195,8 @@ def _agree(
     """Until Kafka's ``kafka-topics --describe`` (bootstrapped from the running brokers' ``listener``) and
     ``livectl topics --describe`` (ZooKeeper) print the same facts of ``topic``; those facts are then the whole
     ``assignment``: its replicas, every replica in the ISR, the leader one of them, ``min.insync.replicas`` the
-    only config. On the inter-broker listener Kafka's tool sees livectl's controller endpoint, which does not
-    list ListPartitionReassignments, and goes on without reassignments as it does for a controller that lacks
-    it (:data:`KAFKA_TOPICS_DEFECT`): nothing may be moving when this is called."""
+    only config, nothing being reassigned. Kafka's tool asks the controller's node, the channel's endpoint, for
+    the reassignments (ListPartitionReassignments) on either listener."""
     last: dict[str, Any] = {}
 
     def same() -> dict[str, Any] | None:
@@ -355,24 +349,74 @@ def _controller_obeyed(f: Faults, topic: str, cid: int) -> None:
 # ---------------------------------------------------------------------- the cases
 
 
-class ControllerUnreachableError(AssertionError):
-    """Kafka's tool could not reach the controller: :data:`KAFKA_TOPICS_DEFECT`, and no other failure."""
-
-
-@pytest.mark.xfail(strict=True, raises=ControllerUnreachableError, reason=KAFKA_TOPICS_DEFECT)
-def test_kafka_topics_describe_on_the_clients_listener(faults: Faults) -> None:
-    """Kafka's ``kafka-topics --describe`` as a client runs it, on the brokers' client listener."""
+def test_kafka_topics_describe_on_the_clients_listener(faults: Faults, tmp_path: Path) -> None:
+    """Kafka's ``kafka-topics --describe`` and ``kafka-reassign-partitions --list`` as a client runs them, on the
+    brokers' client listener, where the controller's node is the channel's endpoint: they agree with livectl
+    before, during and after a reassignment livectl runs (until issue 42's fix, ``kafka-topics --describe`` timed
+    out there on ListPartitionReassignments, sent to a controller clients could not reach)."""
     f, c = faults, faults.cluster
     _whole(c)
-    topic = f"{c.m.name}-described"
-    assignment = _rotated(3, 3)
-    _create(f, topic, assignment)
+    topic, count = f"{c.m.name}-described", 3
+    origin = _rotated(count, 2)
+    _create(f, topic, origin)
+    client = c.bootstrap()
+    started = time.monotonic()
+    _agree(f, topic, origin, listener=CLIENT_LISTENER, timeout=60)
+    log.info("kafka-topics --describe on the clients' listener agreed in %.1f s", time.monotonic() - started)
+    assert kafka_reassignments(client, api_timeout_ms=20_000) == {}
+
+    # a replica added to each partition at 1 B/s: more than a follower's first fetch (1 MiB) preloaded, so the
+    # new replicas stay behind until the throttle is lifted
+    third = {p: next(b for b in BROKERS if b not in r) for p, r in origin.items()}
+    target = {p: (*r, third[p]) for p, r in origin.items()}
+    preloaded = _preload(c, topic, count, 300, 4096)
+    plan = _reassignment_file(tmp_path / "reassign.json", topic, target)
+    rc, out = f.admin("reassign", "--execute", "--reassignment-json-file", str(plan), "--throttle", "1")
+    assert rc == 0, out
+    expected = {f"{topic}-{p}": {"replicas": _ints(target[p]), "adding": str(third[p])} for p in range(count)}
+    listed: dict[str, Any] = {}
+
+    def listing() -> bool:
+        try:
+            listed["kafka"] = kafka_reassignments(client, api_timeout_ms=20_000)
+        except RuntimeError as e:
+            listed["kafka"] = str(e)
+        return listed["kafka"] == expected
+
+    started = time.monotonic()
     try:
-        _agree(f, topic, assignment, listener=CLIENT_LISTENER, timeout=30)
-    except AssertionError as e:
-        if "Timed out waiting for a node assignment. Call: listPartitionReassignments" in str(e):
-            raise ControllerUnreachableError(str(e)) from None
-        raise
+        cm.wait_until("kafka-reassign-partitions --list listing livectl's reassignment", listing, 90, interval=2)
+    except cm.MatrixError:
+        raise AssertionError(f"kafka-reassign-partitions --list: {listed}, expected {expected}") from None
+    log.info("kafka-reassign-partitions --list listed the reassignment after %.1f s", time.monotonic() - started)
+    znode, _ = c.m.znode(f"/brokers/topics/{topic}")
+    assert znode is not None
+    assert {int(p): tuple(r) for p, r in znode["adding_replicas"].items()} == {p: (third[p],) for p in range(count)}
+    # kafka-topics --describe there shows it too, as livectl's --describe does
+    kafka = describe_partitions(kafka_topics_describe(client, topic, api_timeout_ms=20_000))
+    rc, out = f.admin("topics", "--describe", "--topic", topic)
+    assert rc == 0, out
+    ours = describe_partitions(out)
+    for p in range(count):
+        moving = {k: kafka["partitions"][p].get(k) for k in ("Replicas", "Adding Replicas")}
+        assert moving == {"Replicas": _ints(target[p]), "Adding Replicas": str(third[p])}, kafka
+        assert moving == {k: ours["partitions"][p].get(k) for k in moving}, (kafka, ours)
+
+    # the throttle lifted (--additional resubmits the same reassignment): it completes, and the list empties
+    rc, out = f.admin(
+        "reassign", "--execute", "--additional", "--reassignment-json-file", str(plan), "--throttle", "100000000"
+    )
+    assert rc == 0, out
+
+    def verify() -> bool:
+        rc, out = f.admin("reassign", "--verify", "--reassignment-json-file", str(plan))
+        assert rc in (0, 3), out
+        return rc == 0
+
+    cm.wait_until("livectl reassign --verify saying the reassignment is complete", verify, 180, interval=3)
+    assert kafka_reassignments(client, api_timeout_ms=20_000) == {}
+    _agree(f, topic, target, listener=CLIENT_LISTENER, timeout=60)
+    assert not set(preloaded) - set(consume(client, topic, count)), "preloaded records lost"
 
 
 def test_controlled_shutdown_moves_leadership_first(faults: Faults) -> None:

@@ -24,7 +24,7 @@ run`` (the controller; started first, so it holds ``/controller`` before any Kaf
 
 The producers are kafka-python's default, idempotent: each InitProducerId needs a block of producer ids
 that the brokers get from their controller (AllocateProducerIds, answered by the channel). The brokers'
-metadata seen by clients never lists livectl's controller (it has no endpoint on the clients' listener).
+metadata seen by clients lists livectl's controller at the channel's endpoint on the clients' listener.
 """
 
 from __future__ import annotations
@@ -373,11 +373,11 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
     produce(remaining, topic, third)
     assert sorted(consume(remaining, topic)) == sorted(first + second + third)
     for address in remaining.split(","):
-        # clients see the brokers only: livectl's controller has no endpoint on their listener; the stopped
-        # broker goes from the list with livectl's UpdateMetadata after its registration is gone
-        live = sorted(set(BROKERS) - {stopping, victim})
+        # clients see the live brokers and livectl's controller, the channel's endpoint on their listener; the
+        # stopped broker goes from the list with livectl's UpdateMetadata after its registration is gone
+        live = sorted({*BROKERS, controller.controller_id} - {stopping, victim})
         cm.wait_until(
-            f"{address} listing the live brokers {live} only",
+            f"{address} listing the live brokers and the controller {live} only",
             lambda: sorted(int(b.node_id) for b in metadata(address, topic).brokers) == live,  # noqa: B023
             60,
         )

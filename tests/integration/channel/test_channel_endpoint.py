@@ -6,7 +6,7 @@ endpoint advertised on ``CONTROL_PLANE`` and ``INTERNAL``. The test plays livect
 writes the requests (LeaderAndIsr, UpdateMetadata naming controller 1000) and, for the broker's own requests
 that the channel turns into events, the controller's answers. Then, from the broker itself:
 
-* ApiVersions of the endpoint lists what it serves;
+* ApiVersions of the endpoint lists what it serves and what it forwards to the broker;
 * an idempotent producer (kafka-python's default) completes InitProducerId: the broker got a block of
   producer ids from the channel (AllocateProducerIds), recorded in ``/latest_producer_id_block``;
 * the leader of a partition whose other replica never fetches shrinks the ISR: its AlterPartition reaches
@@ -32,7 +32,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 
-from channel.answers import SERVED
+from channel.answers import SERVED, node_versions
 from channel.runner import ChannelSettings, ControllerChannel
 from channel.wire import BrokerConnection
 from core.codec.events import event_from_json
@@ -161,9 +161,15 @@ def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path)
 
 def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: Setup) -> None:
     s = setup
-    assert s.channel.endpoint is not None
-    with BrokerConnection("127.0.0.1", s.channel.endpoint.port) as conn:
-        assert conn.negotiate() == {k: (r.start, r.stop - 1) for k, r in SERVED.items()}
+    # each listener its own port; ApiVersions: what the channel answers and what it forwards to the broker
+    assert list(s.channel.endpoints) == ["CONTROL_PLANE", "INTERNAL"]
+    host, port = s.svc.listeners["CONTROL_PLANE"].rsplit(":", 1)
+    with BrokerConnection(host, int(port)) as broker:
+        theirs = broker.negotiate()
+    with BrokerConnection("127.0.0.1", s.channel.endpoints["CONTROL_PLANE"].port) as conn:
+        table = conn.negotiate()
+    assert table == node_versions(theirs)
+    assert all(table[k][1] == min(r.stop - 1, theirs.get(k, (0, 99))[1]) for k, r in SERVED.items()), table
 
     # broker 1 leads "solo" alone and "pair" with broker 2 (never started) in its ISR; the UpdateMetadata
     # names controller 1000, which the channel lists as a live broker at its own endpoint
