@@ -22,6 +22,7 @@ from itertools import groupby
 from types import MappingProxyType
 from typing import Any
 
+from channel.admin_apis import ADMIN_SERVED, admin_request_type
 from channel.convert import _uuid, _uuid_text
 from core.events import AlterPartition
 from core.kafka.requests import ZERO_UUID, AlterPartitionResult
@@ -47,13 +48,15 @@ CONTROLLED_SHUTDOWN, API_VERSIONS, ALTER_PARTITION, ALLOCATE_PRODUCER_IDS = 7, 1
 #: Kafka's error codes used here
 UNSUPPORTED_VERSION, UNKNOWN_TOPIC_ID, BROKER_ID_NOT_REGISTERED = 35, 100, 102
 
-#: the versions the controller's endpoint reads and answers, by api key (what its ApiVersions advertises)
+#: the versions the controller's endpoint reads and answers, by api key (what its ApiVersions advertises): the
+#: brokers' own requests and the Admin client's that go to the controller (:mod:`channel.admin_apis`)
 SERVED: Mapping[int, range] = MappingProxyType(
     {
         API_VERSIONS: range(0, 5),
         CONTROLLED_SHUTDOWN: range(0, 4),
         ALTER_PARTITION: range(0, 4),
         ALLOCATE_PRODUCER_IDS: range(0, 1),
+        **ADMIN_SERVED,
     }
 )
 _NAMES: Mapping[int, str] = MappingProxyType(
@@ -81,6 +84,8 @@ def _module(api_key: int, version: int, kind: str) -> Any:
 
 def request_type(api_key: int, version: int) -> Any:
     """The kio request class of ``api_key`` at ``version`` (one of :data:`SERVED`)."""
+    if api_key in ADMIN_SERVED:
+        return admin_request_type(api_key, version)
     return getattr(_module(api_key, version, "request"), _CLASSES[api_key] + "Request")
 
 

@@ -32,6 +32,10 @@ a 3.9 broker looks its controller up there). Then:
 * AllocateProducerIds is answered by the channel itself, as Kafka's ZooKeeper controller answers it
   (:mod:`channel.producer_ids`): the sender must be registered at the request's broker epoch.
 
+Kafka's Admin client sends the controller CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders and
+AlterPartitionReassignments: each becomes livectl's admin commands on the admin topic and is answered from
+livectl's admin results (:mod:`channel.admin_apis`, :mod:`channel.admin_link`).
+
 Once per message: the consumer's offset of a message is committed only after every addressee answered and
 the events were acknowledged by Kafka (``acks=all``). A channel stopped between a broker's answer and the
 commit sends that one message again when it restarts; Kafka's broker answers a repeated LeaderAndIsr of
@@ -41,12 +45,13 @@ UpdateMetadata or StopReplica is idempotent (``docs/real-brokers.md``).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +60,8 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
+from channel.admin_apis import ADMIN_SERVED, CreateDefaults
+from channel.admin_link import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC, AdminLink
 from channel.answers import (
     ALLOCATE_PRODUCER_IDS,
     ALTER_PARTITION,
@@ -165,6 +172,12 @@ class ChannelSettings:
     #: the brokers are asked (0: never)
     log_dirs_topic: str = LOG_DIRS_TOPIC
     log_dirs_interval_s: float = 1.0
+    #: where Kafka's admin requests to the controller go as livectl's admin commands, and their answers come from
+    admin_topic: str = ADMIN_TOPIC
+    admin_results_topic: str = ADMIN_RESULTS_TOPIC
+    #: what CreateTopics' -1 stands for (Kafka's num.partitions and default.replication.factor)
+    num_partitions: int = 1
+    default_replication_factor: int = 1
 
 
 class ControllerChannel:
@@ -199,6 +212,15 @@ class ControllerChannel:
         self._log_dirs_off = settings.log_dirs_interval_s <= 0
         #: DescribeLogDirs answers published, for the log and tests
         self.log_dirs_reports = 0
+        #: Kafka's admin requests to the controller, once started (``controller_listeners`` set)
+        self.admin: AdminLink | None = None
+        #: the endpoint's requests by api key: each handler takes (connection, version, correlation id, body)
+        self._handlers: dict[int, Callable[[Connection, int, int, Any], None]] = {
+            CONTROLLED_SHUTDOWN: self._on_controlled_shutdown,
+            ALTER_PARTITION: self._on_alter_partition,
+            ALLOCATE_PRODUCER_IDS: self._on_allocate_producer_ids,
+            **{api_key: functools.partial(self._on_admin, api_key) for api_key in ADMIN_SERVED},
+        }
 
     def start(self) -> None:
         s = self.settings
@@ -224,6 +246,18 @@ class ControllerChannel:
                 log.warning("cannot create %s (%s): no DescribeLogDirs reports", s.log_dirs_topic, e)
                 self._log_dirs_off = True
         if s.controller_listeners:
+            self.admin = AdminLink(
+                s.bootstrap_server,
+                self._reply,
+                admin_topic=s.admin_topic,
+                results_topic=s.admin_results_topic,
+                kafka=kafka,
+                defaults=CreateDefaults(s.num_partitions, s.default_replication_factor),
+                topic_names=self._topic_name,
+                no_wait_s=s.request_timeout_s,
+                retry_s=s.retry_s,
+            )
+            self.admin.start()
             self.endpoint = ControllerEndpoint(s.listen_host, s.listen_port, self._on_request, self._on_close)
             host = s.advertised_host or s.listen_host
             self._advertised = tuple(
@@ -254,6 +288,8 @@ class ControllerChannel:
     def close(self) -> None:
         if self.endpoint is not None:
             self.endpoint.close()
+        if self.admin is not None:
+            self.admin.close()
         for _, conn in self._connections.values():
             conn.close()
         self._connections.clear()
@@ -473,35 +509,45 @@ class ControllerChannel:
     # ------------------------------------------------------------------ the brokers' requests to their controller
 
     def _on_request(self, conn: Connection, api_key: int, version: int, correlation_id: int, body: Any) -> None:
-        broker_id = int(body.broker_id)
-        conn.broker_id = broker_id
-        now_ms = int(time.time() * 1000)
-        if api_key == CONTROLLED_SHUTDOWN:
-            epoch = int(body.broker_epoch) if version >= 2 else -1
-            with self._lock:
-                self._shutdowns.setdefault(broker_id, []).append(_Asked(conn, correlation_id, version, now_ms))
-            log.info("broker %s asks for a controlled shutdown (v%s, broker epoch %s)", broker_id, version, epoch)
-            self._publish(broker_id, [ControlledShutdown(broker_id, epoch)])
-        elif api_key == ALTER_PARTITION:
-            with self._lock:
-                ours = self._next_correlation
-                self._next_correlation = (ours + 1) % 2**31
-            events, asked = alter_partition_events(broker_id, version, body, self._topic_name, ours)
-            log.info(
-                "broker %s: AlterPartition v%s (our correlation id %s): %s",
-                broker_id,
-                version,
-                ours,
-                " ".join(f"{e.topic}-{e.partition} isr={','.join(map(str, e.new_isr))}" for e in events) or "-",
+        self._handlers[api_key](conn, version, correlation_id, body)
+
+    def _on_controlled_shutdown(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        broker_id = conn.broker_id = int(body.broker_id)
+        epoch = int(body.broker_epoch) if version >= 2 else -1
+        with self._lock:
+            self._shutdowns.setdefault(broker_id, []).append(
+                _Asked(conn, correlation_id, version, int(time.time() * 1000))
             )
-            if not events:
-                self._reply(conn, correlation_id, alter_partition_response(asked, 0, {}))
-                return
-            with self._lock:
-                self._alters[ours] = _AskedAlter(conn, correlation_id, version, now_ms, broker_id, asked)
-            self._publish(broker_id, list(events))
-        elif api_key == ALLOCATE_PRODUCER_IDS:
-            self._reply(conn, correlation_id, self._allocate_producer_ids(broker_id, int(body.broker_epoch)))
+        log.info("broker %s asks for a controlled shutdown (v%s, broker epoch %s)", broker_id, version, epoch)
+        self._publish(broker_id, [ControlledShutdown(broker_id, epoch)])
+
+    def _on_alter_partition(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        broker_id = conn.broker_id = int(body.broker_id)
+        with self._lock:
+            ours = self._next_correlation
+            self._next_correlation = (ours + 1) % 2**31
+        events, asked = alter_partition_events(broker_id, version, body, self._topic_name, ours)
+        log.info(
+            "broker %s: AlterPartition v%s (our correlation id %s): %s",
+            broker_id,
+            version,
+            ours,
+            " ".join(f"{e.topic}-{e.partition} isr={','.join(map(str, e.new_isr))}" for e in events) or "-",
+        )
+        if not events:
+            self._reply(conn, correlation_id, alter_partition_response(asked, 0, {}))
+            return
+        with self._lock:
+            self._alters[ours] = _AskedAlter(conn, correlation_id, version, int(time.time() * 1000), broker_id, asked)
+        self._publish(broker_id, list(events))
+
+    def _on_allocate_producer_ids(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        broker_id = conn.broker_id = int(body.broker_id)
+        self._reply(conn, correlation_id, self._allocate_producer_ids(broker_id, int(body.broker_epoch)))
+
+    def _on_admin(self, api_key: int, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        assert self.admin is not None
+        self.admin.ask(conn, api_key, version, correlation_id, body)
 
     def _allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Any:
         """Kafka 3.9's ZooKeeper controller's answer (``processAllocateProducerIds``)."""
@@ -522,6 +568,8 @@ class ControllerChannel:
         return allocate_producer_ids_response(0, block.first, block.size)
 
     def _on_close(self, conn: Connection) -> None:
+        if self.admin is not None:
+            self.admin.forget(conn)
         with self._lock:
             for broker_id, waiting in list(self._shutdowns.items()):
                 self._shutdowns[broker_id] = [a for a in waiting if a.conn is not conn]
