@@ -192,7 +192,9 @@ class AdminLink:
     def _run(self) -> None:
         while not self._stop.is_set() and self._consumer is None:
             try:
-                self._consumer = consumer_at_end(self._bootstrap, self.results_topic, self._kafka)
+                # the controller creates its results topic: a read before it must not create it with the bus's defaults
+                config = {**self._kafka, "allow_auto_create_topics": False}
+                self._consumer = consumer_at_end(self._bootstrap, self.results_topic, config)
             except SinkUnavailableError as e:
                 log.info("admin results not readable yet (%s); again in %.1f s", e, self._retry_s)
                 self._stop.wait(self._retry_s)
