@@ -351,7 +351,9 @@ def _delete_topics(b: _Builder, version: int, body: Any, topic_names: Callable[[
                 )
             return b.ask(DELETE_TOPICS, version, _timeout_ms(body))
         for name, tid in entries:
-            refs.append(TopicRef(str(name), ZERO_UUID) if tid == ZERO_UUID else TopicRef(topic_names(tid), tid))
+            # an entry naming neither is no topic, as one whose id no topic has (KafkaApis: UNKNOWN_TOPIC_ID)
+            named = None if name is None else str(name)
+            refs.append(TopicRef(named) if tid == ZERO_UUID else TopicRef(topic_names(tid), tid))
     else:
         refs = [TopicRef(str(n)) for n in body.topic_names]
     for ref in refs:

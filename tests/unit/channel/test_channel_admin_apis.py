@@ -325,12 +325,12 @@ def test_delete_topics_is_answered_when_livectl_started_the_deletion(version: in
 
 def test_delete_topics_v6_by_id() -> None:
     names = {TID: "known"}
-    request = _delete_request(6, ids=((None, uuid.UUID(int=7)), (None, uuid.UUID(int=9))))
+    request = _delete_request(6, ids=((None, uuid.UUID(int=7)), (None, uuid.UUID(int=9)), (None, None)))
     ask = _ask(DELETE_TOPICS, 6, request, topic_names=names.get)
     assert _commands(ask) == {"r1": DeleteTopic("r1", "known")}
     response = _respond(ask, [_result("r1", AdminStatus.OK)])
     got = {(r.name, r.topic_id): int(r.error_code.value) for r in response.responses}
-    assert got == {("known", uuid.UUID(int=7)): 0, (None, uuid.UUID(int=9)): 100}
+    assert got == {("known", uuid.UUID(int=7)): 0, (None, uuid.UUID(int=9)): 100, (None, None): 100}
 
 
 def test_delete_topics_v6_naming_a_topic_by_both_refuses_the_whole_request_as_kafka_39() -> None:
