@@ -29,6 +29,7 @@ from itertools import groupby
 from types import MappingProxyType
 from typing import Any
 
+from channel.admin_apis import ADMIN_SERVED, admin_request_type
 from channel.convert import _uuid, _uuid_text
 from core.events import AlterPartition
 from core.kafka.requests import ZERO_UUID, AlterPartitionResult
@@ -70,7 +71,8 @@ UNKNOWN_TOPIC_ID, BROKER_ID_NOT_REGISTERED = 100, 102
 NO_LOG_DIR = "livectl-controller-hosts-no-replica"
 
 #: the versions the controller's endpoint reads and answers itself, by api key (its ApiVersions lists them,
-#: narrowed to what the broker it forwards to speaks when that broker lists the API too)
+#: narrowed to what the broker it forwards to speaks when that broker lists the API too): the brokers' own
+#: requests, the Admin client's that go to the controller (:mod:`channel.admin_apis`) and a node's listings
 SERVED: Mapping[int, range] = MappingProxyType(
     {
         API_VERSIONS: range(0, 5),
@@ -81,6 +83,7 @@ SERVED: Mapping[int, range] = MappingProxyType(
         LIST_GROUPS: range(0, 6),
         LIST_TRANSACTIONS: range(0, 2),
         DESCRIBE_LOG_DIRS: range(0, 5),
+        **ADMIN_SERVED,
     }
 )
 #: what is neither answered here (unless :data:`SERVED`) nor forwarded, so that ApiVersions does not list it:
@@ -124,6 +127,8 @@ def _module(api_key: int, version: int, kind: str) -> Any:
 
 def request_type(api_key: int, version: int) -> Any:
     """The kio request class of ``api_key`` at ``version`` (one of :data:`SERVED`)."""
+    if api_key in ADMIN_SERVED:
+        return admin_request_type(api_key, version)
     return getattr(_module(api_key, version, "request"), _CLASSES[api_key] + "Request")
 
 

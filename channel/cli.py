@@ -14,6 +14,7 @@ from kafka.errors import KafkaError
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from channel.admin_link import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC
 from channel.runner import DEFAULT_GROUP, ChannelSettings, ControllerChannel
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
 from core.kafka.log_dirs import LOG_DIRS_TOPIC
@@ -33,8 +34,11 @@ where a broker looks its controller up, and --client-listeners, where clients se
 their Admin calls. The brokers' ControlledShutdown and AlterPartition become livectl's events and are
 answered with the controller's answers; AllocateProducerIds is answered from ZooKeeper's
 /latest_producer_id_block and ListPartitionReassignments from the topic znodes, as Kafka's ZooKeeper
-controller does; anything else a client sends (Metadata, DescribeCluster, ...) is forwarded to a registered
-broker on the same listener. Plaintext only: a listener the brokers secure with SSL or SASL is not advertised.
+controller does. Kafka's Admin client's CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders and
+AlterPartitionReassignments become livectl's admin commands (--admin-topic) and are answered from livectl's
+admin results (--admin-results-topic); anything else a client sends (Metadata, DescribeCluster, ...) is
+forwarded to a registered broker on the same listener. Plaintext only: a listener the brokers secure with SSL
+or SASL is not advertised.
 """
 
 _EPILOG = """\
@@ -158,6 +162,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=1.0,
         help="how often those brokers are asked; 0: never (default: %(default)s)",
     )
+    p.add_argument(
+        "--admin-topic",
+        default=ADMIN_TOPIC,
+        help="where Kafka's admin requests to the controller go as livectl's admin commands (default: %(default)s)",
+    )
+    p.add_argument(
+        "--admin-results-topic",
+        default=ADMIN_RESULTS_TOPIC,
+        help="where livectl's answers to them are read (default: %(default)s)",
+    )
+    p.add_argument(
+        "--num-partitions",
+        type=int,
+        default=1,
+        help="Kafka's num.partitions: the partitions of a topic CreateTopics asks with -1 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--default-replication-factor",
+        type=int,
+        default=1,
+        help="Kafka's default.replication.factor: the replication factor of a topic CreateTopics asks with -1 "
+        "(default: %(default)s)",
+    )
     p.add_argument("--retry-s", type=float, default=1.0, help="retry interval for an unreachable broker")
     p.add_argument("--log-level", default="INFO", help="Python logging level (default: %(default)s)")
     p.set_defaults(func=_run)
@@ -169,6 +196,13 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.log_dirs_interval_s < 0:
         print("livectl channel: --log-dirs-interval-s: must be >= 0", file=sys.stderr)
+        return 2
+    # Kafka's own bounds: num.partitions at least 1, default.replication.factor an int16 of at least 1
+    if args.num_partitions < 1:
+        print("livectl channel: --num-partitions: must be >= 1", file=sys.stderr)
+        return 2
+    if not 1 <= args.default_replication_factor <= 32767:
+        print("livectl channel: --default-replication-factor: must be 1 to 32767", file=sys.stderr)
         return 2
     listen_host, listen_port = args.listen
     if args.controller_listeners and not (args.advertised_host or listen_host not in ("", "0.0.0.0", "::")):
@@ -213,6 +247,10 @@ def _run(args: argparse.Namespace) -> int:
         advertised_host=args.advertised_host,
         log_dirs_topic=args.log_dirs_topic,
         log_dirs_interval_s=args.log_dirs_interval_s,
+        admin_topic=args.admin_topic,
+        admin_results_topic=args.admin_results_topic,
+        num_partitions=args.num_partitions,
+        default_replication_factor=args.default_replication_factor,
     )
     channel = ControllerChannel(settings)
 

@@ -38,6 +38,10 @@ node their Admin calls), one port per name; a name the brokers secure with SSL o
   node hosting none of them (:mod:`channel.answers`);
 * anything else a client sends is forwarded to a registered broker on the same listener (:mod:`channel.forward`).
 
+Kafka's Admin client sends the controller CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders and
+AlterPartitionReassignments: each becomes livectl's admin commands on the admin topic and is answered from
+livectl's admin results (:mod:`channel.admin_apis`, :mod:`channel.admin_link`).
+
 Once per message: the consumer's offset of a message is committed only after every addressee answered and
 the events were acknowledged by Kafka (``acks=all``). A channel stopped between a broker's answer and the
 commit sends that one message again when it restarts; Kafka's broker answers a repeated LeaderAndIsr of
@@ -47,6 +51,7 @@ UpdateMetadata or StopReplica is idempotent (``docs/real-brokers.md``).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import secrets
@@ -62,6 +67,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadArgumentsError, KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from channel.admin_apis import ADMIN_SERVED, CreateDefaults
+from channel.admin_link import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC, AdminLink
 from channel.answers import (
     ALLOCATE_PRODUCER_IDS,
     ALTER_PARTITION,
@@ -186,6 +193,12 @@ class ChannelSettings:
     #: the brokers are asked (0: never)
     log_dirs_topic: str = LOG_DIRS_TOPIC
     log_dirs_interval_s: float = 1.0
+    #: where Kafka's admin requests to the controller go as livectl's admin commands, and their answers come from
+    admin_topic: str = ADMIN_TOPIC
+    admin_results_topic: str = ADMIN_RESULTS_TOPIC
+    #: what CreateTopics' -1 stands for (Kafka's num.partitions and default.replication.factor)
+    num_partitions: int = 1
+    default_replication_factor: int = 1
 
 
 class ControllerChannel:
@@ -214,6 +227,7 @@ class ControllerChannel:
             LIST_GROUPS: self._nothing_hosted(LIST_GROUPS),
             LIST_TRANSACTIONS: self._nothing_hosted(LIST_TRANSACTIONS),
             DESCRIBE_LOG_DIRS: self._nothing_hosted(DESCRIBE_LOG_DIRS),
+            **{api_key: functools.partial(self._on_admin, api_key) for api_key in ADMIN_SERVED},
         }
         self._lock = threading.Lock()
         self._shutdowns: dict[int, list[_Asked]] = {}
@@ -232,6 +246,8 @@ class ControllerChannel:
         self._log_dirs_off = settings.log_dirs_interval_s <= 0
         #: DescribeLogDirs answers published, for the log and tests
         self.log_dirs_reports = 0
+        #: Kafka's admin requests to the controller, once started (``controller_listeners`` set)
+        self.admin: AdminLink | None = None
 
     def start(self) -> None:
         s = self.settings
@@ -257,6 +273,18 @@ class ControllerChannel:
                 log.warning("cannot create %s (%s): no DescribeLogDirs reports", s.log_dirs_topic, e)
                 self._log_dirs_off = True
         if s.controller_listeners:
+            self.admin = AdminLink(
+                s.bootstrap_server,
+                self._reply,
+                admin_topic=s.admin_topic,
+                results_topic=s.admin_results_topic,
+                kafka=kafka,
+                defaults=CreateDefaults(s.num_partitions, s.default_replication_factor),
+                topic_names=self._topic_name,
+                no_wait_s=s.request_timeout_s,
+                retry_s=s.retry_s,
+            )
+            self.admin.start()
             self._listen()
 
     def _listen(self) -> None:
@@ -343,6 +371,8 @@ class ControllerChannel:
     def close(self) -> None:
         for endpoint in self.endpoints.values():
             endpoint.close()
+        if self.admin is not None:
+            self.admin.close()
         for _, conn in self._connections.values():
             conn.close()
         self._connections.clear()
@@ -654,6 +684,10 @@ class ControllerChannel:
                 log.warning("%s: not a topic znode (%s): left out of ListPartitionReassignments", name, e)
         return out
 
+    def _on_admin(self, api_key: int, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        assert self.admin is not None
+        self.admin.ask(conn, api_key, version, correlation_id, body)
+
     def _allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Any:
         """Kafka 3.9's ZooKeeper controller's answer (``processAllocateProducerIds``)."""
         assert self._zk is not None
@@ -673,6 +707,8 @@ class ControllerChannel:
         return allocate_producer_ids_response(0, block.first, block.size)
 
     def _on_close(self, conn: Connection) -> None:
+        if self.admin is not None:
+            self.admin.forget(conn)
         with self._lock:
             for broker_id, waiting in list(self._shutdowns.items()):
                 self._shutdowns[broker_id] = [a for a in waiting if a.conn is not conn]

@@ -72,6 +72,7 @@ class Cluster:
         cmd = [sys.executable, "-m", "livectl", "channel", "--zookeeper", m.zk_connect]
         cmd += ["--bootstrap-server", m.bootstrap, "--group", f"{m.name}.channel"]
         cmd += ["--requests-topic", m.topics["requests"], "--events-topic", m.topics["events"], "--retry-s", "0.5"]
+        cmd += ["--admin-topic", m.topics["admin"], "--admin-results-topic", m.topics["results"]]
         with self.channel_log.open("ab") as out:
             self.channel = subprocess.Popen(
                 cmd, cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
