@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from channel.convert import _uuid, _uuid_text
+from channel.convert import kafka_uuid, uuid_text
 from core.codec.events import EVENT_VERSION, decode_event
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
@@ -341,7 +341,7 @@ def _create_topics(b: _Builder, version: int, body: Any, defaults: CreateDefault
 def _delete_topics(b: _Builder, version: int, body: Any, topic_names: Callable[[str], str | None]) -> AdminAsk:
     refs: list[TopicRef] = []
     if version >= 6:
-        entries = [(t.name, _uuid_text(t.topic_id)) for t in body.topics]
+        entries = [(t.name, uuid_text(t.topic_id)) for t in body.topics]
         if any(name is not None and tid != ZERO_UUID for name, tid in entries):
             # Kafka 3.9's KafkaApis throws for the whole request: every entry answers INVALID_REQUEST
             for name, tid in entries:
@@ -638,7 +638,7 @@ def _topic_result(m: Any, ask: AdminAsk, topic: str, a: ItemAnswer) -> Any:
     return _make(
         m.CreatableTopicResult,
         name=topic,
-        topic_id=_uuid(a.topic_id),
+        topic_id=kafka_uuid(a.topic_id),
         error_code=_code(a.error),
         error_message=a.message,
         num_partitions=a.num_partitions if ok else -1,
@@ -654,7 +654,7 @@ def _deleted(m: Any, ask: AdminAsk, ref: TopicRef, a: ItemAnswer) -> Any:
     return _make(
         m.DeletableTopicResult,
         name=ref.name,
-        topic_id=_uuid(ref.topic_id),
+        topic_id=kafka_uuid(ref.topic_id),
         error_code=_code(code),
         error_message=a.message,
     )

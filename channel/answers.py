@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from channel.admin_apis import ADMIN_SERVED, admin_request_type
-from channel.convert import _uuid, _uuid_text
+from channel.convert import kafka_uuid, uuid_text
 from core.events import AlterPartition
 from core.kafka.requests import ZERO_UUID, AlterPartitionResult
 from core.model import TopicPartition
@@ -286,7 +286,7 @@ def alter_partition_events(
     own: dict[TopicPartition, AlterPartitionResult] = {}
     for topic in request.topics:
         if version >= 2:
-            topic_id = _uuid_text(topic.topic_id)
+            topic_id = uuid_text(topic.topic_id)
             name = topic_names(topic_id)
         else:
             topic_id, name = ZERO_UUID, str(topic.topic_name)
@@ -351,5 +351,5 @@ def alter_partition_response(
                     partition_epoch=r.partition_epoch,
                 )
             )
-        topics.append(_make(m.TopicData, topic_name=name, topic_id=_uuid(topic_id), partitions=tuple(entries)))
+        topics.append(_make(m.TopicData, topic_name=name, topic_id=kafka_uuid(topic_id), partitions=tuple(entries)))
     return m.AlterPartitionResponse(throttle_time=_NO_THROTTLE, error_code=_error(0), topics=tuple(topics))

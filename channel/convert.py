@@ -41,9 +41,11 @@ __all__ = [
     "UnsupportedVersionError",
     "advertise_controller",
     "ibp_cap",
+    "kafka_uuid",
     "to_events",
     "to_kafka",
     "unadvertised",
+    "uuid_text",
 ]
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
@@ -104,13 +106,16 @@ class KafkaCall:
     response_type: type
 
 
-def _uuid(topic_id: str) -> uuid.UUID | None:
+def kafka_uuid(topic_id: str) -> uuid.UUID | None:
+    """A topic id as livectl writes it (Kafka's base64 text, as in the topic znode) as kio's UUID; ``None`` for
+    none or the zero id."""
     if not topic_id or topic_id == ZERO_UUID:
         return None
     return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
 
 
-def _uuid_text(value: uuid.UUID | None) -> str:
+def uuid_text(value: uuid.UUID | None) -> str:
+    """The reverse of :func:`kafka_uuid`: the zero id's text for ``None``."""
     if value is None or value.int == 0:
         return ZERO_UUID
     return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
@@ -185,7 +190,7 @@ def _leader_and_isr(body: LeaderAndIsrRequest, version: int, broker_epoch: int) 
         _make(
             m.LeaderAndIsrTopicState,
             topic_name=name,
-            topic_id=_uuid(states[0].topic_id),
+            topic_id=kafka_uuid(states[0].topic_id),
             partition_states=tuple(
                 _make(
                     m.LeaderAndIsrPartitionState,
@@ -228,7 +233,7 @@ def _update_metadata(body: UpdateMetadataRequest, version: int, broker_epoch: in
         _make(
             m.UpdateMetadataTopicState,
             topic_name=name,
-            topic_id=_uuid(states[0].topic_id),
+            topic_id=kafka_uuid(states[0].topic_id),
             partition_states=tuple(
                 m.UpdateMetadataPartitionState(
                     partition_index=s.partition,
@@ -321,7 +326,7 @@ def _lisr_errors(body: LeaderAndIsrRequest, response: Any, top: int) -> tuple[Pa
     if hasattr(response, "topics"):
         names = {s.topic_id: s.topic for s in body.partitions}
         for t in response.topics:
-            name = names.get(_uuid_text(t.topic_id))
+            name = names.get(uuid_text(t.topic_id))
             if name is None:
                 continue
             for e in t.partition_errors:
