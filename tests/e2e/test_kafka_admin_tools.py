@@ -2,9 +2,9 @@
 endpoint"): ``kafka-topics --create / --alter --partitions / --delete`` and ``kafka-leader-election``, run as
 their classes from the jars ``scripts/setup`` resolved, send CreateTopics, CreatePartitions, DeleteTopics and
 ElectLeaders to the controller, which is ``livectl channel``: each becomes livectl's admin command and is
-answered from livectl's result. AlterPartitionReassignments comes from kafka-python's Admin client (and
-CreateTopics' ``validate_only`` and -1 defaults too): Kafka 3.9's ``kafka-reassign-partitions --execute`` first
-asks ListPartitionReassignments, which this channel does not answer (:data:`REASSIGN_TOOL_NEEDS_LIST`).
+answered from livectl's result. ``kafka-reassign-partitions --execute`` first asks ListPartitionReassignments
+(answered by the channel from the topic znodes), then sends AlterPartitionReassignments; kafka-python's Admin
+client sends it too, and CreateTopics with ``validate_only`` and -1 defaults.
 
 Real processes only, one cluster for the module (:func:`bench.harness.real_brokers.running_cluster`): the
 session's ZooKeeper (a chroot) and Kafka bus, ``livectl run`` (started first: it holds ``/controller``),
@@ -63,11 +63,6 @@ REASSIGN_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"
 TOPIC = "k-orders"
 #: what this branch's channel lacks for Kafka's own reassignment tool
-REASSIGN_TOOL_NEEDS_LIST = (
-    "Kafka 3.9's kafka-reassign-partitions --execute asks the controller ListPartitionReassignments first (with "
-    "or without --additional), which this channel does not answer: the tool exits 1 with 'The node does not "
-    "support LIST_PARTITION_REASSIGNMENTS' before it sends AlterPartitionReassignments"
-)
 #: what Kafka's tools print when their Admin client sent the channel's endpoint a Metadata request
 NO_METADATA = "does not support METADATA"
 
@@ -297,7 +292,6 @@ def test_alter_partition_reassignments_from_kafka_pythons_admin_client(tools: To
     assert "AlterPartitionReassignments v0 from" in tools.channel_log()
 
 
-@pytest.mark.xfail(strict=True, reason=REASSIGN_TOOL_NEEDS_LIST)
 def test_kafka_reassign_partitions_execute(tools: Tools) -> None:
     current, target = _reassign_to_the_broker_it_lacks(tools, 1)
     plan = tools.work / "reassign.json"
