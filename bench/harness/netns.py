@@ -242,6 +242,12 @@ class Host:
         does not have."""
         return ["ip", "netns", "exec", self.namespace, "env", "SPARK_LOCAL_IP=127.0.0.1"]
 
+    @property
+    def exec_prefix(self) -> list[str]:
+        """What runs a command in this host with its environment as given (``ip netns exec``, which execs
+        it): for Spark's processes, which are told their address (``SPARK_LOCAL_IP``) themselves."""
+        return ["ip", "netns", "exec", self.namespace]
+
     def command(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run in this host."""
         return [*self.prefix, *argv]
