@@ -192,14 +192,23 @@ def send_create(m: cm.Matrix, rid: str, topic: str, assignment: dict[int, tuple[
 
 def batch_holding(checkpoint: Path, admin_topic: str, partition: int, offset: int, since: int) -> int | None:
     """The micro-batch planned after ``since`` (``offsets/N``, its last line the source's end offset
-    ``{topic: {partition: next offset}}``) whose records include ``admin_topic``'s record at ``offset``."""
-    for n in sorted(b for b in fencing.batch_ids(checkpoint / "offsets") if b > since):
+    ``{topic: {partition: next offset}}``) whose records include ``admin_topic``'s record at ``offset``: its
+    end is past the record, the batch before it ended at or before it."""
+
+    def end(n: int) -> int | None:
         try:
-            end = json.loads((checkpoint / "offsets" / str(n)).read_text().splitlines()[-1])
+            last = json.loads((checkpoint / "offsets" / str(n)).read_text().splitlines()[-1])
         except (OSError, ValueError, IndexError):
-            return None  # being written
-        if int(end.get(admin_topic, {}).get(str(partition), 0)) > offset:
-            return n
+            return None  # being written (or none)
+        return int(last.get(admin_topic, {}).get(str(partition), 0)) if isinstance(last, dict) else None
+
+    for n in sorted(b for b in fencing.batch_ids(checkpoint / "offsets") if b > since):
+        this = end(n)
+        if this is None:
+            return None
+        if this > offset:
+            before = end(n - 1) if n > 0 else 0
+            return n if before is not None and before <= offset else None
     return None
 
 
@@ -264,7 +273,7 @@ def once_problems(out: BatchOutputs, topic: str, assignment: dict[int, tuple[int
             extra = {k: n for k, n in have.items() if n != want[api].get(k)}
             missing = sorted(set(want[api]) - set(have))
             problems.append(
-                f"{api} of batch {out.batch}: (broker, partition) counts off {extra}, missing {missing[:5]}"
+                f"{api} of batch {out.batch}: (broker, partition) counts other than once {extra}, missing {missing[:5]}"
             )
     final = [json.loads(r) for r in out.results if json.loads(r).get("status") != "in_progress"]
     if [r.get("status") for r in final] != ["ok"]:
