@@ -319,6 +319,8 @@ class Scene:
     assignment: dict[int, tuple[int, ...]]
     epoch: int = -1
     live: set[int] = field(default_factory=set)
+    #: executor id -> its host's address, as last read (a task's ``host`` names it too)
+    addresses: dict[str, str] = field(default_factory=dict)
 
     def on_both_workers(self) -> dict[str, str] | None:
         """The driver's active executors (id -> address) once it has one on each worker."""
@@ -361,7 +363,7 @@ def worker_cut(
             app = cm.wait_until("the driver's application id", lambda: app_id_of(driver), 180)
             buckets = int(m.controller_settings(d.controller_id)["num_buckets"])
             s = Scene(h, m, sa, d, driver, app, h.host(f"controller-{d.controller_id}"), buckets, assignment)
-            cm.wait_until("an executor of the driver on each worker", s.on_both_workers, 180)
+            s.addresses = cm.wait_until("an executor of the driver on each worker", s.on_both_workers, 180)
             s.epoch = int(m.zk.get("/controller_epoch")[0])
             s.live = set(m.registered_brokers())
             cut: Cut | None = None
@@ -378,7 +380,7 @@ def worker_cut(
                         break
                     log(f"worker-cut: try {attempt}: tasks {sorted(cut_ids)} had answered before the cut; again")
                     h.net.heal(sa.hosts[c.worker], s.driver_host)
-                    cm.wait_until("an executor of the driver on each worker again", s.on_both_workers, STEP_S)
+                    s.addresses = cm.wait_until("an executor on each worker again", s.on_both_workers, STEP_S)
                 else:
                     log(f"worker-cut: try {attempt}: batch {c.batch} committed before a stateful task was seen")
                 cm.wait_converged(m, f"{topic} online", cm.Expect({topic: assignment}, request_id=c.rid), STEP_S)
@@ -419,13 +421,17 @@ def _cut_when_running(s: Scene, c: Cut) -> bool:
             running = [t for t in stage_tasks(s.driver, s.app, *stage) if t.get("status") == "RUNNING"]
             if running:
                 first = min(running, key=lambda t: int(t["taskId"]))
-                worker = s.sa.worker_at(str(first.get("host")))
+                executor = str(first["executorId"])
+                worker = s.sa.worker_at(str(first.get("host"))) or s.sa.worker_at(s.addresses.get(executor, ""))
+                if worker is None:
+                    s.addresses = executor_hosts(s.driver, s.app, active=False)
+                    worker = s.sa.worker_at(s.addresses.get(executor, ""))
                 if worker is None:
                     raise cm.MatrixError(f"task {first['taskId']} runs on {first.get('host')}, no worker's host")
                 s.h.net.cut(s.sa.hosts[worker], s.driver_host)
                 c.cut_at = time.monotonic()
-                c.stage, c.worker, c.executor = stage[0], worker, str(first["executorId"])
-                c.tasks = [t for t in running if t.get("host") == first.get("host")]
+                c.stage, c.worker, c.executor = stage[0], worker, executor
+                c.tasks = [t for t in running if str(t["executorId"]) == executor]
                 return True
         time.sleep(0.02)
     return False
