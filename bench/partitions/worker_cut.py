@@ -403,7 +403,8 @@ def _cut_when_running(s: Scene, c: Cut) -> bool:
     batch's stateful stage runs, then cut its worker's host off from the driver's; ``False`` when the batch was
     committed first."""
     m = s.m
-    cm.wait_until("between micro-batches", lambda: fencing.between_batches(m.checkpoint), 60, interval=0.2)
+    # a new controller's first micro-batch took over 60 s here at load average 16
+    cm.wait_until("between micro-batches", lambda: fencing.between_batches(m.checkpoint), STEP_S, interval=0.2)
     since = max(fencing.batch_ids(m.checkpoint / "offsets"), default=-1)
     partition, offset = send_create(m, c.rid, c.topic, s.assignment)
 
