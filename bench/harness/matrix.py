@@ -236,26 +236,8 @@ class Matrix:
     ) -> ControllerProcess:
         """A ``livectl run`` process on this cluster; ``extra`` settings are added to its ``--set``s,
         ``env_extra`` to its environment."""
-        cid = self._next_id
-        self._next_id += 1
-        sets = {
-            "zookeeper_connect": self.zk_connect,
-            "bootstrap_servers": self.bootstrap,
-            "admin_topic": self.topics["admin"],
-            "broker_events_topic": self.topics["events"],
-            "requests_topic": self.topics["requests"],
-            "admin_results_topic": self.topics["results"],
-            "rejected_topic": self.topics["rejected"],
-            "query_name": self.name,
-            "checkpoint_dir": str(self.checkpoint),
-            "num_buckets": 2,
-            "controller_id": cid,
-            "zookeeper_session_timeout_ms": self.session_timeout_ms,
-            "trigger_interval": "500 milliseconds",
-            # small transactions: a large creation spans many of them, so a crash can fall between two
-            "zk_ops_per_transaction": 20,
-            **(extra or {}),
-        }
+        cid = self.new_controller_id()
+        sets = self.controller_settings(cid, extra)
         cmd = [*self.prefix(f"controller-{cid}"), sys.executable, "-m", "livectl", "run", "--master", "local[2]"]
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
@@ -277,6 +259,33 @@ class Matrix:
         c = ControllerProcess(cid, proc, log)
         self.controllers.append(c)
         return c
+
+    def new_controller_id(self) -> int:
+        """The next controller's id (1001, 1002, …): one per controller started on this cluster."""
+        cid = self._next_id
+        self._next_id += 1
+        return cid
+
+    def controller_settings(self, cid: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The settings (``--set``) of controller ``cid`` on this cluster, with ``extra`` added."""
+        return {
+            "zookeeper_connect": self.zk_connect,
+            "bootstrap_servers": self.bootstrap,
+            "admin_topic": self.topics["admin"],
+            "broker_events_topic": self.topics["events"],
+            "requests_topic": self.topics["requests"],
+            "admin_results_topic": self.topics["results"],
+            "rejected_topic": self.topics["rejected"],
+            "query_name": self.name,
+            "checkpoint_dir": str(self.checkpoint),
+            "num_buckets": 2,
+            "controller_id": cid,
+            "zookeeper_session_timeout_ms": self.session_timeout_ms,
+            "trigger_interval": "500 milliseconds",
+            # small transactions: a large creation spans many of them, so a crash can fall between two
+            "zk_ops_per_transaction": 20,
+            **(extra or {}),
+        }
 
     def wait_waiting(self, c: ControllerProcess, timeout: float = 240) -> None:
         """Until ``c`` has its SparkSession and waits for the lease (a standby)."""

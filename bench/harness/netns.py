@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -241,6 +242,13 @@ class Host:
         command's). Spark's driver binds loopback: the machine's name resolves to an address this host
         does not have."""
         return ["ip", "netns", "exec", self.namespace, "env", "SPARK_LOCAL_IP=127.0.0.1"]
+
+    @property
+    def exec_prefix(self) -> list[str]:
+        """What runs a command in this host with its environment as given (``ip netns exec``, which execs
+        it): for Spark's processes, which are told their address (``SPARK_LOCAL_IP``) themselves, in an
+        environment whose ``PATH`` need not hold ``ip``."""
+        return [shutil.which("ip") or "/usr/sbin/ip", "netns", "exec", self.namespace]
 
     def command(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run in this host."""

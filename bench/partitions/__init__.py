@@ -33,6 +33,11 @@ Faults (``--faults``):
 - ``zk-quorum-cut:reassign``: the server holding the active controller's session cut off from the other two
   servers only, its clients still reaching it, a standby waiting, as a reassignment is sent: the controller
   keeps its lease, or is fenced (exit 3, one line) and the standby finishes.
+- ``worker-cut`` (item 5): the controller under ``spark-submit`` on a Spark standalone cluster whose two
+  workers are on hosts of their own; the worker running a task of a micro-batch's stateful stage cut off from
+  the driver, whichever it is: the executor is declared lost, the task runs again on the other worker, the
+  batch's outputs appear once (:mod:`bench.partitions.worker_cut`). It needs the packed environment
+  (``livectl package-env``), built at the run's start unless ``--env-archive`` names one.
 
 Checked for every fault (item 8): no message of the cut-off controller's epoch on the requests,
 admin-results or rejected topics once it was cut off (and no znode written after the link returned but
@@ -45,6 +50,7 @@ Run (as root: namespaces and routes)::
 
     .venv/bin/python -m bench partitions                     # every fault
     .venv/bin/python -m bench partitions --faults zk-cut:idle
+    .venv/bin/python -m bench partitions --faults worker-cut --env-archive dist/livectl-env.tar.gz
 
 Prints the table (fault, what happened, seconds, problems) and writes
 ``bench/results/partitions-<UTC stamp>.json``. Exit code 1 when a fault broke an invariant.
@@ -59,47 +65,77 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from bench import harness as cm
 from bench.partitions.common import CI_FAULTS, FAULTS, Hosts, Row, hosts
 from bench.partitions.ensemble import ensemble_fault, quorum_cut
 from bench.partitions.kafka_cuts import kafka_cut, kafka_cut_in_batch
+from bench.partitions.worker_cut import worker_cut
 from bench.partitions.zookeeper_cuts import broker_zk_cut, zk_cut
 
 __all__ = ["CI_FAULTS", "FAULTS", "Hosts", "Row", "main", "run"]
 
 
-def run(faults: list[str], run_dir: Path, log: Callable[[str], None] = print) -> list[Row]:
-    """``faults`` in order on one cluster (one Matrix: its controllers and brokers), on fresh hosts."""
+def run(
+    faults: list[str], run_dir: Path, log: Callable[[str], None] = print, *, env_archive: Path | None = None
+) -> list[Row]:
+    """``faults`` in order on one cluster (one Matrix: its controllers and brokers), on fresh hosts.
+    ``env_archive``: the packed environment ``worker-cut`` submits the controller with (built here, beside the
+    services' start, when it is ``None`` and ``worker-cut`` is among ``faults``)."""
+    from bench.harness.sparkcluster import EnvBuild
+
     rows = []
-    with hosts(run_dir) as h:
-        m = h.matrix(run_dir / "cluster")
-        try:
-            m.open()
-            first = m.start_controller()
-            m.wait_loaded(first)
-            for fault in faults:
-                if fault.startswith("zk-cut:"):
-                    rows.append(zk_cut(h, m, fault.split(":", 1)[1], log))
-                elif fault == "broker-zk-cut":
-                    rows.append(broker_zk_cut(h, m, log))
-                elif fault == "kafka-cut":
-                    rows.append(kafka_cut(h, m, log=log))
-                elif fault == "kafka-cut:in-batch":
-                    rows.append(kafka_cut_in_batch(h, m, log=log))
-                elif fault == "zk-quorum-cut:reassign":
-                    rows.append(quorum_cut(h, m, log))
-                elif fault.split(":")[0] in ("zk-leader-kill", "zk-minority-cut") and fault in FAULTS:
-                    rows.append(ensemble_fault(h, m, fault, log))
-                else:
-                    raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
-        finally:
-            m.close()
+    build = EnvBuild(run_dir / "env") if env_archive is None and "worker-cut" in faults else None
+    try:
+        with hosts(run_dir) as h:
+            m = h.matrix(run_dir / "cluster")
+            try:
+                m.open()
+                for fault in faults:
+                    if fault == "worker-cut":
+                        archive = env_archive if build is None else build.archive()
+                        assert archive is not None
+                        rows.append(worker_cut(h, m, archive, log=log))
+                        continue
+                    if m.active is None or not m.active.alive():
+                        m.wait_loaded(m.start_controller())
+                    rows.append(_fault(h, m, fault, log))
+            finally:
+                m.close()
+    finally:
+        if build is not None:
+            build.discard()
     return rows
+
+
+def _fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None]) -> Row:
+    """One of the faults run by ``livectl run`` controllers (every fault but ``worker-cut``)."""
+    if fault.startswith("zk-cut:"):
+        return zk_cut(h, m, fault.split(":", 1)[1], log)
+    if fault == "broker-zk-cut":
+        return broker_zk_cut(h, m, log)
+    if fault == "kafka-cut":
+        return kafka_cut(h, m, log=log)
+    if fault == "kafka-cut:in-batch":
+        return kafka_cut_in_batch(h, m, log=log)
+    if fault == "zk-quorum-cut:reassign":
+        return quorum_cut(h, m, log)
+    if fault.split(":", maxsplit=1)[0] in ("zk-leader-kill", "zk-minority-cut") and fault in FAULTS:
+        return ensemble_fault(h, m, fault, log)
+    raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--faults", default=",".join(FAULTS), help="comma-separated faults (default: all)")
+    ap.add_argument(
+        "--env-archive",
+        type=Path,
+        help="worker-cut: the packed environment to submit the controller with (livectl package-env's output; "
+        "default: built at the start of the run)",
+    )
     args = ap.parse_args()
+    if args.env_archive is not None and not args.env_archive.is_file():
+        ap.error(f"--env-archive: {args.env_archive} is not a file")
     faults = [f for f in args.faults.split(",") if f]
     for f in faults:
         if f not in FAULTS:
@@ -110,7 +146,7 @@ def main() -> int:
 
     spark_scratch()
     run_dir = Path(tempfile.mkdtemp(prefix="livectl-partitions-"))
-    rows = run(faults, run_dir)
+    rows = run(faults, run_dir, env_archive=args.env_archive.resolve() if args.env_archive else None)
     print()
     print_table(["fault", "what happened", "cut→converged s", "invariants held"], [r.cells() for r in rows])
     for r in rows:

@@ -28,6 +28,7 @@ FAULTS = (
     "zk-minority-cut:reassign",
     "zk-minority-cut:broker-failure",
     "zk-quorum-cut:reassign",
+    "worker-cut",
 )
 #: the faults CI runs (tests/e2e/test_partitions.py); of the ensemble's, the leader killed mid-reassignment:
 #: every session (the controller's, wherever it was) loses its server in the middle of the most ZooKeeper writes

@@ -34,12 +34,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jvm_options import SHORT_LIVED_JIT
 from kafka import KafkaConsumer, TopicPartition
 from kazoo.client import KazooClient
-from sparkcluster import (
+from waiting import wait_until
+
+from admin.cli import main as admin_main
+from bench.harness.sparkcluster import (
     DriverSpec,
     SparkProcess,
     StandaloneCluster,
+    api_url,
     app_id_of,
     discard_copies,
     executor_dirs,
@@ -51,9 +56,6 @@ from sparkcluster import (
     start_worker,
     try_json,
 )
-from waiting import wait_until
-
-from admin.cli import main as admin_main
 from livectl import local
 from livectl import scenario as sc
 from livectl.demo import BrokerProcess, Observer, Timeline, start_broker_process
@@ -264,21 +266,21 @@ def test_controller_on_a_spark_cluster(
                 b, zookeeper=zk_connect, bootstrap=bootstrap, topics=topics, brokers_dir=tmp_path / "brokers",
                 session_timeout_ms=SESSION_MS,
             )  # fmt: skip
-        master = start_master(tmp_path, conf_dir)
+        master = start_master(tmp_path, conf_dir, jvm=SHORT_LIVED_JIT)
         spark.append(master)
         cluster = StandaloneCluster(master, {}, conf_dir)
         wait_until("the Spark master's web UI", cluster.state, timeout=90)
         for name in ("worker-1", "worker-2"):
             # 2 scheduling slots each (not CPUs): the active and the standby application each get one executor
             # on each worker, so losing a worker leaves both with an executor
-            w = start_worker(tmp_path, conf_dir, name, cluster.url, cores=2, memory="1280m")
+            w = start_worker(tmp_path, conf_dir, name, cluster.url, cores=2, memory="1280m", jvm=SHORT_LIVED_JIT)
             cluster.workers[name] = w
             spark.append(w)
         wait_until("two alive workers", lambda: cluster.alive_workers() == 2, timeout=90)
 
         for cid, name in ((ACTIVE_ID, "driver-a"), (STANDBY_ID, "driver-b")):
             drivers[cid] = start_driver(
-                tmp_path, conf_dir, cluster.url, env_archive, DriverSpec(name, cid, driver_args)
+                tmp_path, conf_dir, cluster.url, env_archive, DriverSpec(name, cid, driver_args), jvm=SHORT_LIVED_JIT
             )
         observer = Observer(
             zk_connect=zk_connect, bootstrap=bootstrap, requests_topic=topics["requests"],
@@ -352,7 +354,7 @@ def test_controller_on_a_spark_cluster(
         def figures_in_the_stages_tab() -> dict[str, int] | None:
             # the driver's REST API: each micro-batch's figures job has a stage whose task (on an executor, in
             # another JVM: the jar reached it through --jars) added the figures to named accumulators
-            stages = try_json(f"http://127.0.0.1:{active.ports['ui']}/api/v1/applications/{active_app}/stages")
+            stages = try_json(f"{api_url(active, active_app)}/stages")
             ours = [s for s in stages or [] if str(s.get("name", "")).startswith("livectl figures after batch ")]
             if not ours:
                 return None
@@ -369,7 +371,7 @@ def test_controller_on_a_spark_cluster(
         assert figures["ActiveControllerCount"] == 1, figures
         # livectl's Spark defaults reached the submitted application (--properties-file): a core property and an
         # SQL one, as Spark's Environment tab lists them
-        env = try_json(f"http://127.0.0.1:{active.ports['ui']}/api/v1/applications/{active_app}/environment")
+        env = try_json(f"{api_url(active, active_app)}/environment")
         props = dict(env["sparkProperties"]) if env else {}
         assert props.get("spark.python.daemon.module") == "streaming.warm.worker_daemon", props
         assert props.get("spark.sql.streaming.stateStore.providerClass", "").endswith("RocksDBStateStoreProvider")

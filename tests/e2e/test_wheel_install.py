@@ -42,9 +42,9 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from sparkcluster import group_members
 from waiting import wait_until
 
+from bench.harness.sparkcluster import group_members
 from livectl import local
 from livectl.demo.processes import cmdline
 

@@ -2,7 +2,7 @@
 APIs and the forward target's), which requests get no answer (Produce with acks 0), ListPartitionReassignments
 answered from topic znodes as Kafka 3.9's ZooKeeper controller answers it, the empty answers of a node hosting
 no group, transaction or log directory, and UpdateMetadata advertising the endpoint on plaintext listeners only.
-(Forwarding to a real broker: tests/integration/channel/test_channel_forward.py.)"""
+(Forwarding to a real broker: tests/integration/channel/test_channel_forward_to_a_broker.py.)"""
 
 from __future__ import annotations
 

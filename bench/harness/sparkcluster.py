@@ -1,5 +1,6 @@
-"""A Spark standalone cluster on loopback, started from the pyspark wheel's own ``bin/spark-class``, and the
-controller submitted to it with ``bin/spark-submit`` — every piece a separate process, stopped by PID.
+"""A Spark standalone cluster started from the pyspark wheel's own ``bin/spark-class``, and the controller
+submitted to it with ``bin/spark-submit`` — every piece a separate process, stopped by PID. The cluster test
+(``tests/cluster/test_spark_cluster.py``) and ``python -m bench partitions``' ``worker-cut`` run it.
 
 * :func:`start_master` / :func:`start_worker`: ``org.apache.spark.deploy.master.Master`` and
   ``org.apache.spark.deploy.worker.Worker`` on ports chosen free at run time. Each runs in its own session
@@ -11,6 +12,14 @@ controller submitted to it with ``bin/spark-submit`` — every piece a separate 
   mode) from a folder holding the packed environment unpacked as ``environment``; executors get the same
   environment with ``--archives <env>#environment``; ``spark.pyspark.python`` and
   ``spark.pyspark.driver.python`` are both ``./environment/bin/python``.
+* :class:`EnvBuild`: that environment, built by the documented command (``livectl package-env``) in a
+  process of its own while other things start.
+
+Every process binds and advertises one address (``127.0.0.1`` unless told) and can run with a ``prefix``
+(``ip netns exec NAME``, which execs the command: the PID started is the process's own), so that the
+partition benchmark can put each worker and the driver on a network-namespace host of its own
+(``bench/harness/netns.py``) and cut one link while every process keeps running; the executors a worker
+launches inherit its address and namespace. ``jvm``: more options for every JVM (the tests give theirs).
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,12 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import pyspark
-from jvm_options import SHORT_LIVED_JIT
-from waiting import poll_until, wait_until
 
+from bench.harness.matrix import wait_until
 from livectl import local
 
-REPO = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
 SPARK_SUBMIT = SPARK_HOME / "bin" / "spark-submit"
@@ -42,8 +51,9 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
 
-def machine_env(home: Path, conf_dir: Path) -> dict[str, str]:
-    """The environment of a Spark machine: Java and ``SPARK_HOME``; nothing of this repository's venv."""
+def machine_env(home: Path, conf_dir: Path, address: str = "127.0.0.1", jvm: str = "") -> dict[str, str]:
+    """The environment of a Spark machine whose address is ``address``: Java and ``SPARK_HOME``; nothing of
+    this repository's venv. ``jvm``: more options for its JVMs."""
     venv_bin = str(Path(sys.executable).parent)
     path = os.pathsep.join(p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p != venv_bin)
     # the machine's own temporary space (its "/tmp"): Spark's local dirs (block manager, the driver's copy of
@@ -52,7 +62,7 @@ def machine_env(home: Path, conf_dir: Path) -> dict[str, str]:
     # run after run until the disk, and the session's ZooKeeper on it, gave out
     scratch = home / "machine-tmp"
     scratch.mkdir(parents=True, exist_ok=True)
-    jvm = f"-Djava.io.tmpdir={scratch} {SHORT_LIVED_JIT}"
+    jvm = f"-Djava.io.tmpdir={scratch} {jvm}".strip()
     env = {
         "PATH": path,
         "HOME": str(home),
@@ -60,7 +70,7 @@ def machine_env(home: Path, conf_dir: Path) -> dict[str, str]:
         "TMPDIR": str(scratch),
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_CONF_DIR": str(conf_dir),
-        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOCAL_IP": address,
         "SPARK_LOCAL_DIRS": str(scratch),
         "SPARK_SUBMIT_OPTS": jvm,
         "SPARK_DAEMON_JAVA_OPTS": jvm,
@@ -113,6 +123,8 @@ class SparkProcess:
     log: Path
     marker: str
     ports: dict[str, int] = field(default_factory=dict)
+    #: the address it binds and advertises (its web UI's too)
+    address: str = "127.0.0.1"
 
     @property
     def pid(self) -> int:
@@ -157,7 +169,9 @@ class SparkProcess:
             self.proc.poll()  # reaps the group leader once it exits
             return not any(_alive(p) for p in pids)
 
-        poll_until(gone, timeout, interval=0.2)
+        deadline = time.monotonic() + timeout
+        while not gone() and time.monotonic() < deadline:
+            time.sleep(0.2)
         for pid in [*pids, *self.tree()]:
             if _alive(pid):
                 with contextlib.suppress(ProcessLookupError):
@@ -173,15 +187,17 @@ class SparkProcess:
             return ""
 
 
-def _spawn(name: str, cmd: Sequence[str], cwd: Path, env: dict[str, str], marker: str) -> SparkProcess:
+def _spawn(
+    name: str, cmd: Sequence[str], cwd: Path, env: dict[str, str], marker: str, *, prefix: Sequence[str] = ()
+) -> SparkProcess:
     cwd.mkdir(parents=True, exist_ok=True)
     log = cwd / f"{name}.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            list(cmd), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [*prefix, *cmd], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
-    return SparkProcess(name, proc, log, marker)
+    return SparkProcess(name, proc, log, marker, address=env["SPARK_LOCAL_IP"])
 
 
 def http_json(url: str, timeout: float = 5.0) -> Any:
@@ -189,9 +205,12 @@ def http_json(url: str, timeout: float = 5.0) -> Any:
         return json.loads(resp.read())
 
 
-def try_json(url: str) -> Any:
+def try_json(url: str, timeout: float = 20.0) -> Any:
+    """``url``'s JSON, or ``None`` when it does not answer within ``timeout``. With 5 s, the cluster test's
+    wait for a driver's application id ran out on a loaded 2-core machine (load average ~14) while the
+    driver was starting its query."""
     try:
-        return http_json(url)
+        return http_json(url, timeout)
     except (OSError, ValueError):
         return None
 
@@ -204,11 +223,11 @@ class StandaloneCluster:
 
     @property
     def url(self) -> str:
-        return f"spark://127.0.0.1:{self.master.ports['port']}"
+        return f"spark://{self.master.address}:{self.master.ports['port']}"
 
     def state(self) -> dict[str, Any]:
         """The master's own view (its web UI's ``/json/``): workers, applications."""
-        doc = try_json(f"http://127.0.0.1:{self.master.ports['webui']}/json/")
+        doc = try_json(f"http://{self.master.address}:{self.master.ports['webui']}/json/")
         return doc if isinstance(doc, dict) else {}
 
     def alive_workers(self) -> int:
@@ -223,34 +242,48 @@ class StandaloneCluster:
         self.master.stop()
 
 
-def start_master(run_dir: Path, conf_dir: Path) -> SparkProcess:
+def start_master(
+    run_dir: Path, conf_dir: Path, *, address: str = "127.0.0.1", prefix: Sequence[str] = (), jvm: str = ""
+) -> SparkProcess:
     port, webui = local.free_port(), local.free_port()
     home = run_dir / "master"
-    env = machine_env(home, conf_dir)
+    env = machine_env(home, conf_dir, address, jvm)
     # a worker that stops heart-beating is declared dead after 10 s (default 60): the test kills one. The
     # workers are given the same value (they heart-beat every timeout / 4)
     env["SPARK_MASTER_OPTS"] = "-Dspark.worker.timeout=10"
-    cmd = [str(SPARK_CLASS), MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui)]
-    p = _spawn("master", cmd, home, env, MASTER_CLASS)
+    cmd = [str(SPARK_CLASS), MASTER_CLASS, "--host", address, "--port", str(port), "--webui-port", str(webui)]
+    p = _spawn("master", cmd, home, env, MASTER_CLASS, prefix=prefix)
     p.ports = {"port": port, "webui": webui}
     return p
 
 
-def start_worker(run_dir: Path, conf_dir: Path, name: str, master_url: str, *, cores: int, memory: str) -> SparkProcess:
+def start_worker(
+    run_dir: Path,
+    conf_dir: Path,
+    name: str,
+    master_url: str,
+    *,
+    cores: int,
+    memory: str,
+    address: str = "127.0.0.1",
+    prefix: Sequence[str] = (),
+    jvm: str = "",
+) -> SparkProcess:
     """A worker with its own folder (its working directory) and work dir ``<folder>/work``, where each
-    executor gets ``<app id>/<executor id>/`` and unpacks ``spark.archives``."""
+    executor gets ``<app id>/<executor id>/`` and unpacks ``spark.archives``. Its executors inherit its
+    address (``SPARK_LOCAL_IP``) and, started with ``prefix``, its network namespace."""
     port, webui = local.free_port(), local.free_port()
     home = run_dir / name
     work = home / "work"
     work.mkdir(parents=True, exist_ok=True)
     cmd = [
-        str(SPARK_CLASS), WORKER_CLASS, master_url, "--host", "127.0.0.1", "--port", str(port),
+        str(SPARK_CLASS), WORKER_CLASS, master_url, "--host", address, "--port", str(port),
         "--webui-port", str(webui), "--cores", str(cores), "--memory", memory, "--work-dir", str(work),
     ]  # fmt: skip
-    env = machine_env(home, conf_dir)
+    env = machine_env(home, conf_dir, address, jvm)
     # the same timeout as the master's: a worker heart-beats every timeout / 4
     env["SPARK_WORKER_OPTS"] = "-Dspark.worker.timeout=10"
-    p = _spawn(name, cmd, home, env, str(work))
+    p = _spawn(name, cmd, home, env, str(work), prefix=prefix)
     p.ports = {"port": port, "webui": webui}
     return p
 
@@ -263,7 +296,8 @@ def executor_dirs(worker: SparkProcess, app_id: str) -> dict[str, Path]:
 
 @dataclass(frozen=True)
 class DriverSpec:
-    """One controller under ``spark-submit``: ``args`` go to ``streaming/main.py``."""
+    """One controller under ``spark-submit``: ``args`` go to ``streaming/main.py``; ``conf``: more Spark
+    properties (``--conf key=value``), the caller's own."""
 
     name: str
     controller_id: int
@@ -271,6 +305,46 @@ class DriverSpec:
     cores_max: int = 2
     executor_memory: str = "512m"
     driver_memory: str = "768m"
+    conf: tuple[tuple[str, str], ...] = ()
+
+
+#: the whole build of the packed environment, however busy the machine
+ENV_BUILD_TIMEOUT_S = 900.0
+
+
+class EnvBuild:
+    """``livectl package-env --output <folder>/livectl-env.tar.gz`` running in a process of its own (about 1.5
+    minutes, most of it one core's pip install): started, it runs beside whatever starts next;
+    :meth:`archive` waits for it."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder if folder is not None else Path(tempfile.mkdtemp(prefix="livectl-env-"))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.out = self.folder / "livectl-env.tar.gz"
+        self.log = self.folder / "package-env.log"
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "livectl", "package-env", "--output", str(self.out), "--quiet"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
+            )
+
+    def archive(self, timeout: float = ENV_BUILD_TIMEOUT_S) -> Path:
+        """The archive, once built; :class:`AssertionError` with the command's output when the build failed."""
+        rc = self.proc.wait(timeout=timeout)
+        printed = self.log.read_text(errors="replace")
+        assert rc == 0, f"livectl package-env failed (exit {rc}):\n{printed}"
+        assert self.out.is_file() and str(self.out) in printed, printed
+        return self.out
+
+    def discard(self) -> None:
+        """Stop the build if it still runs and delete its folder."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def unpack_env(env_archive: Path, into: Path) -> Path:
@@ -281,7 +355,17 @@ def unpack_env(env_archive: Path, into: Path) -> Path:
     return into
 
 
-def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: Path, spec: DriverSpec) -> SparkProcess:
+def start_driver(
+    run_dir: Path,
+    conf_dir: Path,
+    cluster_url: str,
+    env_archive: Path,
+    spec: DriverSpec,
+    *,
+    address: str = "127.0.0.1",
+    prefix: Sequence[str] = (),
+    jvm: str = "",
+) -> SparkProcess:
     """``spark-submit`` in client mode, in its own folder and session; the driver's UI on a free port.
 
     The driver machine has the same environment unpacked as ``./environment`` in the driver's working
@@ -314,20 +398,22 @@ def start_driver(run_dir: Path, conf_dir: Path, cluster_url: str, env_archive: P
         "--conf", "spark.executor.cores=1",
         "--conf", f"spark.executor.memory={spec.executor_memory}",
         # an executor's temporary files in its own working directory (under its worker's folder), not /tmp
-        "--conf", f"spark.executor.extraJavaOptions=-Djava.io.tmpdir=. {SHORT_LIVED_JIT}",
-        "--conf", "spark.driver.host=127.0.0.1",
-        "--conf", "spark.driver.bindAddress=127.0.0.1",
+        "--conf", f"spark.executor.extraJavaOptions={f'-Djava.io.tmpdir=. {jvm}'.strip()}",
+        "--conf", f"spark.driver.host={address}",
+        "--conf", f"spark.driver.bindAddress={address}",
         "--conf", f"spark.ui.port={ui}",
         "--conf", f"spark.driver.port={rpc}",
         "--archives", f"{env_archive}#environment",
         "--conf", "spark.pyspark.python=./environment/bin/python",
         "--conf", "spark.pyspark.driver.python=./environment/bin/python",
         "--jars", str(ui_jar.relative_to(home)),
+        *[arg for key, value in spec.conf for arg in ("--conf", f"{key}={value}")],
         str(main_py.relative_to(home)),
         "--controller-id", str(spec.controller_id),
         *spec.args,
     ]  # fmt: skip
-    p = _spawn(spec.name, cmd, home, machine_env(home, conf_dir), f"livectl-{spec.name}")
+    env = machine_env(home, conf_dir, address, jvm)
+    p = _spawn(spec.name, cmd, home, env, f"livectl-{spec.name}", prefix=prefix)
     p.ports = {"ui": ui}
     return p
 
@@ -354,15 +440,20 @@ def discard_copies(run_dir: Path) -> None:
 
 def app_id_of(driver: SparkProcess) -> str | None:
     """The application id, from the driver's own REST API (``/api/v1/applications``)."""
-    doc = try_json(f"http://127.0.0.1:{driver.ports['ui']}/api/v1/applications")
+    doc = try_json(f"http://{driver.address}:{driver.ports['ui']}/api/v1/applications")
     if isinstance(doc, list) and doc:
         return str(doc[0]["id"])
     return None
 
 
+def api_url(driver: SparkProcess, app_id: str) -> str:
+    """The driver's REST API for application ``app_id`` (``http://<address>:<ui>/api/v1/applications/<id>``)."""
+    return f"http://{driver.address}:{driver.ports['ui']}/api/v1/applications/{app_id}"
+
+
 def executors_of(driver: SparkProcess, app_id: str) -> list[dict[str, Any]]:
     """Every executor the driver has had (``allexecutors``: active and removed), without the driver."""
-    doc = try_json(f"http://127.0.0.1:{driver.ports['ui']}/api/v1/applications/{app_id}/allexecutors")
+    doc = try_json(f"{api_url(driver, app_id)}/allexecutors")
     return [e for e in doc or [] if e.get("id") != "driver"]
 
 
