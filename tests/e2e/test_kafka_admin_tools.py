@@ -10,9 +10,10 @@ Real processes only, one cluster for the module (:func:`bench.harness.real_broke
 session's ZooKeeper (a chroot) and Kafka bus, ``livectl run`` (started first: it holds ``/controller``),
 ``livectl channel`` and three Apache Kafka 3.9.2 brokers in ZooKeeper mode. The tools are bootstrapped on the
 brokers' inter-broker listener, where the brokers' metadata lists the channel's endpoint as the controller
-(on the clients' listener it is not there). Each change is checked where Kafka keeps it, ZooKeeper in Kafka's
-layout, and on the brokers (their metadata, records written and read back); each tool's exit code and output
-are Kafka's; a refusal (the topic exists) carries Kafka's message.
+(as on their client listener: ``tests/e2e/test_kafka_fault_invariants.py`` runs ``kafka-topics`` there).
+Each change is checked where Kafka keeps it, ZooKeeper in Kafka's layout, and on the brokers (their metadata,
+records written and read back); each tool's exit code and output are Kafka's; a refusal (the topic exists)
+carries Kafka's message.
 
 The tests run in order on one topic; by hand (``pytest -m e2e tests/e2e/test_kafka_admin_tools.py``), not in CI.
 """
