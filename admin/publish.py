@@ -27,13 +27,12 @@ from typing import Any, TextIO
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
-from core.codec.decisions import decode_decision
 from core.codec.events import event_to_json
 from core.decisions import AdminResult, AdminStatus
-from core.errors import FormatError
 from core.events import Event
 from sinks import kafka_read
 from sinks.errors import SinkUnavailableError
+from sinks.requests.messages import read_admin_result
 
 ADMIN_TOPIC = "livectl.admin"
 ADMIN_RESULTS_TOPIC = "livectl.admin-results"
@@ -110,7 +109,7 @@ class ResultFollower:
                     for rec in records:
                         if not self.epochs.admit(_epoch_of(rec.value)):
                             continue
-                        result = _decode_result(rec.value)
+                        result = read_admin_result(rec.value)
                         if result is None or result.request_id != request_id:
                             continue
                         last = result
@@ -130,7 +129,7 @@ class ResultFollower:
             for rec in records:
                 if not self.epochs.admit(_epoch_of(rec.value)):
                     continue
-                result = _decode_result(rec.value)
+                result = read_admin_result(rec.value)
                 if result is not None and result.request_id == request_id:
                     latest = result
         return latest
@@ -147,18 +146,6 @@ def _epoch_of(value: bytes) -> int | None:
         return None
     epoch = raw.get("controller_epoch") if isinstance(raw, dict) else None
     return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
-
-
-def _decode_result(value: bytes) -> AdminResult | None:
-    try:
-        raw = json.loads(value)
-        if isinstance(raw, dict):
-            # the sink adds its own fields next to the decision's
-            raw = {k: v for k, v in raw.items() if k not in ("batch_id", "controller_epoch")}
-        decision = decode_decision(raw)
-    except (ValueError, FormatError):
-        return None
-    return decision if isinstance(decision, AdminResult) else None
 
 
 def publish(bootstrap: str, topic: str, key: str, value: str, client_config: Mapping[str, Any] | None = None) -> None:

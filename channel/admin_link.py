@@ -36,12 +36,11 @@ from channel.admin_apis import (
     timed_out,
 )
 from channel.endpoint import Connection
-from core.codec.decisions import decode_decision
 from core.decisions import AdminResult
-from core.errors import FormatError
 from core.kafka.error_codes import KafkaError as KafkaErrorCode
 from sinks.errors import SinkUnavailableError
 from sinks.kafka_read import consumer_at_end
+from sinks.requests.messages import read_admin_result
 
 __all__ = ["ADMIN_RESULTS_TOPIC", "ADMIN_TOPIC", "AdminLink"]
 
@@ -211,7 +210,7 @@ class AdminLink:
                     continue
                 for records in batches.values():
                     for rec in records:
-                        result = _decode_result(rec.value)
+                        result = read_admin_result(rec.value)
                         if result is not None:
                             self._on_result(result)
                 self._expire(time.monotonic())
@@ -257,15 +256,3 @@ class AdminLink:
         self._reply(conn, correlation_id, response)
         with self._lock:
             self.answered += 1
-
-
-def _decode_result(value: bytes) -> AdminResult | None:
-    """An admin result from the results topic (the sink adds ``batch_id`` and ``controller_epoch``)."""
-    try:
-        raw = json.loads(value)
-        if isinstance(raw, dict):
-            raw = {k: v for k, v in raw.items() if k not in ("batch_id", "controller_epoch")}
-        decision = decode_decision(raw)
-    except (ValueError, FormatError):
-        return None
-    return decision if isinstance(decision, AdminResult) else None

@@ -51,8 +51,9 @@ from typing import Any
 import orjson
 from kafka.partitioner.default import murmur2
 
-from core.codec.decisions import encode_decision
+from core.codec.decisions import decode_decision, encode_decision
 from core.decisions import AdminResult, BrokerRequest
+from core.errors import FormatError
 from core.kafka.envelope import encode_envelope
 from core.kafka.request_encoding import wire_object
 from core.kafka.requests import REQUEST_ORDER, SHARED_BROKER_ID, Addressee, RequestApi
@@ -288,6 +289,19 @@ def admin_result_messages(
             )
         )
     return out
+
+
+def read_admin_result(value: bytes) -> AdminResult | None:
+    """The result an admin-results message holds (:func:`admin_result_messages`' value, the sink's own fields
+    left out); ``None`` for a value that is not one."""
+    try:
+        raw = json.loads(value)
+        if isinstance(raw, dict):
+            raw = {k: v for k, v in raw.items() if k not in ("batch_id", "controller_epoch")}
+        decision = decode_decision(raw)
+    except (ValueError, FormatError):
+        return None
+    return decision if isinstance(decision, AdminResult) else None
 
 
 def rejected_messages(

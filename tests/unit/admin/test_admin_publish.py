@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from admin.publish import EpochFilter, Progress, _decode_result
+from admin.publish import EpochFilter, Progress
 from core.codec.decisions import encode_decision
 from core.decisions import AdminResult, AdminStatus
+from sinks.requests.messages import read_admin_result
 
 pytestmark = pytest.mark.unit
 
@@ -18,8 +19,8 @@ pytestmark = pytest.mark.unit
 def test_results_with_the_sinks_extra_fields_decode() -> None:
     result = AdminResult("r1", "create_topic", AdminStatus.OK)
     value = json.dumps(encode_decision(result) | {"batch_id": 3, "controller_epoch": 1}).encode()
-    assert _decode_result(value) == result
-    assert _decode_result(b"not json") is None
+    assert read_admin_result(value) == result
+    assert read_admin_result(b"not json") is None
 
 
 def test_progress_bar_uses_the_counts_in_details() -> None:
@@ -44,8 +45,8 @@ def test_results_read_from_the_topic_in_either_details_form() -> None:
     new = encode_decision(result) | {"batch_id": 3, "controller_epoch": 1}
     old = new | {"details": json.dumps(details)}  # as a controller before details became objects wrote it
     for value in (new, old):
-        got = _decode_result(json.dumps(value).encode())
+        got = read_admin_result(json.dumps(value).encode())
         assert got == result
         assert got is not None and partition_outcomes(got) == [("t-0", "NONE", ""), ("t-1", "X", "m")]
         assert "1/2" in Progress("reassign", io.StringIO()).line(got)
-    assert _decode_result(json.dumps(new | {"details": "[1]"}).encode()) is None
+    assert read_admin_result(json.dumps(new | {"details": "[1]"}).encode()) is None
