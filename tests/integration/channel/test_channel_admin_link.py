@@ -77,8 +77,8 @@ class Bus:
             self.producer.abort_transaction()
 
     def connect(self) -> BrokerConnection:
-        assert self.channel.endpoint is not None
-        conn = BrokerConnection("127.0.0.1", self.channel.endpoint.port)
+        endpoint = next(iter(self.channel.endpoints.values()))  # the first listener name's
+        conn = BrokerConnection("127.0.0.1", endpoint.port)
         conn.negotiate()
         return conn
 
