@@ -47,6 +47,7 @@ def check_zookeeper(settings: Settings, timeout_s: float = 10.0) -> None:
     from kazoo.client import KazooClient
     from kazoo.exceptions import AuthFailedError, KazooException
     from kazoo.handlers.threading import KazooTimeoutError
+    from kazoo.protocol.states import KeeperState
 
     address = settings.zookeeper_connect
     with _quiet("kazoo"):
@@ -56,17 +57,32 @@ def check_zookeeper(settings: Settings, timeout_s: float = 10.0) -> None:
             )
         except (ValueError, KazooException) as e:  # e.g. a port that is not a number
             raise UnreachableError("ZooKeeper", address, f"bad address: {e}") from None
+        scheme = settings.zookeeper_auth.partition(":")[0] or "none"
+        refused = f"zookeeper_auth: the server refused the {scheme} credential"
         try:
-            zk.start(timeout=timeout_s)
-            # a SASL handshake ends after the session is up: its refusal comes with the first request
+            # polled rather than start(timeout): a SASL refusal during the handshake makes kazoo stop
+            # connecting for good (AUTH_FAILED, then CLOSED), which start() would report as a time-out
+            # (a client starts CLOSED: only a CLOSED after another state, or at the deadline, is kazoo's own)
+            zk.start_async()
+            deadline = time.monotonic() + timeout_s
+            started = False
+            while not zk.connected:
+                state = zk.client_state
+                gave_up = state == KeeperState.AUTH_FAILED or (state == KeeperState.CLOSED and started)
+                if settings.zookeeper_auth and gave_up:
+                    raise AuthFailedError()
+                started = started or state != KeeperState.CLOSED
+                if time.monotonic() >= deadline:
+                    if settings.zookeeper_auth and state == KeeperState.CLOSED:
+                        raise AuthFailedError()
+                    raise KazooTimeoutError()
+                time.sleep(0.05)
+            # a SASL handshake can also end after the session is up: its refusal comes with the first request
             zk.exists("/")
         except KazooTimeoutError:
             raise UnreachableError("ZooKeeper", address, f"no session within {timeout_s:g} s") from None
         except AuthFailedError:
-            scheme = settings.zookeeper_auth.partition(":")[0] or "none"
-            raise UnreachableError(
-                "ZooKeeper", address, f"zookeeper_auth: the server refused the {scheme} credential"
-            ) from None
+            raise UnreachableError("ZooKeeper", address, refused) from None
         except KazooException as e:
             raise UnreachableError("ZooKeeper", address, f"{type(e).__name__}: {e}") from None
         finally:
