@@ -19,6 +19,7 @@ import base64
 import json
 import os
 import re
+import shlex
 import subprocess
 import uuid
 from collections.abc import Mapping
@@ -60,6 +61,18 @@ KAFKA_DOWNLOADS = "https://kafka.apache.org/downloads"
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 KAFKA_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
+#: extra JVM options for every Kafka JVM livectl starts, as Kafka's own ``kafka-run-class.sh`` reads them
+KAFKA_OPTS_ENV = "KAFKA_OPTS"
+
+
+def env_jvm_options(name: str) -> list[str]:
+    """The JVM options in the environment variable ``name`` (shell words), appended after livectl's own."""
+    try:
+        return shlex.split(os.environ.get(name, ""))
+    except ValueError as e:
+        raise LocalServiceError(f"${name}: {e}") from None
+
+
 #: what the broker logs (kafka.server.KafkaRaftServer) once it is unfenced and serving
 STARTED_LINE = "Kafka Server started"
 CONTROLLER = "CONTROLLER"
@@ -214,6 +227,7 @@ def start_kafka(
         "-Djava.awt.headless=true",
         f"-Dlog4j.configuration=file:{log4j}",
         *settings.jvm_options,
+        *env_jvm_options(KAFKA_OPTS_ENV),
         "-cp",
         classpath,
         KAFKA_MAIN,
@@ -309,7 +323,19 @@ def _format(java: str, classpath: str, config: Path, settings: KafkaSettings, ou
     cluster_id = "-"
     while cluster_id.startswith("-"):
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    cmd = [java, "-Xmx256m", "-cp", classpath, STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(config)]
+    cmd = [
+        java,
+        "-Xmx256m",
+        *env_jvm_options(KAFKA_OPTS_ENV),
+        "-cp",
+        classpath,
+        STORAGE_TOOL,
+        "format",
+        "-t",
+        cluster_id,
+        "-c",
+        str(config),
+    ]
     for credential in settings.scram:
         cmd += ["--add-scram", credential.storage_arg()]
     done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)

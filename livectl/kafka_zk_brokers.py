@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from livectl.kafka_server import KAFKA_MAIN, kafka_classpath, log4j_properties
+from livectl.kafka_server import KAFKA_MAIN, KAFKA_OPTS_ENV, env_jvm_options, kafka_classpath, log4j_properties
 from livectl.spawn import (
     LocalServiceError,
     Service,
@@ -167,6 +167,7 @@ def start_zk_broker(
         "-XX:TieredStopAtLevel=1",
         "-Djava.awt.headless=true",
         f"-Dlog4j.configuration=file:{log4j}",
+        *env_jvm_options(KAFKA_OPTS_ENV),
         "-cp",
         classpath,
         KAFKA_MAIN,

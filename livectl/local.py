@@ -28,6 +28,7 @@ from livectl.kafka_server import (
     KafkaSettings,
     Listener,
     ScramCredential,
+    env_jvm_options,
     kafka_classpath,
     kafka_version,
     restart_kafka,
@@ -346,12 +347,17 @@ def zookeeper_config(data_dir: Path, client_port: int, address: str = "127.0.0.1
     return text.replace("clientPortAddress=127.0.0.1", f"clientPortAddress={address}")
 
 
+#: extra JVM options for every ZooKeeper server livectl starts, as ZooKeeper's own ``zkServer.sh`` reads them
+ZOOKEEPER_OPTS_ENV = "SERVER_JVMFLAGS"
+
+
 def _zookeeper_command(java: str, heap: str, jvm_options: list[str], main: str, cfg: Path) -> list[str]:
     return [
         java,
         "-Xms64m",
         f"-Xmx{heap}",
         *jvm_options,
+        *env_jvm_options(ZOOKEEPER_OPTS_ENV),
         "-cp",
         f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
         main,

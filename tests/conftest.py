@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jvm_options import SHORT_LIVED_JIT
+from jvm_options import SHORT_LIVED_JIT, SHORT_LIVED_SERVER
 
 # The test tree mirrors the source tree (tests/<tier>/core/, .../streaming/, ...), and pytest puts the folder of
 # each conftest.py on sys.path: with the editable install, a later ``import streaming`` could then resolve to a
@@ -46,6 +46,9 @@ os.environ["SPARK_LOCAL_DIRS"] = str(_JVM_SCRATCH)
 os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
     filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"), f"-Djava.io.tmpdir={_JVM_SCRATCH}", SHORT_LIVED_JIT))
 )
+# the Kafka and ZooKeeper servers (and Kafka's tools) the tests start read them as Kafka's and ZooKeeper's scripts do
+for _name in ("KAFKA_OPTS", "SERVER_JVMFLAGS"):
+    os.environ[_name] = " ".join(filter(None, (os.environ.get(_name), SHORT_LIVED_SERVER)))
 
 #: the session's own services, by name, once started (for the diagnosis of a test that failed)
 _SESSION_SERVICES: dict[str, local.Service] = {}

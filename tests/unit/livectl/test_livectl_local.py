@@ -233,3 +233,20 @@ def test_the_standalone_and_the_ensemble_configs_share_one_template(tmp_path: Pa
     assert "clientPortAddress=127.0.0.1" in text.splitlines()
     cfg = local.write_ensemble_configs(tmp_path, [local.EnsembleServer("127.0.0.1", 2181, 2888, 3888)])[0]
     assert cfg.read_text().startswith(local.zookeeper_config(cfg.parent / "data", 2181))
+
+
+def test_extra_jvm_options_come_from_kafkas_and_zookeepers_own_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_OPTS", "-XX:TieredStopAtLevel=1  -Dx='a b'")
+    assert kafka_server.env_jvm_options(kafka_server.KAFKA_OPTS_ENV) == ["-XX:TieredStopAtLevel=1", "-Dx=a b"]
+    monkeypatch.delenv("KAFKA_OPTS")
+    assert kafka_server.env_jvm_options(kafka_server.KAFKA_OPTS_ENV) == []
+    monkeypatch.setenv("SERVER_JVMFLAGS", "-Xmx1g -XX:+UseSerialGC")
+    command = local._zookeeper_command("java", "256m", ["-Da=b"], "Main", Path("zoo.cfg"))
+    # after livectl's own options: the operator's -Xmx wins
+    assert command[:6] == ["java", "-Xms64m", "-Xmx256m", "-Da=b", "-Xmx1g", "-XX:+UseSerialGC"]
+
+
+def test_unparseable_extra_jvm_options_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_OPTS", "-Dx='unclosed")
+    with pytest.raises(local.LocalServiceError, match=r"\$KAFKA_OPTS: No closing quotation"):
+        kafka_server.env_jvm_options(kafka_server.KAFKA_OPTS_ENV)
