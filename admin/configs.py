@@ -5,8 +5,8 @@ Entities, as Kafka keeps them in ZooKeeper (``kafka.zk.AdminZkClient``):
 * topics — ``/config/topics/<t>`` ``{"version":1,"config":{…}}``. The controller owns a topic's configs
   (it validates them and writes the znode), so a change is an ``alter_topic_config`` command; the tool
   waits for the controller's answer, as ``kafka-configs`` waits for its response;
-* brokers — ``/config/brokers/<id>`` and the cluster default ``/config/brokers/<default>``, written here
-  directly, as Kafka's ``AdminZkClient.changeBrokerConfig`` does.
+* brokers — ``/config/brokers/<id>`` and the cluster default ``/config/brokers/<default>``, written by the
+  tool directly (:mod:`sinks.entity_configs`), as Kafka's ``AdminZkClient.changeBrokerConfig`` does.
 
 After every change a sequential ``/config/changes/config_change_NNNNNNNNNN`` notification is created with
 ``{"version":2,"entity_path":"topics/<t>"}`` (or ``brokers/<id>``, ``brokers/<default>``): the znode
@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from admin import dry_run
@@ -46,8 +46,8 @@ from admin.zkread import ZkUnavailableError, connect
 from core.events import AlterTopicConfig
 from core.kafka import zkdata
 from core.kafka.configs import BROKER_CONFIGS, broker_configs_problem, topic_configs_problem
+from sinks.entity_configs import DEFAULT_BROKER, change_broker_configs, notify, read_entity_configs
 
-DEFAULT_BROKER = "<default>"
 #: why a topic config change refuses ``--no-wait``
 NO_WAIT_CONFIGS = (
     "a topic config change waits for the controller's answer: the /config/changes notification the brokers "
@@ -72,51 +72,6 @@ def writer(hosts: str, timeout_s: float = 5.0) -> Iterator[KazooClient]:
     finally:
         zk.stop()
         zk.close()
-
-
-def read_entity_configs(zk: KazooClient, entity_type: str, name: str) -> dict[str, str]:
-    try:
-        data, _ = zk.get(zkdata.entity_config_path(entity_type, name))
-    except NoNodeError:
-        return {}
-    return zkdata.decode_topic_config(data.decode()) if data else {}
-
-
-def notify(zk: KazooClient, entity_type: str, name: str) -> str:
-    """Create the sequential change notification; returns its path."""
-    zk.ensure_path(zkdata.CONFIG_CHANGES)
-    path: str = zk.create(
-        f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
-        zkdata.encode_config_change(entity_type, name),
-        sequence=True,
-    )
-    return path
-
-
-def write_entity_configs(zk: KazooClient, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
-    """``/config/<type>/<name>`` := configs (created if missing), then the change notification."""
-    path = zkdata.entity_config_path(entity_type, name)
-    data = zkdata.encode_topic_config(configs).encode()
-    try:
-        zk.set(path, data)
-    except NoNodeError:
-        try:
-            zk.create(path, data, makepath=True)
-        except NodeExistsError:
-            zk.set(path, data)
-    notify(zk, entity_type, name)
-
-
-def change_broker_configs(
-    zk: KazooClient, broker: str, add: Mapping[str, str], delete: Sequence[str] = ()
-) -> dict[str, str]:
-    """Merge ``add`` into, and remove ``delete`` from, the broker's (or ``<default>``'s) dynamic configs."""
-    configs = read_entity_configs(zk, "brokers", broker)
-    configs.update(add)
-    for key in delete:
-        configs.pop(key, None)
-    write_entity_configs(zk, "brokers", broker, configs)
-    return configs
 
 
 # ----------------------------------------------------------------------------- parsing

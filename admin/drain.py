@@ -55,6 +55,7 @@ from core.kafka.configs import (
 )
 from core.model import ElectionType, PartitionTarget, TopicPartition
 from core.placement import BrokerRack
+from sinks.entity_configs import change_broker_configs
 
 DRAIN_VERSION = 1
 #: seconds between rounds while replicas are moving
@@ -158,7 +159,7 @@ def _throttle(
         configs.alter_topic_configs(args, topic, add, ())
     with configs.writer(zk_connect(args)) as zk:
         for b in sorted(brokers):
-            configs.change_broker_configs(
+            change_broker_configs(
                 zk, str(b), {LEADER_THROTTLED_RATE: str(throttle), FOLLOWER_THROTTLED_RATE: str(throttle)}
             )
 

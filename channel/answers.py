@@ -16,6 +16,8 @@ the controller-bound Admin calls; the endpoint answers :data:`SERVED` itself and
 * :func:`nothing_hosted_response`: ListGroups, ListTransactions and DescribeLogDirs answered as a node that
   hosts no group, no transaction and no replica;
 * :func:`node_versions`: the endpoint's ApiVersions table, its own APIs and those of the broker it forwards to;
+  DescribeConfigs, AlterConfigs and IncrementalAlterConfigs (:data:`PARTLY_SERVED`) are answered only when they
+  are about the controller's node's own configs (:mod:`channel.node_configs`), else forwarded;
 * :func:`controlled_shutdown_response`, :func:`allocate_producer_ids_response`, :func:`api_versions_response`.
 """
 
@@ -31,6 +33,8 @@ from typing import Any
 
 from channel.admin_apis import ADMIN_SERVED, admin_request_type
 from channel.convert import kafka_uuid, uuid_text
+from channel.node_configs import CONFIGS_SERVED
+from channel.node_configs import request_type as configs_request_type
 from core.events import AlterPartition
 from core.kafka.requests import ZERO_UUID, AlterPartitionResult
 from core.model import TopicPartition
@@ -48,6 +52,7 @@ __all__ = [
     "LIST_TRANSACTIONS",
     "NOT_FORWARDED",
     "NO_LOG_DIR",
+    "PARTLY_SERVED",
     "SERVED",
     "AlterPartitionAsked",
     "allocate_producer_ids_response",
@@ -72,7 +77,8 @@ NO_LOG_DIR = "livectl-controller-hosts-no-replica"
 
 #: the versions the controller's endpoint reads and answers itself, by api key (its ApiVersions lists them,
 #: narrowed to what the broker it forwards to speaks when that broker lists the API too): the brokers' own
-#: requests, the Admin client's that go to the controller (:mod:`channel.admin_apis`) and a node's listings
+#: requests, the Admin client's that go to the controller (:mod:`channel.admin_apis`), a node's listings and its
+#: own broker configs (:mod:`channel.node_configs`)
 SERVED: Mapping[int, range] = MappingProxyType(
     {
         API_VERSIONS: range(0, 5),
@@ -84,8 +90,12 @@ SERVED: Mapping[int, range] = MappingProxyType(
         LIST_TRANSACTIONS: range(0, 2),
         DESCRIBE_LOG_DIRS: range(0, 5),
         **ADMIN_SERVED,
+        **CONFIGS_SERVED,
     }
 )
+#: of :data:`SERVED`, the APIs answered only when the request is the controller's node's own (its broker configs,
+#: :func:`channel.node_configs.node_share`), else forwarded as any API not served
+PARTLY_SERVED: frozenset[int] = frozenset(CONFIGS_SERVED)
 #: what is neither answered here (unless :data:`SERVED`) nor forwarded, so that ApiVersions does not list it:
 #: the controller's requests to a broker (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6), requests only
 #: the active controller takes, which a broker answers ``NOT_CONTROLLER`` (CreateTopics 19, DeleteTopics 20,
@@ -129,6 +139,8 @@ def request_type(api_key: int, version: int) -> Any:
     """The kio request class of ``api_key`` at ``version`` (one of :data:`SERVED`)."""
     if api_key in ADMIN_SERVED:
         return admin_request_type(api_key, version)
+    if api_key in CONFIGS_SERVED:
+        return configs_request_type(api_key, version)
     return getattr(_module(api_key, version, "request"), _CLASSES[api_key] + "Request")
 
 

@@ -36,9 +36,10 @@ answered with the controller's answers; AllocateProducerIds is answered from Zoo
 /latest_producer_id_block and ListPartitionReassignments from the topic znodes, as Kafka's ZooKeeper
 controller does. Kafka's Admin client's CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders and
 AlterPartitionReassignments become livectl's admin commands (--admin-topic) and are answered from livectl's
-admin results (--admin-results-topic); anything else a client sends (Metadata, DescribeCluster, ...) is
-forwarded to a registered broker on the same listener. Plaintext only: a listener the brokers secure with SSL
-or SASL is not advertised.
+admin results (--admin-results-topic); DescribeConfigs, AlterConfigs and IncrementalAlterConfigs of the
+controller's own broker id are answered from and written to its /config/brokers/<id> in ZooKeeper; anything
+else a client sends (Metadata, DescribeCluster, ...) is forwarded to a registered broker on the same
+listener. Plaintext only: a listener the brokers secure with SSL or SASL is not advertised.
 """
 
 _EPILOG = """\

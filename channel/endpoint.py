@@ -7,9 +7,11 @@ the request's schema names, then the body. ApiVersions is answered at once, with
 those it forwards; a request served (:data:`channel.answers.SERVED`) is decoded with ``kio`` and handed to
 ``on_request(connection, api_key, version, correlation_id, body)``, which answers it now or later with
 :meth:`Connection.answer`; any other request but :data:`channel.answers.NOT_FORWARDED` is forwarded as it came
-to a broker's endpoint of the same listener and the broker's answer relayed (:mod:`channel.forward`). The next
-request of a connection is read only once the one before is answered, as a Kafka broker mutes a connection
-while one of its requests is in flight: a client that sends several at once gets the answers in its order.
+to a broker's endpoint of the same listener and the broker's answer relayed (:mod:`channel.forward`); so is a
+request of :data:`channel.answers.PARTLY_SERVED` that ``owns(api_key, body)`` says is not the endpoint's own
+(decoded first, then forwarded as it came). The next request of a connection is read only once the one before
+is answered, as a Kafka broker mutes a connection while one of its requests is in flight: a client that sends
+several at once gets the answers in its order.
 A request neither served nor forwarded closes the connection, as a Kafka broker does for an API it does not
 know; so does a frame that cannot be read, or a broker to forward to that fails.
 """
@@ -29,7 +31,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-from channel.answers import API_VERSIONS, NOT_FORWARDED, SERVED, api_versions_response, request_type
+from channel.answers import API_VERSIONS, NOT_FORWARDED, PARTLY_SERVED, SERVED, api_versions_response, request_type
 from channel.forward import Forwarder, answered
 from channel.wire import BrokerConnection, WireError
 
@@ -128,11 +130,14 @@ class Connection:
 
 
 RequestHandler = Callable[[Connection, int, int, int, Any], None]
+#: whether a decoded request of :data:`channel.answers.PARTLY_SERVED` (api key, body) is the endpoint's to answer
+Owns = Callable[[int, Any], bool]
 
 
 class ControllerEndpoint:
     """Listens on ``host``:``port`` (0: a free port, then :attr:`port` says which) until :meth:`close`, as the
-    endpoint of ``listener``; requests not served are forwarded with ``forwarder`` (``None``: not at all)."""
+    endpoint of ``listener``; requests not served are forwarded with ``forwarder`` (``None``: not at all), and so
+    are those of :data:`channel.answers.PARTLY_SERVED` that ``owns`` does not claim (``None``: claims none)."""
 
     def __init__(
         self,
@@ -143,8 +148,10 @@ class ControllerEndpoint:
         *,
         listener: str = "",
         forwarder: Forwarder | None = None,
+        owns: Owns | None = None,
     ) -> None:
         self._on_request, self._on_close = on_request, on_close
+        self._owns = owns
         self.listener = listener
         self._forwarder = forwarder
         self._server = socket.create_server((host, port), reuse_port=False)
@@ -227,6 +234,11 @@ class ControllerEndpoint:
             return False
         if api_key == API_VERSIONS:
             return conn.answer(correlation_id, api_versions_response(version, self._versions(conn)))
+        if api_key in PARTLY_SERVED and (self._owns is None or not self._owns(api_key, body)):
+            if self._forwarder is None:
+                log.warning("connection from %s: api %s v%s is not served here: closing", conn.peer, api_key, version)
+                return False
+            return self._forward(conn, api_key, version, correlation_id, frame)
         conn.awaiting()
         self._on_request(conn, api_key, version, correlation_id, body)
         return not conn.closed.is_set()

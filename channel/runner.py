@@ -36,6 +36,10 @@ node their Admin calls), one port per name; a name the brokers secure with SSL o
 * ListPartitionReassignments is answered from the topic znodes' adding and removing replicas, as Kafka's
   ZooKeeper controller answers it from its context; ListGroups, ListTransactions and DescribeLogDirs as a
   node hosting none of them (:mod:`channel.answers`);
+* DescribeConfigs, AlterConfigs and IncrementalAlterConfigs of the ``BROKER`` (and ``BROKER_LOGGER``) resource
+  named by the controller's id, which Kafka's Admin client sends that node, are answered from and written to
+  that id's ``/config/brokers/<id>`` (and ``<default>``) in ZooKeeper, as a Kafka broker answers for its own id
+  (:mod:`channel.node_configs`); the same APIs about anything else are forwarded;
 * anything else a client sends is forwarded to a registered broker on the same listener (:mod:`channel.forward`).
 
 Kafka's Admin client sends the controller CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders and
@@ -101,6 +105,18 @@ from channel.endpoint import Connection, ControllerEndpoint
 from channel.forward import Forwarder
 from channel.log_dirs import OUR_VERSIONS as LOG_DIRS_VERSIONS
 from channel.log_dirs import describe_log_dirs, to_report
+from channel.node_configs import (
+    ALTER_CONFIGS,
+    DESCRIBE_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
+    ConfigChange,
+    NodeConfigs,
+    Share,
+    alter_configs_response,
+    config_changes,
+    describe_configs_response,
+    node_share,
+)
 from channel.producer_ids import ProducerIdsExhaustedError, allocate_block
 from channel.wire import BrokerConnection, WireError
 from core.codec.events import event_to_json
@@ -124,6 +140,7 @@ from core.kafka.requests import (
 from core.model import Broker, TopicPartition
 from core.request_states import metadata_broker
 from core.snapshot import TopicZnode
+from sinks.entity_configs import DEFAULT_BROKER, change_broker_configs, read_entity_configs, write_entity_configs
 from sinks.requests import ensure_topics
 
 __all__ = ["DEFAULT_GROUP", "ChannelSettings", "ControllerChannel"]
@@ -218,6 +235,8 @@ class ControllerChannel:
         self._advertised: tuple[MetadataEndpoint, ...] = ()
         #: listener names left out of UpdateMetadata because the brokers secure them, once logged
         self._unadvertised: set[str] = set()
+        #: the controller id the channel's endpoint was last advertised as (the node id clients know it by)
+        self._advertised_id: int | None = None
         #: what the channel answers itself, by api key (:data:`channel.answers.SERVED` but ApiVersions)
         self._handlers: Mapping[int, Callable[[Connection, int, int, Any], None]] = {
             CONTROLLED_SHUTDOWN: self._controlled_shutdown,
@@ -227,6 +246,9 @@ class ControllerChannel:
             LIST_GROUPS: self._nothing_hosted(LIST_GROUPS),
             LIST_TRANSACTIONS: self._nothing_hosted(LIST_TRANSACTIONS),
             DESCRIBE_LOG_DIRS: self._nothing_hosted(DESCRIBE_LOG_DIRS),
+            DESCRIBE_CONFIGS: self._describe_node_configs,
+            ALTER_CONFIGS: functools.partial(self._alter_node_configs, ALTER_CONFIGS),
+            INCREMENTAL_ALTER_CONFIGS: functools.partial(self._alter_node_configs, INCREMENTAL_ALTER_CONFIGS),
             **{api_key: functools.partial(self._on_admin, api_key) for api_key in ADMIN_SERVED},
         }
         self._lock = threading.Lock()
@@ -296,7 +318,13 @@ class ControllerChannel:
         for i, name in enumerate(names):
             port = s.listen_port + i if s.listen_port else 0
             self.endpoints[name] = ControllerEndpoint(
-                s.listen_host, port, self._on_request, self._on_close, listener=name, forwarder=forwarder
+                s.listen_host,
+                port,
+                self._on_request,
+                self._on_close,
+                listener=name,
+                forwarder=forwarder,
+                owns=self._owns,
             )
         host = s.advertised_host or s.listen_host
         plaintext = SECURITY_PROTOCOL_IDS["PLAINTEXT"]
@@ -551,7 +579,10 @@ class ControllerChannel:
                     name,
                     protocol,
                 )
-        return advertise_controller(body, self._advertised)
+        advertised = advertise_controller(body, self._advertised)
+        if advertised is not body:
+            self._advertised_id = body.controller_id
+        return advertised
 
     def _version(self, conn: BrokerConnection, api_key: int) -> int:
         ours = OUR_VERSIONS[api_key]
@@ -683,6 +714,95 @@ class ControllerChannel:
             except (ValueError, TypeError, AttributeError, KeyError) as e:
                 log.warning("%s: not a topic znode (%s): left out of ListPartitionReassignments", name, e)
         return out
+
+    # ------------------------------------------------------------------ the controller's node's own configs
+
+    def _node_id(self) -> int | None:
+        """The broker id clients know the endpoint by: the controller id it was last advertised as, else (before
+        the first UpdateMetadata of this run) the id ``/controller`` names when no broker is registered under it
+        (livectl's controller, not a Kafka broker that won the election); ``None`` when neither is known."""
+        if self._advertised_id is not None:
+            return self._advertised_id
+        assert self._zk is not None
+        try:
+            data, _ = self._zk.get(zkdata.CONTROLLER_PATH)
+            held = zkdata.decode_controller(data).broker_id
+            return None if self._registration(held) is not None else held
+        except (NoNodeError, FormatError):
+            return None
+        except (KazooException, KazooTimeoutError) as e:
+            log.warning("cannot read %s: %s", zkdata.CONTROLLER_PATH, e)
+            return None
+
+    def _owns(self, api_key: int, body: Any) -> bool:
+        """Whether a config request is about the controller's node's own configs only (answered here); one that
+        mixes them with other resources, which Kafka's Admin client does not send, is forwarded whole."""
+        node = self._node_id()
+        share = node_share(body, node)
+        if share is Share.SOME:
+            log.warning(
+                "api %s names the controller's node %s beside other resources: forwarded whole (the broker refuses "
+                "the node's resources)",
+                api_key,
+                node,
+            )
+        return share is Share.ALL
+
+    def _describe_node_configs(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        """DescribeConfigs of the node's ``BROKER`` / ``BROKER_LOGGER`` resources (:mod:`channel.node_configs`)."""
+        assert self._zk is not None
+        entity = str(int(body.resources[0].resource_name))  # every resource names the node (_owns)
+        try:
+            configs = NodeConfigs(
+                read_entity_configs(self._zk, "brokers", entity),
+                read_entity_configs(self._zk, "brokers", DEFAULT_BROKER),
+            )
+        except (KazooException, KazooTimeoutError, ValueError, AttributeError) as e:
+            log.error("DescribeConfigs of broker %s from %s: %s", entity, conn.peer, e)
+            answer = describe_configs_response(version, body, None, f"cannot read the configs in ZooKeeper: {e}")
+        else:
+            log.info(
+                "DescribeConfigs v%s of the controller's node %s from %s: %s of its own, %s default",
+                version,
+                entity,
+                conn.peer,
+                len(configs.own),
+                len(configs.default),
+            )
+            answer = describe_configs_response(version, body, configs)
+        self._reply(conn, correlation_id, answer)
+
+    def _alter_node_configs(self, api_key: int, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        """AlterConfigs / IncrementalAlterConfigs of the node's resources: checked, then written to
+        ``/config/brokers/<id>`` with a change notification (:mod:`sinks.entity_configs`) unless validate-only."""
+        assert self._zk is not None
+        validate_only = bool(body.validate_only)
+        answers: list[tuple[ConfigChange, int, str | None]] = []
+        for change in config_changes(api_key, body):
+            if change.error or change.logger or validate_only:
+                answers.append((change, change.error, change.message))
+                continue
+            entity = str(int(change.resource_name))
+            try:
+                if change.replace is not None:
+                    write_entity_configs(self._zk, "brokers", entity, change.replace)
+                    written = dict(change.replace)
+                else:
+                    written = change_broker_configs(self._zk, entity, change.sets, change.deletes)
+            except (KazooException, KazooTimeoutError, ValueError, AttributeError) as e:
+                log.error("api %s: cannot write the configs of broker %s: %s", api_key, entity, e)
+                answers.append((change, KafkaError.UNKNOWN_SERVER_ERROR, f"cannot write the configs in ZooKeeper: {e}"))
+                continue
+            log.info(
+                "api %s v%s from %s: the controller's node %s configs now %s",
+                api_key,
+                version,
+                conn.peer,
+                entity,
+                ",".join(f"{k}={v}" for k, v in sorted(written.items())) or "none",
+            )
+            answers.append((change, 0, None))
+        self._reply(conn, correlation_id, alter_configs_response(api_key, version, answers))
 
     def _on_admin(self, api_key: int, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
         assert self.admin is not None

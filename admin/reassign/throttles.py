@@ -37,6 +37,7 @@ from core.kafka.configs import (
     LEADER_THROTTLED_REPLICAS,
 )
 from core.model import TopicPartition
+from sinks.entity_configs import change_broker_configs, read_entity_configs
 
 BROKER_THROTTLES = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE, ALTER_LOG_DIRS_THROTTLED_RATE)
 
@@ -92,7 +93,7 @@ def set_throttles(
         rates[ALTER_LOG_DIRS_THROTTLED_RATE] = str(args.replica_alter_log_dirs_throttle)
     with configs.writer(zk_connect(args)) as zk:
         for b in sorted(brokers):
-            configs.change_broker_configs(zk, str(b), rates)
+            change_broker_configs(zk, str(b), rates)
     if args.throttle is not None:
         print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
     if args.replica_alter_log_dirs_throttle is not None:
@@ -109,10 +110,10 @@ def clear_throttles(args: argparse.Namespace, topics: Sequence[str]) -> None:
             entities = []
         throttled = []
         for b in entities:
-            have = configs.read_entity_configs(zk, "brokers", b)
+            have = read_entity_configs(zk, "brokers", b)
             gone = [k for k in BROKER_THROTTLES if k in have]
             if gone:
-                configs.change_broker_configs(zk, b, {}, gone)
+                change_broker_configs(zk, b, {}, gone)
                 throttled.append(b)
     if throttled:
         print(f"Clearing broker-level throttles on brokers {','.join(throttled)}")

@@ -4,7 +4,10 @@ their classes from the jars ``scripts/setup`` resolved, send CreateTopics, Creat
 ElectLeaders to the controller, which is ``livectl channel``: each becomes livectl's admin command and is
 answered from livectl's result. ``kafka-reassign-partitions --execute`` first asks ListPartitionReassignments
 (answered by the channel from the topic znodes), then sends AlterPartitionReassignments; kafka-python's Admin
-client sends it too, and CreateTopics with ``validate_only`` and -1 defaults.
+client sends it too, and CreateTopics with ``validate_only`` and -1 defaults. ``kafka-reassign-partitions
+--verify`` clears the broker throttles of every node the cluster lists, and ``kafka-configs --describe
+--entity-type brokers`` asks every node for its configs: the controller's node is the channel, which answers
+DescribeConfigs, AlterConfigs and IncrementalAlterConfigs of its own id from and to ``/config/brokers/<id>``.
 
 Real processes only, one cluster for the module (:func:`bench.harness.real_brokers.running_cluster`): the
 session's ZooKeeper (a chroot) and Kafka bus, ``livectl run`` (started first: it holds ``/controller``),
@@ -35,6 +38,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import NoReassignmentInProgressError, TopicAlreadyExistsError
 
+from admin.reassign.throttles import BROKER_THROTTLES, TOPIC_THROTTLES
 from bench import harness as cm
 from bench.harness.real_brokers import (
     TOPIC_COMMAND,
@@ -46,6 +50,7 @@ from bench.harness.real_brokers import (
     running_cluster,
 )
 from core.events import ElectLeaders
+from core.kafka.configs import LEADER_THROTTLED_RATE
 from core.model import ElectionType, TopicPartition
 from livectl import local
 from livectl.kafka_server import kafka_classpath
@@ -61,9 +66,11 @@ BROKER_SETTINGS = ZkBrokerSettings(properties={"auto.leader.rebalance.enable": "
 #: take_over_from_kafka: a controller that resigned and waits again wins the next re-election from the brokers
 LIVECTL = {"auto_leader_rebalance_enable": False, "take_over_from_kafka": True}
 REASSIGN_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+#: bytes/s: enough for the few records here to move at once
+THROTTLE = "50000000"
 LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"
 TOPIC = "k-orders"
-#: what this branch's channel lacks for Kafka's own reassignment tool
 #: what Kafka's tools print when their Admin client sent the channel's endpoint a Metadata request
 NO_METADATA = "does not support METADATA"
 
@@ -114,6 +121,12 @@ class Tools:
 
     def channel_log(self) -> str:
         return self.cluster.channel_log.read_text()
+
+    def controller_id(self) -> int:
+        """livectl's controller id: the node the channel's endpoint is to Kafka's clients."""
+        held = self.znode("/controller")
+        assert held is not None
+        return int(held["brokerid"])
 
     def settled(self, count: int) -> dict[int, dict[str, Any]] | None:
         """The topic's partition states when it has ``count`` partitions, each led by one of its replicas with
@@ -301,6 +314,60 @@ def test_kafka_reassign_partitions_execute(tools: Tools) -> None:
     assert rc == 0, out
     assert f"Successfully started partition reassignment for {TOPIC}-1" in out, out
     _reassigned(tools, 1, current, target)
+
+
+def test_kafka_reassign_partitions_verify_clears_every_node_s_throttles(tools: Tools) -> None:
+    """A throttled ``--execute``, then ``--verify`` once it is done: Kafka's tool clears the broker throttles of
+    every node the cluster lists, the controller's node (the channel, which answers for its own
+    ``/config/brokers/<id>``) among them, and the topic's throttled replicas."""
+    current, target = _reassign_to_the_broker_it_lacks(tools, 3)
+    plan = tools.work / "reassign-throttled.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": TOPIC, "partition": 3, "replicas": target}]}))
+    rc, out = tools.run(REASSIGN_COMMAND, "--execute", "--reassignment-json-file", str(plan), "--throttle", THROTTLE)
+    assert rc == 0, out
+    assert f"The inter-broker throttle limit was set to {THROTTLE} B/s" in out, out
+    for b in set(current) | set(target):  # Kafka's tool sends each broker involved its rates
+        config = tools.znode(f"/config/brokers/{b}")
+        assert config is not None and config["config"][LEADER_THROTTLED_RATE] == THROTTLE, (b, config)
+    _reassigned(tools, 3, current, target)
+
+    rc, out = tools.run(REASSIGN_COMMAND, "--verify", "--reassignment-json-file", str(plan))
+    assert rc == 0, out
+    assert f"Reassignment of partition {TOPIC}-3 is completed." in out, out
+    controller = tools.controller_id()
+    cleared = next(ln for ln in out.splitlines() if ln.startswith("Clearing broker-level throttles on brokers "))
+    assert {int(b) for b in cleared.rsplit(" ", 1)[1].split(",")} == {*BROKERS, controller}, out
+    for b in (*BROKERS, controller):
+        config = tools.znode(f"/config/brokers/{b}")
+        assert config is not None and not set(config["config"]) & set(BROKER_THROTTLES), (b, config)
+    topic_config = tools.znode(f"/config/topics/{TOPIC}")
+    assert topic_config is not None and not set(topic_config["config"]) & set(TOPIC_THROTTLES), topic_config
+    assert f"the controller's node {controller} configs now" in tools.channel_log()
+
+
+def test_kafka_configs_describes_every_broker_and_the_controller_s_node(tools: Tools) -> None:
+    """``kafka-configs --describe --entity-type brokers`` asks every node the cluster lists for its configs, the
+    controller's node too (answered by the channel from ``/config/brokers/<id>``); ``--alter`` of the
+    controller's node writes there."""
+    controller = tools.controller_id()
+    entity = ("--entity-type", "brokers", "--entity-name", str(controller))
+    rc, out = tools.run(CONFIG_COMMAND, "--alter", *entity, "--add-config", f"{LEADER_THROTTLED_RATE}=1000")
+    assert (rc, out.strip()) == (0, f"Completed updating config for broker {controller}."), out
+    assert tools.znode(f"/config/brokers/{controller}") == {"version": 1, "config": {LEADER_THROTTLED_RATE: "1000"}}
+    rc, out = tools.run(CONFIG_COMMAND, "--describe", "--entity-type", "brokers")
+    assert rc == 0, out
+    lines = out.splitlines()
+    for b in BROKERS:
+        assert f"Dynamic configs for broker {b} are:" in lines, out
+    at = lines.index(f"Dynamic configs for broker {controller} are:")
+    assert lines[at + 1] == (
+        f"  {LEADER_THROTTLED_RATE}=1000 sensitive=false "
+        f"synonyms={{DYNAMIC_BROKER_CONFIG:{LEADER_THROTTLED_RATE}=1000}}"
+    ), out
+    assert "Default configs for brokers in the cluster are:" in lines, out
+    rc, out = tools.run(CONFIG_COMMAND, "--alter", *entity, "--delete-config", LEADER_THROTTLED_RATE)
+    assert rc == 0, out
+    assert tools.znode(f"/config/brokers/{controller}") == {"version": 1, "config": {}}
 
 
 def test_kafka_leader_election(tools: Tools) -> None:

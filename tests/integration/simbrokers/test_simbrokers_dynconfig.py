@@ -9,10 +9,10 @@ from collections.abc import Callable, Mapping
 import pytest
 from kazoo.client import KazooClient
 
-from admin.configs import change_broker_configs, write_entity_configs
 from core.model import TopicPartition
 from simbrokers.dynconfig import DynamicConfigWatcher
 from simbrokers.throttle import ThrottleConfig, throttle_config
+from sinks.entity_configs import change_broker_configs, write_entity_configs
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ import pytest
 from test_simbrokers_process import Env, env, registration
 
 from admin.cli import main
-from admin.configs import change_broker_configs, write_entity_configs
 from core.events import LeaderAndIsrResponse
 from core.kafka.requests import RequestApi
 from simbrokers.control import ControlCommand
+from sinks.entity_configs import change_broker_configs, write_entity_configs
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from test_simbrokers_process import Env, env, registration
 
-from admin.configs import change_broker_configs, write_entity_configs
 from core.events import AlterPartition, LeaderAndIsrResponse
 from core.kafka.requests import RequestApi
+from sinks.entity_configs import change_broker_configs, write_entity_configs
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]
