@@ -31,7 +31,8 @@ from admin.common import (
 )
 from admin.publish import Progress, ResultFollower, WaitTimeoutError, publish_command
 from admin.reassign.answers import failed_partitions
-from core.codec.decisions import DryRun, encode_decision, read_dry_run
+from core.codec.decisions import encode_decision
+from core.codec.dry_run_details import DryRun, read_dry_run
 from core.decisions import AdminResult, AdminStatus, BrokerRequest, StateChangeFailure, ZkWrite
 from core.errors import FormatError
 from core.events import AdminCommand

@@ -43,6 +43,7 @@ import pyspark
 
 from bench.harness.matrix import wait_until
 from livectl import local
+from livectl.demo.processes import cmdline, descendants, pid_alive, process_stats
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
@@ -82,35 +83,9 @@ def machine_env(home: Path, conf_dir: Path, address: str = "127.0.0.1", jvm: str
     return env
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    """Running and not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def group_members(pgid: int) -> list[int]:
     """Live processes of process group ``pgid`` (from ``/proc/*/stat``)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields_ = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields_[0] != "Z" and int(fields_[2]) == pgid:
-            out.append(int(entry.name))
-    return out
+    return [p for p, fields_ in process_stats() if fields_[0] != "Z" and int(fields_[2]) == pgid]
 
 
 @dataclass
@@ -139,14 +114,12 @@ class SparkProcess:
     def tree(self) -> list[int]:
         """This process, what it started (by parent PID: Spark's Python daemons lead process groups of their
         own) and its process group."""
-        from livectl.demo import descendants
-
         own = [self.pid] if self.running() else []
         return sorted({*own, *descendants(self.pid), *self.members()})
 
     def kill_group(self) -> None:
         """SIGKILL the process and everything it started: a machine (or a driver) lost at once."""
-        if self.running() and self.marker not in _cmdline(self.pid):
+        if self.running() and self.marker not in cmdline(self.pid):
             raise AssertionError(f"{self.name}: pid {self.pid} no longer runs {self.marker!r}; not signalling")
         pids = self.tree()
         with contextlib.suppress(ProcessLookupError):
@@ -155,11 +128,11 @@ class SparkProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
-        wait_until(f"{self.name}'s processes to be gone", lambda: not any(_alive(p) for p in pids), timeout=30)
+        wait_until(f"{self.name}'s processes to be gone", lambda: not any(pid_alive(p) for p in pids), timeout=30)
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM to the group, then SIGKILL to whatever of its tree is left after ``timeout``."""
-        if self.running() and self.marker not in _cmdline(self.pid):
+        if self.running() and self.marker not in cmdline(self.pid):
             return
         pids = self.tree()
         with contextlib.suppress(ProcessLookupError):
@@ -167,18 +140,18 @@ class SparkProcess:
 
         def gone() -> bool:
             self.proc.poll()  # reaps the group leader once it exits
-            return not any(_alive(p) for p in pids)
+            return not any(pid_alive(p) for p in pids)
 
         deadline = time.monotonic() + timeout
         while not gone() and time.monotonic() < deadline:
             time.sleep(0.2)
         for pid in [*pids, *self.tree()]:
-            if _alive(pid):
+            if pid_alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        wait_until(f"{self.name}'s processes to be gone", lambda: not any(_alive(p) for p in pids), timeout=30)
+        wait_until(f"{self.name}'s processes to be gone", lambda: not any(pid_alive(p) for p in pids), timeout=30)
 
     def tail(self, lines: int = 40) -> str:
         try:
@@ -459,14 +432,14 @@ def executors_of(driver: SparkProcess, app_id: str) -> list[dict[str, Any]]:
 
 def process_tree(worker: SparkProcess) -> dict[int, str]:
     """Every live process under ``worker`` (by parent PID) or in its process group, with its command line."""
-    return {pid: _cmdline(pid) for pid in worker.tree()}
+    return {pid: cmdline(pid) for pid in worker.tree()}
 
 
 def python_workers(worker: SparkProcess) -> list[tuple[int, str, str]]:
     """``(pid, command line, working directory)`` of the Python processes a worker's executors started."""
     out = []
     for pid in process_tree(worker):
-        cmd = _cmdline(pid)
+        cmd = cmdline(pid)
         if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
             try:
                 cwd = os.readlink(f"/proc/{pid}/cwd")

@@ -6,7 +6,7 @@ real command takes) on a working copy of the bucket's state as it stands at that
 events before it; the copy is then dropped. The step's own state and effects are untouched: none of the dry
 run's ZooKeeper writes or broker requests reaches a sink. The bucket answers the command instead with one
 :class:`~core.decisions.AdminResult` whose status, error and message are those the real command would get,
-and whose ``details`` add, in :func:`core.codec.decisions.dry_run_details`' form, every decision of that
+and whose ``details`` add, in :func:`core.codec.dry_run_details.dry_run_details`' form, every decision of that
 working step (its ZooKeeper writes, its requests per broker, its admin answers, its state-change failures, in
 the step's order) and the partitions it would change, each as it would be after.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from core.codec.decisions import DryRunPartition, dry_run_details
+from core.codec.dry_run_details import DryRunPartition, dry_run_details
 from core.context import ControllerContext
 from core.controller.step_context import StepContext
 from core.decisions import AdminResult, AdminStatus

@@ -239,7 +239,7 @@ class WireBody:
 @dataclass(frozen=True, eq=False)
 class SplicedBody(Mapping[str, Any]):
     """A request body's wire form whose ``topicStates`` entries are still their JSON text, as a bucket
-    wrote them (:func:`core.codec.decisions.decision_row_text`): ``head`` is the body with
+    wrote them (:func:`core.codec.decision_rows.decision_row_text`): ``head`` is the body with
     ``"topicStates": []``, ``texts`` each entry's JSON (keys sorted, no spaces: the bytes a message
     carries), ``names`` and ``counts`` each entry's ``topicName`` and partition count.
 
@@ -249,7 +249,7 @@ class SplicedBody(Mapping[str, Any]):
 
     **The texts' form**, which readers may rely on without parsing (the state-change log cuts LeaderAndIsr
     and StopReplica partition states out of them: ``streaming.monitoring.request_digest.state_spans``). Each text is
-    one ``topicStates`` entry as :func:`core.codec.decisions.sorted_entries` writes it:
+    one ``topicStates`` entry as :func:`core.codec.decision_rows.sorted_entries` writes it:
 
     * canonical JSON, keys sorted at every level, no spaces: byte for byte
       ``orjson.dumps(entry, option=OPT_SORT_KEYS)`` of the parsed entry, so it starts with

@@ -28,32 +28,29 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def children(pid: int) -> list[int]:
-    """The live processes whose parent is ``pid`` (from ``/proc/*/stat``)."""
-    out: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == pid and pid_alive(int(entry.name)):
-            out.append(int(entry.name))
-    return out
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process below ``pid`` (from ``/proc/*/stat``), depth first."""
-    children: dict[int, list[int]] = {}
+def process_stats() -> Iterator[tuple[int, list[str]]]:
+    """``(pid, fields)`` of every process, ``fields`` its ``/proc/<pid>/stat`` after the command name: the
+    state first (``Z`` a zombie), then the parent's PID and the process group. One gone meanwhile is left out."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields_ = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+        except (OSError, IndexError):
             continue
-        children.setdefault(int(fields_[1]), []).append(int(entry.name))
+        yield int(entry.name), fields_
+
+
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (from ``/proc/*/stat``)."""
+    return [p for p, fields_ in process_stats() if int(fields_[1]) == pid and fields_[0] != "Z"]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (from ``/proc/*/stat``), depth first."""
+    children: dict[int, list[int]] = {}
+    for p, fields_ in process_stats():
+        children.setdefault(int(fields_[1]), []).append(p)
     out: list[int] = []
     todo = list(children.get(pid, []))
     while todo:

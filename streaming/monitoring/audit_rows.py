@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import decisions as dc
-from core.codec.decisions import DRY_RUN_DECISIONS
+from core.codec.dry_run_details import DRY_RUN_DECISIONS
 from core.kafka import zkdata
 from core.kafka.requests import RequestApi
 from sinks.ports import FailedWrite

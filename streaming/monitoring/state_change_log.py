@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from core.codec.decisions import DRY_RUN_DECISIONS
+from core.codec.dry_run_details import DRY_RUN_DECISIONS
 from core.kafka.requests import RequestApi
 from streaming.monitoring.audit_rows import AuditBatch
 from streaming.monitoring.request_digest import RequestDigest, digest_requests, per_broker

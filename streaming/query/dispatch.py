@@ -38,7 +38,7 @@ acyclic objects right after the decode was a fifth of a large batch's driver tim
 **Rows are decoded once, request entries not at all.** A row's decision is parsed once (orjson:
 :func:`decode_row`). A LeaderAndIsr, UpdateMetadata or StopReplica row carries each ``topicStates``
 entry as its own line, the JSON text the message will hold
-(:func:`core.codec.decisions.decision_row_text`): only the first line is parsed, and the body is a
+(:func:`core.codec.decision_rows.decision_row_text`): only the first line is parsed, and the body is a
 :class:`core.kafka.requests.SplicedBody` — its small fields parsed, its entries text — which the request
 sink merges by concatenating entries and splices into each message's bytes. Entries are parsed only
 where something needs them as values: an entry cut by a message's size limit, the requests of a topic
@@ -77,7 +77,8 @@ import pandas as pd
 
 from core import decisions as dc
 from core import jsonform as jf
-from core.codec.decisions import decode_decision, decode_row_text
+from core.codec.decision_rows import decode_row_text
+from core.codec.decisions import decode_decision
 from core.errors import FormatError
 from core.kafka import zkdata
 from core.kafka.error_codes import KafkaError as Errors
@@ -110,7 +111,7 @@ log = logging.getLogger("livectl.dispatch")
 def decode_row(payload: str | bytes) -> dc.Decision:
     """One decision row, decoded once. A broker request's body stays the parsed JSON object
     (:class:`core.kafka.requests.WireBody`), which the request sink merges and serialises as it is; a row
-    of several lines (:func:`core.codec.decisions.decision_row_text`) keeps its ``topicStates`` entries as
+    of several lines (:func:`core.codec.decision_rows.decision_row_text`) keeps its ``topicStates`` entries as
     their text (:class:`core.kafka.requests.SplicedBody`)."""
     text = payload.decode() if isinstance(payload, bytes) else payload
     # one split, not the head and then the rest (a failover's rows are megabytes each: a copy of the rest

@@ -36,7 +36,7 @@ import zstandard
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from core.codec.decisions import decision_row_text
+from core.codec.decision_rows import decision_row_text
 from core.context_codec import context_head
 from core.controller.metrics import BUCKET_GAUGES
 from core.kafka.error_codes import KafkaError as Errors
@@ -199,7 +199,7 @@ def quarantine_row(bucket: int, origin: Origin, error: str) -> str:
 
 
 def decision_rows(bucket: int, decisions: Iterable[dc.Decision]) -> list[list[Any]]:
-    """The decisions as output rows (:func:`core.codec.decisions.decision_row_text`: a broker request's
+    """The decisions as output rows (:func:`core.codec.decision_rows.decision_row_text`: a broker request's
     ``topicStates`` entries each their own line, as the request sink writes them); partition states that
     several requests of one step share are encoded once (the memos)."""
     rows: list[list[Any]] = []

@@ -22,6 +22,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
+from waiting import wait_until
 
 from channel.convert import LEADER_AND_ISR, OUR_VERSIONS, STOP_REPLICA, UPDATE_METADATA, to_events, to_kafka
 from channel.log_dirs import DESCRIBE_LOG_DIRS, describe_log_dirs, to_report
@@ -236,7 +237,8 @@ def test_the_channel_reports_the_log_sizes_of_partitions_being_reassigned(
 ) -> None:
     """A LeaderAndIsr naming an adding replica goes through the channel: from then on it asks the broker for
     that partition's log size every interval and publishes the answer on the log-dirs topic; a later
-    LeaderAndIsr without it stops the reports."""
+    LeaderAndIsr without it stops the reports: those after it, of another partition that starts moving, do
+    not name it."""
     name = f"chan-{uuid.uuid4().hex[:6]}"
     requests, events, log_dirs = f"{name}.requests", f"{name}.broker-events", f"{name}.log-dirs"
     ensure_topics(kafka_broker.bootstrap, [requests, events])
@@ -256,27 +258,31 @@ def test_the_channel_reports_the_log_sizes_of_partitions_being_reassigned(
     channel.start()
     thread = threading.Thread(target=channel.run, daemon=True)
     thread.start()
+    other = f"{name}-next"
     try:
-        deadline = time.monotonic() + 60
-        while channel.log_dirs_reports < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert channel.log_dirs_reports >= 3
-        # the reassignment completes: replicas 1, 2 and nothing adding; the reports stop
+        wait_until("three log-dirs reports", lambda: channel.log_dirs_reports >= 3, 60)
+        # the reassignment completes: replicas 1, 2 and nothing adding; then another partition starts moving
         done = replace(lisr, partitions=(replace(st, leader_epoch=2, replicas=(1, 2)),))
-        key, value = encode_envelope(1, RequestApi.LEADER_AND_ISR, EPOCH, 2, encode_body(done))
-        producer.send(requests, key=key, value=value).get(timeout=10)
-        while channel.delivered < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(0.5)
+        later, _ = _states(broker, other, _topic_id(), leader_epoch=1)
+        [later_st] = later.partitions
+        later = replace(later, partitions=(replace(later_st, replicas=(1, 2), adding_replicas=(2,)),))
+        for batch, body in ((2, done), (3, later)):
+            key, value = encode_envelope(1, RequestApi.LEADER_AND_ISR, EPOCH, batch, encode_body(body))
+            producer.send(requests, key=key, value=value).get(timeout=10)
+        wait_until("both LeaderAndIsrs delivered", lambda: channel.delivered >= 3, 60)
+        # reports come from the thread that delivers, after it: the next one is of what moves after both
         after = channel.log_dirs_reports
-        time.sleep(1.0)
-        assert channel.log_dirs_reports == after
+        wait_until("a report after both", lambda: channel.log_dirs_reports > after, 60)
     finally:
         channel.stopping.set()
         thread.join(30)
         channel.close()
         producer.close()
     reports = [parse_log_dirs_report(r.value) for r in _read_all(kafka_broker.bootstrap, log_dirs)]
-    assert len(reports) >= 3
+    assert len(reports) >= 4
     assert all(r.broker_id == 1 and r.error_code == 0 for r in reports)
-    assert {tp for r in reports for tp, _ in r.replica_sizes()} == {CoreTopicPartition(topic, 0)}
+    named = [{tp for tp, _ in r.replica_sizes()} for r in reports]
+    first, then = {CoreTopicPartition(topic, 0)}, {CoreTopicPartition(other, 0)}
+    assert then in named, named
+    k = named.index(then)
+    assert k >= 3 and named == [first] * k + [then] * (len(named) - k), named

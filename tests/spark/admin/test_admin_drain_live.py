@@ -14,9 +14,11 @@ import pytest
 from controller_harness import Cluster, start_controller
 from waiting import wait_until
 
+from admin import drain as drain_tool
 from admin.cli import main
 from admin.drain import drain_path
 from core import events as ev
+from core.drain import DrainStep, plan_drain
 
 pytestmark = pytest.mark.spark
 
@@ -86,9 +88,23 @@ def _holding(cluster: Cluster, topic: str, partitions: int) -> tuple[list[int], 
     return on, led
 
 
+def _rounds_after_batch(rounds: list[DrainStep]) -> int:
+    """How many rounds planned after the first that started replica moves (0 before it)."""
+    started = [i for i, step in enumerate(rounds) if step.replica_moves]
+    return len(rounds) - 1 - started[0] if started else 0
+
+
 def test_drain_leaders_first_in_batches_cancel_and_resume(
-    spark: Any, cluster: Cluster, capsys: pytest.CaptureFixture[str]
+    spark: Any, cluster: Cluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    rounds: list[DrainStep] = []  # every round's plan, in order: the drain runs in this process
+
+    def planned(*args: Any, **kwargs: Any) -> DrainStep:
+        step = plan_drain(*args, **kwargs)
+        rounds.append(step)
+        return step
+
+    monkeypatch.setattr(drain_tool, "plan_drain", planned)
     for b in (1, 2, 3, BROKER):
         cluster.register_broker(b)
     controller = start_controller(spark, cluster.settings)
@@ -114,8 +130,13 @@ def test_drain_leaders_first_in_batches_cancel_and_resume(
             "version": 1,
             "config": {"follower.replication.throttled.rate": "1000", "leader.replication.throttled.rate": "1000"},
         }
-        time.sleep(3)
-        assert len(brokers.leaders_at_moves) == 2, "no more than the batch size moves at once"
+        # a round plans only after the one before it finished (its moves started and answered): the second
+        # round after the batch's shows that the one between, which saw the batch moving, started nothing
+        wait_until("two rounds after the batch", lambda: _rounds_after_batch(rounds) >= 2, 60)
+        assert [len(s.replica_moves) for s in rounds if s.replica_moves] == [2], "no more than the batch size"
+        moving = (cluster.znode(f"/brokers/topics/{topic}") or {}).get("adding_replicas") or {}
+        assert len(moving) == 2, "no more than the batch size moves at once"
+        assert len(brokers.leaders_at_moves) == 2
         assert cli(cluster, "brokers", "--cancel-drain", str(BROKER), "--timeout", "60") == 0
         drain.join(120)
         assert outcome == [1], "the running drain stops: cancelled"

@@ -15,7 +15,8 @@ from admin import dry_run, topics_cmd
 from admin.cli import build_parser
 from admin.common import EXIT_USAGE, Handler, run_command
 from admin.reassign import command
-from core.codec.decisions import decode_decision, read_dry_run
+from core.codec.decisions import decode_decision
+from core.codec.dry_run_details import read_dry_run
 from core.controller import step
 from core.decisions import AdminResult
 from core.model import ElectionType, TopicPartition

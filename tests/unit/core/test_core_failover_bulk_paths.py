@@ -305,7 +305,7 @@ def test_an_integer_list_holding_a_bool_is_refused_whatever_the_memo_holds(first
 
 
 def test_a_request_with_a_bool_in_an_integer_list_is_refused_by_both_encoders() -> None:
-    from core.codec.decisions import sorted_entries
+    from core.codec.decision_rows import sorted_entries
     from core.kafka.request_encoding import EncodeMemo, encode_text
     from core.kafka.requests import LeaderAndIsrRequest, LisrPartitionState
 

@@ -13,7 +13,8 @@ import pytest
 from shell_pipeline import ADMIN, BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of
 
 from core import events as ev
-from core.codec.decisions import decode_decision, dry_run_details, read_dry_run
+from core.codec.decisions import decode_decision
+from core.codec.dry_run_details import dry_run_details, read_dry_run
 from core.codec.events import event_to_json
 from core.decisions import AdminResult, AdminStatus, BrokerRequest, ZkWrite
 from sinks.memory import MemoryZooKeeper

@@ -1,4 +1,4 @@
-"""Request rows with their ``topicStates`` entries as text (:func:`core.codec.decisions.decision_row_text`):
+"""Request rows with their ``topicStates`` entries as text (:func:`core.codec.decision_rows.decision_row_text`):
 the driver's lazy body equals the old decode, and every message, refusal, audit count and status line made
 from it is what the rows of one JSON object gave (the earlier form, decoded whole)."""
 
@@ -17,7 +17,8 @@ import pytest
 from core import controller
 from core import decisions as dc
 from core import events as ev
-from core.codec.decisions import decision_row_text, decision_to_json, sorted_entries
+from core.codec.decision_rows import decision_row_text, sorted_entries
+from core.codec.decisions import decision_to_json
 from core.context import ControllerContext
 from core.controller import ControllerState
 from core.errors import FormatError

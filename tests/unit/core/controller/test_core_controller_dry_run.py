@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import core.events as ev
-from core.codec.decisions import decision_from_json, decision_to_json, read_dry_run
+from core.codec.decisions import decision_from_json, decision_to_json
+from core.codec.dry_run_details import read_dry_run
 from core.codec.events import decode_event, encode_event, event_from_json, event_to_json
 from core.controller import ControllerConfig, ControllerState, step
 from core.decisions import AdminResult, AdminStatus, BrokerRequest, Decision, StateChangeFailure, ZkWrite

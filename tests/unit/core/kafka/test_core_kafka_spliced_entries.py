@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from core_support import every_api_requests
 
-from core.codec.decisions import decision_row_text, decode_row_text, sorted_entries
+from core.codec.decision_rows import decision_row_text, decode_row_text, sorted_entries
 from core.decisions import BrokerRequest
 from core.kafka.requests import (
     LeaderAndIsrRequest,
