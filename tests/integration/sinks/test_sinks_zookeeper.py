@@ -7,7 +7,6 @@ Each test works under its own chroot, so every test sees an empty tree with its 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -266,23 +265,22 @@ def test_the_memory_fake_matches_the_real_sink(zk: KazooClient) -> None:
     assert mem2.snapshot() == mem3.snapshot()
 
 
-def test_throughput_of_fenced_multi_ops(zk: KazooClient, record_property: Any) -> None:
+def test_a_batch_of_many_transactions_applies_every_fenced_write(zk: KazooClient) -> None:
+    """A batch far larger than one transaction: every compare-and-set applied, each znode once (the write
+    rate is measured by ``python -m bench``, beside the raw ZooKeeper rate, not asserted here)."""
     fence = _elect(zk)
     sink = ZooKeeperSink(zk, fence, "q")
-    n = 20_000
-    assert sink.write_batch(0, _topic_writes("perf", n)).ok
+    n = 3_000
+    assert sink.write_batch(0, _topic_writes("many", n)).ok
     writes = [
-        ZkWrite(ZkOp.SET, f"/brokers/topics/perf/partitions/{p}/state", _state(2, 1, [2, 3]), expected_version=0)
+        ZkWrite(ZkOp.SET, f"/brokers/topics/many/partitions/{p}/state", _state(2, 1, [2, 3]), expected_version=0)
         for p in range(n)
     ]
-    t0 = time.perf_counter()
     result = sink.write_batch(1, writes)
-    elapsed = time.perf_counter() - t0
     assert result.ok and result.applied == n
-    rate = n / elapsed
-    record_property("zk_sink_sets_per_s", round(rate))
-    print(f"\nZooKeeper sink: {n} CAS set_data in {elapsed:.2f} s = {rate:,.0f} writes/s")
-    assert rate > 2000
+    for p in (0, n // 2, n - 1):
+        data, stat = zk.get(f"/brokers/topics/many/partitions/{p}/state")
+        assert stat.version == 1 and json.loads(data)["leader"] == 2
 
 
 def test_a_replay_resumes_only_the_progress_of_its_own_checkpoint(zk: KazooClient) -> None:
