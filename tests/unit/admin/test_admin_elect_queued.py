@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 from core_support import Cluster, startup
 
+from admin import dry_run
 from admin.elect_cmd import election_report
+from core.codec.decisions import read_dry_run
 from core.controller import ControllerConfig
 from core.decisions import AdminResult
 from core.events import BrokerFailure, CreateTopic, ElectLeaders
@@ -20,7 +22,7 @@ from streaming.query.dispatch import merge_admin_results
 pytestmark = pytest.mark.unit
 
 
-def _queued(topic: str, partitions: int, bound: int) -> AdminResult:
+def _queued(topic: str, partitions: int, bound: int, *, dry: bool = False) -> AdminResult:
     """One bucket's answer to ``elect-leaders --all`` with ``partitions`` of ``topic`` led by another broker
     than their preferred one (broker 1 bounced and caught up again)."""
     config = ControllerConfig(auto_leader_rebalance_enable=False, leader_imbalance_max_leaders_per_interval=bound)
@@ -31,7 +33,7 @@ def _queued(topic: str, partitions: int, bound: int) -> AdminResult:
     c.run(startup(1, epoch=500))
     for p in range(partitions):
         c.catch_up(TopicPartition(topic, p))
-    c.run(ElectLeaders("e", ElectionType.PREFERRED, ()))
+    c.run(ElectLeaders("e", ElectionType.PREFERRED, (), dry_run=dry))
     [answer] = [d for d in c.decisions if isinstance(d, AdminResult)]
     return answer
 
@@ -50,3 +52,11 @@ def test_one_bucket_says_the_same(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.splitlines()[-1] == (
         "7 preferred leader elections queued: at most 3 per leader-balance pass"
     )
+
+
+def test_a_dry_run_says_how_many_it_would_queue() -> None:
+    answer = _queued("orders", 7, 3, dry=True)
+    report = read_dry_run(answer.details)
+    assert report is not None
+    lines = dry_run.text_lines(answer, report)
+    assert lines[1] == "  7 preferred leader elections queued: at most 3 per leader-balance pass"
