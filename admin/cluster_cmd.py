@@ -6,9 +6,23 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-from admin.common import EXIT_FAILED, EXIT_OK, OperationFailedError, UsageError, run_command, zk_connect
+from admin.common import EXIT_FAILED, EXIT_OK, OperationFailedError, UsageError, run_command, waits, zk_connect
 from admin.zkread import connect
 from core.errors import FormatError
+
+#: the exit codes, as ``livectl brokers --help`` lists them
+EXIT_CODES_BROKERS = (
+    "Exit codes: 0 done (--drain: broker N holds no replica and leads nothing); 1 refused or failed, the reason "
+    "in one line (a controller's refusal, a drain cancelled, a partition no broker can take); 2 invalid input "
+    "(option and reason named; --no-wait is refused: there is nothing here to fire and forget); 3 --drain not "
+    "done within --timeout (the moves it started go on: --drain N again resumes it); 4 ZooKeeper or Kafka "
+    "unreachable."
+)
+#: why ``brokers --cordon/--uncordon/--drain/--cancel-drain`` refuse ``--no-wait``
+NO_WAIT_BROKERS = (
+    "can't be used with --cordon, --uncordon, --drain or --cancel-drain: a cordon is this tool's own ZooKeeper "
+    "write, and a drain's rounds run in this tool (stop it any time; --drain N again resumes it)"
+)
 
 
 def add_brokers_parser(
@@ -21,10 +35,14 @@ def add_brokers_parser(
     p = sub.add_parser(
         "brokers",
         parents=[write if write is not None else common],
-        help="list registered brokers; cordon or uncordon one",
+        help="list registered brokers; cordon, drain or uncordon one",
         description="Brokers registered in ZooKeeper. --cordon N: no new replica is placed on broker N (topic "
         "creation, partition addition and reassign --generate skip it; its replicas stay); --uncordon N ends it. "
-        "The set is kept in ZooKeeper at /livectl/cordoned_brokers.",
+        "The set is kept in ZooKeeper at /livectl/cordoned_brokers. --drain N cordons N and moves every replica "
+        "off it, leaders first, --batch-size partitions at a time under --throttle, until N holds nothing or "
+        "--timeout seconds passed; the drain is recorded at /livectl/drains/N, so --drain N again resumes it and "
+        "--cancel-drain N stops it.",
+        epilog=EXIT_CODES_BROKERS,
     )
     action = p.add_mutually_exclusive_group()
     action.add_argument("--cordon", type=int, metavar="N", help="place no new replica on broker N")
@@ -79,6 +97,8 @@ def cmd_brokers_cordon(args: argparse.Namespace) -> int:
 def _brokers_cordon(args: argparse.Namespace) -> int:
     from admin.cordon import cordon_command
 
+    if not waits(args):
+        raise UsageError("--no-wait", NO_WAIT_BROKERS)
     if getattr(args, "drain", None) is not None or getattr(args, "cancel_drain", None) is not None:
         from admin.drain import cancel_command, drain_command
 

@@ -11,8 +11,9 @@ Nothing of a drain lives in this process: the rounds read ZooKeeper and the reas
 controller's, which survive its restart or a takeover. ``--drain N`` run again (after a timeout, a crash of
 the tool, a controller takeover) takes the record's settings unless new ones are given and goes on from
 where the cluster is. ``--cancel-drain N`` deletes the record, cancels the reassignments moving replicas off N
-(their partitions go back to their replicas before the move) and leaves N cordoned; a ``--drain`` following
-it sees the record gone and stops. Once N holds nothing, the throttles are cleared and the record deleted.
+(their partitions go back to their replicas before the move), clears the throttles when the drain set one
+and leaves N cordoned; a ``--drain`` following it sees the record gone and stops. Once N holds nothing, the
+throttles are cleared and the record deleted.
 """
 
 from __future__ import annotations
@@ -299,18 +300,25 @@ def drain_dry_run(args: argparse.Namespace, broker: int) -> int:
 
 
 def cancel_command(args: argparse.Namespace) -> int:
-    """``--cancel-drain N``: the record deleted, the reassignments moving replicas off N cancelled."""
+    """``--cancel-drain N``: the record deleted, the reassignments moving replicas off N cancelled, and the
+    drain's throttle (when it set one) cleared as the end of a drain clears it (:func:`clear_throttles`: the
+    rates on every broker, the throttled replicas on every topic)."""
     broker = args.cancel_drain
     if broker < 0:
         raise UsageError("--cancel-drain", f"must be a broker id (0 or more), got {broker}")
     with configs.writer(zk_connect(args)) as zk:
-        if read_record(zk, broker) is None:
+        record = read_record(zk, broker)
+        if record is None:
             raise OperationFailedError(f"broker {broker} is not being drained")
         zk.delete(drain_path(broker))
     with connect(zk_connect(args)) as zk:
         moving = in_progress(zk)
+        topics = zk.topics()
     off = tuple(sorted(tp for tp, m in moving.items() if broker in m.removing))
     if off:
         _answer(args, CancelReassignment(new_request_id(), off), "cancel")
     print(f"Drain of broker {broker} cancelled; {len(off)} move(s) off it cancelled; it stays cordoned.")
+    if record.throttle >= 0:
+        # the drain's throttle goes with it, as kafka-reassign-partitions --cancel clears the throttles
+        clear_throttles(args, topics)
     return EXIT_OK

@@ -144,7 +144,9 @@ def text_lines(result: AdminResult, report: DryRun) -> list[str]:
     else:
         lines = [head + f"the controller would {would[result.status]}."]
         if result.message:
-            lines.append(f"  {result.message}")
+            # elect-leaders --all under leader.imbalance.max.leaders.per.interval: the count is the buckets' sum
+            count = result.details.get("queued")
+            lines.append(f"  {count} {result.message}" if isinstance(count, int) else f"  {result.message}")
     writes = [d for d in report.decisions if isinstance(d, ZkWrite)]
     lines.append(f"ZooKeeper writes ({len(writes)}):")
     for w in writes:

@@ -63,21 +63,21 @@ def _elect(args: argparse.Namespace) -> int:
     try:
         done = submit(args, command, f"{etype.value.lower()} election")
     except OperationFailedError as e:
-        if e.result is None or not _election_report(etype, e.result):
+        if e.result is None or not election_report(etype, e.result):
             raise
         raise OperationFailedError(_election_failures(etype, e.result), e.result) from None
     scope = ",".join(str(tp) for tp in command.partitions) or "all partitions"
     if done.result is None:
         print(f"Leader election ({etype.value}) submitted for {scope}.")
         return EXIT_OK
-    if not _election_report(etype, done.result):
+    if not election_report(etype, done.result):
         print(f"Successfully completed leader election ({etype.value}) for partitions {scope}")
         if done.result.message:
             print(done.result.message)
     return EXIT_OK
 
 
-def _election_report(etype: ElectionType, result: AdminResult) -> bool:
+def election_report(etype: ElectionType, result: AdminResult) -> bool:
     """Kafka's ``kafka-leader-election`` lines for the partitions elected and those that needed no election;
     False when the answer carries no per-partition outcomes."""
     outcomes = partition_outcomes(result)
@@ -91,8 +91,10 @@ def _election_report(etype: ElectionType, result: AdminResult) -> bool:
     if queued:
         # leader.imbalance.max.leaders.per.interval: the rebalance passes elect them, a bounded number each
         print(f"Queued leader election ({etype.value}) for partitions {', '.join(queued)}")
+        count = result.details.get("queued")
         if result.message:
-            print(result.message)
+            # the buckets' answers merged: their count summed in details, one message
+            print(f"{count} {result.message}" if isinstance(count, int) else result.message)
     if noop:
         print(f"Valid replica already elected for partitions {', '.join(noop)}")
     return True

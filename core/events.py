@@ -94,7 +94,7 @@ class CreatePartitions(AdminCommand):
 class ReassignPartitions(AdminCommand):
     """Kafka's reassignment JSON ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``.
 
-    Routing splits a multi-topic command into one per topic (same ``request_id``).
+    Routing splits a multi-topic command into one per bucket its topics live in (same ``request_id``).
     """
 
     TYPE: ClassVar[str] = "reassign_partitions"

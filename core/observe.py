@@ -240,15 +240,16 @@ def topic_deletion_events(before: ControllerContext, events: Iterable[Event]) ->
     """How many of a step's ``events`` Kafka's controller handles as ``ControllerState.TopicDeletion`` (the
     state whose ``TopicDeletionRateAndTimeMs`` timer counts them), judged on the context ``before`` the step:
     ``/admin/delete_topics/<t>`` appearing (``TopicDeletion``); a DeleteTopics request for a topic that exists
-    (Kafka's broker writes that znode only then); a StopReplica answer naming a partition of a topic whose
-    deletion has started (Kafka's channel raises ``TopicDeletionStopReplicaResponseReceived`` only then, not
-    for the replicas a reassignment or a controlled shutdown stops)."""
+    (Kafka's broker writes that znode only then), not a dry run (it deletes nothing); a StopReplica answer
+    naming a partition of a topic whose deletion has started (Kafka's channel raises
+    ``TopicDeletionStopReplicaResponseReceived`` only then, not for the replicas a reassignment or a controlled
+    shutdown stops)."""
     n = 0
     for e in events:
         if isinstance(e, ZkTopicDeletion):
             n += 1
         elif isinstance(e, DeleteTopic):
-            n += e.topic in before.topic_partitions
+            n += not e.dry_run and e.topic in before.topic_partitions
         elif isinstance(e, StopReplicaResponse):
             n += any(p.topic in before.topics_with_deletion_started for p in e.partitions)
     return n

@@ -237,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')}: must be > 0")
     if args.log_dirs_interval_ms < 0:
         parser.error("--log-dirs-interval-ms: must be >= 0")
+    if args.status_file is not None and not args.status_file.parent.is_dir():
+        # else the brokers register and the process dies on its first status write
+        parser.error(f"--status-file: the folder {args.status_file.parent} does not exist")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
     logging.getLogger("kazoo").setLevel(logging.WARNING)

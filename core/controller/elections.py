@@ -94,7 +94,8 @@ def _queue_preferred_all(
     if queued:
         c.preferred_all_queued = True
     details: dict[str, Any] = {"partitions": results, "queued": queued}
-    message = f"{queued} preferred leader elections queued: at most {bound} per leader-balance pass" if queued else ""
+    # the same text in every bucket (the count is in details["queued"], which the driver's merge sums): one line
+    message = f"preferred leader elections queued: at most {bound} per leader-balance pass" if queued else ""
     failures = [r for r in results.values() if r["error"] == KafkaError.PREFERRED_LEADER_NOT_AVAILABLE.name]
     if failures:
         c.admin(cmd, AdminStatus.ERROR, failures[0]["error"], failures[0]["message"], details)

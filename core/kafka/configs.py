@@ -107,6 +107,8 @@ BROKER_CONFIGS: Mapping[str, ConfigKey] = MappingProxyType(
             ConfigKey(ALTER_LOG_DIRS_THROTTLED_RATE, _T.LONG, at_least=0),
             ConfigKey("unclean.leader.election.enable", _T.BOOLEAN),
             ConfigKey(MIN_INSYNC_REPLICAS, _T.INT, at_least=1),
+            # livectl's own (core.cluster_config), read live from /config/brokers/<default> like the others
+            ConfigKey("leader.imbalance.max.leaders.per.interval", _T.INT, at_least=1),
         )
     }
 )

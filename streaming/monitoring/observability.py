@@ -25,6 +25,9 @@ from core.kafka.requests import partition_count
 
 #: the decision row a bucket adds after its metrics row when the endpoint is on
 KIND_SUMMARY = "summary"
+#: added to the type of an admin command run dry in :func:`input_counts`: such a command applies nothing, as
+#: Kafka's ``validateOnly`` never reaches its controller, so it is in no controller-event timer
+DRY_RUN_SUFFIX = "_dry_run"
 #: the input event types that may be Kafka's ``TopicDeletion`` controller events (:func:`deletion_events`)
 _DELETION_TYPES = frozenset({DeleteTopic.TYPE, ZkTopicDeletion.TYPE, StopReplicaResponse.TYPE})
 
@@ -71,7 +74,8 @@ def describe_decision(d: dc.Decision) -> tuple[str, str]:
 def input_counts(frame: Any, bucket: int) -> dict[str, int]:
     """Input records by event type in one bucket's routed rows, each record counted once across buckets: a
     record routed to several buckets (a cluster-wide event, a command split by topic) has split index
-    (``sub``) 0 in exactly one of them; a failover reference (every bucket, ``sub`` 0) counts in bucket 0."""
+    (``sub``) 0 in exactly one of them; a failover reference (every bucket, ``sub`` 0) counts in bucket 0. An
+    admin command run dry counts under its type and :data:`DRY_RUN_SUFFIX` (``create_topic_dry_run``)."""
     import json
 
     out: dict[str, int] = {}
@@ -80,7 +84,10 @@ def input_counts(frame: Any, bucket: int) -> dict[str, int]:
     # a plain loop: a micro-batch's rows for one bucket are few, and pandas' masks cost more than they save
     for kind, sub, payload in zip(frame["kind"], frame["sub"], frame["payload"], strict=True):
         if kind == "event" and sub == 0:
-            t = str(json.loads(payload).get("type", "unknown"))
+            record = json.loads(payload)
+            t = str(record.get("type", "unknown"))
+            if record.get("dry_run") is True:
+                t += DRY_RUN_SUFFIX  # applies nothing: no controller event, in no controller-event timer
             out[t] = out.get(t, 0) + 1
         elif kind == "failover_ref" and bucket == 0:
             out["controller_failover"] = out.get("controller_failover", 0) + 1

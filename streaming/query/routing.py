@@ -3,7 +3,8 @@
 A **bucket** is a stable hash of the *topic* name modulo the bucket count, so all of a topic's
 partitions, its znode and its deletion or reassignment live in one bucket's state. Topic-scoped events go
 to their topic's bucket; an event naming several topics (a reassignment file, a LeaderAndIsr response)
-is split into one event per topic, same ``request_id``. Cluster-scoped events (broker startup and
+is split into one event per bucket its topics live in (the partitions of that bucket's topics), same
+``request_id``: a bucket answers a command once. Cluster-scoped events (broker startup and
 failure, controlled shutdown, log-dir failure, failover, "all partitions" elections, ticks) are copied to
 every bucket. Rejected records go to :data:`REJECTED_BUCKET`, which holds no state. Every admin command
 also gives each bucket a claim row (its request id: :mod:`streaming.query.request_ids`).
@@ -18,7 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -47,6 +48,18 @@ def bucket_of(topic: str, num_buckets: int) -> int:
     return zlib.crc32(topic.encode("utf-8")) % num_buckets
 
 
+#: the event types that may name several topics, each split by topic (and joined again per bucket)
+_SPLITTABLE = (
+    ev.ReassignPartitions,
+    ev.CancelReassignment,
+    ev.ElectLeaders,
+    ev.LeaderAndIsrResponse,
+    ev.StopReplicaResponse,
+    ev.ZkReassignment,
+    ev.ZkPreferredElection,
+)
+
+
 def split_by_topic(event: ev.Event) -> list[tuple[str, ev.Event]]:
     """One ``(topic, event)`` per topic the event names; ``[]`` for cluster-scoped events."""
     topics = event.topics()
@@ -54,33 +67,33 @@ def split_by_topic(event: ev.Event) -> list[tuple[str, ev.Event]]:
         return []
     if len(topics) == 1:
         return [(topics[0], event)]
-    splittable = (
-        ev.ReassignPartitions,
-        ev.CancelReassignment,
-        ev.ElectLeaders,
-        ev.LeaderAndIsrResponse,
-        ev.StopReplicaResponse,
-        ev.ZkReassignment,
-        ev.ZkPreferredElection,
-    )
-    if not isinstance(event, splittable):  # pragma: no cover - every multi-topic event type is listed
+    return [(t, _restricted(event, {t})) for t in topics]
+
+
+def _restricted(event: ev.Event, topics: Collection[str]) -> ev.Event:
+    """``event`` with only the partitions of ``topics``, in its order."""
+    if not isinstance(event, _SPLITTABLE):  # pragma: no cover - every multi-topic event type is listed
         raise TypeError(f"cannot split {type(event).__name__} by topic")
-    out: list[tuple[str, ev.Event]] = []
-    for t in topics:
-        parts = tuple(p for p in event.partitions if p.topic == t)
-        out.append((t, replace(event, partitions=parts)))  # type: ignore[arg-type]
-    return out
+    parts = tuple(p for p in event.partitions if p.topic in topics)
+    return replace(event, partitions=parts)  # type: ignore[arg-type]
 
 
 def route(event: ev.Event, num_buckets: int) -> list[tuple[int, ev.Event]]:
-    """``(bucket, event)`` pairs for one decoded event."""
+    """``(bucket, event)`` pairs for one decoded event: at most one per bucket. The topic parts of a
+    multi-topic event whose topics share a bucket are one event there (their partitions in its order), so
+    that the bucket answers the command once for all of them."""
     parts = split_by_topic(event)
     if isinstance(event, ev.AutoRebalanceTick) and event.bucket_limits:
         # a bounded rebalance pass: each bucket gets its own share of the bound (core.leader_balance)
         return [(b, event.for_bucket(b)) for b in range(num_buckets)]
     if not parts:
         return [(b, event) for b in range(num_buckets)]
-    return [(bucket_of(t, num_buckets), e) for t, e in parts]
+    by_bucket: dict[int, list[str]] = {}
+    for t, _ in parts:
+        by_bucket.setdefault(bucket_of(t, num_buckets), []).append(t)
+    part_of = dict(parts)
+    # two parts in one bucket were answered apart, and the driver keeps a bucket's last answer to a request
+    return [(b, part_of[ts[0]] if len(ts) == 1 else _restricted(event, ts)) for b, ts in by_bucket.items()]
 
 
 def encode_routed(routed: list[tuple[int, ev.Event]]) -> list[tuple[int, str]]:

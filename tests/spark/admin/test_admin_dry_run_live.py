@@ -17,6 +17,7 @@ from controller_harness import Cluster, start_controller
 from admin.cli import main
 from core.codec.decisions import decode_decision
 from core.decisions import AdminResult, BrokerRequest, Decision, ZkOp, ZkWrite
+from streaming.query.routing import bucket_of
 
 pytestmark = pytest.mark.spark
 
@@ -142,6 +143,34 @@ def test_a_dry_run_announces_exactly_what_the_real_command_then_does(
         compare(cluster, announced, cluster.requests()[sent_before:])
         own, real = answer_of(cluster, announced, "reassign_partitions")
         assert (own.status.value, own.error, own.message) == (real["status"], real.get("error"), real["message"])
+
+        # --------------------------------------------------------------- a reassignment over two topics of one bucket
+        # orders and payments share bucket 2 of 4: its one answer holds both topics' decisions (a drain's reorder
+        # of orders-4 and payments-2 announced payments-2's alone while the bucket got one event per topic)
+        assert cluster.settings.num_buckets == 4 and bucket_of("orders", 4) == bucket_of("payments", 4)
+        for topic in ("orders", "payments"):
+            assert cli(cluster, "topics", "--create", "--topic", topic, "--replica-assignment", "1:2") == 0
+        plan.write_text(
+            json.dumps(
+                {
+                    "version": 1,
+                    "partitions": [
+                        {"topic": "orders", "partition": 0, "replicas": [2, 3]},
+                        {"topic": "payments", "partition": 0, "replicas": [3, 1]},
+                    ],
+                }
+            )
+        )
+        before, sent_before = tree(cluster), len(cluster.requests())
+        dry = dry_run(cluster, capsys, *reassign, "--additional")  # base-0 is still moving
+        assert tree(cluster) == before and len(cluster.requests()) == sent_before
+        assert sorted((p["topic"], p["partition"]) for p in dry["partitions"]) == [("orders", 0), ("payments", 0)]
+        assert cli(cluster, *reassign, "--additional") == 0
+        announced = decisions(dry, {})
+        compare(cluster, announced, cluster.requests()[sent_before:])
+        own, real = answer_of(cluster, announced, "reassign_partitions")
+        assert (own.status.value, own.error, own.message) == (real["status"], real.get("error"), real["message"])
+        assert set(real["details"]["partitions"]) == {"orders-0", "payments-0"}
 
         # --------------------------------------------------------------- a refusal: its reason, exit 1
         before, sent_before = tree(cluster), len(cluster.requests())

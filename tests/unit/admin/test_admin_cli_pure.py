@@ -137,3 +137,12 @@ def test_write_commands_document_their_exit_codes(capsys: pytest.CaptureFixture[
         text = " ".join(capsys.readouterr().out.split())
         assert "--no-wait" in text and "Exit codes: 0 done" in text, command
         assert "3 no answer within --timeout, the line names the request id" in text, command
+
+
+def test_brokers_documents_the_drain_and_its_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["brokers", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--drain N cordons N and moves every replica off it" in text
+    assert "Exit codes: 0 done (--drain: broker N holds no replica and leads nothing)" in text
+    assert "3 --drain not done within --timeout" in text and "--no-wait is refused" in text

@@ -233,3 +233,35 @@ def test_topic_deletion_timer_counts_only_kafkas_topic_deletion_events() -> None
     from prometheus_client import generate_latest
 
     assert samples(generate_latest(MetricsServer(o, 1).registry).decode())[name] == 1
+
+
+def test_a_dry_run_is_no_controller_event() -> None:
+    """A dry run applies nothing, as Kafka's validateOnly CreateTopics never reaches its controller: it counts
+    as an input record of its own type (``<type>_dry_run``) and in no controller-event timer. Seen live:
+    ``topics --delete --dry-run`` made ``topicdeletionrateandtimems_count`` 1 before any topic was deleted."""
+    from core import events as ev
+    from core.codec.events import event_to_json
+    from core.context import ControllerContext
+    from core.model import ReplicaAssignment, TopicPartition
+
+    ctx = ControllerContext(controller_id=1, epoch=2)
+    ctx.set_assignment(TopicPartition("orders", 0), ReplicaAssignment((1, 2)))
+    payloads = [
+        event_to_json(ev.DeleteTopic("d1", "orders", dry_run=True)),
+        event_to_json(ev.CreateTopic("c1", "more", 1, 1, dry_run=True)),
+        event_to_json(ev.CreateTopic("c2", "real", 1, 1)),
+    ]
+    frame = pd.DataFrame({"kind": ["event"] * 3, "sub": [0] * 3, "payload": payloads})
+    assert ob.deletion_events(ctx, frame) == 0
+    counts = ob.input_counts(frame, 0)
+    assert counts == {"delete_topic_dry_run": 1, "create_topic_dry_run": 1, "create_topic": 1}
+
+    o = oy.Observatory(1000)
+    o.record_batch(ob.BatchObservation(1, {}, {}, {"delete_topic_dry_run": 1, "create_topic_dry_run": 1}, 0, ()))
+    o.record_progress(1, 100.0)
+    from prometheus_client import generate_latest
+
+    got = samples(generate_latest(MetricsServer(o, 1).registry).decode())
+    assert got[("kafka_controller_controllerstats_topicdeletionrateandtimems_count", ())] == 0
+    assert got[("kafka_controller_controllerstats_topicchangerateandtimems_count", ())] == 0
+    assert got[("livectl_input_records_total", (("type", "delete_topic_dry_run"),))] == 1

@@ -77,6 +77,20 @@ def test_broker_configs() -> None:
     assert broker_configs_problem({"log.foo": "1"}) == "Unknown broker config name: log.foo"
 
 
+def test_the_gentle_leader_balance_bound_is_a_broker_config() -> None:
+    """``leader.imbalance.max.leaders.per.interval`` is read live from ``/config/brokers/<default>`` (issue 44,
+    item 4): ``livectl configs --entity-default --alter`` takes it, with the controller's own range (at least 1,
+    an INT), as Kafka's kafka-configs takes a custom broker config. Tried live, it was refused as unknown."""
+    name = "leader.imbalance.max.leaders.per.interval"
+    assert broker_configs_problem({name: "50"}) is None
+    assert broker_configs_problem({name: "2147483647"}) is None
+    assert broker_configs_problem({name: "0"}) == f"Invalid value 0 for configuration {name}: Value must be at least 1"
+    assert (
+        broker_configs_problem({name: "many"})
+        == f"Invalid value many for configuration {name}: Not a number of type INT"
+    )
+
+
 def test_parse_throttled_replicas() -> None:
     assert parse_throttled_replicas("*") is None
     assert parse_throttled_replicas("0:1, 1:2") == frozenset({(0, 1), (1, 2)})
