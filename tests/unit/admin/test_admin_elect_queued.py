@@ -12,7 +12,7 @@ from core_support import Cluster, startup
 
 from admin import dry_run
 from admin.elect_cmd import election_report
-from core.codec.decisions import read_dry_run
+from core.codec.dry_run_details import read_dry_run
 from core.controller import ControllerConfig
 from core.decisions import AdminResult
 from core.events import BrokerFailure, CreateTopic, ElectLeaders
