@@ -27,6 +27,7 @@ import pandas as pd
 from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka.error_codes import KafkaError as Errors
+from core.zk_path_events import ZkPreferredElection, ZkReassignment
 from streaming.query.request_ids import claim_rows
 
 REJECTED_BUCKET = -1
@@ -60,8 +61,8 @@ def split_by_topic(event: ev.Event) -> list[tuple[str, ev.Event]]:
         ev.ElectLeaders,
         ev.LeaderAndIsrResponse,
         ev.StopReplicaResponse,
-        ev.ZkReassignment,
-        ev.ZkPreferredElection,
+        ZkReassignment,
+        ZkPreferredElection,
     )
     if not isinstance(event, splittable):  # pragma: no cover - every multi-topic event type is listed
         raise TypeError(f"cannot split {type(event).__name__} by topic")
