@@ -10,7 +10,7 @@ one call that handles a broker failure, plus the driver's side of ``foreachBatch
 * ``step`` — ``core.controller.step(state, [BrokerFailure(1)])``;
 * ``dump_state`` — ``to_dict`` + JSON + zstd of the new state (written back to the state store);
 * ``decision_rows`` — the decisions as JSON rows (the call's output);
-* ``dispatch decode`` — the driver decoding those rows once (:func:`streaming.query.dispatch.decode_row`);
+* ``dispatch decode`` — the driver decoding those rows once (:func:`streaming.query.batch_rows.decode_row`);
 * ``failover load`` — reading the bucket's failover snapshot file and stepping ``ControllerFailover`` (the
   takeover / cold-start batch);
 * ``tick call`` — the whole call in a batch that leaves the bucket unchanged, beside what it cost when such

@@ -2,7 +2,7 @@
 
 The messages are those of a 100k-partition broker failure and controller failover, built as the product
 builds them (as ``bench/request_sink_cost.py`` does: ``--buckets`` buckets' decision rows, decoded by the
-dispatcher's :func:`streaming.query.dispatch.decode_row`, then :func:`sinks.requests.request_messages`). For each
+dispatcher's :func:`streaming.query.batch_rows.decode_row`, then :func:`sinks.requests.request_messages`). For each
 codec (``none``, ``gzip``, ``snappy``, ``lz4``, ``zstd``) the product's :class:`sinks.requests.RequestSink`
 (transactional, as the controller runs it) sends them to a fresh topic of a real Apache Kafka broker (started
 through :mod:`livectl.local` on a free loopback port, stopped by PID), and the script records

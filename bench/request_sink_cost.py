@@ -2,7 +2,7 @@
 request messages — without Spark, ZooKeeper or Kafka.
 
 ``foreachBatch`` (:class:`streaming.query.dispatch.Dispatcher`) decodes every decision row once
-(:func:`streaming.query.dispatch.decode_row`: a request body stays its parsed JSON object), then the request
+(:func:`streaming.query.batch_rows.decode_row`: a request body stays its parsed JSON object), then the request
 sink builds one message per (broker, API) (:func:`sinks.requests.request_messages`: ``merge_bodies`` of
 the buckets' bodies, then JSON) before it sends them. This script makes the decisions of a broker failure
 (and of a controller failover) for ``--buckets`` buckets of ``--partitions / --buckets`` partitions each

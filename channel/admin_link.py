@@ -25,16 +25,9 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
-from channel.admin_apis import (
-    AdminAsk,
-    CreateDefaults,
-    Item,
-    ItemAnswer,
-    admin_request,
-    admin_response,
-    item_answers,
-    timed_out,
-)
+from channel.admin_apis import AdminAsk, CreateDefaults, Item, ItemAnswer
+from channel.admin_requests import admin_request
+from channel.admin_results import admin_response, item_answers, timed_out
 from channel.endpoint import Connection
 from core.decisions import AdminResult
 from core.kafka.error_codes import KafkaError as KafkaErrorCode

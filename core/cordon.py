@@ -5,7 +5,7 @@ livectl keeps the set in one znode of its own namespace, ``/livectl/cordoned_bro
 ``{"version":1,"brokers":[3,5]}`` (ids ascending, each once). ``livectl brokers --cordon N`` / ``--uncordon
 N`` write it (compare-and-set on its version); a new controller reads it with the rest of its snapshot
 (:attr:`core.snapshot.ZkSnapshot.cordoned_brokers`), and the active one's admin-path watcher publishes a
-change as :class:`core.events.BrokersCordoned`. Topic creation and partition addition without an explicit
+change as :class:`core.zk_path_events.BrokersCordoned`. Topic creation and partition addition without an explicit
 assignment, and ``reassign --generate``, place no replica on a cordoned broker
 (:func:`core.placement.assign_replicas`); replicas already there stay, and an explicit assignment may still
 name one (as KIP-1066 leaves assignments the operator writes alone).

@@ -8,7 +8,9 @@ Three families, all frozen dataclasses:
   (published by the driver's liveness bridge), AlterPartition, LeaderAndIsr / StopReplica
   responses, ControlledShutdown requests, log-dir failures;
 * **internal events** made by the driver: controller failover (with a ZooKeeper snapshot), re-reads
-  after refused writes, the auto leader rebalance tick, and the ZooKeeper admin paths a tool wrote.
+  after refused writes, the auto leader rebalance tick. The ZooKeeper paths a tool writes, and the controller's
+  configs and cordoned brokers, are the driver's events too, with the epoch they were read under:
+  :mod:`core.zk_path_events`.
 
 Their stable, versioned JSON form (``{"version": 1, "type": <TYPE>, ...fields}``) is :mod:`core.codec`'s.
 """
@@ -338,97 +340,3 @@ class Tick(Event):
     TYPE: ClassVar[str] = "tick"
     SCOPE: ClassVar[str] = "cluster"
     now_ms: int = 0
-
-
-# --------------------------------------------------------------------------- ZooKeeper admin paths
-# Published by the driver's admin-path watcher (``streaming/zk/admin_watch.py``) when a ZooKeeper-era tool writes
-# a path Kafka's controller watches, with the controller epoch it was read under: a bucket applies it only under
-# that epoch, so after a takeover (whose snapshot read the same znodes) it is not applied a second time.
-
-
-@dataclass(frozen=True)
-class ZkReassignment(Event):
-    """``/admin/reassign_partitions`` was created (Kafka's ``PartitionReassignmentHandler``): its
-    entries, as Kafka's ``ReassignPartitionsZNode`` JSON lists them."""
-
-    TYPE: ClassVar[str] = "zk_reassign_partitions"
-    controller_epoch: int
-    partitions: tuple[PartitionTarget, ...]
-
-    def topics(self) -> tuple[str, ...]:
-        return tuple(sorted({p.topic for p in self.partitions}))
-
-
-@dataclass(frozen=True)
-class ZkPreferredElection(Event):
-    """``/admin/preferred_replica_election`` was created (Kafka's ``PreferredReplicaElectionHandler``)."""
-
-    TYPE: ClassVar[str] = "zk_preferred_replica_election"
-    controller_epoch: int
-    partitions: tuple[TopicPartition, ...]
-
-    def topics(self) -> tuple[str, ...]:
-        return tuple(sorted({p.topic for p in self.partitions}))
-
-
-@dataclass(frozen=True)
-class ZkTopicDeletion(Event):
-    """``/admin/delete_topics/<topic>`` appeared (Kafka's ``TopicDeletionHandler``)."""
-
-    TYPE: ClassVar[str] = "zk_delete_topic"
-    controller_epoch: int
-    topic: str
-
-    def topics(self) -> tuple[str, ...]:
-        return (self.topic,)
-
-
-@dataclass(frozen=True)
-class ZkTopicChange(Event):
-    """``/brokers/topics/<topic>`` appeared or changed (Kafka's ``TopicChangeHandler`` and
-    ``PartitionModificationsHandler``): the assignment as the znode holds it, with the topic id and the
-    configs of ``/config/topics/<topic>`` as read with it. Partitions the controller does not know are
-    created."""
-
-    TYPE: ClassVar[str] = "zk_topic_change"
-    controller_epoch: int
-    topic: str
-    partitions: tuple[tuple[int, tuple[int, ...]], ...]
-    topic_id: str | None = None
-    configs: tuple[tuple[str, str], ...] = ()
-
-    def topics(self) -> tuple[str, ...]:
-        return (self.topic,)
-
-
-@dataclass(frozen=True)
-class ZkLogDirEvents(Event):
-    """Children of ``/log_dir_event_notification`` (Kafka's ``LogDirEventNotificationHandler``):
-    ``(sequence znode name, broker id)`` per notification; handled, the znodes are deleted."""
-
-    TYPE: ClassVar[str] = "zk_log_dir_events"
-    SCOPE: ClassVar[str] = "cluster"
-    controller_epoch: int
-    notifications: tuple[tuple[str, int], ...]
-
-
-@dataclass(frozen=True)
-class ClusterConfigChanged(Event):
-    """The controller's configs by Kafka's names (settings, then ``/config/brokers/<default>``, then
-    ``/config/brokers/<controller id>``), as the driver read them; see :mod:`core.cluster_config`."""
-
-    TYPE: ClassVar[str] = "cluster_config"
-    SCOPE: ClassVar[str] = "cluster"
-    controller_epoch: int
-    configs: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True)
-class BrokersCordoned(Event):
-    """``/livectl/cordoned_brokers`` changed (:mod:`core.cordon`): ``brokers`` are the cordoned brokers now,
-    as the driver read them; no new replica is placed on them."""
-
-    TYPE: ClassVar[str] = "brokers_cordoned"
-    SCOPE: ClassVar[str] = "cluster"
-    controller_epoch: int
-    brokers: tuple[int, ...] = ()

@@ -24,10 +24,11 @@ from typing import Any
 
 from core import figures
 from core.context import ControllerContext
-from core.events import DeleteTopic, Event, StopReplicaResponse, ZkTopicDeletion
+from core.events import DeleteTopic, Event, StopReplicaResponse
 from core.figures import DEFAULT_MIN_ISR
 from core.model import NO_LEADER, TopicPartition
 from core.states import PartitionState
+from core.zk_path_events import ZkTopicDeletion
 
 #: most partitions listed per bucket and list (the counts are complete)
 LIST_LIMIT = 50

@@ -16,7 +16,7 @@ from core import controller
 from core import decisions as dc
 from core import events as ev
 from streaming.query import failover
-from streaming.query.dispatch import decode_row
+from streaming.query.batch_rows import decode_row
 from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
 from streaming.runtime.collector import gc_paused
 

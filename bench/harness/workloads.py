@@ -22,7 +22,7 @@ from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, Replica
 from core.placement import BrokerRack, assign_replicas
 from core.snapshot import ZkSnapshot
 from core.states import PartitionState, ReplicaState
-from streaming.query.dispatch import decode_row
+from streaming.query.batch_rows import decode_row
 from streaming.query.stateful import decision_rows
 from streaming.runtime.collector import gc_paused
 

@@ -15,7 +15,7 @@ from core.errors import FormatError
 from core.frozen_json import thaw
 
 #: the key of a dry run's decisions in its admin result's ``details`` (a list: the answers of several buckets
-#: merge by concatenation, :func:`streaming.query.dispatch.merge_admin_results`)
+#: merge by concatenation, :func:`streaming.query.batch_rows.merge_admin_results`)
 DRY_RUN_DECISIONS = "dry_run"
 #: the key of the partitions a dry run would change, each as it would be after the command
 DRY_RUN_PARTITIONS = "dry_run_partitions"

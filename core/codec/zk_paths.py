@@ -14,18 +14,17 @@ from core.cluster_config import controller_fields
 from core.codec.admin import decode_reassign
 from core.codec.values import read_configs, read_topic, read_tp_list
 from core.errors import FormatError
-from core.events import (
+from core.events import Event, ReassignPartitions
+from core.kafka.replicas import read_replica_list
+from core.zk_path_events import (
     BrokersCordoned,
     ClusterConfigChanged,
-    Event,
-    ReassignPartitions,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
     ZkTopicChange,
     ZkTopicDeletion,
 )
-from core.kafka.replicas import read_replica_list
 
 
 def _controller_epoch(o: Mapping[str, Any]) -> int:

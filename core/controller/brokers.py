@@ -9,21 +9,14 @@ from core.controller.reassignment import maybe_resume_reassignments
 from core.controller.step_context import StepContext
 from core.decisions import ANY_VERSION, BrokerRequest, ZkOp, ZkWrite
 from core.election import ElectionStrategy
-from core.events import (
-    BrokerFailure,
-    BrokersCordoned,
-    BrokerStartup,
-    ControlledShutdown,
-    LeaderAndIsrResponse,
-    LogDirFailure,
-    ZkLogDirEvents,
-)
+from core.events import BrokerFailure, BrokerStartup, ControlledShutdown, LeaderAndIsrResponse, LogDirFailure
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import ControlledShutdownResponse, RequestApi
 from core.kafka.zkdata import LOG_DIR_EVENT_NOTIFICATION
 from core.model import Broker, PartitionReplica, TopicPartition, sort_tps
 from core.partition_machine import needs_leader
 from core.states import PartitionState, ReplicaState
+from core.zk_path_events import BrokersCordoned, ZkLogDirEvents
 
 KAFKA_STORAGE_ERROR = int(KafkaError.KAFKA_STORAGE_ERROR)
 

@@ -15,12 +15,13 @@ from core.context import ControllerContext
 from core.controller.step_context import StepContext
 from core.decisions import ANY_VERSION, AdminStatus, ZkOp, ZkWrite
 from core.election import ElectionStrategy, preferred_leader
-from core.events import AutoRebalanceTick, ClusterConfigChanged, ElectLeaders, ZkPreferredElection
+from core.events import AutoRebalanceTick, ElectLeaders
 from core.kafka.error_codes import KafkaError
 from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
 from core.leader_balance import UNBOUNDED, pick_moves
 from core.model import NO_LEADER, ElectionType, TopicPartition
 from core.states import PartitionState
+from core.zk_path_events import ClusterConfigChanged, ZkPreferredElection
 
 #: the message of a partition an ``elect-leaders --all`` queued for the rebalance passes (its error is ``NONE``)
 QUEUED = "queued: its preferred leader is elected by a leader-balance pass (leader.imbalance.max.leaders.per.interval)"

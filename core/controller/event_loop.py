@@ -18,10 +18,8 @@ from core.events import (
     AlterTopicConfig,
     AutoRebalanceTick,
     BrokerFailure,
-    BrokersCordoned,
     BrokerStartup,
     CancelReassignment,
-    ClusterConfigChanged,
     ControlledShutdown,
     ControllerFailover,
     CreatePartitions,
@@ -36,6 +34,10 @@ from core.events import (
     StopReplicaResponse,
     Tick,
     TopicCreationRefused,
+)
+from core.zk_path_events import (
+    BrokersCordoned,
+    ClusterConfigChanged,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,

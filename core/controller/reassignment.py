@@ -10,11 +10,12 @@ from core.controller.step_context import StepContext
 from core.controller.topics import topic_znode_problem
 from core.decisions import AdminResult, AdminStatus
 from core.election import ElectionStrategy
-from core.events import CancelReassignment, ReassignPartitions, ZkReassignment
+from core.events import CancelReassignment, ReassignPartitions
 from core.isr_write import update_leader_and_isr
 from core.kafka.error_codes import KafkaError, ReassignmentOutcome
 from core.model import NO_LEADER, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.states import PartitionState, ReplicaState
+from core.zk_path_events import ZkReassignment
 
 
 def _validate_replicas(

@@ -118,6 +118,6 @@ class StepContext:
             self.had_zk_reassignments = False
 
     def read_under_this_epoch(self, controller_epoch: int) -> bool:
-        """Whether a watcher event was read by this controller (see :class:`core.events.ZkReassignment`):
+        """Whether a watcher event was read by this controller (see :class:`core.zk_path_events.ZkReassignment`):
         one read under an earlier epoch is covered by the failover snapshot this controller loaded."""
         return self.ctx.controller_id >= 0 and controller_epoch == self.ctx.epoch

@@ -7,10 +7,11 @@ from __future__ import annotations
 from core import deletion
 from core.controller.step_context import StepContext
 from core.decisions import ANY_VERSION, AdminResult, AdminStatus, ZkOp, ZkWrite
-from core.events import DeleteTopic, StopReplicaResponse, Tick, ZkTopicDeletion
+from core.events import DeleteTopic, StopReplicaResponse, Tick
 from core.kafka.error_codes import KafkaError
 from core.kafka.zkdata import delete_topic_path
 from core.model import PartitionReplica, TopicPartition
+from core.zk_path_events import ZkTopicDeletion
 
 
 def delete_topic(c: StepContext, cmd: DeleteTopic) -> None:

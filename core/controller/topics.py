@@ -13,13 +13,14 @@ from core import partition_machine, replica_machine
 from core.controller.step_context import UNCLEAN_CONFIG, StepContext
 from core.decisions import AdminStatus, ZkOp, ZkWrite
 from core.election import ElectionStrategy
-from core.events import AlterTopicConfig, CreatePartitions, CreateTopic, TopicCreationRefused, ZkTopicChange
+from core.events import AlterTopicConfig, CreatePartitions, CreateTopic, TopicCreationRefused
 from core.kafka.configs import topic_configs_problem
 from core.kafka.error_codes import KafkaError
 from core.kafka.zkdata import encode_topic_config, encode_topic_znode, topic_config_path, topic_path
 from core.model import LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
 from core.states import PartitionState, ReplicaState
+from core.zk_path_events import ZkTopicChange
 
 
 def on_new_partition_creation(c: StepContext, tps: list[TopicPartition]) -> None:

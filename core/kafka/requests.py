@@ -231,7 +231,7 @@ class WireBody:
     """A request body in its wire form: Kafka's JSON object, already parsed. It is what the driver holds
     after decoding a bucket's row (:func:`core.codec.decisions.decode_decision`): the sink merges and
     serialises these objects as they are, and rebuilding typed values for them would cost more than the
-    whole decode (see :mod:`streaming.query.dispatch`). Never mutated; compared and hashed by identity."""
+    whole decode (see :mod:`streaming.query.batch_rows`). Never mutated; compared and hashed by identity."""
 
     obj: Mapping[str, Any]
 

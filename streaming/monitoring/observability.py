@@ -19,9 +19,10 @@ from core import decisions as dc
 from core import observe
 from core.codec.events import event_from_json
 from core.errors import FormatError
-from core.events import DeleteTopic, StopReplicaResponse, ZkTopicDeletion
+from core.events import DeleteTopic, StopReplicaResponse
 from core.kafka.request_encoding import wire_object
 from core.kafka.requests import partition_count
+from core.zk_path_events import ZkTopicDeletion
 
 #: the decision row a bucket adds after its metrics row when the endpoint is on
 KIND_SUMMARY = "summary"

@@ -34,20 +34,8 @@ and the rest are decoded after, while nothing waits on them. The cyclic collecto
 batch (:func:`gc_paused`) and comes back once its decoded rows are freed: a pass over millions of
 acyclic objects right after the decode was a fifth of a large batch's driver time
 (``docs/decisions/2026-11-24-collector-paused.md``).
-
-**Rows are decoded once, request entries not at all.** A row's decision is parsed once (orjson:
-:func:`decode_row`). A LeaderAndIsr, UpdateMetadata or StopReplica row carries each ``topicStates``
-entry as its own line, the JSON text the message will hold
-(:func:`core.codec.decision_rows.decision_row_text`): only the first line is parsed, and the body is a
-:class:`core.kafka.requests.SplicedBody` — its small fields parsed, its entries text — which the request
-sink merges by concatenating entries and splices into each message's bytes. Entries are parsed only
-where something needs them as values: an entry cut by a message's size limit, the requests of a topic
-ZooKeeper refused a write for (:func:`streaming.query.refusals.withhold`), the audit log's per-partition
-lines; counts come from the row. Other bodies stay the parsed JSON object
-(:class:`core.kafka.requests.WireBody`). Rebuilding typed values (``decode_decision(..., typed=True)``)
-costs 5–6.5× the wire decode and was not taken (``docs/decisions/2026-11-24-request-bodies-as-values.md``). An admin
-result's ``details``, also a JSON object in the row, is decoded with it, and the parts of one command from
-several buckets merge as those objects (:func:`merge_admin_results`), never re-encoded on the driver.
+Each row's decision is decoded once and a broker request's entries not at all; the parts of one admin
+result are merged as values (:mod:`streaming.query.batch_rows`).
 
 The driver keeps every bucket's latest metrics row; :attr:`Dispatcher.metrics` is the cluster-wide sum.
 
@@ -72,23 +60,17 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-import orjson
 import pandas as pd
 
 from core import decisions as dc
-from core import jsonform as jf
-from core.codec.decision_rows import decode_row_text
-from core.codec.decisions import decode_decision
-from core.errors import FormatError
 from core.kafka import zkdata
-from core.kafka.error_codes import KafkaError as Errors
 from core.kafka.zkdata import CONTROLLER_EPOCH_PATH
-from core.limits import MAX_NAME_LENGTH, MAX_REQUEST_ID_LENGTH
 from sinks.errors import ControllerFencedError, SinkUnavailableError
 from sinks.ports import FailedWrite, Rejected, RequestSinkPort, ZkSinkPort
 from streaming.monitoring import observability
 from streaming.monitoring.audit_rows import AuditBatch, PreparedRows
 from streaming.monitoring.spark_ui import batch_head, batch_summary, publish_figures
+from streaming.query.batch_rows import decode_row, merge_admin_results, rejected_result, request_id_of, topic_writes
 from streaming.query.refusals import answer_existing_topics, classify, withhold
 from streaming.query.request_ids import NOT_ANSWERED
 from streaming.query.stateful import (
@@ -106,24 +88,6 @@ from streaming.runtime.background import in_background
 from streaming.runtime.collector import gc_paused
 
 log = logging.getLogger("livectl.dispatch")
-
-
-def decode_row(payload: str | bytes) -> dc.Decision:
-    """One decision row, decoded once. A broker request's body stays the parsed JSON object
-    (:class:`core.kafka.requests.WireBody`), which the request sink merges and serialises as it is; a row
-    of several lines (:func:`core.codec.decision_rows.decision_row_text`) keeps its ``topicStates`` entries as
-    their text (:class:`core.kafka.requests.SplicedBody`)."""
-    text = payload.decode() if isinstance(payload, bytes) else payload
-    # one split, not the head and then the rest (a failover's rows are megabytes each: a copy of the rest
-    # was one more fresh copy of them all)
-    lines = text.split("\n")
-    try:
-        raw = orjson.loads(lines[0])
-    except orjson.JSONDecodeError as e:
-        raise FormatError("$", f"not valid JSON: {e}") from None
-    if len(lines) > 1:
-        return decode_row_text(raw, lines[1:])
-    return decode_decision(raw)
 
 
 _T = TypeVar("_T")
@@ -148,78 +112,6 @@ class OwnTopicWrites(Protocol):
     def expect(self, topics: Mapping[str, frozenset[int]]) -> None: ...
 
     def settle(self, topics: Mapping[str, frozenset[int]], failed: Collection[str]) -> None: ...
-
-
-def topic_writes(writes: Sequence[dc.ZkWrite]) -> dict[str, frozenset[int]]:
-    """The topics whose znode (``/brokers/topics/<t>``) ``writes`` create or rewrite, with the partition ids
-    each then holds."""
-    prefix = zkdata.BROKER_TOPICS + "/"
-    out: dict[str, frozenset[int]] = {}
-    for w in writes:
-        if w.data is None or w.op is dc.ZkOp.DELETE or not w.path.startswith(prefix):
-            continue
-        topic = w.path[len(prefix) :]
-        if "/" in topic:
-            continue  # a partition's znode, not the topic's
-        znode = zkdata.decode_topic_znode(topic, w.data)
-        out[topic] = out.get(topic, frozenset()) | frozenset(p for p, _ in znode.partitions)
-    return out
-
-
-_STATUS_RANK = {dc.AdminStatus.ERROR: 2, dc.AdminStatus.IN_PROGRESS: 1, dc.AdminStatus.OK: 0}
-
-
-def merge_admin_results(
-    results: Sequence[dc.AdminResult], buckets: Sequence[int] | None = None
-) -> list[dc.AdminResult]:
-    """One result per request id. ``buckets`` (when given) names the bucket of each result: a bucket's
-    results for one request id in one micro-batch are successive answers (``in_progress`` when a
-    reassignment or deletion starts, then ``ok`` when it completes in the same batch, or a superseded
-    reassignment's final answer), so only its last one counts; without ``buckets`` every result is a
-    part. Then the parts merge: the worst status wins (error > in_progress > ok); messages and details
-    of the parts are kept in bucket order."""
-    by_id: dict[str, list[dc.AdminResult]] = {}
-    if buckets is None:
-        for r in results:
-            by_id.setdefault(r.request_id, []).append(r)
-    else:
-        latest: dict[str, dict[int, dc.AdminResult]] = {}
-        for r, b in zip(results, buckets, strict=True):
-            latest.setdefault(r.request_id, {})[b] = r
-        by_id = {rid: list(per_bucket.values()) for rid, per_bucket in latest.items()}
-    merged = []
-    for rid, parts in by_id.items():
-        if len(parts) == 1:
-            merged.append(parts[0])
-            continue
-        worst = max(parts, key=lambda r: _STATUS_RANK[r.status])
-        errors = [p.error for p in parts if p.error]
-        messages = [p.message for p in parts if p.message]
-        # the parts' details are frozen JSON (arrays tuples, objects mappings); the merge grows a plain list
-        # or dict per key in place, and AdminResult freezes the result again, reusing the frozen values
-        details: dict[str, Any] = {}
-        for p in parts:
-            for k, v in p.details.items():
-                cur = details.get(k)
-                if k not in details:
-                    details[k] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
-                elif isinstance(v, tuple) and isinstance(cur, list):
-                    cur.extend(v)
-                elif isinstance(v, Mapping) and isinstance(cur, dict):
-                    cur.update(v)
-                elif isinstance(v, int | float) and isinstance(cur, int | float):
-                    details[k] = cur + v
-        merged.append(
-            dc.AdminResult(
-                rid,
-                worst.command,
-                worst.status,
-                errors[0] if errors else None,
-                "; ".join(dict.fromkeys(messages)),
-                details,
-            )
-        )
-    return merged
 
 
 @dataclass
@@ -450,7 +342,7 @@ class Dispatcher:
                     # a cluster-wide event left out by several buckets: one rejected message, every reason
                     reasons = tuple(dict.fromkeys((*seen.reasons, *reasons)))
                 rejected_by_source[source] = Rejected(*source, r["payload"], reasons)
-                rid = _request_id_of(r["payload"])
+                rid = request_id_of(r["payload"])
                 # a record refused for reusing a request id gets no answer under it: the id is another's
                 if rid is not None and not r.get(NOT_ANSWERED):
                     results.append(rejected_result(rid, r, reasons))
@@ -587,43 +479,3 @@ class Dispatcher:
                 if time.monotonic() >= until:
                     return
                 time.sleep(0.1)
-
-
-def withhold_refused(requests: Sequence[dc.BrokerRequest], failed: Sequence[FailedWrite]) -> list[dc.BrokerRequest]:
-    """``requests`` without the partition states built on writes ZooKeeper refused
-    (:mod:`streaming.query.refusals`: Kafka sends LeaderAndIsr and UpdateMetadata only for writes that
-    succeeded)."""
-    return withhold(requests, classify(failed))
-
-
-def rejected_result(rid: str, row: dict[str, Any], reasons: Sequence[str]) -> dc.AdminResult:
-    """The answer to a rejected command. Input refused at the edge is ``INVALID_REQUEST`` (what
-    ``--wait`` and scripts test for), with the limit's own Kafka error name (``INVALID_TOPIC_EXCEPTION``,
-    ``INVALID_PARTITIONS``, ``INVALID_REPLICATION_FACTOR``, …) leading the message and in
-    ``details.kafka_error``; a command whose processing raised is ``UNKNOWN_SERVER_ERROR``."""
-    kafka_error = str(row.get("error") or Errors.INVALID_REQUEST.name)
-    internal = any(str(e).startswith("internal:") for e in row.get("expectations", ()))
-    error = kafka_error if internal else Errors.INVALID_REQUEST.name
-    message = "; ".join(reasons)
-    if kafka_error != error:
-        message = f"{kafka_error}: {message}"
-    details = {"kafka_error": kafka_error}
-    return dc.AdminResult(rid, _type_of(row["payload"]), dc.AdminStatus.ERROR, error, message, details)
-
-
-def _request_id_of(payload: str) -> str | None:
-    """The ``request_id`` of a rejected record, when it is one a result can carry (valid UTF-8, within
-    :data:`core.limits.MAX_REQUEST_ID_LENGTH`); a record without one gets no admin result."""
-    try:
-        o = json.loads(payload)
-        return jf.string(o, "request_id", max_length=MAX_REQUEST_ID_LENGTH)
-    except (ValueError, RecursionError, AttributeError, TypeError):
-        return None
-
-
-def _type_of(payload: str) -> str:
-    try:
-        o = json.loads(payload)
-        return jf.string(o, "type", max_length=MAX_NAME_LENGTH)
-    except (ValueError, RecursionError, AttributeError, TypeError):
-        return "unknown"

@@ -28,6 +28,7 @@ import pandas as pd
 from core import events as ev
 from core.codec.events import event_to_json
 from core.kafka.error_codes import KafkaError as Errors
+from core.zk_path_events import ZkPreferredElection, ZkReassignment
 from streaming.query.request_ids import claim_rows
 
 REJECTED_BUCKET = -1
@@ -55,8 +56,8 @@ _SPLITTABLE = (
     ev.ElectLeaders,
     ev.LeaderAndIsrResponse,
     ev.StopReplicaResponse,
-    ev.ZkReassignment,
-    ev.ZkPreferredElection,
+    ZkReassignment,
+    ZkPreferredElection,
 )
 
 

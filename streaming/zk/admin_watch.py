@@ -7,13 +7,13 @@ livectl controller (the standby starts no watcher). Each change becomes one even
 ==================================== ============================== =========================================
 path (Kafka's ``ZkData``)             reacts to (Kafka's handler)    event
 ==================================== ============================== =========================================
-``/admin/reassign_partitions``       creation                       :class:`~core.events.ZkReassignment`
-``/admin/preferred_replica_election`` creation                      :class:`~core.events.ZkPreferredElection`
-``/admin/delete_topics/<t>``         new children                   :class:`~core.events.ZkTopicDeletion`
-``/brokers/topics`` and ``/<t>``     new topics, changed topic data :class:`~core.events.ZkTopicChange`
-``/log_dir_event_notification``      new children                   :class:`~core.events.ZkLogDirEvents`
-``/config/brokers/<default>|<id>``   data                           :class:`~core.events.ClusterConfigChanged`
-``/livectl/cordoned_brokers``        data (livectl's own)           :class:`~core.events.BrokersCordoned`
+``/admin/reassign_partitions``       creation                       :class:`~core.zk_path_events.ZkReassignment`
+``/admin/preferred_replica_election`` creation                      :class:`~core.zk_path_events.ZkPreferredElection`
+``/admin/delete_topics/<t>``         new children                   :class:`~core.zk_path_events.ZkTopicDeletion`
+``/brokers/topics`` and ``/<t>``     new topics, changed topic data :class:`~core.zk_path_events.ZkTopicChange`
+``/log_dir_event_notification``      new children                   :class:`~core.zk_path_events.ZkLogDirEvents`
+``/config/brokers/<default>|<id>``   data                           :class:`~core.zk_path_events.ClusterConfigChanged`
+``/livectl/cordoned_brokers``        data (livectl's own)           :class:`~core.zk_path_events.BrokersCordoned`
 ``/livectl/drains/<N>``              children (livectl's own)       none: read for the status page and metrics
 ==================================== ============================== =========================================
 
@@ -55,19 +55,19 @@ from core.cluster_config import effective_configs
 from core.codec.events import event_from_json, event_to_json
 from core.cordon import CORDONED_BROKERS, DRAINS, decode_cordoned
 from core.errors import FormatError
-from core.events import (
+from core.events import Event
+from core.kafka import zkdata
+from core.model import PartitionTarget, TopicPartition
+from core.snapshot import ZkSnapshot
+from core.zk_path_events import (
     BrokersCordoned,
     ClusterConfigChanged,
-    Event,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
     ZkTopicChange,
     ZkTopicDeletion,
 )
-from core.kafka import zkdata
-from core.model import PartitionTarget, TopicPartition
-from core.snapshot import ZkSnapshot
 from streaming.errors import StreamingError
 from streaming.runtime.watch_thread import WatchThread
 from streaming.zk.liveness import Producer
@@ -261,7 +261,7 @@ class AdminPathWatcher:
         """The topic znodes (with the partition ids each will hold) this controller is about to write: a
         round that finds one of them as expected publishes nothing for it until :meth:`settle` says whether
         the write was this controller's. Without it, every topic the controller creates would come back as a
-        :class:`~core.events.ZkTopicChange` (ignored: the buckets already hold the partitions) — a micro-batch
+        :class:`~core.zk_path_events.ZkTopicChange` (ignored: the buckets already hold the partitions) — a micro-batch
         spent on the controller's own write."""
         with self._dirty_lock:
             for topic, partitions in topics.items():

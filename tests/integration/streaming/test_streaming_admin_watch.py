@@ -16,16 +16,16 @@ from kazoo.client import KazooClient
 from waiting import wait_until
 
 from core.codec.events import event_from_json
-from core.events import (
+from core.events import Event
+from core.model import PartitionTarget, TopicPartition
+from core.zk_path_events import (
     ClusterConfigChanged,
-    Event,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
     ZkTopicChange,
     ZkTopicDeletion,
 )
-from core.model import PartitionTarget, TopicPartition
 from sinks.requests import ensure_topics
 from streaming.zk.admin_watch import AdminPathWatcher
 from streaming.zk.snapshot_reader import read_snapshot
@@ -294,7 +294,7 @@ def test_the_cordoned_brokers_are_read_with_the_snapshot_and_followed(
     """Issue 44, item 1: ``/livectl/cordoned_brokers`` is in a new controller's snapshot (a standby that takes
     over finds it there) and each later change is published once as :class:`BrokersCordoned`."""
     from core.cordon import CORDONED_BROKERS, DRAINS, encode_cordoned
-    from core.events import BrokersCordoned
+    from core.zk_path_events import BrokersCordoned
 
     zk = zk_chrooted
     topic, producer = events_topic

@@ -29,12 +29,10 @@ from channel.admin_apis import (
     AdminAsk,
     CreateDefaults,
     TopicRef,
-    admin_request,
     admin_request_type,
-    admin_response,
-    item_answers,
-    timed_out,
 )
+from channel.admin_requests import admin_request
+from channel.admin_results import admin_response, item_answers, timed_out
 from channel.answers import SERVED, api_versions_response, request_type
 from core.codec.events import event_from_json
 from core.decisions import AdminResult, AdminStatus

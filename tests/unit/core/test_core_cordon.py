@@ -1,6 +1,6 @@
 """Cordoned brokers (issue 44, item 1): no new replica is placed on them — topic creation and partition
 addition skip them, replicas already there stay; the set comes from ``/livectl/cordoned_brokers`` in a new
-controller's snapshot and, while it runs, from :class:`core.events.BrokersCordoned`."""
+controller's snapshot and, while it runs, from :class:`core.zk_path_events.BrokersCordoned`."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from core.controller import ControllerState
 from core.cordon import CORDONED_BROKERS, decode_cordoned, encode_cordoned
 from core.decisions import AdminResult, AdminStatus
 from core.errors import FormatError
-from core.events import BrokersCordoned, ControllerFailover, CreatePartitions, CreateTopic
+from core.events import ControllerFailover, CreatePartitions, CreateTopic
 from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker
 from core.placement import BrokerRack, PlacementError, assign_replicas
+from core.zk_path_events import BrokersCordoned
 
 pytestmark = pytest.mark.unit
 

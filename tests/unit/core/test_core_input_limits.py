@@ -24,7 +24,7 @@ from core.errors import FormatError
 from core.model import PartitionTarget, TopicPartition
 from sinks.ports import Fence, Rejected
 from sinks.requests import MAX_MESSAGE_BYTES, admin_result_messages, rejected_messages
-from streaming.query.dispatch import merge_admin_results
+from streaming.query.batch_rows import merge_admin_results
 
 pytestmark = pytest.mark.unit
 

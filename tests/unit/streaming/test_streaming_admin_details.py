@@ -12,7 +12,7 @@ import pytest
 from core import decisions as dc
 from core.codec.decisions import decision_to_json, encode_decision
 from streaming.monitoring.audit_rows import AuditBatch, audit_rows
-from streaming.query.dispatch import decode_row, merge_admin_results, rejected_result
+from streaming.query.batch_rows import decode_row, merge_admin_results, rejected_result
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,7 @@ from core.kafka.zkdata import decode_partition_state
 from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
-from streaming.query.dispatch import merge_admin_results
+from streaming.query.batch_rows import merge_admin_results
 from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
@@ -142,7 +142,7 @@ def test_requests_of_a_refused_state_write_are_withheld(tmp_path: Path, validato
 
 def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
     from sinks.ports import FailedWrite
-    from streaming.query.dispatch import withhold_refused
+    from streaming.query.batch_rows import withhold_refused
 
     def body(*parts: tuple[str, int]) -> WireBody:
         topics: dict[str, list[dict[str, int]]] = {}
@@ -184,7 +184,7 @@ def test_withhold_refused_keeps_what_zookeeper_accepted() -> None:
 def test_withhold_refused_keeps_a_shared_requests_addressees() -> None:
     from core.kafka.requests import SHARED_BROKER_ID, Addressee
     from sinks.ports import FailedWrite
-    from streaming.query.dispatch import withhold_refused
+    from streaming.query.batch_rows import withhold_refused
 
     states = [{"topicName": "a", "partitionStates": [{"partitionIndex": 0}, {"partitionIndex": 1}]}]
     addressees = (Addressee(1, 5), Addressee(2, 6))
@@ -203,7 +203,7 @@ def test_withhold_refused_keeps_a_shared_requests_addressees() -> None:
 def test_withhold_refused_filters_typed_bodies_as_values() -> None:
     from core.kafka.requests import LeaderAndIsrRequest, LisrPartitionState, StopReplicaPartition, StopReplicaRequest
     from sinks.ports import FailedWrite
-    from streaming.query.dispatch import withhold_refused
+    from streaming.query.batch_rows import withhold_refused
 
     a0, a1 = (LisrPartitionState("a", p, 1, 1, 1, (1,), 0, (1,)) for p in (0, 1))
     lisr = dc.BrokerRequest(1, RequestApi.LEADER_AND_ISR, LeaderAndIsrRequest(0, 1, 5, 0, (a0, a1), ()))

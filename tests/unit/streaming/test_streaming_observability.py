@@ -103,6 +103,7 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
 
     from core import events as ev
     from core.codec.events import event_to_json
+    from core.zk_path_events import ClusterConfigChanged
     from sinks.memory import MemoryZooKeeper
     from sinks.ports import Fence
     from streaming.query import routing, stateful
@@ -168,7 +169,7 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
     assert s.last_batch_id == 2 and set(s.last_batch_seconds) == {"spark_job", "zookeeper_sink", "request_sink"}
     # a cluster default min.insync.replicas of 2 decides nothing, yet changes the figure: the buckets count it
     # in their gauges and send their summaries again, so the two agree (orders-1: an ISR of one; solo-0)
-    p.run_batch([(EVENTS, event_to_json(ev.ClusterConfigChanged(1, (("min.insync.replicas", "2"),))))])
+    p.run_batch([(EVENTS, event_to_json(ClusterConfigChanged(1, (("min.insync.replicas", "2"),))))])
     s = o.snapshot()
     assert s.figures["UnderMinIsrPartitionCount"] == s.cluster.under_min_isr_count == 2
     # a micro-batch that decides nothing (ticks only): the buckets skip their summaries, the driver keeps them
@@ -203,6 +204,7 @@ def test_topic_deletion_timer_counts_only_kafkas_topic_deletion_events() -> None
     from core.codec.events import event_to_json
     from core.context import ControllerContext
     from core.model import ReplicaAssignment, TopicPartition
+    from core.zk_path_events import ZkTopicDeletion
 
     ctx = ControllerContext(controller_id=1, epoch=2)
     for topic in ("orders", "gone"):
@@ -219,7 +221,7 @@ def test_topic_deletion_timer_counts_only_kafkas_topic_deletion_events() -> None
     assert ob.deletion_events(ctx, frame(answer("orders"))) == 0  # a reassignment's removed replica
     assert ob.deletion_events(ctx, frame(event_to_json(ev.DeleteTopic("d1", "nope")))) == 0
     assert ob.deletion_events(ctx, frame(answer("gone"), event_to_json(ev.DeleteTopic("d2", "orders")))) == 2
-    assert ob.deletion_events(ctx, frame(event_to_json(ev.ZkTopicDeletion(2, "orders")))) == 1
+    assert ob.deletion_events(ctx, frame(event_to_json(ZkTopicDeletion(2, "orders")))) == 1
 
     # the timer: a batch with StopReplica answers but no deletion event is not timed as TopicDeletion
     o = oy.Observatory(1000)

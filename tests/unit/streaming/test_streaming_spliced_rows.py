@@ -41,7 +41,7 @@ from streaming.monitoring.audit_rows import AuditBatch, audit_rows
 from streaming.monitoring.observability import describe_decision
 from streaming.monitoring.request_digest import digest_requests, per_broker
 from streaming.monitoring.state_change_log import STATE_CHANGE_LOGGER, log_state_changes
-from streaming.query.dispatch import decode_row
+from streaming.query.batch_rows import decode_row
 from streaming.query.refusals import classify, withhold
 
 pytestmark = pytest.mark.unit

@@ -13,22 +13,19 @@ from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig, brokers_over_imbalance, imbalance
 from core.decisions import AdminResult, ZkOp, ZkWrite
 from core.errors import FormatError
-from core.events import (
-    AutoRebalanceTick,
-    BrokerFailure,
+from core.events import AutoRebalanceTick, BrokerFailure, CreateTopic, ReassignPartitions
+from core.kafka.requests import RequestApi
+from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS, delete_topic_path
+from core.model import PartitionTarget, TopicPartition
+from core.states import PartitionState
+from core.zk_path_events import (
     ClusterConfigChanged,
-    CreateTopic,
-    ReassignPartitions,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
     ZkTopicChange,
     ZkTopicDeletion,
 )
-from core.kafka.requests import RequestApi
-from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS, delete_topic_path
-from core.model import PartitionTarget, TopicPartition
-from core.states import PartitionState
 
 pytestmark = pytest.mark.unit
 
