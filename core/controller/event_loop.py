@@ -36,6 +36,7 @@ from core.events import (
     StopReplicaResponse,
     Tick,
     TopicCreationRefused,
+    ZkIsrChange,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
@@ -72,6 +73,7 @@ HANDLERS: Mapping[type[Event], Callable[[StepContext, Any], None]] = MappingProx
         ZkTopicDeletion: topic_deletion.zk_topic_deletion,
         ZkTopicChange: topics.zk_topic_change,
         ZkLogDirEvents: brokers.zk_log_dir_events,
+        ZkIsrChange: isr.zk_isr_change,
         ClusterConfigChanged: elections.cluster_config_changed,
         BrokersCordoned: brokers.brokers_cordoned,
     }
