@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from core.events import Event
 from core.model import PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode
 
 __all__ = [
     "BrokersCordoned",
@@ -92,6 +93,29 @@ class ZkLogDirEvents(Event):
     SCOPE: ClassVar[str] = "cluster"
     controller_epoch: int
     notifications: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class ZkIsrChange(Event):
+    """Children of ``/isr_change_notification`` (Kafka's ``IsrChangeNotificationHandler``): leaders on an
+    inter-broker protocol below 2.7 write their ISR changes to the partition-state znodes themselves and
+    then list the partitions in a sequential notification. ``states`` are the state znodes of ``topic``'s
+    listed partitions as the watcher read them after the notification (a znode that is gone is left out);
+    the watcher deletes a notification once its events are published.
+
+    A bucket takes a znode where it holds the same leader and leader epoch at an older znode version (the
+    leader's own ISR change) and sends UpdateMetadata for those partitions to every registered broker; a
+    znode it holds already, or one older than what it holds, changes nothing. So the event needs no epoch of
+    its own: a repeat (a watcher that crashed before deleting the notification) or an event a previous
+    controller published is applied at most once, and only if it is still news."""
+
+    TYPE: ClassVar[str] = "zk_isr_change"
+    topic: str
+    #: (partition, the znode as read)
+    states: tuple[tuple[int, PartitionStateZnode], ...]
+
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic,)
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,9 @@ class Cluster:
         cmd += ["--bootstrap-server", m.bootstrap, "--group", f"{m.name}.channel"]
         cmd += ["--requests-topic", m.topics["requests"], "--events-topic", m.topics["events"], "--retry-s", "0.5"]
         cmd += ["--admin-topic", m.topics["admin"], "--admin-results-topic", m.topics["results"]]
+        if self.settings.inter_broker_protocol:
+            # the versions Kafka 3.9's controller sends brokers of that protocol
+            cmd += ["--inter-broker-protocol", self.settings.inter_broker_protocol]
         with self.channel_log.open("ab") as out:
             self.channel = subprocess.Popen(
                 cmd, cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL

@@ -1,5 +1,6 @@
 """Decoders of the events the driver's admin-path watcher publishes when a ZooKeeper-era tool writes
-one of the paths Kafka's controller watches; each carries the controller epoch it was read under."""
+one of the paths Kafka's controller watches; each carries the controller epoch it was read under, except
+``zk_isr_change``, whose znode versions order it (:class:`core.zk_path_events.ZkIsrChange`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from core import jsonform as jf
 from core import limits as lim
 from core.cluster_config import controller_fields
 from core.codec.admin import decode_reassign
+from core.codec.snapshot import read_states
 from core.codec.values import read_configs, read_topic, read_tp_list
 from core.errors import FormatError
 from core.events import Event, ReassignPartitions
@@ -19,6 +21,7 @@ from core.kafka.replicas import read_replica_list
 from core.zk_path_events import (
     BrokersCordoned,
     ClusterConfigChanged,
+    ZkIsrChange,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
@@ -77,6 +80,18 @@ def _zk_log_dir_events(o: Mapping[str, Any]) -> Event:
     return ZkLogDirEvents(_controller_epoch(o), tuple(out))
 
 
+def _zk_isr_change(o: Mapping[str, Any]) -> Event:
+    topic = read_topic(o)
+    raw = o.get("states")
+    if isinstance(raw, list) and len(raw) > lim.MAX_LIST_ITEMS:
+        raise FormatError("states", f"must list at most {lim.MAX_LIST_ITEMS} partitions, got {len(raw)}")
+    states = read_states(o, topic)
+    partitions = [p for p, _ in states]
+    if len(set(partitions)) != len(partitions):
+        raise FormatError("states", f"names a partition of {lim.show(topic)} twice")
+    return ZkIsrChange(topic, states)
+
+
 def _cluster_config(o: Mapping[str, Any]) -> Event:
     configs = read_configs(o)
     controller_fields(configs)  # each value as Kafka parses it; FormatError names the config
@@ -98,6 +113,7 @@ DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Event]] = MappingProxyType(
         ZkTopicDeletion.TYPE: lambda o: ZkTopicDeletion(_controller_epoch(o), read_topic(o)),
         ZkTopicChange.TYPE: _zk_topic_change,
         ZkLogDirEvents.TYPE: _zk_log_dir_events,
+        ZkIsrChange.TYPE: _zk_isr_change,
         ClusterConfigChanged.TYPE: _cluster_config,
     }
 )

@@ -32,6 +32,9 @@ last release with one; where releases differ, 3.9's):
   reassignments in progress or not (3.9; before 3.4 none while any partition was being reassigned).
 * **AlterPartition** — ISR changes from leaders, Kafka's validation and error codes, then
   UpdateMetadata and reassignment completion.
+* **ISR-change notification** (leaders below inter-broker protocol 2.7 write their ISR to ZooKeeper
+  themselves) — the state znodes as read taken where they are the leader's news (same leader and leader
+  epoch, newer znode version), then UpdateMetadata and reassignment completion for those.
 * **log-dir failure** — LeaderAndIsr to the broker's replicas; ``KAFKA_STORAGE_ERROR`` in the response
   marks replicas offline.
 * **controller failover** — context from the ZooKeeper snapshot, UpdateMetadata (brokers only), replica
@@ -61,7 +64,7 @@ The package keeps each concern where Kafka's engineers look for it, every handle
 ``brokers``        broker startup / failure / controlled shutdown, log-dir failures
 ``topics``         topic and partition creation, topic configs
 ``topic_deletion`` DeleteTopics, ``/admin/delete_topics``, StopReplica answers
-``isr``            AlterPartition, the retry of a refused partition-state write
+``isr``            AlterPartition, ISR-change notifications, the retry of a refused state write
 ``reassignment``   KIP-455 reassignment, ``/admin/reassign_partitions``
 ``elections``      ElectLeaders, preferred / unclean / auto-rebalance elections
 ``failover``       the new controller's start from ZooKeeper

@@ -38,6 +38,7 @@ from core.events import (
 from core.zk_path_events import (
     BrokersCordoned,
     ClusterConfigChanged,
+    ZkIsrChange,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
@@ -74,6 +75,7 @@ HANDLERS: Mapping[type[Event], Callable[[StepContext, Any], None]] = MappingProx
         ZkTopicDeletion: topic_deletion.zk_topic_deletion,
         ZkTopicChange: topics.zk_topic_change,
         ZkLogDirEvents: brokers.zk_log_dir_events,
+        ZkIsrChange: isr.zk_isr_change,
         ClusterConfigChanged: elections.cluster_config_changed,
         BrokersCordoned: brokers.brokers_cordoned,
     }

@@ -1,6 +1,7 @@
-"""Leader and ISR changes a broker asks for (Kafka's ``processAlterPartition``, ZooKeeper mode), and
-the retry of a partition-state write ZooKeeper refused (:class:`core.events.PartitionStatesRead`).
-Every leader/ISR write goes through :func:`core.isr_write.update_leader_and_isr`."""
+"""Leader and ISR changes a broker asks for (Kafka's ``processAlterPartition``, ZooKeeper mode) or made
+itself and notified (Kafka's ``processIsrChangeNotification``, inter-broker protocols below 2.7), and the
+retry of a partition-state write ZooKeeper refused (:class:`core.events.PartitionStatesRead`). Every
+leader/ISR write of this controller goes through :func:`core.isr_write.update_leader_and_isr`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from core.kafka.requests import ZERO_UUID, AlterPartitionResponse, AlterPartitio
 from core.model import RECOVERED, RECOVERING, LeaderAndIsr, PartitionReplica, TopicPartition
 from core.replica_machine import remove_replica_from_isr
 from core.states import PartitionState
+from core.zk_path_events import ZkIsrChange
 
 
 def alter_partition(c: StepContext, ev: AlterPartition) -> None:
@@ -174,3 +176,45 @@ def partition_states_read(c: StepContext, ev: PartitionStatesRead) -> None:
     c.send_update_metadata(ctx.live_brokers.keys(), adopted)
     again = set(adopted)
     maybe_resume_reassignments(c, lambda tp, _ra: tp in again)
+
+
+def zk_isr_change(c: StepContext, ev: ZkIsrChange) -> None:
+    """Kafka's ``processIsrChangeNotification``: a leader on an inter-broker protocol below 2.7 wrote its
+    partition's ISR itself (a compare-and-set at the znode version its last LeaderAndIsr gave it, keeping
+    leader, leader epoch and the deciding controller's epoch) and notified. Kafka's controller reads the
+    listed state znodes into its cache (``updateLeaderAndIsrCache``: the znode version becomes the partition
+    epoch its next compare-and-set expects), sends UpdateMetadata for them to every live or shutting-down
+    broker, and completes the reassignments they may finish.
+
+    Kafka reads the znodes when it handles the notification; here they were read before the event was
+    published, and the bucket may have written them since. So a znode is taken only where it is news and
+    the leader's own write: the bucket holds the partition with the same leader and leader epoch at an older
+    znode version, and no newer controller wrote it. Anything else changes nothing — a znode this state
+    already holds (a repeat), one its own writes have passed, or one written under another leadership (this
+    controller's next compare-and-set on it is refused and the re-read, :func:`partition_states_read`, takes
+    it). UpdateMetadata goes out for the partitions taken only."""
+    ctx = c.ctx
+    taken: list[TopicPartition] = []
+    for partition, z in ev.states:
+        tp = TopicPartition(ev.topic, partition)
+        li = ctx.partition_leadership.get(tp)
+        if li is None or tp not in ctx.partition_assignments:
+            continue
+        cur = li.leader_and_isr
+        if (
+            z.zk_version <= cur.partition_epoch
+            or (z.leader, z.leader_epoch) != (cur.leader, cur.leader_epoch)
+            or z.controller_epoch > ctx.epoch
+        ):
+            continue
+        la = LeaderAndIsr(z.leader, z.isr, z.leader_epoch, z.zk_version, z.leader_recovery_state)
+        ctx.put_leadership(tp, la, z.controller_epoch)
+        taken.append(tp)
+    if not taken:
+        return
+    c.send_update_metadata(ctx.live_brokers.keys(), taken)
+    # Kafka's notification path completes reassignments too (its ZooKeeper watch on each reassigning
+    # partition's state znode is not livectl's: docs/real-brokers.md)
+    for tp in taken:
+        if tp in ctx.partitions_being_reassigned:
+            maybe_complete_reassignment(c, tp)

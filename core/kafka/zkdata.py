@@ -17,6 +17,8 @@ codec both ways. Nothing else in livectl spells a znode path or its JSON.
 * ``/config/topics/<t>``, ``/config/brokers/<id>|<default>`` — ``{"version":1,"config":{…}}``.
 * ``/config/changes/config_change_<10 digits>`` — ``{"version":2,"entity_path":"<type>/<name>"}``
   (sequential; Kafka's ``ConfigEntityChangeNotificationSequenceZNode``).
+* ``/isr_change_notification/isr_change_<10 digits>`` — ``{"version":1,"partitions":[{"topic","partition"}]}``
+  (sequential; Kafka's ``IsrChangeNotificationSequenceZNode``, written by leaders below IBP 2.7).
 * ``/livectl/offline_replicas/<t>`` (:mod:`core.offline_replicas` owns its JSON) and ``/livectl/sink/<query>``
   (the ZooKeeper sink's progress, :mod:`sinks.zookeeper` owns its JSON) are livectl's own.
 
@@ -63,6 +65,10 @@ LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 #: ``LogDirEventNotificationHandler.LogDirFailureEvent``
 LOG_DIR_FAILURE_EVENT = 1
+#: Kafka's ``IsrChangeNotificationZNode``; children ``isr_change_<10 digits>`` (sequential), written by leaders
+#: on an inter-broker protocol below 2.7
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
 
 
 def broker_path(broker_id: int) -> str:
@@ -255,6 +261,34 @@ def config_change_sequence(child: str) -> int | None:
         return None
     digits = child[len(CONFIG_CHANGE_PREFIX) :]
     return int(digits) if digits.isdigit() else None
+
+
+# ---------------------------------------------------------------------------- ISR change notifications
+
+
+def encode_isr_change_notification(tps: Iterable[TopicPartition]) -> bytes:
+    """An ISR-change notification as a leader below IBP 2.7 writes it (Kafka's version 1)."""
+    parts = [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(tps)]
+    return json.dumps({"version": 1, "partitions": parts}, separators=(",", ":")).encode()
+
+
+def decode_isr_change_notification(data: bytes | str) -> tuple[TopicPartition, ...]:
+    """The partitions an ISR-change notification lists (distinct, in its order). Raises
+    :class:`FormatError` naming the field for anything but Kafka's JSON."""
+    o = _object(data, "isr change notification")
+    raw = o.get("partitions")
+    if not isinstance(raw, list):
+        raise FormatError("partitions", "must be a list of {topic, partition}")
+    out: dict[TopicPartition, None] = {}
+    for i, e in enumerate(raw):
+        topic = e.get("topic") if isinstance(e, dict) else None
+        partition = e.get("partition") if isinstance(e, dict) else None
+        if not isinstance(topic, str) or not topic:
+            raise FormatError(f"partitions[{i}].topic", "must be a topic name")
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            raise FormatError(f"partitions[{i}].partition", "must be a partition number")
+        out[TopicPartition(topic, partition)] = None
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------- topics and partitions

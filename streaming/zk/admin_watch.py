@@ -13,6 +13,7 @@ path (Kafka's ``ZkData``)             reacts to (Kafka's handler)    event
 ``/brokers/topics`` and ``/<t>``     new topics, changed topic data :class:`~core.zk_path_events.ZkTopicChange`
 ``/log_dir_event_notification``      new children                   :class:`~core.zk_path_events.ZkLogDirEvents`
 ``/config/brokers/<default>|<id>``   data                           :class:`~core.zk_path_events.ClusterConfigChanged`
+``/isr_change_notification``         children                       :class:`~core.zk_path_events.ZkIsrChange`
 ``/livectl/cordoned_brokers``        data (livectl's own)           :class:`~core.zk_path_events.BrokersCordoned`
 ``/livectl/drains/<N>``              children (livectl's own)       none: read for the status page and metrics
 ==================================== ============================== =========================================
@@ -20,7 +21,12 @@ path (Kafka's ``ZkData``)             reacts to (Kafka's handler)    event
 The clean-up of each path is the controller's (the bucket that handles the event writes it through the
 fenced ZooKeeper sink), as in Kafka: the reassignment and preferred-election znodes are deleted once
 handled, children of ``/admin/delete_topics`` when the topic is gone (or unknown, or deletion is off),
-log-dir notifications once handled. A topic znode change that adds no partition publishes nothing, and
+log-dir notifications once handled. ISR-change notifications are the watcher's own to delete (Kafka's
+``processIsrChangeNotification`` deletes them whatever their handling did): it reads the partition-state znodes
+they list, publishes one :class:`~core.zk_path_events.ZkIsrChange` per topic and deletes each notification once the
+producer's flush has acknowledged the events — a watcher stopped in between publishes them again from the
+state znodes as they then are, which the buckets take at most once (the event is ordered by the znode
+versions, not by an epoch). A topic znode change that adds no partition publishes nothing, and
 neither do the controller's own topic creations and partition additions: the dispatcher tells the watcher
 of them before and after its ZooKeeper sink writes them (:meth:`AdminPathWatcher.expect`,
 :meth:`~AdminPathWatcher.settle`), and only a write that failed is read again as anyone's (each would otherwise
@@ -58,10 +64,11 @@ from core.errors import FormatError
 from core.events import Event
 from core.kafka import zkdata
 from core.model import PartitionTarget, TopicPartition
-from core.snapshot import ZkSnapshot
+from core.snapshot import PartitionStateZnode, ZkSnapshot
 from core.zk_path_events import (
     BrokersCordoned,
     ClusterConfigChanged,
+    ZkIsrChange,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
@@ -72,12 +79,14 @@ from streaming.errors import StreamingError
 from streaming.runtime.watch_thread import WatchThread
 from streaming.zk.liveness import Producer
 from streaming.zk.publishing import publish_events
+from streaming.zk.snapshot_reader import read_znodes
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BROKER_CONFIG = zkdata.CONFIG_BROKERS + "/<default>"
 #: Kafka's sequential notification znodes: the prefix and ten digits
 _LOG_DIR_EVENT = re.compile(re.escape(zkdata.LOG_DIR_EVENT_PREFIX) + r"\d{10}")
+_ISR_CHANGE = re.compile(re.escape(zkdata.ISR_CHANGE_PREFIX) + r"\d{10}")
 
 
 class AdminWatchError(StreamingError):
@@ -150,7 +159,12 @@ class AdminPathWatcher:
         (:meth:`streaming.zk.snapshot_reader.SnapshotReader.topic_data`); the first round then decodes only the topic
         znodes whose data differ — a failover's first round reads all of them (1,000 for 100k partitions)."""
         with self._lock:
-            for path in (zkdata.DELETE_TOPICS, zkdata.BROKER_TOPICS, zkdata.LOG_DIR_EVENT_NOTIFICATION):
+            for path in (
+                zkdata.DELETE_TOPICS,
+                zkdata.BROKER_TOPICS,
+                zkdata.LOG_DIR_EVENT_NOTIFICATION,
+                zkdata.ISR_CHANGE_NOTIFICATION,
+            ):
                 self._zk.ensure_path(path)
             self._topics = {t.topic: frozenset(p for p, _ in t.partitions) for t in snapshot.topics}
             self._primed_data = {t: data for t, data in (topic_data or {}).items() if t in self._topics and data}
@@ -193,6 +207,7 @@ class AdminPathWatcher:
                 self._reassignment_round,
                 self._preferred_round,
                 self._log_dirs_round,
+                self._isr_changes_round,
                 self._cordon_round,
                 self._drains_round,
             ):
@@ -425,6 +440,55 @@ class AdminPathWatcher:
 
         def commit() -> None:
             self._log_dir_events = (self._log_dir_events | set(new)) & children
+
+        commits.append(commit)
+
+    def _isr_changes_round(self, events: list[Event], commits: list[Callable[[], None]]) -> None:
+        children = sorted(c for c in self._children(zkdata.ISR_CHANGE_NOTIFICATION) if _ISR_CHANGE.fullmatch(c))
+        if not children:
+            return
+        handles = [(c, self._zk.get_async(f"{zkdata.ISR_CHANGE_NOTIFICATION}/{c}")) for c in children]
+        handled: list[str] = []
+        listed: dict[TopicPartition, None] = {}
+        for name, handle in handles:
+            try:
+                data, _ = handle.get()
+            except NoNodeError:
+                continue
+            handled.append(name)
+            try:
+                listed.update(dict.fromkeys(zkdata.decode_isr_change_notification(data)))
+            except FormatError as e:
+                # Kafka reads such a notification as listing nothing, and deletes it
+                log.error("deleting %s/%s: not Kafka's ISR change JSON: %s", zkdata.ISR_CHANGE_NOTIFICATION, name, e)
+        paths = {tp: zkdata.partition_state_path(tp.topic, tp.partition) for tp in listed}
+        got = read_znodes(self._zk, list(paths.values())) if paths else {}
+        by_topic: dict[str, dict[int, PartitionStateZnode]] = {}
+        for tp, path in paths.items():
+            if path not in got:
+                continue  # the partition is gone: nothing to tell
+            data, stat = got[path]
+            try:
+                state = zkdata.decode_partition_state(data.decode(), stat.version)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                log.error("ignoring %s: not Kafka's partition state JSON: %s", path, e)
+                continue
+            by_topic.setdefault(tp.topic, {})[tp.partition] = state
+        for topic, states in sorted(by_topic.items()):
+            event = self._checked(ZkIsrChange(topic, tuple(sorted(states.items()))))
+            if event is not None:
+                events.append(event)
+
+        def commit() -> None:
+            paths = [f"{zkdata.ISR_CHANGE_NOTIFICATION}/{name}" for name in handled]
+            for path, deleting in [(path, self._zk.delete_async(path)) for path in paths]:
+                try:
+                    deleting.get()
+                except NoNodeError:
+                    pass
+                except KazooException as e:
+                    # left for a later round, which publishes it again (taken at most once)
+                    log.warning("could not delete %s, will publish it again: %r", path, e)
 
         commits.append(commit)
 

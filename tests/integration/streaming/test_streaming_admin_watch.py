@@ -13,13 +13,16 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPartition
 from kazoo.client import KazooClient
+from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 from waiting import wait_until
 
 from core.codec.events import event_from_json
 from core.events import Event
 from core.model import PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode
 from core.zk_path_events import (
     ClusterConfigChanged,
+    ZkIsrChange,
     ZkLogDirEvents,
     ZkPreferredElection,
     ZkReassignment,
@@ -48,6 +51,13 @@ def _topic(partitions: dict[int, list[int]]) -> bytes:
             "adding_replicas": {},
             "removing_replicas": {},
         }
+    )
+
+
+def _state(leader: int, leader_epoch: int, isr: list[int], controller_epoch: int = 1) -> bytes:
+    """``TopicPartitionStateZNode.encode`` of Kafka 3.9 (what a leader below IBP 2.7 writes too)."""
+    return _json(
+        {"controller_epoch": controller_epoch, "leader": leader, "version": 1, "leader_epoch": leader_epoch, "isr": isr}
     )
 
 
@@ -322,5 +332,68 @@ def test_the_cordoned_brokers_are_read_with_the_snapshot_and_followed(
         zk.delete(f"{DRAINS}/3")
         wait_until("the drain gone", lambda: watcher.draining == (), 20)
         assert watcher.published[3:] == []
+    finally:
+        watcher.stop()
+
+
+ISR_CHANGES = "/isr_change_notification"
+
+
+def test_isr_change_notifications_are_published_with_the_state_znodes_then_deleted(
+    zk_chrooted: KazooClient, kafka_broker: Any, events_topic: tuple[str, KafkaProducer]
+) -> None:
+    zk = zk_chrooted
+    topic, producer = events_topic
+    zk.create("/brokers/topics/t", _topic({0: [1, 2, 3], 1: [2, 3, 1]}), makepath=True)
+    for p, leader in ((0, 1), (1, 2)):
+        zk.create(f"/brokers/topics/t/partitions/{p}/state", _state(leader, 4, [1, 2, 3]), makepath=True)
+    watcher = AdminPathWatcher(zk, producer, topic, EPOCH, 1000, resync_interval_s=60)
+    watcher.prime(read_snapshot(zk))
+    watcher.start()
+
+    def leader_writes_isr(partition: int, leader: int, isr: list[int]) -> PartitionStateZnode:
+        """Kafka's ZkAlterPartitionManager below IBP 2.7: the leader's compare-and-set of the state znode."""
+        path = f"/brokers/topics/t/partitions/{partition}/state"
+        _, stat = zk.get(path)
+        zk.set(path, _state(leader, 4, isr), version=stat.version)
+        return PartitionStateZnode(leader, 4, tuple(isr), 1, stat.version + 1)
+
+    def wait(n: int) -> list[Event]:
+        return list(wait_until(f"{n} events", lambda: len(watcher.published) >= n and watcher.published, 20))
+
+    try:
+        z0 = leader_writes_isr(0, 1, [1, 3])
+        # then its notification, as propagateIsrChanges writes it (and one that is not Kafka's JSON)
+        zk.create(
+            f"{ISR_CHANGES}/isr_change_",
+            b'{"version":1,"partitions":[{"topic":"t","partition":0},{"topic":"gone","partition":0}]}',
+            sequence=True,
+        )
+        zk.create(f"{ISR_CHANGES}/isr_change_", b"{", sequence=True)
+        assert wait(1) == [ZkIsrChange("t", ((0, z0),))], "a partition without a state znode is left out"
+        wait_until("the notifications deleted", lambda: zk.get_children(ISR_CHANGES) == [], 20)
+        assert _read(kafka_broker.bootstrap, topic) == watcher.published
+
+        # ZooKeeper refuses the deletion (no DELETE on the parent): the notification stays and every later
+        # round publishes it again, with the state znodes as they then are (the buckets take it once)
+        zk.set_acls(ISR_CHANGES, [make_acl("world", "anyone", read=True, write=True, create=True, admin=True)])
+        z1 = leader_writes_isr(1, 2, [2, 3])
+        path = zk.create(
+            f"{ISR_CHANGES}/isr_change_", b'{"version":1,"partitions":[{"topic":"t","partition":1}]}', sequence=True
+        )
+        again = ZkIsrChange("t", ((1, z1),))
+        assert wait(2)[1] == again
+        assert watcher.sync() == [again]
+        assert zk.get_children(ISR_CHANGES) == [path.rsplit("/", 1)[1]]
+        z1 = leader_writes_isr(1, 2, [2, 3, 1])
+        zk.set_acls(ISR_CHANGES, OPEN_ACL_UNSAFE)
+        newer = ZkIsrChange("t", ((1, z1),))
+        assert watcher.sync() == [newer]
+        assert zk.get_children(ISR_CHANGES) == []
+        assert watcher.sync() == []
+        published = watcher.published
+        assert published[0] == ZkIsrChange("t", ((0, z0),)) and published[-1] == newer
+        assert set(published[1:-1]) == {again} and len(published) >= 4
+        assert _read(kafka_broker.bootstrap, topic) == published, "every event is on the topic, in order"
     finally:
         watcher.stop()

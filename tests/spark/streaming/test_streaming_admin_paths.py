@@ -1,6 +1,7 @@
 """ZooKeeper-era tools drive the running controller (issue 14): kazoo writes Kafka's own JSON (``ZkData``:
 ``TopicZNode``, ``ReassignPartitionsZNode``, ``PreferredReplicaElectionZNode``, ``DeleteTopicsTopicZNode``,
-``LogDirEventNotificationSequenceZNode``, ``ConfigEntityZNode``) to real ZooKeeper while the real query runs;
+``LogDirEventNotificationSequenceZNode``, ``IsrChangeNotificationSequenceZNode``, ``ConfigEntityZNode``) to real
+ZooKeeper while the real query runs;
 brokers are ZooKeeper registrations whose AlterPartition / StopReplica answers the test sends as a broker
 would. Also: preferred leaders come back by auto leader rebalance within one check interval."""
 
@@ -73,6 +74,32 @@ def _catch_up(cluster: Cluster, topic: str, partition: int, add: int, timeout: f
             return
 
 
+def _leader_writes_isr(cluster: Cluster, topic: str, partition: int, isr: list[int]) -> None:
+    """A leader below IBP 2.7 (Kafka's ``ZkAlterPartitionManager``): its own compare-and-set of the state znode,
+    then its ``IsrChangeNotificationSequenceZNode``."""
+    path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+    data, stat = cluster.zk.get(path)
+    cluster.zk.set(path, _json({**json.loads(data), "isr": isr}), version=stat.version)
+    cluster.zk.create(
+        "/isr_change_notification/isr_change_",
+        _json({"version": 1, "partitions": [{"topic": topic, "partition": partition}]}),
+        sequence=True,
+        makepath=True,
+    )
+
+
+def _isr_sent(cluster: Cluster, topic: str, partition: int, isr: list[int]) -> list[int]:
+    """The brokers an UpdateMetadata gave ``isr`` as the partition's ISR."""
+    return [
+        b
+        for m in cluster.requests("UpdateMetadata")
+        for ts in m["body"].get("topicStates", [])
+        for ps in ts["partitionStates"]
+        if ts["topicName"] == topic and ps["partitionIndex"] == partition and ps["isr"] == isr
+        for b in recipients(m)
+    ]
+
+
 def _return(cluster: Cluster, broker: int) -> None:
     """Register ``broker`` again and wait until the controller has seen it (its UpdateMetadata)."""
     before = len([m for m in cluster.requests("UpdateMetadata") if broker in recipients(m)])
@@ -105,6 +132,19 @@ def test_zookeeper_admin_paths_drive_the_running_controller(spark: Any, cluster:
         zk.set("/brokers/topics/zt", _topic_znode({0: [1, 2], 1: [4, 2], 2: [3, 1]}))
         s2 = wait_until("zt-2 added", lambda: cluster.state("zt", 2))
         assert s2["leader"] == 3 and s2["isr"] == [3, 1]
+
+        # ISR changes of a leader below IBP 2.7: written to ZooKeeper by the leader, then notified; the
+        # controller sends them to every broker, deletes the notification and takes the znode's version (the
+        # elections below write zt-2 at the version the leader left, never refused: no partition_states_read)
+        for isr in ([3], [3, 1]):
+            before = len(_isr_sent(cluster, "zt", 2, isr))
+            _leader_writes_isr(cluster, "zt", 2, isr)
+            wait_until(
+                f"zt-2's ISR {isr} sent to every broker",
+                lambda isr=isr, before=before: sorted(_isr_sent(cluster, "zt", 2, isr)[before:]) == [1, 2, 3],
+            )
+            wait_until("the ISR notification deleted", lambda: zk.get_children("/isr_change_notification") == [])
+        assert [e["states"][0][0] for e in _events(cluster, "zk_isr_change")] == [2, 2]
 
         # kafka-reassign-partitions --zookeeper: target broker 5 is down; the controller waits for it
         zk.create(
@@ -180,6 +220,7 @@ def test_zookeeper_admin_paths_drive_the_running_controller(spark: Any, cluster:
         cluster.send_broker_event(ev.StopReplicaResponse(4, tuple(asked)))
         wait_until("zt deleted", lambda: zk.exists("/brokers/topics/zt") is None, timeout=90)
         wait_until("its delete_topics child removed", lambda: zk.exists("/admin/delete_topics/zt") is None)
+        assert _events(cluster, "partition_states_read") == [], "no write of the controller was refused"
         assert controller.error == []
     finally:
         controller.stop()
