@@ -84,6 +84,7 @@ def test_kafka_restarted_under_controllers_and_while_none_runs(
     def restart_bus() -> None:
         bus.start()
         # the harness's own producer, not livectl's: a new one rather than wait out its reconnect back-off
+        assert m.producer is not None  # m.open() made it
         m.producer.close()
         m.producer = KafkaProducer(bootstrap_servers=bus.bootstrap, acks="all", linger_ms=0)
 
@@ -112,7 +113,9 @@ def test_kafka_restarted_under_controllers_and_while_none_runs(
         # 2. Kafka down while the active one stops: the standby takes over without Kafka and waits for it
         bus.stop()
         a.stop()
-        time.sleep(5)
+        # B wins the lease with Kafka away, then waits for Kafka (its load below shows it did not exit meanwhile)
+        elected = f"controller {b.controller_id} elected"
+        cm.wait_until("controller B elected with Kafka down", lambda: elected in b.text() or not b.alive(), 120)
         assert b.alive(), b.text()[-3000:]
         restart_bus()
         m.wait_loaded(b)

@@ -44,6 +44,8 @@ class Watch(threading.Thread):
         self.stop = threading.Event()
         self.offline: list[str] = []
         self.leaders_seen: set[tuple[int, int]] = set()
+        #: set once it has read every partition's state: the leaders before the drain are in leaders_seen
+        self.looked = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -54,7 +56,8 @@ class Watch(threading.Thread):
                 self.leaders_seen.add((p, leader))
                 if leader not in live:
                     self.offline.append(f"{self.topic}-{p}: leader {leader} at {time.monotonic():.1f}")
-            time.sleep(0.2)
+            self.looked.set()
+            self.stop.wait(0.2)
 
 
 class Progress(threading.Thread):
@@ -114,6 +117,7 @@ def test_drain_a_leading_broker_under_producer_load(
         cm.wait_online(m, topic, dict(ASSIGNMENT))
         watch = Watch(m, topic)
         watch.start()
+        assert watch.looked.wait(60), "the watcher never read the partition states"
         progress = Progress(m, log_dirs, f"http://127.0.0.1:{port}/")
         progress.start()
         argv = [

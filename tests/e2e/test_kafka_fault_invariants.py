@@ -381,7 +381,7 @@ def test_kafka_topics_describe_on_the_clients_listener(faults: Faults, tmp_path:
             listed["kafka"] = kafka_reassignments(client, api_timeout_ms=20_000)
         except RuntimeError as e:
             listed["kafka"] = str(e)
-        return listed["kafka"] == expected
+        return bool(listed["kafka"] == expected)
 
     started = time.monotonic()
     try:
@@ -433,7 +433,7 @@ def test_controlled_shutdown_moves_leadership_first(faults: Faults) -> None:
         asked_before = sum(1 for _, e in c.events() if e.get("type") == "controlled_shutdown")
         # what ZooKeeper says while the broker stops: (registered, it leads something, it is in some ISR)
         samples: list[tuple[bool, bool, bool]] = []
-        done = threading.Event()
+        done, sampled = threading.Event(), threading.Event()
 
         def watch() -> None:
             while not done.is_set():
@@ -441,10 +441,12 @@ def test_controlled_shutdown_moves_leadership_first(faults: Faults) -> None:
                 states = list(_states(c, topic, count).values())
                 leads = any(st["leader"] == stopping for st in states)
                 samples.append((registered, leads, any(stopping in st["isr"] for st in states)))
-                time.sleep(0.05)
+                sampled.set()
+                done.wait(0.05)
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
+        assert sampled.wait(60), "the watcher never read ZooKeeper"  # its first look is from before the stop
         try:
             took = _stop_cleanly(c, stopping)
             _gone(c, stopping)

@@ -31,6 +31,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
+from waiting import wait_until
 
 from channel.answers import SERVED, node_versions
 from channel.runner import ChannelSettings, ControllerChannel
@@ -100,15 +101,6 @@ class Setup:
 
 def _topic_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -199,7 +191,7 @@ def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: S
             (MetadataBroker(1, endpoints),),
         ),
     )
-    _wait("both requests delivered", lambda: s.channel.delivered == 2)
+    wait_until("both requests delivered", lambda: s.channel.delivered == 2)
 
     # AllocateProducerIds: an idempotent producer's InitProducerId completes
     producer = KafkaProducer(bootstrap_servers=s.svc.address, acks="all", max_block_ms=30_000)
@@ -220,7 +212,7 @@ def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: S
     s.send(RequestApi.ALTER_PARTITION_RESPONSE, AlterPartitionResponse(0, (result,)))
     log = Path(s.svc.log)
     taken = f"[Partition {pair[0]}-0 broker=1] ISR updated to 1 "
-    _wait("the broker taking the new ISR", lambda: taken in log.read_text())
+    wait_until("the broker taking the new ISR", lambda: taken in log.read_text())
     assert s.channel.node is not None and s.channel.node.answered == 2
 
     # ControlledShutdown on SIGTERM: answered with nothing left to move, the first attempt succeeds

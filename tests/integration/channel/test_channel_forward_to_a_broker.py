@@ -31,7 +31,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta
+from waiting import wait_until
 
 from bench.harness.real_brokers import kafka_reassignments, kafka_tool, kafka_topics_describe
 from channel.answers import NO_LOG_DIR, SERVED, node_versions
@@ -105,15 +106,6 @@ class Setup:
     def broker(self, listener: str) -> tuple[str, int]:
         host, port = self.svc.listeners[listener].rsplit(":", 1)
         return host, int(port)
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -244,7 +236,7 @@ def test_clients_see_the_controller_s_node_and_get_broker_answers_through_it(set
             (MetadataBroker(1, endpoints),),
         ),
     )
-    _wait("both requests delivered", lambda: s.channel.delivered == 2)
+    wait_until("both requests delivered", lambda: s.channel.delivered == 2)
 
     # the broker's own metadata on its client listener: the controller's node at the channel's PLAINTEXT port
     with BrokerConnection(*s.broker("PLAINTEXT")) as conn:
@@ -321,7 +313,7 @@ def test_clients_see_the_controller_s_node_and_get_broker_answers_through_it(set
         tp = KafkaTopicPartition(topic, 1)
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
-        _wait("the acks=0 record written", lambda: consumer.end_offsets([tp])[tp] == 1, 30)
+        wait_until("the acks=0 record written", lambda: consumer.end_offsets([tp])[tp] == 1, 30)
     finally:
         consumer.close()
 

@@ -25,7 +25,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,8 @@ from kio.schema.incremental_alter_configs.v1.request import (
     IncrementalAlterConfigsRequest,
 )
 from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
+from kio.static.primitive import i8
+from waiting import wait_until
 
 from channel.runner import ChannelSettings, ControllerChannel
 from channel.wire import BrokerConnection
@@ -101,15 +103,6 @@ class Node:
         return done.returncode, done.stdout, done.stderr
 
 
-def _wait(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture(scope="module")
 def node(
     zookeeper: local.Service, kafka_broker: local.Service, tmp_path_factory: pytest.TempPathFactory
@@ -153,7 +146,7 @@ def node(
         um = UpdateMetadataRequest(CONTROLLER, EPOCH, int(stat.czxid), (), (MetadataBroker(1, endpoints),))
         key, value = encode_envelope(1, RequestApi.UPDATE_METADATA, EPOCH, 1, encode_body(um))
         producer.send(requests, key=key, value=value).get(timeout=10)
-        _wait("the UpdateMetadata delivered", lambda: channel.delivered == 1)
+        wait_until("the UpdateMetadata delivered", lambda: channel.delivered == 1)
         yield Node(svc, zk, channel, work)
     finally:
         channel.stopping.set()
@@ -233,9 +226,9 @@ def test_kafka_configs_describes_and_alters_the_controller_s_node(node: Node, ca
 
 def _resource(kind: int, name: str, *configs: tuple[str, int, str | None]) -> AlterConfigsResource:
     return AlterConfigsResource(
-        resource_type=kind,
+        resource_type=i8(kind),
         resource_name=name,
-        configs=tuple(AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in configs),
+        configs=tuple(AlterableConfig(name=k, config_operation=i8(op), value=v) for k, op, v in configs),
     )
 
 
@@ -266,7 +259,7 @@ def test_incremental_alter_configs_and_what_is_forwarded(node: Node) -> None:
         def described(*resources: tuple[int, str]) -> list[tuple[str, int, str | None]]:
             request = DescribeConfigsRequest(
                 resources=tuple(
-                    DescribeConfigsResource(resource_type=k, resource_name=n, configuration_keys=None)
+                    DescribeConfigsResource(resource_type=i8(k), resource_name=n, configuration_keys=None)
                     for k, n in resources
                 ),
                 include_synonyms=False,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from test_simbrokers_process import Env, env, registration
+from waiting import wait_until
 
 from admin.cli import main
 from core.events import LeaderAndIsrResponse
@@ -63,15 +64,25 @@ def test_bytes_moved_rise_to_the_leaders_log(env: Env, capsys: pytest.CaptureFix
     env.send(1, RequestApi.LEADER_AND_ISR, lisr(0, [1], [], port), batch=1)
     env.wait_events(lambda e: isinstance(e, LeaderAndIsrResponse), count=1)
 
-    def leader_end() -> int:
+    def leader_status() -> tuple[int, int]:
+        """The status file's wall-clock time (ms) and the leader's log end in it; (0, 0) before the first."""
         if not status.exists():
-            return 0
-        return int(json.loads(status.read_text())["brokers"]["1"]["partitions"].get("orders-0", {}).get("leo", 0))
+            return 0, 0
+        written = json.loads(status.read_text())
+        return written["time_ms"], int(written["brokers"]["1"]["partitions"].get("orders-0", {}).get("leo", 0))
 
-    env.wait_for(lambda: leader_end() >= BACKLOG, timeout=60, what=f"{BACKLOG} records on the leader")
+    env.wait_for(lambda: leader_status()[1] >= BACKLOG, timeout=60, what=f"{BACKLOG} records on the leader")
     env.control(ControlCommand(1, "produce-rate", rate=0.0))  # the leader's log stops growing: a fixed target
-    time.sleep(1.0)
-    size = leader_end() * RECORD
+    # broker 1 logs the command as it applies it, in the loop that produces and writes the status file: a status
+    # begun after the line was seen (by the wall clock both processes read) holds the leader's final log end
+    log = env.tmp / "simbrokers-1.log"
+    env.wait_for(
+        lambda: any("broker 1: control command" in x and "produce-rate" in x for x in log.read_text().splitlines()),
+        what="broker 1 applying produce-rate 0",
+    )
+    applied_ms = time.time() * 1000
+    env.wait_for(lambda: leader_status()[0] > applied_ms, what="a status written after it")
+    size = leader_status()[1] * RECORD
     env.start("2", *reports)
     env.wait_for(lambda: env.zk.exists("/brokers/ids/2"), what="broker 2")
     for b in (1, 2):
@@ -80,14 +91,15 @@ def test_bytes_moved_rise_to_the_leaders_log(env: Env, capsys: pytest.CaptureFix
     argv = ["reassign", "--list", "--output", "json", "--log-dirs-topic", topic,
             "--zookeeper", env.zk_connect, "--bootstrap-server", env.bootstrap]  # fmt: skip
     samples: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def sampled_to_the_end() -> bool:
         assert main(argv) == 0
         [row] = json.loads(capsys.readouterr().out)["reassignments"]
-        samples.append(row["progress"])
-        if row["progress"]["seconds_left"] == 0.0:
-            break
-        time.sleep(0.3)
+        samples.append(p := row["progress"])
+        # all moved, not only a time left that rounds to 0.0 s (a few kB short at the quota)
+        return p["bytes_to_move"] is not None and p["bytes_moved"] == p["bytes_to_move"] and p["seconds_left"] == 0.0
+
+    wait_until("the move reported done", sampled_to_the_end, 60, detail=lambda: f"{samples}\n{env.logs()}")
     known = [s for s in samples if s["bytes_to_move"] is not None]
     assert known and known[-1] == {**known[-1], "bytes_to_move": size, "bytes_moved": size, "seconds_left": 0.0}, (
         samples,

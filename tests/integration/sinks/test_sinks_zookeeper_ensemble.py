@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from waiting import poll_until
+from waiting import poll_until, wait_until
 from zk_ensemble import Ensemble
 
 from core.decisions import ZkOp, ZkWrite
@@ -78,15 +78,18 @@ class Controller:
         self.spans: list[tuple[int, float, float]] = []
 
     def write(self, batch_id: int, writes: list[ZkWrite], deadline_s: float = 60.0) -> None:
+        """Write the batch, replayed with the same writes while the sink says ZooKeeper is unavailable."""
         started = time.monotonic()
-        while True:
+
+        def attempt() -> bool:
             try:
                 self.results.setdefault(batch_id, []).append(self.sink.write_batch(batch_id, writes))
-                break
             except SinkUnavailableError as e:
                 self.replays.setdefault(batch_id, []).append(str(e))
-                assert time.monotonic() - started < deadline_s, f"batch {batch_id} unfinished: {self.replays}"
-                time.sleep(0.2)
+                return False
+            return True
+
+        wait_until(f"batch {batch_id} written", attempt, deadline_s, interval=0.2, detail=lambda: str(self.replays))
         self.spans.append((batch_id, started, time.monotonic()))
 
     def close(self) -> None:

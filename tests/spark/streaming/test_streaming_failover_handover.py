@@ -10,7 +10,8 @@
 from __future__ import annotations
 
 import dataclasses
-import time
+import logging
+import threading
 from typing import Any
 
 import pytest
@@ -19,29 +20,48 @@ from waiting import wait_until
 
 from core import events as ev
 from core.model import PartitionTarget
+from streaming.driver.startup import uncommitted_batch
+from streaming.runtime.checkpoint_fs import FileSystemCheckpointStore
 
 pytestmark = pytest.mark.spark
 
 
-class SlowZooKeeper:
-    """Wraps the real ZooKeeper sink: every micro-batch with writes waits ``delay_s`` before writing, as
-    a loaded ZooKeeper would. It widens the window in which a query that runs ahead of its failover
-    snapshot writes what the snapshot then misses (the race this module shows gone)."""
+class SnapshotPublished(logging.Handler):
+    """Set once a controller in this process logs its failover snapshot, which it does after publishing the
+    snapshot's reference (:func:`streaming.driver.startup.hand_off`): the tree was read before that."""
 
-    def __init__(self, inner: Any, delay_s: float) -> None:
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("failover snapshot:"):
+            self.seen.set()
+
+
+class HeldZooKeeper:
+    """Wraps the real ZooKeeper sink: every micro-batch with writes, but the one a takeover replays before
+    reading its snapshot (``replayed``), waits until the failover snapshot is published before writing. A query
+    that ran ahead of its snapshot (the race this module shows gone) so writes, every time, what the snapshot
+    then misses; a controller in order publishes the snapshot before such a batch runs (the failover barrier),
+    so none waits longer than the hand-off takes to log it."""
+
+    def __init__(self, inner: Any, published: threading.Event, replayed: int | None) -> None:
         self.inner = inner
-        self.delay_s = delay_s
+        self.published = published
+        self.replayed = replayed
         self.batches_with_writes: list[int] = []
 
     def write_batch(self, batch_id: int, writes: Any) -> Any:
         if writes:
             self.batches_with_writes.append(batch_id)
-            time.sleep(self.delay_s)
+            if (self.replayed is None or batch_id > self.replayed) and not self.published.wait(120):
+                raise AssertionError(f"micro-batch {batch_id} has writes and no failover snapshot came in 120 s")
         return self.inner.write_batch(batch_id, writes)
 
 
 def test_a_takeover_with_a_reassignment_in_flight_writes_nothing_its_snapshot_misses(
-    spark: Any, cluster: Cluster
+    spark: Any, cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     for b in (1, 2, 3, 4, 5, 6):
         cluster.register_broker(b)
@@ -56,19 +76,28 @@ def test_a_takeover_with_a_reassignment_in_flight_writes_nothing_its_snapshot_mi
     # while no controller runs: a reassignment (its first step writes the topic znode) and a creation
     cluster.send_admin(ev.ReassignPartitions("r1", (PartitionTarget("moving", 0, (4, 5, 6)),)))
     cluster.send_admin(ev.CreateTopic("c2", "during", 1, 2))
-    slow: list[SlowZooKeeper] = []
+    held: list[HeldZooKeeper] = []
+    published = SnapshotPublished()
+    replayed = uncommitted_batch(FileSystemCheckpointStore.for_spark(spark, cluster.settings.checkpoint_dir))
 
     def wrap(zk_sink: Any, request_sink: Any) -> tuple[Any, Any]:
-        slow.append(SlowZooKeeper(zk_sink, 1.5))
-        return slow[0], request_sink
+        held.append(HeldZooKeeper(zk_sink, published.seen, replayed))
+        return held[0], request_sink
 
-    second = start_controller(spark, cluster.settings, wrap_sinks=wrap)
+    app_log = logging.getLogger("livectl.app")
+    app_log.addHandler(published)
+    try:
+        with caplog.at_level(logging.INFO, logger="livectl.app"):
+            second = start_controller(spark, cluster.settings, wrap_sinks=wrap)
+    finally:
+        app_log.removeHandler(published)
     epoch = int(cluster.zk.get("/controller_epoch")[0])
     try:
         topic = wait_until(
             "RS written",
             lambda: (t := cluster.znode("/brokers/topics/moving")) and t["partitions"]["0"] == [4, 5, 6, 1, 2, 3] and t,
         )
+        assert topic is not None  # wait_until returns only what holds (here for mypy)
         assert topic["adding_replicas"] == {"0": [4, 5, 6]} and topic["removing_replicas"] == {"0": [1, 2, 3]}
         wait_until("during online", lambda: cluster.state("during", 0))
         # the new replicas caught up: the leader says so, at the leader epoch ZooKeeper holds
@@ -91,6 +120,7 @@ def test_a_takeover_with_a_reassignment_in_flight_writes_nothing_its_snapshot_mi
             lambda: (t := cluster.znode("/brokers/topics/moving")) and t["partitions"]["0"] == [4, 5, 6] and t,
             timeout=90,
         )
+        assert final is not None
         assert final["adding_replicas"] == {} and final["removing_replicas"] == {}
         s = cluster.state("moving", 0)
         assert s is not None and s["leader"] == 4 and s["isr"] == [4, 5, 6] and s["controller_epoch"] == epoch
@@ -118,7 +148,7 @@ def test_a_takeover_with_a_reassignment_in_flight_writes_nothing_its_snapshot_mi
                 s["leader_epoch"],
                 s["isr"],
             )
-        assert slow[0].batches_with_writes, "the new controller wrote nothing"
+        assert held[0].batches_with_writes, "the new controller wrote nothing"
     finally:
         second.stop()
     assert not second.error
@@ -143,6 +173,7 @@ def test_a_new_checkpoint_loads_the_cluster_from_its_own_reference(
             "the command answered",
             lambda: (r := {x["request_id"]: x for x in cluster.admin_results()}).get("new") and r,
         )
+        assert results is not None  # wait_until returns only what holds (here for mypy)
         assert results["new"]["status"] == "ok"
         assert cluster.znode("/brokers/topics/history") is None, "history was applied"
         if starting_offsets == "earliest":
@@ -150,6 +181,7 @@ def test_a_new_checkpoint_loads_the_cluster_from_its_own_reference(
             old = wait_until(
                 "the old command answered", lambda: {x["request_id"]: x for x in cluster.admin_results()}.get("old")
             )
+            assert old is not None
             assert old["error"] == "NOT_CONTROLLER"
         else:
             assert "old" not in results, "latest read a record from before the start"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from livectl import kafka_server, local
 from sinks import local_services
@@ -128,10 +128,8 @@ def test_bad_kafka_settings_name_the_field() -> None:
 def test_stop_signals_only_the_process_we_started() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # livectl-test-marker"])
     # right after the fork the child's /proc cmdline can still be empty: wait until it shows the command
-    deadline = time.monotonic() + 10
-    while b"livectl-test-marker" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
-        assert time.monotonic() < deadline, "the child never showed its command line"
-        time.sleep(0.01)
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    wait_until("the child's command line", lambda: b"livectl-test-marker" in cmdline.read_bytes(), 10, interval=0.05)
     try:
         # a PID whose command line does not carry the marker is left alone
         assert not local.stop_process(proc.pid, "some-other-command")
