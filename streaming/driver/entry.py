@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from streaming.driver.preflight import UnreachableError, check_kafka, check_zookeeper
+from streaming.driver.stderr_gate import StderrGate
 from streaming.errors import StreamingError
 from streaming.settings import Settings, SettingsError
 
@@ -85,9 +86,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streaming.driver.app import ControllerApp
-    from streaming.driver.shutdown import ControllerStoppedError
-
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
     # kazoo reports every dropped connection and expired session at WARNING; the controller says what
@@ -115,12 +113,38 @@ def run(args: argparse.Namespace) -> int:
     workers = worker_python(os.environ, spark_conf)
     if workers is not None:
         os.environ["PYSPARK_PYTHON"] = workers
+    # before Spark's JVM starts, which inherits it; under spark-submit the JVM is the parent and owns it
+    gate = None if _under_spark_submit() else StderrGate()
+    try:
+        return _run_controller(settings, master, workers, spark_conf, gate)
+    finally:
+        if gate is not None and gate.is_open:
+            gate.restore()
+
+
+def _run_controller(
+    settings: Settings, master: str | None, workers: str | None, spark_conf: dict[str, str], gate: StderrGate | None
+) -> int:
+    from streaming.driver.app import ControllerApp
+    from streaming.driver.shutdown import ControllerStoppedError
+
+    def say(line: str) -> None:
+        if gate is not None:
+            gate.say(line)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
     stopping = threading.Event()
     current: list[ControllerApp] = []
 
+    def on_fenced(app: ControllerApp) -> None:
+        quiet_for_fenced_exit(app.spark)
+        if gate is not None:
+            gate.close()
+
     def make_app() -> ControllerApp:
         app = ControllerApp(settings, master=master, worker_python=workers, spark_conf=spark_conf)
-        app.on_fenced = lambda _reason: quiet_for_fenced_exit(app.spark)
+        app.on_fenced = lambda _reason: on_fenced(app)
         current[:] = [app]
         if stopping.is_set():
             app.stop()
@@ -139,13 +163,13 @@ def run(args: argparse.Namespace) -> int:
             make_app,
             settings.python_worker_start_retries,
             stopping,
-            lambda line: print(f"livectl run: {line}", file=sys.stderr, flush=True),
+            lambda line: say(f"livectl run: {line}"),
         )
     except ControllerStoppedError as e:
-        print(f"livectl run: {e}", file=sys.stderr, flush=True)
+        say(f"livectl run: {e}")
         return 3
     except StreamingError as e:
-        print(f"livectl run: {e}", file=sys.stderr)
+        say(f"livectl run: {e}")
         return 1
     return 0
 
