@@ -193,12 +193,15 @@ def wait_committed(
                 f"; {sample.said}" if sample is not None else "",
             )
         if now - last_change > stall_timeout:
-            raise StreamingError(
+            error = StreamingError(
                 f"the replay of micro-batch {batch_id} made no progress for {stall_timeout:g} s"
                 f" (replay_stall_timeout_ms; {now - started:.0f} s in all"
                 + (f"; {sample.said}" if sample is not None else "")
                 + ")"
             )
+            # said now: stopping the query can take long when what stalled it is still away
+            log.warning("%s; stopping the query", error)
+            raise error
         time.sleep(0.1)
     log.info("micro-batch %d replayed in %.1f s", batch_id, time.monotonic() - started)
     return True

@@ -5,9 +5,10 @@ the test's own (it is stopped), five simulated brokers and two ``livectl run`` p
 Controller A is SIGKILLed as the first partition state of a large creation reaches ZooKeeper: its micro-batch is
 planned and not committed. The standby B, whose ``replay_stall_timeout_ms`` is 15 s, takes over and replays it;
 once B's replay has written to ZooKeeper (the sink's progress znode carries B's epoch), the Kafka broker is
-stopped (SIGSTOP): B's request writes can no longer go anywhere, and nothing else moves; 45 s after the stall
-timeout the broker gets SIGCONT. B must say how the replay went while it waited, then exit with code 1 and one
-line, ``the replay of micro-batch N made no progress for 15 s``, naming the step it was stuck in.
+stopped (SIGSTOP): B's request writes can no longer go anywhere, and nothing else moves; once B has logged that
+it refuses the stalled replay, the broker gets SIGCONT. B must say how the replay went while it waited, then exit
+with code 1 and one line, ``the replay of micro-batch N made no progress for 15 s``, naming the step it was
+stuck in.
 
 A replay that progresses throughout is waited for past the stall timeout: the Spark tier proves it on a real
 replay (``tests/spark/streaming/test_streaming_replay_progress.py``), the 100k-partition long run at scale.
@@ -80,9 +81,12 @@ def test_a_replay_that_stops_making_progress_ends_with_one_line_and_exit_code_1(
         os.kill(kafka.pid, signal.SIGSTOP)
         stopped[0] = True
         began = time.monotonic()
-        # the stall timeout passes with the broker stopped; then it comes back, so that the query's stop (its
+        # the stall is refused with the broker still stopped; then it comes back, so that the query's stop (its
         # batch's write waiting on the broker, retried) ends: the refused replay stays refused
-        time.sleep(STALL_MS / 1000 + 45)
+        cm.wait_until(
+            "B refusing the stalled replay", lambda: "made no progress for 15 s" in b.text(), STALL_MS / 1000 + 120
+        )
+        assert stopped[0]
         os.kill(kafka.pid, signal.SIGCONT)
         stopped[0] = False
         cm.wait_until("controller B's exit", lambda: not b.alive(), 300)
