@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import spark_class_archive
 from jvm_options import SHORT_LIVED_JIT, SHORT_LIVED_SERVER
 
 # The test tree mirrors the source tree (tests/<tier>/core/, .../streaming/, ...), and pytest puts the folder of
@@ -76,6 +77,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("unit") is None:
                 item.add_marker(pytest.mark.no_cover)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A session that starts Spark JVMs (the spark tier and above) gives them Spark's classes already parsed:
+    the class-data-sharing archive of :mod:`spark_class_archive`, made first when missing (about 45 s, once)."""
+    if any(_tier(item) >= _TIERS.index("spark") for item in session.items):
+        archive = spark_class_archive.archive()
+        if archive is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] += " " + spark_class_archive.java_options(archive)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
