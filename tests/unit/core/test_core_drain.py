@@ -5,10 +5,13 @@ on the broker."""
 from __future__ import annotations
 
 import pytest
+from core_support import Cluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.decisions import AdminResult, AdminStatus
 from core.drain import Blocked, PartitionView, plan_drain
+from core.events import BrokerFailure, ReassignPartitions
 from core.model import PartitionTarget, TopicPartition
 from core.placement import BrokerRack
 
@@ -159,3 +162,33 @@ def test_no_planned_target_holds_a_dead_broker(assignments: list[tuple[int, ...]
         moved = {TopicPartition(m.topic, m.partition) for m in step.replica_moves}
         assert not moved & blocked and not set(step.stuck) & blocked
         assert step.idle == (not step.replica_moves)
+
+
+def _view(c: Cluster, tp: TopicPartition) -> PartitionView:
+    """The partition as the drain reads it from ZooKeeper, here from the controller's own context."""
+    ra = c.ctx.assignment(tp)
+    lai = c.ctx.leader_and_isr(tp)
+    assert lai is not None
+    return PartitionView(
+        ra.replicas, lai.leader, lai.isr, ra.is_being_reassigned, ra.adding_replicas, ra.removing_replicas
+    )
+
+
+def test_the_controller_takes_a_replan_and_completes_it_without_the_dead_broker() -> None:
+    # the drain of 3 moved t-0 (3,1) onto 4; 4 dies before catching up. The re-planned target supersedes the
+    # move (the first request ends REASSIGNMENT_SUPERSEDED), and it completes once its live replicas catch up
+    c = Cluster.start([1, 2, 3, 4])
+    c.create_topic("t", ((3, 1),))
+    tp = T[0]
+    c.run(ReassignPartitions("drain-1", (PartitionTarget("t", 0, (4, 1)),)))
+    c.run(BrokerFailure(4))
+    live = [BrokerRack(b) for b in sorted(c.ctx.live_broker_ids)]
+    step = plan_drain(3, {tp: _view(c, tp)}, live, {3}, 10)
+    assert step.replans == (PartitionTarget("t", 0, (2, 1)),)
+    c.run(ReassignPartitions("drain-2", step.replans))
+    answers = {d.request_id: d for d in c.decisions if isinstance(d, AdminResult)}
+    assert answers["drain-2"].status is AdminStatus.IN_PROGRESS
+    assert answers["drain-1"].error == "REASSIGNMENT_SUPERSEDED"
+    c.catch_up(tp)
+    assert c.ctx.assignment(tp).replicas == (2, 1) and not c.ctx.assignment(tp).is_being_reassigned
+    assert plan_drain(3, {tp: _view(c, tp)}, live, {3}, 10).done
