@@ -14,6 +14,13 @@ where the cluster is. ``--cancel-drain N`` deletes the record, cancels the reass
 (their partitions go back to their replicas before the move), clears the throttles when the drain set one
 and leaves N cordoned; a ``--drain`` following it sees the record gone and stops. Once N holds nothing, the
 throttles are cleared and the record deleted.
+
+Brokers that are not alive (not registered) are never placed on. A move whose new broker dies is re-planned
+onto another live broker (a reassignment superseding it); a partition whose move would keep, or keeps, a dead
+broker that was a replica before waits for it (:class:`core.drain.Blocked`), said once per change while the
+drain goes on with the others. When nothing else is left to start or to complete, the drain ends with exit 1
+naming those partitions and their brokers, rather than waiting out ``--timeout``: the record stays, and
+``--drain N`` run again, once the brokers are back or those replicas moved, goes on.
 """
 
 from __future__ import annotations
@@ -119,7 +126,9 @@ def cluster_view(
             state = zk.partition_state(topic, p)
             # the full replica set: a partition moving off the broker holds it until the move completes
             leader, isr = (state.leader, state.isr) if state is not None else (-1, ())
-            views[tp] = PartitionView(tuple(replicas), leader, isr, reassigning=tp in moving)
+            m = moving.get(tp)
+            adding, removing = (m.adding, m.removing) if m is not None else ((), ())
+            views[tp] = PartitionView(tuple(replicas), leader, isr, m is not None, adding, removing)
     brokers = [BrokerRack(b, r.rack) for b, r in sorted(zk.brokers().items())]
     return views, brokers, set(zk.cordoned()), moving
 
@@ -182,15 +191,57 @@ def _round(args: argparse.Namespace, broker: int, record: DrainRecord) -> DrainS
             print(f"Some leaderships stay on broker {broker} for now: {e}")
         else:
             print(f"Moved the leadership of {len(tps)} partition(s) off broker {broker}.")
-    elif step.replica_moves:
+    elif step.replica_moves or step.replans:
+        moves = (*step.replans, *step.replica_moves)
         if record.throttle >= 0:
-            _throttle(args, record.throttle, step.replica_moves, views, moving)
-        _answer(args, ReassignPartitions(new_request_id(), step.replica_moves), "reassignment")
-        print(
-            f"Moving {len(step.replica_moves)} partition(s) off broker {broker} "
-            f"({step.in_flight} moving already, {step.remaining} left on it)."
-        )
+            _throttle(args, record.throttle, moves, views, moving)
+        _answer(args, ReassignPartitions(new_request_id(), moves), "reassignment")
+        for m in step.replans:
+            tp = TopicPartition(m.topic, m.partition)
+            gone = ints([r for r in views[tp].adding if r not in m.replicas])
+            print(
+                f"Re-planned the move of {tp} off broker {broker}: broker {gone} is not alive; "
+                f"target {ints(m.replicas)}."
+            )
+        if step.replica_moves:
+            print(
+                f"Moving {len(step.replica_moves)} partition(s) off broker {broker} "
+                f"({step.in_flight} moving already, {step.remaining} left on it)."
+            )
     return step
+
+
+def blocked_text(step: DrainStep) -> str:
+    """The partitions a drain step found waiting for brokers that are not alive, in one line ('' for none)."""
+    if not step.blocked:
+        return ""
+    items = [
+        f"{b.tp} (broker {ints(b.not_alive)}{'; its move in flight' if b.in_flight else ''})" for b in step.blocked[:10]
+    ]
+    more = f", and {len(step.blocked) - 10} more" if len(step.blocked) > 10 else ""
+    return (
+        f"{len(step.blocked)} partition(s) wait for brokers that are not alive: {', '.join(items)}{more} "
+        "(a move whose target holds a dead broker completes only when it is back in the ISR)"
+    )
+
+
+def _cannot_go_on(broker: int, step: DrainStep) -> str:
+    reasons = []
+    if step.blocked:
+        reasons.append(
+            blocked_text(step) + ": bring those brokers back, or move those partitions' replicas off them "
+            "(livectl reassign --execute)"
+        )
+    if step.stuck:
+        stuck = ", ".join(str(tp) for tp in step.stuck[:10])
+        reasons.append(
+            f"{len(step.stuck)} partition(s) on broker {broker} have no broker to move to "
+            f"(too few live, uncordoned brokers): {stuck}"
+        )
+    return (
+        f"the drain of broker {broker} cannot go on: " + "; ".join(reasons) + f"; then run livectl brokers --drain "
+        f"{broker} again (the drain stays recorded, {step.remaining} partition(s) left on the broker)"
+    )
 
 
 def drain_command(args: argparse.Namespace) -> int:
@@ -219,20 +270,22 @@ def drain_command(args: argparse.Namespace) -> int:
     how = f"batches of {record.batch_size}" + (f", throttle {record.throttle} B/s" if record.throttle >= 0 else "")
     print(f"{'Resuming' if old else 'Draining'} broker {broker} ({how}); it is cordoned.")
     deadline = time.monotonic() + args.timeout
+    said = ""
     while True:
         step = _round(args, broker, record)
         if step.done:
             break
-        if step.stuck and not step.replica_moves and not step.in_flight and not step.leader_moves:
-            stuck = ", ".join(str(tp) for tp in step.stuck[:10])
-            raise OperationFailedError(
-                f"{len(step.stuck)} partition(s) on broker {broker} have no broker to move to "
-                f"(too few live, uncordoned brokers): {stuck}"
-            )
+        if step.idle and (step.stuck or step.blocked):
+            # nothing to start and nothing in flight that can complete: waiting would be waiting for an operator
+            raise OperationFailedError(_cannot_go_on(broker, step))
+        if (now := blocked_text(step)) and now != said:
+            print(f"{now}; the drain goes on with the others.")
+        said = now
         if time.monotonic() > deadline:
             raise NotFinishedError(
                 f"broker {broker} still holds {step.remaining} partition(s) after {args.timeout:g}s; the drain "
                 f"goes on with the moves started: run livectl brokers --drain {broker} again to continue it"
+                + (f"; {said}" if said else "")
             )
         time.sleep(POLL_S if not step.leader_moves else 0)
         with configs.writer(zk_connect(args)) as zk:
@@ -261,8 +314,11 @@ def drain_dry_run(args: argparse.Namespace, broker: int) -> int:
     step = plan_drain(broker, views, brokers, cordoned | {broker}, batch)
     print(
         f"Dry run of draining broker {broker} (batches of {batch}): {step.remaining} partition(s) on it, "
-        f"{step.in_flight} moving already, {len(step.stuck)} with no broker to go to."
+        f"{step.in_flight} moving already, {len(step.stuck)} with no broker to go to, "
+        f"{len(step.blocked)} waiting for brokers that are not alive."
     )
+    if step.blocked:
+        print(blocked_text(step) + ".")
     if step.done:
         print(f"Broker {broker} holds nothing: the drain would end at once.")
         return EXIT_OK
@@ -285,13 +341,15 @@ def drain_dry_run(args: argparse.Namespace, broker: int) -> int:
         else:
             print("The controller's dry run of the preferred election:")
             command = ElectLeaders(new_request_id(), ElectionType.PREFERRED, tps)
-    elif step.replica_moves:
-        print(f"First round: move {len(step.replica_moves)} partition(s) off broker {broker}:")
-        for m in step.replica_moves:
+    elif step.replica_moves or step.replans:
+        moves = (*step.replans, *step.replica_moves)
+        print(f"First round: move {len(moves)} partition(s) off broker {broker}:")
+        for m in moves:
             was = views[TopicPartition(m.topic, m.partition)]
-            print(f"  {m.topic}-{m.partition}: replicas {ints(was.replicas)} -> {ints(m.replicas)}")
+            again = " (re-planned: its new broker is not alive)" if m in step.replans else ""
+            print(f"  {m.topic}-{m.partition}: replicas {ints(was.replicas)} -> {ints(m.replicas)}{again}")
         print("The controller's dry run of the reassignment:")
-        command = ReassignPartitions(new_request_id(), step.replica_moves)
+        command = ReassignPartitions(new_request_id(), moves)
     else:
         stuck = ", ".join(str(tp) for tp in step.stuck[:10])
         print(f"Nothing to start now: {step.in_flight} move(s) in flight; stuck: {stuck or 'none'}.")

@@ -35,7 +35,7 @@ from core.codec.decisions import encode_decision
 from core.codec.dry_run_details import DryRun, read_dry_run
 from core.decisions import AdminResult, AdminStatus, BrokerRequest, StateChangeFailure, ZkWrite
 from core.errors import FormatError
-from core.events import AdminCommand
+from core.events import AdminCommand, ElectLeaders
 
 HELP = (
     "ask the controller what it would decide, from its live state, and apply nothing: the ZooKeeper writes, the "
@@ -102,8 +102,11 @@ def run(args: argparse.Namespace, command: AdminCommand | ValidCommand, label: s
 
 def as_json(result: AdminResult, report: DryRun) -> dict[str, Any]:
     """The answer as one JSON object, the decisions in core's JSON form
-    (:func:`core.codec.decisions.encode_decision`)."""
-    return {
+    (:func:`core.codec.decisions.encode_decision`). An ``elect_leaders`` answer also carries ``queued_elections``:
+    the preferred elections it would queue for the leader-balance passes under
+    ``leader.imbalance.max.leaders.per.interval`` (the buckets' sum; 0 when none), the count the text's
+    ``N preferred leader elections queued`` line shows."""
+    out: dict[str, Any] = {
         "request_id": result.request_id,
         "command": result.command,
         "would": result.status.value,
@@ -116,6 +119,10 @@ def as_json(result: AdminResult, report: DryRun) -> dict[str, Any]:
             for p in report.partitions
         ],
     }
+    if result.command == ElectLeaders.TYPE:
+        count = result.details.get("queued")
+        out["queued_elections"] = count if isinstance(count, int) else 0
+    return out
 
 
 def _ints(xs: Iterable[int]) -> str:

@@ -16,6 +16,20 @@ Cruise Control's ``remove_broker`` with ``demote_broker`` first:
 
 A partition no broker can take (too few live, uncordoned brokers) is *stuck*: the drain cannot finish until
 one registers or is uncordoned.
+
+Kafka completes a reassignment only when every target replica is in the ISR, so a move whose target holds a
+broker that is not alive waits for that broker, whatever the data moved. A drain therefore never starts one:
+
+3. **A dead broker in the target.** A partition whose other replicas include a broker that is not alive is
+   *blocked*: no move is planned for it (its target would keep the dead broker, and the move would never
+   complete) until the broker is back or an operator moves that replica. A move in flight whose target has
+   come to hold a dead broker is handled by where that broker is: an *adding* replica (the broker the drain
+   chose died) is **re-planned**, its target given another live, uncordoned broker in its place by a new
+   reassignment that supersedes the first (KIP-455: the origin replicas stay those before the first move);
+   any other target replica (one the partition had before), or no broker to take the dead one's place, leaves
+   the move blocked. Blocked moves in flight do
+   not count against the batch size. The tool reports blocked partitions and, when nothing else can go on,
+   ends naming them (:attr:`DrainStep.idle`).
 """
 
 from __future__ import annotations
@@ -26,18 +40,37 @@ from dataclasses import dataclass
 from core.model import PartitionTarget, TopicPartition
 from core.placement import BrokerRack
 
-__all__ = ["DrainStep", "PartitionView", "plan_drain"]
+__all__ = ["Blocked", "DrainStep", "PartitionView", "plan_drain"]
 
 
 @dataclass(frozen=True)
 class PartitionView:
     """One partition as a drain round sees it: its replicas (assignment order; during a reassignment, the
-    target), its leader, its ISR and whether it is being reassigned."""
+    full set, target and origin), its leader, its ISR, whether it is being reassigned and, if so, the replicas
+    it is adding and removing."""
 
     replicas: tuple[int, ...]
     leader: int
     isr: tuple[int, ...]
     reassigning: bool = False
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas once its reassignment completes (its replicas when none is in progress)."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A partition holding the drained broker whose move waits for brokers that are not alive."""
+
+    tp: TopicPartition
+    #: the brokers of its target (or, not moving yet, its other replicas) that are not alive
+    not_alive: tuple[int, ...]
+    #: its move is in flight already (else none was started)
+    in_flight: bool
 
 
 @dataclass(frozen=True)
@@ -56,11 +89,26 @@ class DrainStep:
     remaining: int
     #: partitions holding the broker that no other broker can take now
     stuck: tuple[TopicPartition, ...]
+    #: new targets for moves in flight whose adding replica's broker is not alive (each supersedes its move)
+    replans: tuple[PartitionTarget, ...] = ()
+    #: partitions whose move waits, or would wait, for brokers that are not alive
+    blocked: tuple[Blocked, ...] = ()
 
     @property
     def done(self) -> bool:
         """Nothing is left on the broker: no replica, nothing in flight."""
         return self.remaining == 0
+
+    @property
+    def blocked_in_flight(self) -> int:
+        return sum(1 for b in self.blocked if b.in_flight)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to start and nothing in flight that can complete: the drain cannot go on by itself (what is
+        left is stuck or blocked, or nothing is)."""
+        starts = self.leader_moves or self.replica_moves or self.replans
+        return not starts and self.in_flight == self.blocked_in_flight
 
 
 def _leader_move(broker: int, view: PartitionView, live: Collection[int]) -> tuple[int, ...] | None:
@@ -96,8 +144,8 @@ def plan_drain(
     batch_size: int,
 ) -> DrainStep:
     """The next step of draining ``broker`` (see the module docstring): ``partitions`` as ZooKeeper holds them,
-    ``brokers`` the live ones with their racks, ``cordoned`` the cordoned ones, ``batch_size`` (at least 1)
-    the most partitions moved off the broker at once."""
+    ``brokers`` the live ones with their racks (only they are ever placed on), ``cordoned`` the cordoned ones,
+    ``batch_size`` (at least 1) the most partitions moved off the broker at once (blocked moves aside)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     live = {b.id for b in brokers}
@@ -116,12 +164,40 @@ def plan_drain(
     for v in partitions.values():
         for r in v.replicas:
             load[r] = load.get(r, 0) + 1
-    room = max(0, batch_size - len(in_flight))
     moves: list[PartitionTarget] = []
+    replans: list[PartitionTarget] = []
     stuck: list[TopicPartition] = []
+    blocked: list[Blocked] = []
+    for tp in in_flight:  # moves in flight off the broker whose target came to hold a dead broker
+        view = partitions[tp]
+        if broker not in view.removing:
+            continue  # not a move off the broker (an operator's): left as it is
+        dead = tuple(r for r in view.target if r not in live)
+        if not dead:
+            continue
+        if any(r not in view.adding for r in dead):  # a replica it had before: only its broker's return helps
+            blocked.append(Blocked(tp, dead, in_flight=True))
+            continue
+        target = list(view.target)
+        for i, r in enumerate(target):
+            if r in dead:  # the broker the move was adding died: another takes its place
+                dest = _destination(broker, PartitionView((*view.replicas, *target), -1, ()), brokers, cordoned, load)
+                if dest is None:
+                    break
+                target[i] = dest
+                load[dest] = load.get(dest, 0) + 1
+        if any(r in dead for r in target):  # no live, uncordoned broker to take its place: it waits for the dead
+            blocked.append(Blocked(tp, dead, in_flight=True))
+        else:
+            replans.append(PartitionTarget(tp.topic, tp.partition, tuple(target)))
+    room = max(0, batch_size - (len(in_flight) - sum(1 for b in blocked if b.in_flight)))
     for tp in holding:
         view = partitions[tp]
         if view.reassigning:
+            continue
+        dead = tuple(r for r in view.replicas if r != broker and r not in live)
+        if dead:  # its target would keep them: the move could not complete while they are down
+            blocked.append(Blocked(tp, dead, in_flight=False))
             continue
         dest = _destination(broker, view, brokers, cordoned, load)
         if dest is None:
@@ -132,4 +208,10 @@ def plan_drain(
                 PartitionTarget(tp.topic, tp.partition, tuple(dest if r == broker else r for r in view.replicas))
             )
             load[dest] = load.get(dest, 0) + 1
-    return DrainStep((), tuple(moves), len(in_flight), len(holding), tuple(stuck))
+    return DrainStep(
+        (), tuple(moves), len(in_flight), len(holding), tuple(stuck), tuple(replans), tuple(sorted(blocked, key=_tp))
+    )
+
+
+def _tp(b: Blocked) -> TopicPartition:
+    return b.tp

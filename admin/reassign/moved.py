@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from admin.common import bootstrap_server, kafka_config
 from core.kafka.log_dirs import LogDirsReport
@@ -18,9 +18,10 @@ from sinks.log_dirs_read import recent_log_dirs
 
 
 def progress(
-    args: argparse.Namespace, moving: Sequence[MovingPartition]
+    args: argparse.Namespace, moving: Sequence[MovingPartition], live: Collection[int]
 ) -> tuple[dict[TopicPartition, PartitionProgress], Totals]:
-    """Each moving partition's progress and the totals; Kafka unreachable: said on stderr, nothing known."""
+    """Each moving partition's progress and the totals (``live``: the registered brokers); Kafka unreachable:
+    said on stderr, nothing known."""
     now = int(time.time() * 1000)
     reports: list[LogDirsReport] = []
     if moving:
@@ -30,7 +31,7 @@ def progress(
             )
         except SinkUnavailableError as e:
             print(f"Warning: no log sizes ({e}): bytes moved and time left unknown.", file=sys.stderr)
-    parts, totals = move_progress(moving, reports, now)
+    parts, totals = move_progress(moving, reports, now, live=live)
     return {p.tp: p for p in parts}, totals
 
 

@@ -23,6 +23,7 @@ from admin.zkread import ZkReader, connect
 from core.decisions import AdminResult, AdminStatus
 from core.events import AdminCommand, CancelReassignment
 from core.model import TopicPartition
+from core.move_progress import waiting, waiting_text
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,11 @@ class PartitionProgress:
     waiting: tuple[int, ...]
     #: the partition's znode shows the reassignment (or its end)
     started: bool = True
+    #: every target replica not in the ISR (the move completes when there is none): the adding ones and any
+    #: other, such as a replica whose broker died
+    target_waiting: tuple[int, ...] = ()
+    #: of those, the ones whose broker is not alive
+    not_alive: tuple[int, ...] = ()
 
 
 def read_progress(
@@ -42,6 +48,7 @@ def read_progress(
     replicas that are not in the ISR yet."""
     topics = sorted({tp.topic for tp, _ in wanted})
     moving = in_progress(zk, topics)
+    live = set(zk.brokers()) if moving else set()
     assignment = {t: dict(z.partitions) if (z := zk.topic(t)) is not None else {} for t in topics}
     out = []
     for tp, target in wanted:
@@ -52,7 +59,9 @@ def read_progress(
             continue
         st = zk.partition_state(tp.topic, tp.partition)
         isr = set(st.isr) if st is not None else set()
-        out.append(PartitionProgress(tp, False, tuple(r for r in m.adding if r not in isr)))
+        target_waiting, not_alive = waiting(m.target, isr, live)
+        adding = tuple(r for r in m.adding if r not in isr)
+        out.append(PartitionProgress(tp, False, adding, target_waiting=target_waiting, not_alive=not_alive))
     return out
 
 
@@ -63,8 +72,14 @@ def progress_lines(progress: Sequence[PartitionProgress]) -> list[str]:
         if not p.started:
             lines.append(f"  {p.tp}: not started yet")
         elif not p.done:
-            waiting = ",".join(map(str, p.waiting)) or "none (finishing)"
-            lines.append(f"  {p.tp}: adding replicas not yet in the ISR: {waiting}")
+            others = [r for r in p.target_waiting if r not in p.waiting]
+            if p.not_alive or others:  # what it waits for beyond its adding replicas (a dead broker above all)
+                adding = ",".join(map(str, p.waiting)) or "none"
+                why = waiting_text(p.target_waiting, p.not_alive)
+                lines.append(f"  {p.tp}: adding replicas not yet in the ISR: {adding}; {why}")
+                continue
+            waiting_ids = ",".join(map(str, p.waiting)) or "none (finishing)"
+            lines.append(f"  {p.tp}: adding replicas not yet in the ISR: {waiting_ids}")
     return lines
 
 

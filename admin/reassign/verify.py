@@ -20,7 +20,7 @@ from admin.reassign.state import in_progress
 from admin.reassign.throttles import clear_throttles
 from admin.zkread import connect
 from core.model import NO_LEADER, TopicPartition
-from core.move_progress import MovingPartition
+from core.move_progress import MovingPartition, waiting, waiting_text
 
 
 def verify(args: argparse.Namespace, path: Path) -> int:
@@ -36,6 +36,7 @@ def verify(args: argparse.Namespace, path: Path) -> int:
             for t in targets
             if TopicPartition(t.topic, t.partition) in moving
         }
+        live = set(zk.brokers())
     for t in targets:
         tp = TopicPartition(t.topic, t.partition)
         znode = znodes[t.topic]
@@ -46,9 +47,13 @@ def verify(args: argparse.Namespace, path: Path) -> int:
         elif tp in moving or tp in legacy:
             m = moving.get(tp)
             st = states.get(tp)
-            waiting = [r for r in (m.adding if m else ()) if st is None or r not in st.isr]
-            row |= {"status": "in_progress", "message": f"Reassignment of partition {tp} is still in progress."}
-            row["adding_not_in_isr"] = waiting
+            adding_out = [r for r in (m.adding if m else ()) if st is None or r not in st.isr]
+            waiting_for, not_alive = waiting(m.target if m else (), st.isr if st else (), live)
+            message = f"Reassignment of partition {tp} is still in progress."
+            if not_alive:  # it cannot complete until they are back
+                message += f" Not done: {waiting_text(waiting_for, not_alive)}."
+            row |= {"status": "in_progress", "message": message}
+            row |= {"adding_not_in_isr": adding_out, "waiting_for": list(waiting_for), "not_alive": list(not_alive)}
         elif replicas == t.replicas:
             row |= {"status": "completed", "message": f"Reassignment of partition {tp} is completed."}
         else:
@@ -63,12 +68,19 @@ def verify(args: argparse.Namespace, path: Path) -> int:
     mismatch = any(r["status"] in ("missing", "mismatch") for r in rows)
     targeted = {TopicPartition(r["topic"], r["partition"]) for r in rows if r["status"] == "in_progress"}
     movers = [
-        MovingPartition(tp.topic, tp.partition, st.leader if st is not None else NO_LEADER, m.adding)
+        MovingPartition(
+            tp.topic,
+            tp.partition,
+            st.leader if st is not None else NO_LEADER,
+            m.adding,
+            m.target,
+            st.isr if st is not None else (),
+        )
         for tp, m in sorted(moving.items())
         if tp in targeted and m.adding
         for st in [states.get(tp)]
     ]
-    by_tp, totals = moved.progress(args, movers)
+    by_tp, totals = moved.progress(args, movers, live)
     for r in rows:
         if (p := by_tp.get(TopicPartition(r["topic"], r["partition"]))) is not None:
             r["progress"] = p.to_dict()

@@ -10,11 +10,12 @@ and the most recent decisions. The page refreshes itself every few seconds (``<m
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from html import escape
 
 from core import observe
 from core.kafka.log_dirs import LogDirsReport
-from core.move_progress import MovingPartition, move_progress
+from core.move_progress import MovingPartition, move_progress, waiting, waiting_text
 from streaming.monitoring.observatory import Snapshot
 
 REFRESH_S = 5
@@ -110,14 +111,22 @@ def _partitions_table(table_id: str, items: tuple[observe.PartitionInfo, ...], t
 
 
 def _reassignments_table(
-    items: tuple[observe.ReassignmentInfo, ...], total: int, log_dirs: tuple[LogDirsReport, ...], now_s: float
+    items: tuple[observe.ReassignmentInfo, ...],
+    total: int,
+    log_dirs: tuple[LogDirsReport, ...],
+    now_s: float,
+    live: Collection[int],
 ) -> str:
     if not total:
         return '<p id="reassignments" class="ok">None.</p>'
     # the CLI's computation (reassign --verify / --list), on the brokers' recent DescribeLogDirs reports
-    moving = [MovingPartition(r.topic, r.partition, r.leader, r.adding) for r in items if r.adding]
-    parts, totals = move_progress(moving, log_dirs, int(now_s * 1000))
+    moving = [MovingPartition(r.topic, r.partition, r.leader, r.adding, r.target, r.isr) for r in items if r.adding]
+    parts, totals = move_progress(moving, log_dirs, int(now_s * 1000), live=live)
     data = {(p.topic, p.partition): p.text() for p in parts}
+    for r in items:  # nothing to copy (only removing): what it waits for, when a broker it needs is not alive
+        waiting_for, not_alive = waiting(r.target, r.isr, live)
+        if (r.topic, r.partition) not in data and not_alive:
+            data[(r.topic, r.partition)] = f"nothing to copy; {waiting_text(waiting_for, not_alive)}"
     rows = "".join(
         f"<tr><td>{_h(r.topic)}</td><td class=num>{r.partition}</td><td>{_h(list(r.target))}</td>"
         f"<td>{_h(list(r.adding))}</td><td>{_h(list(r.removing))}</td><td>{_h(list(r.isr))}</td>"
@@ -193,7 +202,7 @@ led by another broker.</p>
 <h2>Offline partitions ({f["OfflinePartitionsCount"]})</h2>
 {_partitions_table("offline", c.offline, f["OfflinePartitionsCount"])}
 <h2>Reassignments in progress ({f["ReassigningPartitions"]})</h2>
-{_reassignments_table(c.reassignments, f["ReassigningPartitions"], s.log_dirs, s.now_s)}
+{_reassignments_table(c.reassignments, f["ReassigningPartitions"], s.log_dirs, s.now_s, s.live_brokers)}
 <h2>Kafka controller metrics</h2>
 <table id="kafka-metrics"><tr><th>metric</th><th>value</th></tr>{kafka_rows}</table>
 <h2>Last decisions</h2>

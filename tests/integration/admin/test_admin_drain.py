@@ -4,15 +4,20 @@ controller (issue 44, item 1): what a cancelled drain leaves behind, and the opt
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
-from admin_env import Env, answer, env, write_tree
+from admin_env import Env, Player, answer, env, write_tree
+from kafka import KafkaProducer
 
 from admin.cli import main
 from admin.drain import DrainRecord, drain_path
+from core.codec.decisions import encode_decision
+from core.codec.events import event_from_json
 from core.cordon import CORDONED_BROKERS
-from core.decisions import AdminStatus
-from core.events import AlterTopicConfig
+from core.decisions import AdminResult, AdminStatus
+from core.events import AlterTopicConfig, ReassignPartitions
+from core.model import PartitionTarget
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]
@@ -80,3 +85,71 @@ def test_no_wait_is_refused_naming_the_option(env: Env, capsys: pytest.CaptureFi
     assert err.startswith("livectl brokers: error: --no-wait: "), err
     assert not env.zk.exists(CORDONED_BROKERS)  # nothing was done
     assert env.zk.exists(drain_path(3))
+
+
+def _orders(
+    env: Env, partitions: dict[str, list[int]], adding: dict[str, list[int]], removing: dict[str, list[int]]
+) -> None:
+    znode = {"version": 3, "partitions": partitions, "adding_replicas": adding, "removing_replicas": removing}
+    env.zk.set("/brokers/topics/orders", json.dumps(znode).encode())
+
+
+def test_a_drain_left_only_with_moves_waiting_for_a_dead_broker_ends_naming_it(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # broker 3's only partition left, orders-2, has its other replica on broker 4, which is not registered: a move
+    # replacing 3 would keep 4 in its target and never complete (Kafka completes a move with every target replica
+    # in the ISR). The drain starts none, and ends at once naming the partition and the broker, instead of
+    # waiting out its timeout with the move hanging (exit 1; the drain stays recorded to be run again)
+    write_tree(env.zk)
+    _orders(env, {"0": [1, 2], "1": [2, 1], "2": [3, 4]}, {}, {})
+    started = time.monotonic()
+    assert main(env.args("brokers", "--drain", "3", "--timeout", "60")) == 1
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert (
+        "the drain of broker 3 cannot go on: 1 partition(s) wait for brokers that are not alive: orders-2 (broker 4)"
+        in err
+    )
+    assert "bring those brokers back, or move those partitions' replicas off them" in err
+    assert env.zk.exists(drain_path(3))
+
+
+def test_a_move_whose_new_broker_died_is_replanned_onto_a_live_broker(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the drain of 3 had moved orders-2 onto 4 (origin 3,1; target 4,1); broker 4 is gone. The next round
+    # supersedes the move with a live broker in 4's place (2: 1 is a replica, 3 the drained one), and the stand-in
+    # controller applies it to ZooKeeper as the controller would; then the move is in flight on live brokers
+    write_tree(env.zk)
+    _orders(env, {"0": [1, 2], "1": [2, 1], "2": [4, 1, 3]}, {"2": [4]}, {"2": [3]})
+    env.zk.create(drain_path(3), DrainRecord(10, -1).encode(), makepath=True)
+
+    def controller() -> None:
+        c = env.consumer(env.admin)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            recs = [r for rs in c.poll(timeout_ms=200).values() for r in rs]
+            if recs:
+                ev = event_from_json(recs[0].value)
+                assert isinstance(ev, ReassignPartitions)
+                _orders(env, {"0": [1, 2], "1": [2, 1], "2": [2, 1, 3]}, {"2": [2]}, {"2": [3]})
+                result = AdminResult(ev.request_id, ev.TYPE, AdminStatus.IN_PROGRESS, None, "", {})
+                value = encode_decision(result) | {"batch_id": 10, "controller_epoch": 3}
+                p = KafkaProducer(bootstrap_servers=env.bootstrap)
+                p.send(env.results, key=ev.request_id.encode(), value=json.dumps(value).encode())
+                p.flush()
+                p.close()
+                break
+        c.close()
+
+    player = Player(controller)
+    player.start()
+    # the re-planned move stays in flight (nobody catches it up here): the drain runs out of time, exit 3
+    assert main(env.args("brokers", "--drain", "3", "--timeout", "4")) == 3
+    player.join(5)
+    out = capsys.readouterr().out
+    assert "Re-planned the move of orders-2 off broker 3: broker 4 is not alive; target 2,1." in out
+    ((_, sent),) = env.commands()
+    assert isinstance(sent, ReassignPartitions)
+    assert sent.partitions == (PartitionTarget("orders", 2, (2, 1)),)

@@ -218,12 +218,15 @@ def test_list_shows_adding_and_removing(env: Env, capsys: pytest.CaptureFixture[
     ]
     assert main(env.args("reassign", "--describe", "--output", "json", *quiet, write=False)) == 0
     doc = json.loads(capsys.readouterr().out)
-    unknown = {"bytes_to_move": None, "bytes_moved": 0, "bytes_per_second": None, "seconds_left": None}
+    unknown = {"bytes_to_move": None, "bytes_moved": 0, "bytes_per_second": None, "seconds_left": None,
+               "percent": None, "waiting_for": [3], "not_alive": []}  # fmt: skip
     assert doc["reassignments"] == [
         {"topic": "orders", "partition": 0, "replicas": [2, 3, 1], "adding_replicas": [3], "removing_replicas": [1],
-         "progress": unknown}
+         "waiting_for": [3], "not_alive": [], "progress": unknown}
     ]  # fmt: skip
-    assert doc["progress"] == {**unknown, "partitions_unknown": 1}
+    assert doc["progress"] == {
+        **unknown, "partitions_unknown": 1, "partitions_waiting": 1, "partitions_waiting_for_not_alive": 0,
+    }  # fmt: skip
 
 
 def test_verify_and_list_show_the_data_moved_from_the_brokers_log_sizes(
@@ -235,22 +238,15 @@ def test_verify_and_list_show_the_data_moved_from_the_brokers_log_sizes(
     topic = f"{env.admin}.log-dirs"
     kib = 1024
     now = int(time.time() * 1000)
-    producer = KafkaProducer(bootstrap_servers=env.bootstrap)
     reports = [
         (1, now - 2_000, 400 * kib),  # the leader's log
         (3, now - 2_000, 100 * kib),
         (3, now - 1_000, 150 * kib),  # 50 KiB/s over the window
         (3, now, 200 * kib),
     ]
-    for broker, at, size in reports:
-        sizes = {"partitionIndex": 0, "partitionSize": size, "offsetLag": 0, "isFutureKey": False}
-        dirs = [{"errorCode": 0, "logDir": "/d", "topics": [{"name": "orders", "partitions": [sizes]}]}]
-        doc = {"version": 1, "brokerId": broker, "timeMs": at, "errorCode": 0, "results": dirs}
-        producer.send(topic, key=str(broker).encode(), value=json.dumps(doc).encode())
-    producer.send(topic, key=b"9", value=b"not a report")  # skipped
-    producer.flush()
-    producer.close()
-    figures = {"bytes_to_move": 400 * kib, "bytes_moved": 200 * kib, "bytes_per_second": 50 * kib, "seconds_left": 4.0}
+    publish_log_dirs(env, topic, reports, junk=True)
+    figures = {"bytes_to_move": 400 * kib, "bytes_moved": 200 * kib, "bytes_per_second": 50 * kib, "seconds_left": 4.0,
+               "percent": 50, "waiting_for": [3], "not_alive": []}  # fmt: skip
     path = plan(env, "move.json", [("orders", 0, [1, 2, 3])])
     verify = ["reassign", "--verify", "--reassignment-json-file", str(path), "--log-dirs-topic", topic]
     assert main(env.args(*verify, write=False)) == 3
@@ -263,7 +259,9 @@ def test_verify_and_list_show_the_data_moved_from_the_brokers_log_sizes(
     assert main(env.args(*verify, "--output", "json", write=False)) == 3
     doc = json.loads(capsys.readouterr().out)
     assert doc["partitions"][0]["progress"] == figures
-    assert doc["progress"] == {**figures, "partitions_unknown": 0}
+    assert doc["progress"] == {
+        **figures, "partitions_unknown": 0, "partitions_waiting": 1, "partitions_waiting_for_not_alive": 0,
+    }  # fmt: skip
     listing = ["reassign", "--list", "--output", "json", "--log-dirs-topic", topic]
     assert main(env.args(*listing, write=False)) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -277,6 +275,67 @@ def test_verify_and_list_show_the_data_moved_from_the_brokers_log_sizes(
     assert time.monotonic() - started < 15
     assert "orders-0: moved 0 B of unknown, rate unknown, time left unknown" in out
     assert "Warning: no log sizes (cannot reach Kafka at 127.0.0.1:1): bytes moved and time left unknown." in err
+
+
+def publish_log_dirs(env: Env, topic: str, reports: list[tuple[int, int, int]], *, junk: bool = False) -> None:
+    """DescribeLogDirs-shaped reports of orders-0's size, (broker, time ms, bytes) each, on ``topic``."""
+    producer = KafkaProducer(bootstrap_servers=env.bootstrap)
+    for broker, at, size in reports:
+        sizes = {"partitionIndex": 0, "partitionSize": size, "offsetLag": 0, "isFutureKey": False}
+        dirs = [{"errorCode": 0, "logDir": "/d", "topics": [{"name": "orders", "partitions": [sizes]}]}]
+        doc = {"version": 1, "brokerId": broker, "timeMs": at, "errorCode": 0, "results": dirs}
+        producer.send(topic, key=str(broker).encode(), value=json.dumps(doc).encode())
+    if junk:
+        producer.send(topic, key=b"9", value=b"not a report")  # skipped
+    producer.flush()
+    producer.close()
+
+
+def test_a_move_waiting_for_a_dead_broker_is_never_shown_done(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    # a drain's move of orders-0 off broker 5 onto 3 (origin 1,2,5, target 1,2,3): broker 3 has copied all of the
+    # leader's 400 KiB and is in the ISR, but broker 2, a replica of the target, died (its registration gone, out
+    # of the ISR). Kafka completes the move only with 1, 2 and 3 in the ISR: it waits for broker 2, and every
+    # view says so instead of 100% and 0 s left.
+    clean_tree(env)
+    set_orders(env, {"0": [1, 2, 3, 5], "1": [2, 3], "2": [3, 1]}, {"0": [3]}, {"0": [5]})
+    state = {"version": 1, "leader": 1, "leader_epoch": 5, "controller_epoch": 2, "isr": [1, 3]}
+    env.zk.set("/brokers/topics/orders/partitions/0/state", json.dumps(state).encode())
+    env.zk.delete("/brokers/ids/2")
+    topic = f"{env.admin}.log-dirs-dead"
+    now = int(time.time() * 1000)
+    kib = 1024
+    publish_log_dirs(env, topic, [(1, now - 1_000, 400 * kib), (3, now - 1_000, 300 * kib), (3, now, 400 * kib)])
+    why = "waiting for broker 2, which is not alive"
+    listing = ["reassign", "--list", "--log-dirs-topic", topic]
+    assert main(env.args(*listing, write=False)) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "Current partition reassignments:",
+        f"orders-0: replicas: 1,2,3,5. adding: 3. removing: 5. Not done: {why}.",
+        "",
+        "Data moved (the brokers' log sizes, DescribeLogDirs):",
+        f"orders-0: moved 400.0 KiB of 400.0 KiB (99%), 100.0 KiB/s, time left unknown; {why}",
+        f"Total: moved 400.0 KiB of 400.0 KiB (99%), 100.0 KiB/s, time left unknown; 1 partition(s) {why}",
+    ]
+    assert main(env.args(*listing, "--output", "json", write=False)) == 0
+    [row] = json.loads(capsys.readouterr().out)["reassignments"]
+    assert (row["waiting_for"], row["not_alive"]) == ([2], [2])
+    assert row["progress"] == {"bytes_to_move": 400 * kib, "bytes_moved": 400 * kib, "bytes_per_second": 100 * kib,
+                               "seconds_left": None, "percent": 99, "waiting_for": [2], "not_alive": [2]}  # fmt: skip
+    path = plan(env, "drain.json", [("orders", 0, [1, 2, 3])])
+    verify = ["reassign", "--verify", "--reassignment-json-file", str(path), "--log-dirs-topic", topic]
+    assert main(env.args(*verify, write=False)) == 3
+    out = capsys.readouterr().out
+    assert f"Reassignment of partition orders-0 is still in progress. Not done: {why}." in out
+    assert main(env.args(*verify, "--output", "json", write=False)) == 3
+    doc = json.loads(capsys.readouterr().out)
+    [row] = doc["partitions"]
+    assert (row["status"], row["waiting_for"], row["not_alive"], row["adding_not_in_isr"]) == (
+        "in_progress",
+        [2],
+        [2],
+        [],
+    )
+    assert (row["progress"]["percent"], doc["progress"]["percent"], doc["progress"]["seconds_left"]) == (99, 99, None)
 
 
 def test_wait_reports_a_superseded_reassignment_as_such(

@@ -7,6 +7,8 @@ by the driver's merge)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from core_support import Cluster, startup
 
@@ -60,3 +62,24 @@ def test_a_dry_run_says_how_many_it_would_queue() -> None:
     assert report is not None
     lines = dry_run.text_lines(answer, report)
     assert lines[1] == "  7 preferred leader elections queued: at most 3 per leader-balance pass"
+
+
+def test_a_dry_runs_json_carries_the_queued_count_the_text_shows() -> None:
+    # the text's "7 preferred leader elections queued: ..." line; the JSON had only the message, not the 7
+    answer = _queued("orders", 7, 3, dry=True)
+    report = read_dry_run(answer.details)
+    assert report is not None
+    doc = json.loads(json.dumps(dry_run.as_json(answer, report)))
+    assert doc["queued_elections"] == 7
+    assert doc["message"] == "preferred leader elections queued: at most 3 per leader-balance pass"
+    assert dry_run.text_lines(answer, report)[1] == f"  {doc['queued_elections']} {doc['message']}"
+    # two buckets' answers, merged by the driver: the sum, as in the text
+    merged = merge_admin_results([answer, _queued("c1", 6, 3, dry=True)], [2, 1])[0]
+    merged_report = read_dry_run(merged.details)
+    assert merged_report is not None
+    assert dry_run.as_json(merged, merged_report)["queued_elections"] == 13
+    # nothing queued (no bound): 0, not absent
+    unbounded = _queued("orders", 2, 2**31 - 1, dry=True)
+    unbounded_report = read_dry_run(unbounded.details)
+    assert unbounded_report is not None
+    assert dry_run.as_json(unbounded, unbounded_report)["queued_elections"] == 0

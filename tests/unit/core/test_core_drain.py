@@ -5,10 +5,13 @@ on the broker."""
 from __future__ import annotations
 
 import pytest
+from core_support import Cluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.drain import PartitionView, plan_drain
+from core.decisions import AdminResult, AdminStatus
+from core.drain import Blocked, PartitionView, plan_drain
+from core.events import BrokerFailure, ReassignPartitions
 from core.model import PartitionTarget, TopicPartition
 from core.placement import BrokerRack
 
@@ -82,3 +85,110 @@ def test_rounds_empty_the_broker(assignments: list[tuple[int, ...]], batch: int,
             leader = parts[tp].leader if parts[tp].leader in m.replicas else m.replicas[0]
             parts[tp] = PartitionView(m.replicas, leader, m.replicas)
     assert all(1 not in v.replicas and v.leader != 1 for v in parts.values())
+
+
+def test_a_partition_whose_other_replica_is_dead_is_blocked_not_moved() -> None:
+    # broker 3 is not alive (not registered): t-0 on 1 and 3 would move to (2?, 3) and never complete, as Kafka
+    # completes a move only with every target replica in the ISR; t-1 and t-2 move, t-0 waits for broker 3
+    live = [BrokerRack(b) for b in (1, 2, 4, 5)]
+    parts = {
+        T[0]: PartitionView((3, 1), 3, (3, 1)),
+        T[1]: PartitionView((2, 1), 2, (2, 1)),
+        T[2]: PartitionView((2, 1), 2, (2, 1)),
+    }
+    step = plan_drain(1, parts, live, (), 2)
+    assert [TopicPartition(m.topic, m.partition) for m in step.replica_moves] == [T[1], T[2]]
+    assert all(set(m.replicas) <= {2, 4, 5} for m in step.replica_moves), "only live brokers in any target"
+    assert step.blocked == (Blocked(T[0], (3,), in_flight=False),) and step.stuck == ()
+    assert not step.idle
+    # the others moved: only the blocked one is left, nothing in flight can complete: the drain cannot go on
+    parts = {T[0]: parts[T[0]]}
+    step = plan_drain(1, parts, live, (), 2)
+    assert step.idle and not step.done and step.replica_moves == () and step.blocked[0].not_alive == (3,)
+
+
+def test_a_move_whose_new_broker_died_is_replanned_onto_a_live_one() -> None:
+    # the drain moved t-0 off 1 onto 4 (origin 2,1; target 2,4; RS 2,4,1); broker 4 died before catching up
+    racked = [BrokerRack(1, "a"), BrokerRack(2, "b"), BrokerRack(3, "c"), BrokerRack(5, "a")]
+    moving = PartitionView((2, 4, 1), 2, (2, 1), reassigning=True, adding=(4,), removing=(1,))
+    step = plan_drain(1, {T[0]: moving}, racked, (), 1)
+    # broker 5 shares the drained broker's rack: it takes 4's place; a new target supersedes the move
+    assert step.replans == (PartitionTarget("t", 0, (2, 5)),)
+    assert step.blocked == () and step.in_flight == 1 and not step.idle
+    # no live, uncordoned broker left to take its place: the move waits for broker 4, and the drain says so
+    step = plan_drain(1, {T[0]: moving}, racked, {3, 5}, 1)
+    assert step.replans == () and step.blocked == (Blocked(T[0], (4,), in_flight=True),) and step.idle
+
+
+def test_a_move_whose_kept_replica_died_is_blocked_and_frees_its_batch_slot() -> None:
+    # t-0 moves off 1 onto 4 keeping 2 (target 2,4): 2 dies; no other broker can stand in for a replica the
+    # partition already had (its data is on 2), so the move waits for broker 2 and holds no batch slot
+    live = [BrokerRack(b) for b in (1, 3, 4, 5)]
+    moving = PartitionView((2, 4, 1), 4, (4, 1), reassigning=True, adding=(4,), removing=(1,))
+    parts = {T[0]: moving, T[1]: PartitionView((3, 1), 3, (3, 1))}
+    step = plan_drain(1, parts, live, (), 1)
+    assert step.blocked == (Blocked(T[0], (2,), in_flight=True),) and step.replans == ()
+    # the batch of 1 is not held by the blocked move; 5 holds nothing yet (4 holds the blocked move's replica)
+    assert [m.replicas for m in step.replica_moves] == [(3, 5)]
+    assert plan_drain(1, {T[0]: moving}, live, (), 1).idle
+    # an operator's move that keeps broker 1 is not the drain's to re-plan
+    theirs = PartitionView((1, 4, 2), 1, (1, 2), reassigning=True, adding=(4,), removing=(2,))
+    step = plan_drain(1, {T[0]: theirs}, live, (), 1)
+    assert step.blocked == () and step.replans == () and step.in_flight == 1 and not step.idle
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.permutations([1, 2, 3, 4, 5, 6]).map(lambda p: tuple(p[:3])), min_size=1, max_size=20),
+    st.integers(1, 6),
+    st.sets(st.sampled_from([2, 3, 4, 5, 6]), max_size=2),
+)
+def test_no_planned_target_holds_a_dead_broker(assignments: list[tuple[int, ...]], batch: int, dead: set[int]) -> None:
+    """Whatever brokers are down, every target a drain starts or re-plans holds only live brokers, a partition
+    is moved, blocked or stuck, and a step that starts nothing with nothing able to complete is idle."""
+    live = [BrokerRack(b) for b in (1, 2, 3, 4, 5, 6) if b not in dead]
+    parts = {TopicPartition("t", i): PartitionView(r, r[0], r) for i, r in enumerate(assignments)}
+    step = plan_drain(1, parts, live, (), batch)
+    ids = {b.id for b in live}
+    for m in (*step.leader_moves, *step.replica_moves, *step.replans):
+        if m in step.leader_moves:
+            continue  # a reorder keeps the replicas (it completes at once, the ISR aside)
+        assert set(m.replicas) <= ids, (m, dead)
+    if not step.leader_moves:
+        blocked = {b.tp for b in step.blocked}
+        for tp, v in parts.items():
+            if 1 in v.replicas and set(v.replicas) - {1} & dead:
+                assert tp in blocked
+        moved = {TopicPartition(m.topic, m.partition) for m in step.replica_moves}
+        assert not moved & blocked and not set(step.stuck) & blocked
+        assert step.idle == (not step.replica_moves)
+
+
+def _view(c: Cluster, tp: TopicPartition) -> PartitionView:
+    """The partition as the drain reads it from ZooKeeper, here from the controller's own context."""
+    ra = c.ctx.assignment(tp)
+    lai = c.ctx.leader_and_isr(tp)
+    assert lai is not None
+    return PartitionView(
+        ra.replicas, lai.leader, lai.isr, ra.is_being_reassigned, ra.adding_replicas, ra.removing_replicas
+    )
+
+
+def test_the_controller_takes_a_replan_and_completes_it_without_the_dead_broker() -> None:
+    # the drain of 3 moved t-0 (3,1) onto 4; 4 dies before catching up. The re-planned target supersedes the
+    # move (the first request ends REASSIGNMENT_SUPERSEDED), and it completes once its live replicas catch up
+    c = Cluster.start([1, 2, 3, 4])
+    c.create_topic("t", ((3, 1),))
+    tp = T[0]
+    c.run(ReassignPartitions("drain-1", (PartitionTarget("t", 0, (4, 1)),)))
+    c.run(BrokerFailure(4))
+    live = [BrokerRack(b) for b in sorted(c.ctx.live_broker_ids)]
+    step = plan_drain(3, {tp: _view(c, tp)}, live, {3}, 10)
+    assert step.replans == (PartitionTarget("t", 0, (2, 1)),)
+    c.run(ReassignPartitions("drain-2", step.replans))
+    answers = {d.request_id: d for d in c.decisions if isinstance(d, AdminResult)}
+    assert answers["drain-2"].status is AdminStatus.IN_PROGRESS
+    assert answers["drain-1"].error == "REASSIGNMENT_SUPERSEDED"
+    c.catch_up(tp)
+    assert c.ctx.assignment(tp).replicas == (2, 1) and not c.ctx.assignment(tp).is_being_reassigned
+    assert plan_drain(3, {tp: _view(c, tp)}, live, {3}, 10).done

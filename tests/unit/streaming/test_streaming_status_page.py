@@ -52,7 +52,12 @@ def test_reassignments_show_the_data_moved_from_the_brokers_log_sizes() -> None:
         report(5, 2000.0, 8192),
     )
     moving = ReassignmentInfo("moving", 0, (4, 5), (4, 5), (1,), (1, 4), leader=1)
-    page = render(replace(o.snapshot(), cluster=BucketSummary(reassigning_count=1, reassignments=(moving,))))
+    cluster = BucketSummary(reassigning_count=1, reassignments=(moving,))
+    page = render(replace(o.snapshot(), cluster=cluster, live_brokers=(1, 4, 5)))
     assert "moved 12.0 KiB of 16.0 KiB (75%), 2.0 KiB/s, about 2 s left" in page
     total = "Data, all: moved 12.0 KiB of 16.0 KiB (75%), 2.0 KiB/s, about 2 s left."
     assert f'<p id="reassignment-data">{total}</p>' in page
+    # broker 5 dies with its copy whole: the move waits for it, and the page says so rather than a time left
+    page = render(replace(o.snapshot(), cluster=cluster, live_brokers=(1, 4)))
+    assert "(75%), 2.0 KiB/s, time left unknown; waiting for broker 5, which is not alive</td>" in page
+    assert "time left unknown; 1 partition(s) waiting for broker 5, which is not alive." in page

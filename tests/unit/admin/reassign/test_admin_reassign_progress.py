@@ -37,3 +37,14 @@ def test_throttle_lists_and_progress_lines_are_kafkas() -> None:
     assert brokers == {1, 2, 3, 4, 5}
     lines = progress_lines([PartitionProgress(t0, True, ()), PartitionProgress(t1, False, (2,))])
     assert lines == ["1/2 partitions done", "  t-10: adding replicas not yet in the ISR: 2"]
+
+
+def test_progress_lines_name_a_target_broker_that_is_not_alive() -> None:
+    # a move onto 4 whose target keeps 3, which died: 4 is in the ISR, 3 is not and will not be until it is back
+    dead = PartitionProgress(T0, False, (), target_waiting=(3,), not_alive=(3,))
+    lagging = PartitionProgress(T1, False, (4,), target_waiting=(4, 2))
+    assert progress_lines([dead, lagging]) == [
+        "0/2 partitions done",
+        "  t-0: adding replicas not yet in the ISR: none; waiting for broker 3, which is not alive",
+        "  t-1: adding replicas not yet in the ISR: 4; waiting for brokers 4, 2 to join the ISR",
+    ]
