@@ -4,8 +4,8 @@ Three families, all frozen dataclasses:
 
 * **admin commands** (topic ``livectl.admin``), each with a ``request_id`` that its
   :class:`core.decisions.AdminResult` echoes;
-* **broker events** (topic ``livectl.broker-events``): registrations appearing and vanishing
-  (published by the driver's liveness bridge), AlterPartition, LeaderAndIsr / StopReplica
+* **broker events** (topic ``livectl.broker-events``): registrations appearing, changing in place and
+  vanishing (published by the driver's liveness bridge), AlterPartition, LeaderAndIsr / StopReplica
   responses, ControlledShutdown requests, log-dir failures;
 * **internal events** made by the driver: controller failover (with a ZooKeeper snapshot), re-reads
   after refused writes, the auto leader rebalance tick. The ZooKeeper paths a tool writes, and the controller's
@@ -162,6 +162,21 @@ class BrokerStartup(Event):
     followed by startup)."""
 
     TYPE: ClassVar[str] = "broker_startup"
+    SCOPE: ClassVar[str] = "cluster"
+    broker_id: int
+    broker_epoch: int
+    rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class BrokerModification(Event):
+    """A live broker rewrote its registration in place (same session: ``broker_epoch`` = the unchanged
+    czxid), e.g. a dynamic listener update changed its endpoints. Kafka's ``BrokerModifications`` event,
+    from the data watch on ``/brokers/ids/<id>``; ``rack`` and ``endpoints`` are the registration's new
+    ones."""
+
+    TYPE: ClassVar[str] = "broker_modification"
     SCOPE: ClassVar[str] = "cluster"
     broker_id: int
     broker_epoch: int

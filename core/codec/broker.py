@@ -1,5 +1,5 @@
-"""Decoders of the broker events (topic ``livectl.broker-events``): registrations appearing and
-vanishing, AlterPartition, LeaderAndIsr / StopReplica responses, ControlledShutdown, log-dir failures.
+"""Decoders of the broker events (topic ``livectl.broker-events``): registrations appearing, changing
+in place and vanishing, AlterPartition, LeaderAndIsr / StopReplica responses, ControlledShutdown, log-dir failures.
 Ids, epochs and codes are held to the wire's ranges; what Kafka's controller would answer is answered by
 the core."""
 
@@ -24,6 +24,7 @@ from core.errors import FormatError
 from core.events import (
     AlterPartition,
     BrokerFailure,
+    BrokerModification,
     BrokerStartup,
     ControlledShutdown,
     Event,
@@ -44,6 +45,15 @@ def _partition_errors(o: Mapping[str, Any]) -> tuple[PartitionError, ...]:
 
 def _broker_startup(o: Mapping[str, Any]) -> Event:
     return BrokerStartup(
+        read_broker_id(o),
+        jf.integer(o, "broker_epoch", minimum=0),
+        jf.opt_string(o, "rack", max_length=lim.MAX_NAME_LENGTH),
+        read_endpoints(o),
+    )
+
+
+def _broker_modification(o: Mapping[str, Any]) -> Event:
+    return BrokerModification(
         read_broker_id(o),
         jf.integer(o, "broker_epoch", minimum=0),
         jf.opt_string(o, "rack", max_length=lim.MAX_NAME_LENGTH),
@@ -110,6 +120,7 @@ def _log_dir_failure(o: Mapping[str, Any]) -> Event:
 DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Event]] = MappingProxyType(
     {
         BrokerStartup.TYPE: _broker_startup,
+        BrokerModification.TYPE: _broker_modification,
         BrokerFailure.TYPE: _broker_failure,
         AlterPartition.TYPE: _alter_partition,
         LeaderAndIsrResponse.TYPE: _lisr_response,

@@ -1,6 +1,7 @@
-"""Broker lifecycle: startup, failure, controlled shutdown and log-dir failures (Kafka's
-``onBrokerStartup``, ``onBrokerFailure``, ``onReplicasBecomeOffline``, ``processControlledShutdown``,
-``onBrokerLogDirFailure`` and the LeaderAndIsr response handling)."""
+"""Broker lifecycle: startup, registration changes, failure, controlled shutdown and log-dir failures
+(Kafka's ``onBrokerStartup``, ``processBrokerModification`` / ``onBrokerUpdate``, ``onBrokerFailure``,
+``onReplicasBecomeOffline``, ``processControlledShutdown``, ``onBrokerLogDirFailure`` and the LeaderAndIsr
+response handling)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from core.controller.reassignment import maybe_resume_reassignments
 from core.controller.step_context import StepContext
 from core.decisions import ANY_VERSION, BrokerRequest, ZkOp, ZkWrite
 from core.election import ElectionStrategy
-from core.events import BrokerFailure, BrokerStartup, ControlledShutdown, LeaderAndIsrResponse, LogDirFailure
+from core.events import (
+    BrokerFailure,
+    BrokerModification,
+    BrokerStartup,
+    ControlledShutdown,
+    LeaderAndIsrResponse,
+    LogDirFailure,
+)
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import ControlledShutdownResponse, RequestApi
 from core.kafka.zkdata import LOG_DIR_EVENT_NOTIFICATION
@@ -82,6 +90,23 @@ def broker_startup(c: StepContext, ev: BrokerStartup) -> None:
     # before the registration, or dropped it): the new one gets its startup's requests only
     c.fx.batch.forget_broker(ev.broker_id)
     on_broker_startup(c, [ev.broker_id])
+
+
+def broker_modification(c: StepContext, ev: BrokerModification) -> None:
+    """Kafka's ``processBrokerModification``: a live (or shutting-down) broker rewrote its registration in
+    place. When its endpoints changed, the new registration replaces the one held (its rack with it) and
+    ``onBrokerUpdate`` sends UpdateMetadata with the live brokers and no partition states to every live or
+    shutting-down broker, so that clients learn the new endpoints.
+
+    Nothing happens for a broker not registered here (its startup brings its registration), for another
+    epoch (an older one is a registration since replaced; a newer one is a re-registration, the startup's
+    to handle) or when the endpoints are the same: Kafka compares the endpoints (and the features, which
+    livectl does not hold; UpdateMetadata carries none), so a rack that changed alone is not taken either."""
+    existing = c.ctx.live_brokers.get(ev.broker_id)
+    if existing is None or existing.epoch != ev.broker_epoch or existing.endpoints == ev.endpoints:
+        return
+    c.ctx.add_live_broker(Broker(ev.broker_id, ev.broker_epoch, ev.rack, ev.endpoints))
+    c.send_update_metadata(c.ctx.live_or_shutting_down_broker_ids)
 
 
 def broker_failure(c: StepContext, ev: BrokerFailure) -> None:

@@ -18,6 +18,7 @@ from core.events import (
     AlterTopicConfig,
     AutoRebalanceTick,
     BrokerFailure,
+    BrokerModification,
     BrokerStartup,
     CancelReassignment,
     ControlledShutdown,
@@ -53,6 +54,7 @@ HANDLERS: Mapping[type[Event], Callable[[StepContext, Any], None]] = MappingProx
     {
         BrokerStartup: brokers.broker_startup,
         BrokerFailure: brokers.broker_failure,
+        BrokerModification: brokers.broker_modification,
         ControlledShutdown: brokers.controlled_shutdown,
         LogDirFailure: brokers.log_dir_failure,
         LeaderAndIsrResponse: brokers.leader_and_isr_response,

@@ -1,7 +1,8 @@
 """The driver's threads beside the query, each feeding it events on ``livectl.broker-events``: the admin-path
 watcher (:mod:`streaming.zk.admin_watch`, ZooKeeper-era tools' ``/admin`` paths and the controller configs), the
-liveness bridge (:mod:`streaming.zk.liveness`, ``/brokers/ids`` → broker startup / failure) and the auto leader
-rebalance schedule (:mod:`streaming.driver.auto_rebalance`); and :class:`Opened`, what a run opened, closed in order."""
+liveness bridge (:mod:`streaming.zk.liveness`, ``/brokers/ids`` → broker startup / modification / failure) and
+the auto leader rebalance schedule (:mod:`streaming.driver.auto_rebalance`); and :class:`Opened`, what a run
+opened, closed in order."""
 
 from __future__ import annotations
 
@@ -50,9 +51,9 @@ def start_side_threads(
     from streaming.driver.auto_rebalance import AutoRebalanceScheduler
     from streaming.zk.liveness import LivenessBridge
 
-    # brokers already in the snapshot are known to every bucket: only changes are published
-    known = {b.id: b.epoch for b in snapshot.brokers}
-    bridge = LivenessBridge(zk, producer, s.broker_events_topic, known=known)
+    # brokers already in the snapshot are known to every bucket: only changes are published (a registration
+    # rewritten since the snapshot was read among them)
+    bridge = LivenessBridge(zk, producer, s.broker_events_topic, known_brokers=snapshot.brokers)
     bridge.start()
     rebalancer = AutoRebalanceScheduler(
         producer,

@@ -52,6 +52,7 @@ CONTROLLER_STATES: Mapping[str, str] = {
     "controller_failover": "ControllerChange",
     "broker_startup": "LeaderElection",  # Kafka's BrokerChange keeps the old timer name
     "broker_failure": "LeaderElection",
+    "broker_modification": "LeaderElection",  # Kafka's BrokerModifications runs in the BrokerChange state too
     "create_topic": "TopicChange",
     "create_partitions": "TopicChange",
     "reassign_partitions": "PartitionReassignment",

@@ -10,7 +10,7 @@ import pytest
 
 from core import events as ev
 from core.codec.events import event_from_json, event_to_json
-from core.model import ElectionType, PartitionTarget
+from core.model import ElectionType, Endpoint, PartitionTarget
 from streaming.query import routing
 from streaming.query.validation import InputValidator, Rejection
 
@@ -161,6 +161,16 @@ def test_prepare_frame_routes_rejects_and_ticks(validator: InputValidator) -> No
     assert rejected["expectations"][0] == "payload_is_json_object"
     ticks = routing.tick_rows(1_700_000_000_000, 4)
     assert list(ticks["bucket"]) == [0, 1, 2, 3]
+
+
+def test_a_broker_modification_is_a_broker_event_for_every_bucket(validator: InputValidator) -> None:
+    """A registration rewritten in place changes the broker list every bucket holds."""
+    e = ev.BrokerModification(1, 100, "r1", (Endpoint("PLAINTEXT", "h1", 19092),))
+    assert routing.route(e, 4) == [(b, e) for b in range(4)]
+    text = event_to_json(e)
+    ok, wrong_topic = validator.check([text, text], ["broker-events", "admin"])
+    assert ok == e
+    assert isinstance(wrong_topic, Rejection) and wrong_topic.expectations == ("type_matches_topic",)
 
 
 def test_a_cluster_scoped_event_is_encoded_once_for_every_bucket() -> None:
