@@ -45,6 +45,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 from types import MappingProxyType
 from typing import Any
 
@@ -54,41 +55,47 @@ from core.model import TopicPartition
 
 __all__ = [
     "ADMIN_SERVED",
-    "ALTER_PARTITION_REASSIGNMENTS",
-    "CREATE_PARTITIONS",
-    "CREATE_TOPICS",
-    "DELETE_TOPICS",
-    "ELECT_LEADERS",
     "WHOLE_REQUEST",
+    "AdminApi",
     "AdminAsk",
     "CreateDefaults",
     "Item",
     "ItemAnswer",
     "TopicRef",
     "admin_request_type",
+    "api_name",
     "named_answer",
     "schema_module",
 ]
 
-CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS = 19, 20, 37, 43, 45
+
+class AdminApi(IntEnum):
+    """The admin APIs a ZooKeeper-mode Admin client sends the controller, by API key."""
+
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+
 
 #: the versions the channel reads and answers: those Kafka 3.9 brokers serve (and kio 0.6.2 carries)
 ADMIN_SERVED: Mapping[int, range] = MappingProxyType(
     {
-        CREATE_TOPICS: range(0, 8),
-        DELETE_TOPICS: range(0, 7),
-        CREATE_PARTITIONS: range(0, 4),
-        ELECT_LEADERS: range(0, 3),
-        ALTER_PARTITION_REASSIGNMENTS: range(0, 1),
+        AdminApi.CREATE_TOPICS: range(0, 8),
+        AdminApi.DELETE_TOPICS: range(0, 7),
+        AdminApi.CREATE_PARTITIONS: range(0, 4),
+        AdminApi.ELECT_LEADERS: range(0, 3),
+        AdminApi.ALTER_PARTITION_REASSIGNMENTS: range(0, 1),
     }
 )
 _NAMES: Mapping[int, tuple[str, str]] = MappingProxyType(
     {
-        CREATE_TOPICS: ("create_topics", "CreateTopics"),
-        DELETE_TOPICS: ("delete_topics", "DeleteTopics"),
-        CREATE_PARTITIONS: ("create_partitions", "CreatePartitions"),
-        ELECT_LEADERS: ("elect_leaders", "ElectLeaders"),
-        ALTER_PARTITION_REASSIGNMENTS: ("alter_partition_reassignments", "AlterPartitionReassignments"),
+        AdminApi.CREATE_TOPICS: ("create_topics", "CreateTopics"),
+        AdminApi.DELETE_TOPICS: ("delete_topics", "DeleteTopics"),
+        AdminApi.CREATE_PARTITIONS: ("create_partitions", "CreatePartitions"),
+        AdminApi.ELECT_LEADERS: ("elect_leaders", "ElectLeaders"),
+        AdminApi.ALTER_PARTITION_REASSIGNMENTS: ("alter_partition_reassignments", "AlterPartitionReassignments"),
     }
 )
 
@@ -158,6 +165,12 @@ class AdminAsk:
 def schema_module(api_key: int, version: int, kind: str) -> Any:
     """kio's ``request`` or ``response`` module (``kind``) of ``api_key`` at ``version``."""
     return importlib.import_module(f"kio.schema.{_NAMES[api_key][0]}.v{version}.{kind}")
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of admin API ``api_key`` (``CreateTopics``), else the key."""
+    names = _NAMES.get(api_key)
+    return names[1] if names else str(api_key)
 
 
 def admin_request_type(api_key: int, version: int) -> Any:

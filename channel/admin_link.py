@@ -25,7 +25,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
-from channel.admin_apis import AdminAsk, CreateDefaults, Item, ItemAnswer
+from channel.admin_apis import AdminAsk, CreateDefaults, Item, ItemAnswer, api_name
 from channel.admin_requests import admin_request
 from channel.admin_results import admin_response, item_answers, timed_out
 from channel.endpoint import Connection
@@ -41,13 +41,6 @@ log = logging.getLogger("livectl.channel.admin")
 
 ADMIN_TOPIC = "livectl.admin"
 ADMIN_RESULTS_TOPIC = "livectl.admin-results"
-_NAMES = {
-    19: "CreateTopics",
-    20: "DeleteTopics",
-    37: "CreatePartitions",
-    43: "ElectLeaders",
-    45: "AlterPartitionReassignments",
-}
 
 
 @dataclass
@@ -121,7 +114,7 @@ class AdminLink:
         ask = admin_request(
             api_key, version, body, lambda: uuid.uuid4().hex, defaults=self._defaults, topic_names=self._topic_names
         )
-        name = f"{_NAMES.get(api_key, api_key)} v{version}"
+        name = f"{api_name(api_key)} v{version}"
         if not ask.commands:
             log.info("%s from %s: answered by the channel itself", name, conn.peer)
             self._send(conn, correlation_id, admin_response(ask, {}))

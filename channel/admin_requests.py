@@ -16,12 +16,8 @@ from types import MappingProxyType
 from typing import Any
 
 from channel.admin_apis import (
-    ALTER_PARTITION_REASSIGNMENTS,
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_TOPICS,
-    ELECT_LEADERS,
     WHOLE_REQUEST,
+    AdminApi,
     AdminAsk,
     CreateDefaults,
     Item,
@@ -169,7 +165,11 @@ def _create_topics(b: _Builder, version: int, body: Any, defaults: CreateDefault
             fields["replication_factor"] = defaults.replication_factor if rf == -1 else rf
         b.command(CreateTopic.TYPE, fields, [name])
     return b.ask(
-        CREATE_TOPICS, version, _timeout_ms(body), validate_only=validate_only, configs=MappingProxyType(configs)
+        AdminApi.CREATE_TOPICS,
+        version,
+        _timeout_ms(body),
+        validate_only=validate_only,
+        configs=MappingProxyType(configs),
     )
 
 
@@ -184,7 +184,7 @@ def _delete_topics(b: _Builder, version: int, body: Any, topic_names: Callable[[
                     TopicRef(name, tid),
                     ItemAnswer(KafkaError.INVALID_REQUEST, "Topic name and topic ID can not both be specified."),
                 )
-            return b.ask(DELETE_TOPICS, version, _timeout_ms(body))
+            return b.ask(AdminApi.DELETE_TOPICS, version, _timeout_ms(body))
         for name, tid in entries:
             # an entry naming neither is no topic, as one whose id no topic has (KafkaApis: UNKNOWN_TOPIC_ID)
             named = None if name is None else str(name)
@@ -198,7 +198,7 @@ def _delete_topics(b: _Builder, version: int, body: Any, topic_names: Callable[[
             b.answer(ref, ItemAnswer(KafkaError.UNKNOWN_TOPIC_ID))
             continue
         b.command(DeleteTopic.TYPE, {"topic": ref.name}, [ref])
-    return b.ask(DELETE_TOPICS, version, _timeout_ms(body))
+    return b.ask(AdminApi.DELETE_TOPICS, version, _timeout_ms(body))
 
 
 def _create_partitions(b: _Builder, version: int, body: Any) -> AdminAsk:
@@ -213,7 +213,7 @@ def _create_partitions(b: _Builder, version: int, body: Any) -> AdminAsk:
         if t.assignments is not None:
             fields["replica_assignment"] = {str(i): [int(r) for r in a.broker_ids] for i, a in enumerate(t.assignments)}
         b.command(CreatePartitions.TYPE, fields, [name])
-    return b.ask(CREATE_PARTITIONS, version, _timeout_ms(body), validate_only=validate_only)
+    return b.ask(AdminApi.CREATE_PARTITIONS, version, _timeout_ms(body), validate_only=validate_only)
 
 
 def _elect_leaders(b: _Builder, version: int, body: Any) -> AdminAsk:
@@ -223,19 +223,19 @@ def _elect_leaders(b: _Builder, version: int, body: Any) -> AdminAsk:
     if body.topic_partitions is None:
         if election not in (0, 1):
             b.answer(WHOLE_REQUEST, unknown)
-            return b.ask(ELECT_LEADERS, version, timeout_ms, every_partition=True)
+            return b.ask(AdminApi.ELECT_LEADERS, version, timeout_ms, every_partition=True)
         kind = "PREFERRED" if election == 0 else "UNCLEAN"
         b.command(ElectLeaders.TYPE, {"election_type": kind}, [])
-        return b.ask(ELECT_LEADERS, version, timeout_ms, every_partition=True)
+        return b.ask(AdminApi.ELECT_LEADERS, version, timeout_ms, every_partition=True)
     # Kafka elects a set of partitions
     tps = list(dict.fromkeys(TopicPartition(str(t.topic), int(p)) for t in body.topic_partitions for p in t.partitions))
     if election not in (0, 1):
         for tp in tps:
             b.answer(tp, unknown)
-        return b.ask(ELECT_LEADERS, version, timeout_ms)
+        return b.ask(AdminApi.ELECT_LEADERS, version, timeout_ms)
     kind = "PREFERRED" if election == 0 else "UNCLEAN"
     _per_partition(b, ElectLeaders.TYPE, {"election_type": kind}, [(tp, {}) for tp in tps])
-    return b.ask(ELECT_LEADERS, version, timeout_ms)
+    return b.ask(AdminApi.ELECT_LEADERS, version, timeout_ms)
 
 
 def _per_partition(
@@ -273,7 +273,7 @@ def _alter_partition_reassignments(b: _Builder, version: int, body: Any) -> Admi
     cancels: list[tuple[TopicPartition, Mapping[str, Any]]] = [(tp, {}) for tp, r in targets.items() if r is None]
     _per_partition(b, ReassignPartitions.TYPE, {}, moves)
     _per_partition(b, CancelReassignment.TYPE, {}, cancels)
-    return b.ask(ALTER_PARTITION_REASSIGNMENTS, version, _timeout_ms(body))
+    return b.ask(AdminApi.ALTER_PARTITION_REASSIGNMENTS, version, _timeout_ms(body))
 
 
 def admin_request(
@@ -288,14 +288,14 @@ def admin_request(
     """What request ``body`` (a kio entity of ``api_key`` at ``version``) becomes. ``new_id`` makes each
     command's request id; ``topic_names``: topic id (base64) -> name, or ``None`` (DeleteTopics v6 by id)."""
     b = _Builder(new_id)
-    if api_key == CREATE_TOPICS:
+    if api_key == AdminApi.CREATE_TOPICS:
         return _create_topics(b, version, body, defaults)
-    if api_key == DELETE_TOPICS:
+    if api_key == AdminApi.DELETE_TOPICS:
         return _delete_topics(b, version, body, topic_names)
-    if api_key == CREATE_PARTITIONS:
+    if api_key == AdminApi.CREATE_PARTITIONS:
         return _create_partitions(b, version, body)
-    if api_key == ELECT_LEADERS:
+    if api_key == AdminApi.ELECT_LEADERS:
         return _elect_leaders(b, version, body)
-    if api_key == ALTER_PARTITION_REASSIGNMENTS:
+    if api_key == AdminApi.ALTER_PARTITION_REASSIGNMENTS:
         return _alter_partition_reassignments(b, version, body)
     raise ValueError(f"api {api_key} is not an admin API the channel answers")

@@ -14,12 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from channel.admin_apis import (
-    ALTER_PARTITION_REASSIGNMENTS,
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_TOPICS,
-    ELECT_LEADERS,
     WHOLE_REQUEST,
+    AdminApi,
     AdminAsk,
     Item,
     ItemAnswer,
@@ -36,7 +32,7 @@ from core.model import TopicPartition
 __all__ = ["admin_response", "item_answers", "timed_out"]
 
 #: the APIs whose accepted items ``timeoutMs`` <= 0 answers ``REQUEST_TIMED_OUT`` (``ZkAdminManager``'s rule)
-_NO_WAIT_TIMES_OUT = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS})
+_NO_WAIT_TIMES_OUT = frozenset({AdminApi.CREATE_TOPICS, AdminApi.DELETE_TOPICS, AdminApi.CREATE_PARTITIONS})
 #: ``config_source`` of a topic's own config in CreateTopics v5+ (Kafka's ``DYNAMIC_TOPIC_CONFIG``)
 _TOPIC_CONFIG_SOURCE = 1
 _NO_THROTTLE = datetime.timedelta(0)
@@ -99,7 +95,7 @@ def item_answers(ask: AdminAsk, request_id: str, result: AdminResult) -> dict[It
     if covered is None:
         return {}
     answers: dict[Item, ItemAnswer] = {}
-    if ask.api_key in (ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS):
+    if ask.api_key in (AdminApi.ELECT_LEADERS, AdminApi.ALTER_PARTITION_REASSIGNMENTS):
         per_partition = _partition_answers(result)
         whole = _refusal(result) if result.status is AdminStatus.ERROR else ItemAnswer(0)
         if ask.every_partition:
@@ -113,7 +109,7 @@ def item_answers(ask: AdminAsk, request_id: str, result: AdminResult) -> dict[It
         for it in covered:
             if result.status is AdminStatus.ERROR:
                 answers[it] = _refusal(result)
-            elif ask.api_key == CREATE_TOPICS:
+            elif ask.api_key == AdminApi.CREATE_TOPICS:
                 answers[it] = _created(ask, str(it), result)
             else:
                 answers[it] = ItemAnswer(0)
@@ -140,19 +136,19 @@ def admin_response(ask: AdminAsk, answers: Mapping[Item, ItemAnswer]) -> Any:
     """Kafka's response to ``ask`` at its version: each item's answer (``answers``, then the channel's own)."""
     merged = {**answers, **ask.own}
     m = schema_module(ask.api_key, ask.version, "response")
-    if ask.api_key == CREATE_TOPICS:
+    if ask.api_key == AdminApi.CREATE_TOPICS:
         return _make(
             m.CreateTopicsResponse,
             throttle_time=_NO_THROTTLE,
             topics=tuple(_topic_result(m, ask, str(t), merged[t]) for t in ask.items),
         )
-    if ask.api_key == DELETE_TOPICS:
+    if ask.api_key == AdminApi.DELETE_TOPICS:
         return _make(
             m.DeleteTopicsResponse,
             throttle_time=_NO_THROTTLE,
             responses=tuple(_deleted(m, ask, t, merged[t]) for t in ask.items if isinstance(t, TopicRef)),
         )
-    if ask.api_key == CREATE_PARTITIONS:
+    if ask.api_key == AdminApi.CREATE_PARTITIONS:
         results = tuple(
             m.CreatePartitionsTopicResult(
                 name=str(t), error_code=_code(merged[t].error), error_message=merged[t].message
@@ -165,7 +161,7 @@ def admin_response(ask: AdminAsk, answers: Mapping[Item, ItemAnswer]) -> Any:
     by_topic: dict[str, list[TopicPartition]] = {}
     for tp in tps:
         by_topic.setdefault(tp.topic, []).append(tp)
-    if ask.api_key == ELECT_LEADERS:
+    if ask.api_key == AdminApi.ELECT_LEADERS:
         elected = tuple(
             m.ReplicaElectionResult(
                 topic=topic,

@@ -22,7 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import TopicName
 
-from bench.harness.matrix import Matrix
+from bench.harness.matrix import Matrix, create_topic, wait_until
 from bench.harness.results import ROOT
 from channel.wire import BrokerConnection
 from livectl import local
@@ -85,6 +86,42 @@ class Cluster:
         self.brokers[broker_id] = start_zk_broker(
             self.work / f"kafka-{broker_id}", broker_id, self.m.zk_connect, settings=self.settings
         )
+
+    def start_brokers(self, broker_ids: Sequence[int]) -> None:
+        """Start brokers ``broker_ids`` side by side (each waits for its own "started" line), then wait until
+        ZooKeeper lists them — none of them having taken ``/controller`` from whoever held it before (livectl's
+        controller) — and until livectl's controller sent each its UpdateMetadata through the channel
+        (onBrokerStartup; it comes with the controller's first micro-batch, which starts Spark's Python
+        workers: 27 s at load 16)."""
+        held, _ = self.m.znode("/controller")
+        with ThreadPoolExecutor(len(broker_ids)) as pool:
+            list(pool.map(self.start_broker, broker_ids))
+        wait_until("the Kafka brokers registered", lambda: set(self.m.registered_brokers()) == set(broker_ids), 60)
+        assert self.m.znode("/controller")[0] == held, "a Kafka broker took /controller"
+        wait_until(
+            "an UpdateMetadata delivered to each broker",
+            lambda: all(f"broker {b}: UpdateMetadata" in self.channel_log.read_text() for b in broker_ids),
+            180,
+        )
+
+    def create_topic(self, request_id: str, topic: str, assignment: Mapping[int, tuple[int, ...]]) -> list[int]:
+        """Create ``topic`` with ``assignment`` (partition -> replicas) through livectl's admin topic (admin
+        command ``request_id``), check that livectl answered ``ok``, and wait until every partition has a
+        leader among its replicas in ZooKeeper: the leaders, by partition."""
+        create_topic(self.m, request_id, topic, assignment)
+        final = wait_until(
+            "the topic created",
+            lambda: [r for r in self.m.results(request_id) if r["status"] != "in_progress"],
+            60,
+        )
+        assert [r["status"] for r in final] == ["ok"], final
+
+        def online() -> list[int] | None:
+            leaders = [self.state(topic, p).get("leader", -1) for p in range(len(assignment))]
+            return leaders if all(leaders[p] in assignment[p] for p in range(len(assignment))) else None
+
+        leaders: list[int] = wait_until("every partition online", online, 60)
+        return leaders
 
     def kill_broker(self, broker_id: int) -> None:
         """SIGKILL broker ``broker_id`` (a hard kill: no controlled shutdown) and wait until it is gone."""

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from core import jsonform as jf
 from core.codec.decisions import decision_to_json, decode_decision
 from core.decisions import BrokerRequest, Decision
 from core.errors import FormatError
-from core.kafka.request_encoding import EncodeMemo, ints_text
+from core.kafka.request_encoding import EncodeMemo, encoded_once, ints_text, topic_runs
 from core.kafka.requests import (
     LeaderAndIsrRequest,
     LisrPartitionState,
@@ -30,8 +30,6 @@ from core.kafka.requests import (
     UpdateMetadataRequest,
     WireBody,
 )
-
-_S = TypeVar("_S")
 
 
 def _json_bool(v: bool) -> str:
@@ -80,18 +78,12 @@ def _entries(
     parts: tuple[Any, ...], state: Callable[[Any, EncodeMemo | None], str], memo: EncodeMemo | None, *, with_id: bool
 ) -> list[TextEntry] | None:
     out: list[TextEntry] = []
-    i, n = 0, len(parts)
-    while i < n:
-        first = parts[i]
-        j = i + 1
-        while j < n and parts[j].topic == first.topic and (not with_id or parts[j].topic_id == first.topic_id):
-            j += 1
+    for first, run in topic_runs(parts, with_id=with_id):
         if not _plain(first.topic) or (with_id and not _plain(first.topic_id)):
             return None
-        states = ",".join(state(p, memo) for p in parts[i:j])
+        states = ",".join(state(p, memo) for p in run)
         tid = f',"topicId":"{first.topic_id}"' if with_id else ""
-        out.append((first.topic, j - i, f'{{"partitionStates":[{states}]{tid},"topicName":"{first.topic}"}}'))
-        i = j
+        out.append((first.topic, len(run), f'{{"partitionStates":[{states}]{tid},"topicName":"{first.topic}"}}'))
     return out
 
 
@@ -119,22 +111,12 @@ def sorted_entries(body: RequestBody, memo: EncodeMemo | None = None) -> list[Te
     states the form its readers rely on: canonical sorted-key JSON whose partition states are flat — only
     integers, booleans and arrays of integers); a state field of another kind breaks them."""
     if isinstance(body, LeaderAndIsrRequest):
-        return _memo_entries(body.partitions, _lisr_entries, memo)
+        return encoded_once(body.partitions, _lisr_entries, memo)
     if isinstance(body, UpdateMetadataRequest):
-        return _memo_entries(body.partitions, _metadata_entries, memo)
+        return encoded_once(body.partitions, _metadata_entries, memo)
     if isinstance(body, StopReplicaRequest):
-        return _memo_entries(body.partitions, _stop_entries, memo)
+        return encoded_once(body.partitions, _stop_entries, memo)
     return None
-
-
-def _memo_entries(
-    parts: tuple[_S, ...],
-    entries: Callable[[tuple[_S, ...], EncodeMemo | None], list[TextEntry] | None],
-    memo: EncodeMemo | None,
-) -> list[TextEntry] | None:
-    if memo is None or not parts:
-        return entries(parts, memo)
-    return memo.once(entries, parts)
 
 
 _WITH_TOPIC_STATES = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)

@@ -41,7 +41,7 @@ request, in each partition entry otherwise)::
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -190,6 +190,19 @@ def _alter_result(p: AlterPartitionResult, memo: EncodeMemo | None) -> str:
     )
 
 
+def topic_runs(parts: tuple[Any, ...], *, with_id: bool) -> Iterator[tuple[Any, tuple[Any, ...]]]:
+    """Consecutive partition states of one topic (and topic id, ``with_id``), in order: each run's first state
+    and the run."""
+    i, n = 0, len(parts)
+    while i < n:
+        first = parts[i]
+        j = i + 1
+        while j < n and parts[j].topic == first.topic and (not with_id or parts[j].topic_id == first.topic_id):
+            j += 1
+        yield first, parts[i:j]
+        i = j
+
+
 def _grouped(
     parts: tuple[Any, ...],
     state: Callable[[Any, EncodeMemo | None], str],
@@ -200,16 +213,10 @@ def _grouped(
 ) -> str:
     """Consecutive entries of one topic (and topic id) as one topic entry, in order."""
     out: list[str] = []
-    i, n = 0, len(parts)
-    while i < n:
-        first = parts[i]
-        j = i + 1
-        while j < n and parts[j].topic == first.topic and (not with_id or parts[j].topic_id == first.topic_id):
-            j += 1
+    for first, run in topic_runs(parts, with_id=with_id):
         tid = f',"topicId":{_s(first.topic_id)}' if with_id else ""
-        states = ",".join(state(p, memo) for p in parts[i:j])
+        states = ",".join(state(p, memo) for p in run)
         out.append(f'{{"topicName":{_s(first.topic)}{tid},"{inner}":[{states}]}}')
-        i = j
     return "[" + ",".join(out) + "]"
 
 
@@ -225,14 +232,14 @@ def _stop_topics(parts: tuple[StopReplicaPartition, ...], memo: EncodeMemo | Non
     return _grouped(parts, _stop_state, memo, with_id=False)
 
 
-def _topic_states(
-    parts: tuple[_S, ...], topics: Callable[[tuple[_S, ...], EncodeMemo | None], str], memo: EncodeMemo | None
-) -> str:
-    # the per-broker copies of one shared UpdateMetadata (BrokerRequest.fan_out) share one tuple of
-    # partition states: encode it once
+def encoded_once(
+    parts: tuple[_S, ...], encode: Callable[[tuple[_S, ...], EncodeMemo | None], _T], memo: EncodeMemo | None
+) -> _T:
+    """``encode(parts, memo)``, once per tuple with ``memo``: the per-broker copies of one shared UpdateMetadata
+    (``BrokerRequest.fan_out``) share one tuple of partition states."""
     if memo is None or not parts:
-        return topics(parts, memo)
-    return memo.once(topics, parts)
+        return encode(parts, memo)
+    return memo.once(encode, parts)
 
 
 def _head(controller_id: int, controller_epoch: int, broker_epoch: int) -> str:
@@ -257,19 +264,19 @@ def encode_text(body: RequestBody, memo: EncodeMemo | None = None) -> str:
         )
         return (
             f'{_head(body.controller_id, body.controller_epoch, body.broker_epoch)},"type":{body.type},'
-            f'"topicStates":{_topic_states(body.partitions, _lisr_topics, memo)},'
+            f'"topicStates":{encoded_once(body.partitions, _lisr_topics, memo)},'
             f'"liveLeaders":[{leaders}]}}'
         )
     if isinstance(body, UpdateMetadataRequest):
         brokers = ",".join(_metadata_broker(b) for b in body.live_brokers)
         return (
             f"{_head(body.controller_id, body.controller_epoch, body.broker_epoch)},"
-            f'"topicStates":{_topic_states(body.partitions, _metadata_topics, memo)},"liveBrokers":[{brokers}]}}'
+            f'"topicStates":{encoded_once(body.partitions, _metadata_topics, memo)},"liveBrokers":[{brokers}]}}'
         )
     if isinstance(body, StopReplicaRequest):
         return (
             f"{_head(body.controller_id, body.controller_epoch, body.broker_epoch)},"
-            f'"topicStates":{_topic_states(body.partitions, _stop_topics, memo)}}}'
+            f'"topicStates":{encoded_once(body.partitions, _stop_topics, memo)}}}'
         )
     if isinstance(body, ControlledShutdownResponse):
         remaining = ",".join(f'{{"topicName":{_s(tp.topic)},"partitionIndex":{tp.partition}}}' for tp in body.remaining)

@@ -20,7 +20,6 @@ import logging
 import os
 import signal
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -59,27 +58,10 @@ def test_a_paused_follower_leaves_and_rejoins_the_isr_through_isr_change_notific
     controller = m.start_controller()
     cluster.start_channel()
     m.wait_loaded(controller, timeout=180)
-    with ThreadPoolExecutor(len(BROKERS)) as pool:
-        list(pool.map(cluster.start_broker, BROKERS))
-    cm.wait_until("the Kafka brokers registered", lambda: set(m.registered_brokers()) == set(BROKERS), 60)
-    cm.wait_until(
-        "an UpdateMetadata delivered to each broker",
-        lambda: all(f"broker {b}: UpdateMetadata" in cluster.channel_log.read_text() for b in BROKERS),
-        180,
-    )
+    cluster.start_brokers(BROKERS)
     topic = f"{m.name}-old"
     assignment = {p: tuple(BROKERS[p:] + BROKERS[:p]) for p in range(PARTITIONS)}
-    cm.create_topic(m, "create-old", topic, assignment)
-    final = cm.wait_until(
-        "the topic created", lambda: [r for r in m.results("create-old") if r["status"] != "in_progress"], 60
-    )
-    assert [r["status"] for r in final] == ["ok"], final
-
-    def online() -> list[int] | None:
-        ls = [cluster.state(topic, p).get("leader", -1) for p in range(PARTITIONS)]
-        return ls if all(ls[p] in assignment[p] for p in range(PARTITIONS)) else None
-
-    leaders: list[int] = cm.wait_until("every partition online", online, 60)
+    leaders = cluster.create_topic("create-old", topic, assignment)
     bootstrap = cluster.bootstrap()
     first = [f"a-{i}".encode() for i in range(100)]
     produce(bootstrap, topic, first)

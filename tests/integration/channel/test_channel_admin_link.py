@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from channel_support import bus_settings, running_channel
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
@@ -27,7 +28,7 @@ from kio.schema.create_topics.v7 import response as create_resp
 from kio.schema.delete_topics.v6 import request as delete_req
 from kio.schema.delete_topics.v6 import response as delete_resp
 
-from channel.runner import ChannelSettings, ControllerChannel
+from channel.runner import ControllerChannel
 from channel.wire import BrokerConnection
 from core.codec.decisions import encode_decision
 from core.codec.events import event_from_json
@@ -36,7 +37,6 @@ from core.events import AdminCommand, CreateTopic, DeleteTopic, ReassignPartitio
 from core.kafka import zkdata
 from core.model import PartitionTarget
 from livectl import local
-from sinks.requests import ensure_topics
 
 pytestmark = pytest.mark.integration
 
@@ -93,41 +93,31 @@ def bus(zookeeper: local.Service, kafka_broker: local.Service) -> Iterator[Bus]:
     znode = {"version": 3, "topic_id": "AAAAAAAAAAAAAAAAAAAAKg", "partitions": {"0": [1]}}
     zk.create(f"{chroot}{zkdata.topic_path('by-id')}", json.dumps(znode).encode())
     name = f"admin-link-{uuid.uuid4().hex[:6]}"
-    requests, events, admin, results = (f"{name}.{t}" for t in ("requests", "events", "admin", "admin-results"))
-    ensure_topics(kafka_broker.bootstrap, [requests, events, admin, results])
-    channel = ControllerChannel(
-        ChannelSettings(
-            zookeeper.connect + chroot,
-            kafka_broker.bootstrap,
-            requests,
-            events,
-            group=f"{name}.channel",
-            retry_s=0.5,
-            controller_listeners=("CONTROL_PLANE",),
-            log_dirs_interval_s=0,
-            admin_topic=admin,
-            admin_results_topic=results,
-            num_partitions=4,
-            default_replication_factor=1,
-        )
+    settings = bus_settings(
+        zookeeper.connect + chroot,
+        kafka_broker.bootstrap,
+        "admin-link",
+        controller_listeners=("CONTROL_PLANE",),
+        log_dirs_interval_s=0,
+        admin_topic=f"{name}.admin",
+        admin_results_topic=f"{name}.admin-results",
+        num_partitions=4,
+        default_replication_factor=1,
     )
-    channel.start()
-    thread = threading.Thread(target=channel.run, daemon=True)
-    thread.start()
     consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False)
-    tp = KafkaTopicPartition(admin, 0)
+    tp = KafkaTopicPartition(settings.admin_topic, 0)
     consumer.assign([tp])
     consumer.seek_to_beginning(tp)
     producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all", transactional_id=name)
     producer.init_transactions()
-    assert channel.admin is not None
-    assert channel.admin.ready.wait(30), "the channel never read the admin-results topic"
     try:
-        yield Bus(kafka_broker.bootstrap, admin, results, channel, consumer, producer)
+        with running_channel(settings) as channel:
+            assert channel.admin is not None
+            assert channel.admin.ready.wait(30), "the channel never read the admin-results topic"
+            yield Bus(
+                kafka_broker.bootstrap, settings.admin_topic, settings.admin_results_topic, channel, consumer, producer
+            )
     finally:
-        channel.stopping.set()
-        thread.join(30)
-        channel.close()
         consumer.close()
         producer.close()
         zk.delete(chroot, recursive=True)

@@ -23,24 +23,23 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from channel_support import CONTROLLER, EPOCH, ControllerBus, broker_under_livectl, bus_settings, running_channel
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 from waiting import wait_until
 
 from channel.answers import SERVED, node_versions
-from channel.runner import ChannelSettings, ControllerChannel
+from channel.runner import ControllerChannel
 from channel.wire import BrokerConnection
 from core.codec.events import event_from_json
 from core.events import AlterPartition, ControlledShutdown, Event
-from core.kafka import zkdata
-from core.kafka.envelope import encode_envelope
-from core.kafka.request_encoding import encode_body
 from core.kafka.requests import (
     AlterPartitionResponse,
     AlterPartitionResult,
@@ -55,13 +54,9 @@ from core.kafka.requests import (
     UpdateMetadataRequest,
 )
 from livectl import local
-from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
-from sinks.requests import ensure_topics
+from livectl.kafka_zk_brokers import ZkBrokerSettings, stop_zk_broker
 
 pytestmark = pytest.mark.integration
-
-#: the controller's id and epoch in these requests: above what the broker's own controller holds (1)
-CONTROLLER, EPOCH = 1000, 50
 
 
 @dataclass
@@ -70,19 +65,15 @@ class Setup:
     epoch: int
     zk: KazooClient
     channel: ControllerChannel
-    bus: str
-    requests: str
+    bus: ControllerBus
+    bootstrap: str
     events: str
-    producer: KafkaProducer
-    batch: int = 0
 
     def send(self, api: RequestApi, body: Any) -> None:
-        self.batch += 1
-        key, value = encode_envelope(1, api, EPOCH, self.batch, encode_body(body))
-        self.producer.send(self.requests, key=key, value=value).get(timeout=10)
+        self.bus.send(api, body)
 
     def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
-        consumer = KafkaConsumer(bootstrap_servers=self.bus, consumer_timeout_ms=1000)
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, consumer_timeout_ms=1000)
         tp = KafkaTopicPartition(self.events, 0)
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
@@ -105,50 +96,21 @@ def _topic_id() -> str:
 
 @pytest.fixture
 def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Setup]:
-    chroot = f"/channel-endpoint-{uuid.uuid4().hex[:8]}"
-    root = KazooClient(zookeeper.connect)
-    root.start(timeout=15)
-    root.ensure_path(chroot)
-    root.stop()
-    root.close()
-    zk = KazooClient(zookeeper.connect + chroot)
-    zk.start(timeout=15)
-    # the controller's znode held for controller 1000, as livectl's controller holds it: the broker's own
-    # controller never takes over, so the broker knows no controller but the one UpdateMetadata names
-    zk.create(zkdata.CONTROLLER_PATH, zkdata.encode_controller(CONTROLLER, int(time.time() * 1000)), ephemeral=True)
     # a follower that never fetches drops out of the ISR after 2 s (Kafka's default: 30 s)
-    settings = ZkBrokerSettings(properties={"replica.lag.time.max.ms": "2000"})
-    svc = start_zk_broker(tmp_path / "broker", 1, zookeeper.connect + chroot, settings=settings)
-    name = f"endpoint-{uuid.uuid4().hex[:6]}"
-    requests, events = f"{name}.requests", f"{name}.broker-events"
-    ensure_topics(kafka_broker.bootstrap, [requests, events])
-    channel = ControllerChannel(
-        ChannelSettings(
-            zookeeper.connect + chroot,
+    broker_settings = ZkBrokerSettings(properties={"replica.lag.time.max.ms": "2000"})
+    with broker_under_livectl(zookeeper.connect, tmp_path / "broker", "channel-endpoint", broker_settings) as b:
+        settings = bus_settings(
+            b.connect,
             kafka_broker.bootstrap,
-            requests,
-            events,
-            group=f"{name}.channel",
+            "endpoint",
             listener="CONTROL_PLANE",
-            retry_s=0.5,
             controller_listeners=("CONTROL_PLANE", "INTERNAL"),
         )
-    )
-    channel.start()
-    thread = threading.Thread(target=channel.run, daemon=True)
-    thread.start()
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
-    _, stat = zk.get("/brokers/ids/1")
-    try:
-        yield Setup(svc, int(stat.czxid), zk, channel, kafka_broker.bootstrap, requests, events, producer)
-    finally:
-        channel.stopping.set()
-        thread.join(30)
-        channel.close()
-        producer.close()
-        zk.stop()
-        zk.close()
-        stop_zk_broker(svc, timeout=0)
+        with (
+            running_channel(settings) as channel,
+            closing(ControllerBus(kafka_broker.bootstrap, settings.requests_topic)) as bus,
+        ):
+            yield Setup(b.svc, b.epoch, b.zk, channel, bus, kafka_broker.bootstrap, settings.events_topic)
 
 
 def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: Setup) -> None:
@@ -165,7 +127,7 @@ def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: S
 
     # broker 1 leads "solo" alone and "pair" with broker 2 (never started) in its ISR; the UpdateMetadata
     # names controller 1000, which the channel lists as a live broker at its own endpoint
-    solo, pair = (f"{s.requests}-solo", _topic_id()), (f"{s.requests}-pair", _topic_id())
+    solo, pair = (f"{s.bus.requests_topic}-solo", _topic_id()), (f"{s.bus.requests_topic}-pair", _topic_id())
     states = tuple(
         LisrPartitionState(t, 0, EPOCH, 1, 1, isr, 0, isr, (), (), True, 0, tid)
         for (t, tid), isr in ((solo, (1,)), (pair, (1, 2)))

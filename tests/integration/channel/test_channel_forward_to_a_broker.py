@@ -28,16 +28,17 @@ import io
 import json
 import socket
 import struct
-import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from channel_support import CONTROLLER, EPOCH, ControllerBus, broker_under_livectl, bus_settings, running_channel
+from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.record.memory_records import MemoryRecordsBuilder
 from kazoo.client import KazooClient
@@ -59,11 +60,9 @@ from waiting import wait_until
 
 from bench.harness.real_brokers import kafka_reassignments, kafka_tool, kafka_topics_describe
 from channel.answers import NO_LOG_DIR, SERVED, node_versions
-from channel.runner import ChannelSettings, ControllerChannel
+from channel.runner import ControllerChannel
 from channel.wire import BrokerConnection
 from core.kafka import zkdata
-from core.kafka.envelope import encode_envelope
-from core.kafka.request_encoding import encode_body
 from core.kafka.requests import (
     BrokerAddress,
     LeaderAndIsrRequest,
@@ -75,13 +74,10 @@ from core.kafka.requests import (
     UpdateMetadataRequest,
 )
 from livectl import local
-from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
-from sinks.requests import ensure_topics
+from livectl.kafka_zk_brokers import stop_zk_broker
 
 pytestmark = pytest.mark.integration
 
-#: the controller's id and epoch in these requests: above what the broker's own controller holds (1)
-CONTROLLER, EPOCH = 1000, 50
 LISTENERS = ("CONTROL_PLANE", "INTERNAL", "PLAINTEXT")
 
 
@@ -91,14 +87,10 @@ class Setup:
     epoch: int
     zk: KazooClient
     channel: ControllerChannel
-    requests: str
-    producer: KafkaProducer
-    batch: int = 0
+    bus: ControllerBus
 
     def send(self, api: RequestApi, body: Any) -> None:
-        self.batch += 1
-        key, value = encode_envelope(1, api, EPOCH, self.batch, encode_body(body))
-        self.producer.send(self.requests, key=key, value=value).get(timeout=10)
+        self.bus.send(api, body)
 
     def port(self, listener: str) -> int:
         return self.channel.endpoints[listener].port
@@ -110,48 +102,20 @@ class Setup:
 
 @pytest.fixture
 def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Setup]:
-    chroot = f"/channel-forward-{uuid.uuid4().hex[:8]}"
-    root = KazooClient(zookeeper.connect)
-    root.start(timeout=15)
-    root.ensure_path(chroot)
-    root.stop()
-    root.close()
-    zk = KazooClient(zookeeper.connect + chroot)
-    zk.start(timeout=15)
-    # /controller held for controller 1000, as livectl's controller holds it: the broker's own never takes over
-    zk.create(zkdata.CONTROLLER_PATH, zkdata.encode_controller(CONTROLLER, int(time.time() * 1000)), ephemeral=True)
-    svc = start_zk_broker(tmp_path / "broker", 1, zookeeper.connect + chroot, settings=ZkBrokerSettings())
-    name = f"forward-{uuid.uuid4().hex[:6]}"
-    requests, events = f"{name}.requests", f"{name}.broker-events"
-    ensure_topics(kafka_broker.bootstrap, [requests, events])
-    channel = ControllerChannel(
-        ChannelSettings(
-            zookeeper.connect + chroot,
+    with broker_under_livectl(zookeeper.connect, tmp_path / "broker", "channel-forward") as b:
+        settings = bus_settings(
+            b.connect,
             kafka_broker.bootstrap,
-            requests,
-            events,
-            group=f"{name}.channel",
-            retry_s=0.5,
+            "forward",
             controller_listeners=("CONTROL_PLANE", "INTERNAL"),
             client_listeners=("PLAINTEXT", "INTERNAL"),
             log_dirs_interval_s=0,
         )
-    )
-    channel.start()
-    thread = threading.Thread(target=channel.run, daemon=True)
-    thread.start()
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
-    _, stat = zk.get("/brokers/ids/1")
-    try:
-        yield Setup(svc, int(stat.czxid), zk, channel, requests, producer)
-    finally:
-        channel.stopping.set()
-        thread.join(30)
-        channel.close()
-        producer.close()
-        zk.stop()
-        zk.close()
-        stop_zk_broker(svc, timeout=0)
+        with (
+            running_channel(settings) as channel,
+            closing(ControllerBus(kafka_broker.bootstrap, settings.requests_topic)) as bus,
+        ):
+            yield Setup(b.svc, b.epoch, b.zk, channel, bus)
 
 
 def _frame(request: Any, correlation_id: int) -> bytes:

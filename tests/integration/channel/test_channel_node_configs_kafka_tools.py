@@ -22,16 +22,14 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
-import threading
-import time
-import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from channel_support import CONTROLLER, EPOCH, ControllerBus, broker_under_livectl, bus_settings, running_channel
 from kazoo.client import KazooClient
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
@@ -44,22 +42,17 @@ from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterCon
 from kio.static.primitive import i8
 from waiting import wait_until
 
-from channel.runner import ChannelSettings, ControllerChannel
+from channel.runner import ControllerChannel
 from channel.wire import BrokerConnection
 from core.kafka import zkdata
-from core.kafka.envelope import encode_envelope
-from core.kafka.request_encoding import encode_body
 from core.kafka.requests import MetadataBroker, MetadataEndpoint, RequestApi, UpdateMetadataRequest
 from livectl import local
 from livectl.kafka_server import kafka_classpath
-from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
 from livectl.spawn import find_java
 from sinks.entity_configs import write_entity_configs
-from sinks.requests import ensure_topics
 
 pytestmark = pytest.mark.integration
 
-CONTROLLER, EPOCH = 1000, 50
 LISTENERS = ("CONTROL_PLANE", "INTERNAL", "PLAINTEXT")
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 BROKER, TOPIC = 4, 2
@@ -108,54 +101,27 @@ def node(
     zookeeper: local.Service, kafka_broker: local.Service, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Node]:
     work = tmp_path_factory.mktemp("node-configs")
-    chroot = f"/channel-node-configs-{uuid.uuid4().hex[:8]}"
-    root = KazooClient(zookeeper.connect)
-    root.start(timeout=15)
-    root.ensure_path(chroot)
-    root.stop()
-    root.close()
-    zk = KazooClient(zookeeper.connect + chroot)
-    zk.start(timeout=15)
-    # /controller held for controller 1000, as livectl's controller holds it: the broker's own never takes over
-    zk.create(zkdata.CONTROLLER_PATH, zkdata.encode_controller(CONTROLLER, int(time.time() * 1000)), ephemeral=True)
-    svc = start_zk_broker(work / "broker", 1, zookeeper.connect + chroot, settings=ZkBrokerSettings())
-    name = f"node-configs-{uuid.uuid4().hex[:6]}"
-    requests, events = f"{name}.requests", f"{name}.broker-events"
-    ensure_topics(kafka_broker.bootstrap, [requests, events])
-    channel = ControllerChannel(
-        ChannelSettings(
-            zookeeper.connect + chroot,
+    with broker_under_livectl(zookeeper.connect, work / "broker", "channel-node-configs") as b:
+        settings = bus_settings(
+            b.connect,
             kafka_broker.bootstrap,
-            requests,
-            events,
-            group=f"{name}.channel",
-            retry_s=0.5,
+            "node-configs",
             controller_listeners=("CONTROL_PLANE", "INTERNAL"),
             client_listeners=("PLAINTEXT",),
             log_dirs_interval_s=0,
         )
-    )
-    channel.start()
-    thread = threading.Thread(target=channel.run, daemon=True)
-    thread.start()
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
-    try:
-        _, stat = zk.get("/brokers/ids/1")
-        ports = {n: int(svc.listeners[n].rsplit(":", 1)[1]) for n in LISTENERS}
-        endpoints = tuple(MetadataEndpoint(ports[n], "127.0.0.1", n, 0) for n in LISTENERS)
-        um = UpdateMetadataRequest(CONTROLLER, EPOCH, int(stat.czxid), (), (MetadataBroker(1, endpoints),))
-        key, value = encode_envelope(1, RequestApi.UPDATE_METADATA, EPOCH, 1, encode_body(um))
-        producer.send(requests, key=key, value=value).get(timeout=10)
-        wait_until("the UpdateMetadata delivered", lambda: channel.delivered == 1)
-        yield Node(svc, zk, channel, work)
-    finally:
-        channel.stopping.set()
-        thread.join(30)
-        channel.close()
-        producer.close()
-        zk.stop()
-        zk.close()
-        stop_zk_broker(svc, timeout=0)
+        with (
+            running_channel(settings) as channel,
+            closing(ControllerBus(kafka_broker.bootstrap, settings.requests_topic)) as bus,
+        ):
+            ports = {n: int(b.svc.listeners[n].rsplit(":", 1)[1]) for n in LISTENERS}
+            endpoints = tuple(MetadataEndpoint(ports[n], "127.0.0.1", n, 0) for n in LISTENERS)
+            bus.send(
+                RequestApi.UPDATE_METADATA,
+                UpdateMetadataRequest(CONTROLLER, EPOCH, b.epoch, (), (MetadataBroker(1, endpoints),)),
+            )
+            wait_until("the UpdateMetadata delivered", lambda: channel.delivered == 1)
+            yield Node(b.svc, b.zk, channel, work)
 
 
 def test_kafka_configs_describes_and_alters_the_controller_s_node(node: Node, caplog: pytest.LogCaptureFixture) -> None:

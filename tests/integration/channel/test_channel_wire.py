@@ -15,10 +15,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from channel_support import running_channel
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
@@ -254,12 +256,8 @@ def test_the_channel_reports_the_log_sizes_of_partitions_being_reassigned(
         broker.zookeeper, kafka_broker.bootstrap, requests, events, group=f"{name}.channel",
         log_dirs_topic=log_dirs, log_dirs_interval_s=0.2,
     )  # fmt: skip
-    channel = ControllerChannel(settings)
-    channel.start()
-    thread = threading.Thread(target=channel.run, daemon=True)
-    thread.start()
     other = f"{name}-next"
-    try:
+    with closing(producer), running_channel(settings) as channel:
         wait_until("three log-dirs reports", lambda: channel.log_dirs_reports >= 3, 60)
         # the reassignment completes: replicas 1, 2 and nothing adding; then another partition starts moving
         done = replace(lisr, partitions=(replace(st, leader_epoch=2, replicas=(1, 2)),))
@@ -273,11 +271,6 @@ def test_the_channel_reports_the_log_sizes_of_partitions_being_reassigned(
         # reports come from the thread that delivers, after it: the next one is of what moves after both
         after = channel.log_dirs_reports
         wait_until("a report after both", lambda: channel.log_dirs_reports > after, 60)
-    finally:
-        channel.stopping.set()
-        thread.join(30)
-        channel.close()
-        producer.close()
     reports = [parse_log_dirs_report(r.value) for r in _read_all(kafka_broker.bootstrap, log_dirs)]
     assert len(reports) >= 4
     assert all(r.broker_id == 1 and r.error_code == 0 for r in reports)

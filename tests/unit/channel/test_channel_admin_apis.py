@@ -20,12 +20,8 @@ from kio.serial import entity_reader, entity_writer
 
 from channel.admin_apis import (
     ADMIN_SERVED,
-    ALTER_PARTITION_REASSIGNMENTS,
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_TOPICS,
-    ELECT_LEADERS,
     WHOLE_REQUEST,
+    AdminApi,
     AdminAsk,
     CreateDefaults,
     TopicRef,
@@ -115,9 +111,9 @@ def test_the_endpoint_serves_the_admin_apis_at_kafka_39s_versions() -> None:
             assert cls is admin_request_type(api_key, v) and int(cls.__api_key__) == api_key
             assert int(cls.__version__) == v
     advertised = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in api_versions_response(3).api_keys}
-    assert advertised[CREATE_TOPICS] == (0, 7) and advertised[ALTER_PARTITION_REASSIGNMENTS] == (0, 0)
-    assert advertised[ELECT_LEADERS] == (0, 2) and advertised[DELETE_TOPICS] == (0, 6)
-    assert advertised[CREATE_PARTITIONS] == (0, 3)
+    assert advertised[AdminApi.CREATE_TOPICS] == (0, 7) and advertised[AdminApi.ALTER_PARTITION_REASSIGNMENTS] == (0, 0)
+    assert advertised[AdminApi.ELECT_LEADERS] == (0, 2) and advertised[AdminApi.DELETE_TOPICS] == (0, 6)
+    assert advertised[AdminApi.CREATE_PARTITIONS] == (0, 3)
 
 
 # ---------------------------------------------------------------------------------------------- CreateTopics
@@ -157,7 +153,7 @@ def test_create_topics_becomes_one_create_topic_per_topic_with_kafkas_defaults_f
         _topic(7, "fixed", assignment={0: [1, 2], 1: [2, 3]}),
         _topic(7, "sized", 6, 3),
     )
-    ask = _ask(CREATE_TOPICS, 7, request, defaults=CreateDefaults(num_partitions=4, replication_factor=2))
+    ask = _ask(AdminApi.CREATE_TOPICS, 7, request, defaults=CreateDefaults(num_partitions=4, replication_factor=2))
     assert ask.items == ("orders", "fixed", "sized") and ask.timeout_ms == 30_000 and not ask.validate_only
     assert _commands(ask) == {
         "r1": CreateTopic("r1", "orders", 4, 2, (), (("retention.ms", "1000"),)),
@@ -169,7 +165,7 @@ def test_create_topics_becomes_one_create_topic_per_topic_with_kafkas_defaults_f
 
 def test_create_topics_answers_with_what_livectl_created_or_its_refusal() -> None:
     request = _create_request(7, _topic(7, "orders", 2, 2, configs={"retention.ms": "1000"}), _topic(7, "taken", 1, 1))
-    ask = _ask(CREATE_TOPICS, 7, request)
+    ask = _ask(AdminApi.CREATE_TOPICS, 7, request)
     created = _result("r1", AdminStatus.OK, details={"topic_id": TID, "partitions": {"0": [1, 2], "1": [2, 3]}})
     exists = _result("r2", AdminStatus.ERROR, "TOPIC_ALREADY_EXISTS", "Topic 'taken' already exists.")
     response = _respond(ask, [created, exists])
@@ -186,7 +182,7 @@ def test_create_topics_answers_with_what_livectl_created_or_its_refusal() -> Non
 
 @pytest.mark.parametrize("version", range(0, 8))
 def test_create_topics_every_version_round_trips(version: int) -> None:
-    ask = _ask(CREATE_TOPICS, version, _create_request(version, _topic(version, "t", 1, 1)))
+    ask = _ask(AdminApi.CREATE_TOPICS, version, _create_request(version, _topic(version, "t", 1, 1)))
     assert [type(c) for c in _commands(ask).values()] == [CreateTopic]
     response = _respond(ask, [_result("r1", AdminStatus.ERROR, "INVALID_REPLICATION_FACTOR", "x")])
     assert int(response.topics[0].error_code.value) == 38
@@ -194,7 +190,7 @@ def test_create_topics_every_version_round_trips(version: int) -> None:
 
 
 def test_create_topics_validate_only_is_a_dry_run_and_gets_no_topic_id() -> None:
-    ask = _ask(CREATE_TOPICS, 7, _create_request(7, _topic(7, "t", 3, 1), validate_only=True))
+    ask = _ask(AdminApi.CREATE_TOPICS, 7, _create_request(7, _topic(7, "t", 3, 1), validate_only=True))
     (command,) = _commands(ask).values()
     assert command == CreateTopic("r1", "t", 3, 1, (), (), dry_run=True)
     details = {"topic_id": TID, "partitions": {"0": [1], "1": [2], "2": [3]}, "dry_run": []}
@@ -211,7 +207,7 @@ def test_create_topics_refusals_of_the_request_itself_are_kafkas() -> None:
         _topic(7, "nulls", 1, 1, configs={"retention.ms": None, "cleanup.policy": None}),
         _topic(7, "both", 2, -1, assignment={0: [1]}),
     )
-    ask = _ask(CREATE_TOPICS, 7, request)
+    ask = _ask(AdminApi.CREATE_TOPICS, 7, request)
     assert ask.commands == ()
     answers = _codes(_respond(ask, []).topics)
     assert answers["twice"] == (
@@ -235,7 +231,7 @@ def test_create_topics_livectls_decoder_refuses_what_it_would_reject_with_its_ka
         _topic(7, "gaps", assignment={0: [1], 2: [2]}),
         _topic(7, "ok", 1, 1),
     )
-    ask = _ask(CREATE_TOPICS, 7, request)
+    ask = _ask(AdminApi.CREATE_TOPICS, 7, request)
     assert [type(c).__name__ for c in _commands(ask).values()] == ["CreateTopic"]
     assert dict(ask.covers) == {"r5": ("ok",)}
     answers = _codes(_respond(ask, [_result("r5", AdminStatus.OK, details={"partitions": {"0": [1]}})]).topics)
@@ -246,7 +242,7 @@ def test_create_topics_livectls_decoder_refuses_what_it_would_reject_with_its_ka
 
 
 def test_a_command_refused_at_livectls_edge_answers_with_the_limits_kafka_error() -> None:
-    ask = _ask(CREATE_TOPICS, 7, _create_request(7, _topic(7, "t", 1, 1)))
+    ask = _ask(AdminApi.CREATE_TOPICS, 7, _create_request(7, _topic(7, "t", 1, 1)))
     rejected = _result(
         "r1",
         AdminStatus.ERROR,
@@ -266,7 +262,7 @@ def test_a_command_refused_at_livectls_edge_answers_with_the_limits_kafka_error(
 
 def test_timeout_zero_answers_what_livectl_accepted_request_timed_out_as_zkadminmanager() -> None:
     request = _create_request(7, _topic(7, "a", 1, 1), _topic(7, "b", 1, 1), timeout_ms=0)
-    ask = _ask(CREATE_TOPICS, 7, request)
+    ask = _ask(AdminApi.CREATE_TOPICS, 7, request)
     answers = _codes(
         _respond(
             ask,
@@ -277,13 +273,13 @@ def test_timeout_zero_answers_what_livectl_accepted_request_timed_out_as_zkadmin
         ).topics
     )
     assert answers == {"a": (7, None), "b": (36, "Topic 'b' already exists.")}
-    dry = _ask(CREATE_TOPICS, 7, _create_request(7, _topic(7, "a", 1, 1), timeout_ms=0, validate_only=True))
+    dry = _ask(AdminApi.CREATE_TOPICS, 7, _create_request(7, _topic(7, "a", 1, 1), timeout_ms=0, validate_only=True))
     (t,) = _respond(dry, [_result("r1", AdminStatus.OK, details={"partitions": {"0": [1]}})]).topics
     assert int(t.error_code.value) == 0
 
 
 def test_an_unanswered_command_times_out_per_item() -> None:
-    ask = _ask(CREATE_TOPICS, 7, _create_request(7, _topic(7, "a", 1, 1), _topic(7, "b", 1, 1)))
+    ask = _ask(AdminApi.CREATE_TOPICS, 7, _create_request(7, _topic(7, "a", 1, 1), _topic(7, "b", 1, 1)))
     answers = {**item_answers(ask, "r1", _result("r1", AdminStatus.OK)), **timed_out(ask, "r2", 30_000)}
     got = _codes(_wire(admin_response(ask, answers)).topics)
     assert got["a"] == (0, None)
@@ -304,7 +300,7 @@ def _delete_request(version: int, *names: str, ids: tuple[tuple[str | None, uuid
 
 @pytest.mark.parametrize("version", range(0, 7))
 def test_delete_topics_is_answered_when_livectl_started_the_deletion(version: int) -> None:
-    ask = _ask(DELETE_TOPICS, version, _delete_request(version, "a", "b", "c", "a"))
+    ask = _ask(AdminApi.DELETE_TOPICS, version, _delete_request(version, "a", "b", "c", "a"))
     assert _commands(ask) == {"r1": DeleteTopic("r1", "a"), "r2": DeleteTopic("r2", "b"), "r3": DeleteTopic("r3", "c")}
     response = _respond(
         ask,
@@ -324,7 +320,7 @@ def test_delete_topics_is_answered_when_livectl_started_the_deletion(version: in
 def test_delete_topics_v6_by_id() -> None:
     names = {TID: "known"}
     request = _delete_request(6, ids=((None, uuid.UUID(int=7)), (None, uuid.UUID(int=9)), (None, None)))
-    ask = _ask(DELETE_TOPICS, 6, request, topic_names=names.get)
+    ask = _ask(AdminApi.DELETE_TOPICS, 6, request, topic_names=names.get)
     assert _commands(ask) == {"r1": DeleteTopic("r1", "known")}
     response = _respond(ask, [_result("r1", AdminStatus.OK)])
     got = {(r.name, r.topic_id): int(r.error_code.value) for r in response.responses}
@@ -333,7 +329,7 @@ def test_delete_topics_v6_by_id() -> None:
 
 def test_delete_topics_v6_naming_a_topic_by_both_refuses_the_whole_request_as_kafka_39() -> None:
     request = _delete_request(6, "plain", ids=(("both", uuid.UUID(int=7)),))
-    ask = _ask(DELETE_TOPICS, 6, request, topic_names={TID: "both"}.get)
+    ask = _ask(AdminApi.DELETE_TOPICS, 6, request, topic_names={TID: "both"}.get)
     assert ask.commands == ()
     response = _respond(ask, [])
     assert {r.name: int(r.error_code.value) for r in response.responses} == {"plain": 42, "both": 42}
@@ -365,7 +361,7 @@ def _partitions_request(
 @pytest.mark.parametrize("version", range(0, 4))
 def test_create_partitions_becomes_create_partitions(version: int) -> None:
     request = _partitions_request(version, ("t", 5, [[1, 2], [2, 3]]), ("u", 4, None), ("d", 2, None), ("d", 3, None))
-    ask = _ask(CREATE_PARTITIONS, version, request)
+    ask = _ask(AdminApi.CREATE_PARTITIONS, version, request)
     assert _commands(ask) == {
         "r1": CreatePartitions("r1", "t", 5, ((1, 2), (2, 3))),
         "r2": CreatePartitions("r2", "u", 4, ()),
@@ -390,7 +386,7 @@ def test_create_partitions_becomes_create_partitions(version: int) -> None:
 
 
 def test_create_partitions_validate_only_is_a_dry_run() -> None:
-    ask = _ask(CREATE_PARTITIONS, 3, _partitions_request(3, ("t", 5, None), validate_only=True))
+    ask = _ask(AdminApi.CREATE_PARTITIONS, 3, _partitions_request(3, ("t", 5, None), validate_only=True))
     assert _commands(ask) == {"r1": CreatePartitions("r1", "t", 5, (), dry_run=True)}
     refused = _result("r1", AdminStatus.ERROR, "INVALID_PARTITIONS", "no increase")
     assert _codes(_respond(ask, [refused]).results) == {"t": (37, "no increase")}
@@ -421,7 +417,7 @@ def _elected(response: Any) -> dict[str, tuple[int, str | None]]:
 @pytest.mark.parametrize("version", range(0, 3))
 def test_elect_leaders_of_listed_partitions(version: int) -> None:
     election = 1 if version >= 1 else 0
-    ask = _ask(ELECT_LEADERS, version, _elect_request(version, {"my-topic": [0, 1, 2, 0], "x": [0]}, election))
+    ask = _ask(AdminApi.ELECT_LEADERS, version, _elect_request(version, {"my-topic": [0, 1, 2, 0], "x": [0]}, election))
     kind = ElectionType.UNCLEAN if election else ElectionType.PREFERRED
     tps = (
         TopicPartition("my-topic", 0),
@@ -450,7 +446,7 @@ def test_elect_leaders_of_listed_partitions(version: int) -> None:
 
 
 def test_elect_leaders_of_every_partition_lists_what_livectl_answered() -> None:
-    ask = _ask(ELECT_LEADERS, 2, _elect_request(2, None))
+    ask = _ask(AdminApi.ELECT_LEADERS, 2, _elect_request(2, None))
     assert _commands(ask) == {"r1": ElectLeaders("r1", ElectionType.PREFERRED, ())}
     assert ask.every_partition and ask.covers == {"r1": ()}
     details = {
@@ -464,15 +460,15 @@ def test_elect_leaders_of_every_partition_lists_what_livectl_answered() -> None:
 
 
 def test_elect_leaders_of_no_partition_elects_nothing() -> None:
-    ask = _ask(ELECT_LEADERS, 2, _elect_request(2, {}))
+    ask = _ask(AdminApi.ELECT_LEADERS, 2, _elect_request(2, {}))
     assert ask.commands == () and _wire(admin_response(ask, {})).replica_election_results == ()
 
 
 def test_elect_leaders_with_an_unknown_election_type() -> None:
-    ask = _ask(ELECT_LEADERS, 1, _elect_request(1, {"t": [0]}, election=5))
+    ask = _ask(AdminApi.ELECT_LEADERS, 1, _elect_request(1, {"t": [0]}, election=5))
     assert ask.commands == ()
     assert _elected(_respond(ask, [])) == {"t-0": (42, "Unknown election type: 5")}
-    every = _ask(ELECT_LEADERS, 2, _elect_request(2, None, election=5))
+    every = _ask(AdminApi.ELECT_LEADERS, 2, _elect_request(2, None, election=5))
     response = _respond(every, [])
     assert every.commands == () and int(response.error_code.value) == 42 and response.replica_election_results == ()
 
@@ -507,7 +503,7 @@ def _moved(response: Any) -> dict[str, tuple[int, str | None]]:
 
 def test_alter_partition_reassignments_starts_and_cancels() -> None:
     request = _reassign_request({"t": {0: [2, 3], 1: None, 2: [1, 1], 3: [3, 1]}, "u": {0: None}})
-    ask = _ask(ALTER_PARTITION_REASSIGNMENTS, 0, request)
+    ask = _ask(AdminApi.ALTER_PARTITION_REASSIGNMENTS, 0, request)
     assert _commands(ask) == {
         "r1": ReassignPartitions("r1", (PartitionTarget("t", 0, (2, 3)), PartitionTarget("t", 3, (3, 1)))),
         "r2": CancelReassignment("r2", (TopicPartition("t", 1), TopicPartition("u", 0))),
@@ -549,18 +545,18 @@ def test_alter_partition_reassignments_starts_and_cancels() -> None:
 
 
 def test_alter_partition_reassignments_a_command_refused_whole_answers_each_partition() -> None:
-    ask = _ask(ALTER_PARTITION_REASSIGNMENTS, 0, _reassign_request({"t": {0: [2], 1: [3]}}))
+    ask = _ask(AdminApi.ALTER_PARTITION_REASSIGNMENTS, 0, _reassign_request({"t": {0: [2], 1: [3]}}))
     refused = _result("r1", AdminStatus.ERROR, "UNKNOWN_SERVER_ERROR", "internal", {})
     assert _moved(_respond(ask, [refused])) == {"t-0": (-1, "internal"), "t-1": (-1, "internal")}
 
 
 def test_a_result_of_another_request_answers_nothing() -> None:
-    ask = _ask(ALTER_PARTITION_REASSIGNMENTS, 0, _reassign_request({"t": {0: [2]}}))
+    ask = _ask(AdminApi.ALTER_PARTITION_REASSIGNMENTS, 0, _reassign_request({"t": {0: [2]}}))
     assert item_answers(ask, "elsewhere", _result("elsewhere", AdminStatus.OK)) == {}
 
 
 def test_commands_are_livectls_json() -> None:
-    ask = _ask(CREATE_TOPICS, 7, _create_request(7, _topic(7, "t", 1, 1), validate_only=True))
+    ask = _ask(AdminApi.CREATE_TOPICS, 7, _create_request(7, _topic(7, "t", 1, 1), validate_only=True))
     ((rid, text),) = ask.commands
     assert json.loads(text) == {
         "version": 1,

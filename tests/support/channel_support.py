@@ -1,0 +1,126 @@
+"""The channel integration tests' prelude: a controller channel run in the test's process, and one real Apache
+Kafka broker (ZooKeeper mode, id 1) under its own ZooKeeper chroot whose controller is livectl's.
+
+:func:`broker_under_livectl` starts the broker with ``/controller`` held for :data:`CONTROLLER` (the broker's
+own controller never takes over); :func:`bus_settings` makes a channel's topics on the bus;
+:func:`running_channel` runs a channel in a thread; :class:`ControllerBus` sends the requests livectl's
+controller would publish."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaProducer
+from kazoo.client import KazooClient
+
+from channel.runner import ChannelSettings, ControllerChannel
+from core.kafka import zkdata
+from core.kafka.envelope import encode_envelope
+from core.kafka.request_encoding import encode_body
+from core.kafka.requests import RequestApi
+from livectl import local
+from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
+from sinks.requests import ensure_topics
+
+#: the controller's id and epoch in the tests' requests: above what the broker's own controller holds (1)
+CONTROLLER, EPOCH = 1000, 50
+
+
+def fresh_chroot(zookeeper_connect: str, prefix: str) -> str:
+    """A new, empty ZooKeeper folder ``/<prefix>-<random>``: the connect string chrooted to it."""
+    chroot = f"/{prefix}-{uuid.uuid4().hex[:8]}"
+    root = KazooClient(zookeeper_connect)
+    root.start(timeout=15)
+    try:
+        root.ensure_path(chroot)
+    finally:
+        root.stop()
+        root.close()
+    return zookeeper_connect + chroot
+
+
+@dataclass(frozen=True)
+class ControlledBroker:
+    """Broker 1 and a client of its ZooKeeper chroot (``connect``); ``epoch``: its registration's czxid (its
+    broker epoch)."""
+
+    connect: str
+    zk: KazooClient
+    svc: local.Service
+    epoch: int
+
+
+@contextmanager
+def broker_under_livectl(
+    zookeeper_connect: str, work: Path, prefix: str, settings: ZkBrokerSettings | None = None
+) -> Iterator[ControlledBroker]:
+    """Broker 1 started under a fresh chroot (:func:`fresh_chroot`) whose ``/controller`` is held for
+    :data:`CONTROLLER`, as livectl's controller holds it: the broker's own controller never takes over, so the
+    broker knows no controller but the one an UpdateMetadata names. The broker and the client stop at the end."""
+    connect = fresh_chroot(zookeeper_connect, prefix)
+    zk = KazooClient(connect)
+    zk.start(timeout=15)
+    svc: local.Service | None = None
+    try:
+        zk.create(zkdata.CONTROLLER_PATH, zkdata.encode_controller(CONTROLLER, int(time.time() * 1000)), ephemeral=True)
+        svc = start_zk_broker(work, 1, connect, settings=settings or ZkBrokerSettings())
+        _, stat = zk.get("/brokers/ids/1")
+        yield ControlledBroker(connect, zk, svc, int(stat.czxid))
+    finally:
+        zk.stop()
+        zk.close()
+        if svc is not None:
+            stop_zk_broker(svc, timeout=0)
+
+
+def bus_settings(zookeeper_connect: str, bootstrap: str, prefix: str, **options: Any) -> ChannelSettings:
+    """A channel's settings on topics of its own (``<prefix>-<random>.requests`` and ``.broker-events``, made
+    here; ``admin_topic`` and ``admin_results_topic`` too when ``options`` name them), retrying every 0.5 s;
+    ``options``: the other :class:`~channel.runner.ChannelSettings` fields."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    requests, events = f"{name}.requests", f"{name}.broker-events"
+    extra = [options[k] for k in ("admin_topic", "admin_results_topic") if k in options]
+    ensure_topics(bootstrap, [requests, events, *extra])
+    options.setdefault("retry_s", 0.5)
+    return ChannelSettings(zookeeper_connect, bootstrap, requests, events, group=f"{name}.channel", **options)
+
+
+@contextmanager
+def running_channel(settings: ChannelSettings) -> Iterator[ControllerChannel]:
+    """A :class:`~channel.runner.ControllerChannel` of ``settings``, started and run in a thread of its own;
+    stopped and closed at the end."""
+    channel = ControllerChannel(settings)
+    channel.start()
+    thread = threading.Thread(target=channel.run, daemon=True)
+    thread.start()
+    try:
+        yield channel
+    finally:
+        channel.stopping.set()
+        thread.join(30)
+        channel.close()
+
+
+class ControllerBus:
+    """livectl's controller's side of the requests topic, played by the test: each :meth:`send` is a batch of
+    its own to broker 1, at :data:`EPOCH`."""
+
+    def __init__(self, bootstrap: str, requests_topic: str) -> None:
+        self.requests_topic = requests_topic
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        self.batch = 0
+
+    def send(self, api: RequestApi, body: Any) -> None:
+        self.batch += 1
+        key, value = encode_envelope(1, api, EPOCH, self.batch, encode_body(body))
+        self.producer.send(self.requests_topic, key=key, value=value).get(timeout=10)
+
+    def close(self) -> None:
+        self.producer.close()
