@@ -1,6 +1,15 @@
 """Following a reassignment to its end (``--wait``): per partition, done or the adding replicas not yet in
 the ISR, drawn as a redrawn bar on a terminal and as plain lines otherwise; the final answer decides the
-exit code."""
+exit code.
+
+A move completes only when every target replica is in the ISR, so one whose target holds a broker that is not
+alive (not registered) waits for that broker, whatever its bytes say. When every partition still in flight
+waits so (:func:`blocked_by_not_alive`), nothing can finish by itself: the wait ends at once, exit 1, naming the
+partitions and brokers and what to do (:func:`not_alive_message`), rather than waiting out ``--timeout``. The
+reassignment stays in ZooKeeper as Kafka keeps it, and completes once the brokers are back. There is no grace
+period, as a drain has none (:mod:`admin.drain`): ZooKeeper shows a restarting broker unregistered from its
+session's end to its new registration, log recovery included (seconds to many minutes), so no short grace
+covers a restart, and nothing is lost by ending the wait."""
 
 from __future__ import annotations
 
@@ -8,7 +17,7 @@ import argparse
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from admin.common import (
@@ -94,6 +103,57 @@ def progress_bar(progress: Sequence[PartitionProgress], elapsed: float, width: i
     return text
 
 
+def blocked_by_not_alive(progress: Sequence[PartitionProgress]) -> tuple[PartitionProgress, ...]:
+    """The partitions still in flight when each of them waits for a broker that is not alive (none can complete
+    until one is back, whatever else it waits for); ``()`` while any other can still start or finish, or none is
+    left."""
+    pending = [p for p in progress if not p.done]
+    if not pending or any(not p.started or not p.not_alive for p in pending):
+        return ()
+    return tuple(pending)
+
+
+def _brokers(ids: Iterable[int]) -> str:
+    ids = sorted(set(ids))
+    return ("broker " if len(ids) == 1 else "brokers ") + ", ".join(map(str, ids))
+
+
+def not_alive_message(
+    command: AdminCommand, blocked: Sequence[PartitionProgress], reassignment_json_file: object
+) -> str:
+    """Why ``--wait`` ends with partitions in flight that wait for brokers that are not alive, and what to do."""
+    items = [f"{p.tp} ({_brokers(p.not_alive)})" for p in blocked[:10]]
+    more = f", and {len(blocked) - 10} more" if len(blocked) > 10 else ""
+    dead_ids = {r for p in blocked for r in p.not_alive}
+    dead = _brokers(dead_ids)
+    back, them = ("it is back", "it") if len(dead_ids) == 1 else ("they are back", "them")
+    head = (
+        f"{len(blocked)} partition(s) wait for brokers that are not alive: {', '.join(items)}{more}; a move "
+        f"completes only when every target replica is in the ISR, and nothing else is in flight, so the tool stops "
+        f"waiting (request {command.request_id})"
+    )
+    file = f"--reassignment-json-file {reassignment_json_file}"
+    if isinstance(command, CancelReassignment):
+        return (
+            f"the cancellation cannot complete: {head}. It stays in place (in ZooKeeper) and completes once {back}: "
+            f"start {dead} (follow it with `livectl reassign --list`), or reassign those partitions "
+            f"without {them} (`livectl reassign --execute --additional`)."
+        )
+    # a dead broker that is not an adding replica was a replica before the move: going back waits for it too
+    kept = sorted({r for p in blocked for r in p.not_alive if r not in p.waiting})
+    also = (
+        f" (a cancellation waits for {_brokers(kept)} too, a replica before the move: to go on without it, "
+        f"reassign to replicas without it with `livectl reassign --execute --additional`)"
+        if kept
+        else ""
+    )
+    return (
+        f"the reassignment cannot complete: {head}. It stays in place (in ZooKeeper) and completes once {back}: "
+        f"start {dead}, then follow it with `livectl reassign --verify {file}`; or cancel it with "
+        f"`livectl reassign --cancel {file}`{also}."
+    )
+
+
 def follow(
     args: argparse.Namespace,
     command: AdminCommand,
@@ -109,6 +169,7 @@ def follow(
     last: list[str] = []
     final: AdminResult | None = None
     progress: list[PartitionProgress] = []
+    blocked: tuple[PartitionProgress, ...] = ()
     try:
         with connect(zk_connect(args)) as zk:
             while time.monotonic() < deadline:
@@ -129,9 +190,14 @@ def follow(
                     # the buckets of a request spanning several topics answer each for its own topics:
                     # an ok is final once ZooKeeper shows every partition done
                     break
+                if blocked := blocked_by_not_alive(progress):
+                    # only brokers that are not alive can end it: waiting would be waiting for an operator
+                    break
     finally:
         if tty:
             out.write("\n")
+    if blocked:  # (an error answer ends the loop before this is looked at)
+        raise OperationFailedError(not_alive_message(command, blocked, args.reassignment_json_file))
     if final is None or (final.status is AdminStatus.OK and not all(p.done for p in progress)):
         rid = command.request_id
         raise NotFinishedError(

@@ -20,6 +20,7 @@ from core.codec.decisions import encode_decision
 from core.codec.events import event_from_json
 from core.decisions import AdminResult, AdminStatus
 from core.events import AlterTopicConfig, CancelReassignment, Event, ReassignPartitions
+from core.kafka.zkdata import encode_broker_registration
 
 pytestmark = pytest.mark.integration
 __all__ = ["env"]
@@ -406,6 +407,68 @@ def test_wait_follows_progress_until_zookeeper_shows_every_partition_done(
     assert "  orders-0: adding replicas not yet in the ISR: 3" in err  # ISR [1, 2]: 3 is not in it
     assert "  orders-0: adding replicas not yet in the ISR: none (finishing)" in err
     assert err.rstrip().endswith("1/1 partitions done")
+
+
+def _isr(env: Env, partition: int, leader: int, isr: list[int]) -> None:
+    state = {"version": 1, "leader": leader, "leader_epoch": 4, "controller_epoch": 2, "isr": isr}
+    env.zk.set(f"/brokers/topics/orders/partitions/{partition}/state", json.dumps(state).encode())
+
+
+def test_wait_ends_at_once_when_only_moves_waiting_for_a_dead_broker_are_left(
+    env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # orders-0 moves onto broker 3 (1,2 -> 2,3) and orders-2 onto broker 4 (1,2 -> 1,4). Broker 3 dies once the
+    # moves started: orders-0 cannot complete until it is back (Kafka needs every target replica in the ISR).
+    # The tool goes on while orders-2 can still complete, then ends at once, exit 1, naming orders-0 and broker 3,
+    # rather than waiting out --timeout; the reassignment stays in ZooKeeper, and nothing else is sent
+    clean_tree(env)
+    env.zk.create("/brokers/ids/4", encode_broker_registration("127.0.0.1", 9094, None, 1).encode())
+    set_orders(env, {"0": [1, 2], "1": [2, 3], "2": [1, 2]})
+    _isr(env, 2, 1, [1, 2])
+    stderr = WatchedText(sys.stderr)
+    monkeypatch.setattr(sys, "stderr", stderr)
+
+    def answer(ev: Event) -> list[Answer]:
+        # the controller starts both moves, then broker 3's registration goes
+        set_orders(env, {"0": [2, 3, 1], "1": [2, 3], "2": [1, 4, 2]}, {"0": [3], "2": [4]}, {"0": [1], "2": [2]})
+        env.zk.delete("/brokers/ids/3")
+        parts = {"orders-0": {"error": "NONE"}, "orders-2": {"error": "NONE"}}
+        return [(AdminStatus.IN_PROGRESS, None, "", {"partitions": parts})]
+
+    def between(_ev: Event, _i: int) -> None:
+        stderr.wait_for("  orders-0: adding replicas not yet in the ISR: 3; waiting for broker 3, which is not alive")
+        stderr.wait_for("  orders-2: adding replicas not yet in the ISR: 4")
+        # broker 4 catches up and the controller completes orders-2: only orders-0 is left, waiting for broker 3
+        _isr(env, 2, 1, [1, 2, 4])
+        set_orders(env, {"0": [2, 3, 1], "1": [2, 3], "2": [1, 4]}, {"0": [3]}, {"0": [1]})
+
+    ctl = FakeController(env, answer, between)
+    try:
+        path = plan(env, "move.json", [("orders", 0, [2, 3]), ("orders", 2, [1, 4])])
+        argv = ["reassign", "--execute", "--reassignment-json-file", str(path), "--wait", "--timeout", "30"]
+        started = time.monotonic()
+        assert main(env.args(*argv)) == 1
+        took = time.monotonic() - started
+    finally:
+        ctl.close()
+    assert took < 20, took  # not the 30 s of --timeout
+    out, err = capsys.readouterr()
+    assert "completed" not in out
+    assert "1/2 partitions done\n  orders-0: adding replicas not yet in the ISR: 3; waiting for broker 3" in err
+    assert (
+        "livectl reassign: error: the reassignment cannot complete: 1 partition(s) wait for brokers that are not "
+        "alive: orders-0 (broker 3); a move completes only when every target replica is in the ISR, and nothing "
+        "else is in flight, so the tool stops waiting (request "
+    ) in err
+    assert (
+        f"It stays in place (in ZooKeeper) and completes once it is back: start broker 3, then follow it with "
+        f"`livectl reassign --verify --reassignment-json-file {path}`; or cancel it with "
+        f"`livectl reassign --cancel --reassignment-json-file {path}`."
+    ) in err
+    # the reassignment is left as it was, and the tool sent nothing but it
+    znode = json.loads(env.zk.get("/brokers/topics/orders")[0])
+    assert (znode["adding_replicas"], znode["removing_replicas"]) == ({"0": [3]}, {"0": [1]})
+    assert [type(ev) for ev in ctl.seen] == [ReassignPartitions]
 
 
 def test_elect_leaders_reports_each_partition_as_kafkas_tool_does(env: Env, capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from admin.reassign.progress import PartitionProgress, progress_bar, progress_lines
+from admin.reassign.progress import (
+    PartitionProgress,
+    blocked_by_not_alive,
+    not_alive_message,
+    progress_bar,
+    progress_lines,
+)
 from admin.reassign.throttles import throttled_replicas
-from core.events import TopicPartition
+from core.events import CancelReassignment, ReassignPartitions, TopicPartition
 
 pytestmark = pytest.mark.unit
 
@@ -48,3 +54,63 @@ def test_progress_lines_name_a_target_broker_that_is_not_alive() -> None:
         "  t-0: adding replicas not yet in the ISR: none; waiting for broker 3, which is not alive",
         "  t-1: adding replicas not yet in the ISR: 4; waiting for brokers 4, 2 to join the ISR",
     ]
+
+
+DEAD_3 = PartitionProgress(T0, False, (3,), target_waiting=(3,), not_alive=(3,))  # adding 3, which died
+LAGGING = PartitionProgress(T1, False, (4,), target_waiting=(4,))  # adding 4, alive, copying
+
+
+def test_the_wait_goes_on_while_any_partition_in_flight_can_complete() -> None:
+    assert blocked_by_not_alive([DEAD_3, LAGGING]) == ()
+    # nor while a partition has not started yet (the controller has not written it): it may still
+    assert blocked_by_not_alive([DEAD_3, PartitionProgress(T1, False, (), started=False)]) == ()
+    # finishing: every target replica in the ISR, the controller ends the move next
+    assert blocked_by_not_alive([DEAD_3, PartitionProgress(T1, False, ())]) == ()
+    # nothing in flight: nothing blocked (the wait ends on the controller's answer)
+    assert blocked_by_not_alive([PartitionProgress(T0, True, ())]) == ()
+    assert blocked_by_not_alive([]) == ()
+
+
+def test_the_wait_ends_when_every_partition_in_flight_waits_for_a_broker_that_is_not_alive() -> None:
+    done = PartitionProgress(T1, True, ())
+    assert blocked_by_not_alive([DEAD_3, done]) == (DEAD_3,)
+    # one that also waits for a live broker cannot complete either while 2 is gone
+    both = PartitionProgress(TopicPartition("t", 2), False, (4,), target_waiting=(4, 2), not_alive=(2,))
+    assert blocked_by_not_alive([DEAD_3, both, done]) == (DEAD_3, both)
+
+
+def test_the_message_names_the_partitions_the_brokers_and_what_to_do() -> None:
+    command = ReassignPartitions("r-1", ())
+    text = not_alive_message(command, [DEAD_3], "plan.json")
+    assert text == (
+        "the reassignment cannot complete: 1 partition(s) wait for brokers that are not alive: t-0 (broker 3); "
+        "a move completes only when every target replica is in the ISR, and nothing else is in flight, so the tool "
+        "stops waiting (request r-1). It stays in place (in ZooKeeper) and completes once it is back: start broker "
+        "3, then follow it with `livectl reassign --verify --reassignment-json-file plan.json`; or cancel it with "
+        "`livectl reassign --cancel --reassignment-json-file plan.json`."
+    )
+    # broker 2 is a kept replica (not one being added): going back to the replicas before the move waits for it too
+    kept = PartitionProgress(T1, False, (), target_waiting=(2,), not_alive=(2,))
+    text = not_alive_message(command, [DEAD_3, kept], "plan.json")
+    assert "2 partition(s) wait for brokers that are not alive: t-0 (broker 3), t-1 (broker 2);" in text
+    assert "completes once they are back: start brokers 2, 3, then follow it with" in text
+    assert text.endswith(
+        "`livectl reassign --cancel --reassignment-json-file plan.json` (a cancellation waits for broker 2 too, a "
+        "replica before the move: to go on without it, reassign to replicas without it with "
+        "`livectl reassign --execute --additional`)."
+    )
+    many = [
+        PartitionProgress(TopicPartition("t", i), False, (3,), target_waiting=(3,), not_alive=(3,)) for i in range(12)
+    ]
+    assert "t-9 (broker 3), and 2 more;" in not_alive_message(command, many, "plan.json")
+
+
+def test_a_cancellation_waiting_for_a_broker_that_is_not_alive_says_what_to_do() -> None:
+    # going back to 1,2 (the move onto 4 cancelled): 2 died, so the cancellation waits for it
+    back = PartitionProgress(T1, False, (), target_waiting=(2,), not_alive=(2,))
+    text = not_alive_message(CancelReassignment("r-2", (T1,)), [back], "p.json")
+    assert text.startswith("the cancellation cannot complete: 1 partition(s) wait for brokers that are not alive: t-1")
+    assert text.endswith(
+        "completes once it is back: start broker 2 (follow it with `livectl reassign --list`), or reassign those "
+        "partitions without it (`livectl reassign --execute --additional`)."
+    )
