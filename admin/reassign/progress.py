@@ -95,7 +95,8 @@ def progress_lines(progress: Sequence[PartitionProgress]) -> list[str]:
 def progress_bar(progress: Sequence[PartitionProgress], elapsed: float, width: int = 24) -> str:
     done = sum(p.done for p in progress)
     total = max(len(progress), 1)
-    filled = round(width * done / total)
+    # rounded down: a full bar only when every partition is done
+    filled = width * done // total
     pending = [f"{p.tp}(+{','.join(map(str, p.waiting))})" for p in progress if not p.done and p.waiting]
     text = f"reassign [{'#' * filled}{'.' * (width - filled)}] {done}/{len(progress)} {elapsed:5.1f}s"
     if pending:

@@ -26,6 +26,12 @@ def test_progress_bar_for_a_terminal() -> None:
     assert progress_bar([PartitionProgress(T0, True, ())], 1.0, width=4).startswith("reassign [####] 1/1")
 
 
+def test_progress_bar_is_full_only_when_every_partition_is_done() -> None:
+    # 49 of 50 done on 24 columns is 23.5: rounded to the nearest it drew a full bar with a partition still moving
+    progress = [PartitionProgress(TopicPartition("t", i), i > 0, ()) for i in range(50)]
+    assert progress_bar(progress, 1.0).startswith("reassign [" + "#" * 23 + "." + "] 49/50")
+
+
 def test_progress_lines_for_a_log() -> None:
     lines = progress_lines([PartitionProgress(T0, False, (), started=False), PartitionProgress(T1, False, ())])
     assert lines == [
