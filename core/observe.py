@@ -72,6 +72,14 @@ class ReassignmentInfo:
             return 1.0
         return sum(1 for r in self.target if r in self.isr) / len(self.target)
 
+    @property
+    def percent(self) -> int:
+        """:attr:`progress` in whole percent, rounded down, so at most 99 while a target replica is out of the ISR
+        (200 of 201 is 99, where rounding to the nearest said 100), as :mod:`core.move_progress` rounds."""
+        if not self.target:
+            return 100
+        return 100 * sum(1 for r in self.target if r in self.isr) // len(self.target)
+
     def to_list(self) -> list[Any]:
         return [
             self.topic,

@@ -130,7 +130,7 @@ def _reassignments_table(
     rows = "".join(
         f"<tr><td>{_h(r.topic)}</td><td class=num>{r.partition}</td><td>{_h(list(r.target))}</td>"
         f"<td>{_h(list(r.adding))}</td><td>{_h(list(r.removing))}</td><td>{_h(list(r.isr))}</td>"
-        f'<td><span class="bar"><span style="width:{r.progress:.0%}"></span></span> {r.progress:.0%}</td>'
+        f'<td><span class="bar"><span style="width:{r.percent}%"></span></span> {r.percent}%</td>'
         f"<td>{_h(data.get((r.topic, r.partition), 'nothing to copy'))}</td></tr>"
         for r in items
     )

@@ -96,6 +96,7 @@ def test_reassignment_progress() -> None:
     # during a reassignment the replication factor is the origin's: an ISR of the 3 origin replicas is full
     assert s.under_replicated_count == 0
     assert observe.ReassignmentInfo("t", 0, (), (), (), ()).progress == 1.0
+    assert (r.percent, observe.ReassignmentInfo("t", 0, (), (), (), ()).percent) == (33, 100)
     assert observe.BucketSummary.from_dict(s.to_dict()) == s
 
 

@@ -61,3 +61,21 @@ def test_reassignments_show_the_data_moved_from_the_brokers_log_sizes() -> None:
     page = render(replace(o.snapshot(), cluster=cluster, live_brokers=(1, 4)))
     assert "(75%), 2.0 KiB/s, time left unknown; waiting for broker 5, which is not alive</td>" in page
     assert "time left unknown; 1 partition(s) waiting for broker 5, which is not alive." in page
+
+
+def test_the_target_in_isr_bar_says_100_only_when_every_target_replica_is_in_the_isr() -> None:
+    # 200 of 201 target replicas in the ISR is 99.5%: rounded to the nearest, the bar said 100% while broker 201
+    # was still out of the ISR and the move could not complete
+    o = oy.Observatory(1000, clock=lambda: 2000.0)
+    o.set_role(oy.Role.ACTIVE, 5)
+    target = tuple(range(1, 202))
+    moving = ReassignmentInfo("wide", 0, target, (201,), (), target[:-1], leader=1)
+    done = ReassignmentInfo("wide", 1, target, (), (), target, leader=1)
+    cluster = BucketSummary(reassigning_count=2, reassignments=(moving, done))
+    snap = o.snapshot()
+    figures = {**snap.figures, "ReassigningPartitions": 2}
+    page = render(replace(snap, cluster=cluster, live_brokers=target, figures=figures))
+    row, done_row = (page.split("<td>wide</td>")[i].split("</tr>")[0] for i in (1, 2))
+    assert '<span class="bar"><span style="width:99%"></span></span> 99%</td>' in row
+    assert "100%" not in row
+    assert '<span class="bar"><span style="width:100%"></span></span> 100%</td>' in done_row
