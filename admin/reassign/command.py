@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], common:
         'Files use Kafka\'s format {"version":1,"partitions":[{"topic","partition","replicas"}]}. '
         "--execute and --cancel wait for the controller's answer, as Kafka's tool waits for its "
         "AlterPartitionReassignments response; --wait then follows the moves to their end.",
-        epilog=EXIT_CODES_HELP + " --verify: 0 done, 3 still moving, 1 missing or at another assignment.",
+        epilog=EXIT_CODES_HELP + " --verify: 0 done, 3 still moving, 1 missing or at another assignment. --wait: 1 "
+        "at once when every partition still moving waits for a broker that is not alive (it stays in place).",
     )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--generate", action="store_true", help="propose an assignment for --topics-to-move-json-file")

@@ -471,6 +471,39 @@ def test_wait_ends_at_once_when_only_moves_waiting_for_a_dead_broker_are_left(
     assert [type(ev) for ev in ctl.seen] == [ReassignPartitions]
 
 
+def test_cancel_wait_ends_at_once_when_going_back_waits_for_a_dead_broker(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # orders-1 is moving from 2,3 onto 2,3,1 (write_tree); broker 3 died. Cancelled, it goes back to 2,3, which
+    # completes only with 3 in the ISR again: --cancel --wait ends at once, exit 1, saying so
+    write_tree(env.zk)
+    env.zk.delete("/brokers/ids/3")
+
+    def answer(ev: Event) -> list[Answer]:
+        assert isinstance(ev, CancelReassignment)
+        set_orders(env, {"0": [1, 2], "1": [2, 3, 1], "2": [3, 4]}, {}, {"1": [1]})  # back to 2,3: 1 removed
+        return [(AdminStatus.IN_PROGRESS, None, "", {"partitions": {"orders-1": {"error": "NONE"}}})]
+
+    ctl = FakeController(env, answer)
+    try:
+        path = plan(env, "cancel.json", [("orders", 1, [2, 3, 1])])
+        argv = ["reassign", "--cancel", "--reassignment-json-file", str(path), "--wait", "--timeout", "30"]
+        started = time.monotonic()
+        assert main(env.args(*argv)) == 1
+        took = time.monotonic() - started
+    finally:
+        ctl.close()
+    assert took < 20, took
+    out, err = capsys.readouterr()
+    assert "Successfully cancelled partition reassignments for: orders-1" in out
+    assert "  orders-1: adding replicas not yet in the ISR: none; waiting for broker 3, which is not alive" in err
+    assert (
+        "livectl reassign: error: the cancellation cannot complete: 1 partition(s) wait for brokers that are not "
+        "alive: orders-1 (broker 3);"
+    ) in err
+    assert "completes once it is back: start broker 3 (follow it with `livectl reassign --list`)" in err
+
+
 def test_elect_leaders_reports_each_partition_as_kafkas_tool_does(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     write_tree(env.zk)
     parts = {
