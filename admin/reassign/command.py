@@ -84,6 +84,8 @@ def cmd_reassign(args: argparse.Namespace) -> int:
 def _reassign(args: argparse.Namespace) -> int:
     if not (args.execute or args.cancel):
         forbid(args, ["--dry-run"], "without --execute or --cancel")
+        # --verify, --list and --generate answer at once: an accepted --wait would promise what they do not do
+        forbid(args, ["--wait", "--no-wait"], "without --execute or --cancel (run --verify again to follow the moves)")
     if args.generate:
         path = require(args, "--topics-to-move-json-file", "with --generate")
         brokers = broker_ids(require(args, "--broker-list", "with --generate"), "--broker-list")

@@ -146,3 +146,17 @@ def test_brokers_documents_the_drain_and_its_exit_codes(capsys: pytest.CaptureFi
     assert "--drain N cordons N and moves every replica off it" in text
     assert "Exit codes: 0 done (--drain: broker N holds no replica and leads nothing)" in text
     assert "3 --drain not done within --timeout" in text and "--no-wait is refused" in text
+
+
+@pytest.mark.parametrize("action", [["--verify", "--reassignment-json-file", "r.json"], ["--list"]])
+@pytest.mark.parametrize("flag", ["--wait", "--no-wait"])
+def test_reassign_verify_or_list_refuses_wait_flags_it_would_ignore(
+    action: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_parser().parse_args(["reassign", *action, flag])
+    assert args.func(args) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == (
+        f"livectl reassign: error: {flag}: can't be used without --execute or --cancel "
+        "(run --verify again to follow the moves)\n"
+    )
