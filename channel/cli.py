@@ -6,6 +6,7 @@ import argparse
 import logging
 import re
 import signal
+import ssl
 import sys
 from pathlib import Path
 from types import FrameType
@@ -16,6 +17,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from channel.admin_link import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC
 from channel.runner import DEFAULT_GROUP, ChannelSettings, ControllerChannel
+from channel.tls import ChannelTls, parse_protocol_map, protocol_of
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
 from core.kafka.log_dirs import LOG_DIRS_TOPIC
 from sinks.local_services import default_bootstrap_server, default_zookeeper
@@ -39,7 +41,16 @@ AlterPartitionReassignments become livectl's admin commands (--admin-topic) and 
 admin results (--admin-results-topic); DescribeConfigs, AlterConfigs and IncrementalAlterConfigs of the
 controller's own broker id are answered from and written to its /config/brokers/<id> in ZooKeeper; anything
 else a client sends (Metadata, DescribeCluster, ...) is forwarded to a registered broker on the same
-listener. Plaintext only: a listener the brokers secure with SSL or SASL is not advertised.
+listener.
+
+SSL (the brokers' security.inter.broker.protocol=SSL, or an SSL control.plane.listener.name): the channel
+connects with TLS to each broker endpoint registered with security protocol SSL (the registration's
+listener_security_protocol_map), and its endpoint listens with TLS on the listener names
+--listener-security-protocol-map maps to SSL, advertised there as SSL. Both take their certificates from
+--ssl-config, a Kafka broker's own ssl.* properties (PEM files): the keystore is the endpoint's server
+certificate and the certificate the channel presents to the brokers, the truststore verifies the brokers'
+certificates (and theirs as clients with ssl.client.auth). A listener the brokers secure otherwise than the
+endpoint (SASL, not spoken yet; or SSL where the endpoint is plaintext) is not advertised.
 """
 
 _EPILOG = """\
@@ -74,6 +85,39 @@ def _names(text: str) -> tuple[str, ...]:
     return names
 
 
+def _protocol_map(text: str) -> dict[str, str]:
+    try:
+        return parse_protocol_map(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _tls(args: argparse.Namespace) -> ChannelTls:
+    """``--ssl-config``'s settings, checked: the files it names are read here (:class:`SecurityConfigError`)."""
+    if args.ssl_config is None:
+        tls = ChannelTls()
+    else:
+        try:
+            text = args.ssl_config.read_text()
+        except OSError as e:
+            raise SecurityConfigError("--ssl-config", f"cannot read {args.ssl_config}: {e.strerror or e}") from None
+        try:
+            tls = ChannelTls.from_file_text(text, str(args.ssl_config))
+        except SecurityConfigError as e:
+            raise SecurityConfigError("--ssl-config", f"{args.ssl_config}: {e}") from None
+    names = (*args.controller_listeners, *args.client_listeners)
+    try:
+        if args.ssl_config is not None:
+            tls.client_context()
+        if any(protocol_of(n, args.listener_security_protocol_map) == "SSL" for n in names):
+            tls.server_context()
+    except SecurityConfigError as e:
+        raise SecurityConfigError("--ssl-config", f"an SSL listener of the endpoint: {e}") from None
+    except (OSError, ssl.SSLError) as e:
+        raise SecurityConfigError("--ssl-config", f"cannot load a certificate or key: {e}") from None
+    return tls
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "channel",
@@ -99,6 +143,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         metavar="FILE",
         help="the bus's client security properties (security.protocol, sasl.*, ssl.*), as for Kafka's tools",
+    )
+    p.add_argument(
+        "--ssl-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="TLS toward the brokers and on the endpoint's SSL listeners, as a Kafka broker's ssl.* properties, PEM "
+        "files: ssl.truststore.location (CA certificates; default: the system's), ssl.keystore.location "
+        "(certificate chain, with the key unless ssl.key.location), ssl.key.location, ssl.key.password, "
+        "ssl.client.auth (required/requested/none, default none), ssl.endpoint.identification.algorithm "
+        "(https, the default: a broker's certificate must name its registered host; empty: not checked)",
+    )
+    p.add_argument(
+        "--listener-security-protocol-map",
+        type=_protocol_map,
+        default={},
+        metavar="MAP",
+        help="the endpoint's listener names and their security protocol, as Kafka's listener.security.protocol.map: "
+        "NAME:PROTOCOL,... with PLAINTEXT or SSL (SSL needs ssl.keystore.location in --ssl-config); give the brokers' "
+        "own, e.g. CONTROL_PLANE:SSL,INTERNAL:SSL,PLAINTEXT:PLAINTEXT (default: a name not listed is PLAINTEXT, "
+        "but one named SSL is SSL, as in Kafka's default map)",
     )
     p.add_argument("--group", default=DEFAULT_GROUP, help="consumer group keeping its place (default: %(default)s)")
     p.add_argument(
@@ -139,7 +204,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="more listener names where it is advertised, for clients: Kafka's Admin client sends the "
         "controller's node ListPartitionReassignments (kafka-topics --describe) and more; each needs a port of "
         "its own, so the names are given, not found (default: PLAINTEXT; empty: none; a name the brokers "
-        "secure with SSL or SASL is not advertised)",
+        "secure otherwise than --listener-security-protocol-map says is not advertised)",
     )
     p.add_argument(
         "--inter-broker-protocol",
@@ -231,6 +296,11 @@ def _run(args: argparse.Namespace) -> int:
     except SecurityConfigError as e:
         print(f"livectl channel: --command-config: {e}", file=sys.stderr)
         return 2
+    try:
+        tls = _tls(args)
+    except SecurityConfigError as e:
+        print(f"livectl channel: {e}", file=sys.stderr)
+        return 2
     settings = ChannelSettings(
         zookeeper=args.zookeeper or default_zookeeper(),
         bootstrap_server=args.bootstrap_server or default_bootstrap_server(),
@@ -252,6 +322,8 @@ def _run(args: argparse.Namespace) -> int:
         admin_results_topic=args.admin_results_topic,
         num_partitions=args.num_partitions,
         default_replication_factor=args.default_replication_factor,
+        tls=tls,
+        listener_protocols=args.listener_security_protocol_map,
     )
     channel = ControllerChannel(settings)
 

@@ -4,13 +4,16 @@ channel's connection to each broker.
 :class:`Cluster` reads ``/brokers/ids/<id>`` (a broker's address and epoch, the registration's czxid) and
 ``/brokers/topics/<t>`` (Kafka's topic znodes) in the controlled cluster's ZooKeeper, keeps one connection per
 broker per registration (a broker registered again gets a new one, negotiated with ApiVersions) and picks the
-version of each request both sides speak, capped by ``inter_broker_protocol`` when given. It owns neither the
+version of each request both sides speak, capped by ``inter_broker_protocol`` when given. A broker's endpoint
+registered with security protocol SSL (its ``listener_security_protocol_map``) is reached over TLS
+(:mod:`channel.tls`); SASL is not spoken. It owns neither the
 ZooKeeper client nor any thread: the channel starts the client and calls it from its own.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +21,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadArgumentsError, KazooException, NoNodeError
 
 from channel.convert import OUR_VERSIONS, UnsupportedVersionError, ibp_cap
+from channel.tls import SPOKEN, ChannelTls
 from channel.wire import BrokerConnection, WireError
 from core.errors import FormatError
 from core.kafka import zkdata
@@ -34,10 +38,20 @@ class Cluster:
     """The brokers and topics of the cluster whose ZooKeeper ``zk`` is, and the channel's connections to them.
 
     ``listener`` names the brokers' listener the channel connects to (else their first);
-    ``inter_broker_protocol`` caps the versions at Kafka 3.9's controller's choice for it ("" = none)."""
+    ``inter_broker_protocol`` caps the versions at Kafka 3.9's controller's choice for it ("" = none); ``tls``: how
+    an SSL endpoint is reached."""
 
-    def __init__(self, zk: KazooClient, listener: str, inter_broker_protocol: str, request_timeout_s: float) -> None:
+    def __init__(
+        self,
+        zk: KazooClient,
+        listener: str,
+        inter_broker_protocol: str,
+        request_timeout_s: float,
+        tls: ChannelTls | None = None,
+    ) -> None:
         self.zk = zk
+        self._tls = tls or ChannelTls()
+        self._client_context: ssl.SSLContext | None = None
         self._listener = listener
         self._inter_broker_protocol = inter_broker_protocol
         self._request_timeout_s = request_timeout_s
@@ -78,15 +92,33 @@ class Cluster:
             if e.listener in wanted and e.security_protocol != "PLAINTEXT"
         }
 
-    def broker_endpoints(self, listener: str) -> list[tuple[str, int]]:
-        """(host, port) of every registered broker's plaintext endpoint named ``listener``, where the endpoint
-        of that name forwards what it does not answer itself."""
+    def broker_endpoints(self, listener: str) -> list[tuple[str, int, str]]:
+        """(host, port, security protocol) of every registered broker's endpoint named ``listener`` that the
+        channel can speak to (PLAINTEXT or SSL), where the endpoint of that name forwards what it does not answer
+        itself."""
         return [
-            (e.host, e.port)
+            (e.host, e.port, e.security_protocol)
             for b in self.registered()
             for e in b.endpoints
-            if e.listener == listener and e.security_protocol == "PLAINTEXT"
+            if e.listener == listener and e.security_protocol in SPOKEN
         ]
+
+    def open(self, host: str, port: int, protocol: str, timeout_s: float) -> BrokerConnection:
+        """A new connection to a broker's endpoint of security ``protocol`` (PLAINTEXT, or SSL: over TLS);
+        :class:`WireError` when it cannot be made, or for a protocol the channel does not speak (SASL)."""
+        if protocol not in SPOKEN:
+            raise WireError(
+                f"broker endpoint {host}:{port} is {protocol}: the channel speaks {' and '.join(SPOKEN)} only"
+            )
+        tls = None
+        if protocol == "SSL":
+            if self._client_context is None:
+                try:
+                    self._client_context = self._tls.client_context()
+                except OSError as e:  # the files were readable at start: gone or changed since
+                    raise WireError(f"cannot set up TLS to {host}:{port}: {e}") from None
+            tls = self._client_context
+        return BrokerConnection(host, port, timeout_s=timeout_s, tls=tls)
 
     # ------------------------------------------------------------------ connections
 
@@ -99,7 +131,7 @@ class Cluster:
         if not broker.endpoints:
             raise WireError(f"broker {broker.id} registered no endpoint")
         endpoint = next((e for e in broker.endpoints if e.listener == self._listener), broker.endpoints[0])
-        conn = BrokerConnection(endpoint.host, endpoint.port, timeout_s=self._request_timeout_s)
+        conn = self.open(endpoint.host, endpoint.port, endpoint.security_protocol, self._request_timeout_s)
         try:
             conn.negotiate()
         except WireError:

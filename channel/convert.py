@@ -143,9 +143,10 @@ def advertise_controller(body: UpdateMetadataRequest, endpoints: tuple[MetadataE
     """``body`` listing its controller (``controllerId``) among the live brokers with ``endpoints`` only: a
     ZooKeeper-mode broker sends its own requests to the live broker its last UpdateMetadata names as
     controller, and clients see that broker on each listener it has an endpoint of. An endpoint under a
-    listener name the live brokers use with another security protocol (:func:`unadvertised`: the channel
-    speaks plaintext only) is left out. Unchanged without endpoints left, without a controller id, or when a
-    broker of that id is live (the brokers then talk to that broker, not to the channel)."""
+    listener name the live brokers use with another security protocol than the endpoint's (:func:`unadvertised`:
+    the channel speaks PLAINTEXT or SSL, each endpoint one of them) is left out. Unchanged without endpoints
+    left, without a controller id, or when a broker of that id is live (the brokers then talk to that broker,
+    not to the channel)."""
     dropped = set(unadvertised(body, endpoints))
     mine = tuple(e for e in endpoints if e.listener not in dropped)
     if not mine or body.controller_id < 0 or any(b.broker_id == body.controller_id for b in body.live_brokers):
@@ -156,8 +157,8 @@ def advertise_controller(body: UpdateMetadataRequest, endpoints: tuple[MetadataE
 def unadvertised(body: UpdateMetadataRequest, endpoints: tuple[MetadataEndpoint, ...]) -> dict[str, int]:
     """The listener names of ``endpoints`` that :func:`advertise_controller` leaves out of ``body``: those a live
     broker registered with another security protocol (name -> the brokers' protocol id). A client there speaks
-    TLS or SASL first, which the endpoint does not: it would fail to connect, so it had better not see the
-    controller at all."""
+    that protocol first (TLS, SASL), which the endpoint does not: it would fail to connect, so it had better
+    not see the controller at all."""
     theirs = {e.listener: e.security_protocol for b in body.live_brokers for e in b.endpoints}
     return {
         e.listener: theirs[e.listener]

@@ -14,6 +14,11 @@ is answered, as a Kafka broker mutes a connection while one of its requests is i
 several at once gets the answers in its order.
 A request neither served nor forwarded closes the connection, as a Kafka broker does for an API it does not
 know; so does a frame that cannot be read, or a broker to forward to that fails.
+
+Given an :class:`ssl.SSLContext` (``tls``), the endpoint speaks TLS: the listener of that name is one the
+brokers secure with SSL (Kafka's ``listener.security.protocol.map``); the handshake is each connection's
+thread's first step, and a connection whose handshake fails (a client certificate missing or not trusted
+under ``ssl.client.auth=required``) is closed and logged.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import io
 import logging
 import select
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import Callable
@@ -40,6 +46,8 @@ __all__ = ["Connection", "ControllerEndpoint"]
 log = logging.getLogger("livectl.channel.endpoint")
 
 _MAX_FRAME = 100 * 1024 * 1024
+#: how long a TLS client may take over its handshake
+HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class Connection:
@@ -56,6 +64,8 @@ class Connection:
         self.broker_id = -1
         #: the broker this connection's requests are forwarded to, once one was needed (reader thread only)
         self.upstream: BrokerConnection | None = None
+        #: what a TLS connection's check for its peer's close read ahead of the next request (reader thread)
+        self._ahead = bytearray()
 
     def answer(self, correlation_id: int, response: Any) -> bool:
         """Send ``response`` (a kio response entity) answering request ``correlation_id``; ``False`` when the
@@ -96,11 +106,42 @@ class Connection:
         return not self.closed.is_set()
 
     def _peer_closed(self) -> bool:
+        if isinstance(self.sock, ssl.SSLSocket):
+            return self._tls_peer_closed()
         try:
             readable, _, _ = select.select([self.sock], [], [], 0)
             return bool(readable) and not self.sock.recv(1, socket.MSG_PEEK)
         except (OSError, ValueError):
             return True
+
+    def _tls_peer_closed(self) -> bool:
+        """As :meth:`_peer_closed` on a TLS socket, which cannot peek: what is readable is read without waiting
+        (under the lock, so no answer is being sent meanwhile) and kept for :meth:`read_frame`; only a close
+        says the peer went away (a TLS record without data, such as a session ticket, says nothing)."""
+        sock = self.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            if not sock.pending():
+                readable, _, _ = select.select([sock], [], [], 0)
+                if not readable:
+                    return False
+            with self._lock:
+                if self.closed.is_set():
+                    return True
+                timeout = sock.gettimeout()
+                sock.settimeout(0)
+                try:
+                    data = sock.recv(65536)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                    return False
+                finally:
+                    sock.settimeout(timeout)
+        except (OSError, ValueError):
+            return True
+        if not data:
+            return True
+        self._ahead += data
+        return False
 
     def close(self) -> None:
         if not self.closed.is_set():
@@ -120,7 +161,8 @@ class Connection:
         return self._read(size)
 
     def _read(self, n: int) -> bytes | None:
-        chunks = bytearray()
+        chunks = self._ahead[:n]
+        del self._ahead[:n]
         while len(chunks) < n:
             chunk = self.sock.recv(n - len(chunks))
             if not chunk:
@@ -137,7 +179,8 @@ Owns = Callable[[int, Any], bool]
 class ControllerEndpoint:
     """Listens on ``host``:``port`` (0: a free port, then :attr:`port` says which) until :meth:`close`, as the
     endpoint of ``listener``; requests not served are forwarded with ``forwarder`` (``None``: not at all), and so
-    are those of :data:`channel.answers.PARTLY_SERVED` that ``owns`` does not claim (``None``: claims none)."""
+    are those of :data:`channel.answers.PARTLY_SERVED` that ``owns`` does not claim (``None``: claims none).
+    ``tls``: the server context of an SSL listener (``None``: plaintext)."""
 
     def __init__(
         self,
@@ -149,8 +192,14 @@ class ControllerEndpoint:
         listener: str = "",
         forwarder: Forwarder | None = None,
         owns: Owns | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._on_request, self._on_close = on_request, on_close
+        self._tls = tls
+        #: the listener's security protocol, as Kafka names it
+        self.security_protocol = "SSL" if tls is not None else "PLAINTEXT"
+        #: TLS handshakes completed and failed, for the log and tests
+        self.handshakes = self.handshake_failures = 0
         self._owns = owns
         self.listener = listener
         self._forwarder = forwarder
@@ -181,6 +230,9 @@ class ControllerEndpoint:
             except OSError:
                 return
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:
+                # the handshake is the connection's thread's (a slow or silent peer must not hold the others)
+                sock = self._tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
             conn = Connection(sock, f"{addr[0]}:{addr[1]}", self.listener)
             with self._lock:
                 self._connections.add(conn)
@@ -188,6 +240,8 @@ class ControllerEndpoint:
 
     def _serve(self, conn: Connection) -> None:
         try:
+            if isinstance(conn.sock, ssl.SSLSocket) and not self._handshake(conn):
+                return
             while not self._stopping.is_set():
                 try:
                     frame = conn.read_frame()
@@ -206,6 +260,30 @@ class ControllerEndpoint:
             with self._lock:
                 self._connections.discard(conn)
             self._on_close(conn)
+
+    def _handshake(self, conn: Connection) -> bool:
+        """The TLS handshake of ``conn``, within :data:`HANDSHAKE_TIMEOUT_S`; ``False`` (logged) when it fails."""
+        sock = conn.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            sock.settimeout(HANDSHAKE_TIMEOUT_S)
+            sock.do_handshake()
+            sock.settimeout(None)
+        except (OSError, ValueError) as e:
+            if not conn.closed.is_set():
+                self.handshake_failures += 1
+                log.warning("connection from %s on %s: TLS handshake failed: %s", conn.peer, self.listener, e)
+            return False
+        self.handshakes += 1
+        cert = sock.getpeercert()
+        log.debug(
+            "connection from %s on %s: TLS %s, client certificate %s",
+            conn.peer,
+            self.listener,
+            sock.version(),
+            cert.get("subject") if cert else "none",
+        )
+        return True
 
     def _dispatch(self, conn: Connection, frame: bytes) -> bool:
         """Handle one request; ``False`` closes the connection."""

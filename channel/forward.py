@@ -89,21 +89,29 @@ def answered(api_key: int, frame: bytes) -> bool:
 class Forwarder:
     """The forward connections of the endpoint's client connections, one broker connection each.
 
-    ``brokers(listener)``: the (host, port) of every registered broker's endpoint named ``listener``; a client
-    connection's broker is one of them at random that answers ApiVersions, kept until it fails (then the client
-    connection is closed, as when its broker goes away, and its next connection gets another)."""
+    ``brokers(listener)``: the (host, port, security protocol) of every registered broker's endpoint named
+    ``listener``; a client connection's broker is one of them at random that answers ApiVersions, kept until it
+    fails (then the client connection is closed, as when its broker goes away, and its next connection gets
+    another). ``connect(host, port, protocol, timeout_s)`` opens a connection (default: plaintext, whatever the
+    protocol; the channel's :meth:`channel.cluster.Cluster.open` speaks TLS to an SSL endpoint)."""
 
-    def __init__(self, brokers: Callable[[str], Sequence[tuple[str, int]]], timeout_s: float) -> None:
+    def __init__(
+        self,
+        brokers: Callable[[str], Sequence[tuple[str, int, str]]],
+        timeout_s: float,
+        connect: Callable[[str, int, str, float], BrokerConnection] | None = None,
+    ) -> None:
         self._brokers = brokers
         self._timeout_s = timeout_s
+        self._connect = connect or (lambda host, port, _protocol, t: BrokerConnection(host, port, timeout_s=t))
 
     def open(self, listener: str) -> BrokerConnection | None:
         """A negotiated connection to a live broker's endpoint of ``listener``; ``None`` when none answers."""
         candidates = list(self._brokers(listener))
         random.shuffle(candidates)  # spread the clients over the brokers
-        for host, port in candidates:
+        for host, port, protocol in candidates:
             try:
-                conn = BrokerConnection(host, port, timeout_s=CONNECT_TIMEOUT_S)
+                conn = self._connect(host, port, protocol, CONNECT_TIMEOUT_S)
             except WireError as e:
                 log.info("%s: %s", listener, e)
                 continue

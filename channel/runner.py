@@ -24,8 +24,10 @@ set): the channel listens as the controller's endpoint and each UpdateMetadata i
 controller (the request's ``controllerId``) as a live broker whose only endpoints are the channel's, on
 ``controller_listeners`` (the brokers' ``control.plane.listener.name`` and ``inter.broker.listener.name``:
 a 3.9 broker looks its controller up there) and ``client_listeners`` (where clients send the controller's
-node their Admin calls), one port per name; a name the brokers secure with SSL or SASL gets no endpoint
-(the channel speaks plaintext). Then:
+node their Admin calls), one port per name, each PLAINTEXT or SSL (``listener_protocols``, Kafka's
+``listener.security.protocol.map``; TLS as a broker's ``ssl.*`` say, :mod:`channel.tls`); a name the brokers
+secure otherwise (SASL, or SSL where the endpoint is plaintext) gets no endpoint. The channel's connections
+to the brokers speak TLS to an endpoint they registered as SSL. Then:
 
 * the requests the channel answers itself — ControlledShutdown and AlterPartition (as events for the
   controller, answered from its answers on the requests topic), AllocateProducerIds, ListPartitionReassignments,
@@ -51,7 +53,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
@@ -75,6 +77,7 @@ from channel.forward import Forwarder
 from channel.log_dirs import OUR_VERSIONS as LOG_DIRS_VERSIONS
 from channel.log_dirs import describe_log_dirs, to_report
 from channel.node import ControllerNode
+from channel.tls import ChannelTls, protocol_of
 from channel.wire import BrokerConnection, WireError
 from core.codec.events import event_to_json
 from core.errors import FormatError
@@ -139,6 +142,12 @@ class ChannelSettings:
     #: what CreateTopics' -1 stands for (Kafka's num.partitions and default.replication.factor)
     num_partitions: int = 1
     default_replication_factor: int = 1
+    #: TLS to the brokers' SSL endpoints and on the endpoint's SSL listeners (Kafka's ``ssl.*``;
+    #: ``None``: the system's CAs, no certificate, and no SSL listener)
+    tls: ChannelTls | None = None
+    #: the endpoint's listener names -> their security protocol, PLAINTEXT or SSL (Kafka's
+    #: ``listener.security.protocol.map``; a name not in it: :func:`channel.tls.protocol_of`)
+    listener_protocols: Mapping[str, str] = field(default_factory=dict)
 
 
 class ControllerChannel:
@@ -177,7 +186,9 @@ class ControllerChannel:
         kafka = dict(s.kafka or {})
         self._zk = KazooClient(hosts=s.zookeeper, **dict(s.zk or {}))
         self._zk.start(timeout=15)
-        cluster = self._cluster = Cluster(self._zk, s.listener, s.inter_broker_protocol, s.request_timeout_s)
+        cluster = self._cluster = Cluster(
+            self._zk, s.listener, s.inter_broker_protocol, s.request_timeout_s, s.tls or ChannelTls()
+        )
         node = self.node = ControllerNode(cluster, self._publish)
         self._consumer = KafkaConsumer(
             s.requests_topic,
@@ -213,11 +224,14 @@ class ControllerChannel:
             self._listen(cluster, node)
 
     def _listen(self, cluster: Cluster, node: ControllerNode) -> None:
-        """One endpoint per listener name, advertised on it; one line says where, and which names the registered
-        brokers secure (no endpoint is advertised there: the channel speaks plaintext)."""
+        """One endpoint per listener name, advertised on it with its security protocol (``listener_protocols``:
+        PLAINTEXT, or SSL with the server context of ``tls``); one line says where, and which names the
+        registered brokers secure otherwise (no endpoint is advertised there)."""
         s = self.settings
-        forwarder = Forwarder(cluster.broker_endpoints, s.request_timeout_s)
+        forwarder = Forwarder(cluster.broker_endpoints, s.request_timeout_s, cluster.open)
         names = tuple(dict.fromkeys((*s.controller_listeners, *s.client_listeners)))
+        protocols = {n: protocol_of(n, s.listener_protocols) for n in names}
+        server_tls = (s.tls or ChannelTls()).server_context() if "SSL" in protocols.values() else None
         for i, name in enumerate(names):
             port = s.listen_port + i if s.listen_port else 0
             self.endpoints[name] = ControllerEndpoint(
@@ -228,27 +242,32 @@ class ControllerChannel:
                 listener=name,
                 forwarder=forwarder,
                 owns=node.owns,
+                tls=server_tls if protocols[name] == "SSL" else None,
             )
         host = s.advertised_host or s.listen_host
-        plaintext = SECURITY_PROTOCOL_IDS["PLAINTEXT"]
-        self._advertised = tuple(MetadataEndpoint(e.port, host, n, plaintext) for n, e in self.endpoints.items())
+        self._advertised = tuple(
+            MetadataEndpoint(e.port, host, n, SECURITY_PROTOCOL_IDS[e.security_protocol])
+            for n, e in self.endpoints.items()
+        )
         for endpoint in self.endpoints.values():
             endpoint.start()
-        secured = cluster.secured_listeners(names)
+        mismatched = {n: p for n, p in cluster.secured_listeners(names).items() if p != protocols[n]}
         log.info(
             "controller endpoint listening on %s, advertised as %s; %s",
-            ", ".join(f"{s.listen_host}:{e.port} ({n})" for n, e in self.endpoints.items()),
+            ", ".join(f"{s.listen_host}:{e.port} ({n}, {e.security_protocol})" for n, e in self.endpoints.items()),
             ",".join(f"{e.listener}://{e.host}:{e.port}" for e in self._advertised),
             (
                 "the brokers secure "
-                + ", ".join(f"{n} ({p})" for n, p in secured.items())
-                + ": not advertised there, the endpoint speaks PLAINTEXT only (clients there cannot reach the "
-                "controller's node: their Admin calls to it time out)"
-                if secured
-                else "a listener the brokers secure with SSL or SASL is not advertised (PLAINTEXT only)"
+                + ", ".join(f"{n} ({p})" for n, p in mismatched.items())
+                + ": not advertised there, the endpoint speaks "
+                + ", ".join(f"{n} {protocols[n]}" for n in mismatched)
+                + " (clients there cannot reach the controller's node: their Admin calls to it time out; "
+                "--listener-security-protocol-map)"
+                if mismatched
+                else "a listener the brokers secure otherwise than the endpoint is not advertised there"
             ),
         )
-        self._unadvertised.update(secured)
+        self._unadvertised.update(mismatched)
 
     def run(self) -> int:
         assert self._consumer is not None
@@ -444,14 +463,17 @@ class ControllerChannel:
     def _advertise(self, body: UpdateMetadataRequest) -> UpdateMetadataRequest:
         """``body`` with the controller's endpoint (:func:`advertise_controller`); a listener name left out because
         the brokers secure it is logged the first time."""
+        ours = {e.listener: e.security_protocol for e in self._advertised}
         for name, protocol in unadvertised(body, self._advertised).items():
             if name not in self._unadvertised:
                 self._unadvertised.add(name)
                 log.warning(
-                    "the brokers' listener %s is not PLAINTEXT (protocol id %s): the controller's endpoint is not "
-                    "advertised there; clients on it cannot reach the controller's node",
+                    "the brokers' listener %s has security protocol id %s, the controller's endpoint there %s: it is "
+                    "not advertised there; clients on it cannot reach the controller's node "
+                    "(--listener-security-protocol-map, --ssl-config)",
                     name,
                     protocol,
+                    ours.get(name),
                 )
         advertised = advertise_controller(body, self._advertised)
         if advertised is not body:

@@ -4,13 +4,15 @@ A request goes out as Kafka frames it: a 4-byte size, the request header of the 
 names (v1, or v2 for a flexible version), then the body; the answer carries the response header of its
 schema (ApiVersions always answers with header v0) and the body, read with ``kio``'s readers.
 :meth:`BrokerConnection.negotiate` asks ApiVersions (v3, which a 3.x broker answers; an older broker
-answers v0 with ``UNSUPPORTED_VERSION`` and its ranges) and keeps the broker's version ranges.
+answers v0 with ``UNSUPPORTED_VERSION`` and its ranges) and keeps the broker's version ranges. Given an
+:class:`ssl.SSLContext` (``tls``), the connection speaks TLS (an SSL listener), the handshake done on connect.
 """
 
 from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 from typing import Any, TypeVar, cast
 
@@ -38,16 +40,33 @@ class WireError(RuntimeError):
 class BrokerConnection:
     """A connection to one broker (``host``, ``port``); requests are sent one at a time, in order."""
 
-    def __init__(self, host: str, port: int, *, timeout_s: float = 30.0, client_id: str = CLIENT_ID) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout_s: float = 30.0,
+        client_id: str = CLIENT_ID,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.host, self.port = host, port
         self.client_id = client_id
         self._correlation = 0
         #: api key -> (min, max) the broker speaks, after :meth:`negotiate`
         self.versions: dict[int, tuple[int, int]] = {}
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+            sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as e:
             raise WireError(f"cannot connect to broker {host}:{port}: {e}") from None
+        if tls is not None:
+            try:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+            except OSError as e:  # ssl.SSLError and ssl.SSLCertVerificationError among them
+                sock.close()
+                raise WireError(f"no TLS with broker {host}:{port}: {e}") from None
+        self._sock = sock
+        #: whether the connection speaks TLS
+        self.tls = tls is not None
 
     def close(self) -> None:
         self._sock.close()

@@ -7,7 +7,9 @@ signs; the JDK's ``keytool`` writes the broker's truststore).
 ``CN=<name>`` (``<name>.pem``), its PKCS#8 key (``<name>.key``, encrypted with :attr:`Pki.key_password`
 when asked) and both in one file (``<name>-bundle.pem``). The broker maps a certificate's ``CN`` to the
 principal ``User:<name>`` (:data:`PRINCIPAL_MAPPING_RULES`), the same principal as a SCRAM user of that
-name: a client has one identity over both listeners.
+name: a client has one identity over both listeners. For each server name (``servers``) the same PEM files,
+the certificate also a server's for ``127.0.0.1`` / ``localhost`` (``livectl channel``'s endpoint, which is a
+TLS server to the brokers and a TLS client of theirs with one certificate, as a broker is).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import ipaddress
 import shutil
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography import x509
@@ -53,9 +55,14 @@ class Pki:
     #: the password of both PKCS12 stores and of the broker's key
     store_password: str
     clients: dict[str, ClientCert]
+    #: server name -> its PEM files (a certificate for 127.0.0.1 / localhost, server and client auth)
+    servers: dict[str, ClientCert] = field(default_factory=dict)
 
     def client(self, name: str) -> ClientCert:
         return self.clients[name]
+
+    def server(self, name: str) -> ClientCert:
+        return self.servers[name]
 
 
 def _name(cn: str) -> x509.Name:
@@ -123,11 +130,19 @@ def _keytool() -> str:
     return found
 
 
+_LOOPBACK = (x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+
+
 def make_pki(
-    folder: Path, clients: Iterable[str], *, encrypted_keys: Iterable[str] = (), store_password: str = "changeit-pki"
+    folder: Path,
+    clients: Iterable[str],
+    *,
+    encrypted_keys: Iterable[str] = (),
+    store_password: str = "changeit-pki",
+    servers: Iterable[str] = (),
 ) -> Pki:
-    """A CA, the broker's PKCS12 stores and a PEM certificate per client name, in ``folder`` (see the
-    module docstring). The keys of ``encrypted_keys`` are encrypted with ``store_password``."""
+    """A CA, the broker's PKCS12 stores and a PEM certificate per client and per server name, in ``folder``
+    (see the module docstring). The keys of ``encrypted_keys`` are encrypted with ``store_password``."""
     folder.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = _cert("livectl-test-ca", ca_key, None, ca=True)
@@ -142,7 +157,7 @@ def make_pki(
         issuer,
         # the broker is a TLS client too: of its own KRaft controller listener (mutual TLS)
         usages=(ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
-        sans=(x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))),
+        sans=_LOOPBACK,
     )
     keystore = folder / "broker.p12"
     keystore.write_bytes(
@@ -164,10 +179,15 @@ def make_pki(
     )
 
     encrypted = set(encrypted_keys)
-    out: dict[str, ClientCert] = {}
-    for name in clients:
+    server_names = list(servers)
+    made: dict[str, ClientCert] = {}
+    for name in [*clients, *server_names]:
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = _cert(name, key, issuer, usages=(ExtendedKeyUsageOID.CLIENT_AUTH,))
+        if name in server_names:
+            both = (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH)
+            cert = _cert(name, key, issuer, usages=both, sans=_LOOPBACK)
+        else:
+            cert = _cert(name, key, issuer, usages=(ExtendedKeyUsageOID.CLIENT_AUTH,))
         password = store_password if name in encrypted else None
         encryption: serialization.KeySerializationEncryption = (
             serialization.BestAvailableEncryption(password.encode())
@@ -181,5 +201,6 @@ def make_pki(
         paths[2].write_bytes(key_pem + _pem(cert))
         for p in paths[1:]:
             p.chmod(0o600)
-        out[name] = ClientCert(name, *paths, key_password=password)
-    return Pki(folder, ca, keystore, truststore, store_password, out)
+        made[name] = ClientCert(name, *paths, key_password=password)
+    out = {n: c for n, c in made.items() if n not in server_names}
+    return Pki(folder, ca, keystore, truststore, store_password, out, {n: made[n] for n in server_names})

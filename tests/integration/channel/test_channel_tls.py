@@ -1,0 +1,292 @@
+"""The controller channel over TLS, judged by a real Apache Kafka 3.9.2 broker (ZooKeeper mode) whose
+inter-broker and control-plane listeners are SSL.
+
+Certificates made by the test (:mod:`kafka_pki`): a CA, the broker's PKCS12 stores, and a certificate of the
+channel's (``CN=livectl-controller``, for 127.0.0.1: the endpoint's server certificate and the channel's client
+certificate, as one keystore is a broker's). The broker maps ``INTERNAL`` and ``CONTROL_PLANE`` to SSL with
+``ssl.client.auth=required`` (clients' ``PLAINTEXT`` stays plaintext); the channel has the same ``ssl.*``
+(``ssl.client.auth=required`` too) and ``INTERNAL:SSL,CONTROL_PLANE:SSL``. The test plays livectl's controller on
+the bus, as ``test_channel_endpoint.py`` does. Then:
+
+* the channel's LeaderAndIsr and UpdateMetadata reach the broker over TLS (its control plane speaks nothing
+  else) and are answered with no error;
+* the controller is advertised on the SSL listeners (UpdateMetadata lists it with protocol SSL): the broker's
+  AllocateProducerIds (an idempotent producer), AlterPartition (an ISR shrink) and, on SIGTERM,
+  ControlledShutdown reach the endpoint over TLS, with the broker's certificate, and are answered;
+* without a client certificate, or speaking plaintext, nothing gets through the endpoint.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka_pki import Pki, make_pki
+from kazoo.client import KazooClient
+from waiting import wait_until
+
+from channel.runner import ChannelSettings, ControllerChannel
+from channel.tls import ChannelTls
+from channel.wire import BrokerConnection, WireError
+from core.codec.events import event_from_json
+from core.events import AlterPartition, ControlledShutdown, Event
+from core.kafka import zkdata
+from core.kafka.envelope import encode_envelope
+from core.kafka.request_encoding import encode_body
+from core.kafka.requests import (
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    BrokerAddress,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LisrPartitionState,
+    MetadataPartitionState,
+    RequestApi,
+    UpdateMetadataRequest,
+)
+from core.request_states import metadata_broker
+from livectl import local
+from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
+from sinks.requests import ensure_topics
+
+pytestmark = pytest.mark.integration
+
+#: the controller's id and epoch in these requests: above what the broker's own controller holds (1)
+CONTROLLER, EPOCH = 1000, 50
+CHANNEL_CN = "livectl-controller"
+SECURED = ("CONTROL_PLANE", "INTERNAL")
+
+
+def ssl_broker_properties(pki: Pki) -> dict[str, str]:
+    """A ZooKeeper-mode broker's properties for SSL on its inter-broker and control-plane listeners."""
+    return {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,CONTROL_PLANE:SSL",
+        "ssl.keystore.location": str(pki.keystore),
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.password": pki.store_password,
+        "ssl.key.password": pki.store_password,
+        "ssl.truststore.location": str(pki.truststore),
+        "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.password": pki.store_password,
+        "ssl.client.auth": "required",
+    }
+
+
+@dataclass
+class Setup:
+    svc: local.Service
+    epoch: int
+    zk: KazooClient
+    channel: ControllerChannel
+    bus: str
+    requests: str
+    events: str
+    producer: KafkaProducer
+    pki: Pki
+    batch: int = 0
+
+    def send(self, api: RequestApi, body: Any) -> None:
+        self.batch += 1
+        key, value = encode_envelope(1, api, EPOCH, self.batch, encode_body(body))
+        self.producer.send(self.requests, key=key, value=value).get(timeout=10)
+
+    def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
+        consumer = KafkaConsumer(bootstrap_servers=self.bus, consumer_timeout_ms=1000)
+        tp = KafkaTopicPartition(self.events, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                for r in consumer:
+                    ev = event_from_json(r.value)
+                    if what(ev):
+                        return ev
+        finally:
+            consumer.close()
+        raise AssertionError("no such event on the broker-events topic")
+
+    def handshakes(self) -> int:
+        return sum(e.handshakes for e in self.channel.endpoints.values())
+
+
+def _topic_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@pytest.fixture
+def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Setup]:
+    pki = make_pki(tmp_path / "pki", ["outsider"], servers=[CHANNEL_CN])
+    chroot = f"/channel-tls-{uuid.uuid4().hex[:8]}"
+    root = KazooClient(zookeeper.connect)
+    root.start(timeout=15)
+    root.ensure_path(chroot)
+    root.stop()
+    root.close()
+    zk = KazooClient(zookeeper.connect + chroot)
+    zk.start(timeout=15)
+    # /controller held for controller 1000, as livectl's controller holds it (see test_channel_endpoint.py)
+    zk.create(zkdata.CONTROLLER_PATH, zkdata.encode_controller(CONTROLLER, int(time.time() * 1000)), ephemeral=True)
+    settings = ZkBrokerSettings(properties={"replica.lag.time.max.ms": "2000", **ssl_broker_properties(pki)})
+    svc = start_zk_broker(tmp_path / "broker", 1, zookeeper.connect + chroot, settings=settings)
+    name = f"tls-{uuid.uuid4().hex[:6]}"
+    requests, events = f"{name}.requests", f"{name}.broker-events"
+    ensure_topics(kafka_broker.bootstrap, [requests, events])
+    cert = pki.server(CHANNEL_CN)
+    channel = ControllerChannel(
+        ChannelSettings(
+            zookeeper.connect + chroot,
+            kafka_broker.bootstrap,
+            requests,
+            events,
+            group=f"{name}.channel",
+            listener="CONTROL_PLANE",
+            retry_s=0.5,
+            controller_listeners=SECURED,
+            tls=ChannelTls.from_properties(
+                {
+                    "ssl.truststore.location": str(pki.ca),
+                    "ssl.keystore.location": str(cert.cert),
+                    "ssl.key.location": str(cert.key),
+                    "ssl.client.auth": "required",
+                }
+            ),
+            listener_protocols={"CONTROL_PLANE": "SSL", "INTERNAL": "SSL"},
+        )
+    )
+    channel.start()
+    thread = threading.Thread(target=channel.run, daemon=True)
+    thread.start()
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+    _, stat = zk.get("/brokers/ids/1")
+    try:
+        yield Setup(svc, int(stat.czxid), zk, channel, kafka_broker.bootstrap, requests, events, producer, pki)
+    finally:
+        channel.stopping.set()
+        thread.join(30)
+        channel.close()
+        producer.close()
+        zk.stop()
+        zk.close()
+        stop_zk_broker(svc, timeout=0)
+
+
+def _client_context(pki: Pki, cert: str | None) -> ssl.SSLContext:
+    ctx = ChannelTls(cafile=str(pki.ca)).client_context()
+    if cert is not None:
+        c = pki.server(cert) if cert in pki.servers else pki.client(cert)
+        ctx.load_cert_chain(str(c.cert), str(c.key))
+    return ctx
+
+
+def _refused(host: str, port: int, tls: ssl.SSLContext | None) -> bool:
+    """Whether ApiVersions to ``host:port`` (over TLS with ``tls``) fails."""
+    try:
+        with BrokerConnection(host, port, timeout_s=5, tls=tls) as conn:
+            conn.negotiate()
+    except WireError:
+        return True
+    return False
+
+
+def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup) -> None:
+    s = setup
+    registration = zkdata.decode_broker_registration(1, s.zk.get("/brokers/ids/1")[0], s.epoch)
+    assert {e.listener: e.security_protocol for e in registration.endpoints} == {
+        "PLAINTEXT": "PLAINTEXT",
+        "INTERNAL": "SSL",
+        "CONTROL_PLANE": "SSL",
+    }
+    # the broker's control plane speaks TLS only, and wants a client certificate
+    host, port = s.svc.listeners["CONTROL_PLANE"].rsplit(":", 1)
+    assert _refused(host, int(port), None)
+    # the endpoint: TLS on both names, advertised as SSL; plaintext and certificate-less clients get nothing
+    assert {n: e.security_protocol for n, e in s.channel.endpoints.items()} == dict.fromkeys(SECURED, "SSL")
+    port_cp = s.channel.endpoints["CONTROL_PLANE"].port
+    assert _refused("127.0.0.1", port_cp, None)
+    assert _refused("127.0.0.1", port_cp, _client_context(s.pki, None))
+    with BrokerConnection("127.0.0.1", port_cp, timeout_s=5, tls=_client_context(s.pki, "outsider")) as conn:
+        assert conn.negotiate()  # a certificate of the CA's: ApiVersions answered over TLS
+    assert s.handshakes() == 1
+    wait_until(
+        "the two refused handshakes logged", lambda: s.channel.endpoints["CONTROL_PLANE"].handshake_failures == 2
+    )
+
+    # LeaderAndIsr and UpdateMetadata over TLS: broker 1 leads "solo" alone and "pair" with broker 2 (never
+    # started) in its ISR; the UpdateMetadata lists the registration as livectl's controller does
+    solo, pair = (f"{s.requests}-solo", _topic_id()), (f"{s.requests}-pair", _topic_id())
+    states = tuple(
+        LisrPartitionState(t, 0, EPOCH, 1, 1, isr, 0, isr, (), (), True, 0, tid)
+        for (t, tid), isr in ((solo, (1,)), (pair, (1, 2)))
+    )
+    s.send(
+        RequestApi.LEADER_AND_ISR,
+        LeaderAndIsrRequest(CONTROLLER, EPOCH, s.epoch, 0, states, (BrokerAddress(1, host, int(port)),)),
+    )
+    s.send(
+        RequestApi.UPDATE_METADATA,
+        UpdateMetadataRequest(
+            CONTROLLER,
+            EPOCH,
+            s.epoch,
+            tuple(
+                MetadataPartitionState(st.topic, 0, EPOCH, 1, 1, st.isr, 0, st.replicas, (), st.topic_id)
+                for st in states
+            ),
+            (metadata_broker(registration),),
+        ),
+    )
+    wait_until("both requests delivered", lambda: s.channel.delivered == 2)
+    log = Path(s.svc.log)
+
+    # AllocateProducerIds over TLS on CONTROL_PLANE: an idempotent producer's InitProducerId completes
+    producer = KafkaProducer(bootstrap_servers=s.svc.address, acks="all", max_block_ms=30_000)
+    try:
+        producer.send(solo[0], b"once").get(timeout=30)
+    finally:
+        producer.close()
+    data, _ = s.zk.get("/latest_producer_id_block")
+    assert json.loads(data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
+    assert s.channel.node is not None and s.channel.node.answered == 1
+    assert s.handshakes() >= 2  # the broker's own connection, with its certificate (client auth required)
+
+    # AlterPartition over TLS: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
+    asked = s.event(lambda e: isinstance(e, AlterPartition))
+    assert isinstance(asked, AlterPartition)
+    assert (asked.broker_id, asked.topic, asked.partition, asked.new_isr) == (1, pair[0], 0, (1,))
+    result = AlterPartitionResult(pair[0], 0, 0, 1, 1, (1,), 1, 0, asked.correlation_id, pair[1])
+    s.send(RequestApi.ALTER_PARTITION_RESPONSE, AlterPartitionResponse(0, (result,)))
+    wait_until(
+        "the broker taking the new ISR",
+        lambda: f"[Partition {pair[0]}-0 broker=1] ISR updated to 1 " in log.read_text(),
+    )
+    assert s.channel.node is not None and s.channel.node.answered == 2
+
+    # ControlledShutdown over TLS on INTERNAL (SIGTERM): answered, the first attempt succeeds
+    before = s.channel.endpoints["INTERNAL"].handshakes
+    stopped: list[bool] = []
+    stopper = threading.Thread(target=lambda: stopped.append(stop_zk_broker(s.svc, timeout=60)))
+    started = time.monotonic()
+    stopper.start()
+    ev = s.event(lambda e: isinstance(e, ControlledShutdown))
+    assert ev == ControlledShutdown(1, s.epoch)
+    s.send(RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, ControlledShutdownResponse(0, ()))
+    stopper.join(60)
+    assert stopped == [True]
+    text = log.read_text()
+    assert "Controlled shutdown request returned successfully" in text
+    assert "Retrying controlled shutdown" not in text
+    assert s.channel.node is not None and s.channel.node.answered == 3
+    assert s.channel.endpoints["INTERNAL"].handshakes > before
+    assert time.monotonic() - started < 30
