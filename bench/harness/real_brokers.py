@@ -55,12 +55,21 @@ TOPIC_FIELDS = ("TopicId", "PartitionCount", "ReplicationFactor", "Configs")
 
 class Cluster:
     """The controlled cluster: a ZooKeeper chroot, livectl's topics on the bus, the controller, the channel
-    and the Kafka brokers (each started with ``settings``)."""
+    and the Kafka brokers (each started with ``settings``); ``channel_args``: more options of ``livectl channel``
+    (its SSL, say)."""
 
-    def __init__(self, zookeeper: str, bootstrap: str, work: Path, settings: ZkBrokerSettings) -> None:
+    def __init__(
+        self,
+        zookeeper: str,
+        bootstrap: str,
+        work: Path,
+        settings: ZkBrokerSettings,
+        channel_args: Sequence[str] = (),
+    ) -> None:
         self.m = Matrix(zookeeper, bootstrap, work)
         self.work = work
         self.settings = settings
+        self.channel_args = tuple(channel_args)
         self.brokers: dict[int, local.Service] = {}
         self.channel: subprocess.Popen[bytes] | None = None
         self.channel_log = work / "channel.log"
@@ -77,6 +86,7 @@ class Cluster:
         if self.settings.inter_broker_protocol:
             # the versions Kafka 3.9's controller sends brokers of that protocol
             cmd += ["--inter-broker-protocol", self.settings.inter_broker_protocol]
+        cmd += self.channel_args
         with self.channel_log.open("ab") as out:
             self.channel = subprocess.Popen(
                 cmd, cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -185,9 +195,11 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def running_cluster(zookeeper: str, bootstrap: str, work: Path, settings: ZkBrokerSettings) -> Iterator[Cluster]:
+def running_cluster(
+    zookeeper: str, bootstrap: str, work: Path, settings: ZkBrokerSettings, channel_args: Sequence[str] = ()
+) -> Iterator[Cluster]:
     """A :class:`Cluster` opened in ``work`` (nothing started in it yet), closed at the end whatever happened."""
-    c = Cluster(zookeeper, bootstrap, work, settings)
+    c = Cluster(zookeeper, bootstrap, work, settings, channel_args)
     c.open()
     try:
         yield c

@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from livectl.kafka_zk_brokers import LISTENERS
+
 #: Kafka's ``ssl.principal.mapping.rules``: ``CN=name,...`` -> ``User:name``
 PRINCIPAL_MAPPING_RULES = "RULE:^CN=([^,]+)(,.*)?$/$1/,DEFAULT"
 BROKER_CN = "kafka-broker"
@@ -204,3 +206,24 @@ def make_pki(
         made[name] = ClientCert(name, *paths, key_password=password)
     out = {n: c for n, c in made.items() if n not in server_names}
     return Pki(folder, ca, keystore, truststore, store_password, out, {n: made[n] for n in server_names})
+
+
+def zk_broker_ssl_properties(pki: Pki, secured: Iterable[str] = ("INTERNAL", "CONTROL_PLANE")) -> dict[str, str]:
+    """Server properties of a ZooKeeper-mode broker (:mod:`livectl.kafka_zk_brokers`) whose listeners ``secured``
+    speak SSL with this PKI's stores and require a client certificate (``ssl.client.auth=required``); the
+    others stay PLAINTEXT. The broker presents its keystore's certificate as a client too (to the other
+    brokers and to its controller)."""
+    ssl_names = set(secured)
+    return {
+        "listener.security.protocol.map": ",".join(
+            f"{name}:{'SSL' if name in ssl_names else 'PLAINTEXT'}" for name in LISTENERS
+        ),
+        "ssl.keystore.location": str(pki.keystore),
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.password": pki.store_password,
+        "ssl.key.password": pki.store_password,
+        "ssl.truststore.location": str(pki.truststore),
+        "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.password": pki.store_password,
+        "ssl.client.auth": "required",
+    }

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka_pki import Pki, make_pki
+from kafka_pki import Pki, make_pki, zk_broker_ssl_properties
 from kazoo.client import KazooClient
 from waiting import wait_until
 
@@ -66,21 +66,6 @@ pytestmark = pytest.mark.integration
 CONTROLLER, EPOCH = 1000, 50
 CHANNEL_CN = "livectl-controller"
 SECURED = ("CONTROL_PLANE", "INTERNAL")
-
-
-def ssl_broker_properties(pki: Pki) -> dict[str, str]:
-    """A ZooKeeper-mode broker's properties for SSL on its inter-broker and control-plane listeners."""
-    return {
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,CONTROL_PLANE:SSL",
-        "ssl.keystore.location": str(pki.keystore),
-        "ssl.keystore.type": "PKCS12",
-        "ssl.keystore.password": pki.store_password,
-        "ssl.key.password": pki.store_password,
-        "ssl.truststore.location": str(pki.truststore),
-        "ssl.truststore.type": "PKCS12",
-        "ssl.truststore.password": pki.store_password,
-        "ssl.client.auth": "required",
-    }
 
 
 @dataclass
@@ -138,7 +123,9 @@ def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path)
     zk.start(timeout=15)
     # /controller held for controller 1000, as livectl's controller holds it (see test_channel_endpoint.py)
     zk.create(zkdata.CONTROLLER_PATH, zkdata.encode_controller(CONTROLLER, int(time.time() * 1000)), ephemeral=True)
-    settings = ZkBrokerSettings(properties={"replica.lag.time.max.ms": "2000", **ssl_broker_properties(pki)})
+    settings = ZkBrokerSettings(
+        properties={"replica.lag.time.max.ms": "2000", **zk_broker_ssl_properties(pki, SECURED)}
+    )
     svc = start_zk_broker(tmp_path / "broker", 1, zookeeper.connect + chroot, settings=settings)
     name = f"tls-{uuid.uuid4().hex[:6]}"
     requests, events = f"{name}.requests", f"{name}.broker-events"
