@@ -51,7 +51,8 @@ class Cluster:
     ) -> None:
         self.zk = zk
         self._tls = tls or ChannelTls()
-        self._client_context: ssl.SSLContext | None = None
+        #: TLS client contexts, made when first needed: with the keystore's certificate, and without (forwarding)
+        self._client_contexts: dict[bool, ssl.SSLContext] = {}
         self._listener = listener
         self._inter_broker_protocol = inter_broker_protocol
         self._request_timeout_s = request_timeout_s
@@ -103,22 +104,32 @@ class Cluster:
             if e.listener == listener and e.security_protocol in SPOKEN
         ]
 
-    def open(self, host: str, port: int, protocol: str, timeout_s: float) -> BrokerConnection:
-        """A new connection to a broker's endpoint of security ``protocol`` (PLAINTEXT, or SSL: over TLS);
-        :class:`WireError` when it cannot be made, or for a protocol the channel does not speak (SASL)."""
+    def open(
+        self, host: str, port: int, protocol: str, timeout_s: float, *, with_certificate: bool = True
+    ) -> BrokerConnection:
+        """A new connection to a broker's endpoint of security ``protocol`` (PLAINTEXT, or SSL: over TLS, presenting
+        the channel's certificate if it has one and ``with_certificate``); :class:`WireError` when it cannot be
+        made, or for a protocol the channel does not speak (SASL)."""
         if protocol not in SPOKEN:
             raise WireError(
                 f"broker endpoint {host}:{port} is {protocol}: the channel speaks {' and '.join(SPOKEN)} only"
             )
         tls = None
         if protocol == "SSL":
-            if self._client_context is None:
+            tls = self._client_contexts.get(with_certificate)
+            if tls is None:
                 try:
-                    self._client_context = self._tls.client_context()
+                    tls = self._tls.client_context(with_certificate=with_certificate)
                 except OSError as e:  # the files were readable at start: gone or changed since
                     raise WireError(f"cannot set up TLS to {host}:{port}: {e}") from None
-            tls = self._client_context
+                self._client_contexts[with_certificate] = tls
         return BrokerConnection(host, port, timeout_s=timeout_s, tls=tls)
+
+    def open_forward(self, host: str, port: int, protocol: str, timeout_s: float) -> BrokerConnection:
+        """A connection for a client's forwarded requests: over TLS without the channel's certificate, so a
+        broker never takes a client's request for the channel's own (its principal, a super user's as a
+        controller's often is); a broker that requires client certificates refuses it."""
+        return self.open(host, port, protocol, timeout_s, with_certificate=False)
 
     # ------------------------------------------------------------------ connections
 

@@ -93,7 +93,8 @@ class Forwarder:
     ``listener``; a client connection's broker is one of them at random that answers ApiVersions, kept until it
     fails (then the client connection is closed, as when its broker goes away, and its next connection gets
     another). ``connect(host, port, protocol, timeout_s)`` opens a connection (default: plaintext, whatever the
-    protocol; the channel's :meth:`channel.cluster.Cluster.open` speaks TLS to an SSL endpoint)."""
+    protocol; the channel's :meth:`channel.cluster.Cluster.open_forward` speaks TLS to an SSL endpoint, without the
+    channel's certificate)."""
 
     def __init__(
         self,

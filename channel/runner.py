@@ -228,7 +228,7 @@ class ControllerChannel:
         PLAINTEXT, or SSL with the server context of ``tls``); one line says where, and which names the
         registered brokers secure otherwise (no endpoint is advertised there)."""
         s = self.settings
-        forwarder = Forwarder(cluster.broker_endpoints, s.request_timeout_s, cluster.open)
+        forwarder = Forwarder(cluster.broker_endpoints, s.request_timeout_s, cluster.open_forward)
         names = tuple(dict.fromkeys((*s.controller_listeners, *s.client_listeners)))
         protocols = {n: protocol_of(n, s.listener_protocols) for n in names}
         server_tls = (s.tls or ChannelTls()).server_context() if "SSL" in protocols.values() else None

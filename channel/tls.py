@@ -110,9 +110,10 @@ class ChannelTls:
             props[name.strip()] = value.strip()
         return cls.from_properties(props)
 
-    def client_context(self) -> ssl.SSLContext:
+    def client_context(self, *, with_certificate: bool = True) -> ssl.SSLContext:
         """For the channel's connections to the brokers: their certificates verified against the truststore,
-        their host checked unless identification is off, the keystore's certificate presented when given.
+        their host checked unless identification is off, the keystore's certificate presented when given and
+        ``with_certificate`` (not on a client's forwarded requests: they must not pass as the channel's).
         ``OSError`` / :class:`ssl.SSLError` when a file cannot be read."""
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -122,7 +123,7 @@ class ChannelTls:
             ctx.load_verify_locations(cafile=self.cafile)
         else:
             ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
-        if self.certfile:
+        if self.certfile and with_certificate:
             ctx.load_cert_chain(self.certfile, self.keyfile or None, self.key_password or None)
         return ctx
 
