@@ -35,9 +35,14 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka_pki import Pki, make_pki, zk_broker_ssl_properties
 from kazoo.client import KazooClient
+from kio.schema.controlled_shutdown.v3.request import ControlledShutdownRequest
+from kio.schema.controlled_shutdown.v3.response import ControlledShutdownResponse as KafkaControlledShutdownResponse
+from kio.schema.types import BrokerId
+from kio.static.primitive import i64
 from waiting import wait_until
 
 from channel.answers import node_versions
+from channel.endpoint import Connection, ControllerEndpoint
 from channel.runner import ChannelSettings, ControllerChannel
 from channel.tls import ChannelTls
 from channel.wire import BrokerConnection, WireError
@@ -282,3 +287,41 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
     assert s.channel.node is not None and s.channel.node.answered == 3
     assert s.channel.endpoints["INTERNAL"].handshakes > before
     assert time.monotonic() - started < 30
+
+
+def test_a_tls_client_that_hangs_up_while_its_request_waits_is_let_go(tmp_path: Path) -> None:
+    """Over TLS the endpoint cannot peek at a connection to see its peer leave while a request waits for the
+    controller (a broker that gave up on a ControlledShutdown reconnects to ask again): it reads ahead instead,
+    and the connection is closed within a second or so. No broker needed: the endpoint alone, on loopback."""
+    pki = make_pki(tmp_path / "pki", ["broker-1"], servers=[CHANNEL_CN])
+    cert = pki.server(CHANNEL_CN)
+    server = ChannelTls(
+        cafile=str(pki.ca), certfile=str(cert.cert), keyfile=str(cert.key), client_auth="required"
+    ).server_context()
+    asked: list[tuple[int, int]] = []
+    closed = threading.Event()
+
+    def on_request(conn: Connection, api_key: int, version: int, correlation_id: int, body: Any) -> None:
+        asked.append((api_key, version))  # never answered: livectl's controller is slow
+
+    endpoint = ControllerEndpoint(
+        "127.0.0.1", 0, on_request, lambda conn: closed.set(), listener="INTERNAL", tls=server
+    )
+    endpoint.start()
+    try:
+        client = BrokerConnection("127.0.0.1", endpoint.port, timeout_s=5, tls=_client_context(pki, "broker-1"))
+        assert client.negotiate() == node_versions({})
+        client.set_timeout(1.5)
+        with pytest.raises(WireError):
+            client.send(
+                ControlledShutdownRequest(broker_id=BrokerId(1), broker_epoch=i64(7)), KafkaControlledShutdownResponse
+            )
+        assert asked == [(7, 3)]
+        assert not closed.is_set()  # still waiting for its answer while the client is there
+        left = time.monotonic()
+        client.close()
+        assert closed.wait(10), "the endpoint kept a connection whose peer left"
+        assert time.monotonic() - left < 5
+        assert endpoint.handshakes == 1 and endpoint.handshake_failures == 0
+    finally:
+        endpoint.close()
