@@ -6,7 +6,7 @@ channel's (``CN=livectl-controller``, for 127.0.0.1: the endpoint's server certi
 certificate, as one keystore is a broker's). The broker maps ``INTERNAL`` and ``CONTROL_PLANE`` to SSL with
 ``ssl.client.auth=required`` (clients' ``PLAINTEXT`` stays plaintext); the channel has the same ``ssl.*``
 (``ssl.client.auth=required`` too) and ``INTERNAL:SSL,CONTROL_PLANE:SSL``. The test plays livectl's controller on
-the bus, as ``test_channel_endpoint.py`` does. Then:
+the bus (:mod:`channel_support`), as ``test_channel_endpoint.py`` does. Then:
 
 * the channel's LeaderAndIsr and UpdateMetadata reach the broker over TLS (its control plane speaks nothing
   else) and are answered with no error;
@@ -26,11 +26,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from channel_support import CONTROLLER, EPOCH, ControllerBus, broker_under_livectl, bus_settings, running_channel
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka_pki import Pki, make_pki, zk_broker_ssl_properties
@@ -43,14 +45,12 @@ from waiting import wait_until
 
 from channel.answers import node_versions
 from channel.endpoint import Connection, ControllerEndpoint
-from channel.runner import ChannelSettings, ControllerChannel
+from channel.runner import ControllerChannel
 from channel.tls import ChannelTls
 from channel.wire import BrokerConnection, WireError
 from core.codec.events import event_from_json
 from core.events import AlterPartition, ControlledShutdown, Event
 from core.kafka import zkdata
-from core.kafka.envelope import encode_envelope
-from core.kafka.request_encoding import encode_body
 from core.kafka.requests import (
     AlterPartitionResponse,
     AlterPartitionResult,
@@ -64,13 +64,10 @@ from core.kafka.requests import (
 )
 from core.request_states import metadata_broker
 from livectl import local
-from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
-from sinks.requests import ensure_topics
+from livectl.kafka_zk_brokers import ZkBrokerSettings, stop_zk_broker
 
 pytestmark = pytest.mark.integration
 
-#: the controller's id and epoch in these requests: above what the broker's own controller holds (1)
-CONTROLLER, EPOCH = 1000, 50
 CHANNEL_CN = "livectl-controller"
 SECURED = ("CONTROL_PLANE", "INTERNAL")
 
@@ -81,20 +78,16 @@ class Setup:
     epoch: int
     zk: KazooClient
     channel: ControllerChannel
-    bus: str
-    requests: str
+    bus: ControllerBus
+    bootstrap: str
     events: str
-    producer: KafkaProducer
     pki: Pki
-    batch: int = 0
 
     def send(self, api: RequestApi, body: Any) -> None:
-        self.batch += 1
-        key, value = encode_envelope(1, api, EPOCH, self.batch, encode_body(body))
-        self.producer.send(self.requests, key=key, value=value).get(timeout=10)
+        self.bus.send(api, body)
 
     def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
-        consumer = KafkaConsumer(bootstrap_servers=self.bus, consumer_timeout_ms=1000)
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, consumer_timeout_ms=1000)
         tp = KafkaTopicPartition(self.events, 0)
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
@@ -120,60 +113,34 @@ def _topic_id() -> str:
 @pytest.fixture
 def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Setup]:
     pki = make_pki(tmp_path / "pki", ["outsider"], servers=[CHANNEL_CN])
-    chroot = f"/channel-tls-{uuid.uuid4().hex[:8]}"
-    root = KazooClient(zookeeper.connect)
-    root.start(timeout=15)
-    root.ensure_path(chroot)
-    root.stop()
-    root.close()
-    zk = KazooClient(zookeeper.connect + chroot)
-    zk.start(timeout=15)
-    # /controller held for controller 1000, as livectl's controller holds it (see test_channel_endpoint.py)
-    zk.create(zkdata.CONTROLLER_PATH, zkdata.encode_controller(CONTROLLER, int(time.time() * 1000)), ephemeral=True)
-    settings = ZkBrokerSettings(
+    # a follower that never fetches drops out of the ISR after 2 s (Kafka's default: 30 s)
+    broker_settings = ZkBrokerSettings(
         properties={"replica.lag.time.max.ms": "2000", **zk_broker_ssl_properties(pki, SECURED)}
     )
-    svc = start_zk_broker(tmp_path / "broker", 1, zookeeper.connect + chroot, settings=settings)
-    name = f"tls-{uuid.uuid4().hex[:6]}"
-    requests, events = f"{name}.requests", f"{name}.broker-events"
-    ensure_topics(kafka_broker.bootstrap, [requests, events])
     cert = pki.server(CHANNEL_CN)
-    channel = ControllerChannel(
-        ChannelSettings(
-            zookeeper.connect + chroot,
+    tls = ChannelTls.from_properties(
+        {
+            "ssl.truststore.location": str(pki.ca),
+            "ssl.keystore.location": str(cert.cert),
+            "ssl.key.location": str(cert.key),
+            "ssl.client.auth": "required",
+        }
+    )
+    with broker_under_livectl(zookeeper.connect, tmp_path / "broker", "channel-tls", broker_settings) as b:
+        settings = bus_settings(
+            b.connect,
             kafka_broker.bootstrap,
-            requests,
-            events,
-            group=f"{name}.channel",
+            "tls",
             listener="CONTROL_PLANE",
-            retry_s=0.5,
             controller_listeners=SECURED,
-            tls=ChannelTls.from_properties(
-                {
-                    "ssl.truststore.location": str(pki.ca),
-                    "ssl.keystore.location": str(cert.cert),
-                    "ssl.key.location": str(cert.key),
-                    "ssl.client.auth": "required",
-                }
-            ),
+            tls=tls,
             listener_protocols={"CONTROL_PLANE": "SSL", "INTERNAL": "SSL"},
         )
-    )
-    channel.start()
-    thread = threading.Thread(target=channel.run, daemon=True)
-    thread.start()
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
-    _, stat = zk.get("/brokers/ids/1")
-    try:
-        yield Setup(svc, int(stat.czxid), zk, channel, kafka_broker.bootstrap, requests, events, producer, pki)
-    finally:
-        channel.stopping.set()
-        thread.join(30)
-        channel.close()
-        producer.close()
-        zk.stop()
-        zk.close()
-        stop_zk_broker(svc, timeout=0)
+        with (
+            running_channel(settings) as channel,
+            closing(ControllerBus(kafka_broker.bootstrap, settings.requests_topic)) as bus,
+        ):
+            yield Setup(b.svc, b.epoch, b.zk, channel, bus, kafka_broker.bootstrap, settings.events_topic, pki)
 
 
 def _client_context(pki: Pki, cert: str | None) -> ssl.SSLContext:
@@ -222,7 +189,7 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
 
     # LeaderAndIsr and UpdateMetadata over TLS: broker 1 leads "solo" alone and "pair" with broker 2 (never
     # started) in its ISR; the UpdateMetadata lists the registration as livectl's controller does
-    solo, pair = (f"{s.requests}-solo", _topic_id()), (f"{s.requests}-pair", _topic_id())
+    solo, pair = (f"{s.bus.requests_topic}-solo", _topic_id()), (f"{s.bus.requests_topic}-pair", _topic_id())
     states = tuple(
         LisrPartitionState(t, 0, EPOCH, 1, 1, isr, 0, isr, (), (), True, 0, tid)
         for (t, tid), isr in ((solo, (1,)), (pair, (1, 2)))
