@@ -33,6 +33,11 @@ Faults (``--faults``):
 - ``zk-quorum-cut:reassign``: the server holding the active controller's session cut off from the other two
   servers only, its clients still reaching it, a standby waiting, as a reassignment is sent: the controller
   keeps its lease, or is fenced (exit 3, one line) and the standby finishes.
+- ``zk-degraded`` / ``kafka-degraded``: the active controller's link to the ensemble / to Kafka degraded,
+  not cut (``tc``'s ``tbf``: 32 kbit/s, a queue of two packets, tail drops; both ways), a standby waiting,
+  while a 150-partition creation, an invalid command and a leading broker's SIGKILL arrive; healed once the
+  work is done (at least 30 s): the controller carries on slower, or gives up its lease with one line and the
+  standby takes over (:mod:`bench.partitions.degraded`; the ``tbf`` drop counts are in the row).
 - ``worker-cut`` (item 5): the controller under ``spark-submit`` on a Spark standalone cluster whose two
   workers are on hosts of their own; the worker running a task of a micro-batch's stateful stage cut off from
   the driver, whichever it is: the executor is declared lost, the task runs again on the other worker, the
@@ -50,6 +55,7 @@ Run (as root: namespaces and routes)::
 
     .venv/bin/python -m bench partitions                     # every fault
     .venv/bin/python -m bench partitions --faults zk-cut:idle
+    .venv/bin/python -m bench partitions --faults zk-degraded,kafka-degraded
     .venv/bin/python -m bench partitions --faults worker-cut --env-archive dist/livectl-env.tar.gz
 
 Prints the table (fault, what happened, seconds, problems) and writes
@@ -67,6 +73,7 @@ from pathlib import Path
 
 from bench import harness as cm
 from bench.partitions.common import CI_FAULTS, FAULTS, Hosts, Row, hosts
+from bench.partitions.degraded import degraded_link
 from bench.partitions.ensemble import ensemble_fault, quorum_cut
 from bench.partitions.kafka_cuts import kafka_cut, kafka_cut_in_batch
 from bench.partitions.worker_cut import worker_cut
@@ -117,6 +124,8 @@ def _fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None]) -> Ro
         return kafka_cut(h, m, log=log)
     if fault == "kafka-cut:in-batch":
         return kafka_cut_in_batch(h, m, log=log)
+    if fault in ("zk-degraded", "kafka-degraded"):
+        return degraded_link(h, m, fault.split("-", 1)[0], log=log)
     if fault == "zk-quorum-cut:reassign":
         return quorum_cut(h, m, log)
     if fault.split(":", maxsplit=1)[0] in ("zk-leader-kill", "zk-minority-cut") and fault in FAULTS:
