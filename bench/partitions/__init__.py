@@ -72,6 +72,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import harness as cm
+from bench.harness import netns
 from bench.partitions.common import CI_FAULTS, FAULTS, Hosts, Row, hosts
 from bench.partitions.degraded import degraded_link
 from bench.partitions.ensemble import ensemble_fault, quorum_cut
@@ -83,11 +84,17 @@ __all__ = ["CI_FAULTS", "FAULTS", "Hosts", "Row", "main", "run"]
 
 
 def run(
-    faults: list[str], run_dir: Path, log: Callable[[str], None] = print, *, env_archive: Path | None = None
+    faults: list[str],
+    run_dir: Path,
+    log: Callable[[str], None] = print,
+    *,
+    env_archive: Path | None = None,
+    shaping: netns.Shaping | None = None,
 ) -> list[Row]:
     """``faults`` in order on one cluster (one Matrix: its controllers and brokers), on fresh hosts.
     ``env_archive``: the packed environment ``worker-cut`` submits the controller with (built here, beside the
-    services' start, when it is ``None`` and ``worker-cut`` is among ``faults``)."""
+    services' start, when it is ``None`` and ``worker-cut`` is among ``faults``). ``shaping``: the degraded
+    faults' link (default: :data:`bench.partitions.degraded.ZK_SHAPING` and ``KAFKA_SHAPING``)."""
     from bench.harness.sparkcluster import EnvBuild
 
     rows = []
@@ -105,7 +112,7 @@ def run(
                         continue
                     if m.active is None or not m.active.alive():
                         m.wait_loaded(m.start_controller())
-                    rows.append(_fault(h, m, fault, log))
+                    rows.append(_fault(h, m, fault, log, shaping))
             finally:
                 m.close()
     finally:
@@ -114,7 +121,7 @@ def run(
     return rows
 
 
-def _fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None]) -> Row:
+def _fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None], shaping: netns.Shaping | None = None) -> Row:
     """One of the faults run by ``livectl run`` controllers (every fault but ``worker-cut``)."""
     if fault.startswith("zk-cut:"):
         return zk_cut(h, m, fault.split(":", 1)[1], log)
@@ -125,7 +132,7 @@ def _fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None]) -> Ro
     if fault == "kafka-cut:in-batch":
         return kafka_cut_in_batch(h, m, log=log)
     if fault in ("zk-degraded", "kafka-degraded"):
-        return degraded_link(h, m, fault.split("-", 1)[0], log=log)
+        return degraded_link(h, m, fault.split("-", 1)[0], shaping=shaping, log=log)
     if fault == "zk-quorum-cut:reassign":
         return quorum_cut(h, m, log)
     if fault.split(":", maxsplit=1)[0] in ("zk-leader-kill", "zk-minority-cut") and fault in FAULTS:
@@ -142,6 +149,12 @@ def main() -> int:
         help="worker-cut: the packed environment to submit the controller with (livectl package-env's output; "
         "default: built at the start of the run)",
     )
+    ap.add_argument(
+        "--degraded-rate", help="zk-degraded, kafka-degraded: the link's rate, in tc's units (default: 32kbit)"
+    )
+    ap.add_argument(
+        "--degraded-queue", help="zk-degraded, kafka-degraded: the tbf's queue, in tc's units (default: 3000b)"
+    )
     args = ap.parse_args()
     if args.env_archive is not None and not args.env_archive.is_file():
         ap.error(f"--env-archive: {args.env_archive} is not a file")
@@ -155,7 +168,12 @@ def main() -> int:
 
     spark_scratch()
     run_dir = Path(tempfile.mkdtemp(prefix="livectl-partitions-"))
-    rows = run(faults, run_dir, env_archive=args.env_archive.resolve() if args.env_archive else None)
+    shaping = None
+    if args.degraded_rate or args.degraded_queue:
+        shaping = netns.Shaping(
+            rate=args.degraded_rate or netns.Shaping.rate, limit=args.degraded_queue or netns.Shaping.limit
+        )
+    rows = run(faults, run_dir, env_archive=args.env_archive.resolve() if args.env_archive else None, shaping=shaping)
     print()
     print_table(["fault", "what happened", "cut→converged s", "invariants held"], [r.cells() for r in rows])
     for r in rows:

@@ -75,7 +75,7 @@ def degraded_link(
     epoch = int(m.zk.get("/controller_epoch")[0])
     tag = f"d{link[0]}{len(m.controllers)}"
     point = cm.BrokerDown(m, "failure:degraded", tag)
-    point.stage()  # broker 2 leads both partitions of point.topic
+    point.stage()  # broker 2 leads both partitions of point.topic (its creation is request {tag}-c)
     topic = f"{m.name}-{tag}"
     assignment = {p: (cm.BROKERS[p % 5], cm.BROKERS[(p + 1) % 5]) for p in range(cm.LARGE_PARTITIONS)}
     failed = point.ASSIGNMENT
@@ -86,10 +86,10 @@ def degraded_link(
         time.sleep(1.0)  # records produced and acknowledged under broker 2 before the fault
         h.net.degrade(a_host, _peers(h, link), shaping)
         start = time.monotonic()
-        cm.create_topic(m, f"{tag}-c", topic, assignment)
+        cm.create_topic(m, f"{tag}-n", topic, assignment)
         send_raw(m, f'{{"version":1,"type":"delete_topic","request_id":"{tag}-bad","topic":""}}')
         point.fire()  # broker 2 SIGKILLed
-        expect = cm.Expect({topic: assignment, point.topic: failed}, down=(point.BROKER,), request_id=f"{tag}-c")
+        expect = cm.Expect({topic: assignment, point.topic: failed}, down=(point.BROKER,), request_id=f"{tag}-n")
         done_at: list[float] = []
 
         def done() -> bool:
@@ -149,7 +149,7 @@ def degraded_link(
             row.problems.append(f"after the broker's return: {str(e)[:400]}")
         time.sleep(1.0)
     row.problems += views.problems() + created_views.problems()
-    row.problems += answered_once(m, f"{tag}-c", None if now != epoch else epoch)
+    row.problems += answered_once(m, f"{tag}-n", None if now != epoch else epoch)
     row.problems += answered_once(m, f"{tag}-bad", None if now != epoch else epoch)
     row.problems += repeated_requests(m)
     if now == epoch:
@@ -157,7 +157,8 @@ def degraded_link(
             row.problems.append(f"controller {a.controller_id} exited {a.proc.returncode} with the epoch unchanged")
         standby.stop()
     drops = ", ".join(
-        f"{way} {s['packets']} packets sent, {s['drops']} dropped" for way, s in sorted(stats.items(), reverse=True)
+        f"{way} {s['packets']} packets ({s['bytes'] // 1000} kB) sent, {s['drops']} dropped"
+        for way, s in sorted(stats.items(), reverse=True)
     )
     during = f"done {done_at[0]:.1f} s into it" if done_at else f"not done in {held:.0f} s"
     row.outcome = (
