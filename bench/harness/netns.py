@@ -153,29 +153,13 @@ def shaping_commands(dev: str, match: str, peers: Sequence[str], shaping: Shapin
         raise ValueError("peers: at least one address")
     for addr in peers:
         rule_commands("add", addr, addr)  # validates the address
-    tc = [
-        "tc",
-        *(["-n", ns] if ns else []),
-    ]
+    tc = ["tc", *(["-n", ns] if ns else [])]
     out = [
-        [*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb"],
-        [
-            *tc,
-            "class",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:",
-            "classid",
-            "1:1",
-            "htb",
-            "rate",
-            "10gbit",
-            "quantum",
-            "60000",
-        ],
-        [*tc, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", TBF_HANDLE, *shaping.tbf()],
+        [*tc, *f"qdisc add dev {dev} root handle 1: htb".split()],
+        # the class itself does not limit (the tbf does); the kernel says once that a tbf under an htb class is
+        # "non-work-conserving", which is the point
+        [*tc, *f"class add dev {dev} parent 1: classid 1:1 htb rate 10gbit quantum 60000".split()],
+        [*tc, *f"qdisc add dev {dev} parent 1:1 handle {TBF_HANDLE}".split(), *shaping.tbf()],
     ]
     for addr in peers:
         out.append(
