@@ -156,7 +156,9 @@ def test_a_degraded_link_is_slow_and_lossy_both_ways_between_two_hosts_only() ->
             # a third host is not on the degraded link, from a's side or b's
             assert send(a, c, 1_000_000)[1] < 1.5
             assert send(c, b, 1_000_000)[1] < 1.5
-            assert net.shaped(a) == stats
+            # nor through its tbf: a's link to b may still carry the last exchange's stray ACKs, not 2 MB
+            after = net.shaped(a)
+            assert all(after[way]["bytes"] - stats[way]["bytes"] < 10_000 for way in ("out", "in")), (stats, after)
 
             net.restore(a)
             assert net.shaped(a) == {}
