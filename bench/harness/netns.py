@@ -11,6 +11,11 @@ sends to B silently (a connect times out, an open connection hears nothing; noth
 :meth:`Network.cut` adds both directions; :meth:`Network.heal` deletes them. ``tc netem``, iptables and
 nftables are not available on these machines; a routing rule is what is.
 
+A degraded link (:meth:`Network.degrade`) is ``tc``'s token bucket filter, which the kernel has: a rate cap,
+a short queue (queueing delay) and tail drops, on the packets between a host and chosen peers only (an
+``htb`` root with ``u32`` filters picks them), both ways: on the host's end of its veth and on the root's end.
+Without ``netem`` there is no pure delay and no random loss.
+
 Names carry the session: namespaces are ``lvt<pid>-<S>-<host>``, veths ``lv<pid>h<i>`` (root end) and
 ``lv<pid>h<i>p`` (the host's). :meth:`Network.close` kills what still runs in the hosts, deletes the
 namespaces (their veths go with them) and every rule it added; :func:`sweep_stale` removes what a session
@@ -115,6 +120,53 @@ def rule_commands(action: str, a: str, b: str) -> list[list[str]]:
         if not ok:
             raise ValueError(f"{what}: an IPv4 address, got {addr!r}")
     return [["ip", "rule", action, "from", x, "to", y, "blackhole"] for x, y in ((a, b), (b, a))]
+
+
+@dataclass(frozen=True)
+class Shaping:
+    """A degraded link: ``tc``'s token bucket filter (``tbf``), the one shaper the machines' kernel has (no
+    ``netem``). ``rate`` caps the bandwidth; ``burst`` is the bucket (what may go at once, at least one MTU);
+    ``limit`` is the queue in bytes behind it: what does not fit is dropped (a tail drop TCP must
+    retransmit), and it bounds the queueing delay at ``limit / rate``. Units are ``tc``'s (``32kbit``,
+    ``1600b``)."""
+
+    rate: str = "32kbit"
+    burst: str = "1600b"
+    limit: str = "3000b"
+
+    def tbf(self) -> list[str]:
+        return ["tbf", "rate", self.rate, "burst", self.burst, "limit", self.limit]
+
+
+#: the handle of the ``tbf`` a degraded link's traffic goes through (its statistics: :meth:`Network.shaped`)
+TBF_HANDLE = "10:"
+
+
+def shaping_commands(dev: str, match: str, peers: Sequence[str], shaping: Shaping, ns: str | None) -> list[list[str]]:
+    """What shapes the packets ``dev`` sends whose ``match`` (``src`` or ``dst``) address is one of ``peers``,
+    and only them: an ``htb`` root whose unclassified packets go straight through (no default class), one
+    class of an unlimited rate holding the ``tbf`` (:data:`TBF_HANDLE`), and a ``u32`` filter per peer
+    sending its packets there. ``ns``: the namespace ``dev`` is in (``None``: the root namespace)."""
+    if match not in ("src", "dst"):
+        raise ValueError(f"match: 'src' or 'dst', got {match!r}")
+    if not peers:
+        raise ValueError("peers: at least one address")
+    for addr in peers:
+        rule_commands("add", addr, addr)  # validates the address
+    tc = ["tc", *(["-n", ns] if ns else [])]
+    out = [
+        [*tc, *f"qdisc add dev {dev} root handle 1: htb".split()],
+        # the class itself does not limit (the tbf does); the kernel says once that a tbf under an htb class is
+        # "non-work-conserving", which is the point
+        [*tc, *f"class add dev {dev} parent 1: classid 1:1 htb rate 10gbit quantum 60000".split()],
+        [*tc, *f"qdisc add dev {dev} parent 1:1 handle {TBF_HANDLE}".split(), *shaping.tbf()],
+    ]
+    for addr in peers:
+        out.append(
+            [*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+             "match", "ip", match, f"{addr}/32", "flowid", "1:1"]
+        )  # fmt: skip
+    return out
 
 
 def host_setup_commands(ns: str, addrs: HostAddresses, veths: tuple[str, str]) -> list[list[str]]:
@@ -268,6 +320,8 @@ class Network:
     subnet: int = -1
     hosts: dict[str, Host] = field(default_factory=dict)
     cuts: set[tuple[str, str]] = field(default_factory=set)
+    #: hosts whose link is degraded (:meth:`degrade`)
+    degraded: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.subnet < 0:
@@ -314,7 +368,45 @@ class Network:
             _run(cmd, check=False)
         self.cuts.discard(key)
 
+    def _devices(self, host: Host) -> tuple[tuple[str, str | None], tuple[str, str | None]]:
+        """``(device, namespace)`` of the host's end (what it sends) and of the root's end (what it hears)."""
+        root, inner = veth_names(self.pid, host.addrs.index)
+        return (inner, host.namespace), (root, None)
+
+    def degrade(self, host: Host, peers: Sequence[Host], shaping: Shaping) -> None:
+        """Degrade (not cut) what ``host`` exchanges with ``peers``, both ways, and nothing else: on the
+        host's end of its veth what it sends to them, on the root's end what they send it, each through a
+        :class:`Shaping` of its own. One degradation per host at a time; :meth:`restore` ends it."""
+        if host.name in self.degraded:
+            raise NetnsError(f"{host.name}'s link is degraded already")
+        addrs = [p.address for p in peers]
+        (inner, ns), (root, _) = self._devices(host)
+        self.degraded.add(host.name)
+        for cmd in shaping_commands(inner, "dst", addrs, shaping, ns) + shaping_commands(
+            root, "src", addrs, shaping, None
+        ):
+            _run(cmd)
+
+    def shaped(self, host: Host) -> dict[str, dict[str, int]]:
+        """The ``tbf`` statistics of a degraded host: ``{"out": …, "in": …}`` (what the host sent to its peers,
+        what they sent it), each ``{"packets", "bytes", "drops", "overlimits"}`` (``tc -s qdisc``)."""
+        out = {}
+        for way, (dev, ns) in zip(("out", "in"), self._devices(host), strict=True):
+            tc = ["tc", *(["-n", ns] if ns else []), "-s", "-j", "qdisc", "show", "dev", dev]
+            for q in json.loads(_run(tc).stdout or "[]"):
+                if q.get("kind") == "tbf" and q.get("handle") == TBF_HANDLE:
+                    out[way] = {k: int(q.get(k, 0)) for k in ("packets", "bytes", "drops", "overlimits")}
+        return out
+
+    def restore(self, host: Host) -> None:
+        """Heal a degraded link (deletes both ends' qdiscs)."""
+        for dev, ns in self._devices(host):
+            _run(["tc", *(["-n", ns] if ns else []), "qdisc", "del", "dev", dev, "root"], check=False)
+        self.degraded.discard(host.name)
+
     def close(self) -> None:
+        for name in list(self.degraded):
+            self.restore(self.hosts[name])
         for x, y in list(self.cuts):
             self.heal(self.hosts[x], self.hosts[y])
         for cmd in _rules_on(self.subnet):  # any left by a cut that failed half-way

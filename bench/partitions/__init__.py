@@ -33,6 +33,11 @@ Faults (``--faults``):
 - ``zk-quorum-cut:reassign``: the server holding the active controller's session cut off from the other two
   servers only, its clients still reaching it, a standby waiting, as a reassignment is sent: the controller
   keeps its lease, or is fenced (exit 3, one line) and the standby finishes.
+- ``zk-degraded`` / ``kafka-degraded``: the active controller's link to the ensemble / to Kafka degraded,
+  not cut (``tc``'s ``tbf``: 32 kbit/s, a queue of two packets, tail drops; both ways), a standby waiting,
+  while a 150-partition creation, an invalid command and a leading broker's SIGKILL arrive; healed once the
+  work is done (at least 30 s): the controller carries on slower, or gives up its lease with one line and the
+  standby takes over (:mod:`bench.partitions.degraded`; the ``tbf`` drop counts are in the row).
 - ``worker-cut`` (item 5): the controller under ``spark-submit`` on a Spark standalone cluster whose two
   workers are on hosts of their own; the worker running a task of a micro-batch's stateful stage cut off from
   the driver, whichever it is: the executor is declared lost, the task runs again on the other worker, the
@@ -50,6 +55,7 @@ Run (as root: namespaces and routes)::
 
     .venv/bin/python -m bench partitions                     # every fault
     .venv/bin/python -m bench partitions --faults zk-cut:idle
+    .venv/bin/python -m bench partitions --faults zk-degraded,kafka-degraded
     .venv/bin/python -m bench partitions --faults worker-cut --env-archive dist/livectl-env.tar.gz
 
 Prints the table (fault, what happened, seconds, problems) and writes
@@ -66,7 +72,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import harness as cm
+from bench.harness import netns
 from bench.partitions.common import CI_FAULTS, FAULTS, Hosts, Row, hosts
+from bench.partitions.degraded import degraded_link
 from bench.partitions.ensemble import ensemble_fault, quorum_cut
 from bench.partitions.kafka_cuts import kafka_cut, kafka_cut_in_batch
 from bench.partitions.worker_cut import worker_cut
@@ -76,11 +84,17 @@ __all__ = ["CI_FAULTS", "FAULTS", "Hosts", "Row", "main", "run"]
 
 
 def run(
-    faults: list[str], run_dir: Path, log: Callable[[str], None] = print, *, env_archive: Path | None = None
+    faults: list[str],
+    run_dir: Path,
+    log: Callable[[str], None] = print,
+    *,
+    env_archive: Path | None = None,
+    shaping: netns.Shaping | None = None,
 ) -> list[Row]:
     """``faults`` in order on one cluster (one Matrix: its controllers and brokers), on fresh hosts.
     ``env_archive``: the packed environment ``worker-cut`` submits the controller with (built here, beside the
-    services' start, when it is ``None`` and ``worker-cut`` is among ``faults``)."""
+    services' start, when it is ``None`` and ``worker-cut`` is among ``faults``). ``shaping``: the degraded
+    faults' link (default: :data:`bench.partitions.degraded.ZK_SHAPING` and ``KAFKA_SHAPING``)."""
     from bench.harness.sparkcluster import EnvBuild
 
     rows = []
@@ -98,7 +112,7 @@ def run(
                         continue
                     if m.active is None or not m.active.alive():
                         m.wait_loaded(m.start_controller())
-                    rows.append(_fault(h, m, fault, log))
+                    rows.append(_fault(h, m, fault, log, shaping))
             finally:
                 m.close()
     finally:
@@ -107,7 +121,7 @@ def run(
     return rows
 
 
-def _fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None]) -> Row:
+def _fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None], shaping: netns.Shaping | None = None) -> Row:
     """One of the faults run by ``livectl run`` controllers (every fault but ``worker-cut``)."""
     if fault.startswith("zk-cut:"):
         return zk_cut(h, m, fault.split(":", 1)[1], log)
@@ -117,6 +131,8 @@ def _fault(h: Hosts, m: cm.Matrix, fault: str, log: Callable[[str], None]) -> Ro
         return kafka_cut(h, m, log=log)
     if fault == "kafka-cut:in-batch":
         return kafka_cut_in_batch(h, m, log=log)
+    if fault in ("zk-degraded", "kafka-degraded"):
+        return degraded_link(h, m, fault.split("-", 1)[0], shaping=shaping, log=log)
     if fault == "zk-quorum-cut:reassign":
         return quorum_cut(h, m, log)
     if fault.split(":", maxsplit=1)[0] in ("zk-leader-kill", "zk-minority-cut") and fault in FAULTS:
@@ -133,6 +149,12 @@ def main() -> int:
         help="worker-cut: the packed environment to submit the controller with (livectl package-env's output; "
         "default: built at the start of the run)",
     )
+    ap.add_argument(
+        "--degraded-rate", help="zk-degraded, kafka-degraded: the link's rate, in tc's units (default: 32kbit)"
+    )
+    ap.add_argument(
+        "--degraded-queue", help="zk-degraded, kafka-degraded: the tbf's queue, in tc's units (default: 3000b)"
+    )
     args = ap.parse_args()
     if args.env_archive is not None and not args.env_archive.is_file():
         ap.error(f"--env-archive: {args.env_archive} is not a file")
@@ -146,7 +168,12 @@ def main() -> int:
 
     spark_scratch()
     run_dir = Path(tempfile.mkdtemp(prefix="livectl-partitions-"))
-    rows = run(faults, run_dir, env_archive=args.env_archive.resolve() if args.env_archive else None)
+    shaping = None
+    if args.degraded_rate or args.degraded_queue:
+        shaping = netns.Shaping(
+            rate=args.degraded_rate or netns.Shaping.rate, limit=args.degraded_queue or netns.Shaping.limit
+        )
+    rows = run(faults, run_dir, env_archive=args.env_archive.resolve() if args.env_archive else None, shaping=shaping)
     print()
     print_table(["fault", "what happened", "cut→converged s", "invariants held"], [r.cells() for r in rows])
     for r in rows:

@@ -28,6 +28,8 @@ FAULTS = (
     "zk-minority-cut:reassign",
     "zk-minority-cut:broker-failure",
     "zk-quorum-cut:reassign",
+    "zk-degraded",
+    "kafka-degraded",
     "worker-cut",
 )
 #: the faults CI runs (tests/e2e/test_partitions.py); of the ensemble's, the leader killed mid-reassignment:

@@ -1,5 +1,6 @@
 """Test hosts in network namespaces (bench/harness/netns.py): a cut stops the traffic between two hosts,
-silently, and not to a third; healing brings it back; closing leaves no namespace, veth or rule."""
+silently, and not to a third; healing brings it back; closing leaves no namespace, veth or rule. A degraded
+link (tc's tbf) slows and drops what two hosts exchange, both ways, and nothing else."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
-from bench.harness.netns import Host, Network, network, parse_namespace_name, sweep_stale
+from bench.harness.netns import Host, Network, Shaping, network, parse_namespace_name, sweep_stale
 
 pytestmark = pytest.mark.integration
 
@@ -100,4 +101,71 @@ def test_the_sweep_removes_what_a_dead_session_left() -> None:
     assert _ours(net)["namespaces"] and _ours(net)["veths"] and _ours(net)["rules"]
     gone = sweep_stale()  # as the next session starts: the pid that made them no longer runs
     assert a.namespace in gone and b.namespace in gone
+    assert _ours(net) == {"namespaces": [], "veths": [], "rules": []}
+
+
+_SINK = """
+import socket, sys, time
+s = socket.socket()
+s.bind((sys.argv[1], 7001))
+s.listen(8)
+print("listening", flush=True)
+while True:
+    c, _ = s.accept()
+    t, n = time.monotonic(), 0
+    while d := c.recv(65536):
+        n += len(d)
+    print(n, round(time.monotonic() - t, 2), flush=True)
+    c.close()
+"""
+
+_SEND = """
+import socket, sys
+with socket.create_connection((sys.argv[1], 7001), timeout=60) as c:
+    c.sendall(b"x" * int(sys.argv[2]))
+"""
+
+
+def test_a_degraded_link_is_slow_and_lossy_both_ways_between_two_hosts_only() -> None:
+    servers: list[subprocess.Popen[str]] = []
+    with network() as net:
+        a, b, c = (net.add_host(n) for n in ("a", "b", "c"))
+        try:
+            sinks = {}
+            for h in (a, b, c):
+                p = subprocess.Popen(
+                    h.command([sys.executable, "-c", _SINK, h.address]), stdout=subprocess.PIPE, text=True
+                )
+                servers.append(p)
+                assert p.stdout is not None and p.stdout.readline().strip() == "listening"
+                sinks[h.name] = p.stdout
+
+            def send(src: Host, dst: Host, n: int) -> tuple[int, float]:
+                assert src.run([sys.executable, "-c", _SEND, dst.address, str(n)], timeout=90).returncode == 0
+                got, seconds = sinks[dst.name].readline().split()
+                return int(got), float(seconds)
+
+            net.degrade(a, [b], Shaping(rate="64kbit", burst="1600b", limit="3000b"))
+            # 32 KB at 8 KB/s: seconds, not milliseconds, and every byte there (TCP retransmits the drops)
+            got, seconds = send(a, b, 32_000)
+            assert got == 32_000 and seconds > 2.5
+            got, seconds = send(b, a, 32_000)
+            assert got == 32_000 and seconds > 2.5
+            stats = net.shaped(a)
+            assert stats["out"]["drops"] > 0 and stats["in"]["drops"] > 0, stats
+            # a third host is not on the degraded link, from a's side or b's
+            assert send(a, c, 1_000_000)[1] < 1.5
+            assert send(c, b, 1_000_000)[1] < 1.5
+            # nor through its tbf: a's link to b may still carry the last exchange's stray ACKs, not 2 MB
+            after = net.shaped(a)
+            assert all(after[way]["bytes"] - stats[way]["bytes"] < 10_000 for way in ("out", "in")), (stats, after)
+
+            net.restore(a)
+            assert net.shaped(a) == {}
+            assert send(a, b, 1_000_000)[1] < 1.5
+            net.degrade(b, [a], Shaping())  # left degraded: close() must take it away (the namespaces go)
+        finally:
+            for p in servers:
+                p.kill()
+                p.wait(10)
     assert _ours(net) == {"namespaces": [], "veths": [], "rules": []}

@@ -6,12 +6,15 @@ import pytest
 
 from bench.harness.netns import (
     MAX_HOSTS,
+    TBF_HANDLE,
     HostAddresses,
+    Shaping,
     choose_subnet,
     host_setup_commands,
     namespace_name,
     parse_namespace_name,
     rule_commands,
+    shaping_commands,
     used_subnets,
     veth_names,
 )
@@ -77,3 +80,29 @@ def test_the_session_24_is_one_nobody_uses() -> None:
     assert choose_subnet(8, used) == 11  # 8 -> (8 % 250) + 1 = 9, taken; 10 taken; 11
     assert choose_subnet(8, set()) == 9
     assert 1 <= choose_subnet(10**6, set()) <= 250
+
+
+def test_a_degraded_link_shapes_only_the_peers_packets_through_one_tbf() -> None:
+    cmds = shaping_commands("lv1h3p", "dst", ["10.231.9.6", "10.231.9.10"], Shaping("8kbit", "1600b", "3000b"), "ns1")
+    assert all(c[:3] == ["tc", "-n", "ns1"] for c in cmds)
+    root, cls, tbf, *filters = (c[3:] for c in cmds)
+    # an htb root with no default class: what no filter picks goes straight through, unshaped
+    assert root == ["qdisc", "add", "dev", "lv1h3p", "root", "handle", "1:", "htb"]
+    assert cls[:8] == ["class", "add", "dev", "lv1h3p", "parent", "1:", "classid", "1:1"]
+    assert tbf == [
+        "qdisc", "add", "dev", "lv1h3p", "parent", "1:1", "handle", TBF_HANDLE,
+        "tbf", "rate", "8kbit", "burst", "1600b", "limit", "3000b",
+    ]  # fmt: skip
+    assert [f[f.index("match") :] for f in filters] == [
+        ["match", "ip", "dst", "10.231.9.6/32", "flowid", "1:1"],
+        ["match", "ip", "dst", "10.231.9.10/32", "flowid", "1:1"],
+    ]
+    # the root namespace's end matches what the peers send
+    from_root = shaping_commands("lv1h3", "src", ["10.231.9.6"], Shaping(), None)
+    assert from_root[0][:2] == ["tc", "qdisc"] and from_root[-1][-4:] == ["src", "10.231.9.6/32", "flowid", "1:1"]
+    with pytest.raises(ValueError, match="match"):
+        shaping_commands("d", "both", ["10.231.9.6"], Shaping(), None)
+    with pytest.raises(ValueError, match="peers"):
+        shaping_commands("d", "dst", [], Shaping(), None)
+    with pytest.raises(ValueError, match="IPv4"):
+        shaping_commands("d", "dst", ["zookeeper-1"], Shaping(), None)
