@@ -26,7 +26,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sinks.security import SecurityConfigError, is_secret
+from sinks.security import SecurityConfigError, is_secret, parse_properties
 
 __all__ = [
     "CLIENT_AUTH",
@@ -97,18 +97,8 @@ class ChannelTls:
 
     @classmethod
     def from_file_text(cls, text: str, source: str = "ssl config") -> ChannelTls:
-        """From a Java properties file (``name=value`` lines, ``#`` / ``!`` comments); errors name ``source`` and
-        the line."""
-        props: dict[str, str] = {}
-        for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.strip()
-            if not line or line[0] in "#!":
-                continue
-            name, sep, value = line.partition("=")
-            if not sep:
-                raise SecurityConfigError(f"{source} line {number}", "must look like name=value")
-            props[name.strip()] = value.strip()
-        return cls.from_properties(props)
+        """From a Java properties file (:func:`sinks.security.parse_properties`)."""
+        return cls.from_properties(parse_properties(text, source))
 
     def client_context(self, *, with_certificate: bool = True) -> ssl.SSLContext:
         """For the channel's connections to the brokers: their certificates verified against the truststore,

@@ -163,6 +163,22 @@ _SECRET = re.compile(r"password|secret|jaas", re.IGNORECASE)
 _JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
+def parse_properties(text: str, source: str) -> dict[str, str]:
+    """A Java properties file as Kafka's tools and brokers take it: ``name=value`` lines, ``#`` / ``!``
+    comments, blank lines. A line without ``=`` raises :class:`SecurityConfigError` naming ``source`` and
+    the line."""
+    props: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        name, sep, value = line.partition("=")
+        if not sep:
+            raise SecurityConfigError(f"{source} line {number}", "must look like name=value")
+        props[name.strip()] = value.strip()
+    return props
+
+
 def is_secret(name: str) -> bool:
     """Whether a property holds a secret (never printed in errors or logs)."""
     return bool(_SECRET.search(name))
@@ -185,18 +201,9 @@ class KafkaSecurity:
 
     @classmethod
     def from_file_text(cls, text: str, source: str = "command config") -> KafkaSecurity:
-        """From a Java properties file as Kafka's tools take it (``--command-config``): ``name=value``
-        lines, ``#`` / ``!`` comments. Errors name ``source`` and the line."""
-        props: dict[str, str] = {}
-        for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.strip()
-            if not line or line[0] in "#!":
-                continue
-            name, sep, value = line.partition("=")
-            if not sep:
-                raise SecurityConfigError(f"{source} line {number}", "must look like name=value")
-            props[name.strip()] = value.strip()
-        return cls.from_properties(props)
+        """From a Java properties file as Kafka's tools take it (``--command-config``):
+        :func:`parse_properties`."""
+        return cls.from_properties(parse_properties(text, source))
 
     @classmethod
     def client_kwargs_from_file(cls, path: Path) -> dict[str, Any]:
