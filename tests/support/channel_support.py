@@ -11,16 +11,19 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 
 from channel.runner import ChannelSettings, ControllerChannel
+from core.codec.events import event_from_json
+from core.events import Event
 from core.kafka import zkdata
 from core.kafka.envelope import encode_envelope
 from core.kafka.request_encoding import encode_body
@@ -124,3 +127,22 @@ class ControllerBus:
 
     def close(self) -> None:
         self.producer.close()
+
+
+def broker_event(bootstrap: str, topic: str, what: Callable[[Event], bool], timeout: float = 60) -> tuple[bytes, Event]:
+    """The first event on ``topic`` (partition 0, the broker-events topic of a test's channel) that ``what``
+    accepts, with its record's key; an ``AssertionError`` when none came within ``timeout`` seconds."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=1000)
+    tp = KafkaTopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for r in consumer:
+                ev = event_from_json(r.value)
+                if what(ev):
+                    return r.key, ev
+    finally:
+        consumer.close()
+    raise AssertionError("no such event on the broker-events topic")

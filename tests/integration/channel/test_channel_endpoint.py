@@ -29,16 +29,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from channel_support import CONTROLLER, EPOCH, ControllerBus, broker_under_livectl, bus_settings, running_channel
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KafkaTopicPartition
+from channel_support import (
+    CONTROLLER,
+    EPOCH,
+    ControllerBus,
+    broker_event,
+    broker_under_livectl,
+    bus_settings,
+    running_channel,
+)
+from kafka import KafkaProducer
 from kazoo.client import KazooClient
 from waiting import wait_until
 
 from channel.answers import SERVED, node_versions
 from channel.runner import ControllerChannel
 from channel.wire import BrokerConnection
-from core.codec.events import event_from_json
 from core.events import AlterPartition, ControlledShutdown, Event
 from core.kafka.requests import (
     AlterPartitionResponse,
@@ -73,21 +79,9 @@ class Setup:
         self.bus.send(api, body)
 
     def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, consumer_timeout_ms=1000)
-        tp = KafkaTopicPartition(self.events, 0)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                for r in consumer:
-                    ev = event_from_json(r.value)
-                    if what(ev):
-                        assert r.key == b"1", r.key
-                        return ev
-        finally:
-            consumer.close()
-        raise AssertionError("no such event on the broker-events topic")
+        key, ev = broker_event(self.bootstrap, self.events, what, timeout)
+        assert key == b"1", key
+        return ev
 
 
 def _topic_id() -> str:

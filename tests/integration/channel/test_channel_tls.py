@@ -32,9 +32,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from channel_support import CONTROLLER, EPOCH, ControllerBus, broker_under_livectl, bus_settings, running_channel
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KafkaTopicPartition
+from channel_support import (
+    CONTROLLER,
+    EPOCH,
+    ControllerBus,
+    broker_event,
+    broker_under_livectl,
+    bus_settings,
+    running_channel,
+)
+from kafka import KafkaProducer
 from kafka_pki import Pki, make_pki, zk_broker_ssl_properties
 from kazoo.client import KazooClient
 from kio.schema.controlled_shutdown.v3.request import ControlledShutdownRequest
@@ -48,7 +55,6 @@ from channel.endpoint import Connection, ControllerEndpoint
 from channel.runner import ControllerChannel
 from channel.tls import ChannelTls
 from channel.wire import BrokerConnection, WireError
-from core.codec.events import event_from_json
 from core.events import AlterPartition, ControlledShutdown, Event
 from core.kafka import zkdata
 from core.kafka.requests import (
@@ -87,20 +93,7 @@ class Setup:
         self.bus.send(api, body)
 
     def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, consumer_timeout_ms=1000)
-        tp = KafkaTopicPartition(self.events, 0)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                for r in consumer:
-                    ev = event_from_json(r.value)
-                    if what(ev):
-                        return ev
-        finally:
-            consumer.close()
-        raise AssertionError("no such event on the broker-events topic")
+        return broker_event(self.bootstrap, self.events, what, timeout)[1]
 
     def handshakes(self) -> int:
         return sum(e.handshakes for e in self.channel.endpoints.values())
