@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if workers is not None:
         os.environ["PYSPARK_PYTHON"] = workers
     # before Spark's JVM starts, which inherits it; under spark-submit the JVM is the parent and owns it
-    gate = None if _under_spark_submit() else StderrGate()
+    gate = None if _under_spark_submit() else StderrGate.install()
     try:
         return _run_controller(settings, master, workers, spark_conf, gate)
     finally:

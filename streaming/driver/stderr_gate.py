@@ -63,6 +63,16 @@ class StderrGate:
                 return
             view = view[written:]
 
+    @classmethod
+    def install(cls) -> StderrGate | None:
+        """A gate over descriptor 2, or ``None`` when there is no descriptor 2 to put it over (a process
+        started with standard error closed)."""
+        try:
+            os.fstat(2)
+        except OSError:
+            return None
+        return cls()
+
     @property
     def is_open(self) -> bool:
         return self._open

@@ -4,6 +4,7 @@ already written. Each case runs in its own Python process, since the gate replac
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -107,3 +108,17 @@ def test_a_gate_whose_real_stderr_is_gone_keeps_draining_so_no_writer_blocks() -
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
     assert out == "done\n"
+
+
+def test_no_gate_is_installed_over_a_closed_standard_error() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", script_of("print(StderrGate.install())")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(2),  # the child starts with no descriptor 2
+    )
+    assert proc.returncode == 0
+    assert proc.stdout == "None\n"
