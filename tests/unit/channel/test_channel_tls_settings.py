@@ -14,6 +14,8 @@ from channel.cli import register
 from channel.tls import ChannelTls, parse_protocol_map, protocol_of
 from sinks.security import SecurityConfigError
 
+pytestmark = pytest.mark.unit
+
 
 def test_kafka_property_names_make_the_settings() -> None:
     text = """
