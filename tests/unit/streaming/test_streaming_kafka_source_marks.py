@@ -1,5 +1,6 @@
 """The source's data-loss check, case by case, against a log held in memory (the consumer's calls the check
-makes: assign / seek / poll / highwater / beginning offsets). The same check against a real broker restart:
+makes: assign / seek / pause / resume / poll / highwater / beginning offsets; the one log stands for both the
+read's consumer and the check's). The same check against a real broker restart:
 ``tests/integration/streaming/test_streaming_kafka_source_data_loss.py``."""
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ class Log:
     def seek(self, tp: Any, offset: int) -> None:
         self.position = offset
 
+    def pause(self, *tps: Any) -> None:
+        pass  # one partition: nothing else to fetch while it waits
+
+    def resume(self, *tps: Any) -> None:
+        pass
+
     def poll(self, timeout_ms: int, max_records: int) -> dict[Any, list[Record]]:
         if not self.answers:
             return {}
@@ -80,7 +87,7 @@ def _records(offsets: range | list[int], stamp: int = 1000, tag: str = "old") ->
 def _reader(log: Log, fail: bool) -> KafkaStreamReader:
     options = {"bootstrap_servers": "h:1", "topics": "t", "fail_on_data_loss": str(fail).lower()}
     reader = KafkaStreamReader(SourceOptions.parse({**options, "poll_timeout_ms": "50"}))
-    reader.kafka.consumer = log
+    reader.kafka.consumer = reader.kafka.checker = log
     return reader
 
 
@@ -152,8 +159,8 @@ def test_a_broker_that_goes_on_not_answering_is_warned_of(caplog: pytest.LogCapt
     answering = Log(OLD, 5)
     levels: list[int] = []
     with caplog.at_level(logging.INFO, logger="livectl.kafka_source"):
-        for consumer in [silent.kafka.consumer] * UNANSWERED_CHECKS_WARNED + [answering, silent.kafka.consumer]:
-            silent.kafka.consumer = consumer
+        for consumer in [silent.kafka.checker] * UNANSWERED_CHECKS_WARNED + [answering, silent.kafka.checker]:
+            silent.kafka.consumer = silent.kafka.checker = consumer
             caplog.clear()
             silent.kafka.check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})
             levels.append(max((r.levelno for r in caplog.records), default=0))
