@@ -41,6 +41,7 @@ class Log:
         self.end = end
         self.answers = answers
         self.position = 0
+        self.seeks: list[int] = []
         self.hw: int | None = None
         self._assigned: list[Any] = []
 
@@ -56,6 +57,7 @@ class Log:
 
     def seek(self, tp: Any, offset: int) -> None:
         self.position = offset
+        self.seeks.append(offset)
 
     def pause(self, *tps: Any) -> None:
         pass  # one partition: nothing else to fetch while it waits
@@ -165,6 +167,19 @@ def test_a_broker_that_goes_on_not_answering_is_warned_of(caplog: pytest.LogCapt
             silent.kafka.check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})
             levels.append(max((r.levelno for r in caplog.records), default=0))
     assert levels == [logging.INFO] * (UNANSWERED_CHECKS_WARNED - 1) + [logging.WARNING, 0, logging.INFO]
+
+
+def test_a_check_left_unanswered_lets_a_late_answer_count_for_the_next() -> None:
+    # the check's consumer seeks only when the offset wanted changed: a fetch still in flight is not thrown away
+    log = Log(OLD, 5, answers=False)
+    reader = _reader(log, True)
+    assert reader.kafka.check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})[2] == {KEY}
+    log.answers = True
+    assert reader.kafka.check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})[2] == set()
+    assert log.seeks == [4]
+    # answered, the consumer stands past that record: the next check seeks back to it
+    reader.kafka.check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})
+    assert log.seeks == [4, 4]
 
 
 def test_a_partition_at_its_first_offset_needs_no_check() -> None:
