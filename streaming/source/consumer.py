@@ -1,7 +1,8 @@
 """The ``livectl-kafka`` source's consumer (:mod:`streaming.source.kafka_source`): the partitions of its topics,
 their log start and end offsets (the ends read to the true end), where the consumer stands, and the data-loss
-check before each read ("Data loss" in :mod:`streaming.source.kafka_source`). One kafka-python consumer, no
-consumer group (``assign`` + ``seek``), nothing committed to Kafka."""
+check before each read ("Data loss" in :mod:`streaming.source.kafka_source`). Two kafka-python consumers, the
+read's and the check's (small fetches, :data:`CHECK_FETCH_BYTES`), no consumer group (``assign`` + ``seek``),
+nothing committed to Kafka."""
 
 from __future__ import annotations
 
