@@ -1,7 +1,8 @@
 """The ``livectl-kafka`` source's consumer (:mod:`streaming.source.kafka_source`): the partitions of its topics,
 their log start and end offsets (the ends read to the true end), where the consumer stands, and the data-loss
-check before each read ("Data loss" in :mod:`streaming.source.kafka_source`). One kafka-python consumer, no
-consumer group (``assign`` + ``seek``), nothing committed to Kafka."""
+check before each read ("Data loss" in :mod:`streaming.source.kafka_source`). Two kafka-python consumers, the
+read's and the check's (small fetches, :data:`CHECK_FETCH_BYTES`), no consumer group (``assign`` + ``seek``),
+nothing committed to Kafka."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ FETCH_MAX_WAIT_MS = 50
 #: answer comes after :data:`FETCH_MAX_WAIT_MS`, so this sees one
 ENDS_POLL_MS = 100
 
+
+#: the largest answer per partition the data-loss check's consumer asks for (its ``max_partition_fetch_bytes``): a
+#: fetch always returns at least the first whole record batch (KIP-74), so the record the check needs comes however
+#: small this is; the read's consumer asks for up to 1 MiB, the whole backlog behind the start, which over a slow
+#: link took longer than the check's ``poll_timeout_ms`` and even than the request timeout (30 s) to arrive
+CHECK_FETCH_BYTES = 4 * 1024
 
 #: how long a partition the broker answered without an offset is asked again before it is an error
 OFFSETS_RETRY_S = 30.0
@@ -52,31 +59,52 @@ class SourceConsumer:
     """The consumer of one reader (``options``); ``consumer``: the kafka-python consumer, made on first use
     (:meth:`client`) unless one is given."""
 
-    def __init__(self, options: SourceOptions, consumer: Any = None) -> None:
+    def __init__(self, options: SourceOptions, consumer: Any = None, checker: Any = None) -> None:
         self.options = options
         self.consumer: Any = consumer
+        #: the data-loss check's own consumer (:meth:`check_client`), made on first use unless one is given
+        self.checker: Any = checker
         #: where the consumer stands per (topic, partition), to avoid needless seeks
         self.positions: dict[tuple[str, int], int] = {}
+        #: the same for the check's consumer
+        self.check_positions: dict[tuple[str, int], int] = {}
         #: data-loss checks in a row that the broker did not answer in time (see :meth:`check_data_loss`)
         self._unanswered_checks = 0
 
+    def _new_consumer(self, **config: Any) -> Any:
+        from kafka import KafkaConsumer
+
+        return KafkaConsumer(
+            **KafkaSecurity(self.options.security).client_kwargs(),
+            bootstrap_servers=self.options.bootstrap_servers,
+            enable_auto_commit=False,
+            group_id=None,
+            auto_offset_reset="earliest",
+            **config,
+        )
+
     def client(self) -> Any:
         if self.consumer is None:
-            from kafka import KafkaConsumer
-
-            self.consumer = KafkaConsumer(
-                **KafkaSecurity(self.options.security).client_kwargs(),
-                bootstrap_servers=self.options.bootstrap_servers,
-                enable_auto_commit=False,
-                group_id=None,
+            self.consumer = self._new_consumer(
                 # how soon a record is seen while a read waits: tansu answered a parked fetch only when its
                 # wait was over, whatever arrived meanwhile (Kafka answers at once); shorter costs the idle
                 # controller CPU in fetches (docs/decisions/2026-11-25-trigger-zero.md)
                 fetch_max_wait_ms=min(self.options.poll_timeout_ms, FETCH_MAX_WAIT_MS),
                 max_poll_records=min(self.options.max_records_per_batch, 5000),
-                auto_offset_reset="earliest",
             )
         return self.consumer
+
+    def check_client(self) -> Any:
+        """The consumer of the data-loss check, apart from the read's (:meth:`client`): its fetches are small
+        (:data:`CHECK_FETCH_BYTES`), and the read's consumer is no longer moved back one offset and forth
+        again around each read, which threw away its fetch in flight. A fetch at the end of a log is answered
+        at once (``fetch_max_wait_ms=0``): the fetch it sends on its own once the check has its answer then
+        holds up no later check."""
+        if self.checker is None:
+            self.checker = self._new_consumer(
+                fetch_max_wait_ms=0, max_partition_fetch_bytes=CHECK_FETCH_BYTES, max_poll_records=5000
+            )
+        return self.checker
 
     def partitions(self) -> list[Any]:
         from kafka import TopicPartition
@@ -176,15 +204,25 @@ class SourceConsumer:
             (tp.topic, tp.partition): begins[tp] if tp in begins else positions[(tp.topic, tp.partition)] for tp in tps
         }
 
-    def _records_before(self, tps: list[Any], todo: list[Any], starts: Positions) -> dict[tuple[str, int], Any]:
-        """Per partition of ``todo`` (some of ``tps``, the partitions read), the first record at or after the
-        offset just before its start — that record itself when the log holds it — or ``None`` when the log
-        has none there (it ends before it); a partition the broker did not answer for within
-        ``poll_timeout_ms`` is left out. One fetch answers a log that holds the record at once. The consumer
-        keeps ``tps`` assigned (the read that follows only seeks)."""
-        c = self.client()
+    def _records_before(self, todo: list[Any], starts: Positions) -> dict[tuple[str, int], Any]:
+        """Per partition of ``todo``, the first record at or after the offset just before its start — that
+        record itself when the log holds it — or ``None`` when the log has none there (it ends before it); a
+        partition the broker did not answer for within ``poll_timeout_ms`` is left out. One fetch answers a log
+        that holds the record at once. On the check's own consumer (:meth:`check_client`), which keeps ``todo``
+        assigned and seeks only when the offset wanted changed: an answer that comes after ``poll_timeout_ms``
+        counts for the next check of the same offset. A partition answered is paused until the next check, so
+        that the partitions still waited for are the only ones fetched."""
+        c = self.check_client()
         wanted = {(tp.topic, tp.partition): starts[(tp.topic, tp.partition)] - 1 for tp in todo}
-        self.assign(tps, {**starts, **wanted})
+        if set(c.assignment()) != set(todo):
+            c.assign(todo)
+            self.check_positions = {}
+        c.resume(*todo)
+        for tp in todo:
+            key = (tp.topic, tp.partition)
+            if self.check_positions.get(key) != wanted[key]:
+                c.seek(tp, wanted[key])
+                self.check_positions[key] = wanted[key]
         pending = {(tp.topic, tp.partition): tp for tp in todo}
         out: dict[tuple[str, int], Any] = {}
         deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
@@ -196,7 +234,7 @@ class SourceConsumer:
             for tp, records in got.items():
                 key = (tp.topic, tp.partition)
                 if records:
-                    self.positions[key] = records[-1].offset + 1
+                    self.check_positions[key] = records[-1].offset + 1
                 if key not in pending or not records:
                     continue
                 # only earlier records: the consumer was moved to the log's beginning (Kafka answers a fetch
@@ -204,12 +242,14 @@ class SourceConsumer:
                 at = [r for r in records if r.offset >= wanted[key]]
                 out[key] = at[0] if at else None
                 del pending[key]
+                c.pause(tp)
             for key, tp in list(pending.items()):
                 # a fetch past the end answered with nothing (tansu's way): the high watermark says the log ends earlier
                 hw = c.highwater(tp)
                 if hw is not None and hw <= wanted[key]:
                     out[key] = None
                     del pending[key]
+                    c.pause(tp)
         return out
 
     def check_data_loss(
@@ -221,7 +261,7 @@ class SourceConsumer:
         todo = [tp for tp in tps if starts[(tp.topic, tp.partition)] > 0]
         if not todo:
             return starts, marks, set()
-        before = self._records_before(tps, todo, starts)
+        before = self._records_before(todo, starts)
         found = {
             (tp.topic, tp.partition)
             for tp in todo
@@ -230,7 +270,7 @@ class SourceConsumer:
         }
         absent = [tp for tp in todo if (tp.topic, tp.partition) in before and (tp.topic, tp.partition) not in found]
         begins = self.list_offsets("beginning", absent) if absent else {}
-        c = self.client()
+        c = self.check_client()
         lost: dict[Any, str] = {}
         for tp in todo:
             key = (tp.topic, tp.partition)
@@ -298,3 +338,6 @@ class SourceConsumer:
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
+        if self.checker is not None:
+            self.checker.close()
+            self.checker = None

@@ -40,8 +40,9 @@ spot) are all data loss. A log that begins exactly at the offset lost only recor
 with ``false`` it logs a warning and reads that partition again from its earliest offset. Re-reading a
 planned batch checks its last record's mark too. Offsets without marks (explicit starting offsets, a
 checkpoint written before marks) are checked by the offsets alone until their first record is read. A
-partition whose check the broker does not answer within ``poll_timeout_ms`` is not read that time. The check, and the
-consumer's offsets and positions, are :class:`streaming.source.consumer.SourceConsumer`'s.
+partition whose check the broker does not answer within ``poll_timeout_ms`` is not read that time; an answer that
+comes later counts for the next check (the check has a consumer of its own, whose fetches are small). The check, and
+the consumer's offsets and positions, are :class:`streaming.source.consumer.SourceConsumer`'s.
 
 **Starting offsets** (a new checkpoint only): ``earliest``, ``latest`` (the true ends when the query
 plans its first batch), or a JSON object ``{"topic": {"partition": offset}}`` as Spark's Kafka source

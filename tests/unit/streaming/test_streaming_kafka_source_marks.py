@@ -1,5 +1,6 @@
 """The source's data-loss check, case by case, against a log held in memory (the consumer's calls the check
-makes: assign / seek / poll / highwater / beginning offsets). The same check against a real broker restart:
+makes: assign / seek / pause / resume / poll / highwater / beginning offsets; the one log stands for both the
+read's consumer and the check's). The same check against a real broker restart:
 ``tests/integration/streaming/test_streaming_kafka_source_data_loss.py``."""
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Log:
         self.end = end
         self.answers = answers
         self.position = 0
+        self.seeks: list[int] = []
         self.hw: int | None = None
         self._assigned: list[Any] = []
 
@@ -55,6 +57,13 @@ class Log:
 
     def seek(self, tp: Any, offset: int) -> None:
         self.position = offset
+        self.seeks.append(offset)
+
+    def pause(self, *tps: Any) -> None:
+        pass  # one partition: nothing else to fetch while it waits
+
+    def resume(self, *tps: Any) -> None:
+        pass
 
     def poll(self, timeout_ms: int, max_records: int) -> dict[Any, list[Record]]:
         if not self.answers:
@@ -80,7 +89,7 @@ def _records(offsets: range | list[int], stamp: int = 1000, tag: str = "old") ->
 def _reader(log: Log, fail: bool) -> KafkaStreamReader:
     options = {"bootstrap_servers": "h:1", "topics": "t", "fail_on_data_loss": str(fail).lower()}
     reader = KafkaStreamReader(SourceOptions.parse({**options, "poll_timeout_ms": "50"}))
-    reader.kafka.consumer = log
+    reader.kafka.consumer = reader.kafka.checker = log
     return reader
 
 
@@ -152,12 +161,25 @@ def test_a_broker_that_goes_on_not_answering_is_warned_of(caplog: pytest.LogCapt
     answering = Log(OLD, 5)
     levels: list[int] = []
     with caplog.at_level(logging.INFO, logger="livectl.kafka_source"):
-        for consumer in [silent.kafka.consumer] * UNANSWERED_CHECKS_WARNED + [answering, silent.kafka.consumer]:
-            silent.kafka.consumer = consumer
+        for consumer in [silent.kafka.checker] * UNANSWERED_CHECKS_WARNED + [answering, silent.kafka.checker]:
+            silent.kafka.consumer = silent.kafka.checker = consumer
             caplog.clear()
             silent.kafka.check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})
             levels.append(max((r.levelno for r in caplog.records), default=0))
     assert levels == [logging.INFO] * (UNANSWERED_CHECKS_WARNED - 1) + [logging.WARNING, 0, logging.INFO]
+
+
+def test_a_check_left_unanswered_lets_a_late_answer_count_for_the_next() -> None:
+    # the check's consumer seeks only when the offset wanted changed: a fetch still in flight is not thrown away
+    log = Log(OLD, 5, answers=False)
+    reader = _reader(log, True)
+    assert reader.kafka.check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})[2] == {KEY}
+    log.answers = True
+    assert reader.kafka.check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})[2] == set()
+    assert log.seeks == [4]
+    # answered, the consumer stands past that record: the next check seeks back to it
+    reader.kafka.check_data_loss([TP], {KEY: 5}, {KEY: record_mark(OLD[4])})
+    assert log.seeks == [4, 4]
 
 
 def test_a_partition_at_its_first_offset_needs_no_check() -> None:
