@@ -38,7 +38,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.model import PartitionTarget, TopicPartition
-from core.placement import BrokerRack
+from core.placement import BrokerRack, replacement_broker
 
 __all__ = ["Blocked", "DrainStep", "PartitionView", "plan_drain"]
 
@@ -122,18 +122,7 @@ def _leader_move(broker: int, view: PartitionView, live: Collection[int]) -> tup
 def _destination(
     broker: int, view: PartitionView, brokers: Sequence[BrokerRack], cordoned: Collection[int], load: dict[int, int]
 ) -> int | None:
-    rack = {b.id: b.rack for b in brokers}
-    free = [b.id for b in brokers if b.id != broker and b.id not in cordoned and b.id not in view.replicas]
-    if not free:
-        return None
-    held = {rack.get(r) for r in view.replicas if r != broker}
-
-    def preference(b: int) -> tuple[int, int, int]:
-        same = rack.get(broker) is not None and rack.get(b) == rack.get(broker)
-        new_rack = rack.get(b) not in held
-        return (0 if same else 1 if new_rack else 2, load.get(b, 0), b)
-
-    return min(free, key=preference)
+    return replacement_broker(broker, view.replicas, brokers, cordoned, load)
 
 
 def plan_drain(

@@ -156,6 +156,33 @@ def _rack_aware(
     return out
 
 
+def replacement_broker(
+    replaced: int,
+    replicas: Collection[int],
+    brokers: Sequence[BrokerRack],
+    cordoned: Collection[int],
+    load: Mapping[int, int],
+) -> int | None:
+    """The broker to take ``replaced``'s place among ``replicas``, or ``None`` when none can: one of ``brokers``
+    (the live ones, with racks), not cordoned, not ``replaced``, not already one of ``replicas``; of
+    ``replaced``'s rack when one such is free, else of a rack no other replica is on, else any; then the one
+    holding the fewest replicas (``load``: broker -> replica count), then the lowest id. A drain's destination
+    (:mod:`core.drain`) and the repair of a replica placed on livectl's controller id
+    (:func:`core.controller.topics.zk_topic_change`)."""
+    rack = {b.id: b.rack for b in brokers}
+    free = [b.id for b in brokers if b.id != replaced and b.id not in cordoned and b.id not in replicas]
+    if not free:
+        return None
+    held = {rack.get(r) for r in replicas if r != replaced}
+
+    def preference(b: int) -> tuple[int, int, int]:
+        same = rack.get(replaced) is not None and rack.get(b) == rack.get(replaced)
+        new_rack = rack.get(b) not in held
+        return (0 if same else 1 if new_rack else 2, load.get(b, 0), b)
+
+    return min(free, key=preference)
+
+
 def validate_manual_assignment(
     assignment: Sequence[Sequence[int]], live_brokers: set[int] | None, expected_rf: int | None = None
 ) -> str | None:

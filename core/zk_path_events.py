@@ -71,7 +71,8 @@ class ZkTopicChange(Event):
     """``/brokers/topics/<topic>`` appeared or changed (Kafka's ``TopicChangeHandler`` and
     ``PartitionModificationsHandler``): the assignment as the znode holds it, with the topic id and the
     configs of ``/config/topics/<topic>`` as read with it. Partitions the controller does not know are
-    created."""
+    created. ``zk_version`` is the znode's version as read (``None`` from a watcher that did not say): the
+    controller's repair of a replica placed on its own id rewrites the znode at that version."""
 
     TYPE: ClassVar[str] = "zk_topic_change"
     controller_epoch: int
@@ -79,6 +80,7 @@ class ZkTopicChange(Event):
     partitions: tuple[tuple[int, tuple[int, ...]], ...]
     topic_id: str | None = None
     configs: tuple[tuple[str, str], ...] = ()
+    zk_version: int | None = None
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)

@@ -42,6 +42,8 @@ ADMIN_TYPES = frozenset(admin.DECODERS)
 #: before stays the same bytes (a snapshot's ``cordoned_brokers``, :mod:`core.cordon`; an admin command's
 #: ``dry_run``, :mod:`core.controller.dry_run`)
 _OMITTED_WHEN_EMPTY = frozenset({"cordoned_brokers", "dry_run"})
+#: likewise, left out while ``None`` (0 is a value): a topic change's ``zk_version``
+_OMITTED_WHEN_NONE = frozenset({"zk_version"})
 
 
 def _to_jsonable(v: Any) -> Any:
@@ -66,7 +68,7 @@ def encode_event(event: Event) -> dict[str, Any]:
     body: dict[str, Any] = {"version": EVENT_VERSION, "type": event.TYPE}
     for name in (f.name for f in dataclasses.fields(event)):  # type: ignore[arg-type]
         value = getattr(event, name)
-        if name in _OMITTED_WHEN_EMPTY and not value:
+        if (name in _OMITTED_WHEN_EMPTY and not value) or (name in _OMITTED_WHEN_NONE and value is None):
             continue
         if name == "configs":
             body[name] = dict(value)

@@ -62,6 +62,7 @@ def _zk_topic_change(o: Mapping[str, Any]) -> Event:
         tuple(parts),
         jf.opt_string(o, "topic_id", max_length=lim.MAX_NAME_LENGTH),
         read_configs(o),
+        None if o.get("zk_version") is None else jf.integer(o, "zk_version", minimum=0, maximum=lim.INT32_MAX),
     )
 
 

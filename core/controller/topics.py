@@ -11,14 +11,21 @@ import hashlib
 from core import limits as lim
 from core import partition_machine, replica_machine
 from core.controller.step_context import UNCLEAN_CONFIG, StepContext
-from core.decisions import AdminStatus, ZkOp, ZkWrite
+from core.decisions import ANY_VERSION, AdminStatus, ZkOp, ZkWrite
 from core.election import ElectionStrategy
 from core.events import AlterTopicConfig, CreatePartitions, CreateTopic, TopicCreationRefused
 from core.kafka.configs import topic_configs_problem
 from core.kafka.error_codes import KafkaError
 from core.kafka.zkdata import encode_topic_config, encode_topic_znode, topic_config_path, topic_path
 from core.model import LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
-from core.placement import BrokerRack, PlacementError, assign_replicas, stable_start_index, validate_manual_assignment
+from core.placement import (
+    BrokerRack,
+    PlacementError,
+    assign_replicas,
+    replacement_broker,
+    stable_start_index,
+    validate_manual_assignment,
+)
 from core.states import PartitionState, ReplicaState
 from core.zk_path_events import ZkTopicChange
 
@@ -204,7 +211,12 @@ def zk_topic_change(c: StepContext, ev: ZkTopicChange) -> None:
     """Kafka's ``processTopicChange`` / ``processPartitionModifications``: partitions of the znode the
     controller does not know are created (``onNewPartitionCreation``; a partition none of whose
     replicas is live stays New until one is). For a topic queued for deletion they are not created
-    and the znode is restored to the controller's assignment."""
+    and the znode is restored to the controller's assignment.
+
+    Unlike Kafka: a new partition whose replicas name this controller's id while no broker of that id is
+    registered is repaired first (:func:`_repair_controller_replicas`): a broker that created the topic
+    itself placed a replica on the controller livectl advertises among the live brokers, where it would never
+    come online."""
     if not c.read_under_this_epoch(ev.controller_epoch):
         return
     ctx = c.ctx
@@ -224,9 +236,62 @@ def zk_topic_change(c: StepContext, ev: ZkTopicChange) -> None:
         if configs.get(UNCLEAN_CONFIG) in ("true", "false"):
             ctx.unclean_leader_election[ev.topic] = configs[UNCLEAN_CONFIG] == "true"
     tps = sorted(tp for tp, _ in new)
+    repaired = _repair_controller_replicas(c, dict(new))
     for tp, reps in new:
-        ctx.set_assignment(tp, ReplicaAssignment(tuple(reps)))
+        ctx.set_assignment(tp, ReplicaAssignment(repaired.get(tp, tuple(reps))))
+    if repaired:
+        # the znode as the broker wrote it, at the version read: a write in between (an operator's) refuses it
+        assignment = {tp.partition: ctx.assignment(tp) for tp in ctx.partitions_for_topic(ev.topic)}
+        c.fx.zk.append(
+            ZkWrite(
+                ZkOp.SET,
+                topic_path(ev.topic),
+                encode_topic_znode(assignment, ctx.topic_ids.get(ev.topic)),
+                ANY_VERSION if ev.zk_version is None else ev.zk_version,
+            )
+        )
     on_new_partition_creation(c, tps)
+
+
+def _repair_controller_replicas(
+    c: StepContext, new: dict[TopicPartition, tuple[int, ...]]
+) -> dict[TopicPartition, tuple[int, ...]]:
+    """The new partitions whose replica on this controller's id (advertised to the brokers as a live broker
+    by the channel, :func:`channel.convert.advertise_controller`, and so among those a broker places a topic
+    it creates on) is replaced by a live broker: not shutting down, not cordoned, not already a replica of
+    the partition, rack- and load-aware as a drain chooses (:func:`core.placement.replacement_broker`), the
+    load counting the replacements made here. Nothing when a broker of the controller's id is registered (it
+    is a real replica then). A partition no broker can take keeps the replica (it stays offline there) and a
+    :class:`core.decisions.StateChangeFailure` says why."""
+    ctx = c.ctx
+    cid = ctx.controller_id
+    if cid < 0 or cid in ctx.live_brokers or not any(cid in reps for reps in new.values()):
+        return {}
+    live = ctx.live_broker_ids
+    brokers = [BrokerRack(b.id, b.rack) for b in sorted(ctx.live_brokers.values(), key=lambda b: b.id) if b.id in live]
+    load = {b.id: len(ctx.partitions_on_broker(b.id)) for b in brokers}
+    out: dict[TopicPartition, tuple[int, ...]] = {}
+    for tp in sorted(new):
+        reps = new[tp]
+        if cid not in reps:
+            continue
+        dest = replacement_broker(cid, reps, brokers, c.cordoned, load)
+        if dest is None:
+            cordoned = sorted(b.id for b in brokers if b.id in c.cordoned and b.id not in reps)
+            why = f", {len(cordoned)} cordoned: {', '.join(map(str, cordoned))}" if cordoned else ""
+            c.fx.fail(
+                f"[Topic={tp.topic},Partition={tp.partition},Replica={cid}]",
+                ReplicaState.NON_EXISTENT,
+                ReplicaState.NEW,
+                f"Replica {cid} of {tp} is on livectl's controller id, under which no broker is registered, and no "
+                f"live broker can take its place (replicas {list(reps)}, live brokers "
+                f"{sorted(b.id for b in brokers)}{why}): it is left there, offline, until a broker registers as "
+                f"{cid} or the partition is reassigned.",
+            )
+            continue
+        out[tp] = tuple(dest if r == cid else r for r in reps)
+        load[dest] = load.get(dest, 0) + 1
+    return out
 
 
 def topic_creation_refused(c: StepContext, ev: TopicCreationRefused) -> None:

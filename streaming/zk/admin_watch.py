@@ -340,7 +340,14 @@ class AdminPathWatcher:
                 continue
             if new:
                 event = self._checked(
-                    ZkTopicChange(self.epoch, topic, znode.partitions, znode.topic_id, self._topic_configs(topic))
+                    ZkTopicChange(
+                        self.epoch,
+                        topic,
+                        znode.partitions,
+                        znode.topic_id,
+                        self._topic_configs(topic),
+                        znode.zk_version,
+                    )
                 )
                 if event is not None:
                     events.append(event)

@@ -143,10 +143,12 @@ def test_each_path_is_published_once_after_the_snapshot(
         )
         zk.create("/brokers/topics/u", _topic({0: [1, 4]}))
         got = wait(3)
-        assert got[2] == ZkTopicChange(EPOCH, "u", ((0, (1, 4)),), None, (("unclean.leader.election.enable", "true"),))
+        assert got[2] == ZkTopicChange(
+            EPOCH, "u", ((0, (1, 4)),), None, (("unclean.leader.election.enable", "true"),), zk_version=0
+        )
         zk.set("/brokers/topics/t", _topic({0: [2, 1], 1: [1, 2]}))
         got = wait(4)
-        assert got[3] == ZkTopicChange(EPOCH, "t", ((0, (2, 1)), (1, (1, 2))))
+        assert got[3] == ZkTopicChange(EPOCH, "t", ((0, (2, 1)), (1, (1, 2))), zk_version=2)
 
         zk.create("/admin/delete_topics/u", b"")
         assert wait(5)[4] == ZkTopicDeletion(EPOCH, "u")
@@ -227,7 +229,7 @@ def test_the_controllers_own_topic_writes_do_not_come_back_unless_they_failed(
         assert watcher.published == [], "undecided while the controller's own write may be what is there"
         watcher.settle({"raced": frozenset({0})}, failed=["raced"])
         got = wait_until("the raced topic", lambda: watcher.published, 20)
-        assert got == [ZkTopicChange(EPOCH, "raced", ((0, (3, 1)),))]
+        assert got == [ZkTopicChange(EPOCH, "raced", ((0, (3, 1)),), zk_version=0)]
 
         # a partition someone else adds later to the controller's topic is published as ever. It is also the
         # later marker for everything above: the watches fire in order, so had any write of the controller's
@@ -235,8 +237,8 @@ def test_the_controllers_own_topic_writes_do_not_come_back_unless_they_failed(
         zk.set("/brokers/topics/own", _topic({0: [1, 2], 1: [2, 3], 2: [3, 1]}))
         got = wait_until("the added partition", lambda: len(watcher.published) >= 2 and watcher.published, 20)
         assert got == [
-            ZkTopicChange(EPOCH, "raced", ((0, (3, 1)),)),
-            ZkTopicChange(EPOCH, "own", ((0, (1, 2)), (1, (2, 3)), (2, (3, 1)))),
+            ZkTopicChange(EPOCH, "raced", ((0, (3, 1)),), zk_version=0),
+            ZkTopicChange(EPOCH, "own", ((0, (1, 2)), (1, (2, 3)), (2, (3, 1))), zk_version=1),
         ]
     finally:
         watcher.stop()
