@@ -8,10 +8,11 @@ bucket) runs two streaming queries side by side, each on a file source of its ow
 Parquet file per micro-batch (``bucket, op, topic, partition``):
 
 * ``blob`` — ``groupBy(bucket).applyInPandasWithState``, the state livectl's own: a
-  :class:`core.controller.ControllerState` of ``--partitions`` partitions (:func:`bench.harness.workloads.build_state`:
-  10 brokers, RF 3, 100 partitions per topic), stored as :func:`streaming.query.stateful.dump_state` makes it
-  (compact JSON, zstd) and read back as a bucket's step reads it (:func:`streaming.query.stateful.whole_state`:
-  the worker's cache of the decoded state when the stored blob is the one it cached, else a decode). A batch
+  :class:`core.controller.ControllerState` of ``--partitions`` partitions (:func:`aged_state`: 10 brokers, RF 3,
+  100 partitions per topic, leaders and epochs spread as a cluster's history spreads them; 1.1 MB stored at
+  100k), stored as :func:`streaming.query.stateful.dump_state` makes it (compact JSON, zstd) and read back as
+  a bucket's step reads it (:func:`streaming.query.stateful.whole_state`: the worker's cache of the decoded
+  state when the stored blob is the one it cached, else a decode). A batch
   copies the context (as ``core.controller.step`` does), gives each changed partition a new leader and epochs,
   and stores the whole state again;
 * ``map`` — ``groupBy(bucket).transformWithStateInPandas`` with a ``MapState`` ``(topic, partition) → entry``,
@@ -94,6 +95,25 @@ MAP_VALUE_SCHEMA = "entry string"
 def topic_partition(index: int, per_topic: int = PER_TOPIC) -> tuple[str, int]:
     """The ``index``-th partition of the bucket as :func:`bench.harness.workloads.build_state` names it."""
     return f"topic-{index // per_topic:05d}", index % per_topic
+
+
+def aged_state(n: int, seed: int = 7) -> Any:
+    """The bucket's state at the start: :func:`bench.harness.workloads.build_state`'s ``n`` partitions (10
+    brokers, RF 3, 100 per topic), each with a history: its leader anywhere in its ISR and leader and partition
+    epochs of a few hundred, drawn from ``seed``. A state just built has every partition at epoch 0 led by its
+    first replica: its JSON compresses 80× (12 MB to 150 kB at 100k), a cluster's that has lived far less."""
+    from bench.harness.workloads import build_state
+    from core.model import LeaderAndIsr
+
+    state = build_state(BROKERS, n, RF, PER_TOPIC)
+    rng = random.Random(seed)
+    ctx = state.context
+    for tp, held in list(ctx.partition_leadership.items()):
+        li = held.leader_and_isr
+        epoch = rng.randrange(1, 500)
+        aged = LeaderAndIsr(rng.choice(li.isr), li.isr, epoch, epoch + rng.randrange(0, 50), li.leader_recovery_state)
+        ctx.put_leadership(tp, aged, held.controller_epoch)
+    return state
 
 
 def changed_partitions(n: int, fraction: float, batch: int, seed: int = 43) -> list[int]:
@@ -186,7 +206,6 @@ def blob_step(n: int) -> Any:
     """The ``applyInPandasWithState`` function of the blob side (state ``format, size, blob`` as livectl's)."""
 
     def step(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        from bench.harness.workloads import build_state
         from core.model import LeaderAndIsr, TopicPartition
         from streaming.query import stateful
 
@@ -196,7 +215,7 @@ def blob_step(n: int) -> Any:
         decoded = False
         if (frame["op"] == OP_LOAD).any():
             stateful.forget_states(bucket)
-            current = build_state(BROKERS, n, RF, PER_TOPIC)
+            current = aged_state(n)
         else:
             fmt, size, blob = state.get
             cached = stateful.cached_state(bucket)
@@ -257,7 +276,6 @@ def map_processor(n: int) -> Any:
         ) -> Iterator[pd.DataFrame]:
             import orjson
 
-            from bench.harness.workloads import build_state
             from core.context_codec import context_to_dict
 
             frame = pd.concat(list(rows), ignore_index=True)
@@ -265,7 +283,7 @@ def map_processor(n: int) -> Any:
             written = 0
             if (frame["op"] == OP_LOAD).any():
                 t0 = time.perf_counter()
-                topics = context_to_dict(build_state(BROKERS, n, RF, PER_TOPIC).context)["topics"]
+                topics = context_to_dict(aged_state(n).context)["topics"]
                 t1 = time.perf_counter()
                 for topic, parts in topics.items():
                     for p, entry in parts.items():

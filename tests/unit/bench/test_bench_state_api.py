@@ -23,6 +23,17 @@ def test_partitions_are_named_as_the_workload_builds_them() -> None:
     assert names == {(tp.topic, tp.partition) for tp in state.context.partition_assignments}
 
 
+def test_the_aged_state_has_the_same_partitions_with_a_history() -> None:
+    young, aged = build_state(10, 300, 3, state_api.PER_TOPIC), state_api.aged_state(300)
+    assert aged.context.partition_assignments == young.context.partition_assignments
+    held = list(aged.context.partition_leadership.values())
+    assert len(held) == 300
+    assert all(h.leader_and_isr.leader in h.leader_and_isr.isr for h in held)
+    assert all(h.leader_and_isr.partition_epoch >= h.leader_and_isr.leader_epoch >= 1 for h in held)
+    assert len({h.leader_and_isr.leader_epoch for h in held}) > 100
+    assert state_api.aged_state(300) == aged  # the same history every time
+
+
 def test_a_batch_changes_its_fraction_the_same_partitions_every_time() -> None:
     one = state_api.changed_partitions(100_000, 0.01, 3)
     assert len(one) == len(set(one)) == 1000
