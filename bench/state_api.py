@@ -22,7 +22,10 @@ Parquet file per micro-batch (``bucket, op, topic, partition``):
 
 Batch 0 (``op = load``) builds the state in the worker and stores it whole (the map side: one ``updateValue``
 per partition) — what a cold start into a new checkpoint writes. Every later batch changes the same
-``--fraction`` of the partitions on both sides (a fixed pseudo-random sample per batch). The two queries take
+``--fraction`` of the partitions on both sides (a fixed pseudo-random sample per batch). The last batch
+(``op = reload``) reads the whole stored state back into a ``ControllerState`` as a worker that does not hold
+it would (blob: the decode; map: every entry through the map's iterator), what a bucket costs when its task
+lands on another Python worker or after a restart; it writes nothing. The two queries take
 turns, batch by batch, in the order A B B A …, so both see the same machine; the first ``--warmup`` change
 batches are left out of the medians. Per batch and side:
 
@@ -73,6 +76,8 @@ MAP = "map"
 SIDES = (BLOB, MAP)
 OP_LOAD = "load"
 OP_CHANGE = "change"
+#: the last batch: each side reads its whole stored state back as a worker that does not hold it would
+OP_RELOAD = "reload"
 #: the partitions of a topic in the benchmark's cluster (:func:`bench.harness.workloads.build_state`)
 PER_TOPIC = 100
 BROKERS = 10
@@ -216,6 +221,15 @@ def blob_step(n: int) -> Any:
         if (frame["op"] == OP_LOAD).any():
             stateful.forget_states(bucket)
             current = aged_state(n)
+        elif (frame["op"] == OP_RELOAD).any():  # a worker without the state: the blob decoded, nothing written
+            stateful.forget_states(bucket)
+            fmt, size, blob = state.get
+            current = stateful.whole_state(bucket, int(fmt), int(size), bytes(blob))
+            if len(current.context.partition_assignments) != n:
+                raise RuntimeError("the decoded state lost partitions")
+            t1 = time.perf_counter()
+            yield _report(BLOB, 0, read_s=t1 - t0, apply_s=0.0, write_s=0.0, nbytes=len(blob), decoded=True)
+            return
         else:
             fmt, size, blob = state.get
             cached = stateful.cached_state(bucket)
@@ -281,6 +295,24 @@ def map_processor(n: int) -> Any:
             frame = pd.concat(list(rows), ignore_index=True)
             read_s = apply_s = write_s = 0.0
             written = 0
+            if (frame["op"] == OP_RELOAD).any():
+                # every entry through the map's iterator into the same state object the blob side decodes (the
+                # rest of the state, brokers and the like, would be a value state of its own: one call)
+                from bench.harness.workloads import build_state
+                from core.controller import ControllerState
+
+                skeleton = build_state(BROKERS, 0, RF, PER_TOPIC).to_dict()
+                t0 = time.perf_counter()
+                topics: dict[str, dict[str, Any]] = {}
+                for (topic, p), (entry,) in self.parts.iterator():
+                    written += len(entry)
+                    topics.setdefault(topic, {})[str(p)] = orjson.loads(entry)
+                whole = ControllerState.from_dict({**skeleton, "context": {**skeleton["context"], "topics": topics}})
+                read_s = time.perf_counter() - t0
+                if len(whole.context.partition_assignments) != n:
+                    raise RuntimeError("the map state lost partitions")
+                yield _report(MAP, 0, read_s=read_s, apply_s=0.0, write_s=0.0, nbytes=written, decoded=True)
+                return
             if (frame["op"] == OP_LOAD).any():
                 t0 = time.perf_counter()
                 topics = context_to_dict(aged_state(n).context)["topics"]
@@ -354,8 +386,8 @@ def start_query(spark: Any, side: Side, n: int) -> None:
 
 
 def batch_frame(op: str, n: int, fraction: float, batch: int) -> pa.Table:
-    if op == OP_LOAD:
-        rows = [(BUCKET, OP_LOAD, "", -1)]
+    if op != OP_CHANGE:
+        rows = [(BUCKET, op, "", -1)]
     else:
         rows = [(BUCKET, OP_CHANGE, *topic_partition(i)) for i in changed_partitions(n, fraction, batch)]
     return pa.table(
@@ -368,7 +400,7 @@ def batch_frame(op: str, n: int, fraction: float, batch: int) -> pa.Table:
     )
 
 
-def run_batch(side: Side, table: pa.Table, batch: int, staging: Path) -> dict[str, Any]:
+def run_batch(side: Side, table: pa.Table, op: str, batch: int, staging: Path) -> dict[str, Any]:
     """Puts batch ``batch``'s file in the side's source folder (whole, by a rename), waits for the query to
     have processed it, and returns the batch's figures."""
     staged = staging / f"{side.name}-{batch:05d}.parquet"
@@ -388,7 +420,7 @@ def run_batch(side: Side, table: pa.Table, batch: int, staging: Path) -> dict[st
     return {
         "side": side.name,
         "batch": batch,
-        "op": OP_LOAD if batch == 0 else OP_CHANGE,
+        "op": op,
         "rows": report["rows"],
         "trigger_s": progress["durationMs"].get("triggerExecution", 0) / 1000,
         "add_batch_s": progress["durationMs"].get("addBatch", 0) / 1000,
@@ -460,12 +492,13 @@ def main() -> None:
     try:
         for side in sides.values():
             start_query(spark, side, args.partitions)
-        total = 1 + args.warmup + args.batches
+        total = 1 + args.warmup + args.batches + 1
         for batch in range(total):
-            table = batch_frame(OP_LOAD if batch == 0 else OP_CHANGE, args.partitions, args.fraction, batch)
+            op = OP_LOAD if batch == 0 else OP_RELOAD if batch == total - 1 else OP_CHANGE
+            table = batch_frame(op, args.partitions, args.fraction, batch)
             order = SIDES if batch % 2 == 0 else SIDES[::-1]  # A B, B A, A B, ...
             for name in order:
-                run = run_batch(sides[name], table, batch, staging)
+                run = run_batch(sides[name], table, op, batch, staging)
                 run["load_average_1m"] = round(os.getloadavg()[0], 2)
                 runs.append(run)
                 print(
@@ -502,6 +535,11 @@ def main() -> None:
     print(
         "load batch (state written whole): "
         + "; ".join(f"{n} {r['trigger_s']:.2f} s, changelog {r['changelog_kb']:,.0f} kB" for n, r in loads.items())
+    )
+    reloads = {name: next(r for r in runs if r["side"] == name and r["op"] == OP_RELOAD) for name in SIDES}
+    print(
+        "reload batch (the whole state read back, as a worker without it): "
+        + "; ".join(f"{n} {r['read_s']:.2f} s in the worker, {r['trigger_s']:.2f} s batch" for n, r in reloads.items())
     )
     print("state folder at the end: " + "; ".join(f"{n} {b / 1e6:.2f} MB" for n, b in stored.items()))
     for name in SIDES:
