@@ -25,6 +25,8 @@ BENCHMARKS: dict[str, str] = {
     "worker_start": "a Python worker's start cost to a task, fresh and after Spark closed idle workers",
     "first_write": "a new controller's first write to livectl.requests after a failover (tail read, init, send)",
     "snapshot_reread": "a new controller's read of the ZooKeeper tree, cold and warm, against another tree's reader",
+    "state_api": "one bucket's state in Spark changed 1 % per batch: applyInPandasWithState's blob beside "
+    "transformWithStateInPandas' MapState",
     "bucket_cost": "the Python of one bucket's applyInPandasWithState call (--failover-call: the yardstick)",
     "core_step": "one core.controller.step handling a broker failure (pure Python)",
     "request_sink_cost": "decoding decision rows and building the request messages on the driver",
