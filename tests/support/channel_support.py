@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,3 +146,30 @@ def broker_event(bootstrap: str, topic: str, what: Callable[[Event], bool], time
     finally:
         consumer.close()
     raise AssertionError("no such event on the broker-events topic")
+
+
+@dataclass
+class ChannelRig:
+    """What :func:`channel_beside_a_broker` runs: the broker, the channel's settings, the channel and the bus."""
+
+    broker: ControlledBroker
+    settings: ChannelSettings
+    channel: ControllerChannel
+    bus: ControllerBus
+
+
+@contextmanager
+def channel_beside_a_broker(
+    zookeeper_connect: str,
+    bootstrap: str,
+    work: Path,
+    prefix: str,
+    broker_settings: ZkBrokerSettings | None = None,
+    **options: Any,
+) -> Iterator[ChannelRig]:
+    """The four together: :func:`broker_under_livectl` (chroot ``channel-<prefix>``), :func:`bus_settings` with
+    ``options``, :func:`running_channel` and a :class:`ControllerBus` on its requests topic."""
+    with broker_under_livectl(zookeeper_connect, work, f"channel-{prefix}", broker_settings) as b:
+        settings = bus_settings(b.connect, bootstrap, prefix, **options)
+        with running_channel(settings) as channel, closing(ControllerBus(bootstrap, settings.requests_topic)) as bus:
+            yield ChannelRig(b, settings, channel, bus)

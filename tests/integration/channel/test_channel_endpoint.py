@@ -23,7 +23,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,9 +33,7 @@ from channel_support import (
     EPOCH,
     ControllerBus,
     broker_event,
-    broker_under_livectl,
-    bus_settings,
-    running_channel,
+    channel_beside_a_broker,
 )
 from kafka import KafkaProducer
 from kazoo.client import KazooClient
@@ -92,19 +89,17 @@ def _topic_id() -> str:
 def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Setup]:
     # a follower that never fetches drops out of the ISR after 2 s (Kafka's default: 30 s)
     broker_settings = ZkBrokerSettings(properties={"replica.lag.time.max.ms": "2000"})
-    with broker_under_livectl(zookeeper.connect, tmp_path / "broker", "channel-endpoint", broker_settings) as b:
-        settings = bus_settings(
-            b.connect,
-            kafka_broker.bootstrap,
-            "endpoint",
-            listener="CONTROL_PLANE",
-            controller_listeners=("CONTROL_PLANE", "INTERNAL"),
-        )
-        with (
-            running_channel(settings) as channel,
-            closing(ControllerBus(kafka_broker.bootstrap, settings.requests_topic)) as bus,
-        ):
-            yield Setup(b.svc, b.epoch, b.zk, channel, bus, kafka_broker.bootstrap, settings.events_topic)
+    with channel_beside_a_broker(
+        zookeeper.connect,
+        kafka_broker.bootstrap,
+        tmp_path / "broker",
+        "endpoint",
+        broker_settings,
+        listener="CONTROL_PLANE",
+        controller_listeners=("CONTROL_PLANE", "INTERNAL"),
+    ) as rig:
+        b = rig.broker
+        yield Setup(b.svc, b.epoch, b.zk, rig.channel, rig.bus, kafka_broker.bootstrap, rig.settings.events_topic)
 
 
 def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: Setup) -> None:

@@ -31,13 +31,12 @@ import struct
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from channel_support import CONTROLLER, EPOCH, ControllerBus, broker_under_livectl, bus_settings, running_channel
+from channel_support import CONTROLLER, EPOCH, ControllerBus, channel_beside_a_broker
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.record.memory_records import MemoryRecordsBuilder
@@ -102,20 +101,16 @@ class Setup:
 
 @pytest.fixture
 def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Setup]:
-    with broker_under_livectl(zookeeper.connect, tmp_path / "broker", "channel-forward") as b:
-        settings = bus_settings(
-            b.connect,
-            kafka_broker.bootstrap,
-            "forward",
-            controller_listeners=("CONTROL_PLANE", "INTERNAL"),
-            client_listeners=("PLAINTEXT", "INTERNAL"),
-            log_dirs_interval_s=0,
-        )
-        with (
-            running_channel(settings) as channel,
-            closing(ControllerBus(kafka_broker.bootstrap, settings.requests_topic)) as bus,
-        ):
-            yield Setup(b.svc, b.epoch, b.zk, channel, bus)
+    with channel_beside_a_broker(
+        zookeeper.connect,
+        kafka_broker.bootstrap,
+        tmp_path / "broker",
+        "forward",
+        controller_listeners=("CONTROL_PLANE", "INTERNAL"),
+        client_listeners=("PLAINTEXT", "INTERNAL"),
+        log_dirs_interval_s=0,
+    ) as rig:
+        yield Setup(rig.broker.svc, rig.broker.epoch, rig.broker.zk, rig.channel, rig.bus)
 
 
 def _frame(request: Any, correlation_id: int) -> bytes:

@@ -23,13 +23,12 @@ import json
 import logging
 import subprocess
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from channel_support import CONTROLLER, EPOCH, ControllerBus, broker_under_livectl, bus_settings, running_channel
+from channel_support import CONTROLLER, EPOCH, channel_beside_a_broker
 from kazoo.client import KazooClient
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
@@ -101,27 +100,24 @@ def node(
     zookeeper: local.Service, kafka_broker: local.Service, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Node]:
     work = tmp_path_factory.mktemp("node-configs")
-    with broker_under_livectl(zookeeper.connect, work / "broker", "channel-node-configs") as b:
-        settings = bus_settings(
-            b.connect,
-            kafka_broker.bootstrap,
-            "node-configs",
-            controller_listeners=("CONTROL_PLANE", "INTERNAL"),
-            client_listeners=("PLAINTEXT",),
-            log_dirs_interval_s=0,
+    with channel_beside_a_broker(
+        zookeeper.connect,
+        kafka_broker.bootstrap,
+        work / "broker",
+        "node-configs",
+        controller_listeners=("CONTROL_PLANE", "INTERNAL"),
+        client_listeners=("PLAINTEXT",),
+        log_dirs_interval_s=0,
+    ) as rig:
+        b, channel = rig.broker, rig.channel
+        ports = {n: int(b.svc.listeners[n].rsplit(":", 1)[1]) for n in LISTENERS}
+        endpoints = tuple(MetadataEndpoint(ports[n], "127.0.0.1", n, 0) for n in LISTENERS)
+        rig.bus.send(
+            RequestApi.UPDATE_METADATA,
+            UpdateMetadataRequest(CONTROLLER, EPOCH, b.epoch, (), (MetadataBroker(1, endpoints),)),
         )
-        with (
-            running_channel(settings) as channel,
-            closing(ControllerBus(kafka_broker.bootstrap, settings.requests_topic)) as bus,
-        ):
-            ports = {n: int(b.svc.listeners[n].rsplit(":", 1)[1]) for n in LISTENERS}
-            endpoints = tuple(MetadataEndpoint(ports[n], "127.0.0.1", n, 0) for n in LISTENERS)
-            bus.send(
-                RequestApi.UPDATE_METADATA,
-                UpdateMetadataRequest(CONTROLLER, EPOCH, b.epoch, (), (MetadataBroker(1, endpoints),)),
-            )
-            wait_until("the UpdateMetadata delivered", lambda: channel.delivered == 1)
-            yield Node(b.svc, b.zk, channel, work)
+        wait_until("the UpdateMetadata delivered", lambda: channel.delivered == 1)
+        yield Node(b.svc, b.zk, channel, work)
 
 
 def test_kafka_configs_describes_and_alters_the_controller_s_node(node: Node, caplog: pytest.LogCaptureFixture) -> None:

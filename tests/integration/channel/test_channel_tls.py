@@ -26,7 +26,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,7 @@ from channel_support import (
     EPOCH,
     ControllerBus,
     broker_event,
-    broker_under_livectl,
-    bus_settings,
-    running_channel,
+    channel_beside_a_broker,
 )
 from kafka import KafkaProducer
 from kafka_pki import Pki, make_pki, zk_broker_ssl_properties
@@ -119,21 +116,19 @@ def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path)
             "ssl.client.auth": "required",
         }
     )
-    with broker_under_livectl(zookeeper.connect, tmp_path / "broker", "channel-tls", broker_settings) as b:
-        settings = bus_settings(
-            b.connect,
-            kafka_broker.bootstrap,
-            "tls",
-            listener="CONTROL_PLANE",
-            controller_listeners=SECURED,
-            tls=tls,
-            listener_protocols={"CONTROL_PLANE": "SSL", "INTERNAL": "SSL"},
-        )
-        with (
-            running_channel(settings) as channel,
-            closing(ControllerBus(kafka_broker.bootstrap, settings.requests_topic)) as bus,
-        ):
-            yield Setup(b.svc, b.epoch, b.zk, channel, bus, kafka_broker.bootstrap, settings.events_topic, pki)
+    with channel_beside_a_broker(
+        zookeeper.connect,
+        kafka_broker.bootstrap,
+        tmp_path / "broker",
+        "tls",
+        broker_settings,
+        listener="CONTROL_PLANE",
+        controller_listeners=SECURED,
+        tls=tls,
+        listener_protocols={"CONTROL_PLANE": "SSL", "INTERNAL": "SSL"},
+    ) as rig:
+        b = rig.broker
+        yield Setup(b.svc, b.epoch, b.zk, rig.channel, rig.bus, kafka_broker.bootstrap, rig.settings.events_topic, pki)
 
 
 def _client_context(pki: Pki, cert: str | None) -> ssl.SSLContext:
