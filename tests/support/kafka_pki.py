@@ -218,6 +218,15 @@ def zk_broker_ssl_properties(pki: Pki, secured: Iterable[str] = ("INTERNAL", "CO
         "listener.security.protocol.map": ",".join(
             f"{name}:{'SSL' if name in ssl_names else 'PLAINTEXT'}" for name in LISTENERS
         ),
+        **broker_stores(pki),
+        "ssl.client.auth": "required",
+    }
+
+
+def broker_stores(pki: Pki) -> dict[str, str]:
+    """A broker's keystore (its own certificate, :data:`BROKER_CN`) and truststore (the test CA), as Kafka's
+    ``ssl.*`` properties."""
+    return {
         "ssl.keystore.location": str(pki.keystore),
         "ssl.keystore.type": "PKCS12",
         "ssl.keystore.password": pki.store_password,
@@ -225,5 +234,4 @@ def zk_broker_ssl_properties(pki: Pki, secured: Iterable[str] = ("INTERNAL", "CO
         "ssl.truststore.location": str(pki.truststore),
         "ssl.truststore.type": "PKCS12",
         "ssl.truststore.password": pki.store_password,
-        "ssl.client.auth": "required",
     }

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_pki import BROKER_CN, PRINCIPAL_MAPPING_RULES, Pki, make_pki
+from kafka_pki import BROKER_CN, PRINCIPAL_MAPPING_RULES, Pki, broker_stores, make_pki
 
 from livectl.kafka_server import KafkaSettings, Listener, ScramCredential, start_kafka
 from livectl.spawn import Service
@@ -99,17 +99,8 @@ class SecureKafka:
 
 def broker_settings(pki: Pki, passwords: Mapping[str, str]) -> KafkaSettings:
     """The broker's listeners, TLS, SASL and authorizer settings (see the module docstring)."""
-    stores = {
-        "ssl.keystore.location": str(pki.keystore),
-        "ssl.keystore.type": "PKCS12",
-        "ssl.keystore.password": pki.store_password,
-        "ssl.key.password": pki.store_password,
-        "ssl.truststore.location": str(pki.truststore),
-        "ssl.truststore.type": "PKCS12",
-        "ssl.truststore.password": pki.store_password,
-    }
     properties = {
-        **stores,
+        **broker_stores(pki),
         # the KRaft controller listener is mutual TLS as well: the broker's own certificate is its identity there
         "listener.security.protocol.map": "SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:SSL",
         "inter.broker.listener.name": "SSL",
