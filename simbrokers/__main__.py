@@ -31,6 +31,19 @@ from simbrokers.runner import ProcessSettings, SimBrokersError, SimBrokersProces
 from sinks.local_services import default_bootstrap_server, default_zookeeper
 from sinks.security import KafkaSecurity, SecurityConfigError, ZkSecurity
 
+#: zookeeper.session.timeout.ms against one server: a failed broker is noticed within seconds
+ONE_SERVER_SESSION_TIMEOUT_MS = 6_000
+#: against an ensemble: Kafka's own default, above the shipped zoo.cfg's syncLimit x tickTime (10 s) plus a
+#: reconnection, so that a server cut off from its quorum does not expire its clients' sessions meanwhile
+ENSEMBLE_SESSION_TIMEOUT_MS = 18_000
+
+
+def default_session_timeout_ms(connect: str) -> int:
+    """The session timeout a broker gets when ``--session-timeout-ms`` is not given, by the servers in
+    ``connect`` (``host:port[,host:port...][/chroot]``)."""
+    servers = [s for s in connect.split("/", 1)[0].split(",") if s.strip()]
+    return ENSEMBLE_SESSION_TIMEOUT_MS if len(servers) > 1 else ONE_SERVER_SESSION_TIMEOUT_MS
+
 
 def broker_ids(text: str) -> tuple[int, ...]:
     try:
@@ -133,8 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--session-timeout-ms",
         type=int,
-        default=6_000,
-        help="ZooKeeper session timeout of each broker, zookeeper.session.timeout.ms (default: %(default)s)",
+        default=None,
+        help=(
+            "ZooKeeper session timeout of each broker, zookeeper.session.timeout.ms (default: "
+            f"{ONE_SERVER_SESSION_TIMEOUT_MS} with one ZooKeeper server, {ENSEMBLE_SESSION_TIMEOUT_MS} with an "
+            "ensemble: above its syncLimit x tickTime)"
+        ),
     )
     c.add_argument(
         "--topic-wait-s",
@@ -237,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')}: must be > 0")
     if args.log_dirs_interval_ms < 0:
         parser.error("--log-dirs-interval-ms: must be >= 0")
+    if args.session_timeout_ms is not None and args.session_timeout_ms <= 0:
+        parser.error(f"--session-timeout-ms: expected a positive number of milliseconds, got {args.session_timeout_ms}")
     if args.status_file is not None and not args.status_file.parent.is_dir():
         # else the brokers register and the process dies on its first status write
         parser.error(f"--status-file: the folder {args.status_file.parent} does not exist")
@@ -266,15 +285,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         option = {"zookeeper_auth": "--zookeeper-auth", "zookeeper_set_acl": "--zookeeper-set-acl"}
         print(f"simbrokers: {option.get(e.key, '--command-config')}: {e}", file=sys.stderr)
         return 2
+    zookeeper = args.zookeeper or default_zookeeper()
     settings = ProcessSettings(
         broker_ids=args.brokers,
-        zookeeper=args.zookeeper or default_zookeeper(),
+        zookeeper=zookeeper,
         bootstrap_server=args.bootstrap_server or default_bootstrap_server(),
         host=args.host,
         base_port=args.base_port,
         rack=args.rack,
         config=config,
-        session_timeout_ms=args.session_timeout_ms,
+        session_timeout_ms=(
+            args.session_timeout_ms if args.session_timeout_ms is not None else default_session_timeout_ms(zookeeper)
+        ),
         status_file=args.status_file,
         status_interval_ms=args.status_interval_ms,
         tick_ms=args.tick_ms,
