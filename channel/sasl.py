@@ -14,8 +14,9 @@ own (livectl's shorthand; a Kafka broker reads only the prefixed form).
 
 The client side runs kafka-python's SASL mechanisms (:func:`client_mechanism`) over the channel's own
 connection (:meth:`channel.wire.BrokerConnection.authenticate`); the server side is here: :class:`PlainExchange`
-(RFC 4616) and :class:`ScramExchange` (RFC 5802/7677, as Kafka's ``ScramSaslServer``: no channel binding, the
-``n,,`` GS2 header only), one per connection, started by :meth:`SaslServer.start`.
+(RFC 4616) and :class:`ScramExchange` (RFC 5802/7677, as Kafka's ``ScramSaslServer``: no channel binding;
+extensions such as delegation tokens' ``tokenauth`` are not taken: the user's own credential is checked), one per
+connection, started by :meth:`SaslServer.start`.
 """
 
 from __future__ import annotations
@@ -308,7 +309,7 @@ class ScramExchange:
         self._state = 0
         self._user = ""
         self._nonce = ""
-        self._first_bare = self._server_first = ""
+        self._first_bare = self._server_first = self._binding = ""
         self._credential: ScramCredential | None = None
 
     def _hmac(self, key: bytes, data: bytes) -> bytes:
@@ -326,11 +327,12 @@ class ScramExchange:
         raise SaslFailedError(f"Unexpected SASL/{self.mechanism} message after the exchange")
 
     def _first(self, text: str) -> bytes:
-        m = re.fullmatch(r"([ny]),(?:a=([^,]*))?,(n=([^,]*),r=([^,]+)(?:,.*)?)", text)
+        m = re.fullmatch(r"(([ny]),(?:a=([^,]*))?,)(n=([^,]*),r=([^,]+)(?:,.*)?)", text)
         if m is None:
             raise SaslFailedError(f"Invalid SASL/{self.mechanism} client-first message")
-        user = m.group(4).replace("=2C", ",").replace("=3D", "=")
-        authzid = m.group(2) or ""
+        gs2_header, _, authzid, first_bare, user, client_nonce = m.groups()
+        user = user.replace("=2C", ",").replace("=3D", "=")
+        authzid = (authzid or "").replace("=2C", ",").replace("=3D", "=")
         if authzid and authzid != user:
             raise SaslFailedError(_OTHER_AUTHZID)
         credential = self._credentials(user, self.mechanism)
@@ -339,8 +341,9 @@ class ScramExchange:
         if credential.iterations < SCRAM_MIN_ITERATIONS:
             raise SaslFailedError(f"Iterations {credential.iterations} is less than the minimum {SCRAM_MIN_ITERATIONS}")
         self._user, self._credential = user, credential
-        self._first_bare = m.group(3)
-        self._nonce = m.group(5) + base64.b64encode(secrets.token_bytes(18)).decode()
+        self._first_bare = first_bare
+        self._binding = base64.b64encode(gs2_header.encode()).decode()
+        self._nonce = client_nonce + base64.b64encode(secrets.token_bytes(18)).decode()
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
         self._state = 1
@@ -353,7 +356,7 @@ class ScramExchange:
         without_proof, binding, nonce, proof_b64 = m.groups()
         if nonce != self._nonce:
             raise SaslFailedError("Invalid client nonce in the final client message.")
-        if binding != "biws":  # base64("n,,"): no channel binding, no authorization id
+        if binding != self._binding:  # the GS2 header again (base64("n,,"): no channel binding, no authzid)
             raise SaslFailedError("Invalid channel binding in the final client message.")
         assert self._credential is not None
         try:
