@@ -155,7 +155,10 @@ class ChannelSasl:
             if not value:
                 continue
             if name == "sasl.mechanism.inter.broker.protocol":
-                (client,) = _mechanisms(name, value) or ("",)
+                named = _mechanisms(name, value)
+                if len(named) != 1:
+                    raise SecurityConfigError(name, "one mechanism, the channel's own toward the brokers")
+                client = named[0]
             elif name == "sasl.enabled.mechanisms":
                 enabled = _mechanisms(name, value)
             elif name == "sasl.jaas.config":

@@ -151,7 +151,7 @@ class BrokerConnection:
                 )
             try:
                 mechanism.receive(answer.auth_bytes)
-            except ValueError as e:  # kafka-python's SCRAM: a server signature that does not match
+            except (ValueError, KeyError) as e:  # kafka-python's SCRAM: a server message or signature that is wrong
                 raise WireError(f"broker {self.host}:{self.port}: SASL {name}: {e}") from None
         if not mechanism.is_authenticated():
             raise WireError(f"broker {self.host}:{self.port}: SASL {name} did not authenticate")

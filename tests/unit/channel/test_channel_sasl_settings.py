@@ -72,6 +72,7 @@ def test_the_settings_take_a_brokers_property_names() -> None:
     ("props", "key"),
     [
         ({"sasl.mechanism.inter.broker.protocol": "GSSAPI"}, "sasl.mechanism.inter.broker.protocol"),
+        ({"sasl.mechanism.inter.broker.protocol": "PLAIN,SCRAM-SHA-512"}, "sasl.mechanism.inter.broker.protocol"),
         ({"sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER"}, "sasl.enabled.mechanisms"),
         ({"sasl.kerberos.service.name": "kafka"}, "sasl.kerberos.service.name"),
         ({"listener.name.x.gssapi.sasl.jaas.config": "a required;"}, "listener.name.x.gssapi.sasl.jaas.config"),
