@@ -17,11 +17,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from channel.admin_link import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC
 from channel.runner import DEFAULT_GROUP, ChannelSettings, ControllerChannel
-from channel.tls import ChannelTls, parse_protocol_map, protocol_of
+from channel.sasl import ChannelSasl
+from channel.tls import OVER_TLS, ChannelTls, parse_protocol_map, protocol_of
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
 from core.kafka.log_dirs import LOG_DIRS_TOPIC
 from sinks.local_services import default_bootstrap_server, default_zookeeper
-from sinks.security import KafkaSecurity, SecurityConfigError
+from sinks.security import KafkaSecurity, SecurityConfigError, parse_properties
 
 _DESCRIPTION = """\
 The controller channel: reads the requests livectl's controller writes (the requests topic, committed
@@ -43,14 +44,18 @@ controller's own broker id are answered from and written to its /config/brokers/
 else a client sends (Metadata, DescribeCluster, ...) is forwarded to a registered broker on the same
 listener.
 
-SSL (the brokers' security.inter.broker.protocol=SSL, or an SSL control.plane.listener.name): the channel
-connects with TLS to each broker endpoint registered with security protocol SSL (the registration's
-listener_security_protocol_map), and its endpoint listens with TLS on the listener names
---listener-security-protocol-map maps to SSL, advertised there as SSL. Both take their certificates from
---ssl-config, a Kafka broker's own ssl.* properties (PEM files): the keystore is the endpoint's server
-certificate and the certificate the channel presents to the brokers, the truststore verifies the brokers'
-certificates (and theirs as clients with ssl.client.auth). A listener the brokers secure otherwise than the
-endpoint (SASL, not spoken yet; or SSL where the endpoint is plaintext) is not advertised.
+SSL and SASL (the brokers' security.inter.broker.protocol, or a secured control.plane.listener.name): the
+channel connects with TLS to each broker endpoint registered with security protocol SSL or SASL_SSL (the
+registration's listener_security_protocol_map) and authenticates with SASL to one registered SASL_PLAINTEXT
+or SASL_SSL (sasl.mechanism.inter.broker.protocol, the listener's JAAS login's username and password, as a
+Kafka controller); its endpoint listens with TLS and/or SASL on the listener names
+--listener-security-protocol-map maps so, advertised there as such, and refuses a SASL client whose
+mechanism is not enabled or whose credentials are wrong (PLAIN: the JAAS login's user_<name> entries;
+SCRAM-SHA-256/512: the users' credentials in ZooKeeper, as a broker checks them). All of it from
+--security-config, a Kafka broker's own ssl.* and sasl.* properties (PEM files): the keystore is the endpoint's
+server certificate and the certificate the channel presents to the brokers, the truststore verifies the
+brokers' certificates (and theirs as clients with ssl.client.auth). A listener the brokers secure otherwise
+than the endpoint is not advertised; a SASL endpoint forwards no client's request.
 """
 
 _EPILOG = """\
@@ -92,30 +97,45 @@ def _protocol_map(text: str) -> dict[str, str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _tls(args: argparse.Namespace) -> ChannelTls:
-    """``--ssl-config``'s settings, checked: the files it names are read here (:class:`SecurityConfigError`)."""
-    if args.ssl_config is None:
-        tls = ChannelTls()
-    else:
+def _security(args: argparse.Namespace) -> tuple[ChannelTls, ChannelSasl]:
+    """``--security-config``'s settings, checked: its ``ssl.*`` (:class:`ChannelTls`, whose files are read here)
+    and ``sasl.*`` / ``listener.name.*`` (:class:`ChannelSasl`); :class:`SecurityConfigError` naming what is
+    wrong."""
+    path = args.security_config
+    props: dict[str, str] = {}
+    if path is not None:
         try:
-            text = args.ssl_config.read_text()
+            text = path.read_text()
         except OSError as e:
-            raise SecurityConfigError("--ssl-config", f"cannot read {args.ssl_config}: {e.strerror or e}") from None
+            raise SecurityConfigError("--security-config", f"cannot read {path}: {e.strerror or e}") from None
         try:
-            tls = ChannelTls.from_file_text(text, str(args.ssl_config))
+            props = parse_properties(text, str(path))
+            tls = ChannelTls.from_properties({k: v for k, v in props.items() if k.strip().startswith("ssl.")})
+            sasl = ChannelSasl.from_properties({k: v for k, v in props.items() if not k.strip().startswith("ssl.")})
         except SecurityConfigError as e:
-            raise SecurityConfigError("--ssl-config", f"{args.ssl_config}: {e}") from None
+            raise SecurityConfigError("--security-config", f"{path}: {e}") from None
+    else:
+        tls, sasl = ChannelTls(), ChannelSasl()
     names = (*args.controller_listeners, *args.client_listeners)
+    protocols = {n: protocol_of(n, args.listener_security_protocol_map) for n in names}
     try:
-        if args.ssl_config is not None:
+        if path is not None:
             tls.client_context()
-        if any(protocol_of(n, args.listener_security_protocol_map) == "SSL" for n in names):
+        if any(p in OVER_TLS for p in protocols.values()):
             tls.server_context()
     except SecurityConfigError as e:
-        raise SecurityConfigError("--ssl-config", f"an SSL listener of the endpoint: {e}") from None
+        raise SecurityConfigError("--security-config", f"an SSL listener of the endpoint: {e}") from None
     except (OSError, ssl.SSLError) as e:
-        raise SecurityConfigError("--ssl-config", f"cannot load a certificate or key: {e}") from None
-    return tls
+        raise SecurityConfigError("--security-config", f"cannot load a certificate or key: {e}") from None
+    try:
+        for name, protocol in protocols.items():
+            if protocol.startswith("SASL_"):
+                sasl.server(name, lambda _user, _mechanism: None)
+        if sasl.client_mechanism:
+            sasl.client_config(args.listener)
+    except SecurityConfigError as e:
+        raise SecurityConfigError("--security-config", f"SASL: {e}") from None
+    return tls, sasl
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -145,15 +165,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the bus's client security properties (security.protocol, sasl.*, ssl.*), as for Kafka's tools",
     )
     p.add_argument(
+        "--security-config",
         "--ssl-config",
+        dest="security_config",
         type=Path,
         default=None,
         metavar="FILE",
-        help="TLS toward the brokers and on the endpoint's SSL listeners, as a Kafka broker's ssl.* properties, PEM "
-        "files: ssl.truststore.location (CA certificates; default: the system's), ssl.keystore.location "
-        "(certificate chain, with the key unless ssl.key.location), ssl.key.location, ssl.key.password, "
-        "ssl.client.auth (required/requested/none, default none), ssl.endpoint.identification.algorithm "
-        "(https, the default: a broker's certificate must name its registered host; empty: not checked)",
+        help="TLS and SASL toward the brokers and on the endpoint's SSL / SASL listeners, as a Kafka broker's own "
+        "properties (--ssl-config: the same option). TLS, PEM files: ssl.truststore.location (CA certificates; "
+        "default: the system's), ssl.keystore.location (certificate chain, with the key unless ssl.key.location), "
+        "ssl.key.location, ssl.key.password, ssl.client.auth (required/requested/none, default none), "
+        "ssl.endpoint.identification.algorithm (https, the default: a broker's certificate must name its "
+        "registered host; empty: not checked). SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512): "
+        "sasl.mechanism.inter.broker.protocol (the channel's, to the brokers), sasl.enabled.mechanisms (the "
+        "endpoint's; or listener.name.<listener>.sasl.enabled.mechanisms), "
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config (username/password: the channel's login; PLAIN's "
+        "user_<name>=\"<password>\": the endpoint's users; SCRAM users: ZooKeeper's /config/users), or an "
+        "unprefixed sasl.jaas.config for every listener",
     )
     p.add_argument(
         "--listener-security-protocol-map",
@@ -161,9 +189,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default={},
         metavar="MAP",
         help="the endpoint's listener names and their security protocol, as Kafka's listener.security.protocol.map: "
-        "NAME:PROTOCOL,... with PLAINTEXT or SSL (SSL needs ssl.keystore.location in --ssl-config); give the brokers' "
-        "own, e.g. CONTROL_PLANE:SSL,INTERNAL:SSL,PLAINTEXT:PLAINTEXT (default: a name not listed is PLAINTEXT, "
-        "but one named SSL is SSL, as in Kafka's default map)",
+        "NAME:PROTOCOL,... with PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (SSL needs ssl.keystore.location in "
+        "--security-config, SASL sasl.enabled.mechanisms); give the brokers' own, e.g. "
+        "CONTROL_PLANE:SASL_SSL,INTERNAL:SSL,PLAINTEXT:PLAINTEXT (default: a name not listed is PLAINTEXT, but one "
+        "named after a protocol speaks it, as in Kafka's default map)",
     )
     p.add_argument("--group", default=DEFAULT_GROUP, help="consumer group keeping its place (default: %(default)s)")
     p.add_argument(
@@ -297,7 +326,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"livectl channel: --command-config: {e}", file=sys.stderr)
         return 2
     try:
-        tls = _tls(args)
+        tls, sasl = _security(args)
     except SecurityConfigError as e:
         print(f"livectl channel: {e}", file=sys.stderr)
         return 2
@@ -324,6 +353,7 @@ def _run(args: argparse.Namespace) -> int:
         default_replication_factor=args.default_replication_factor,
         tls=tls,
         listener_protocols=args.listener_security_protocol_map,
+        sasl=sasl,
     )
     channel = ControllerChannel(settings)
 

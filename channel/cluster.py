@@ -6,14 +6,18 @@ channel's connection to each broker.
 broker per registration (a broker registered again gets a new one, negotiated with ApiVersions) and picks the
 version of each request both sides speak, capped by ``inter_broker_protocol`` when given. A broker's endpoint
 registered with security protocol SSL (its ``listener_security_protocol_map``) is reached over TLS
-(:mod:`channel.tls`); SASL is not spoken. It owns neither the
-ZooKeeper client nor any thread: the channel starts the client and calls it from its own.
+(:mod:`channel.tls`); one registered SASL_PLAINTEXT or SASL_SSL is authenticated to with the channel's SASL
+mechanism and credentials (:mod:`channel.sasl`), after TLS for SASL_SSL. The SCRAM credentials the controller's
+endpoint checks are the users' in ZooKeeper (:meth:`Cluster.scram_credential`), as a Kafka broker's. It owns
+neither the ZooKeeper client nor any thread: the channel starts the client and calls it from its own.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import ssl
+import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,13 +25,15 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadArgumentsError, KazooException, NoNodeError
 
 from channel.convert import OUR_VERSIONS, UnsupportedVersionError, ibp_cap
-from channel.tls import SPOKEN, ChannelTls
+from channel.sasl import ChannelSasl, ScramCredential, client_mechanism, parse_scram_credential
+from channel.tls import OVER_TLS, SPOKEN, ChannelTls
 from channel.wire import BrokerConnection, WireError
 from core.errors import FormatError
 from core.kafka import zkdata
 from core.kafka.requests import ZERO_UUID, LeaderAndIsrRequest, UpdateMetadataRequest
 from core.model import Broker
 from core.snapshot import TopicZnode
+from sinks.security import SecurityConfigError
 
 __all__ = ["Cluster"]
 
@@ -39,7 +45,7 @@ class Cluster:
 
     ``listener`` names the brokers' listener the channel connects to (else their first);
     ``inter_broker_protocol`` caps the versions at Kafka 3.9's controller's choice for it ("" = none); ``tls``: how
-    an SSL endpoint is reached."""
+    an SSL endpoint is reached; ``sasl``: how a SASL one is authenticated to."""
 
     def __init__(
         self,
@@ -48,9 +54,12 @@ class Cluster:
         inter_broker_protocol: str,
         request_timeout_s: float,
         tls: ChannelTls | None = None,
+        *,
+        sasl: ChannelSasl | None = None,
     ) -> None:
         self.zk = zk
         self._tls = tls or ChannelTls()
+        self._sasl = sasl or ChannelSasl()
         #: TLS client contexts, made when first needed: with the keystore's certificate, and without (forwarding)
         self._client_contexts: dict[bool, ssl.SSLContext] = {}
         self._listener = listener
@@ -95,27 +104,39 @@ class Cluster:
 
     def broker_endpoints(self, listener: str) -> list[tuple[str, int, str]]:
         """(host, port, security protocol) of every registered broker's endpoint named ``listener`` that the
-        channel can speak to (PLAINTEXT or SSL), where the endpoint of that name forwards what it does not answer
-        itself."""
+        channel forwards a client's requests to (PLAINTEXT or SSL: not SASL, where the channel would speak with its
+        own credentials for the client), where the endpoint of that name forwards what it does not answer itself."""
         return [
             (e.host, e.port, e.security_protocol)
             for b in self.registered()
             for e in b.endpoints
-            if e.listener == listener and e.security_protocol in SPOKEN
+            if e.listener == listener and e.security_protocol in ("PLAINTEXT", "SSL")
         ]
 
     def open(
-        self, host: str, port: int, protocol: str, timeout_s: float, *, with_certificate: bool = True
+        self,
+        host: str,
+        port: int,
+        protocol: str,
+        timeout_s: float,
+        *,
+        with_certificate: bool = True,
+        listener: str = "",
     ) -> BrokerConnection:
-        """A new connection to a broker's endpoint of security ``protocol`` (PLAINTEXT, or SSL: over TLS, presenting
-        the channel's certificate if it has one and ``with_certificate``); :class:`WireError` when it cannot be
-        made, or for a protocol the channel does not speak (SASL)."""
+        """A new connection to a broker's endpoint of security ``protocol`` (PLAINTEXT; SSL: over TLS, presenting
+        the channel's certificate if it has one and ``with_certificate``; SASL_PLAINTEXT / SASL_SSL: authenticated
+        with the channel's SASL login for ``listener``, over TLS for SASL_SSL); :class:`WireError` when it cannot be
+        made or authenticated (:class:`channel.wire.SaslRefusedError` when refused), or for a protocol not spoken."""
         if protocol not in SPOKEN:
-            raise WireError(
-                f"broker endpoint {host}:{port} is {protocol}: the channel speaks {' and '.join(SPOKEN)} only"
-            )
+            raise WireError(f"broker endpoint {host}:{port} is {protocol}: the channel speaks {', '.join(SPOKEN)} only")
+        sasl_config: dict[str, str] | None = None
+        if protocol.startswith("SASL_"):
+            try:
+                sasl_config = self._sasl.client_config(listener)
+            except SecurityConfigError as e:
+                raise WireError(f"broker endpoint {host}:{port} ({listener}) is {protocol}: {e}") from None
         tls = None
-        if protocol == "SSL":
+        if protocol in OVER_TLS:
             tls = self._client_contexts.get(with_certificate)
             if tls is None:
                 try:
@@ -123,13 +144,38 @@ class Cluster:
                 except OSError as e:  # the files were readable at start: gone or changed since
                     raise WireError(f"cannot set up TLS to {host}:{port}: {e}") from None
                 self._client_contexts[with_certificate] = tls
-        return BrokerConnection(host, port, timeout_s=timeout_s, tls=tls)
+        conn = BrokerConnection(host, port, timeout_s=timeout_s, tls=tls)
+        if sasl_config is not None:
+            try:
+                conn.authenticate(client_mechanism(sasl_config), sasl_config["sasl_mechanism"])
+            except WireError:
+                conn.close()
+                raise
+        return conn
 
     def open_forward(self, host: str, port: int, protocol: str, timeout_s: float) -> BrokerConnection:
         """A connection for a client's forwarded requests: over TLS without the channel's certificate, so a
         broker never takes a client's request for the channel's own (its principal, a super user's as a
-        controller's often is); a broker that requires client certificates refuses it."""
+        controller's often is); a broker that requires client certificates refuses it. Never SASL (the channel's
+        credentials would speak for the client): :class:`WireError`."""
+        if protocol.startswith("SASL_"):
+            raise WireError(f"broker endpoint {host}:{port} is {protocol}: a client's requests are not forwarded there")
         return self.open(host, port, protocol, timeout_s, with_certificate=False)
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """``user``'s SCRAM credential of ``mechanism`` in ZooKeeper (``/config/users/<user>``, the user's name
+        sanitized as Kafka's ``Sanitizer`` does), as a Kafka broker checks a SCRAM client; ``None`` when there is
+        none or it cannot be read (logged)."""
+        path = f"/config/users/{urllib.parse.quote(user, safe='').replace('*', '%2A')}"
+        try:
+            data, _ = self.zk.get(path)
+            text = json.loads(data)["config"].get(mechanism)
+            return None if text is None else parse_scram_credential(text)
+        except NoNodeError:
+            return None
+        except (KazooException, ValueError, KeyError, TypeError, AttributeError) as e:
+            log.warning("cannot read the SCRAM credential of user %r at %s: %s", user, path, type(e).__name__)
+            return None
 
     # ------------------------------------------------------------------ connections
 
@@ -142,7 +188,8 @@ class Cluster:
         if not broker.endpoints:
             raise WireError(f"broker {broker.id} registered no endpoint")
         endpoint = next((e for e in broker.endpoints if e.listener == self._listener), broker.endpoints[0])
-        conn = self.open(endpoint.host, endpoint.port, endpoint.security_protocol, self._request_timeout_s)
+        e = endpoint
+        conn = self.open(e.host, e.port, e.security_protocol, self._request_timeout_s, listener=e.listener)
         try:
             conn.negotiate()
         except WireError:

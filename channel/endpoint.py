@@ -19,11 +19,21 @@ Given an :class:`ssl.SSLContext` (``tls``), the endpoint speaks TLS: the listene
 brokers secure with SSL (Kafka's ``listener.security.protocol.map``); the handshake is each connection's
 thread's first step, and a connection whose handshake fails (a client certificate missing or not trusted
 under ``ssl.client.auth=required``) is closed and logged.
+
+Given a :class:`channel.sasl.SaslServer` (``sasl``), the endpoint is a SASL_PLAINTEXT (or, with ``tls``, SASL_SSL)
+listener and authenticates each connection as a Kafka broker does (``SaslServerAuthenticator``) before serving
+it: ApiVersions is answered (listing SaslHandshake v1 and SaslAuthenticate v0-2), SaslHandshake v1 names an
+enabled mechanism (else it is answered ``UNSUPPORTED_SASL_MECHANISM`` with the enabled ones, and the
+connection closed), then SaslAuthenticate carries the mechanism's messages; a wrong password or unknown user is
+answered ``SASL_AUTHENTICATION_FAILED`` and the connection closed, and so is a connection whose first request is
+anything else (Kafka's ``IllegalSaslStateException``). Such an endpoint forwards nothing: the channel would
+speak to the brokers with its own credentials for a client it cannot vouch for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import logging
 import select
@@ -37,9 +47,18 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-from channel.answers import API_VERSIONS, NOT_FORWARDED, PARTLY_SERVED, SERVED, api_versions_response, request_type
+from channel.answers import (
+    API_VERSIONS,
+    NOT_FORWARDED,
+    PARTLY_SERVED,
+    SERVED,
+    api_versions_response,
+    node_versions,
+    request_type,
+)
 from channel.forward import Forwarder, answered
-from channel.wire import BrokerConnection, WireError
+from channel.sasl import Exchange, SaslFailedError, SaslServer
+from channel.wire import SASL_AUTHENTICATE, SASL_HANDSHAKE, BrokerConnection, WireError
 
 __all__ = ["Connection", "ControllerEndpoint"]
 
@@ -48,6 +67,10 @@ log = logging.getLogger("livectl.channel.endpoint")
 _MAX_FRAME = 100 * 1024 * 1024
 #: how long a TLS client may take over its handshake
 HANDSHAKE_TIMEOUT_S = 10.0
+#: Kafka's error codes of a SASL exchange
+UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED = 33, 34, 58
+#: the SASL APIs a SASL endpoint speaks (SaslHandshake v0, raw tokens after it, is not spoken)
+SASL_VERSIONS = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
 
 
 class Connection:
@@ -66,6 +89,12 @@ class Connection:
         self.upstream: BrokerConnection | None = None
         #: what a TLS connection's check for its peer's close read ahead of the next request (reader thread)
         self._ahead = bytearray()
+        #: whether the connection may send requests: until its SASL exchange is done, not on a SASL endpoint
+        self.authenticated = True
+        #: the SASL exchange under way, after SaslHandshake (reader thread)
+        self.exchange: Exchange | None = None
+        #: the SASL user the connection authenticated as ("": none)
+        self.principal = ""
 
     def answer(self, correlation_id: int, response: Any) -> bool:
         """Send ``response`` (a kio response entity) answering request ``correlation_id``; ``False`` when the
@@ -180,7 +209,8 @@ class ControllerEndpoint:
     """Listens on ``host``:``port`` (0: a free port, then :attr:`port` says which) until :meth:`close`, as the
     endpoint of ``listener``; requests not served are forwarded with ``forwarder`` (``None``: not at all), and so
     are those of :data:`channel.answers.PARTLY_SERVED` that ``owns`` does not claim (``None``: claims none).
-    ``tls``: the server context of an SSL listener (``None``: plaintext)."""
+    ``tls``: the server context of an SSL listener (``None``: plaintext); ``sasl``: the SASL server of a SASL
+    listener (``None``: none)."""
 
     def __init__(
         self,
@@ -193,13 +223,17 @@ class ControllerEndpoint:
         forwarder: Forwarder | None = None,
         owns: Owns | None = None,
         tls: ssl.SSLContext | None = None,
+        sasl: SaslServer | None = None,
     ) -> None:
         self._on_request, self._on_close = on_request, on_close
         self._tls = tls
+        self._sasl = sasl
         #: the listener's security protocol, as Kafka names it
-        self.security_protocol = "SSL" if tls is not None else "PLAINTEXT"
+        self.security_protocol = ("SASL_" if sasl is not None else "") + ("SSL" if tls is not None else "PLAINTEXT")
         #: TLS handshakes completed and failed, for the log and tests
         self.handshakes = self.handshake_failures = 0
+        #: SASL exchanges completed and refused, for the log and tests
+        self.authentications = self.authentication_failures = 0
         self._owns = owns
         self.listener = listener
         self._forwarder = forwarder
@@ -234,6 +268,7 @@ class ControllerEndpoint:
                 # the handshake is the connection's thread's (a slow or silent peer must not hold the others)
                 sock = self._tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
             conn = Connection(sock, f"{addr[0]}:{addr[1]}", self.listener)
+            conn.authenticated = self._sasl is None
             with self._lock:
                 self._connections.add(conn)
             threading.Thread(target=self._serve, args=(conn,), name=f"endpoint-{conn.peer}", daemon=True).start()
@@ -291,6 +326,8 @@ class ControllerEndpoint:
             log.warning("connection from %s: a request of %d bytes", conn.peer, len(frame))
             return False
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+        if not conn.authenticated and api_key != API_VERSIONS:
+            return self._authenticate(conn, api_key, version, correlation_id, frame)
         if api_key == API_VERSIONS and version not in SERVED[API_VERSIONS]:
             # Kafka's rule: an ApiVersions newer than the server's is answered at v0 with the ranges
             return conn.answer(correlation_id, api_versions_response(version, self._versions(conn)))
@@ -321,13 +358,84 @@ class ControllerEndpoint:
         self._on_request(conn, api_key, version, correlation_id, body)
         return not conn.closed.is_set()
 
+    def _authenticate(self, conn: Connection, api_key: int, version: int, correlation_id: int, frame: bytes) -> bool:
+        """A request of a connection not authenticated yet: SaslHandshake or SaslAuthenticate (Kafka's
+        ``SaslServerAuthenticator``); ``False`` closes the connection."""
+        assert self._sasl is not None
+        low, high = SASL_VERSIONS.get(api_key, (0, -1))
+        expected = SASL_HANDSHAKE if conn.exchange is None else SASL_AUTHENTICATE
+        if api_key != expected or not low <= version <= high:
+            self.authentication_failures += 1
+            log.warning(
+                "connection from %s on %s: api %s v%s before authenticating (error %s): closing",
+                conn.peer,
+                self.listener,
+                api_key,
+                version,
+                ILLEGAL_SASL_STATE,
+            )
+            return False
+        kind = "sasl_handshake" if api_key == SASL_HANDSHAKE else "sasl_authenticate"
+        request_cls = getattr(importlib.import_module(f"kio.schema.{kind}.v{version}.request"), _SASL_CLASSES[kind])
+        response_cls = getattr(
+            importlib.import_module(f"kio.schema.{kind}.v{version}.response"),
+            _SASL_CLASSES[kind].replace("Request", "Response"),
+        )
+        try:
+            _header, offset = entity_reader(request_cls.__header_schema__)(frame, 0)
+            body, _ = entity_reader(request_cls)(frame, offset)
+        except Exception as e:  # kio raises its own and the standard library's errors on a bad frame
+            log.warning("connection from %s: unreadable api %s v%s: %s", conn.peer, api_key, version, e)
+            return False
+        if api_key == SASL_HANDSHAKE:
+            conn.exchange = self._sasl.start(str(body.mechanism))
+            error = 0 if conn.exchange is not None else UNSUPPORTED_SASL_MECHANISM
+            answered = conn.answer(
+                correlation_id, response_cls(error_code=_error_code(error), mechanisms=self._sasl.mechanisms)
+            )
+            if error:
+                self.authentication_failures += 1
+                log.warning(
+                    "connection from %s on %s: SASL mechanism %r is not enabled (%s): closing",
+                    conn.peer,
+                    self.listener,
+                    body.mechanism,
+                    ",".join(self._sasl.mechanisms),
+                )
+                return False
+            return answered
+        exchange = conn.exchange
+        assert exchange is not None
+        try:
+            token = exchange.step(bytes(body.auth_bytes))
+        except SaslFailedError as e:
+            self.authentication_failures += 1
+            mechanism = exchange.mechanism
+            log.warning("connection from %s on %s: SASL %s refused: %s", conn.peer, self.listener, mechanism, e)
+            conn.answer(correlation_id, _sasl_answer(response_cls, SASL_AUTHENTICATION_FAILED, str(e), b""))
+            return False
+        if exchange.done:
+            conn.authenticated, conn.principal = True, exchange.principal
+            self.authentications += 1
+            log.info(
+                "connection from %s on %s: authenticated as %s (SASL %s)",
+                conn.peer,
+                self.listener,
+                exchange.principal,
+                exchange.mechanism,
+            )
+        return conn.answer(correlation_id, _sasl_answer(response_cls, 0, None, token))
+
     def _upstream(self, conn: Connection) -> BrokerConnection | None:
         if conn.upstream is None and self._forwarder is not None:
             conn.upstream = self._forwarder.open(self.listener)
         return conn.upstream
 
     def _versions(self, conn: Connection) -> dict[int, tuple[int, int]] | None:
-        """What ApiVersions lists on ``conn``: the served APIs and what its broker speaks (``None``: served only)."""
+        """What ApiVersions lists on ``conn``: the served APIs and what its broker speaks (``None``: served only);
+        on a SASL endpoint, which forwards nothing, the served APIs and SASL's."""
+        if self._sasl is not None:
+            return dict(sorted((node_versions({}) | SASL_VERSIONS).items()))
         if self._forwarder is None:
             return None
         return Forwarder.versions(self._upstream(conn))
@@ -360,3 +468,17 @@ class ControllerEndpoint:
             upstream.close()
             return False
         return response is None or conn.send(response)
+
+
+_SASL_CLASSES = {"sasl_handshake": "SaslHandshakeRequest", "sasl_authenticate": "SaslAuthenticateRequest"}
+
+
+def _error_code(code: int) -> Any:
+    from kio.schema.errors import ErrorCode
+
+    return ErrorCode(code)
+
+
+def _sasl_answer(cls: Any, error: int, message: str | None, token: bytes) -> Any:
+    """A SaslAuthenticateResponse of ``cls``'s version (from v1 with the session lifetime's default: 0, none)."""
+    return cls(error_code=_error_code(error), error_message=message, auth_bytes=token)

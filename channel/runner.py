@@ -24,10 +24,11 @@ set): the channel listens as the controller's endpoint and each UpdateMetadata i
 controller (the request's ``controllerId``) as a live broker whose only endpoints are the channel's, on
 ``controller_listeners`` (the brokers' ``control.plane.listener.name`` and ``inter.broker.listener.name``:
 a 3.9 broker looks its controller up there) and ``client_listeners`` (where clients send the controller's
-node their Admin calls), one port per name, each PLAINTEXT or SSL (``listener_protocols``, Kafka's
-``listener.security.protocol.map``; TLS as a broker's ``ssl.*`` say, :mod:`channel.tls`); a name the brokers
-secure otherwise (SASL, or SSL where the endpoint is plaintext) gets no endpoint. The channel's connections
-to the brokers speak TLS to an endpoint they registered as SSL. Then:
+node their Admin calls), one port per name, each PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+(``listener_protocols``, Kafka's ``listener.security.protocol.map``; TLS as a broker's ``ssl.*`` say,
+:mod:`channel.tls`; SASL as its ``sasl.*``, :mod:`channel.sasl`); a name the brokers secure otherwise than the
+endpoint gets no endpoint. The channel's connections to the brokers speak TLS to an endpoint they registered as
+SSL or SASL_SSL, and authenticate with SASL to one registered SASL_*. Then:
 
 * the requests the channel answers itself — ControlledShutdown and AlterPartition (as events for the
   controller, answered from its answers on the requests topic), AllocateProducerIds, ListPartitionReassignments,
@@ -77,7 +78,8 @@ from channel.forward import Forwarder
 from channel.log_dirs import OUR_VERSIONS as LOG_DIRS_VERSIONS
 from channel.log_dirs import describe_log_dirs, to_report
 from channel.node import ControllerNode
-from channel.tls import ChannelTls, protocol_of
+from channel.sasl import ChannelSasl
+from channel.tls import OVER_TLS, ChannelTls, protocol_of
 from channel.wire import BrokerConnection, WireError
 from core.codec.events import event_to_json
 from core.errors import FormatError
@@ -145,9 +147,11 @@ class ChannelSettings:
     #: TLS to the brokers' SSL endpoints and on the endpoint's SSL listeners (Kafka's ``ssl.*``;
     #: ``None``: the system's CAs, no certificate, and no SSL listener)
     tls: ChannelTls | None = None
-    #: the endpoint's listener names -> their security protocol, PLAINTEXT or SSL (Kafka's
+    #: the endpoint's listener names -> their security protocol, PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's
     #: ``listener.security.protocol.map``; a name not in it: :func:`channel.tls.protocol_of`)
     listener_protocols: Mapping[str, str] = field(default_factory=dict)
+    #: SASL to the brokers' SASL endpoints and on the endpoint's SASL listeners (Kafka's ``sasl.*``; ``None``: none)
+    sasl: ChannelSasl | None = None
 
 
 class ControllerChannel:
@@ -187,7 +191,7 @@ class ControllerChannel:
         self._zk = KazooClient(hosts=s.zookeeper, **dict(s.zk or {}))
         self._zk.start(timeout=15)
         cluster = self._cluster = Cluster(
-            self._zk, s.listener, s.inter_broker_protocol, s.request_timeout_s, s.tls or ChannelTls()
+            self._zk, s.listener, s.inter_broker_protocol, s.request_timeout_s, s.tls or ChannelTls(), sasl=s.sasl
         )
         node = self.node = ControllerNode(cluster, self._publish)
         self._consumer = KafkaConsumer(
@@ -225,24 +229,28 @@ class ControllerChannel:
 
     def _listen(self, cluster: Cluster, node: ControllerNode) -> None:
         """One endpoint per listener name, advertised on it with its security protocol (``listener_protocols``:
-        PLAINTEXT, or SSL with the server context of ``tls``); one line says where, and which names the
-        registered brokers secure otherwise (no endpoint is advertised there)."""
+        PLAINTEXT; SSL with the server context of ``tls``; SASL_* with the SASL server of ``sasl``, forwarding
+        nothing); one line says where, and which names the registered brokers secure otherwise (no endpoint is
+        advertised there)."""
         s = self.settings
         forwarder = Forwarder(cluster.broker_endpoints, s.request_timeout_s, cluster.open_forward)
         names = tuple(dict.fromkeys((*s.controller_listeners, *s.client_listeners)))
         protocols = {n: protocol_of(n, s.listener_protocols) for n in names}
-        server_tls = (s.tls or ChannelTls()).server_context() if "SSL" in protocols.values() else None
+        over_tls = any(p in OVER_TLS for p in protocols.values())
+        server_tls = (s.tls or ChannelTls()).server_context() if over_tls else None
         for i, name in enumerate(names):
             port = s.listen_port + i if s.listen_port else 0
+            sasl = protocols[name].startswith("SASL_")
             self.endpoints[name] = ControllerEndpoint(
                 s.listen_host,
                 port,
                 node.on_request,
                 node.on_close,
                 listener=name,
-                forwarder=forwarder,
+                forwarder=None if sasl else forwarder,
                 owns=node.owns,
-                tls=server_tls if protocols[name] == "SSL" else None,
+                tls=server_tls if protocols[name] in OVER_TLS else None,
+                sasl=(s.sasl or ChannelSasl()).server(name, cluster.scram_credential) if sasl else None,
             )
         host = s.advertised_host or s.listen_host
         self._advertised = tuple(
@@ -470,7 +478,7 @@ class ControllerChannel:
                 log.warning(
                     "the brokers' listener %s has security protocol id %s, the controller's endpoint there %s: it is "
                     "not advertised there; clients on it cannot reach the controller's node "
-                    "(--listener-security-protocol-map, --ssl-config)",
+                    "(--listener-security-protocol-map, --security-config)",
                     name,
                     protocol,
                     ours.get(name),

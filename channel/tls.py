@@ -5,7 +5,8 @@ certificate it presents as a server and, to other brokers and its controller, as
 verifies the brokers it connects to and, with ``ssl.client.auth``, the clients that connect to it. The channel
 is both too — a client of the brokers' control-plane listener (LeaderAndIsr, UpdateMetadata, StopReplica) and
 the controller's endpoint the brokers connect to (ControlledShutdown, AlterPartition) — and takes the same
-properties from one file (``livectl channel --ssl-config``), PEM files only (Python's :mod:`ssl`):
+properties from one file (``livectl channel --security-config``, also ``--ssl-config``), PEM files only
+(Python's :mod:`ssl`):
 
 * ``ssl.truststore.location`` (or ``ssl.ca.location``): the CA certificates, PEM; default: the system's;
 * ``ssl.keystore.location`` (or ``ssl.certificate.location``): the certificate chain, PEM, holding the key too
@@ -31,6 +32,8 @@ from sinks.security import SecurityConfigError, is_secret, parse_properties
 __all__ = [
     "CLIENT_AUTH",
     "KNOWN_PROPERTIES",
+    "OVER_TLS",
+    "SPOKEN",
     "ChannelTls",
     "parse_protocol_map",
     "protocol_of",
@@ -49,8 +52,10 @@ _NAMES = {
     "ssl.endpoint.identification.algorithm": "identification",
 }
 KNOWN_PROPERTIES = tuple(sorted((*_NAMES, "ssl.truststore.type", "ssl.keystore.type")))
-#: the protocols the channel speaks, as Kafka names them
-SPOKEN = ("PLAINTEXT", "SSL")
+#: the protocols the channel speaks, as Kafka names them (SASL: :mod:`channel.sasl`)
+SPOKEN = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: of :data:`SPOKEN`, those over TLS
+OVER_TLS = ("SSL", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -153,14 +158,14 @@ def parse_protocol_map(text: str) -> dict[str, str]:
         if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"expected NAME:PROTOCOL pairs, got {pair!r}")
         if protocol not in SPOKEN:
-            raise ValueError(f"{name}: the channel speaks {' or '.join(SPOKEN)}, not {protocol!r} (SASL: not yet)")
+            raise ValueError(f"{name}: the channel speaks {', '.join(SPOKEN)}, not {protocol!r}")
         out[name] = protocol
     return out
 
 
 def protocol_of(name: str, protocols: Mapping[str, str]) -> str:
     """The security protocol of listener ``name``: the map's, else as Kafka's default map has it (a listener
-    named after a protocol speaks it: ``SSL`` is SSL), else PLAINTEXT."""
+    named after a protocol speaks it: ``SSL`` is SSL, ``SASL_SSL`` SASL_SSL), else PLAINTEXT."""
     if name in protocols:
         return protocols[name]
     return name if name in SPOKEN else "PLAINTEXT"

@@ -6,10 +6,13 @@ schema (ApiVersions always answers with header v0) and the body, read with ``kio
 :meth:`BrokerConnection.negotiate` asks ApiVersions (v3, which a 3.x broker answers; an older broker
 answers v0 with ``UNSUPPORTED_VERSION`` and its ranges) and keeps the broker's version ranges. Given an
 :class:`ssl.SSLContext` (``tls``), the connection speaks TLS (an SSL listener), the handshake done on connect.
+On a SASL listener, :meth:`BrokerConnection.authenticate` runs a SASL mechanism's exchange as Kafka's clients do:
+SaslHandshake v1 names the mechanism, then SaslAuthenticate carries its messages until it is done.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import socket
 import ssl
@@ -20,13 +23,23 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersions
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-__all__ = ["UNSUPPORTED_VERSION", "BrokerConnection", "WireError"]
+__all__ = [
+    "SASL_AUTHENTICATE",
+    "SASL_HANDSHAKE",
+    "UNSUPPORTED_VERSION",
+    "BrokerConnection",
+    "SaslRefusedError",
+    "WireError",
+]
 
 #: Kafka's error code for a request version the broker does not speak
 UNSUPPORTED_VERSION = 35
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 CLIENT_ID = "livectl-channel"
 _MAX_FRAME = 100 * 1024 * 1024
 
@@ -35,6 +48,14 @@ R = TypeVar("R")
 
 class WireError(RuntimeError):
     """The broker could not be reached, closed the connection, or answered something unreadable."""
+
+
+class SaslRefusedError(WireError):
+    """The broker refused the channel's SASL mechanism or credentials (Kafka's error code ``error_code``)."""
+
+    def __init__(self, message: str, error_code: int) -> None:
+        super().__init__(message)
+        self.error_code = error_code
 
 
 class BrokerConnection:
@@ -67,6 +88,8 @@ class BrokerConnection:
         self._sock = sock
         #: whether the connection speaks TLS
         self.tls = tls is not None
+        #: the SASL mechanism the connection authenticated with ("": none)
+        self.sasl = ""
 
     def close(self) -> None:
         self._sock.close()
@@ -93,6 +116,46 @@ class BrokerConnection:
             raise WireError(f"broker {self.host}:{self.port} refused ApiVersions: error {response.error_code.value}")
         self.versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
         return self.versions
+
+    def authenticate(self, mechanism: Any, name: str) -> None:
+        """Authenticate with SASL mechanism ``name``, whose exchange ``mechanism`` runs (kafka-python's
+        ``auth_bytes`` / ``receive`` / ``is_done`` / ``is_authenticated``, :func:`channel.sasl.client_mechanism`):
+        SaslHandshake v1, then SaslAuthenticate (the highest version both sides speak, up to v2) until the
+        mechanism is done. :class:`SaslRefusedError` when the broker refuses; :class:`WireError` otherwise."""
+        if not self.versions:
+            self.negotiate()
+        if self.best_version(SASL_HANDSHAKE, range(1, 2)) is None:
+            raise WireError(f"broker {self.host}:{self.port} does not speak SaslHandshake v1 (is it a SASL listener?)")
+        version = self.best_version(SASL_AUTHENTICATE, range(0, 3))
+        if version is None:
+            raise WireError(f"broker {self.host}:{self.port} does not speak SaslAuthenticate")
+        shake: Any = self.send(SaslHandshakeRequest(mechanism=name), SaslHandshakeResponse)
+        if shake.error_code.value != 0:
+            raise SaslRefusedError(
+                f"broker {self.host}:{self.port} does not enable SASL mechanism {name} (it enables "
+                f"{', '.join(shake.mechanisms) or 'none'}): error {shake.error_code.value}",
+                int(shake.error_code.value),
+            )
+        request_module = importlib.import_module(f"kio.schema.sasl_authenticate.v{version}.request")
+        response_module = importlib.import_module(f"kio.schema.sasl_authenticate.v{version}.response")
+        while not mechanism.is_done():
+            answer: Any = self.send(
+                request_module.SaslAuthenticateRequest(auth_bytes=mechanism.auth_bytes()),
+                response_module.SaslAuthenticateResponse,
+            )
+            if answer.error_code.value != 0:
+                raise SaslRefusedError(
+                    f"broker {self.host}:{self.port} refused SASL {name}: error {answer.error_code.value}: "
+                    f"{answer.error_message}",
+                    int(answer.error_code.value),
+                )
+            try:
+                mechanism.receive(answer.auth_bytes)
+            except (ValueError, KeyError) as e:  # kafka-python's SCRAM: a server message or signature that is wrong
+                raise WireError(f"broker {self.host}:{self.port}: SASL {name}: {e}") from None
+        if not mechanism.is_authenticated():
+            raise WireError(f"broker {self.host}:{self.port}: SASL {name} did not authenticate")
+        self.sasl = name
 
     def best_version(self, api_key: int, ours: range) -> int | None:
         """The highest version of ``api_key`` both this side (``ours``) and the broker speak; ``None`` if none."""

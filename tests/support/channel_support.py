@@ -62,12 +62,19 @@ class ControlledBroker:
 
 @contextmanager
 def broker_under_livectl(
-    zookeeper_connect: str, work: Path, prefix: str, settings: ZkBrokerSettings | None = None
+    zookeeper_connect: str,
+    work: Path,
+    prefix: str,
+    settings: ZkBrokerSettings | None = None,
+    prepare: Callable[[str], None] | None = None,
 ) -> Iterator[ControlledBroker]:
     """Broker 1 started under a fresh chroot (:func:`fresh_chroot`) whose ``/controller`` is held for
     :data:`CONTROLLER`, as livectl's controller holds it: the broker's own controller never takes over, so the
-    broker knows no controller but the one an UpdateMetadata names. The broker and the client stop at the end."""
+    broker knows no controller but the one an UpdateMetadata names. ``prepare(connect)`` runs on the chroot
+    before the broker starts (e.g. SCRAM users made in ZooKeeper). The broker and the client stop at the end."""
     connect = fresh_chroot(zookeeper_connect, prefix)
+    if prepare is not None:
+        prepare(connect)
     zk = KazooClient(connect)
     zk.start(timeout=15)
     svc: local.Service | None = None
@@ -165,11 +172,14 @@ def channel_beside_a_broker(
     work: Path,
     prefix: str,
     broker_settings: ZkBrokerSettings | None = None,
+    *,
+    prepare: Callable[[str], None] | None = None,
     **options: Any,
 ) -> Iterator[ChannelRig]:
-    """The four together: :func:`broker_under_livectl` (chroot ``channel-<prefix>``), :func:`bus_settings` with
-    ``options``, :func:`running_channel` and a :class:`ControllerBus` on its requests topic."""
-    with broker_under_livectl(zookeeper_connect, work, f"channel-{prefix}", broker_settings) as b:
+    """The four together: :func:`broker_under_livectl` (chroot ``channel-<prefix>``, ``prepare``),
+    :func:`bus_settings` with ``options``, :func:`running_channel` and a :class:`ControllerBus` on its requests
+    topic."""
+    with broker_under_livectl(zookeeper_connect, work, f"channel-{prefix}", broker_settings, prepare) as b:
         settings = bus_settings(b.connect, bootstrap, prefix, **options)
         with running_channel(settings) as channel, closing(ControllerBus(bootstrap, settings.requests_topic)) as bus:
             yield ChannelRig(b, settings, channel, bus)

@@ -82,8 +82,10 @@ def test_the_listener_security_protocol_map_is_kafkas() -> None:
     # not in the map: as Kafka's default map has it
     assert protocol_of("SSL", {}) == "SSL"
     assert protocol_of("CLIENT", {}) == "PLAINTEXT"
-    with pytest.raises(ValueError, match="SASL"):
-        parse_protocol_map("CLIENT:SASL_SSL")
+    assert protocol_of("SASL_SSL", {}) == "SASL_SSL"
+    assert parse_protocol_map("CLIENT:sasl_ssl,CP:SASL_PLAINTEXT") == {"CLIENT": "SASL_SSL", "CP": "SASL_PLAINTEXT"}
+    with pytest.raises(ValueError, match="GSSAPI"):
+        parse_protocol_map("CLIENT:GSSAPI")
     with pytest.raises(ValueError, match="NAME:PROTOCOL"):
         parse_protocol_map("INTERNAL")
 
@@ -102,7 +104,7 @@ def test_the_command_refuses_unusable_tls_options_with_one_line(
     args = parser.parse_args(["channel", "--ssl-config", str(missing)])
     assert args.func(args) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"livectl channel: --ssl-config: cannot read {missing}") and err.count("\n") == 1
+    assert err.startswith(f"livectl channel: --security-config: cannot read {missing}") and err.count("\n") == 1
 
     # an SSL listener without the endpoint's certificate
     config = tmp_path / "ssl.properties"
@@ -113,9 +115,9 @@ def test_the_command_refuses_unusable_tls_options_with_one_line(
     # a CA file that cannot be loaded
     args = parser.parse_args(["channel", "--ssl-config", str(config)])
     assert args.func(args) == 2
-    assert "--ssl-config: cannot load a certificate or key" in capsys.readouterr().err
+    assert "--security-config: cannot load a certificate or key" in capsys.readouterr().err
 
     with pytest.raises(SystemExit) as e:
-        parser.parse_args(["channel", "--listener-security-protocol-map", "CONTROL_PLANE:SASL_SSL"])
+        parser.parse_args(["channel", "--listener-security-protocol-map", "CONTROL_PLANE:KERBEROS"])
     assert e.value.code == 2
-    assert "the channel speaks PLAINTEXT or SSL, not 'SASL_SSL'" in capsys.readouterr().err
+    assert "the channel speaks PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, not 'KERBEROS'" in capsys.readouterr().err

@@ -1,0 +1,349 @@
+"""The controller channel over SASL, judged by a real Apache Kafka 3.9.2 broker (ZooKeeper mode) whose control
+plane is SASL_SSL and whose inter-broker listener is SASL_PLAINTEXT, both SCRAM-SHA-512 (PLAIN enabled too).
+
+The SCRAM users are made in the broker's ZooKeeper chroot before it starts, by Kafka's own ``kafka-configs
+--zookeeper`` (the resolved jars): ``broker`` (the broker's login, to itself and to its controller) and
+``livectl`` (the channel's). The broker's JAAS logins are per listener and mechanism, as a Kafka operator writes
+them (``listener.name.<listener>.<mechanism>.sasl.jaas.config``); its PLAIN login lists ``livectl`` too. The
+channel gets a broker's own ``sasl.*`` and ``ssl.*`` (:class:`ChannelSasl`, :class:`ChannelTls`) and
+``CONTROL_PLANE:SASL_SSL,INTERNAL:SASL_PLAINTEXT``; its endpoint enables SCRAM-SHA-512 (checked against the
+users in ZooKeeper, as the broker checks them) and PLAIN (``user_operator``). The test plays livectl's
+controller on the bus (:mod:`channel_support`). Then:
+
+* the broker refuses the channel's SCRAM login with a wrong password (``SASL_AUTHENTICATION_FAILED``) and takes
+  its PLAIN login; the endpoint refuses a wrong password, a mechanism it does not enable and a request before
+  authenticating, and takes PLAIN and SCRAM logins;
+* the channel's LeaderAndIsr and UpdateMetadata reach the broker over SASL_SSL (SCRAM) and are answered;
+* the controller is advertised on the SASL listeners: the broker's AlterPartition (an ISR shrink) reaches the
+  endpoint over SASL_SSL and, on SIGTERM, its ControlledShutdown over SASL_PLAINTEXT, each after the broker
+  authenticated with SCRAM, and both are answered.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from channel_support import CONTROLLER, EPOCH, ControllerBus, broker_event, channel_beside_a_broker
+from kafka_pki import Pki, broker_stores, make_pki
+from kazoo.client import KazooClient
+from kio.schema.controlled_shutdown.v3.request import ControlledShutdownRequest
+from kio.schema.controlled_shutdown.v3.response import ControlledShutdownResponse as KafkaControlledShutdownResponse
+from kio.schema.types import BrokerId
+from kio.static.primitive import i64
+from waiting import wait_until
+
+from channel.answers import node_versions
+from channel.cluster import Cluster
+from channel.endpoint import SASL_VERSIONS, ControllerEndpoint
+from channel.runner import ControllerChannel
+from channel.sasl import ChannelSasl, ScramCredential, client_mechanism
+from channel.tls import ChannelTls
+from channel.wire import BrokerConnection, SaslRefusedError, WireError
+from core.events import AlterPartition, ControlledShutdown, Event
+from core.kafka import zkdata
+from core.kafka.requests import (
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    BrokerAddress,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LisrPartitionState,
+    MetadataPartitionState,
+    RequestApi,
+    UpdateMetadataRequest,
+)
+from core.request_states import metadata_broker
+from livectl import local
+from livectl.kafka_server import kafka_classpath
+from livectl.kafka_zk_brokers import ZkBrokerSettings, stop_zk_broker
+from livectl.spawn import find_java
+
+pytestmark = pytest.mark.integration
+
+CHANNEL_CN = "livectl-controller"
+SCRAM, PLAIN = "SCRAM-SHA-512", "PLAIN"
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+PASSWORDS = {"broker": "broker-secret", "livectl": "livectl-secret"}
+#: PLAIN passwords: the broker's list (the channel's login) and the endpoint's (a client's)
+BROKER_PLAIN = {"livectl": "livectl-plain"}
+ENDPOINT_PLAIN = {"operator": "operator-plain"}
+PROTOCOLS = {"CONTROL_PLANE": "SASL_SSL", "INTERNAL": "SASL_PLAINTEXT"}
+INCORRECT_PASSWORD = "wrong"
+SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM = 58, 33
+
+
+def _jaas(module: str, **options: str) -> str:
+    return f"{module} required " + " ".join(f'{k}="{v}"' for k, v in options.items()) + ";"
+
+
+def _make_scram_users(connect: str) -> None:
+    """Kafka's own ``kafka-configs --zookeeper ... --alter --add-config SCRAM-SHA-512=[...]``, one per user."""
+    for user, password in PASSWORDS.items():
+        cmd = [find_java(), "-Xmx128m", "-cp", kafka_classpath(), "kafka.admin.ConfigCommand", "--zookeeper", connect]
+        cmd += ["--alter", "--entity-type", "users", "--entity-name", user]
+        cmd += ["--add-config", f"{SCRAM}=[iterations=4096,password={password}]"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr + done.stdout
+
+
+def _broker_properties(pki: Pki) -> dict[str, str]:
+    props = {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,"
+        + ",".join(f"{name}:{protocol}" for name, protocol in PROTOCOLS.items()),
+        **broker_stores(pki),
+        "sasl.mechanism.inter.broker.protocol": SCRAM,
+        "sasl.enabled.mechanisms": f"{SCRAM},{PLAIN}",
+        # a follower that never fetches drops out of the ISR after 2 s (Kafka's default: 30 s)
+        "replica.lag.time.max.ms": "2000",
+    }
+    for name in PROTOCOLS:
+        prefix = f"listener.name.{name.lower()}"
+        props[f"{prefix}.{SCRAM.lower()}.sasl.jaas.config"] = _jaas(
+            SCRAM_LOGIN, username="broker", password=PASSWORDS["broker"]
+        )
+        plain_users = {f"user_{u}": p for u, p in BROKER_PLAIN.items()}
+        props[f"{prefix}.plain.sasl.jaas.config"] = _jaas(PLAIN_LOGIN, **plain_users)
+    return props
+
+
+def _channel_sasl(scram_password: str = PASSWORDS["livectl"], mechanism: str = SCRAM) -> ChannelSasl:
+    """The channel's SASL, as a broker's properties: SCRAM (or ``mechanism``) to the brokers as ``livectl``, the
+    endpoint enabling SCRAM and PLAIN (PLAIN's users in the unprefixed login)."""
+    password = scram_password if mechanism == SCRAM else BROKER_PLAIN["livectl"]
+    return ChannelSasl.from_properties(
+        {
+            "sasl.mechanism.inter.broker.protocol": mechanism,
+            "sasl.enabled.mechanisms": f"{SCRAM},{PLAIN}",
+            f"listener.name.control_plane.{mechanism.lower()}.sasl.jaas.config": _jaas(
+                SCRAM_LOGIN if mechanism == SCRAM else PLAIN_LOGIN, username="livectl", password=password
+            ),
+            "sasl.jaas.config": _jaas(PLAIN_LOGIN, **{f"user_{u}": p for u, p in ENDPOINT_PLAIN.items()}),
+        }
+    )
+
+
+@dataclass
+class Setup:
+    svc: local.Service
+    epoch: int
+    zk: KazooClient
+    channel: ControllerChannel
+    bus: ControllerBus
+    bootstrap: str
+    events: str
+    pki: Pki
+
+    def send(self, api: RequestApi, body: Any) -> None:
+        self.bus.send(api, body)
+
+    def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
+        return broker_event(self.bootstrap, self.events, what, timeout)[1]
+
+    def endpoint_client(self, name: str, mechanism: str, user: str, password: str) -> BrokerConnection:
+        """A client of the endpoint of ``name``, authenticated (:class:`SaslRefusedError` when refused)."""
+        e = self.channel.endpoints[name]
+        tls = ChannelTls(cafile=str(self.pki.ca)).client_context() if e.security_protocol == "SASL_SSL" else None
+        conn = BrokerConnection("127.0.0.1", e.port, timeout_s=10, tls=tls)
+        try:
+            config = {"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+            conn.authenticate(client_mechanism(config), mechanism)
+        except WireError:
+            conn.close()
+            raise
+        return conn
+
+
+def _topic_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@pytest.fixture
+def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Setup]:
+    pki = make_pki(tmp_path / "pki", [], servers=[CHANNEL_CN])
+    cert = pki.server(CHANNEL_CN)
+    tls = ChannelTls(cafile=str(pki.ca), certfile=str(cert.cert), keyfile=str(cert.key))
+    with channel_beside_a_broker(
+        zookeeper.connect,
+        kafka_broker.bootstrap,
+        tmp_path / "broker",
+        "sasl",
+        ZkBrokerSettings(properties=_broker_properties(pki)),
+        prepare=_make_scram_users,
+        listener="CONTROL_PLANE",
+        controller_listeners=tuple(PROTOCOLS),
+        tls=tls,
+        sasl=_channel_sasl(),
+        listener_protocols=PROTOCOLS,
+    ) as rig:
+        b = rig.broker
+        yield Setup(b.svc, b.epoch, b.zk, rig.channel, rig.bus, kafka_broker.bootstrap, rig.settings.events_topic, pki)
+
+
+def test_the_channel_speaks_sasl_both_ways_with_a_sasl_control_plane(setup: Setup) -> None:
+    s = setup
+    registration = zkdata.decode_broker_registration(1, s.zk.get("/brokers/ids/1")[0], s.epoch)
+    assert {e.listener: e.security_protocol for e in registration.endpoints} == {"PLAINTEXT": "PLAINTEXT", **PROTOCOLS}
+    assert {n: e.security_protocol for n, e in s.channel.endpoints.items()} == PROTOCOLS
+    host, port = s.svc.listeners["CONTROL_PLANE"].rsplit(":", 1)
+    tls = ChannelTls(cafile=str(s.pki.ca))
+
+    # the broker judges the channel's logins: a wrong SCRAM password refused, PLAIN from its JAAS list taken
+    wrong = Cluster(s.zk, "CONTROL_PLANE", "", 10, tls, sasl=_channel_sasl(INCORRECT_PASSWORD))
+    with pytest.raises(SaslRefusedError) as refused:
+        wrong.open(host, int(port), "SASL_SSL", 10, listener="CONTROL_PLANE")
+    assert refused.value.error_code == SASL_AUTHENTICATION_FAILED
+    plain = Cluster(s.zk, "CONTROL_PLANE", "", 10, tls, sasl=_channel_sasl(mechanism=PLAIN))
+    with plain.open(host, int(port), "SASL_SSL", 10, listener="CONTROL_PLANE") as conn:
+        assert conn.sasl == PLAIN and conn.negotiate()[4][1] >= 7  # LeaderAndIsr, after authenticating
+
+    # the endpoint judges its clients: PLAIN and SCRAM (the user Kafka's kafka-configs made) taken, the rest refused
+    with s.endpoint_client("CONTROL_PLANE", PLAIN, "operator", ENDPOINT_PLAIN["operator"]) as conn:
+        assert conn.negotiate() == dict(sorted((node_versions({}) | SASL_VERSIONS).items()))
+    with s.endpoint_client("INTERNAL", SCRAM, "livectl", PASSWORDS["livectl"]) as conn:
+        assert conn.sasl == SCRAM
+    for name, mechanism, user, password, code in (
+        ("CONTROL_PLANE", PLAIN, "operator", INCORRECT_PASSWORD, SASL_AUTHENTICATION_FAILED),
+        ("INTERNAL", SCRAM, "livectl", INCORRECT_PASSWORD, SASL_AUTHENTICATION_FAILED),
+        ("INTERNAL", SCRAM, "nobody", INCORRECT_PASSWORD, SASL_AUTHENTICATION_FAILED),
+        ("INTERNAL", "SCRAM-SHA-256", "livectl", PASSWORDS["livectl"], UNSUPPORTED_SASL_MECHANISM),
+    ):
+        with pytest.raises(SaslRefusedError) as refused:
+            s.endpoint_client(name, mechanism, user, password)
+        assert refused.value.error_code == code, (name, mechanism, user)
+    # a request before authenticating closes the connection unanswered
+    with BrokerConnection("127.0.0.1", s.channel.endpoints["INTERNAL"].port, timeout_s=10) as conn:
+        conn.negotiate()
+        with pytest.raises(WireError, match="closed the connection"):
+            conn.send(
+                ControlledShutdownRequest(broker_id=BrokerId(1), broker_epoch=i64(s.epoch)),
+                KafkaControlledShutdownResponse,
+            )
+    assert sum(e.authentication_failures for e in s.channel.endpoints.values()) == 5
+    authenticated = {n: e.authentications for n, e in s.channel.endpoints.items()}
+    assert authenticated == {"CONTROL_PLANE": 1, "INTERNAL": 1}
+
+    # LeaderAndIsr and UpdateMetadata over SASL_SSL (SCRAM): broker 1 leads "solo" alone and "pair" with broker 2
+    # (never started) in its ISR
+    solo, pair = (f"{s.bus.requests_topic}-solo", _topic_id()), (f"{s.bus.requests_topic}-pair", _topic_id())
+    states = tuple(
+        LisrPartitionState(t, 0, EPOCH, 1, 1, isr, 0, isr, (), (), True, 0, tid)
+        for (t, tid), isr in ((solo, (1,)), (pair, (1, 2)))
+    )
+    s.send(
+        RequestApi.LEADER_AND_ISR,
+        LeaderAndIsrRequest(CONTROLLER, EPOCH, s.epoch, 0, states, (BrokerAddress(1, host, int(port)),)),
+    )
+    s.send(
+        RequestApi.UPDATE_METADATA,
+        UpdateMetadataRequest(
+            CONTROLLER,
+            EPOCH,
+            s.epoch,
+            tuple(
+                MetadataPartitionState(st.topic, 0, EPOCH, 1, 1, st.isr, 0, st.replicas, (), st.topic_id)
+                for st in states
+            ),
+            (metadata_broker(registration),),
+        ),
+    )
+    wait_until("both requests delivered", lambda: s.channel.delivered == 2)
+    log = Path(s.svc.log)
+
+    # AlterPartition over SASL_SSL: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
+    asked = s.event(lambda e: isinstance(e, AlterPartition))
+    assert isinstance(asked, AlterPartition)
+    assert (asked.broker_id, asked.topic, asked.partition, asked.new_isr) == (1, pair[0], 0, (1,))
+    assert s.channel.endpoints["CONTROL_PLANE"].authentications == 2  # the broker's own SCRAM login
+    result = AlterPartitionResult(pair[0], 0, 0, 1, 1, (1,), 1, 0, asked.correlation_id, pair[1])
+    s.send(RequestApi.ALTER_PARTITION_RESPONSE, AlterPartitionResponse(0, (result,)))
+    wait_until(
+        "the broker taking the new ISR",
+        lambda: f"[Partition {pair[0]}-0 broker=1] ISR updated to 1 " in log.read_text(),
+    )
+    assert s.channel.node is not None and s.channel.node.answered == 1
+
+    # ControlledShutdown over SASL_PLAINTEXT on INTERNAL (SIGTERM): answered, the first attempt succeeds
+    stopped: list[bool] = []
+    stopper = threading.Thread(target=lambda: stopped.append(stop_zk_broker(s.svc, timeout=60)))
+    started = time.monotonic()
+    stopper.start()
+    ev = s.event(lambda e: isinstance(e, ControlledShutdown))
+    assert ev == ControlledShutdown(1, s.epoch)
+    s.send(RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, ControlledShutdownResponse(0, ()))
+    stopper.join(60)
+    assert stopped == [True]
+    text = log.read_text()
+    assert "Controlled shutdown request returned successfully" in text
+    assert "Retrying controlled shutdown" not in text
+    assert s.channel.node is not None and s.channel.node.answered == 2
+    assert s.channel.endpoints["INTERNAL"].authentications == 2
+    assert time.monotonic() - started < 30
+
+
+def test_an_endpoint_takes_scram_sha_256_and_plain_and_refuses_the_rest(tmp_path: Path) -> None:
+    """The endpoint alone on loopback (no broker): a SCRAM-SHA-256 credential as Kafka stores it, checked against
+    kafka-python's SCRAM client; a client authenticated with PLAIN gets its request to the node."""
+    from channel.sasl import parse_scram_credential, scram_credential_of
+
+    stored = {"alice": parse_scram_credential(scram_credential_of("SCRAM-SHA-256", "alice-secret", b"0123456789"))}
+
+    def scram(user: str, mechanism: str) -> ScramCredential | None:
+        return stored.get(user) if mechanism == "SCRAM-SHA-256" else None
+
+    sasl = ChannelSasl.from_properties(
+        {
+            "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-256,PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": _jaas(PLAIN_LOGIN, user_bob="bob-secret"),
+        }
+    )
+    asked: list[tuple[int, str]] = []
+    endpoint = ControllerEndpoint(
+        "127.0.0.1",
+        0,
+        lambda conn, api_key, version, correlation_id, body: asked.append((api_key, conn.principal)),
+        lambda conn: None,
+        listener="INTERNAL",
+        sasl=sasl.server("INTERNAL", scram),
+    )
+    endpoint.start()
+
+    def login(mechanism: str, user: str, password: str) -> BrokerConnection:
+        conn = BrokerConnection("127.0.0.1", endpoint.port, timeout_s=5)
+        config = {"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+        try:
+            conn.authenticate(client_mechanism(config), mechanism)
+        except WireError:
+            conn.close()
+            raise
+        return conn
+
+    try:
+        assert endpoint.security_protocol == "SASL_PLAINTEXT"
+        login("SCRAM-SHA-256", "alice", "alice-secret").close()
+        with pytest.raises(SaslRefusedError):
+            login("SCRAM-SHA-256", "alice", "bob-secret")
+        with pytest.raises(SaslRefusedError):
+            login("SCRAM-SHA-512", "alice", "alice-secret")
+        with pytest.raises(SaslRefusedError):
+            login("PLAIN", "alice", "alice-secret")
+        with login("PLAIN", "bob", "bob-secret") as conn:
+            conn.set_timeout(1)
+            with pytest.raises(WireError):  # never answered here: no controller
+                conn.send(
+                    ControlledShutdownRequest(broker_id=BrokerId(1), broker_epoch=i64(7)),
+                    KafkaControlledShutdownResponse,
+                )
+        wait_until("the request handed to the node", lambda: asked == [(7, "bob")])
+        assert (endpoint.authentications, endpoint.authentication_failures) == (2, 3)
+    finally:
+        endpoint.close()
