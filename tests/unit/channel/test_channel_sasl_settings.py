@@ -23,6 +23,8 @@ from channel.sasl import (
 )
 from sinks.security import SecurityConfigError
 
+pytestmark = pytest.mark.unit
+
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SALT = b"0123456789"
