@@ -8,6 +8,7 @@ from core.context import ControllerContext
 from core.controller.elections import preferred_elections
 from core.controller.reassignment import maybe_resume_reassignments, start_zk_reassignments
 from core.controller.step_context import UNCLEAN_CONFIG, StepContext
+from core.controller.topics import repair_controller_replicas_on_failover
 from core.decisions import ANY_VERSION, ZkOp, ZkWrite
 from core.events import ControllerFailover
 from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
@@ -19,11 +20,15 @@ def failover(c: StepContext, ev: ControllerFailover) -> None:
     """Kafka's ``onControllerFailover`` from the snapshot's reading of ZooKeeper: the context, topic
     deletion initialised, UpdateMetadata (brokers only) to every broker, both state machines started,
     reassignments resumed (the legacy ``/admin/reassign_partitions`` entries first: they take
-    precedence), deletions resumed, pending preferred elections run."""
+    precedence), deletions resumed, pending preferred elections run. Before any of it, unlike Kafka, the
+    replicas brokers placed on this controller's id are repaired
+    (:func:`core.controller.topics.repair_controller_replicas_on_failover`)."""
     snap = ev.snapshot
     c.ctx = ctx = _context_from_snapshot(ev.controller_id, snap)
     c.offline_reset = frozenset(snap.offline_replica_topics)
     c.cordoned = frozenset(snap.cordoned_brokers)
+    # unlike Kafka: a replica a broker placed on this controller's id while none was active
+    repair_controller_replicas_on_failover(c, snap)
     fx = c.fx
     # Kafka's fetchTopicDeletionsInProgress: a topic with a replica offline or a partition being
     # reassigned cannot be deleted yet. Kafka tests every topic for an offline replica, but only the

@@ -26,6 +26,7 @@ from core.placement import (
     stable_start_index,
     validate_manual_assignment,
 )
+from core.snapshot import ZkSnapshot
 from core.states import PartitionState, ReplicaState
 from core.zk_path_events import ZkTopicChange
 
@@ -216,18 +217,25 @@ def zk_topic_change(c: StepContext, ev: ZkTopicChange) -> None:
     Unlike Kafka: a new partition whose replicas name this controller's id while no broker of that id is
     registered is repaired first (:func:`_repair_controller_replicas`): a broker that created the topic
     itself placed a replica on the controller livectl advertises among the live brokers, where it would never
-    come online."""
+    come online. The znode is rewritten at the version read (``ev.zk_version``). When ZooKeeper refuses that
+    compare-and-set (someone wrote the znode in between), the driver reads the znode again and publishes it
+    as a new topic change (:mod:`streaming.query.refresh`): a partition this controller knows whose replicas
+    there still name its id, where its own assignment holds the replacement, is a repair that did not reach
+    ZooKeeper (:func:`_unwritten_repairs`). The znode is then written again at the version now read, and the
+    topic's LeaderAndIsr and UpdateMetadata, withheld with the refused write, are sent again."""
     if not c.read_under_this_epoch(ev.controller_epoch):
         return
     ctx = c.ctx
     new = [(TopicPartition(ev.topic, p), reps) for p, reps in ev.partitions]
     new = [(tp, reps) for tp, reps in new if tp not in ctx.partition_assignments]
-    if not new:
+    unwritten = _unwritten_repairs(c, ev)
+    if not new and not unwritten:
         return
     if ev.topic in ctx.topics_to_be_deleted:
-        c.write_topic_znode(ev.topic)
+        if new:
+            c.write_topic_znode(ev.topic)
         return
-    if ev.topic not in ctx.topic_partitions:
+    if new and ev.topic not in ctx.topic_partitions:
         ctx.topic_partitions.setdefault(ev.topic, set())
         if ev.topic_id:
             ctx.topic_ids[ev.topic] = ev.topic_id
@@ -239,18 +247,99 @@ def zk_topic_change(c: StepContext, ev: ZkTopicChange) -> None:
     repaired = _repair_controller_replicas(c, dict(new))
     for tp, reps in new:
         ctx.set_assignment(tp, ReplicaAssignment(repaired.get(tp, tuple(reps))))
-    if repaired:
-        # the znode as the broker wrote it, at the version read: a write in between (an operator's) refuses it
-        assignment = {tp.partition: ctx.assignment(tp) for tp in ctx.partitions_for_topic(ev.topic)}
-        c.fx.zk.append(
-            ZkWrite(
-                ZkOp.SET,
-                topic_path(ev.topic),
-                encode_topic_znode(assignment, ctx.topic_ids.get(ev.topic)),
-                ANY_VERSION if ev.zk_version is None else ev.zk_version,
-            )
-        )
+    if repaired or unwritten:
+        # at the version read: a write in between (an operator's, a broker's) refuses it, and it is read again
+        rewrite_topic_znode(c, ev.topic, ANY_VERSION if ev.zk_version is None else ev.zk_version)
     on_new_partition_creation(c, tps)
+    if unwritten:
+        _send_again(c, ev.topic, set(tps), set(unwritten))
+
+
+def rewrite_topic_znode(c: StepContext, topic: str, version: int) -> None:
+    """``/brokers/topics/<topic>`` as the context assigns it, by compare-and-set at ``version``."""
+    ctx = c.ctx
+    assignment = {tp.partition: ctx.assignment(tp) for tp in ctx.partitions_for_topic(topic)}
+    c.fx.zk.append(
+        ZkWrite(ZkOp.SET, topic_path(topic), encode_topic_znode(assignment, ctx.topic_ids.get(topic)), version)
+    )
+
+
+def _unwritten_repairs(c: StepContext, ev: ZkTopicChange) -> list[TopicPartition]:
+    """The partitions of ``ev`` this controller knows whose replicas in the znode name its id (no broker of
+    that id registered) while its own assignment does not: its repair of them (:func:`_repair_controller_replicas`,
+    or the failover's, :func:`repair_controller_replicas_on_failover`) was refused by ZooKeeper. None when
+    this step already rewrites the topic's znode (a second reading of the same znode in one micro-batch: that
+    rewrite covers them)."""
+    ctx = c.ctx
+    cid = ctx.controller_id
+    if cid < 0 or cid in ctx.live_brokers:
+        return []
+    out = []
+    for p, reps in ev.partitions:
+        if cid not in reps:
+            continue
+        tp = TopicPartition(ev.topic, p)
+        ra = ctx.partition_assignments.get(tp)
+        if ra is not None and cid not in ra.replicas:
+            out.append(tp)
+    path = topic_path(ev.topic)
+    if out and any(w.op is ZkOp.SET and w.path == path for w in c.fx.zk):
+        return []
+    return out
+
+
+def _send_again(c: StepContext, topic: str, created: set[TopicPartition], repaired: set[TopicPartition]) -> None:
+    """The LeaderAndIsr (to the live replicas) and UpdateMetadata (to every broker) of each partition of
+    ``topic`` with a leadership, but those ``created`` in this step (they have theirs): ZooKeeper refused the
+    topic znode's rewrite in an earlier micro-batch, and every request of the topic in it was withheld
+    (:mod:`streaming.query.refusals`). The ``repaired`` ones never reached a broker: sent as new (``isNew``)."""
+    ctx = c.ctx
+    live = ctx.live_broker_ids
+    for tp in sorted(ctx.partitions_for_topic(topic)):
+        li = ctx.partition_leadership.get(tp)
+        if tp in created or li is None:
+            continue
+        recipients = [r for r in ctx.replicas(tp) if r in live]
+        c.fx.batch.add_leader_and_isr(ctx, recipients, tp, li, ctx.assignment(tp), is_new=tp in repaired)
+
+
+def repair_controller_replicas_on_failover(c: StepContext, snap: ZkSnapshot) -> None:
+    """Kafka's ``onControllerFailover`` reads every topic; a topic a broker created while no controller was
+    active (livectl failing over) may name this controller's id as a replica, and no topic change will come
+    for it. Before the state machines start, with the context just read from ``snap``, each partition naming
+    this controller's id (no broker of that id registered; not being reassigned, not queued for deletion) is
+    repaired as :func:`zk_topic_change` repairs a new one, and its topic's znode rewritten at the version read
+    (refused: read again, see :func:`zk_topic_change`):
+
+    * a partition with no state znode yet (New): :func:`_repair_controller_replicas`;
+    * a partition with a state whose ISR holds exactly one broker that is not a replica: that broker (a
+      repair whose state znode was written but whose topic znode rewrite ZooKeeper refused);
+    * any other partition with a state keeps the replica (offline there, as Kafka keeps it): moving an
+      online partition's replica is a reassignment's work."""
+    ctx = c.ctx
+    cid = ctx.controller_id
+    if cid < 0 or cid in ctx.live_brokers:
+        return
+    deleting = set(snap.topics_to_delete)
+    new: dict[TopicPartition, tuple[int, ...]] = {}
+    done: dict[TopicPartition, tuple[int, ...]] = {}
+    for tp in sorted(ctx.partitions_on_broker(cid)):
+        if tp.topic in deleting or tp in ctx.partitions_being_reassigned:
+            continue
+        reps = ctx.replicas(tp)
+        li = ctx.partition_leadership.get(tp)
+        if li is None:
+            new[tp] = reps
+            continue
+        extra = [b for b in li.leader_and_isr.isr if b not in reps]
+        if len(extra) == 1 and reps.count(cid) == 1:
+            done[tp] = tuple(extra[0] if r == cid else r for r in reps)
+    done.update(_repair_controller_replicas(c, new))
+    for tp, reps in done.items():
+        ctx.set_assignment(tp, ReplicaAssignment(reps))
+    versions = {t.topic: t.zk_version for t in snap.topics}
+    for topic in sorted({tp.topic for tp in done}):
+        rewrite_topic_znode(c, topic, versions.get(topic, ANY_VERSION))
 
 
 def _repair_controller_replicas(

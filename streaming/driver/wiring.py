@@ -82,7 +82,7 @@ def build_dispatcher(
 
     return Dispatcher(
         *sinks,
-        on_refused=StatesRefresher(zk, producer, s.broker_events_topic),
+        on_refused=StatesRefresher(zk, producer, s.broker_events_topic, controller_epoch=fence.controller_epoch),
         on_fenced=fenced,
         fence_check=fence_check(lease, zk_sink),
         retry_timeout_s=s.sink_retry_timeout_ms / 1000,

@@ -48,14 +48,14 @@ def test_refused_states_are_read_and_published_per_topic(zk: KazooClient, kafka_
         _failed("/brokers/topics/b/partitions/0/state", "BadVersion"),
         _failed("/brokers/topics/b/partitions/9/state", "BadVersion"),  # gone: left out
         _failed("/brokers/topics/c/partitions/0/state", "NoNode"),  # not a version conflict
-        _failed("/brokers/topics/a", "BadVersion"),  # not a partition state
+        _failed("/brokers/topics/a", "BadVersion"),  # not a partition state; a topic znode without data: not read
     ]
     assert refused_states(failed) == {"a": [0, 1], "b": [0, 9]}
     topic = f"events-{uuid.uuid4().hex[:8]}"
     ensure_topics(kafka_broker.bootstrap, [topic])
     producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
     try:
-        sent = StatesRefresher(zk, producer, topic)(failed)
+        sent = StatesRefresher(zk, producer, topic, controller_epoch=2)(failed)
     finally:
         producer.close()
     assert sent == [
@@ -71,4 +71,4 @@ def test_refused_states_are_read_and_published_per_topic(zk: KazooClient, kafka_
     records = [r for batch in consumer.poll(timeout_ms=5000).values() for r in batch]
     consumer.close()
     assert [(r.key, event_from_json(r.value)) for r in records] == [(e.topic.encode(), e) for e in sent]
-    assert StatesRefresher(zk, None, topic)([_failed("/brokers/topics/a", "BadVersion")]) == []
+    assert StatesRefresher(zk, None, topic, controller_epoch=2)([_failed("/brokers/topics/a", "BadVersion")]) == []

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from broker_registration import registration
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from request_bodies import recipients
@@ -37,13 +38,15 @@ from core.events import (
 )
 from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker, Endpoint, PartitionTarget, TopicPartition
+from core.zk_path_events import ZkTopicChange
 from sinks.errors import SinkUnavailableError
 from sinks.memory import MemoryRequestSink, MemoryZkSink, MemoryZooKeeper
 from sinks.ports import NOT_ATTEMPTED, Fence
 from sinks.zookeeper import ZooKeeperSink
 from streaming.query.dispatch import Dispatcher
-from streaming.query.refresh import StatesRefresher
+from streaming.query.refresh import MAX_TOPIC_REREADS, StatesRefresher
 from streaming.query.stateful import OUTPUT_COLUMNS, decision_rows
+from streaming.zk.snapshot_reader import read_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -132,7 +135,8 @@ def h(zk_chrooted: KazooClient) -> Iterator[Harness]:
     requests = MemoryRequestSink(fence)
     producer = RecordingProducer()
     sink = ZooKeeperSink(zk, fence, "q")
-    dispatcher = Dispatcher(sink, requests, on_refused=StatesRefresher(zk, producer, "livectl.broker-events"))
+    refresher = StatesRefresher(zk, producer, "livectl.broker-events", controller_epoch=1)
+    dispatcher = Dispatcher(sink, requests, on_refused=refresher)
     brokers = [Broker(b, 100 + b, None, (Endpoint("PLAINTEXT", f"broker{b}", 9092 + b),)) for b in BROKERS]
     harness = Harness(zk, initial_state(), dispatcher, requests, producer)
     harness.run(ControllerFailover(0, snapshot_from_znodes({}, brokers, 1, 0)))
@@ -229,6 +233,134 @@ def test_topic_znode_gone_under_a_reassignment_withholds_the_topic(h: Harness) -
     for api in ("LeaderAndIsr", "UpdateMetadata", "StopReplica"):
         assert not {tp for tp in partitions_in(out["requests"], api) if tp[1] == "t"}, api
     assert not h.zk.exists("/brokers/topics/t")
+
+
+# ---------------------------------------------------------------------- a broker's replica on the controller id
+
+OFFSETS = "__consumer_offsets"
+OFFSETS_ID = "AAAAAAAAAAAAAAAAAAAAAg"
+
+
+def _broker_topic(partitions: dict[int, list[int]]) -> bytes:
+    """A topic znode as a broker's ``AdminZkClient`` writes it (Kafka 3.9's version 3)."""
+    body = {
+        "version": 3,
+        "topic_id": OFFSETS_ID,
+        "partitions": {str(p): r for p, r in partitions.items()},
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }
+    return json.dumps(body).encode()
+
+
+def _offsets_znode(zk: KazooClient) -> tuple[dict[int, list[int]], int]:
+    data, stat = zk.get(f"/brokers/topics/{OFFSETS}")
+    return {int(p): r for p, r in json.loads(data)["partitions"].items()}, stat.version
+
+
+def _watcher_reading(zk: KazooClient) -> ZkTopicChange:
+    """The admin watcher's event for the topic znode as it is now (streaming.zk.admin_watch)."""
+    parts, version = _offsets_znode(zk)
+    return ZkTopicChange(1, OFFSETS, tuple((p, tuple(r)) for p, r in sorted(parts.items())), OFFSETS_ID, (), version)
+
+
+def test_a_repair_refused_by_a_write_in_between_is_read_again_and_redone(h: Harness) -> None:
+    """The controller's repair of a replica a broker placed on its id (0 here) is a compare-and-set at the
+    version read; a broker's CreatePartitions writes the znode in between. The refusal withholds the topic's
+    requests; the driver reads the znode again and hands it back as a topic change; the bucket repairs what is
+    there now, writes it at the new version and sends what was withheld."""
+    h.zk.create(f"/brokers/topics/{OFFSETS}", _broker_topic({0: [0, 1, 2], 1: [1, 2, 3]}), makepath=True)
+    event = _watcher_reading(h.zk)
+    assert event.zk_version == 0
+    # in between: AdminZkClient.addPartitions, the existing partitions as they were and one more on 0
+    h.zk.set(f"/brokers/topics/{OFFSETS}", _broker_topic({0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 0, 1]}))
+    out = h.run(event)
+    assert out["report"].zk_failed == 1
+    for api in ("LeaderAndIsr", "UpdateMetadata"):
+        assert not {tp for tp in partitions_in(out["requests"], api) if tp[1] == OFFSETS}, api
+    assert _offsets_znode(h.zk) == ({0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 0, 1]}, 1), "the other party's write stands"
+    (read,) = out["reads"]
+    assert read == _watcher_reading(h.zk), "read again as the watcher reads it, at version 1"
+    again = h.run(read)
+    assert again["report"].zk_failed == 0 and not again["reads"]
+    parts, version = _offsets_znode(h.zk)
+    assert version == 2
+    assert all(0 not in reps and len(set(reps)) == 3 for reps in parts.values()), parts
+    assert parts[1] == [1, 2, 3]
+    assert {tp.partition: list(h.ctx.replicas(tp)) for tp in h.ctx.partitions_for_topic(OFFSETS)} == parts
+    for p, reps in parts.items():
+        st = zk_state(h.zk, OFFSETS, p)
+        assert (st["leader"], st["isr"]) == (reps[0], reps)
+    # what was withheld goes out now, to real brokers only
+    lisr = partitions_in(again["requests"], "LeaderAndIsr")
+    assert lisr == {(b, OFFSETS, p) for p, reps in parts.items() for b in reps}
+    assert {(b, OFFSETS, p) for b in BROKERS for p in parts} <= partitions_in(again["requests"], "UpdateMetadata")
+
+
+def test_a_repair_refused_every_time_is_read_again_a_bounded_number_of_times(h: Harness) -> None:
+    h.zk.create(f"/brokers/topics/{OFFSETS}", _broker_topic({0: [0, 1]}), makepath=True)
+    event = _watcher_reading(h.zk)
+    for attempt in range(1, MAX_TOPIC_REREADS + 2):
+        # someone writes the znode again between each reading and its redo (the same content, a new version)
+        h.zk.set(f"/brokers/topics/{OFFSETS}", _broker_topic({0: [0, 1]}))
+        out = h.run(event)
+        assert out["report"].zk_failed == 1, attempt
+        if attempt <= MAX_TOPIC_REREADS:
+            (event,) = out["reads"]
+            assert event.zk_version == attempt
+        else:
+            assert out["reads"] == [], "given up, with an error logged"
+    assert _offsets_znode(h.zk)[0] == {0: [0, 1]}
+    # the next topic change (or takeover) repairs it: a write that stands this time
+    again = h.run(_watcher_reading(h.zk))
+    assert again["report"].zk_failed == 0
+    repaired = list(h.ctx.replicas(TopicPartition(OFFSETS, 0)))
+    assert 0 not in repaired and _offsets_znode(h.zk)[0] == {0: repaired}
+
+
+def _register(zk: KazooClient) -> None:
+    for b in BROKERS:
+        zk.create(f"/brokers/ids/{b}", registration(f"broker{b}", 9092 + b), makepath=True)
+
+
+def test_a_topic_a_broker_created_while_no_controller_was_active_is_repaired_at_takeover(h: Harness) -> None:
+    """No controller active (livectl failing over): no topic change is published for the broker's topic. The
+    takeover reads it with everything else (Kafka's onControllerFailover) and repairs it: the znode rewritten
+    at the version the snapshot read, its partitions started on real brokers."""
+    _register(h.zk)
+    h.zk.create(f"/brokers/topics/{OFFSETS}", _broker_topic({0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 3, 0]}), makepath=True)
+    out = h.run(ControllerFailover(0, read_snapshot(h.zk)))
+    assert out["report"].zk_failed == 0
+    parts, version = _offsets_znode(h.zk)
+    assert version == 1
+    assert all(0 not in reps and len(set(reps)) == 3 for reps in parts.values()), parts
+    assert parts[1] == [1, 2, 3]
+    for p, reps in parts.items():
+        st = zk_state(h.zk, OFFSETS, p)
+        assert (st["leader"], st["isr"]) == (reps[0], reps)
+    assert partitions_in(out["requests"], "LeaderAndIsr") == {
+        (b, OFFSETS, p) for p, reps in parts.items() for b in reps
+    }
+
+
+def test_a_takeovers_repair_refused_is_read_again_and_redone(h: Harness) -> None:
+    _register(h.zk)
+    h.zk.create(f"/brokers/topics/{OFFSETS}", _broker_topic({0: [0, 1]}), makepath=True)
+    snapshot = read_snapshot(h.zk)
+    # between the takeover's reading and its first micro-batch, the broker adds a partition
+    h.zk.set(f"/brokers/topics/{OFFSETS}", _broker_topic({0: [0, 1], 1: [0, 2]}))
+    out = h.run(ControllerFailover(0, snapshot))
+    assert out["report"].zk_failed == 1
+    assert not {tp for tp in partitions_in(out["requests"], "LeaderAndIsr") if tp[1] == OFFSETS}
+    (read,) = out["reads"]
+    assert read == _watcher_reading(h.zk)
+    again = h.run(read)
+    assert again["report"].zk_failed == 0
+    parts, _ = _offsets_znode(h.zk)
+    assert set(parts) == {0, 1} and all(0 not in reps for reps in parts.values()), parts
+    assert partitions_in(again["requests"], "LeaderAndIsr") == {
+        (b, OFFSETS, p) for p, reps in parts.items() for b in reps
+    }
 
 
 # ---------------------------------------------------------------------- configs and admin znodes

@@ -12,7 +12,8 @@ import pytest
 from core_support import Cluster, ZkConflictError, startup
 
 from core.codec.events import event_from_json, event_to_json
-from core.decisions import StateChangeFailure, ZkOp, ZkWrite
+from core.controller import step
+from core.decisions import BrokerRequest, StateChangeFailure, ZkOp, ZkWrite
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import encode_topic_znode, topic_path
 from core.model import ReplicaAssignment, TopicPartition
@@ -146,3 +147,120 @@ def test_the_events_zk_version_round_trips_and_is_left_out_when_unknown() -> Non
     old = ZkTopicChange(EPOCH, "t", ((0, (0, 1)),))
     assert "zk_version" not in json.loads(event_to_json(old))
     assert event_from_json(event_to_json(old)) == old
+
+
+# ---------------------------------------------------------------------- the rewrite refused: read again, redone
+
+
+def _refused(c: Cluster, ev: ZkTopicChange) -> list[ZkWrite]:
+    """``ev`` decided, and every write but the topic znode's applied: ZooKeeper refused its compare-and-set
+    (the dispatcher withholds every request of the topic then: none is kept here either)."""
+    c.state, ds = step(c.state, [ev])
+    path = topic_path(ev.topic)
+    c.zk.apply(d for d in ds if not (isinstance(d, ZkWrite) and d.path == path))
+    return [d for d in ds if isinstance(d, ZkWrite) and d.path == path]
+
+
+def test_a_refused_rewrite_read_again_is_written_at_the_new_version_and_its_requests_sent_again() -> None:
+    c = Cluster.start([1, 2, 3])
+    ev = _broker_creates(c, {0: (0, 1), 1: (2, 3)})
+    [refused] = _refused(c, ev)
+    assert refused.expected_version == 0
+    # in between, a broker's CreatePartitions (AdminZkClient.addPartitions) wrote the znode: version 1, the
+    # existing partitions as they were, a new one on the controller id too
+    added = {0: (0, 1), 1: (2, 3), 2: (0, 2)}
+    data = encode_topic_znode({p: ReplicaAssignment(r) for p, r in added.items()}, TOPIC_ID)
+    c.zk.tree.apply(ZkWrite(ZkOp.SET, topic_path(TOPIC), data))
+    # the driver's reading of it after the refusal (streaming.query.refresh), and the watcher's of the same
+    # version in the same micro-batch: one rewrite
+    again = ZkTopicChange(EPOCH, TOPIC, tuple(sorted(added.items())), TOPIC_ID, (), 1)
+    c.run(again, again)
+    [write] = _topic_writes(c)
+    assert write.expected_version == 1
+    parts = {int(p): tuple(r) for p, r in json.loads(c.zk.get(topic_path(TOPIC)) or "")["partitions"].items()}
+    assert parts == {0: (2, 1), 1: (2, 3), 2: (1, 2)}
+    assert {tp.partition: c.ctx.replicas(tp) for tp in c.ctx.partitions_for_topic(TOPIC)} == parts
+    # the requests the refusal withheld go out again, to real brokers: partition 0 as new, and partition 1 too
+    sent = {
+        (b, p["partitionIndex"], p["isNew"])
+        for r in c.requests(RequestApi.LEADER_AND_ISR)
+        for b in r.recipients()
+        for t in r.body_json()["topicStates"]
+        for p in t["partitionStates"]
+    }
+    assert sent == {(2, 0, True), (1, 0, True), (2, 1, False), (3, 1, False), (1, 2, True), (2, 2, True)}
+    um = {p["partitionIndex"] for r in c.requests(RequestApi.UPDATE_METADATA) for p in _um_partitions(r)}
+    assert um == {0, 1, 2}
+    # the rewrite coming back: nothing more
+    assert c.run(ZkTopicChange(EPOCH, TOPIC, tuple(sorted(parts.items())), TOPIC_ID, (), 2)) == []
+
+
+def test_a_reading_of_a_topic_whose_repair_reached_zookeeper_changes_nothing() -> None:
+    c = Cluster.start([1, 2, 3])
+    c.run(_broker_creates(c, {0: (0, 1)}))
+    assert c.ctx.replicas(TopicPartition(TOPIC, 0)) == (2, 1)
+    # the repaired znode read again (version 1): its partitions are known and hold the repair: nothing to do
+    assert c.run(ZkTopicChange(EPOCH, TOPIC, ((0, (2, 1)),), TOPIC_ID, (), 1)) == []
+
+
+def _um_partitions(r: BrokerRequest) -> list[dict[str, object]]:
+    body = r.body_json()
+    if "topicStates" in body:
+        return [p for t in body["topicStates"] if t["topicName"] == TOPIC for p in t["partitionStates"]]
+    return [p for p in body.get("partitionStates", []) if p.get("topicName") == TOPIC]
+
+
+# ---------------------------------------------------------------------- at takeover (onControllerFailover)
+
+
+def _state_znode(c: Cluster, topic: str, p: int, leader: int, isr: list[int]) -> None:
+    body = {"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": 0, "isr": isr}
+    c.zk.tree.apply(
+        ZkWrite(ZkOp.CREATE, f"{topic_path(topic)}/partitions/{p}/state", json.dumps(body), make_parents=True)
+    )
+
+
+def test_a_topic_a_broker_created_while_no_controller_was_active_is_repaired_at_takeover() -> None:
+    c = Cluster.start([1, 2, 3])
+    c.create_topic("kept", ((1, 2),))
+    # while livectl fails over, a broker creates __consumer_offsets: the topic znode only, no partition state
+    _broker_creates(c, {0: (0, 1, 2), 1: (1, 2, 3), 2: (2, 3, 0)})
+    c.failover()
+    [write] = _topic_writes(c)
+    assert write.op is ZkOp.SET and write.expected_version == 0, "compare-and-set at the version the takeover read"
+    parts = {int(p): tuple(r) for p, r in json.loads(c.zk.get(topic_path(TOPIC)) or "")["partitions"].items()}
+    assert parts == {0: (3, 1, 2), 1: (1, 2, 3), 2: (2, 3, 1)}
+    for p, reps in parts.items():
+        tp = TopicPartition(TOPIC, p)
+        assert c.ctx.replicas(tp) == reps
+        assert c.ctx.partition_state(tp) is PartitionState.ONLINE
+        lai = c.ctx.leader_and_isr(tp)
+        assert lai is not None and lai.leader == reps[0] and CONTROLLER not in lai.isr
+    assert _leader_and_isr_brokers(c) == {1, 2, 3}
+    assert not _topic_writes(c, "kept")
+
+
+def test_at_takeover_a_state_naming_the_replacement_is_kept_and_an_online_replica_left() -> None:
+    c = Cluster.start([1, 2, 3])
+    # a repair whose state znodes were written and whose topic znode rewrite was refused, then a takeover:
+    # the ISR names the replacement (3), the topic znode still the controller id
+    _broker_creates(c, {0: (0, 1), 1: (1, 0)})
+    _state_znode(c, TOPIC, 0, 3, [3, 1])
+    _state_znode(c, TOPIC, 1, 1, [1])  # online without a hint: a reassignment's work, left
+    c.failover()
+    assert c.ctx.replicas(TopicPartition(TOPIC, 0)) == (3, 1)
+    assert c.ctx.replicas(TopicPartition(TOPIC, 1)) == (1, 0)
+    [write] = _topic_writes(c)
+    assert json.loads(write.data or "")["partitions"] == {"0": [3, 1], "1": [1, 0]}
+
+
+def test_at_takeover_nothing_is_repaired_under_a_registered_controller_id_or_for_a_deleted_topic() -> None:
+    c = Cluster.start([1, 2, 3])
+    _broker_creates(c, {0: (0, 1)}, topic="gone")
+    c.zk.tree.apply(ZkWrite(ZkOp.CREATE, "/admin/delete_topics/gone", "", make_parents=True))
+    c.failover()
+    assert not _topic_writes(c, "gone")
+    _broker_creates(c, {0: (0, 1)})
+    c.failover(controller_id=1)  # a controller whose id is a registered broker's: a real replica
+    assert not _topic_writes(c)
+    assert c.ctx.replicas(TopicPartition(TOPIC, 0)) == (0, 1)
