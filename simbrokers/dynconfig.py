@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from core.kafka import zkdata
+from core.kafka import zk_notifications, zkdata
 
 log = logging.getLogger("simbrokers.dynconfig")
 
@@ -56,7 +56,9 @@ class DynamicConfigWatcher:
         self.zk.ensure_path(zkdata.CONFIG_CHANGES)
         with self._lock:
             seqs = [
-                s for s in map(zkdata.config_change_sequence, self._children(zkdata.CONFIG_CHANGES)) if s is not None
+                s
+                for s in map(zk_notifications.config_change_sequence, self._children(zkdata.CONFIG_CHANGES))
+                if s is not None
             ]
             self.last_sequence = max(seqs, default=-1)
             self.brokers = {b: self._read("brokers", b) for b in self._children(zkdata.CONFIG_BROKERS)}
@@ -75,7 +77,7 @@ class DynamicConfigWatcher:
             fresh = sorted(
                 (s, c)
                 for c in children
-                if (s := zkdata.config_change_sequence(c)) is not None and s > self.last_sequence
+                if (s := zk_notifications.config_change_sequence(c)) is not None and s > self.last_sequence
             )
             if not fresh:
                 return
@@ -85,7 +87,7 @@ class DynamicConfigWatcher:
                     data, _ = self.zk.get(f"{zkdata.CONFIG_CHANGES}/{child}")
                 except NoNodeError:
                     continue
-                entity = zkdata.decode_config_change(data)
+                entity = zk_notifications.decode_config_change(data)
                 if entity is None:
                     log.warning("ignoring config change %s: not Kafka's version 2 notification", child)
                     continue

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from core.kafka import zkdata
+from core.kafka import zk_notifications, zkdata
 
 __all__ = [
     "DEFAULT_BROKER",
@@ -45,7 +45,7 @@ def notify(zk: KazooClient, entity_type: str, name: str) -> str:
     zk.ensure_path(zkdata.CONFIG_CHANGES)
     path: str = zk.create(
         f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
-        zkdata.encode_config_change(entity_type, name),
+        zk_notifications.encode_config_change(entity_type, name),
         sequence=True,
     )
     return path

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from core import deletion, partition_machine, replica_machine
 from core.context import ControllerContext
+from core.controller.controller_replicas import repair_controller_replicas_on_failover
 from core.controller.elections import preferred_elections
 from core.controller.reassignment import maybe_resume_reassignments, start_zk_reassignments
 from core.controller.step_context import UNCLEAN_CONFIG, StepContext
-from core.controller.topics import repair_controller_replicas_on_failover
 from core.decisions import ANY_VERSION, ZkOp, ZkWrite
 from core.events import ControllerFailover
 from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION
@@ -22,7 +22,7 @@ def failover(c: StepContext, ev: ControllerFailover) -> None:
     reassignments resumed (the legacy ``/admin/reassign_partitions`` entries first: they take
     precedence), deletions resumed, pending preferred elections run. Before any of it, unlike Kafka, the
     replicas brokers placed on this controller's id are repaired
-    (:func:`core.controller.topics.repair_controller_replicas_on_failover`)."""
+    (:func:`core.controller.controller_replicas.repair_controller_replicas_on_failover`)."""
     snap = ev.snapshot
     c.ctx = ctx = _context_from_snapshot(ev.controller_id, snap)
     c.offline_reset = frozenset(snap.offline_replica_topics)

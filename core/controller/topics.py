@@ -10,6 +10,12 @@ import hashlib
 
 from core import limits as lim
 from core import partition_machine, replica_machine
+from core.controller.controller_replicas import (
+    repair_controller_replicas,
+    rewrite_topic_znode,
+    send_again,
+    unwritten_repairs,
+)
 from core.controller.step_context import UNCLEAN_CONFIG, StepContext
 from core.decisions import ANY_VERSION, AdminStatus, ZkOp, ZkWrite
 from core.election import ElectionStrategy
@@ -22,11 +28,9 @@ from core.placement import (
     BrokerRack,
     PlacementError,
     assign_replicas,
-    replacement_broker,
     stable_start_index,
     validate_manual_assignment,
 )
-from core.snapshot import ZkSnapshot
 from core.states import PartitionState, ReplicaState
 from core.zk_path_events import ZkTopicChange
 
@@ -215,20 +219,20 @@ def zk_topic_change(c: StepContext, ev: ZkTopicChange) -> None:
     and the znode is restored to the controller's assignment.
 
     Unlike Kafka: a new partition whose replicas name this controller's id while no broker of that id is
-    registered is repaired first (:func:`_repair_controller_replicas`): a broker that created the topic
+    registered is repaired first (:mod:`core.controller.controller_replicas`): a broker that created the topic
     itself placed a replica on the controller livectl advertises among the live brokers, where it would never
     come online. The znode is rewritten at the version read (``ev.zk_version``). When ZooKeeper refuses that
     compare-and-set (someone wrote the znode in between), the driver reads the znode again and publishes it
     as a new topic change (:mod:`streaming.query.refresh`): a partition this controller knows whose replicas
     there still name its id, where its own assignment holds the replacement, is a repair that did not reach
-    ZooKeeper (:func:`_unwritten_repairs`). The znode is then written again at the version now read, and the
+    ZooKeeper (``unwritten_repairs``). The znode is then written again at the version now read, and the
     topic's LeaderAndIsr and UpdateMetadata, withheld with the refused write, are sent again."""
     if not c.read_under_this_epoch(ev.controller_epoch):
         return
     ctx = c.ctx
     new = [(TopicPartition(ev.topic, p), reps) for p, reps in ev.partitions]
     new = [(tp, reps) for tp, reps in new if tp not in ctx.partition_assignments]
-    unwritten = _unwritten_repairs(c, ev)
+    unwritten = unwritten_repairs(c, ev)
     if not new and not unwritten:
         return
     if ev.topic in ctx.topics_to_be_deleted:
@@ -244,7 +248,7 @@ def zk_topic_change(c: StepContext, ev: ZkTopicChange) -> None:
         if configs.get(UNCLEAN_CONFIG) in ("true", "false"):
             ctx.unclean_leader_election[ev.topic] = configs[UNCLEAN_CONFIG] == "true"
     tps = sorted(tp for tp, _ in new)
-    repaired = _repair_controller_replicas(c, dict(new))
+    repaired = repair_controller_replicas(c, dict(new))
     for tp, reps in new:
         ctx.set_assignment(tp, ReplicaAssignment(repaired.get(tp, tuple(reps))))
     if repaired or unwritten:
@@ -252,135 +256,7 @@ def zk_topic_change(c: StepContext, ev: ZkTopicChange) -> None:
         rewrite_topic_znode(c, ev.topic, ANY_VERSION if ev.zk_version is None else ev.zk_version)
     on_new_partition_creation(c, tps)
     if unwritten:
-        _send_again(c, ev.topic, set(tps), set(unwritten))
-
-
-def rewrite_topic_znode(c: StepContext, topic: str, version: int) -> None:
-    """``/brokers/topics/<topic>`` as the context assigns it, by compare-and-set at ``version``."""
-    ctx = c.ctx
-    assignment = {tp.partition: ctx.assignment(tp) for tp in ctx.partitions_for_topic(topic)}
-    c.fx.zk.append(
-        ZkWrite(ZkOp.SET, topic_path(topic), encode_topic_znode(assignment, ctx.topic_ids.get(topic)), version)
-    )
-
-
-def _unwritten_repairs(c: StepContext, ev: ZkTopicChange) -> list[TopicPartition]:
-    """The partitions of ``ev`` this controller knows whose replicas in the znode name its id (no broker of
-    that id registered) while its own assignment does not: its repair of them (:func:`_repair_controller_replicas`,
-    or the failover's, :func:`repair_controller_replicas_on_failover`) was refused by ZooKeeper. None when
-    this step already rewrites the topic's znode (a second reading of the same znode in one micro-batch: that
-    rewrite covers them)."""
-    ctx = c.ctx
-    cid = ctx.controller_id
-    if cid < 0 or cid in ctx.live_brokers:
-        return []
-    out = []
-    for p, reps in ev.partitions:
-        if cid not in reps:
-            continue
-        tp = TopicPartition(ev.topic, p)
-        ra = ctx.partition_assignments.get(tp)
-        if ra is not None and cid not in ra.replicas:
-            out.append(tp)
-    path = topic_path(ev.topic)
-    if out and any(w.op is ZkOp.SET and w.path == path for w in c.fx.zk):
-        return []
-    return out
-
-
-def _send_again(c: StepContext, topic: str, created: set[TopicPartition], repaired: set[TopicPartition]) -> None:
-    """The LeaderAndIsr (to the live replicas) and UpdateMetadata (to every broker) of each partition of
-    ``topic`` with a leadership, but those ``created`` in this step (they have theirs): ZooKeeper refused the
-    topic znode's rewrite in an earlier micro-batch, and every request of the topic in it was withheld
-    (:mod:`streaming.query.refusals`). The ``repaired`` ones never reached a broker: sent as new (``isNew``)."""
-    ctx = c.ctx
-    live = ctx.live_broker_ids
-    for tp in sorted(ctx.partitions_for_topic(topic)):
-        li = ctx.partition_leadership.get(tp)
-        if tp in created or li is None:
-            continue
-        recipients = [r for r in ctx.replicas(tp) if r in live]
-        c.fx.batch.add_leader_and_isr(ctx, recipients, tp, li, ctx.assignment(tp), is_new=tp in repaired)
-
-
-def repair_controller_replicas_on_failover(c: StepContext, snap: ZkSnapshot) -> None:
-    """Kafka's ``onControllerFailover`` reads every topic; a topic a broker created while no controller was
-    active (livectl failing over) may name this controller's id as a replica, and no topic change will come
-    for it. Before the state machines start, with the context just read from ``snap``, each partition naming
-    this controller's id (no broker of that id registered; not being reassigned, not queued for deletion) is
-    repaired as :func:`zk_topic_change` repairs a new one, and its topic's znode rewritten at the version read
-    (refused: read again, see :func:`zk_topic_change`):
-
-    * a partition with no state znode yet (New): :func:`_repair_controller_replicas`;
-    * a partition with a state whose ISR holds exactly one broker that is not a replica: that broker (a
-      repair whose state znode was written but whose topic znode rewrite ZooKeeper refused);
-    * any other partition with a state keeps the replica (offline there, as Kafka keeps it): moving an
-      online partition's replica is a reassignment's work."""
-    ctx = c.ctx
-    cid = ctx.controller_id
-    if cid < 0 or cid in ctx.live_brokers:
-        return
-    deleting = set(snap.topics_to_delete)
-    new: dict[TopicPartition, tuple[int, ...]] = {}
-    done: dict[TopicPartition, tuple[int, ...]] = {}
-    for tp in sorted(ctx.partitions_on_broker(cid)):
-        if tp.topic in deleting or tp in ctx.partitions_being_reassigned:
-            continue
-        reps = ctx.replicas(tp)
-        li = ctx.partition_leadership.get(tp)
-        if li is None:
-            new[tp] = reps
-            continue
-        extra = [b for b in li.leader_and_isr.isr if b not in reps]
-        if len(extra) == 1 and reps.count(cid) == 1:
-            done[tp] = tuple(extra[0] if r == cid else r for r in reps)
-    done.update(_repair_controller_replicas(c, new))
-    for tp, reps in done.items():
-        ctx.set_assignment(tp, ReplicaAssignment(reps))
-    versions = {t.topic: t.zk_version for t in snap.topics}
-    for topic in sorted({tp.topic for tp in done}):
-        rewrite_topic_znode(c, topic, versions.get(topic, ANY_VERSION))
-
-
-def _repair_controller_replicas(
-    c: StepContext, new: dict[TopicPartition, tuple[int, ...]]
-) -> dict[TopicPartition, tuple[int, ...]]:
-    """The new partitions whose replica on this controller's id (advertised to the brokers as a live broker
-    by the channel, :func:`channel.convert.advertise_controller`, and so among those a broker places a topic
-    it creates on) is replaced by a live broker: not shutting down, not cordoned, not already a replica of
-    the partition, rack- and load-aware as a drain chooses (:func:`core.placement.replacement_broker`), the
-    load counting the replacements made here. Nothing when a broker of the controller's id is registered (it
-    is a real replica then). A partition no broker can take keeps the replica (it stays offline there) and a
-    :class:`core.decisions.StateChangeFailure` says why."""
-    ctx = c.ctx
-    cid = ctx.controller_id
-    if cid < 0 or cid in ctx.live_brokers or not any(cid in reps for reps in new.values()):
-        return {}
-    live = ctx.live_broker_ids
-    brokers = [BrokerRack(b.id, b.rack) for b in sorted(ctx.live_brokers.values(), key=lambda b: b.id) if b.id in live]
-    load = {b.id: len(ctx.partitions_on_broker(b.id)) for b in brokers}
-    out: dict[TopicPartition, tuple[int, ...]] = {}
-    for tp in sorted(new):
-        reps = new[tp]
-        if cid not in reps:
-            continue
-        dest = replacement_broker(cid, reps, brokers, c.cordoned, load)
-        if dest is None:
-            cordoned = sorted(b.id for b in brokers if b.id in c.cordoned and b.id not in reps)
-            why = f", {len(cordoned)} cordoned: {', '.join(map(str, cordoned))}" if cordoned else ""
-            c.fx.fail(
-                f"[Topic={tp.topic},Partition={tp.partition},Replica={cid}]",
-                ReplicaState.NON_EXISTENT,
-                ReplicaState.NEW,
-                f"Replica {cid} of {tp} is on livectl's controller id, under which no broker is registered, and no "
-                f"live broker can take its place (replicas {list(reps)}, live brokers "
-                f"{sorted(b.id for b in brokers)}{why}): it is left there, offline, until a broker registers as "
-                f"{cid} or the partition is reassigned.",
-            )
-            continue
-        out[tp] = tuple(dest if r == cid else r for r in reps)
-        load[dest] = load.get(dest, 0) + 1
-    return out
+        send_again(c, ev.topic, set(tps), set(unwritten))
 
 
 def topic_creation_refused(c: StepContext, ev: TopicCreationRefused) -> None:

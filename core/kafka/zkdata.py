@@ -1,5 +1,6 @@
 """Kafka's ZooKeeper layout (``kafka.zk.ZkData``): every znode livectl reads or writes, its path and its JSON
-codec both ways. Nothing else in livectl spells a znode path or its JSON.
+codec both ways. Nothing else in livectl spells a znode path or its JSON (but the sequential notifications'
+JSON, :mod:`core.kafka.zk_notifications`).
 
 * ``/controller`` — ``{"version":1,"brokerid":…,"timestamp":"<ms>"}`` (ephemeral; Kafka's ``ControllerZNode``);
 * ``/controller_epoch`` — the epoch as decimal text (``ControllerEpochZNode``);
@@ -15,10 +16,8 @@ codec both ways. Nothing else in livectl spells a znode path or its JSON.
 * ``/admin/delete_topics/<t>`` — no data.
 * ``/admin/preferred_replica_election`` — ``{"version":1,"partitions":[{"topic","partition"}]}``.
 * ``/config/topics/<t>``, ``/config/brokers/<id>|<default>`` — ``{"version":1,"config":{…}}``.
-* ``/config/changes/config_change_<10 digits>`` — ``{"version":2,"entity_path":"<type>/<name>"}``
-  (sequential; Kafka's ``ConfigEntityChangeNotificationSequenceZNode``).
-* ``/isr_change_notification/isr_change_<10 digits>`` — ``{"version":1,"partitions":[{"topic","partition"}]}``
-  (sequential; Kafka's ``IsrChangeNotificationSequenceZNode``, written by leaders below IBP 2.7).
+* ``/config/changes/config_change_<10 digits>`` and ``/isr_change_notification/isr_change_<10 digits>`` —
+  Kafka's sequential notifications: their paths here, their JSON in :mod:`core.kafka.zk_notifications`.
 * ``/livectl/offline_replicas/<t>`` (:mod:`core.offline_replicas` owns its JSON) and ``/livectl/sink/<query>``
   (the ZooKeeper sink's progress, :mod:`sinks.zookeeper` owns its JSON) are livectl's own.
 
@@ -127,7 +126,7 @@ def topic_of_path(path: str, root: str = BROKER_TOPICS) -> str | None:
     return m.group(1) if m else None
 
 
-def _object(data: bytes | str, field: str) -> dict[str, Any]:
+def json_object(data: bytes | str, field: str) -> dict[str, Any]:
     try:
         o = json.loads(data)
     except ValueError as e:
@@ -156,7 +155,7 @@ def encode_controller(controller_id: int, timestamp_ms: int) -> bytes:
 
 def decode_controller(data: bytes | str) -> ControllerZnode:
     """Kafka's ``ControllerZNode.decode``; :class:`FormatError` (field: the path) when it is not Kafka's JSON."""
-    o = _object(data, CONTROLLER_PATH)
+    o = json_object(data, CONTROLLER_PATH)
     try:
         broker_id = int(o["brokerid"])
     except (KeyError, TypeError, ValueError):
@@ -217,7 +216,7 @@ def decode_broker_registration(broker_id: int, data: bytes | str, czxid: int, pa
     broker epoch is ``czxid``. Old registrations without ``endpoints`` use ``host`` / ``port``.
     :class:`FormatError` names ``path`` (by default the znode's) and says what is wrong."""
     path = path or broker_path(broker_id)
-    o = _object(data, path)
+    o = json_object(data, path)
     protocols = o.get("listener_security_protocol_map") or {}
     if not isinstance(protocols, dict):
         raise FormatError(path, "listener_security_protocol_map must be an object")
@@ -232,63 +231,6 @@ def decode_broker_registration(broker_id: int, data: bytes | str, czxid: int, pa
         endpoints = ()
     rack = o.get("rack")
     return Broker(broker_id, czxid, None if rack is None else str(rack), endpoints)
-
-
-# ---------------------------------------------------------------------------- config change notifications
-
-
-def encode_config_change(entity_type: str, name: str) -> bytes:
-    """Kafka's version-2 config change notification."""
-    return json.dumps({"version": 2, "entity_path": f"{entity_type}/{name}"}, separators=(",", ":")).encode()
-
-
-def decode_config_change(data: bytes | str) -> tuple[str, str] | None:
-    """``(entity type, name)`` of a version-2 notification, or ``None`` for anything else."""
-    try:
-        o = json.loads(data)
-    except ValueError:
-        return None
-    path = o.get("entity_path") if isinstance(o, dict) and o.get("version") == 2 else None
-    if not isinstance(path, str) or "/" not in path:
-        return None
-    kind, _, name = path.partition("/")
-    return kind, name
-
-
-def config_change_sequence(child: str) -> int | None:
-    """The sequence number of a ``/config/changes`` child, or ``None`` when it is not a notification."""
-    if not child.startswith(CONFIG_CHANGE_PREFIX):
-        return None
-    digits = child[len(CONFIG_CHANGE_PREFIX) :]
-    return int(digits) if digits.isdigit() else None
-
-
-# ---------------------------------------------------------------------------- ISR change notifications
-
-
-def encode_isr_change_notification(tps: Iterable[TopicPartition]) -> bytes:
-    """An ISR-change notification as a leader below IBP 2.7 writes it (Kafka's version 1)."""
-    parts = [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(tps)]
-    return json.dumps({"version": 1, "partitions": parts}, separators=(",", ":")).encode()
-
-
-def decode_isr_change_notification(data: bytes | str) -> tuple[TopicPartition, ...]:
-    """The partitions an ISR-change notification lists (distinct, in its order). Raises
-    :class:`FormatError` naming the field for anything but Kafka's JSON."""
-    o = _object(data, "isr change notification")
-    raw = o.get("partitions")
-    if not isinstance(raw, list):
-        raise FormatError("partitions", "must be a list of {topic, partition}")
-    out: dict[TopicPartition, None] = {}
-    for i, e in enumerate(raw):
-        topic = e.get("topic") if isinstance(e, dict) else None
-        partition = e.get("partition") if isinstance(e, dict) else None
-        if not isinstance(topic, str) or not topic:
-            raise FormatError(f"partitions[{i}].topic", "must be a topic name")
-        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-            raise FormatError(f"partitions[{i}].partition", "must be a partition number")
-        out[TopicPartition(topic, partition)] = None
-    return tuple(out)
 
 
 # ---------------------------------------------------------------------------- topics and partitions

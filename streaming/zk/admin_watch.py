@@ -64,7 +64,7 @@ from core.errors import FormatError
 from core.events import Event
 from core.kafka import zkdata
 from core.model import PartitionTarget, TopicPartition
-from core.snapshot import PartitionStateZnode, ZkSnapshot
+from core.snapshot import ZkSnapshot
 from core.zk_path_events import (
     BrokersCordoned,
     ClusterConfigChanged,
@@ -77,9 +77,9 @@ from core.zk_path_events import (
 )
 from streaming.errors import StreamingError
 from streaming.runtime.watch_thread import WatchThread
+from streaming.zk.isr_notifications import read_isr_changes
 from streaming.zk.liveness import Producer
 from streaming.zk.publishing import publish_events
-from streaming.zk.snapshot_reader import read_znodes
 
 log = logging.getLogger(__name__)
 
@@ -454,33 +454,7 @@ class AdminPathWatcher:
         children = sorted(c for c in self._children(zkdata.ISR_CHANGE_NOTIFICATION) if _ISR_CHANGE.fullmatch(c))
         if not children:
             return
-        handles = [(c, self._zk.get_async(f"{zkdata.ISR_CHANGE_NOTIFICATION}/{c}")) for c in children]
-        handled: list[str] = []
-        listed: dict[TopicPartition, None] = {}
-        for name, handle in handles:
-            try:
-                data, _ = handle.get()
-            except NoNodeError:
-                continue
-            handled.append(name)
-            try:
-                listed.update(dict.fromkeys(zkdata.decode_isr_change_notification(data)))
-            except FormatError as e:
-                # Kafka reads such a notification as listing nothing, and deletes it
-                log.error("deleting %s/%s: not Kafka's ISR change JSON: %s", zkdata.ISR_CHANGE_NOTIFICATION, name, e)
-        paths = {tp: zkdata.partition_state_path(tp.topic, tp.partition) for tp in listed}
-        got = read_znodes(self._zk, list(paths.values())) if paths else {}
-        by_topic: dict[str, dict[int, PartitionStateZnode]] = {}
-        for tp, path in paths.items():
-            if path not in got:
-                continue  # the partition is gone: nothing to tell
-            data, stat = got[path]
-            try:
-                state = zkdata.decode_partition_state(data.decode(), stat.version)
-            except (ValueError, KeyError, TypeError, AttributeError) as e:
-                log.error("ignoring %s: not Kafka's partition state JSON: %s", path, e)
-                continue
-            by_topic.setdefault(tp.topic, {})[tp.partition] = state
+        handled, by_topic = read_isr_changes(self._zk, children)
         for topic, states in sorted(by_topic.items()):
             event = self._checked(ZkIsrChange(topic, tuple(sorted(states.items()))))
             if event is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from admin.configs import parse_add_config
-from core.kafka.zkdata import config_change_sequence, decode_config_change, encode_config_change
+from core.kafka.zk_notifications import config_change_sequence, decode_config_change, encode_config_change
 
 pytestmark = pytest.mark.unit
 

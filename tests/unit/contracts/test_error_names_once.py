@@ -15,7 +15,7 @@ from sinks.ports import ZkCode
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[3]
-PRODUCT = ("core", "streaming", "sinks", "admin", "livectl", "simbrokers")
+PRODUCT = ("core", "streaming", "sinks", "admin", "livectl", "simbrokers", "channel")
 #: the homes: the only files that may spell the names
 HOMES = {Path("core/kafka/error_codes.py"), Path("sinks/ports.py")}
 

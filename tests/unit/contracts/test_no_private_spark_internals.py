@@ -14,7 +14,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[3]
-PRODUCT = ("streaming", "sinks", "admin", "livectl", "simbrokers", "core")
+PRODUCT = ("streaming", "sinks", "admin", "livectl", "simbrokers", "core", "channel")
 #: PySpark's handles on JVM objects and its gateway's private entry points
 PRIVATE = frozenset(
     {

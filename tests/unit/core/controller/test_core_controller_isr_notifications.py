@@ -15,12 +15,8 @@ from core.decisions import ZkWrite
 from core.errors import FormatError
 from core.events import BrokerFailure, CreateTopic, ReassignPartitions
 from core.kafka.requests import RequestApi
-from core.kafka.zkdata import (
-    decode_isr_change_notification,
-    decode_partition_state,
-    encode_isr_change_notification,
-    partition_state_path,
-)
+from core.kafka.zk_notifications import decode_isr_change_notification, encode_isr_change_notification
+from core.kafka.zkdata import decode_partition_state, partition_state_path
 from core.model import PartitionTarget, TopicPartition
 from core.snapshot import PartitionStateZnode
 from core.zk_path_events import ZkIsrChange

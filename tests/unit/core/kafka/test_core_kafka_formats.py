@@ -8,7 +8,7 @@ import json
 import pytest
 
 from core.errors import FormatError
-from core.kafka import zkdata
+from core.kafka import zk_notifications, zkdata
 from core.kafka.envelope import encode_envelope, encode_request, parse_request
 from core.kafka.requests import ControlledShutdownResponse, RequestApi, StopReplicaRequest
 from core.model import Endpoint
@@ -101,8 +101,11 @@ def test_config_paths_and_change_notifications() -> None:
     assert zkdata.entity_config_path("brokers", "<default>") == "/config/brokers/<default>"
     assert zkdata.entity_configs_path("topics") == zkdata.CONFIG_TOPICS
     child = f"{zkdata.CONFIG_CHANGE_PREFIX}0000000007"
-    assert zkdata.config_change_sequence(child) == 7
-    assert zkdata.decode_config_change(zkdata.encode_config_change("brokers", "3")) == ("brokers", "3")
+    assert zk_notifications.config_change_sequence(child) == 7
+    assert zk_notifications.decode_config_change(zk_notifications.encode_config_change("brokers", "3")) == (
+        "brokers",
+        "3",
+    )
 
 
 def test_paths_are_read_back_to_what_they_name() -> None:
