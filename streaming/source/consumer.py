@@ -80,6 +80,7 @@ class SourceConsumer:
             enable_auto_commit=False,
             group_id=None,
             auto_offset_reset="earliest",
+            request_timeout_ms=self.options.request_timeout_ms,
             **config,
         )
 
