@@ -1,8 +1,8 @@
 """The ``livectl-kafka`` source's consumer (:mod:`streaming.source.kafka_source`): the partitions of its topics,
 their log start and end offsets (the ends read to the true end), where the consumer stands, and the data-loss
 check before each read ("Data loss" in :mod:`streaming.source.kafka_source`). Two kafka-python consumers, the
-read's and the check's (small fetches, :data:`CHECK_FETCH_BYTES`), no consumer group (``assign`` + ``seek``),
-nothing committed to Kafka."""
+read's (its fetch size follows what comes back: :mod:`streaming.source.fetch_size`) and the check's (small
+fetches, :data:`CHECK_FETCH_BYTES`), no consumer group (``assign`` + ``seek``), nothing committed to Kafka."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sinks.security import KafkaSecurity
+from streaming.source.fetch_size import FetchSize
 from streaming.source.options import KafkaSourceError, Marks, Positions, SourceOptions
 
 log = logging.getLogger("livectl.kafka_source")
@@ -27,8 +28,9 @@ ENDS_POLL_MS = 100
 
 #: the largest answer per partition the data-loss check's consumer asks for (its ``max_partition_fetch_bytes``): a
 #: fetch always returns at least the first whole record batch (KIP-74), so the record the check needs comes however
-#: small this is; the read's consumer asks for up to 1 MiB, the whole backlog behind the start, which over a slow
-#: link took longer than the check's ``poll_timeout_ms`` and even than the request timeout (30 s) to arrive
+#: small this is; the read's consumer asks for up to 1 MiB (:mod:`streaming.source.fetch_size`), the whole backlog
+#: behind the start, which over a slow link took longer than the check's ``poll_timeout_ms`` and even than the
+#: request timeout (30 s) to arrive
 CHECK_FETCH_BYTES = 4 * 1024
 
 #: how long a partition the broker answered without an offset is asked again before it is an error
@@ -70,6 +72,8 @@ class SourceConsumer:
         self.check_positions: dict[tuple[str, int], int] = {}
         #: data-loss checks in a row that the broker did not answer in time (see :meth:`check_data_loss`)
         self._unanswered_checks = 0
+        #: how much the read's consumer asks for per fetch (:mod:`streaming.source.fetch_size`)
+        self.fetch = FetchSize(options.request_timeout_ms)
 
     def _new_consumer(self, **config: Any) -> Any:
         from kafka import KafkaConsumer
@@ -92,8 +96,58 @@ class SourceConsumer:
                 # controller CPU in fetches (docs/decisions/2026-11-25-trigger-zero.md)
                 fetch_max_wait_ms=min(self.options.poll_timeout_ms, FETCH_MAX_WAIT_MS),
                 max_poll_records=min(self.options.max_records_per_batch, 5000),
+                # per partition and for the whole answer, which must come within the request timeout
+                max_partition_fetch_bytes=self.fetch.bytes,
+                fetch_max_bytes=self.fetch.bytes,
             )
         return self.consumer
+
+    def poll(self, timeout_ms: int, max_records: int) -> Any:
+        """The read's consumer's ``poll``, and where it now stands per partition (:attr:`positions`); the fetch
+        size follows what came (:mod:`streaming.source.fetch_size`): when it changes, the consumer is made again
+        with the new size, assigned the same partitions at the same positions."""
+        c = self.client()
+        began = time.monotonic()
+        got = c.poll(timeout_ms=timeout_ms, max_records=max_records)
+        ended = time.monotonic()
+        size = 0
+        for tp, records in got.items():
+            if records:
+                self.positions[(tp.topic, tp.partition)] = records[-1].offset + 1
+            size += sum(len(r.key or b"") + len(r.value or b"") for r in records)
+        if self.fetch.polled(size, began, ended, not got and self._records_wait()):
+            log.info(
+                "the read's fetch size is now %d bytes (%s); its consumer is made again",
+                self.fetch.bytes,
+                "records came quickly" if got else "no records came while records waited",
+            )
+            tps = list(c.assignment())
+            starts = dict(self.positions)
+            c.close()
+            self.consumer = None
+            self.positions = {}
+            if tps:
+                self.assign(tps, starts)
+        return got
+
+    def _records_wait(self) -> bool:
+        """Whether records wait that the read's consumer has not brought: a high watermark, from its own last
+        answers or the data-loss check's, past where it stands, or no answer at all since it was assigned."""
+        c = self.consumer
+        if c is None:
+            return False
+        checker = self.checker
+        checked = set(checker.assignment()) if checker is not None else set()
+        for tp in c.assignment():
+            at = self.positions.get((tp.topic, tp.partition))
+            hw = c.highwater(tp)
+            if hw is None or at is None:
+                return True
+            if tp in checked:
+                hw = max(hw, checker.highwater(tp) or hw)
+            if hw > at:
+                return True
+        return False
 
     def check_client(self) -> Any:
         """The consumer of the data-loss check, apart from the read's (:meth:`client`): its fetches are small
@@ -169,13 +223,12 @@ class SourceConsumer:
         """The next offset to be written per partition, read to the real end (tansu under-reported it), and the
         marks of the last records."""
         tps = self.partitions()
-        c = self.client()
         reported = self.list_offsets("end", tps)
         self.assign(tps, {(tp.topic, tp.partition): reported[tp] for tp in tps})
         ends = {(tp.topic, tp.partition): reported[tp] for tp in tps}
         marks: Marks = {}
         while True:
-            got = c.poll(timeout_ms=min(self.options.poll_timeout_ms, ENDS_POLL_MS), max_records=5000)
+            got = self.poll(timeout_ms=min(self.options.poll_timeout_ms, ENDS_POLL_MS), max_records=5000)
             if not got:
                 break
             for tp, records in got.items():

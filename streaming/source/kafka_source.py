@@ -178,11 +178,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             for tp in tps
         }
         self.kafka.assign(tps, positions)
-        c = self.kafka.client()
         deadline = time.monotonic() + wait_s
         poll_ms = self.options.poll_timeout_ms
         while True:
-            got = poll_until(c, deadline, poll_ms, 5000, poll_ms)
+            got = poll_until(self.kafka, deadline, poll_ms, 5000, poll_ms)
             if not got:
                 return None
             for tp, records in got.items():
@@ -248,13 +247,12 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         rows: list[tuple[Any, ...]] = []
         if tps:
             self.kafka.assign(tps, starts)
-            c = self.kafka.client()
             timeout = self.options.poll_timeout_ms
             deadline = time.monotonic() + first_wait_s
             while len(rows) < limit:
                 # the first read waits for its first record; a read that has records waits no longer
                 until = deadline if not rows else 0.0
-                got = poll_until(c, until, timeout, limit - len(rows), self.options.poll_timeout_ms)
+                got = poll_until(self.kafka, until, timeout, limit - len(rows), self.options.poll_timeout_ms)
                 if not got:
                     break
                 for tp, records in got.items():
@@ -317,13 +315,12 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         if not todo:
             return []
         self.kafka.assign(todo, starts)
-        c = self.kafka.client()
         reached = {(tp.topic, tp.partition): starts[(tp.topic, tp.partition)] for tp in todo}
         last: dict[tuple[str, int], Any] = {}
         while any(reached[k] < stops[k] for k in reached):
             if time.monotonic() > deadline:
                 raise self._not_reread({k: (o, stops[k]) for k, o in reached.items() if o < stops[k]})
-            got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
+            got = self.kafka.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
             for tp, records in got.items():
                 key = (tp.topic, tp.partition)
                 for r in records:
@@ -365,9 +362,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
 
         tp = TopicPartition(*key)
         self.kafka.assign([tp], {key: offset})
-        c = self.kafka.client()
         while time.monotonic() <= deadline:
-            for r in c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=1).get(tp, []):
+            for r in self.kafka.poll(timeout_ms=self.options.poll_timeout_ms, max_records=1).get(tp, []):
                 self.kafka.positions[key] = r.offset + 1
                 return r if r.offset == offset else None
         raise self._not_reread({key: (offset, offset + 1)})

@@ -87,7 +87,8 @@ class SourceOptions:
     #: the marks given with explicit starting offsets (``{"@last": ...}``, as in the source's own offsets)
     starting_marks: tuple[tuple[str, int, str], ...] = ()
     #: the Kafka clients' request timeout (kafka-python's ``request_timeout_ms``, Kafka's ``request.timeout.ms``):
-    #: a request not answered whole in this time closes its connection and is asked again
+    #: a request not answered whole in this time closes its connection and is asked again; the read's fetch
+    #: size follows it (:mod:`streaming.source.fetch_size`)
     request_timeout_ms: int = 30000
 
     @classmethod

@@ -1,0 +1,83 @@
+"""The read's fetch size (:mod:`streaming.source.fetch_size`), rule by rule, on given times (no clock): back to the
+least after a third of the request timeout of polls that brought nothing while records waited, doubled after a
+fetch size's worth came within a twelfth of it. Over a real slow link:
+``tests/integration/streaming/test_streaming_kafka_source_slow_link.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.source.fetch_size import READ_FETCH_MAX_BYTES, READ_FETCH_MIN_BYTES, FetchSize
+
+pytestmark = pytest.mark.unit
+
+#: a 30 s request timeout: stalled after 10 s of empty polls, grown when a size's worth came within 2.5 s
+TIMEOUT_MS = 30_000
+
+
+def _empty_polls(f: FetchSize, seconds: float, waiting: bool, at: float = 0.0, each: float = 0.5) -> list[bool]:
+    out = []
+    t = at
+    while t < at + seconds:
+        out.append(f.polled(0, t, t + each, waiting))
+        t += each
+    return out
+
+
+def test_the_size_falls_back_to_the_least_after_a_third_of_the_timeout_of_polls_bringing_nothing() -> None:
+    f = FetchSize(TIMEOUT_MS)
+    assert f.bytes == READ_FETCH_MAX_BYTES
+    changed = _empty_polls(f, 10.0, waiting=True)
+    assert changed[-1] and not any(changed[:-1]) and f.bytes == READ_FETCH_MIN_BYTES and f.stalls == 1
+    # at the least already: it stays there, however long nothing comes
+    assert not any(_empty_polls(f, 30.0, waiting=True, at=10.0)) and f.stalls == 1
+
+
+def test_only_polls_while_records_wait_count_and_a_record_starts_the_count_again() -> None:
+    f = FetchSize(TIMEOUT_MS)
+    assert not any(_empty_polls(f, 9.5, waiting=True))
+    # nothing known to wait (the read is at the high watermark): an idle read, not a stall
+    assert not f.polled(0, 9.5, 30.0, waiting=False)
+    assert not any(_empty_polls(f, 9.5, waiting=True, at=30.0))
+    assert not f.polled(100, 39.5, 39.6, waiting=False)  # a record came
+    assert not any(_empty_polls(f, 9.5, waiting=True, at=40.0))
+    assert f.bytes == READ_FETCH_MAX_BYTES and f.stalls == 0
+
+
+def test_time_between_polls_does_not_count() -> None:
+    f = FetchSize(TIMEOUT_MS)
+    # a long micro-batch between two reads, each ending with one empty poll of 0.5 s: 19 polls, 9.5 s
+    changed = [f.polled(0, 60.0 * i, 60.0 * i + 0.5, True) for i in range(19)]
+    assert not any(changed) and f.bytes == READ_FETCH_MAX_BYTES
+    assert f.polled(0, 2000.0, 2000.5, True) and f.bytes == READ_FETCH_MIN_BYTES
+
+
+def test_the_size_doubles_back_to_the_most_while_answers_come_quickly() -> None:
+    f = FetchSize(TIMEOUT_MS, start=READ_FETCH_MIN_BYTES)
+    t, sizes = 0.0, []
+    while f.bytes < READ_FETCH_MAX_BYTES:
+        # a size's worth in two polls, 0.1 s apart
+        assert not f.polled(f.bytes // 2, t, t + 0.05, waiting=False)
+        assert f.polled(f.bytes - f.bytes // 2, t + 0.05, t + 0.1, waiting=False)
+        sizes.append(f.bytes)
+        t += 0.1
+    assert sizes == [2**k * 1024 for k in range(5, 11)] and f.grown == 6
+    assert not f.polled(READ_FETCH_MAX_BYTES, t, t + 0.1, waiting=False)  # never above the most
+
+
+def test_answers_that_come_slowly_or_apart_do_not_grow_it() -> None:
+    f = FetchSize(TIMEOUT_MS, start=READ_FETCH_MIN_BYTES)
+    # a size's worth in 3 s: more than a twelfth of the timeout
+    assert not f.polled(READ_FETCH_MIN_BYTES // 2, 0.0, 1.5, waiting=False)
+    assert not f.polled(READ_FETCH_MIN_BYTES // 2, 1.5, 3.0, waiting=False)
+    # two halves, quick, but an empty poll between them: not one flow
+    assert not f.polled(READ_FETCH_MIN_BYTES // 2, 10.0, 10.1, waiting=False)
+    assert not f.polled(0, 10.1, 10.2, waiting=False)
+    assert not f.polled(READ_FETCH_MIN_BYTES // 2, 10.2, 10.3, waiting=False)
+    assert f.bytes == READ_FETCH_MIN_BYTES and f.grown == 0
+
+
+def test_the_rules_scale_with_the_request_timeout() -> None:
+    f = FetchSize(10_000)
+    assert f.stalled_s == pytest.approx(10 / 3) and f.grow_s == pytest.approx(10 / 12)
+    assert _empty_polls(f, 3.5, waiting=True)[-1] and f.bytes == READ_FETCH_MIN_BYTES
