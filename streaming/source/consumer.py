@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from sinks.security import KafkaSecurity
@@ -121,18 +121,19 @@ class SourceConsumer:
                 self.fetch.bytes,
                 "records came quickly" if got else "no records came while records waited",
             )
-            tps = list(c.assignment())
+            tps, paused = list(c.assignment()), set(c.paused())
             starts = dict(self.positions)
             c.close()
             self.consumer = None
             self.positions = {}
             if tps:
-                self.assign(tps, starts)
+                self.assign(tps, starts, paused)
         return got
 
     def _records_wait(self) -> bool:
         """Whether records wait that the read's consumer has not brought: a high watermark, from its own last
-        answers or the data-loss check's, past where it stands, or no answer at all since it was assigned."""
+        answers or the data-loss check's, past where it stands, or no answer at all since it was assigned; on a
+        paused partition too (one whose check the broker has not answered yet: its fetch is still asked)."""
         c = self.consumer
         if c is None:
             return False
@@ -177,7 +178,9 @@ class SourceConsumer:
             out += [TopicPartition(topic, p) for p in sorted(parts)]
         return out
 
-    def assign(self, tps: list[Any], starts: Mapping[tuple[str, int], int]) -> None:
+    def assign(self, tps: list[Any], starts: Mapping[tuple[str, int], int], paused: Collection[Any] = ()) -> None:
+        """The read's consumer on ``tps`` at ``starts``, those of ``paused`` paused (their records not handed
+        out, a fetch answer of theirs in flight kept for when they are resumed) and the others resumed."""
         c = self.client()
         if set(c.assignment()) != set(tps):
             c.assign(tps)
@@ -187,6 +190,9 @@ class SourceConsumer:
             if self.positions.get((tp.topic, tp.partition)) != want:
                 c.seek(tp, want)
                 self.positions[(tp.topic, tp.partition)] = want
+        c.resume(*[tp for tp in tps if tp not in paused])
+        if paused:
+            c.pause(*paused)
 
     def list_offsets(self, which: str, tps: list[Any]) -> dict[Any, int]:
         """The log start (``which="beginning"``) or end offsets of ``tps``. kafka-python leaves out of its

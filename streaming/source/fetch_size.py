@@ -8,11 +8,10 @@ nothing at all, however long the link stayed up (docs/reliability.md, "Degraded 
 what comes back, as TCP's window does after a retransmission timeout:
 
 * **Back to the least** (:data:`READ_FETCH_MIN_BYTES`) when records are known to wait (a high watermark, the
-  read's or the data-loss check's, past where the read stands, or no fetch answer at all yet) and the read's
-  polls have brought nothing for a third of the request timeout (their own time summed, not the time between
-  them, so a long micro-batch between two reads counts for nothing). The consumer is then made again with the
-  smaller size (kafka-python takes it only when a consumer is made); the answer in flight is dropped — it
-  would have timed out.
+  read's or the data-loss check's, past where the read stands, or no fetch answer at all yet) and a third of
+  the request timeout has gone by since a poll first brought nothing while they waited, with no record since.
+  The consumer is then made again with the smaller size (kafka-python takes it only when a consumer is made);
+  the answer in flight is dropped — it would have timed out.
 * **Four times bigger**, up to :data:`READ_FETCH_MAX_BYTES`, each time one fetch size's worth of records came,
   in polls that followed one another without an empty one, within a 24th of the request timeout: the next
   answer, four times as big, should then come within a sixth of it, half the time after which it would count
@@ -59,8 +58,8 @@ class FetchSize:
         #: when the polls bringing records one after another began, and the bytes they brought since
         self._flow_since: float | None = None
         self._flow_bytes = 0
-        #: the time the read's polls spent bringing nothing while records waited, since the last record
-        self._waited_s = 0.0
+        #: when a poll first brought nothing while records waited, since the last record
+        self._waiting_since: float | None = None
         #: how often the size went back to the least, and grew
         self.stalls = 0
         self.grown = 0
@@ -69,7 +68,7 @@ class FetchSize:
         """One poll, from ``began`` to ``ended``, brought records of ``got_bytes`` bytes (keys and values); and
         whether records are known to wait after it. True when the size changed."""
         if got_bytes > 0:
-            self._waited_s = 0.0
+            self._waiting_since = None
             if self._flow_since is None:
                 self._flow_since = began
             self._flow_bytes += got_bytes
@@ -84,12 +83,13 @@ class FetchSize:
             return False
         self._flow_since, self._flow_bytes = None, 0
         if not waiting:
-            self._waited_s = 0.0
+            self._waiting_since = None
             return False
-        self._waited_s += ended - began
-        if self._waited_s < self.stalled_s or self.bytes <= READ_FETCH_MIN_BYTES:
+        if self._waiting_since is None:
+            self._waiting_since = began
+        if ended - self._waiting_since < self.stalled_s or self.bytes <= READ_FETCH_MIN_BYTES:
             return False
-        self._waited_s = 0.0
+        self._waiting_since = None
         self.bytes = READ_FETCH_MIN_BYTES
         self.stalls += 1
         return True

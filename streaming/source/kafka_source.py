@@ -234,6 +234,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 starts, marks, Ahead(ref.topic, ref.partition, ref.offset, record_mark(ref))
             )
         ahead = ahead_of(start)
+        # a partition whose check the broker has not answered yet stays assigned, paused: a fetch of its records
+        # in flight is kept for the read after its check (on a slow link, dropping it each time it came late
+        # meant its records never came)
+        held = [tp for tp in tps if (tp.topic, tp.partition) in unchecked]
         tps = [tp for tp in tps if (tp.topic, tp.partition) not in unchecked]
         limit = self.options.max_records_per_batch
         if self._target is not None:
@@ -246,7 +250,7 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         last: dict[tuple[str, int], Any] = {}
         rows: list[tuple[Any, ...]] = []
         if tps:
-            self.kafka.assign(tps, starts)
+            self.kafka.assign(tps + held, starts, held)
             timeout = self.options.poll_timeout_ms
             deadline = time.monotonic() + first_wait_s
             while len(rows) < limit:
