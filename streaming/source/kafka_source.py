@@ -76,6 +76,12 @@ before its failover reference is published, and that empty batch paid every firs
 100k partitions) before the failover batch could start. On a used checkpoint Spark runs no batch for
 unchanged offsets, and the wait changes nothing but when the read returns.
 
+**Slow links.** A fetch answer comes whole or not at all, and one not come within ``request_timeout_ms`` (30 s)
+closes the connection and is asked again; the read's fetch size therefore falls back from 1 MiB to 16 KiB when
+records wait and none come, and grows back while answers come quickly (:mod:`streaming.source.fetch_size`). A
+partition whose data-loss check was not answered in time stays assigned to the read's consumer, paused, so that
+its fetch in flight is not thrown away.
+
 Reads run in Spark's Python streaming-source worker (``SimpleDataSourceStreamReader``, the quickest
 form here: docs/design/decisions.md, decision 9). ``Trigger.AvailableNow`` is supported.
 """

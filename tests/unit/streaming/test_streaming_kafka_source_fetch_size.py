@@ -11,7 +11,8 @@ from streaming.source.fetch_size import READ_FETCH_MAX_BYTES, READ_FETCH_MIN_BYT
 
 pytestmark = pytest.mark.unit
 
-#: a 30 s request timeout: stalled 10 s after the first empty poll while records waited, grown when a size's worth came within 1.25 s
+#: a 30 s request timeout: stalled 10 s after the first empty poll while records waited, grown when a size's worth
+#: came within 1.25 s
 TIMEOUT_MS = 30_000
 
 
