@@ -285,6 +285,8 @@ class SourceConsumer:
                 self.check_positions[key] = wanted[key]
         pending = {(tp.topic, tp.partition): tp for tp in todo}
         out: dict[tuple[str, int], Any] = {}
+        #: partitions whose high watermark said the log ends before the offset wanted but a ListOffsets did not
+        going_on: set[tuple[str, int]] = set()
         deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
         while pending:
             left_ms = int((deadline - time.monotonic()) * 1000)
@@ -304,13 +306,36 @@ class SourceConsumer:
                 del pending[key]
                 c.pause(tp)
             for key, tp in list(pending.items()):
-                # a fetch past the end answered with nothing (tansu's way): the high watermark says the log ends earlier
+                # a fetch past the end answered with nothing (tansu's way): the high watermark says the log ends
+                # earlier — if it is not from an old answer (below)
                 hw = c.highwater(tp)
-                if hw is not None and hw <= wanted[key]:
+                if (
+                    hw is not None
+                    and hw <= wanted[key]
+                    and key not in going_on
+                    and self._log_ends_by(c, tp, wanted[key])
+                ):
                     out[key] = None
                     del pending[key]
                     c.pause(tp)
+                elif hw is not None and hw <= wanted[key]:
+                    going_on.add(key)
         return out
+
+    def _log_ends_by(self, c: Any, tp: Any, offset: int) -> bool:
+        """Whether ``tp``'s log ends at or before ``offset`` by a ListOffsets asked now. A high watermark is from
+        the last fetch answer, which may be old: a paused partition's answer is kept until it is resumed, so the
+        answer to the fetch sent after the last check, at the offset after its record, may come only at this
+        check, from before the read's record there was written. Over a slow link that said "the log now ends at
+        offset 4" of a log of 6 records, a data loss that was not there, before the answer at the offset wanted
+        came. No answer in time: not ended (the check goes on waiting)."""
+        from kafka.errors import KafkaError
+
+        try:
+            end = c.end_offsets([tp], timeout_ms=self.options.poll_timeout_ms).get(tp)
+        except (KafkaError, KeyError):
+            return False
+        return end is not None and end <= offset
 
     def check_data_loss(
         self, tps: list[Any], starts: Positions, marks: Marks
