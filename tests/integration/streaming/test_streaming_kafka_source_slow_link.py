@@ -8,7 +8,10 @@ A fetch answer comes whole or not at all, and one not come within the request ti
 connection and is asked again. Asking for the whole backlog in one answer (1 MiB per partition, as the read
 did) never finished at this rate: with the request timeout at 10 s here (30 s by default) the read got
 nothing at all. The fetch size now goes back to 16 KiB when records wait and none come, and grows again as
-answers come quickly (:mod:`streaming.source.fetch_size`)."""
+answers come quickly (:mod:`streaming.source.fetch_size`).
+
+The second test is what the read working over a slow link then showed: the data-loss check of a start one record
+on took an old high watermark for the log's end (a data loss that was not there)."""
 
 from __future__ import annotations
 
