@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, str] = {
     "zk_sink_cost": "the ZooKeeper sink's write_batch beside the raw fenced multi-op rate",
     "snapshot_cost": "a new controller's ZooKeeper read part by part; multiRead beside one get per znode",
     "handoff_cost": "the failover hand-off: ZooKeeper read, each bucket's file written and shipped",
+    "source_read": "the source's read of a 200k-record backlog on a clean link, by its fetch size (A/B)",
     "cpu_threads": "who uses the CPU during each Spark job of a benchmark run (record, then report)",
 }
 

@@ -1,18 +1,19 @@
 """The ``livectl-kafka`` source's consumer (:mod:`streaming.source.kafka_source`): the partitions of its topics,
 their log start and end offsets (the ends read to the true end), where the consumer stands, and the data-loss
 check before each read ("Data loss" in :mod:`streaming.source.kafka_source`). Two kafka-python consumers, the
-read's and the check's (small fetches, :data:`CHECK_FETCH_BYTES`), no consumer group (``assign`` + ``seek``),
-nothing committed to Kafka."""
+read's (its fetch size follows what comes back: :mod:`streaming.source.fetch_size`) and the check's (small
+fetches, :data:`CHECK_FETCH_BYTES`), no consumer group (``assign`` + ``seek``), nothing committed to Kafka."""
 
 from __future__ import annotations
 
 import logging
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from sinks.security import KafkaSecurity
+from streaming.source.fetch_size import FetchSize
 from streaming.source.options import KafkaSourceError, Marks, Positions, SourceOptions
 
 log = logging.getLogger("livectl.kafka_source")
@@ -27,8 +28,9 @@ ENDS_POLL_MS = 100
 
 #: the largest answer per partition the data-loss check's consumer asks for (its ``max_partition_fetch_bytes``): a
 #: fetch always returns at least the first whole record batch (KIP-74), so the record the check needs comes however
-#: small this is; the read's consumer asks for up to 1 MiB, the whole backlog behind the start, which over a slow
-#: link took longer than the check's ``poll_timeout_ms`` and even than the request timeout (30 s) to arrive
+#: small this is; the read's consumer asks for up to 1 MiB (:mod:`streaming.source.fetch_size`), the whole backlog
+#: behind the start, which over a slow link took longer than the check's ``poll_timeout_ms`` and even than the
+#: request timeout (30 s) to arrive
 CHECK_FETCH_BYTES = 4 * 1024
 
 #: how long a partition the broker answered without an offset is asked again before it is an error
@@ -70,6 +72,8 @@ class SourceConsumer:
         self.check_positions: dict[tuple[str, int], int] = {}
         #: data-loss checks in a row that the broker did not answer in time (see :meth:`check_data_loss`)
         self._unanswered_checks = 0
+        #: how much the read's consumer asks for per fetch (:mod:`streaming.source.fetch_size`)
+        self.fetch = FetchSize(options.request_timeout_ms)
 
     def _new_consumer(self, **config: Any) -> Any:
         from kafka import KafkaConsumer
@@ -80,6 +84,7 @@ class SourceConsumer:
             enable_auto_commit=False,
             group_id=None,
             auto_offset_reset="earliest",
+            request_timeout_ms=self.options.request_timeout_ms,
             **config,
         )
 
@@ -91,8 +96,59 @@ class SourceConsumer:
                 # controller CPU in fetches (docs/decisions/2026-11-25-trigger-zero.md)
                 fetch_max_wait_ms=min(self.options.poll_timeout_ms, FETCH_MAX_WAIT_MS),
                 max_poll_records=min(self.options.max_records_per_batch, 5000),
+                # per partition and for the whole answer, which must come within the request timeout
+                max_partition_fetch_bytes=self.fetch.bytes,
+                fetch_max_bytes=self.fetch.bytes,
             )
         return self.consumer
+
+    def poll(self, timeout_ms: int, max_records: int) -> Any:
+        """The read's consumer's ``poll``, and where it now stands per partition (:attr:`positions`); the fetch
+        size follows what came (:mod:`streaming.source.fetch_size`): when it changes, the consumer is made again
+        with the new size, assigned the same partitions at the same positions."""
+        c = self.client()
+        began = time.monotonic()
+        got = c.poll(timeout_ms=timeout_ms, max_records=max_records)
+        ended = time.monotonic()
+        size = 0
+        for tp, records in got.items():
+            if records:
+                self.positions[(tp.topic, tp.partition)] = records[-1].offset + 1
+            size += sum(len(r.key or b"") + len(r.value or b"") for r in records)
+        if self.fetch.polled(size, began, ended, not got and self._records_wait()):
+            log.info(
+                "the read's fetch size is now %d bytes (%s); its consumer is made again",
+                self.fetch.bytes,
+                "records came quickly" if got else "no records came while records waited",
+            )
+            tps, paused = list(c.assignment()), set(c.paused())
+            starts = dict(self.positions)
+            c.close()
+            self.consumer = None
+            self.positions = {}
+            if tps:
+                self.assign(tps, starts, paused)
+        return got
+
+    def _records_wait(self) -> bool:
+        """Whether records wait that the read's consumer has not brought: a high watermark, from its own last
+        answers or the data-loss check's, past where it stands, or no answer at all since it was assigned; on a
+        paused partition too (one whose check the broker has not answered yet: its fetch is still asked)."""
+        c = self.consumer
+        if c is None:
+            return False
+        checker = self.checker
+        checked = set(checker.assignment()) if checker is not None else set()
+        for tp in c.assignment():
+            at = self.positions.get((tp.topic, tp.partition))
+            hw = c.highwater(tp)
+            if hw is None or at is None:
+                return True
+            if tp in checked:
+                hw = max(hw, checker.highwater(tp) or hw)
+            if hw > at:
+                return True
+        return False
 
     def check_client(self) -> Any:
         """The consumer of the data-loss check, apart from the read's (:meth:`client`): its fetches are small
@@ -122,7 +178,9 @@ class SourceConsumer:
             out += [TopicPartition(topic, p) for p in sorted(parts)]
         return out
 
-    def assign(self, tps: list[Any], starts: Mapping[tuple[str, int], int]) -> None:
+    def assign(self, tps: list[Any], starts: Mapping[tuple[str, int], int], paused: Collection[Any] = ()) -> None:
+        """The read's consumer on ``tps`` at ``starts``, those of ``paused`` paused (their records not handed
+        out, a fetch answer of theirs in flight kept for when they are resumed) and the others resumed."""
         c = self.client()
         if set(c.assignment()) != set(tps):
             c.assign(tps)
@@ -132,6 +190,9 @@ class SourceConsumer:
             if self.positions.get((tp.topic, tp.partition)) != want:
                 c.seek(tp, want)
                 self.positions[(tp.topic, tp.partition)] = want
+        c.resume(*[tp for tp in tps if tp not in paused])
+        if paused:
+            c.pause(*paused)
 
     def list_offsets(self, which: str, tps: list[Any]) -> dict[Any, int]:
         """The log start (``which="beginning"``) or end offsets of ``tps``. kafka-python leaves out of its
@@ -168,13 +229,12 @@ class SourceConsumer:
         """The next offset to be written per partition, read to the real end (tansu under-reported it), and the
         marks of the last records."""
         tps = self.partitions()
-        c = self.client()
         reported = self.list_offsets("end", tps)
         self.assign(tps, {(tp.topic, tp.partition): reported[tp] for tp in tps})
         ends = {(tp.topic, tp.partition): reported[tp] for tp in tps}
         marks: Marks = {}
         while True:
-            got = c.poll(timeout_ms=min(self.options.poll_timeout_ms, ENDS_POLL_MS), max_records=5000)
+            got = self.poll(timeout_ms=min(self.options.poll_timeout_ms, ENDS_POLL_MS), max_records=5000)
             if not got:
                 break
             for tp, records in got.items():
@@ -225,6 +285,8 @@ class SourceConsumer:
                 self.check_positions[key] = wanted[key]
         pending = {(tp.topic, tp.partition): tp for tp in todo}
         out: dict[tuple[str, int], Any] = {}
+        #: partitions whose high watermark said the log ends before the offset wanted but a ListOffsets did not
+        going_on: set[tuple[str, int]] = set()
         deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
         while pending:
             left_ms = int((deadline - time.monotonic()) * 1000)
@@ -244,13 +306,36 @@ class SourceConsumer:
                 del pending[key]
                 c.pause(tp)
             for key, tp in list(pending.items()):
-                # a fetch past the end answered with nothing (tansu's way): the high watermark says the log ends earlier
+                # a fetch past the end answered with nothing (tansu's way): the high watermark says the log ends
+                # earlier — if it is not from an old answer (below)
                 hw = c.highwater(tp)
-                if hw is not None and hw <= wanted[key]:
+                if (
+                    hw is not None
+                    and hw <= wanted[key]
+                    and key not in going_on
+                    and self._log_ends_by(c, tp, wanted[key])
+                ):
                     out[key] = None
                     del pending[key]
                     c.pause(tp)
+                elif hw is not None and hw <= wanted[key]:
+                    going_on.add(key)
         return out
+
+    def _log_ends_by(self, c: Any, tp: Any, offset: int) -> bool:
+        """Whether ``tp``'s log ends at or before ``offset`` by a ListOffsets asked now. A high watermark is from
+        the last fetch answer, which may be old: a paused partition's answer is kept until it is resumed, so the
+        answer to the fetch sent after the last check, at the offset after its record, may come only at this
+        check, from before the read's record there was written. Over a slow link that said "the log now ends at
+        offset 4" of a log of 6 records, a data loss that was not there, before the answer at the offset wanted
+        came. No answer in time: not ended (the check goes on waiting)."""
+        from kafka.errors import KafkaError
+
+        try:
+            end = c.end_offsets([tp], timeout_ms=self.options.poll_timeout_ms).get(tp)
+        except (KafkaError, KeyError):
+            return False
+        return end is not None and end <= offset
 
     def check_data_loss(
         self, tps: list[Any], starts: Positions, marks: Marks

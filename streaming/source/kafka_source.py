@@ -76,6 +76,12 @@ before its failover reference is published, and that empty batch paid every firs
 100k partitions) before the failover batch could start. On a used checkpoint Spark runs no batch for
 unchanged offsets, and the wait changes nothing but when the read returns.
 
+**Slow links.** A fetch answer comes whole or not at all, and one not come within ``request_timeout_ms`` (30 s)
+closes the connection and is asked again; the read's fetch size therefore falls back from 1 MiB to 16 KiB when
+records wait and none come, and grows back while answers come quickly (:mod:`streaming.source.fetch_size`). A
+partition whose data-loss check was not answered in time stays assigned to the read's consumer, paused, so that
+its fetch in flight is not thrown away.
+
 Reads run in Spark's Python streaming-source worker (``SimpleDataSourceStreamReader``, the quickest
 form here: docs/design/decisions.md, decision 9). ``Trigger.AvailableNow`` is supported.
 """
@@ -178,11 +184,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
             for tp in tps
         }
         self.kafka.assign(tps, positions)
-        c = self.kafka.client()
         deadline = time.monotonic() + wait_s
         poll_ms = self.options.poll_timeout_ms
         while True:
-            got = poll_until(c, deadline, poll_ms, 5000, poll_ms)
+            got = poll_until(self.kafka, deadline, poll_ms, 5000, poll_ms)
             if not got:
                 return None
             for tp, records in got.items():
@@ -235,6 +240,10 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
                 starts, marks, Ahead(ref.topic, ref.partition, ref.offset, record_mark(ref))
             )
         ahead = ahead_of(start)
+        # a partition whose check the broker has not answered yet stays assigned, paused: a fetch of its records
+        # in flight is kept for the read after its check (on a slow link, dropping it each time it came late
+        # meant its records never came)
+        held = [tp for tp in tps if (tp.topic, tp.partition) in unchecked]
         tps = [tp for tp in tps if (tp.topic, tp.partition) not in unchecked]
         limit = self.options.max_records_per_batch
         if self._target is not None:
@@ -247,14 +256,13 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         last: dict[tuple[str, int], Any] = {}
         rows: list[tuple[Any, ...]] = []
         if tps:
-            self.kafka.assign(tps, starts)
-            c = self.kafka.client()
+            self.kafka.assign(tps + held, starts, held)
             timeout = self.options.poll_timeout_ms
             deadline = time.monotonic() + first_wait_s
             while len(rows) < limit:
                 # the first read waits for its first record; a read that has records waits no longer
                 until = deadline if not rows else 0.0
-                got = poll_until(c, until, timeout, limit - len(rows), self.options.poll_timeout_ms)
+                got = poll_until(self.kafka, until, timeout, limit - len(rows), self.options.poll_timeout_ms)
                 if not got:
                     break
                 for tp, records in got.items():
@@ -317,13 +325,12 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         if not todo:
             return []
         self.kafka.assign(todo, starts)
-        c = self.kafka.client()
         reached = {(tp.topic, tp.partition): starts[(tp.topic, tp.partition)] for tp in todo}
         last: dict[tuple[str, int], Any] = {}
         while any(reached[k] < stops[k] for k in reached):
             if time.monotonic() > deadline:
                 raise self._not_reread({k: (o, stops[k]) for k, o in reached.items() if o < stops[k]})
-            got = c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
+            got = self.kafka.poll(timeout_ms=self.options.poll_timeout_ms, max_records=5000)
             for tp, records in got.items():
                 key = (tp.topic, tp.partition)
                 for r in records:
@@ -365,9 +372,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
 
         tp = TopicPartition(*key)
         self.kafka.assign([tp], {key: offset})
-        c = self.kafka.client()
         while time.monotonic() <= deadline:
-            for r in c.poll(timeout_ms=self.options.poll_timeout_ms, max_records=1).get(tp, []):
+            for r in self.kafka.poll(timeout_ms=self.options.poll_timeout_ms, max_records=1).get(tp, []):
                 self.kafka.positions[key] = r.offset + 1
                 return r if r.offset == offset else None
         raise self._not_reread({key: (offset, offset + 1)})

@@ -41,6 +41,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "barrier_epoch": ("barrier_epoch", "barrierEpoch"),
     "barrier_path": ("barrier_path", "barrierPath"),
     "first_read_wait_ms": ("first_read_wait_ms", "firstReadWaitMs"),
+    "request_timeout_ms": ("request_timeout_ms", "requestTimeoutMs", "kafka.request.timeout.ms"),
 }
 
 #: option names (lower case) that are aliases, not Kafka client properties
@@ -85,6 +86,10 @@ class SourceOptions:
     first_read_wait_ms: int = 10000
     #: the marks given with explicit starting offsets (``{"@last": ...}``, as in the source's own offsets)
     starting_marks: tuple[tuple[str, int, str], ...] = ()
+    #: the Kafka clients' request timeout (kafka-python's ``request_timeout_ms``, Kafka's ``request.timeout.ms``):
+    #: a request not answered whole in this time closes its connection and is asked again; the read's fetch
+    #: size follows it (:mod:`streaming.source.fetch_size`)
+    request_timeout_ms: int = 30000
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -176,7 +181,25 @@ class SourceOptions:
             get("barrier_path"),
             first_read_wait_ms,
             marks,
+            _request_timeout_ms(get("request_timeout_ms")),
         )
+
+
+#: the least request timeout taken: above the longest fetch wait (the poll timeout's, at most 50 ms) with room for
+#: an answer
+MIN_REQUEST_TIMEOUT_MS = 1000
+
+
+def _request_timeout_ms(text: str | None) -> int:
+    if text is None:
+        return SourceOptions.request_timeout_ms
+    try:
+        value = int(text)
+    except ValueError:
+        raise KafkaSourceError("request_timeout_ms", f"must be a whole number of ms, got {text!r}") from None
+    if value < MIN_REQUEST_TIMEOUT_MS:
+        raise KafkaSourceError("request_timeout_ms", f"must be at least {MIN_REQUEST_TIMEOUT_MS}, got {text!r}")
+    return value
 
 
 def _parse_positions(

@@ -78,6 +78,9 @@ class Log:
     def highwater(self, tp: Any) -> int | None:
         return self.hw
 
+    def end_offsets(self, tps: list[Any], timeout_ms: int | None = None) -> dict[Any, int]:
+        return dict.fromkeys(tps, self.end)
+
     def beginning_offsets(self, tps: list[Any]) -> dict[Any, int]:
         return dict.fromkeys(tps, self.begin)
 

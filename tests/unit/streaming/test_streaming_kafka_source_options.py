@@ -46,6 +46,12 @@ def test_bad_starting_offsets_and_barrier_options_name_the_field() -> None:
         SourceOptions.parse({**base, "firstReadWaitMs": "-1"})
     assert SourceOptions.parse(base).first_read_wait_ms == 10000
     assert SourceOptions.parse({**base, "firstReadWaitMs": "0"}).first_read_wait_ms == 0
+    with pytest.raises(KafkaSourceError, match=r"request_timeout_ms: must be a whole number of ms, got '1e4'"):
+        SourceOptions.parse({**base, "request_timeout_ms": "1e4"})
+    with pytest.raises(KafkaSourceError, match="request_timeout_ms: must be at least 1000, got '50'"):
+        SourceOptions.parse({**base, "requestTimeoutMs": "50"})
+    assert SourceOptions.parse(base).request_timeout_ms == 30000
+    assert SourceOptions.parse({**base, "kafka.request.timeout.ms": "10000"}).request_timeout_ms == 10000
 
 
 def test_the_source_offset_carries_the_marks_of_the_records_before_its_positions() -> None:
