@@ -31,6 +31,8 @@ BENCHMARKS: dict[str, str] = {
     "core_step": "one core.controller.step handling a broker failure (pure Python)",
     "request_sink_cost": "decoding decision rows and building the request messages on the driver",
     "dispatch_cost": "the driver's side of one large micro-batch, from Spark's Arrow result to the messages",
+    "alter_partition_batch": "one micro-batch of AlterPartition records (a broker's return) part by part, "
+    "per record and per batch",
     "event_round_trip": "an input event's trip: validation, routing, the bucket, per step",
     "validation_cost": "the input suite's cost per micro-batch, passing and failing batches",
     "zk_sink_cost": "the ZooKeeper sink's write_batch beside the raw fenced multi-op rate",

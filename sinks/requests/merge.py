@@ -40,42 +40,95 @@ def _entry_id(entry: Any) -> Any:
     return ("=", json.dumps(entry, sort_keys=True))
 
 
-def _merge_lists(a: list[Any], b: list[Any]) -> list[Any]:
-    out = list(a)
-    by_topic = {e["topicName"]: i for i, e in enumerate(out) if isinstance(e, dict) and "topicName" in e}
-    # topic entries merge by name; only the others (live brokers, ...) need an identity, and computing one
-    # for a topic entry would serialise all its partition states
-    seen = {_entry_id(e) for e in out if not (isinstance(e, dict) and "topicName" in e)}
-    for e in b:
-        if isinstance(e, dict) and "topicName" in e:
-            if e["topicName"] in by_topic:
-                i = by_topic[e["topicName"]]
-                out[i] = merge_bodies([out[i], e])
+class _Lists:
+    """One list field of the bodies being merged, built up body by body: the first body's entries as they are,
+    each later body's topic entries merged into the entry of the same ``topicName`` (the last of that name,
+    else appended) and its other entries appended unless an equal one (:func:`_entry_id`) is there. The indexes
+    are kept between bodies, so merging n bodies costs what their entries do (merging them two by two rebuilt
+    the indexes, and re-identified every entry, for each body: quadratic in a broker's answers of a batch)."""
+
+    __slots__ = ("by_topic", "out", "seen")
+
+    def __init__(self, first: list[Any]) -> None:
+        self.out: list[Any] = list(first)
+        self.by_topic: dict[Any, int] = {}
+        self.seen: set[Any] = set()
+        for i, e in enumerate(first):
+            if isinstance(e, dict) and "topicName" in e:
+                self.by_topic[e["topicName"]] = i
             else:
-                by_topic[e["topicName"]] = len(out)
+                # topic entries merge by name; only the others (live brokers, ...) need an identity, and
+                # computing one for a topic entry would serialise all its partition states
+                self.seen.add(_entry_id(e))
+
+    def add(self, more: list[Any]) -> None:
+        out = self.out
+        for e in more:
+            if isinstance(e, dict) and "topicName" in e:
+                i = self.by_topic.get(e["topicName"])
+                if i is None:
+                    self.by_topic[e["topicName"]] = len(out)
+                    out.append(e)
+                else:
+                    merged = out[i]
+                    if not isinstance(merged, _Body):
+                        merged = out[i] = _Body(merged)
+                    merged.add(e)
+                continue
+            ident = _entry_id(e)
+            if ident not in self.seen:
+                self.seen.add(ident)
                 out.append(e)
-            continue
-        ident = _entry_id(e)
-        if ident not in seen:
-            seen.add(ident)
-            out.append(e)
-    return out
+
+    def value(self) -> list[Any]:
+        return [e.value() if isinstance(e, _Body) else e for e in self.out]
+
+
+class _Body:
+    """The bodies merged so far (the rules of the module docstring), built up body by body; :meth:`value` is
+    the merged object, new containers wherever something merged (the bodies themselves are never changed)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, first: Mapping[str, Any] | None = None) -> None:
+        self.fields: dict[str, Any] = {}
+        if first is not None:
+            self.add(first)
+
+    def add(self, body: Mapping[str, Any]) -> None:
+        fields = self.fields
+        for key, value in body.items():
+            if key not in fields:
+                fields[key] = value
+                continue
+            cur = fields[key]
+            if isinstance(cur, _Lists):
+                if isinstance(value, list):
+                    cur.add(value)
+            elif isinstance(cur, _Body):
+                if isinstance(value, dict):
+                    cur.add(value)
+            elif isinstance(cur, list) and isinstance(value, list):
+                acc = fields[key] = _Lists(cur)
+                acc.add(value)
+            elif isinstance(cur, dict) and isinstance(value, dict):
+                fields[key] = _Body(cur)
+                fields[key].add(value)
+            else:
+                # a list or an object met by anything else stays (``_merge_scalar`` keeps it)
+                fields[key] = _merge_scalar(key, cur, value)
+
+    def value(self) -> dict[str, Any]:
+        return {k: v.value() if isinstance(v, _Lists | _Body) else v for k, v in self.fields.items()}
 
 
 def merge_bodies(bodies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Merge request bodies of one broker and API (rules in the module docstring); order is kept."""
-    merged: dict[str, Any] = {}
+    """Merge request bodies of one broker and API (rules in the module docstring); order is kept. Linear in
+    the bodies' entries (:class:`_Lists`)."""
+    merged = _Body()
     for body in bodies:
-        for key, value in body.items():
-            if key not in merged:
-                merged[key] = value
-            elif isinstance(merged[key], list) and isinstance(value, list):
-                merged[key] = _merge_lists(merged[key], value)
-            elif isinstance(merged[key], dict) and isinstance(value, dict):
-                merged[key] = merge_bodies([merged[key], value])
-            else:
-                merged[key] = _merge_scalar(key, merged[key], value)
-    return merged
+        merged.add(body)
+    return merged.value()
 
 
 def merge_spliced(bodies: Sequence[Mapping[str, Any]]) -> SplicedBody | None:
