@@ -73,6 +73,13 @@ def _first_line(log: Path, text: str, since: float = 0.0) -> tuple[float, str] |
     return None
 
 
+def session_start(log: Path, spawned: float) -> float | None:
+    """Seconds from the process' start to its log's ``waiting for the controller lease``: Python's imports, the
+    checks of ZooKeeper and Kafka, then the driver's JVM and SparkSession, which the archive speeds up."""
+    after = _first_line(log, "waiting for the controller lease")
+    return None if after is None else round(after[0] - spawned, 2)
+
+
 def _last_commit_time(settings: Settings) -> float:
     commits = Path(settings.checkpoint_dir) / "commits"
     last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
@@ -107,6 +114,7 @@ def one_round(settings: Settings, mode: str, work: Path, timeout: float) -> dict
         elected = _first_line(active_log, "elected")
         out["cold_elected_s"] = None if elected is None else round(elected[0] - t_spawn, 2)
         out["archive_mapped"] = _first_line(active_log, "maps the class-data-sharing archive") is not None
+        out["cold_session_s"] = session_start(active_log, t_spawn)
         time.sleep(2)  # idle
         t_standby = time.time()
         standby = start_active(settings, standby_log, prototype=False, sets=[*sets, "controller_id=2"])
@@ -114,6 +122,7 @@ def one_round(settings: Settings, mode: str, work: Path, timeout: float) -> dict
         # rehearsed, its Python workers warmed), so that the takeover measures the takeover alone
         ready = max(_wait_line(standby_log, line, standby, timeout) for line in STANDBY_READY)
         out["standby_start_s"] = round(ready - t_standby, 2)
+        out["standby_session_s"] = session_start(standby_log, t_standby)
         time.sleep(2)
         gone = threading.Event()
         t0_box: list[float] = []
@@ -198,7 +207,15 @@ def main() -> None:
             for c in brokers.values():
                 close(c)
             close(admin)
-    figures = ("cold_start_s", "cold_elected_s", "standby_start_s", "takeover_s", "takeover_elected_s")
+    figures = (
+        "cold_session_s",
+        "cold_start_s",
+        "cold_elected_s",
+        "standby_session_s",
+        "standby_start_s",
+        "takeover_s",
+        "takeover_elected_s",
+    )
     medians: dict[str, dict[str, float | None]] = {}
     for mode in MODES:
         ok = [x for x in runs if x["mode"] == mode and "error" not in x]

@@ -55,6 +55,8 @@ def spark_session(
     conf.setIfMissing("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={log4j}")
     if settings.spark_class_archive:
         map_class_archive(conf)
+    else:
+        log.info("the driver's JVM starts without a class-data-sharing archive (spark_class_archive=false)")
     # the Spark UI's per-batch figures (streaming.monitoring.spark_ui): on the driver's class path and the executors'
     jars = [j for j in (conf.get("spark.jars") or "").split(",") if j]
     conf.set("spark.jars", ",".join([*jars, str(conf_path(SPARK_JAR)), *kafka_connector(settings, conf)]))
