@@ -3,7 +3,8 @@ a standby's start and its takeover, each controller a process of its own, with t
 
 On real local services (ZooKeeper + Apache Kafka, free ports, stopped by PID) a ZooKeeper chroot gets a cluster in
 Kafka's layout (default 10k partitions, 10 brokers, RF 3; prepared once). Each round runs both modes, in turns
-(``on`` first in odd rounds, ``off`` first in even ones), on a fresh checkpoint and topics:
+(``--start-with``'s mode first in the first round, the other first in the next, …), on a fresh checkpoint and
+topics:
 
 - **cold start**: the product's entry point (``python -m streaming --master local[2]``, shipped defaults) from
   its process' start to its first committed micro-batch carrying the failover reference (every bucket loaded
@@ -155,6 +156,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=2, help="rounds, each running both modes (default: %(default)s)")
+    ap.add_argument("--start-with", choices=MODES, default="on", help="the first round's first mode (then in turns)")
     ap.add_argument("--buckets", type=int, default=2, help="state buckets (livectl's for local[2]: 2)")
     ap.add_argument("--session-timeout-ms", type=int, default=6000, help="ZooKeeper session timeout (both)")
     ap.add_argument("--timeout", type=float, default=900.0)
@@ -184,7 +186,8 @@ def main() -> None:
         print(f"tree of {layout.partitions} partitions prepared in {prep:.1f} s", flush=True)
         try:
             for r in range(args.rounds):
-                for mode in MODES if r % 2 == 0 else tuple(reversed(MODES)):
+                first = MODES if args.start_with == "on" else tuple(reversed(MODES))
+                for mode in first if r % 2 == 0 else tuple(reversed(first)):
                     if not args.no_wait_quiet:
                         wait_quiet()
                     prefix = f"{name}r{r}{mode}"
