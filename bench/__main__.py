@@ -19,6 +19,8 @@ BENCHMARKS: dict[str, str] = {
     "long_run": "an hour at 100k partitions under admin commands, broker kills and takeovers: memory, threads, "
     "descriptors and admin latency per window, growth per hour, the invariants at the end",
     "feature_cost": "an optional feature's cost to the micro-batch (metrics, audit), with and without",
+    "class_archive": "the driver's class-data-sharing archive: cold start, a standby's start and its takeover "
+    "of the product's processes, with and without",
     "idle_cost": "an idle controller's CPU per trigger interval",
     "compression_cost": "each request_compression codec on a large batch's messages: send time and bytes",
     "packed_rows": "a failover's decision rows through Spark, packed beside plain",

@@ -1,7 +1,8 @@
 """The ``livectl`` command line.
 
 ``livectl local up|down|status`` manages the real local services; ``livectl conf path`` prints where the
-configuration shipped inside the package is; the admin commands (topics, reassign,
+configuration shipped inside the package is; ``livectl class-archive`` makes the Java class-data-sharing
+archive the controller's driver maps (:mod:`streaming.runtime.class_archive`); the admin commands (topics, reassign,
 elect-leaders, configs, brokers, controller) come from :mod:`admin.cli`; ``livectl run`` and
 ``livectl demo`` start the controller job; ``livectl channel`` delivers its requests to real Kafka brokers
 (:mod:`channel.cli`).
@@ -119,6 +120,39 @@ def _add_conf(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sp.set_defaults(func=_conf_path)
 
 
+def _class_archive(args: argparse.Namespace) -> int:
+    from streaming.runtime import class_archive
+
+    folder = class_archive.default_folder()
+    if args.check:
+        found = class_archive.find(folder, class_archive.archive_key())
+        if found is None:
+            print(f"livectl class-archive: none in {folder} for this Java and Spark", file=sys.stderr)
+            return 1
+        print(found)
+        return 0
+    if class_archive.find(folder, class_archive.archive_key()) is None:
+        print("livectl class-archive: making the archive (a short Spark job, about a minute) ...", file=sys.stderr)
+    try:
+        print(class_archive.ensure(folder))
+    except class_archive.ClassArchiveError as e:
+        print(f"livectl class-archive: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _add_class_archive(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "class-archive",
+        help="make the Java class-data-sharing archive of Spark's driver classes (once; livectl run maps it)",
+        description="Print the path of the class-data-sharing archive for this Java and Spark, making it first "
+        "when missing (a short Spark job). livectl run maps it into the driver's JVM (setting "
+        "spark_class_archive); under spark-submit pass it yourself (docs/cluster.md).",
+    )
+    p.add_argument("--check", action="store_true", help="only print its path; exit 1 when it was not made")
+    p.set_defaults(func=_class_archive)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="livectl", description="A Kafka-style cluster controller that runs as a Spark Structured Streaming job"
@@ -126,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_local(sub)
     _add_conf(sub)
+    _add_class_archive(sub)
     for module_name in (
         "admin.cli",
         "admin.audit",

@@ -100,6 +100,9 @@ class Settings:
     #: how many times in a row ``livectl run`` stands for election again after its query failed because Spark
     #: could not start a Python worker in time (a loaded machine); 0 = exit at the first
     python_worker_start_retries: int = 3
+    #: ``livectl run`` maps the class-data-sharing archive of Spark's driver classes into the driver's JVM when
+    #: one was made for this Java and Spark (``livectl class-archive``; :mod:`streaming.runtime.class_archive`)
+    spark_class_archive: bool = True
     #: compression of the request sink's messages (the requests, admin results and rejected input):
     #: none, gzip, snappy, lz4 or zstd; zstd sends 11-15x faster than gzip
     #: (docs/decisions/2026-11-24-zstd-request-compression.md)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import spark_class_archive
 from jvm_options import SHORT_LIVED_JIT, SHORT_LIVED_SERVER
 
 # The test tree mirrors the source tree (tests/<tier>/core/, .../streaming/, ...), and pytest puts the folder of
@@ -81,11 +80,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A session that starts Spark JVMs (the spark tier and above) gives them Spark's classes already parsed:
-    the class-data-sharing archive of :mod:`spark_class_archive`, made first when missing (about 45 s, once)."""
+    the product's class-data-sharing archive (:mod:`streaming.runtime.class_archive`, ``.cache/jvm/spark-cds``
+    in the checkout), made first when missing (about 45 s, once; a failure is not tried again for an hour)."""
     if any(_tier(item) >= _TIERS.index("spark") for item in session.items):
-        archive = spark_class_archive.archive()
-        if archive is not None:
-            os.environ["SPARK_SUBMIT_OPTS"] += " " + spark_class_archive.java_options(archive)
+        from streaming.runtime import class_archive
+
+        try:
+            archive = class_archive.ensure(class_archive.default_folder(), retry_after_s=class_archive.FAILED_KEPT_S)
+        except class_archive.ClassArchiveError as e:
+            print(f"\nno class-data-sharing archive for the Spark JVMs: {e}", file=sys.stderr)
+            return
+        os.environ["SPARK_SUBMIT_OPTS"] += " " + class_archive.java_options(archive)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

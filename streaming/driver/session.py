@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from streaming.resources import LOG4J2, SPARK_DEFAULTS, SPARK_JAR, conf_file, conf_path
+from streaming.runtime import class_archive
 from streaming.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,8 @@ def spark_session(
     ``spark.jars`` (:mod:`streaming.monitoring.spark_ui`), and so is Spark's Kafka connector
     (:func:`kafka_connector`) unless ``query_source`` is ``python``; ``worker_python`` (the entry point passes
     the driver's own interpreter unless the user chose one) is set as ``spark.pyspark.python`` unless set; the
-    JVM takes the shipped ``log4j2.properties`` unless driver Java options are set.
+    JVM takes the shipped ``log4j2.properties`` unless driver Java options are set, and maps the class-data-sharing
+    archive of Spark's classes when one was made (setting ``spark_class_archive``, :func:`map_class_archive`).
 
     Without ``master`` the process runs under ``spark-submit``: :func:`submitted_session`."""
     if master is None:
@@ -50,6 +53,10 @@ def spark_session(
         conf.setIfMissing("spark.pyspark.python", worker_python)
     log4j = conf_path(LOG4J2).as_uri()
     conf.setIfMissing("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={log4j}")
+    if settings.spark_class_archive:
+        map_class_archive(conf)
+    else:
+        log.info("the driver's JVM starts without a class-data-sharing archive (spark_class_archive=false)")
     # the Spark UI's per-batch figures (streaming.monitoring.spark_ui): on the driver's class path and the executors'
     jars = [j for j in (conf.get("spark.jars") or "").split(",") if j]
     conf.set("spark.jars", ",".join([*jars, str(conf_path(SPARK_JAR)), *kafka_connector(settings, conf)]))
@@ -61,6 +68,23 @@ def spark_session(
     # Spark's INFO chatter buries the controller's own log lines (the shipped log4j2.properties has the same)
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def map_class_archive(conf: Any, environ: Mapping[str, str] = os.environ, folder: Path | None = None) -> Path | None:
+    """Add the class-data-sharing archive made for this Java and Spark (:mod:`streaming.runtime.class_archive`,
+    in ``folder``, default its :func:`~streaming.runtime.class_archive.default_folder`) to
+    ``spark.driver.extraJavaOptions``, unless those already choose one; returns it, or None when there is none
+    (one log line says how to make it)."""
+    extra = conf.get("spark.driver.extraClassPath") or ""
+    where = folder if folder is not None else class_archive.default_folder(environ)
+    found = class_archive.find(where, class_archive.archive_key(environ, extra))
+    if found is None:
+        log.info("no class-data-sharing archive for this Java and Spark: `livectl class-archive` makes one, once")
+        return None
+    options = conf.get("spark.driver.extraJavaOptions") or ""
+    conf.set("spark.driver.extraJavaOptions", class_archive.with_archive(options, found))
+    log.info("the driver's JVM maps the class-data-sharing archive %s", found)
+    return found
 
 
 def submitted_session(settings: Settings, ui: bool = True, *, worker_python: str | None = None) -> Any:
