@@ -14,7 +14,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import spark_class_archive
@@ -34,6 +34,9 @@ import streaming
 from livectl import local
 from streaming.resources import SPARK_JAR, conf_path
 from streaming.source.query_source import connector_jars
+
+if TYPE_CHECKING:
+    from kafka_secure import SecureKafka
 
 _PRODUCT_PACKAGES = (admin, channel, core, livectl, simbrokers, sinks, streaming)
 
@@ -207,7 +210,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
     """Apache Kafka enforcing SASL_SSL (SCRAM-SHA-512), mutual TLS and ACLs (:mod:`kafka_secure`), with the
     users and certificates of ``controller``, ``broker-1``, ``alice`` (an admin; her key is encrypted) and
     ``mallory`` (an outsider), and livectl's ACL set for them applied (``livectl acls --apply``'s own call,

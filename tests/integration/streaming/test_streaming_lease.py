@@ -116,7 +116,7 @@ def test_resign_lets_a_standby_in(clients: list[KazooClient]) -> None:
         lost_when_deleted.append(first.lost)
         return delete(*args, **kwargs)
 
-    a.delete_async = watched_delete  # type: ignore[method-assign]
+    a.delete_async = watched_delete
     try:
         first.release()
     finally:
@@ -155,7 +155,7 @@ def test_a_waiting_standby_tries_again_only_when_the_controller_znode_or_its_ses
         tries.append(1)
         return transaction()
 
-    b.transaction = counted  # type: ignore[method-assign]
+    b.transaction = counted
     second = ControllerLease(b, 2)
     stop = LookedAtStop()
     won: list[Fence | None] = []

@@ -288,7 +288,7 @@ def test_the_simulated_leader_waits_for_leader_and_isr_after_the_cores_invalid_u
     assert (part.leader_epoch, part.partition_epoch) == (0, 0)
     # the ISR moved on at the controller (partition epoch 1) without this broker hearing of it
     c.run(AlterPartition(1, c.ctx.live_brokers[1].epoch, "t", 0, 0, 0, (1, 2), 0, 1))
-    assert c.ctx.leadership(tp).leader_and_isr.partition_epoch == 1
+    assert c.leader_and_isr(tp).partition_epoch == 1
     part.pending = PendingIsr((1,))
     (proposal,) = [e for e in broker.tick(10) if isinstance(e, AlterPartition)]
     assert proposal.partition_epoch == 0
@@ -323,4 +323,4 @@ def test_a_broker_restarted_after_its_controlled_shutdown_follows_not_stopped(de
     assert views == {0: ("follower", 3), 1: ("follower", 4)}
     for p in (0, 1):
         c.catch_up(TopicPartition("t", p))
-        assert 2 in c.ctx.leadership(TopicPartition("t", p)).leader_and_isr.isr
+        assert 2 in c.leader_and_isr(TopicPartition("t", p)).isr

@@ -7,12 +7,10 @@ from typing import Any
 import pytest
 from simbrokers_support import envelope
 
-from core.events import (
-    ControlledShutdown,
-    TopicPartition,
-)
+from core.events import ControlledShutdown
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import RequestApi
+from core.model import TopicPartition
 from simbrokers.broker import BrokerConfig, SimBroker
 from simbrokers.shutdown import ShutdownPhase
 

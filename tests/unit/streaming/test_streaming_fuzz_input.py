@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from shell_pipeline import FakeGroupState
+from shell_pipeline import FakeGroupState, by_bucket
 
 from core import events as ev
 from core import limits as lim
@@ -103,8 +103,8 @@ class Query:
         return routed, out
 
     def step(self, routed: pd.DataFrame) -> pd.DataFrame:
-        outputs = []
-        for bucket, frame in routed.groupby("bucket"):
+        outputs: list[pd.DataFrame] = []
+        for bucket, frame in by_bucket(routed):
             outputs.extend(
                 stateful.step_bucket(
                     (bucket,),

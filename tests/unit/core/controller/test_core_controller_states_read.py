@@ -59,7 +59,7 @@ def test_a_refused_election_is_done_again_from_the_znode() -> None:
     c.run(PartitionStatesRead("t", ((0, read(c)),)))
     now = read(c)
     assert (now.leader, now.isr) == (2, (2,))  # elected from the ISR ZooKeeper holds: 3 was not in it
-    assert c.ctx.leader_and_isr(T0).partition_epoch == now.zk_version
+    assert c.leader_and_isr(T0).partition_epoch == now.zk_version
     lisr = c.requests(RequestApi.LEADER_AND_ISR)
     assert {r.broker_id for r in lisr} == {2, 3}
     assert lisr[0].body_json()["topicStates"][0]["partitionStates"][0]["leader"] == 2
@@ -82,7 +82,7 @@ def test_a_state_that_needs_nothing_is_adopted_and_published() -> None:
     before = read(c)
     c.run(PartitionStatesRead("t", ((0, before),)))
     assert read(c) == before  # nothing written
-    la = c.ctx.leader_and_isr(T0)
+    la = c.leader_and_isr(T0)
     assert (la.isr, la.partition_epoch) == ((1, 2), before.zk_version)
     assert [r.recipients() for r in c.requests(RequestApi.UPDATE_METADATA)] == [(1, 2, 3)]
     assert c.requests(RequestApi.LEADER_AND_ISR) == []
