@@ -120,9 +120,13 @@ def write_tree(zk: KazooClient) -> None:
     zk.create("/controller_epoch", b"5")
 
 
+#: an admin result the fake controller answers with: its status, error and details (an object, or text)
+Status = tuple[AdminStatus, str | None, dict[str, Any] | str]
+
+
 def answer(
     env: Env,
-    statuses: list[tuple[AdminStatus, str | None, dict[str, Any] | str]],
+    statuses: list[Status],
     epochs: list[int] | None = None,
     between: Callable[[int], object] | None = None,
     *,

@@ -20,7 +20,7 @@ from core.events import (
     PartitionError,
     StopReplicaResponse,
 )
-from core.kafka.requests import RequestApi
+from core.kafka.requests import RequestApi, RequestBody, WireBody
 from core.kafka.zksnapshot import snapshot_from_znodes
 from core.model import Broker, Endpoint, LeaderAndIsr, TopicPartition
 from sinks.memory import MemoryZooKeeper, ZkRefusedError
@@ -94,6 +94,12 @@ def endpoint(b: int) -> tuple[Endpoint, ...]:
 
 def startup(b: int, epoch: int = 100, rack: str | None = None) -> BrokerStartup:
     return BrokerStartup(b, epoch + b, rack, endpoint(b))
+
+
+def typed_body(request: BrokerRequest) -> RequestBody:
+    """The body of a request the controller built (a typed body, never a :class:`WireBody` passed through)."""
+    assert not isinstance(request.body, WireBody), request
+    return request.body
 
 
 @dataclass

@@ -38,7 +38,7 @@ from kafka.errors import (
 from kafka_secure import ADMIN, BATCH_IDS, BROKER, CONTROLLER, OUTSIDER, SUPER_ADMIN, SecureKafka
 from request_bodies import lisr_request
 
-from admin.acls import SPARK_GROUP_PREFIX, Deployment, Topics, acl_set
+from admin.acls import SPARK_GROUP_PREFIX, Acl, Deployment, ResourceType, Topics, acl_set
 from admin.acls_cmd import bindings
 from admin.cli import main as admin_main
 from core.codec.events import event_from_json
@@ -271,7 +271,7 @@ def test_the_printed_commands_run_with_kafkas_own_acl_tool(
         )
     )
     assert len(commands) == len(rules)  # one command per rule, in the set's order
-    picked = {}
+    picked: dict[ResourceType, tuple[Acl, list[str]]] = {}
     for rule, command in zip(rules, commands, strict=True):
         picked.setdefault(rule.resource.type, (rule, command))
     assert len(picked) == 3

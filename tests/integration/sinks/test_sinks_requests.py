@@ -16,6 +16,7 @@ from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, Rejected
 from sinks.requests import TAIL_WINDOW, RequestSink, ensure_topics, partition_for_key
+from sinks.requests.tail import TailAhead
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +39,11 @@ def topics(kafka_broker: Any) -> Topics:
         "admin_results_topic": f"res-{suffix}",
         "rejected_topic": f"rej-{suffix}",
     }
-    ensure_topics(kafka_broker.bootstrap, names.values(), partitions=3)
+    ensure_topics(
+        kafka_broker.bootstrap,
+        [names["requests_topic"], names["admin_results_topic"], names["rejected_topic"]],
+        partitions=3,
+    )
     return names
 
 
@@ -317,6 +322,11 @@ def test_a_transactional_sink_replays_and_restarts_like_a_plain_one(kafka_broker
     assert len(_read_all(kafka_broker.bootstrap, topics["requests_topic"])) == 12
 
 
+def _ahead(sink: RequestSink) -> TailAhead | None:
+    """The tail the sink read ahead, as it is now (mypy keeps an attribute narrowed by an earlier assert)."""
+    return sink._ahead
+
+
 def _no_tail_read(sink: RequestSink) -> None:
     def refuse(topic: str, batch_id: int) -> set[tuple[int, str]]:
         raise AssertionError(f"the first write read the tail of {topic} for batch {batch_id} itself")
@@ -339,7 +349,7 @@ def test_a_started_sink_settles_its_first_write_from_the_tail_it_read_once_the_e
         _no_tail_read(new)
         replay = new.write_requests(6, batch)
         assert (replay.written, replay.skipped) == (3, 3)
-        assert new._ahead is None
+        assert _ahead(new) is None
         assert new.write_requests(7, batch[:2]).written == 2
     finally:
         old.close()

@@ -89,7 +89,12 @@ def test_holder_is_told_when_its_controller_znode_goes_away(clients: list[KazooC
     a, b, observer = clients
     lost = threading.Event()
     reasons: list[str] = []
-    lease = ControllerLease(a, 1, on_lost=lambda r: (reasons.append(r), lost.set()))
+
+    def on_lost(reason: str) -> None:
+        reasons.append(reason)
+        lost.set()
+
+    lease = ControllerLease(a, 1, on_lost=on_lost)
     lease.acquire(timeout=5)
     observer.delete("/controller")  # e.g. an operator forcing a re-election, as with Kafka
     assert lost.wait(10) and lease.lost

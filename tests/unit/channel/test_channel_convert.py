@@ -101,7 +101,9 @@ def test_a_top_level_error_is_every_partitions_error() -> None:
             ErrorV4(topic_name=TopicName("t"), partition_index=i32(1), error_code=ErrorCode.kafka_storage_error),
         ),
     )
-    assert to_events(2, _lisr(), named)[0].partitions[1] == PartitionError("t", 1, 56)
+    event = to_events(2, _lisr(), named)[0]
+    assert isinstance(event, LisrEvent)
+    assert event.partitions[1] == PartitionError("t", 1, 56)
 
 
 def test_stop_replica_answers_only_for_deleted_partitions() -> None:

@@ -155,7 +155,7 @@ def test_unknown_leader_recovery_state_is_unknown_server_error_and_never_written
     c = _cluster_with_t()
     before = c.ctx.leadership(TopicPartition("t", 0))
     body, ds = _propose(c, leader_recovery_state=lrs)
-    assert body["errorCode"] == KafkaError.UNKNOWN_SERVER_ERROR == -1
+    assert body["errorCode"] == KafkaError.UNKNOWN_SERVER_ERROR.value == -1
     assert body["topics"] == []
     assert _state_writes(ds) == []
     assert c.ctx.leadership(TopicPartition("t", 0)) == before
