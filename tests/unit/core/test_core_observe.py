@@ -7,7 +7,7 @@ from core_support import Cluster, startup
 
 from core import observe
 from core.controller import ControllerConfig
-from core.events import AlterTopicConfig, BrokerFailure, DeleteTopic, ReassignPartitions
+from core.events import AlterTopicConfig, BrokerFailure, DeleteTopic, Event, ReassignPartitions
 from core.model import PartitionTarget
 
 pytestmark = pytest.mark.unit
@@ -21,9 +21,9 @@ def create(c: Cluster, topic: str, assignment: tuple[tuple[int, ...], ...], **co
     c.create_topic(topic, assignment, **configs)
 
 
-def step_summary(c: Cluster, *events: object) -> observe.BucketSummary:
+def step_summary(c: Cluster, *events: Event) -> observe.BucketSummary:
     before = c.ctx
-    c.run(*events)  # type: ignore[arg-type]
+    c.run(*events)
     return observe.bucket_summary(before, c.ctx)
 
 

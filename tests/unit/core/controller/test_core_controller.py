@@ -30,6 +30,7 @@ from core.events import (
     CreateTopic,
     DeleteTopic,
     ElectLeaders,
+    Event,
     LeaderAndIsrResponse,
     LogDirFailure,
     PartitionError,
@@ -101,10 +102,10 @@ def test_create_topic_with_default_placement() -> None:
         (AlterTopicConfig("r", "existing", (("unclean.leader.election.enable", "x"),)), "INVALID_CONFIG"),
     ],
 )
-def test_impossible_commands_get_errors(cmd: object, error: str) -> None:
+def test_impossible_commands_get_errors(cmd: Event, error: str) -> None:
     c = make()
     create(c, "existing", ((1, 2),))
-    c.run(cmd)  # type: ignore[arg-type]
+    c.run(cmd)
     res = one_admin(c)
     assert (res.status, res.error) == (AdminStatus.ERROR, error)
 

@@ -11,7 +11,7 @@ from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig, step
 from core.decisions import StateChangeFailure, ZkWrite
 from core.errors import FormatError
-from core.events import BrokerFailure, CreateTopic, PartitionStatesRead
+from core.events import BrokerFailure, CreateTopic, Event, PartitionStatesRead
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import decode_partition_state, partition_state_path
 from core.model import TopicPartition
@@ -44,9 +44,9 @@ def change_under_the_controller(c: Cluster, **fields: object) -> None:
     c.zk.nodes[PATH] = (json.dumps(o), version + 1)
 
 
-def refused_step(c: Cluster, *events: object) -> list[ZkWrite]:
+def refused_step(c: Cluster, *events: Event) -> list[ZkWrite]:
     """Run a step whose partition-state writes ZooKeeper refuses (nothing of them is applied)."""
-    c.state, ds = step(c.state, events)  # type: ignore[arg-type]
+    c.state, ds = step(c.state, events)
     return [d for d in ds if isinstance(d, ZkWrite) and d.path == PATH]
 
 
