@@ -12,9 +12,9 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from jvm_options import SHORT_LIVED_JIT, SHORT_LIVED_SERVER
@@ -33,6 +33,9 @@ import streaming
 from livectl import local
 from streaming.resources import SPARK_JAR, conf_path
 from streaming.source.query_source import connector_jars
+
+if TYPE_CHECKING:
+    from kafka_secure import SecureKafka
 
 _PRODUCT_PACKAGES = (admin, channel, core, livectl, simbrokers, sinks, streaming)
 
@@ -99,7 +102,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A failed test whose session ZooKeeper or broker is gone says so, with the service's log tail and the
     free disk space: otherwise every later test fails with only a connection error."""
     report: pytest.TestReport = yield
@@ -212,7 +217,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
     """Apache Kafka enforcing SASL_SSL (SCRAM-SHA-512), mutual TLS and ACLs (:mod:`kafka_secure`), with the
     users and certificates of ``controller``, ``broker-1``, ``alice`` (an admin; her key is encrypted) and
     ``mallory`` (an outsider), and livectl's ACL set for them applied (``livectl acls --apply``'s own call,

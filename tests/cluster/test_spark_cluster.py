@@ -476,16 +476,16 @@ def test_controller_on_a_spark_cluster(
         assert standby_running and standby_running <= set(executor_dirs(kept, standby_app)), standby_execs
         assert standby.running()
     except BaseException:
-        for p in [*spark, *drivers.values()]:
-            print(f"---- {p.name} (pid {p.pid}) log tail\n{p.tail(60)}")
+        for proc in [*spark, *drivers.values()]:
+            print(f"---- {proc.name} (pid {proc.pid}) log tail\n{proc.tail(60)}")
         raise
     finally:
         if observer is not None:
             observer.stop()
-        for d in drivers.values():
-            d.stop()
-        for p in reversed(spark):
-            p.stop()
+        for driver in drivers.values():
+            driver.stop()
+        for proc in reversed(spark):
+            proc.stop()
         for bp in brokers.values():
             bp.signal(signal.SIGKILL)
             bp.proc.wait(timeout=30)

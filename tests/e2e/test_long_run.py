@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench import long_run
+from bench.long_run.config import KINDS
 from livectl import local
 
 pytestmark = pytest.mark.e2e
@@ -33,7 +34,7 @@ def test_a_short_long_run_keeps_every_invariant(
     report = long_run.run(zookeeper.connect, kafka_broker.bootstrap, tmp_path, cfg)
     long_run.print_report(report)  # shown when the test fails
     assert report.problems == []
-    assert all(report.commands[k] >= 1 for k in long_run.KINDS), report.commands
+    assert all(report.commands[k] >= 1 for k in KINDS), report.commands
     assert report.commands["answered_once"] == report.commands["sent"]
     happened = [e["what"] for e in report.events]
     assert happened.count("broker-back") >= 1, happened

@@ -190,6 +190,8 @@ def _rebalance_while_a_reassignment_runs(
 
 def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
     m = cluster.m
+    zk_client = m.zk  # the harness's ZooKeeper session, open once the cluster runs
+    assert zk_client is not None
     controller = m.start_controller({"leader_imbalance_check_interval_seconds": REBALANCE_INTERVAL_S})
     cluster.start_channel()
     m.wait_loaded(controller, timeout=180)
@@ -232,7 +234,7 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
         return whole and log.count("AlterPartition v") == log.count("AlterPartition answered")
 
     cm.wait_until("every ISR whole and no ISR change pending", settled, 90)
-    versions = {p: m.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version for p in shrinking}
+    versions = {p: zk_client.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version for p in shrinking}
     seen = len(cluster.channel_log.read_text())
 
     def shrinks_asked() -> bool:
@@ -267,7 +269,7 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
         f"broker {paused} back in every ISR in ZooKeeper after its leaders shrank them",
         lambda: all(
             sorted(cluster.state(topic, p)["isr"]) == list(BROKERS)
-            and m.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version >= versions[p] + 2
+            and zk_client.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version >= versions[p] + 2
             for p in shrinking
         ),
         120,

@@ -98,9 +98,10 @@ def test_an_advertised_listener_changed_at_run_time_reaches_every_broker(cluster
     ], event
     # Kafka's view: both brokers' metadata list broker 1 at its new address, broker 2 where it was
     for broker in (first, second):
-        seen = cm.wait_until(
-            f"{broker.name}'s metadata listing broker 1 at localhost",
-            lambda b=broker: (s := brokers_seen(b.address)).get(1) == ("localhost", int(port)) and s,
-            60,
-        )
+
+        def moved(b: local.Service = broker) -> dict[int, tuple[str, int]] | None:
+            s = brokers_seen(b.address)
+            return s if s.get(1) == ("localhost", int(port)) else None
+
+        seen = cm.wait_until(f"{broker.name}'s metadata listing broker 1 at localhost", moved, 60)
         assert seen[2] == ("127.0.0.1", int(second.address.rsplit(":", 1)[1])), seen

@@ -55,6 +55,8 @@ def cluster(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Pat
 
 def test_a_paused_follower_leaves_and_rejoins_the_isr_through_isr_change_notifications(cluster: Cluster) -> None:
     m = cluster.m
+    zk_client = m.zk  # the harness's ZooKeeper session, open once the cluster runs
+    assert zk_client is not None
     controller = m.start_controller()
     cluster.start_channel()
     m.wait_loaded(controller, timeout=180)
@@ -74,7 +76,7 @@ def test_a_paused_follower_leaves_and_rejoins_the_isr_through_isr_change_notific
     paused = leaders[2]
     shrinking = [p for p in range(PARTITIONS) if leaders[p] != paused]
     others = ",".join(svc.address for bid, svc in sorted(cluster.brokers.items()) if bid != paused)
-    versions = {p: m.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version for p in shrinking}
+    versions = {p: zk_client.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version for p in shrinking}
 
     def notified(with_paused: bool) -> bool:
         """Each shrinking partition's ISR as wanted in ZooKeeper and, at the znode's version, in a zk_isr_change
@@ -87,7 +89,7 @@ def test_a_paused_follower_leaves_and_rejoins_the_isr_through_isr_change_notific
             if e.get("type") == "zk_isr_change" and e["topic"] == topic
             for p, st in e["states"]
         }
-        zk = {p: m.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version for p in shrinking}
+        zk = {p: zk_client.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version for p in shrinking}
         return all(told.get((p, zk[p])) == with_paused for p in shrinking)
 
     # records keep coming while the follower sleeps: a follower is out of sync only when it lags
@@ -126,11 +128,11 @@ def test_a_paused_follower_leaves_and_rejoins_the_isr_through_isr_change_notific
         60,
     )
     for p in shrinking:
-        assert m.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version >= versions[p] + 2
+        assert zk_client.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].version >= versions[p] + 2
     events = cluster.events()
     assert not [e for _, e in events if e.get("type") == "alter_partition"], "IBP 2.6 sends no AlterPartition"
     cm.wait_until(
-        "every notification deleted once published", lambda: not m.zk.get_children("/isr_change_notification"), 30
+        "every notification deleted once published", lambda: not zk_client.get_children("/isr_change_notification"), 30
     )
     assert sorted(consume(bootstrap, topic)) == sorted(first + during)
 

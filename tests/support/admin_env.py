@@ -21,7 +21,7 @@ from kazoo.client import KazooClient
 from core.codec.decisions import encode_decision
 from core.codec.events import event_from_json
 from core.decisions import AdminResult, AdminStatus
-from core.events import Event
+from core.events import AdminCommand, Event
 from core.kafka.zkdata import encode_broker_registration
 
 
@@ -120,9 +120,13 @@ def write_tree(zk: KazooClient) -> None:
     zk.create("/controller_epoch", b"5")
 
 
+#: an admin result the fake controller answers with: its status, error and details (an object, or text)
+Status = tuple[AdminStatus, str | None, dict[str, Any] | str]
+
+
 def answer(
     env: Env,
-    statuses: list[tuple[AdminStatus, str | None, dict[str, Any] | str]],
+    statuses: list[Status],
     epochs: list[int] | None = None,
     between: Callable[[int], object] | None = None,
     *,
@@ -143,7 +147,8 @@ def answer(
             recs += [r for rs in c.poll(timeout_ms=200).values() for r in rs]
             if len(recs) > skip:
                 ev = event_from_json(recs[skip].value)
-                rid = ev.request_id  # type: ignore[attr-defined]
+                assert isinstance(ev, AdminCommand), ev
+                rid = ev.request_id
                 p = KafkaProducer(bootstrap_servers=env.bootstrap)
                 for i, (status, error, details) in enumerate(statuses):
                     plain = details if isinstance(details, dict) else {}

@@ -8,14 +8,15 @@ controller would publish."""
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -183,3 +184,55 @@ def channel_beside_a_broker(
         settings = bus_settings(b.connect, bootstrap, prefix, **options)
         with running_channel(settings) as channel, closing(ControllerBus(bootstrap, settings.requests_topic)) as bus:
             yield ChannelRig(b, settings, channel, bus)
+
+
+@dataclass
+class EndpointSetup:
+    """A channel beside broker 1 as the channel tests drive it (:meth:`beside`): the broker (its service, broker
+    epoch and ZooKeeper client), the channel, the bus on which the test plays livectl's controller, the clients'
+    bootstrap and the broker-events topic."""
+
+    svc: local.Service
+    epoch: int
+    zk: KazooClient
+    channel: ControllerChannel
+    bus: ControllerBus
+    bootstrap: str
+    events: str
+    #: when set, the key every event :meth:`event` returns must have (``b"1"``: broker 1's own requests)
+    event_key: bytes | None = field(default=None, kw_only=True)
+
+    @classmethod
+    def beside(cls, rig: ChannelRig, bootstrap: str, **extra: Any) -> Self:
+        """The setup of ``rig`` (:func:`channel_beside_a_broker`'s, on ``bootstrap``); ``extra``: a subclass's
+        fields, and ``event_key``."""
+        b = rig.broker
+        return cls(b.svc, b.epoch, b.zk, rig.channel, rig.bus, bootstrap, rig.settings.events_topic, **extra)
+
+    def send(self, api: RequestApi, body: Any) -> None:
+        self.bus.send(api, body)
+
+    def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
+        """The first event on the broker-events topic that ``what`` accepts (:func:`broker_event`)."""
+        key, ev = broker_event(self.bootstrap, self.events, what, timeout)
+        if self.event_key is not None:
+            assert key == self.event_key, key
+        return ev
+
+    def port(self, listener: str) -> int:
+        """The channel's endpoint port on ``listener``."""
+        return self.channel.endpoints[listener].port
+
+    def broker(self, listener: str) -> tuple[str, int]:
+        """The broker's own address on ``listener``."""
+        host, port = self.svc.listeners[listener].rsplit(":", 1)
+        return host, int(port)
+
+    def handshakes(self) -> int:
+        """TLS handshakes the channel's endpoints completed (0 without TLS)."""
+        return sum(e.handshakes for e in self.channel.endpoints.values())
+
+
+def topic_id() -> str:
+    """A new topic id, in the base64 form of Kafka's znodes and requests."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

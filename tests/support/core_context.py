@@ -4,6 +4,7 @@ leader/ISR write, each state machine's startup, topic deletion's queue), and rea
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from core.context import ControllerContext
 from core.decisions import BrokerRequest, ZkOp
@@ -30,5 +31,5 @@ def state_writes(fx: Effects) -> dict[str, tuple[ZkOp, dict[str, object], int]]:
     return {w.path: (w.op, json.loads(w.data or "null"), w.expected_version) for w in fx.zk}
 
 
-def sent(decisions: list[object], api: RequestApi) -> list[int]:
+def sent(decisions: Sequence[object], api: RequestApi) -> list[int]:
     return sorted(d.broker_id for d in decisions if isinstance(d, BrokerRequest) and d.api is api)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
+from core.context import ControllerContext
 from core.controller import ControllerConfig, ControllerState, initial_state, step
 from core.decisions import BrokerRequest, Decision, ZkOp, ZkWrite
 from core.events import (
@@ -19,9 +20,9 @@ from core.events import (
     PartitionError,
     StopReplicaResponse,
 )
-from core.kafka.requests import RequestApi
+from core.kafka.requests import RequestApi, RequestBody, WireBody
 from core.kafka.zksnapshot import snapshot_from_znodes
-from core.model import Broker, Endpoint, TopicPartition
+from core.model import Broker, Endpoint, LeaderAndIsr, TopicPartition
 from sinks.memory import MemoryZooKeeper, ZkRefusedError
 
 
@@ -95,6 +96,12 @@ def startup(b: int, epoch: int = 100, rack: str | None = None) -> BrokerStartup:
     return BrokerStartup(b, epoch + b, rack, endpoint(b))
 
 
+def typed_body(request: BrokerRequest) -> RequestBody:
+    """The body of a request the controller built (a typed body, never a :class:`WireBody` passed through)."""
+    assert not isinstance(request.body, WireBody), request
+    return request.body
+
+
 @dataclass
 class Cluster:
     """Drives one controller state with a fake ZooKeeper and simple simulated brokers."""
@@ -132,8 +139,14 @@ class Cluster:
         )
 
     @property
-    def ctx(self):  # type: ignore[no-untyped-def]
+    def ctx(self) -> ControllerContext:
         return self.state.context
+
+    def leader_and_isr(self, tp: TopicPartition) -> LeaderAndIsr:
+        """``tp``'s leader and ISR in the controller's context (which must hold one)."""
+        lai = self.ctx.leader_and_isr(tp)
+        assert lai is not None, f"{tp.topic}-{tp.partition} has no leader and ISR in the controller's context"
+        return lai
 
     def requests(self, api: RequestApi | None = None, broker: int | None = None) -> list[BrokerRequest]:
         """The step's broker requests (of ``api``); with ``broker``, those it gets: a shared request naming it
@@ -201,8 +214,7 @@ def every_api_requests() -> list[BrokerRequest]:
     out: list[BrokerRequest] = []
     c.run(CreateTopic("r1", "t", 2, 3))
     out += c.requests()
-    li = c.ctx.leadership(TopicPartition("t", 0))
-    lai = li.leader_and_isr
+    lai = c.leader_and_isr(TopicPartition("t", 0))
     leader = lai.leader
     shrink = tuple(r for r in lai.isr if r != 3) if leader != 3 else lai.isr[:2]
     epoch = c.ctx.live_brokers[leader].epoch

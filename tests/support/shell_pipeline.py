@@ -4,9 +4,11 @@ pipeline so that its contracts are checked in milliseconds."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from core.model import Broker
@@ -86,8 +88,8 @@ class Pipeline:
         routed = pd.concat(
             [routing.prepare_frame(self.records(items), BUCKETS, ADMIN, self.validator), routing.tick_rows(1, BUCKETS)]
         )
-        outputs = []
-        for bucket, frame in routed.groupby("bucket"):
+        outputs: list[pd.DataFrame] = []
+        for bucket, frame in by_bucket(routed):
             outputs.extend(
                 stateful.step_bucket(
                     (bucket,),
@@ -101,6 +103,15 @@ class Pipeline:
         self.dispatcher.dispatch(out, self.batch)
         self.batch += 1
         return out
+
+
+def by_bucket(routed: pd.DataFrame) -> Iterator[tuple[int, pd.DataFrame]]:
+    """``routed``'s rows by their ``bucket`` column, as Spark's ``groupBy("bucket")`` hands them to the step:
+    each bucket (an int) with its rows."""
+    for key, frame in routed.groupby("bucket"):
+        if not isinstance(key, (int, np.integer)):
+            raise TypeError(f"bucket {key!r} is not an integer")
+        yield int(key), frame
 
 
 def snapshot_of(brokers: tuple[int, ...], epoch: int = 1, epoch_version: int = 0) -> ZkSnapshot:

@@ -10,11 +10,11 @@ from typing import Any
 from core.events import (
     AlterPartition,
     Event,
-    TopicPartition,
 )
 from core.kafka.envelope import Envelope, encode_request, parse_request
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import RequestApi
+from core.model import TopicPartition
 from simbrokers.broker import BrokerConfig, SimBroker
 from simbrokers.fabric import LocalFabric
 

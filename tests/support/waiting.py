@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TextIO, TypeVar
+from typing import Literal, TextIO, TypeVar
 
 T = TypeVar("T")
 
@@ -36,14 +36,15 @@ def poll_until(check: Callable[[], T], timeout: float, interval: float = 0.1) ->
 
 def wait_until(
     what: str,
-    check: Callable[[], T],
+    check: Callable[[], T | Literal[False] | None],
     timeout: float = 60.0,
     interval: float = 0.3,
     detail: Callable[[], str] | None = None,
 ) -> T:
     """Poll ``check`` until it returns something truthy and return that; after ``timeout`` seconds fail
     naming ``what``, the last value ``check`` returned and ``detail()`` (a log's tail, say). ``interval``:
-    the longest pause between two looks."""
+    the longest pause between two looks. A check that returns ``None`` or ``False`` for "not yet" (``x and
+    y``, ``re.search``) types its result without them: what is returned is never either."""
     last = poll_until(check, timeout, interval)
     if last:
         return last

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from admin_env import Env, answer, env, write_tree
+from admin_env import Env, Status, answer, env, write_tree
 from waiting import WatchedText
 
 from admin.cli import main
@@ -299,7 +299,8 @@ def test_a_deletion_is_answered_when_it_starts_and_followed_with_wait(
     """Kafka's DeleteTopics answers once the deletion started: so does the tool by default (exit 0 on the
     controller's ``in_progress``); ``--wait`` follows it to the controller's ``ok``."""
     write_tree(env.zk)
-    started, done = (AdminStatus.IN_PROGRESS, None, {}), (AdminStatus.OK, None, {})
+    started: Status = (AdminStatus.IN_PROGRESS, None, {})
+    done: Status = (AdminStatus.OK, None, {})
     t = answer(env, [started])
     assert main(env.args("topics", "--delete", "--topic", "orders", "--timeout", "20")) == 0
     t.join(5)

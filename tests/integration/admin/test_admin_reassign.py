@@ -19,7 +19,7 @@ from admin.cli import main
 from core.codec.decisions import encode_decision
 from core.codec.events import event_from_json
 from core.decisions import AdminResult, AdminStatus
-from core.events import AlterTopicConfig, CancelReassignment, Event, ReassignPartitions
+from core.events import AdminCommand, AlterTopicConfig, CancelReassignment, Event, ReassignPartitions
 from core.kafka.zkdata import encode_broker_registration
 
 pytestmark = pytest.mark.integration
@@ -68,7 +68,8 @@ class FakeController:
                     if isinstance(ev, AlterTopicConfig):
                         self.apply_config(ev)
                     for i, (status, error, message, details) in enumerate(self.handler(ev)):
-                        rid = ev.request_id  # type: ignore[attr-defined]
+                        assert isinstance(ev, AdminCommand), ev
+                        rid = ev.request_id
                         res = AdminResult(rid, ev.TYPE, status, error, message, details)
                         batch += 1
                         value = encode_decision(res) | {"batch_id": batch, "controller_epoch": 3}

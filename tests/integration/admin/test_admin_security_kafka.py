@@ -35,10 +35,10 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
 )
-from kafka_secure import ADMIN, BATCH_IDS, BROKER, CONTROLLER, OUTSIDER, SUPER_ADMIN
+from kafka_secure import ADMIN, BATCH_IDS, BROKER, CONTROLLER, OUTSIDER, SUPER_ADMIN, SecureKafka
 from request_bodies import lisr_request
 
-from admin.acls import SPARK_GROUP_PREFIX, Deployment, Topics, acl_set
+from admin.acls import SPARK_GROUP_PREFIX, Acl, Deployment, ResourceType, Topics, acl_set
 from admin.acls_cmd import bindings
 from admin.cli import main as admin_main
 from core.codec.events import event_from_json
@@ -57,24 +57,24 @@ _BATCHES = BATCH_IDS
 
 
 @pytest.fixture(scope="module")
-def kafka(secure_kafka: Any) -> Any:
+def kafka(secure_kafka: SecureKafka) -> SecureKafka:
     """The secure broker with livectl's topics (created by the controller's principal, as ``livectl run``)."""
     ctl = secure_kafka.sasl_properties(CONTROLLER)
     ensure_topics(secure_kafka.sasl_bootstrap, T.controller_topics(), client_config=secure_kafka.client_kwargs(ctl))
     return secure_kafka
 
 
-def _props(kafka: Any, protocol: str, name: str) -> dict[str, str]:
+def _props(kafka: SecureKafka, protocol: str, name: str) -> dict[str, str]:
     return kafka.sasl_properties(name) if protocol == "SASL_SSL" else kafka.ssl_properties(name)
 
 
-def _producer(kafka: Any, props: Mapping[str, str], **extra: Any) -> KafkaProducer:
+def _producer(kafka: SecureKafka, props: Mapping[str, str], **extra: Any) -> KafkaProducer:
     return KafkaProducer(
         **kafka.client_kwargs(props), bootstrap_servers=kafka.bootstrap_for(props), max_block_ms=15000, **extra
     )
 
 
-def _produce(kafka: Any, props: Mapping[str, str], topic: str, value: bytes, key: bytes = b"1") -> None:
+def _produce(kafka: SecureKafka, props: Mapping[str, str], topic: str, value: bytes, key: bytes = b"1") -> None:
     producer = _producer(kafka, props)
     try:
         producer.send(topic, key=key, value=value).get(timeout=20)
@@ -93,7 +93,7 @@ def _read(consumer: KafkaConsumer, until: Any, timeout_s: float = 20.0) -> list[
     return out
 
 
-def _acls_argv(kafka: Any, config: str) -> list[str]:
+def _acls_argv(kafka: SecureKafka, config: str) -> list[str]:
     return [
         "acls",
         "--controller-principal",
@@ -111,7 +111,7 @@ def _acls_argv(kafka: Any, config: str) -> list[str]:
     ]
 
 
-def test_livectl_acls_apply_creates_exactly_the_set(kafka: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_livectl_acls_apply_creates_exactly_the_set(kafka: SecureKafka, capsys: pytest.CaptureFixture[str]) -> None:
     superuser = kafka.command_config("superuser", kafka.sasl_properties(SUPER_ADMIN))
     assert admin_main(_acls_argv(kafka, str(superuser))) == 0  # the fixture applied them already: no change
     assert "ACL bindings" in capsys.readouterr().out
@@ -147,7 +147,7 @@ def test_livectl_acls_apply_creates_exactly_the_set(kafka: Any, capsys: pytest.C
 
 @pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
 def test_the_admin_cli_publishes_over_a_real_handshake(
-    kafka: Any, zk_connect: str, protocol: str, capsys: pytest.CaptureFixture[str]
+    kafka: SecureKafka, zk_connect: str, protocol: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     alice = _props(kafka, protocol, ADMIN)
     if protocol == "SSL":
@@ -169,7 +169,7 @@ def test_the_admin_cli_publishes_over_a_real_handshake(
     assert (events[0].topic, events[0].partitions) == (topic, 2)
 
 
-def _refused(kafka: Any, props: Mapping[str, str], topic: str, value: bytes = b"{}") -> KafkaError:
+def _refused(kafka: SecureKafka, props: Mapping[str, str], topic: str, value: bytes = b"{}") -> KafkaError:
     with pytest.raises(KafkaError) as e:
         _produce(kafka, props, topic, value)
     return e.value
@@ -179,7 +179,7 @@ FORGED_EVENT = json.dumps({"type": "broker_failure", "broker_id": 1}).encode()
 
 
 @pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
-def test_forgeries_are_refused_by_the_broker(kafka: Any, protocol: str) -> None:
+def test_forgeries_are_refused_by_the_broker(kafka: SecureKafka, protocol: str) -> None:
     # a broker event forged by an admin or an outsider
     for who in (ADMIN, OUTSIDER):
         assert isinstance(
@@ -206,7 +206,7 @@ def test_forgeries_are_refused_by_the_broker(kafka: Any, protocol: str) -> None:
 
 
 @pytest.mark.parametrize("who", [BROKER, OUTSIDER])
-def test_no_one_else_takes_the_controllers_transactional_id(kafka: Any, who: str) -> None:
+def test_no_one_else_takes_the_controllers_transactional_id(kafka: SecureKafka, who: str) -> None:
     producer = _producer(kafka, kafka.sasl_properties(who), transactional_id=transactional_id("livectl"))
     try:
         with pytest.raises(TransactionalIdAuthorizationFailedError):
@@ -216,7 +216,7 @@ def test_no_one_else_takes_the_controllers_transactional_id(kafka: Any, who: str
 
 
 def test_an_outsiders_admin_command_fails_with_the_reason(
-    kafka: Any, zk_connect: str, capsys: pytest.CaptureFixture[str]
+    kafka: SecureKafka, zk_connect: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     mallory = kafka.command_config("mallory", kafka.sasl_properties(OUTSIDER))
     argv = ["topics", "--create", "--topic", "forged", "--partitions", "1", "--replication-factor", "1", "--no-wait"]
@@ -226,7 +226,7 @@ def test_an_outsiders_admin_command_fails_with_the_reason(
     assert "livectl topics: error:" in err and "TopicAuthorizationFailed" in err, err
 
 
-def test_the_controller_is_unaffected(kafka: Any) -> None:
+def test_the_controller_is_unaffected(kafka: SecureKafka) -> None:
     """With the ACLs on: the controller's sink writes its transaction, the broker reads its request."""
     ctl, broker = kafka.sasl_properties(CONTROLLER), kafka.ssl_properties(BROKER)
     requests = consumer_at_end(kafka.bootstrap_for(broker), T.requests, kafka.client_kwargs(broker))
@@ -246,7 +246,9 @@ def test_the_controller_is_unaffected(kafka: Any) -> None:
     assert [(v["batchId"], v["controllerEpoch"]) for v in map(json.loads, (r.value for r in got))][-1] == (batch, 9)
 
 
-def test_the_printed_commands_run_with_kafkas_own_acl_tool(kafka: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_printed_commands_run_with_kafkas_own_acl_tool(
+    kafka: SecureKafka, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``livectl acls`` without ``--apply`` prints ``kafka-acls.sh`` commands: run with Kafka's own tool
     (``kafka.admin.AclCommand``, what ``kafka-acls.sh`` runs) as the bootstrap super user, one of each kind
     (a topic, the transactional id, a prefixed group; a JVM each) creates the bindings ``--apply`` would,
@@ -269,7 +271,7 @@ def test_the_printed_commands_run_with_kafkas_own_acl_tool(kafka: Any, capsys: p
         )
     )
     assert len(commands) == len(rules)  # one command per rule, in the set's order
-    picked = {}
+    picked: dict[ResourceType, tuple[Acl, list[str]]] = {}
     for rule, command in zip(rules, commands, strict=True):
         picked.setdefault(rule.resource.type, (rule, command))
     assert len(picked) == 3

@@ -27,6 +27,8 @@ from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.create_topics.v7 import response as create_resp
 from kio.schema.delete_topics.v6 import request as delete_req
 from kio.schema.delete_topics.v6 import response as delete_resp
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i16, i32, i32Timedelta
 
 from channel.runner import ControllerChannel
 from channel.wire import BrokerConnection
@@ -134,13 +136,15 @@ def _in_thread(conn: BrokerConnection, request: Any, response_type: type) -> tup
 
 def _create(name: str, timeout_ms: int) -> Any:
     topic = create_req.CreatableTopic(
-        name=name,
-        num_partitions=-1,
-        replication_factor=-1,
+        name=TopicName(name),
+        num_partitions=i32(-1),
+        replication_factor=i16(-1),
         assignments=(),
         configs=(create_req.CreatableTopicConfig(name="retention.ms", value="1000"),),
     )
-    return create_req.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(milliseconds=timeout_ms))
+    return create_req.CreateTopicsRequest(
+        topics=(topic,), timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms))
+    )
 
 
 def test_create_topics_is_livectls_command_and_answered_with_its_result(bus: Bus) -> None:
@@ -204,10 +208,13 @@ def test_an_unanswered_request_times_out_at_its_timeout(bus: Bus) -> None:
 
 def test_reassignment_and_deletion_are_answered_once_livectl_started_them(bus: Bus) -> None:
     request = reassign_req.AlterPartitionReassignmentsRequest(
-        timeout=datetime.timedelta(milliseconds=30_000),
+        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=30_000)),
         topics=(
             reassign_req.ReassignableTopic(
-                name="t", partitions=(reassign_req.ReassignablePartition(partition_index=0, replicas=(2, 3)),)
+                name=TopicName("t"),
+                partitions=(
+                    reassign_req.ReassignablePartition(partition_index=i32(0), replicas=(BrokerId(2), BrokerId(3))),
+                ),
             ),
         ),
     )
@@ -229,7 +236,7 @@ def test_reassignment_and_deletion_are_answered_once_livectl_started_them(bus: B
 
         delete = delete_req.DeleteTopicsRequest(
             topics=(delete_req.DeleteTopicState(name=None, topic_id=TOPIC_ID),),
-            timeout=datetime.timedelta(milliseconds=30_000),
+            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=30_000)),
         )
         thread, out = _in_thread(conn, delete, delete_resp.DeleteTopicsResponse)
         command = bus.command()

@@ -17,32 +17,20 @@ that the channel turns into events, the controller's answers. Then, from the bro
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from channel_support import (
-    CONTROLLER,
-    EPOCH,
-    ControllerBus,
-    broker_event,
-    channel_beside_a_broker,
-)
+from channel_support import CONTROLLER, EPOCH, EndpointSetup, channel_beside_a_broker, topic_id
 from kafka import KafkaProducer
-from kazoo.client import KazooClient
 from waiting import wait_until
 
 from channel.answers import SERVED, node_versions
-from channel.runner import ControllerChannel
 from channel.wire import BrokerConnection
-from core.events import AlterPartition, ControlledShutdown, Event
+from core.events import AlterPartition, ControlledShutdown
 from core.kafka.requests import (
     AlterPartitionResponse,
     AlterPartitionResult,
@@ -62,31 +50,8 @@ from livectl.kafka_zk_brokers import ZkBrokerSettings, stop_zk_broker
 pytestmark = pytest.mark.integration
 
 
-@dataclass
-class Setup:
-    svc: local.Service
-    epoch: int
-    zk: KazooClient
-    channel: ControllerChannel
-    bus: ControllerBus
-    bootstrap: str
-    events: str
-
-    def send(self, api: RequestApi, body: Any) -> None:
-        self.bus.send(api, body)
-
-    def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
-        key, ev = broker_event(self.bootstrap, self.events, what, timeout)
-        assert key == b"1", key
-        return ev
-
-
-def _topic_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
 @pytest.fixture
-def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Setup]:
+def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[EndpointSetup]:
     # a follower that never fetches drops out of the ISR after 2 s (Kafka's default: 30 s)
     broker_settings = ZkBrokerSettings(properties={"replica.lag.time.max.ms": "2000"})
     with channel_beside_a_broker(
@@ -98,33 +63,33 @@ def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path)
         listener="CONTROL_PLANE",
         controller_listeners=("CONTROL_PLANE", "INTERNAL"),
     ) as rig:
-        b = rig.broker
-        yield Setup(b.svc, b.epoch, b.zk, rig.channel, rig.bus, kafka_broker.bootstrap, rig.settings.events_topic)
+        # the events awaited are broker 1's own requests
+        yield EndpointSetup.beside(rig, kafka_broker.bootstrap, event_key=b"1")
 
 
-def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: Setup) -> None:
+def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: EndpointSetup) -> None:
     s = setup
     # each listener its own port; ApiVersions: what the channel answers and what it forwards to the broker
     assert list(s.channel.endpoints) == ["CONTROL_PLANE", "INTERNAL"]
-    host, port = s.svc.listeners["CONTROL_PLANE"].rsplit(":", 1)
-    with BrokerConnection(host, int(port)) as broker:
+    host, port = s.broker("CONTROL_PLANE")
+    with BrokerConnection(host, port) as broker:
         theirs = broker.negotiate()
-    with BrokerConnection("127.0.0.1", s.channel.endpoints["CONTROL_PLANE"].port) as conn:
+    with BrokerConnection("127.0.0.1", s.port("CONTROL_PLANE")) as conn:
         table = conn.negotiate()
     assert table == node_versions(theirs)
     assert all(table[k][1] == min(r.stop - 1, theirs.get(k, (0, 99))[1]) for k, r in SERVED.items()), table
 
     # broker 1 leads "solo" alone and "pair" with broker 2 (never started) in its ISR; the UpdateMetadata
     # names controller 1000, which the channel lists as a live broker at its own endpoint
-    solo, pair = (f"{s.bus.requests_topic}-solo", _topic_id()), (f"{s.bus.requests_topic}-pair", _topic_id())
+    solo, pair = (f"{s.bus.requests_topic}-solo", topic_id()), (f"{s.bus.requests_topic}-pair", topic_id())
     states = tuple(
         LisrPartitionState(t, 0, EPOCH, 1, 1, isr, 0, isr, (), (), True, 0, tid)
         for (t, tid), isr in ((solo, (1,)), (pair, (1, 2)))
     )
-    host, port = s.svc.listeners["CONTROL_PLANE"].rsplit(":", 1)
+    host, port = s.broker("CONTROL_PLANE")
     s.send(
         RequestApi.LEADER_AND_ISR,
-        LeaderAndIsrRequest(CONTROLLER, EPOCH, s.epoch, 0, states, (BrokerAddress(1, host, int(port)),)),
+        LeaderAndIsrRequest(CONTROLLER, EPOCH, s.epoch, 0, states, (BrokerAddress(1, host, port),)),
     )
     endpoints = tuple(
         MetadataEndpoint(int(a.rsplit(":", 1)[1]), "127.0.0.1", name, 0) for name, a in s.svc.listeners.items()

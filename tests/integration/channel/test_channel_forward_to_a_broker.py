@@ -31,16 +31,14 @@ import struct
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from channel_support import CONTROLLER, EPOCH, ControllerBus, channel_beside_a_broker
+from channel_support import CONTROLLER, EPOCH, EndpointSetup, channel_beside_a_broker
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.record.memory_records import MemoryRecordsBuilder
-from kazoo.client import KazooClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
@@ -59,7 +57,6 @@ from waiting import wait_until
 
 from bench.harness.real_brokers import kafka_reassignments, kafka_tool, kafka_topics_describe
 from channel.answers import NO_LOG_DIR, SERVED, node_versions
-from channel.runner import ControllerChannel
 from channel.wire import BrokerConnection
 from core.kafka import zkdata
 from core.kafka.requests import (
@@ -80,27 +77,8 @@ pytestmark = pytest.mark.integration
 LISTENERS = ("CONTROL_PLANE", "INTERNAL", "PLAINTEXT")
 
 
-@dataclass
-class Setup:
-    svc: local.Service
-    epoch: int
-    zk: KazooClient
-    channel: ControllerChannel
-    bus: ControllerBus
-
-    def send(self, api: RequestApi, body: Any) -> None:
-        self.bus.send(api, body)
-
-    def port(self, listener: str) -> int:
-        return self.channel.endpoints[listener].port
-
-    def broker(self, listener: str) -> tuple[str, int]:
-        host, port = self.svc.listeners[listener].rsplit(":", 1)
-        return host, int(port)
-
-
 @pytest.fixture
-def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[Setup]:
+def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path) -> Iterator[EndpointSetup]:
     with channel_beside_a_broker(
         zookeeper.connect,
         kafka_broker.bootstrap,
@@ -110,7 +88,7 @@ def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path)
         client_listeners=("PLAINTEXT", "INTERNAL"),
         log_dirs_interval_s=0,
     ) as rig:
-        yield Setup(rig.broker.svc, rig.broker.epoch, rig.broker.zk, rig.channel, rig.bus)
+        yield EndpointSetup.beside(rig, kafka_broker.bootstrap)
 
 
 def _frame(request: Any, correlation_id: int) -> bytes:
@@ -158,7 +136,7 @@ def _nodes(answer: Any) -> dict[int, tuple[str, int]]:
     return {int(getattr(b, "node_id", None) or b.broker_id): (str(b.host), int(b.port)) for b in answer.brokers}
 
 
-def test_clients_see_the_controller_s_node_and_get_broker_answers_through_it(setup: Setup) -> None:
+def test_clients_see_the_controller_s_node_and_get_broker_answers_through_it(setup: EndpointSetup) -> None:
     s = setup
     assert list(s.channel.endpoints) == list(LISTENERS)
     assert len({s.port(n) for n in LISTENERS}) == 3  # one port per listener: an answer depends on it

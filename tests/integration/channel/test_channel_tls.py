@@ -19,28 +19,19 @@ the bus (:mod:`channel_support`), as ``test_channel_endpoint.py`` does. Then:
 
 from __future__ import annotations
 
-import base64
 import json
 import ssl
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from channel_support import (
-    CONTROLLER,
-    EPOCH,
-    ControllerBus,
-    broker_event,
-    channel_beside_a_broker,
-)
+from channel_support import CONTROLLER, EPOCH, EndpointSetup, channel_beside_a_broker, topic_id
 from kafka import KafkaProducer
 from kafka_pki import Pki, make_pki, zk_broker_ssl_properties
-from kazoo.client import KazooClient
 from kio.schema.controlled_shutdown.v3.request import ControlledShutdownRequest
 from kio.schema.controlled_shutdown.v3.response import ControlledShutdownResponse as KafkaControlledShutdownResponse
 from kio.schema.types import BrokerId
@@ -49,10 +40,9 @@ from waiting import wait_until
 
 from channel.answers import node_versions
 from channel.endpoint import Connection, ControllerEndpoint
-from channel.runner import ControllerChannel
 from channel.tls import ChannelTls
 from channel.wire import BrokerConnection, WireError
-from core.events import AlterPartition, ControlledShutdown, Event
+from core.events import AlterPartition, ControlledShutdown
 from core.kafka import zkdata
 from core.kafka.requests import (
     AlterPartitionResponse,
@@ -76,28 +66,10 @@ SECURED = ("CONTROL_PLANE", "INTERNAL")
 
 
 @dataclass
-class Setup:
-    svc: local.Service
-    epoch: int
-    zk: KazooClient
-    channel: ControllerChannel
-    bus: ControllerBus
-    bootstrap: str
-    events: str
-    pki: Pki
+class Setup(EndpointSetup):
+    """The channel's setup with the certificates the test made."""
 
-    def send(self, api: RequestApi, body: Any) -> None:
-        self.bus.send(api, body)
-
-    def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
-        return broker_event(self.bootstrap, self.events, what, timeout)[1]
-
-    def handshakes(self) -> int:
-        return sum(e.handshakes for e in self.channel.endpoints.values())
-
-
-def _topic_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    pki: Pki = field(kw_only=True)
 
 
 @pytest.fixture
@@ -127,8 +99,7 @@ def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path)
         tls=tls,
         listener_protocols={"CONTROL_PLANE": "SSL", "INTERNAL": "SSL"},
     ) as rig:
-        b = rig.broker
-        yield Setup(b.svc, b.epoch, b.zk, rig.channel, rig.bus, kafka_broker.bootstrap, rig.settings.events_topic, pki)
+        yield Setup.beside(rig, kafka_broker.bootstrap, pki=pki)
 
 
 def _client_context(pki: Pki, cert: str | None) -> ssl.SSLContext:
@@ -158,11 +129,11 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
         "CONTROL_PLANE": "SSL",
     }
     # the broker's control plane speaks TLS only, and wants a client certificate
-    host, port = s.svc.listeners["CONTROL_PLANE"].rsplit(":", 1)
-    assert _refused(host, int(port), None)
+    host, port = s.broker("CONTROL_PLANE")
+    assert _refused(host, port, None)
     # the endpoint: TLS on both names, advertised as SSL; plaintext and certificate-less clients get nothing
     assert {n: e.security_protocol for n, e in s.channel.endpoints.items()} == dict.fromkeys(SECURED, "SSL")
-    port_cp = s.channel.endpoints["CONTROL_PLANE"].port
+    port_cp = s.port("CONTROL_PLANE")
     assert _refused("127.0.0.1", port_cp, None)
     assert _refused("127.0.0.1", port_cp, _client_context(s.pki, None))
     with BrokerConnection("127.0.0.1", port_cp, timeout_s=5, tls=_client_context(s.pki, "outsider")) as conn:
@@ -177,14 +148,14 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
 
     # LeaderAndIsr and UpdateMetadata over TLS: broker 1 leads "solo" alone and "pair" with broker 2 (never
     # started) in its ISR; the UpdateMetadata lists the registration as livectl's controller does
-    solo, pair = (f"{s.bus.requests_topic}-solo", _topic_id()), (f"{s.bus.requests_topic}-pair", _topic_id())
+    solo, pair = (f"{s.bus.requests_topic}-solo", topic_id()), (f"{s.bus.requests_topic}-pair", topic_id())
     states = tuple(
         LisrPartitionState(t, 0, EPOCH, 1, 1, isr, 0, isr, (), (), True, 0, tid)
         for (t, tid), isr in ((solo, (1,)), (pair, (1, 2)))
     )
     s.send(
         RequestApi.LEADER_AND_ISR,
-        LeaderAndIsrRequest(CONTROLLER, EPOCH, s.epoch, 0, states, (BrokerAddress(1, host, int(port)),)),
+        LeaderAndIsrRequest(CONTROLLER, EPOCH, s.epoch, 0, states, (BrokerAddress(1, host, port),)),
     )
     s.send(
         RequestApi.UPDATE_METADATA,

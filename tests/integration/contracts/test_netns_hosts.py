@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from waiting import wait_until
@@ -46,7 +47,7 @@ def _reach(src: Host, dst: Host, timeout: float = 1.0) -> str:
     return done.stdout.strip()
 
 
-def _ours(net: Network) -> dict[str, object]:
+def _ours(net: Network) -> dict[str, list[Any]]:
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
     rules = json.loads(subprocess.run(["ip", "-j", "rule", "show"], capture_output=True, text=True, check=True).stdout)

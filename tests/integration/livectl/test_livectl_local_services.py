@@ -6,6 +6,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()
-def zk(zookeeper: local.Service):
+def zk(zookeeper: local.Service) -> Iterator[KazooClient]:
     client = KazooClient(hosts=zookeeper.connect, timeout=10)
     client.start(timeout=10)
     yield client

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from test_simbrokers_process import Env, env, registration
+from simbroker_processes import Env, env, registration
 from waiting import wait_until
 
 from admin.cli import main

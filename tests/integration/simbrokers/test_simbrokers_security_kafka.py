@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaProducer
-from kafka_secure import ADMIN, BROKER, CONTROLLER
+from kafka_secure import ADMIN, BROKER, CONTROLLER, SecureKafka
 from kazoo.client import KazooClient
 from waiting import poll_until
 
@@ -70,7 +70,7 @@ def _wait(cond: Any, what: str, log: Path, timeout: float = 30.0) -> None:
 
 @pytest.mark.parametrize(("protocol", "broker_id"), [("SASL_SSL", 41), ("SSL", 42)])
 def test_simulated_brokers_and_their_tool_over_a_real_handshake(
-    secure_kafka: Any, zk_connect: str, tmp_path: Path, protocol: str, broker_id: int
+    secure_kafka: SecureKafka, zk_connect: str, tmp_path: Path, protocol: str, broker_id: int
 ) -> None:
     kafka = secure_kafka
 

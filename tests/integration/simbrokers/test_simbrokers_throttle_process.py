@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from test_simbrokers_process import Env, env, registration
+from simbroker_processes import Env, env, registration
 
 from core.events import AlterPartition, LeaderAndIsrResponse
 from core.kafka.requests import RequestApi

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
@@ -16,21 +16,34 @@ from sinks.errors import ControllerFencedError
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence, Rejected
 from sinks.requests import TAIL_WINDOW, RequestSink, ensure_topics, partition_for_key
+from sinks.requests.tail import TailAhead
 
 pytestmark = pytest.mark.integration
 
 FENCE = Fence(controller_epoch=3, epoch_zk_version=2)
 
 
+class Topics(TypedDict):
+    """A sink's three topics, as :class:`RequestSink`'s keyword arguments."""
+
+    requests_topic: str
+    admin_results_topic: str
+    rejected_topic: str
+
+
 @pytest.fixture
-def topics(kafka_broker: Any) -> dict[str, str]:
+def topics(kafka_broker: Any) -> Topics:
     suffix = uuid.uuid4().hex[:8]
-    names = {
+    names: Topics = {
         "requests_topic": f"req-{suffix}",
         "admin_results_topic": f"res-{suffix}",
         "rejected_topic": f"rej-{suffix}",
     }
-    ensure_topics(kafka_broker.bootstrap, names.values(), partitions=3)
+    ensure_topics(
+        kafka_broker.bootstrap,
+        [names["requests_topic"], names["admin_results_topic"], names["rejected_topic"]],
+        partitions=3,
+    )
     return names
 
 
@@ -66,7 +79,7 @@ def _batch() -> list[BrokerRequest]:
     ]
 
 
-def test_requests_are_merged_per_broker_and_api_in_kafka_order(kafka_broker: Any, topics: dict[str, str]) -> None:
+def test_requests_are_merged_per_broker_and_api_in_kafka_order(kafka_broker: Any, topics: Topics) -> None:
     with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
         result = sink.write_requests(5, _batch())
     assert (result.written, result.skipped) == (6, 0)
@@ -104,7 +117,7 @@ def _shared_batch() -> list[BrokerRequest]:
 
 
 def test_a_shared_update_metadata_is_read_by_each_broker_in_its_own_partition(
-    kafka_broker: Any, topics: dict[str, str]
+    kafka_broker: Any, topics: Topics
 ) -> None:
     with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
         result = sink.write_requests(5, _shared_batch())
@@ -134,7 +147,7 @@ def test_a_shared_update_metadata_is_read_by_each_broker_in_its_own_partition(
     assert (again.written, again.skipped) == (0, result.written)
 
 
-def test_replay_after_a_partial_write_sends_only_what_is_missing(kafka_broker: Any, topics: dict[str, str]) -> None:
+def test_replay_after_a_partial_write_sends_only_what_is_missing(kafka_broker: Any, topics: Topics) -> None:
     batch = _batch()
     with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as first:
         first.write_requests(6, [r for r in batch if r.broker_id == 2])  # "crashed" after broker 2's messages
@@ -164,7 +177,7 @@ def test_replay_after_a_partial_write_sends_only_what_is_missing(kafka_broker: A
         assert new_run.write_requests(6, batch).written == 6
 
 
-def test_the_tail_read_reaches_back_past_a_small_window(kafka_broker: Any, topics: dict[str, str]) -> None:
+def test_the_tail_read_reaches_back_past_a_small_window(kafka_broker: Any, topics: Topics) -> None:
     # the tail is read from the end, window by doubling window, until it reaches a message of an earlier
     # batch: with a window of 1 that takes several rounds over batch 4's messages
     batch = _batch()
@@ -179,7 +192,7 @@ def test_the_tail_read_reaches_back_past_a_small_window(kafka_broker: Any, topic
 
 
 def test_a_replay_longer_than_the_first_window_skips_every_message_already_written(
-    kafka_broker: Any, topics: dict[str, str]
+    kafka_broker: Any, topics: Topics
 ) -> None:
     # the default first window (TAIL_WINDOW) is smaller than a large batch's tail: the read widens until it
     # sees the batch before, so a replay still finds every message of its batch. Each message of batch 4 is
@@ -198,7 +211,7 @@ def test_a_replay_longer_than_the_first_window_skips_every_message_already_writt
     assert len(records) == 6 + len(many) + 2
 
 
-def test_admin_results_and_rejected_records(kafka_broker: Any, topics: dict[str, str]) -> None:
+def test_admin_results_and_rejected_records(kafka_broker: Any, topics: Topics) -> None:
     results = [
         AdminResult("r-1", "create_topic", AdminStatus.OK),
         AdminResult("r-2", "reassign_partitions", AdminStatus.IN_PROGRESS, details={"pending": 3}),
@@ -224,7 +237,7 @@ def test_admin_results_and_rejected_records(kafka_broker: Any, topics: dict[str,
     assert json.loads(rej.value)["payload"] == '{"type":"nope"}'
 
 
-def test_the_memory_fake_sends_the_same_messages(kafka_broker: Any, topics: dict[str, str]) -> None:
+def test_the_memory_fake_sends_the_same_messages(kafka_broker: Any, topics: Topics) -> None:
     fake = MemoryRequestSink(FENCE, **topics)
     with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
         sink.write_requests(1, _batch())
@@ -234,7 +247,7 @@ def test_the_memory_fake_sends_the_same_messages(kafka_broker: Any, topics: dict
     assert real == {(m.key, m.value) for m in fake.messages}
 
 
-def _predecessor_and_successor(bootstrap: str, topics: dict[str, str]) -> tuple[RequestSink, RequestSink]:
+def _predecessor_and_successor(bootstrap: str, topics: Topics) -> tuple[RequestSink, RequestSink]:
     """The sinks of two controllers of one cluster, epochs 3 and 4: one transactional id."""
     tid = f"livectl-test-{uuid.uuid4().hex[:8]}"
     return (
@@ -243,9 +256,7 @@ def _predecessor_and_successor(bootstrap: str, topics: dict[str, str]) -> tuple[
     )
 
 
-def test_a_successors_first_write_fences_the_earlier_controllers_producer(
-    kafka_broker: Any, topics: dict[str, str]
-) -> None:
+def test_a_successors_first_write_fences_the_earlier_controllers_producer(kafka_broker: Any, topics: Topics) -> None:
     """Kafka's zombie fencing: the controllers of one cluster share a transactional id; the successor's
     first write initialises it, and the earlier controller (paused past its ZooKeeper fence check, then
     resumed) gets ``PRODUCER_FENCED`` as :class:`ControllerFencedError` and writes nothing more."""
@@ -269,9 +280,7 @@ def test_a_successors_first_write_fences_the_earlier_controllers_producer(
     assert [(r["request_id"], r["controller_epoch"]) for r in results] == [("n", 4)]
 
 
-def test_a_started_sink_fences_the_earlier_controller_before_its_first_write(
-    kafka_broker: Any, topics: dict[str, str]
-) -> None:
+def test_a_started_sink_fences_the_earlier_controller_before_its_first_write(kafka_broker: Any, topics: Topics) -> None:
     """``start`` (a controller calls it as it wins the lease) initialises the transactional producer on a
     thread: the earlier controller is fenced before its successor has written anything, and the successor's
     first write uses that producer (a second init would fence the first)."""
@@ -293,7 +302,7 @@ def test_a_started_sink_fences_the_earlier_controller_before_its_first_write(
     assert sorted((v["batchId"], v["controllerEpoch"]) for v in values) == [(6, 3)] * 6 + [(7, 4)] * 2
 
 
-def test_a_sink_closed_while_its_producer_starts_keeps_none(kafka_broker: Any, topics: dict[str, str]) -> None:
+def test_a_sink_closed_while_its_producer_starts_keeps_none(kafka_broker: Any, topics: Topics) -> None:
     sink = RequestSink(kafka_broker.bootstrap, FENCE, transactional_id=f"livectl-test-{uuid.uuid4().hex[:8]}", **topics)
     starting = sink.start()
     sink.close()
@@ -301,7 +310,7 @@ def test_a_sink_closed_while_its_producer_starts_keeps_none(kafka_broker: Any, t
     assert not starting.is_alive() and sink._producer is None
 
 
-def test_a_transactional_sink_replays_and_restarts_like_a_plain_one(kafka_broker: Any, topics: dict[str, str]) -> None:
+def test_a_transactional_sink_replays_and_restarts_like_a_plain_one(kafka_broker: Any, topics: Topics) -> None:
     tid = f"livectl-test-{uuid.uuid4().hex[:8]}"
     batch = _batch()
     with RequestSink(kafka_broker.bootstrap, FENCE, transactional_id=tid, **topics) as first:
@@ -313,6 +322,11 @@ def test_a_transactional_sink_replays_and_restarts_like_a_plain_one(kafka_broker
     assert len(_read_all(kafka_broker.bootstrap, topics["requests_topic"])) == 12
 
 
+def _ahead(sink: RequestSink) -> TailAhead | None:
+    """The tail the sink read ahead, as it is now (mypy keeps an attribute narrowed by an earlier assert)."""
+    return sink._ahead
+
+
 def _no_tail_read(sink: RequestSink) -> None:
     def refuse(topic: str, batch_id: int) -> set[tuple[int, str]]:
         raise AssertionError(f"the first write read the tail of {topic} for batch {batch_id} itself")
@@ -321,7 +335,7 @@ def _no_tail_read(sink: RequestSink) -> None:
 
 
 def test_a_started_sink_settles_its_first_write_from_the_tail_it_read_once_the_earlier_one_was_fenced(
-    kafka_broker: Any, topics: dict[str, str]
+    kafka_broker: Any, topics: Topics
 ) -> None:
     """After ``start`` fenced the earlier controller nothing else writes the topic: its tail, read on the same
     thread, settles the replay of the batch the earlier controller had half written, without a read of its own."""
@@ -335,7 +349,7 @@ def test_a_started_sink_settles_its_first_write_from_the_tail_it_read_once_the_e
         _no_tail_read(new)
         replay = new.write_requests(6, batch)
         assert (replay.written, replay.skipped) == (3, 3)
-        assert new._ahead is None
+        assert _ahead(new) is None
         assert new.write_requests(7, batch[:2]).written == 2
     finally:
         old.close()
@@ -345,9 +359,7 @@ def test_a_started_sink_settles_its_first_write_from_the_tail_it_read_once_the_e
     assert len(idents) == len(set(idents)) == 6 + 6 + 2
 
 
-def test_a_tail_read_ahead_that_does_not_reach_back_far_enough_is_read_again(
-    kafka_broker: Any, topics: dict[str, str]
-) -> None:
+def test_a_tail_read_ahead_that_does_not_reach_back_far_enough_is_read_again(kafka_broker: Any, topics: Topics) -> None:
     brokers = [b for b in range(1, 1000) if partition_for_key(str(b).encode(), [0, 1, 2]) == 0][: 3 * TAIL_WINDOW]
     many = [lisr_request(b, "a", [0]) for b in brokers]
     old, new = _predecessor_and_successor(kafka_broker.bootstrap, topics)
@@ -366,7 +378,7 @@ def test_a_tail_read_ahead_that_does_not_reach_back_far_enough_is_read_again(
         new.close()
 
 
-def test_a_new_run_after_a_tail_read_ahead_sends_everything(kafka_broker: Any, topics: dict[str, str]) -> None:
+def test_a_new_run_after_a_tail_read_ahead_sends_everything(kafka_broker: Any, topics: Topics) -> None:
     old, new = _predecessor_and_successor(kafka_broker.bootstrap, topics)
     try:
         assert old.write_requests(9, _batch()).written == 6
@@ -379,7 +391,7 @@ def test_a_new_run_after_a_tail_read_ahead_sends_everything(kafka_broker: Any, t
         new.close()
 
 
-def test_a_plain_sink_started_reads_no_tail_ahead(kafka_broker: Any, topics: dict[str, str]) -> None:
+def test_a_plain_sink_started_reads_no_tail_ahead(kafka_broker: Any, topics: Topics) -> None:
     # without a transactional id nothing fences an earlier controller: its writes could still follow a read
     with RequestSink(kafka_broker.bootstrap, FENCE, **topics) as sink:
         sink.start().join(30)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
-from kafka_secure import ADMIN, BATCH_IDS, BROKER, CONTROLLER, OUTSIDER, add_scram_user
+from kafka_secure import ADMIN, BATCH_IDS, BROKER, CONTROLLER, OUTSIDER, SecureKafka, add_scram_user
 from request_bodies import lisr_request, um_request
 from waiting import poll_until
 
@@ -40,7 +40,7 @@ FENCE = Fence(controller_epoch=7, epoch_zk_version=6)
 _BATCHES = BATCH_IDS
 
 
-def _props(kafka: Any, protocol: str, name: str) -> dict[str, str]:
+def _props(kafka: SecureKafka, protocol: str, name: str) -> dict[str, str]:
     return kafka.sasl_properties(name) if protocol == "SASL_SSL" else kafka.ssl_properties(name)
 
 
@@ -54,7 +54,7 @@ def _drain(consumer: KafkaConsumer, want: int, timeout_s: float = 20.0) -> list[
 
 
 @pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
-def test_the_controllers_sinks_write_and_replay_over_a_real_handshake(secure_kafka: Any, protocol: str) -> None:
+def test_the_controllers_sinks_write_and_replay_over_a_real_handshake(secure_kafka: SecureKafka, protocol: str) -> None:
     kafka = secure_kafka
     ctl = _props(kafka, protocol, CONTROLLER)
     bootstrap, config = kafka.bootstrap_for(ctl), kafka.client_kwargs(ctl)
@@ -92,7 +92,7 @@ def test_the_controllers_sinks_write_and_replay_over_a_real_handshake(secure_kaf
 
 
 def _refused(
-    kafka: Any, props: Mapping[str, str], caplog: pytest.LogCaptureFixture, *reasons: str, bootstrap: str = ""
+    kafka: SecureKafka, props: Mapping[str, str], caplog: pytest.LogCaptureFixture, *reasons: str, bootstrap: str = ""
 ) -> str:
     """The client gets no metadata (kafka-python retries, then says it could not bootstrap); returns the
     broker's log of the attempt and what the client logged, once every one of ``reasons`` is in them: each
@@ -114,7 +114,9 @@ def _refused(
     return poll_until(lambda: said() if all(r in said() for r in reasons) else "", timeout=10) or said()
 
 
-def test_a_bad_credential_is_refused_by_the_handshake(secure_kafka: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_bad_credential_is_refused_by_the_handshake(
+    secure_kafka: SecureKafka, caplog: pytest.LogCaptureFixture
+) -> None:
     kafka = secure_kafka
     scram_refused = "Failed authentication with /127.0.0.1"
     scram_reason = "invalid credentials with SASL mechanism SCRAM-SHA-512"
@@ -137,7 +139,7 @@ def test_a_bad_credential_is_refused_by_the_handshake(secure_kafka: Any, caplog:
     assert "SSL handshake failed" in said
 
 
-def test_a_scram_user_added_after_start_authenticates(secure_kafka: Any) -> None:
+def test_a_scram_user_added_after_start_authenticates(secure_kafka: SecureKafka) -> None:
     """Users written at format time are the bootstrap; an operator adds the rest through the Admin API
     (``AlterUserScramCredentials``, as ``kafka-configs.sh --entity-type users``) as a super user."""
     kafka = add_scram_user(secure_kafka, "carol", "carol-pw-late")
@@ -150,7 +152,7 @@ def test_a_scram_user_added_after_start_authenticates(secure_kafka: Any) -> None
         consumer.close()
 
 
-def test_one_pem_properties_file_serves_livectl_and_javas_client(secure_kafka: Any, tmp_path: Path) -> None:
+def test_one_pem_properties_file_serves_livectl_and_javas_client(secure_kafka: SecureKafka, tmp_path: Path) -> None:
     """Mutual TLS with PEM files as Java's clients take them (Spark's Kafka source, Kafka's tools):
     ``ssl.truststore.type=PEM`` and a PEM keystore holding key and certificate. livectl's client and
     Kafka's own console producer (a JVM) each write a broker event as ``broker-1`` with the same file; the

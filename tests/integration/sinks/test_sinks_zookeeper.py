@@ -211,7 +211,7 @@ def test_replay_after_a_crash_leaves_zookeeper_as_a_clean_run(zk_connect: str, c
     crashed = _client(zk_connect)
     fence = _elect(crashed)
     assert ZooKeeperSink(crashed, fence, "q").write_batch(0, setup).ok
-    dying = ZooKeeperSink(_CrashingClient(crashed, crash_after), fence, "q", ops_per_transaction=12)  # type: ignore[arg-type]
+    dying = ZooKeeperSink(_CrashingClient(crashed, crash_after), fence, "q", ops_per_transaction=12)
     with pytest.raises(SinkUnavailableError):
         dying.write_batch(1, _reassign_batch())
     # what was sent before the "crash" lands before anything the same session asks later (ZooKeeper answers
@@ -289,7 +289,7 @@ def test_a_replay_resumes_only_the_progress_of_its_own_checkpoint(zk: KazooClien
     run on another checkpoint whose batch 0 meets that progress znode starts at write 0."""
     fence = _elect(zk)
     batch = _topic_writes("c", 30)
-    dying = ZooKeeperSink(_CrashingClient(zk, 1), fence, "q", ops_per_transaction=12, checkpoint_id="a")  # type: ignore[arg-type]
+    dying = ZooKeeperSink(_CrashingClient(zk, 1), fence, "q", ops_per_transaction=12, checkpoint_id="a")
     with pytest.raises(SinkUnavailableError):
         dying.write_batch(0, batch)
     # the first transaction, sent before the "crash", is answered before this read on the same session

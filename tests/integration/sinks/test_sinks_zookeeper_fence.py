@@ -49,10 +49,10 @@ def test_check_refuses_after_another_controller_was_elected(zk_chrooted: KazooCl
     assert e.value.reason == "BadVersion" and e.value.expected_version == 0
 
 
-def test_check_refuses_once_the_session_expired(zookeeper: object, zk_chrooted: KazooClient) -> None:
+def test_check_refuses_once_the_session_expired(zookeeper: local.Service, zk_chrooted: KazooClient) -> None:
     chroot = zk_chrooted.chroot
     zk_chrooted.create("/controller_epoch", b"1")
-    own = KazooClient(hosts=f"{zookeeper.connect}{chroot}", timeout=10)  # type: ignore[attr-defined]
+    own = KazooClient(hosts=f"{zookeeper.connect}{chroot}", timeout=10)
     own.start(timeout=15)
     lost: list[str] = []
     own.add_listener(lambda state: lost.append(state) if state == KazooState.LOST else None)
@@ -62,7 +62,7 @@ def test_check_refuses_once_the_session_expired(zookeeper: object, zk_chrooted: 
         # ZooKeeper's own way to expire a session: a second client joins it with its id and password
         # and closes it, as a server does when a paused client's session times out
         session_id, password = own.client_id
-        thief = KazooClient(hosts=f"{zookeeper.connect}{chroot}", client_id=(session_id, password), timeout=10)  # type: ignore[attr-defined]
+        thief = KazooClient(hosts=f"{zookeeper.connect}{chroot}", client_id=(session_id, password), timeout=10)
         thief.start(timeout=15)
         thief.stop()
         thief.close()

@@ -164,8 +164,8 @@ def test_the_first_read_behind_the_barrier_waits_for_the_reference(kafka_broker:
         assert [r[1] for r in rows] == [_ref(2, "/cp/f/2")]
         assert end[events] == {"0": 0} and end[AHEAD]["offset"] == 2
         assert 1.0 <= waited < 15.0, waited
-        rows, end = reader.read(end)
-        assert [r[1] for r in rows] == ["before-0", "waiting-1"]
+        rows_after, end = reader.read(end)
+        assert [r[1] for r in rows_after] == ["before-0", "waiting-1"]
         assert end[events] == {"0": 3} and AHEAD not in end
     finally:
         reader.stop()

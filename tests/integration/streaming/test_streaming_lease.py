@@ -89,7 +89,12 @@ def test_holder_is_told_when_its_controller_znode_goes_away(clients: list[KazooC
     a, b, observer = clients
     lost = threading.Event()
     reasons: list[str] = []
-    lease = ControllerLease(a, 1, on_lost=lambda r: (reasons.append(r), lost.set()))
+
+    def on_lost(reason: str) -> None:
+        reasons.append(reason)
+        lost.set()
+
+    lease = ControllerLease(a, 1, on_lost=on_lost)
     lease.acquire(timeout=5)
     observer.delete("/controller")  # e.g. an operator forcing a re-election, as with Kafka
     assert lost.wait(10) and lease.lost
@@ -116,7 +121,7 @@ def test_resign_lets_a_standby_in(clients: list[KazooClient]) -> None:
         lost_when_deleted.append(first.lost)
         return delete(*args, **kwargs)
 
-    a.delete_async = watched_delete  # type: ignore[method-assign]
+    a.delete_async = watched_delete
     try:
         first.release()
     finally:
@@ -155,7 +160,7 @@ def test_a_waiting_standby_tries_again_only_when_the_controller_znode_or_its_ses
         tries.append(1)
         return transaction()
 
-    b.transaction = counted  # type: ignore[method-assign]
+    b.transaction = counted
     second = ControllerLease(b, 2)
     stop = LookedAtStop()
     won: list[Fence | None] = []

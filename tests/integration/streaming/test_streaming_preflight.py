@@ -84,7 +84,12 @@ def test_waiting_for_kafka_ends_when_it_answers_or_after_the_timeout_with_one_re
     assert 3 <= time.monotonic() - started < 30
     # a broker that comes up on that address while it waits ends the wait
     done: list[float] = []
-    waiter = threading.Thread(target=lambda: (wait_for_kafka(settings, timeout_s=120), done.append(1.0)))
+
+    def wait() -> None:
+        wait_for_kafka(settings, timeout_s=120)
+        done.append(1.0)
+
+    waiter = threading.Thread(target=wait)
     waiter.start()
     broker = local.start_kafka(tmp_path / "kafka", port)
     try:

@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 
 from core.codec.events import event_from_json
 from core.decisions import ZkOp, ZkWrite
-from core.events import PartitionStatesRead
+from core.events import Event, PartitionStatesRead
 from core.snapshot import PartitionStateZnode
 from sinks.ports import FailedWrite
 from sinks.requests import ensure_topics
@@ -30,6 +30,12 @@ def _state(leader: int, isr: list[int], epoch: int) -> bytes:
     return json.dumps(
         {"version": 1, "leader": leader, "leader_epoch": epoch, "controller_epoch": 2, "isr": isr}
     ).encode()
+
+
+def _read(event: Event) -> PartitionStatesRead:
+    """What the refresher sends: the partition states it re-read."""
+    assert isinstance(event, PartitionStatesRead), event
+    return event
 
 
 def _failed(path: str, error: str) -> FailedWrite:
@@ -70,5 +76,5 @@ def test_refused_states_are_read_and_published_per_topic(zk: KazooClient, kafka_
     consumer.seek(tp, 0)
     records = [r for batch in consumer.poll(timeout_ms=5000).values() for r in batch]
     consumer.close()
-    assert [(r.key, event_from_json(r.value)) for r in records] == [(e.topic.encode(), e) for e in sent]
+    assert [(r.key, event_from_json(r.value)) for r in records] == [(e.topic.encode(), e) for e in map(_read, sent)]
     assert StatesRefresher(zk, None, topic, controller_epoch=2)([_failed("/brokers/topics/a", "BadVersion")]) == []

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaProducer
-from kafka_secure import ADMIN, BROKER, CONTROLLER
+from kafka_secure import ADMIN, BROKER, CONTROLLER, SecureKafka
 
 from admin.acls import Topics
 from sinks.requests import ensure_topics
@@ -30,13 +30,13 @@ pytestmark = pytest.mark.integration
 T = Topics()
 
 
-def _settings(kafka: Any, props: Mapping[str, str]) -> Settings:
+def _settings(kafka: SecureKafka, props: Mapping[str, str]) -> Settings:
     """The controller's settings with Kafka's client properties as ``kafka_<name>`` settings."""
-    fields = {f"kafka_{k.replace('.', '_')}": v for k, v in props.items()}
+    fields: dict[str, Any] = {f"kafka_{k.replace('.', '_')}": v for k, v in props.items()}
     return Settings(bootstrap_servers=kafka.bootstrap_for(props), **fields)
 
 
-def _produce(kafka: Any, props: Mapping[str, str], topic: str, key: bytes, value: bytes) -> None:
+def _produce(kafka: SecureKafka, props: Mapping[str, str], topic: str, key: bytes, value: bytes) -> None:
     producer = KafkaProducer(**kafka.client_kwargs(props), bootstrap_servers=kafka.bootstrap_for(props))
     try:
         producer.send(topic, key=key, value=value).get(timeout=20)
@@ -45,7 +45,7 @@ def _produce(kafka: Any, props: Mapping[str, str], topic: str, key: bytes, value
 
 
 @pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
-def test_the_source_reads_both_inputs_as_the_controller(secure_kafka: Any, protocol: str) -> None:
+def test_the_source_reads_both_inputs_as_the_controller(secure_kafka: SecureKafka, protocol: str) -> None:
     kafka = secure_kafka
 
     def props(name: str) -> dict[str, str]:
@@ -76,7 +76,7 @@ def test_the_source_reads_both_inputs_as_the_controller(secure_kafka: Any, proto
     assert sorted(r[2] for r in got) == sorted([T.admin, T.broker_events])
 
 
-def test_the_preflight_stops_a_wrong_credential(secure_kafka: Any) -> None:
+def test_the_preflight_stops_a_wrong_credential(secure_kafka: SecureKafka) -> None:
     wrong = secure_kafka.sasl_properties(CONTROLLER, password="not-the-password")
     with pytest.raises(UnreachableError) as e:
         check_kafka(_settings(secure_kafka, wrong), timeout_s=5)

@@ -62,12 +62,15 @@ def _catch_up(cluster: Cluster, topic: str, partition: int, add: int, timeout: f
             )
         )
         # until ``add`` is in the ISR, or the state moved on without it (then the request is sent again)
+
+        def joined_or_moved_on(sent: int = stat.version) -> str | None:
+            return ("joined" if add in (cluster.state(topic, partition) or {}).get("isr", []) else None) or (
+                "moved on" if cluster.zk.get(path)[1].version != sent else None
+            )
+
         outcome = wait_until(
             f"{add} in the ISR of {topic}-{partition}",
-            lambda sent=stat.version: (
-                ("joined" if add in (cluster.state(topic, partition) or {}).get("isr", []) else None)
-                or ("moved on" if cluster.zk.get(path)[1].version != sent else None)
-            ),
+            joined_or_moved_on,
             timeout=max(0.1, deadline - time.monotonic()),
         )
         if outcome == "joined":
@@ -139,10 +142,11 @@ def test_zookeeper_admin_paths_drive_the_running_controller(spark: Any, cluster:
         for isr in ([3], [3, 1]):
             before = len(_isr_sent(cluster, "zt", 2, isr))
             _leader_writes_isr(cluster, "zt", 2, isr)
-            wait_until(
-                f"zt-2's ISR {isr} sent to every broker",
-                lambda isr=isr, before=before: sorted(_isr_sent(cluster, "zt", 2, isr)[before:]) == [1, 2, 3],
-            )
+
+            def sent_to_all(isr: list[int] = isr, before: int = before) -> bool:
+                return sorted(_isr_sent(cluster, "zt", 2, isr)[before:]) == [1, 2, 3]
+
+            wait_until(f"zt-2's ISR {isr} sent to every broker", sent_to_all)
             wait_until("the ISR notification deleted", lambda: zk.get_children("/isr_change_notification") == [])
         assert [e["states"][0][0] for e in _events(cluster, "zk_isr_change")] == [2, 2]
 

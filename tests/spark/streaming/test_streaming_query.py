@@ -21,7 +21,7 @@ pytestmark = pytest.mark.spark
 
 def lisr_entries(cluster: Cluster, topic: str) -> list[tuple[int, int, dict[str, Any]]]:
     """(broker the message went to, partition, partition state) of every LeaderAndIsr entry for ``topic``."""
-    out = []
+    out: list[tuple[int, int, dict[str, Any]]] = []
     for m in cluster.requests("LeaderAndIsr"):
         for ts in m["body"]["topicStates"]:
             if ts["topicName"] == topic:
@@ -266,7 +266,7 @@ def test_reassignment_survives_restart_and_a_crash_inside_a_micro_batch(
         assert s == written_before_replay
 
         def deletes() -> list[int]:
-            out = []
+            out: list[int] = []
             for m in cluster.requests("StopReplica"):
                 for ts in m["body"]["topicStates"]:
                     if ts["topicName"] == "moving":

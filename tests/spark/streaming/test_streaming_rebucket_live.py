@@ -57,7 +57,11 @@ def test_eight_buckets_to_two_through_a_new_checkpoint(spark: Any, cluster: Clus
         for t in TOPICS:
             cluster.send_admin(ev.CreateTopic(f"c-{t}", t, 2, 2))
         for t in TOPICS:
-            wait_until(f"{t} online", lambda t=t: cluster.state(t, 0) and cluster.state(t, 1), timeout=180)
+
+            def online(t: str = t) -> dict[str, Any] | None:
+                return cluster.state(t, 0) and cluster.state(t, 1)
+
+            wait_until(f"{t} online", online, timeout=180)
         before = _figures(first, len(TOPICS))
         wait_until("no micro-batch in flight", lambda: _idle(tmp_path / "ck8"), timeout=120)
     finally:
@@ -108,7 +112,14 @@ def test_eight_buckets_to_two_through_a_new_checkpoint(spark: Any, cluster: Clus
         assert led
         cluster.kill_broker(1)
         for t, p in led:
-            wait_until(f"{t}-{p} moved", lambda t=t, p=p: (s := cluster.state(t, p)) and s["leader"] not in (1, -1))
+
+            def moved(t: str = t, p: int = p) -> bool:
+                s = cluster.state(t, p)
+                if not s:
+                    return False
+                return s["leader"] not in (1, -1)
+
+            wait_until(f"{t}-{p} moved", moved)
     finally:
         second.stop()
     assert not second.error

@@ -24,7 +24,7 @@ import pytest
 from controller_harness import Cluster, start_controller
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
-from kafka_secure import ADMIN, BROKER, CONTROLLER
+from kafka_secure import ADMIN, BROKER, CONTROLLER, SecureKafka
 from kazoo.client import KazooClient
 from waiting import wait_until
 
@@ -40,7 +40,7 @@ T = Topics()
 
 
 @pytest.fixture()
-def secure_cluster(zookeeper: local.Service, secure_kafka: Any, tmp_path: Path) -> Iterator[Cluster]:
+def secure_cluster(zookeeper: local.Service, secure_kafka: SecureKafka, tmp_path: Path) -> Iterator[Cluster]:
     name = f"sec{uuid.uuid4().hex[:8]}"
     root = KazooClient(hosts=zookeeper.connect, timeout=10)
     root.start(timeout=10)
@@ -74,7 +74,7 @@ def secure_cluster(zookeeper: local.Service, secure_kafka: Any, tmp_path: Path) 
 
 
 def test_a_controller_runs_over_sasl_ssl_within_the_acls(
-    spark: Any, secure_kafka: Any, secure_cluster: Cluster, capsys: pytest.CaptureFixture[str]
+    spark: Any, secure_kafka: SecureKafka, secure_cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kafka, cluster = secure_kafka, secure_cluster
     assert cluster.settings.kafka_security_protocol == "SASL_SSL"

@@ -89,7 +89,12 @@ def test_wait_and_no_wait_together_is_exit_2_naming_the_option(capsys: pytest.Ca
     argv = ["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "--wait", "--no-wait"]
     args = build_parser().parse_args(argv)
     reached: list[str] = []
-    assert run_command(args, lambda _a: reached.append("body") or EXIT_OK) == EXIT_USAGE
+
+    def body(_a: argparse.Namespace) -> int:
+        reached.append("body")
+        return EXIT_OK
+
+    assert run_command(args, body) == EXIT_USAGE
     assert reached == []
     assert capsys.readouterr().err == "livectl elect-leaders: error: --no-wait: can't be used with --wait\n"
 

@@ -19,7 +19,7 @@ from core.codec.decisions import decode_decision
 from core.codec.dry_run_details import read_dry_run
 from core.controller import step
 from core.decisions import AdminResult
-from core.model import ElectionType, TopicPartition
+from core.model import ElectionType, PartitionTarget, TopicPartition
 
 pytestmark = pytest.mark.unit
 
@@ -105,7 +105,7 @@ def test_a_refusal_is_shown_with_its_reason() -> None:
 
 
 def test_json_carries_the_decisions_in_cores_form() -> None:
-    answer = answer_of(ev.ReassignPartitions("x", (ev.PartitionTarget("t", 0, (3, 1)),)))
+    answer = answer_of(ev.ReassignPartitions("x", (PartitionTarget("t", 0, (3, 1)),)))
     report = read_dry_run(answer.details)
     assert report is not None
     out = json.loads(json.dumps(dry_run.as_json(answer, report)))

@@ -19,7 +19,7 @@ from core.controller import ControllerConfig
 from core.decisions import AdminResult
 from core.events import BrokerFailure, CreateTopic, ElectLeaders
 from core.model import ElectionType, TopicPartition
-from streaming.query.dispatch import merge_admin_results
+from streaming.query.batch_rows import merge_admin_results
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ import pytest
 
 from admin import files
 from core.errors import FormatError
-from core.events import ElectionType, TopicPartition
+from core.model import ElectionType, TopicPartition
 
 pytestmark = pytest.mark.unit
 

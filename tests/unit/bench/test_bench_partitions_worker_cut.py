@@ -16,7 +16,7 @@ from bench.partitions.worker_cut import BatchOutputs, batch_holding, once_proble
 pytestmark = pytest.mark.unit
 
 TOPIC = "ledger"
-ASSIGNMENT = {0: (1, 2), 1: (2, 3)}
+ASSIGNMENT: dict[int, tuple[int, ...]] = {0: (1, 2), 1: (2, 3)}
 LIVE = {1, 2, 3}
 
 

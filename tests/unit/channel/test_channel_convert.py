@@ -16,6 +16,8 @@ from kio.schema.leader_and_isr.v7.response import (
     LeaderAndIsrTopicError,
 )
 from kio.schema.stop_replica.v4.response import StopReplicaPartitionError, StopReplicaResponse
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
 from channel.cli import register
 from channel.convert import (
@@ -81,8 +83,8 @@ def test_lisr_answers_by_topic_id_become_errors_by_name() -> None:
             LeaderAndIsrTopicError(
                 topic_id=TOPIC_ID,
                 partition_errors=(
-                    LeaderAndIsrPartitionError(partition_index=0, error_code=ErrorCode.none),
-                    LeaderAndIsrPartitionError(partition_index=1, error_code=ErrorCode.stale_controller_epoch),
+                    LeaderAndIsrPartitionError(partition_index=i32(0), error_code=ErrorCode.none),
+                    LeaderAndIsrPartitionError(partition_index=i32(1), error_code=ErrorCode.stale_controller_epoch),
                 ),
             ),
         ),
@@ -95,9 +97,13 @@ def test_a_top_level_error_is_every_partitions_error() -> None:
     assert to_events(2, _lisr(), answer) == [LisrEvent(2, (PartitionError("t", 0, 77), PartitionError("t", 1, 77)), 77)]
     named = ResponseV4(
         error_code=ErrorCode.none,
-        partition_errors=(ErrorV4(topic_name="t", partition_index=1, error_code=ErrorCode.kafka_storage_error),),
+        partition_errors=(
+            ErrorV4(topic_name=TopicName("t"), partition_index=i32(1), error_code=ErrorCode.kafka_storage_error),
+        ),
     )
-    assert to_events(2, _lisr(), named)[0].partitions[1] == PartitionError("t", 1, 56)
+    event = to_events(2, _lisr(), named)[0]
+    assert isinstance(event, LisrEvent)
+    assert event.partitions[1] == PartitionError("t", 1, 56)
 
 
 def test_stop_replica_answers_only_for_deleted_partitions() -> None:
@@ -107,8 +113,8 @@ def test_stop_replica_answers_only_for_deleted_partitions() -> None:
     answer = StopReplicaResponse(
         error_code=ErrorCode.none,
         partition_errors=(
-            StopReplicaPartitionError(topic_name="t", partition_index=0, error_code=ErrorCode.none),
-            StopReplicaPartitionError(topic_name="t", partition_index=1, error_code=ErrorCode.none),
+            StopReplicaPartitionError(topic_name=TopicName("t"), partition_index=i32(0), error_code=ErrorCode.none),
+            StopReplicaPartitionError(topic_name=TopicName("t"), partition_index=i32(1), error_code=ErrorCode.none),
         ),
     )
     assert to_events(2, stop, answer) == [StopEvent(2, (PartitionError("t", 0, 0),), 0)]

@@ -9,6 +9,7 @@ import pytest
 from kio.schema.describe_log_dirs.v1 import response as v1
 from kio.schema.describe_log_dirs.v4 import response as v4
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from channel.log_dirs import describe_log_dirs, to_report
@@ -29,14 +30,16 @@ def test_the_request_names_each_partition_once_by_topic() -> None:
 
 
 def test_answers_of_v1_and_v4_become_reports() -> None:
-    part = {"partition_index": i32(3), "partition_size": i64(2048), "offset_lag": i64(1), "is_future_key": False}
+    part = v1.DescribeLogDirsPartition(
+        partition_index=i32(3), partition_size=i64(2048), offset_lag=i64(1), is_future_key=False
+    )
     old = v1.DescribeLogDirsResponse(
         throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
         results=(
             v1.DescribeLogDirsResult(
                 error_code=ErrorCode.none,
                 log_dir="/var/kafka",
-                topics=(v1.DescribeLogDirsTopic(name="t", partitions=(v1.DescribeLogDirsPartition(**part),)),),
+                topics=(v1.DescribeLogDirsTopic(name=TopicName("t"), partitions=(part,)),),
             ),
         ),
     )

@@ -16,6 +16,7 @@ from kio.schema.incremental_alter_configs.v1.request import AlterableConfig as O
 from kio.schema.incremental_alter_configs.v1.request import AlterConfigsResource as OpsResource
 from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i8
 
 from channel.answers import PARTLY_SERVED, SERVED
 from channel.answers import request_type as answers_request_type
@@ -55,9 +56,9 @@ def _ops(*resources: tuple[int, str, tuple[tuple[str, int, str | None], ...]], v
     return IncrementalAlterConfigsRequest(
         resources=tuple(
             OpsResource(
-                resource_type=kind,
+                resource_type=i8(kind),
                 resource_name=name,
-                configs=tuple(Op(name=k, config_operation=op, value=v) for k, op, v in configs),
+                configs=tuple(Op(name=k, config_operation=i8(op), value=v) for k, op, v in configs),
             )
             for kind, name, configs in resources
         ),
@@ -69,7 +70,7 @@ def test_which_requests_are_the_node_s() -> None:
     def describe(*resources: tuple[int, str]) -> Any:
         return DescribeV4(
             resources=tuple(
-                DescribeResourceV4(resource_type=k, resource_name=n, configuration_keys=None) for k, n in resources
+                DescribeResourceV4(resource_type=i8(k), resource_name=n, configuration_keys=None) for k, n in resources
             )
         )
 
@@ -88,7 +89,7 @@ def test_describe_lists_the_node_s_dynamic_configs_with_kafka_s_sources_and_syno
         default={RATE: "500", "unclean.leader.election.enable": "false"},
     )
     request = DescribeV4(
-        resources=(DescribeResourceV4(resource_type=BROKER, resource_name="1000", configuration_keys=None),),
+        resources=(DescribeResourceV4(resource_type=i8(BROKER), resource_name="1000", configuration_keys=None),),
         include_synonyms=True,
         include_documentation=False,
     )
@@ -108,7 +109,9 @@ def test_describe_lists_the_node_s_dynamic_configs_with_kafka_s_sources_and_syno
 
     # configuration_keys picks names; no synonyms unless asked; v0 has is_default instead of a source
     picked = DescribeV0(
-        resources=(DescribeResourceV0(resource_type=BROKER, resource_name="1000", configuration_keys=(RATE, "nope")),)
+        resources=(
+            DescribeResourceV0(resource_type=i8(BROKER), resource_name="1000", configuration_keys=(RATE, "nope")),
+        )
     )
     (old,) = _round_trip(describe_configs_response(0, picked, configs)).results
     assert [(c.name, c.value, c.is_default) for c in old.configs] == [(RATE, "1000", False)]
@@ -122,7 +125,7 @@ def test_describe_lists_the_node_s_dynamic_configs_with_kafka_s_sources_and_syno
     )
     # the node's loggers: none, no error
     loggers = DescribeV4(
-        resources=(DescribeResourceV4(resource_type=BROKER_LOGGER, resource_name="1000", configuration_keys=None),)
+        resources=(DescribeResourceV4(resource_type=i8(BROKER_LOGGER), resource_name="1000", configuration_keys=None),)
     )
     (none,) = describe_configs_response(4, loggers, configs).results
     assert (int(none.error_code.value), none.configs) == (0, ())

@@ -50,7 +50,7 @@ def test_the_allowed_and_forbidden_lists_cover_core_exactly_once() -> None:
 
 
 def test_the_simulated_brokers_import_only_the_allowed_core_modules() -> None:
-    imported = set()
+    imported: set[str] = set()
     for path in (REPO / "simbrokers").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "core":

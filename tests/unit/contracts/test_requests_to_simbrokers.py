@@ -34,11 +34,16 @@ from core.kafka.requests import (
 )
 from core.model import PartitionTarget, TopicPartition
 from simbrokers.broker import SimBroker
-from simbrokers.partition import PendingIsr
+from simbrokers.partition import PendingIsr, SimPartition
 from sinks.ports import Fence
 from sinks.requests import request_messages
 
 pytestmark = pytest.mark.unit
+
+
+def _pending(part: SimPartition) -> PendingIsr | None:
+    """The partition's ISR proposal in flight now (mypy keeps an attribute narrowed by an assignment)."""
+    return part.pending
 
 
 def test_codes_are_kafkas() -> None:
@@ -288,16 +293,18 @@ def test_the_simulated_leader_waits_for_leader_and_isr_after_the_cores_invalid_u
     assert (part.leader_epoch, part.partition_epoch) == (0, 0)
     # the ISR moved on at the controller (partition epoch 1) without this broker hearing of it
     c.run(AlterPartition(1, c.ctx.live_brokers[1].epoch, "t", 0, 0, 0, (1, 2), 0, 1))
-    assert c.ctx.leadership(tp).leader_and_isr.partition_epoch == 1
+    assert c.leader_and_isr(tp).partition_epoch == 1
     part.pending = PendingIsr((1,))
     (proposal,) = [e for e in broker.tick(10) if isinstance(e, AlterPartition)]
     assert proposal.partition_epoch == 0
     c.run(proposal)
     (answer,) = c.requests(RequestApi.ALTER_PARTITION_RESPONSE)
-    assert answer.body_json()["topics"][0]["partitions"][0]["errorCode"] == KafkaError.INVALID_UPDATE_VERSION == 95
+    assert (
+        answer.body_json()["topics"][0]["partitions"][0]["errorCode"] == KafkaError.INVALID_UPDATE_VERSION.value == 95
+    )
     (msg,) = request_messages("livectl.requests", fence, 2, [answer])
     broker.handle(parse_request(msg.key, msg.value), 20)
-    assert part.pending is None and part.await_leader_and_isr
+    assert _pending(part) is None and part.await_leader_and_isr
     assert not [e for e in broker.tick(10_000) if isinstance(e, AlterPartition)]
 
 
@@ -323,4 +330,4 @@ def test_a_broker_restarted_after_its_controlled_shutdown_follows_not_stopped(de
     assert views == {0: ("follower", 3), 1: ("follower", 4)}
     for p in (0, 1):
         c.catch_up(TopicPartition("t", p))
-        assert 2 in c.ctx.leadership(TopicPartition("t", p)).leader_and_isr.isr
+        assert 2 in c.leader_and_isr(TopicPartition("t", p)).isr

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from core.context import LeaderAndIsr
 from core.election import (
     controlled_shutdown_leader,
     elect_controlled_shutdown,
@@ -16,6 +15,7 @@ from core.election import (
     preferred_leader,
     reassign_leader,
 )
+from core.model import LeaderAndIsr
 
 pytestmark = pytest.mark.unit
 

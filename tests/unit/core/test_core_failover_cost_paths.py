@@ -5,6 +5,7 @@ and integer lists read without naming each item."""
 from __future__ import annotations
 
 import pytest
+from core_support import typed_body
 
 from core import jsonform as jf
 from core.context import ControllerContext
@@ -136,6 +137,6 @@ def test_leader_and_isr_bodies_sharing_state_objects_encode_as_without_the_memo(
         batch.add_leader_and_isr(ctx, (1, 2, 3), tp, ctx.partition_leadership[tp], ctx.assignment(tp), is_new=p == 1)
     requests = batch.flush(ctx)
     memo = EncodeMemo()
-    with_memo = [encode_text(r.body, memo) for r in requests]
-    assert with_memo == [encode_text(r.body) for r in requests]
+    with_memo = [encode_text(typed_body(r), memo) for r in requests]
+    assert with_memo == [encode_text(typed_body(r)) for r in requests]
     assert '"isNew":true' in with_memo[0] and len(set(with_memo[:3])) == 3  # each broker's own epoch

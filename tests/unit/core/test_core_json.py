@@ -8,7 +8,7 @@ import pytest
 
 from core.codec.decisions import decision_from_json, decision_to_json, encode_decision
 from core.codec.events import event_from_json, event_to_json
-from core.decisions import AdminResult, AdminStatus, BrokerRequest, StateChangeFailure, ZkOp, ZkWrite
+from core.decisions import AdminResult, AdminStatus, BrokerRequest, Decision, StateChangeFailure, ZkOp, ZkWrite
 from core.errors import FormatError
 from core.events import (
     AlterPartition,
@@ -181,8 +181,8 @@ DECISIONS = [
 
 
 @pytest.mark.parametrize("decision", DECISIONS, ids=lambda d: d.TYPE)
-def test_decision_round_trip(decision: object) -> None:
-    assert decision_from_json(decision_to_json(decision), typed=True) == decision  # type: ignore[arg-type]
+def test_decision_round_trip(decision: Decision) -> None:
+    assert decision_from_json(decision_to_json(decision), typed=True) == decision
 
 
 @pytest.mark.parametrize(

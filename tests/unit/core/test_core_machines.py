@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -45,7 +47,7 @@ def ctx_with(
     return ctx
 
 
-def requests(decisions: list[object], api: RequestApi) -> dict[int, dict[str, object]]:
+def requests(decisions: Sequence[object], api: RequestApi) -> dict[int, dict[str, Any]]:
     """Broker -> the body it gets (a shared UpdateMetadata as each addressee's own copy)."""
     return {
         r.broker_id: r.body_json()
@@ -55,7 +57,7 @@ def requests(decisions: list[object], api: RequestApi) -> dict[int, dict[str, ob
     }
 
 
-def zk_writes(decisions: list[object]) -> list[ZkWrite]:
+def zk_writes(decisions: Sequence[object]) -> list[ZkWrite]:
     return [d for d in decisions if isinstance(d, ZkWrite)]
 
 
@@ -137,7 +139,7 @@ def test_new_to_online_initialises_leader_and_isr() -> None:
     }
     lisr = requests(ds, RequestApi.LEADER_AND_ISR)
     assert set(lisr) == {2, 3}
-    ps = lisr[2]["topicStates"][0]["partitionStates"][0]  # type: ignore[index]
+    ps = lisr[2]["topicStates"][0]["partitionStates"][0]
     assert ps["isNew"] is True and ps["replicas"] == [1, 2, 3] and ps["leader"] == 2
     assert set(requests(ds, RequestApi.UPDATE_METADATA)) == {2, 3}
     um = [d for d in ds if isinstance(d, BrokerRequest) and d.api is RequestApi.UPDATE_METADATA]
@@ -231,7 +233,7 @@ def test_new_replica_gets_leader_and_isr_is_new() -> None:
     new, ds, _ = replica_machine.handle_state_changes(ctx, [PartitionReplica("t", 0, 3)], ReplicaState.NEW)
     lisr = requests(ds, RequestApi.LEADER_AND_ISR)
     assert set(lisr) == {3}
-    assert lisr[3]["topicStates"][0]["partitionStates"][0]["isNew"] is True  # type: ignore[index]
+    assert lisr[3]["topicStates"][0]["partitionStates"][0]["isNew"] is True
     assert new.replica_state(PartitionReplica("t", 0, 3)) is ReplicaState.NEW
 
 
@@ -282,7 +284,7 @@ def test_offline_replica_shrinks_isr(lai: LeaderAndIsr, replica: int, expected: 
     assert new.leader_and_isr(TP) == expected
     assert len(zk_writes(ds)) == (0 if expected.leader_epoch == 0 else 1)
     stop = requests(ds, RequestApi.STOP_REPLICA)
-    assert stop[replica]["topicStates"][0]["partitionStates"][0]["deletePartition"] is False  # type: ignore[index]
+    assert stop[replica]["topicStates"][0]["partitionStates"][0]["deletePartition"] is False
     assert set(requests(ds, RequestApi.LEADER_AND_ISR)) == {1, 2, 3} - {replica}
 
 
@@ -294,10 +296,10 @@ def test_offline_replica_of_topic_being_deleted_sends_no_leader_and_isr() -> Non
     _, ds, _ = replica_machine.handle_state_changes(ctx, [pr], ReplicaState.OFFLINE)
     assert requests(ds, RequestApi.LEADER_AND_ISR) == {}
     stop = requests(ds, RequestApi.STOP_REPLICA)[2]
-    assert stop["topicStates"][0]["partitionStates"][0]["leaderEpoch"] == -2  # type: ignore[index]
+    assert stop["topicStates"][0]["partitionStates"][0]["leaderEpoch"] == -2
     um = requests(ds, RequestApi.UPDATE_METADATA)
     for body in um.values():
-        ps = body["topicStates"][0]["partitionStates"][0]  # type: ignore[index]
+        ps = body["topicStates"][0]["partitionStates"][0]
         assert (ps["leader"], ps["leaderEpoch"]) == (-2, -2)
 
 
@@ -324,7 +326,7 @@ def test_deletion_started_sends_stop_replica_with_delete() -> None:
     pr = PartitionReplica("t", 0, 2)
     ctx.put_replica_state(pr, ReplicaState.OFFLINE)
     _, ds, _ = replica_machine.handle_state_changes(ctx, [pr], ReplicaState.DELETION_STARTED)
-    ps = requests(ds, RequestApi.STOP_REPLICA)[2]["topicStates"][0]["partitionStates"][0]  # type: ignore[index]
+    ps = requests(ds, RequestApi.STOP_REPLICA)[2]["topicStates"][0]["partitionStates"][0]
     assert ps == {"partitionIndex": 0, "leaderEpoch": 0, "deletePartition": True}
 
 

@@ -109,9 +109,8 @@ def test_one_partition_to_move_moved_rate_and_time_left() -> None:
     assert p.bytes_per_second == pytest.approx(10 * KIB)
     assert p.seconds_left == pytest.approx(6.0)
     assert p.text() == "moved 40.0 KiB of 100.0 KiB (40%), 10.0 KiB/s, about 6 s left"
-    assert (total.bytes_to_move, total.bytes_moved, total.seconds_left, total.unknown) == (
-        100 * KIB, 40 * KIB, pytest.approx(6.0), 0,
-    )  # fmt: skip
+    expected: tuple[object, ...] = (100 * KIB, 40 * KIB, pytest.approx(6.0), 0)  # approx: not a float to mypy
+    assert (total.bytes_to_move, total.bytes_moved, total.seconds_left, total.unknown) == expected
     assert p.to_dict() == {"bytes_to_move": 102400, "bytes_moved": 40960, "bytes_per_second": 10240.0,
                            "seconds_left": 6.0, "percent": 40, "waiting_for": [4], "not_alive": []}  # fmt: skip
 

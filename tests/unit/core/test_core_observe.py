@@ -7,7 +7,7 @@ from core_support import Cluster, startup
 
 from core import observe
 from core.controller import ControllerConfig
-from core.events import AlterTopicConfig, BrokerFailure, DeleteTopic, ReassignPartitions
+from core.events import AlterTopicConfig, BrokerFailure, DeleteTopic, Event, ReassignPartitions
 from core.model import PartitionTarget
 
 pytestmark = pytest.mark.unit
@@ -21,9 +21,9 @@ def create(c: Cluster, topic: str, assignment: tuple[tuple[int, ...], ...], **co
     c.create_topic(topic, assignment, **configs)
 
 
-def step_summary(c: Cluster, *events: object) -> observe.BucketSummary:
+def step_summary(c: Cluster, *events: Event) -> observe.BucketSummary:
     before = c.ctx
-    c.run(*events)  # type: ignore[arg-type]
+    c.run(*events)
     return observe.bucket_summary(before, c.ctx)
 
 
@@ -36,7 +36,7 @@ def test_healthy_cluster() -> None:
     assert s.leaders_by_broker == {1: 1, 2: 1, 3: 1}
     assert s.preferred_by_broker == {1: (0, 1), 2: (0, 1), 3: (0, 1)}
     assert (s.under_replicated_count, s.under_min_isr_count, s.offline_count, s.reassigning_count) == (0, 0, 0, 0)
-    assert s.under_replicated == s.offline == s.reassignments == ()
+    assert s.under_replicated == () and s.offline == () and s.reassignments == ()
     # a new partition's first leader is an election (three partitions); none unclean
     assert (s.leader_elections, s.unclean_leader_elections) == (3, 0)
     assert s.replicas_by_broker == {1: 3, 2: 3, 3: 3}

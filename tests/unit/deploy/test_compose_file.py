@@ -24,10 +24,10 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from compose_file import COMPOSE, REPO, controller_parts, load, services
 
 from livectl.cli import build_parser
 from streaming.driver.entry import add_run_arguments
@@ -36,23 +36,10 @@ from streaming.resources import SPARK_JAR
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[3]
-COMPOSE = REPO / "docker-compose.yml"
 IMAGE = "livectl:0.1.0"
 LIVECTL_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2", "controller", "controller-standby", "brokers"}
 SPARK_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2", "controller", "controller-standby"}
 CONTROLLERS = ("controller", "controller-standby")
-
-
-def load() -> dict[str, Any]:
-    doc = yaml.safe_load(COMPOSE.read_text())
-    assert isinstance(doc, dict)
-    return doc
-
-
-def services() -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = load()["services"]
-    return out
 
 
 def image_python() -> str:
@@ -64,18 +51,6 @@ def image_python() -> str:
 
 def site_packages() -> str:
     return f"/usr/local/lib/python{image_python()}/site-packages"
-
-
-def controller_parts(svc: dict[str, Any]) -> tuple[dict[str, list[str]], str, list[str]]:
-    """``(spark-submit options, application file, application arguments)`` of a controller service."""
-    cmd = [str(x) for x in svc["command"]]
-    app = next(i for i, x in enumerate(cmd) if x.endswith(".py"))
-    opts: dict[str, list[str]] = {}
-    it = iter(cmd[:app])
-    for flag in it:
-        assert flag.startswith("--"), cmd
-        opts.setdefault(flag, []).append(next(it))
-    return opts, cmd[app], cmd[app + 1 :]
 
 
 def confs(opts: dict[str, list[str]]) -> dict[str, str]:

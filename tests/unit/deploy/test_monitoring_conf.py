@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from compose_file import COMPOSE, controller_parts, services
 from observations import batch
 from prometheus_client import generate_latest
-from test_compose_file import COMPOSE, controller_parts, services
 
 from streaming.driver.session import spark_defaults
 from streaming.monitoring import observatory as oy

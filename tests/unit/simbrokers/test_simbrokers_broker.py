@@ -239,7 +239,7 @@ def test_update_metadata_fills_the_cache_and_stale_one_is_ignored() -> None:
     }
     b.handle(envelope(1, RequestApi.UPDATE_METADATA, body), 0)
     assert b.metadata.partitions[TP].leader == 2
-    assert b.leader_address(2) is not None and b.leader_address(2).port == 9093  # type: ignore[union-attr]
+    assert (leader := b.leader_address(2)) is not None and leader.port == 9093
     stale = body | {"controllerEpoch": 1, "liveBrokers": []}
     b.handle(envelope(1, RequestApi.UPDATE_METADATA, stale, batch=1), 0)
     assert 2 in b.metadata.brokers

@@ -96,7 +96,7 @@ def test_answer_overtaken_by_leader_and_isr_is_ignored() -> None:
     ctl.elect(1, [1, 2], alive=[1, 2])  # broker 3 failed: a new leader epoch, ISR shrunk by the controller
     assert part(brokers[1]).pending is None
     [new] = brokers[1].tick(1000)  # broker 2 still does not fetch: a new proposal
-    assert new.new_isr == (1,) and new.correlation_id != old.correlation_id
+    assert isinstance(new, AlterPartition) and new.new_isr == (1,) and new.correlation_id != old.correlation_id
     ctl.alter_partition(old, accept=False)  # the stale answer arrives now
     assert part(brokers[1]).pending is not None and not part(brokers[1]).await_leader_and_isr
     ctl.alter_partition(new)

@@ -4,6 +4,7 @@ replaced by the object ``{"truncated": true, "original_bytes": N}`` within the m
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ def test_details_are_an_object_on_the_results_topic() -> None:
 
 def test_truncated_details_are_an_object_and_the_value_fits() -> None:
     details = {"partitions": {f"t-{i}": {"error": "NONE"} for i in range(5_000)}}
-    value = {"type": "admin_result", "request_id": "r", "status": "ok", "error": None, "message": "m"}
+    value: dict[str, Any] = {"type": "admin_result", "request_id": "r", "status": "ok", "error": None, "message": "m"}
     value["details"] = details
     whole = len(json.dumps(value, separators=(",", ":")))
     fitted = fit_admin_value(value, 20_000)

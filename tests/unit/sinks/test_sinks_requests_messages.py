@@ -190,7 +190,7 @@ def test_a_stale_alter_partition_answer_leaves_another_requests_results_intact()
     config = BrokerConfig(produce_rate=0.0)
     broker = SimBroker(1, config, broker_epoch=epoch)
 
-    def deliver(batch: int, now_ms: int) -> list[dc.BrokerRequest]:
+    def deliver(batch: int, now_ms: int) -> list[AlterPartitionResponse]:
         """The step's requests as the sink writes them, applied by broker 1; returns its AlterPartition answers."""
         answers = []
         for m in request_messages("livectl.requests", Fence(c.controller_epoch, 1), batch, c.requests()):

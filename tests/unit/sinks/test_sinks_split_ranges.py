@@ -4,6 +4,7 @@ split over a flat list of every state gave (the reference below is that earlier 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -11,6 +12,12 @@ import pytest
 from sinks.requests.split import dumps, split_dumped
 
 pytestmark = pytest.mark.unit
+
+
+def _mapping(part: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A part's request as a mapping (``split_dumped`` builds one unless told ``mappings=False``)."""
+    assert part is not None
+    return part
 
 
 def _reference(body: dict[str, Any], max_bytes: int) -> list[tuple[dict[str, Any], bytes]]:
@@ -82,7 +89,7 @@ def test_one_oversized_state_is_a_part_of_its_own() -> None:
     body = {"topicStates": [{"topicName": "a", "partitionStates": [{"partitionIndex": 0}, big, {"partitionIndex": 2}]}]}
     got = split_dumped(body, 1_000)
     assert [b for _, b in got] == [b for _, b in _reference(body, 1_000)]
-    assert [p["topicStates"][0]["partitionStates"] for p, _ in got] == [
+    assert [_mapping(p)["topicStates"][0]["partitionStates"] for p, _ in got] == [
         [{"partitionIndex": 0}],
         [big],
         [{"partitionIndex": 2}],

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from shell_pipeline import ADMIN, BUCKETS, EVENTS, FakeGroupState, Pipeline, epoch_znode, snapshot_of
+from shell_pipeline import ADMIN, BUCKETS, EVENTS, FakeGroupState, Pipeline, by_bucket, epoch_znode, snapshot_of
 
 from core import events as ev
 from core.codec.events import event_to_json
@@ -115,7 +115,7 @@ def test_the_step_keyed_by_spread_keys_decides_as_keyed_by_bucket(tmp_path: Path
         # make_step's function, as Spark calls it: (grouping key,), the group's frames, its state
         step = stateful.make_step(str(tmp_path), num_buckets=BUCKETS if spread else 0)
         out: list[list[object]] = []
-        for bucket, frame in routed.groupby("bucket"):
+        for bucket, frame in by_bucket(routed):
             gs = FakeGroupState()
             gs.value = saved[int(bucket)]
             key = keys[int(bucket)] if spread else int(bucket)

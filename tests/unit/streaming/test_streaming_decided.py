@@ -10,15 +10,24 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from shell_pipeline import ADMIN, BUCKETS, EVENTS, FakeGroupState, Pipeline, epoch_znode, snapshot_of, store_at
+from shell_pipeline import (
+    ADMIN,
+    BUCKETS,
+    EVENTS,
+    FakeGroupState,
+    Pipeline,
+    by_bucket,
+    epoch_znode,
+    snapshot_of,
+    store_at,
+)
 from spark_conf import FakeSpark
 
 from core import events as ev
 from core.codec.events import event_to_json
 from core.controller import ControllerConfig
-from core.kafka.zkdata import PartitionStateZnode, PartitionTarget, TopicZnode
-from core.model import Broker, TopicPartition
-from core.snapshot import ZkSnapshot
+from core.model import Broker, PartitionTarget, TopicPartition
+from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
 from streaming.query import decided, failover, outcome, routing, stateful
@@ -119,9 +128,9 @@ def _run(
             taken.append(bucket)
         return got
 
-    outcome.take = spy  # type: ignore[assignment]
+    outcome.take = spy
     try:
-        for bucket, frame in batch.groupby("bucket"):
+        for bucket, frame in by_bucket(batch):
             gs = FakeGroupState()
             gs.value = stored.get(int(bucket))
             for df in stateful.step_bucket(
@@ -137,7 +146,7 @@ def _run(
                 rows.extend(df.values.tolist())
             states[int(bucket)] = gs.value
     finally:
-        outcome.take = real_take  # type: ignore[assignment]
+        outcome.take = real_take
     return rows, states, taken
 
 

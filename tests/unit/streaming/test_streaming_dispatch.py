@@ -109,7 +109,7 @@ def test_requests_of_a_refused_state_write_are_withheld(tmp_path: Path, validato
     p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(1, 101)))])
 
     def states_in(batch: int) -> list[tuple[str, int, int, int]]:
-        out = []
+        out: list[tuple[str, int, int, int]] = []
         for m in p.requests.messages:
             msg = m.value_json()
             if m.topic != "livectl.requests" or msg["batchId"] != batch or msg["api"] not in _PARTITION_APIS:

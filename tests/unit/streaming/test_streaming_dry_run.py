@@ -17,6 +17,7 @@ from core.codec.decisions import decode_decision
 from core.codec.dry_run_details import dry_run_details, read_dry_run
 from core.codec.events import event_to_json
 from core.decisions import AdminResult, AdminStatus, BrokerRequest, ZkWrite
+from core.model import PartitionTarget
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
 from streaming.monitoring.audit_rows import AuditBatch, audit_rows
@@ -54,7 +55,7 @@ def test_a_split_command_run_dry_changes_nothing_and_answers_once(tmp_path: Path
     p.run_batch([(ADMIN, event_to_json(ev.CreateTopic(f"c-{t}", t, 1, 2, ((1, 2),)))) for t in (a, b)])
     tree, sent = zk.snapshot(), [m for m in p.requests.messages if m.topic == "livectl.requests"]
 
-    targets = (ev.PartitionTarget(a, 0, (3, 4)), ev.PartitionTarget(b, 0, (4, 1)))
+    targets = (PartitionTarget(a, 0, (3, 4)), PartitionTarget(b, 0, (4, 1)))
     p.run_batch([(ADMIN, event_to_json(ev.ReassignPartitions("dry", targets, dry_run=True)))])
     assert zk.snapshot() == tree
     assert [m for m in p.requests.messages if m.topic == "livectl.requests"] == sent

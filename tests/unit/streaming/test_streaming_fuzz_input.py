@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from shell_pipeline import FakeGroupState
+from shell_pipeline import FakeGroupState, by_bucket
 
 from core import events as ev
 from core import limits as lim
@@ -103,8 +103,8 @@ class Query:
         return routed, out
 
     def step(self, routed: pd.DataFrame) -> pd.DataFrame:
-        outputs = []
-        for bucket, frame in routed.groupby("bucket"):
+        outputs: list[pd.DataFrame] = []
+        for bucket, frame in by_bucket(routed):
             outputs.extend(
                 stateful.step_bucket(
                     (bucket,),
@@ -179,8 +179,8 @@ class Fuzzer:
         if kind == "cancel":
             return {"type": "cancel_reassignment", "partitions": [{"topic": t, "partition": r.randint(0, 5)}]}
         if kind == "elect":
-            parts = [] if r.random() < 0.3 else [{"topic": t, "partition": r.randint(0, 5)}]
-            return {"type": "elect_leaders", "election_type": r.choice(["PREFERRED", "UNCLEAN"]), "partitions": parts}
+            chosen = [] if r.random() < 0.3 else [{"topic": t, "partition": r.randint(0, 5)}]
+            return {"type": "elect_leaders", "election_type": r.choice(["PREFERRED", "UNCLEAN"]), "partitions": chosen}
         return {
             "type": "alter_topic_config",
             "topic": t,
@@ -465,7 +465,7 @@ def test_every_fuzzed_record_failing_the_suite_is_a_rejection_naming_its_expecta
     # expectation of the suite is met by some record, and each failed row comes out of check() as a rejection
     # naming exactly those expectations, each with its reason
     fz = Fuzzer(random.Random(SEED + 1))
-    items = [fz.record() for _ in range(RECORDS)]
+    items: list[tuple[str, str | bytes | None]] = [fz.record() for _ in range(RECORDS)]
     items += [(EVENTS, None), (ADMIN, ""), (ADMIN, "[1, 2]"), (EVENTS, "7"), (ADMIN, "[" * 100_000)]
     items += [(EVENTS, b"\xff\xfe not utf-8"), (ADMIN, json.dumps({"version": 1.0, "type": "delete_topic"}))]
     items += [(ADMIN, json.dumps({"version": True, "type": "create_topic", "topic": None}))]

@@ -99,7 +99,7 @@ def test_ring_buffer_keeps_the_latest_decisions() -> None:
 def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> None:
     """prepare → step_bucket(summaries=True) → dispatch, on the shell tests' fakes: the observatory sees
     the buckets' summaries, the input by type and the decisions after a broker failure."""
-    from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of, store_at
+    from shell_pipeline import ADMIN, EVENTS, Pipeline, by_bucket, epoch_znode, snapshot_of, store_at
 
     from core import events as ev
     from core.codec.events import event_to_json
@@ -115,8 +115,8 @@ def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> N
             routed = pd.concat(
                 [routing.prepare_frame(self.records(items), 4, ADMIN, self.validator), routing.tick_rows(1, 4)]
             )
-            outputs = []
-            for bucket, frame in routed.groupby("bucket"):
+            outputs: list[pd.DataFrame] = []
+            for bucket, frame in by_bucket(routed):
                 outputs.extend(
                     stateful.step_bucket(
                         (bucket,),

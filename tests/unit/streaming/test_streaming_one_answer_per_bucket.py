@@ -15,7 +15,7 @@ from core import events as ev
 from core.decisions import AdminResult, AdminStatus, ZkWrite
 from core.model import ElectionType, PartitionTarget, TopicPartition
 from streaming.query import routing
-from streaming.query.dispatch import merge_admin_results
+from streaming.query.batch_rows import merge_admin_results
 
 pytestmark = pytest.mark.unit
 

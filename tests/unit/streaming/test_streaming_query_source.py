@@ -10,6 +10,7 @@ import pytest
 
 from streaming.query.pipeline import PreparedSource, SourceAhead, SourceStart, StartTimes, source_options
 from streaming.settings import Settings
+from streaming.source.kafka_source import KafkaDataSource
 from streaming.source.options import SOURCE_NAME, SourceOptions
 
 pytestmark = pytest.mark.unit
@@ -77,7 +78,7 @@ class _FakeSession:
         session = self
 
         class _DataSource:
-            def register(self, cls: type) -> None:
+            def register(self, cls: type[KafkaDataSource]) -> None:
                 session.calls.append(("register", cls.name()))
                 session.registered = True
 

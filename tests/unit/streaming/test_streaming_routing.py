@@ -156,7 +156,7 @@ def test_prepare_frame_routes_rejects_and_ticks(validator: InputValidator) -> No
     assert sorted(b for b, k in kinds if k == "event" and b != routing.bucket_of("orders", 4)) == sorted(
         set(range(4)) - {routing.bucket_of("orders", 4)}
     )
-    rejected = json.loads(out[out["kind"] == "rejected"]["payload"].iat[0])
+    rejected = json.loads(out[out["kind"] == "rejected"]["payload"].tolist()[0])
     assert rejected["source_offset"] == 6 and rejected["payload"] == "garbage"
     assert rejected["expectations"][0] == "payload_is_json_object"
     ticks = routing.tick_rows(1_700_000_000_000, 4)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -65,7 +66,7 @@ def _state(partitions: int, per_topic: int, prefix: str = "t") -> ControllerStat
     return ControllerState(ctx)
 
 
-def _decisions(prefix: str, events: list[ev.Event]) -> list[dc.Decision]:
+def _decisions(prefix: str, events: Sequence[ev.Event]) -> list[dc.Decision]:
     _, decisions = controller.step(_state(400, 20, prefix), events)
     return list(decisions)
 
@@ -348,7 +349,7 @@ def test_the_dispatcher_makes_the_audit_rows_beside_the_request_sink_and_writes_
 
     files = MemoryAuditFiles()
     log = Log(files, MemoryCheckpointStore(), 2, 1, clock=lambda: when)
-    d = Dispatcher(_AcceptingZk(), Sink(Fence(2, 1)), audit=log)  # type: ignore[arg-type]
+    d = Dispatcher(_AcceptingZk(), Sink(Fence(2, 1)), audit=log)
     decisions = _decisions("a", _FAILURE)
     d.dispatch(_frame(decisions), 7)
     assert sorted(events) == ["prepare on livectl-audit-rows-7", "requests, audit files written: 0"]
@@ -374,7 +375,7 @@ def test_an_error_making_the_audit_rows_is_raised_by_the_batch_after_its_request
 
     files = MemoryAuditFiles()
     sink = MemoryRequestSink(Fence(2, 1))
-    d = Dispatcher(_AcceptingZk(), sink, audit=Log(files, MemoryCheckpointStore(), 2, 1))  # type: ignore[arg-type]
+    d = Dispatcher(_AcceptingZk(), sink, audit=Log(files, MemoryCheckpointStore(), 2, 1))
     with pytest.raises(RuntimeError, match="no rows"):
         d.dispatch(_frame(_decisions("a", _FAILURE)), 7)
     assert sink.messages and files.writes == 0

@@ -7,14 +7,28 @@ checked in milliseconds: order of effects, replay, fencing, failover hand-off, m
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
-from shell_pipeline import ADMIN, BUCKETS, EVENTS, FakeGroupState, Pipeline, epoch_znode, snapshot_of, store_at
+from shell_pipeline import (
+    ADMIN,
+    BUCKETS,
+    EVENTS,
+    FakeGroupState,
+    Pipeline,
+    by_bucket,
+    epoch_znode,
+    snapshot_of,
+    store_at,
+)
 
 from core import events as ev
 from core.codec.events import event_to_json
+from core.context import ControllerContext
+from core.context_codec import context_from_dict
 from sinks.memory import MemoryZooKeeper
 from sinks.ports import Fence
 from streaming.query import routing, stateful
@@ -164,7 +178,7 @@ def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator:
         if cache_cleared:
             stateful.forget_states()
         out: list[str] = []
-        for bucket, frame in routed.groupby("bucket"):
+        for bucket, frame in by_bucket(routed):
             gs = FakeGroupState()
             gs.value = saved[int(bucket)]
             for df in stateful.step_bucket((bucket,), iter([frame]), gs, snapshots=StoreSnapshots(store_at(tmp_path))):
@@ -206,7 +220,7 @@ def _run_uncached(
     stateful.forget_states()
     rows: list[list[object]] = []
     states: dict[int, tuple[object, ...] | None] = {}
-    for bucket, frame in routed.groupby("bucket"):
+    for bucket, frame in by_bucket(routed):
         gs = FakeGroupState()
         gs.value = saved[int(bucket)]
         for df in stateful.step_bucket(
@@ -228,8 +242,12 @@ def test_a_stored_context_is_decoded_only_when_the_step_reads_it(
     # with the summaries, which compare the step's elections with the stored context, it is always decoded
     whole_rows, whole_states = _run_uncached(tmp_path, saved, routed, summaries=True)
     decoded: list[object] = []
-    real = state_module.context_from_dict
-    monkeypatch.setattr(state_module, "context_from_dict", lambda d, *a: decoded.append(d) or real(d, *a))
+
+    def recording(d: dict[str, Any], stop: Callable[[], bool] | None = None) -> ControllerContext:
+        decoded.append(d)
+        return context_from_dict(d, stop)
+
+    monkeypatch.setattr(state_module, "context_from_dict", recording)
     rows, states = _run_uncached(tmp_path, saved, routed, summaries=False)
     # the same decisions, rows and stored states either way ...
     assert rows == whole_rows and states == whole_states

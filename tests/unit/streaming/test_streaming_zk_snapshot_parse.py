@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from broker_registration import registration
 
-from core.events import Endpoint
-from core.model import Broker
+from core.model import Broker, Endpoint
 from streaming.zk.snapshot_reader import SnapshotError, parse_broker_registration
 
 pytestmark = pytest.mark.unit

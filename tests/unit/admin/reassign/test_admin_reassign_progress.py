@@ -13,7 +13,8 @@ from admin.reassign.progress import (
     progress_lines,
 )
 from admin.reassign.throttles import throttled_replicas
-from core.events import CancelReassignment, ReassignPartitions, TopicPartition
+from core.events import CancelReassignment, ReassignPartitions
+from core.model import TopicPartition
 
 pytestmark = pytest.mark.unit
 

@@ -30,6 +30,7 @@ from core.events import (
     CreateTopic,
     DeleteTopic,
     ElectLeaders,
+    Event,
     LeaderAndIsrResponse,
     LogDirFailure,
     PartitionError,
@@ -101,10 +102,10 @@ def test_create_topic_with_default_placement() -> None:
         (AlterTopicConfig("r", "existing", (("unclean.leader.election.enable", "x"),)), "INVALID_CONFIG"),
     ],
 )
-def test_impossible_commands_get_errors(cmd: object, error: str) -> None:
+def test_impossible_commands_get_errors(cmd: Event, error: str) -> None:
     c = make()
     create(c, "existing", ((1, 2),))
-    c.run(cmd)  # type: ignore[arg-type]
+    c.run(cmd)
     res = one_admin(c)
     assert (res.status, res.error) == (AdminStatus.ERROR, error)
 
@@ -195,8 +196,8 @@ def test_broker_failure_and_startup() -> None:
     c = make()
     create(c, "t", ((1, 2), (2, 3), (3, 1)))
     c.run(BrokerFailure(1))
-    assert c.ctx.leader_and_isr(tp("t", 0)).leader == 2  # type: ignore[union-attr]
-    assert c.ctx.leader_and_isr(tp("t", 2)).isr == (3,)  # type: ignore[union-attr]
+    assert c.leader_and_isr(tp("t", 0)).leader == 2
+    assert c.leader_and_isr(tp("t", 2)).isr == (3,)
     assert c.requests(broker=1) == []
     assert c.ctx.replica_state(PartitionReplica("t", 0, 1)) is ReplicaState.OFFLINE
     c.run(startup(1, epoch=500))
@@ -237,8 +238,8 @@ def test_controlled_shutdown() -> None:
     (resp,) = c.requests(RequestApi.CONTROLLED_SHUTDOWN_RESPONSE)
     body = resp.body_json()
     assert body == {"errorCode": 0, "remainingPartitions": [{"topicName": "s", "partitionIndex": 0}]}
-    assert c.ctx.leader_and_isr(tp("t", 0)).leader == 2  # type: ignore[union-attr]
-    assert c.ctx.leader_and_isr(tp("t", 1)).isr == (2,)  # type: ignore[union-attr]
+    assert c.leader_and_isr(tp("t", 0)).leader == 2
+    assert c.leader_and_isr(tp("t", 1)).isr == (2,)
     assert 1 in c.ctx.shutting_down_broker_ids
     c.run(ControlledShutdown(1, 0))
     assert c.requests(RequestApi.CONTROLLED_SHUTDOWN_RESPONSE)[0].body_json()["errorCode"] == 77
@@ -258,7 +259,7 @@ def test_broker_back_from_controlled_shutdown_within_one_step_is_started_not_sto
     c.failover(7)  # the controller replaced on the same cluster
     old = c.ctx.live_brokers[2].epoch
     c.run(ControlledShutdown(2, old))
-    assert all(c.ctx.leader_and_isr(tp("t", p)).leader != 2 for p in (0, 1))  # type: ignore[union-attr]
+    assert all(c.leader_and_isr(tp("t", p)).leader != 2 for p in (0, 1))
     back = startup(2, epoch=900)
     c.run(*([BrokerFailure(2, old)] if deregistered else []), back)
     assert c.requests(RequestApi.STOP_REPLICA, 2) == []
@@ -270,7 +271,7 @@ def test_broker_back_from_controlled_shutdown_within_one_step_is_started_not_sto
     assert all(c.ctx.replica_state(PartitionReplica("t", p, 2)) is ReplicaState.ONLINE for p in (0, 1))
     for p in (0, 1):  # the follower catches up and its leader adds it back
         c.catch_up(tp("t", p))
-        assert 2 in c.ctx.leader_and_isr(tp("t", p)).isr  # type: ignore[union-attr]
+        assert 2 in c.leader_and_isr(tp("t", p)).isr
 
 
 def test_log_dir_failure() -> None:
@@ -300,7 +301,7 @@ def test_preferred_and_unclean_elections_on_demand() -> None:
     details = one_admin(c).details_json()["partitions"]
     assert details["t-0"]["error"] == "NONE" and details["t-1"]["error"] == "ELECTION_NOT_NEEDED"
     assert details["x-0"]["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
-    assert c.ctx.leader_and_isr(tp("t", 0)).leader == 1  # type: ignore[union-attr]
+    assert c.leader_and_isr(tp("t", 0)).leader == 1
     c.run(ElectLeaders("e2", ElectionType.UNCLEAN, (tp("t", 0),)))
     assert one_admin(c).details_json()["partitions"]["t-0"]["error"] == "ELECTION_NOT_NEEDED"
 
@@ -313,10 +314,10 @@ def test_preferred_election_not_available_and_unclean_election() -> None:
     assert one_admin(c).error == "PREFERRED_LEADER_NOT_AVAILABLE"
     c.run(BrokerFailure(2))
     c.run(startup(1, epoch=500))  # 1 is not in the ISR any more
-    assert c.ctx.leader_and_isr(tp("t", 0)).leader == -1  # type: ignore[union-attr]
+    assert c.leader_and_isr(tp("t", 0)).leader == -1
     c.run(ElectLeaders("u", ElectionType.UNCLEAN, ()))
     assert one_admin(c).status is AdminStatus.OK
-    assert c.ctx.leader_and_isr(tp("t", 0)).leader == 1  # type: ignore[union-attr]
+    assert c.leader_and_isr(tp("t", 0)).leader == 1
     c.run(BrokerFailure(1))
     c.run(ElectLeaders("u2", ElectionType.UNCLEAN, (tp("t", 0),)))
     assert one_admin(c).error == "ELIGIBLE_LEADERS_NOT_AVAILABLE"
@@ -333,7 +334,7 @@ def test_auto_rebalance() -> None:
     assert counts == {1: (2, 2), 2: (0, 1)}
     assert brokers_over_imbalance(counts, 10) == (1,)
     c.run(AutoRebalanceTick(brokers_over_imbalance(counts, 10)))
-    assert c.ctx.leader_and_isr(tp("t", 0)).leader == 1  # type: ignore[union-attr]
+    assert c.leader_and_isr(tp("t", 0)).leader == 1
     assert metrics(c.state)["PreferredReplicaImbalanceCount"] == 0
     c.run(AutoRebalanceTick(()))
     assert c.decisions == []
@@ -445,7 +446,7 @@ def test_failover_initialises_states_and_elects() -> None:
     c.failover()
     assert c.ctx.epoch == 2
     assert c.ctx.partition_state(tp("u", 0)) is PartitionState.ONLINE  # New at failover, then elected
-    assert c.ctx.leader_and_isr(tp("u", 0)).leader == 1  # type: ignore[union-attr]
+    assert c.leader_and_isr(tp("u", 0)).leader == 1
     assert c.ctx.replica_state(PartitionReplica("u", 0, 3)) is ReplicaState.OFFLINE
     assert c.ctx.unclean_enabled("t")
     assert "/admin/preferred_replica_election" not in c.zk.nodes

@@ -88,7 +88,7 @@ def test_create_topic_names_unregistered_brokers_as_kafka_allows() -> None:
     (res,) = create(c, "t", ((1, 5), (5, 6)))
     assert (res.status.value, res.error) == ("ok", None)
     assert c.ctx.replicas(TopicPartition("t", 0)) == (1, 5)
-    lai = c.ctx.leadership(TopicPartition("t", 0)).leader_and_isr
+    lai = c.leader_and_isr(TopicPartition("t", 0))
     assert (lai.leader, lai.isr) == (1, (1,))
     assert "/brokers/topics/t/partitions/0/state" in c.zk.nodes
     # no live replica: no state znode, no leader, no request for it
@@ -97,7 +97,7 @@ def test_create_topic_names_unregistered_brokers_as_kafka_allows() -> None:
     assert c.ctx.leadership(TopicPartition("t", 1)) is None
     # broker 5 registers: Kafka's onBrokerStartup brings New partitions online
     c.run(startup(5))
-    lai = c.ctx.leadership(TopicPartition("t", 1)).leader_and_isr
+    lai = c.leader_and_isr(TopicPartition("t", 1))
     assert (lai.leader, lai.isr) == (5, (5,))
     assert c.ctx.partition_state(TopicPartition("t", 1)) is PartitionState.ONLINE
     assert "/brokers/topics/t/partitions/1/state" in c.zk.nodes
@@ -124,7 +124,7 @@ def _cluster_with_t() -> Cluster:
 
 def _propose(c: Cluster, **kw: object) -> tuple[dict[str, Any], list[Decision]]:
     """One AlterPartition for t-0 from its leader (fields overridable); its answer and the decisions."""
-    lai = c.ctx.leadership(TopicPartition("t", 0)).leader_and_isr
+    lai = c.leader_and_isr(TopicPartition("t", 0))
     args: dict[str, Any] = {
         "broker_id": lai.leader,
         "broker_epoch": c.ctx.live_brokers[lai.leader].epoch,
@@ -155,7 +155,7 @@ def test_unknown_leader_recovery_state_is_unknown_server_error_and_never_written
     c = _cluster_with_t()
     before = c.ctx.leadership(TopicPartition("t", 0))
     body, ds = _propose(c, leader_recovery_state=lrs)
-    assert body["errorCode"] == KafkaError.UNKNOWN_SERVER_ERROR == -1
+    assert body["errorCode"] == KafkaError.UNKNOWN_SERVER_ERROR.value == -1
     assert body["topics"] == []
     assert _state_writes(ds) == []
     assert c.ctx.leadership(TopicPartition("t", 0)) == before
@@ -307,7 +307,7 @@ def test_topic_created_by_someone_else_replaces_the_buckets_own_creation() -> No
     assert [c.ctx.replicas(TopicPartition("t", p)) for p in range(3)] == [(3, 1), (2, 1), (1, 3)]
     assert c.ctx.topic_ids["t"] == "AAAAAAAAAAAAAAAAAAAAAQ"
     assert c.ctx.unclean_leader_election["t"] is True
-    lai = c.ctx.leadership(TopicPartition("t", 1)).leader_and_isr
+    lai = c.leader_and_isr(TopicPartition("t", 1))
     assert (lai.leader, lai.leader_epoch, lai.isr, lai.partition_epoch) == (2, 5, (2, 1), 0)
     creates = sorted(d.path for d in ds if isinstance(d, ZkWrite) and d.op is ZkOp.CREATE)
     assert creates == ["/brokers/topics/t/partitions/0/state", "/brokers/topics/t/partitions/2/state"]

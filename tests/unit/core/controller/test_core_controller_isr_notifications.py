@@ -49,10 +49,10 @@ def leader_writes_isr(c: Cluster, isr: tuple[int, ...], path: str = PATH) -> Par
 
 def test_the_leaders_isr_change_is_taken_with_its_znode_version_and_sent_to_every_broker() -> None:
     c = cluster()
-    before = c.ctx.leader_and_isr(T0)
+    before = c.leader_and_isr(T0)
     z = leader_writes_isr(c, (1, 3))
     ds = c.run(ZkIsrChange("t", ((0, z),)))
-    la = c.ctx.leader_and_isr(T0)
+    la = c.leader_and_isr(T0)
     assert (la.leader, la.isr, la.leader_epoch) == (1, (1, 3), before.leader_epoch)
     assert la.partition_epoch == z.zk_version == before.partition_epoch + 1
     assert not [d for d in ds if isinstance(d, ZkWrite)], "ZooKeeper already holds it"
@@ -96,7 +96,7 @@ def test_a_znode_older_than_the_controllers_own_write_changes_nothing() -> None:
     stale = leader_writes_isr(c, (1, 2))
     c.run(ZkIsrChange("t", ((0, stale),)))
     c.run(BrokerFailure(2))  # the controller shrinks the ISR to [1] with a new leader epoch
-    held = c.ctx.leader_and_isr(T0)
+    held = c.leader_and_isr(T0)
     assert held.isr == (1,) and held.partition_epoch > stale.zk_version
     assert c.run(ZkIsrChange("t", ((0, stale),))) == []
     assert c.ctx.leader_and_isr(T0) == held
@@ -125,7 +125,7 @@ def test_unknown_partitions_are_ignored_and_the_known_ones_taken() -> None:
     z = leader_writes_isr(c, (1, 2))
     gone = PartitionStateZnode(1, 0, (1,), 1, 5)
     c.run(ZkIsrChange("t", ((0, z), (7, gone))))
-    assert c.ctx.leader_and_isr(T0).isr == (1, 2)
+    assert c.leader_and_isr(T0).isr == (1, 2)
     assert c.ctx.leadership(TopicPartition("t", 7)) is None
     (um,) = c.requests(RequestApi.UPDATE_METADATA)
     assert [s["partitionIndex"] for s in um.body_json()["topicStates"][0]["partitionStates"]] == [0]

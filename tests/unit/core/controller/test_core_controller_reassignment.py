@@ -142,7 +142,7 @@ def test_legacy_admin_path_already_complete() -> None:
 def test_leader_already_in_target() -> None:
     c = _cluster()
     c.run(ReassignPartitions("r", (PartitionTarget("t", 0, (1, 4)),)))
-    epoch_before = c.ctx.leader_and_isr(TP).leader_epoch  # type: ignore[union-attr]
+    epoch_before = c.leader_and_isr(TP).leader_epoch
     c.catch_up(TP)
     lai = c.ctx.leader_and_isr(TP)
     assert lai is not None and lai.leader == 1 and set(lai.isr) == {1, 4}

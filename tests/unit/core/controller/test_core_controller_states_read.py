@@ -11,7 +11,7 @@ from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig, step
 from core.decisions import StateChangeFailure, ZkWrite
 from core.errors import FormatError
-from core.events import BrokerFailure, CreateTopic, PartitionStatesRead
+from core.events import BrokerFailure, CreateTopic, Event, PartitionStatesRead
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import decode_partition_state, partition_state_path
 from core.model import TopicPartition
@@ -44,9 +44,9 @@ def change_under_the_controller(c: Cluster, **fields: object) -> None:
     c.zk.nodes[PATH] = (json.dumps(o), version + 1)
 
 
-def refused_step(c: Cluster, *events: object) -> list[ZkWrite]:
+def refused_step(c: Cluster, *events: Event) -> list[ZkWrite]:
     """Run a step whose partition-state writes ZooKeeper refuses (nothing of them is applied)."""
-    c.state, ds = step(c.state, events)  # type: ignore[arg-type]
+    c.state, ds = step(c.state, events)
     return [d for d in ds if isinstance(d, ZkWrite) and d.path == PATH]
 
 
@@ -59,7 +59,7 @@ def test_a_refused_election_is_done_again_from_the_znode() -> None:
     c.run(PartitionStatesRead("t", ((0, read(c)),)))
     now = read(c)
     assert (now.leader, now.isr) == (2, (2,))  # elected from the ISR ZooKeeper holds: 3 was not in it
-    assert c.ctx.leader_and_isr(T0).partition_epoch == now.zk_version
+    assert c.leader_and_isr(T0).partition_epoch == now.zk_version
     lisr = c.requests(RequestApi.LEADER_AND_ISR)
     assert {r.broker_id for r in lisr} == {2, 3}
     assert lisr[0].body_json()["topicStates"][0]["partitionStates"][0]["leader"] == 2
@@ -82,7 +82,7 @@ def test_a_state_that_needs_nothing_is_adopted_and_published() -> None:
     before = read(c)
     c.run(PartitionStatesRead("t", ((0, before),)))
     assert read(c) == before  # nothing written
-    la = c.ctx.leader_and_isr(T0)
+    la = c.leader_and_isr(T0)
     assert (la.isr, la.partition_epoch) == ((1, 2), before.zk_version)
     assert [r.recipients() for r in c.requests(RequestApi.UPDATE_METADATA)] == [(1, 2, 3)]
     assert c.requests(RequestApi.LEADER_AND_ISR) == []

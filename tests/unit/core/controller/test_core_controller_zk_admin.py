@@ -13,7 +13,7 @@ from core.codec.events import event_from_json, event_to_json
 from core.controller import ControllerConfig, brokers_over_imbalance, imbalance
 from core.decisions import AdminResult, ZkOp, ZkWrite
 from core.errors import FormatError
-from core.events import AutoRebalanceTick, BrokerFailure, CreateTopic, ReassignPartitions
+from core.events import AutoRebalanceTick, BrokerFailure, CreateTopic, Event, ReassignPartitions
 from core.kafka.requests import RequestApi
 from core.kafka.zkdata import PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS, delete_topic_path
 from core.model import PartitionTarget, TopicPartition
@@ -268,8 +268,8 @@ def test_auto_rebalance_imbalance_sum_and_tick() -> None:
         ClusterConfigChanged(3, (("auto.leader.rebalance.enable", "false"),)),
     ],
 )
-def test_zk_events_round_trip(event: object) -> None:
-    assert event_from_json(event_to_json(event)) == event  # type: ignore[arg-type]
+def test_zk_events_round_trip(event: Event) -> None:
+    assert event_from_json(event_to_json(event)) == event
 
 
 @pytest.mark.parametrize(

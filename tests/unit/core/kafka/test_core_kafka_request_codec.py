@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from core_support import Cluster, every_api_requests
+from core_support import Cluster, every_api_requests, typed_body
 
 from core.decisions import BrokerRequest
 from core.errors import FormatError
@@ -179,7 +179,7 @@ def test_the_encoder_writes_the_bytes_the_builders_wrote() -> None:
     # the pin holds each broker's copy: a shared UpdateMetadata is one request, whose copies (its body with
     # each addressee's broker epoch) are the bodies Kafka sends one by one
     got = [
-        {"broker_id": r.broker_id, "api": r.api.value, "body": encode_body(r.body).decode()}
+        {"broker_id": r.broker_id, "api": r.api.value, "body": encode_body(typed_body(r)).decode()}
         for q in _pin_scenario()
         for r in q.fan_out()
     ]
