@@ -117,7 +117,8 @@ def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: E
         producer.close()
     data, _ = s.zk.get("/latest_producer_id_block")
     assert json.loads(data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
-    assert s.channel.node is not None and s.channel.node.answered == 1  # the channel's answer, not a Kafka controller's
+    # the channel's answer, not a Kafka controller's (counted once sent: the broker may act on it first)
+    wait_until("the channel's answer 1 counted", lambda: s.channel.node is not None and s.channel.node.answered == 1)
 
     # AlterPartition: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
     asked = s.event(lambda e: isinstance(e, AlterPartition))
@@ -129,7 +130,7 @@ def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: E
     log = Path(s.svc.log)
     taken = f"[Partition {pair[0]}-0 broker=1] ISR updated to 1 "
     wait_until("the broker taking the new ISR", lambda: taken in log.read_text())
-    assert s.channel.node is not None and s.channel.node.answered == 2
+    wait_until("the channel's answer 2 counted", lambda: s.channel.node is not None and s.channel.node.answered == 2)
 
     # ControlledShutdown on SIGTERM: answered with nothing left to move, the first attempt succeeds
     stopped: list[bool] = []
@@ -145,6 +146,6 @@ def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: E
     assert "Controlled shutdown request returned successfully" in text
     assert "Retrying controlled shutdown" not in text
     assert "Proceeding to do an unclean shutdown" not in text
-    assert s.channel.node is not None and s.channel.node.answered == 3
+    wait_until("the channel's answer 3 counted", lambda: s.channel.node is not None and s.channel.node.answered == 3)
     # the first attempt succeeded: no retry back-off (controlled.shutdown.retry.backoff.ms, 5 s)
     assert time.monotonic() - started < 30

@@ -270,7 +270,7 @@ def test_the_channel_speaks_sasl_both_ways_with_a_sasl_control_plane(setup: Setu
         "the broker taking the new ISR",
         lambda: f"[Partition {pair[0]}-0 broker=1] ISR updated to 1 " in log.read_text(),
     )
-    assert s.channel.node is not None and s.channel.node.answered == 1
+    wait_until("the channel's answer 1 counted", lambda: s.channel.node is not None and s.channel.node.answered == 1)
 
     # ControlledShutdown over SASL_PLAINTEXT on INTERNAL (SIGTERM): answered, the first attempt succeeds
     stopped: list[bool] = []
@@ -285,7 +285,7 @@ def test_the_channel_speaks_sasl_both_ways_with_a_sasl_control_plane(setup: Setu
     text = log.read_text()
     assert "Controlled shutdown request returned successfully" in text
     assert "Retrying controlled shutdown" not in text
-    assert s.channel.node is not None and s.channel.node.answered == 2
+    wait_until("the channel's answer 2 counted", lambda: s.channel.node is not None and s.channel.node.answered == 2)
     assert s.channel.endpoints["INTERNAL"].authentications == 2
     assert time.monotonic() - started < 30
 

@@ -181,7 +181,7 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
         producer.close()
     data, _ = s.zk.get("/latest_producer_id_block")
     assert json.loads(data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
-    assert s.channel.node is not None and s.channel.node.answered == 1
+    wait_until("the channel's answer 1 counted", lambda: s.channel.node is not None and s.channel.node.answered == 1)
     assert s.handshakes() >= 2  # the broker's own connection, with its certificate (client auth required)
 
     # AlterPartition over TLS: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
@@ -194,7 +194,7 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
         "the broker taking the new ISR",
         lambda: f"[Partition {pair[0]}-0 broker=1] ISR updated to 1 " in log.read_text(),
     )
-    assert s.channel.node is not None and s.channel.node.answered == 2
+    wait_until("the channel's answer 2 counted", lambda: s.channel.node is not None and s.channel.node.answered == 2)
 
     # ControlledShutdown over TLS on INTERNAL (SIGTERM): answered, the first attempt succeeds
     before = s.channel.endpoints["INTERNAL"].handshakes
@@ -210,7 +210,7 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
     text = log.read_text()
     assert "Controlled shutdown request returned successfully" in text
     assert "Retrying controlled shutdown" not in text
-    assert s.channel.node is not None and s.channel.node.answered == 3
+    wait_until("the channel's answer 3 counted", lambda: s.channel.node is not None and s.channel.node.answered == 3)
     assert s.channel.endpoints["INTERNAL"].handshakes > before
     assert time.monotonic() - started < 30
 

@@ -38,7 +38,7 @@ class Topic:
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
         try:
             admin.delete_topics([self.name])
-            wait_until(f"{self.name} gone from the broker's metadata", lambda: self.name not in admin.list_topics(), 30)
+            wait_until(f"{self.name} gone from the broker's metadata", lambda: self.name not in admin.list_topics(), 90)
         finally:
             admin.close()
         ensure_topics(self.bootstrap, [self.name])
