@@ -54,6 +54,7 @@ import pyarrow as pa
 
 from bench.harness import machine_info, print_table, write_results
 from bench.harness.bucket_calls import GroupState
+from bench.harness.pairwise_merge import pairwise_merge_bodies
 from core import controller
 from core import events as ev
 from core.codec.events import event_to_json
@@ -179,50 +180,6 @@ class TimedRequests(MemoryRequestSink):
             return super().write_requests(batch_id, requests)
         finally:
             self.requests_s = time.perf_counter() - t0
-
-
-def pairwise_merge_bodies(bodies: Any) -> dict[str, Any]:
-    """The baseline: :func:`sinks.requests.merge.merge_bodies` as it was before 2026-12-07, two bodies at a time
-    (each body's lists re-indexed and their entries re-identified: quadratic in a broker's bodies)."""
-
-    def entry_id(e: Any) -> Any:
-        if isinstance(e, dict):
-            for k in ("brokerId", "id"):
-                if k in e:
-                    return (k, e[k])
-        return ("=", json.dumps(e, sort_keys=True))
-
-    def lists(a: list[Any], b: list[Any]) -> list[Any]:
-        out = list(a)
-        by_topic = {e["topicName"]: i for i, e in enumerate(out) if isinstance(e, dict) and "topicName" in e}
-        seen = {entry_id(e) for e in out if not (isinstance(e, dict) and "topicName" in e)}
-        for e in b:
-            if isinstance(e, dict) and "topicName" in e:
-                if e["topicName"] in by_topic:
-                    i = by_topic[e["topicName"]]
-                    out[i] = pairwise_merge_bodies([out[i], e])
-                else:
-                    by_topic[e["topicName"]] = len(out)
-                    out.append(e)
-                continue
-            ident = entry_id(e)
-            if ident not in seen:
-                seen.add(ident)
-                out.append(e)
-        return out
-
-    merged: dict[str, Any] = {}
-    for body in bodies:
-        for key, value in body.items():
-            if key not in merged:
-                merged[key] = value
-            elif isinstance(merged[key], list) and isinstance(value, list):
-                merged[key] = lists(merged[key], value)
-            elif isinstance(merged[key], dict) and isinstance(value, dict):
-                merged[key] = pairwise_merge_bodies([merged[key], value])
-            else:
-                merged[key] = merge._merge_scalar(key, merged[key], value)
-    return merged
 
 
 def _timed(took: dict[str, float], name: str, fn: Callable[..., Any], *a: Any, **kw: Any) -> Any:

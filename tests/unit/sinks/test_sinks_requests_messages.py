@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from request_bodies import lisr_request, um_request
 
+from bench.harness.pairwise_merge import pairwise_merge_bodies
 from core import decisions as dc
 from core.kafka.requests import RequestApi, WireBody
 from sinks.ports import Fence
@@ -24,58 +25,6 @@ def test_merge_bodies_joins_topic_states_and_dedupes_live_brokers() -> None:
     same_topic = merge_bodies([lisr_request(1, "a", [0]).body_json(), lisr_request(1, "a", [1]).body_json()])
     assert [p["partitionIndex"] for p in same_topic["topicStates"][0]["partitionStates"]] == [0, 1]
     assert merge_bodies([{"errorCode": 0}, {"errorCode": 7}, {"errorCode": 0}])["errorCode"] == 7
-
-
-def _pairwise_merge(bodies: list[dict[str, Any]]) -> dict[str, Any]:
-    """The merge rules applied two bodies at a time, as the sink did before it merged in one pass (the
-    reference the one-pass merge must equal)."""
-
-    def entry_id(e: Any) -> Any:
-        if isinstance(e, dict):
-            for k in ("brokerId", "id"):
-                if k in e:
-                    return (k, e[k])
-        return ("=", json.dumps(e, sort_keys=True))
-
-    def scalar(key: str, a: Any, b: Any) -> Any:
-        if a == b or b is None:
-            return a
-        if a is None:
-            return b
-        if key == "errorCode":
-            return a if a != 0 else b
-        if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
-            return max(a, b)
-        return a
-
-    def lists(a: list[Any], b: list[Any]) -> list[Any]:
-        out = list(a)
-        by_topic = {e["topicName"]: i for i, e in enumerate(out) if isinstance(e, dict) and "topicName" in e}
-        seen = {entry_id(e) for e in out if not (isinstance(e, dict) and "topicName" in e)}
-        for e in b:
-            if isinstance(e, dict) and "topicName" in e:
-                if e["topicName"] in by_topic:
-                    out[by_topic[e["topicName"]]] = _pairwise_merge([out[by_topic[e["topicName"]]], e])
-                else:
-                    by_topic[e["topicName"]] = len(out)
-                    out.append(e)
-            elif entry_id(e) not in seen:
-                seen.add(entry_id(e))
-                out.append(e)
-        return out
-
-    merged: dict[str, Any] = {}
-    for body in bodies:
-        for key, value in body.items():
-            if key not in merged:
-                merged[key] = value
-            elif isinstance(merged[key], list) and isinstance(value, list):
-                merged[key] = lists(merged[key], value)
-            elif isinstance(merged[key], dict) and isinstance(value, dict):
-                merged[key] = _pairwise_merge([merged[key], value])
-            else:
-                merged[key] = scalar(key, merged[key], value)
-    return merged
 
 
 def test_merge_bodies_in_one_pass_equals_merging_two_at_a_time() -> None:
@@ -111,7 +60,7 @@ def test_merge_bodies_in_one_pass_equals_merging_two_at_a_time() -> None:
         for _ in range(20):
             bodies = [body() for _ in range(n)]
             before = copy.deepcopy(bodies)
-            want = _pairwise_merge(bodies)
+            want = pairwise_merge_bodies(bodies)
             assert merge_bodies(bodies) == want
             assert json.dumps(merge_bodies(bodies)) == json.dumps(want)  # the order too
             assert bodies == before
