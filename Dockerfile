@@ -14,4 +14,7 @@ RUN pip install --no-cache-dir /tmp/livectl-src && rm -rf /tmp/livectl-src
 ENV SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \
     PYSPARK_PYTHON=/usr/local/bin/python3
 WORKDIR /opt/livectl
+# the class-data-sharing archive of Spark's driver classes, made once here (a short Spark job) under a fixed name:
+# docker-compose.yml's controllers map it with --driver-java-options (docs/cluster.md)
+RUN ln -s "$(livectl class-archive)" /opt/livectl/spark-driver.jsa
 ENTRYPOINT ["livectl"]

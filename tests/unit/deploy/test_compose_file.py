@@ -134,6 +134,10 @@ def test_kafka_is_the_tests_version_in_kraft_mode_on_a_durable_volume() -> None:
     assert "kafka-data" in doc["volumes"] and f"kafka-data:{env['KAFKA_LOG_DIRS']}" in kafka["volumes"]
 
 
+#: where the image keeps the archive of Spark's driver classes (streaming.runtime.class_archive)
+DRIVER_ARCHIVE = "/opt/livectl/spark-driver.jsa"
+
+
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(exit_on_error=False)
     add_run_arguments(p)
@@ -159,6 +163,9 @@ def test_controllers_are_spark_submit_clients_of_the_cluster_with_a_standby() ->
         assert opts["--properties-file"] == [f"{site_packages()}/livectl_conf/spark-defaults.conf"]
         assert (REPO / "conf" / "spark-defaults.conf").is_file()
         assert (REPO / "conf" / SPARK_JAR).is_file()
+        # the driver maps the class-data-sharing archive the image made (its Dockerfile names the same file)
+        assert opts["--driver-java-options"] == [f"-XX:SharedArchiveFile={DRIVER_ARCHIVE} -Xshare:auto"]
+        assert f'ln -s "$(livectl class-archive)" {DRIVER_ARCHIVE}' in (REPO / "Dockerfile").read_text()
         ns = _run_parser().parse_args(args)
         assert ns.zookeeper == "zookeeper:2181" and ns.bootstrap_server == "kafka:9092"
         ids.add(ns.controller_id)
