@@ -60,6 +60,7 @@ __all__ = [
     "alter_partition_response",
     "api_versions_response",
     "controlled_shutdown_response",
+    "error_response",
     "list_partition_reassignments_response",
     "node_versions",
     "nothing_hosted_response",
@@ -209,6 +210,20 @@ def allocate_producer_ids_response(error_code: int, start: int = -1, length: int
     return m.AllocateProducerIdsResponse(
         throttle_time=_NO_THROTTLE, error_code=_error(error_code), producer_id_start=start, producer_id_len=length
     )
+
+
+def error_response(api_key: int, version: int, error_code: int) -> Any:
+    """The answer to a broker's request (ControlledShutdown, AlterPartition or AllocateProducerIds at ``version``)
+    refused as a whole, as Kafka's ``getErrorResponse`` of each builds it: the top-level ``error_code`` and
+    nothing else (no remaining partitions, no topics, no producer ids)."""
+    if api_key == CONTROLLED_SHUTDOWN:
+        return controlled_shutdown_response(version, error_code, ())
+    if api_key == ALLOCATE_PRODUCER_IDS:
+        return allocate_producer_ids_response(error_code, 0, 0)
+    if api_key == ALTER_PARTITION:
+        m = _module(ALTER_PARTITION, version, "response")
+        return m.AlterPartitionResponse(throttle_time=_NO_THROTTLE, error_code=_error(error_code), topics=())
+    raise ValueError(f"api {api_key} is not a broker's request to its controller")
 
 
 def list_partition_reassignments_response(

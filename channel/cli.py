@@ -16,6 +16,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from channel.admin_link import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC
+from channel.authz import SUPER_USERS, ClusterAction
 from channel.runner import DEFAULT_GROUP, ChannelSettings, ControllerChannel
 from channel.sasl import ChannelSasl
 from channel.tls import OVER_TLS, ChannelTls, parse_protocol_map, protocol_of
@@ -55,7 +56,10 @@ SCRAM-SHA-256/512: the users' credentials in ZooKeeper, as a broker checks them)
 --security-config, a Kafka broker's own ssl.* and sasl.* properties (PEM files): the keystore is the endpoint's
 server certificate and the certificate the channel presents to the brokers, the truststore verifies the
 brokers' certificates (and theirs as clients with ssl.client.auth). A listener the brokers secure otherwise
-than the endpoint is not advertised; a SASL endpoint forwards no client's request.
+than the endpoint is not advertised; a SASL endpoint forwards no client's request. With super.users in
+--security-config, only the principals it names (a SASL user, a client certificate's subject, User:ANONYMOUS)
+may send the brokers' own requests, as with Kafka's CLUSTER_ACTION; anyone else is answered
+CLUSTER_AUTHORIZATION_FAILED (31) and nothing reaches livectl's controller.
 """
 
 _EPILOG = """\
@@ -97,10 +101,10 @@ def _protocol_map(text: str) -> dict[str, str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _security(args: argparse.Namespace) -> tuple[ChannelTls, ChannelSasl]:
-    """``--security-config``'s settings, checked: its ``ssl.*`` (:class:`ChannelTls`, whose files are read here)
-    and ``sasl.*`` / ``listener.name.*`` (:class:`ChannelSasl`); :class:`SecurityConfigError` naming what is
-    wrong."""
+def _security(args: argparse.Namespace) -> tuple[ChannelTls, ChannelSasl, ClusterAction]:
+    """``--security-config``'s settings, checked: its ``ssl.*`` (:class:`ChannelTls`, whose files are read here),
+    ``sasl.*`` / ``listener.name.*`` (:class:`ChannelSasl`) and ``super.users`` (:class:`ClusterAction`);
+    :class:`SecurityConfigError` naming what is wrong."""
     path = args.security_config
     props: dict[str, str] = {}
     if path is not None:
@@ -111,11 +115,14 @@ def _security(args: argparse.Namespace) -> tuple[ChannelTls, ChannelSasl]:
         try:
             props = parse_properties(text, str(path))
             tls = ChannelTls.from_properties({k: v for k, v in props.items() if k.strip().startswith("ssl.")})
-            sasl = ChannelSasl.from_properties({k: v for k, v in props.items() if not k.strip().startswith("ssl.")})
+            sasl = ChannelSasl.from_properties(
+                {k: v for k, v in props.items() if not k.strip().startswith("ssl.") and k.strip() != SUPER_USERS}
+            )
+            cluster_action = ClusterAction.from_properties({k: v for k, v in props.items() if k.strip() == SUPER_USERS})
         except SecurityConfigError as e:
             raise SecurityConfigError("--security-config", f"{path}: {e}") from None
     else:
-        tls, sasl = ChannelTls(), ChannelSasl()
+        tls, sasl, cluster_action = ChannelTls(), ChannelSasl(), ClusterAction()
     names = (*args.controller_listeners, *args.client_listeners)
     protocols = {n: protocol_of(n, args.listener_security_protocol_map) for n in names}
     try:
@@ -135,7 +142,7 @@ def _security(args: argparse.Namespace) -> tuple[ChannelTls, ChannelSasl]:
             sasl.client_config(args.listener)
     except SecurityConfigError as e:
         raise SecurityConfigError("--security-config", f"SASL: {e}") from None
-    return tls, sasl
+    return tls, sasl, cluster_action
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -181,7 +188,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "endpoint's; or listener.name.<listener>.sasl.enabled.mechanisms), "
         "listener.name.<listener>.<mechanism>.sasl.jaas.config (username/password: the channel's login; PLAIN's "
         "user_<name>=\"<password>\": the endpoint's users; SCRAM users: ZooKeeper's /config/users), or an "
-        "unprefixed sasl.jaas.config for every listener",
+        "unprefixed sasl.jaas.config for every listener. Who may send the endpoint the brokers' own requests "
+        "(ControlledShutdown, AlterPartition, AllocateProducerIds; Kafka's CLUSTER_ACTION): super.users, "
+        "principals separated by ';' as a broker's (User:<SASL user>, User:<certificate subject DN, RFC 2253>, "
+        "User:ANONYMOUS for PLAINTEXT), anyone else answered CLUSTER_AUTHORIZATION_FAILED; not given: anyone, as "
+        "a broker without an authorizer",
     )
     p.add_argument(
         "--listener-security-protocol-map",
@@ -326,7 +337,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"livectl channel: --command-config: {e}", file=sys.stderr)
         return 2
     try:
-        tls, sasl = _security(args)
+        tls, sasl, cluster_action = _security(args)
     except SecurityConfigError as e:
         print(f"livectl channel: {e}", file=sys.stderr)
         return 2
@@ -354,6 +365,7 @@ def _run(args: argparse.Namespace) -> int:
         tls=tls,
         listener_protocols=args.listener_security_protocol_map,
         sasl=sasl,
+        cluster_action=cluster_action,
     )
     channel = ControllerChannel(settings)
 

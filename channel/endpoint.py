@@ -28,6 +28,14 @@ connection closed), then SaslAuthenticate carries the mechanism's messages; a wr
 answered ``SASL_AUTHENTICATION_FAILED`` and the connection closed, and so is a connection whose first request is
 anything else (Kafka's ``IllegalSaslStateException``). Such an endpoint forwards nothing: the channel would
 speak to the brokers with its own credentials for a client it cannot vouch for.
+
+Each connection has Kafka's principal (:mod:`channel.authz`): ``User:<name>`` after SASL, ``User:<subject DN>``
+of a TLS client's certificate, else ``User:ANONYMOUS``. Given a :class:`channel.authz.ClusterAction`
+(``cluster_action``), a broker's request (ControlledShutdown, AlterPartition, AllocateProducerIds) from a
+principal it does not allow is answered ``CLUSTER_AUTHORIZATION_FAILED`` (31) in the response's top-level error
+field and never handed on, as Kafka's ``KafkaApis`` refuses it without ``CLUSTER_ACTION``; the first refusal of
+each principal and API is logged as a warning, the rest at debug level. Forwarded requests are not checked here
+(the broker checks them).
 """
 
 from __future__ import annotations
@@ -48,13 +56,25 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from channel.answers import (
+    ALLOCATE_PRODUCER_IDS,
+    ALTER_PARTITION,
     API_VERSIONS,
+    CONTROLLED_SHUTDOWN,
     NOT_FORWARDED,
     PARTLY_SERVED,
     SERVED,
     api_versions_response,
+    error_response,
     node_versions,
     request_type,
+)
+from channel.authz import (
+    ANONYMOUS,
+    CLUSTER_ACTION_APIS,
+    CLUSTER_AUTHORIZATION_FAILED,
+    ClusterAction,
+    sasl_principal,
+    tls_principal,
 )
 from channel.forward import Forwarder, answered
 from channel.sasl import Exchange, SaslFailedError, SaslServer
@@ -93,8 +113,8 @@ class Connection:
         self.authenticated = True
         #: the SASL exchange under way, after SaslHandshake (reader thread)
         self.exchange: Exchange | None = None
-        #: the SASL user the connection authenticated as ("": none)
-        self.principal = ""
+        #: Kafka's principal of the connection (:mod:`channel.authz`): set by its TLS handshake and its SASL login
+        self.principal = ANONYMOUS
 
     def answer(self, correlation_id: int, response: Any) -> bool:
         """Send ``response`` (a kio response entity) answering request ``correlation_id``; ``False`` when the
@@ -210,7 +230,7 @@ class ControllerEndpoint:
     endpoint of ``listener``; requests not served are forwarded with ``forwarder`` (``None``: not at all), and so
     are those of :data:`channel.answers.PARTLY_SERVED` that ``owns`` does not claim (``None``: claims none).
     ``tls``: the server context of an SSL listener (``None``: plaintext); ``sasl``: the SASL server of a SASL
-    listener (``None``: none)."""
+    listener (``None``: none); ``cluster_action``: who may send the brokers' requests (``None``: anyone)."""
 
     def __init__(
         self,
@@ -224,8 +244,13 @@ class ControllerEndpoint:
         owns: Owns | None = None,
         tls: ssl.SSLContext | None = None,
         sasl: SaslServer | None = None,
+        cluster_action: ClusterAction | None = None,
     ) -> None:
         self._on_request, self._on_close = on_request, on_close
+        self._cluster_action = cluster_action or ClusterAction()
+        #: brokers' requests refused for their principal, for the log and tests
+        self.refusals = 0
+        self._refusals_logged: set[tuple[str, int]] = set()
         self._tls = tls
         self._sasl = sasl
         #: the listener's security protocol, as Kafka names it
@@ -309,15 +334,14 @@ class ControllerEndpoint:
                 self.handshake_failures += 1
                 log.warning("connection from %s on %s: TLS handshake failed: %s", conn.peer, self.listener, e)
             return False
+        try:
+            conn.principal = tls_principal(sock.getpeercert(binary_form=True))
+        except ValueError as e:  # verified by OpenSSL, so not expected: refused rather than taken as anonymous
+            self.handshake_failures += 1
+            log.warning("connection from %s on %s: unreadable client certificate: %s", conn.peer, self.listener, e)
+            return False
         self.handshakes += 1
-        cert = sock.getpeercert()
-        log.debug(
-            "connection from %s on %s: TLS %s, client certificate %s",
-            conn.peer,
-            self.listener,
-            sock.version(),
-            cert.get("subject") if cert else "none",
-        )
+        log.debug("connection from %s on %s: TLS %s, %s", conn.peer, self.listener, sock.version(), conn.principal)
         return True
 
     def _dispatch(self, conn: Connection, frame: bytes) -> bool:
@@ -354,9 +378,31 @@ class ControllerEndpoint:
                 log.warning("connection from %s: api %s v%s is not served here: closing", conn.peer, api_key, version)
                 return False
             return self._forward(conn, api_key, version, correlation_id, frame)
+        if api_key in CLUSTER_ACTION_APIS and not self._cluster_action.allows(conn.principal):
+            return self._refuse(conn, api_key, version, correlation_id)
         conn.awaiting()
         self._on_request(conn, api_key, version, correlation_id, body)
         return not conn.closed.is_set()
+
+    def _refuse(self, conn: Connection, api_key: int, version: int, correlation_id: int) -> bool:
+        """Answer a broker's request ``CLUSTER_AUTHORIZATION_FAILED``: ``conn``'s principal may not send it."""
+        self.refusals += 1
+        key = (conn.principal, api_key)
+        with self._lock:
+            first = key not in self._refusals_logged
+            self._refusals_logged.add(key)
+        log.log(
+            logging.WARNING if first else logging.DEBUG,
+            "connection from %s on %s: %s may not send api %s (%s): answered CLUSTER_AUTHORIZATION_FAILED (%s)%s",
+            conn.peer,
+            self.listener,
+            conn.principal,
+            api_key,
+            _API_NAMES.get(api_key, "?"),
+            CLUSTER_AUTHORIZATION_FAILED,
+            "; further refusals of it are logged at debug level" if first else "",
+        )
+        return conn.answer(correlation_id, error_response(api_key, version, CLUSTER_AUTHORIZATION_FAILED))
 
     def _authenticate(self, conn: Connection, api_key: int, version: int, correlation_id: int, frame: bytes) -> bool:
         """A request of a connection not authenticated yet: SaslHandshake or SaslAuthenticate (Kafka's
@@ -415,7 +461,7 @@ class ControllerEndpoint:
             conn.answer(correlation_id, _sasl_answer(response_cls, SASL_AUTHENTICATION_FAILED, str(e), b""))
             return False
         if exchange.done:
-            conn.authenticated, conn.principal = True, exchange.principal
+            conn.authenticated, conn.principal = True, sasl_principal(exchange.principal)
             self.authentications += 1
             log.info(
                 "connection from %s on %s: authenticated as %s (SASL %s)",
@@ -470,6 +516,11 @@ class ControllerEndpoint:
         return response is None or conn.send(response)
 
 
+_API_NAMES = {
+    CONTROLLED_SHUTDOWN: "ControlledShutdown",
+    ALTER_PARTITION: "AlterPartition",
+    ALLOCATE_PRODUCER_IDS: "AllocateProducerIds",
+}
 _SASL_CLASSES = {"sasl_handshake": "SaslHandshakeRequest", "sasl_authenticate": "SaslAuthenticateRequest"}
 
 

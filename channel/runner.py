@@ -27,8 +27,10 @@ a 3.9 broker looks its controller up there) and ``client_listeners`` (where clie
 node their Admin calls), one port per name, each PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
 (``listener_protocols``, Kafka's ``listener.security.protocol.map``; TLS as a broker's ``ssl.*`` say,
 :mod:`channel.tls`; SASL as its ``sasl.*``, :mod:`channel.sasl`); a name the brokers secure otherwise than the
-endpoint gets no endpoint. The channel's connections to the brokers speak TLS to an endpoint they registered as
-SSL or SASL_SSL, and authenticate with SASL to one registered SASL_*. Then:
+endpoint gets no endpoint. The brokers' own requests are taken from the principals ``cluster_action`` allows
+(Kafka's ``super.users``, :mod:`channel.authz`; anyone without it). The channel's connections to the brokers
+speak TLS to an endpoint they registered as SSL or SASL_SSL, and authenticate with SASL to one registered
+SASL_*. Then:
 
 * the requests the channel answers itself — ControlledShutdown and AlterPartition (as events for the
   controller, answered from its answers on the requests topic), AllocateProducerIds, ListPartitionReassignments,
@@ -64,6 +66,7 @@ from kazoo.client import KazooClient
 from channel.admin_apis import CreateDefaults
 from channel.admin_link import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC, AdminLink
 from channel.answers import DESCRIBE_LOG_DIRS
+from channel.authz import ClusterAction
 from channel.cluster import Cluster
 from channel.convert import (
     API_KEYS,
@@ -152,6 +155,8 @@ class ChannelSettings:
     listener_protocols: Mapping[str, str] = field(default_factory=dict)
     #: SASL to the brokers' SASL endpoints and on the endpoint's SASL listeners (Kafka's ``sasl.*``; ``None``: none)
     sasl: ChannelSasl | None = None
+    #: who may send the endpoint the brokers' own requests (Kafka's ``super.users``; ``None``: anyone)
+    cluster_action: ClusterAction | None = None
 
 
 class ControllerChannel:
@@ -251,6 +256,7 @@ class ControllerChannel:
                 owns=node.owns,
                 tls=server_tls if protocols[name] in OVER_TLS else None,
                 sasl=(s.sasl or ChannelSasl()).server(name, cluster.scram_credential) if sasl else None,
+                cluster_action=s.cluster_action,
             )
         host = s.advertised_host or s.listen_host
         self._advertised = tuple(
@@ -276,6 +282,13 @@ class ControllerChannel:
             ),
         )
         self._unadvertised.update(mismatched)
+        secured = any(p != "PLAINTEXT" for p in protocols.values())
+        cluster_action = s.cluster_action or ClusterAction()
+        log.log(
+            logging.WARNING if secured and cluster_action.super_users is None else logging.INFO,
+            "the brokers' requests (ControlledShutdown, AlterPartition, AllocateProducerIds) are taken %s",
+            cluster_action.describe(),
+        )
 
     def run(self) -> int:
         assert self._consumer is not None

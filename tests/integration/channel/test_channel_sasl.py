@@ -343,7 +343,7 @@ def test_an_endpoint_takes_scram_sha_256_and_plain_and_refuses_the_rest(tmp_path
                     ControlledShutdownRequest(broker_id=BrokerId(1), broker_epoch=i64(7)),
                     KafkaControlledShutdownResponse,
                 )
-        wait_until("the request handed to the node", lambda: asked == [(7, "bob")])
+        wait_until("the request handed to the node", lambda: asked == [(7, "User:bob")])
         assert (endpoint.authentications, endpoint.authentication_failures) == (2, 3)
     finally:
         endpoint.close()

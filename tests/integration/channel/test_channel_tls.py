@@ -14,7 +14,10 @@ the bus (:mod:`channel_support`), as ``test_channel_endpoint.py`` does. Then:
   AllocateProducerIds (an idempotent producer), AlterPartition (an ISR shrink) and, on SIGTERM,
   ControlledShutdown reach the endpoint over TLS, with the broker's certificate, and are answered;
 * without a client certificate, or speaking plaintext, nothing gets through the endpoint; a client's requests
-  it would forward go to the broker without the channel's certificate (refused here: client auth required).
+  it would forward go to the broker without the channel's certificate (refused here: client auth required);
+* the channel's ``super.users`` names the broker's certificate (``User:CN=kafka-broker``, the subject Kafka's
+  principal builder gives it): a client with another certificate of the CA (``User:CN=outsider``) sending what a
+  broker sends gets ``CLUSTER_AUTHORIZATION_FAILED`` in each response, and nothing of it reaches livectl.
 """
 
 from __future__ import annotations
@@ -31,14 +34,19 @@ from typing import Any
 import pytest
 from channel_support import CONTROLLER, EPOCH, EndpointSetup, channel_beside_a_broker, topic_id
 from kafka import KafkaProducer
-from kafka_pki import Pki, make_pki, zk_broker_ssl_properties
+from kafka_pki import BROKER_CN, Pki, make_pki, zk_broker_ssl_properties
+from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
+from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
+from kio.schema.alter_partition.v0 import request as alter_partition
+from kio.schema.alter_partition.v0.response import AlterPartitionResponse as KafkaAlterPartitionResponse
 from kio.schema.controlled_shutdown.v3.request import ControlledShutdownRequest
 from kio.schema.controlled_shutdown.v3.response import ControlledShutdownResponse as KafkaControlledShutdownResponse
-from kio.schema.types import BrokerId
-from kio.static.primitive import i64
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i64
 from waiting import wait_until
 
 from channel.answers import node_versions
+from channel.authz import CLUSTER_AUTHORIZATION_FAILED, ClusterAction
 from channel.endpoint import Connection, ControllerEndpoint
 from channel.tls import ChannelTls
 from channel.wire import BrokerConnection, WireError
@@ -98,6 +106,7 @@ def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path)
         controller_listeners=SECURED,
         tls=tls,
         listener_protocols={"CONTROL_PLANE": "SSL", "INTERNAL": "SSL"},
+        cluster_action=ClusterAction.from_properties({"super.users": f"User:CN={BROKER_CN};User:admin"}),
     ) as rig:
         yield Setup.beside(rig, kafka_broker.bootstrap, pki=pki)
 
@@ -141,6 +150,33 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
         # requests are forwarded without the channel's certificate, which this broker (client auth required)
         # refuses, so none passes as the channel's
         assert conn.negotiate() == node_versions({})
+        # User:CN=outsider is not in super.users: a broker's requests are refused in their own shape, the
+        # connection kept (a later leak would show: the AllocateProducerIds below would get the second block,
+        # broker 9's AlterPartition and ControlledShutdown would be the first such events)
+        pair_isr = alter_partition.PartitionData(
+            partition_index=i32(0), leader_epoch=i32(0), new_isr=(BrokerId(9),), partition_epoch=i32(0)
+        )
+        shrink = alter_partition.AlterPartitionRequest(
+            broker_id=BrokerId(9),
+            broker_epoch=i64(s.epoch),
+            topics=(
+                alter_partition.TopicData(topic_name=TopicName(f"{s.bus.requests_topic}-pair"), partitions=(pair_isr,)),
+            ),
+        )
+        refused: list[Any] = [
+            conn.send(
+                ControlledShutdownRequest(broker_id=BrokerId(9), broker_epoch=i64(s.epoch)),
+                KafkaControlledShutdownResponse,
+            ),
+            conn.send(
+                AllocateProducerIdsRequest(broker_id=BrokerId(1), broker_epoch=i64(s.epoch)),
+                AllocateProducerIdsResponse,
+            ),
+            conn.send(shrink, KafkaAlterPartitionResponse),
+        ]
+        assert [int(r.error_code.value) for r in refused] == [CLUSTER_AUTHORIZATION_FAILED] * 3
+        assert not refused[0].remaining_partitions and not refused[2].topics
+    assert s.channel.endpoints["CONTROL_PLANE"].refusals == 3
     assert s.handshakes() == 1
     wait_until(
         "the two refused handshakes logged", lambda: s.channel.endpoints["CONTROL_PLANE"].handshake_failures == 2
