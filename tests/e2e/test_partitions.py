@@ -4,10 +4,11 @@ Real processes on network namespaces (:mod:`bench.harness.netns`): a ZooKeeper e
 server), Kafka, five simulated brokers and ``livectl run`` controllers on one checkpoint. ``bench/partitions/``
 holds the faults and their checks and runs every one; here CI's selection, in order on one cluster: the
 active controller cut off from ZooKeeper while idle (its standby takes over, it exits when the link returns),
-a leading broker cut off from ZooKeeper (new leaders, it rejoins), and the ensemble's leader SIGKILLed as a
-reassignment's RS is written (the controller keeps its lease, its session moves, the reassignment finishes).
-Each must leave every invariant of ``bench/partitions/`` holding. The Kafka cuts run in ``python -m bench
-partitions`` only (CI's 30 minutes).
+a leading broker cut off from ZooKeeper (new leaders, it rejoins), the active controller cut off from Kafka
+while input waits (it keeps its lease; the input is applied once when the link returns), and the ensemble's
+leader SIGKILLed as a reassignment's RS is written (the controller keeps its lease, its session moves, the
+reassignment finishes). Each must leave every invariant of ``bench/partitions/`` holding. The other faults run
+in ``python -m bench partitions`` (CI's 30 minutes).
 """
 
 from __future__ import annotations
