@@ -5,11 +5,13 @@ Kafka broker (ZooKeeper mode, id 1) under its own ZooKeeper chroot whose control
 own controller never takes over); :func:`bus_settings` makes a channel's topics on the bus;
 :func:`running_channel` runs a channel in a thread; :class:`ControllerBus` sends the requests livectl's
 controller would publish; :class:`EndpointSetup` holds them together for a test, with the steps the endpoint
-tests share (broker 1 made a leader, its ISR shrink and its controlled shutdown answered)."""
+tests share (broker 1 made a leader, its producer ids allocated, its ISR shrink and its controlled shutdown
+answered)."""
 
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 import uuid
@@ -275,6 +277,20 @@ class EndpointSetup:
         self.send(RequestApi.UPDATE_METADATA, UpdateMetadataRequest(CONTROLLER, EPOCH, self.epoch, metadata, (listed,)))
         wait_until("both requests delivered", lambda: self.channel.delivered == delivered + 2)
         return solo, pair
+
+    def producer_ids_allocated(self, topic: str, answered: int) -> None:
+        """An idempotent producer (kafka-python's default) writes a record to ``topic`` on broker 1: its
+        InitProducerId completes only when the broker got a block of producer ids from the channel
+        (AllocateProducerIds), which it records in ``/latest_producer_id_block``; returns once the channel counted
+        that answer, its ``answered``-th (the channel's answer, not a Kafka controller's)."""
+        producer = KafkaProducer(bootstrap_servers=self.svc.address, acks="all", max_block_ms=30_000)
+        try:
+            producer.send(topic, b"once").get(timeout=30)
+        finally:
+            producer.close()
+        data, _ = self.zk.get("/latest_producer_id_block")
+        assert json.loads(data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
+        self.answered(answered)
 
     def answer_isr_shrink(self, asked: AlterPartition, pair: tuple[str, str], answered: int) -> None:
         """Answer broker 1's AlterPartition ``asked`` (the ISR of ``pair``, as :meth:`lead_solo_and_pair` made it,

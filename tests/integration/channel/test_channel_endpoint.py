@@ -17,13 +17,11 @@ that the channel turns into events, the controller's answers. Then, from the bro
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from channel_support import EndpointSetup, channel_beside_a_broker
-from kafka import KafkaProducer
 
 from channel.answers import SERVED, node_versions
 from channel.wire import BrokerConnection
@@ -72,15 +70,7 @@ def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: E
     solo, pair = s.lead_solo_and_pair(MetadataBroker(1, endpoints))
 
     # AllocateProducerIds: an idempotent producer's InitProducerId completes
-    producer = KafkaProducer(bootstrap_servers=s.svc.address, acks="all", max_block_ms=30_000)
-    try:
-        producer.send(solo[0], b"once").get(timeout=30)
-    finally:
-        producer.close()
-    data, _ = s.zk.get("/latest_producer_id_block")
-    assert json.loads(data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
-    # the channel's answer, not a Kafka controller's
-    s.answered(1)
+    s.producer_ids_allocated(solo[0], answered=1)
 
     # AlterPartition: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
     asked = s.event(lambda e: isinstance(e, AlterPartition))

@@ -19,7 +19,6 @@ the bus (:mod:`channel_support`), as ``test_channel_endpoint.py`` does. Then:
 
 from __future__ import annotations
 
-import json
 import ssl
 import threading
 import time
@@ -30,7 +29,6 @@ from typing import Any
 
 import pytest
 from channel_support import EndpointSetup, channel_beside_a_broker
-from kafka import KafkaProducer
 from kafka_pki import Pki, make_pki, zk_broker_ssl_properties
 from kio.schema.controlled_shutdown.v3.request import ControlledShutdownRequest
 from kio.schema.controlled_shutdown.v3.response import ControlledShutdownResponse as KafkaControlledShutdownResponse
@@ -140,14 +138,7 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
     solo, pair = s.lead_solo_and_pair(metadata_broker(registration))
 
     # AllocateProducerIds over TLS on CONTROL_PLANE: an idempotent producer's InitProducerId completes
-    producer = KafkaProducer(bootstrap_servers=s.svc.address, acks="all", max_block_ms=30_000)
-    try:
-        producer.send(solo[0], b"once").get(timeout=30)
-    finally:
-        producer.close()
-    data, _ = s.zk.get("/latest_producer_id_block")
-    assert json.loads(data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
-    s.answered(1)
+    s.producer_ids_allocated(solo[0], answered=1)
     assert s.handshakes() >= 2  # the broker's own connection, with its certificate (client auth required)
 
     # AlterPartition over TLS: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
