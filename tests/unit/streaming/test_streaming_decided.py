@@ -17,8 +17,6 @@ from shell_pipeline import (
     FakeGroupState,
     Pipeline,
     by_bucket,
-    epoch_znode,
-    snapshot_of,
     store_at,
 )
 from spark_conf import FakeSpark
@@ -66,10 +64,7 @@ def _cluster(epoch: int = 1) -> ZkSnapshot:
 
 def _stored_states(tmp_path: Path, validator: InputValidator) -> dict[int, tuple[Any, ...] | None]:
     """Every bucket's state as the previous controller left it (created a topic on epoch 1)."""
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    first = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    first.run_batch([(EVENTS, first.failover_ref(snapshot_of((1, 2, 3))))])
+    first = Pipeline.failed_over(tmp_path, validator)
     first.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "early", 3, 2)))])
     return {b: s.value for b, s in first.states.items()}
 
