@@ -70,6 +70,8 @@ class Pipeline:
         self.offsets = {ADMIN: 0, EVENTS: 0}
         self.batch = 0
         self.clock = 0
+        #: whether the buckets write their summaries (``step_bucket(summaries=True)``: the metrics endpoint on)
+        self.summaries = False
 
     @classmethod
     def failed_over(
@@ -109,6 +111,7 @@ class Pipeline:
                     self.states[int(bucket)],
                     snapshots=StoreSnapshots(store_at(self.tmp)),
                     config=self.config,
+                    summaries=self.summaries,
                 )
             )
         out = pd.concat(outputs, ignore_index=True)
