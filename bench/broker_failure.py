@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
 import time
 import uuid
 from collections import deque
@@ -51,6 +50,7 @@ from bench.harness import (
     RunningController,
     Services,
     SinkClock,
+    ZnodeDeletion,
     add_scale_options,
     add_source_option,
     batch_end,
@@ -219,21 +219,11 @@ def run_size(
 
         # ---- the failure
         observer = zk_client(connect)
-        gone = threading.Event()
-        t0_box: list[float] = []
-
-        def watch(event: Any) -> None:
-            if event is not None and event.type == "DELETED":
-                t0_box.append(time.time())
-                gone.set()
-
-        observer.exists(f"/brokers/ids/{VICTIM}", watch=watch)
+        registration_gone = ZnodeDeletion(observer, zkdata.broker_path(VICTIM))
         t_kill = time.time()
         victim = brokers.pop(VICTIM)
         close(victim)
-        if not gone.wait(30):
-            raise RuntimeError("the victim's registration did not disappear")
-        t0 = t0_box[0]
+        t0 = registration_gone.wait(30)
         out["kill_to_znode_gone_s"] = round(t0 - t_kill, 3)
 
         def done() -> bool:

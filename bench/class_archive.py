@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import threading
 import time
 import uuid
 from datetime import datetime
@@ -35,6 +34,7 @@ from typing import Any
 
 from bench.failover import N_BROKERS, RF, kill_group, start_active, wait_active_loaded
 from bench.harness import (
+    ZnodeDeletion,
     close,
     machine_info,
     make_chroot,
@@ -125,20 +125,9 @@ def one_round(settings: Settings, mode: str, work: Path, timeout: float) -> dict
         out["standby_start_s"] = round(ready - t_standby, 2)
         out["standby_session_s"] = session_start(standby_log, t_standby)
         time.sleep(2)
-        gone = threading.Event()
-        t0_box: list[float] = []
-
-        def watch(event: Any) -> None:
-            if event is not None and event.type == "DELETED":
-                t0_box.append(time.time())
-                gone.set()
-
-        if observer.exists(CONTROLLER_PATH, watch=watch) is None:
-            raise RuntimeError("no active controller before the kill")
+        controller_gone = ZnodeDeletion(observer, CONTROLLER_PATH)  # the active controller's
         kill_group(active)
-        if not gone.wait(settings.zookeeper_session_timeout_ms / 1000 * 3 + 10):
-            raise RuntimeError("/controller was not deleted after the kill")
-        t0 = t0_box[0]
+        t0 = controller_gone.wait(settings.zookeeper_session_timeout_ms / 1000 * 3 + 10)
         wait_active_loaded(settings, standby_log, standby, timeout)
         out["takeover_s"] = round(_last_commit_time(settings) - t0, 2)
         took = _first_line(standby_log, "elected", t0 - 1)

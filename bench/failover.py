@@ -40,7 +40,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -55,6 +54,7 @@ from bench.harness import (
     MemoryPeaks,
     RunningController,
     SinkClock,
+    ZnodeDeletion,
     add_scale_options,
     batch_end,
     bench_python,
@@ -311,24 +311,13 @@ def takeover(
             out["standby_decided_wait_s"] = round(time.time() - t_ready, 1)
         if rc.failed is not None:
             raise RuntimeError(f"the standby failed while waiting: {rc.failed!r}")
-        gone = threading.Event()
-        t0_box: list[float] = []
-
-        def watch(event: Any) -> None:
-            if event is not None and event.type == "DELETED":
-                t0_box.append(time.time())
-                gone.set()
-
-        if observer.exists(CONTROLLER_PATH, watch=watch) is None:
-            raise RuntimeError("no active controller before the kill")
+        controller_gone = ZnodeDeletion(observer, CONTROLLER_PATH)  # the active controller's
         before = end_offsets(settings.bootstrap_servers, settings.requests_topic)  # the active is idle
         active_mem.__exit__(None, None, None)
         out["active_peak_rss_gib"] = active_mem.gib()["active_controller_process_tree"]
         t_kill = time.time()
         kill_group(proc)
-        if not gone.wait(settings.zookeeper_session_timeout_ms / 1000 * 3 + 10):
-            raise RuntimeError("/controller was not deleted after the kill")
-        t0 = t0_box[0]
+        t0 = controller_gone.wait(settings.zookeeper_session_timeout_ms / 1000 * 3 + 10)
         out["kill_to_session_end_s"] = round(t0 - t_kill, 3)
         p = failover_batch(rc, n, t0 - 1, timeout, logs)
         end = batch_end(p)

@@ -8,6 +8,7 @@
 - :mod:`bench.harness.workloads` — the controller states and decisions benchmarks build without services;
 - :mod:`bench.harness.bucket_calls` — one bucket's calls as a Python worker makes them, part by part;
 - :mod:`bench.harness.large_request_controller` — ``failover``'s active controller with large requests.
+- :mod:`bench.harness.kafka_link` — Apache Kafka beside a client on test hosts (network namespaces), the link degraded.
 - :mod:`bench.harness.real_brokers` — real Kafka 3.9.2 brokers (ZooKeeper mode) under livectl, and their clients.
 - :mod:`bench.harness.sparkcluster` — a Spark standalone cluster from the pyspark wheel, the controller under
   ``spark-submit`` on the packed environment (the partition benchmark's ``worker-cut``, the cluster test).
@@ -67,6 +68,7 @@ from bench.harness.services import (
     Layout,
     MemoryPeaks,
     Services,
+    ZnodeDeletion,
     batch_sizes,
     close,
     end_offsets,
@@ -124,6 +126,7 @@ __all__ = [
     "Services",
     "SinkCall",
     "SinkClock",
+    "ZnodeDeletion",
     "add_scale_options",
     "add_source_option",
     "batch_end",

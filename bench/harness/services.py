@@ -19,6 +19,7 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 from kafka.record.memory_records import MemoryRecords
 from kazoo.client import KazooClient
+from kazoo.protocol.states import EventType, WatchedEvent
 
 from bench.harness.spark import spark_scratch
 from core.kafka import zkdata
@@ -114,6 +115,31 @@ def close(c: KazooClient) -> None:
         c.stop()
     with contextlib.suppress(Exception):
         c.close()
+
+
+class ZnodeDeletion:
+    """A znode's deletion, seen through a one-shot ZooKeeper watch set when made (a ``RuntimeError`` when there is
+    no such znode to watch): :meth:`wait` tells when the watch fired, e.g. the moment ``/controller`` went with
+    the killed controller's session or a broker's registration with its own."""
+
+    def __init__(self, client: KazooClient, path: str) -> None:
+        self.path = path
+        self._deleted = threading.Event()
+        self._at: list[float] = []
+        if client.exists(path, watch=self._seen) is None:
+            raise RuntimeError(f"no {path} to watch the deletion of")
+
+    def _seen(self, event: WatchedEvent | None) -> None:
+        if event is not None and event.type == EventType.DELETED:
+            self._at.append(time.time())
+            self._deleted.set()
+
+    def wait(self, timeout: float) -> float:
+        """When the znode was seen deleted (wall clock, ``time.time()``); a ``RuntimeError`` when it was not within
+        ``timeout`` seconds."""
+        if not self._deleted.wait(timeout):
+            raise RuntimeError(f"{self.path} was not deleted within {timeout:.0f} s")
+        return self._at[0]
 
 
 def registration(broker_id: int, port: int, rack: str | None = None) -> bytes:

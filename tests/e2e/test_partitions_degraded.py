@@ -25,8 +25,7 @@ from pathlib import Path
 import pytest
 
 from bench import partitions
-from bench.harness import netns
-from livectl import local
+from bench.harness.kafka_link import kafka_and_a_reader
 
 pytestmark = pytest.mark.e2e
 
@@ -62,28 +61,13 @@ else:
 
 
 def test_the_source_checks_its_start_over_a_slow_link_with_a_backlog(tmp_path: Path) -> None:
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    with netns.network() as net:
-        kafka_host, reader = net.add_host("kafka"), net.add_host("reader")
-        kafka = netns.start_kafka(kafka_host, tmp_path / "kafka")
-        try:
-            admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
-            admin.create_topics([NewTopic("t", 1, 1)])
-            admin.close()
-            producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all")
-            # 1,000 records read, then a backlog of 2,000 (about 560 kB) behind the start offset
-            for i in range(3000):
-                producer.send("t", json.dumps({"i": i, "pad": "p" * 250}).encode())
-            producer.flush()
-            producer.close()
-            net.degrade(reader, [kafka_host], netns.Shaping(rate="256kbit"))
-            done = reader.run([sys.executable, "-c", _CHECK, kafka.bootstrap, "t", "1000", "60"], timeout=120)
-            assert done.returncode == 0, done.stderr[-2000:]
-            shaped = net.shaped(reader)
-        finally:
-            local.stop_kafka(kafka)
+    # 1,000 records read, then a backlog of 2,000 (about 560 kB) behind the start offset
+    records = [json.dumps({"i": i, "pad": "p" * 250}).encode() for i in range(3000)]
+    with kafka_and_a_reader(tmp_path / "kafka", {"t": records}) as link:
+        link.degrade("256kbit")
+        done = link.reader.run([sys.executable, "-c", _CHECK, link.kafka.bootstrap, "t", "1000", "60"], timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        shaped = link.shaped()
     # 32 kB/s: the record the check needs is the first of the answer, which is no bigger than one record batch
     # (the check's own consumer, CHECK_FETCH_BYTES): a minute is ample for it. Before, it asked for the whole backlog
     # (560 kB), which took longer than the request timeout (30 s) to come: none of 60 checks completed

@@ -4,11 +4,14 @@ Kafka broker (ZooKeeper mode, id 1) under its own ZooKeeper chroot whose control
 :func:`broker_under_livectl` starts the broker with ``/controller`` held for :data:`CONTROLLER` (the broker's
 own controller never takes over); :func:`bus_settings` makes a channel's topics on the bus;
 :func:`running_channel` runs a channel in a thread; :class:`ControllerBus` sends the requests livectl's
-controller would publish."""
+controller would publish; :class:`EndpointSetup` holds them together for a test, with the steps the endpoint
+tests share (broker 1 made a leader, its producer ids allocated, its ISR shrink and its controlled shutdown
+answered)."""
 
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 import uuid
@@ -21,14 +24,26 @@ from typing import Any, Self
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
+from waiting import wait_until
 
 from channel.runner import ChannelSettings, ControllerChannel
 from core.codec.events import event_from_json
-from core.events import Event
+from core.events import AlterPartition, ControlledShutdown, Event
 from core.kafka import zkdata
 from core.kafka.envelope import encode_envelope
 from core.kafka.request_encoding import encode_body
-from core.kafka.requests import RequestApi
+from core.kafka.requests import (
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    BrokerAddress,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LisrPartitionState,
+    MetadataBroker,
+    MetadataPartitionState,
+    RequestApi,
+    UpdateMetadataRequest,
+)
 from livectl import local
 from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
 from sinks.requests import ensure_topics
@@ -231,6 +246,82 @@ class EndpointSetup:
     def handshakes(self) -> int:
         """TLS handshakes the channel's endpoints completed (0 without TLS)."""
         return sum(e.handshakes for e in self.channel.endpoints.values())
+
+    def answered(self, n: int) -> None:
+        """Wait until the channel counted its ``n``-th answer to the broker (counted once sent: the broker may act
+        on it first)."""
+        wait_until(
+            f"the channel's answer {n} counted",
+            lambda: self.channel.node is not None and self.channel.node.answered == n,
+        )
+
+    def lead_solo_and_pair(self, listed: MetadataBroker) -> tuple[tuple[str, str], tuple[str, str]]:
+        """Broker 1 made leader of ``<requests topic>-solo`` alone and of ``<requests topic>-pair`` with broker 2
+        (never started) in its ISR, as livectl's controller (:data:`CONTROLLER`) does it: a LeaderAndIsr naming
+        broker 1 at its ``CONTROL_PLANE`` address, then an UpdateMetadata listing ``listed``. Returns once the
+        channel delivered both; the two topics as ``(name, topic id)``."""
+        solo, pair = (f"{self.bus.requests_topic}-solo", topic_id()), (f"{self.bus.requests_topic}-pair", topic_id())
+        states = tuple(
+            LisrPartitionState(t, 0, EPOCH, 1, 1, isr, 0, isr, (), (), True, 0, tid)
+            for (t, tid), isr in ((solo, (1,)), (pair, (1, 2)))
+        )
+        host, port = self.broker("CONTROL_PLANE")
+        delivered = self.channel.delivered
+        self.send(
+            RequestApi.LEADER_AND_ISR,
+            LeaderAndIsrRequest(CONTROLLER, EPOCH, self.epoch, 0, states, (BrokerAddress(1, host, port),)),
+        )
+        metadata = tuple(
+            MetadataPartitionState(st.topic, 0, EPOCH, 1, 1, st.isr, 0, st.replicas, (), st.topic_id) for st in states
+        )
+        self.send(RequestApi.UPDATE_METADATA, UpdateMetadataRequest(CONTROLLER, EPOCH, self.epoch, metadata, (listed,)))
+        wait_until("both requests delivered", lambda: self.channel.delivered == delivered + 2)
+        return solo, pair
+
+    def producer_ids_allocated(self, topic: str, answered: int) -> None:
+        """An idempotent producer (kafka-python's default) writes a record to ``topic`` on broker 1: its
+        InitProducerId completes only when the broker got a block of producer ids from the channel
+        (AllocateProducerIds), which it records in ``/latest_producer_id_block``; returns once the channel counted
+        that answer, its ``answered``-th (the channel's answer, not a Kafka controller's)."""
+        producer = KafkaProducer(bootstrap_servers=self.svc.address, acks="all", max_block_ms=30_000)
+        try:
+            producer.send(topic, b"once").get(timeout=30)
+        finally:
+            producer.close()
+        data, _ = self.zk.get("/latest_producer_id_block")
+        assert json.loads(data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
+        self.answered(answered)
+
+    def answer_isr_shrink(self, asked: AlterPartition, pair: tuple[str, str], answered: int) -> None:
+        """Answer broker 1's AlterPartition ``asked`` (the ISR of ``pair``, as :meth:`lead_solo_and_pair` made it,
+        shrunk to broker 1 alone) with that ISR at partition epoch 1; returns once the broker took the new ISR (its
+        log says so) and the channel counted its ``answered``-th answer."""
+        result = AlterPartitionResult(pair[0], 0, 0, 1, 1, (1,), 1, 0, asked.correlation_id, pair[1])
+        self.send(RequestApi.ALTER_PARTITION_RESPONSE, AlterPartitionResponse(0, (result,)))
+        taken = f"[Partition {pair[0]}-0 broker=1] ISR updated to 1 "
+        wait_until("the broker taking the new ISR", lambda: taken in Path(self.svc.log).read_text())
+        self.answered(answered)
+
+    def controlled_shutdown(self, answered: int) -> None:
+        """SIGTERM to broker 1: its ControlledShutdown (at its broker epoch) awaited on the bus and answered with
+        nothing left to move. The broker must stop at its first attempt (no retry, no unclean shutdown) and within
+        30 s (no retry back-off: ``controlled.shutdown.retry.backoff.ms``, 5 s), and the channel count its
+        ``answered``-th answer."""
+        stopped: list[bool] = []
+        stopper = threading.Thread(target=lambda: stopped.append(stop_zk_broker(self.svc, timeout=60)))
+        started = time.monotonic()
+        stopper.start()
+        ev = self.event(lambda e: isinstance(e, ControlledShutdown))
+        assert ev == ControlledShutdown(1, self.epoch)
+        self.send(RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, ControlledShutdownResponse(0, ()))
+        stopper.join(60)
+        assert stopped == [True]
+        text = Path(self.svc.log).read_text()
+        assert "Controlled shutdown request returned successfully" in text
+        assert "Retrying controlled shutdown" not in text
+        assert "Proceeding to do an unclean shutdown" not in text
+        self.answered(answered)
+        assert time.monotonic() - started < 30
 
 
 def topic_id() -> str:

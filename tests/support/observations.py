@@ -13,8 +13,9 @@ from core.kafka.requests import RequestApi, WireBody
 from streaming.monitoring import observability as ob
 
 
-def summary_row(**kw: object) -> str:
-    d = observe.BucketSummary(**kw).to_dict()  # type: ignore[arg-type]
+def summary_row(summary: observe.BucketSummary) -> str:
+    """A bucket's summary row as the step writes it (with the live brokers and input counts it adds)."""
+    d = summary.to_dict()
     d["live_brokers"] = [1, 2, 3]
     d["input_by_type"] = {"broker_failure": 1}
     return json.dumps(d)
@@ -26,21 +27,25 @@ def batch(batch_id: int = 7) -> ob.BatchObservation:
     moving = observe.ReassignmentInfo("moving", 0, (4, 5), (4, 5), (1,), (1, 4))
     rows = {
         0: summary_row(
-            partitions_by_state={"OnlinePartition": 3, "OfflinePartition": 1},
-            leaders_by_broker={2: 2, 3: 1},
-            preferred_by_broker={1: (2, 2), 2: (0, 1), 3: (0, 1)},
-            under_replicated_count=2,
-            under_min_isr_count=1,
-            offline_count=1,
-            reassigning_count=1,
-            under_replicated=(urp,),
-            offline=(off,),
-            reassignments=(moving,),
-            leader_elections=1,
-            unclean_leader_elections=0,
-            replicas_by_broker={1: 3, 2: 3, 3: 2, 4: 1, 5: 1},
+            observe.BucketSummary(
+                partitions_by_state={"OnlinePartition": 3, "OfflinePartition": 1},
+                leaders_by_broker={2: 2, 3: 1},
+                preferred_by_broker={1: (2, 2), 2: (0, 1), 3: (0, 1)},
+                under_replicated_count=2,
+                under_min_isr_count=1,
+                offline_count=1,
+                reassigning_count=1,
+                under_replicated=(urp,),
+                offline=(off,),
+                reassignments=(moving,),
+                leader_elections=1,
+                unclean_leader_elections=0,
+                replicas_by_broker={1: 3, 2: 3, 3: 2, 4: 1, 5: 1},
+            )
         ),
-        1: summary_row(leader_elections=2, unclean_leader_elections=1, replicas_by_broker={3: 1}),
+        1: summary_row(
+            observe.BucketSummary(leader_elections=2, unclean_leader_elections=1, replicas_by_broker={3: 1})
+        ),
     }
     decisions: list[dc.Decision] = [
         dc.ZkWrite(dc.ZkOp.SET, "/brokers/topics/orders/partitions/0/state", '{"leader":2}', 3),

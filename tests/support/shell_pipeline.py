@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
@@ -70,6 +70,20 @@ class Pipeline:
         self.offsets = {ADMIN: 0, EVENTS: 0}
         self.batch = 0
         self.clock = 0
+        #: whether the buckets write their summaries (``step_bucket(summaries=True)``: the metrics endpoint on)
+        self.summaries = False
+
+    @classmethod
+    def failed_over(
+        cls, tmp: Path, validator: InputValidator, brokers: tuple[int, ...] = (1, 2, 3), config: Any = None
+    ) -> Self:
+        """A controller's query on a fresh :class:`MemoryZooKeeper` (``/controller_epoch`` 1, :attr:`zk`) at fence
+        ``(1, 0)``, after its first batch: the failover to a cluster of ``brokers`` (:func:`snapshot_of`)."""
+        zk = MemoryZooKeeper()
+        epoch_znode(zk)
+        p = cls(tmp, zk, Fence(1, 0), validator, config)
+        p.run_batch([(EVENTS, p.failover_ref(snapshot_of(brokers)))])
+        return p
 
     def records(self, items: list[tuple[str, str]]) -> pd.DataFrame:
         rows = []
@@ -97,6 +111,7 @@ class Pipeline:
                     self.states[int(bucket)],
                     snapshots=StoreSnapshots(store_at(self.tmp)),
                     config=self.config,
+                    summaries=self.summaries,
                 )
             )
         out = pd.concat(outputs, ignore_index=True)

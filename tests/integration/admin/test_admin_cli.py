@@ -65,7 +65,8 @@ def test_create_with_replica_assignment_and_other_commands(env: Env, capsys: pyt
         "Leader election (UNCLEAN) submitted for orders-2.",
     ]
     events = [ev for _, ev in env.commands(5)]
-    assert events[0] == CreateTopic(events[0].request_id, "pay", 2, 2, ((1, 2), (2, 3)))  # type: ignore[attr-defined]
+    assert isinstance(events[0], CreateTopic)
+    assert events[0] == CreateTopic(events[0].request_id, "pay", 2, 2, ((1, 2), (2, 3)))
     assert isinstance(events[1], CreatePartitions) and events[1].total_count == 5
     # config changes wait for the controller's answer: tests/integration/admin/test_admin_configs.py
     assert isinstance(events[2], DeleteTopic) and events[2].topic == "orders"

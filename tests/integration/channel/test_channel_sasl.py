@@ -21,20 +21,14 @@ controller on the bus (:mod:`channel_support`). Then:
 
 from __future__ import annotations
 
-import base64
 import subprocess
-import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
-from channel_support import CONTROLLER, EPOCH, ControllerBus, broker_event, channel_beside_a_broker
+from channel_support import EndpointSetup, channel_beside_a_broker
 from kafka_pki import Pki, broker_stores, make_pki
-from kazoo.client import KazooClient
 from kio.schema.controlled_shutdown.v3.request import ControlledShutdownRequest
 from kio.schema.controlled_shutdown.v3.response import ControlledShutdownResponse as KafkaControlledShutdownResponse
 from kio.schema.types import BrokerId
@@ -44,27 +38,15 @@ from waiting import wait_until
 from channel.answers import node_versions
 from channel.cluster import Cluster
 from channel.endpoint import SASL_VERSIONS, ControllerEndpoint
-from channel.runner import ControllerChannel
 from channel.sasl import ChannelSasl, ScramCredential, client_mechanism
 from channel.tls import ChannelTls
 from channel.wire import BrokerConnection, SaslRefusedError, WireError
-from core.events import AlterPartition, ControlledShutdown, Event
+from core.events import AlterPartition
 from core.kafka import zkdata
-from core.kafka.requests import (
-    AlterPartitionResponse,
-    AlterPartitionResult,
-    BrokerAddress,
-    ControlledShutdownResponse,
-    LeaderAndIsrRequest,
-    LisrPartitionState,
-    MetadataPartitionState,
-    RequestApi,
-    UpdateMetadataRequest,
-)
 from core.request_states import metadata_broker
 from livectl import local
 from livectl.kafka_server import kafka_classpath
-from livectl.kafka_zk_brokers import ZkBrokerSettings, stop_zk_broker
+from livectl.kafka_zk_brokers import ZkBrokerSettings
 from livectl.spawn import find_java
 
 pytestmark = pytest.mark.integration
@@ -133,21 +115,10 @@ def _channel_sasl(scram_password: str = PASSWORDS["livectl"], mechanism: str = S
 
 
 @dataclass
-class Setup:
-    svc: local.Service
-    epoch: int
-    zk: KazooClient
-    channel: ControllerChannel
-    bus: ControllerBus
-    bootstrap: str
-    events: str
-    pki: Pki
+class Setup(EndpointSetup):
+    """The channel's setup with the certificates the test made."""
 
-    def send(self, api: RequestApi, body: Any) -> None:
-        self.bus.send(api, body)
-
-    def event(self, what: Callable[[Event], bool], timeout: float = 60) -> Event:
-        return broker_event(self.bootstrap, self.events, what, timeout)[1]
+    pki: Pki = field(kw_only=True)
 
     def endpoint_client(self, name: str, mechanism: str, user: str, password: str) -> BrokerConnection:
         """A client of the endpoint of ``name``, authenticated (:class:`SaslRefusedError` when refused)."""
@@ -161,10 +132,6 @@ class Setup:
             conn.close()
             raise
         return conn
-
-
-def _topic_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 @pytest.fixture
@@ -185,8 +152,7 @@ def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path)
         sasl=_channel_sasl(),
         listener_protocols=PROTOCOLS,
     ) as rig:
-        b = rig.broker
-        yield Setup(b.svc, b.epoch, b.zk, rig.channel, rig.bus, kafka_broker.bootstrap, rig.settings.events_topic, pki)
+        yield Setup.beside(rig, kafka_broker.bootstrap, pki=pki)
 
 
 def test_the_channel_speaks_sasl_both_ways_with_a_sasl_control_plane(setup: Setup) -> None:
@@ -194,16 +160,16 @@ def test_the_channel_speaks_sasl_both_ways_with_a_sasl_control_plane(setup: Setu
     registration = zkdata.decode_broker_registration(1, s.zk.get("/brokers/ids/1")[0], s.epoch)
     assert {e.listener: e.security_protocol for e in registration.endpoints} == {"PLAINTEXT": "PLAINTEXT", **PROTOCOLS}
     assert {n: e.security_protocol for n, e in s.channel.endpoints.items()} == PROTOCOLS
-    host, port = s.svc.listeners["CONTROL_PLANE"].rsplit(":", 1)
+    host, port = s.broker("CONTROL_PLANE")
     tls = ChannelTls(cafile=str(s.pki.ca))
 
     # the broker judges the channel's logins: a wrong SCRAM password refused, PLAIN from its JAAS list taken
     wrong = Cluster(s.zk, "CONTROL_PLANE", "", 10, tls, sasl=_channel_sasl(INCORRECT_PASSWORD))
     with pytest.raises(SaslRefusedError) as refused:
-        wrong.open(host, int(port), "SASL_SSL", 10, listener="CONTROL_PLANE")
+        wrong.open(host, port, "SASL_SSL", 10, listener="CONTROL_PLANE")
     assert refused.value.error_code == SASL_AUTHENTICATION_FAILED
     plain = Cluster(s.zk, "CONTROL_PLANE", "", 10, tls, sasl=_channel_sasl(mechanism=PLAIN))
-    with plain.open(host, int(port), "SASL_SSL", 10, listener="CONTROL_PLANE") as conn:
+    with plain.open(host, port, "SASL_SSL", 10, listener="CONTROL_PLANE") as conn:
         assert conn.sasl == PLAIN and conn.negotiate()[4][1] >= 7  # LeaderAndIsr, after authenticating
 
     # the endpoint judges its clients: PLAIN and SCRAM (the user Kafka's kafka-configs made) taken, the rest refused
@@ -234,60 +200,18 @@ def test_the_channel_speaks_sasl_both_ways_with_a_sasl_control_plane(setup: Setu
 
     # LeaderAndIsr and UpdateMetadata over SASL_SSL (SCRAM): broker 1 leads "solo" alone and "pair" with broker 2
     # (never started) in its ISR
-    solo, pair = (f"{s.bus.requests_topic}-solo", _topic_id()), (f"{s.bus.requests_topic}-pair", _topic_id())
-    states = tuple(
-        LisrPartitionState(t, 0, EPOCH, 1, 1, isr, 0, isr, (), (), True, 0, tid)
-        for (t, tid), isr in ((solo, (1,)), (pair, (1, 2)))
-    )
-    s.send(
-        RequestApi.LEADER_AND_ISR,
-        LeaderAndIsrRequest(CONTROLLER, EPOCH, s.epoch, 0, states, (BrokerAddress(1, host, int(port)),)),
-    )
-    s.send(
-        RequestApi.UPDATE_METADATA,
-        UpdateMetadataRequest(
-            CONTROLLER,
-            EPOCH,
-            s.epoch,
-            tuple(
-                MetadataPartitionState(st.topic, 0, EPOCH, 1, 1, st.isr, 0, st.replicas, (), st.topic_id)
-                for st in states
-            ),
-            (metadata_broker(registration),),
-        ),
-    )
-    wait_until("both requests delivered", lambda: s.channel.delivered == 2)
-    log = Path(s.svc.log)
+    _, pair = s.lead_solo_and_pair(metadata_broker(registration))
 
     # AlterPartition over SASL_SSL: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
     asked = s.event(lambda e: isinstance(e, AlterPartition))
     assert isinstance(asked, AlterPartition)
     assert (asked.broker_id, asked.topic, asked.partition, asked.new_isr) == (1, pair[0], 0, (1,))
     assert s.channel.endpoints["CONTROL_PLANE"].authentications == 2  # the broker's own SCRAM login
-    result = AlterPartitionResult(pair[0], 0, 0, 1, 1, (1,), 1, 0, asked.correlation_id, pair[1])
-    s.send(RequestApi.ALTER_PARTITION_RESPONSE, AlterPartitionResponse(0, (result,)))
-    wait_until(
-        "the broker taking the new ISR",
-        lambda: f"[Partition {pair[0]}-0 broker=1] ISR updated to 1 " in log.read_text(),
-    )
-    wait_until("the channel's answer 1 counted", lambda: s.channel.node is not None and s.channel.node.answered == 1)
+    s.answer_isr_shrink(asked, pair, answered=1)
 
     # ControlledShutdown over SASL_PLAINTEXT on INTERNAL (SIGTERM): answered, the first attempt succeeds
-    stopped: list[bool] = []
-    stopper = threading.Thread(target=lambda: stopped.append(stop_zk_broker(s.svc, timeout=60)))
-    started = time.monotonic()
-    stopper.start()
-    ev = s.event(lambda e: isinstance(e, ControlledShutdown))
-    assert ev == ControlledShutdown(1, s.epoch)
-    s.send(RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, ControlledShutdownResponse(0, ()))
-    stopper.join(60)
-    assert stopped == [True]
-    text = log.read_text()
-    assert "Controlled shutdown request returned successfully" in text
-    assert "Retrying controlled shutdown" not in text
-    wait_until("the channel's answer 2 counted", lambda: s.channel.node is not None and s.channel.node.answered == 2)
+    s.controlled_shutdown(answered=2)
     assert s.channel.endpoints["INTERNAL"].authentications == 2
-    assert time.monotonic() - started < 30
 
 
 def test_an_endpoint_takes_scram_sha_256_and_plain_and_refuses_the_rest(tmp_path: Path) -> None:

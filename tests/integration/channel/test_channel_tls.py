@@ -22,7 +22,6 @@ the bus (:mod:`channel_support`), as ``test_channel_endpoint.py`` does. Then:
 
 from __future__ import annotations
 
-import json
 import ssl
 import threading
 import time
@@ -32,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from channel_support import CONTROLLER, EPOCH, EndpointSetup, channel_beside_a_broker, topic_id
-from kafka import KafkaProducer
+from channel_support import EndpointSetup, channel_beside_a_broker
 from kafka_pki import BROKER_CN, Pki, make_pki, zk_broker_ssl_properties
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
@@ -50,22 +48,11 @@ from channel.authz import CLUSTER_AUTHORIZATION_FAILED, ClusterAction
 from channel.endpoint import Connection, ControllerEndpoint
 from channel.tls import ChannelTls
 from channel.wire import BrokerConnection, WireError
-from core.events import AlterPartition, ControlledShutdown
+from core.events import AlterPartition
 from core.kafka import zkdata
-from core.kafka.requests import (
-    AlterPartitionResponse,
-    AlterPartitionResult,
-    BrokerAddress,
-    ControlledShutdownResponse,
-    LeaderAndIsrRequest,
-    LisrPartitionState,
-    MetadataPartitionState,
-    RequestApi,
-    UpdateMetadataRequest,
-)
 from core.request_states import metadata_broker
 from livectl import local
-from livectl.kafka_zk_brokers import ZkBrokerSettings, stop_zk_broker
+from livectl.kafka_zk_brokers import ZkBrokerSettings
 
 pytestmark = pytest.mark.integration
 
@@ -184,71 +171,22 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
 
     # LeaderAndIsr and UpdateMetadata over TLS: broker 1 leads "solo" alone and "pair" with broker 2 (never
     # started) in its ISR; the UpdateMetadata lists the registration as livectl's controller does
-    solo, pair = (f"{s.bus.requests_topic}-solo", topic_id()), (f"{s.bus.requests_topic}-pair", topic_id())
-    states = tuple(
-        LisrPartitionState(t, 0, EPOCH, 1, 1, isr, 0, isr, (), (), True, 0, tid)
-        for (t, tid), isr in ((solo, (1,)), (pair, (1, 2)))
-    )
-    s.send(
-        RequestApi.LEADER_AND_ISR,
-        LeaderAndIsrRequest(CONTROLLER, EPOCH, s.epoch, 0, states, (BrokerAddress(1, host, port),)),
-    )
-    s.send(
-        RequestApi.UPDATE_METADATA,
-        UpdateMetadataRequest(
-            CONTROLLER,
-            EPOCH,
-            s.epoch,
-            tuple(
-                MetadataPartitionState(st.topic, 0, EPOCH, 1, 1, st.isr, 0, st.replicas, (), st.topic_id)
-                for st in states
-            ),
-            (metadata_broker(registration),),
-        ),
-    )
-    wait_until("both requests delivered", lambda: s.channel.delivered == 2)
-    log = Path(s.svc.log)
+    solo, pair = s.lead_solo_and_pair(metadata_broker(registration))
 
     # AllocateProducerIds over TLS on CONTROL_PLANE: an idempotent producer's InitProducerId completes
-    producer = KafkaProducer(bootstrap_servers=s.svc.address, acks="all", max_block_ms=30_000)
-    try:
-        producer.send(solo[0], b"once").get(timeout=30)
-    finally:
-        producer.close()
-    data, _ = s.zk.get("/latest_producer_id_block")
-    assert json.loads(data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
-    wait_until("the channel's answer 1 counted", lambda: s.channel.node is not None and s.channel.node.answered == 1)
+    s.producer_ids_allocated(solo[0], answered=1)
     assert s.handshakes() >= 2  # the broker's own connection, with its certificate (client auth required)
 
     # AlterPartition over TLS: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
     asked = s.event(lambda e: isinstance(e, AlterPartition))
     assert isinstance(asked, AlterPartition)
     assert (asked.broker_id, asked.topic, asked.partition, asked.new_isr) == (1, pair[0], 0, (1,))
-    result = AlterPartitionResult(pair[0], 0, 0, 1, 1, (1,), 1, 0, asked.correlation_id, pair[1])
-    s.send(RequestApi.ALTER_PARTITION_RESPONSE, AlterPartitionResponse(0, (result,)))
-    wait_until(
-        "the broker taking the new ISR",
-        lambda: f"[Partition {pair[0]}-0 broker=1] ISR updated to 1 " in log.read_text(),
-    )
-    wait_until("the channel's answer 2 counted", lambda: s.channel.node is not None and s.channel.node.answered == 2)
+    s.answer_isr_shrink(asked, pair, answered=2)
 
     # ControlledShutdown over TLS on INTERNAL (SIGTERM): answered, the first attempt succeeds
     before = s.channel.endpoints["INTERNAL"].handshakes
-    stopped: list[bool] = []
-    stopper = threading.Thread(target=lambda: stopped.append(stop_zk_broker(s.svc, timeout=60)))
-    started = time.monotonic()
-    stopper.start()
-    ev = s.event(lambda e: isinstance(e, ControlledShutdown))
-    assert ev == ControlledShutdown(1, s.epoch)
-    s.send(RequestApi.CONTROLLED_SHUTDOWN_RESPONSE, ControlledShutdownResponse(0, ()))
-    stopper.join(60)
-    assert stopped == [True]
-    text = log.read_text()
-    assert "Controlled shutdown request returned successfully" in text
-    assert "Retrying controlled shutdown" not in text
-    wait_until("the channel's answer 3 counted", lambda: s.channel.node is not None and s.channel.node.answered == 3)
+    s.controlled_shutdown(answered=3)
     assert s.channel.endpoints["INTERNAL"].handshakes > before
-    assert time.monotonic() - started < 30
 
 
 def test_a_tls_client_that_hangs_up_while_its_request_waits_is_let_go(tmp_path: Path) -> None:

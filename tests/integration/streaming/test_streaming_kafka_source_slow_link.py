@@ -1,5 +1,5 @@
 """The source's read over a slow link to Kafka (issue 41, docs/reliability.md "Degraded links"): Apache Kafka and
-the reader on test hosts of their own (:mod:`bench.harness.netns`, so as root), the reader's link to Kafka
+the reader on test hosts of their own (:mod:`bench.harness.kafka_link`, so as root), the reader's link to Kafka
 through ``tc``'s token bucket filter at 256 kbit/s both ways (a two-packet queue, tail drops), a backlog of
 about 280 kB behind where the read starts. The reader is driven as Spark drives it: ``read`` again and again
 from the offset the last one returned.
@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness import netns
-from livectl import local
+from bench.harness.kafka_link import kafka_and_a_reader
 
 pytestmark = pytest.mark.integration
 
@@ -58,32 +57,18 @@ reader.stop()
 
 
 def test_the_read_gets_its_backlog_over_a_link_too_slow_for_one_answer(tmp_path: Path) -> None:
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    with netns.network() as net:
-        kafka_host, reader = net.add_host("kafka"), net.add_host("reader")
-        kafka = netns.start_kafka(kafka_host, tmp_path / "kafka")
-        try:
-            admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
-            admin.create_topics([NewTopic("events", 1, 1), NewTopic("admin", 1, 1)])
-            admin.close()
-            producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all")
-            # 100 records read before, then the backlog
-            for i in range(100 + BACKLOG):
-                producer.send("events", json.dumps({"i": i, "pad": "p" * 250}).encode())
-            for i in range(5):
-                producer.send("admin", json.dumps({"command": i}).encode())
-            producer.flush()
-            producer.close()
-            net.degrade(reader, [kafka_host], netns.Shaping(rate="256kbit"))
-            want = BACKLOG + 5
-            argv = [kafka.bootstrap, str(want), str(READ_WITHIN_S), str(REQUEST_TIMEOUT_MS)]
-            done = reader.run([sys.executable, "-c", _READ, *argv], timeout=READ_WITHIN_S + 60)
-            assert done.returncode == 0, done.stderr[-2000:]
-            shaped = net.shaped(reader)
-        finally:
-            local.stop_kafka(kafka)
+    topics = {
+        # 100 records read before, then the backlog
+        "events": [json.dumps({"i": i, "pad": "p" * 250}).encode() for i in range(100 + BACKLOG)],
+        "admin": [json.dumps({"command": i}).encode() for i in range(5)],
+    }
+    with kafka_and_a_reader(tmp_path / "kafka", topics) as link:
+        link.degrade("256kbit")
+        want = BACKLOG + 5
+        argv = [link.kafka.bootstrap, str(want), str(READ_WITHIN_S), str(REQUEST_TIMEOUT_MS)]
+        done = link.reader.run([sys.executable, "-c", _READ, *argv], timeout=READ_WITHIN_S + 60)
+        assert done.returncode == 0, done.stderr[-2000:]
+        shaped = link.shaped()
     result = json.loads(done.stdout.strip().splitlines()[-1])
     print(result, shaped)  # the figures docs/reliability.md quotes (pytest -s)
     # before: the answer of about 280 kB needs some 17 s at this rate, more than the request timeout, so it was
@@ -124,40 +109,24 @@ def test_the_check_of_a_later_start_over_a_slow_link_finds_no_loss(tmp_path: Pat
     start (a 3 kB record) comes after the check's first poll; the old high watermark then said the log ended
     before the new start: a data loss that was not there, which stopped the controller in ``kafka-degraded``
     (``the checkpoint reads from offset 5 but the log now ends at offset 4``)."""
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    with netns.network() as net:
-        kafka_host, reader = net.add_host("kafka"), net.add_host("reader")
-        kafka = netns.start_kafka(kafka_host, tmp_path / "kafka")
+    with kafka_and_a_reader(tmp_path / "kafka", {"t": [f"record {i}".encode() for i in range(4)]}) as link:
+        proc = subprocess.Popen(
+            link.reader.command([sys.executable, "-c", _CHECK_AFTER_A_READ, link.kafka.bootstrap]),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
-            admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
-            admin.create_topics([NewTopic("t", 1, 1)])
-            admin.close()
-            producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all")
-            for i in range(4):
-                producer.send("t", f"record {i}".encode())
-            producer.flush()
-            producer.close()
-            proc = subprocess.Popen(
-                reader.command([sys.executable, "-c", _CHECK_AFTER_A_READ, kafka.bootstrap]),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            try:
-                assert proc.stdout is not None and proc.stdin is not None
-                assert proc.stdout.readline().strip() == "degrade", proc.stderr and proc.stderr.read()[-2000:]
-                net.degrade(reader, [kafka_host], netns.Shaping(rate="32kbit"))
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-                out, err = proc.communicate(timeout=90)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait(10)
+            assert proc.stdout is not None and proc.stdin is not None
+            assert proc.stdout.readline().strip() == "degrade", proc.stderr and proc.stderr.read()[-2000:]
+            link.degrade("32kbit")
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            out, err = proc.communicate(timeout=90)
         finally:
-            local.stop_kafka(kafka)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
     assert proc.returncode == 0, err[-2000:]
     assert out.strip() == "checked", out

@@ -151,10 +151,9 @@ def test_brokers_present_at_start_are_announced(
     bridge = LivenessBridge(session(), producer, topic, known={2: broker.exists("/brokers/ids/2").czxid, 3: 99})
     bridge.start()
     bridge.stop()
-    assert [type(e).__name__ + str(e.broker_id) for e in bridge.published] == [  # type: ignore[attr-defined]
-        "BrokerFailure3",
-        "BrokerStartup1",
-    ]
+    failure, startup = bridge.published
+    assert isinstance(failure, BrokerFailure) and failure.broker_id == 3
+    assert isinstance(startup, BrokerStartup) and startup.broker_id == 1
 
 
 def test_registration_rewritten_in_place_is_a_modification(

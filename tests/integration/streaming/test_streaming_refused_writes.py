@@ -402,7 +402,8 @@ def test_deletion_marker_already_there_and_already_gone_are_done(h: Harness) -> 
 def test_not_attempted_writes_are_reported_as_such(h: Harness) -> None:
     """The sink's own report for a refused creation: the writes beneath it are not attempted."""
     h.zk.create("/brokers/topics/t", b'{"version":2,"partitions":{"0":[1]}}', makepath=True)
-    sink: ZooKeeperSink = h.dispatcher.zk_sink  # type: ignore[assignment]
+    sink = h.dispatcher.zk_sink
+    assert isinstance(sink, ZooKeeperSink)
     writes = [
         dc.ZkWrite(dc.ZkOp.CREATE, "/brokers/topics/t", '{"version":2,"partitions":{"0":[2]}}', make_parents=True),
         dc.ZkWrite(dc.ZkOp.CREATE, "/brokers/topics/t/partitions/0/state", "{}", make_parents=True),

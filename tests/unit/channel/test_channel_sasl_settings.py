@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -98,18 +99,30 @@ def test_the_endpoint_needs_mechanisms_and_plains_users() -> None:
     assert e.value.key == "sasl.mechanism.inter.broker.protocol"
 
 
-def _run(client: object, server: PlainExchange | ScramExchange) -> bytes:
+class SaslClient(Protocol):
+    """What these tests use of kafka-python's client SASL mechanism (:func:`channel.sasl.client_mechanism`)."""
+
+    def auth_bytes(self) -> bytes: ...
+    def receive(self, auth_bytes: bytes) -> None: ...
+    def is_done(self) -> bool: ...
+    def is_authenticated(self) -> bool: ...
+
+
+def _run(client: SaslClient, server: PlainExchange | ScramExchange) -> bytes:
     """kafka-python's client mechanism against a server exchange, as SaslAuthenticate carries them."""
     last = b""
-    while not client.is_done():  # type: ignore[attr-defined]
-        last = server.step(client.auth_bytes())  # type: ignore[attr-defined]
-        client.receive(last)  # type: ignore[attr-defined]
-    assert client.is_authenticated()  # type: ignore[attr-defined]
+    while not client.is_done():
+        last = server.step(client.auth_bytes())
+        client.receive(last)
+    assert client.is_authenticated()
     return last
 
 
-def _client(mechanism: str, user: str, password: str) -> object:
-    return client_mechanism({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
+def _client(mechanism: str, user: str, password: str) -> SaslClient:
+    client: SaslClient = client_mechanism(
+        {"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+    )
+    return client
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])

@@ -13,8 +13,8 @@ from core.model import PartitionTarget
 pytestmark = pytest.mark.unit
 
 
-def make(brokers: tuple[int, ...] = (1, 2, 3, 4), **kw: object) -> Cluster:
-    return Cluster.start(list(brokers), ControllerConfig(**kw))  # type: ignore[arg-type]
+def make(brokers: tuple[int, ...] = (1, 2, 3, 4), config: ControllerConfig | None = None) -> Cluster:
+    return Cluster.start(list(brokers), config)
 
 
 def create(c: Cluster, topic: str, assignment: tuple[tuple[int, ...], ...], **configs: str) -> None:

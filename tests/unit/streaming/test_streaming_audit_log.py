@@ -124,7 +124,7 @@ def test_a_replayed_batch_writes_nothing_twice(tmp_path: Path, validator: InputV
     p.offsets = {ADMIN: 0, EVENTS: 1}
     p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 2, 2)))])
     assert files.blobs == written and files.writes == 2
-    assert p.dispatcher.audit is not None and p.dispatcher.audit.last == "skipped"  # type: ignore[attr-defined]
+    assert isinstance(p.dispatcher.audit, AuditLog) and p.dispatcher.audit.last == "skipped"
 
 
 def test_a_crash_between_the_file_and_the_commit_replays_into_the_same_file() -> None:

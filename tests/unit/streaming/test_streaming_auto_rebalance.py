@@ -65,10 +65,8 @@ def test_a_tick_while_a_partition_is_being_reassigned(tmp_path: Path) -> None:
     """Kafka 3.9 runs the check whatever is being reassigned (releases before 3.4 skipped a run while any
     partition was): with m-0 waiting for broker 3 to catch up, the schedule still publishes the tick and
     the buckets elect broker 1, t-0's preferred replica since t-0 was reordered to [1, 2]."""
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), InputValidator(), ControllerConfig())
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, InputValidator(), config=ControllerConfig())
+    zk = p.zk
     p.run_batch([("livectl.admin", event_to_json(ev.CreateTopic("c1", "t", 1, 2, replica_assignment=((2, 1),))))])
     p.run_batch([("livectl.admin", event_to_json(ev.CreateTopic("c2", "m", 1, 1, replica_assignment=((2,),))))])
     targets = (PartitionTarget("t", 0, (1, 2)), PartitionTarget("m", 0, (2, 3)))
@@ -122,10 +120,8 @@ def _catch_up(p: Pipeline, zk: MemoryZooKeeper, topic: str) -> None:
 
 def _bounced_pipeline(tmp_path: Path, config: ControllerConfig) -> tuple[Pipeline, MemoryZooKeeper]:
     """Broker 1 prefers one partition of each of :data:`TOPICS` (spread over the buckets) and leads none."""
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), InputValidator(), config)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2))))])
+    p = Pipeline.failed_over(tmp_path, InputValidator(), (1, 2), config=config)
+    zk = p.zk
     for t in TOPICS:
         p.run_batch([("livectl.admin", event_to_json(ev.CreateTopic(f"c-{t}", t, 1, 2, replica_assignment=((1, 2),))))])
     p.run_batch([(EVENTS, event_to_json(ev.BrokerFailure(1, 101)))])

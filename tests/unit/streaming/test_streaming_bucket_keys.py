@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from shell_pipeline import ADMIN, BUCKETS, EVENTS, FakeGroupState, Pipeline, by_bucket, epoch_znode, snapshot_of
+from shell_pipeline import ADMIN, BUCKETS, FakeGroupState, Pipeline, by_bucket
 
 from core import events as ev
 from core.codec.events import event_to_json
-from sinks.memory import MemoryZooKeeper
-from sinks.ports import Fence
 from streaming.query import routing, stateful
 from streaming.query.bucket_keys import (
     CHECKPOINT_META,
@@ -95,10 +93,7 @@ def test_an_unknown_recorded_scheme_is_refused_naming_the_field() -> None:
 
 
 def test_the_step_keyed_by_spread_keys_decides_as_keyed_by_bucket(tmp_path: Path, validator: InputValidator) -> None:
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, validator)
     saved = {b: s.value for b, s in p.states.items()}
     routed = pd.concat(
         [

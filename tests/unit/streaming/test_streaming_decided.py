@@ -4,6 +4,7 @@ only for exactly the batch it was computed for, and it is the step's own rows an
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,6 @@ from shell_pipeline import (
     FakeGroupState,
     Pipeline,
     by_bucket,
-    epoch_znode,
-    snapshot_of,
     store_at,
 )
 from spark_conf import FakeSpark
@@ -66,10 +65,7 @@ def _cluster(epoch: int = 1) -> ZkSnapshot:
 
 def _stored_states(tmp_path: Path, validator: InputValidator) -> dict[int, tuple[Any, ...] | None]:
     """Every bucket's state as the previous controller left it (created a topic on epoch 1)."""
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    first = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    first.run_batch([(EVENTS, first.failover_ref(snapshot_of((1, 2, 3))))])
+    first = Pipeline.failed_over(tmp_path, validator)
     first.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "early", 3, 2)))])
     return {b: s.value for b, s in first.states.items()}
 
@@ -91,7 +87,7 @@ def _batch(
     tmp_path: Path,
     validator: InputValidator,
     ref: dict[str, Any],
-    extra: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    extra: Sequence[tuple[str, str]] = (),
 ) -> pd.DataFrame:
     """The takeover's first micro-batch: the reference (and ``extra`` records), then a tick per bucket."""
     p = Pipeline(tmp_path, MemoryZooKeeper(), Fence(1, 0), validator)
@@ -244,8 +240,18 @@ def test_a_batch_with_more_than_the_reference_and_ticks_or_bookkeeping_runs_the_
     assert (rows, states) == _run(tmp_path, waiting, batch, config, None)[:2]
     # the metrics endpoint on: the summary compares with the stored context, so the step runs (no look-up)
     called: list[int] = []
-    _run(tmp_path, stored, batch, config, None, shipped=lambda f, b: called.append(b) or None, summaries=True)  # type: ignore[func-returns-value]
+
+    def shipped(folder: str, bucket: int) -> bytes | None:
+        called.append(bucket)
+        return None
+
+    _run(tmp_path, stored, batch, config, None, shipped=shipped, summaries=True)
     assert called == []
+
+
+def _always(data: bytes) -> outcome.DecidedFiles:
+    """Decided files that hold ``data`` for every folder and bucket."""
+    return lambda folder, bucket: data
 
 
 def test_a_damaged_or_foreign_outcome_file_runs_the_step(tmp_path: Path, validator: InputValidator) -> None:
@@ -261,7 +267,7 @@ def test_a_damaged_or_foreign_outcome_file_runs_the_step(tmp_path: Path, validat
     # none (the slice the step would load is compared with it)
     other = replace(outcomes[0], digest="0" * 32).to_bytes()
     for bad, takers in ((b"not a pickle", []), (outcomes[0].to_bytes(), [0]), (other, [])):
-        rows, states, taken = _run(tmp_path, {}, batch, config, None, shipped=lambda f, b, bad=bad: bad)  # type: ignore[misc]
+        rows, states, taken = _run(tmp_path, {}, batch, config, None, shipped=_always(bad))
         assert taken == takers and (rows, states) == expected
 
 

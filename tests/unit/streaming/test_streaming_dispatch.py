@@ -28,10 +28,8 @@ _PARTITION_APIS = ("LeaderAndIsr", "UpdateMetadata")
 
 
 def test_a_fenced_dispatcher_writes_nothing_more(tmp_path: Path, validator: InputValidator) -> None:
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2))))])
+    p = Pipeline.failed_over(tmp_path, validator, (1, 2))
+    zk = p.zk
     zk.set("/controller_epoch", b"2")  # another controller was elected
     with pytest.raises(ControllerFencedError):
         p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "late", 1, 1)))])
@@ -43,10 +41,8 @@ def test_a_fenced_dispatcher_writes_nothing_more(tmp_path: Path, validator: Inpu
 
 
 def test_replaying_a_micro_batch_writes_nothing_twice(tmp_path: Path, validator: InputValidator) -> None:
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, validator)
+    zk = p.zk
     saved = {b: s.value for b, s in p.states.items()}
     out = p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 2, 3)))])
     tree = zk.snapshot()
@@ -97,10 +93,8 @@ def test_a_refused_state_write_is_read_again_and_redone(tmp_path: Path, validato
 
 
 def test_requests_of_a_refused_state_write_are_withheld(tmp_path: Path, validator: InputValidator) -> None:
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, validator)
+    zk = p.zk
     assignment = ((1, 2, 3), (2, 3, 1))
     p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r1", "t", 2, 3, replica_assignment=assignment)))])
     path = "/brokers/topics/t/partitions/0/state"

@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from shell_pipeline import ADMIN, BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of
+from shell_pipeline import ADMIN, BUCKETS, Pipeline
 
 from core import events as ev
 from core.codec.decisions import decode_decision
@@ -18,8 +18,6 @@ from core.codec.dry_run_details import dry_run_details, read_dry_run
 from core.codec.events import event_to_json
 from core.decisions import AdminResult, AdminStatus, BrokerRequest, ZkWrite
 from core.model import PartitionTarget
-from sinks.memory import MemoryZooKeeper
-from sinks.ports import Fence
 from streaming.monitoring.audit_rows import AuditBatch, audit_rows
 from streaming.monitoring.state_change_log import STATE_CHANGE_LOGGER, log_state_changes
 from streaming.query.routing import bucket_of
@@ -48,10 +46,8 @@ def results(p: Pipeline) -> list[AdminResult]:
 
 def test_a_split_command_run_dry_changes_nothing_and_answers_once(tmp_path: Path, validator: InputValidator) -> None:
     a, b = two_topics_in_two_buckets()
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3, 4))))])
+    p = Pipeline.failed_over(tmp_path, validator, (1, 2, 3, 4))
+    zk = p.zk
     p.run_batch([(ADMIN, event_to_json(ev.CreateTopic(f"c-{t}", t, 1, 2, ((1, 2),)))) for t in (a, b)])
     tree, sent = zk.snapshot(), [m for m in p.requests.messages if m.topic == "livectl.requests"]
 
@@ -77,10 +73,8 @@ def test_a_split_command_run_dry_changes_nothing_and_answers_once(tmp_path: Path
 
 
 def test_in_one_batch_a_dry_run_sees_the_command_before_it(tmp_path: Path, validator: InputValidator) -> None:
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, validator)
+    zk = p.zk
     p.run_batch(
         [
             (ADMIN, event_to_json(ev.CreateTopic("c", "fresh", 2, 2))),

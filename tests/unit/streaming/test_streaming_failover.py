@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from shell_pipeline import ADMIN, BUCKETS, EVENTS, Pipeline, epoch_znode, snapshot_of, store_at
+from shell_pipeline import ADMIN, BUCKETS, EVENTS, Pipeline, store_at
 
 from core import events as ev
 from core.codec.events import event_to_json
@@ -88,11 +88,9 @@ def test_a_takeover_handles_the_records_that_waited_for_its_reference_after_it(
     tmp_path: Path, validator: InputValidator
 ) -> None:
     # the first controller creates a topic, then dies; a reassignment arrives while nobody is controller
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
     brokers = (1, 2, 3, 4, 5, 6)
-    first = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    first.run_batch([(EVENTS, first.failover_ref(snapshot_of(brokers)))])
+    first = Pipeline.failed_over(tmp_path, validator, brokers)
+    zk = first.zk
     first.run_batch([(ADMIN, event_to_json(ev.CreateTopic("c1", "moving", 1, 3, replica_assignment=((1, 2, 3),))))])
     # the second is elected, reads the tree, and publishes its reference after the waiting command; the
     # source's barrier gives the bucket both in one micro-batch, on the checkpoint's state

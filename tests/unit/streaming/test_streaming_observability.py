@@ -99,41 +99,19 @@ def test_ring_buffer_keeps_the_latest_decisions() -> None:
 def test_the_query_steps_feed_the_observatory_without_spark(tmp_path: Path) -> None:
     """prepare → step_bucket(summaries=True) → dispatch, on the shell tests' fakes: the observatory sees
     the buckets' summaries, the input by type and the decisions after a broker failure."""
-    from shell_pipeline import ADMIN, EVENTS, Pipeline, by_bucket, epoch_znode, snapshot_of, store_at
+    from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
 
     from core import events as ev
     from core.codec.events import event_to_json
     from core.zk_path_events import ClusterConfigChanged
     from sinks.memory import MemoryZooKeeper
     from sinks.ports import Fence
-    from streaming.query import routing, stateful
-    from streaming.query.failover import StoreSnapshots
     from streaming.query.validation import InputValidator
-
-    class Observed(Pipeline):
-        def run_batch(self, items: list[tuple[str, str]]) -> pd.DataFrame:
-            routed = pd.concat(
-                [routing.prepare_frame(self.records(items), 4, ADMIN, self.validator), routing.tick_rows(1, 4)]
-            )
-            outputs: list[pd.DataFrame] = []
-            for bucket, frame in by_bucket(routed):
-                outputs.extend(
-                    stateful.step_bucket(
-                        (bucket,),
-                        iter([frame]),
-                        self.states[int(bucket)],
-                        snapshots=StoreSnapshots(store_at(self.tmp)),
-                        summaries=True,
-                    )
-                )
-            out = pd.concat(outputs, ignore_index=True)
-            self.dispatcher.dispatch(out, self.batch)
-            self.batch += 1
-            return out
 
     zk = MemoryZooKeeper()
     epoch_znode(zk)
-    p = Observed(tmp_path, zk, Fence(1, 0), InputValidator())
+    p = Pipeline(tmp_path, zk, Fence(1, 0), InputValidator())
+    p.summaries = True
     o = oy.Observatory(1000)
     o.set_role(oy.Role.ACTIVE, 1)
     p.dispatcher.observer = o.record_batch

@@ -7,12 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from shell_pipeline import ADMIN, EVENTS, Pipeline, epoch_znode, snapshot_of
+from shell_pipeline import ADMIN, Pipeline
 
 from core import events as ev
 from core.codec.events import event_to_json
-from sinks.memory import MemoryZooKeeper
-from sinks.ports import Fence
 from streaming.query.validation import InputValidator
 
 pytestmark = pytest.mark.unit
@@ -25,10 +23,8 @@ def test_every_admin_record_is_answered_once_or_refused_for_its_reused_request_i
     applied and answered once; each later record of the batch with that id is refused on livectl.rejected,
     naming ``request_id``, applied nowhere and not answered under the other record's id — whether it goes to
     the first record's bucket (the same topic) or to another one."""
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, validator)
+    zk = p.zk
     n = 114
     first = [(ADMIN, event_to_json(ev.CreateTopic(f"rid-{i}", f"t{i}", 1, 1))) for i in range(n)]
     # the reuses: even ids on the first record's own topic (its bucket), odd ones on a topic of their own

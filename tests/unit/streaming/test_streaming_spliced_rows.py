@@ -119,7 +119,7 @@ def test_a_topic_name_that_is_not_plain_text_keeps_the_one_line_row() -> None:
     assert "\n" in decision_row_text(_stop_replica(1, ["plain-topic.1"]))
     for odd in ('we"ird', "caf\u00e9", "back\\slash", "tab\tbed"):
         r = _stop_replica(1, ["plain", odd])
-        assert sorted_entries(r.body) is None  # type: ignore[arg-type]
+        assert isinstance(r.body, StopReplicaRequest) and sorted_entries(r.body) is None
         assert decision_row_text(r) == decision_to_json(r)
 
 

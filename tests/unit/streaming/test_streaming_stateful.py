@@ -39,10 +39,8 @@ pytestmark = pytest.mark.unit
 
 
 def test_create_topic_end_to_end_on_fakes(tmp_path: Path, validator: InputValidator) -> None:
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, validator)
+    zk = p.zk
     out = p.run_batch(
         [
             (ADMIN, event_to_json(ev.CreateTopic("r1", "orders", 3, 2))),
@@ -98,10 +96,7 @@ def test_history_before_the_first_failover_is_not_applied(tmp_path: Path, valida
 
 
 def test_state_round_trips_through_its_pyarrow_blob(tmp_path: Path, validator: InputValidator) -> None:
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, validator)
     p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
     for s in p.states.values():
         if s.value is None:
@@ -119,10 +114,7 @@ def test_state_blobs_written_before_orjson_load_and_read_the_same(tmp_path: Path
     (format 1 both), and the bytes written now are the same JSON."""
     import pyarrow as pa
 
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, validator)
     p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
     states = [s.value for s in p.states.values() if s.value is not None]
     assert states
@@ -145,10 +137,7 @@ def test_a_batch_that_changes_nothing_leaves_the_stored_state_alone(tmp_path: Pa
             self.updates += 1
             super().update(value)
 
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, validator)
     p.run_batch([(ADMIN, event_to_json(ev.CreateTopic("r", "t", 4, 2)))])
     counting = {b: CountingState(s.value) for b, s in p.states.items()}
     p.states.update(counting)
@@ -164,10 +153,7 @@ def test_a_batch_that_changes_nothing_leaves_the_stored_state_alone(tmp_path: Pa
 
 
 def test_worker_state_cache_gives_what_decoding_gives(tmp_path: Path, validator: InputValidator) -> None:
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    p = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    p.run_batch([(EVENTS, p.failover_ref(snapshot_of((1, 2, 3))))])
+    p = Pipeline.failed_over(tmp_path, validator)
     saved = {b: s.value for b, s in p.states.items()}
     records = [(ADMIN, event_to_json(ev.CreateTopic("r", "t", 3, 2)))]
     routed = pd.concat(
@@ -196,10 +182,8 @@ def _takeover_batch(
     """Every bucket's stored state after a controller created topics, and the next controller's first batch:
     its failover reference (with ``failover_first``; then an admin command after it, as the source's barrier
     delivers them) or only a command."""
-    zk = MemoryZooKeeper()
-    epoch_znode(zk)
-    first = Pipeline(tmp_path, zk, Fence(1, 0), validator)
-    first.run_batch([(EVENTS, first.failover_ref(snapshot_of((1, 2, 3))))])
+    first = Pipeline.failed_over(tmp_path, validator)
+    zk = first.zk
     first.run_batch([(ADMIN, event_to_json(ev.CreateTopic(f"r{i}", f"t{i}", 4, 2))) for i in range(6)])
     saved = {b: s.value for b, s in first.states.items()}
     zk.set("/controller_epoch", b"2")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from core_support import Cluster, startup
@@ -57,8 +58,8 @@ def tp(t: str, p: int) -> TopicPartition:
     return TopicPartition(t, p)
 
 
-def make(brokers: tuple[int, ...] = (1, 2, 3), **kw: object) -> Cluster:
-    return Cluster.start(list(brokers), ControllerConfig(**kw))  # type: ignore[arg-type]
+def make(brokers: tuple[int, ...] = (1, 2, 3), config: ControllerConfig | None = None) -> Cluster:
+    return Cluster.start(list(brokers), config)
 
 
 def create(c: Cluster, topic: str, assignment: tuple[tuple[int, ...], ...], **configs: str) -> None:
@@ -166,7 +167,7 @@ def test_deletion_waits_for_dead_replicas_and_retries_failures() -> None:
 
 
 def test_deletion_disabled_and_reassignment_blocks_deletion() -> None:
-    c = make(delete_topic_enable=False)
+    c = make(config=ControllerConfig(delete_topic_enable=False))
     create(c, "t", ((1,),))
     c.run(DeleteTopic("d", "t"))
     assert one_admin(c).error == "TOPIC_DELETION_DISABLED"
@@ -343,7 +344,8 @@ def test_auto_rebalance() -> None:
 # --------------------------------------------------------------------------- AlterPartition
 
 
-def _alter(c: Cluster, **kw: object) -> dict[str, object]:
+def _alter(c: Cluster, **kw: object) -> dict[str, Any]:
+    """The controller's AlterPartition answer (its JSON body) to the leader's request for "t"-0, with ``kw`` changed."""
     lai = c.ctx.leader_and_isr(tp("t", 0))
     assert lai is not None
     args: dict[str, object] = {
@@ -361,8 +363,8 @@ def _alter(c: Cluster, **kw: object) -> dict[str, object]:
     return resp.body_json()
 
 
-def _code(body: dict[str, object]) -> int:
-    return int(body["topics"][0]["partitions"][0]["errorCode"])  # type: ignore[index]
+def _code(body: dict[str, Any]) -> int:
+    return int(body["topics"][0]["partitions"][0]["errorCode"])
 
 
 def test_alter_partition_success_and_idempotence() -> None:
@@ -423,7 +425,7 @@ def test_alter_partition_answer_echoes_the_correlation_id() -> None:
     fenced = _alter(c, new_isr=(1,), leader_epoch=5, correlation_id=78)
     plain = _alter(c, new_isr=(1, 2))
     assert [_code(b) for b in (ok, fenced, plain)] == [0, 41, 0]
-    entries = [b["topics"][0]["partitions"][0] for b in (ok, fenced, plain)]  # type: ignore[index]
+    entries = [b["topics"][0]["partitions"][0] for b in (ok, fenced, plain)]
     assert [e.get("correlationId") for e in entries] == [77, 78, None]
     ev = AlterPartition(1, 101, "t", 0, 0, 0, (1,), correlation_id=77)
     assert event_from_json(event_to_json(ev)) == ev
@@ -456,7 +458,7 @@ def test_failover_initialises_states_and_elects() -> None:
 
 
 def test_failover_with_deletion_disabled_clears_the_queue() -> None:
-    c = make(delete_topic_enable=False)
+    c = make(config=ControllerConfig(delete_topic_enable=False))
     create(c, "t", ((1,),))
     c.zk.nodes["/admin/delete_topics/t"] = (None, 0)
     c.failover()

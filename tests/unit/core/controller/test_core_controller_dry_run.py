@@ -216,7 +216,8 @@ def test_on_random_clusters_every_dry_run_is_the_real_step_and_changes_nothing(
             state = c.state
             after, (answer,) = step(state, [dry(command)])
             assert after.to_dict() == state.to_dict()
-            report = read_dry_run(answer.details)  # type: ignore[attr-defined]
+            assert isinstance(answer, AdminResult)
+            report = read_dry_run(answer.details)
             assert report is not None
             real = c.run(command)
             assert list(report.decisions) == real

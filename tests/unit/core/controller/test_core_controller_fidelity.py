@@ -33,8 +33,8 @@ from core.states import PartitionState, ReplicaState
 pytestmark = pytest.mark.unit
 
 
-def make(brokers: tuple[int, ...] = (1, 2, 3), **kw: object) -> Cluster:
-    return Cluster.start(list(brokers), ControllerConfig(**kw))  # type: ignore[arg-type]
+def make(brokers: tuple[int, ...] = (1, 2, 3), config: ControllerConfig | None = None) -> Cluster:
+    return Cluster.start(list(brokers), config)
 
 
 def create(c: Cluster, topic: str, assignment: tuple[tuple[int, ...], ...]) -> list[AdminResult]:
