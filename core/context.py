@@ -15,7 +15,9 @@ It holds, for the topics of one bucket (or all topics):
 * partition states and replica states;
 * controller id, epoch and the ``/controller_epoch`` znode version;
 * topics queued for deletion, ineligible for deletion and with deletion started; partitions being
-  reassigned; replicas on offline log dirs; per-topic ``unclean.leader.election.enable``.
+  reassigned; replicas on offline log dirs; per-topic ``unclean.leader.election.enable``;
+* the version of a topic's znode as this controller last knew it (read in a topic change, or its own write's),
+  where known (:mod:`core.controller.controller_replicas`).
 
 Absent partition / replica states read as ``NonExistentPartition`` / ``NonExistentReplica``.
 """
@@ -67,6 +69,9 @@ class ControllerContext:
     unclean_leader_election: dict[str, bool] = field(default_factory=dict)
     #: per-topic configs as written to ``/config/topics/<t>``
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: topic -> the version of ``/brokers/topics/<t>`` as this controller last knew it: the highest a topic
+    #: change read, or the one its own write made (absent = unknown: a topic change's own version is taken)
+    topic_znode_versions: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ copy
 
@@ -93,6 +98,7 @@ class ControllerContext:
             partitions_being_reassigned=set(self.partitions_being_reassigned),
             unclean_leader_election=dict(self.unclean_leader_election),
             topic_configs={t: dict(c) for t, c in self.topic_configs.items()},
+            topic_znode_versions=dict(self.topic_znode_versions),
         )
 
     # ------------------------------------------------------------------ brokers
@@ -230,6 +236,7 @@ class ControllerContext:
         self.topics_with_deletion_started.discard(topic)
         self.unclean_leader_election.pop(topic, None)
         self.topic_configs.pop(topic, None)
+        self.topic_znode_versions.pop(topic, None)
 
     # ------------------------------------------------------------------ leadership
 

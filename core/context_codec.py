@@ -116,6 +116,7 @@ def context_to_dict(ctx: ControllerContext) -> dict[str, Any]:
         "reassigning": [[tp.topic, tp.partition] for tp in sorted(ctx.partitions_being_reassigned)],
         "unclean": dict(sorted(ctx.unclean_leader_election.items())),
         "configs": {t: dict(sorted(c.items())) for t, c in sorted(ctx.topic_configs.items())},
+        "topic_versions": dict(sorted(ctx.topic_znode_versions.items())),
     }
 
 
@@ -212,4 +213,6 @@ def context_from_dict(d: dict[str, Any], stop: Callable[[], bool] | None = None)
     ctx.partitions_being_reassigned = {TopicPartition(t, p) for t, p in d["reassigning"]}
     ctx.unclean_leader_election = {t: bool(v) for t, v in d["unclean"].items()}
     ctx.topic_configs = {t: dict(c) for t, c in d["configs"].items()}
+    # absent from a state stored before the versions were kept: every version unknown
+    ctx.topic_znode_versions = {t: int(v) for t, v in d.get("topic_versions", {}).items()}
     return ctx

@@ -5,7 +5,13 @@ name the controller's id as a replica, where it would never come online. A new p
 replaced by a live broker (:func:`repair_controller_replicas`), at a topic change
 (:func:`core.controller.topics.zk_topic_change`) and at a takeover
 (:func:`repair_controller_replicas_on_failover`); the topic znode is rewritten by compare-and-set at the
-version read, and a refused rewrite comes back as a topic change (:func:`unwritten_repairs`).
+version this controller knows, and a refused rewrite comes back as a topic change (:func:`unwritten_repairs`).
+
+The version is kept in the context (``topic_znode_versions``, :func:`read_topic_version`): the highest a topic
+change read, or the one the controller's own write made. A topic change carries the version its reading saw,
+which may be older than the controller's own rewrite in an earlier micro-batch (the watcher's reading of the
+version the driver's reading also handed back, published before the redo reached ZooKeeper): that reading says
+nothing of whether the repair was written, and its version would be refused.
 """
 
 from __future__ import annotations
@@ -21,12 +27,37 @@ from core.zk_path_events import ZkTopicChange
 
 
 def rewrite_topic_znode(c: StepContext, topic: str, version: int) -> None:
-    """``/brokers/topics/<topic>`` as the context assigns it, by compare-and-set at ``version``."""
+    """``/brokers/topics/<topic>`` as the context assigns it, by compare-and-set at ``version``; the context
+    then knows the version after it (refused, the reading that follows tells the version there is)."""
     ctx = c.ctx
     assignment = {tp.partition: ctx.assignment(tp) for tp in ctx.partitions_for_topic(topic)}
     c.fx.zk.append(
         ZkWrite(ZkOp.SET, topic_path(topic), encode_topic_znode(assignment, ctx.topic_ids.get(topic)), version)
     )
+    if version != ANY_VERSION:
+        ctx.topic_znode_versions[topic] = version + 1
+
+
+def read_topic_version(c: StepContext, ev: ZkTopicChange) -> bool:
+    """``ev``'s reading of a topic this controller knows: its version kept when it is not older than the one
+    the context knows. True when it is older (a reading from before the controller's own write, or before a
+    later reading): what it shows of the repairs is out of date."""
+    ctx = c.ctx
+    known = ctx.topic_znode_versions.get(ev.topic)
+    if ev.zk_version is None or ev.topic not in ctx.topic_partitions:
+        return False
+    if known is not None and ev.zk_version < known:
+        return True
+    ctx.topic_znode_versions[ev.topic] = ev.zk_version
+    return False
+
+
+def topic_version(c: StepContext, ev: ZkTopicChange) -> int:
+    """The version a rewrite of ``ev``'s topic expects: the one the context knows, else ``ev``'s (unknown: any)."""
+    known = c.ctx.topic_znode_versions.get(ev.topic)
+    if known is not None:
+        return known
+    return ANY_VERSION if ev.zk_version is None else ev.zk_version
 
 
 def unwritten_repairs(c: StepContext, ev: ZkTopicChange) -> list[TopicPartition]:

@@ -84,11 +84,15 @@ class StepContext:
         self.fx.admin.append(AdminResult(cmd.request_id, cmd.TYPE, status, error, message, details or {}))
 
     def write_topic_znode(self, topic: str) -> None:
-        """``/brokers/topics/<topic>`` as the context assigns it."""
+        """``/brokers/topics/<topic>`` as the context assigns it (at any version: a version the context knows
+        is one more after it)."""
         assignment = {tp.partition: self.ctx.assignment(tp) for tp in self.ctx.partitions_for_topic(topic)}
         self.fx.zk.append(
             ZkWrite(ZkOp.SET, topic_path(topic), encode_topic_znode(assignment, self.ctx.topic_ids.get(topic)))
         )
+        known = self.ctx.topic_znode_versions.get(topic)
+        if known is not None:
+            self.ctx.topic_znode_versions[topic] = known + 1
 
     def partition_states(
         self, tps: Sequence[TopicPartition], target: PartitionState, strategy: ElectionStrategy | None = None

@@ -11,13 +11,15 @@ import hashlib
 from core import limits as lim
 from core import partition_machine, replica_machine
 from core.controller.controller_replicas import (
+    read_topic_version,
     repair_controller_replicas,
     rewrite_topic_znode,
     send_again,
+    topic_version,
     unwritten_repairs,
 )
 from core.controller.step_context import UNCLEAN_CONFIG, StepContext
-from core.decisions import ANY_VERSION, AdminStatus, ZkOp, ZkWrite
+from core.decisions import AdminStatus, ZkOp, ZkWrite
 from core.election import ElectionStrategy
 from core.events import AlterTopicConfig, CreatePartitions, CreateTopic, TopicCreationRefused
 from core.kafka.configs import topic_configs_problem
@@ -221,18 +223,21 @@ def zk_topic_change(c: StepContext, ev: ZkTopicChange) -> None:
     Unlike Kafka: a new partition whose replicas name this controller's id while no broker of that id is
     registered is repaired first (:mod:`core.controller.controller_replicas`): a broker that created the topic
     itself placed a replica on the controller livectl advertises among the live brokers, where it would never
-    come online. The znode is rewritten at the version read (``ev.zk_version``). When ZooKeeper refuses that
-    compare-and-set (someone wrote the znode in between), the driver reads the znode again and publishes it
-    as a new topic change (:mod:`streaming.query.refresh`): a partition this controller knows whose replicas
-    there still name its id, where its own assignment holds the replacement, is a repair that did not reach
-    ZooKeeper (``unwritten_repairs``). The znode is then written again at the version now read, and the
+    come online. The znode is rewritten at the version read (``ev.zk_version``), or at the one this controller
+    knows when that is later (its own rewrite since: :func:`core.controller.controller_replicas.read_topic_version`).
+    When ZooKeeper refuses that compare-and-set (someone wrote the znode in between), the driver reads the
+    znode again and publishes it as a new topic change (:mod:`streaming.query.refresh`): a partition this
+    controller knows whose replicas there still name its id, where its own assignment holds the replacement,
+    is a repair that did not reach ZooKeeper (``unwritten_repairs``; not from a reading older than the
+    version the controller knows). The znode is then written again at the version now read, and the
     topic's LeaderAndIsr and UpdateMetadata, withheld with the refused write, are sent again."""
     if not c.read_under_this_epoch(ev.controller_epoch):
         return
     ctx = c.ctx
     new = [(TopicPartition(ev.topic, p), reps) for p, reps in ev.partitions]
     new = [(tp, reps) for tp, reps in new if tp not in ctx.partition_assignments]
-    unwritten = unwritten_repairs(c, ev)
+    older = read_topic_version(c, ev)
+    unwritten = [] if older else unwritten_repairs(c, ev)
     if not new and not unwritten:
         return
     if ev.topic in ctx.topics_to_be_deleted:
@@ -247,13 +252,14 @@ def zk_topic_change(c: StepContext, ev: ZkTopicChange) -> None:
         ctx.topic_configs[ev.topic] = configs
         if configs.get(UNCLEAN_CONFIG) in ("true", "false"):
             ctx.unclean_leader_election[ev.topic] = configs[UNCLEAN_CONFIG] == "true"
+        read_topic_version(c, ev)
     tps = sorted(tp for tp, _ in new)
     repaired = repair_controller_replicas(c, dict(new))
     for tp, reps in new:
         ctx.set_assignment(tp, ReplicaAssignment(repaired.get(tp, tuple(reps))))
     if repaired or unwritten:
-        # at the version read: a write in between (an operator's, a broker's) refuses it, and it is read again
-        rewrite_topic_znode(c, ev.topic, ANY_VERSION if ev.zk_version is None else ev.zk_version)
+        # at the version known: a write in between (an operator's, a broker's) refuses it, and it is read again
+        rewrite_topic_znode(c, ev.topic, topic_version(c, ev))
     on_new_partition_creation(c, tps)
     if unwritten:
         send_again(c, ev.topic, set(tps), set(unwritten))

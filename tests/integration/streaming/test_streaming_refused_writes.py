@@ -297,6 +297,39 @@ def test_a_repair_refused_by_a_write_in_between_is_read_again_and_redone(h: Harn
     assert {(b, OFFSETS, p) for b in BROKERS for p in parts} <= partitions_in(again["requests"], "UpdateMetadata")
 
 
+def test_a_reading_older_than_the_redo_in_a_later_micro_batch_is_not_refused_nor_its_requests_withheld(
+    h: Harness,
+) -> None:
+    """The refused repair is read again twice at the same version: by the driver (handed back at once) and by
+    the admin watcher, whose reading reaches the bucket a micro-batch after the redo wrote the znode. That
+    reading is older than the controller's own write: no compare-and-set at its version (ZooKeeper would
+    refuse it and withhold every request of the topic in that micro-batch: here a failed broker's new
+    leaders)."""
+    h.zk.create(f"/brokers/topics/{OFFSETS}", _broker_topic({0: [0, 1, 2], 1: [1, 2, 3]}), makepath=True)
+    event = _watcher_reading(h.zk)
+    h.zk.set(f"/brokers/topics/{OFFSETS}", _broker_topic({0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 0, 1]}))
+    watcher = _watcher_reading(h.zk)  # the watcher, woken by that write, reads version 1 too
+    out = h.run(event)
+    assert out["report"].zk_failed == 1
+    (read,) = out["reads"]
+    assert read == watcher
+    again = h.run(read)
+    assert again["report"].zk_failed == 0
+    parts, version = _offsets_znode(h.zk)
+    assert version == 2 and all(0 not in reps for reps in parts.values()), parts
+    led_by_3 = {p for p, reps in parts.items() if reps[0] == 3}
+    assert led_by_3, parts
+    # the watcher's reading of version 1 in the next micro-batch, with broker 3's failure
+    later = h.run(watcher, BrokerFailure(3))
+    assert later["report"].zk_failed == 0 and not later["reads"]
+    assert _offsets_znode(h.zk) == (parts, 2)
+    # sent, not withheld: every partition with a replica on 3 (its ISR shrunk), those it led with a new leader
+    sent = {p: leader for (t, p), (leader, _) in lisr_leaders(later["requests"]).items() if t == OFFSETS}
+    assert set(sent) == {p for p, reps in parts.items() if 3 in reps}, sent
+    for p in led_by_3:
+        assert sent[p] != 3 and zk_state(h.zk, OFFSETS, p)["leader"] == sent[p]
+
+
 def test_a_repair_refused_every_time_is_read_again_a_bounded_number_of_times(h: Harness) -> None:
     h.zk.create(f"/brokers/topics/{OFFSETS}", _broker_topic({0: [0, 1]}), makepath=True)
     event = _watcher_reading(h.zk)

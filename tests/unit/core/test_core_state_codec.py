@@ -92,6 +92,7 @@ def by_mutating_api(d: dict[str, Any]) -> ControllerContext:
         "partitions_being_reassigned",
         "unclean_leader_election",
         "topic_configs",
+        "topic_znode_versions",
     ):
         setattr(ctx, name, getattr(bulk, name))
     return ctx
@@ -187,6 +188,7 @@ def hand_built() -> ControllerContext:
     ctx.set_assignment(a1, ReplicaAssignment((2, 1, 3), (3,), (1,)))
     ctx.set_assignment(b0, ReplicaAssignment((1, 2)))
     ctx.topic_partitions["empty"] = set()
+    ctx.topic_znode_versions["a"] = 3  # the topic znode's version where known (issue 42)
     ctx.put_leadership(a0, LeaderAndIsr(1, (1, 2), 4, 9), 7)
     ctx.put_leadership(b0, LeaderAndIsr(1, (1, 2), 4, 9), 7)  # equal to a-0's: shared after the decode
     ctx.put_partition_state(a0, PartitionState.ONLINE)
@@ -208,6 +210,18 @@ def test_rare_shapes_round_trip() -> None:
     assert back.partitions_by_broker[3] == {TopicPartition("a", 1)}
     assert back.offline_or_new_partitions == {TopicPartition("a", 1)}
     assert TopicPartition("b", 0) not in back.partition_states  # NonExistentPartition: stored as absent
+
+
+def test_a_state_stored_before_the_topic_znode_versions_were_kept_reads_them_as_unknown() -> None:
+    c = busy_cluster()
+    c.state.context.topic_znode_versions["alpha"] = 4
+    d = through_json(c.state.to_dict())
+    assert d["context"]["topic_versions"] == {"alpha": 4}
+    del d["context"]["topic_versions"]  # as a checkpoint written before the field was added holds it
+    back = ControllerState.from_dict(d)
+    assert back.context.topic_znode_versions == {}
+    c.state.context.topic_znode_versions.clear()
+    assert back == c.state
 
 
 def test_equal_values_are_shared_after_the_decode() -> None:

@@ -195,6 +195,29 @@ def test_a_refused_rewrite_read_again_is_written_at_the_new_version_and_its_requ
     assert c.run(ZkTopicChange(EPOCH, TOPIC, tuple(sorted(parts.items())), TOPIC_ID, (), 2)) == []
 
 
+def test_a_reading_older_than_the_controllers_own_rewrite_in_a_later_micro_batch_is_not_refused() -> None:
+    """The refused rewrite read again by the driver (version 1) and by the watcher (the same version, read
+    before the redo reached ZooKeeper), their events in two micro-batches: the redo writes version 2; the
+    watcher's reading, older than that write, must not be rewritten at its version 1 (ZooKeeper would refuse
+    it, and every request of the topic in that micro-batch would be withheld with it)."""
+    c = Cluster.start([1, 2, 3])
+    ev = _broker_creates(c, {0: (0, 1)})
+    _refused(c, ev)
+    added = {0: (0, 1), 1: (0, 2)}  # a broker's CreatePartitions in between: version 1
+    data = encode_topic_znode({p: ReplicaAssignment(r) for p, r in added.items()}, TOPIC_ID)
+    c.zk.tree.apply(ZkWrite(ZkOp.SET, topic_path(TOPIC), data))
+    reading = ZkTopicChange(EPOCH, TOPIC, tuple(sorted(added.items())), TOPIC_ID, (), 1)
+    c.run(reading)  # the driver's reading: redone, written at version 1
+    [write] = _topic_writes(c)
+    assert write.expected_version == 1
+    repaired = {int(p): tuple(r) for p, r in json.loads(c.zk.get(topic_path(TOPIC)) or "")["partitions"].items()}
+    assert all(CONTROLLER not in reps for reps in repaired.values())
+    # the watcher's reading of version 1, in the next micro-batch (ZooKeeper holds version 2, the redo)
+    assert c.run(reading) == [], "older than the controller's own write: nothing to redo, nothing refused"
+    parts = {int(p): tuple(r) for p, r in json.loads(c.zk.get(topic_path(TOPIC)) or "")["partitions"].items()}
+    assert parts == repaired
+
+
 def test_a_reading_of_a_topic_whose_repair_reached_zookeeper_changes_nothing() -> None:
     c = Cluster.start([1, 2, 3])
     c.run(_broker_creates(c, {0: (0, 1)}))
@@ -264,3 +287,22 @@ def test_at_takeover_nothing_is_repaired_under_a_registered_controller_id_or_for
     c.failover(controller_id=1)  # a controller whose id is a registered broker's: a real replica
     assert not _topic_writes(c)
     assert c.ctx.replicas(TopicPartition(TOPIC, 0)) == (0, 1)
+
+
+def test_the_takeovers_rewrite_is_the_version_a_later_reading_is_measured_against() -> None:
+    c = Cluster.start([1, 2, 3])
+    _broker_creates(c, {0: (0, 1)})
+    c.failover()
+    epoch = c.controller_epoch
+    assert c.ctx.topic_znode_versions == {TOPIC: 1}, "the version the takeover's rewrite at 0 made"
+    # a reading of version 0 (under the new epoch) published before that rewrite reached ZooKeeper: neither
+    # redone nor refused
+    assert c.run(ZkTopicChange(epoch, TOPIC, ((0, (0, 1)),), TOPIC_ID, (), 0)) == []
+    # a broker's CreatePartitions after it (version 2): its new partition repaired, written at version 2
+    added = {0: c.ctx.replicas(TopicPartition(TOPIC, 0)), 1: (0, 3)}
+    data = encode_topic_znode({p: ReplicaAssignment(r) for p, r in added.items()}, TOPIC_ID)
+    c.zk.tree.apply(ZkWrite(ZkOp.SET, topic_path(TOPIC), data))
+    c.run(ZkTopicChange(epoch, TOPIC, tuple(sorted(added.items())), TOPIC_ID, (), 2))
+    [write] = _topic_writes(c)
+    assert write.expected_version == 2 and c.ctx.topic_znode_versions == {TOPIC: 3}
+    assert CONTROLLER not in c.ctx.replicas(TopicPartition(TOPIC, 1))
