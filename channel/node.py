@@ -38,6 +38,7 @@ from typing import Any
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from channel.acls import CLUSTER_NAME, AclAuthorizer, Check, Operation, Resource, allow_all
 from channel.admin_apis import ADMIN_SERVED
 from channel.admin_link import AdminLink
 from channel.answers import (
@@ -54,10 +55,12 @@ from channel.answers import (
     alter_partition_events,
     alter_partition_response,
     controlled_shutdown_response,
+    list_partition_reassignments_refused,
     list_partition_reassignments_response,
     nothing_hosted_response,
     wanted_partitions,
 )
+from channel.authz import CLUSTER_AUTHORIZATION_FAILED
 from channel.cluster import Cluster
 from channel.endpoint import Connection
 from channel.node_configs import (
@@ -126,6 +129,8 @@ class ControllerNode:
         self._publish = publish
         #: Kafka's admin requests to the controller, when the channel listens
         self.admin: AdminLink | None = None
+        #: who may make the admin calls answered here (``None``: anyone, as Kafka without an authorizer)
+        self.authorizer: AclAuthorizer | None = None
         #: the controller id the channel's endpoint was last advertised as (the node id clients know it by)
         self.advertised_id: int | None = None
         #: brokers' requests answered, for the log and tests
@@ -196,6 +201,13 @@ class ControllerNode:
     def _list_partition_reassignments(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
         """Kafka 3.9's ZooKeeper controller's answer, from the topic znodes (:mod:`core.kafka.zkdata`'s layout)
         instead of its context; like AllocateProducerIds, without checking that livectl's controller is active."""
+        if not self._allowed(conn)(Operation.DESCRIBE, Resource.CLUSTER, CLUSTER_NAME):
+            # Kafka's KafkaApis: authorizeClusterOperation(DESCRIBE) fails the request as a whole
+            message = "Request ListPartitionReassignments is not authorized."
+            self.reply(
+                conn, correlation_id, list_partition_reassignments_refused(body, CLUSTER_AUTHORIZATION_FAILED, message)
+            )
+            return
         wanted = wanted_partitions(body)
         try:
             topics = self._cluster.topic_znodes(None if wanted is None else sorted(wanted))
@@ -294,7 +306,15 @@ class ControllerNode:
 
     def _on_admin(self, api_key: int, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
         assert self.admin is not None
-        self.admin.ask(conn, api_key, version, correlation_id, body)
+        self.admin.ask(conn, api_key, version, correlation_id, body, allowed=self._allowed(conn))
+
+    def _allowed(self, conn: Connection) -> Check:
+        """What one request of ``conn`` may do: everything without an authorizer, else what the ACLs in
+        ZooKeeper let its principal do from its address (:mod:`channel.acls`)."""
+        if self.authorizer is None:
+            return allow_all
+        host = conn.peer.rpartition(":")[0].strip("[]")
+        return self.authorizer.check(self._cluster.zk, conn.principal, host)
 
     def _allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Any:
         """Kafka 3.9's ZooKeeper controller's answer (``processAllocateProducerIds``)."""

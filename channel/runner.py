@@ -63,6 +63,7 @@ from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 
+from channel.acls import AclAuthorizer
 from channel.admin_apis import CreateDefaults
 from channel.admin_link import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC, AdminLink
 from channel.answers import DESCRIBE_LOG_DIRS
@@ -157,6 +158,9 @@ class ChannelSettings:
     sasl: ChannelSasl | None = None
     #: who may send the endpoint the brokers' own requests (Kafka's ``super.users``; ``None``: anyone)
     cluster_action: ClusterAction | None = None
+    #: who may make the admin calls the endpoint answers itself (Kafka's ``AclAuthorizer`` from the ACLs in the
+    #: cluster's ZooKeeper, :mod:`channel.acls`; ``None``: anyone, as Kafka without ``authorizer.class.name``)
+    authorizer: AclAuthorizer | None = None
 
 
 class ControllerChannel:
@@ -199,6 +203,7 @@ class ControllerChannel:
             self._zk, s.listener, s.inter_broker_protocol, s.request_timeout_s, s.tls or ChannelTls(), sasl=s.sasl
         )
         node = self.node = ControllerNode(cluster, self._publish)
+        node.authorizer = s.authorizer
         self._consumer = KafkaConsumer(
             s.requests_topic,
             **kafka,
@@ -288,6 +293,13 @@ class ControllerChannel:
             logging.WARNING if secured and cluster_action.super_users is None else logging.INFO,
             "the brokers' requests (ControlledShutdown, AlterPartition, AllocateProducerIds) are taken %s",
             cluster_action.describe(),
+        )
+        log.log(
+            logging.WARNING if secured and s.authorizer is None else logging.INFO,
+            "%s",
+            s.authorizer.describe()
+            if s.authorizer is not None
+            else "admin calls answered by the channel are allowed to anyone (no authorizer.class.name, as Kafka)",
         )
 
     def run(self) -> int:
