@@ -299,7 +299,7 @@ class AclAuthorizer:
             from kazoo.handlers.threading import KazooTimeoutError
 
             try:
-                return self.authorize(acls, principal, host, operation=operation, resource=resource, name=name)
+                granted = self.authorize(acls, principal, host, operation=operation, resource=resource, name=name)
             except (KazooException, KazooTimeoutError, ValueError) as e:
                 log.error(
                     "cannot read the ACLs of %s %s in ZooKeeper (%s): %s refused to %s",
@@ -310,6 +310,9 @@ class AclAuthorizer:
                     principal,
                 )
                 return False
+            if not granted:
+                log.info("%s from %s may not %s %s %s", principal, host, operation.value, resource.value, name)
+            return granted
 
         return allowed
 
