@@ -63,9 +63,10 @@ may send the brokers' own requests, as with Kafka's CLUSTER_ACTION; anyone else 
 CLUSTER_AUTHORIZATION_FAILED (31) and nothing reaches livectl's controller. With
 authorizer.class.name=kafka.security.authorizer.AclAuthorizer, the admin calls the channel answers itself
 (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments,
-ListPartitionReassignments) are authorized as that authorizer does, from the ACLs kafka-acls writes in the
-cluster's ZooKeeper (super.users may do anything; allow.everyone.if.no.acl.found, default false); a refused
-item is answered TOPIC_AUTHORIZATION_FAILED (29) or CLUSTER_AUTHORIZATION_FAILED (31) and never published.
+ListPartitionReassignments, the controller's node's own configs) are authorized as that authorizer does, from
+the ACLs kafka-acls writes in the cluster's ZooKeeper (super.users may do anything;
+allow.everyone.if.no.acl.found, default false); a refused item is answered TOPIC_AUTHORIZATION_FAILED (29) or
+CLUSTER_AUTHORIZATION_FAILED (31), never published nor written.
 """
 
 _EPILOG = """\

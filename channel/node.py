@@ -20,6 +20,12 @@ it serves (:data:`channel.answers.SERVED` but ApiVersions) and when a connection
   :meth:`ControllerNode.owns` tells the endpoint which config requests those are (the rest are forwarded);
 * Kafka's admin requests go to the :class:`channel.admin_link.AdminLink`, when one is set.
 
+With an :attr:`ControllerNode.authorizer` (:mod:`channel.acls`), each request's principal is authorized as
+Kafka's ``KafkaApis`` does: ``DESCRIBE`` on the ``Cluster`` for ListPartitionReassignments, ``DESCRIBE_CONFIGS``
+/ ``ALTER_CONFIGS`` on it for the node's configs (:func:`channel.node_configs.describe_configs_refused`,
+:func:`channel.node_configs.alter_refused`), and the admin requests item by item
+(:mod:`channel.admin_requests`).
+
 The controller's answers reach the node through the channel's delivery loop; the node publishes through the
 ``publish`` it is given. Its methods may be called from any endpoint thread and the delivery loop at once.
 """
@@ -71,7 +77,9 @@ from channel.node_configs import (
     NodeConfigs,
     Share,
     alter_configs_response,
+    alter_refused,
     config_changes,
+    describe_configs_refused,
     describe_configs_response,
     node_share,
 )
@@ -253,6 +261,9 @@ class ControllerNode:
     def _describe_node_configs(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
         """DescribeConfigs of the node's ``BROKER`` / ``BROKER_LOGGER`` resources (:mod:`channel.node_configs`)."""
         entity = str(int(body.resources[0].resource_name))  # every resource names the node (_owns)
+        if not self._allowed(conn)(Operation.DESCRIBE_CONFIGS, Resource.CLUSTER, CLUSTER_NAME):
+            self.reply(conn, correlation_id, describe_configs_refused(version, body, CLUSTER_AUTHORIZATION_FAILED))
+            return
         try:
             configs = NodeConfigs(
                 read_entity_configs(self._cluster.zk, "brokers", entity),
@@ -278,7 +289,12 @@ class ControllerNode:
         ``/config/brokers/<id>`` with a change notification (:mod:`sinks.entity_configs`) unless validate-only."""
         validate_only = bool(body.validate_only)
         answers: list[tuple[ConfigChange, int, str | None]] = []
+        on_cluster = self._allowed(conn)(Operation.ALTER_CONFIGS, Resource.CLUSTER, CLUSTER_NAME)
         for change in config_changes(api_key, body):
+            refused = None if on_cluster else alter_refused(api_key, change, CLUSTER_AUTHORIZATION_FAILED)
+            if refused is not None:
+                answers.append((change, *refused))
+                continue
             if change.error or change.logger or validate_only:
                 answers.append((change, change.error, change.message))
                 continue

@@ -11,7 +11,9 @@ them (kio, its wire form):
   creates and deletes a topic: each becomes livectl's command and is answered with livectl's result;
 * ``bob`` (no ACL) is refused with 29 for CreateTopics and DeleteTopics and 31 for ElectLeaders, and ``alice``
   with 29 for the topic whose DELETE is denied; nothing of theirs reaches the admin topic or ZooKeeper;
-* an ACL ``kafka-acls`` adds for ``bob`` applies from his next request on.
+* an ACL ``kafka-acls`` adds for ``bob`` applies from his next request on;
+* the controller's node's own configs (Describe / IncrementalAlterConfigs) and ListPartitionReassignments need
+  ``DescribeConfigs`` / ``AlterConfigs`` / ``Describe`` on the Cluster: ``bob`` gets 31 and nothing is written.
 """
 
 from __future__ import annotations
@@ -35,8 +37,14 @@ from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.create_topics.v7 import response as create_resp
 from kio.schema.delete_topics.v6 import request as delete_req
 from kio.schema.delete_topics.v6 import response as delete_resp
+from kio.schema.describe_configs.v4 import request as describe_req
+from kio.schema.describe_configs.v4 import response as describe_resp
 from kio.schema.elect_leaders.v2 import request as elect_req
 from kio.schema.elect_leaders.v2 import response as elect_resp
+from kio.schema.incremental_alter_configs.v1 import request as alter_req
+from kio.schema.incremental_alter_configs.v1 import response as alter_resp
+from kio.schema.list_partition_reassignments.v0 import request as list_req
+from kio.schema.list_partition_reassignments.v0 import response as list_resp
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
@@ -271,3 +279,43 @@ def test_kafka_acls_decide_who_may_create_and_delete_topics_through_the_channel(
     assert rig.commands(timeout=2) == []
     assert rig.zk.get_children(zkdata.BROKER_TOPICS) == []
     assert not rig.zk.exists(zkdata.DELETE_TOPICS) or rig.zk.get_children(zkdata.DELETE_TOPICS) == []
+
+
+def test_the_node_configs_and_the_reassignment_list_need_their_cluster_acls(rig: Rig) -> None:
+    """The controller's node (``/controller`` names 1000, no broker registered under it) answers its own configs
+    and ListPartitionReassignments only to whom the ACLs grant ``DescribeConfigs`` / ``AlterConfigs`` /
+    ``Describe`` on the Cluster; ``kafka-acls`` grants them to ``alice`` and ``bob`` gets 31."""
+    rig.zk.create(zkdata.CONTROLLER_PATH, zkdata.encode_controller(1000, 0), ephemeral=True)
+    for operation in ("DescribeConfigs", "AlterConfigs", "Describe"):
+        rig.kafka_acls("--add", "--allow-principal", "User:alice", "--operation", operation, "--cluster")
+    described = describe_req.DescribeConfigsRequest(
+        resources=(
+            describe_req.DescribeConfigsResource(resource_type=i8(4), resource_name="1000", configuration_keys=None),
+        ),
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    rate = alter_req.AlterableConfig(name="leader.replication.throttled.rate", config_operation=i8(0), value="1000")
+    altered = alter_req.IncrementalAlterConfigsRequest(
+        resources=(alter_req.AlterConfigsResource(resource_type=i8(4), resource_name="1000", configs=(rate,)),),
+        validate_only=False,
+    )
+    listed = list_req.ListPartitionReassignmentsRequest(timeout=_TIMEOUT, topics=None)
+    with rig.client("bob") as bob, rig.client("alice") as alice:
+        (result,) = bob.send(described, describe_resp.DescribeConfigsResponse).results
+        assert (int(result.error_code.value), result.configs) == (31, ())
+        (answer,) = bob.send(altered, alter_resp.IncrementalAlterConfigsResponse).responses
+        assert int(answer.error_code.value) == 31
+        assert not rig.zk.exists("/config/brokers/1000")  # nothing written for bob
+        assert int(bob.send(listed, list_resp.ListPartitionReassignmentsResponse).error_code.value) == 31
+
+        (answer,) = alice.send(altered, alter_resp.IncrementalAlterConfigsResponse).responses
+        assert int(answer.error_code.value) == 0
+        assert json.loads(rig.zk.get("/config/brokers/1000")[0])["config"] == {
+            "leader.replication.throttled.rate": "1000"
+        }
+        (result,) = alice.send(described, describe_resp.DescribeConfigsResponse).results
+        assert int(result.error_code.value) == 0
+        assert ("leader.replication.throttled.rate", "1000") in {(c.name, c.value) for c in result.configs}
+        listing = alice.send(listed, list_resp.ListPartitionReassignmentsResponse)
+        assert int(listing.error_code.value) == 0 and listing.topics == ()

@@ -5,6 +5,7 @@ tests/integration/channel/test_channel_acls_kafka_tools.py.)"""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import importlib
 import io
@@ -12,6 +13,7 @@ import itertools
 import json
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +34,14 @@ from channel.admin_apis import WHOLE_REQUEST, AdminApi, ItemAnswer, TopicRef
 from channel.admin_requests import admin_request
 from channel.admin_results import admin_response, item_answers
 from channel.answers import list_partition_reassignments_refused
+from channel.cli import register
+from channel.node_configs import (
+    INCREMENTAL_ALTER_CONFIGS,
+    ConfigChange,
+    alter_refused,
+    config_changes,
+    describe_configs_refused,
+)
 from core.decisions import AdminResult, AdminStatus
 from core.model import TopicPartition
 from sinks.security import SecurityConfigError
@@ -324,3 +334,49 @@ def test_the_reassignment_apis_need_the_cluster() -> None:
     )
     refused = list_partition_reassignments_refused(listed, 31, "no")
     assert int(refused.error_code.value) == 31 and refused.topics[0].partitions[0].partition_index == 2
+
+
+def test_the_node_configs_need_describe_configs_and_alter_configs_on_the_cluster() -> None:
+    dm = _m("describe_configs", 4, "request")
+    described = dm.DescribeConfigsRequest(
+        resources=(dm.DescribeConfigsResource(resource_type=4, resource_name="1000", configuration_keys=None),),
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    (result,) = describe_configs_refused(4, described, 31).results
+    assert (int(result.error_code.value), result.error_message) == (31, "Cluster authorization failed.")
+    assert result.configs == () and result.resource_name == "1000"
+    im = _m("incremental_alter_configs", 1, "request")
+
+    def changes(*resources: tuple[int, tuple[Any, ...]]) -> list[ConfigChange]:
+        body = im.IncrementalAlterConfigsRequest(
+            resources=tuple(
+                im.AlterConfigsResource(resource_type=t, resource_name="1000", configs=c) for t, c in resources
+            ),
+            validate_only=False,
+        )
+        return config_changes(INCREMENTAL_ALTER_CONFIGS, _wire(body))
+
+    rate = im.AlterableConfig(name="leader.replication.throttled.rate", config_operation=0, value="10")
+    logger = im.AlterableConfig(name="kafka.server", config_operation=0, value="DEBUG")
+    broker, loggers = changes((4, (rate,)), (8, (logger,)))
+    # a broker change: refused without a message; a logger change: refused before its loggers are looked at
+    assert alter_refused(INCREMENTAL_ALTER_CONFIGS, broker, 31) == (31, None)
+    assert alter_refused(INCREMENTAL_ALTER_CONFIGS, loggers, 31) == (31, "Cluster authorization failed.")
+    # what ConfigAdminManager.preprocess refuses keeps its answer
+    (twice,) = changes((4, (rate, rate)))
+    assert twice.error == 42 and alter_refused(INCREMENTAL_ALTER_CONFIGS, twice, 31) is None
+
+
+def test_the_command_refuses_another_authorizer_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser(prog="livectl")
+    register(parser.add_subparsers())
+    config = tmp_path / "security.properties"
+    config.write_text("authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n")
+    args = parser.parse_args(["channel", "--security-config", str(config)])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "--security-config" in err and "authorizer.class.name" in err and ACL_AUTHORIZER in err
