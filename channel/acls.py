@@ -30,6 +30,7 @@ processed), and there is no cache to keep right across ZooKeeper sessions. A rea
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -57,6 +58,7 @@ __all__ = [
     "Resource",
     "ZkAcls",
     "allow_all",
+    "kafka_host",
     "parse_acls",
 ]
 
@@ -323,6 +325,24 @@ class AclAuthorizer:
             f"admin calls authorized as {ACL_AUTHORIZER} from the ACLs in ZooKeeper (super.users {supers}; "
             f"{ALLOW_EVERYONE}={'true' if self.allow_everyone_if_no_acl_found else 'false'})"
         )
+
+
+def kafka_host(address: str) -> str:
+    """A client's IP address as Kafka's ``AclAuthorizer`` compares it with an ACL's host (Java's
+    ``InetAddress.getHostAddress()``): IPv4 as is; IPv6 as eight groups of hex without leading zeros and
+    uncompressed (``::1`` is ``0:0:0:0:0:0:0:1``), its zone after ``%``; an IPv4-mapped IPv6 address as its IPv4
+    address (Java makes it an ``Inet4Address``). Anything else unchanged."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv4Address):
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    groups = ":".join(format(int(g, 16), "x") for g in ip.exploded.split(":"))
+    zone = address.partition("%")[2]
+    return f"{groups}%{zone}" if zone else groups
 
 
 def allow_all(operation: Operation, resource: Resource, name: str) -> bool:

@@ -66,7 +66,8 @@ authorizer.class.name=kafka.security.authorizer.AclAuthorizer, the admin calls t
 ListPartitionReassignments, the controller's node's own configs) are authorized as that authorizer does, from
 the ACLs kafka-acls writes in the cluster's ZooKeeper (super.users may do anything;
 allow.everyone.if.no.acl.found, default false); a refused item is answered TOPIC_AUTHORIZATION_FAILED (29) or
-CLUSTER_AUTHORIZATION_FAILED (31), never published nor written.
+CLUSTER_AUTHORIZATION_FAILED (31), never published nor written; the brokers' own requests are then taken from
+super.users and the principals the ACLs grant ClusterAction on the Cluster.
 """
 
 _EPILOG = """\

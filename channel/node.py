@@ -44,7 +44,7 @@ from typing import Any
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from channel.acls import CLUSTER_NAME, AclAuthorizer, Check, Operation, Resource, allow_all
+from channel.acls import CLUSTER_NAME, AclAuthorizer, Check, Operation, Resource, allow_all, kafka_host
 from channel.admin_apis import ADMIN_SERVED
 from channel.admin_link import AdminLink
 from channel.answers import (
@@ -324,12 +324,17 @@ class ControllerNode:
         assert self.admin is not None
         self.admin.ask(conn, api_key, version, correlation_id, body, allowed=self._allowed(conn))
 
+    def may_act(self, conn: Connection) -> bool:
+        """Whether ``conn`` may send the brokers' own requests, by the authorizer: ``CLUSTER_ACTION`` on the
+        ``Cluster`` (Kafka's ``KafkaApis``)."""
+        return self._allowed(conn)(Operation.CLUSTER_ACTION, Resource.CLUSTER, CLUSTER_NAME)
+
     def _allowed(self, conn: Connection) -> Check:
         """What one request of ``conn`` may do: everything without an authorizer, else what the ACLs in
         ZooKeeper let its principal do from its address (:mod:`channel.acls`)."""
         if self.authorizer is None:
             return allow_all
-        host = conn.peer.rpartition(":")[0].strip("[]")
+        host = kafka_host(conn.peer.rpartition(":")[0].strip("[]"))
         return self.authorizer.check(self._cluster.zk, conn.principal, host)
 
     def _allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Any:

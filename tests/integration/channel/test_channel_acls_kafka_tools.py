@@ -13,7 +13,8 @@ them (kio, its wire form):
   with 29 for the topic whose DELETE is denied; nothing of theirs reaches the admin topic or ZooKeeper;
 * an ACL ``kafka-acls`` adds for ``bob`` applies from his next request on;
 * the controller's node's own configs (Describe / IncrementalAlterConfigs) and ListPartitionReassignments need
-  ``DescribeConfigs`` / ``AlterConfigs`` / ``Describe`` on the Cluster: ``bob`` gets 31 and nothing is written.
+  ``DescribeConfigs`` / ``AlterConfigs`` / ``Describe`` on the Cluster: ``bob`` gets 31 and nothing is written;
+* the brokers' own requests need ``ClusterAction`` on the Cluster.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from channel_support import bus_settings, running_channel
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
+from kio.schema.allocate_producer_ids.v0 import request as pid_req
+from kio.schema.allocate_producer_ids.v0 import response as pid_resp
 from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.create_topics.v7 import response as create_resp
 from kio.schema.delete_topics.v6 import request as delete_req
@@ -45,8 +48,8 @@ from kio.schema.incremental_alter_configs.v1 import request as alter_req
 from kio.schema.incremental_alter_configs.v1 import response as alter_resp
 from kio.schema.list_partition_reassignments.v0 import request as list_req
 from kio.schema.list_partition_reassignments.v0 import response as list_resp
-from kio.schema.types import TopicName
-from kio.static.primitive import i8, i16, i32, i32Timedelta
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from channel.acls import AclAuthorizer
 from channel.runner import ControllerChannel
@@ -319,3 +322,14 @@ def test_the_node_configs_and_the_reassignment_list_need_their_cluster_acls(rig:
         assert ("leader.replication.throttled.rate", "1000") in {(c.name, c.value) for c in result.configs}
         listing = alice.send(listed, list_resp.ListPartitionReassignmentsResponse)
         assert int(listing.error_code.value) == 0 and listing.topics == ()
+
+
+def test_the_brokers_requests_need_cluster_action(rig: Rig) -> None:
+    """With the authorizer, the brokers' own requests are taken from whom the ACLs grant ``ClusterAction`` on the
+    Cluster (and ``super.users``), as Kafka's ``KafkaApis``: ``bob`` gets 31 for AllocateProducerIds, ``alice``,
+    once ``kafka-acls`` granted it, Kafka's controller's own answer (broker 1 is not registered)."""
+    rig.kafka_acls("--add", "--allow-principal", "User:alice", "--operation", "ClusterAction", "--cluster")
+    request = pid_req.AllocateProducerIdsRequest(broker_id=BrokerId(1), broker_epoch=i64(5))
+    with rig.client("bob") as bob, rig.client("alice") as alice:
+        assert int(bob.send(request, pid_resp.AllocateProducerIdsResponse).error_code.value) == 31
+        assert int(alice.send(request, pid_resp.AllocateProducerIdsResponse).error_code.value) == 102

@@ -28,6 +28,7 @@ from channel.acls import (
     Permission,
     Resource,
     ZkAcls,
+    kafka_host,
     parse_acls,
 )
 from channel.admin_apis import WHOLE_REQUEST, AdminApi, ItemAnswer, TopicRef
@@ -170,6 +171,20 @@ def test_wildcard_resource_prefix_principal_and_host() -> None:
     nodes = {"/kafka-acl/Cluster/kafka-cluster": _znode((ALICE, "Allow", "Create", "localhost"))}
     assert not _allowed(nodes, ALICE, Operation.CREATE, Resource.CLUSTER, CLUSTER_NAME, host="127.0.0.1")
     assert not _allowed(nodes, ALICE, Operation.CREATE, Resource.TOPIC, CLUSTER_NAME, host="localhost")
+
+
+@pytest.mark.parametrize(
+    ("address", "java"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("::1", "0:0:0:0:0:0:0:1"),
+        ("fe80::1%eth0", "fe80:0:0:0:0:0:0:1%eth0"),
+        ("2001:db8::0a0b", "2001:db8:0:0:0:0:0:a0b"),
+        ("::ffff:10.0.0.1", "10.0.0.1"),
+    ],
+)
+def test_a_clients_address_as_java_writes_it(address: str, java: str) -> None:
+    assert kafka_host(address) == java
 
 
 def test_a_request_reads_each_znode_once() -> None:
