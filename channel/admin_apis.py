@@ -160,7 +160,8 @@ class AdminAsk:
     validate_only: bool = False
     every_partition: bool = False
     configs: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=lambda: MappingProxyType({}))
-    #: the CreateTopics topics whose configs the principal may not describe (answered without them, v5+)
+    #: the CreateTopics topics whose configs the principal may not describe (v5+: answered without them, and
+    #: ``topic_config_error_code`` 29 when created or refused by the channel itself)
     configs_hidden: frozenset[str] = frozenset()
 
 

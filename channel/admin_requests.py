@@ -12,9 +12,9 @@ it is given.
 3.9's ``KafkaApis`` asks its authorizer, and an item refused is answered here and never published:
 
 * CreateTopics: ``CREATE`` on the ``Cluster`` or else on the topic, else ``TOPIC_AUTHORIZATION_FAILED`` (29,
-  "Authorization failed."; a topic named twice is ``INVALID_REQUEST`` first); a topic created without
-  ``DESCRIBE_CONFIGS`` on it is answered (v5+) without its configs, partition count and replication factor and
-  with ``topic_config_error_code`` 29;
+  "Authorization failed."; a topic named twice is ``INVALID_REQUEST`` first); without ``DESCRIBE_CONFIGS`` on
+  the topic (v5+), one created is answered without its configs, partition count and replication factor, and
+  it and one refused here (named twice, not authorized) with ``topic_config_error_code`` 29;
 * DeleteTopics: ``DELETE`` on the topic, else 29; named by an id (v6): ``DESCRIBE`` on the topic too, else 29
   without the name (Kafka does not tell whom it may not describe what the id names);
 * CreatePartitions: ``ALTER`` on the topic, else 29 ("The topic authorization is failed."; a topic named twice
@@ -156,19 +156,21 @@ def _create_topics(b: _Builder, version: int, body: Any, defaults: CreateDefault
     on_cluster = allowed(Operation.CREATE, Resource.CLUSTER, CLUSTER_NAME)
     for t in body.topics:
         name = str(t.name)
+        if version >= 5 and not allowed(Operation.DESCRIBE_CONFIGS, Resource.TOPIC, name):
+            # KafkaApis marks it before creating; ZkAdminManager's own refusals (below, and livectl's) clear it
+            hidden.add(name)
         if name in twice:
             continue
         if not on_cluster and not allowed(Operation.CREATE, Resource.TOPIC, name):
             b.answer(name, ItemAnswer(_TOPIC_REFUSED, "Authorization failed."))
             continue
-        if version >= 5 and not allowed(Operation.DESCRIBE_CONFIGS, Resource.TOPIC, name):
-            hidden.add(name)
         nulls = [str(c.name) for c in t.configs if c.value is None]
         if nulls:
             b.answer(
                 name,
                 ItemAnswer(KafkaError.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}"),
             )
+            hidden.discard(name)
             continue
         partitions, rf = int(t.num_partitions), int(t.replication_factor)
         if t.assignments and (partitions != -1 or rf != -1):
@@ -180,6 +182,7 @@ def _create_topics(b: _Builder, version: int, body: Any, defaults: CreateDefault
                     "Both cannot be used at the same time.",
                 ),
             )
+            hidden.discard(name)
             continue
         topic_configs = {str(c.name): str(c.value) for c in t.configs}
         configs[name] = tuple(sorted(topic_configs.items()))

@@ -226,6 +226,8 @@ def _topic_result(m: Any, ask: AdminAsk, topic: str, a: ItemAnswer) -> Any:
             replication_factor=-1,
             configs=(),
         )
+    # refused before livectl saw it (named twice, not authorized): KafkaApis' mark stays
+    config_error = 0 if ok or topic not in ask.configs_hidden or topic not in ask.own else TOPIC_AUTHORIZATION_FAILED
     configs = None
     if ask.version >= 5 and ok:
         configs = tuple(
@@ -240,6 +242,7 @@ def _topic_result(m: Any, ask: AdminAsk, topic: str, a: ItemAnswer) -> Any:
         topic_id=kafka_uuid(a.topic_id),
         error_code=_code(a.error),
         error_message=a.message,
+        topic_config_error_code=i16(config_error),
         num_partitions=a.num_partitions if ok else -1,
         replication_factor=a.replication_factor if ok else -1,
         configs=configs,

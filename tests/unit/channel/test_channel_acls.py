@@ -262,7 +262,7 @@ def test_create_topics_needs_create_on_the_cluster_or_the_topic() -> None:
         AdminApi.CREATE_TOPICS, 7, request, _ids(), allowed=_grants((Operation.CREATE, Resource.CLUSTER, CLUSTER_NAME))
     )
     assert [json.loads(c)["topic"] for _, c in everything.commands] == ["mine", "theirs"]
-    assert everything.configs_hidden == {"mine", "theirs"}
+    assert everything.configs_hidden == {"mine", "theirs", "twice"}
     created = AdminResult(
         "r1", "command", AdminStatus.OK, None, "", {"topic_id": "AAAAAAAAAAAAAAAAAAAABw", "partitions": {"0": [1]}}
     )
@@ -275,6 +275,11 @@ def test_create_topics_needs_create_on_the_cluster_or_the_topic() -> None:
     assert int(mine.num_partitions) == -1 and mine.configs == ()
     theirs = by_name["theirs"]  # refused by livectl: Kafka resets the config error
     assert int(theirs.error_code.value) == 36 and int(theirs.topic_config_error_code) == 0
+    twice = by_name["twice"]  # refused before creating: KafkaApis' mark stays
+    assert int(twice.error_code.value) == 42 and int(twice.topic_config_error_code) == 29
+    # alice may describe the configs of hers only: the topic refused her is marked too
+    marks = {t.name: int(t.topic_config_error_code) for t in admin_response(ask, {"mine": ItemAnswer(0)}).topics}
+    assert marks == {"twice": 29, "mine": 0, "theirs": 29}
 
 
 def test_delete_topics_needs_delete_and_by_id_describe() -> None:
