@@ -148,7 +148,7 @@ class AdminAsk:
     ``commands``: (request id, command JSON) to publish, in order; ``covers``: the items each request id's
     answer answers (an ElectLeaders of every partition: none, its answer lists them); ``own``: the items the
     channel answered itself; ``items``: every item in the request's order; ``configs``: the configs each
-    CreateTopics topic asked for."""
+    CreateTopics topic asked for; ``configs_hidden``: the topics whose configs its principal may not see."""
 
     api_key: int
     version: int
@@ -160,6 +160,9 @@ class AdminAsk:
     validate_only: bool = False
     every_partition: bool = False
     configs: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=lambda: MappingProxyType({}))
+    #: the CreateTopics topics whose configs the principal may not describe (v5+: answered without them, and
+    #: ``topic_config_error_code`` 29 when created or refused by the channel itself)
+    configs_hidden: frozenset[str] = frozenset()
 
 
 def schema_module(api_key: int, version: int, kind: str) -> Any:

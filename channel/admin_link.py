@@ -25,6 +25,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
+from channel.acls import Check, allow_all
 from channel.admin_apis import AdminAsk, CreateDefaults, Item, ItemAnswer, api_name
 from channel.admin_requests import admin_request
 from channel.admin_results import admin_response, item_answers, timed_out
@@ -109,10 +110,26 @@ class AdminLink:
             for rid in [rid for rid, w in self._waiting.items() if w.conn is conn]:
                 del self._waiting[rid]
 
-    def ask(self, conn: Connection, api_key: int, version: int, correlation_id: int, body: Any) -> None:
-        """Publish what request ``body`` becomes and keep it until it is answered (or answer it now)."""
+    def ask(
+        self,
+        conn: Connection,
+        api_key: int,
+        version: int,
+        correlation_id: int,
+        body: Any,
+        *,
+        allowed: Check = allow_all,
+    ) -> None:
+        """Publish what request ``body`` becomes and keep it until it is answered (or answer it now); ``allowed``:
+        what its principal may do (:mod:`channel.acls`)."""
         ask = admin_request(
-            api_key, version, body, lambda: uuid.uuid4().hex, defaults=self._defaults, topic_names=self._topic_names
+            api_key,
+            version,
+            body,
+            lambda: uuid.uuid4().hex,
+            defaults=self._defaults,
+            topic_names=self._topic_names,
+            allowed=allowed,
         )
         name = f"{api_name(api_key)} v{version}"
         if not ask.commands:

@@ -5,7 +5,24 @@ API becomes).
 :data:`channel.admin_apis.ADMIN_SERVED`) into an :class:`channel.admin_apis.AdminAsk`: the commands to publish,
 each with a request id of its own, and the items answered here — those livectl's own decoder refuses (with the
 decoder's Kafka error) and those only the request's shape decides (a topic named twice, both a partition count
-and an assignment), as Kafka's ``KafkaApis`` answers them. Pure apart from ``kio``'s values.
+and an assignment), as Kafka's ``KafkaApis`` answers them. Pure apart from ``kio``'s values and the ``allowed``
+it is given.
+
+``allowed`` (:data:`channel.acls.Check`) says what the request's principal may do; each API asks it what Kafka
+3.9's ``KafkaApis`` asks its authorizer, and an item refused is answered here and never published:
+
+* CreateTopics: ``CREATE`` on the ``Cluster`` or else on the topic, else ``TOPIC_AUTHORIZATION_FAILED`` (29,
+  "Authorization failed."; a topic named twice is ``INVALID_REQUEST`` first); without ``DESCRIBE_CONFIGS`` on
+  the topic (v5+), one created is answered without its configs, partition count and replication factor, and
+  it and one refused here (named twice, not authorized) with ``topic_config_error_code`` 29;
+* DeleteTopics: ``DELETE`` on the topic, else 29; named by an id (v6): ``DESCRIBE`` on the topic too, else 29
+  without the name (Kafka does not tell whom it may not describe what the id names);
+* CreatePartitions: ``ALTER`` on the topic, else 29 ("The topic authorization is failed."; a topic named twice
+  is ``INVALID_REQUEST`` first);
+* ElectLeaders: ``ALTER`` on the ``Cluster``, else ``CLUSTER_AUTHORIZATION_FAILED`` (31) at the top level (v1+)
+  and for every partition named;
+* AlterPartitionReassignments: ``ALTER`` on the ``Cluster``, else 31 at the top level and for every partition
+  named (Kafka's error response of the request).
 """
 
 from __future__ import annotations
@@ -15,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from channel.acls import CLUSTER_NAME, TOPIC_AUTHORIZATION_FAILED, Check, Operation, Resource, allow_all
 from channel.admin_apis import (
     WHOLE_REQUEST,
     AdminApi,
@@ -25,6 +43,7 @@ from channel.admin_apis import (
     TopicRef,
     named_answer,
 )
+from channel.authz import CLUSTER_AUTHORIZATION_FAILED
 from channel.convert import uuid_text
 from core.codec.events import EVENT_VERSION, decode_event
 from core.errors import FormatError
@@ -44,6 +63,9 @@ __all__ = ["admin_request"]
 
 #: Kafka's own ``num.partitions`` and ``default.replication.factor``
 _KAFKA_DEFAULTS = CreateDefaults()
+#: Kafka's answers of an item its principal may not touch
+_TOPIC_REFUSED = TOPIC_AUTHORIZATION_FAILED
+_CLUSTER_REFUSED = ItemAnswer(CLUSTER_AUTHORIZATION_FAILED)
 
 
 def _format_refusal(e: FormatError) -> ItemAnswer:
@@ -121,7 +143,7 @@ def _duplicates(names: Iterable[str]) -> list[str]:
     return twice
 
 
-def _create_topics(b: _Builder, version: int, body: Any, defaults: CreateDefaults) -> AdminAsk:
+def _create_topics(b: _Builder, version: int, body: Any, defaults: CreateDefaults, allowed: Check) -> AdminAsk:
     validate_only = bool(body.validate_only) if version >= 1 else False
     twice = _duplicates(str(t.name) for t in body.topics)
     if twice:
@@ -130,9 +152,17 @@ def _create_topics(b: _Builder, version: int, body: Any, defaults: CreateDefault
         for name in twice:
             b.answer(name, ItemAnswer(KafkaError.INVALID_REQUEST, message))
     configs: dict[str, tuple[tuple[str, str], ...]] = {}
+    hidden: set[str] = set()
+    on_cluster = allowed(Operation.CREATE, Resource.CLUSTER, CLUSTER_NAME)
     for t in body.topics:
         name = str(t.name)
+        if version >= 5 and not allowed(Operation.DESCRIBE_CONFIGS, Resource.TOPIC, name):
+            # KafkaApis marks it before creating; ZkAdminManager's own refusals (below, and livectl's) clear it
+            hidden.add(name)
         if name in twice:
+            continue
+        if not on_cluster and not allowed(Operation.CREATE, Resource.TOPIC, name):
+            b.answer(name, ItemAnswer(_TOPIC_REFUSED, "Authorization failed."))
             continue
         nulls = [str(c.name) for c in t.configs if c.value is None]
         if nulls:
@@ -140,6 +170,7 @@ def _create_topics(b: _Builder, version: int, body: Any, defaults: CreateDefault
                 name,
                 ItemAnswer(KafkaError.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}"),
             )
+            hidden.discard(name)
             continue
         partitions, rf = int(t.num_partitions), int(t.replication_factor)
         if t.assignments and (partitions != -1 or rf != -1):
@@ -151,6 +182,7 @@ def _create_topics(b: _Builder, version: int, body: Any, defaults: CreateDefault
                     "Both cannot be used at the same time.",
                 ),
             )
+            hidden.discard(name)
             continue
         topic_configs = {str(c.name): str(c.value) for c in t.configs}
         configs[name] = tuple(sorted(topic_configs.items()))
@@ -170,10 +202,13 @@ def _create_topics(b: _Builder, version: int, body: Any, defaults: CreateDefault
         _timeout_ms(body),
         validate_only=validate_only,
         configs=MappingProxyType(configs),
+        configs_hidden=frozenset(hidden),
     )
 
 
-def _delete_topics(b: _Builder, version: int, body: Any, topic_names: Callable[[str], str | None]) -> AdminAsk:
+def _delete_topics(
+    b: _Builder, version: int, body: Any, topic_names: Callable[[str], str | None], allowed: Check
+) -> AdminAsk:
     refs: list[TopicRef] = []
     if version >= 6:
         entries = [(t.name, uuid_text(t.topic_id)) for t in body.topics]
@@ -197,17 +232,27 @@ def _delete_topics(b: _Builder, version: int, body: Any, topic_names: Callable[[
         if ref.name is None:
             b.answer(ref, ItemAnswer(KafkaError.UNKNOWN_TOPIC_ID))
             continue
+        if ref.topic_id != ZERO_UUID and not allowed(Operation.DESCRIBE, Resource.TOPIC, ref.name):
+            # named by its id to one who may not describe it: refused without its name
+            b.answer(TopicRef(None, ref.topic_id), ItemAnswer(_TOPIC_REFUSED))
+            continue
+        if not allowed(Operation.DELETE, Resource.TOPIC, ref.name):
+            b.answer(ref, ItemAnswer(_TOPIC_REFUSED))
+            continue
         b.command(DeleteTopic.TYPE, {"topic": ref.name}, [ref])
     return b.ask(AdminApi.DELETE_TOPICS, version, _timeout_ms(body))
 
 
-def _create_partitions(b: _Builder, version: int, body: Any) -> AdminAsk:
+def _create_partitions(b: _Builder, version: int, body: Any, allowed: Check) -> AdminAsk:
     validate_only = bool(body.validate_only)
     twice = set(_duplicates(str(t.name) for t in body.topics))
     for t in body.topics:
         name = str(t.name)
         if name in twice:
             b.answer(name, ItemAnswer(KafkaError.INVALID_REQUEST, "Duplicate topic in request."))
+            continue
+        if not allowed(Operation.ALTER, Resource.TOPIC, name):
+            b.answer(name, ItemAnswer(_TOPIC_REFUSED, "The topic authorization is failed."))
             continue
         fields: dict[str, Any] = {"topic": name, "total_count": int(t.count), **_dry(validate_only)}
         if t.assignments is not None:
@@ -216,9 +261,15 @@ def _create_partitions(b: _Builder, version: int, body: Any) -> AdminAsk:
     return b.ask(AdminApi.CREATE_PARTITIONS, version, _timeout_ms(body), validate_only=validate_only)
 
 
-def _elect_leaders(b: _Builder, version: int, body: Any) -> AdminAsk:
+def _elect_leaders(b: _Builder, version: int, body: Any, allowed: Check) -> AdminAsk:
     election = int(body.election_type) if version >= 1 else 0
     timeout_ms = _timeout_ms(body)
+    if not allowed(Operation.ALTER, Resource.CLUSTER, CLUSTER_NAME):
+        b.answer(WHOLE_REQUEST, _CLUSTER_REFUSED)
+        for t in body.topic_partitions or ():
+            for p in t.partitions:
+                b.answer(TopicPartition(str(t.topic), int(p)), _CLUSTER_REFUSED)
+        return b.ask(AdminApi.ELECT_LEADERS, version, timeout_ms, every_partition=body.topic_partitions is None)
     unknown = ItemAnswer(KafkaError.INVALID_REQUEST, f"Unknown election type: {election}")
     if body.topic_partitions is None:
         if election not in (0, 1):
@@ -259,7 +310,15 @@ def _per_partition(
         b.command(kind, {**fields, "partitions": listed}, [tp for tp, _ in good])
 
 
-def _alter_partition_reassignments(b: _Builder, version: int, body: Any) -> AdminAsk:
+def _alter_partition_reassignments(b: _Builder, version: int, body: Any, allowed: Check) -> AdminAsk:
+    if not allowed(Operation.ALTER, Resource.CLUSTER, CLUSTER_NAME):
+        # Kafka's error response of the request: its message, at the top level and for every partition
+        refused = ItemAnswer(CLUSTER_AUTHORIZATION_FAILED, "Request AlterPartitionReassignments is not authorized.")
+        b.answer(WHOLE_REQUEST, refused)
+        for t in body.topics:
+            for p in t.partitions:
+                b.answer(TopicPartition(str(t.name), int(p.partition_index)), refused)
+        return b.ask(AdminApi.ALTER_PARTITION_REASSIGNMENTS, version, _timeout_ms(body))
     targets: dict[TopicPartition, tuple[int, ...] | None] = {}
     for t in body.topics:
         for p in t.partitions:
@@ -284,18 +343,20 @@ def admin_request(
     *,
     defaults: CreateDefaults = _KAFKA_DEFAULTS,
     topic_names: Callable[[str], str | None] = lambda _: None,
+    allowed: Check = allow_all,
 ) -> AdminAsk:
     """What request ``body`` (a kio entity of ``api_key`` at ``version``) becomes. ``new_id`` makes each
-    command's request id; ``topic_names``: topic id (base64) -> name, or ``None`` (DeleteTopics v6 by id)."""
+    command's request id; ``topic_names``: topic id (base64) -> name, or ``None`` (DeleteTopics v6 by id);
+    ``allowed``: what the request's principal may do (default: everything)."""
     b = _Builder(new_id)
     if api_key == AdminApi.CREATE_TOPICS:
-        return _create_topics(b, version, body, defaults)
+        return _create_topics(b, version, body, defaults, allowed)
     if api_key == AdminApi.DELETE_TOPICS:
-        return _delete_topics(b, version, body, topic_names)
+        return _delete_topics(b, version, body, topic_names, allowed)
     if api_key == AdminApi.CREATE_PARTITIONS:
-        return _create_partitions(b, version, body)
+        return _create_partitions(b, version, body, allowed)
     if api_key == AdminApi.ELECT_LEADERS:
-        return _elect_leaders(b, version, body)
+        return _elect_leaders(b, version, body, allowed)
     if api_key == AdminApi.ALTER_PARTITION_REASSIGNMENTS:
-        return _alter_partition_reassignments(b, version, body)
+        return _alter_partition_reassignments(b, version, body, allowed)
     raise ValueError(f"api {api_key} is not an admin API the channel answers")

@@ -13,6 +13,9 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kio.static.primitive import i16
+
+from channel.acls import TOPIC_AUTHORIZATION_FAILED
 from channel.admin_apis import (
     WHOLE_REQUEST,
     AdminApi,
@@ -210,6 +213,21 @@ def _make(cls: Any, **values: Any) -> Any:
 
 def _topic_result(m: Any, ask: AdminAsk, topic: str, a: ItemAnswer) -> Any:
     ok = a.error == 0
+    if ok and topic in ask.configs_hidden:
+        # Kafka's KafkaApis: created, but nothing of its configs for one who may not describe them
+        return _make(
+            m.CreatableTopicResult,
+            name=topic,
+            topic_id=kafka_uuid(a.topic_id),
+            error_code=_code(0),
+            error_message=None,
+            topic_config_error_code=i16(TOPIC_AUTHORIZATION_FAILED),
+            num_partitions=-1,
+            replication_factor=-1,
+            configs=(),
+        )
+    # refused before livectl saw it (named twice, not authorized): KafkaApis' mark stays
+    config_error = 0 if ok or topic not in ask.configs_hidden or topic not in ask.own else TOPIC_AUTHORIZATION_FAILED
     configs = None
     if ask.version >= 5 and ok:
         configs = tuple(
@@ -224,6 +242,7 @@ def _topic_result(m: Any, ask: AdminAsk, topic: str, a: ItemAnswer) -> Any:
         topic_id=kafka_uuid(a.topic_id),
         error_code=_code(a.error),
         error_message=a.message,
+        topic_config_error_code=i16(config_error),
         num_partitions=a.num_partitions if ok else -1,
         replication_factor=a.replication_factor if ok else -1,
         configs=configs,

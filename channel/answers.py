@@ -61,6 +61,7 @@ __all__ = [
     "api_versions_response",
     "controlled_shutdown_response",
     "error_response",
+    "list_partition_reassignments_refused",
     "list_partition_reassignments_response",
     "node_versions",
     "nothing_hosted_response",
@@ -264,6 +265,22 @@ def list_partition_reassignments_response(
             out.append(m.OngoingTopicReassignment(name=znode.topic, partitions=parts))
     return m.ListPartitionReassignmentsResponse(
         throttle_time=_NO_THROTTLE, error_code=_error(0), error_message=None, topics=tuple(out)
+    )
+
+
+def list_partition_reassignments_refused(request: Any, code: int, message: str) -> Any:
+    """Kafka's error response of a ListPartitionReassignmentsRequest (its ``getErrorResponse``): ``code`` and
+    ``message`` at the top level, and each topic it names with each of its partitions, nothing else about them."""
+    m = _module(LIST_PARTITION_REASSIGNMENTS, 0, "response")
+    topics = tuple(
+        m.OngoingTopicReassignment(
+            name=t.name,
+            partitions=tuple(m.OngoingPartitionReassignment(partition_index=p) for p in t.partition_indexes),
+        )
+        for t in request.topics or ()
+    )
+    return m.ListPartitionReassignmentsResponse(
+        throttle_time=_NO_THROTTLE, error_code=_error(code), error_message=message, topics=topics
     )
 
 

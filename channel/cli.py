@@ -15,6 +15,7 @@ from kafka.errors import KafkaError
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from channel.acls import AUTHORIZER_PROPERTIES, AclAuthorizer
 from channel.admin_link import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC
 from channel.authz import SUPER_USERS, ClusterAction
 from channel.runner import DEFAULT_GROUP, ChannelSettings, ControllerChannel
@@ -59,7 +60,14 @@ brokers' certificates (and theirs as clients with ssl.client.auth). A listener t
 than the endpoint is not advertised; a SASL endpoint forwards no client's request. With super.users in
 --security-config, only the principals it names (a SASL user, a client certificate's subject, User:ANONYMOUS)
 may send the brokers' own requests, as with Kafka's CLUSTER_ACTION; anyone else is answered
-CLUSTER_AUTHORIZATION_FAILED (31) and nothing reaches livectl's controller.
+CLUSTER_AUTHORIZATION_FAILED (31) and nothing reaches livectl's controller. With
+authorizer.class.name=kafka.security.authorizer.AclAuthorizer, the admin calls the channel answers itself
+(CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments,
+ListPartitionReassignments, the controller's node's own configs) are authorized as that authorizer does, from
+the ACLs kafka-acls writes in the cluster's ZooKeeper (super.users may do anything;
+allow.everyone.if.no.acl.found, default false); a refused item is answered TOPIC_AUTHORIZATION_FAILED (29) or
+CLUSTER_AUTHORIZATION_FAILED (31), never published nor written; the brokers' own requests are then taken from
+super.users and the principals the ACLs grant ClusterAction on the Cluster.
 """
 
 _EPILOG = """\
@@ -101,9 +109,10 @@ def _protocol_map(text: str) -> dict[str, str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _security(args: argparse.Namespace) -> tuple[ChannelTls, ChannelSasl, ClusterAction]:
+def _security(args: argparse.Namespace) -> tuple[ChannelTls, ChannelSasl, ClusterAction, AclAuthorizer | None]:
     """``--security-config``'s settings, checked: its ``ssl.*`` (:class:`ChannelTls`, whose files are read here),
-    ``sasl.*`` / ``listener.name.*`` (:class:`ChannelSasl`) and ``super.users`` (:class:`ClusterAction`);
+    ``sasl.*`` / ``listener.name.*`` (:class:`ChannelSasl`), ``super.users`` (:class:`ClusterAction`) and
+    ``authorizer.class.name`` with ``allow.everyone.if.no.acl.found`` (:class:`AclAuthorizer`);
     :class:`SecurityConfigError` naming what is wrong."""
     path = args.security_config
     props: dict[str, str] = {}
@@ -116,13 +125,20 @@ def _security(args: argparse.Namespace) -> tuple[ChannelTls, ChannelSasl, Cluste
             props = parse_properties(text, str(path))
             tls = ChannelTls.from_properties({k: v for k, v in props.items() if k.strip().startswith("ssl.")})
             sasl = ChannelSasl.from_properties(
-                {k: v for k, v in props.items() if not k.strip().startswith("ssl.") and k.strip() != SUPER_USERS}
+                {
+                    k: v
+                    for k, v in props.items()
+                    if not k.strip().startswith("ssl.") and k.strip() not in (SUPER_USERS, *AUTHORIZER_PROPERTIES)
+                }
             )
             cluster_action = ClusterAction.from_properties({k: v for k, v in props.items() if k.strip() == SUPER_USERS})
+            authorizer = AclAuthorizer.from_properties(
+                {k: v for k, v in props.items() if k.strip() in (SUPER_USERS, *AUTHORIZER_PROPERTIES)}
+            )
         except SecurityConfigError as e:
             raise SecurityConfigError("--security-config", f"{path}: {e}") from None
     else:
-        tls, sasl, cluster_action = ChannelTls(), ChannelSasl(), ClusterAction()
+        tls, sasl, cluster_action, authorizer = ChannelTls(), ChannelSasl(), ClusterAction(), None
     names = (*args.controller_listeners, *args.client_listeners)
     protocols = {n: protocol_of(n, args.listener_security_protocol_map) for n in names}
     try:
@@ -142,7 +158,7 @@ def _security(args: argparse.Namespace) -> tuple[ChannelTls, ChannelSasl, Cluste
             sasl.client_config(args.listener)
     except SecurityConfigError as e:
         raise SecurityConfigError("--security-config", f"SASL: {e}") from None
-    return tls, sasl, cluster_action
+    return tls, sasl, cluster_action, authorizer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -192,7 +208,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(ControlledShutdown, AlterPartition, AllocateProducerIds; Kafka's CLUSTER_ACTION): super.users, "
         "principals separated by ';' as a broker's (User:<SASL user>, User:<certificate subject DN, RFC 2253>, "
         "User:ANONYMOUS for PLAINTEXT), anyone else answered CLUSTER_AUTHORIZATION_FAILED; not given: anyone, as "
-        "a broker without an authorizer",
+        "a broker without an authorizer. authorizer.class.name=kafka.security.authorizer.AclAuthorizer (no other "
+        "class) authorizes the admin calls the channel answers itself from the ACLs in ZooKeeper, with super.users "
+        "and allow.everyone.if.no.acl.found; not given: anyone may make them, as Kafka",
     )
     p.add_argument(
         "--listener-security-protocol-map",
@@ -337,7 +355,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"livectl channel: --command-config: {e}", file=sys.stderr)
         return 2
     try:
-        tls, sasl, cluster_action = _security(args)
+        tls, sasl, cluster_action, authorizer = _security(args)
     except SecurityConfigError as e:
         print(f"livectl channel: {e}", file=sys.stderr)
         return 2
@@ -366,6 +384,7 @@ def _run(args: argparse.Namespace) -> int:
         listener_protocols=args.listener_security_protocol_map,
         sasl=sasl,
         cluster_action=cluster_action,
+        authorizer=authorizer,
     )
     channel = ControllerChannel(settings)
 

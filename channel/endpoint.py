@@ -31,7 +31,9 @@ speak to the brokers with its own credentials for a client it cannot vouch for.
 
 Each connection has Kafka's principal (:mod:`channel.authz`): ``User:<name>`` after SASL, ``User:<subject DN>``
 of a TLS client's certificate, else ``User:ANONYMOUS``. Given a :class:`channel.authz.ClusterAction`
-(``cluster_action``), a broker's request (ControlledShutdown, AlterPartition, AllocateProducerIds) from a
+(``cluster_action``; or, with Kafka's ``AclAuthorizer`` configured, ``may_act``: ``super.users`` and the ACLs
+granting ``ClusterAction`` on the ``Cluster``, :mod:`channel.acls`), a broker's request (ControlledShutdown,
+AlterPartition, AllocateProducerIds) from a
 principal it does not allow is answered ``CLUSTER_AUTHORIZATION_FAILED`` (31) in the response's top-level error
 field and never handed on, as Kafka's ``KafkaApis`` refuses it without ``CLUSTER_ACTION``; the first refusal of
 each principal and API is logged as a warning, the rest at debug level. Forwarded requests are not checked here
@@ -230,7 +232,8 @@ class ControllerEndpoint:
     endpoint of ``listener``; requests not served are forwarded with ``forwarder`` (``None``: not at all), and so
     are those of :data:`channel.answers.PARTLY_SERVED` that ``owns`` does not claim (``None``: claims none).
     ``tls``: the server context of an SSL listener (``None``: plaintext); ``sasl``: the SASL server of a SASL
-    listener (``None``: none); ``cluster_action``: who may send the brokers' requests (``None``: anyone)."""
+    listener (``None``: none); ``cluster_action``: who may send the brokers' requests (``None``: anyone), unless
+    ``may_act`` is given: then it decides whether a connection may (the authorizer's ``CLUSTER_ACTION``)."""
 
     def __init__(
         self,
@@ -245,9 +248,11 @@ class ControllerEndpoint:
         tls: ssl.SSLContext | None = None,
         sasl: SaslServer | None = None,
         cluster_action: ClusterAction | None = None,
+        may_act: Callable[[Connection], bool] | None = None,
     ) -> None:
         self._on_request, self._on_close = on_request, on_close
         self._cluster_action = cluster_action or ClusterAction()
+        self._may_act = may_act
         #: brokers' requests refused for their principal, for the log and tests
         self.refusals = 0
         self._refusals_logged: set[tuple[str, int]] = set()
@@ -378,11 +383,17 @@ class ControllerEndpoint:
                 log.warning("connection from %s: api %s v%s is not served here: closing", conn.peer, api_key, version)
                 return False
             return self._forward(conn, api_key, version, correlation_id, frame)
-        if api_key in CLUSTER_ACTION_APIS and not self._cluster_action.allows(conn.principal):
+        if api_key in CLUSTER_ACTION_APIS and not self._acts(conn):
             return self._refuse(conn, api_key, version, correlation_id)
         conn.awaiting()
         self._on_request(conn, api_key, version, correlation_id, body)
         return not conn.closed.is_set()
+
+    def _acts(self, conn: Connection) -> bool:
+        """Whether ``conn`` may send the brokers' requests."""
+        if self._may_act is not None:
+            return self._may_act(conn)
+        return self._cluster_action.allows(conn.principal)
 
     def _refuse(self, conn: Connection, api_key: int, version: int, correlation_id: int) -> bool:
         """Answer a broker's request ``CLUSTER_AUTHORIZATION_FAILED``: ``conn``'s principal may not send it."""

@@ -20,6 +20,12 @@ it serves (:data:`channel.answers.SERVED` but ApiVersions) and when a connection
   :meth:`ControllerNode.owns` tells the endpoint which config requests those are (the rest are forwarded);
 * Kafka's admin requests go to the :class:`channel.admin_link.AdminLink`, when one is set.
 
+With an :attr:`ControllerNode.authorizer` (:mod:`channel.acls`), each request's principal is authorized as
+Kafka's ``KafkaApis`` does: ``DESCRIBE`` on the ``Cluster`` for ListPartitionReassignments, ``DESCRIBE_CONFIGS``
+/ ``ALTER_CONFIGS`` on it for the node's configs (:func:`channel.node_configs.describe_configs_refused`,
+:func:`channel.node_configs.alter_refused`), and the admin requests item by item
+(:mod:`channel.admin_requests`).
+
 The controller's answers reach the node through the channel's delivery loop; the node publishes through the
 ``publish`` it is given. Its methods may be called from any endpoint thread and the delivery loop at once.
 """
@@ -38,6 +44,7 @@ from typing import Any
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from channel.acls import CLUSTER_NAME, AclAuthorizer, Check, Operation, Resource, allow_all, kafka_host
 from channel.admin_apis import ADMIN_SERVED
 from channel.admin_link import AdminLink
 from channel.answers import (
@@ -54,10 +61,12 @@ from channel.answers import (
     alter_partition_events,
     alter_partition_response,
     controlled_shutdown_response,
+    list_partition_reassignments_refused,
     list_partition_reassignments_response,
     nothing_hosted_response,
     wanted_partitions,
 )
+from channel.authz import CLUSTER_AUTHORIZATION_FAILED
 from channel.cluster import Cluster
 from channel.endpoint import Connection
 from channel.node_configs import (
@@ -68,7 +77,9 @@ from channel.node_configs import (
     NodeConfigs,
     Share,
     alter_configs_response,
+    alter_refused,
     config_changes,
+    describe_configs_refused,
     describe_configs_response,
     node_share,
 )
@@ -126,6 +137,8 @@ class ControllerNode:
         self._publish = publish
         #: Kafka's admin requests to the controller, when the channel listens
         self.admin: AdminLink | None = None
+        #: who may make the admin calls answered here (``None``: anyone, as Kafka without an authorizer)
+        self.authorizer: AclAuthorizer | None = None
         #: the controller id the channel's endpoint was last advertised as (the node id clients know it by)
         self.advertised_id: int | None = None
         #: brokers' requests answered, for the log and tests
@@ -196,6 +209,13 @@ class ControllerNode:
     def _list_partition_reassignments(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
         """Kafka 3.9's ZooKeeper controller's answer, from the topic znodes (:mod:`core.kafka.zkdata`'s layout)
         instead of its context; like AllocateProducerIds, without checking that livectl's controller is active."""
+        if not self._allowed(conn)(Operation.DESCRIBE, Resource.CLUSTER, CLUSTER_NAME):
+            # Kafka's KafkaApis: authorizeClusterOperation(DESCRIBE) fails the request as a whole
+            message = "Request ListPartitionReassignments is not authorized."
+            self.reply(
+                conn, correlation_id, list_partition_reassignments_refused(body, CLUSTER_AUTHORIZATION_FAILED, message)
+            )
+            return
         wanted = wanted_partitions(body)
         try:
             topics = self._cluster.topic_znodes(None if wanted is None else sorted(wanted))
@@ -241,6 +261,9 @@ class ControllerNode:
     def _describe_node_configs(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
         """DescribeConfigs of the node's ``BROKER`` / ``BROKER_LOGGER`` resources (:mod:`channel.node_configs`)."""
         entity = str(int(body.resources[0].resource_name))  # every resource names the node (_owns)
+        if not self._allowed(conn)(Operation.DESCRIBE_CONFIGS, Resource.CLUSTER, CLUSTER_NAME):
+            self.reply(conn, correlation_id, describe_configs_refused(version, body, CLUSTER_AUTHORIZATION_FAILED))
+            return
         try:
             configs = NodeConfigs(
                 read_entity_configs(self._cluster.zk, "brokers", entity),
@@ -266,7 +289,12 @@ class ControllerNode:
         ``/config/brokers/<id>`` with a change notification (:mod:`sinks.entity_configs`) unless validate-only."""
         validate_only = bool(body.validate_only)
         answers: list[tuple[ConfigChange, int, str | None]] = []
+        on_cluster = self._allowed(conn)(Operation.ALTER_CONFIGS, Resource.CLUSTER, CLUSTER_NAME)
         for change in config_changes(api_key, body):
+            refused = None if on_cluster else alter_refused(api_key, change, CLUSTER_AUTHORIZATION_FAILED)
+            if refused is not None:
+                answers.append((change, *refused))
+                continue
             if change.error or change.logger or validate_only:
                 answers.append((change, change.error, change.message))
                 continue
@@ -294,7 +322,20 @@ class ControllerNode:
 
     def _on_admin(self, api_key: int, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
         assert self.admin is not None
-        self.admin.ask(conn, api_key, version, correlation_id, body)
+        self.admin.ask(conn, api_key, version, correlation_id, body, allowed=self._allowed(conn))
+
+    def may_act(self, conn: Connection) -> bool:
+        """Whether ``conn`` may send the brokers' own requests, by the authorizer: ``CLUSTER_ACTION`` on the
+        ``Cluster`` (Kafka's ``KafkaApis``)."""
+        return self._allowed(conn)(Operation.CLUSTER_ACTION, Resource.CLUSTER, CLUSTER_NAME)
+
+    def _allowed(self, conn: Connection) -> Check:
+        """What one request of ``conn`` may do: everything without an authorizer, else what the ACLs in
+        ZooKeeper let its principal do from its address (:mod:`channel.acls`)."""
+        if self.authorizer is None:
+            return allow_all
+        host = kafka_host(conn.peer.rpartition(":")[0].strip("[]"))
+        return self.authorizer.check(self._cluster.zk, conn.principal, host)
 
     def _allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Any:
         """Kafka 3.9's ZooKeeper controller's answer (``processAllocateProducerIds``)."""

@@ -57,6 +57,7 @@ __all__ = [
     "ALTER_CONFIGS",
     "BROKER",
     "BROKER_LOGGER",
+    "CLUSTER_REFUSED_MESSAGE",
     "CONFIGS_SERVED",
     "DESCRIBE_CONFIGS",
     "INCREMENTAL_ALTER_CONFIGS",
@@ -64,7 +65,9 @@ __all__ = [
     "NodeConfigs",
     "Share",
     "alter_configs_response",
+    "alter_refused",
     "config_changes",
+    "describe_configs_refused",
     "describe_configs_response",
     "names_node",
     "node_share",
@@ -304,6 +307,40 @@ def _legacy(kind: int, name: str, configs: Sequence[Any]) -> ConfigChange:
     if problem is not None:
         return _refused(kind, name, KafkaError.INVALID_REQUEST, problem)
     return ConfigChange(kind, name, replace=MappingProxyType(new))
+
+
+#: Kafka's message of ``CLUSTER_AUTHORIZATION_FAILED`` (``Errors.message()``)
+CLUSTER_REFUSED_MESSAGE = "Cluster authorization failed."
+
+
+def describe_configs_refused(version: int, body: Any, code: int) -> Any:
+    """Kafka's DescribeConfigsResponse at ``version`` to one without ``DESCRIBE_CONFIGS`` on the ``Cluster``
+    (``ConfigHelper``): each resource (the node's ``BROKER`` and ``BROKER_LOGGER``) answered ``code`` with
+    Kafka's message and no configs."""
+    m = _module(DESCRIBE_CONFIGS, version, "response")
+    results = tuple(
+        m.DescribeConfigsResult(
+            error_code=_code(code),
+            error_message=CLUSTER_REFUSED_MESSAGE,
+            resource_type=int(r.resource_type),
+            resource_name=str(r.resource_name),
+            configs=(),
+        )
+        for r in body.resources
+    )
+    return m.DescribeConfigsResponse(throttle_time=_NO_THROTTLE, results=results)
+
+
+def alter_refused(api_key: int, change: ConfigChange, code: int) -> tuple[int, str | None] | None:
+    """Kafka's answer to ``change`` from one without ``ALTER_CONFIGS`` on the ``Cluster`` (``KafkaApis``):
+    ``code`` after the checks of ``ConfigAdminManager.preprocess`` (a change they refused keeps its answer:
+    ``None``), with no message; a ``BROKER_LOGGER`` resource of IncrementalAlterConfigs is authorized before
+    its loggers are looked at, with Kafka's message."""
+    if api_key == INCREMENTAL_ALTER_CONFIGS and change.resource_type == BROKER_LOGGER:
+        if change.error in (0, KafkaError.INVALID_CONFIG):
+            return code, CLUSTER_REFUSED_MESSAGE
+        return None
+    return None if change.error else (code, None)
 
 
 def config_changes(api_key: int, body: Any) -> list[ConfigChange]:

@@ -28,7 +28,8 @@ node their Admin calls), one port per name, each PLAINTEXT, SSL, SASL_PLAINTEXT 
 (``listener_protocols``, Kafka's ``listener.security.protocol.map``; TLS as a broker's ``ssl.*`` say,
 :mod:`channel.tls`; SASL as its ``sasl.*``, :mod:`channel.sasl`); a name the brokers secure otherwise than the
 endpoint gets no endpoint. The brokers' own requests are taken from the principals ``cluster_action`` allows
-(Kafka's ``super.users``, :mod:`channel.authz`; anyone without it). The channel's connections to the brokers
+(Kafka's ``super.users``, :mod:`channel.authz`; anyone without it), or with ``authorizer`` those it grants
+``ClusterAction`` (:mod:`channel.acls`). The channel's connections to the brokers
 speak TLS to an endpoint they registered as SSL or SASL_SSL, and authenticate with SASL to one registered
 SASL_*. Then:
 
@@ -63,6 +64,7 @@ from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 
+from channel.acls import AclAuthorizer
 from channel.admin_apis import CreateDefaults
 from channel.admin_link import ADMIN_RESULTS_TOPIC, ADMIN_TOPIC, AdminLink
 from channel.answers import DESCRIBE_LOG_DIRS
@@ -157,6 +159,9 @@ class ChannelSettings:
     sasl: ChannelSasl | None = None
     #: who may send the endpoint the brokers' own requests (Kafka's ``super.users``; ``None``: anyone)
     cluster_action: ClusterAction | None = None
+    #: who may make the admin calls the endpoint answers itself (Kafka's ``AclAuthorizer`` from the ACLs in the
+    #: cluster's ZooKeeper, :mod:`channel.acls`; ``None``: anyone, as Kafka without ``authorizer.class.name``)
+    authorizer: AclAuthorizer | None = None
 
 
 class ControllerChannel:
@@ -199,6 +204,7 @@ class ControllerChannel:
             self._zk, s.listener, s.inter_broker_protocol, s.request_timeout_s, s.tls or ChannelTls(), sasl=s.sasl
         )
         node = self.node = ControllerNode(cluster, self._publish)
+        node.authorizer = s.authorizer
         self._consumer = KafkaConsumer(
             s.requests_topic,
             **kafka,
@@ -257,6 +263,7 @@ class ControllerChannel:
                 tls=server_tls if protocols[name] in OVER_TLS else None,
                 sasl=(s.sasl or ChannelSasl()).server(name, cluster.scram_credential) if sasl else None,
                 cluster_action=s.cluster_action,
+                may_act=node.may_act if s.authorizer is not None else None,
             )
         host = s.advertised_host or s.listen_host
         self._advertised = tuple(
@@ -285,9 +292,20 @@ class ControllerChannel:
         secured = any(p != "PLAINTEXT" for p in protocols.values())
         cluster_action = s.cluster_action or ClusterAction()
         log.log(
-            logging.WARNING if secured and cluster_action.super_users is None else logging.INFO,
+            logging.WARNING
+            if secured and cluster_action.super_users is None and s.authorizer is None
+            else logging.INFO,
             "the brokers' requests (ControlledShutdown, AlterPartition, AllocateProducerIds) are taken %s",
-            cluster_action.describe(),
+            cluster_action.describe()
+            if s.authorizer is None
+            else "from super.users and the principals the ACLs grant ClusterAction on the Cluster",
+        )
+        log.log(
+            logging.WARNING if secured and s.authorizer is None else logging.INFO,
+            "%s",
+            s.authorizer.describe()
+            if s.authorizer is not None
+            else "admin calls answered by the channel are allowed to anyone (no authorizer.class.name, as Kafka)",
         )
 
     def run(self) -> int:
