@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
-import io
 import itertools
 import json
 import uuid
@@ -17,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kio.serial import entity_reader, entity_writer
+from kio_wire import kio_module, wire
 
 from channel.acls import (
     ACL_AUTHORIZER,
@@ -221,17 +219,6 @@ def test_the_authorizer_from_the_security_config() -> None:
 # ------------------------------------------------------------------------------------ the admin APIs' refusals
 
 
-def _m(api: str, version: int, kind: str) -> Any:
-    return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
-
-
-def _wire(entity: Any) -> Any:
-    buf = io.BytesIO()
-    entity_writer(type(entity))(buf, entity)
-    value, _ = entity_reader(type(entity))(buf.getvalue(), 0)
-    return value
-
-
 def _ids() -> Any:
     counter = itertools.count(1)
     return lambda: f"r{next(counter)}"
@@ -245,12 +232,12 @@ _MS = datetime.timedelta(milliseconds=30_000)
 
 
 def test_create_topics_needs_create_on_the_cluster_or_the_topic() -> None:
-    m = _m("create_topics", 7, "request")
+    m = kio_module("create_topics", 7, "request")
     topics = tuple(
         m.CreatableTopic(name=n, num_partitions=1, replication_factor=1, assignments=(), configs=())
         for n in ("mine", "theirs", "twice", "twice")
     )
-    request = _wire(m.CreateTopicsRequest(topics=topics, timeout=_MS, validate_only=False))
+    request = wire(m.CreateTopicsRequest(topics=topics, timeout=_MS, validate_only=False))
     only_mine = _grants(
         (Operation.CREATE, Resource.TOPIC, "mine"), (Operation.DESCRIBE_CONFIGS, Resource.TOPIC, "mine")
     )
@@ -283,8 +270,8 @@ def test_create_topics_needs_create_on_the_cluster_or_the_topic() -> None:
 
 
 def test_delete_topics_needs_delete_and_by_id_describe() -> None:
-    m = _m("delete_topics", 6, "request")
-    request = _wire(
+    m = kio_module("delete_topics", 6, "request")
+    request = wire(
         m.DeleteTopicsRequest(
             topics=(
                 m.DeleteTopicState(name="mine", topic_id=uuid.UUID(int=0)),
@@ -305,9 +292,9 @@ def test_delete_topics_needs_delete_and_by_id_describe() -> None:
 
 
 def test_create_partitions_needs_alter_on_the_topic() -> None:
-    m = _m("create_partitions", 3, "request")
+    m = kio_module("create_partitions", 3, "request")
     topics = tuple(m.CreatePartitionsTopic(name=n, count=3, assignments=None) for n in ("mine", "theirs"))
-    request = _wire(m.CreatePartitionsRequest(topics=topics, timeout=_MS, validate_only=False))
+    request = wire(m.CreatePartitionsRequest(topics=topics, timeout=_MS, validate_only=False))
     ask = admin_request(
         AdminApi.CREATE_PARTITIONS, 3, request, _ids(), allowed=_grants((Operation.ALTER, Resource.TOPIC, "mine"))
     )
@@ -317,9 +304,9 @@ def test_create_partitions_needs_alter_on_the_topic() -> None:
 
 @pytest.mark.parametrize("every", [False, True])
 def test_elect_leaders_needs_alter_on_the_cluster(every: bool) -> None:
-    m = _m("elect_leaders", 2, "request")
+    m = kio_module("elect_leaders", 2, "request")
     named = (m.TopicPartitions(topic="orders", partitions=(0, 1)),)
-    request = _wire(m.ElectLeadersRequest(election_type=0, topic_partitions=None if every else named, timeout=_MS))
+    request = wire(m.ElectLeadersRequest(election_type=0, topic_partitions=None if every else named, timeout=_MS))
     ask = admin_request(AdminApi.ELECT_LEADERS, 2, request, _ids(), allowed=_grants())
     assert not ask.commands and ask.own[WHOLE_REQUEST].error == 31
     response = admin_response(ask, {})
@@ -337,18 +324,18 @@ def test_elect_leaders_needs_alter_on_the_cluster(every: bool) -> None:
 
 
 def test_the_reassignment_apis_need_the_cluster() -> None:
-    m = _m("alter_partition_reassignments", 0, "request")
+    m = kio_module("alter_partition_reassignments", 0, "request")
     topics = (
         m.ReassignableTopic(name="orders", partitions=(m.ReassignablePartition(partition_index=0, replicas=(1,)),)),
     )
-    request = _wire(m.AlterPartitionReassignmentsRequest(timeout=_MS, topics=topics))
+    request = wire(m.AlterPartitionReassignmentsRequest(timeout=_MS, topics=topics))
     ask = admin_request(AdminApi.ALTER_PARTITION_REASSIGNMENTS, 0, request, _ids(), allowed=_grants())
     assert not ask.commands
     response = admin_response(ask, {})
     assert int(response.error_code.value) == 31
     assert [(int(p.partition_index), int(p.error_code.value)) for p in response.responses[0].partitions] == [(0, 31)]
     assert ask.own[TopicPartition("orders", 0)].error == 31
-    lm = _m("list_partition_reassignments", 0, "request")
+    lm = kio_module("list_partition_reassignments", 0, "request")
     listed = lm.ListPartitionReassignmentsRequest(
         timeout=_MS, topics=(lm.ListPartitionReassignmentsTopics(name="orders", partition_indexes=(2,)),)
     )
@@ -357,7 +344,7 @@ def test_the_reassignment_apis_need_the_cluster() -> None:
 
 
 def test_the_node_configs_need_describe_configs_and_alter_configs_on_the_cluster() -> None:
-    dm = _m("describe_configs", 4, "request")
+    dm = kio_module("describe_configs", 4, "request")
     described = dm.DescribeConfigsRequest(
         resources=(dm.DescribeConfigsResource(resource_type=4, resource_name="1000", configuration_keys=None),),
         include_synonyms=False,
@@ -366,7 +353,7 @@ def test_the_node_configs_need_describe_configs_and_alter_configs_on_the_cluster
     (result,) = describe_configs_refused(4, described, 31).results
     assert (int(result.error_code.value), result.error_message) == (31, "Cluster authorization failed.")
     assert result.configs == () and result.resource_name == "1000"
-    im = _m("incremental_alter_configs", 1, "request")
+    im = kio_module("incremental_alter_configs", 1, "request")
 
     def changes(*resources: tuple[int, tuple[Any, ...]]) -> list[ConfigChange]:
         body = im.IncrementalAlterConfigsRequest(
@@ -375,7 +362,7 @@ def test_the_node_configs_need_describe_configs_and_alter_configs_on_the_cluster
             ),
             validate_only=False,
         )
-        return config_changes(INCREMENTAL_ALTER_CONFIGS, _wire(body))
+        return config_changes(INCREMENTAL_ALTER_CONFIGS, wire(body))
 
     rate = im.AlterableConfig(name="leader.replication.throttled.rate", config_operation=0, value="10")
     logger = im.AlterableConfig(name="kafka.server", config_operation=0, value="DEBUG")

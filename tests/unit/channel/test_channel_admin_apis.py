@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import importlib
-import io
 import itertools
 import json
 import uuid
@@ -16,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from kio.serial import entity_reader, entity_writer
+from kio_wire import kio_module, wire
 
 from channel.admin_apis import (
     ADMIN_SERVED,
@@ -47,18 +45,6 @@ pytestmark = pytest.mark.unit
 TID = base64.urlsafe_b64encode(uuid.UUID(int=7).bytes).decode().rstrip("=")
 
 
-def _m(api: str, version: int, kind: str) -> Any:
-    return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
-
-
-def _wire(entity: Any) -> Any:
-    """``entity`` as the endpoint reads it: written and read back in Kafka's wire form."""
-    buf = io.BytesIO()
-    entity_writer(type(entity))(buf, entity)
-    value, _ = entity_reader(type(entity))(buf.getvalue(), 0)
-    return value
-
-
 def _ms(n: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=n)
 
@@ -69,7 +55,7 @@ def _ids() -> Any:
 
 
 def _ask(api_key: int, version: int, request: Any, **kw: Any) -> AdminAsk:
-    return admin_request(api_key, version, _wire(request), _ids(), **kw)
+    return admin_request(api_key, version, wire(request), _ids(), **kw)
 
 
 def _commands(ask: AdminAsk) -> dict[str, Any]:
@@ -91,7 +77,7 @@ def _respond(ask: AdminAsk, results: list[AdminResult]) -> Any:
     answers: dict[Any, Any] = {}
     for r in results:
         answers.update(item_answers(ask, r.request_id, r))
-    return _wire(admin_response(ask, answers))
+    return wire(admin_response(ask, answers))
 
 
 def _codes(entries: Any, name: str = "name") -> dict[Any, tuple[int, str | None]]:
@@ -120,7 +106,7 @@ def test_the_endpoint_serves_the_admin_apis_at_kafka_39s_versions() -> None:
 
 
 def _create_request(version: int, *topics: Any, validate_only: bool = False, timeout_ms: int = 30_000) -> Any:
-    m = _m("create_topics", version, "request")
+    m = kio_module("create_topics", version, "request")
     extra = {"validate_only": validate_only} if version >= 1 else {}
     return m.CreateTopicsRequest(topics=tuple(topics), timeout=_ms(timeout_ms), **extra)
 
@@ -134,7 +120,7 @@ def _topic(
     assignment: dict[int, list[int]] | None = None,
     configs: dict[str, str | None] | None = None,
 ) -> Any:
-    m = _m("create_topics", version, "request")
+    m = kio_module("create_topics", version, "request")
     return m.CreatableTopic(
         name=name,
         num_partitions=partitions,
@@ -281,7 +267,7 @@ def test_timeout_zero_answers_what_livectl_accepted_request_timed_out_as_zkadmin
 def test_an_unanswered_command_times_out_per_item() -> None:
     ask = _ask(AdminApi.CREATE_TOPICS, 7, _create_request(7, _topic(7, "a", 1, 1), _topic(7, "b", 1, 1)))
     answers = {**item_answers(ask, "r1", _result("r1", AdminStatus.OK)), **timed_out(ask, "r2", 30_000)}
-    got = _codes(_wire(admin_response(ask, answers)).topics)
+    got = _codes(wire(admin_response(ask, answers)).topics)
     assert got["a"] == (0, None)
     assert got["b"][0] == 7 and "request id r2" in str(got["b"][1]) and "30000 ms" in str(got["b"][1])
 
@@ -290,7 +276,7 @@ def test_an_unanswered_command_times_out_per_item() -> None:
 
 
 def _delete_request(version: int, *names: str, ids: tuple[tuple[str | None, uuid.UUID | None], ...] = ()) -> Any:
-    m = _m("delete_topics", version, "request")
+    m = kio_module("delete_topics", version, "request")
     if version >= 6:
         states = [m.DeleteTopicState(name=n, topic_id=None) for n in names]
         states += [m.DeleteTopicState(name=n, topic_id=i) for n, i in ids]
@@ -343,7 +329,7 @@ def test_delete_topics_v6_naming_a_topic_by_both_refuses_the_whole_request_as_ka
 def _partitions_request(
     version: int, *topics: tuple[str, int, list[list[int]] | None], validate_only: bool = False
 ) -> Any:
-    m = _m("create_partitions", version, "request")
+    m = kio_module("create_partitions", version, "request")
     return m.CreatePartitionsRequest(
         topics=tuple(
             m.CreatePartitionsTopic(
@@ -396,7 +382,7 @@ def test_create_partitions_validate_only_is_a_dry_run() -> None:
 
 
 def _elect_request(version: int, partitions: dict[str, list[int]] | None, election: int = 0) -> Any:
-    m = _m("elect_leaders", version, "request")
+    m = kio_module("elect_leaders", version, "request")
     tps = (
         None
         if partitions is None
@@ -454,14 +440,14 @@ def test_elect_leaders_of_every_partition_lists_what_livectl_answered() -> None:
     }
     response = _respond(ask, [_result("r1", AdminStatus.ERROR, "PREFERRED_LEADER_NOT_AVAILABLE", "m", details)])
     assert _elected(response) == {"t-1": (0, None), "u-0": (80, "m")}
-    late = _wire(admin_response(ask, timed_out(ask, "r1", 500)))
+    late = wire(admin_response(ask, timed_out(ask, "r1", 500)))
     assert int(late.error_code.value) == 7 and late.replica_election_results == ()
     assert WHOLE_REQUEST not in ask.items
 
 
 def test_elect_leaders_of_no_partition_elects_nothing() -> None:
     ask = _ask(AdminApi.ELECT_LEADERS, 2, _elect_request(2, {}))
-    assert ask.commands == () and _wire(admin_response(ask, {})).replica_election_results == ()
+    assert ask.commands == () and wire(admin_response(ask, {})).replica_election_results == ()
 
 
 def test_elect_leaders_with_an_unknown_election_type() -> None:
@@ -477,7 +463,7 @@ def test_elect_leaders_with_an_unknown_election_type() -> None:
 
 
 def _reassign_request(partitions: dict[str, dict[int, list[int] | None]]) -> Any:
-    m = _m("alter_partition_reassignments", 0, "request")
+    m = kio_module("alter_partition_reassignments", 0, "request")
     return m.AlterPartitionReassignmentsRequest(
         timeout=_ms(30_000),
         topics=tuple(
