@@ -134,6 +134,36 @@ def running_channel(settings: ChannelSettings) -> Iterator[ControllerChannel]:
         channel.close()
 
 
+@dataclass(frozen=True)
+class AdminLink:
+    """A running channel whose admin link is ready; ``commands`` reads its admin topic from the start (what the
+    controller reads) and ``results`` writes its admin-results topic transactionally (the controller's answers)."""
+
+    channel: ControllerChannel
+    commands: KafkaConsumer
+    results: KafkaProducer
+
+
+@contextmanager
+def channel_with_admin_link(settings: ChannelSettings, bootstrap: str, transactional_id: str) -> Iterator[AdminLink]:
+    """:func:`running_channel` with ``settings``, once it has read the admin-results topic, and the controller's
+    side of its admin link (:class:`AdminLink`)."""
+    commands = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tp = KafkaTopicPartition(settings.admin_topic, 0)
+    commands.assign([tp])
+    commands.seek_to_beginning(tp)
+    results = KafkaProducer(bootstrap_servers=bootstrap, acks="all", transactional_id=transactional_id)
+    results.init_transactions()
+    try:
+        with running_channel(settings) as channel:
+            assert channel.admin is not None
+            assert channel.admin.ready.wait(30), "the channel never read the admin-results topic"
+            yield AdminLink(channel, commands, results)
+    finally:
+        commands.close()
+        results.close()
+
+
 class ControllerBus:
     """livectl's controller's side of the requests topic, played by the test: each :meth:`send` is a batch of
     its own to broker 1, at :data:`EPOCH`."""

@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from channel_support import bus_settings, running_channel
+from channel_support import bus_settings, channel_with_admin_link
 from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 from kio.schema.allocate_producer_ids.v0 import request as pid_req
 from kio.schema.allocate_producer_ids.v0 import response as pid_resp
@@ -164,29 +163,19 @@ def rig(zookeeper: local.Service, kafka_broker: local.Service) -> Iterator[Rig]:
         admin_topic=f"{name}.admin",
         admin_results_topic=f"{name}.admin-results",
     )
-    admin = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False)
-    tp = KafkaTopicPartition(settings.admin_topic, 0)
-    admin.assign([tp])
-    admin.seek_to_beginning(tp)
-    results = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all", transactional_id=name)
-    results.init_transactions()
     try:
-        with running_channel(settings) as channel:
-            assert channel.admin is not None
-            assert channel.admin.ready.wait(30), "the channel never read the admin-results topic"
+        with channel_with_admin_link(settings, kafka_broker.bootstrap, name) as link:
             yield Rig(
-                channel,
+                link.channel,
                 zookeeper.connect + chroot,
                 zk,
                 chroot,
-                admin,
-                results,
+                link.commands,
+                link.results,
                 settings.admin_results_topic,
                 name,
             )
     finally:
-        admin.close()
-        results.close()
         zk.stop()
         zk.close()
         root.delete(chroot, recursive=True)

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from channel_support import bus_settings, running_channel
+from channel_support import bus_settings, channel_with_admin_link
 from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 from kio.schema.alter_partition_reassignments.v0 import request as reassign_req
 from kio.schema.alter_partition_reassignments.v0 import response as reassign_resp
@@ -106,22 +105,17 @@ def bus(zookeeper: local.Service, kafka_broker: local.Service) -> Iterator[Bus]:
         num_partitions=4,
         default_replication_factor=1,
     )
-    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False)
-    tp = KafkaTopicPartition(settings.admin_topic, 0)
-    consumer.assign([tp])
-    consumer.seek_to_beginning(tp)
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all", transactional_id=name)
-    producer.init_transactions()
     try:
-        with running_channel(settings) as channel:
-            assert channel.admin is not None
-            assert channel.admin.ready.wait(30), "the channel never read the admin-results topic"
+        with channel_with_admin_link(settings, kafka_broker.bootstrap, name) as link:
             yield Bus(
-                kafka_broker.bootstrap, settings.admin_topic, settings.admin_results_topic, channel, consumer, producer
+                kafka_broker.bootstrap,
+                settings.admin_topic,
+                settings.admin_results_topic,
+                link.channel,
+                link.commands,
+                link.results,
             )
     finally:
-        consumer.close()
-        producer.close()
         zk.delete(chroot, recursive=True)
         zk.stop()
         zk.close()
