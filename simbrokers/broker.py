@@ -17,6 +17,17 @@ What it checks and answers, as Kafka's ``ReplicaManager`` / ``KafkaApis`` do:
 * **UpdateMetadata**: kept in a metadata cache (live brokers and their endpoints, partition states);
 * **AlterPartitionResponse**: commits or drops the pending ISR change of each partition its entries answer;
   a top-level error backs off the proposal whose correlation id it names (each proposal is one request);
+* **AlterPartition** proposals are never timed out (Kafka's ``DefaultAlterPartitionManager``: "We will not
+  timeout AlterPartition request"): a sent proposal waits for its answer however long the controller's
+  backlog is, and is sent again only (a) after a top-level error in its answer, after
+  ``alter_partition_backoff_ms``; (b) when a controller request (LeaderAndIsr, UpdateMetadata, StopReplica)
+  brings a higher controller epoch than the one known when it was sent — a new controller, to which Kafka's
+  broker-to-controller channel sends the request again (after a disconnection or a ``NOT_CONTROLLER``
+  answer); (c) when its record could not be written (:meth:`SimBroker.alter_partition_not_sent`: Kafka's
+  channel sends a request again after a failed send). Kafka's network client also disconnects and
+  resends a request unanswered for ``controller.socket.timeout.ms`` (30 s); that guards a request lost with
+  its connection, and ``livectl.broker-events`` loses no acknowledged record (a new controller reads on from
+  the checkpoint): it is not emulated, since every copy is one more record in the backlog it waits behind;
 * **ControlledShutdownResponse**: fed to :class:`simbrokers.shutdown.ControlledShutdownProcess`.
 
 Duplicates are dropped: per API, a message older than the highest ``(controllerEpoch, batchId)`` applied,
@@ -76,9 +87,8 @@ class BrokerConfig:
     fetch_interval_ms: int = 100
     #: records per fetch and partition (replica.fetch.max.bytes, counted in records)
     fetch_max_records: int = 10_000
-    #: resend an unanswered AlterPartition after this long
-    alter_partition_retry_ms: int = 5_000
-    #: back off after a top-level AlterPartition error
+    #: back off after a top-level AlterPartition error or a failed send (an unanswered AlterPartition is
+    #: never sent again on a timer: see the module's docstring)
     alter_partition_backoff_ms: int = 500
     #: controlled.shutdown.max.retries
     controlled_shutdown_max_retries: int = 3
@@ -209,7 +219,7 @@ class SimBroker:
             return everyone(KafkaError.STALE_BROKER_EPOCH)
         if req.controller_epoch < self.controller_epoch:
             return everyone(KafkaError.STALE_CONTROLLER_EPOCH)
-        self.controller_epoch = req.controller_epoch
+        self._controller_epoch_seen(req.controller_epoch)
         for addr in req.live_leaders:
             self.leader_addresses[addr.broker_id] = addr
         errors: list[PartitionError] = []
@@ -239,7 +249,7 @@ class SimBroker:
     def _update_metadata(self, req: UpdateMetadataRequest) -> None:
         if self._stale_broker_epoch(req.broker_epoch) or req.controller_epoch < self.controller_epoch:
             return
-        self.controller_epoch = req.controller_epoch
+        self._controller_epoch_seen(req.controller_epoch)
         self.metadata.brokers = {a.broker_id: a for b in req.live_brokers if (a := b.address()) is not None}
         for st in req.partitions:
             self.metadata.partitions[TopicPartition(st.topic, st.partition)] = st
@@ -258,7 +268,7 @@ class SimBroker:
             return everyone(KafkaError.STALE_BROKER_EPOCH)
         if req.controller_epoch < self.controller_epoch:
             return everyone(KafkaError.STALE_CONTROLLER_EPOCH)
-        self.controller_epoch = req.controller_epoch
+        self._controller_epoch_seen(req.controller_epoch)
         errors: list[PartitionError] = []
         for sp in req.partitions:
             tp = sp.tp
@@ -282,6 +292,31 @@ class SimBroker:
         if not errors:
             return None
         return StopReplicaResponse(self.broker_id, tuple(errors), KafkaError.NONE)
+
+    def _controller_epoch_seen(self, epoch: int) -> None:
+        """A controller request of ``epoch`` (not older than ours) was accepted. A higher epoch is a new
+        controller: every proposal waiting for an answer that was sent under an older epoch is sent again at
+        the next tick, as Kafka's broker-to-controller channel sends its in-flight request to the new
+        controller. (A LeaderAndIsr naming the partition replaces its proposal anyway.)"""
+        if epoch <= self.controller_epoch:
+            return
+        self.controller_epoch = epoch
+        for part in self.partitions.values():
+            pending = part.pending
+            if pending is not None and pending.send_at_ms is None and pending.sent_controller_epoch < epoch:
+                pending.send_at_ms = 0
+
+    def alter_partition_not_sent(self, correlation_id: int, now_ms: int) -> bool:
+        """The record of the proposal ``correlation_id`` could not be written (the producer gave up, or Kafka
+        was unreachable): send it again after ``alter_partition_backoff_ms``, as Kafka's channel sends a request
+        again after its send failed. Returns whether a proposal waiting for its answer had that id (False:
+        answered or replaced since, nothing to send)."""
+        for part in self.partitions.values():
+            pending = part.pending
+            if pending is not None and pending.correlation_id == correlation_id and pending.send_at_ms is None:
+                pending.send_at_ms = now_ms + self.config.alter_partition_backoff_ms
+                return True
+        return False
 
     def _alter_partition_response(self, resp: AlterPartitionResponse, now_ms: int) -> None:
         if resp.error_code != KafkaError.NONE:
@@ -309,9 +344,11 @@ class SimBroker:
                 part.produce(now_ms, self.config.produce_rate, self.config.min_insync_replicas)
                 part.maybe_shrink_isr(now_ms, self.config.replica_lag_time_max_ms)
                 pending = part.pending
-                if pending is not None and now_ms >= pending.send_at_ms:
-                    pending.send_at_ms = now_ms + self.config.alter_partition_retry_ms
+                if pending is not None and pending.send_at_ms is not None and now_ms >= pending.send_at_ms:
+                    # sent, it waits for its answer (or a reason to send it again) without a timeout
+                    pending.send_at_ms = None
                     pending.sent += 1
+                    pending.sent_controller_epoch = self.controller_epoch
                     events.append(
                         AlterPartition(
                             self.broker_id,

@@ -13,9 +13,10 @@ Leader side (``Partition.makeLeader``, ``updateFollowerFetchState``, ``maybeShri
   ``replica.lag.time.max.ms``, and joins again once its LEO reaches the HW and the start of the current
   leader epoch;
 * ISR changes are proposals (AlterPartition) until the controller's AlterPartitionResponse commits them;
-  one proposal at a time. Each proposal has a correlation id that the controller echoes per partition; an
-  answer to anything but the proposal in flight (one a LeaderAndIsr overtook, a duplicate of one already
-  settled) is ignored, as Kafka's ``Partition`` ignores an AlterPartition answer once its state has moved on.
+  one proposal at a time, never timed out while it waits for its answer. Each proposal has a correlation id
+  that the controller echoes per partition; an answer to anything but the proposal in flight (one a
+  LeaderAndIsr overtook, a duplicate of one already settled) is ignored, as Kafka's ``Partition`` ignores an
+  AlterPartition answer once its state has moved on.
 
 Follower side (``ReplicaFetcherThread`` with KIP-320/KIP-595 fetch validation): fetch from the LEO with the
 latest epoch of the log; on a diverging epoch returned by the leader, truncate to the end of the common
@@ -93,11 +94,18 @@ _CORRELATION_IDS = itertools.count(random.randrange(1 << 30))
 
 @dataclass
 class PendingIsr:
-    """An ISR change proposed to the controller; (re)sent when the clock reaches ``send_at_ms``."""
+    """An ISR change proposed to the controller: sent when the clock reaches ``send_at_ms``, then left to wait
+    for its answer (``send_at_ms`` None) however long that takes, as Kafka's ``DefaultAlterPartitionManager``
+    never times an AlterPartition out. The broker schedules it again only when the request cannot have
+    reached a controller that will answer it (:class:`simbrokers.broker.SimBroker`)."""
 
     isr: tuple[int, ...]
-    send_at_ms: int = 0
+    #: when to (re)send it; None while the request carrying it waits for its answer
+    send_at_ms: int | None = 0
+    #: how many times it was sent
     sent: int = 0
+    #: the controller epoch the broker knew when it last sent it (-1: never sent)
+    sent_controller_epoch: int = -1
     #: carried by every (re)send and echoed in the controller's answer
     correlation_id: int = field(default_factory=lambda: next(_CORRELATION_IDS))
 

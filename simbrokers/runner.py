@@ -12,7 +12,8 @@ is applied.
 
 Loop (every ``tick_ms``): apply requests and control commands, tick every broker (produce, ISR checks,
 AlterPartition, controlled shutdown), run due fetches (in-process through :class:`LocalFabric`, across
-processes over TCP), publish the events, flush.
+processes over TCP), publish the events, flush. An AlterPartition record the producer could not write has its
+proposal sent again (the producer's error callback): once written, a proposal waits for its answer.
 
 Signals: SIGTERM / SIGINT start a controlled shutdown of every broker of the process; each deregisters
 (closes its session) when its shutdown succeeded or ran out of retries; the process exits when none is
@@ -23,6 +24,7 @@ SIGINT exits at once. SIGKILL needs no handling: sessions expire.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
@@ -43,7 +45,7 @@ from kazoo.client import KazooClient, KazooState
 
 from core.codec.events import event_to_json
 from core.errors import FormatError
-from core.events import Event
+from core.events import AlterPartition, Event
 from core.kafka import zkdata
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
 from core.kafka.error_codes import error_name
@@ -138,6 +140,10 @@ class SimBrokersProcess:
         self._watchdog: Watchdog | None = None
         #: events the producer could not take (Kafka away): counted, said once per stop
         self._unsent = 0
+        #: (broker id, correlation id) of AlterPartition records the producer failed to write, appended by its
+        #: I/O thread and taken by the loop, which schedules each proposal again (Kafka's channel resends a
+        #: request whose send failed)
+        self._failed_proposals: collections.deque[tuple[int, int]] = collections.deque()
 
     # ------------------------------------------------------------------ start
 
@@ -296,6 +302,7 @@ class SimBrokersProcess:
                     for bid in list(self.members):
                         self._controlled_shutdown(bid)
                 self._poll_once()
+                self._resend_failed_proposals()
                 t = now_ms()
                 for bid, m in list(self.members.items()):
                     if m.session_lost.is_set():
@@ -461,13 +468,33 @@ class SimBrokersProcess:
         assert self._producer is not None
         for ev in events:
             try:
-                self._producer.send(
+                future = self._producer.send(
                     self.settings.events_topic, key=str(broker_id).encode(), value=event_to_json(ev).encode()
                 )
             except KafkaTimeoutError as e:
                 # Kafka away: the event is lost, as a real broker's request to an unreachable controller is
                 self._unsent += 1
                 log.error("broker %s: could not send %s to Kafka: %s", broker_id, type(ev).__name__, e)
+                if isinstance(ev, AlterPartition):
+                    self._failed_proposals.append((broker_id, ev.correlation_id))
+                continue
+            if isinstance(ev, AlterPartition):
+                # never timed out once written; sent again only if the write fails
+                future.add_errback(self._on_proposal_not_written, broker_id, ev.correlation_id)
+
+    def _on_proposal_not_written(self, broker_id: int, correlation_id: int, error: Exception) -> None:
+        """The producer's errback (its I/O thread): queue the proposal for :meth:`_resend_failed_proposals`."""
+        log.warning("broker %s: AlterPartition %s not written (%s): sending it again", broker_id, correlation_id, error)
+        self._failed_proposals.append((broker_id, correlation_id))
+
+    def _resend_failed_proposals(self) -> None:
+        while self._failed_proposals:
+            bid, correlation_id = self._failed_proposals.popleft()
+            m = self.members.get(bid)
+            if m is None:
+                continue
+            with self.fabric.locks[bid]:
+                m.broker.alter_partition_not_sent(correlation_id, now_ms())
 
     def _deregister(self, bid: int, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         m = self.members.pop(bid, None)

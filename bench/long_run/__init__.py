@@ -197,6 +197,7 @@ def print_report(report: Report) -> None:
     for k, fit in report.memory_growth_within_process.items():
         print(f"  {k:28} {fit}")
     print(f"commands: {report.commands}; latency: {report.latency_s}; controller epochs: {report.controller_epochs}")
+    print(f"broker-events records: {report.broker_events}")
     print(f"problems: {len(report.problems)}")
     for p in report.problems[:30]:
         print(f"  {p}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -184,3 +185,44 @@ def read_answers(m: Matrix) -> tuple[dict[str, list[str]], dict[str, int], list[
         c.close()
     unknown = sorted(rid for rid in set(finals) | set(progress) if not rid.startswith("lr-"))
     return finals, progress, unknown
+
+
+_TYPE = re.compile(rb'"type":"([a-z_]+)"')
+_CORRELATION = re.compile(rb'"correlation_id":(-?[0-9]+)')
+
+
+def count_broker_events(m: Matrix, budget_s: float = 300.0) -> dict[str, int]:
+    """The broker-events topic from its start: its records by event type, and for AlterPartition the distinct
+    proposals (broker, correlation id) among them, so ``alter_partition - alter_partition_proposals`` copies
+    were sent again. ``complete`` 0 when ``budget_s`` ran out first (a topic of millions of records). The type
+    is read from the compact JSON the simulated brokers write, not decoded: a few seconds per million."""
+    c = KafkaConsumer(bootstrap_servers=m.bootstrap, enable_auto_commit=False, group_id=None)
+    counts: dict[str, int] = {}
+    proposals: set[tuple[bytes | None, bytes]] = set()
+    complete = 1
+    try:
+        topic = m.topics["events"]
+        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or {0})]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        ends = c.end_offsets(tps)
+        deadline = time.monotonic() + budget_s
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                complete = 0
+                break
+            for records in c.poll(timeout_ms=500, max_records=10_000).values():
+                for r in records:
+                    t = _TYPE.search(r.value)
+                    kind = t.group(1).decode() if t else "?"
+                    counts[kind] = counts.get(kind, 0) + 1
+                    if kind == "alter_partition" and (corr := _CORRELATION.search(r.value)) is not None:
+                        proposals.add((r.key, corr.group(1)))
+    finally:
+        c.close()
+    return {
+        "records": sum(counts.values()),
+        **dict(sorted(counts.items())),
+        "alter_partition_proposals": len(proposals),
+        "complete": complete,
+    }

@@ -16,7 +16,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from bench.harness import procstat
 from bench.harness.matrix import ControllerProcess, Matrix, MatrixError, wait_until
-from bench.long_run.checks import Epochs, agreement_problems, read_answers, read_tree
+from bench.long_run.checks import Epochs, agreement_problems, count_broker_events, read_answers, read_tree
 from bench.long_run.config import CREATED_PARTITIONS, CREATED_RF, FAULTS, KINDS, MAX_POOL, Config
 from bench.long_run.growth import percentile, window_growth, within_process_growth
 from bench.long_run.records import Command, Report, Sample, Window
@@ -411,6 +411,10 @@ class LongRun:
             problems.append(f"the last epoch check: {e!r}")
         problems += self.epochs.problems
         report.controller_epochs = [e["epoch"] for e in self.events if e["what"] == "takeover-loaded"]
+        try:
+            report.broker_events = count_broker_events(m)
+        except Exception as e:  # a figure, not a check
+            self.log(f"broker-events not counted: {e!r}")
         report.events = list(self.events)
         report.growth_per_hour = window_growth(report.windows, self.cfg.warmup_windows, self.cfg.window_seconds)
         report.memory_growth_within_process = within_process_growth(self.samples, self.cfg.window_seconds)

@@ -57,5 +57,7 @@ class Report:
     commands: dict[str, int] = field(default_factory=dict)
     latency_s: dict[str, float | None] = field(default_factory=dict)
     controller_epochs: list[int] = field(default_factory=list)
+    #: the broker-events topic read back at the end: records by event type, distinct AlterPartition proposals
+    broker_events: dict[str, int] = field(default_factory=dict)
     settle_s: float = 0.0
     problems: list[str] = field(default_factory=list)

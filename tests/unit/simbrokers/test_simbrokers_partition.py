@@ -76,8 +76,7 @@ def test_one_isr_change_in_flight_and_fenced_answer_waits_for_leader_and_isr() -
     [ev] = brokers[1].tick(500)
     assert isinstance(ev, AlterPartition) and ev.new_isr == (1,)
     assert brokers[1].tick(600) == []  # in flight
-    [again] = brokers[1].tick(500 + 5000)  # unanswered: resent
-    assert again == ev
+    assert brokers[1].tick(500 + 60_000) == []  # unanswered, it waits: never timed out
     ctl.alter_partition(ev, accept=False)
     assert part(brokers[1]).pending is None and part(brokers[1]).isr == (1, 2, 3)
     assert brokers[1].tick(20_000) == []
