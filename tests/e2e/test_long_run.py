@@ -8,10 +8,12 @@ standby started). The full hour at 100k partitions runs by hand (``python -m ben
 
 Asserted: every command answered exactly once with ``ok`` (the admin-results topic read back), ZooKeeper and
 every broker's own view in agreement at the end, leader and controller epochs only growing, and, after the
-warm-up window, the threads and open descriptors of the active controller's JVM and Python and of the
-brokers not still rising (the last window within :data:`bench.long_run.SHORT_SLACK` of the first after the
-warm-up: a few for the Python processes; the JVM's thread pools still grow in its first minutes). Memory is
-reported, not asserted: 75 s says nothing of a leak per hour.
+warm-up window, the threads and open descriptors of the brokers and of the active controller's JVM and Python
+(between takeovers, where it is one process, after its first window as the active one) not still rising (the
+last window within :data:`bench.long_run.SHORT_SLACK` of the first: a few for the Python processes; the JVM's
+thread pools still grow in its first minutes). With its takeover in the middle of 75 s the active controller's
+spans are often too short for two windows, and then nothing is asserted of them: the hour's run measures each
+process's growth. Memory is reported, not asserted: 75 s says nothing of a leak per hour.
 """
 
 from __future__ import annotations
@@ -39,15 +41,38 @@ def test_a_short_long_run_keeps_every_invariant(
     happened = [e["what"] for e in report.events]
     assert happened.count("broker-back") >= 1, happened
     assert happened.count("takeover-loaded") >= 1, happened
+    spans = _one_controller_spans(report, cfg.warmup_windows)
     for role, slack in long_run.SHORT_SLACK.items():
-        # a window in the middle of the takeover has no active controller
-        seen = [w for w in report.windows[cfg.warmup_windows :] if role in w.roles]
-        assert seen, (role, report.windows)
-        first, last = seen[0], seen[-1]
-        for metric in slack:
-            assert long_run.within_slack(role, metric, first.roles[role][metric], last.roles[role][metric]), (
-                role,
-                metric,
-                first,
-                last,
-            )
+        if role.startswith("active_"):
+            # one process's figures only between takeovers, and after its own first window as the active one
+            # (its thread pools grow then, as the first controller's do in the run's warm-up); a span too short
+            # for two windows says nothing
+            runs = [[w for w in (s if i == 0 else s[1:]) if role in w.roles] for i, s in enumerate(spans)]
+        else:
+            runs = [[w for s in spans for w in s if role in w.roles]]
+            assert len(runs[0]) >= 2, (role, report.windows)
+        for seen in (r for r in runs if len(r) >= 2):
+            first, last = seen[0], seen[-1]
+            for metric in slack:
+                assert long_run.within_slack(role, metric, first.roles[role][metric], last.roles[role][metric]), (
+                    role,
+                    metric,
+                    first,
+                    last,
+                )
+
+
+def _one_controller_spans(report: long_run.Report, warmup: int) -> list[list[long_run.Window]]:
+    """The windows after the warm-up, split at each takeover (a window overlapping its kill-to-loaded time is
+    in none; windows are contiguous, so each takeover overlaps one): within a span the active controller is
+    one process."""
+    kills = [float(e["t"]) for e in report.events if e["what"] == "takeover-kill"]
+    loads = [float(e["t"]) for e in report.events if e["what"] == "takeover-loaded"]
+    takeovers = list(zip(kills, loads + [float("inf")] * (len(kills) - len(loads)), strict=True))
+    spans: list[list[long_run.Window]] = [[]]
+    for w in report.windows[warmup:]:
+        if any(killed < w.end and w.start <= loaded for killed, loaded in takeovers):
+            spans.append([])
+        else:
+            spans[-1].append(w)
+    return [s for s in spans if s]
