@@ -88,6 +88,14 @@ class ControllerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def why_stopped(self) -> str:
+        """For a failed check: its exit code, its own ``livectl run:`` lines and the first lines naming an
+        error or exception in its log (a query failure's reason comes before Spark's plan, which fills the tail)."""
+        lines = self.text().splitlines()
+        said = [x for x in lines if x.startswith("livectl run:")]
+        errors = [x for x in lines if ("Error" in x or "Exception" in x) and x not in said][:12]
+        return "\n".join([f"controller {self.controller_id}: exit code {self.proc.poll()}", *said, *errors])[:6000]
+
     def kill(self) -> None:
         """SIGKILL the process group this harness created for it."""
         with contextlib.suppress(ProcessLookupError):

@@ -107,7 +107,7 @@ def test_kafka_restarted_under_controllers_and_while_none_runs(
         restart_bus()
         create("kb-mid", {0: (3, 4, 5)})
         _answered_once(cm, m, "kb-mid")
-        assert a.alive() and b.alive(), (a.text()[-2000:], b.text()[-2000:])
+        assert a.alive() and b.alive(), f"{a.why_stopped()}\n{b.why_stopped()}"
         assert "failover snapshot:" not in b.text(), "the standby kept waiting"
 
         # 2. Kafka down while the active one stops: the standby takes over without Kafka and waits for it
