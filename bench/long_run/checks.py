@@ -7,7 +7,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,32 +157,42 @@ class Epochs:
                             self.problems.append(f"{where}: brokers {other} and {b} both lead {name} at {now[0]}")
 
 
-def read_answers(m: Matrix) -> tuple[dict[str, list[str]], dict[str, int], list[str]]:
-    """The admin-results topic from its start (read committed): each request id's final statuses, its count
-    of ``in_progress`` answers, and the request ids answered that are not of this run (none expected)."""
-    c = KafkaConsumer(
-        bootstrap_servers=m.bootstrap, enable_auto_commit=False, group_id=None, isolation_level="read_committed"
-    )
-    finals: dict[str, list[str]] = {}
-    progress: dict[str, int] = {}
+def _read_to_end(m: Matrix, topic: str, each: Callable[[Any], None], budget_s: float, **options: Any) -> bool:
+    """Hand ``each`` every record of ``topic`` from its start to the end it had when the read began (a consumer
+    of no group, ``options`` added); False when ``budget_s`` ran out first."""
+    c = KafkaConsumer(bootstrap_servers=m.bootstrap, enable_auto_commit=False, group_id=None, **options)
     try:
-        topic = m.topics["results"]
         tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or {0})]
         c.assign(tps)
         c.seek_to_beginning(*tps)
         ends = c.end_offsets(tps)
-        deadline = time.monotonic() + 120
-        while any(c.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
-            for records in c.poll(timeout_ms=500).values():
+        deadline = time.monotonic() + budget_s
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                return False
+            for records in c.poll(timeout_ms=500, max_records=10_000).values():
                 for r in records:
-                    msg = json.loads(r.value)
-                    rid = str(msg.get("request_id"))
-                    if msg.get("status") == "in_progress":
-                        progress[rid] = progress.get(rid, 0) + 1
-                    else:
-                        finals.setdefault(rid, []).append(str(msg.get("status")))
+                    each(r)
+        return True
     finally:
         c.close()
+
+
+def read_answers(m: Matrix) -> tuple[dict[str, list[str]], dict[str, int], list[str]]:
+    """The admin-results topic from its start (read committed): each request id's final statuses, its count
+    of ``in_progress`` answers, and the request ids answered that are not of this run (none expected)."""
+    finals: dict[str, list[str]] = {}
+    progress: dict[str, int] = {}
+
+    def answer(r: Any) -> None:
+        msg = json.loads(r.value)
+        rid = str(msg.get("request_id"))
+        if msg.get("status") == "in_progress":
+            progress[rid] = progress.get(rid, 0) + 1
+        else:
+            finals.setdefault(rid, []).append(str(msg.get("status")))
+
+    _read_to_end(m, m.topics["results"], answer, 120, isolation_level="read_committed")
     unknown = sorted(rid for rid in set(finals) | set(progress) if not rid.startswith("lr-"))
     return finals, progress, unknown
 
@@ -196,30 +206,17 @@ def count_broker_events(m: Matrix, budget_s: float = 300.0) -> dict[str, int]:
     proposals (broker, correlation id) among them, so ``alter_partition - alter_partition_proposals`` copies
     were sent again. ``complete`` 0 when ``budget_s`` ran out first (a topic of millions of records). The type
     is read from the compact JSON the simulated brokers write, not decoded: a few seconds per million."""
-    c = KafkaConsumer(bootstrap_servers=m.bootstrap, enable_auto_commit=False, group_id=None)
     counts: dict[str, int] = {}
     proposals: set[tuple[bytes | None, bytes]] = set()
-    complete = 1
-    try:
-        topic = m.topics["events"]
-        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or {0})]
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
-        ends = c.end_offsets(tps)
-        deadline = time.monotonic() + budget_s
-        while any(c.position(tp) < ends[tp] for tp in tps):
-            if time.monotonic() > deadline:
-                complete = 0
-                break
-            for records in c.poll(timeout_ms=500, max_records=10_000).values():
-                for r in records:
-                    t = _TYPE.search(r.value)
-                    kind = t.group(1).decode() if t else "?"
-                    counts[kind] = counts.get(kind, 0) + 1
-                    if kind == "alter_partition" and (corr := _CORRELATION.search(r.value)) is not None:
-                        proposals.add((r.key, corr.group(1)))
-    finally:
-        c.close()
+
+    def count(r: Any) -> None:
+        t = _TYPE.search(r.value)
+        kind = t.group(1).decode() if t else "?"
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind == "alter_partition" and (corr := _CORRELATION.search(r.value)) is not None:
+            proposals.add((r.key, corr.group(1)))
+
+    complete = int(_read_to_end(m, m.topics["events"], count, budget_s))
     return {
         "records": sum(counts.values()),
         **dict(sorted(counts.items())),
