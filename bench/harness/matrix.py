@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -74,6 +75,10 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float, interval: fl
     raise MatrixError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r:.300})")
 
 
+#: a line that names an exception as a traceback ends (``...Error: why``, ``pkg.SomeException``)
+_RAISED = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception)\b(?::|$)")
+
+
 @dataclass
 class ControllerProcess:
     """One ``livectl run`` in its own process group (its Python and its Spark JVM)."""
@@ -93,7 +98,8 @@ class ControllerProcess:
         error or exception in its log (a query failure's reason comes before Spark's plan, which fills the tail)."""
         lines = self.text().splitlines()
         said = [x for x in lines if x.startswith("livectl run:")]
-        errors = [x for x in lines if ("Error" in x or "Exception" in x) and x not in said][:12]
+        # a traceback's own lines ("  ...Error: why"), not the Kafka client's log records of refused connections
+        errors = [x for x in lines if _RAISED.match(x) and x not in said][:12]
         return "\n".join([f"controller {self.controller_id}: exit code {self.proc.poll()}", *said, *errors])[:6000]
 
     def kill(self) -> None:

@@ -90,6 +90,8 @@ def source_options(settings: Settings, start: SourceStart | None = None) -> dict
         "starting_offsets": start.starting_offsets or settings.starting_offsets,
         "max_records_per_batch": str(settings.max_records_per_batch),
         "fail_on_data_loss": str(settings.fail_on_data_loss).lower(),
+        # a broker restarting is waited out as long as the sinks wait for it
+        "unreachable_timeout_ms": str(settings.sink_retry_timeout_ms),
     }
     # Kafka's security properties reach the source's consumer as ``kafka.<name>``, as with Spark's own
     # Kafka source (Spark redacts options named like passwords in its plans and UI)

@@ -85,6 +85,11 @@ class SourceConsumer:
             group_id=None,
             auto_offset_reset="earliest",
             request_timeout_ms=self.options.request_timeout_ms,
+            # a consumer made while no broker answers (the fetch size changed during a broker restart) gives up
+            # on its first connection as a request would
+            bootstrap_timeout_ms=self.options.request_timeout_ms,
+            # the Java client's default: kafka-python's (30 s) left a restarted broker unread for half a minute
+            reconnect_backoff_max_ms=1000,
             **config,
         )
 

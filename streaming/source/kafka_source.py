@@ -61,6 +61,12 @@ its partition follow in the next micro-batches, ``max_records_per_batch`` at a t
 is therefore one record whatever backlog it meets (the brokers' retries while no controller answered). The
 first read waits for the reference longer than the later ones (see "Waiting for records").
 
+**Kafka away.** A read that meets a Kafka client error (no broker answers: a broker restarting, a cut link)
+returns no records and the offsets it was given, so Spark runs no micro-batch; the reads go on from there once
+Kafka answers. Only once Kafka has not answered for ``unreachable_timeout_ms`` (60 s; the controller passes its
+``sink_retry_timeout_ms``) does a read fail, with a :class:`~streaming.source.options.KafkaSourceError` naming that
+option. (Spark's Kafka source fails the query once its offset fetches have failed ``fetchOffset.numRetries`` times.)
+
 The options are parsed and checked by :class:`streaming.source.options.SourceOptions`.
 
 **Waiting for records.** A read (Spark's ``latestOffset``) returns as soon as records have come and the
@@ -154,6 +160,8 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
         self._scanned: dict[tuple[str, int], int] = {}
         #: the last poll of a read once records came and none is known to be left (see :meth:`read`)
         self._confirm_ms = min(options.poll_timeout_ms, CONFIRM_POLL_MS)
+        #: since when (``time.monotonic()``) the reads have met Kafka client errors, if they do
+        self._away_since: float | None = None
 
     # ------------------------------------------------------------------ Spark's interface
 
@@ -218,7 +226,44 @@ class KafkaStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNo
     def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
         """Records from ``start`` up to ``max_records_per_batch``; the end offset follows the last record
         read per partition (unchanged where nothing was read), the record handed out ahead skipped. Behind a
-        failover barrier: nothing until the reference is there, then the reference alone."""
+        failover barrier: nothing until the reference is there, then the reference alone. While Kafka does not
+        answer: nothing, and ``start`` again, for up to ``unreachable_timeout_ms`` ("Kafka away")."""
+        from kafka.errors import KafkaError
+
+        try:
+            out = self._read(start)
+        except KafkaError as e:
+            return self._kafka_away(start, e)
+        self._away_since = None
+        return out
+
+    def _kafka_away(self, start: dict[str, Any], error: Exception) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
+        """A read that met a Kafka client error: nothing read, ``start`` again, or once Kafka has not answered
+        for ``unreachable_timeout_ms`` a :class:`KafkaSourceError` naming that option."""
+        now = time.monotonic()
+        if self._away_since is None:
+            self._away_since = now
+        away_s = now - self._away_since
+        limit_s = self.options.unreachable_timeout_ms / 1000
+        if away_s >= limit_s:
+            raise KafkaSourceError(
+                "unreachable_timeout_ms",
+                f"Kafka at {self.options.bootstrap_servers} did not answer for {away_s:.0f} s"
+                f" (the limit is {limit_s:.0f} s): {error!r}",
+            ) from None
+        log.log(
+            logging.WARNING if away_s == 0 else logging.INFO,
+            "Kafka at %s did not answer (%r): nothing read this time; the reads fail after %.0f s of this (%.0f s now)",
+            self.options.bootstrap_servers,
+            error,
+            limit_s,
+            away_s,
+        )
+        # not a busy loop when the client fails at once (connection refused)
+        time.sleep(min(self.options.poll_timeout_ms / 1000, limit_s - away_s))
+        return iter([]), start
+
+    def _read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
         tps = self.kafka.partitions()
         positions, marks = split_offset(start)
         starts, marks, unchecked = self.kafka.check_data_loss(tps, self.kafka.with_beginnings(positions, tps), marks)

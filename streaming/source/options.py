@@ -42,6 +42,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "barrier_path": ("barrier_path", "barrierPath"),
     "first_read_wait_ms": ("first_read_wait_ms", "firstReadWaitMs"),
     "request_timeout_ms": ("request_timeout_ms", "requestTimeoutMs", "kafka.request.timeout.ms"),
+    "unreachable_timeout_ms": ("unreachable_timeout_ms", "unreachableTimeoutMs"),
 }
 
 #: option names (lower case) that are aliases, not Kafka client properties
@@ -90,6 +91,9 @@ class SourceOptions:
     #: a request not answered whole in this time closes its connection and is asked again; the read's fetch
     #: size follows it (:mod:`streaming.source.fetch_size`)
     request_timeout_ms: int = 30000
+    #: how long reads go on returning nothing while Kafka does not answer (a broker restarting) before a read
+    #: fails naming this option; 0: the first client error fails the read
+    unreachable_timeout_ms: int = 60000
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -155,17 +159,19 @@ class SourceOptions:
                 raise KafkaSourceError("barrier_epoch", f"must be an integer, got {barrier_epoch_text!r}") from None
             if barrier_topic not in topics:
                 raise KafkaSourceError("barrier_topic", f"{barrier_topic!r} is not one of the topics read")
-        wait_text = get("first_read_wait_ms")
-        first_read_wait_ms = cls.first_read_wait_ms
-        if wait_text is not None:
+
+        def whole_ms(name: str, default: int) -> int:
+            text = get(name)
+            if text is None:
+                return default
             try:
-                first_read_wait_ms = int(wait_text)
+                value = int(text)
             except ValueError:
-                raise KafkaSourceError(
-                    "first_read_wait_ms", f"must be a whole number of ms, got {wait_text!r}"
-                ) from None
-            if first_read_wait_ms < 0:
-                raise KafkaSourceError("first_read_wait_ms", f"must be 0 or more, got {wait_text!r}")
+                raise KafkaSourceError(name, f"must be a whole number of ms, got {text!r}") from None
+            if value < 0:
+                raise KafkaSourceError(name, f"must be 0 or more, got {text!r}")
+            return value
+
         return cls(
             servers,
             tuple(sorted(set(topics))),
@@ -179,9 +185,10 @@ class SourceOptions:
             barrier_topic,
             barrier_epoch,
             get("barrier_path"),
-            first_read_wait_ms,
+            whole_ms("first_read_wait_ms", cls.first_read_wait_ms),
             marks,
             _request_timeout_ms(get("request_timeout_ms")),
+            whole_ms("unreachable_timeout_ms", cls.unreachable_timeout_ms),
         )
 
 

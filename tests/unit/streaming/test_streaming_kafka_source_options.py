@@ -52,6 +52,12 @@ def test_bad_starting_offsets_and_barrier_options_name_the_field() -> None:
         SourceOptions.parse({**base, "requestTimeoutMs": "50"})
     assert SourceOptions.parse(base).request_timeout_ms == 30000
     assert SourceOptions.parse({**base, "kafka.request.timeout.ms": "10000"}).request_timeout_ms == 10000
+    with pytest.raises(KafkaSourceError, match=r"unreachable_timeout_ms: must be a whole number of ms, got '1m'"):
+        SourceOptions.parse({**base, "unreachable_timeout_ms": "1m"})
+    with pytest.raises(KafkaSourceError, match="unreachable_timeout_ms: must be 0 or more, got '-5'"):
+        SourceOptions.parse({**base, "unreachableTimeoutMs": "-5"})
+    assert SourceOptions.parse(base).unreachable_timeout_ms == 60000
+    assert SourceOptions.parse({**base, "unreachableTimeoutMs": "0"}).unreachable_timeout_ms == 0
 
 
 def test_the_source_offset_carries_the_marks_of_the_records_before_its_positions() -> None:

@@ -23,7 +23,12 @@ def _settings(*overrides: str) -> Settings:
 
 
 def test_source_options_of_a_new_checkpoint_and_behind_the_failover_barrier() -> None:
-    s = _settings("starting_offsets=latest", "kafka_security_protocol=SSL", "fail_on_data_loss=false")
+    s = _settings(
+        "starting_offsets=latest",
+        "kafka_security_protocol=SSL",
+        "fail_on_data_loss=false",
+        "sink_retry_timeout_ms=9000",
+    )
     new = source_options(s)
     assert new == {
         "bootstrap_servers": "b:9",
@@ -31,6 +36,7 @@ def test_source_options_of_a_new_checkpoint_and_behind_the_failover_barrier() ->
         "starting_offsets": "latest",
         "max_records_per_batch": "77",
         "fail_on_data_loss": "false",
+        "unreachable_timeout_ms": "9000",
         "kafka.security.protocol": "SSL",
     }
     assert source_options(s, SourceStart()) == new
@@ -51,6 +57,7 @@ def test_source_options_of_a_new_checkpoint_and_behind_the_failover_barrier() ->
         "/c/f",
     )
     assert parsed.starting_positions == (("ev", 0, 4),) and not parsed.fail_on_data_loss
+    assert parsed.unreachable_timeout_ms == 9000
     assert dict(parsed.security) == {"security.protocol": "SSL"}
 
 
