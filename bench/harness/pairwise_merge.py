@@ -3,33 +3,17 @@ for the benchmarks."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from sinks.requests.merge import entry_id, merge_scalar
 
 
 def pairwise_merge_bodies(bodies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """:func:`sinks.requests.merge.merge_bodies`'s rules applied two bodies at a time, as the sink did before
     2026-12-07 (each body's lists re-indexed and their entries re-identified: quadratic in a broker's bodies):
-    the reference the one-pass merge must equal, and the baseline of ``python -m bench alter_partition_batch``."""
-
-    def entry_id(e: Any) -> Any:
-        if isinstance(e, dict):
-            for k in ("brokerId", "id"):
-                if k in e:
-                    return (k, e[k])
-        return ("=", json.dumps(e, sort_keys=True))
-
-    def scalar(key: str, a: Any, b: Any) -> Any:
-        if a == b or b is None:
-            return a
-        if a is None:
-            return b
-        if key == "errorCode":
-            return a if a != 0 else b
-        if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
-            return max(a, b)
-        return a
+    the reference the one-pass merge must equal, and the baseline of ``python -m bench alter_partition_batch``.
+    The scalar and entry rules are the sink's own; only the list merge is the old one."""
 
     def lists(a: list[Any], b: list[Any]) -> list[Any]:
         out = list(a)
@@ -57,5 +41,5 @@ def pairwise_merge_bodies(bodies: Sequence[Mapping[str, Any]]) -> dict[str, Any]
             elif isinstance(merged[key], dict) and isinstance(value, dict):
                 merged[key] = pairwise_merge_bodies([merged[key], value])
             else:
-                merged[key] = scalar(key, merged[key], value)
+                merged[key] = merge_scalar(key, merged[key], value)
     return merged

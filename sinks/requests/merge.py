@@ -20,7 +20,9 @@ from core.kafka.requests import SplicedBody
 _ENTRY_IDS = ("brokerId", "id")
 
 
-def _merge_scalar(key: str, a: Any, b: Any) -> Any:
+def merge_scalar(key: str, a: Any, b: Any) -> Any:
+    """Two values of ``key`` in bodies being merged: equal or one missing, that one; a non-zero ``errorCode``
+    wins; of two numbers the larger; otherwise the first."""
     if a == b or b is None:
         return a
     if a is None:
@@ -32,7 +34,8 @@ def _merge_scalar(key: str, a: Any, b: Any) -> Any:
     return a
 
 
-def _entry_id(entry: Any) -> Any:
+def entry_id(entry: Any) -> Any:
+    """What identifies a list entry when merging: its ``brokerId`` or ``id``, else its whole JSON."""
     if isinstance(entry, dict):
         for k in _ENTRY_IDS:
             if k in entry:
@@ -43,7 +46,7 @@ def _entry_id(entry: Any) -> Any:
 class _Lists:
     """One list field of the bodies being merged, built up body by body: the first body's entries as they are,
     each later body's topic entries merged into the entry of the same ``topicName`` (the last of that name,
-    else appended) and its other entries appended unless an equal one (:func:`_entry_id`) is there. The indexes
+    else appended) and its other entries appended unless an equal one (:func:`entry_id`) is there. The indexes
     are kept between bodies, so merging n bodies costs what their entries do (merging them two by two rebuilt
     the indexes, and re-identified every entry, for each body: quadratic in a broker's answers of a batch)."""
 
@@ -59,7 +62,7 @@ class _Lists:
             else:
                 # topic entries merge by name; only the others (live brokers, ...) need an identity, and
                 # computing one for a topic entry would serialise all its partition states
-                self.seen.add(_entry_id(e))
+                self.seen.add(entry_id(e))
 
     def add(self, more: list[Any]) -> None:
         out = self.out
@@ -75,7 +78,7 @@ class _Lists:
                         merged = out[i] = _Body(merged)
                     merged.add(e)
                 continue
-            ident = _entry_id(e)
+            ident = entry_id(e)
             if ident not in self.seen:
                 self.seen.add(ident)
                 out.append(e)
@@ -115,8 +118,8 @@ class _Body:
                 fields[key] = _Body(cur)
                 fields[key].add(value)
             else:
-                # a list or an object met by anything else stays (``_merge_scalar`` keeps it)
-                fields[key] = _merge_scalar(key, cur, value)
+                # a list or an object met by anything else stays (``merge_scalar`` keeps it)
+                fields[key] = merge_scalar(key, cur, value)
 
     def value(self) -> dict[str, Any]:
         return {k: v.value() if isinstance(v, _Lists | _Body) else v for k, v in self.fields.items()}
