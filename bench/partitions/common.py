@@ -34,7 +34,15 @@ FAULTS = (
 )
 #: the faults CI runs (tests/e2e/test_partitions.py); of the ensemble's, the leader killed mid-reassignment:
 #: every session (the controller's, wherever it was) loses its server in the middle of the most ZooKeeper writes
-CI_FAULTS = ("zk-cut:idle", "broker-zk-cut", "kafka-cut", "zk-leader-kill:reassign")
+CI_FAULTS = (
+    "zk-cut:idle",
+    "zk-cut:before-zk-writes",
+    "zk-cut:after-zk-writes",
+    "broker-zk-cut",
+    "kafka-cut",
+    "kafka-cut:in-batch",
+    "zk-leader-kill:reassign",
+)
 SESSION_TIMEOUT_MS = 6000
 ZOOKEEPER_SERVERS = 3
 

@@ -3,11 +3,13 @@
 Real processes on network namespaces (:mod:`bench.harness.netns`): a ZooKeeper ensemble of three (a host per
 server), Kafka, five simulated brokers and ``livectl run`` controllers on one checkpoint. ``bench/partitions/``
 holds the faults and their checks and runs every one; here CI's selection, in order on one cluster: the
-active controller cut off from ZooKeeper while idle (its standby takes over, it exits when the link returns),
-a leading broker cut off from ZooKeeper (new leaders, it rejoins), the active controller cut off from Kafka
-while input waits (it keeps its lease; the input is applied once when the link returns), and the ensemble's
-leader SIGKILLed as a reassignment's RS is written (the controller keeps its lease, its session moves, the
-reassignment finishes). Each must leave every invariant of ``bench/partitions/`` holding. The other faults run
+active controller cut off from ZooKeeper at each of issue 41's three points — idle, a micro-batch planned before
+its ZooKeeper writes, and after its first partition state is written (its standby takes over and finishes what was
+in flight, it stops as fenced) —, a leading broker cut off from ZooKeeper (new leaders, it rejoins), the active
+controller cut off from Kafka while input waits (it keeps its lease; the input is applied once when the link
+returns) and as a micro-batch is planned (its writes fail for ``sink_retry_timeout_ms``, it exits, the standby
+replays the batch), and the ensemble's leader SIGKILLed as a reassignment's RS is written (the controller keeps
+its lease, its session moves, the reassignment finishes). Each must leave every invariant of ``bench/partitions/`` holding. The other faults run
 in ``python -m bench partitions`` (CI's 30 minutes).
 """
 
