@@ -397,9 +397,9 @@ class ControllerEndpoint:
 
     def _refuse(self, conn: Connection, api_key: int, version: int, correlation_id: int) -> bool:
         """Answer a broker's request ``CLUSTER_AUTHORIZATION_FAILED``: ``conn``'s principal may not send it."""
-        self.refusals += 1
         key = (conn.principal, api_key)
         with self._lock:
+            self.refusals += 1
             first = key not in self._refusals_logged
             self._refusals_logged.add(key)
         log.log(
