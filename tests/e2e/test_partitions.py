@@ -9,8 +9,8 @@ in flight, it stops as fenced) —, a leading broker cut off from ZooKeeper (new
 controller cut off from Kafka while input waits (it keeps its lease; the input is applied once when the link
 returns) and as a micro-batch is planned (its writes fail for ``sink_retry_timeout_ms``, it exits, the standby
 replays the batch), and the ensemble's leader SIGKILLed as a reassignment's RS is written (the controller keeps
-its lease, its session moves, the reassignment finishes). Each must leave every invariant of ``bench/partitions/`` holding. The other faults run
-in ``python -m bench partitions`` (CI's 30 minutes).
+its lease, its session moves, the reassignment finishes). Each must leave every invariant of ``bench/partitions/``
+holding. The other faults run in ``python -m bench partitions`` (CI's 30 minutes).
 """
 
 from __future__ import annotations
