@@ -40,9 +40,11 @@ def request_of(proposals: tuple[AlterPartition, ...]) -> AlterPartitionRequest:
 def as_requests(events: list[Event], per_record: int = PROPOSALS_PER_RECORD) -> list[Event]:
     """``events`` with each run of AlterPartition proposals from one sender at one broker epoch as
     :class:`AlterPartitionRequest` records of at most ``per_record`` partitions, in order; the other events
-    as they are, between them."""
-    if per_record < 1:
-        raise ValueError(f"per_record: must be at least 1, got {per_record}")
+    as they are, between them. ``per_record`` 0: ``events`` as they are (a record per proposal)."""
+    if per_record < 0:
+        raise ValueError(f"per_record: must be at least 0, got {per_record}")
+    if per_record == 0:
+        return list(events)
     out: list[Event] = []
     run: list[AlterPartition] = []
 

@@ -53,7 +53,7 @@ from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_reque
 from core.kafka.error_codes import error_name
 from core.kafka.log_dirs import LOG_DIRS_TOPIC, chunked
 from core.kafka.requests import SHARED_BROKER_ID
-from simbrokers.alter_requests import as_requests, correlation_ids
+from simbrokers.alter_requests import PROPOSALS_PER_RECORD, as_requests, correlation_ids
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
 from simbrokers.dynconfig import DynamicConfigWatcher
@@ -108,6 +108,8 @@ class ProcessSettings:
     zookeeper_security: ZkSecurity = field(default_factory=ZkSecurity)
     #: after SIGTERM, how long the brokers' controlled shutdowns may take before the process stops anyway
     shutdown_timeout_s: float = 30.0
+    #: ISR proposals per AlterPartition record; 0: an ``alter_partition`` record each (the form before requests)
+    proposals_per_record: int = PROPOSALS_PER_RECORD
 
 
 @dataclass
@@ -469,7 +471,7 @@ class SimBrokersProcess:
 
     def _publish(self, broker_id: int, events: list[Event]) -> None:
         assert self._producer is not None
-        for ev in as_requests(events):
+        for ev in as_requests(events, self.settings.proposals_per_record):
             try:
                 future = self._producer.send(
                     self.settings.events_topic, key=str(broker_id).encode(), value=event_to_json(ev).encode()
@@ -486,12 +488,8 @@ class SimBrokersProcess:
 
     def _on_proposal_not_written(self, broker_id: int, correlation_ids: tuple[int, ...], error: Exception) -> None:
         """The producer's errback (its I/O thread): queue the proposals for :meth:`_resend_failed_proposals`."""
-        log.warning(
-            "broker %s: AlterPartition of %d partitions not written (%s): sending it again",
-            broker_id,
-            len(correlation_ids),
-            error,
-        )
+        n = len(correlation_ids)
+        log.warning("broker %s: AlterPartition of %d partitions not written (%s): sending again", broker_id, n, error)
         self._failed_proposals.extend((broker_id, c) for c in correlation_ids)
 
     def _resend_failed_proposals(self) -> None:

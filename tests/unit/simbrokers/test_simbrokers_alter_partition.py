@@ -193,6 +193,7 @@ def test_a_ticks_proposals_go_out_as_requests_of_many_partitions() -> None:
         tuple(other),
     ]
     assert as_requests([]) == [] and as_requests([shutdown]) == [shutdown]
+    assert as_requests([*first, shutdown], per_record=0) == [*first, shutdown]  # the form before requests
     # 60,000 proposals of one leader: 60 records
     assert len(as_requests([ap(2, 9, p) for p in range(60_000)])) == 60
 
