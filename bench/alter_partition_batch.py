@@ -31,8 +31,12 @@ per batch whatever its size (the ratio column is seconds per record against the 
 this run); below it the request sink's one-pass merge against the pairwise baseline. ``--profile`` adds
 cProfile's top functions of the whole batch.
 
+``--proposals-per-record N`` writes the proposals as the simulated brokers now do, each leader's as AlterPartition
+requests of N partitions a record (``alter_partition_request``); 0 (the default) one record per proposal, as before.
+``--records`` counts proposals either way, and the per-unit column is per proposal.
+
 Run: ``.venv/bin/python -m bench alter_partition_batch [--partitions 100000] [--buckets 2]
-[--records 1000,10000,60000] [--repeat 3] [--profile]``.
+[--records 1000,10000,60000] [--proposals-per-record 1000] [--repeat 3] [--profile]``.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ from core.controller import ControllerState
 from core.model import Broker, Endpoint, LeaderAndIsr, PartitionReplica, ReplicaAssignment, TopicPartition
 from core.placement import BrokerRack, assign_replicas
 from core.states import PartitionState, ReplicaState
+from simbrokers.alter_requests import as_requests
 from sinks.memory import MemoryRequestSink
 from sinks.ports import Fence
 from sinks.requests import merge, messages
@@ -142,12 +147,23 @@ def proposals(states: list[ControllerState]) -> list[ev.AlterPartition]:
     return out
 
 
-def source_records(events: list[ev.AlterPartition], topic_partitions: int = 1) -> pd.DataFrame:
+def as_records(events: list[ev.AlterPartition], per_record: int) -> list[ev.Event]:
+    """The proposals as the simulated brokers write them with ``--proposals-per-record``: 0, a record each, as
+    they come; else each leader's as AlterPartition requests of ``per_record`` (:mod:`simbrokers.alter_requests`)."""
+    if per_record == 0:
+        return list(events)
+    by_leader: dict[int, list[ev.Event]] = {}
+    for e in events:
+        by_leader.setdefault(e.broker_id, []).append(e)
+    return [r for b in sorted(by_leader) for r in as_requests(by_leader[b], per_record)]
+
+
+def source_records(events: list[ev.Event], topic_partitions: int = 1) -> pd.DataFrame:
     """Kafka's records as ``prepare_frame`` gets them (each leader's key on its own topic partition)."""
     return pd.DataFrame(
         {
             "topic": [EVENTS] * len(events),
-            "partition": [e.broker_id % topic_partitions for e in events],
+            "partition": [getattr(e, "broker_id", 0) % topic_partitions for e in events],
             "offset": list(range(len(events))),
             "timestamp": [pd.Timestamp(1_700_000_000_000 + i, unit="ms") for i in range(len(events))],
             "value": [event_to_json(e).encode() for e in events],
@@ -304,7 +320,13 @@ def main() -> None:
     p.add_argument("--partitions", type=int, default=100_000)
     p.add_argument("--brokers", type=int, default=5)
     p.add_argument("--buckets", type=int, default=2)
-    p.add_argument("--records", default="1000,10000", help="micro-batch sizes, comma-separated")
+    p.add_argument("--records", default="1000,10000", help="micro-batch sizes in proposals, comma-separated")
+    p.add_argument(
+        "--proposals-per-record",
+        type=int,
+        default=0,
+        help="0: a record per proposal (the form before requests); N: AlterPartition requests of N partitions",
+    )
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--profile", action="store_true", help="cProfile's top functions of the largest batch")
     args = p.parse_args()
@@ -319,14 +341,15 @@ def main() -> None:
     sizes = [min(int(s), len(events)) for s in args.records.split(",")]
     results: dict[str, Any] = {}
     for size in sizes:
-        med, counts = run_batch(states, stored, source_records(events[:size]), args.repeat)
+        records = source_records(as_records(events[:size], args.proposals_per_record))
+        med, counts = run_batch(states, stored, records, args.repeat)
         results[str(size)] = {"median_s": med, "counts": counts}
-        print(f"  {size} records: {counts}")
+        print(f"  {size} proposals: {counts}")
         results[str(size)]["merge_ratio"] = med["requests (pairwise merge)"] / med["requests"]
     base = str(sizes[0])
-    head = ["part"] + [f"{s} rec (s)" for s in sizes] + [f"µs/rec @{s}" for s in sizes]
+    head = ["part"] + [f"{s} prop (s)" for s in sizes] + [f"µs/prop @{s}" for s in sizes]
     if len(sizes) > 1:
-        head.append(f"per rec @{sizes[-1]} / @{sizes[0]}")
+        head.append(f"per prop @{sizes[-1]} / @{sizes[0]}")
     rows: list[list[Any]] = []
     for part in PARTS:
         row: list[Any] = [part]
@@ -342,14 +365,14 @@ def main() -> None:
     for size in sizes:
         r = results[str(size)]
         print(
-            f"request sink at {size} records: {r['median_s']['requests']:.3f} s, pairwise merge (before) "
+            f"request sink at {size} proposals: {r['median_s']['requests']:.3f} s, pairwise merge (before) "
             f"{r['median_s']['requests (pairwise merge)']:.3f} s: {r['merge_ratio']:.1f}x"
         )
     if args.profile:
         size = sizes[-1]
         prof = cProfile.Profile()
         prof.enable()
-        run_batch(states, stored, source_records(events[:size]), 1)
+        run_batch(states, stored, source_records(as_records(events[:size], args.proposals_per_record)), 1)
         prof.disable()
         text = io.StringIO()
         pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
@@ -362,6 +385,7 @@ def main() -> None:
             "brokers": args.brokers,
             "buckets": args.buckets,
             "proposals": len(events),
+            "proposals_per_record": args.proposals_per_record,
             "repeat": args.repeat,
             "batches": results,
         },

@@ -17,7 +17,8 @@ Their stable, versioned JSON form (``{"version": 1, "type": <TYPE>, ...fields}``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import ClassVar
 
 from core.model import ElectionType, Endpoint, PartitionTarget, TopicPartition
@@ -216,6 +217,42 @@ class AlterPartition(Event):
 
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
+
+
+@dataclass(frozen=True)
+class IsrProposal:
+    """One partition of an :class:`AlterPartitionRequest`: :class:`AlterPartition` but the sender."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    leader_recovery_state: int = 0
+    correlation_id: int = -1
+    topic_id: str | None = None
+
+
+@dataclass(frozen=True)
+class AlterPartitionRequest(Event):
+    """A leader's ISR proposals for many partitions in one record, as Kafka's brokers send every pending
+    partition in one AlterPartition request: each handled and answered as its :class:`AlterPartition`
+    (:meth:`proposals`), in order. Routed to each topic it names."""
+
+    TYPE: ClassVar[str] = "alter_partition_request"
+    broker_id: int
+    broker_epoch: int
+    partitions: tuple[IsrProposal, ...]
+
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({p.topic for p in self.partitions}))
+
+    def proposals(self) -> tuple[AlterPartition, ...]:
+        return tuple(AlterPartition(self.broker_id, self.broker_epoch, *_isr_fields(p)) for p in self.partitions)
+
+
+#: an :class:`IsrProposal`'s fields in order: :class:`AlterPartition`'s after the sender's
+_isr_fields = attrgetter(*(f.name for f in fields(IsrProposal)))
 
 
 @dataclass(frozen=True)

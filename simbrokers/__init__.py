@@ -9,7 +9,8 @@ ZooKeeper and the topics:
   :mod:`core.kafka.envelope`, :mod:`core.kafka.requests` and :mod:`core.kafka.request_encoding` /
   :mod:`core.kafka.request_parsing` alone;
 * answer on ``livectl.broker-events`` with :mod:`core.events` JSON: LeaderAndIsrResponse,
-  StopReplicaResponse, AlterPartition, ControlledShutdown, LogDirFailure.
+  StopReplicaResponse, AlterPartition (one record a request of many partitions:
+  :mod:`simbrokers.alter_requests`), ControlledShutdown, LogDirFailure.
 
 Pure logic, fed messages and a clock value (unit-tested without services):
 :mod:`simbrokers.broker` (Kafka's broker-side checks, metadata cache, faults),

@@ -24,6 +24,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC
 from core.kafka.log_dirs import LOG_DIRS_TOPIC
+from simbrokers.alter_requests import PROPOSALS_PER_RECORD
 from simbrokers.broker import BrokerConfig
 from simbrokers.control import CONTROL_TOPIC
 from simbrokers.registration import RegistrationError
@@ -213,6 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often a follower fetches from its leader (default: %(default)s)",
     )
     sim.add_argument(
+        "--proposals-per-record",
+        type=int,
+        default=PROPOSALS_PER_RECORD,
+        help="ISR proposals per AlterPartition record on the events topic, as Kafka's brokers send every pending "
+        "partition in one request; 0: one alter_partition record per partition (default: %(default)s)",
+    )
+    sim.add_argument(
         "--tick-ms",
         type=int,
         default=50,
@@ -252,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("tick_ms", "status_interval_ms"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')}: must be > 0")
+    if args.proposals_per_record < 0:
+        parser.error("--proposals-per-record: must be >= 0")
     if args.log_dirs_interval_ms < 0:
         parser.error("--log-dirs-interval-ms: must be >= 0")
     if args.session_timeout_ms is not None and args.session_timeout_ms <= 0:
@@ -309,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kafka_security=kafka_security,
         zookeeper_security=zk_security,
         shutdown_timeout_s=args.shutdown_timeout_s,
+        proposals_per_record=args.proposals_per_record,
     )
     proc = SimBrokersProcess(settings)
     proc.install_signal_handlers()

@@ -12,8 +12,10 @@ is applied.
 
 Loop (every ``tick_ms``): apply requests and control commands, tick every broker (produce, ISR checks,
 AlterPartition, controlled shutdown), run due fetches (in-process through :class:`LocalFabric`, across
-processes over TCP), publish the events, flush. An AlterPartition record the producer could not write has its
-proposal sent again (the producer's error callback): once written, a proposal waits for its answer.
+processes over TCP), publish the events, flush. A broker's proposals of one tick go out as AlterPartition requests
+of many partitions a record (:mod:`simbrokers.alter_requests`), as Kafka's brokers send every pending partition in
+one request. An AlterPartition record the producer could not write has its proposals sent again (the producer's
+error callback): once written, a proposal waits for its answer.
 
 Signals: SIGTERM / SIGINT start a controlled shutdown of every broker of the process; each deregisters
 (closes its session) when its shutdown succeeded or ran out of retries; the process exits when none is
@@ -45,12 +47,13 @@ from kazoo.client import KazooClient, KazooState
 
 from core.codec.events import event_to_json
 from core.errors import FormatError
-from core.events import AlterPartition, Event
+from core.events import Event
 from core.kafka import zkdata
 from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_request
 from core.kafka.error_codes import error_name
 from core.kafka.log_dirs import LOG_DIRS_TOPIC, chunked
 from core.kafka.requests import SHARED_BROKER_ID
+from simbrokers.alter_requests import PROPOSALS_PER_RECORD, as_requests, correlation_ids
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
 from simbrokers.dynconfig import DynamicConfigWatcher
@@ -105,6 +108,8 @@ class ProcessSettings:
     zookeeper_security: ZkSecurity = field(default_factory=ZkSecurity)
     #: after SIGTERM, how long the brokers' controlled shutdowns may take before the process stops anyway
     shutdown_timeout_s: float = 30.0
+    #: ISR proposals per AlterPartition record; 0: an ``alter_partition`` record each (the form before requests)
+    proposals_per_record: int = PROPOSALS_PER_RECORD
 
 
 @dataclass
@@ -466,7 +471,7 @@ class SimBrokersProcess:
 
     def _publish(self, broker_id: int, events: list[Event]) -> None:
         assert self._producer is not None
-        for ev in events:
+        for ev in as_requests(events, self.settings.proposals_per_record):
             try:
                 future = self._producer.send(
                     self.settings.events_topic, key=str(broker_id).encode(), value=event_to_json(ev).encode()
@@ -475,17 +480,17 @@ class SimBrokersProcess:
                 # Kafka away: the event is lost, as a real broker's request to an unreachable controller is
                 self._unsent += 1
                 log.error("broker %s: could not send %s to Kafka: %s", broker_id, type(ev).__name__, e)
-                if isinstance(ev, AlterPartition):
-                    self._failed_proposals.append((broker_id, ev.correlation_id))
+                self._failed_proposals.extend((broker_id, c) for c in correlation_ids(ev))
                 continue
-            if isinstance(ev, AlterPartition):
+            if corrs := correlation_ids(ev):
                 # never timed out once written; sent again only if the write fails
-                future.add_errback(self._on_proposal_not_written, broker_id, ev.correlation_id)
+                future.add_errback(self._on_proposal_not_written, broker_id, corrs)
 
-    def _on_proposal_not_written(self, broker_id: int, correlation_id: int, error: Exception) -> None:
-        """The producer's errback (its I/O thread): queue the proposal for :meth:`_resend_failed_proposals`."""
-        log.warning("broker %s: AlterPartition %s not written (%s): sending it again", broker_id, correlation_id, error)
-        self._failed_proposals.append((broker_id, correlation_id))
+    def _on_proposal_not_written(self, broker_id: int, correlation_ids: tuple[int, ...], error: Exception) -> None:
+        """The producer's errback (its I/O thread): queue the proposals for :meth:`_resend_failed_proposals`."""
+        n = len(correlation_ids)
+        log.warning("broker %s: AlterPartition of %d partitions not written (%s): sending again", broker_id, n, error)
+        self._failed_proposals.extend((broker_id, c) for c in correlation_ids)
 
     def _resend_failed_proposals(self) -> None:
         while self._failed_proposals:

@@ -229,6 +229,7 @@ def config_from(args: argparse.Namespace) -> Config:
         broker_fetch_interval_ms=args.broker_fetch_interval_ms,
         broker_status_interval_ms=args.broker_status_interval_ms,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        broker_proposals_per_record=args.broker_proposals_per_record,
         controller_settings=tuple(sets),
         settle_seconds=args.settle_seconds,
     )
@@ -310,6 +311,13 @@ def main() -> int:
     )
     ap.add_argument(
         "--replica-lag-time-max-ms", type=i, default=d.replica_lag_time_max_ms, help="(default: %(default)s, Kafka's)"
+    )
+    ap.add_argument(
+        "--broker-proposals-per-record",
+        type=int,
+        default=d.broker_proposals_per_record,
+        help="simbrokers --proposals-per-record; 0: one AlterPartition record per partition, the form before "
+        "requests (default: %(default)s)",
     )
     ap.add_argument(
         "--settle-seconds",

@@ -202,24 +202,30 @@ _CORRELATION = re.compile(rb'"correlation_id":(-?[0-9]+)')
 
 
 def count_broker_events(m: Matrix, budget_s: float = 300.0) -> dict[str, int]:
-    """The broker-events topic from its start: its records by event type, and for AlterPartition the distinct
-    proposals (broker, correlation id) among them, so ``alter_partition - alter_partition_proposals`` copies
+    """The broker-events topic from its start: its records by event type, and for AlterPartition the proposals
+    sent (``alter_partition_sent``: a record of each per partition, or a request's partitions) and the distinct
+    ones (broker, correlation id) among them, so ``alter_partition_sent - alter_partition_proposals`` copies
     were sent again. ``complete`` 0 when ``budget_s`` ran out first (a topic of millions of records). The type
     is read from the compact JSON the simulated brokers write, not decoded: a few seconds per million."""
     counts: dict[str, int] = {}
     proposals: set[tuple[bytes | None, bytes]] = set()
+    sent = 0
 
     def count(r: Any) -> None:
+        nonlocal sent
         t = _TYPE.search(r.value)
         kind = t.group(1).decode() if t else "?"
         counts[kind] = counts.get(kind, 0) + 1
-        if kind == "alter_partition" and (corr := _CORRELATION.search(r.value)) is not None:
-            proposals.add((r.key, corr.group(1)))
+        if kind in ("alter_partition", "alter_partition_request"):
+            corrs = _CORRELATION.findall(r.value)
+            sent += len(corrs)
+            proposals.update((r.key, c) for c in corrs)
 
     complete = int(_read_to_end(m, m.topics["events"], count, budget_s))
     return {
         "records": sum(counts.values()),
         **dict(sorted(counts.items())),
+        "alter_partition_sent": sent,
         "alter_partition_proposals": len(proposals),
         "complete": complete,
     }

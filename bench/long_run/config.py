@@ -38,6 +38,8 @@ class Config:
     broker_fetch_interval_ms: int = 5000
     broker_status_interval_ms: int = 10_000
     replica_lag_time_max_ms: int = 30_000
+    #: simbrokers --proposals-per-record (0: one AlterPartition record per partition, the form before requests)
+    broker_proposals_per_record: int = 1000
     #: settings for both controllers over the shipped ones and the harness's
     controller_settings: tuple[tuple[str, str], ...] = ()
     #: how long the end may take: the commands answered, the cluster in agreement
@@ -55,6 +57,8 @@ class Config:
             str(self.broker_status_interval_ms),
             "--replica-lag-time-max-ms",
             str(self.replica_lag_time_max_ms),
+            "--proposals-per-record",
+            str(self.broker_proposals_per_record),
         ]
 
     def controller_extra(self) -> dict[str, Any]:

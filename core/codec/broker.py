@@ -17,17 +17,18 @@ from core.codec.values import (
     read_endpoints,
     read_error_code,
     read_partition_id,
-    read_topic,
     topic_field,
 )
 from core.errors import FormatError
 from core.events import (
     AlterPartition,
+    AlterPartitionRequest,
     BrokerFailure,
     BrokerModification,
     BrokerStartup,
     ControlledShutdown,
     Event,
+    IsrProposal,
     LeaderAndIsrResponse,
     LogDirFailure,
     PartitionError,
@@ -68,36 +69,60 @@ def _broker_failure(o: Mapping[str, Any]) -> Event:
 def _alter_partition(o: Mapping[str, Any]) -> Event:
     broker_id = read_broker_id(o)
     broker_epoch = jf.integer(o, "broker_epoch", minimum=lim.INT64_MIN, maximum=lim.INT64_MAX)
-    topic = read_topic(o)
-    partition = read_partition_id(o)
+    p = _isr_proposal(o)
     return AlterPartition(
         broker_id,
         broker_epoch,
+        p.topic,
+        p.partition,
+        p.leader_epoch,
+        p.partition_epoch,
+        p.new_isr,
+        p.leader_recovery_state,
+        p.correlation_id,
+        p.topic_id,
+    )
+
+
+def _alter_partition_request(o: Mapping[str, Any]) -> Event:
+    broker_id = read_broker_id(o)
+    broker_epoch = jf.integer(o, "broker_epoch", minimum=lim.INT64_MIN, maximum=lim.INT64_MAX)
+    items = jf.obj_list(o, "partitions", max_items=lim.MAX_LIST_ITEMS)
+    return AlterPartitionRequest(
+        broker_id, broker_epoch, tuple(_isr_proposal(e, f"partitions[{i}].") for i, e in enumerate(items))
+    )
+
+
+def _isr_proposal(o: Mapping[str, Any], pre: str = "") -> IsrProposal:
+    topic = topic_field(o, "topic", pre)
+    partition = read_partition_id(o, pre)
+    return IsrProposal(
         topic,
         partition,
         # the wire's ranges only (int32 epochs and ids, int8 recovery state): whatever Kafka's controller
         # would answer is answered by the core, with Kafka's error codes, not refused as malformed
-        jf.integer(o, "leader_epoch", minimum=lim.INT32_MIN, maximum=lim.INT32_MAX),
-        jf.integer(o, "partition_epoch", minimum=lim.INT32_MIN, maximum=lim.INT32_MAX),
+        jf.integer(o, "leader_epoch", pre, minimum=lim.INT32_MIN, maximum=lim.INT32_MAX),
+        jf.integer(o, "partition_epoch", pre, minimum=lim.INT32_MIN, maximum=lim.INT32_MAX),
         jf.int_list(
             o,
             "new_isr",
+            pre,
             minimum=lim.INT32_MIN,
             maximum=lim.INT32_MAX,
             what=f"partition {topic}-{partition}",
             max_items=lim.MAX_REPLICATION_FACTOR,
         ),
-        jf.opt_integer(o, "leader_recovery_state", 0, minimum=lim.INT8_MIN, maximum=lim.INT8_MAX),
-        jf.opt_integer(o, "correlation_id", -1, minimum=-1, maximum=lim.INT32_MAX),
-        _topic_id(o),
+        jf.opt_integer(o, "leader_recovery_state", 0, pre, minimum=lim.INT8_MIN, maximum=lim.INT8_MAX),
+        jf.opt_integer(o, "correlation_id", -1, pre, minimum=-1, maximum=lim.INT32_MAX),
+        _topic_id(o, pre),
     )
 
 
-def _topic_id(o: Mapping[str, Any]) -> str | None:
+def _topic_id(o: Mapping[str, Any], pre: str = "") -> str | None:
     """Kafka's ``Uuid`` in its base64 text form (22 characters, URL-safe alphabet), or None."""
-    v = jf.opt_string(o, "topic_id", max_length=lim.MAX_NAME_LENGTH)
+    v = jf.opt_string(o, "topic_id", pre, max_length=lim.MAX_NAME_LENGTH)
     if v is not None and not TOPIC_ID_REGEX.fullmatch(v):
-        raise FormatError("topic_id", f"must be a Kafka topic id (22 base64url characters), got {lim.show(v)}")
+        raise FormatError(pre + "topic_id", f"must be a Kafka topic id (22 base64url characters), got {lim.show(v)}")
     return v
 
 
@@ -123,6 +148,7 @@ DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Event]] = MappingProxyType(
         BrokerModification.TYPE: _broker_modification,
         BrokerFailure.TYPE: _broker_failure,
         AlterPartition.TYPE: _alter_partition,
+        AlterPartitionRequest.TYPE: _alter_partition_request,
         LeaderAndIsrResponse.TYPE: _lisr_response,
         StopReplicaResponse.TYPE: _stop_replica_response,
         ControlledShutdown.TYPE: _controlled_shutdown,

@@ -15,6 +15,7 @@ from core.decisions import Decision
 from core.events import (
     AdminCommand,
     AlterPartition,
+    AlterPartitionRequest,
     AlterTopicConfig,
     AutoRebalanceTick,
     BrokerFailure,
@@ -60,6 +61,7 @@ HANDLERS: Mapping[type[Event], Callable[[StepContext, Any], None]] = MappingProx
         LeaderAndIsrResponse: brokers.leader_and_isr_response,
         StopReplicaResponse: topic_deletion.stop_replica_response,
         AlterPartition: isr.alter_partition,
+        AlterPartitionRequest: isr.alter_partition_request,
         CreateTopic: topics.create_topic,
         CreatePartitions: topics.create_partitions,
         DeleteTopic: topic_deletion.delete_topic,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from core.controller.reassignment import maybe_complete_reassignment, maybe_resume_reassignments
 from core.controller.step_context import StepContext
 from core.decisions import BrokerRequest
-from core.events import AlterPartition, PartitionStatesRead
+from core.events import AlterPartition, AlterPartitionRequest, PartitionStatesRead
 from core.isr_write import update_leader_and_isr
 from core.kafka.error_codes import KafkaError
 from core.kafka.requests import ZERO_UUID, AlterPartitionResponse, AlterPartitionResult, RequestApi
@@ -46,6 +46,13 @@ def alter_partition(c: StepContext, ev: AlterPartition) -> None:
         return
     _alter_one(c, ev, tp)
     c.send_update_metadata(ctx.live_brokers.keys(), (tp,))
+
+
+def alter_partition_request(c: StepContext, ev: AlterPartitionRequest) -> None:
+    """One request's proposals, each as :func:`alter_partition` handles it alone, in the request's order (the
+    same answers and writes as one record per partition: Kafka handles a request's partitions one by one)."""
+    for proposal in ev.proposals():
+        alter_partition(c, proposal)
 
 
 def _alter_one(c: StepContext, ev: AlterPartition, tp: TopicPartition) -> None:

@@ -61,6 +61,7 @@ CONTROLLER_STATES: Mapping[str, str] = {
     "elect_leaders": "ManualLeaderBalance",
     "controlled_shutdown": "ControlledShutdown",
     "alter_partition": "IsrChange",
+    "alter_partition_request": "IsrChange",
     "leader_and_isr_response": "LeaderAndIsrResponseReceived",
     "log_dir_failure": "LogDirChange",
     "alter_topic_config": "TopicUncleanLeaderElectionEnable",

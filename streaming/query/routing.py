@@ -56,6 +56,7 @@ _SPLITTABLE = (
     ev.ElectLeaders,
     ev.LeaderAndIsrResponse,
     ev.StopReplicaResponse,
+    ev.AlterPartitionRequest,
     ZkReassignment,
     ZkPreferredElection,
 )
@@ -83,18 +84,21 @@ def route(event: ev.Event, num_buckets: int) -> list[tuple[int, ev.Event]]:
     """``(bucket, event)`` pairs for one decoded event: at most one per bucket. The topic parts of a
     multi-topic event whose topics share a bucket are one event there (their partitions in its order), so
     that the bucket answers the command once for all of them."""
-    parts = split_by_topic(event)
     if isinstance(event, ev.AutoRebalanceTick) and event.bucket_limits:
         # a bounded rebalance pass: each bucket gets its own share of the bound (core.leader_balance)
         return [(b, event.for_bucket(b)) for b in range(num_buckets)]
-    if not parts:
+    topics = event.topics()
+    if event.SCOPE == "cluster" or not topics:
         return [(b, event) for b in range(num_buckets)]
     by_bucket: dict[int, list[str]] = {}
-    for t, _ in parts:
+    for t in topics:
         by_bucket.setdefault(bucket_of(t, num_buckets), []).append(t)
-    part_of = dict(parts)
-    # two parts in one bucket were answered apart, and the driver keeps a bucket's last answer to a request
-    return [(b, part_of[ts[0]] if len(ts) == 1 else _restricted(event, ts)) for b, ts in by_bucket.items()]
+    if len(by_bucket) == 1:
+        return [(b, event) for b in by_bucket]
+    # one pass over the partitions per bucket, not per topic: an AlterPartition request names up to a
+    # thousand topics. Two topics in one bucket are one event there: the driver keeps a bucket's last answer
+    # to a request, so parts answered apart would lose one
+    return [(b, _restricted(event, set(ts))) for b, ts in by_bucket.items()]
 
 
 def encode_routed(routed: list[tuple[int, ev.Event]]) -> list[tuple[int, str]]:

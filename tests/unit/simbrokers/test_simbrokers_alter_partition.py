@@ -165,3 +165,46 @@ def test_a_top_level_error_sends_the_proposal_again_after_the_backoff() -> None:
     assert broker.tick(1_000 + BACKOFF_MS - 1) == []
     assert proposals(broker.tick(1_000 + BACKOFF_MS)) == [ev]
     assert broker.tick(60_000) == []
+
+
+def test_a_ticks_proposals_go_out_as_requests_of_many_partitions() -> None:
+    """Kafka's broker sends every pending partition in one AlterPartition request: a broker's return at 100k
+    partitions was ~100,000 records on broker-events, one per partition, and as many micro-batches' worth."""
+    from core.events import AlterPartitionRequest, ControlledShutdown
+    from simbrokers.alter_requests import as_requests
+
+    def ap(broker: int, epoch: int, p: int) -> AlterPartition:
+        return AlterPartition(broker, epoch, "t", p, 0, 0, (broker,), correlation_id=p)
+
+    first = [ap(1, 5, p) for p in range(5)]
+    shutdown = ControlledShutdown(1, 5)
+    later = [ap(1, 5, p) for p in range(5, 7)]
+    other = [ap(1, 6, 7)]  # a new incarnation's: a request of its own
+    out = as_requests([*first, shutdown, *later, *other], per_record=2)
+    assert [type(e).__name__ for e in out] == ["AlterPartitionRequest"] * 3 + ["ControlledShutdown"] + [
+        "AlterPartitionRequest"
+    ] * 2
+    requests = [e for e in out if isinstance(e, AlterPartitionRequest)]
+    assert [r.proposals() for r in requests] == [
+        tuple(first[0:2]),
+        tuple(first[2:4]),
+        tuple(first[4:5]),
+        tuple(later),
+        tuple(other),
+    ]
+    assert as_requests([]) == [] and as_requests([shutdown]) == [shutdown]
+    assert as_requests([*first, shutdown], per_record=0) == [*first, shutdown]  # the form before requests
+    # 60,000 proposals of one leader: 60 records
+    assert len(as_requests([ap(2, 9, p) for p in range(60_000)])) == 60
+
+
+def test_one_request_holds_one_sender_at_one_epoch() -> None:
+    from simbrokers.alter_requests import request_of
+
+    a = AlterPartition(1, 5, "t", 0, 0, 0, (1,))
+    with pytest.raises(ValueError, match="one sender"):
+        request_of((a, AlterPartition(2, 5, "t", 1, 0, 0, (2,))))
+    with pytest.raises(ValueError, match="one sender"):
+        request_of((a, AlterPartition(1, 6, "t", 1, 0, 0, (1,))))
+    with pytest.raises(ValueError, match="one sender"):
+        request_of(())

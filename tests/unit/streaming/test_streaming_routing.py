@@ -188,3 +188,40 @@ def test_a_cluster_scoped_event_is_encoded_once_for_every_bucket() -> None:
     decoded = [event_from_json(text) for _, text in parts]
     assert [e.topics() for e in decoded] == [("a",), ("b",)]
     assert {b for b, _ in parts} == {routing.bucket_of("a", 4), routing.bucket_of("b", 4)}
+
+
+def test_an_alter_partition_request_goes_to_each_bucket_with_its_topics_partitions_in_order() -> None:
+    # topics that share a bucket and topics that do not, interleaved as a leader's proposals are
+    topics = [f"t{i}" for i in range(12)]
+    items = tuple(
+        ev.IsrProposal(t, p, 0, 0, (1,), correlation_id=10 * i + p) for p in range(2) for i, t in enumerate(topics)
+    )
+    req = ev.AlterPartitionRequest(1, 7, items)
+    routed = routing.route(req, 4)
+    buckets = [b for b, _ in routed]
+    assert sorted(buckets) == sorted({routing.bucket_of(t, 4) for t in topics}) and len(buckets) == len(set(buckets))
+    for b, part in routed:
+        assert isinstance(part, ev.AlterPartitionRequest) and (part.broker_id, part.broker_epoch) == (1, 7)
+        assert part.partitions == tuple(p for p in items if routing.bucket_of(p.topic, 4) == b)
+    # one bucket: the request as it is
+    assert routing.route(req, 1) == [(0, req)]
+
+
+def test_an_alter_partition_request_record_passes_the_suite_and_is_routed(validator: InputValidator) -> None:
+    req = ev.AlterPartitionRequest(
+        1, 7, (ev.IsrProposal("a", 0, 0, 0, (1, 2), correlation_id=1), ev.IsrProposal("b", 3, 0, 0, (1,)))
+    )
+    frame = pd.DataFrame(
+        {
+            "topic": ["livectl.broker-events"],
+            "partition": [0],
+            "offset": [5],
+            "timestamp": [pd.Timestamp(0, unit="ms")],
+            "value": [event_to_json(req)],
+        }
+    )
+    out = routing.prepare_frame(frame, 4, "livectl.admin", validator)
+    events = out[out["kind"] == routing.KIND_EVENT]
+    assert sorted(events["bucket"]) == sorted({routing.bucket_of("a", 4), routing.bucket_of("b", 4)})
+    got = [event_from_json(t) for t in events["payload"]]
+    assert sorted((p.topic, p.partition) for e in got for p in e.partitions) == [("a", 0), ("b", 3)]  # type: ignore[attr-defined]

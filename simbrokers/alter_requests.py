@@ -1,0 +1,73 @@
+"""A broker's ISR proposals as AlterPartition requests: Kafka's broker (``DefaultAlterPartitionManager``) sends
+every pending partition in one request, and so one record on ``livectl.broker-events`` carries many
+(:class:`core.events.AlterPartitionRequest`). One record per partition made a broker's return at 100k partitions
+~100,000 records, read ``max_records_per_batch`` a micro-batch behind everything else on the topic."""
+
+from __future__ import annotations
+
+from core.events import AlterPartition, AlterPartitionRequest, Event, IsrProposal
+
+#: partitions per AlterPartition record: an entry is about 150 bytes (300 with a topic name of Kafka's longest), so
+#: a record stays well under Kafka's 1 MB message size
+PROPOSALS_PER_RECORD = 1000
+
+
+def request_of(proposals: tuple[AlterPartition, ...]) -> AlterPartitionRequest:
+    """``proposals`` as one request; they must share their sender and its broker epoch."""
+    if not proposals or any(
+        (p.broker_id, p.broker_epoch) != (proposals[0].broker_id, proposals[0].broker_epoch) for p in proposals
+    ):
+        raise ValueError("one request holds the proposals of one sender at one broker epoch")
+    return AlterPartitionRequest(
+        proposals[0].broker_id,
+        proposals[0].broker_epoch,
+        tuple(
+            IsrProposal(
+                p.topic,
+                p.partition,
+                p.leader_epoch,
+                p.partition_epoch,
+                p.new_isr,
+                p.leader_recovery_state,
+                p.correlation_id,
+                p.topic_id,
+            )
+            for p in proposals
+        ),
+    )
+
+
+def as_requests(events: list[Event], per_record: int = PROPOSALS_PER_RECORD) -> list[Event]:
+    """``events`` with each run of AlterPartition proposals from one sender at one broker epoch as
+    :class:`AlterPartitionRequest` records of at most ``per_record`` partitions, in order; the other events
+    as they are, between them. ``per_record`` 0: ``events`` as they are (a record per proposal)."""
+    if per_record < 0:
+        raise ValueError(f"per_record: must be at least 0, got {per_record}")
+    if per_record == 0:
+        return list(events)
+    out: list[Event] = []
+    run: list[AlterPartition] = []
+
+    def close() -> None:
+        out.extend(request_of(tuple(run[i : i + per_record])) for i in range(0, len(run), per_record))
+        run.clear()
+
+    for ev in events:
+        if isinstance(ev, AlterPartition):
+            if run and (run[0].broker_id, run[0].broker_epoch) != (ev.broker_id, ev.broker_epoch):
+                close()
+            run.append(ev)
+        else:
+            close()
+            out.append(ev)
+    close()
+    return out
+
+
+def correlation_ids(ev: Event) -> tuple[int, ...]:
+    """The proposals a record carries, by their correlation ids (none for other events)."""
+    if isinstance(ev, AlterPartitionRequest):
+        return tuple(p.correlation_id for p in ev.partitions)
+    if isinstance(ev, AlterPartition):
+        return (ev.correlation_id,)
+    return ()
