@@ -23,7 +23,7 @@ from kazoo.client import KazooClient
 from waiting import wait_until
 
 from core.codec.events import event_from_json
-from core.events import Event
+from core.events import AlterPartitionRequest, Event
 from core.kafka.envelope import encode_request
 from core.kafka.requests import RequestApi
 from simbrokers.control import ControlCommand
@@ -81,14 +81,16 @@ class Env:
         self.producer.flush()
 
     def wait_events(self, pred: Callable[[Event], bool], count: int = 1, timeout: float = 20.0) -> list[Event]:
+        """The first ``count`` events ``pred`` takes; an AlterPartition request (the brokers' record) counts as
+        its proposals, one by one, as the controller handles them."""
         got: list[Event] = []
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and len(got) < count:
             for recs in self.consumer.poll(timeout_ms=200).values():
                 for r in recs:
                     ev = event_from_json(r.value)
-                    if pred(ev):
-                        got.append(ev)
+                    each = ev.proposals() if isinstance(ev, AlterPartitionRequest) else (ev,)
+                    got += [e for e in each if pred(e)]
         assert len(got) >= count, f"expected {count} events, got {got}"
         return got
 
