@@ -5,37 +5,54 @@ Three families, all frozen dataclasses:
 * **admin commands** (topic ``livectl.admin``), each with a ``request_id`` that its
   :class:`core.decisions.AdminResult` echoes;
 * **broker events** (topic ``livectl.broker-events``): registrations appearing, changing in place and
-  vanishing (published by the driver's liveness bridge), AlterPartition, LeaderAndIsr / StopReplica
-  responses, ControlledShutdown requests, log-dir failures;
+  vanishing (published by the driver's liveness bridge), AlterPartition (:mod:`core.isr_events`, re-exported
+  here), LeaderAndIsr / StopReplica responses, ControlledShutdown requests, log-dir failures;
 * **internal events** made by the driver: controller failover (with a ZooKeeper snapshot), re-reads
   after refused writes, the auto leader rebalance tick. The ZooKeeper paths a tool writes, and the controller's
   configs and cordoned brokers, are the driver's events too, with the epoch they were read under:
   :mod:`core.zk_path_events`.
 
-Their stable, versioned JSON form (``{"version": 1, "type": <TYPE>, ...fields}``) is :mod:`core.codec`'s.
+The base of them all is :class:`core.event_base.Event`. Their stable, versioned JSON form
+(``{"version": 1, "type": <TYPE>, ...fields}``) is :mod:`core.codec`'s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from operator import attrgetter
+from dataclasses import dataclass
 from typing import ClassVar
 
+from core.event_base import Event
+from core.isr_events import AlterPartition, AlterPartitionRequest, IsrProposal
 from core.model import ElectionType, Endpoint, PartitionTarget, TopicPartition
 from core.snapshot import PartitionStateZnode, TopicZnode, ZkSnapshot
 
-
-class Event:
-    """Base of every event. ``TYPE`` is the JSON ``type``; ``scope`` tells routing what it touches."""
-
-    TYPE: ClassVar[str] = ""
-    #: "topic" events go to the bucket of ``self.topic`` (or the topics of ``self.topics()``);
-    #: "cluster" events are copied to every bucket.
-    SCOPE: ClassVar[str] = "topic"
-
-    def topics(self) -> tuple[str, ...]:
-        """The topics this event touches (for routing); empty for cluster-scoped events."""
-        return ()
+__all__ = [
+    "AdminCommand",
+    "AlterPartition",
+    "AlterPartitionRequest",
+    "AlterTopicConfig",
+    "AutoRebalanceTick",
+    "BrokerFailure",
+    "BrokerModification",
+    "BrokerStartup",
+    "CancelReassignment",
+    "ControlledShutdown",
+    "ControllerFailover",
+    "CreatePartitions",
+    "CreateTopic",
+    "DeleteTopic",
+    "ElectLeaders",
+    "Event",
+    "IsrProposal",
+    "LeaderAndIsrResponse",
+    "LogDirFailure",
+    "PartitionError",
+    "PartitionStatesRead",
+    "ReassignPartitions",
+    "StopReplicaResponse",
+    "Tick",
+    "TopicCreationRefused",
+]
 
 
 # --------------------------------------------------------------------------- admin commands
@@ -193,66 +210,6 @@ class BrokerFailure(Event):
     SCOPE: ClassVar[str] = "cluster"
     broker_id: int
     broker_epoch: int = -1
-
-
-@dataclass(frozen=True)
-class AlterPartition(Event):
-    """A leader asks to change the ISR of one partition (Kafka's AlterPartition request)."""
-
-    TYPE: ClassVar[str] = "alter_partition"
-    broker_id: int
-    broker_epoch: int
-    topic: str
-    partition: int
-    leader_epoch: int
-    partition_epoch: int
-    new_isr: tuple[int, ...]
-    leader_recovery_state: int = 0
-    #: the sender's id for this proposal, echoed as ``correlationId`` in the answer's partition entry (our
-    #: transport has no request header to carry Kafka's correlation id); -1 = none
-    correlation_id: int = -1
-    #: Kafka's topic id (base64) when the proposal names its topic by id, as AlterPartition v2+ does
-    #: (Kafka >= 2.8 brokers); ``topic`` still routes it to its bucket. None: by name (v0/v1)
-    topic_id: str | None = None
-
-    def topics(self) -> tuple[str, ...]:
-        return (self.topic,)
-
-
-@dataclass(frozen=True)
-class IsrProposal:
-    """One partition of an :class:`AlterPartitionRequest`: :class:`AlterPartition` but the sender."""
-
-    topic: str
-    partition: int
-    leader_epoch: int
-    partition_epoch: int
-    new_isr: tuple[int, ...]
-    leader_recovery_state: int = 0
-    correlation_id: int = -1
-    topic_id: str | None = None
-
-
-@dataclass(frozen=True)
-class AlterPartitionRequest(Event):
-    """A leader's ISR proposals for many partitions in one record, as Kafka's brokers send every pending
-    partition in one AlterPartition request: each handled and answered as its :class:`AlterPartition`
-    (:meth:`proposals`), in order. Routed to each topic it names."""
-
-    TYPE: ClassVar[str] = "alter_partition_request"
-    broker_id: int
-    broker_epoch: int
-    partitions: tuple[IsrProposal, ...]
-
-    def topics(self) -> tuple[str, ...]:
-        return tuple(sorted({p.topic for p in self.partitions}))
-
-    def proposals(self) -> tuple[AlterPartition, ...]:
-        return tuple(AlterPartition(self.broker_id, self.broker_epoch, *_isr_fields(p)) for p in self.partitions)
-
-
-#: an :class:`IsrProposal`'s fields in order: :class:`AlterPartition`'s after the sender's
-_isr_fields = attrgetter(*(f.name for f in fields(IsrProposal)))
 
 
 @dataclass(frozen=True)

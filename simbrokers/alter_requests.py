@@ -5,36 +5,11 @@ every pending partition in one request, and so one record on ``livectl.broker-ev
 
 from __future__ import annotations
 
-from core.events import AlterPartition, AlterPartitionRequest, Event, IsrProposal
+from core.events import AlterPartition, AlterPartitionRequest, Event
 
 #: partitions per AlterPartition record: an entry is about 150 bytes (300 with a topic name of Kafka's longest), so
 #: a record stays well under Kafka's 1 MB message size
 PROPOSALS_PER_RECORD = 1000
-
-
-def request_of(proposals: tuple[AlterPartition, ...]) -> AlterPartitionRequest:
-    """``proposals`` as one request; they must share their sender and its broker epoch."""
-    if not proposals or any(
-        (p.broker_id, p.broker_epoch) != (proposals[0].broker_id, proposals[0].broker_epoch) for p in proposals
-    ):
-        raise ValueError("one request holds the proposals of one sender at one broker epoch")
-    return AlterPartitionRequest(
-        proposals[0].broker_id,
-        proposals[0].broker_epoch,
-        tuple(
-            IsrProposal(
-                p.topic,
-                p.partition,
-                p.leader_epoch,
-                p.partition_epoch,
-                p.new_isr,
-                p.leader_recovery_state,
-                p.correlation_id,
-                p.topic_id,
-            )
-            for p in proposals
-        ),
-    )
 
 
 def as_requests(events: list[Event], per_record: int = PROPOSALS_PER_RECORD) -> list[Event]:
@@ -49,7 +24,7 @@ def as_requests(events: list[Event], per_record: int = PROPOSALS_PER_RECORD) -> 
     run: list[AlterPartition] = []
 
     def close() -> None:
-        out.extend(request_of(tuple(run[i : i + per_record])) for i in range(0, len(run), per_record))
+        out.extend(AlterPartitionRequest.of(tuple(run[i : i + per_record])) for i in range(0, len(run), per_record))
         run.clear()
 
     for ev in events:

@@ -69,19 +69,7 @@ def _broker_failure(o: Mapping[str, Any]) -> Event:
 def _alter_partition(o: Mapping[str, Any]) -> Event:
     broker_id = read_broker_id(o)
     broker_epoch = jf.integer(o, "broker_epoch", minimum=lim.INT64_MIN, maximum=lim.INT64_MAX)
-    p = _isr_proposal(o)
-    return AlterPartition(
-        broker_id,
-        broker_epoch,
-        p.topic,
-        p.partition,
-        p.leader_epoch,
-        p.partition_epoch,
-        p.new_isr,
-        p.leader_recovery_state,
-        p.correlation_id,
-        p.topic_id,
-    )
+    return _isr_proposal(o).sent_by(broker_id, broker_epoch)
 
 
 def _alter_partition_request(o: Mapping[str, Any]) -> Event:

@@ -199,12 +199,12 @@ def test_a_ticks_proposals_go_out_as_requests_of_many_partitions() -> None:
 
 
 def test_one_request_holds_one_sender_at_one_epoch() -> None:
-    from simbrokers.alter_requests import request_of
+    from core.events import AlterPartitionRequest
 
     a = AlterPartition(1, 5, "t", 0, 0, 0, (1,))
     with pytest.raises(ValueError, match="one sender"):
-        request_of((a, AlterPartition(2, 5, "t", 1, 0, 0, (2,))))
+        AlterPartitionRequest.of((a, AlterPartition(2, 5, "t", 1, 0, 0, (2,))))
     with pytest.raises(ValueError, match="one sender"):
-        request_of((a, AlterPartition(1, 6, "t", 1, 0, 0, (1,))))
+        AlterPartitionRequest.of((a, AlterPartition(1, 6, "t", 1, 0, 0, (1,))))
     with pytest.raises(ValueError, match="one sender"):
-        request_of(())
+        AlterPartitionRequest.of(())

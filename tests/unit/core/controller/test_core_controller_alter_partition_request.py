@@ -16,23 +16,6 @@ from core.model import TopicPartition
 pytestmark = pytest.mark.unit
 
 
-def request_of(ps: tuple[AlterPartition, ...]) -> AlterPartitionRequest:
-    items = (
-        IsrProposal(
-            p.topic,
-            p.partition,
-            p.leader_epoch,
-            p.partition_epoch,
-            p.new_isr,
-            p.leader_recovery_state,
-            p.correlation_id,
-            p.topic_id,
-        )
-        for p in ps
-    )
-    return AlterPartitionRequest(ps[0].broker_id, ps[0].broker_epoch, tuple(items))
-
-
 def cluster() -> Cluster:
     c = Cluster.start([1, 2, 3])
     c.create_topic("t", ((1, 2, 3), (1, 2, 3), (2, 3, 1)))
@@ -62,7 +45,7 @@ def test_a_request_is_decided_as_its_partitions_records_one_by_one() -> None:
     alone, batched = cluster(), cluster()
     each = proposals(alone)
     alone.run(*each)
-    batched.run(request_of(each))
+    batched.run(AlterPartitionRequest.of(each))
     assert [decision_to_json(d) for d in batched.decisions] == [decision_to_json(d) for d in alone.decisions]
     assert batched.state.context.leader_and_isr(TopicPartition("t", 0)) == alone.ctx.leader_and_isr(
         TopicPartition("t", 0)
@@ -78,7 +61,7 @@ def test_a_stale_senders_request_answers_each_partition_stale() -> None:
         AlterPartition(p.broker_id, p.broker_epoch - 1, p.topic, p.partition, 0, 0, p.new_isr, correlation_id=i)
         for i, p in enumerate(proposals(c)[:2])
     )
-    c.run(request_of(stale))
+    c.run(AlterPartitionRequest.of(stale))
     answers = [r.body_json() for r in c.requests(RequestApi.ALTER_PARTITION_RESPONSE)]
     # each names its proposal at the top (the answers of one broker's requests never hide each other)
     assert [(a["errorCode"], a.get("correlationId")) for a in answers] == [(77, 0), (77, 1)]
