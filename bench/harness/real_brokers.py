@@ -9,12 +9,14 @@ the beginning) and :func:`kafka_view` (a broker's own metadata: Kafka's view, no
 :func:`kafka_topics_describe` runs Kafka's own ``kafka-topics --describe`` from the resolved jars and
 :func:`describe_partitions` reads its output, or ``livectl topics --describe``'s, into comparable facts;
 :func:`kafka_reassignments` runs ``kafka-reassign-partitions --list`` and reads what it lists; :func:`kafka_tool`
-runs any of Kafka's tools by its class.
+runs any of Kafka's tools by its class (each with the client properties given: SASL, SSL);
+:meth:`Cluster.admin` runs ``livectl``'s admin commands on the cluster.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -33,6 +35,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import TopicName
 
+from admin.cli import main as admin_main
 from bench.harness.matrix import Matrix, create_topic, wait_until
 from bench.harness.results import ROOT
 from channel.wire import BrokerConnection
@@ -157,6 +160,20 @@ class Cluster:
             stop_zk_broker(svc, timeout=0)
         self.m.close(at_once=True)
 
+    def admin(self, *argv: str) -> tuple[int, str]:
+        """``livectl ARGV`` (an admin command, ``topics --describe --topic T`` say) on this cluster, run in this
+        process: its exit code and what it printed."""
+        m = self.m
+        full = [*argv, "--zookeeper", m.zk_connect, "--bootstrap-server", m.bootstrap]
+        full += ["--admin-topic", m.topics["admin"], "--admin-results-topic", m.topics["results"]]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            try:
+                rc = admin_main(full)
+            except SystemExit as e:
+                rc = int(e.code or 0)
+        return rc, out.getvalue()
+
     def bootstrap(self, listener: str | None = None) -> str:
         """The running brokers' addresses on ``listener`` (default: the clients')."""
         return ",".join(
@@ -208,15 +225,25 @@ def running_cluster(
 
 
 def kafka_tool(
-    tool: str, main_class: str, args: list[str], *, api_timeout_ms: int, timeout: float, work: Path | None
+    tool: str,
+    main_class: str,
+    args: list[str],
+    *,
+    api_timeout_ms: int,
+    timeout: float,
+    work: Path | None,
+    client: Mapping[str, str] | None = None,
 ) -> str:
     """What Kafka's tool ``main_class`` prints with ``args``, run from the jars ``scripts/setup`` resolved, each
     Admin call given up after ``api_timeout_ms`` (``default.api.timeout.ms``, in a ``--command-config`` file
-    written in ``work``). Raises :class:`RuntimeError` with what it printed when it exits non-zero."""
+    written in ``work``, with the client properties ``client`` too: its SASL or SSL, say). Raises
+    :class:`RuntimeError` with what it printed when it exits non-zero."""
     with tempfile.TemporaryDirectory(dir=work) as folder:
         config = Path(folder) / "admin.properties"
         request_ms = min(api_timeout_ms, 30_000)
-        config.write_text(f"default.api.timeout.ms={api_timeout_ms}\nrequest.timeout.ms={request_ms}\n")
+        props = {"default.api.timeout.ms": str(api_timeout_ms), "request.timeout.ms": str(request_ms), **(client or {})}
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        config.chmod(0o600)
         cmd = [find_java(), "-Xmx128m", "-cp", kafka_classpath(), main_class, "--command-config", str(config)]
         done = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, check=False)
     if done.returncode != 0:
@@ -225,19 +252,36 @@ def kafka_tool(
 
 
 def kafka_topics_describe(
-    bootstrap: str, topic: str, *, api_timeout_ms: int = 60_000, timeout: float = 180, work: Path | None = None
+    bootstrap: str,
+    topic: str,
+    *,
+    api_timeout_ms: int = 60_000,
+    timeout: float = 180,
+    work: Path | None = None,
+    client: Mapping[str, str] | None = None,
 ) -> str:
     """What Kafka's own ``kafka-topics.sh --bootstrap-server BOOTSTRAP --describe --topic TOPIC`` prints (its
     Admin client asks the brokers' metadata and configs, and the controller the reassignments); see
     :func:`kafka_tool`."""
     args = ["--bootstrap-server", bootstrap, "--describe", "--topic", topic]
     return kafka_tool(
-        "kafka-topics --describe", TOPIC_COMMAND, args, api_timeout_ms=api_timeout_ms, timeout=timeout, work=work
+        "kafka-topics --describe",
+        TOPIC_COMMAND,
+        args,
+        api_timeout_ms=api_timeout_ms,
+        timeout=timeout,
+        work=work,
+        client=client,
     )
 
 
 def kafka_reassignments(
-    bootstrap: str, *, api_timeout_ms: int = 60_000, timeout: float = 180, work: Path | None = None
+    bootstrap: str,
+    *,
+    api_timeout_ms: int = 60_000,
+    timeout: float = 180,
+    work: Path | None = None,
+    client: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, str]]:
     """The reassignments Kafka's own ``kafka-reassign-partitions.sh --bootstrap-server BOOTSTRAP --list`` lists
     (its Admin client asks the controller ListPartitionReassignments): ``{"<topic>-<partition>": {"replicas":
@@ -250,6 +294,7 @@ def kafka_reassignments(
         api_timeout_ms=api_timeout_ms,
         timeout=timeout,
         work=work,
+        client=client,
     )
     if "No partition reassignments found." in text:
         return {}

@@ -21,14 +21,14 @@ controller on the bus (:mod:`channel_support`). Then:
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from channel_support import EndpointSetup, channel_beside_a_broker
-from kafka_pki import Pki, broker_stores, make_pki
+from kafka_pki import Pki, make_pki
+from kafka_sasl import PLAIN, PLAIN_LOGIN, SCRAM, SCRAM_LOGIN, jaas, make_scram_users, zk_broker_sasl_properties
 from kio.schema.controlled_shutdown.v3.request import ControlledShutdownRequest
 from kio.schema.controlled_shutdown.v3.response import ControlledShutdownResponse as KafkaControlledShutdownResponse
 from kio.schema.types import BrokerId
@@ -45,16 +45,11 @@ from core.events import AlterPartition
 from core.kafka import zkdata
 from core.request_states import metadata_broker
 from livectl import local
-from livectl.kafka_server import kafka_classpath
 from livectl.kafka_zk_brokers import ZkBrokerSettings
-from livectl.spawn import find_java
 
 pytestmark = pytest.mark.integration
 
 CHANNEL_CN = "livectl-controller"
-SCRAM, PLAIN = "SCRAM-SHA-512", "PLAIN"
-SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
-PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 PASSWORDS = {"broker": "broker-secret", "livectl": "livectl-secret"}
 #: PLAIN passwords: the broker's list (the channel's login) and the endpoint's (a client's)
 BROKER_PLAIN = {"livectl": "livectl-plain"}
@@ -64,38 +59,12 @@ INCORRECT_PASSWORD = "wrong"
 SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM = 58, 33
 
 
-def _jaas(module: str, **options: str) -> str:
-    return f"{module} required " + " ".join(f'{k}="{v}"' for k, v in options.items()) + ";"
-
-
-def _make_scram_users(connect: str) -> None:
-    """Kafka's own ``kafka-configs --zookeeper ... --alter --add-config SCRAM-SHA-512=[...]``, one per user."""
-    for user, password in PASSWORDS.items():
-        cmd = [find_java(), "-Xmx128m", "-cp", kafka_classpath(), "kafka.admin.ConfigCommand", "--zookeeper", connect]
-        cmd += ["--alter", "--entity-type", "users", "--entity-name", user]
-        cmd += ["--add-config", f"{SCRAM}=[iterations=4096,password={password}]"]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-        assert done.returncode == 0, done.stderr + done.stdout
-
-
 def _broker_properties(pki: Pki) -> dict[str, str]:
-    props = {
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,"
-        + ",".join(f"{name}:{protocol}" for name, protocol in PROTOCOLS.items()),
-        **broker_stores(pki),
-        "sasl.mechanism.inter.broker.protocol": SCRAM,
-        "sasl.enabled.mechanisms": f"{SCRAM},{PLAIN}",
+    return {
+        **zk_broker_sasl_properties(PROTOCOLS, "broker", PASSWORDS["broker"], pki=pki, plain_users=BROKER_PLAIN),
         # a follower that never fetches drops out of the ISR after 2 s (Kafka's default: 30 s)
         "replica.lag.time.max.ms": "2000",
     }
-    for name in PROTOCOLS:
-        prefix = f"listener.name.{name.lower()}"
-        props[f"{prefix}.{SCRAM.lower()}.sasl.jaas.config"] = _jaas(
-            SCRAM_LOGIN, username="broker", password=PASSWORDS["broker"]
-        )
-        plain_users = {f"user_{u}": p for u, p in BROKER_PLAIN.items()}
-        props[f"{prefix}.plain.sasl.jaas.config"] = _jaas(PLAIN_LOGIN, **plain_users)
-    return props
 
 
 def _channel_sasl(scram_password: str = PASSWORDS["livectl"], mechanism: str = SCRAM) -> ChannelSasl:
@@ -106,10 +75,10 @@ def _channel_sasl(scram_password: str = PASSWORDS["livectl"], mechanism: str = S
         {
             "sasl.mechanism.inter.broker.protocol": mechanism,
             "sasl.enabled.mechanisms": f"{SCRAM},{PLAIN}",
-            f"listener.name.control_plane.{mechanism.lower()}.sasl.jaas.config": _jaas(
+            f"listener.name.control_plane.{mechanism.lower()}.sasl.jaas.config": jaas(
                 SCRAM_LOGIN if mechanism == SCRAM else PLAIN_LOGIN, username="livectl", password=password
             ),
-            "sasl.jaas.config": _jaas(PLAIN_LOGIN, **{f"user_{u}": p for u, p in ENDPOINT_PLAIN.items()}),
+            "sasl.jaas.config": jaas(PLAIN_LOGIN, **{f"user_{u}": p for u, p in ENDPOINT_PLAIN.items()}),
         }
     )
 
@@ -145,7 +114,7 @@ def setup(zookeeper: local.Service, kafka_broker: local.Service, tmp_path: Path)
         tmp_path / "broker",
         "sasl",
         ZkBrokerSettings(properties=_broker_properties(pki)),
-        prepare=_make_scram_users,
+        prepare=lambda connect: make_scram_users(connect, PASSWORDS),
         listener="CONTROL_PLANE",
         controller_listeners=tuple(PROTOCOLS),
         tls=tls,
@@ -227,7 +196,7 @@ def test_an_endpoint_takes_scram_sha_256_and_plain_and_refuses_the_rest(tmp_path
     sasl = ChannelSasl.from_properties(
         {
             "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-256,PLAIN",
-            "listener.name.internal.plain.sasl.jaas.config": _jaas(PLAIN_LOGIN, user_bob="bob-secret"),
+            "listener.name.internal.plain.sasl.jaas.config": jaas(PLAIN_LOGIN, user_bob="bob-secret"),
         }
     )
     asked: list[tuple[int, str]] = []
