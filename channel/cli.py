@@ -74,10 +74,15 @@ _EPILOG = """\
 once per message:
   the consumer group's offset of a message is committed after every broker it names answered and the
   events were written; a channel restarted in between sends that message again (Kafka's brokers ignore
-  a repeated LeaderAndIsr of the same leader epoch). Run one channel per group.
+  a repeated LeaderAndIsr of the same leader epoch).
+
+one channel per group:
+  a channel started on a group takes the place of the one running there (Kafka's static membership,
+  group.instance.id = the group), which is fenced and stops.
 
 exit status:
-  0 stopped by SIGTERM / Ctrl-C; 1 could not start (ZooKeeper or Kafka unreachable); 2 bad options.
+  0 stopped by SIGTERM / Ctrl-C; 1 could not start (ZooKeeper or Kafka unreachable), or fenced by a
+  newer channel on the group; 2 bad options.
 """
 
 

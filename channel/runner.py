@@ -43,6 +43,11 @@ Kafka's Admin client sends the controller CreateTopics, DeleteTopics, CreatePart
 AlterPartitionReassignments: each becomes livectl's admin commands on the admin topic and is answered from
 livectl's admin results (:mod:`channel.admin_apis`, :mod:`channel.admin_link`).
 
+One channel per group: the consumer is the group's static member ``group`` (Kafka's ``group.instance.id``,
+KIP-345), so a second channel started on the group takes the first one's place at once, keeping every
+partition, and the first is fenced: its next commit is refused and it stops with one line and exit status 1
+(at most the message it was delivering is sent twice, which the brokers tolerate, below).
+
 Once per message: the consumer's offset of a message is committed only after every addressee answered and
 the events were acknowledged by Kafka (``acks=all``). A channel stopped between a broker's answer and the
 commit sends that one message again when it restarts; Kafka's broker answers a repeated LeaderAndIsr of
@@ -62,6 +67,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import FencedInstanceIdError
 from kazoo.client import KazooClient
 
 from channel.acls import AclAuthorizer
@@ -194,6 +200,8 @@ class ControllerChannel:
         self.log_dirs_reports = 0
         #: Kafka's admin requests to the controller, once started (``controller_listeners`` set)
         self.admin: AdminLink | None = None
+        #: another channel took this one's place in the group (:meth:`run` returned 1)
+        self.fenced = False
 
     def start(self) -> None:
         s = self.settings
@@ -210,6 +218,8 @@ class ControllerChannel:
             **kafka,
             bootstrap_servers=s.bootstrap_server,
             group_id=s.group,
+            # one member per group: a second channel replaces this one, which is then fenced (see run)
+            group_instance_id=s.group,
             enable_auto_commit=False,
             # first start of the group: from the beginning; what is for a broker gone or registered again
             # since is dropped by the broker-epoch rule
@@ -309,17 +319,27 @@ class ControllerChannel:
         )
 
     def run(self) -> int:
+        """Deliver until :attr:`stopping` is set (0), or until another channel took this one's place in the
+        group (1, after one line on the log)."""
         assert self._consumer is not None
-        while not self.stopping.is_set():
-            batches = self._consumer.poll(timeout_ms=200, max_records=500)
-            for tp, records in batches.items():
-                for rec in records:
-                    if self.stopping.is_set():
-                        return 0
-                    if not self._deliver_message(rec.key, rec.value, int(rec.timestamp)):
-                        return 0  # stopped before every addressee answered: not committed, sent again
-                    self._commit(tp, rec.offset + 1)
-            self._report_log_dirs()
+        try:
+            while not self.stopping.is_set():
+                batches = self._consumer.poll(timeout_ms=200, max_records=500)
+                for tp, records in batches.items():
+                    for rec in records:
+                        if self.stopping.is_set():
+                            return 0
+                        if not self._deliver_message(rec.key, rec.value, int(rec.timestamp)):
+                            return 0  # stopped before every addressee answered: not committed, sent again
+                        self._commit(tp, rec.offset + 1)
+                self._report_log_dirs()
+        except FencedInstanceIdError:
+            self.fenced = True
+            log.error(
+                "another channel joined group %s in this one's place: this channel is fenced and stops",
+                self.settings.group,
+            )
+            return 1
         return 0
 
     def close(self) -> None:

@@ -122,7 +122,13 @@ def bus_settings(zookeeper_connect: str, bootstrap: str, prefix: str, **options:
 def running_channel(settings: ChannelSettings) -> Iterator[ControllerChannel]:
     """A :class:`~channel.runner.ControllerChannel` of ``settings``, started and run in a thread of its own;
     stopped and closed at the end."""
-    channel = ControllerChannel(settings)
+    with running_channel_of(ControllerChannel(settings)) as channel:
+        yield channel
+
+
+@contextmanager
+def running_channel_of(channel: ControllerChannel) -> Iterator[ControllerChannel]:
+    """``channel`` started and run in a thread of its own; stopped and closed at the end."""
     channel.start()
     thread = threading.Thread(target=channel.run, daemon=True)
     thread.start()

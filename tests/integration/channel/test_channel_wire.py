@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from channel_support import running_channel
+from channel_support import running_channel, running_channel_of
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
@@ -201,6 +201,51 @@ def test_the_channel_resumes_where_it_stopped(broker: Broker, kafka_broker: loca
 
     answers = [(r.key, event_from_json(r.value)) for r in _read_all(kafka_broker.bootstrap, events)]
     assert answers == [(b"1", LeaderAndIsrResponse(1, (PartitionError(t, 0, NONE),), NONE)) for t in topics]
+
+
+def test_a_second_channel_on_the_group_fences_the_first(broker: Broker, kafka_broker: local.Service) -> None:
+    """Channel A delivers a LeaderAndIsr; channel B starts on the same group and takes A's place (static
+    membership): A stops with status 1, fenced, at its next commit at the latest; B delivers what comes after.
+    Each request is answered, the one A was delivering when B came at most twice, the later ones once."""
+    name = f"chan-{uuid.uuid4().hex[:6]}"
+    requests, events = f"{name}.requests", f"{name}.broker-events"
+    ensure_topics(kafka_broker.bootstrap, [requests, events])
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+    topics = [f"{name}-{x}" for x in "abc"]
+
+    def send(batch: int, topic: str) -> None:
+        lisr, _ = _states(broker, topic, _topic_id(), leader_epoch=1)
+        key, value = encode_envelope(1, RequestApi.LEADER_AND_ISR, EPOCH, batch, encode_body(lisr))
+        producer.send(requests, key=key, value=value).get(timeout=10)
+
+    def answered() -> list[str]:
+        got = [event_from_json(r.value) for r in _read_all(kafka_broker.bootstrap, events)]
+        return [p.topic for e in got if isinstance(e, LeaderAndIsrResponse) for p in e.partitions]
+
+    settings = ChannelSettings(broker.zookeeper, kafka_broker.bootstrap, requests, events, group=f"{name}.channel")
+    first, second = ControllerChannel(settings), ControllerChannel(settings)
+    status: list[int] = []
+    first.start()
+    thread = threading.Thread(target=lambda: status.append(first.run()), daemon=True)
+    thread.start()
+    try:
+        send(1, topics[0])
+        wait_until("the first channel's delivery", lambda: first.delivered == 1)
+        with running_channel_of(second):
+            send(2, topics[1])
+            wait_until("the first channel to stop", lambda: not thread.is_alive(), timeout=90)
+            assert status == [1] and first.fenced
+            send(3, topics[2])
+            wait_until("the second channel's answer to the third request", lambda: topics[2] in answered())
+        assert not second.fenced
+    finally:
+        first.stopping.set()
+        thread.join(30)
+        first.close()
+        producer.close()
+    got = answered()
+    assert got.count(topics[0]) == 1 and got.count(topics[2]) == 1
+    assert 1 <= got.count(topics[1]) <= 2
 
 
 def test_describe_log_dirs_of_a_real_broker_in_livectls_report_shape(broker: Broker) -> None:
