@@ -6,8 +6,9 @@ it serves (:data:`channel.answers.SERVED` but ApiVersions) and when a connection
 * a ControlledShutdown becomes a :class:`core.events.ControlledShutdown` published for the controller; the
   controller's next ControlledShutdownResponse to that broker (all parts of its batch, written after the
   request arrived: :meth:`ControllerNode.answer_shutdown`) answers it;
-* an AlterPartition becomes one :class:`core.events.AlterPartition` per partition, all with one correlation
-  id of the node's; the request is answered when every partition's AlterPartitionResponse entry (or a
+* an AlterPartition becomes one :class:`core.events.AlterPartitionRequest` record (per 1,000 partitions), every
+  partition with one correlation id of the node's; the request is answered when every partition's
+  AlterPartitionResponse entry (or a
   top-level error naming it) has come back (:meth:`ControllerNode.answer_alter`);
 * AllocateProducerIds is answered as Kafka's ZooKeeper controller answers it (:mod:`channel.producer_ids`):
   the sender must be registered at the request's broker epoch;
@@ -85,7 +86,7 @@ from channel.node_configs import (
 )
 from channel.producer_ids import ProducerIdsExhaustedError, allocate_block
 from core.errors import FormatError
-from core.events import ControlledShutdown, Event
+from core.events import AlterPartitionRequest, ControlledShutdown, Event
 from core.kafka import zkdata
 from core.kafka.envelope import Envelope
 from core.kafka.error_codes import KafkaError
@@ -194,7 +195,8 @@ class ControllerNode:
         with self._lock:
             now_ms = int(time.time() * 1000)
             self._alters[ours] = _AskedAlter(conn, correlation_id, version, now_ms, broker_id, asked)
-        self._publish(broker_id, list(events))
+        # one record per request (in parts of PROPOSALS_PER_RECORD), as Kafka's controller takes one event per request
+        self._publish(broker_id, list(AlterPartitionRequest.records(tuple(events))))
 
     def _allocate_producer_ids_request(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
         broker_id = conn.broker_id = int(body.broker_id)

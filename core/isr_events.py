@@ -14,6 +14,10 @@ from typing import ClassVar
 
 from core.event_base import Event
 
+#: partitions per AlterPartition record: an entry is about 150 bytes (300 with a topic name of Kafka's longest), so
+#: a record stays well under Kafka's 1 MB message size
+PROPOSALS_PER_RECORD = 1000
+
 
 @dataclass(frozen=True)
 class AlterPartition(Event):
@@ -85,6 +89,16 @@ class AlterPartitionRequest(Event):
         if sender is None or any((p.broker_id, p.broker_epoch) != sender for p in proposals):
             raise ValueError("one request holds the proposals of one sender at one broker epoch")
         return cls(*sender, tuple(IsrProposal.of(p) for p in proposals))
+
+    @classmethod
+    def records(
+        cls, proposals: tuple[AlterPartition, ...], per_record: int = PROPOSALS_PER_RECORD
+    ) -> tuple[AlterPartitionRequest, ...]:
+        """``proposals`` (one sender's, at one broker epoch) as requests of at most ``per_record`` partitions
+        each, in order: what one AlterPartition request of a broker becomes on the broker-events topic."""
+        if per_record < 1:
+            raise ValueError(f"per_record: must be at least 1, got {per_record}")
+        return tuple(cls.of(proposals[i : i + per_record]) for i in range(0, len(proposals), per_record))
 
     def topics(self) -> tuple[str, ...]:
         return tuple(sorted({p.topic for p in self.partitions}))

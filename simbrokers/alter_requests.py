@@ -6,10 +6,9 @@ every pending partition in one request, and so one record on ``livectl.broker-ev
 from __future__ import annotations
 
 from core.events import AlterPartition, AlterPartitionRequest, Event
+from core.isr_events import PROPOSALS_PER_RECORD
 
-#: partitions per AlterPartition record: an entry is about 150 bytes (300 with a topic name of Kafka's longest), so
-#: a record stays well under Kafka's 1 MB message size
-PROPOSALS_PER_RECORD = 1000
+__all__ = ["PROPOSALS_PER_RECORD", "as_requests", "correlation_ids"]
 
 
 def as_requests(events: list[Event], per_record: int = PROPOSALS_PER_RECORD) -> list[Event]:
@@ -24,7 +23,7 @@ def as_requests(events: list[Event], per_record: int = PROPOSALS_PER_RECORD) -> 
     run: list[AlterPartition] = []
 
     def close() -> None:
-        out.extend(AlterPartitionRequest.of(tuple(run[i : i + per_record])) for i in range(0, len(run), per_record))
+        out.extend(AlterPartitionRequest.records(tuple(run), per_record))
         run.clear()
 
     for ev in events:

@@ -28,7 +28,7 @@ from waiting import wait_until
 
 from channel.runner import ChannelSettings, ControllerChannel
 from core.codec.events import event_from_json
-from core.events import AlterPartition, ControlledShutdown, Event
+from core.events import AlterPartition, AlterPartitionRequest, ControlledShutdown, Event
 from core.kafka import zkdata
 from core.kafka.envelope import encode_envelope
 from core.kafka.request_encoding import encode_body
@@ -269,6 +269,13 @@ class EndpointSetup:
         if self.event_key is not None:
             assert key == self.event_key, key
         return ev
+
+    def isr_proposal(self, timeout: float = 60) -> AlterPartition:
+        """The one partition of the first AlterPartition request on the broker-events topic (the channel writes a
+        broker's request as one ``alter_partition_request`` record)."""
+        asked = self.event(lambda e: isinstance(e, AlterPartitionRequest), timeout)
+        assert isinstance(asked, AlterPartitionRequest) and len(asked.partitions) == 1, asked
+        return asked.proposals()[0]
 
     def port(self, listener: str) -> int:
         """The channel's endpoint port on ``listener``."""

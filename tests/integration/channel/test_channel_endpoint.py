@@ -25,7 +25,6 @@ from channel_support import EndpointSetup, channel_beside_a_broker
 
 from channel.answers import SERVED, node_versions
 from channel.wire import BrokerConnection
-from core.events import AlterPartition
 from core.kafka.requests import MetadataBroker, MetadataEndpoint
 from livectl import local
 from livectl.kafka_zk_brokers import ZkBrokerSettings
@@ -73,8 +72,7 @@ def test_the_brokers_own_requests_reach_the_controller_and_are_answered(setup: E
     s.producer_ids_allocated(solo[0], answered=1)
 
     # AlterPartition: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
-    asked = s.event(lambda e: isinstance(e, AlterPartition))
-    assert isinstance(asked, AlterPartition)
+    asked = s.isr_proposal()
     assert (asked.broker_id, asked.broker_epoch, asked.topic, asked.partition) == (1, s.epoch, pair[0], 0)
     assert (asked.leader_epoch, asked.partition_epoch, asked.new_isr, asked.topic_id) == (1, 0, (1,), pair[1])
     s.answer_isr_shrink(asked, pair, answered=2)

@@ -41,7 +41,6 @@ from channel.endpoint import SASL_VERSIONS, ControllerEndpoint
 from channel.sasl import ChannelSasl, ScramCredential, client_mechanism
 from channel.tls import ChannelTls
 from channel.wire import BrokerConnection, SaslRefusedError, WireError
-from core.events import AlterPartition
 from core.kafka import zkdata
 from core.request_states import metadata_broker
 from livectl import local
@@ -172,8 +171,7 @@ def test_the_channel_speaks_sasl_both_ways_with_a_sasl_control_plane(setup: Setu
     _, pair = s.lead_solo_and_pair(metadata_broker(registration))
 
     # AlterPartition over SASL_SSL: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
-    asked = s.event(lambda e: isinstance(e, AlterPartition))
-    assert isinstance(asked, AlterPartition)
+    asked = s.isr_proposal()
     assert (asked.broker_id, asked.topic, asked.partition, asked.new_isr) == (1, pair[0], 0, (1,))
     assert s.channel.endpoints["CONTROL_PLANE"].authentications == 2  # the broker's own SCRAM login
     s.answer_isr_shrink(asked, pair, answered=1)

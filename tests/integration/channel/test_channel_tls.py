@@ -48,7 +48,6 @@ from channel.authz import CLUSTER_AUTHORIZATION_FAILED, ClusterAction
 from channel.endpoint import Connection, ControllerEndpoint
 from channel.tls import ChannelTls
 from channel.wire import BrokerConnection, WireError
-from core.events import AlterPartition
 from core.kafka import zkdata
 from core.request_states import metadata_broker
 from livectl import local
@@ -178,8 +177,7 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
     assert s.handshakes() >= 2  # the broker's own connection, with its certificate (client auth required)
 
     # AlterPartition over TLS: broker 2 never fetches, so broker 1 asks to shrink the ISR of "pair"
-    asked = s.event(lambda e: isinstance(e, AlterPartition))
-    assert isinstance(asked, AlterPartition)
+    asked = s.isr_proposal()
     assert (asked.broker_id, asked.topic, asked.partition, asked.new_isr) == (1, pair[0], 0, (1,))
     s.answer_isr_shrink(asked, pair, answered=2)
 

@@ -85,3 +85,12 @@ def test_the_request_record_round_trips_and_names_a_bad_partition_field() -> Non
     with pytest.raises(FormatError) as e:
         event_from_json(bad)
     assert e.value.field == "partitions[1].leader_epoch"
+
+
+def test_a_request_of_many_partitions_is_written_in_records_of_at_most_a_thousand() -> None:
+    proposals = tuple(AlterPartition(1, 5, "t", p, 0, 0, (1,), correlation_id=7) for p in range(2_500))
+    records = AlterPartitionRequest.records(proposals)
+    assert [len(r.partitions) for r in records] == [1000, 1000, 500]
+    assert tuple(p for r in records for p in r.proposals()) == proposals
+    with pytest.raises(ValueError, match="per_record"):
+        AlterPartitionRequest.records(proposals, per_record=0)
