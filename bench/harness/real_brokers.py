@@ -39,6 +39,8 @@ from admin.cli import main as admin_main
 from bench.harness.matrix import Matrix, create_topic, wait_until
 from bench.harness.results import ROOT
 from channel.wire import BrokerConnection
+from core.codec.events import event_from_json
+from core.events import AlterPartition, AlterPartitionRequest
 from livectl import local
 from livectl.kafka_server import kafka_classpath
 from livectl.kafka_zk_brokers import ZkBrokerSettings, start_zk_broker, stop_zk_broker
@@ -185,6 +187,17 @@ class Cluster:
     def state(self, topic: str, partition: int) -> dict[str, Any]:
         znode, _ = self.m.znode(f"/brokers/topics/{topic}/partitions/{partition}/state")
         return znode or {}
+
+    def isr_proposals(self, topic: str) -> list[AlterPartition]:
+        """The brokers' ISR proposals for ``topic`` on broker-events, in order (the channel writes each broker's
+        AlterPartition request as one record: its partitions in turn)."""
+        out: list[AlterPartition] = []
+        for _, e in self.events():
+            if e.get("type") in (AlterPartition.TYPE, AlterPartitionRequest.TYPE):
+                ev = event_from_json(json.dumps(e))
+                each = ev.proposals() if isinstance(ev, AlterPartitionRequest) else (ev,)
+                out += [p for p in each if isinstance(p, AlterPartition) and p.topic == topic]
+        return out
 
     def events(self) -> list[tuple[bytes, dict[str, Any]]]:
         """Every record on livectl's broker-events topic up to its end as of now: (key, JSON value)."""

@@ -274,11 +274,7 @@ def test_real_brokers_obey_livectl(cluster: Cluster) -> None:
         ),
         120,
     )
-    proposals = [
-        (e["partition"], paused in e["new_isr"])
-        for _, e in cluster.events()
-        if e.get("type") == "alter_partition" and e["topic"] == topic and e["partition"] in shrinking
-    ]
+    proposals = [(e.partition, paused in e.new_isr) for e in cluster.isr_proposals(topic) if e.partition in shrinking]
     for p in shrinking:
         # out of the ISR, then back in it, each proposal from the leader and written by livectl
         assert (p, False) in proposals and (p, True) in proposals[proposals.index((p, False)) :], proposals

@@ -141,8 +141,8 @@ def test_brokers_with_an_ssl_inter_broker_listener_obey_livectl_over_tls(cluster
         lambda: all(stopping in cluster.state(topic, p)["isr"] for p in range(PARTITIONS)),
         120,
     )
-    proposals = [e for _, e in cluster.events() if e.get("type") == "alter_partition" and e["topic"] == topic]
-    assert {e["partition"] for e in proposals if stopping in e["new_isr"]} == set(range(PARTITIONS)), proposals
+    proposals = cluster.isr_proposals(topic)
+    assert {e.partition for e in proposals if stopping in e.new_isr} == set(range(PARTITIONS)), proposals
     assert "AlterPartition answered (top-level error 0)" in log.read_text()
     back = cluster.brokers[stopping].address
     cm.wait_until(
