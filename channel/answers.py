@@ -15,6 +15,8 @@ the controller-bound Admin calls; the endpoint answers :data:`SERVED` itself and
 * :func:`list_partition_reassignments_response`: Kafka's ZooKeeper controller's answer, from the topic znodes;
 * :func:`nothing_hosted_response`: ListGroups, ListTransactions and DescribeLogDirs answered as a node that
   hosts no group, no transaction and no replica;
+* Metadata (:data:`UNLESS_FORWARDED`) is forwarded where the connection has a broker to forward to, else
+  answered from ZooKeeper (:mod:`channel.metadata`);
 * :func:`node_versions`: the endpoint's ApiVersions table, its own APIs and those of the broker it forwards to;
   DescribeConfigs, AlterConfigs and IncrementalAlterConfigs (:data:`PARTLY_SERVED`) are answered only when they
   are about the controller's node's own configs (:mod:`channel.node_configs`), else forwarded;
@@ -50,10 +52,13 @@ __all__ = [
     "LIST_GROUPS",
     "LIST_PARTITION_REASSIGNMENTS",
     "LIST_TRANSACTIONS",
+    "METADATA",
+    "METADATA_VERSIONS",
     "NOT_FORWARDED",
     "NO_LOG_DIR",
     "PARTLY_SERVED",
     "SERVED",
+    "UNLESS_FORWARDED",
     "AlterPartitionAsked",
     "allocate_producer_ids_response",
     "alter_partition_events",
@@ -71,6 +76,9 @@ __all__ = [
 
 CONTROLLED_SHUTDOWN, API_VERSIONS, ALTER_PARTITION, ALLOCATE_PRODUCER_IDS = 7, 18, 56, 67
 LIST_GROUPS, DESCRIBE_LOG_DIRS, LIST_PARTITION_REASSIGNMENTS, LIST_TRANSACTIONS = 16, 35, 46, 66
+METADATA = 3
+#: the Metadata versions answered (:mod:`channel.metadata`): every one kio has, as Kafka 3.9
+METADATA_VERSIONS = range(0, 13)
 #: Kafka's error codes used here
 UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION, KAFKA_STORAGE_ERROR = -1, 35, 56
 UNKNOWN_TOPIC_ID, BROKER_ID_NOT_REGISTERED = 100, 102
@@ -80,7 +88,7 @@ NO_LOG_DIR = "livectl-controller-hosts-no-replica"
 #: the versions the controller's endpoint reads and answers itself, by api key (its ApiVersions lists them,
 #: narrowed to what the broker it forwards to speaks when that broker lists the API too): the brokers' own
 #: requests, the Admin client's that go to the controller (:mod:`channel.admin_apis`), a node's listings and its
-#: own broker configs (:mod:`channel.node_configs`)
+#: own broker configs (:mod:`channel.node_configs`), and Metadata where nothing is forwarded (:data:`UNLESS_FORWARDED`)
 SERVED: Mapping[int, range] = MappingProxyType(
     {
         API_VERSIONS: range(0, 5),
@@ -91,6 +99,7 @@ SERVED: Mapping[int, range] = MappingProxyType(
         LIST_GROUPS: range(0, 6),
         LIST_TRANSACTIONS: range(0, 2),
         DESCRIBE_LOG_DIRS: range(0, 5),
+        METADATA: METADATA_VERSIONS,
         **ADMIN_SERVED,
         **CONFIGS_SERVED,
     }
@@ -98,6 +107,9 @@ SERVED: Mapping[int, range] = MappingProxyType(
 #: of :data:`SERVED`, the APIs answered only when the request is the controller's node's own (its broker configs,
 #: :func:`channel.node_configs.node_share`), else forwarded as any API not served
 PARTLY_SERVED: frozenset[int] = frozenset(CONFIGS_SERVED)
+#: of :data:`SERVED`, the APIs forwarded when the endpoint has a broker to forward to, else answered
+#: (:mod:`channel.metadata`): on a SASL listener name, or where the brokers refuse the channel's forwarding
+UNLESS_FORWARDED: frozenset[int] = frozenset({METADATA})
 #: what is neither answered here (unless :data:`SERVED`) nor forwarded, so that ApiVersions does not list it:
 #: the controller's requests to a broker (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6), requests only
 #: the active controller takes, which a broker answers ``NOT_CONTROLLER`` (CreateTopics 19, DeleteTopics 20,
@@ -116,6 +128,7 @@ _NAMES: Mapping[int, str] = MappingProxyType(
         LIST_GROUPS: "list_groups",
         LIST_TRANSACTIONS: "list_transactions",
         DESCRIBE_LOG_DIRS: "describe_log_dirs",
+        METADATA: "metadata",
     }
 )
 _CLASSES: Mapping[int, str] = MappingProxyType(
@@ -128,6 +141,7 @@ _CLASSES: Mapping[int, str] = MappingProxyType(
         LIST_GROUPS: "ListGroups",
         LIST_TRANSACTIONS: "ListTransactions",
         DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+        METADATA: "Metadata",
     }
 )
 _NO_THROTTLE = datetime.timedelta(0)

@@ -9,7 +9,9 @@ those it forwards; a request served (:data:`channel.answers.SERVED`) is decoded 
 :meth:`Connection.answer`; any other request but :data:`channel.answers.NOT_FORWARDED` is forwarded as it came
 to a broker's endpoint of the same listener and the broker's answer relayed (:mod:`channel.forward`); so is a
 request of :data:`channel.answers.PARTLY_SERVED` that ``owns(api_key, body)`` says is not the endpoint's own
-(decoded first, then forwarded as it came). The next request of a connection is read only once the one before
+(decoded first, then forwarded as it came), and one of :data:`channel.answers.UNLESS_FORWARDED` (Metadata) when
+the connection has a broker to forward to (else answered: on a SASL name, or where no broker takes the channel's
+forwarding, :mod:`channel.metadata`). The next request of a connection is read only once the one before
 is answered, as a Kafka broker mutes a connection while one of its requests is in flight: a client that sends
 several at once gets the answers in its order.
 A request neither served nor forwarded closes the connection, as a Kafka broker does for an API it does not
@@ -27,7 +29,8 @@ enabled mechanism (else it is answered ``UNSUPPORTED_SASL_MECHANISM`` with the e
 connection closed), then SaslAuthenticate carries the mechanism's messages; a wrong password or unknown user is
 answered ``SASL_AUTHENTICATION_FAILED`` and the connection closed, and so is a connection whose first request is
 anything else (Kafka's ``IllegalSaslStateException``). Such an endpoint forwards nothing: the channel would
-speak to the brokers with its own credentials for a client it cannot vouch for.
+speak to the brokers with its own credentials for a client it cannot vouch for (Metadata is answered there,
+from ZooKeeper: :mod:`channel.metadata`).
 
 Each connection has Kafka's principal (:mod:`channel.authz`): ``User:<name>`` after SASL, ``User:<subject DN>``
 of a TLS client's certificate, else ``User:ANONYMOUS``. Given a :class:`channel.authz.ClusterAction`
@@ -65,6 +68,7 @@ from channel.answers import (
     NOT_FORWARDED,
     PARTLY_SERVED,
     SERVED,
+    UNLESS_FORWARDED,
     api_versions_response,
     error_response,
     node_versions,
@@ -109,6 +113,9 @@ class Connection:
         self.broker_id = -1
         #: the broker this connection's requests are forwarded to, once one was needed (reader thread only)
         self.upstream: BrokerConnection | None = None
+        #: whether a broker to forward to was looked for (once per connection: none found, none is looked for
+        #: again, so its ApiVersions and its requests agree; reader thread only)
+        self.upstream_sought = False
         #: what a TLS connection's check for its peer's close read ahead of the next request (reader thread)
         self._ahead = bytearray()
         #: whether the connection may send requests: until its SASL exchange is done, not on a SASL endpoint
@@ -369,6 +376,8 @@ class ControllerEndpoint:
         if version not in served:
             log.warning("connection from %s: api %s v%s is not served here: closing", conn.peer, api_key, version)
             return False
+        if api_key in UNLESS_FORWARDED and self._forwarder is not None and self._upstream(conn) is not None:
+            return self._forward(conn, api_key, version, correlation_id, frame)
         cls = request_type(api_key, version)
         try:
             _header, offset = entity_reader(cls.__header_schema__)(frame, 0)
@@ -484,7 +493,8 @@ class ControllerEndpoint:
         return conn.answer(correlation_id, _sasl_answer(response_cls, 0, None, token))
 
     def _upstream(self, conn: Connection) -> BrokerConnection | None:
-        if conn.upstream is None and self._forwarder is not None:
+        if not conn.upstream_sought and self._forwarder is not None:
+            conn.upstream_sought = True
             conn.upstream = self._forwarder.open(self.listener)
         return conn.upstream
 

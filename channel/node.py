@@ -12,6 +12,9 @@ it serves (:data:`channel.answers.SERVED` but ApiVersions) and when a connection
   top-level error naming it) has come back (:meth:`ControllerNode.answer_alter`);
 * AllocateProducerIds is answered as Kafka's ZooKeeper controller answers it (:mod:`channel.producer_ids`):
   the sender must be registered at the request's broker epoch;
+* Metadata, where the endpoint forwards nothing (a SASL listener name, brokers requiring client certificates),
+  is answered from ZooKeeper as a ZooKeeper-mode broker answers it (:mod:`channel.metadata`), at the channel's
+  endpoint of the connection's listener (:attr:`ControllerNode.own_endpoints`);
 * ListPartitionReassignments is answered from the topic znodes' adding and removing replicas, as Kafka's
   ZooKeeper controller answers it from its context; ListGroups, ListTransactions and DescribeLogDirs as a
   node hosting none of them (:mod:`channel.answers`);
@@ -22,10 +25,10 @@ it serves (:data:`channel.answers.SERVED` but ApiVersions) and when a connection
 * Kafka's admin requests go to the :class:`channel.admin_link.AdminLink`, when one is set.
 
 With an :attr:`ControllerNode.authorizer` (:mod:`channel.acls`), each request's principal is authorized as
-Kafka's ``KafkaApis`` does: ``DESCRIBE`` on the ``Cluster`` for ListPartitionReassignments, ``DESCRIBE_CONFIGS``
-/ ``ALTER_CONFIGS`` on it for the node's configs (:func:`channel.node_configs.describe_configs_refused`,
-:func:`channel.node_configs.alter_refused`), and the admin requests item by item
-(:mod:`channel.admin_requests`).
+Kafka's ``KafkaApis`` does: ``DESCRIBE`` on each topic for Metadata, ``DESCRIBE`` on the ``Cluster`` for
+ListPartitionReassignments, ``DESCRIBE_CONFIGS`` / ``ALTER_CONFIGS`` on it for the node's configs
+(:func:`channel.node_configs.describe_configs_refused`, :func:`channel.node_configs.alter_refused`), and the admin
+requests item by item (:mod:`channel.admin_requests`).
 
 The controller's answers reach the node through the channel's delivery loop; the node publishes through the
 ``publish`` it is given. Its methods may be called from any endpoint thread and the delivery loop at once.
@@ -57,6 +60,7 @@ from channel.answers import (
     LIST_GROUPS,
     LIST_PARTITION_REASSIGNMENTS,
     LIST_TRANSACTIONS,
+    METADATA,
     AlterPartitionAsked,
     allocate_producer_ids_response,
     alter_partition_events,
@@ -70,6 +74,7 @@ from channel.answers import (
 from channel.authz import CLUSTER_AUTHORIZATION_FAILED
 from channel.cluster import Cluster
 from channel.endpoint import Connection
+from channel.metadata import OwnNode, metadata_response, read_view, topics_to_read
 from channel.node_configs import (
     ALTER_CONFIGS,
     DESCRIBE_CONFIGS,
@@ -101,6 +106,8 @@ log = logging.getLogger("livectl.channel")
 #: an answer written (by the bus's record timestamp) this long before a ControlledShutdown arrived is not its
 #: answer: it is one to an earlier request, read again after a restart of the channel
 ANSWER_SKEW_MS = 1000
+#: how long the ZooKeeper reads of one Metadata answer may take
+METADATA_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -142,6 +149,8 @@ class ControllerNode:
         self.authorizer: AclAuthorizer | None = None
         #: the controller id the channel's endpoint was last advertised as (the node id clients know it by)
         self.advertised_id: int | None = None
+        #: the channel's own endpoint (host, port) on each listener name, as it advertises the node there
+        self.own_endpoints: Mapping[str, tuple[str, int]] = {}
         #: brokers' requests answered, for the log and tests
         self.answered = 0
         self._handlers: Mapping[int, Callable[[Connection, int, int, Any], None]] = {
@@ -152,6 +161,7 @@ class ControllerNode:
             LIST_GROUPS: self._nothing_hosted(LIST_GROUPS),
             LIST_TRANSACTIONS: self._nothing_hosted(LIST_TRANSACTIONS),
             DESCRIBE_LOG_DIRS: self._nothing_hosted(DESCRIBE_LOG_DIRS),
+            METADATA: self._metadata,
             DESCRIBE_CONFIGS: self._describe_node_configs,
             ALTER_CONFIGS: functools.partial(self._alter_node_configs, ALTER_CONFIGS),
             INCREMENTAL_ALTER_CONFIGS: functools.partial(self._alter_node_configs, INCREMENTAL_ALTER_CONFIGS),
@@ -226,6 +236,29 @@ class ControllerNode:
             answer = list_partition_reassignments_response((), wanted, f"cannot read ZooKeeper: {e}")
         else:
             answer = list_partition_reassignments_response(topics, wanted)
+        self.reply(conn, correlation_id, answer)
+
+    def _metadata(self, conn: Connection, version: int, correlation_id: int, body: Any) -> None:
+        """Metadata where the endpoint forwards nothing, from ZooKeeper (:mod:`channel.metadata`); a ZooKeeper that
+        cannot be read closes the connection (the client asks another node)."""
+        node = self._node_id()
+        own = self.own_endpoints.get(conn.listener)
+        try:
+            view = read_view(
+                self._cluster, topics_to_read(version, body), -1 if node is None else node, METADATA_TIMEOUT_S
+            )
+        except (KazooException, KazooTimeoutError, ValueError, KeyError) as e:
+            log.error("Metadata v%s from %s: cannot read ZooKeeper: %s: closing", version, conn.peer, e)
+            conn.close()
+            return
+        answer = metadata_response(
+            version,
+            body,
+            view,
+            listener=conn.listener,
+            own=None if own is None or node is None else OwnNode(node, *own),
+            allowed=self._allowed(conn),
+        )
         self.reply(conn, correlation_id, answer)
 
     # ------------------------------------------------------------------ the controller's node's own configs

@@ -280,6 +280,7 @@ class ControllerChannel:
             MetadataEndpoint(e.port, host, n, SECURITY_PROTOCOL_IDS[e.security_protocol])
             for n, e in self.endpoints.items()
         )
+        node.own_endpoints = {e.listener: (e.host, e.port) for e in self._advertised}
         for endpoint in self.endpoints.values():
             endpoint.start()
         mismatched = {n: p for n, p in cluster.secured_listeners(names).items() if p != protocols[n]}

@@ -284,10 +284,13 @@ def test_clients_see_the_controller_s_node_and_get_broker_answers_through_it(set
     assert "KafkaStorageException" in str(offline["error"]), offline
     assert all(d["error"] is None for d in dirs[1]), dirs[1]
 
-    # the broker gone: nothing to forward to
+    # the broker gone: nothing to forward to; Metadata is answered from ZooKeeper (broker 1 listed until its
+    # registration expires), DescribeCluster closes the connection
     stop_zk_broker(s.svc, timeout=0)
     with BrokerConnection("127.0.0.1", s.port("PLAINTEXT")) as conn:
         assert conn.negotiate() == {k: (r.start, r.stop - 1) for k, r in SERVED.items()}
+        alone = conn.send(*asked[0])
+        assert _nodes(alone)[CONTROLLER] == ("127.0.0.1", s.port("PLAINTEXT")) and set(_nodes(alone)) <= {1, CONTROLLER}
     with socket.create_connection(("127.0.0.1", s.port("PLAINTEXT")), timeout=30) as sock:
-        sock.sendall(_frame(asked[0][0], 1))
+        sock.sendall(_frame(asked[2][0], 1))
         assert sock.recv(1) == b""

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from channel_support import EndpointSetup, channel_beside_a_broker
+from channel_support import CONTROLLER, EndpointSetup, channel_beside_a_broker
 from kafka_pki import BROKER_CN, Pki, make_pki, zk_broker_ssl_properties
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
@@ -39,11 +39,13 @@ from kio.schema.alter_partition.v0 import request as alter_partition
 from kio.schema.alter_partition.v0.response import AlterPartitionResponse as KafkaAlterPartitionResponse
 from kio.schema.controlled_shutdown.v3.request import ControlledShutdownRequest
 from kio.schema.controlled_shutdown.v3.response import ControlledShutdownResponse as KafkaControlledShutdownResponse
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i64
 from waiting import wait_until
 
-from channel.answers import node_versions
+from channel.answers import METADATA, node_versions
 from channel.authz import CLUSTER_AUTHORIZATION_FAILED, ClusterAction
 from channel.endpoint import Connection, ControllerEndpoint
 from channel.tls import ChannelTls
@@ -181,9 +183,19 @@ def test_the_channel_speaks_tls_both_ways_with_an_ssl_control_plane(setup: Setup
     assert (asked.broker_id, asked.topic, asked.partition, asked.new_isr) == (1, pair[0], 0, (1,))
     s.answer_isr_shrink(asked, pair, answered=2)
 
+    # Metadata, not forwarded here (the broker wants a client certificate), is answered by the endpoint from
+    # ZooKeeper: broker 1 at its CONTROL_PLANE address and the controller's node at the channel's
+    with BrokerConnection("127.0.0.1", port_cp, timeout_s=5, tls=_client_context(s.pki, "outsider")) as conn:
+        assert conn.negotiate()[METADATA] == (0, 12)
+        answer = conn.send(MetadataRequest(topics=None, include_topic_authorized_operations=False), MetadataResponse)
+        listed = {int(b.node_id): (b.host, int(b.port)) for b in answer.brokers}
+        assert listed == {1: (host, port), CONTROLLER: ("127.0.0.1", port_cp)}
+        assert int(answer.controller_id) == CONTROLLER and answer.cluster_id
+    s.answered(3)
+
     # ControlledShutdown over TLS on INTERNAL (SIGTERM): answered, the first attempt succeeds
     before = s.channel.endpoints["INTERNAL"].handshakes
-    s.controlled_shutdown(answered=3)
+    s.controlled_shutdown(answered=4)
     assert s.channel.endpoints["INTERNAL"].handshakes > before
 
 
