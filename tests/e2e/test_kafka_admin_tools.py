@@ -88,32 +88,25 @@ class Tools:
 
     def run(self, tool: str, *argv: str, config_option: str = "--command-config") -> tuple[int, str]:
         """Kafka's ``tool`` class with ``argv`` and ``--bootstrap-server``: its exit code and what it printed on
-        stdout (where Kafka's tools print their results and errors; stderr, its log, is logged here).
-
-        Run again when it exits 1 with :data:`NO_METADATA`: on this listener the Admin client counts the
-        channel's endpoint among the brokers and now and then sends it a Metadata request, which it does not
-        serve (docs/reliability.md, the defect of ``kafka-topics --describe``). Every tool here asks its
-        metadata before the one request that changes something, so such an exit changed nothing."""
-        for attempt in range(1, 6):
-            with tempfile.TemporaryDirectory(dir=self.work) as folder:
-                config = Path(folder) / "admin.properties"
-                config.write_text("default.api.timeout.ms=60000\nrequest.timeout.ms=30000\n")
-                cmd = [find_java(), "-Xmx128m", "-cp", kafka_classpath(), tool, config_option, str(config)]
-                cmd += ["--bootstrap-server", self.bootstrap, *argv]
-                started = time.monotonic()
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False, cwd=folder)
-            log.info(
-                "%s %s (attempt %s): exit %s in %.1f s\nstdout: %s\nstderr: %s",
-                tool.rsplit(".", 1)[1],
-                " ".join(argv),
-                attempt,
-                done.returncode,
-                time.monotonic() - started,
-                done.stdout.strip(),
-                done.stderr.strip()[-3000:],
-            )
-            if not (done.returncode == 1 and NO_METADATA in done.stdout):
-                break
+        stdout (where Kafka's tools print their results and errors; stderr, its log, is logged here). Run once:
+        the channel's endpoint, which the Admin client counts among the brokers here, serves Metadata."""
+        with tempfile.TemporaryDirectory(dir=self.work) as folder:
+            config = Path(folder) / "admin.properties"
+            config.write_text("default.api.timeout.ms=60000\nrequest.timeout.ms=30000\n")
+            cmd = [find_java(), "-Xmx128m", "-cp", kafka_classpath(), tool, config_option, str(config)]
+            cmd += ["--bootstrap-server", self.bootstrap, *argv]
+            started = time.monotonic()
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False, cwd=folder)
+        log.info(
+            "%s %s: exit %s in %.1f s\nstdout: %s\nstderr: %s",
+            tool.rsplit(".", 1)[1],
+            " ".join(argv),
+            done.returncode,
+            time.monotonic() - started,
+            done.stdout.strip(),
+            done.stderr.strip()[-3000:],
+        )
+        assert NO_METADATA not in done.stdout, done.stdout
         return done.returncode, done.stdout
 
     def znode(self, path: str) -> dict[str, Any] | None:
