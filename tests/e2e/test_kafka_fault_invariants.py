@@ -32,7 +32,6 @@ Kafka's and livectl's automatic leader rebalance are off, so that only the fault
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
 import threading
@@ -45,7 +44,6 @@ from typing import Any
 
 import pytest
 
-from admin.cli import main as admin_main
 from bench import harness as cm
 from bench.harness.real_brokers import (
     Cluster,
@@ -93,16 +91,7 @@ class Faults:
 
     def admin(self, *argv: str) -> tuple[int, str]:
         """``livectl ARGV`` (the admin commands) on this cluster: its exit code and what it printed."""
-        m = self.cluster.m
-        full = [*argv, "--zookeeper", m.zk_connect, "--bootstrap-server", m.bootstrap]
-        full += ["--admin-topic", m.topics["admin"], "--admin-results-topic", m.topics["results"]]
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            try:
-                rc = admin_main(full)
-            except SystemExit as e:
-                rc = int(e.code or 0)
-        return rc, out.getvalue()
+        return self.cluster.admin(*argv)
 
 
 @pytest.fixture(scope="module")
