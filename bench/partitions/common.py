@@ -40,7 +40,6 @@ CI_FAULTS = (
     "zk-cut:after-zk-writes",
     "broker-zk-cut",
     "kafka-cut",
-    "kafka-cut:in-batch",
     "zk-leader-kill:reassign",
 )
 SESSION_TIMEOUT_MS = 6000
