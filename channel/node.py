@@ -8,8 +8,7 @@ it serves (:data:`channel.answers.SERVED` but ApiVersions) and when a connection
   request arrived: :meth:`ControllerNode.answer_shutdown`) answers it;
 * an AlterPartition becomes one :class:`core.events.AlterPartitionRequest` record (per 1,000 partitions), every
   partition with one correlation id of the node's; the request is answered when every partition's
-  AlterPartitionResponse entry (or a
-  top-level error naming it) has come back (:meth:`ControllerNode.answer_alter`);
+  AlterPartitionResponse entry (or a top-level error naming it) has come back (:meth:`ControllerNode.answer_alter`);
 * AllocateProducerIds is answered as Kafka's ZooKeeper controller answers it (:mod:`channel.producer_ids`):
   the sender must be registered at the request's broker epoch;
 * Metadata, where the endpoint forwards nothing (a SASL listener name, brokers requiring client certificates),
