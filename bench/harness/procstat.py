@@ -1,6 +1,7 @@
 """What a process holds, from the kernel's documented per-process files (proc(5)): resident memory and threads
 from ``/proc/PID/status`` (``VmRSS``, ``Threads``), open file descriptors as the entries of ``/proc/PID/fd``,
-the parent from ``/proc/PID/stat`` and the command line from ``/proc/PID/cmdline``. A process that is gone
+the parent and the CPU time used (``utime`` + ``stime``) from ``/proc/PID/stat``, the command line from
+``/proc/PID/cmdline``, and the machine's busy CPU time from ``/proc/stat``. A process that is gone
 (or not ours to read) is ``None``, never an error: the long run samples processes it is killing."""
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
+#: the unit of /proc's CPU times (proc(5): clock ticks, ``sysconf(_SC_CLK_TCK)``)
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,24 @@ def total(pids: Iterable[int]) -> Usage:
     return out
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time ``pid`` has used so far, user and system; ``None`` when it is gone."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+        # the fields after the command name: state is the first, utime the 12th, stime the 13th (proc(5))
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def machine_busy_seconds() -> float:
+    """The CPU time the machine's cores have spent on anything but idling and waiting for I/O, summed."""
+    cpu = (PROC / "stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(x) for x in cpu[:8]]  # user nice system idle iowait irq softirq steal
+    return (sum(ticks) - ticks[3] - ticks[4]) / TICKS
+
+
 def parents() -> dict[int, int]:
     """Every process's parent id now."""
     out: dict[int, int] = {}
@@ -108,6 +129,8 @@ class ControllerTree:
     driver_python: Usage | None
     jvm: Usage
     workers: Usage
+    jvm_pids: tuple[int, ...] = ()
+    worker_pids: tuple[int, ...] = ()
 
 
 def controller_tree(root: int, parent_of: Mapping[int, int]) -> ControllerTree:
@@ -117,4 +140,5 @@ def controller_tree(root: int, parent_of: Mapping[int, int]) -> ControllerTree:
         args = cmdline(pid)
         (jvms if args and os.path.basename(args[0]) == "java" else others).append(pid)
     below_jvm = {p for j in jvms for p in descendants(j, parent_of)}
-    return ControllerTree(usage(root), total(jvms), total(p for p in others if p in below_jvm))
+    workers = tuple(p for p in others if p in below_jvm)
+    return ControllerTree(usage(root), total(jvms), total(workers), tuple(jvms), workers)

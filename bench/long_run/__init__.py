@@ -60,7 +60,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,7 @@ from bench.harness.matrix import Matrix, MatrixError, wait_until
 from bench.harness.services import prepare_tree
 from bench.long_run.checks import Epochs, Tree, agreement_problems, layout, read_tree
 from bench.long_run.config import SHORT, SHORT_SLACK, Config, within_slack
-from bench.long_run.driver import LongRun
+from bench.long_run.driver import LongRun, cpu_cores
 from bench.long_run.growth import slope, window_growth, within_process_growth
 from bench.long_run.records import Report, Sample, Window
 
@@ -83,6 +83,7 @@ __all__ = [
     "Sample",
     "Tree",
     "Window",
+    "cpu_cores",
     "main",
     "run",
     "slope",
@@ -140,14 +141,16 @@ def run(
     *,
     log: Callable[[str], None] = print,
     on_window: Callable[[LongRun], None] | None = None,
+    services: Mapping[str, int] | None = None,
 ) -> Report:
-    """The whole long run on services already running (``zk_root``: ZooKeeper's connect string)."""
+    """The whole long run on services already running (``zk_root``: ZooKeeper's connect string; ``services``:
+    their pids by role, whose CPU time the windows count too)."""
     import datetime as dt
 
     report = Report(config=asdict(cfg), started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     t0 = time.monotonic()
     with cluster(zk_root, bootstrap, work, cfg, log) as m:
-        lr = LongRun(m, cfg, log)
+        lr = LongRun(m, cfg, log, services)
         lr.on_window = on_window
         report.setup_s = round(time.monotonic() - t0, 1)
         lr.run(report)
@@ -188,6 +191,13 @@ def print_report(report: Report) -> None:
             ]
             for w in report.windows
         ],
+    )
+    print()
+    cpu_roles = sorted({r for w in report.windows for r in w.cpu_cores}, key=lambda r: (r in ("other", "machine"), r))
+    print("busy cores per window (CPU seconds / window seconds), by role:")
+    print_table(
+        ["window", *cpu_roles],
+        [[w.index, *(w.cpu_cores.get(r, "-") for r in cpu_roles)] for w in report.windows],
     )
     print()
     print("growth per hour after the warm-up (least-squares slope of the windows' figures):")
@@ -350,7 +360,14 @@ def main() -> int:
                 progress = {"partial": True, "config": asdict(cfg), "windows": [asdict(w) for w in windows]}
                 write_results("long_run", {"machine": machine, "command": " ".join(sys.argv), **progress})
 
-            report = run(svc.zookeeper.connect, svc.broker.bootstrap, work, cfg, on_window=partial)
+            report = run(
+                svc.zookeeper.connect,
+                svc.broker.bootstrap,
+                work,
+                cfg,
+                on_window=partial,
+                services={"zookeeper": svc.zookeeper.pid, "kafka": svc.broker.pid},
+            )
         finally:
             if not args.keep:
                 shutil.rmtree(work, ignore_errors=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import signal
 import statistics
 import threading
@@ -30,8 +31,16 @@ class NoControllerError(Exception):
 
 
 class LongRun:
-    def __init__(self, m: Matrix, cfg: Config, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        m: Matrix,
+        cfg: Config,
+        log: Callable[[str], None] = print,
+        services: Mapping[str, int] | None = None,
+    ) -> None:
         self.m, self.cfg, self.log = m, cfg, log
+        #: role -> pid of a service whose CPU the samples count too (``zookeeper``, ``kafka``)
+        self.services = dict(services or {})
         self.start = 0.0
         self.end = 0.0
         self.stop = threading.Event()
@@ -235,6 +244,7 @@ class LongRun:
 
     def sample(self) -> Sample:
         parents = procstat.parents()
+        pids = {os.getpid(): "bench", **{p: r for r, p in self.services.items()}}
         roles: dict[str, procstat.Usage] = {}
         processes: dict[tuple[str, int, str], procstat.Usage] = {}
         for role, c in (("active", self.m.active), ("standby", self.standby)):
@@ -248,6 +258,9 @@ class LongRun:
                 roles[f"{role}_jvm"] = tree.jvm
                 processes[("controller_jvm", c.proc.pid, role)] = tree.jvm
             roles[f"{role}_workers"] = tree.workers
+            pids[c.proc.pid] = f"{role}_python"
+            pids.update(dict.fromkeys(tree.jvm_pids, f"{role}_jvm"))
+            pids.update(dict.fromkeys(tree.worker_pids, f"{role}_workers"))
         brokers = procstat.NOTHING
         for b in self.m.broker_ids:
             proc = self.m.brokers.get(b)
@@ -255,8 +268,10 @@ class LongRun:
             if u is not None and proc is not None:
                 brokers = brokers + u
                 processes[("broker", proc.pid, str(b))] = u
+                pids[proc.pid] = "brokers"
         roles["brokers"] = brokers
-        return Sample(self.now(), roles, processes)
+        cpu = {p: (r, s) for p, r in pids.items() if (s := procstat.cpu_seconds(p)) is not None}
+        return Sample(self.now(), roles, processes, cpu, procstat.machine_busy_seconds())
 
     def _sampler(self) -> None:
         while not self.stop.wait(max(0.0, self.cfg.sample_seconds - self.now() % self.cfg.sample_seconds)):
@@ -321,6 +336,8 @@ class LongRun:
                 }
         for e in events:
             out[min(int(e["t"] // w), n - 1)].events.append(short_label(e))
+        for win in out:
+            win.cpu_cores = cpu_cores([s for s in samples if win.start <= s.t <= win.end])
         return out
 
     # ------------------------------------------------------------------ the whole run
@@ -430,6 +447,27 @@ class LongRun:
             elif c.kind == "add_partitions" and c.topic in out:
                 out[c.topic] += 1
         return out
+
+
+def cpu_cores(samples: list[Sample]) -> dict[str, float]:
+    """Each role's average busy cores between the first and the last of ``samples``: the CPU seconds each of its
+    processes used between its first and its last sample in them, over the time between the first and the last
+    sample (a process that started or ended in between counts from or to its samples only)."""
+    if len(samples) < 2:
+        return {}
+    span = samples[-1].t - samples[0].t
+    first: dict[int, tuple[str, float]] = {}
+    last: dict[int, float] = {}
+    for s in samples:
+        for pid, (role, used) in s.cpu.items():
+            first.setdefault(pid, (role, used))
+            last[pid] = used
+    out: dict[str, float] = {}
+    for pid, (role, used) in first.items():
+        out[role] = out.get(role, 0.0) + (last[pid] - used) / span
+    out["machine"] = (samples[-1].machine_busy_s - samples[0].machine_busy_s) / span
+    out["other"] = out["machine"] - sum(v for k, v in out.items() if k != "machine")
+    return {k: round(v, 2) for k, v in sorted(out.items())}
 
 
 def short_label(e: Mapping[str, Any]) -> str:

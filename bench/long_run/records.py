@@ -26,6 +26,10 @@ class Sample:
     roles: dict[str, procstat.Usage]
     #: (kind, pid, role) -> usage of each process on its own, for the growth within each process's life
     processes: dict[tuple[str, int, str], procstat.Usage]
+    #: pid -> (role, CPU seconds it has used so far): the roles above, ``zookeeper``, ``kafka`` and ``bench``
+    cpu: dict[int, tuple[str, float]] = field(default_factory=dict)
+    #: the machine's busy CPU seconds so far (every process, ours or not)
+    machine_busy_s: float = 0.0
 
 
 @dataclass
@@ -41,6 +45,9 @@ class Window:
     events: list[str] = field(default_factory=list)
     #: role -> {"rss_mib", "threads", "fds", "processes"}
     roles: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: role -> cores it kept busy on average over the window (CPU seconds / window seconds), with ``machine``
+    #: (every process) and ``other`` (the machine's less every role's)
+    cpu_cores: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -117,8 +117,35 @@ def test_usage_of_this_process_counts_its_threads_and_descriptors() -> None:
         os.close(w)
 
 
+def test_cpu_seconds_count_what_this_process_computes() -> None:
+    before = procstat.cpu_seconds(os.getpid())
+    machine_before = procstat.machine_busy_seconds()
+    assert before is not None
+    # a busy loop until the kernel has charged this process at least two clock ticks more
+    while (now := procstat.cpu_seconds(os.getpid())) is not None and now < before + 2 / procstat.TICKS:
+        sum(range(10_000))
+    assert procstat.machine_busy_seconds() >= machine_before + 2 / procstat.TICKS
+
+
+def test_cpu_cores_are_each_roles_cpu_seconds_over_the_window() -> None:
+    def sample(t: float, cpu: dict[int, tuple[str, float]], machine: float) -> long_run.Sample:
+        return long_run.Sample(t, {}, {}, cpu, machine)
+
+    samples = [
+        sample(0, {1: ("active_jvm", 100.0), 2: ("brokers", 5.0)}, 1000.0),
+        # broker 3 starts between samples: it counts from its first sample
+        sample(10, {1: ("active_jvm", 108.0), 2: ("brokers", 7.0), 3: ("brokers", 1.0)}, 1017.0),
+        # the JVM is gone: it counts to its last sample
+        sample(20, {2: ("brokers", 9.0), 3: ("brokers", 3.0)}, 1036.0),
+    ]
+    # active_jvm 8 s, brokers 4 + 2 s, the machine 36 s: over 20 s
+    assert long_run.cpu_cores(samples) == {"active_jvm": 0.4, "brokers": 0.3, "machine": 1.8, "other": 1.1}
+    assert long_run.cpu_cores(samples[:1]) == {}
+
+
 def test_a_process_that_is_gone_has_no_usage() -> None:
     assert procstat.usage(2**22 + 12345) is None
+    assert procstat.cpu_seconds(2**22 + 12345) is None
     assert procstat.total([2**22 + 12345]) == procstat.NOTHING
 
 
