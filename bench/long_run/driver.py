@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import signal
@@ -450,21 +451,17 @@ class LongRun:
 
 
 def cpu_cores(samples: list[Sample]) -> dict[str, float]:
-    """Each role's average busy cores between the first and the last of ``samples``: the CPU seconds each of its
-    processes used between its first and its last sample in them, over the time between the first and the last
-    sample (a process that started or ended in between counts from or to its samples only)."""
+    """Each role's average busy cores between the first and the last of ``samples``: the CPU seconds each process
+    used between two consecutive samples that both saw it, counted to its role in the later one (a standby that
+    took over counts as active from then on), over the time from the first sample to the last."""
     if len(samples) < 2:
         return {}
     span = samples[-1].t - samples[0].t
-    first: dict[int, tuple[str, float]] = {}
-    last: dict[int, float] = {}
-    for s in samples:
-        for pid, (role, used) in s.cpu.items():
-            first.setdefault(pid, (role, used))
-            last[pid] = used
     out: dict[str, float] = {}
-    for pid, (role, used) in first.items():
-        out[role] = out.get(role, 0.0) + (last[pid] - used) / span
+    for before, after in itertools.pairwise(samples):
+        for pid, (role, used) in after.cpu.items():
+            if pid in before.cpu:
+                out[role] = out.get(role, 0.0) + (used - before.cpu[pid][1]) / span
     out["machine"] = (samples[-1].machine_busy_s - samples[0].machine_busy_s) / span
     out["other"] = out["machine"] - sum(v for k, v in out.items() if k != "machine")
     return {k: round(v, 2) for k, v in sorted(out.items())}

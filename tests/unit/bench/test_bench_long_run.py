@@ -132,14 +132,22 @@ def test_cpu_cores_are_each_roles_cpu_seconds_over_the_window() -> None:
         return long_run.Sample(t, {}, {}, cpu, machine)
 
     samples = [
-        sample(0, {1: ("active_jvm", 100.0), 2: ("brokers", 5.0)}, 1000.0),
+        sample(0, {1: ("active_jvm", 100.0), 2: ("brokers", 5.0), 4: ("standby_jvm", 50.0)}, 1000.0),
         # broker 3 starts between samples: it counts from its first sample
-        sample(10, {1: ("active_jvm", 108.0), 2: ("brokers", 7.0), 3: ("brokers", 1.0)}, 1017.0),
-        # the JVM is gone: it counts to its last sample
-        sample(20, {2: ("brokers", 9.0), 3: ("brokers", 3.0)}, 1036.0),
+        sample(
+            10, {1: ("active_jvm", 108.0), 2: ("brokers", 7.0), 3: ("brokers", 1.0), 4: ("standby_jvm", 51.0)}, 1017.0
+        ),
+        # the active JVM is gone (it counts to its last sample) and the standby's took over
+        sample(20, {2: ("brokers", 9.0), 3: ("brokers", 3.0), 4: ("active_jvm", 57.0)}, 1036.0),
     ]
-    # active_jvm 8 s, brokers 4 + 2 s, the machine 36 s: over 20 s
-    assert long_run.cpu_cores(samples) == {"active_jvm": 0.4, "brokers": 0.3, "machine": 1.8, "other": 1.1}
+    # active_jvm 8 + 6 s, standby_jvm 1 s, brokers 4 + 2 s, the machine 36 s: over 20 s
+    assert long_run.cpu_cores(samples) == {
+        "active_jvm": 0.7,
+        "brokers": 0.3,
+        "machine": 1.8,
+        "other": 0.75,
+        "standby_jvm": 0.05,
+    }
     assert long_run.cpu_cores(samples[:1]) == {}
 
 
