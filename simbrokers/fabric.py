@@ -144,6 +144,10 @@ class LossTracker:
         lead = leader.partitions[tp]
         log = lead.log
         others = [(b.broker_id, b.partitions[tp]) for b in brokers if b is not leader and tp in b.partitions]
+        if not lead.acked and not any(p.acked for _, p in others):
+            # nothing acknowledged on any replica (a partition never produced to): nothing to lose
+            self._checked.pop(tp, None)
+            return LossReport(tp, leader.broker_id, 0, ())
         key: tuple[object, ...] = (
             leader.broker_id,
             id(lead),

@@ -574,7 +574,7 @@ class SimBrokersProcess:
                 stack.enter_context(self.fabric.locks[b.broker_id])
             for b in brokers:
                 status["brokers"][str(b.broker_id)] = b.status()
-            tps = sorted({tp for b in brokers for tp in b.partitions})
+            tps = sorted({tp for b in brokers for tp in b.partitions}, key=lambda tp: (tp.topic, tp.partition))
             # the audit needs the current leader's log: it can only speak of partitions led in this process
             status["loss"] = {
                 str(tp): {"acknowledged": r.acknowledged, "lost": len(r.lost), "leader": r.leader}
@@ -584,7 +584,7 @@ class SimBrokersProcess:
             }
             self._loss.forget(tps)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(status, indent=1))
+        tmp.write_text(json.dumps(status))
         tmp.replace(path)
 
 
