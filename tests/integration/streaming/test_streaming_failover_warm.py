@@ -285,6 +285,38 @@ def test_a_standby_decides_after_each_read_ahead_and_a_stop_does_not_wait_for_a_
         release.set()
 
 
+def test_a_long_round_of_reading_ahead_waits_long_enough_to_keep_its_share(zk: KazooClient) -> None:
+    from core.controller import ControllerConfig
+    from streaming.query.decided import Decider
+    from streaming.runtime.checkpoint_fs import MemoryCheckpointStore
+
+    _cluster(zk)
+    store = MemoryCheckpointStore("memory:/work-share")
+    decided = threading.Event()
+
+    class Slow(Decider):
+        def update(self, snapshot: object, state_texts: object, stop: threading.Event) -> int:
+            stop.wait(0.4)  # a round of at least 0.4 s
+            decided.set()
+            return 0
+
+    slow = Slow(controller_id=1000, checkpoint_dir=store.root, num_buckets=2, config=ControllerConfig())
+    reader = SnapshotReader(zk)
+    ahead = ReadAhead(reader, interval_s=0.05, work_share=0.25, decider=slow).start()
+    try:
+        assert decided.wait(20)
+        wait_until("the first round's pause", lambda: ahead.last_round is not None, 20)
+        assert ahead.last_round is not None
+        work_s, pause_s = ahead.last_round
+        # at most a quarter of the time working: three times the round's work waited, not the 0.05 s interval
+        assert work_s >= 0.4 and pause_s == pytest.approx(3 * work_s)
+        assert reader.reads == 1
+    finally:
+        ahead.stop()
+    with pytest.raises(ValueError, match="work_share"):
+        ReadAhead(reader, work_share=0)
+
+
 def test_a_standby_decides_with_the_controller_configs_zookeeper_holds_now(zk: KazooClient) -> None:
     from streaming.driver.side_threads import controller_config_now
     from streaming.settings import Settings
