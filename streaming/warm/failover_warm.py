@@ -39,15 +39,15 @@ log = logging.getLogger("livectl.app")
 #: seconds between a standby's reads ahead: after the first (one get per state znode, setting its watch),
 #: each reads the topic znodes and the changed state znodes, and decodes what changed
 READ_AHEAD_INTERVAL_S = 10.0
-#: the most of its time a standby's read-ahead spends working (reading, encoding, deciding): after a round
-#: that took W seconds it waits at least W x (1 - share) / share, so that a standby sharing a host with the
-#: active controller leaves it the CPU while the tree churns (docs/decisions/2026-12-08-standby-work-share.md)
+#: the most of a core a standby's read-ahead uses (reading, encoding, deciding): after a round that used W
+#: seconds of its thread's CPU it waits at least W x (1 - share) / share, so that a standby sharing a host with
+#: the active controller leaves it the CPU while the tree churns (docs/decisions/2026-12-08-standby-work-share.md)
 READ_AHEAD_WORK_SHARE = 0.25
 
 
 def pause_after(work_s: float, interval_s: float, share: float) -> float:
-    """Seconds to wait after a round of reading ahead that took ``work_s``: the interval, or longer so that
-    the rounds take at most ``share`` of the time."""
+    """Seconds to wait after a round of reading ahead that used ``work_s`` of CPU: the interval, or longer so
+    that the rounds use at most ``share`` of a core."""
     return max(interval_s, work_s * (1.0 - share) / share)
 
 
@@ -56,8 +56,8 @@ class ReadAhead:
 
     ``prepare`` runs once first (the shipping of earlier snapshots). A failed read is logged and tried
     again at the next interval: reading ahead only saves work, the read that counts comes after winning.
-    Rounds are ``interval_s`` apart, or further when a round's work would otherwise take more than
-    ``work_share`` of the time (:func:`pause_after`)."""
+    Rounds are ``interval_s`` apart, or further when their CPU time would otherwise be more than ``work_share``
+    of a core (:func:`pause_after`)."""
 
     def __init__(
         self,
@@ -73,7 +73,7 @@ class ReadAhead:
         self.reader = reader
         self.interval_s = interval_s
         self.work_share = work_share
-        #: the last round's work and the wait after it (seconds), for the log and the tests
+        #: the last round's CPU time and the wait after it (seconds), for the log and the tests
         self.last_round: tuple[float, float] | None = None
         self.prepare = prepare
         self.decider = decider
@@ -100,6 +100,7 @@ class ReadAhead:
                 log.warning("standby: shipping the earlier failover snapshots ahead failed: %r", e)
         while not self._stop.is_set():
             started = time.monotonic()
+            cpu_started = time.thread_time()  # waiting on ZooKeeper is not work: the thread's CPU time is
             try:
                 snapshot = self.reader.read(ahead=True, abort=self._stop)
                 read_s = time.monotonic() - started
@@ -120,11 +121,11 @@ class ReadAhead:
                 return
             except Exception as e:  # ZooKeeper away, a znode not in Kafka's format: the winner's read reports it
                 log.warning("standby: reading the ZooKeeper snapshot ahead failed: %r", e)
-            work_s = time.monotonic() - started
+            work_s = time.thread_time() - cpu_started
             pause = pause_after(work_s, self.interval_s, self.work_share)
             self.last_round = (work_s, pause)
             if pause > self.interval_s:
-                log.info("standby: next read ahead in %.0f s (the last round took %.1f s)", pause, work_s)
+                log.info("standby: next read ahead in %.0f s (the last round used %.1f s of CPU)", pause, work_s)
             self._stop.wait(pause)
 
     def _decide(self, snapshot: ZkSnapshot) -> None:

@@ -294,21 +294,23 @@ def test_a_long_round_of_reading_ahead_waits_long_enough_to_keep_its_share(zk: K
     store = MemoryCheckpointStore("memory:/work-share")
     decided = threading.Event()
 
-    class Slow(Decider):
+    class Busy(Decider):
         def update(self, snapshot: object, state_texts: object, stop: threading.Event) -> int:
-            stop.wait(0.4)  # a round of at least 0.4 s
+            until = time.thread_time() + 0.4  # a round of at least 0.4 s of CPU
+            while time.thread_time() < until:
+                sum(range(1000))
             decided.set()
             return 0
 
-    slow = Slow(controller_id=1000, checkpoint_dir=store.root, num_buckets=2, config=ControllerConfig())
+    busy = Busy(controller_id=1000, checkpoint_dir=store.root, num_buckets=2, config=ControllerConfig())
     reader = SnapshotReader(zk)
-    ahead = ReadAhead(reader, interval_s=0.05, work_share=0.25, decider=slow).start()
+    ahead = ReadAhead(reader, interval_s=0.05, work_share=0.25, decider=busy).start()
     try:
         assert decided.wait(20)
         wait_until("the first round's pause", lambda: ahead.last_round is not None, 20)
         assert ahead.last_round is not None
         work_s, pause_s = ahead.last_round
-        # at most a quarter of the time working: three times the round's work waited, not the 0.05 s interval
+        # at most a quarter of a core: three times the round's CPU time waited, not the 0.05 s interval
         assert work_s >= 0.4 and pause_s == pytest.approx(3 * work_s)
         assert reader.reads == 1
     finally:
