@@ -21,7 +21,8 @@ acknowledged-loss audit).
 
 The log fabric: followers pull from leaders like Kafka's fetcher threads. Within one process a fetch is
 a direct call on the leader object (:class:`simbrokers.fabric.LocalFabric`); across processes it is one
-JSON line over TCP loopback to the endpoint the leader registered (:mod:`simbrokers.fetchnet`), found
+JSON line over TCP loopback to the endpoint the leader registered (:mod:`simbrokers.fetchnet`: a fetch session
+per connection, sending only what changed), found
 from LeaderAndIsr ``liveLeaders`` / UpdateMetadata ``liveBrokers`` — no ZooKeeper or topic involved.
 
 Run: ``python -m simbrokers --brokers 1,2,3 [--zookeeper HOST:PORT] [--bootstrap-server HOST:PORT]``
