@@ -53,6 +53,7 @@ from core.kafka.envelope import BROKER_EVENTS_TOPIC, REQUESTS_TOPIC, parse_reque
 from core.kafka.error_codes import error_name
 from core.kafka.log_dirs import LOG_DIRS_TOPIC, chunked
 from core.kafka.requests import SHARED_BROKER_ID
+from core.model import sort_tps
 from simbrokers.alter_requests import PROPOSALS_PER_RECORD, as_requests, correlation_ids
 from simbrokers.broker import BrokerConfig, Faults, FetchRequest, FetchResponse, SimBroker
 from simbrokers.control import CONTROL_TOPIC, ControlCommand, parse_control
@@ -574,7 +575,7 @@ class SimBrokersProcess:
                 stack.enter_context(self.fabric.locks[b.broker_id])
             for b in brokers:
                 status["brokers"][str(b.broker_id)] = b.status()
-            tps = sorted({tp for b in brokers for tp in b.partitions}, key=lambda tp: (tp.topic, tp.partition))
+            tps = sort_tps({tp for b in brokers for tp in b.partitions})
             # the audit needs the current leader's log: it can only speak of partitions led in this process
             status["loss"] = {
                 str(tp): {"acknowledged": r.acknowledged, "lost": len(r.lost), "leader": r.leader}

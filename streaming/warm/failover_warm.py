@@ -100,7 +100,7 @@ class ReadAhead:
                 log.warning("standby: shipping the earlier failover snapshots ahead failed: %r", e)
         while not self._stop.is_set():
             started = time.monotonic()
-            cpu_started = time.thread_time()  # waiting on ZooKeeper is not work: the thread's CPU time is
+            cpu_started = time.thread_time()  # the thread's CPU time: waiting on ZooKeeper is not work
             try:
                 snapshot = self.reader.read(ahead=True, abort=self._stop)
                 read_s = time.monotonic() - started
